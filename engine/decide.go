@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// decideOne decodes, decides and records one message. ref is the
+// quarantine entry an operator releases (0: a delivery).
+func (e *Engine) decideOne(m *Message, now time.Time, ref uint64) Decision {
+	d, err := e.decode(m)
+	if err != nil {
+		var de *decodeError
+		if !errors.As(err, &de) {
+			de = &decodeError{reason: err.Error()}
+		}
+		dec := Decision{Outcome: Malformed, Reason: de.reason, Sequence: -1}
+		if d != nil {
+			dec.Route = d.route.Name
+		}
+		return e.record(m, dec, now, ref)
+	}
+	dec := e.decide(d, now, ref != 0)
+	if ref != 0 {
+		dec.Reason = fmt.Sprintf("%s #%d", reasonReleased, ref)
+		if dec.Outcome == Duplicate {
+			dec.Reason += ": its key was applied meanwhile"
+		}
+	}
+	return e.record(m, dec, now, ref)
+}
+
+// decide is the decision proper, on a decoded message: the key window, then
+// the source window for sequenced routes. An effective outcome updates the
+// windows and runs the effects. release waives the below-window and
+// old-epoch rules and turns a conflict into a duplicate: a released message
+// is applied at most once.
+func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
+	dec := Decision{Route: d.route.Name, Key: d.key, Digest: d.digest, Source: d.source,
+		Epoch: d.epoch, Sequence: d.seq, ID: d.id}
+	if dg, hit := e.keys.lookup(d.key); hit {
+		switch {
+		case dg == digest64(d.digest) || release:
+			dec.Outcome, dec.Reason = Duplicate, reasonKeySeen
+		default:
+			dec.Outcome, dec.Reason = Conflict, reasonConflict
+		}
+		return dec
+	}
+	ver := Version{Ordinal: e.tail.Position + 1}
+	if d.route.sequence >= 0 {
+		src := e.source(d)
+		v := src.checkSequence(d, e.opts.SequenceSpan, e.opts.KeepEpochs, release)
+		dec.Outcome, dec.Reason, dec.Gap = v.outcome, v.reason, v.gap
+		if !v.outcome.Effective() {
+			return dec
+		}
+		e.pending.sources[src.ID()] = src
+		ver.Epoch, ver.Sequence = v.epoch.Value, d.seq
+	} else {
+		dec.Outcome = Applied
+	}
+	ord := e.keys.insert(d.key, d.digest, now.UnixNano())
+	e.pending.batch.Keys = append(e.pending.batch.Keys, KeyEntry{Ordinal: ord, Key: d.key, Digest: d.digest, Time: now.UnixNano()})
+	e.project(d, ver)
+	return dec
+}
+
+// source returns the window of d's (route, source), creating it.
+func (e *Engine) source(d *decoded) *SourceState {
+	id := sourceID(d.route.Name, d.source)
+	s := e.sources[id]
+	if s == nil {
+		s = &SourceState{Route: d.route.Name, Source: d.source}
+		e.sources[id] = s
+	}
+	return s
+}
+
+// record appends the decision's audit record (and quarantine entry) to the
+// pending batch.
+func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64) Decision {
+	dec.Position = e.tail.Position + 1
+	r := AuditRecord{Position: dec.Position, Time: now.UTC(), Route: dec.Route, Topic: m.Topic,
+		Source: dec.Source, Epoch: dec.Epoch, ID: dec.ID, Outcome: dec.Outcome.String(),
+		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Ref: ref}
+	if dec.Sequence >= 0 {
+		s := dec.Sequence
+		r.Sequence = &s
+	}
+	if !dec.Key.IsZero() {
+		r.Key, r.Digest = dec.Key.String(), dec.Digest.String()
+	}
+	e.appendAudit(&r)
+	b := &e.pending.batch
+	if dec.Outcome.Held() {
+		b.Quarantine = append(b.Quarantine, QuarantineEntry{ID: dec.Position, Time: r.Time,
+			Outcome: r.Outcome, Reason: dec.Reason, Route: dec.Route, Topic: m.Topic, Key: r.Key,
+			Dup: m.Dup, Broker: m.Broker, Payload: append([]byte(nil), m.Payload...)})
+	}
+	return dec
+}
+
+func (e *Engine) appendAudit(r *AuditRecord) {
+	r.Position = e.tail.Position + 1
+	if err := Seal(r, e.tail.Hash); err != nil {
+		panic(err) // a record of plain strings always marshals
+	}
+	h, _ := parseHash(r.Hash)
+	e.tail = AuditHead{Position: r.Position, Hash: h}
+	e.pending.batch.Audit = append(e.pending.batch.Audit, *r)
+}
+
+// Release decides a quarantined message again with the below-window and
+// old-epoch rules waived: it is applied once, or is a duplicate when its key
+// was applied meanwhile. A message that is still malformed stays held and
+// Release returns ErrStillMalformed.
+func (e *Engine) Release(ctx context.Context, id uint64) (Decision, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return Decision{}, ErrClosed
+	}
+	q, err := e.quar.Quarantined(ctx, id)
+	if err != nil {
+		return Decision{}, err
+	}
+	m := Message{Topic: q.Topic, Payload: q.Payload, Dup: q.Dup, Broker: q.Broker}
+	if _, err := e.decode(&m); err != nil {
+		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, err)
+	}
+	dec := e.decideOne(&m, e.opts.Now(), id)
+	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
+	if err := e.commit(ctx); err != nil {
+		return Decision{}, err
+	}
+	return dec, nil
+}
+
+// Discard removes a quarantined message for good, auditing who said why.
+func (e *Engine) Discard(ctx context.Context, id uint64, reason string) (Decision, error) {
+	if reason == "" {
+		return Decision{}, fmt.Errorf("%w: discard needs a reason", ErrConfig)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return Decision{}, ErrClosed
+	}
+	q, err := e.quar.Quarantined(ctx, id)
+	if err != nil {
+		return Decision{}, err
+	}
+	r := AuditRecord{Time: e.opts.Now().UTC(), Route: q.Route, Topic: q.Topic, Key: q.Key,
+		Outcome: OutcomeDiscarded, Reason: reason, Dup: q.Dup, Broker: q.Broker, Ref: id}
+	e.appendAudit(&r)
+	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
+	if err := e.commit(ctx); err != nil {
+		return Decision{}, err
+	}
+	return Decision{Outcome: Quarantined, Reason: reason, Position: r.Position, Route: q.Route, Sequence: -1}, nil
+}
+
+// OutcomeDiscarded is the audit outcome of an operator's discard.
+const OutcomeDiscarded = "discarded"

@@ -1,0 +1,281 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/buger/jsonparser"
+)
+
+// DefaultMaxPayload is the payload size above which a message is malformed.
+const DefaultMaxPayload = 256 << 10
+
+// valueKind is the JSON type of an extracted field.
+type valueKind uint8
+
+const (
+	vAbsent valueKind = iota
+	vString
+	vNumber
+	vBool
+	vNull
+	vComposite // object or array: never a valid field value
+)
+
+var kindNames = [...]string{"absent", "string", "number", "boolean", "null", "object or array"}
+
+// value is one extracted field: its kind and its canonical text (strings
+// unescaped, numbers as canonical decimals).
+type value struct {
+	kind valueKind
+	text string
+}
+
+// decoded is a message after extraction and validation: everything decide
+// and the effects need, nothing more.
+type decoded struct {
+	route    *route
+	vals     []value // one per route path
+	source   []string
+	epoch    string
+	epochNum bool
+	epochInt int64
+	seq      int64 // -1 for id routes
+	id       string
+	key      Hash
+	digest   Hash
+}
+
+// decodeError is a malformed message's reason.
+type decodeError struct{ reason string }
+
+func (e *decodeError) Error() string { return e.reason }
+
+func malformed(format string, a ...any) error {
+	return &decodeError{reason: fmt.Sprintf(format, a...)}
+}
+
+// decode extracts only the route's configured paths from the payload.
+func (e *Engine) decode(m *Message) (*decoded, error) {
+	if len(m.Payload) > e.maxPayload {
+		return nil, malformed("payload is %d bytes, over max_payload %d", len(m.Payload), e.maxPayload)
+	}
+	r := e.routeFor(m.Topic)
+	if r == nil {
+		return nil, malformed("no route matches topic %q", m.Topic)
+	}
+	d := &decoded{route: r, seq: -1, vals: make([]value, len(r.paths))}
+	if err := d.extract(m); err != nil {
+		return d, err
+	}
+	if err := d.identity(); err != nil {
+		return d, err
+	}
+	d.hash()
+	return d, nil
+}
+
+func (d *decoded) extract(m *Message) error {
+	if !json.Valid(m.Payload) {
+		return malformed("payload is not valid JSON")
+	}
+	r := d.route
+	var levels []string
+	for i, p := range r.paths {
+		if p.topic < 0 {
+			continue
+		}
+		if levels == nil {
+			levels = strings.Split(m.Topic, "/")
+		}
+		if p.topic < len(levels) {
+			d.vals[i] = value{kind: vString, text: levels[p.topic]}
+		}
+	}
+	if len(r.payload) == 0 {
+		return nil
+	}
+	slotToPath := r.slotIndex()
+	var err error
+	jsonparser.EachKey(m.Payload, func(slot int, v []byte, vt jsonparser.ValueType, perr error) {
+		if err != nil || slot < 0 || slot >= len(slotToPath) {
+			return
+		}
+		if perr != nil {
+			err = malformed("%s: %v", r.payload[slot], perr)
+			return
+		}
+		i := slotToPath[slot]
+		if d.vals[i].kind != vAbsent {
+			return // first occurrence wins
+		}
+		d.vals[i], err = canonical(r.paths[i].text, v, vt)
+	}, r.payload...)
+	return err
+}
+
+func canonical(name string, v []byte, vt jsonparser.ValueType) (value, error) {
+	switch vt {
+	case jsonparser.String:
+		s, err := jsonparser.ParseString(v)
+		if err != nil {
+			return value{}, malformed("%s: bad string: %v", name, err)
+		}
+		return value{kind: vString, text: s}, nil
+	case jsonparser.Number:
+		t, err := canonicalNumber(v)
+		if err != nil {
+			return value{}, malformed("%s: %v", name, err)
+		}
+		return value{kind: vNumber, text: t}, nil
+	case jsonparser.Boolean:
+		return value{kind: vBool, text: string(v)}, nil
+	case jsonparser.Null:
+		return value{kind: vNull, text: "null"}, nil
+	default:
+		return value{kind: vComposite, text: string(v)}, nil
+	}
+}
+
+// identity validates the identity fields and fills source, epoch, seq, id.
+func (d *decoded) identity() error {
+	r := d.route
+	d.source = make([]string, len(r.source))
+	for n, i := range r.source {
+		v := d.vals[i]
+		switch v.kind {
+		case vString, vNumber, vBool:
+			d.source[n] = v.text
+		case vAbsent:
+			return malformed("source field %s is missing", r.paths[i].text)
+		default:
+			return malformed("source field %s: want a string or number, got %s", r.paths[i].text, kindNames[v.kind])
+		}
+	}
+	if r.sequence >= 0 {
+		s, err := sequenceOf(r.paths[r.sequence].text, d.vals[r.sequence])
+		if err != nil {
+			return err
+		}
+		d.seq = s
+	}
+	if r.epoch >= 0 {
+		if err := d.epochOf(r.paths[r.epoch].text, d.vals[r.epoch]); err != nil {
+			return err
+		}
+	}
+	if r.id >= 0 {
+		v := d.vals[r.id]
+		name := r.paths[r.id].text
+		switch {
+		case v.kind == vAbsent:
+			return malformed("id field %s is missing", name)
+		case v.kind == vString && v.text == "":
+			return malformed("id field %s is empty", name)
+		case v.kind != vString && v.kind != vNumber:
+			return malformed("id field %s: want a string or number, got %s", name, kindNames[v.kind])
+		}
+		d.id = v.text
+	}
+	for i, num := range r.numeric {
+		if k := d.vals[i].kind; num && k != vAbsent && k != vNumber {
+			return malformed("effect field %s: want a JSON number, got %s", r.paths[i].text, kindNames[k])
+		}
+	}
+	for i, v := range d.vals {
+		if v.kind == vComposite {
+			return malformed("field %s: want a scalar, got %s", r.paths[i].text, kindNames[v.kind])
+		}
+	}
+	return nil
+}
+
+func sequenceOf(name string, v value) (int64, error) {
+	switch v.kind {
+	case vAbsent:
+		return 0, malformed("sequence field %s is missing", name)
+	case vNumber:
+	default:
+		return 0, malformed("sequence field %s: want a JSON integer, got %s", name, kindNames[v.kind])
+	}
+	if strings.HasPrefix(v.text, "-") {
+		return 0, malformed("sequence field %s: %s is negative", name, v.text)
+	}
+	if strings.ContainsAny(v.text, ".eE") {
+		return 0, malformed("sequence field %s: %s is not an integer", name, v.text)
+	}
+	s, err := strconv.ParseInt(v.text, 10, 64)
+	if err != nil {
+		return 0, malformed("sequence field %s: %s is out of range (0 <= s < 2^63)", name, v.text)
+	}
+	return s, nil
+}
+
+func (d *decoded) epochOf(name string, v value) error {
+	switch v.kind {
+	case vAbsent:
+		return malformed("epoch field %s is missing", name)
+	case vString:
+		if v.text == "" {
+			return malformed("epoch field %s is an empty string", name)
+		}
+		d.epoch = v.text
+		return nil
+	case vNumber:
+		n, err := strconv.ParseInt(v.text, 10, 64)
+		if err != nil {
+			return malformed("epoch field %s: %s is not an integer in int64 range", name, v.text)
+		}
+		d.epoch, d.epochNum, d.epochInt = v.text, true, n
+		return nil
+	default:
+		return malformed("epoch field %s: want an integer or a string, got %s", name, kindNames[v.kind])
+	}
+}
+
+// hash derives the idempotency key and the content digest. The digest
+// covers every value the route reads, in canonical form, so a re-serialised
+// payload with the same content has the same digest.
+func (d *decoded) hash() {
+	r := d.route
+	if r.sequence >= 0 {
+		d.key = SequencedKey(r.Name, d.source, d.epochTag(), d.seq)
+	} else {
+		d.key = IDKey(r.Name, d.source, d.id)
+	}
+	var buf [512]byte
+	b := buf[:0]
+	for i, p := range r.paths {
+		b = appendField(b, p.text)
+		b = append(b, byte(d.vals[i].kind))
+		b = appendField(b, d.vals[i].text)
+	}
+	d.digest = sha256.Sum256(b)
+}
+
+// epochTag keeps numeric 5 and string "5" apart in the key.
+func (d *decoded) epochTag() string {
+	if d.route.epoch < 0 {
+		return ""
+	}
+	if d.epochNum {
+		return "n" + d.epoch
+	}
+	return "s" + d.epoch
+}
+
+// slotIndex maps payload slots to path indexes.
+func (c *route) slotIndex() []int {
+	if c.slots == nil {
+		c.slots = make([]int, len(c.payload))
+		for i, p := range c.paths {
+			if p.topic < 0 {
+				c.slots[p.slot] = i
+			}
+		}
+	}
+	return c.slots
+}

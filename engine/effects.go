@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/cockroachdb/apd/v3"
+)
+
+// entity is the in-memory projection of one entity.
+type entity struct {
+	fields map[string]*field
+}
+
+type field struct {
+	kind    ValueKind
+	num     apd.Decimal
+	str     string
+	version Version
+}
+
+// project runs the route's effects of one effective message against the
+// entity states, marking what changed. Paths absent from the message do
+// nothing; an entity template naming an absent field skips the effect.
+func (e *Engine) project(d *decoded, ver Version) {
+	for _, ef := range d.route.effects {
+		name, ok := render(ef.entity, d.vals)
+		if !ok {
+			continue
+		}
+		ent := e.entities[name]
+		if ent == nil {
+			ent = &entity{fields: map[string]*field{}}
+			e.entities[name] = ent
+		}
+		changed := false
+		for _, o := range ef.ops {
+			v := d.vals[o.src]
+			if v.kind == vAbsent {
+				continue
+			}
+			if ent.apply(o, v, ver) {
+				changed = true
+			}
+		}
+		if changed {
+			e.pending.entities[name] = struct{}{}
+		}
+	}
+}
+
+func render(parts []tmplPart, vals []value) (string, bool) {
+	if len(parts) == 1 && parts[0].src < 0 {
+		return parts[0].lit, true
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.src < 0 {
+			b.WriteString(p.lit)
+			continue
+		}
+		v := vals[p.src]
+		if v.kind == vAbsent || v.kind == vNull {
+			return "", false
+		}
+		b.WriteString(v.text)
+	}
+	return b.String(), true
+}
+
+// apply runs one operation; it reports whether the field changed.
+func (ent *entity) apply(o op, v value, ver Version) bool {
+	f := ent.fields[o.field]
+	if o.kind == opSet {
+		if f != nil && !f.version.Less(ver) {
+			return false // a late old update never overwrites newer state
+		}
+		nf := &field{version: ver}
+		switch v.kind {
+		case vNumber:
+			nf.kind = KindNumber
+			nf.num.SetString(v.text)
+		case vString:
+			nf.kind, nf.str = KindString, v.text
+		default:
+			nf.kind, nf.str = KindRaw, v.text
+		}
+		ent.fields[o.field] = nf
+		return true
+	}
+	var x apd.Decimal
+	if _, _, err := x.SetString(v.text); err != nil {
+		return false // decode validated numbers; unreachable
+	}
+	if f == nil || f.kind != KindNumber {
+		ent.fields[o.field] = &field{kind: KindNumber, num: x, version: ver}
+		return true
+	}
+	switch o.kind {
+	case opAdd:
+		if _, err := decimalCtx.Add(&f.num, &f.num, &x); err != nil {
+			return false
+		}
+	case opMax:
+		if f.num.Cmp(&x) >= 0 {
+			return false
+		}
+		f.num.Set(&x)
+	case opMin:
+		if f.num.Cmp(&x) <= 0 {
+			return false
+		}
+		f.num.Set(&x)
+	}
+	if f.version.Less(ver) {
+		f.version = ver
+	}
+	return true
+}
+
+func (ent *entity) state(name string) EntityState {
+	st := EntityState{Name: name, Fields: make(map[string]FieldValue, len(ent.fields))}
+	for k, f := range ent.fields {
+		fv := FieldValue{Kind: f.kind, Str: f.str, Version: f.version}
+		if f.kind == KindNumber {
+			fv.Num = formatDecimal(&f.num)
+		}
+		st.Fields[k] = fv
+	}
+	return st
+}
+
+func entityFromState(st EntityState) *entity {
+	ent := &entity{fields: make(map[string]*field, len(st.Fields))}
+	for k, fv := range st.Fields {
+		f := &field{kind: fv.Kind, str: fv.Str, version: fv.Version}
+		if fv.Kind == KindNumber {
+			f.num.SetString(fv.Num)
+		}
+		ent.fields[k] = f
+	}
+	return ent
+}
+
+// StateJSON renders entity states as `replayguard state --json` prints
+// them: {"incident/7": {"casualties": 3, "status": "available"}}. Numbers
+// are exact decimal JSON numbers.
+func StateJSON(states []EntityState) map[string]map[string]json.RawMessage {
+	out := make(map[string]map[string]json.RawMessage, len(states))
+	for _, st := range states {
+		m := make(map[string]json.RawMessage, len(st.Fields))
+		for k, fv := range st.Fields {
+			m[k] = fv.JSON()
+		}
+		out[st.Name] = m
+	}
+	return out
+}
+
+// JSON returns the field's value as JSON.
+func (fv FieldValue) JSON() json.RawMessage {
+	switch fv.Kind {
+	case KindNumber:
+		return json.RawMessage(fv.Num)
+	case KindString:
+		b, _ := json.Marshal(fv.Str)
+		return b
+	default:
+		return json.RawMessage(fv.Str)
+	}
+}

@@ -1,0 +1,25 @@
+package engine
+
+import "errors"
+
+// Errors returned by the engine and by stores. Permanent errors concern the
+// input and are never retried; a store error other than these is transient:
+// the source should redeliver (not acknowledge) and retry with backoff.
+var (
+	// ErrClosed is returned by a store or engine used after Close.
+	ErrClosed = errors.New("replayguard: closed")
+	// ErrNotFound is returned for an unknown quarantine entry.
+	ErrNotFound = errors.New("replayguard: not found")
+	// ErrLocked is returned when another process holds an embedded store.
+	ErrLocked = errors.New("replayguard: store locked by another process")
+	// ErrConfig is returned for an invalid engine configuration.
+	ErrConfig = errors.New("replayguard: invalid configuration")
+	// ErrAuditGap is returned when a batch's audit positions do not follow the head.
+	ErrAuditGap = errors.New("replayguard: audit positions do not follow the chain head")
+)
+
+var errBadPrev = errors.New("replayguard: audit record has a malformed prev hash")
+
+// ErrStillMalformed is returned by Release for a message that still does
+// not decode: discard it instead.
+var ErrStillMalformed = errors.New("replayguard: message is still malformed")

@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+// appendField appends a length-prefixed field: a uvarint length, then the
+// bytes. Length prefixes make the encoding injective, so ("a|b","c") and
+// ("a","b|c") never share a key the way a delimiter join would.
+func appendField(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// sourceID is the stable, injective identity of a (route, source parts).
+func sourceID(route string, parts []string) string {
+	b := appendField(nil, route)
+	b = binary.AppendUvarint(b, uint64(len(parts)))
+	for _, p := range parts {
+		b = appendField(b, p)
+	}
+	return string(b)
+}
+
+// SourceID returns the store identity of (route, source parts).
+func SourceID(route string, parts []string) string { return sourceID(route, parts) }
+
+// key kinds, so that a sequenced and an id route can never share a key.
+const (
+	keySequenced = 's'
+	keyByID      = 'i'
+)
+
+// SequencedKey derives the idempotency key of a sequenced message.
+func SequencedKey(route string, source []string, epoch string, seq int64) Hash {
+	var buf [256]byte
+	b := append(buf[:0], keySequenced)
+	b = appendField(b, route)
+	b = binary.AppendUvarint(b, uint64(len(source)))
+	for _, p := range source {
+		b = appendField(b, p)
+	}
+	b = appendField(b, epoch)
+	b = binary.BigEndian.AppendUint64(b, uint64(seq))
+	return sha256.Sum256(b)
+}
+
+// IDKey derives the idempotency key of a message identified by a producer id.
+func IDKey(route string, source []string, id string) Hash {
+	var buf [256]byte
+	b := append(buf[:0], keyByID)
+	b = appendField(b, route)
+	b = binary.AppendUvarint(b, uint64(len(source)))
+	for _, p := range source {
+		b = appendField(b, p)
+	}
+	b = appendField(b, id)
+	return sha256.Sum256(b)
+}

@@ -1,0 +1,271 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Route is one configured route: which messages it takes (an MQTT topic
+// filter) and which fields form their identity and effects. Paths are dotted
+// payload paths ("a.b") or topic levels ("topic[1]").
+type Route struct {
+	Name     string
+	Topic    string
+	Source   []string
+	Sequence string // optional; a sequenced route
+	Epoch    string // optional, with Sequence
+	ID       string // optional; an id route when Sequence is empty
+	Effects  []EffectSpec
+}
+
+// EffectSpec is one projection: an entity template and the fields each
+// operation reads. Each map is field -> path.
+type EffectSpec struct {
+	Entity string
+	Add    map[string]string
+	Set    map[string]string
+	Max    map[string]string
+	Min    map[string]string
+}
+
+// path is a compiled field reference.
+type path struct {
+	text  string
+	topic int      // topic level, or -1 for a payload path
+	segs  []string // payload path segments
+	slot  int      // index among the route's payload paths; -1 for topic levels
+}
+
+// op is one effect operation on one field.
+type op struct {
+	kind  opKind
+	field string
+	src   int // index into route.paths
+}
+
+type opKind uint8
+
+const (
+	opAdd opKind = iota
+	opSet
+	opMax
+	opMin
+)
+
+func (k opKind) String() string { return [...]string{"add", "set", "max", "min"}[k] }
+
+// tmplPart is a literal or a path reference of an entity template.
+type tmplPart struct {
+	lit string
+	src int // index into route.paths, -1 for a literal
+}
+
+type effect struct {
+	entity []tmplPart
+	ops    []op
+}
+
+// route is a compiled Route.
+type route struct {
+	Route
+	filter   []string
+	paths    []path     // every distinct path the route reads
+	payload  [][]string // payload paths, in slot order, for one-pass extraction
+	source   []int
+	sequence int // -1 when absent
+	epoch    int
+	id       int
+	effects  []effect
+	numeric  []bool // path i feeds add/max/min: must be a number when present
+	slots    []int  // payload slot -> path index, built once after compile
+}
+
+func compileRoute(r Route) (*route, error) {
+	c := &route{Route: r, sequence: -1, epoch: -1, id: -1}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: route %q: %s", ErrConfig, r.Name, fmt.Sprintf(format, a...))
+	}
+	if r.Name == "" {
+		return nil, fmt.Errorf("%w: a route has no name", ErrConfig)
+	}
+	if err := checkFilter(r.Topic); err != nil {
+		return nil, bad("topic: %v", err)
+	}
+	c.filter = strings.Split(r.Topic, "/")
+	if len(r.Source) == 0 {
+		return nil, bad("source: empty")
+	}
+	if (r.Sequence == "") == (r.ID == "") {
+		return nil, bad("exactly one of sequence and id must be set")
+	}
+	if r.Epoch != "" && r.Sequence == "" {
+		return nil, bad("epoch needs sequence")
+	}
+	for _, s := range r.Source {
+		i, err := c.ref(s)
+		if err != nil {
+			return nil, bad("source: %v", err)
+		}
+		c.source = append(c.source, i)
+	}
+	var err error
+	if r.Sequence != "" {
+		if c.sequence, err = c.ref(r.Sequence); err != nil {
+			return nil, bad("sequence: %v", err)
+		}
+	}
+	if r.Epoch != "" {
+		if c.epoch, err = c.ref(r.Epoch); err != nil {
+			return nil, bad("epoch: %v", err)
+		}
+	}
+	if r.ID != "" {
+		if c.id, err = c.ref(r.ID); err != nil {
+			return nil, bad("id: %v", err)
+		}
+	}
+	for i, e := range r.Effects {
+		ce, err := c.compileEffect(e)
+		if err != nil {
+			return nil, bad("effects[%d]: %v", i, err)
+		}
+		c.effects = append(c.effects, ce)
+	}
+	c.slotIndex()
+	return c, nil
+}
+
+func (c *route) compileEffect(e EffectSpec) (effect, error) {
+	var ce effect
+	parts, err := c.template(e.Entity)
+	if err != nil {
+		return ce, err
+	}
+	ce.entity = parts
+	for k, m := range []map[string]string{e.Add, e.Set, e.Max, e.Min} {
+		for _, field := range sortedKeys(m) {
+			if field == "" {
+				return ce, fmt.Errorf("empty field name")
+			}
+			i, err := c.ref(m[field])
+			if err != nil {
+				return ce, fmt.Errorf("%s.%s: %v", opKind(k), field, err)
+			}
+			if opKind(k) != opSet {
+				c.numeric[i] = true
+			}
+			ce.ops = append(ce.ops, op{kind: opKind(k), field: field, src: i})
+		}
+	}
+	if len(ce.ops) == 0 {
+		return ce, fmt.Errorf("no add, set, max or min field")
+	}
+	return ce, nil
+}
+
+func (c *route) template(t string) ([]tmplPart, error) {
+	if t == "" {
+		return nil, fmt.Errorf("entity: empty template")
+	}
+	var parts []tmplPart
+	for t != "" {
+		open := strings.IndexByte(t, '{')
+		if close := strings.IndexByte(t, '}'); close >= 0 && (open < 0 || close < open) {
+			return nil, fmt.Errorf("entity: unbalanced '}'")
+		}
+		if open < 0 {
+			parts = append(parts, tmplPart{lit: t, src: -1})
+			break
+		}
+		if open > 0 {
+			parts = append(parts, tmplPart{lit: t[:open], src: -1})
+		}
+		end := strings.IndexByte(t[open:], '}')
+		if end < 0 {
+			return nil, fmt.Errorf("entity: unbalanced '{'")
+		}
+		i, err := c.ref(t[open+1 : open+end])
+		if err != nil {
+			return nil, fmt.Errorf("entity: %v", err)
+		}
+		parts = append(parts, tmplPart{src: i})
+		t = t[open+end+1:]
+	}
+	return parts, nil
+}
+
+// ref returns the index of path p among the route's paths, adding it once.
+func (c *route) ref(p string) (int, error) {
+	for i := range c.paths {
+		if c.paths[i].text == p {
+			return i, nil
+		}
+	}
+	cp, err := parsePath(p)
+	if err != nil {
+		return 0, err
+	}
+	if cp.topic < 0 {
+		cp.slot = len(c.payload)
+		c.payload = append(c.payload, cp.segs)
+	}
+	c.paths = append(c.paths, cp)
+	c.numeric = append(c.numeric, false)
+	return len(c.paths) - 1, nil
+}
+
+func parsePath(p string) (path, error) {
+	if rest, ok := strings.CutPrefix(p, "topic["); ok {
+		n, err := strconv.Atoi(strings.TrimSuffix(rest, "]"))
+		if !strings.HasSuffix(rest, "]") || err != nil || n < 0 {
+			return path{}, fmt.Errorf("bad topic level reference %q", p)
+		}
+		return path{text: p, topic: n, slot: -1}, nil
+	}
+	segs := strings.Split(p, ".")
+	for _, s := range segs {
+		if s == "" {
+			return path{}, fmt.Errorf("bad payload path %q", p)
+		}
+	}
+	return path{text: p, topic: -1, segs: segs}, nil
+}
+
+func checkFilter(f string) error {
+	if f == "" {
+		return fmt.Errorf("empty filter")
+	}
+	levels := strings.Split(f, "/")
+	for i, l := range levels {
+		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
+			return fmt.Errorf("%q: '#' must be the whole last level", f)
+		}
+		if strings.Contains(l, "+") && l != "+" {
+			return fmt.Errorf("%q: '+' must be a whole level", f)
+		}
+	}
+	return nil
+}
+
+// match reports whether topic matches the route's filter (MQTT rules; a
+// filter starting with a wildcard does not match topics starting with '$').
+func (c *route) match(topic string) bool {
+	if len(topic) > 0 && topic[0] == '$' && (c.filter[0] == "+" || c.filter[0] == "#") {
+		return false
+	}
+	for i, f := range c.filter {
+		if f == "#" {
+			return true
+		}
+		level, rest, more := strings.Cut(topic, "/")
+		if f != "+" && f != level {
+			return false
+		}
+		if !more {
+			return i == len(c.filter)-1 || (i == len(c.filter)-2 && c.filter[i+1] == "#")
+		}
+		topic = rest
+	}
+	return false
+}

@@ -1,0 +1,248 @@
+package engine
+
+import "slices"
+
+// maxGaps bounds the open gaps kept per epoch. Past it the oldest are
+// dropped from the report; they are at least a window old by then and can no
+// longer be filled without quarantine anyway.
+const maxGaps = 64
+
+// maxSeen bounds the string epochs remembered per source.
+const maxSeen = 32
+
+// seqVerdict is what a source window says of a sequence.
+type seqVerdict struct {
+	outcome Outcome
+	reason  string
+	gap     *Range // sequences this message skipped
+	epoch   *EpochWindow
+}
+
+// Reasons recorded in the audit trail.
+const (
+	reasonBelowWindow = "below_window"
+	reasonOldEpoch    = "old_epoch"
+	reasonSeqSeen     = "sequence already seen"
+	reasonKeySeen     = "key already applied"
+	reasonConflict    = "key already applied with different content"
+	reasonNewEpoch    = "new epoch"
+	reasonLate        = "late message fills a gap"
+	reasonReleased    = "released from quarantine"
+)
+
+// checkSequence decides a sequence against the source's windows and, for an
+// effective outcome, records it. waive lifts the below-window and
+// old-epoch rules (an operator's release).
+func (s *SourceState) checkSequence(d *decoded, span, keep int, waive bool) (v seqVerdict) {
+	i := s.find(d.epoch, d.epochNum)
+	if i < 0 {
+		if !s.isNewEpoch(d) {
+			if waive {
+				return seqVerdict{outcome: Applied, reason: reasonReleased}
+			}
+			return seqVerdict{outcome: Quarantined, reason: reasonOldEpoch}
+		}
+		s.openEpoch(d, span, keep)
+		i = 0
+		defer func() {
+			if len(s.Epochs) > 1 && v.reason == "" {
+				v.reason = reasonNewEpoch
+			}
+		}()
+	}
+	w := &s.Epochs[i]
+	if i == 0 {
+		v = w.checkCurrent(d.seq, span, waive)
+	} else {
+		v = w.checkOlder(d.seq, waive)
+	}
+	v.epoch = w
+	return v
+}
+
+func (s *SourceState) find(epoch string, numeric bool) int {
+	for i := range s.Epochs {
+		if s.Epochs[i].Epoch == epoch && s.Epochs[i].Numeric == numeric {
+			return i
+		}
+	}
+	return -1
+}
+
+// isNewEpoch reports whether an epoch with no kept window is newer than the
+// current one: integers by value, strings by first appearance.
+func (s *SourceState) isNewEpoch(d *decoded) bool {
+	if len(s.Epochs) == 0 {
+		return true
+	}
+	cur := s.Epochs[0]
+	if d.epochNum && cur.Numeric {
+		return d.epochInt > cur.Value
+	}
+	if d.epochNum {
+		return true
+	}
+	return !slices.Contains(s.Seen, d.epoch)
+}
+
+// openEpoch makes d's epoch current and retires the previous current one.
+func (s *SourceState) openEpoch(d *decoded, span, keep int) {
+	w := EpochWindow{Epoch: d.epoch, Numeric: d.epochNum, High: -1, Bitmap: make([]uint64, span/64)}
+	switch {
+	case d.epochNum:
+		w.Value = d.epochInt
+	case len(s.Epochs) > 0:
+		w.Value = s.Epochs[0].Value + 1
+	}
+	if !d.epochNum {
+		s.Seen = append(s.Seen, d.epoch)
+		if len(s.Seen) > maxSeen {
+			s.Seen = s.Seen[len(s.Seen)-maxSeen:]
+		}
+	}
+	if len(s.Epochs) > 0 {
+		s.Epochs[0].retire(span)
+	}
+	s.Epochs = append([]EpochWindow{w}, s.Epochs...)
+	if len(s.Epochs) > keep+1 {
+		s.Epochs = s.Epochs[:keep+1]
+	}
+}
+
+func (w *EpochWindow) bit(seq int64, span int) (word int, mask uint64) {
+	b := int(seq % int64(span))
+	return b / 64, 1 << (b % 64)
+}
+
+func (w *EpochWindow) checkCurrent(seq int64, span int, waive bool) seqVerdict {
+	switch {
+	case seq > w.High:
+		v := seqVerdict{outcome: Applied}
+		if w.High >= 0 && seq > w.High+1 {
+			v.gap = &Range{From: w.High + 1, To: seq - 1}
+			w.addGap(*v.gap)
+		}
+		w.advance(seq, span)
+		return v
+	case seq <= w.High-int64(span):
+		if waive {
+			w.fillGap(seq)
+			return seqVerdict{outcome: Applied, reason: reasonReleased}
+		}
+		return seqVerdict{outcome: Quarantined, reason: reasonBelowWindow}
+	}
+	word, mask := w.bit(seq, span)
+	if w.Bitmap[word]&mask != 0 {
+		return seqVerdict{outcome: Duplicate, reason: reasonSeqSeen}
+	}
+	w.Bitmap[word] |= mask
+	w.fillGap(seq)
+	return seqVerdict{outcome: AppliedLate, reason: reasonLate}
+}
+
+// advance moves the high-water mark to seq, clearing the bits of the
+// sequences it passes over, then marks seq seen.
+func (w *EpochWindow) advance(seq int64, span int) {
+	if w.High < 0 || seq-w.High >= int64(span) {
+		clear(w.Bitmap)
+	} else {
+		for s := w.High + 1; s < seq; s++ {
+			word, mask := w.bit(s, span)
+			w.Bitmap[word] &^= mask
+		}
+	}
+	word, mask := w.bit(seq, span)
+	w.Bitmap[word] = w.Bitmap[word]&^mask | mask
+	w.High = seq
+}
+
+func (w *EpochWindow) checkOlder(seq int64, waive bool) seqVerdict {
+	switch {
+	case seq > w.High:
+		v := seqVerdict{outcome: AppliedLate, reason: reasonLate}
+		if seq > w.High+1 {
+			v.gap = &Range{From: w.High + 1, To: seq - 1}
+			w.addGap(*v.gap)
+		}
+		w.High = seq
+		return v
+	case seq <= w.Floor:
+		if waive {
+			w.fillGap(seq)
+			return seqVerdict{outcome: Applied, reason: reasonReleased}
+		}
+		return seqVerdict{outcome: Quarantined, reason: reasonBelowWindow}
+	case w.fillGap(seq):
+		return seqVerdict{outcome: AppliedLate, reason: reasonLate}
+	}
+	return seqVerdict{outcome: Duplicate, reason: reasonSeqSeen}
+}
+
+// retire turns the current window into an older one: the bitmap's clear
+// bits inside the window become exact gaps, then the bitmap goes.
+func (w *EpochWindow) retire(span int) {
+	w.Floor = w.High - int64(span)
+	var inWindow []Range
+	for s := max(w.Floor+1, 0); s <= w.High; s++ {
+		word, mask := w.bit(s, span)
+		if w.Bitmap[word]&mask != 0 {
+			continue
+		}
+		if n := len(inWindow); n > 0 && inWindow[n-1].To == s-1 {
+			inWindow[n-1].To = s
+		} else {
+			inWindow = append(inWindow, Range{From: s, To: s})
+		}
+	}
+	if len(inWindow) > maxGaps/2 {
+		inWindow = inWindow[len(inWindow)-maxGaps/2:]
+		w.Floor = inWindow[0].From - 1
+	}
+	var below []Range
+	for _, g := range w.Gaps {
+		if g.From <= w.Floor {
+			below = append(below, Range{From: g.From, To: min(g.To, w.Floor)})
+		}
+	}
+	w.Gaps = append(below, inWindow...)
+	if len(w.Gaps) > maxGaps {
+		w.Gaps = w.Gaps[len(w.Gaps)-maxGaps:]
+	}
+	w.Bitmap = nil
+}
+
+// addGap records a skipped range. Past maxGaps the oldest is dropped; an
+// older epoch, which has no bitmap to fall back on, then raises its floor
+// over the dropped range, so a sequence in it is quarantined, never taken
+// for a duplicate.
+func (w *EpochWindow) addGap(g Range) {
+	w.Gaps = append(w.Gaps, g)
+	for len(w.Gaps) > maxGaps {
+		if w.Bitmap == nil {
+			w.Floor = max(w.Floor, w.Gaps[0].To)
+		}
+		w.Gaps = w.Gaps[1:]
+	}
+}
+
+// fillGap removes seq from the open gaps; it reports whether seq was in one.
+func (w *EpochWindow) fillGap(seq int64) bool {
+	for i, g := range w.Gaps {
+		if seq < g.From || seq > g.To {
+			continue
+		}
+		switch {
+		case g.From == g.To:
+			w.Gaps = slices.Delete(w.Gaps, i, i+1)
+		case seq == g.From:
+			w.Gaps[i].From++
+		case seq == g.To:
+			w.Gaps[i].To--
+		default:
+			w.Gaps = slices.Insert(w.Gaps, i+1, Range{From: seq + 1, To: g.To})
+			w.Gaps[i].To = seq - 1
+		}
+		return true
+	}
+	return false
+}

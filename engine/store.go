@@ -1,0 +1,64 @@
+package engine
+
+import "context"
+
+// Store persists the engine's windows, entity state, audit log and
+// quarantine. Every backend runs the conformance suite in store/storetest.
+//
+// Load and Commit are called by one engine at a time per process; a backend
+// must still be safe for concurrent use, since read commands and the HTTP API
+// scan it while the engine commits. After Close every method returns
+// ErrClosed.
+type Store interface {
+	// Load returns everything the engine keeps in memory: the live key
+	// window in insertion order, every source window, every entity, and
+	// the head of the audit chain.
+	Load(ctx context.Context) (*Snapshot, error)
+	// Commit writes the whole batch atomically and durably: when it returns
+	// nil every part is on stable storage, when it returns an error none is.
+	Commit(ctx context.Context, b *Batch) error
+	Close() error
+}
+
+// AuditScanner reads the audit log in position order.
+type AuditScanner interface {
+	// ScanAudit calls fn for each record with position >= from, in order,
+	// until fn returns an error (which ScanAudit returns) or the log ends.
+	ScanAudit(ctx context.Context, from uint64, fn func(AuditRecord) error) error
+}
+
+// QuarantineScanner reads held messages.
+type QuarantineScanner interface {
+	// ScanQuarantine calls fn for each open entry in ID order.
+	ScanQuarantine(ctx context.Context, fn func(QuarantineEntry) error) error
+	// Quarantined returns one open entry, or ErrNotFound.
+	Quarantined(ctx context.Context, id uint64) (QuarantineEntry, error)
+}
+
+// Snapshot is the durable state the engine loads at start.
+type Snapshot struct {
+	Keys      []KeyEntry // live key entries, ordinal ascending
+	Sources   []SourceState
+	Entities  []EntityState
+	AuditHead AuditHead
+	NextKey   uint64 // the next key ordinal to assign (> every ordinal ever written)
+}
+
+// Batch is one group commit. Positions of Audit records are contiguous and
+// follow the stored audit head; Quarantine IDs are audit positions.
+type Batch struct {
+	Keys       []KeyEntry        // append to the key window
+	EvictBelow uint64            // delete key entries with Ordinal < EvictBelow (0: none)
+	NextKey    uint64            // the next key ordinal after this batch
+	Sources    []SourceState     // upsert by (route, source)
+	Entities   []EntityState     // upsert by name
+	Audit      []AuditRecord     // append
+	Quarantine []QuarantineEntry // add
+	Resolved   []uint64          // remove these quarantine entries
+}
+
+// Empty reports whether the batch writes nothing.
+func (b *Batch) Empty() bool {
+	return len(b.Keys) == 0 && b.EvictBelow == 0 && len(b.Sources) == 0 && len(b.Entities) == 0 &&
+		len(b.Audit) == 0 && len(b.Quarantine) == 0 && len(b.Resolved) == 0
+}

@@ -1,0 +1,212 @@
+package engine
+
+import (
+	"encoding/hex"
+	"time"
+)
+
+// Outcome is what the engine decided for one delivery.
+type Outcome uint8
+
+// The outcomes, in the order DESIGN.md lists them. Only Applied and
+// AppliedLate run effects; Conflict, Quarantined and Malformed keep the raw
+// message in quarantine.
+const (
+	Applied Outcome = iota
+	AppliedLate
+	Duplicate
+	Conflict
+	Quarantined
+	Malformed
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"applied", "applied_late", "duplicate", "conflict", "quarantined", "malformed"}
+
+// Outcomes lists every outcome, in order.
+func Outcomes() []Outcome {
+	return []Outcome{Applied, AppliedLate, Duplicate, Conflict, Quarantined, Malformed}
+}
+
+func (o Outcome) String() string {
+	if o < numOutcomes {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// ParseOutcome returns the outcome named s.
+func ParseOutcome(s string) (Outcome, bool) {
+	for i, n := range outcomeNames {
+		if n == s {
+			return Outcome(i), true
+		}
+	}
+	return 0, false
+}
+
+// Effective reports whether the outcome runs effects.
+func (o Outcome) Effective() bool { return o == Applied || o == AppliedLate }
+
+// Held reports whether the outcome keeps the raw message in quarantine.
+func (o Outcome) Held() bool { return o == Conflict || o == Quarantined || o == Malformed }
+
+// Message is one delivery from a source. Only Topic and Payload feed the
+// decision; Dup and Broker are recorded in the audit trail, never trusted.
+type Message struct {
+	Topic   string
+	Payload []byte
+	Dup     bool   // the transport's redelivery flag, logged only
+	Broker  string // where the delivery came from (broker URL, file name)
+}
+
+// Hash is a SHA-256 value: an idempotency key, a content digest or an audit
+// chain link.
+type Hash [32]byte
+
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// IsZero reports whether h is all zero bytes.
+func (h Hash) IsZero() bool { return h == Hash{} }
+
+// Decision is the engine's verdict on one message, as audited.
+type Decision struct {
+	Outcome  Outcome
+	Reason   string // why, naming the field or rule; empty for a plain apply
+	Position uint64 // audit position of the decision's record
+	Route    string
+	Key      Hash // zero when the message was malformed before a key existed
+	Digest   Hash
+	Source   []string
+	Epoch    string // canonical text of the epoch; empty when the route has none
+	Sequence int64  // -1 when the route has none or it was not read
+	ID       string
+	Gap      *Range // sequences skipped by this message, if any
+}
+
+// Range is an inclusive range of sequence numbers.
+type Range struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// KeyEntry is one applied message's key in the key window.
+type KeyEntry struct {
+	Ordinal uint64 // insertion order, strictly increasing, never reused
+	Key     Hash
+	Digest  Hash
+	Time    int64 // unix nanoseconds when it was applied
+}
+
+// EpochWindow is the anti-replay state of one (route, source, epoch).
+//
+// The current epoch keeps an RFC 6479 bitmap of the last span sequences.
+// An older epoch keeps no bitmap: its sequences in (Floor, High] that were
+// never seen are exactly its in-window Gaps, so a sequence there that is in
+// no gap was seen; sequences at or below Floor cannot be proven either way.
+type EpochWindow struct {
+	Epoch   string   `json:"epoch"`
+	Numeric bool     `json:"numeric"` // the epoch is an integer, ordered numerically
+	Value   int64    `json:"value"`   // the integer, or the rank of a string epoch by first appearance
+	High    int64    `json:"high"`    // highest sequence seen; -1 before the first
+	Bitmap  []uint64 `json:"bitmap,omitempty"` // current epoch only: bit s%span set when s was seen
+	Floor   int64    `json:"floor"`   // older epochs: sequences <= Floor cannot be proven
+	Gaps    []Range  `json:"gaps,omitempty"`   // open gaps, ascending
+}
+
+// SourceState is the persisted window of one (route, source).
+type SourceState struct {
+	Route  string        `json:"route"`
+	Source []string      `json:"source"`
+	Epochs []EpochWindow `json:"epochs"` // newest first: the current epoch, then the kept older ones
+	Seen   []string      `json:"seen,omitempty"` // string epochs in order of first appearance
+}
+
+// ID is the store key of the source: route and parts, length-prefixed.
+func (s *SourceState) ID() string { return sourceID(s.Route, s.Source) }
+
+// EntityState is the projected state of one entity.
+type EntityState struct {
+	Name   string                 `json:"name"`
+	Fields map[string]FieldValue `json:"fields"`
+}
+
+// FieldValue is one projected field. Exactly one of Num and Str is
+// meaningful, as Kind says. Version orders `set` writers: (epoch rank, sequence).
+type FieldValue struct {
+	Kind    ValueKind `json:"kind"`
+	Num     string    `json:"num,omitempty"` // exact decimal text
+	Str     string    `json:"str,omitempty"` // string, or raw JSON for bool/null
+	Version Version   `json:"version"`
+}
+
+// ValueKind says how a field value is held.
+type ValueKind uint8
+
+// The value kinds.
+const (
+	KindNumber ValueKind = iota
+	KindString
+	KindRaw // true, false, null as JSON text
+)
+
+// Version orders `set` writers of a field.
+type Version struct {
+	Epoch    int64 `json:"e"` // numeric epoch, or the rank of a string epoch
+	Sequence int64 `json:"s"`
+	Ordinal  uint64 `json:"o"` // audit position, the tie breaker for unsequenced routes
+}
+
+// Less reports whether v was written before w.
+func (v Version) Less(w Version) bool {
+	if v.Epoch != w.Epoch {
+		return v.Epoch < w.Epoch
+	}
+	if v.Sequence != w.Sequence {
+		return v.Sequence < w.Sequence
+	}
+	return v.Ordinal < w.Ordinal
+}
+
+// AuditRecord is one decision in the append-only, hash-chained audit log.
+// The JSON field order is the canonical form that Hash covers.
+type AuditRecord struct {
+	Position uint64    `json:"position"`
+	Time     time.Time `json:"time"`
+	Route    string    `json:"route"`
+	Topic    string    `json:"topic"`
+	Source   []string  `json:"source"`
+	Epoch    string    `json:"epoch,omitempty"`
+	Sequence *int64    `json:"sequence,omitempty"`
+	ID       string    `json:"id,omitempty"`
+	Key      string    `json:"key,omitempty"`
+	Digest   string    `json:"digest,omitempty"`
+	Outcome  string    `json:"outcome"`
+	Reason   string    `json:"reason,omitempty"`
+	Dup      bool      `json:"dup"`
+	Broker   string    `json:"broker,omitempty"`
+	Ref      uint64    `json:"ref,omitempty"` // the quarantine entry a release or discard acts on
+	Prev     string    `json:"prev"`
+	Hash     string    `json:"hash"`
+}
+
+// QuarantineEntry is a held message with its raw bytes. Its ID is the audit
+// position of the decision that held it.
+type QuarantineEntry struct {
+	ID      uint64    `json:"id"`
+	Time    time.Time `json:"time"`
+	Outcome string    `json:"outcome"`
+	Reason  string    `json:"reason"`
+	Route   string    `json:"route,omitempty"`
+	Topic   string    `json:"topic"`
+	Key     string    `json:"key,omitempty"`
+	Dup     bool      `json:"dup"`
+	Broker  string    `json:"broker,omitempty"`
+	Payload []byte    `json:"payload"`
+}
+
+// AuditHead is the last link of the audit chain.
+type AuditHead struct {
+	Position uint64 // position of the last record; 0 when the log is empty
+	Hash     Hash
+}
