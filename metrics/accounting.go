@@ -1,0 +1,167 @@
+package metrics
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Quarantine lists held messages. The store satisfies it. It is scanned
+// at every scrape to count the open entries, so it should be cheap for the
+// small quarantine an operator keeps on top of.
+type Quarantine interface {
+	ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error
+}
+
+// quarantineScanTimeout bounds the scrape-time quarantine count.
+const quarantineScanTimeout = 2 * time.Second
+
+var (
+	descReceived = prometheus.NewDesc("replayguard_received_total",
+		"Deliveries taken from the source.", nil, nil)
+	descDecisions = prometheus.NewDesc("replayguard_decisions_total",
+		"Deliveries decided and durably committed, by route and outcome.", []string{"route", "outcome"}, nil)
+	descInFlight = prometheus.NewDesc("replayguard_in_flight",
+		"Deliveries received whose decision is not committed yet: received_total minus the sum of decisions_total.", nil, nil)
+	descResolved = prometheus.NewDesc("replayguard_quarantine_resolved_total",
+		"Held messages an operator released or discarded, by route and the outcome audited for it (applied, applied_late, duplicate, discarded).",
+		[]string{"route", "outcome"}, nil)
+	descKeys = prometheus.NewDesc("replayguard_key_window_entries",
+		"Keys in the key window.", nil, nil)
+	descSources = prometheus.NewDesc("replayguard_sources",
+		"Source windows (route, source) kept.", nil, nil)
+	descEntities = prometheus.NewDesc("replayguard_entities",
+		"Projected entities.", nil, nil)
+	descGapsOpen = prometheus.NewDesc("replayguard_gaps_open",
+		"Sequences missing in the kept epochs of every sequenced source.", nil, nil)
+	descPosition = prometheus.NewDesc("replayguard_audit_position",
+		"Position of the last committed audit record.", nil, nil)
+	descQuarantine = prometheus.NewDesc("replayguard_quarantine_open",
+		"Messages held in quarantine for an operator.", nil, nil)
+)
+
+type labelPair struct{ route, outcome string }
+
+// accounting counts deliveries and decisions under one lock, so that one
+// scrape always satisfies received = decisions + in flight, and reads the
+// engine-state gauges at scrape time.
+type accounting struct {
+	mu         sync.Mutex
+	recv       uint64
+	decided    map[labelPair]uint64
+	resolved   map[labelPair]uint64
+	windows    Windows
+	quarantine Quarantine
+}
+
+func newAccounting(routes []string) *accounting {
+	a := &accounting{decided: map[labelPair]uint64{}, resolved: map[labelPair]uint64{}}
+	for _, r := range routes {
+		for _, o := range engine.Outcomes() {
+			a.decided[labelPair{r, o.String()}] = 0
+		}
+	}
+	a.decided[labelPair{Unrouted, engine.Malformed.String()}] = 0
+	return a
+}
+
+func (a *accounting) setWindows(w Windows) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.windows = w
+}
+
+func (a *accounting) setQuarantine(q Quarantine) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.quarantine = q
+}
+
+func (a *accounting) received(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recv += uint64(n)
+}
+
+// committed counts the records of one commit and returns how many were
+// deliveries. A record with a Ref is an operator's release or discard.
+func (a *accounting) committed(records []engine.AuditRecord) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for i := range records {
+		r := &records[i]
+		lp := labelPair{r.Route, r.Outcome}
+		if lp.route == "" {
+			lp.route = Unrouted
+		}
+		if r.Ref != 0 {
+			a.resolved[lp]++
+			continue
+		}
+		a.decided[lp]++
+		n++
+	}
+	return n
+}
+
+func (a *accounting) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descReceived, descDecisions, descInFlight, descResolved,
+		descKeys, descSources, descEntities, descGapsOpen, descPosition, descQuarantine} {
+		ch <- d
+	}
+}
+
+// Collect reads the counters under the lock, then the engine and the store
+// without it: the engine calls Committed while holding its own lock.
+func (a *accounting) Collect(ch chan<- prometheus.Metric) {
+	a.mu.Lock()
+	recv, decidedSum := a.recv, uint64(0)
+	for lp, n := range a.decided {
+		decidedSum += n
+		ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(n), lp.route, lp.outcome)
+	}
+	for lp, n := range a.resolved {
+		ch <- prometheus.MustNewConstMetric(descResolved, prometheus.CounterValue, float64(n), lp.route, lp.outcome)
+	}
+	w, q := a.windows, a.quarantine
+	a.mu.Unlock()
+
+	ch <- prometheus.MustNewConstMetric(descReceived, prometheus.CounterValue, float64(recv))
+	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(int64(recv-decidedSum)))
+	if w != nil {
+		collectWindows(ch, w)
+	}
+	if q != nil {
+		collectQuarantine(ch, q)
+	}
+}
+
+func collectWindows(ch chan<- prometheus.Metric, w Windows) {
+	st := w.Stats()
+	gaps := int64(0)
+	for _, r := range w.Sources() {
+		gaps += r.OpenGaps()
+	}
+	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
+	ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(st.Sources))
+	ch <- prometheus.MustNewConstMetric(descEntities, prometheus.GaugeValue, float64(st.Entities))
+	ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(st.Position))
+	ch <- prometheus.MustNewConstMetric(descGapsOpen, prometheus.GaugeValue, float64(gaps))
+}
+
+func collectQuarantine(ch chan<- prometheus.Metric, q Quarantine) {
+	ctx, cancel := context.WithTimeout(context.Background(), quarantineScanTimeout)
+	defer cancel()
+	n := 0
+	err := q.ScanQuarantine(ctx, func(engine.QuarantineEntry) error { n++; return nil })
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descQuarantine, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descQuarantine, prometheus.GaugeValue, float64(n))
+}

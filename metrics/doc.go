@@ -1,0 +1,24 @@
+// Package metrics exposes replayguard's Prometheus metrics on a registry
+// the application owns.
+//
+// Every delivery is counted once in exactly one bucket, so that
+//
+//	replayguard_received_total == sum(replayguard_decisions_total) + replayguard_in_flight
+//
+// holds in every single scrape: the received counter, the decision counters
+// and the in-flight gauge are read together under one lock. An operator's
+// release or discard of a held message is not a delivery; it is counted in
+// replayguard_quarantine_resolved_total instead.
+//
+// Gauges that mirror engine state (key window entries, sources, open gaps,
+// held messages) are read at scrape time from the engine and the store.
+//
+//	reg := prometheus.NewRegistry()
+//	m := metrics.New(reg, "1.2.0", "abc123", "incidents", "meters")
+//	eng, err := engine.New(ctx, store, engine.Options{Routes: routes, Observer: m})
+//	m.Watch(eng)
+//	m.WatchQuarantine(store)
+//
+// A *Metrics is safe for concurrent use; its engine.Observer method never
+// blocks.
+package metrics

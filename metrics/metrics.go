@@ -1,0 +1,171 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Unrouted is the route label of a message no route matched: it is
+// malformed before any route is known.
+const Unrouted = "unrouted"
+
+// Windows is what the metrics read from the engine at scrape time.
+// *engine.Engine satisfies it. Both methods must be safe for concurrent use.
+type Windows interface {
+	Stats() engine.Stats
+	Sources() []engine.SourceReport
+}
+
+// Metrics holds replayguard's metrics. It implements engine.Observer, the
+// hooks a message source calls (Received, Acked, BatchCommitted,
+// CommitFailed, ConnectionUp, ConnectionDown) and prometheus.Collector.
+type Metrics struct {
+	acct *accounting // received, decisions, in flight: one lock, one scrape
+
+	acked       prometheus.Counter
+	ackLag      prometheus.Histogram
+	gapsOpened  prometheus.Counter
+	batchSize   prometheus.Histogram
+	commitTime  prometheus.Histogram
+	connected   prometheus.Gauge
+	reconnects  prometheus.Counter
+	storeErrors prometheus.Counter
+
+	collectors []prometheus.Collector
+
+	mu    sync.Mutex
+	wasUp bool // a connection came up before: the next one is a reconnect
+}
+
+// New registers replayguard's metrics on reg and returns them. routes are
+// the configured route names: every route × outcome series starts at 0, so
+// a rate over an outcome that has not happened yet is 0, not absent.
+// New panics if a metric is already registered on reg.
+func New(reg prometheus.Registerer, version, commit string, routes ...string) *Metrics {
+	m := &Metrics{
+		acct: newAccounting(routes),
+		acked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replayguard_acked_total",
+			Help: "Deliveries acknowledged to the broker after their decision was committed.",
+		}),
+		ackLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "replayguard_ack_lag_seconds",
+			Help:    "Time from receiving a delivery to acknowledging it.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		gapsOpened: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replayguard_gaps_total",
+			Help: "Gap ranges opened: a sequenced source skipped one or more sequences.",
+		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "replayguard_batch_size",
+			Help:    "Deliveries decided and committed per group commit.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}),
+		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "replayguard_commit_duration_seconds",
+			Help:    "Time to decide and durably commit one batch.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "replayguard_broker_connected",
+			Help: "1 while the broker connection is up, else 0.",
+		}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replayguard_reconnects_total",
+			Help: "Broker connections established after the first one.",
+		}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replayguard_store_errors_total",
+			Help: "Commits the store failed; the batch was not acknowledged and is retried or redelivered.",
+		}),
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "replayguard_build_info",
+		Help:        "Always 1; the labels name the running build.",
+		ConstLabels: prometheus.Labels{"version": version, "commit": commit},
+	})
+	info.Set(1)
+	m.collectors = []prometheus.Collector{m.acct, m.acked, m.ackLag, m.gapsOpened, m.batchSize,
+		m.commitTime, m.connected, m.reconnects, m.storeErrors, info}
+	reg.MustRegister(m)
+	return m
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors {
+		c.Collect(ch)
+	}
+}
+
+// Watch makes the scrape-time gauges (key window entries, sources, entities,
+// open gaps, audit position) read w. Until it is called they are absent.
+func (m *Metrics) Watch(w Windows) { m.acct.setWindows(w) }
+
+// WatchQuarantine makes replayguard_quarantine_open count q's open entries
+// at scrape time. Until it is called the gauge is absent.
+func (m *Metrics) WatchQuarantine(q Quarantine) { m.acct.setQuarantine(q) }
+
+// Committed counts the decisions of a durable commit. It implements
+// engine.Observer: it takes one short lock and never blocks.
+func (m *Metrics) Committed(records []engine.AuditRecord, _ []engine.EntityState) {
+	if n := m.acct.committed(records); n > 0 {
+		m.batchSize.Observe(float64(n))
+	}
+}
+
+// Received counts n deliveries taken from the source, before they are
+// decided. A source calls it once per delivery, never again for a retry of
+// the same batch, so that received = decided + in flight.
+func (m *Metrics) Received(n int) { m.acct.received(n) }
+
+// Acked counts n deliveries acknowledged, lag after the oldest of them was
+// received.
+func (m *Metrics) Acked(n int, lag time.Duration) {
+	m.acked.Add(float64(n))
+	s := lag.Seconds()
+	for range n {
+		m.ackLag.Observe(s)
+	}
+}
+
+// BatchCommitted records the time a batch took to decide and commit, and
+// counts the gap ranges its decisions opened.
+func (m *Metrics) BatchCommitted(decisions []engine.Decision, took time.Duration) {
+	m.commitTime.Observe(took.Seconds())
+	for _, d := range decisions {
+		if d.Gap != nil {
+			m.gapsOpened.Inc()
+		}
+	}
+}
+
+// CommitFailed counts a failed commit.
+func (m *Metrics) CommitFailed(error) { m.storeErrors.Inc() }
+
+// ConnectionUp records an established broker connection; every one after
+// the first counts as a reconnect.
+func (m *Metrics) ConnectionUp() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.wasUp {
+		m.reconnects.Inc()
+	}
+	m.wasUp = true
+	m.connected.Set(1)
+}
+
+// ConnectionDown records a lost or closed broker connection.
+func (m *Metrics) ConnectionDown() { m.connected.Set(0) }

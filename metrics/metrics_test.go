@@ -1,0 +1,259 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/metrics"
+)
+
+func records(route string, outcomes ...string) []engine.AuditRecord {
+	out := make([]engine.AuditRecord, len(outcomes))
+	for i, o := range outcomes {
+		out[i] = engine.AuditRecord{Route: route, Outcome: o}
+	}
+	return out
+}
+
+func TestDecisionsAndInFlightAccountForEveryDelivery(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := metrics.New(reg, "v1", "abc", "incidents", "meters")
+
+	m.Received(12)
+	m.Committed(records("incidents", "applied", "applied", "applied_late", "duplicate", "conflict", "quarantined"), nil)
+	m.Committed(records("meters", "applied", "duplicate"), nil)
+	m.Committed(records("", "malformed"), nil)
+	// An operator's release and discard act on held messages: not deliveries.
+	m.Committed([]engine.AuditRecord{{Route: "incidents", Outcome: "applied", Ref: 6}}, nil)
+	m.Committed([]engine.AuditRecord{{Route: "meters", Outcome: engine.OutcomeDiscarded, Ref: 9}}, nil)
+
+	want := `
+# HELP replayguard_received_total Deliveries taken from the source.
+# TYPE replayguard_received_total counter
+replayguard_received_total 12
+# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total minus the sum of decisions_total.
+# TYPE replayguard_in_flight gauge
+replayguard_in_flight 3
+# HELP replayguard_decisions_total Deliveries decided and durably committed, by route and outcome.
+# TYPE replayguard_decisions_total counter
+replayguard_decisions_total{outcome="applied",route="incidents"} 2
+replayguard_decisions_total{outcome="applied_late",route="incidents"} 1
+replayguard_decisions_total{outcome="duplicate",route="incidents"} 1
+replayguard_decisions_total{outcome="conflict",route="incidents"} 1
+replayguard_decisions_total{outcome="quarantined",route="incidents"} 1
+replayguard_decisions_total{outcome="malformed",route="incidents"} 0
+replayguard_decisions_total{outcome="applied",route="meters"} 1
+replayguard_decisions_total{outcome="applied_late",route="meters"} 0
+replayguard_decisions_total{outcome="duplicate",route="meters"} 1
+replayguard_decisions_total{outcome="conflict",route="meters"} 0
+replayguard_decisions_total{outcome="quarantined",route="meters"} 0
+replayguard_decisions_total{outcome="malformed",route="meters"} 0
+replayguard_decisions_total{outcome="malformed",route="unrouted"} 1
+# HELP replayguard_quarantine_resolved_total Held messages an operator released or discarded, by route and the outcome audited for it (applied, applied_late, duplicate, discarded).
+# TYPE replayguard_quarantine_resolved_total counter
+replayguard_quarantine_resolved_total{outcome="applied",route="incidents"} 1
+replayguard_quarantine_resolved_total{outcome="discarded",route="meters"} 1
+`
+	names := []string{"replayguard_received_total", "replayguard_in_flight",
+		"replayguard_decisions_total", "replayguard_quarantine_resolved_total"}
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	checkIdentity(t, reg)
+
+	// The three in flight are decided now.
+	m.Committed(records("meters", "applied", "applied", "quarantined"), nil)
+	checkIdentity(t, reg)
+	inFlight := `
+# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total minus the sum of decisions_total.
+# TYPE replayguard_in_flight gauge
+replayguard_in_flight 0
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(inFlight), "replayguard_in_flight"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkIdentity checks received = Σ decisions + in flight from the gathered
+// metrics alone, as an operator would.
+func checkIdentity(t *testing.T, g prometheus.Gatherer) {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var received, decided, inFlight float64
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			switch f.GetName() {
+			case "replayguard_received_total":
+				received += mt.GetCounter().GetValue()
+			case "replayguard_decisions_total":
+				decided += mt.GetCounter().GetValue()
+			case "replayguard_in_flight":
+				inFlight += mt.GetGauge().GetValue()
+			}
+		}
+	}
+	if received != decided+inFlight {
+		t.Fatalf("received %v != decided %v + in flight %v", received, decided, inFlight)
+	}
+}
+
+type fakeWindows struct{}
+
+func (fakeWindows) Stats() engine.Stats {
+	return engine.Stats{Keys: 42, Sources: 2, Entities: 5, Position: 99}
+}
+
+func (fakeWindows) Sources() []engine.SourceReport {
+	return []engine.SourceReport{
+		{Route: "incidents", Source: []string{"fire", "e7"}, High: 20, Gaps: []engine.Range{{From: 3, To: 5}},
+			Older: []engine.EpochReport{{Epoch: "1", High: 9, Gaps: []engine.Range{{From: 9, To: 9}}}}},
+		{Route: "incidents", Source: []string{"ems", "m2"}, High: 4, Gaps: []engine.Range{}},
+	}
+}
+
+type fakeQuarantine struct {
+	n   int
+	err error
+}
+
+func (q fakeQuarantine) ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error {
+	for i := range q.n {
+		if err := fn(engine.QuarantineEntry{ID: uint64(i + 1)}); err != nil {
+			return err
+		}
+	}
+	return q.err
+}
+
+func TestEngineStateIsReadAtScrapeTime(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := metrics.New(reg, "v1", "abc")
+	names := []string{"replayguard_key_window_entries", "replayguard_sources", "replayguard_entities",
+		"replayguard_gaps_open", "replayguard_audit_position", "replayguard_quarantine_open"}
+	if n := testutil.CollectAndCount(m, names...); n != 0 {
+		t.Fatalf("%d engine gauges before Watch, want none", n)
+	}
+	m.Watch(fakeWindows{})
+	m.WatchQuarantine(fakeQuarantine{n: 3})
+	want := `
+# HELP replayguard_key_window_entries Keys in the key window.
+# TYPE replayguard_key_window_entries gauge
+replayguard_key_window_entries 42
+# HELP replayguard_sources Source windows (route, source) kept.
+# TYPE replayguard_sources gauge
+replayguard_sources 2
+# HELP replayguard_entities Projected entities.
+# TYPE replayguard_entities gauge
+replayguard_entities 5
+# HELP replayguard_gaps_open Sequences missing in the kept epochs of every sequenced source.
+# TYPE replayguard_gaps_open gauge
+replayguard_gaps_open 4
+# HELP replayguard_audit_position Position of the last committed audit record.
+# TYPE replayguard_audit_position gauge
+replayguard_audit_position 99
+# HELP replayguard_quarantine_open Messages held in quarantine for an operator.
+# TYPE replayguard_quarantine_open gauge
+replayguard_quarantine_open 3
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAQuarantineScanErrorFailsOnlyItsGauge(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := metrics.New(reg, "v1", "abc")
+	m.WatchQuarantine(fakeQuarantine{err: errors.New("disk on fire")})
+	_, err := reg.Gather()
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("gather error = %v, want the scan error", err)
+	}
+}
+
+func TestSourceHooks(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := metrics.New(reg, "1.2.3", "deadbeef", "incidents")
+
+	m.ConnectionUp()
+	m.ConnectionDown()
+	m.ConnectionUp()
+	m.ConnectionDown()
+	m.ConnectionUp()
+	m.Acked(3, 20*time.Millisecond)
+	m.CommitFailed(errors.New("io"))
+	gap := &engine.Range{From: 4, To: 6}
+	m.BatchCommitted([]engine.Decision{{Gap: gap}, {}, {Gap: gap}}, 3*time.Millisecond)
+	m.Committed(records("incidents", "applied", "applied", "duplicate"), nil)
+	m.Committed(records("incidents", "applied"), nil)
+	m.Committed([]engine.AuditRecord{{Route: "incidents", Outcome: "discarded", Ref: 1}}, nil)
+
+	want := `
+# HELP replayguard_broker_connected 1 while the broker connection is up, else 0.
+# TYPE replayguard_broker_connected gauge
+replayguard_broker_connected 1
+# HELP replayguard_reconnects_total Broker connections established after the first one.
+# TYPE replayguard_reconnects_total counter
+replayguard_reconnects_total 2
+# HELP replayguard_acked_total Deliveries acknowledged to the broker after their decision was committed.
+# TYPE replayguard_acked_total counter
+replayguard_acked_total 3
+# HELP replayguard_store_errors_total Commits the store failed; the batch was not acknowledged and is retried or redelivered.
+# TYPE replayguard_store_errors_total counter
+replayguard_store_errors_total 1
+# HELP replayguard_gaps_total Gap ranges opened: a sequenced source skipped one or more sequences.
+# TYPE replayguard_gaps_total counter
+replayguard_gaps_total 2
+# HELP replayguard_build_info Always 1; the labels name the running build.
+# TYPE replayguard_build_info gauge
+replayguard_build_info{commit="deadbeef",version="1.2.3"} 1
+`
+	names := []string{"replayguard_broker_connected", "replayguard_reconnects_total", "replayguard_acked_total",
+		"replayguard_store_errors_total", "replayguard_gaps_total", "replayguard_build_info"}
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, f := range fams {
+		if h := f.GetMetric()[0].GetHistogram(); h != nil {
+			counts[f.GetName()] = h.GetSampleCount()
+		}
+	}
+	wantCounts := map[string]uint64{
+		"replayguard_ack_lag_seconds":         3, // one per acknowledged delivery
+		"replayguard_commit_duration_seconds": 1,
+		"replayguard_batch_size":              2, // commits with deliveries; the discard is none
+	}
+	for name, n := range wantCounts {
+		if counts[name] != n {
+			t.Errorf("%s observed %d times, want %d", name, counts[name], n)
+		}
+	}
+}
+
+func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := metrics.New(reg, "v1", "abc", "incidents")
+	m.Watch(fakeWindows{})
+	m.WatchQuarantine(fakeQuarantine{})
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
