@@ -25,8 +25,10 @@ var (
 		"Deliveries taken from the source.", nil, nil)
 	descDecisions = prometheus.NewDesc("replayguard_decisions_total",
 		"Deliveries decided and durably committed, by route and outcome.", []string{"route", "outcome"}, nil)
+	descAbandoned = prometheus.NewDesc("replayguard_abandoned_total",
+		"Deliveries dropped undecided and unacknowledged (connection lost while they waited, or shutdown); the broker resends them.", nil, nil)
 	descInFlight = prometheus.NewDesc("replayguard_in_flight",
-		"Deliveries received whose decision is not committed yet: received_total minus the sum of decisions_total.", nil, nil)
+		"Deliveries received whose decision is not committed yet: received_total - sum(decisions_total) - abandoned_total.", nil, nil)
 	descResolved = prometheus.NewDesc("replayguard_quarantine_resolved_total",
 		"Held messages an operator released or discarded, by route and the outcome audited for it (applied, applied_late, duplicate, discarded).",
 		[]string{"route", "outcome"}, nil)
@@ -47,11 +49,12 @@ var (
 type labelPair struct{ route, outcome string }
 
 // accounting counts deliveries and decisions under one lock, so that one
-// scrape always satisfies received = decisions + in flight, and reads the
-// engine-state gauges at scrape time.
+// scrape always satisfies received = decisions + abandoned + in flight, and
+// reads the engine-state gauges at scrape time.
 type accounting struct {
 	mu         sync.Mutex
 	recv       uint64
+	dropped    uint64 // abandoned deliveries
 	decided    map[labelPair]uint64
 	resolved   map[labelPair]uint64
 	windows    Windows
@@ -87,6 +90,12 @@ func (a *accounting) received(n int) {
 	a.recv += uint64(n)
 }
 
+func (a *accounting) abandoned(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.dropped += uint64(n)
+}
+
 // committed counts the records of one commit and returns how many were
 // deliveries. A record with a Ref is an operator's release or discard.
 func (a *accounting) committed(records []engine.AuditRecord) int {
@@ -110,7 +119,7 @@ func (a *accounting) committed(records []engine.AuditRecord) int {
 }
 
 func (a *accounting) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descReceived, descDecisions, descInFlight, descResolved,
+	for _, d := range []*prometheus.Desc{descReceived, descDecisions, descAbandoned, descInFlight, descResolved,
 		descKeys, descSources, descEntities, descGapsOpen, descPosition, descQuarantine} {
 		ch <- d
 	}
@@ -120,9 +129,9 @@ func (a *accounting) Describe(ch chan<- *prometheus.Desc) {
 // without it: the engine calls Committed while holding its own lock.
 func (a *accounting) Collect(ch chan<- prometheus.Metric) {
 	a.mu.Lock()
-	recv, decidedSum := a.recv, uint64(0)
+	recv, dropped, decided := a.recv, a.dropped, uint64(0)
 	for lp, n := range a.decided {
-		decidedSum += n
+		decided += n
 		ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(n), lp.route, lp.outcome)
 	}
 	for lp, n := range a.resolved {
@@ -132,7 +141,8 @@ func (a *accounting) Collect(ch chan<- prometheus.Metric) {
 	a.mu.Unlock()
 
 	ch <- prometheus.MustNewConstMetric(descReceived, prometheus.CounterValue, float64(recv))
-	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(int64(recv-decidedSum)))
+	ch <- prometheus.MustNewConstMetric(descAbandoned, prometheus.CounterValue, float64(dropped))
+	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(int64(recv-decided-dropped)))
 	if w != nil {
 		collectWindows(ch, w)
 	}

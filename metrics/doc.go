@@ -3,10 +3,14 @@
 //
 // Every delivery is counted once in exactly one bucket, so that
 //
-//	replayguard_received_total == sum(replayguard_decisions_total) + replayguard_in_flight
+//	replayguard_received_total == sum(replayguard_decisions_total)
+//	                              + replayguard_abandoned_total + replayguard_in_flight
 //
-// holds in every single scrape: the received counter, the decision counters
-// and the in-flight gauge are read together under one lock. An operator's
+// holds in every single scrape: the received counter, the decision
+// counters, the abandoned counter and the in-flight gauge are read together
+// under one lock. A delivery is abandoned when its connection died before it
+// could be decided; the broker sends it again, and that copy is a new
+// delivery. Without connection loss abandoned_total stays 0. An operator's
 // release or discard of a held message is not a delivery; it is counted in
 // replayguard_quarantine_resolved_total instead.
 //
@@ -18,7 +22,8 @@
 //	eng, err := engine.New(ctx, store, engine.Options{Routes: routes, Observer: m})
 //	m.Watch(eng)
 //	m.WatchQuarantine(store)
+//	consumer := mqtt.New(mqtt.Config{Observer: m, ...}, m.CountGaps(eng))
 //
-// A *Metrics is safe for concurrent use; its engine.Observer method never
-// blocks.
+// A *Metrics is safe for concurrent use; its engine.Observer and
+// mqtt.Observer methods never block.
 package metrics

@@ -1,12 +1,13 @@
 package metrics
 
 import (
+	"context"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source/mqtt"
 )
 
 // Unrouted is the route label of a message no route matched: it is
@@ -20,20 +21,22 @@ type Windows interface {
 	Sources() []engine.SourceReport
 }
 
-// Metrics holds replayguard's metrics. It implements engine.Observer, the
-// hooks a message source calls (Received, Acked, BatchCommitted,
-// CommitFailed, ConnectionUp, ConnectionDown) and prometheus.Collector.
+// Metrics holds replayguard's metrics. It implements engine.Observer,
+// mqtt.Observer and prometheus.Collector.
 type Metrics struct {
 	acct *accounting // received, decisions, in flight: one lock, one scrape
 
-	acked       prometheus.Counter
-	ackLag      prometheus.Histogram
-	gapsOpened  prometheus.Counter
-	batchSize   prometheus.Histogram
-	commitTime  prometheus.Histogram
-	connected   prometheus.Gauge
-	reconnects  prometheus.Counter
-	storeErrors prometheus.Counter
+	acked         prometheus.Counter
+	ackLag        prometheus.Histogram
+	gapsOpened    prometheus.Counter
+	batchSize     prometheus.Histogram
+	commitTime    prometheus.Histogram
+	connected     prometheus.Gauge
+	reconnects    prometheus.Counter
+	storeErrors   prometheus.Counter
+	ackDropped    prometheus.Counter
+	connectErrors prometheus.Counter
+	stalls        prometheus.Counter
 
 	collectors []prometheus.Collector
 
@@ -83,6 +86,18 @@ func New(reg prometheus.Registerer, version, commit string, routes ...string) *M
 			Name: "replayguard_store_errors_total",
 			Help: "Commits the store failed; the batch was not acknowledged and is retried or redelivered.",
 		}),
+		ackDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replayguard_ack_dropped_total",
+			Help: "Committed deliveries whose connection dropped before their acknowledgement; the broker resends them and they are found duplicate.",
+		}),
+		connectErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replayguard_connect_errors_total",
+			Help: "Failed attempts to connect to a broker.",
+		}),
+		stalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replayguard_stalls_total",
+			Help: "Connections dropped because the broker stopped answering keepalives.",
+		}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "replayguard_build_info",
@@ -91,7 +106,7 @@ func New(reg prometheus.Registerer, version, commit string, routes ...string) *M
 	})
 	info.Set(1)
 	m.collectors = []prometheus.Collector{m.acct, m.acked, m.ackLag, m.gapsOpened, m.batchSize,
-		m.commitTime, m.connected, m.reconnects, m.storeErrors, info}
+		m.commitTime, m.connected, m.reconnects, m.storeErrors, m.ackDropped, m.connectErrors, m.stalls, info}
 	reg.MustRegister(m)
 	return m
 }
@@ -126,38 +141,46 @@ func (m *Metrics) Committed(records []engine.AuditRecord, _ []engine.EntityState
 	}
 }
 
-// Received counts n deliveries taken from the source, before they are
+// Received counts n deliveries taken from a source, before they are
 // decided. A source calls it once per delivery, never again for a retry of
-// the same batch, so that received = decided + in flight.
+// the same batch. The MQTT consumer reports them through Observe instead.
 func (m *Metrics) Received(n int) { m.acct.received(n) }
 
-// Acked counts n deliveries acknowledged, lag after the oldest of them was
-// received.
-func (m *Metrics) Acked(n int, lag time.Duration) {
-	m.acked.Add(float64(n))
-	s := lag.Seconds()
-	for range n {
-		m.ackLag.Observe(s)
-	}
-}
-
-// BatchCommitted records the time a batch took to decide and commit, and
-// counts the gap ranges its decisions opened.
-func (m *Metrics) BatchCommitted(decisions []engine.Decision, took time.Duration) {
-	m.commitTime.Observe(took.Seconds())
-	for _, d := range decisions {
-		if d.Gap != nil {
-			m.gapsOpened.Inc()
+// Observe records what the MQTT consumer did. It implements mqtt.Observer
+// and never blocks.
+func (m *Metrics) Observe(e mqtt.Event) {
+	switch e.Kind {
+	case mqtt.Connected:
+		m.connectionUp()
+	case mqtt.Disconnected:
+		m.connected.Set(0)
+	case mqtt.ConnectFailed:
+		m.connectErrors.Inc()
+	case mqtt.Stalled:
+		m.stalls.Inc()
+	case mqtt.Received:
+		m.acct.received(e.N)
+	case mqtt.Committed:
+		m.commitTime.Observe(e.Duration.Seconds())
+	case mqtt.CommitFailed:
+		m.commitTime.Observe(e.Duration.Seconds())
+		m.storeErrors.Inc()
+	case mqtt.Acked:
+		m.acked.Add(float64(e.N))
+		lag := e.Lag.Seconds()
+		for range e.N {
+			m.ackLag.Observe(lag)
 		}
+	case mqtt.AckDropped:
+		m.ackDropped.Add(float64(e.N))
+	case mqtt.Abandoned:
+		m.acct.abandoned(e.N)
 	}
 }
 
-// CommitFailed counts a failed commit.
-func (m *Metrics) CommitFailed(error) { m.storeErrors.Inc() }
-
-// ConnectionUp records an established broker connection; every one after
+// connectionUp records an established broker connection; every one after
 // the first counts as a reconnect.
-func (m *Metrics) ConnectionUp() {
+func (m *Metrics) connectionUp() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.wasUp {
@@ -167,5 +190,26 @@ func (m *Metrics) ConnectionUp() {
 	m.connected.Set(1)
 }
 
-// ConnectionDown records a lost or closed broker connection.
-func (m *Metrics) ConnectionDown() { m.connected.Set(0) }
+// Processor is what a source hands batches to. *engine.Engine satisfies it.
+type Processor interface {
+	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
+}
+
+// CountGaps returns p with the gap ranges its decisions open counted in
+// replayguard_gaps_total: hand the result to the source in p's place.
+func (m *Metrics) CountGaps(p Processor) Processor { return gapCounter{p, m.gapsOpened} }
+
+type gapCounter struct {
+	Processor
+	gaps prometheus.Counter
+}
+
+func (g gapCounter) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	decs, err := g.Processor.Process(ctx, msgs)
+	for i := range decs {
+		if decs[i].Gap != nil {
+			g.gaps.Inc()
+		}
+	}
+	return decs, err
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/metrics"
+	"github.com/replayguard/replayguard/source/mqtt"
 )
 
 func records(route string, outcomes ...string) []engine.AuditRecord {
@@ -26,7 +27,8 @@ func TestDecisionsAndInFlightAccountForEveryDelivery(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := metrics.New(reg, "v1", "abc", "incidents", "meters")
 
-	m.Received(12)
+	m.Observe(mqtt.Event{Kind: mqtt.Received, N: 14})
+	m.Observe(mqtt.Event{Kind: mqtt.Abandoned, N: 2}) // the connection died before they were decided
 	m.Committed(records("incidents", "applied", "applied", "applied_late", "duplicate", "conflict", "quarantined"), nil)
 	m.Committed(records("meters", "applied", "duplicate"), nil)
 	m.Committed(records("", "malformed"), nil)
@@ -37,8 +39,11 @@ func TestDecisionsAndInFlightAccountForEveryDelivery(t *testing.T) {
 	want := `
 # HELP replayguard_received_total Deliveries taken from the source.
 # TYPE replayguard_received_total counter
-replayguard_received_total 12
-# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total minus the sum of decisions_total.
+replayguard_received_total 14
+# HELP replayguard_abandoned_total Deliveries dropped undecided and unacknowledged (connection lost while they waited, or shutdown); the broker resends them.
+# TYPE replayguard_abandoned_total counter
+replayguard_abandoned_total 2
+# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total - sum(decisions_total) - abandoned_total.
 # TYPE replayguard_in_flight gauge
 replayguard_in_flight 3
 # HELP replayguard_decisions_total Deliveries decided and durably committed, by route and outcome.
@@ -61,7 +66,7 @@ replayguard_decisions_total{outcome="malformed",route="unrouted"} 1
 replayguard_quarantine_resolved_total{outcome="applied",route="incidents"} 1
 replayguard_quarantine_resolved_total{outcome="discarded",route="meters"} 1
 `
-	names := []string{"replayguard_received_total", "replayguard_in_flight",
+	names := []string{"replayguard_received_total", "replayguard_in_flight", "replayguard_abandoned_total",
 		"replayguard_decisions_total", "replayguard_quarantine_resolved_total"}
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
@@ -72,7 +77,7 @@ replayguard_quarantine_resolved_total{outcome="discarded",route="meters"} 1
 	m.Committed(records("meters", "applied", "applied", "quarantined"), nil)
 	checkIdentity(t, reg)
 	inFlight := `
-# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total minus the sum of decisions_total.
+# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total - sum(decisions_total) - abandoned_total.
 # TYPE replayguard_in_flight gauge
 replayguard_in_flight 0
 `
@@ -81,15 +86,15 @@ replayguard_in_flight 0
 	}
 }
 
-// checkIdentity checks received = Σ decisions + in flight from the gathered
-// metrics alone, as an operator would.
+// checkIdentity checks received = Σ decisions + abandoned + in flight from
+// the gathered metrics alone, as an operator would.
 func checkIdentity(t *testing.T, g prometheus.Gatherer) {
 	t.Helper()
 	fams, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var received, decided, inFlight float64
+	var received, decided, abandoned, inFlight float64
 	for _, f := range fams {
 		for _, mt := range f.GetMetric() {
 			switch f.GetName() {
@@ -97,13 +102,15 @@ func checkIdentity(t *testing.T, g prometheus.Gatherer) {
 				received += mt.GetCounter().GetValue()
 			case "replayguard_decisions_total":
 				decided += mt.GetCounter().GetValue()
+			case "replayguard_abandoned_total":
+				abandoned += mt.GetCounter().GetValue()
 			case "replayguard_in_flight":
 				inFlight += mt.GetGauge().GetValue()
 			}
 		}
 	}
-	if received != decided+inFlight {
-		t.Fatalf("received %v != decided %v + in flight %v", received, decided, inFlight)
+	if received != decided+abandoned+inFlight {
+		t.Fatalf("received %v != decided %v + abandoned %v + in flight %v", received, decided, abandoned, inFlight)
 	}
 }
 
@@ -184,15 +191,22 @@ func TestSourceHooks(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := metrics.New(reg, "1.2.3", "deadbeef", "incidents")
 
-	m.ConnectionUp()
-	m.ConnectionDown()
-	m.ConnectionUp()
-	m.ConnectionDown()
-	m.ConnectionUp()
-	m.Acked(3, 20*time.Millisecond)
-	m.CommitFailed(errors.New("io"))
+	for _, e := range []mqtt.Event{
+		{Kind: mqtt.Connected}, {Kind: mqtt.Disconnected}, {Kind: mqtt.ConnectFailed, Err: errors.New("refused")},
+		{Kind: mqtt.Connected}, {Kind: mqtt.Stalled}, {Kind: mqtt.Disconnected}, {Kind: mqtt.Connected},
+		{Kind: mqtt.Received, N: 4},
+		{Kind: mqtt.CommitFailed, N: 4, Duration: time.Millisecond, Err: errors.New("io")},
+		{Kind: mqtt.Committed, N: 4, Duration: 3 * time.Millisecond},
+		{Kind: mqtt.Acked, N: 3, Lag: 20 * time.Millisecond},
+		{Kind: mqtt.AckDropped, N: 1},
+	} {
+		m.Observe(e)
+	}
 	gap := &engine.Range{From: 4, To: 6}
-	m.BatchCommitted([]engine.Decision{{Gap: gap}, {}, {Gap: gap}}, 3*time.Millisecond)
+	p := m.CountGaps(fixedDecisions{{Gap: gap}, {}, {Gap: gap}})
+	if _, err := p.Process(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
 	m.Committed(records("incidents", "applied", "applied", "duplicate"), nil)
 	m.Committed(records("incidents", "applied"), nil)
 	m.Committed([]engine.AuditRecord{{Route: "incidents", Outcome: "discarded", Ref: 1}}, nil)
@@ -204,6 +218,15 @@ replayguard_broker_connected 1
 # HELP replayguard_reconnects_total Broker connections established after the first one.
 # TYPE replayguard_reconnects_total counter
 replayguard_reconnects_total 2
+# HELP replayguard_connect_errors_total Failed attempts to connect to a broker.
+# TYPE replayguard_connect_errors_total counter
+replayguard_connect_errors_total 1
+# HELP replayguard_stalls_total Connections dropped because the broker stopped answering keepalives.
+# TYPE replayguard_stalls_total counter
+replayguard_stalls_total 1
+# HELP replayguard_ack_dropped_total Committed deliveries whose connection dropped before their acknowledgement; the broker resends them and they are found duplicate.
+# TYPE replayguard_ack_dropped_total counter
+replayguard_ack_dropped_total 1
 # HELP replayguard_acked_total Deliveries acknowledged to the broker after their decision was committed.
 # TYPE replayguard_acked_total counter
 replayguard_acked_total 3
@@ -218,6 +241,7 @@ replayguard_gaps_total 2
 replayguard_build_info{commit="deadbeef",version="1.2.3"} 1
 `
 	names := []string{"replayguard_broker_connected", "replayguard_reconnects_total", "replayguard_acked_total",
+		"replayguard_connect_errors_total", "replayguard_stalls_total", "replayguard_ack_dropped_total",
 		"replayguard_store_errors_total", "replayguard_gaps_total", "replayguard_build_info"}
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
@@ -234,7 +258,7 @@ replayguard_build_info{commit="deadbeef",version="1.2.3"} 1
 	}
 	wantCounts := map[string]uint64{
 		"replayguard_ack_lag_seconds":         3, // one per acknowledged delivery
-		"replayguard_commit_duration_seconds": 1,
+		"replayguard_commit_duration_seconds": 2, // the failed attempt and the commit
 		"replayguard_batch_size":              2, // commits with deliveries; the discard is none
 	}
 	for name, n := range wantCounts {
@@ -242,6 +266,12 @@ replayguard_build_info{commit="deadbeef",version="1.2.3"} 1
 			t.Errorf("%s observed %d times, want %d", name, counts[name], n)
 		}
 	}
+}
+
+type fixedDecisions []engine.Decision
+
+func (d fixedDecisions) Process(context.Context, []engine.Message) ([]engine.Decision, error) {
+	return d, nil
 }
 
 func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
