@@ -23,6 +23,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64) Decision {
 		return e.record(m, dec, now, ref)
 	}
 	dec := e.decide(d, now, ref != 0)
+	if dec.Outcome.Effective() {
+		e.project(d, dec.version)
+	}
 	if ref != 0 {
 		dec.Reason = fmt.Sprintf("%s #%d", reasonReleased, ref)
 		if dec.Outcome == Duplicate {
@@ -57,24 +60,25 @@ func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
 		if !v.outcome.Effective() {
 			return dec
 		}
-		e.pending.sources[src.ID()] = src
+		e.pending.sources[src] = struct{}{}
 		ver.Epoch, ver.Sequence = v.epoch.Value, d.seq
 	} else {
 		dec.Outcome = Applied
 	}
 	ord := e.keys.insert(d.key, d.digest, now.UnixNano())
 	e.pending.batch.Keys = append(e.pending.batch.Keys, KeyEntry{Ordinal: ord, Key: d.key, Digest: d.digest, Time: now.UnixNano()})
-	e.project(d, ver)
+	dec.version = ver
 	return dec
 }
 
 // source returns the window of d's (route, source), creating it.
 func (e *Engine) source(d *decoded) *SourceState {
-	id := sourceID(d.route.Name, d.source)
-	s := e.sources[id]
+	var buf [128]byte
+	id := appendSourceID(buf[:0], d.route.Name, d.source)
+	s := e.sources[string(id)] // no allocation for the lookup
 	if s == nil {
 		s = &SourceState{Route: d.route.Name, Source: d.source}
-		e.sources[id] = s
+		e.sources[string(id)] = s
 	}
 	return s
 }

@@ -2,10 +2,10 @@ package engine
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/buger/jsonparser"
 )
@@ -47,6 +47,9 @@ type decoded struct {
 	id       string
 	key      Hash
 	digest   Hash
+
+	valsBuf [12]value // backing arrays: one allocation per message
+	srcBuf  [4]string
 }
 
 // decodeError is a malformed message's reason.
@@ -67,7 +70,12 @@ func (e *Engine) decode(m *Message) (*decoded, error) {
 	if r == nil {
 		return nil, malformed("no route matches topic %q", m.Topic)
 	}
-	d := &decoded{route: r, seq: -1, vals: make([]value, len(r.paths))}
+	d := &decoded{route: r, seq: -1}
+	d.vals = d.valsBuf[:0]
+	if len(r.paths) > len(d.valsBuf) {
+		d.vals = make([]value, 0, len(r.paths))
+	}
+	d.vals = d.vals[:len(r.paths)]
 	if err := d.extract(m); err != nil {
 		return d, err
 	}
@@ -79,7 +87,7 @@ func (e *Engine) decode(m *Message) (*decoded, error) {
 }
 
 func (d *decoded) extract(m *Message) error {
-	if !json.Valid(m.Payload) {
+	if !validJSON(m.Payload) {
 		return malformed("payload is not valid JSON")
 	}
 	r := d.route
@@ -110,7 +118,8 @@ func (d *decoded) extract(m *Message) error {
 		}
 		i := slotToPath[slot]
 		if d.vals[i].kind != vAbsent {
-			return // first occurrence wins
+			err = malformed("field %s appears more than once", r.paths[i].text)
+			return
 		}
 		d.vals[i], err = canonical(r.paths[i].text, v, vt)
 	}, r.payload...)
@@ -123,6 +132,9 @@ func canonical(name string, v []byte, vt jsonparser.ValueType) (value, error) {
 		s, err := jsonparser.ParseString(v)
 		if err != nil {
 			return value{}, malformed("%s: bad string: %v", name, err)
+		}
+		if !utf8.ValidString(s) {
+			return value{}, malformed("%s: string is not valid UTF-8", name)
 		}
 		return value{kind: vString, text: s}, nil
 	case jsonparser.Number:
@@ -143,7 +155,11 @@ func canonical(name string, v []byte, vt jsonparser.ValueType) (value, error) {
 // identity validates the identity fields and fills source, epoch, seq, id.
 func (d *decoded) identity() error {
 	r := d.route
-	d.source = make([]string, len(r.source))
+	d.source = d.srcBuf[:0]
+	if len(r.source) > len(d.srcBuf) {
+		d.source = make([]string, 0, len(r.source))
+	}
+	d.source = d.source[:len(r.source)]
 	for n, i := range r.source {
 		v := d.vals[i]
 		switch v.kind {

@@ -44,14 +44,14 @@ type Observer interface {
 // of decisions, effects and audit records atomically. Its methods are safe
 // for concurrent use; decisions are serialised.
 type Engine struct {
-	mu       sync.Mutex
-	store    Store
-	quar     QuarantineScanner
-	opts     Options
-	log      *slog.Logger
-	routes   []*route
+	mu         sync.Mutex
+	store      Store
+	quar       QuarantineScanner
+	opts       Options
+	log        *slog.Logger
+	routes     []*route
 	maxPayload int
-	ttl      time.Duration
+	ttl        time.Duration
 
 	keys     *keyWindow
 	sources  map[string]*SourceState
@@ -65,7 +65,7 @@ type Engine struct {
 
 type pending struct {
 	batch    Batch
-	sources  map[string]*SourceState
+	sources  map[*SourceState]struct{}
 	entities map[string]struct{}
 }
 
@@ -155,7 +155,7 @@ func (e *Engine) load(ctx context.Context) error {
 }
 
 func (e *Engine) resetPending() {
-	e.pending = pending{sources: map[string]*SourceState{}, entities: map[string]struct{}{}}
+	e.pending = pending{sources: map[*SourceState]struct{}{}, entities: map[string]struct{}{}}
 	e.tail = e.head
 }
 
@@ -197,7 +197,7 @@ func (e *Engine) commit(ctx context.Context) error {
 	if old := e.keys.oldest(); old > e.evicted {
 		b.EvictBelow = old
 	}
-	for _, s := range e.pending.sources {
+	for s := range e.pending.sources {
 		b.Sources = append(b.Sources, *s)
 	}
 	for name := range e.pending.entities {

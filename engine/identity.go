@@ -15,12 +15,16 @@ func appendField(dst []byte, s string) []byte {
 
 // sourceID is the stable, injective identity of a (route, source parts).
 func sourceID(route string, parts []string) string {
-	b := appendField(nil, route)
+	return string(appendSourceID(nil, route, parts))
+}
+
+func appendSourceID(b []byte, route string, parts []string) []byte {
+	b = appendField(b, route)
 	b = binary.AppendUvarint(b, uint64(len(parts)))
 	for _, p := range parts {
 		b = appendField(b, p)
 	}
-	return string(b)
+	return b
 }
 
 // SourceID returns the store identity of (route, source parts).

@@ -82,6 +82,8 @@ type Decision struct {
 	Sequence int64  // -1 when the route has none or it was not read
 	ID       string
 	Gap      *Range // sequences skipped by this message, if any
+
+	version Version // orders this message's `set` writes
 }
 
 // Range is an inclusive range of sequence numbers.
@@ -106,11 +108,11 @@ type KeyEntry struct {
 // no gap was seen; sequences at or below Floor cannot be proven either way.
 type EpochWindow struct {
 	Epoch   string   `json:"epoch"`
-	Numeric bool     `json:"numeric"` // the epoch is an integer, ordered numerically
-	Value   int64    `json:"value"`   // the integer, or the rank of a string epoch by first appearance
-	High    int64    `json:"high"`    // highest sequence seen; -1 before the first
+	Numeric bool     `json:"numeric"`          // the epoch is an integer, ordered numerically
+	Value   int64    `json:"value"`            // the integer, or the rank of a string epoch by first appearance
+	High    int64    `json:"high"`             // highest sequence seen; -1 before the first
 	Bitmap  []uint64 `json:"bitmap,omitempty"` // current epoch only: bit s%span set when s was seen
-	Floor   int64    `json:"floor"`   // older epochs: sequences <= Floor cannot be proven
+	Floor   int64    `json:"floor"`            // older epochs: sequences <= Floor cannot be proven
 	Gaps    []Range  `json:"gaps,omitempty"`   // open gaps, ascending
 }
 
@@ -118,7 +120,7 @@ type EpochWindow struct {
 type SourceState struct {
 	Route  string        `json:"route"`
 	Source []string      `json:"source"`
-	Epochs []EpochWindow `json:"epochs"` // newest first: the current epoch, then the kept older ones
+	Epochs []EpochWindow `json:"epochs"`         // newest first: the current epoch, then the kept older ones
 	Seen   []string      `json:"seen,omitempty"` // string epochs in order of first appearance
 }
 
@@ -127,7 +129,7 @@ func (s *SourceState) ID() string { return sourceID(s.Route, s.Source) }
 
 // EntityState is the projected state of one entity.
 type EntityState struct {
-	Name   string                 `json:"name"`
+	Name   string                `json:"name"`
 	Fields map[string]FieldValue `json:"fields"`
 }
 
@@ -152,8 +154,8 @@ const (
 
 // Version orders `set` writers of a field.
 type Version struct {
-	Epoch    int64 `json:"e"` // numeric epoch, or the rank of a string epoch
-	Sequence int64 `json:"s"`
+	Epoch    int64  `json:"e"` // numeric epoch, or the rank of a string epoch
+	Sequence int64  `json:"s"`
 	Ordinal  uint64 `json:"o"` // audit position, the tie breaker for unsequenced routes
 }
 

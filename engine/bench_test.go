@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// benchEngine is an engine without a store: decide and decode only.
+func benchEngine(b *testing.B, routes []Route, maxKeys int) *Engine {
+	b.Helper()
+	e := &Engine{maxPayload: DefaultMaxPayload}
+	e.opts = Options{SequenceSpan: DefaultSequenceSpan, KeepEpochs: DefaultKeepEpochs, MaxEntries: maxKeys}
+	for _, r := range routes {
+		c, err := compileRoute(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.routes = append(e.routes, c)
+	}
+	e.keys = newKeyWindow(maxKeys, 0)
+	e.sources = map[string]*SourceState{}
+	e.entities = map[string]*entity{}
+	e.resetPending()
+	return e
+}
+
+var benchIncidents = Route{Name: "incidents", Topic: "incidents/#", Source: []string{"agency", "source_id"},
+	Sequence: "sequence", Epoch: "boot_id",
+	Effects: []EffectSpec{{Entity: "incident/{incident_id}", Add: map[string]string{"casualties": "casualty_delta"}},
+		{Entity: "unit/{unit_id}", Set: map[string]string{"status": "unit_status"}}}}
+
+// incidentPayload is a ~200-byte incident update.
+func incidentPayload(src, seq int) []byte {
+	return []byte(fmt.Sprintf(`{"agency":"county-fire","source_id":"mdt-%03d","boot_id":1,"sequence":%d,`+
+		`"incident_id":"INC-2026-%04d","unit_id":"E%d","unit_status":"enroute","casualty_delta":0,`+
+		`"lat":38.8977,"lon":-77.0365,"note":"structure fire, 2nd alarm"}`, src, seq, seq%97, src))
+}
+
+// fill puts n applied keys into the window.
+func fill(e *Engine, n int) {
+	now := time.Now().UnixNano()
+	for i := 0; i < n; i++ {
+		e.keys.insert(testKey(uint64(i)+1<<40), testKey(uint64(i)), now)
+	}
+}
+
+// BenchmarkDecide measures the decision alone on pre-decoded messages, with
+// a million keys in the window (each decision evicts the oldest).
+func BenchmarkDecide(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		routes []Route
+	}{
+		{"id-route", []Route{{Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId"}}},
+		{"sequenced-with-effects", []Route{benchIncidents}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			e := benchEngine(b, tc.routes, 1_000_000)
+			fill(e, 1_000_000)
+			const n = 1 << 16
+			ds := make([]*decoded, n)
+			for i := range ds {
+				var m Message
+				if tc.routes[0].ID != "" {
+					m = Message{Topic: fmt.Sprintf("plant/m%d/energy", i%50), Payload: []byte(fmt.Sprintf(`{"msgId":"m-%d"}`, i))}
+				} else {
+					m = Message{Topic: "incidents/fire", Payload: incidentPayload(i%50, i/50+1)}
+				}
+				d, err := e.decode(&m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ds[i] = d
+			}
+			now := time.Now()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				d := ds[i%n]
+				if i%n == 0 && i > 0 {
+					b.StopTimer()
+					e.keys = newKeyWindow(1_000_000, 0) // replay the set as new keys
+					fill(e, 1_000_000)
+					e.sources = map[string]*SourceState{}
+					b.StartTimer()
+				}
+				e.decide(d, now, false)
+				if len(e.pending.batch.Keys) >= 1000 {
+					e.resetPending()
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}
+
+// BenchmarkDecodeDecide measures extraction, validation, key and digest
+// derivation and the decision for 200-byte incident messages.
+func BenchmarkDecodeDecide(b *testing.B) {
+	e := benchEngine(b, []Route{benchIncidents}, 1_000_000)
+	const n = 1 << 14
+	msgs := make([]Message, n)
+	for i := range msgs {
+		msgs[i] = Message{Topic: "incidents/fire", Payload: incidentPayload(i%50, i/50+1)}
+	}
+	now := time.Now()
+	b.SetBytes(int64(len(msgs[0].Payload)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m := &msgs[i%n]
+		d, err := e.decode(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.decide(d, now, false)
+		if len(e.pending.batch.Keys) >= 1000 {
+			e.resetPending()
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}

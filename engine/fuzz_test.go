@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+func fuzzEngine(t testing.TB) *Engine {
+	t.Helper()
+	e := &Engine{maxPayload: 4096}
+	for _, r := range []Route{
+		{Name: "incidents", Topic: "incidents/#", Source: []string{"agency", "source_id"}, Sequence: "sequence", Epoch: "boot_id",
+			Effects: []EffectSpec{{Entity: "incident/{incident_id}", Add: map[string]string{"casualties": "casualty_delta"}},
+				{Entity: "unit/{unit.id}", Set: map[string]string{"status": "unit.status"}}}},
+		{Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId",
+			Effects: []EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}},
+	} {
+		c, err := compileRoute(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.routes = append(e.routes, c)
+	}
+	return e
+}
+
+// FuzzDecode checks that decoding never panics, and that a decoded payload
+// re-serialised by encoding/json (other key order, other escapes, numbers
+// kept as written) has the same key and digest.
+func FuzzDecode(f *testing.F) {
+	f.Add("incidents/fd", []byte(`{"agency":"fd","source_id":"e1","boot_id":1,"sequence":1,"incident_id":7,"casualty_delta":3}`))
+	f.Add("incidents/fd", []byte(`{"agency":"fd","source_id":"e\u0031","boot_id":"b","sequence":9223372036854775807,"unit":{"id":"E7","status":"assigned"}}`))
+	f.Add("plant/m3/energy", []byte(`{"msgId":"meter-3-000042","kwh":0.25}`))
+	f.Add("plant/m3/energy", []byte(`{"msgId":42,"kwh":1e-3}`))
+	f.Add("incidents/fd", []byte(`{"agency":"fd","source_id":"e1","sequence":-1}`))
+	f.Add("x", []byte(`not json`))
+	e := fuzzEngine(f)
+	f.Fuzz(func(t *testing.T, topic string, payload []byte) {
+		d, err := e.decode(&Message{Topic: topic, Payload: payload})
+		if err != nil {
+			if _, ok := err.(*decodeError); !ok {
+				t.Fatalf("decode error of type %T: %v", err, err)
+			}
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(payload))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("decode accepted what encoding/json refuses: %v", err)
+		}
+		again, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		d2, err := e.decode(&Message{Topic: topic, Payload: again})
+		if err != nil {
+			t.Fatalf("re-serialised payload %s is malformed: %v", again, err)
+		}
+		if d.key != d2.key || d.digest != d2.digest {
+			t.Fatalf("re-serialised payload %s changed key or digest", again)
+		}
+	})
+}
+
+// FuzzKeyIsInjective checks that different (route, source, epoch, sequence)
+// or (route, source, id) tuples never share a key.
+func FuzzKeyIsInjective(f *testing.F) {
+	f.Add("r", "a|b", "c", "a", "b|c", "e", int64(1), "x")
+	f.Add("r", "a", "", "", "a", "", int64(0), "")
+	f.Fuzz(func(t *testing.T, route, s1, s2, s3, s4, epoch string, seq int64, id string) {
+		if seq < 0 {
+			seq = -seq
+		}
+		a, b := []string{s1, s2}, []string{s3, s4}
+		same := s1 == s3 && s2 == s4
+		if (SequencedKey(route, a, epoch, seq) == SequencedKey(route, b, epoch, seq)) != same {
+			t.Fatalf("sequenced keys of %q and %q: equal=%v", a, b, !same)
+		}
+		if (IDKey(route, a, id) == IDKey(route, b, id)) != same {
+			t.Fatalf("id keys of %q and %q: equal=%v", a, b, !same)
+		}
+		if SequencedKey(route, a, epoch, seq) == IDKey(route, a, id) {
+			t.Fatal("a sequenced and an id key collide")
+		}
+		if len(a) > 0 && SequencedKey(route, []string{s1 + s2}, epoch, seq) == SequencedKey(route, a, epoch, seq) && s2 != "" {
+			t.Fatal("joined source parts collide with split ones")
+		}
+	})
+}
+
+// FuzzValidJSON holds the scanner to encoding/json's verdict.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, `{"a":[1,2.5e-3,-0,"x\u00e9\n",true,false,null]}`, `01`, `{"a":}`, ` "x" `, `1.`, `-`, `"\ud800"`, `[1,]`, "\"\x01\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
