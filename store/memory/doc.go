@@ -1,0 +1,9 @@
+// Package memory is an engine.Store that keeps everything in process
+// memory: for tests, examples and library use where losing the state on exit
+// is acceptable.
+//
+// The store copies what it is given and what it hands out, so callers may
+// reuse batch slices and change what they read. A Store is safe for
+// concurrent use: scans run on a consistent view taken when they start and
+// hold no lock while their callback runs, so commits proceed meanwhile.
+package memory
