@@ -1,0 +1,295 @@
+package web
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Paging limits of the list endpoints.
+const (
+	defaultLimit  = 100
+	maxLimit      = 1000
+	maxBodyBytes  = 64 << 10
+	maxReasonSize = 4096
+)
+
+// state answers exactly what `replayguard state --json` prints.
+func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, engine.StateJSON(s.deps.Engine.State()))
+}
+
+func (s *Server) sources(w http.ResponseWriter, _ *http.Request) {
+	reports := s.deps.Engine.Sources()
+	if reports == nil {
+		reports = []engine.SourceReport{}
+	}
+	writeJSON(w, http.StatusOK, reports)
+}
+
+// statsJSON is the body of /api/v1/stats: window sizes, the audit head and,
+// with a Hub, the decisions counted since it started.
+type statsJSON struct {
+	Version  string  `json:"version,omitempty"`
+	Position uint64  `json:"position"`
+	Keys     int     `json:"keys"`
+	Sources  int     `json:"sources"`
+	Entities int     `json:"entities"`
+	Counts   *Counts `json:"counts,omitempty"`
+}
+
+func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
+	st := s.deps.Engine.Stats()
+	out := statsJSON{Version: s.cfg.Version, Position: st.Position, Keys: st.Keys, Sources: st.Sources, Entities: st.Entities}
+	if s.deps.Hub != nil {
+		c := s.deps.Hub.Counts()
+		out.Counts = &c
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// QuarantineItem is one held message as the API lists it: the entry with
+// its payload as JSON when it is valid JSON, else base64 in payload_b64 (the
+// two forms `replayguard ingest` reads).
+type QuarantineItem struct {
+	ID         uint64          `json:"id"`
+	Time       time.Time       `json:"time"`
+	Outcome    string          `json:"outcome"`
+	Reason     string          `json:"reason"`
+	Route      string          `json:"route,omitempty"`
+	Topic      string          `json:"topic"`
+	Key        string          `json:"key,omitempty"`
+	Dup        bool            `json:"dup"`
+	Broker     string          `json:"broker,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	PayloadB64 *string         `json:"payload_b64,omitempty"`
+}
+
+// NewQuarantineItem returns e as the API lists it.
+func NewQuarantineItem(e engine.QuarantineEntry) QuarantineItem {
+	it := QuarantineItem{ID: e.ID, Time: e.Time, Outcome: e.Outcome, Reason: e.Reason, Route: e.Route,
+		Topic: e.Topic, Key: e.Key, Dup: e.Dup, Broker: e.Broker}
+	if len(e.Payload) > 0 && utf8.Valid(e.Payload) && json.Valid(e.Payload) {
+		it.Payload = json.RawMessage(e.Payload)
+	} else {
+		b64 := base64.StdEncoding.EncodeToString(e.Payload)
+		it.PayloadB64 = &b64
+	}
+	return it
+}
+
+// quarantinePage is the body of GET /api/v1/quarantine. Next is the from
+// of the next page, null on the last.
+type quarantinePage struct {
+	Entries []QuarantineItem `json:"entries"`
+	Total   int              `json:"total"` // open entries in all
+	Next    *uint64          `json:"next"`
+}
+
+func (s *Server) quarantineList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	from, err := uintParam(q, "from", 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	limit, err := limitParam(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	page := quarantinePage{Entries: []QuarantineItem{}}
+	err = s.deps.Quarantine.ScanQuarantine(r.Context(), func(e engine.QuarantineEntry) error {
+		page.Total++
+		switch {
+		case e.ID < from:
+		case len(page.Entries) < limit:
+			page.Entries = append(page.Entries, NewQuarantineItem(e))
+		case page.Next == nil:
+			id := e.ID
+			page.Next = &id
+		}
+		return nil
+	})
+	if err != nil {
+		s.serverError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (s *Server) quarantineOne(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	e, err := s.deps.Quarantine.Quarantined(r.Context(), id)
+	if err != nil {
+		s.reviewError(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, NewQuarantineItem(e))
+}
+
+// resolution is the answer to a release or discard: what was audited.
+type resolution struct {
+	ID       uint64 `json:"id"`
+	Position uint64 `json:"position"` // the audit record of this action
+	Outcome  string `json:"outcome"`
+	Reason   string `json:"reason,omitempty"`
+	Route    string `json:"route,omitempty"`
+	Key      string `json:"key,omitempty"`
+}
+
+// releaseBody is the optional body of a release: an empty object.
+type releaseBody struct{}
+
+type discardBody struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	if err := readBody(w, r, &releaseBody{}, true); err != nil {
+		writeError(w, statusOf(err), "%v", err)
+		return
+	}
+	d, err := s.deps.Engine.Release(r.Context(), id)
+	if err != nil {
+		s.reviewError(w, r, id, err)
+		return
+	}
+	res := resolution{ID: id, Position: d.Position, Outcome: d.Outcome.String(), Reason: d.Reason, Route: d.Route}
+	if !d.Key.IsZero() {
+		res.Key = d.Key.String()
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	var body discardBody
+	if err := readBody(w, r, &body, false); err != nil {
+		writeError(w, statusOf(err), "%v", err)
+		return
+	}
+	body.Reason = strings.TrimSpace(body.Reason)
+	switch {
+	case body.Reason == "":
+		writeError(w, http.StatusBadRequest, `a discard needs a non-empty "reason"`)
+		return
+	case len(body.Reason) > maxReasonSize:
+		writeError(w, http.StatusBadRequest, "reason is over %d bytes", maxReasonSize)
+		return
+	}
+	d, err := s.deps.Engine.Discard(r.Context(), id, body.Reason)
+	if err != nil {
+		s.reviewError(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resolution{ID: id, Position: d.Position, Outcome: engine.OutcomeDiscarded,
+		Reason: body.Reason, Route: d.Route})
+}
+
+// reviewError maps the engine's and store's errors for a quarantine entry.
+func (s *Server) reviewError(w http.ResponseWriter, r *http.Request, id uint64, err error) {
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		writeError(w, http.StatusNotFound, "no open quarantine entry %d", id)
+	case errors.Is(err, engine.ErrStillMalformed):
+		writeError(w, http.StatusConflict, "%v; discard it instead", err)
+	case errors.Is(err, engine.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		s.serverError(w, r, err)
+	}
+}
+
+func pathID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || id == 0 {
+		writeError(w, http.StatusBadRequest, "bad quarantine id %q: want a positive integer", raw)
+		return 0, false
+	}
+	return id, true
+}
+
+// errBody is a request body that does not decode; errTooLarge one over
+// maxBodyBytes.
+var (
+	errBody     = errors.New("bad request body")
+	errTooLarge = errors.New("request body too large")
+)
+
+func statusOf(err error) int {
+	if errors.Is(err, errTooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
+}
+
+// readBody decodes one JSON object into v, refusing unknown fields and
+// trailing data. An empty body is accepted when optional.
+func readBody(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return fmt.Errorf("%w: over %d bytes", errTooLarge, maxBodyBytes)
+	case err != nil:
+		return fmt.Errorf("%w: %v", errBody, err)
+	case len(bytes.TrimSpace(raw)) == 0 && optional:
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", errBody, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: data after the JSON object", errBody)
+	}
+	return nil
+}
+
+func uintParam(q url.Values, name string, def uint64) (uint64, error) {
+	raw := q.Get(name)
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want a non-negative integer", name, raw)
+	}
+	return n, nil
+}
+
+// limitParam reads limit: default 100, at most 1000 (larger is capped).
+func limitParam(q url.Values) (int, error) {
+	n, err := uintParam(q, "limit", defaultLimit)
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, fmt.Errorf("limit=0: want 1 to %d", maxLimit)
+	}
+	return int(min(n, maxLimit)), nil
+}

@@ -1,0 +1,338 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+func TestHealthAndReadiness(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.get("/healthz").want(t, http.StatusOK, nil)
+	var ready map[string]bool
+	f.get("/readyz").want(t, http.StatusOK, &ready)
+	if !ready["ready"] {
+		t.Fatalf("readyz body %v", ready)
+	}
+	f.ready.Store(false) // broker down or store not writable
+	f.get("/readyz").want(t, http.StatusServiceUnavailable, nil)
+	f.get("/healthz").want(t, http.StatusOK, nil)
+}
+
+func TestStateIsWhatStateJSONPrints(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.process(incident(1, "7", 2, "assigned"), incident(2, "7", 1, "available"), meter("meter-3-000001", "0.25"))
+	f.process(incident(2, "7", 1, "available")) // a replay: no effect
+
+	r := f.get("/api/v1/state")
+	r.want(t, http.StatusOK, nil)
+	want, err := json.Marshal(engine.StateJSON(f.eng.State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(r.body)); got != string(want) {
+		t.Fatalf("state\n got %s\nwant %s", got, want)
+	}
+	const literal = `{"incident/7":{"casualties":3},"meter/meter-3":{"kwh":0.25},"unit/e7":{"status":"available"}}`
+	if got := strings.TrimSpace(string(r.body)); got != literal {
+		t.Fatalf("state %s, want %s", got, literal)
+	}
+}
+
+func TestSourcesListSequenceHealth(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.process(incident(1, "7", 0, "a"), incident(5, "7", 0, "b")) // 2..4 missing
+	var got []engine.SourceReport
+	f.get("/api/v1/sources").want(t, http.StatusOK, &got)
+	if !reflect.DeepEqual(got, f.eng.Sources()) {
+		t.Fatalf("sources %+v, want %+v", got, f.eng.Sources())
+	}
+	if len(got) != 1 || len(got[0].Gaps) != 1 || got[0].Gaps[0] != (engine.Range{From: 2, To: 4}) {
+		t.Fatalf("sources %+v: want one gap 2..4", got)
+	}
+}
+
+func TestAuditFiltersAndPages(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.process(incident(1, "7", 1, "a"), incident(1, "7", 1, "a"), meter("m-1", "1"), meter("m-2", "2"))
+	mid := time.Now().UTC()
+	time.Sleep(5 * time.Millisecond)
+	f.process(meter("m-1", "1"), engine.Message{Topic: "nowhere", Payload: []byte("{}")})
+
+	all := auditPage{}
+	f.get("/api/v1/audit").want(t, http.StatusOK, &all)
+	if len(all.Records) != 6 || all.Next != nil {
+		t.Fatalf("all: %d records, next %v; want 6 and no next", len(all.Records), all.Next)
+	}
+	m2 := all.Records[3]
+	tests := []struct {
+		name  string
+		query string
+		want  []uint64 // positions
+	}{
+		{"outcome picks duplicates", "outcome=duplicate", []uint64{2, 5}},
+		{"route picks a route", "route=meters", []uint64{3, 4, 5}},
+		{"source matches one part", "source=e7", []uint64{1, 2}},
+		{"source matches the joined parts", "source=fire/e7", []uint64{1, 2}},
+		{"source matches a topic-level source", "source=meter-3", []uint64{3, 4, 5}},
+		{"key picks one message", "key=" + strings.ToUpper(m2.Key), []uint64{4}},
+		{"since is inclusive of later records", "since=" + mid.Format(time.RFC3339Nano), []uint64{5, 6}},
+		{"until excludes later records", "until=" + mid.Format(time.RFC3339Nano), []uint64{1, 2, 3, 4}},
+		{"from starts at a position", "from=4", []uint64{4, 5, 6}},
+		{"filters combine", "route=meters&outcome=applied", []uint64{3, 4}},
+		{"an unrouted message is malformed with no route", "outcome=malformed", []uint64{6}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var page auditPage
+			f.get("/api/v1/audit?"+tt.query).want(t, http.StatusOK, &page)
+			var got []uint64
+			for _, r := range page.Records {
+				got = append(got, r.Position)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("positions %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	t.Run("pages cover the log once", func(t *testing.T) {
+		var got []uint64
+		from := uint64(0)
+		for range 10 {
+			var page auditPage
+			f.get(fmt.Sprintf("/api/v1/audit?limit=4&from=%d", from)).want(t, http.StatusOK, &page)
+			for _, r := range page.Records {
+				got = append(got, r.Position)
+			}
+			if page.Next == nil {
+				break
+			}
+			from = *page.Next
+		}
+		if !reflect.DeepEqual(got, []uint64{1, 2, 3, 4, 5, 6}) {
+			t.Fatalf("paged positions %v", got)
+		}
+	})
+}
+
+func TestBadQueriesAreRefusedWith400(t *testing.T) {
+	f := newFixture(t, Config{})
+	for _, q := range []string{
+		"/api/v1/audit?outcome=bogus",
+		"/api/v1/audit?since=yesterday",
+		"/api/v1/audit?until=" + url.QueryEscape("2024-13-01T00:00:00Z"),
+		"/api/v1/audit?from=-1",
+		"/api/v1/audit?limit=0",
+		"/api/v1/audit?limit=ten",
+		"/api/v1/quarantine?from=x",
+		"/api/v1/quarantine/abc",
+		"/api/v1/quarantine/0",
+		"/api/v1/quarantine/99999999999999999999999",
+	} {
+		f.get(q).want(t, http.StatusBadRequest, nil)
+	}
+	var page auditPage
+	f.get("/api/v1/audit?limit=100000").want(t, http.StatusOK, &page) // capped, not refused
+}
+
+// held returns one message per kind of hold: below the window, a conflict
+// and a malformed one, after a run that opens the window.
+func (f *fixture) hold() (below, conflict, malformed uint64) {
+	f.t.Helper()
+	f.process(incident(100, "9", 1, "a"))
+	decs := f.process(
+		incident(10, "9", 5, "a"), // 100-64 > 10: below the window
+		incident(100, "9", 7, "a"),   // same key, other content
+		engine.Message{Topic: "incidents/fire/e7", Payload: []byte("\x00not json")},
+	)
+	for i, want := range []engine.Outcome{engine.Quarantined, engine.Conflict, engine.Malformed} {
+		if decs[i].Outcome != want {
+			f.t.Fatalf("decision %d: %v (%s), want %v", i, decs[i].Outcome, decs[i].Reason, want)
+		}
+	}
+	return decs[0].Position, decs[1].Position, decs[2].Position
+}
+
+func TestQuarantineListsPayloads(t *testing.T) {
+	f := newFixture(t, Config{})
+	below, conflict, malformed := f.hold()
+	var page quarantinePage
+	f.get("/api/v1/quarantine").want(t, http.StatusOK, &page)
+	if page.Total != 3 || len(page.Entries) != 3 || page.Next != nil {
+		t.Fatalf("page %+v", page)
+	}
+	byID := map[uint64]QuarantineItem{}
+	for _, e := range page.Entries {
+		byID[e.ID] = e
+	}
+	if e := byID[below]; e.Reason != "below_window" || e.Outcome != "quarantined" || !json.Valid(e.Payload) || e.PayloadB64 != nil {
+		t.Fatalf("below-window entry %+v", e)
+	}
+	if e := byID[conflict]; e.Outcome != "conflict" || !strings.Contains(string(e.Payload), `"casualty_delta":7`) {
+		t.Fatalf("conflict entry %+v", e)
+	}
+	if e := byID[malformed]; e.Payload != nil || e.PayloadB64 == nil || *e.PayloadB64 != "AG5vdCBqc29u" {
+		t.Fatalf("malformed entry %+v: want its bytes in base64", e)
+	}
+
+	var one QuarantineItem
+	f.get(fmt.Sprintf("/api/v1/quarantine/%d", conflict)).want(t, http.StatusOK, &one)
+	if one.ID != conflict {
+		t.Fatalf("entry %+v", one)
+	}
+	f.get("/api/v1/quarantine/424242").want(t, http.StatusNotFound, nil)
+
+	f.get("/api/v1/quarantine?limit=2").want(t, http.StatusOK, &page)
+	if len(page.Entries) != 2 || page.Next == nil || *page.Next != malformed || page.Total != 3 {
+		t.Fatalf("first page of 2: %+v", page)
+	}
+}
+
+func TestReleaseAndDiscard(t *testing.T) {
+	f := newFixture(t, Config{})
+	below, conflict, malformed := f.hold()
+
+	var res resolution
+	f.post(fmt.Sprintf("/api/v1/quarantine/%d/release", below), "").want(t, http.StatusOK, &res)
+	if res.Outcome != "applied" || res.ID != below {
+		t.Fatalf("release: %+v", res)
+	}
+	if got := string(engine.StateJSON(f.eng.State())["incident/9"]["casualties"]); got != "6" {
+		t.Fatalf("casualties after release = %s, want 6", got)
+	}
+	f.post(fmt.Sprintf("/api/v1/quarantine/%d/release", below), "{}").want(t, http.StatusNotFound, nil)
+	f.post(fmt.Sprintf("/api/v1/quarantine/%d/release", malformed), "").want(t, http.StatusConflict, nil)
+
+	id := fmt.Sprintf("/api/v1/quarantine/%d/discard", conflict)
+	f.post(id, "").want(t, http.StatusBadRequest, nil)
+	f.post(id, `{"reason": "  "}`).want(t, http.StatusBadRequest, nil)
+	f.post(id, `{"reason": "x"`).want(t, http.StatusBadRequest, nil)
+	f.post(id, `{"why": "x"}`).want(t, http.StatusBadRequest, nil)
+	f.post(id, `{"reason": "x"} {}`).want(t, http.StatusBadRequest, nil)
+	f.post(id, `{"reason": "`+strings.Repeat("x", maxBodyBytes)+`"}`).want(t, http.StatusRequestEntityTooLarge, nil)
+	f.post(id, `{"reason": "sensor firmware resent an old value"}`).want(t, http.StatusOK, &res)
+	if res.Outcome != engine.OutcomeDiscarded || res.Reason != "sensor firmware resent an old value" {
+		t.Fatalf("discard: %+v", res)
+	}
+	f.post(id, `{"reason": "again"}`).want(t, http.StatusNotFound, nil)
+
+	var page auditPage
+	f.get("/api/v1/audit?outcome=discarded").want(t, http.StatusOK, &page)
+	if len(page.Records) != 1 || page.Records[0].Ref != conflict {
+		t.Fatalf("discard audit records %+v", page.Records)
+	}
+	var q quarantinePage
+	f.get("/api/v1/quarantine").want(t, http.StatusOK, &q)
+	if q.Total != 1 || q.Entries[0].ID != malformed {
+		t.Fatalf("left in quarantine: %+v", q)
+	}
+}
+
+func TestWrongMethodsAndPaths(t *testing.T) {
+	f := newFixture(t, Config{})
+	r := f.get("/api/v1/quarantine/1/release")
+	r.want(t, http.StatusMethodNotAllowed, nil)
+	if r.header.Get("Allow") != "POST" {
+		t.Fatalf("Allow %q", r.header.Get("Allow"))
+	}
+	f.post("/api/v1/state", "{}").want(t, http.StatusMethodNotAllowed, nil)
+	f.do("DELETE", "/api/v1/quarantine/1", "").want(t, http.StatusMethodNotAllowed, nil)
+	f.get("/api/v1/nothing").want(t, http.StatusNotFound, nil)
+	f.get("/api/v1/quarantine/1/explode").want(t, http.StatusNotFound, nil)
+	f.do("POST", "/api/v1/quarantine/1/release", "reason=x", "Content-Type", "application/x-www-form-urlencoded").
+		want(t, http.StatusUnsupportedMediaType, nil)
+}
+
+func TestWritesNeedTheToken(t *testing.T) {
+	f := newFixture(t, Config{Token: "s3cret"})
+	below, _, _ := f.hold()
+	path := fmt.Sprintf("/api/v1/quarantine/%d/release", below)
+	for _, auth := range []string{"", "Bearer", "Bearer wrong", "Basic s3cret", "Bearer s3cret2"} {
+		r := f.post(path, "", "Authorization", auth)
+		r.want(t, http.StatusUnauthorized, nil)
+		if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Fatalf("401 without a Bearer challenge: %v", r.header)
+		}
+	}
+	f.get("/api/v1/state").want(t, http.StatusOK, nil) // reads stay open
+	f.post(path, "", "Authorization", "Bearer s3cret").want(t, http.StatusOK, nil)
+}
+
+func TestAuthReadsGuardsEveryRead(t *testing.T) {
+	f := newFixture(t, Config{Token: "s3cret", AuthReads: true})
+	for _, p := range []string{"/api/v1/state", "/api/v1/sources", "/api/v1/audit", "/api/v1/quarantine",
+		"/api/v1/stats", "/api/v1/events", "/metrics"} {
+		f.get(p).want(t, http.StatusUnauthorized, nil)
+	}
+	f.get("/api/v1/state", "Authorization", "Bearer s3cret").want(t, http.StatusOK, nil)
+	f.get("/metrics", "Authorization", "Bearer s3cret").want(t, http.StatusOK, nil)
+	f.get("/healthz").want(t, http.StatusOK, nil)
+	f.get("/readyz").want(t, http.StatusOK, nil)
+	f.get("/").want(t, http.StatusOK, nil) // the page itself holds no data
+}
+
+func TestWritesWithoutATokenOnlyOnLoopback(t *testing.T) {
+	f := newFixture(t, Config{Listen: "0.0.0.0:9780"})
+	below, _, _ := f.hold()
+	f.post(fmt.Sprintf("/api/v1/quarantine/%d/release", below), "").want(t, http.StatusForbidden, nil)
+	f.get("/api/v1/state").want(t, http.StatusOK, nil)
+}
+
+func TestLoopbackListenerRefusesForeignHostNames(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.get("/api/v1/state", "Host", "attacker.example").want(t, http.StatusForbidden, nil)
+	f.get("/api/v1/state", "Host", "localhost:9780").want(t, http.StatusOK, nil)
+	f.get("/api/v1/state", "Host", "[::1]:9780").want(t, http.StatusOK, nil)
+}
+
+func TestMetricsAreServed(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.process(meter("m-1", "1"), meter("m-1", "1"))
+	r := f.get("/metrics")
+	r.want(t, http.StatusOK, nil)
+	for _, want := range []string{
+		`replayguard_decisions_total{outcome="duplicate",route="meters"} 1`,
+		`replayguard_received_total 2`,
+		`replayguard_in_flight 0`,
+		`replayguard_key_window_entries 1`,
+		`replayguard_build_info{commit="0000000",version="test"} 1`,
+	} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestStatsCountDecisions(t *testing.T) {
+	f := newFixture(t, Config{Version: "1.2.3"})
+	f.process(meter("m-1", "1"), meter("m-1", "1"), meter("m-2", "1"))
+	var st statsJSON
+	f.get("/api/v1/stats").want(t, http.StatusOK, &st)
+	if st.Version != "1.2.3" || st.Position != 3 || st.Keys != 2 || st.Counts == nil ||
+		st.Counts.Decisions["applied"] != 2 || st.Counts.Decisions["duplicate"] != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestDashboardIsServedFromEmbeddedAssets(t *testing.T) {
+	f := newFixture(t, Config{})
+	r := f.get("/")
+	r.want(t, http.StatusOK, nil)
+	if !strings.Contains(string(r.body), "<title>replayguard") {
+		t.Fatalf("dashboard: %.200s", r.body)
+	}
+	for _, a := range []string{"/assets/app.js", "/assets/style.css"} {
+		f.get(a).want(t, http.StatusOK, nil)
+	}
+	if strings.Contains(string(r.body), "://") {
+		t.Fatal("the page refers to another site; it must work offline")
+	}
+}

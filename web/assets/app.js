@@ -1,0 +1,427 @@
+// replayguard dashboard: the common operating picture. Data come from
+// /api/v1/* and the /api/v1/events stream only; every text from a message is
+// set with textContent, never parsed as HTML.
+"use strict";
+
+const OUTCOMES = ["applied", "applied_late", "duplicate", "conflict", "quarantined", "malformed"];
+const HELD = new Set(["conflict", "quarantined", "malformed"]);
+const AUDIT_KEEP = 300;
+const ENTITY_SHOW = 240;
+const TOKEN_KEY = "replayguard.token";
+
+const state = {
+  entities: new Map(),   // name -> {field: value}
+  counts: {},            // outcome -> n, since the server started
+  audit: [],             // newest last
+  position: 0,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+
+function headers(extra) {
+  const h = Object.assign({}, extra);
+  if (token()) h["Authorization"] = "Bearer " + token();
+  return h;
+}
+
+let toastTimer;
+function toast(msg, good) {
+  const t = $("toast");
+  t.textContent = msg;
+  t.className = "show" + (good ? " good" : "");
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { t.className = ""; }, 6000);
+}
+
+async function api(path, opts) {
+  const res = await fetch(path, Object.assign({ headers: headers(), cache: "no-store" }, opts));
+  let body = null;
+  try { body = await res.json(); } catch (e) { /* empty body */ }
+  if (!res.ok) {
+    let msg = (body && body.error) || res.statusText;
+    if (res.status === 401) msg += " — enter the token at the top right";
+    throw new Error(msg);
+  }
+  return body;
+}
+
+// ---- fetching -------------------------------------------------------------
+
+async function loadStats() {
+  const s = await api("/api/v1/stats");
+  state.position = s.position;
+  if (s.version) $("version").textContent = s.version;
+  if (s.counts) {
+    state.counts = Object.assign({}, s.counts.decisions);
+    $("since").textContent = "counts since " + new Date(s.counts.since).toLocaleString();
+  }
+  renderCounts();
+}
+
+async function loadState() {
+  const s = await api("/api/v1/state");
+  state.entities = new Map(Object.entries(s));
+  renderEntities(new Set());
+}
+
+async function loadSources() {
+  renderSources(await api("/api/v1/sources"));
+}
+
+async function loadQuarantine() {
+  renderQuarantine(await api("/api/v1/quarantine?limit=200"));
+}
+
+async function loadAudit() {
+  const from = Math.max(1, state.position - AUDIT_KEEP + 1);
+  const page = await api("/api/v1/audit?limit=" + AUDIT_KEEP + "&from=" + from);
+  state.audit = page.records;
+  renderAudit(new Set());
+}
+
+async function refetchAll() {
+  try {
+    await loadStats();
+    await Promise.all([loadState(), loadSources(), loadQuarantine(), loadAudit()]);
+  } catch (e) {
+    toast("Could not load: " + e.message);
+  }
+}
+
+// debounced refetches for what the event stream does not carry in full
+const pending = {};
+function soon(name, fn, ms) {
+  if (pending[name]) return;
+  pending[name] = setTimeout(async () => {
+    pending[name] = null;
+    try { await fn(); } catch (e) { toast(e.message); }
+  }, ms);
+}
+
+// ---- rendering ------------------------------------------------------------
+
+function renderCounts(bumped) {
+  for (const o of OUTCOMES) {
+    const tile = $("c-" + o);
+    tile.textContent = (state.counts[o] || 0).toLocaleString();
+    if (bumped && bumped.has(o)) {
+      const p = tile.parentElement;
+      p.classList.remove("bump");
+      void p.offsetWidth;
+      p.classList.add("bump");
+    }
+  }
+}
+
+function fieldText(v) {
+  if (typeof v === "string") return v;
+  return JSON.stringify(v);
+}
+
+function renderEntities(changed) {
+  const groups = new Map();
+  const names = [...state.entities.keys()].sort();
+  for (const name of names.slice(0, ENTITY_SHOW)) {
+    const i = name.indexOf("/");
+    const kind = i > 0 ? name.slice(0, i) : "other";
+    if (!groups.has(kind)) groups.set(kind, []);
+    groups.get(kind).push(name);
+  }
+  const root = $("entities");
+  root.replaceChildren();
+  for (const [kind, list] of groups) {
+    const g = el("div", "group");
+    g.append(el("h3", "", kind + (kind.endsWith("s") ? "" : "s") + " · " + list.length));
+    for (const name of list) {
+      const card = el("div", "entity" + (changed.has(name) ? " changed" : ""));
+      card.dataset.name = name;
+      const i = name.indexOf("/");
+      card.append(el("div", "name", i > 0 ? name.slice(i + 1) : name));
+      const dl = el("dl");
+      const fields = state.entities.get(name);
+      for (const k of Object.keys(fields).sort()) {
+        dl.append(el("dt", "", k), el("dd", "", fieldText(fields[k])));
+      }
+      card.append(dl);
+      g.append(card);
+    }
+    root.append(g);
+  }
+  if (names.length > ENTITY_SHOW) root.append(el("div", "more", "+ " + (names.length - ENTITY_SHOW) + " more entities"));
+  if (names.length === 0) root.append(el("div", "empty", "No entity yet."));
+  $("entity-count").textContent = names.length ? "· " + names.length : "";
+}
+
+function rangeText(g) { return g.from === g.to ? String(g.from) : g.from + "–" + g.to; }
+
+function renderSources(list) {
+  const body = $("sources").tBodies[0];
+  body.replaceChildren();
+  let missing = 0;
+  for (const s of list) {
+    const gaps = (s.gaps || []).slice();
+    for (const o of s.older_epochs || []) for (const g of o.gaps || []) gaps.push(Object.assign({ epoch: o.epoch }, g));
+    for (const g of gaps) missing += g.to - g.from + 1;
+    const tr = el("tr", gaps.length ? "gappy" : "");
+    tr.append(el("td", "", s.route), el("td", "", s.source.join("/")), el("td", "", s.epoch || "—"),
+      el("td", "num", s.high < 0 ? "—" : String(s.high)));
+    const td = el("td", gaps.length ? "gap" : "ok");
+    td.textContent = gaps.length
+      ? gaps.map((g) => (g.epoch !== undefined ? "epoch " + g.epoch + ": " : "") + rangeText(g)).join(", ")
+      : "none";
+    tr.append(td);
+    body.append(tr);
+  }
+  if (!list.length) {
+    const tr = el("tr");
+    const td = el("td", "empty", "No sequenced source yet.");
+    td.colSpan = 5;
+    tr.append(td);
+    body.append(tr);
+  }
+  $("c-gaps").textContent = missing.toLocaleString();
+  $("c-gaps").parentElement.classList.toggle("alert", missing > 0);
+}
+
+function payloadText(e) {
+  if (e.payload !== undefined) return JSON.stringify(e.payload);
+  return "base64: " + (e.payload_b64 || "");
+}
+
+function renderQuarantine(page) {
+  const root = $("quarantine");
+  root.replaceChildren();
+  $("c-held").textContent = page.total.toLocaleString();
+  $("c-held").parentElement.classList.toggle("alert", page.total > 0);
+  if (!page.entries.length) {
+    root.append(el("div", "empty", "Nothing held."));
+    return;
+  }
+  for (const e of page.entries) {
+    const card = el("div", "held-msg " + e.outcome);
+    card.dataset.id = e.id;
+    const top = el("div", "top");
+    top.append(el("strong", "", "#" + e.id), el("span", "badge " + e.outcome, e.outcome));
+    const actions = el("div", "actions");
+    const rel = el("button", "release", "Release");
+    rel.type = "button";
+    rel.addEventListener("click", () => release(e.id, rel));
+    const dis = el("button", "discard", "Discard");
+    dis.type = "button";
+    dis.addEventListener("click", () => askDiscard(e.id));
+    actions.append(rel, dis);
+    top.append(actions);
+    card.append(top, el("div", "reason", e.reason || "(no reason)"));
+    card.append(el("div", "meta", [e.route || "no route", e.topic, new Date(e.time).toLocaleTimeString(),
+      e.dup ? "DUP flag set" : ""].filter(Boolean).join(" · ")));
+    card.append(el("pre", "", payloadText(e)));
+    root.append(card);
+  }
+}
+
+function auditMatches(r, outcome, text) {
+  if (outcome && r.outcome !== outcome) return false;
+  if (!text) return true;
+  const hay = [r.route, (r.source || []).join("/"), r.topic, r.key, r.reason, r.id].join(" ").toLowerCase();
+  return hay.includes(text);
+}
+
+function renderAudit(fresh) {
+  const outcome = $("f-outcome").value;
+  const text = $("f-text").value.trim().toLowerCase();
+  const body = $("audit").tBodies[0];
+  body.replaceChildren();
+  for (let i = state.audit.length - 1; i >= 0; i--) {
+    const r = state.audit[i];
+    if (!auditMatches(r, outcome, text)) continue;
+    const tr = el("tr", fresh.has(r.position) ? "fresh" : "");
+    const seq = r.sequence !== undefined ? String(r.sequence) : (r.id || (r.ref ? "#" + r.ref : "—"));
+    const out = el("td");
+    out.append(el("span", "badge " + r.outcome, r.outcome));
+    tr.append(el("td", "num", String(r.position)), el("td", "", new Date(r.time).toLocaleTimeString()),
+      el("td", "", r.route || "—"), el("td", "", (r.source || []).join("/") || "—"), el("td", "num", seq), out,
+      el("td", "", (r.reason || "") + (r.dup ? " [DUP]" : "")));
+    tr.title = r.topic + (r.key ? "\nkey " + r.key : "");
+    body.append(tr);
+  }
+}
+
+// ---- live events ----------------------------------------------------------
+
+function onDecision(r, batch) {
+  state.position = Math.max(state.position, r.position);
+  state.audit.push(r);
+  if (state.audit.length > AUDIT_KEEP) state.audit.splice(0, state.audit.length - AUDIT_KEEP);
+  batch.fresh.add(r.position);
+  if (!r.ref) {
+    state.counts[r.outcome] = (state.counts[r.outcome] || 0) + 1;
+    batch.bumped.add(r.outcome);
+  }
+  if (r.sequence !== undefined) batch.sources = true;
+  if (HELD.has(r.outcome) || r.ref) batch.quarantine = true;
+}
+
+function onState(e, batch) {
+  state.entities.set(e.name, e.fields);
+  batch.changed.add(e.name);
+}
+
+function newBatch() {
+  return { fresh: new Set(), bumped: new Set(), changed: new Set(), sources: false, quarantine: false, any: false };
+}
+
+// render applies a batch of events at most a few times a second.
+let batch = newBatch();
+let renderTimer = null;
+function dispatch(name, data) {
+  switch (name) {
+    case "hello":
+      refetchAll();
+      return;
+    case "resync":
+      toast("The dashboard fell behind the feed; reloading.");
+      refetchAll();
+      return;
+    case "decision":
+      onDecision(JSON.parse(data), batch);
+      break;
+    case "state":
+      onState(JSON.parse(data), batch);
+      break;
+    default:
+      return;
+  }
+  batch.any = true;
+  if (!renderTimer) renderTimer = setTimeout(flush, 150);
+}
+
+function flush() {
+  renderTimer = null;
+  const b = batch;
+  batch = newBatch();
+  renderCounts(b.bumped);
+  if (b.changed.size) renderEntities(b.changed);
+  renderAudit(b.fresh);
+  if (b.sources) soon("sources", loadSources, 300);
+  if (b.quarantine) soon("quarantine", loadQuarantine, 300);
+}
+
+function setLive(up, text) {
+  const l = $("live");
+  l.className = "live " + (up ? "up" : "down");
+  l.textContent = text;
+}
+
+// stream reads the event stream with fetch, so that a token can be sent.
+let streamAbort = null;
+async function stream() {
+  streamAbort = new AbortController();
+  try {
+    const res = await fetch("/api/v1/events", { headers: headers(), signal: streamAbort.signal, cache: "no-store" });
+    if (!res.ok) throw new Error(res.status === 401 ? "token needed to read" : "HTTP " + res.status);
+    setLive(true, "LIVE");
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let end;
+      while ((end = buf.indexOf("\n\n")) >= 0) {
+        const block = buf.slice(0, end);
+        buf = buf.slice(end + 2);
+        let name = "message";
+        const data = [];
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) name = line.slice(6).trim();
+          else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        }
+        if (data.length) dispatch(name, data.join("\n"));
+      }
+    }
+    setLive(false, "stream ended — reconnecting");
+  } catch (e) {
+    if (e.name === "AbortError") return;
+    setLive(false, "disconnected — " + e.message);
+  }
+  setTimeout(stream, 2000);
+}
+
+function restartStream() {
+  if (streamAbort) streamAbort.abort();
+  stream();
+}
+
+// ---- actions --------------------------------------------------------------
+
+async function release(id, button) {
+  button.disabled = true;
+  try {
+    const r = await api("/api/v1/quarantine/" + id + "/release", {
+      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: "{}",
+    });
+    toast("Released #" + id + ": " + r.outcome + (r.reason ? " (" + r.reason + ")" : ""), true);
+    await loadQuarantine();
+  } catch (e) {
+    toast("Release #" + id + " failed: " + e.message);
+    button.disabled = false;
+  }
+}
+
+let discardID = 0;
+function askDiscard(id) {
+  discardID = id;
+  $("discard-id").textContent = "#" + id;
+  $("discard-reason").value = "";
+  $("discard-dialog").showModal();
+  $("discard-reason").focus();
+}
+
+async function confirmDiscard() {
+  const reason = $("discard-reason").value.trim();
+  if (!reason) {
+    $("discard-reason").focus();
+    toast("A discard needs a reason.");
+    return;
+  }
+  $("discard-dialog").close();
+  try {
+    await api("/api/v1/quarantine/" + discardID + "/discard", {
+      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify({ reason }),
+    });
+    toast("Discarded #" + discardID, true);
+    await loadQuarantine();
+  } catch (e) {
+    toast("Discard #" + discardID + " failed: " + e.message);
+  }
+}
+
+// ---- start ----------------------------------------------------------------
+
+function tick() { $("clock").textContent = new Date().toLocaleTimeString(); }
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("token").value = token();
+  $("token").addEventListener("change", () => {
+    sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+    restartStream();
+  });
+  $("f-outcome").addEventListener("change", () => renderAudit(new Set()));
+  $("f-text").addEventListener("input", () => renderAudit(new Set()));
+  $("discard-ok").addEventListener("click", confirmDiscard);
+  $("discard-cancel").addEventListener("click", () => $("discard-dialog").close());
+  $("discard-reason").addEventListener("keydown", (e) => { if (e.key === "Enter") confirmDiscard(); });
+  tick();
+  setInterval(tick, 1000);
+  setInterval(() => soon("stats", loadStats, 0), 30000);
+  stream();
+});

@@ -1,0 +1,128 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// DefaultListen is the address served when Config.Listen is empty: loopback
+// only.
+const DefaultListen = "127.0.0.1:9780"
+
+// Config configures the HTTP server. The zero value serves plain HTTP on
+// DefaultListen, reads open, writes allowed only because the listener is
+// loopback.
+type Config struct {
+	// Listen is the host:port to serve; default DefaultListen.
+	Listen string
+	// CertFile and KeyFile, both set, serve HTTPS; default plain HTTP.
+	CertFile, KeyFile string
+	// Token, when set, is the bearer token that writes (release, discard)
+	// need. When empty, writes are allowed only if Listen is a loopback
+	// address, and refused with 403 otherwise. Default empty.
+	Token string
+	// AuthReads makes every read (the API, the event stream and /metrics)
+	// need Token too. /healthz, /readyz and the dashboard's static assets
+	// never do. It needs a Token. Default false.
+	AuthReads bool
+	// Version is shown on the dashboard; default empty.
+	Version string
+	// ShutdownTimeout bounds the graceful stop of Run; default 5s.
+	ShutdownTimeout time.Duration
+	// Logger receives request errors; nil discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports a configuration that cannot be served.
+func (c *Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("%w: listen %q: %v", ErrConfig, c.Listen, err)
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return fmt.Errorf("%w: TLS needs both cert_file and key_file", ErrConfig)
+	}
+	if c.AuthReads && c.Token == "" {
+		return fmt.Errorf("%w: authenticated reads need a token", ErrConfig)
+	}
+	return nil
+}
+
+// loopback reports whether addr (host:port) names only loopback interfaces.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Reader is the engine's state as the API shows it. *engine.Engine
+// satisfies it; every method must be safe for concurrent use.
+type Reader interface {
+	State() []engine.EntityState
+	Sources() []engine.SourceReport
+	Stats() engine.Stats
+}
+
+// Reviewer resolves held messages. *engine.Engine satisfies it. A call may
+// block while the engine commits a batch.
+type Reviewer interface {
+	Release(ctx context.Context, id uint64) (engine.Decision, error)
+	Discard(ctx context.Context, id uint64, reason string) (engine.Decision, error)
+}
+
+// Engine is what the server needs of the engine.
+type Engine interface {
+	Reader
+	Reviewer
+}
+
+// AuditLog reads the audit log in position order; the store satisfies it.
+type AuditLog interface {
+	ScanAudit(ctx context.Context, from uint64, fn func(engine.AuditRecord) error) error
+}
+
+// QuarantineLog reads held messages; the store satisfies it.
+type QuarantineLog interface {
+	ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error
+	Quarantined(ctx context.Context, id uint64) (engine.QuarantineEntry, error)
+}
+
+// Deps are the server's collaborators. Engine, Audit and Quarantine are
+// required; the rest may be nil.
+type Deps struct {
+	Engine     Engine
+	Audit      AuditLog
+	Quarantine QuarantineLog
+	// Gatherer serves /metrics; nil: /metrics answers 404.
+	Gatherer prometheus.Gatherer
+	// Ready reports broker connected and store writable for /readyz; nil:
+	// always ready.
+	Ready func() bool
+	// Hub feeds /api/v1/events and the dashboard's counters; it must be the
+	// engine's Observer (or one of them). nil: no event stream.
+	Hub *Hub
+}

@@ -1,0 +1,186 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/metrics"
+)
+
+var testRoutes = []engine.Route{
+	{Name: "incidents", Topic: "incidents/#", Source: []string{"agency", "source_id"},
+		Sequence: "sequence", Epoch: "boot_id",
+		Effects: []engine.EffectSpec{
+			{Entity: "incident/{incident_id}", Add: map[string]string{"casualties": "casualty_delta"}},
+			{Entity: "unit/{unit_id}", Set: map[string]string{"status": "unit_status"}},
+		}},
+	{Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId",
+		Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}},
+}
+
+// observers fans a commit out to several observers, in order.
+type observers []engine.Observer
+
+func (o observers) Committed(r []engine.AuditRecord, e []engine.EntityState) {
+	for _, x := range o {
+		x.Committed(r, e)
+	}
+}
+
+// fixture is a real engine over a memory store behind the server.
+type fixture struct {
+	t       *testing.T
+	store   *memStore
+	eng     *engine.Engine
+	hub     *Hub
+	metrics *metrics.Metrics
+	reg     *prometheus.Registry
+	ready   atomic.Bool
+	srv     *Server
+	http    *httptest.Server
+	seq     map[string]int64
+}
+
+func newFixture(t *testing.T, cfg Config) *fixture {
+	t.Helper()
+	f := &fixture{t: t, store: newMemStore(), hub: NewHub(), reg: prometheus.NewRegistry(), seq: map[string]int64{}}
+	f.metrics = metrics.New(f.reg, "test", "0000000", "incidents", "meters")
+	var err error
+	f.eng, err = engine.New(context.Background(), f.store, engine.Options{Routes: testRoutes, SequenceSpan: 64,
+		Observer: observers{f.metrics, f.hub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.metrics.Watch(f.eng)
+	f.metrics.WatchQuarantine(f.store)
+	f.ready.Store(true)
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	f.srv = New(cfg, Deps{Engine: f.eng, Audit: f.store, Quarantine: f.store, Gatherer: f.reg,
+		Ready: f.ready.Load, Hub: f.hub})
+	f.http = httptest.NewServer(f.srv.Handler())
+	t.Cleanup(f.http.Close)
+	return f
+}
+
+// process feeds messages to the engine as a source would.
+func (f *fixture) process(msgs ...engine.Message) []engine.Decision {
+	f.t.Helper()
+	f.metrics.Received(len(msgs))
+	decs, err := f.eng.Process(context.Background(), msgs)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return decs
+}
+
+// incident is an incidents message from fire/e7; seq < 0 takes the next one.
+func incident(seq int64, incidentID string, casualties int, unitStatus string) engine.Message {
+	p := fmt.Sprintf(`{"agency":"fire","source_id":"e7","boot_id":1,"sequence":%d,"incident_id":%q,"casualty_delta":%d,"unit_id":"e7","unit_status":%q}`,
+		seq, incidentID, casualties, unitStatus)
+	return engine.Message{Topic: "incidents/fire/e7", Payload: []byte(p), Broker: "tcp://127.0.0.1:1883"}
+}
+
+func meter(id string, kwh string) engine.Message {
+	return engine.Message{Topic: "plant/meter-3/energy", Payload: []byte(fmt.Sprintf(`{"msgId":%q,"kwh":%s}`, id, kwh))}
+}
+
+type response struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func (f *fixture) do(method, path, body string, header ...string) response {
+	f.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, f.http.URL+path, rd)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := f.http.Client().Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return response{res.StatusCode, res.Header, b}
+}
+
+func (f *fixture) get(path string, header ...string) response { return f.do("GET", path, "", header...) }
+
+func (f *fixture) post(path, body string, header ...string) response {
+	return f.do("POST", path, body, append([]string{"Content-Type", "application/json"}, header...)...)
+}
+
+// want checks the status and, for an error status, that the body is a JSON
+// error; it decodes a success body into v when v is not nil.
+func (r response) want(t *testing.T, code int, v any) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("status %d, want %d; body %s", r.code, code, r.body)
+	}
+	if code >= 400 {
+		var e apiError
+		if err := json.Unmarshal(r.body, &e); err != nil || e.Error == "" {
+			t.Fatalf("error body %q is not a JSON error (%v)", r.body, err)
+		}
+		if ct := r.header.Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("error Content-Type %q", ct)
+		}
+		return
+	}
+	if v != nil {
+		if err := json.Unmarshal(r.body, v); err != nil {
+			t.Fatalf("body %s: %v", r.body, err)
+		}
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,265 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server serves the HTTP API, /metrics, the event stream and the dashboard.
+type Server struct {
+	cfg      Config
+	deps     Deps
+	log      *slog.Logger
+	token    [sha256.Size]byte // hash of cfg.Token, compared in constant time
+	openWrites bool            // no token, loopback listener: writes need none
+	handler  http.Handler
+}
+
+// New returns a server over deps. It serves nothing until Run or Serve;
+// Handler may be mounted elsewhere.
+func New(cfg Config, deps Deps) *Server {
+	cfg.setDefaults()
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, token: sha256.Sum256([]byte(cfg.Token)),
+		openWrites: cfg.Token == "" && loopback(cfg.Listen)}
+	s.handler = s.routes()
+	return s
+}
+
+// Handler returns the server's handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Run listens on cfg.Listen and serves until ctx is done, then stops
+// gracefully within cfg.ShutdownTimeout.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.cfg.Validate(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("web: listen: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln (closing it) until ctx is done, then stops gracefully:
+// event streams end at once, other requests get cfg.ShutdownTimeout.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.cfg.Validate(); err != nil {
+		ln.Close()
+		return err
+	}
+	if !s.openWrites && s.cfg.Token == "" {
+		s.log.Warn("no token configured and the listener is not loopback: release and discard are refused",
+			"listen", ln.Addr().String())
+	}
+	base, stopStreams := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStreams()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	done := make(chan error, 1)
+	go func() {
+		if s.cfg.CertFile != "" {
+			done <- srv.ServeTLS(ln, s.cfg.CertFile, s.cfg.KeyFile)
+		} else {
+			done <- srv.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-done:
+		return fmt.Errorf("web: serve: %w", err)
+	case <-ctx.Done():
+	}
+	stopStreams()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-done
+	return err
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", s.only("GET", s.healthz))
+	mux.HandleFunc("/readyz", s.only("GET", s.readyz))
+	mux.HandleFunc("/metrics", s.only("GET", s.reads(s.metrics())))
+	mux.HandleFunc("/api/v1/state", s.only("GET", s.reads(s.state)))
+	mux.HandleFunc("/api/v1/sources", s.only("GET", s.reads(s.sources)))
+	mux.HandleFunc("/api/v1/stats", s.only("GET", s.reads(s.stats)))
+	mux.HandleFunc("/api/v1/audit", s.only("GET", s.reads(s.audit)))
+	mux.HandleFunc("/api/v1/quarantine", s.only("GET", s.reads(s.quarantineList)))
+	mux.HandleFunc("/api/v1/quarantine/{id}", s.only("GET", s.reads(s.quarantineOne)))
+	mux.HandleFunc("/api/v1/quarantine/{id}/release", s.only("POST", s.writes(s.release)))
+	mux.HandleFunc("/api/v1/quarantine/{id}/discard", s.only("POST", s.writes(s.discard)))
+	mux.HandleFunc("/api/v1/events", s.only("GET", s.reads(s.events)))
+	mux.HandleFunc("/{$}", s.only("GET", s.dashboard))
+	mux.Handle("/assets/", s.assets())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: %s", r.URL.Path)
+	})
+	return s.guard(mux)
+}
+
+// guard adds security headers and, on a loopback listener, refuses a Host
+// that is not a loopback name: a page served from another site that
+// rebinds its DNS name to 127.0.0.1 must not reach the API.
+func (s *Server) guard(next http.Handler) http.Handler {
+	local := loopback(s.cfg.Listen)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		if local && !loopback(hostPort(r.Host)) {
+			writeError(w, http.StatusForbidden, "host %q is not a loopback name", r.Host)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostPort gives a Host header a port so that SplitHostPort takes it.
+func hostPort(host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	if strings.HasPrefix(host, "[") {
+		return host + ":0"
+	}
+	return net.JoinHostPort(host, "0")
+}
+
+// only answers 405 for any method but method (and HEAD for GET).
+func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method && !(method == "GET" && r.Method == "HEAD") {
+			w.Header().Set("Allow", method)
+			writeError(w, http.StatusMethodNotAllowed, "method %s not allowed; use %s", r.Method, method)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// reads checks the token when cfg.AuthReads is set.
+func (s *Server) reads(h http.HandlerFunc) http.HandlerFunc {
+	if !s.cfg.AuthReads {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.authorized(w, r) {
+			h(w, r)
+		}
+	}
+}
+
+// writes checks the token, or that writes are open (no token on a loopback
+// listener), and demands a JSON body type: a cross-site form cannot send
+// one without a CORS preflight, which this server never grants.
+func (s *Server) writes(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case s.cfg.Token == "" && !s.openWrites:
+			writeError(w, http.StatusForbidden, "writes need a token when the listener is not loopback")
+			return
+		case s.cfg.Token != "" && !s.authorized(w, r):
+			return
+		case !isJSON(r.Header.Get("Content-Type")):
+			writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func isJSON(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
+}
+
+// authorized checks the bearer token in constant time, answering 401 when
+// it is missing or wrong.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	if strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], s.token[:]) == 1 {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="replayguard"`)
+	writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+	return false
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.deps.Ready != nil && !s.deps.Ready() {
+		writeJSON(w, http.StatusServiceUnavailable, struct {
+			Ready bool   `json:"ready"`
+			Error string `json:"error"`
+		}{false, "not ready: the broker is not connected or the store is not writable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ready": true})
+}
+
+func (s *Server) metrics() http.HandlerFunc {
+	if s.deps.Gatherer == nil {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, http.StatusNotFound, "metrics are not enabled")
+		}
+	}
+	h := promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	})
+	return h.ServeHTTP
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, format string, a ...any) {
+	writeJSON(w, code, apiError{Error: fmt.Sprintf(format, a...)})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		code, body = http.StatusInternalServerError, []byte(`{"error":"response does not encode"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	w.Write(append(body, '\n'))
+}
+
+// serverError answers 500 for a failure of the server's own (the store),
+// never of the request, and logs it.
+func (s *Server) serverError(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Error("request failed", "path", r.URL.Path, "err", err)
+	code := http.StatusInternalServerError
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		code = http.StatusServiceUnavailable
+	}
+	writeError(w, code, "%v", err)
+}
