@@ -149,8 +149,8 @@ func (f *fixture) hold() (below, conflict, malformed uint64) {
 	f.t.Helper()
 	f.process(incident(100, "9", 1, "a"))
 	decs := f.process(
-		incident(10, "9", 5, "a"), // 100-64 > 10: below the window
-		incident(100, "9", 7, "a"),   // same key, other content
+		incident(10, "9", 5, "a"),  // 100-64 > 10: below the window
+		incident(100, "9", 7, "a"), // same key, other content
 		engine.Message{Topic: "incidents/fire/e7", Payload: []byte("\x00not json")},
 	)
 	for i, want := range []engine.Outcome{engine.Quarantined, engine.Conflict, engine.Malformed} {

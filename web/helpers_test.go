@@ -17,6 +17,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/metrics"
+	"github.com/replayguard/replayguard/store/memory"
 )
 
 var testRoutes = []engine.Route{
@@ -42,7 +43,7 @@ func (o observers) Committed(r []engine.AuditRecord, e []engine.EntityState) {
 // fixture is a real engine over a memory store behind the server.
 type fixture struct {
 	t       *testing.T
-	store   *memStore
+	store   *memory.Store
 	eng     *engine.Engine
 	hub     *Hub
 	metrics *metrics.Metrics
@@ -55,7 +56,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
-	f := &fixture{t: t, store: newMemStore(), hub: NewHub(), reg: prometheus.NewRegistry(), seq: map[string]int64{}}
+	f := &fixture{t: t, store: memory.New(), hub: NewHub(), reg: prometheus.NewRegistry(), seq: map[string]int64{}}
 	f.metrics = metrics.New(f.reg, "test", "0000000", "incidents", "meters")
 	var err error
 	f.eng, err = engine.New(context.Background(), f.store, engine.Options{Routes: testRoutes, SequenceSpan: 64,
@@ -132,7 +133,9 @@ func (f *fixture) do(method, path, body string, header ...string) response {
 	return response{res.StatusCode, res.Header, b}
 }
 
-func (f *fixture) get(path string, header ...string) response { return f.do("GET", path, "", header...) }
+func (f *fixture) get(path string, header ...string) response {
+	return f.do("GET", path, "", header...)
+}
 
 func (f *fixture) post(path, body string, header ...string) response {
 	return f.do("POST", path, body, append([]string{"Content-Type", "application/json"}, header...)...)

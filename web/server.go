@@ -18,12 +18,12 @@ import (
 
 // Server serves the HTTP API, /metrics, the event stream and the dashboard.
 type Server struct {
-	cfg      Config
-	deps     Deps
-	log      *slog.Logger
-	token    [sha256.Size]byte // hash of cfg.Token, compared in constant time
-	openWrites bool            // no token, loopback listener: writes need none
-	handler  http.Handler
+	cfg        Config
+	deps       Deps
+	log        *slog.Logger
+	token      [sha256.Size]byte // hash of cfg.Token, compared in constant time
+	openWrites bool              // no token, loopback listener: writes need none
+	handler    http.Handler
 }
 
 // New returns a server over deps. It serves nothing until Run or Serve;
