@@ -1,0 +1,255 @@
+package config
+
+import "time"
+
+// Defaults applied by SetDefaults to fields left at their zero value.
+const (
+	DefaultStoreKind      = "embedded"
+	DefaultStorePath      = "./replayguard-data"
+	DefaultTTL            = Duration(2 * time.Hour)
+	DefaultMaxEntries     = 1_000_000
+	DefaultSequenceSpan   = 4096
+	DefaultKeepEpochs     = 2
+	DefaultMaxPayload     = ByteSize(256 << 10)
+	DefaultQoS            = 1
+	DefaultBroker         = "tcp://127.0.0.1:1883"
+	DefaultSessionExpiry  = Duration(time.Hour)
+	DefaultKeepAlive      = Duration(30 * time.Second)
+	DefaultBatchSize      = 500
+	DefaultBatchLinger    = Duration(2 * time.Millisecond)
+	DefaultReceiveMaximum = 1000
+	DefaultHTTPListen     = "127.0.0.1:9780"
+
+	// ListenOff as http.listen disables the HTTP server. An explicit empty
+	// listen in the file means the same and is read as ListenOff.
+	ListenOff = "off"
+)
+
+// Store kinds accepted in store.kind.
+const (
+	StoreMemory   = "memory"
+	StoreEmbedded = "embedded"
+	StoreRedis    = "redis"
+	StorePostgres = "postgres"
+)
+
+// Config is the whole configuration file. Its zero value, after SetDefaults,
+// is a valid configuration with no routes.
+type Config struct {
+	Store  StoreConfig  `yaml:"store"`
+	Window WindowConfig `yaml:"window"`
+	Limits LimitsConfig `yaml:"limits"`
+	// Routes match messages by topic filter and say how to identify them.
+	// No default; run needs at least one.
+	Routes []Route    `yaml:"routes,omitempty"`
+	MQTT   MQTTConfig `yaml:"mqtt"`
+	HTTP   HTTPConfig `yaml:"http"`
+}
+
+// StoreConfig selects where windows, effects, audit and quarantine live.
+type StoreConfig struct {
+	// Kind is memory, embedded, redis or postgres. Default embedded.
+	Kind string `yaml:"kind"`
+	// Path is the embedded store's directory. Default ./replayguard-data
+	// when Kind is embedded; not used by other kinds.
+	Path string `yaml:"path,omitempty"`
+	// URL locates the redis or postgres server. No default; required for
+	// those kinds.
+	URL string `yaml:"url,omitempty"`
+}
+
+// WindowConfig bounds the duplicate-detection windows.
+type WindowConfig struct {
+	// TTL is how long an id-route key stays in the key window. Default 2h.
+	// Size it above the broker's session expiry plus retry delay.
+	TTL Duration `yaml:"ttl"`
+	// MaxEntries caps the key window; the oldest key is evicted first.
+	// Default 1000000.
+	MaxEntries int `yaml:"max_entries"`
+	// SequenceSpan is how many sequences below the highest one a sequenced
+	// source remembers. Default 4096; a multiple of 64 from 64 to 1<<20.
+	SequenceSpan int `yaml:"sequence_span"`
+	// KeepEpochs is how many older epoch windows are kept per source so
+	// their replays are still caught. Default 2.
+	KeepEpochs int `yaml:"keep_epochs"`
+}
+
+// LimitsConfig bounds what a single message may cost.
+type LimitsConfig struct {
+	// MaxPayload is the largest payload decoded; larger ones are malformed.
+	// Default 256KiB. Accepts 262144, "256KiB", "1MiB", "512kB".
+	MaxPayload ByteSize `yaml:"max_payload"`
+}
+
+// Route matches messages by topic filter and names the fields that identify
+// them and the effects they have.
+type Route struct {
+	// Name identifies the route in keys, audit and metrics. Required,
+	// unique, letters, digits, '_', '.', '-'.
+	Name string `yaml:"name"`
+	// Topic is an MQTT topic filter. Required.
+	Topic string `yaml:"topic"`
+	// Source lists the paths (see ParsePath) whose values identify the
+	// producer. Required, at least one.
+	Source []string `yaml:"source"`
+	// Sequence is the path of the producer's monotonic sequence number.
+	// Optional; a route has Sequence or ID, not both.
+	Sequence string `yaml:"sequence,omitempty"`
+	// Epoch is the path of the producer's epoch (boot id). Optional, only
+	// with Sequence.
+	Epoch string `yaml:"epoch,omitempty"`
+	// ID is the path of the producer's message id. Optional; a route has
+	// Sequence or ID, not both.
+	ID string `yaml:"id,omitempty"`
+	// QoS is the subscription QoS. Default 1; 2 is allowed; 0 is refused
+	// because exactly-once needs acknowledged delivery.
+	QoS *int `yaml:"qos,omitempty"`
+	// Effects run once for each applied message. Default none.
+	Effects []Effect `yaml:"effects,omitempty"`
+}
+
+// Effect projects a message onto the state of one entity. Each map goes from
+// entity field name to payload path (see ParsePath).
+type Effect struct {
+	// Entity is a template (see ParseTemplate) naming the entity. Required.
+	Entity string `yaml:"entity"`
+	// Add sums the value into the field (exact decimal). Default none.
+	Add map[string]string `yaml:"add,omitempty"`
+	// Set stores the value; the newest (epoch, sequence) wins. Default none.
+	Set map[string]string `yaml:"set,omitempty"`
+	// Max keeps the largest value seen. Default none.
+	Max map[string]string `yaml:"max,omitempty"`
+	// Min keeps the smallest value seen. Default none.
+	Min map[string]string `yaml:"min,omitempty"`
+}
+
+// MQTTConfig is how replayguard run connects to the broker.
+type MQTTConfig struct {
+	// Brokers are tried in order. Default [tcp://127.0.0.1:1883]. Schemes
+	// tcp, mqtt, ssl, mqtts, ws, wss; host and port required.
+	Brokers []string `yaml:"brokers"`
+	// ClientID keeps the persistent session. No default: run refuses an
+	// empty or random-looking id (see ValidateRun).
+	ClientID string `yaml:"client_id,omitempty"`
+	// SessionExpiry is how long the broker keeps the session after a
+	// disconnect. Default 1h; at most 2^32-1 seconds.
+	SessionExpiry Duration `yaml:"session_expiry"`
+	// CleanStart discards the broker session at connect. Default false.
+	CleanStart bool `yaml:"clean_start"`
+	// ShareGroup subscribes through $share/<group>/ so that members of a
+	// consumer group split the feed. Default "" (no shared subscription).
+	ShareGroup string `yaml:"share_group,omitempty"`
+	// Username for the broker. Default "" (none).
+	Username string `yaml:"username,omitempty"`
+	// PasswordEnv names the environment variable holding the password.
+	// Default "" (none); not together with PasswordFile.
+	PasswordEnv string `yaml:"password_env,omitempty"`
+	// PasswordFile names a file holding the password. Default "" (none).
+	PasswordFile string `yaml:"password_file,omitempty"`
+	// TLS configures ssl://, mqtts:// and wss:// brokers. Default: system
+	// roots, no client certificate.
+	TLS TLSConfig `yaml:"tls,omitempty"`
+	// KeepAlive is the MQTT keep-alive interval. Default 30s.
+	KeepAlive Duration `yaml:"keep_alive"`
+	// BatchSize caps the messages committed in one transaction. Default 500.
+	BatchSize int `yaml:"batch_size"`
+	// BatchLinger is how long a batch waits for more messages. Default 2ms.
+	BatchLinger Duration `yaml:"batch_linger"`
+	// ReceiveMaximum caps unacknowledged deliveries in flight. Default
+	// 1000; 1 to 65535.
+	ReceiveMaximum int `yaml:"receive_maximum"`
+}
+
+// TLSConfig holds file names for a TLS connection; the files are read by
+// whoever opens the connection, never by this package.
+type TLSConfig struct {
+	// CAFile verifies the peer. Default "" (system roots for a client; no
+	// client certificates asked for a server).
+	CAFile string `yaml:"ca_file,omitempty"`
+	// CertFile is this side's certificate. Default "" (none); with KeyFile.
+	CertFile string `yaml:"cert_file,omitempty"`
+	// KeyFile is CertFile's private key. Default "" (none); with CertFile.
+	KeyFile string `yaml:"key_file,omitempty"`
+	// InsecureSkipVerify skips verifying the broker. Default false. Clients
+	// only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify,omitempty"`
+}
+
+// HTTPConfig is the API, metrics and dashboard server.
+type HTTPConfig struct {
+	// Listen is host:port. Default 127.0.0.1:9780; "off" (or an explicit
+	// empty value in the file) disables the server.
+	Listen string `yaml:"listen"`
+	// TokenEnv names the environment variable holding the bearer token.
+	// Default "" (none); not together with TokenFile.
+	TokenEnv string `yaml:"token_env,omitempty"`
+	// TokenFile names a file holding the bearer token. Default "" (none).
+	TokenFile string `yaml:"token_file,omitempty"`
+	// AuthReads requires the token for reads too, not only for changes.
+	// Default false.
+	AuthReads bool `yaml:"auth_reads"`
+	// TLS serves HTTPS when CertFile and KeyFile are set; CAFile then asks
+	// for client certificates. Default: plain HTTP.
+	TLS TLSConfig `yaml:"tls,omitempty"`
+}
+
+// Enabled reports whether the HTTP server should run.
+func (h HTTPConfig) Enabled() bool { return h.Listen != ListenOff && h.Listen != "" }
+
+// Default returns the configuration used when a file sets nothing: every
+// default, no routes.
+func Default() *Config {
+	c := &Config{}
+	c.SetDefaults()
+	return c
+}
+
+// SetDefaults fills every field left at its zero value with its default.
+// It never overwrites a value that is set.
+func (c *Config) SetDefaults() {
+	setString(&c.Store.Kind, DefaultStoreKind)
+	if c.Store.Kind == StoreEmbedded {
+		setString(&c.Store.Path, DefaultStorePath)
+	}
+	setDuration(&c.Window.TTL, DefaultTTL)
+	setInt(&c.Window.MaxEntries, DefaultMaxEntries)
+	setInt(&c.Window.SequenceSpan, DefaultSequenceSpan)
+	setInt(&c.Window.KeepEpochs, DefaultKeepEpochs)
+	if c.Limits.MaxPayload == 0 {
+		c.Limits.MaxPayload = DefaultMaxPayload
+	}
+	for i := range c.Routes {
+		if c.Routes[i].QoS == nil {
+			q := DefaultQoS
+			c.Routes[i].QoS = &q
+		}
+	}
+	m := &c.MQTT
+	if len(m.Brokers) == 0 {
+		m.Brokers = []string{DefaultBroker}
+	}
+	setDuration(&m.SessionExpiry, DefaultSessionExpiry)
+	setDuration(&m.KeepAlive, DefaultKeepAlive)
+	setInt(&m.BatchSize, DefaultBatchSize)
+	setDuration(&m.BatchLinger, DefaultBatchLinger)
+	setInt(&m.ReceiveMaximum, DefaultReceiveMaximum)
+	setString(&c.HTTP.Listen, DefaultHTTPListen)
+}
+
+func setString(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setDuration(p *Duration, v Duration) {
+	if *p == 0 {
+		*p = v
+	}
+}

@@ -1,0 +1,46 @@
+package config
+
+import "strings"
+
+// Environment variables that override settings of the file. An empty value
+// counts as unset.
+const (
+	EnvStoreKind      = "REPLAYGUARD_STORE_KIND"
+	EnvStorePath      = "REPLAYGUARD_STORE_PATH"
+	EnvStoreURL       = "REPLAYGUARD_STORE_URL"
+	EnvMQTTBrokers    = "REPLAYGUARD_MQTT_BROKERS" // comma-separated
+	EnvMQTTClientID   = "REPLAYGUARD_MQTT_CLIENT_ID"
+	EnvMQTTShareGroup = "REPLAYGUARD_MQTT_SHARE_GROUP"
+	EnvMQTTUsername   = "REPLAYGUARD_MQTT_USERNAME"
+	EnvHTTPListen     = "REPLAYGUARD_HTTP_LISTEN"
+)
+
+// applyEnv overrides settings from the environment and returns which
+// setting each variable replaced.
+func (c *Config) applyEnv(getenv func(string) (string, bool)) map[string]string {
+	set := map[string]string{}
+	str := func(key, env string, dst *string) {
+		if v, ok := getenv(env); ok && v != "" {
+			*dst = v
+			set[key] = env
+		}
+	}
+	str("store.kind", EnvStoreKind, &c.Store.Kind)
+	str("store.path", EnvStorePath, &c.Store.Path)
+	str("store.url", EnvStoreURL, &c.Store.URL)
+	str("mqtt.client_id", EnvMQTTClientID, &c.MQTT.ClientID)
+	str("mqtt.share_group", EnvMQTTShareGroup, &c.MQTT.ShareGroup)
+	str("mqtt.username", EnvMQTTUsername, &c.MQTT.Username)
+	str("http.listen", EnvHTTPListen, &c.HTTP.Listen)
+	var brokers string
+	str("mqtt.brokers", EnvMQTTBrokers, &brokers)
+	if brokers != "" {
+		c.MQTT.Brokers = nil
+		for _, b := range strings.Split(brokers, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				c.MQTT.Brokers = append(c.MQTT.Brokers, b)
+			}
+		}
+	}
+	return set
+}

@@ -1,0 +1,68 @@
+package config
+
+import (
+	"bytes"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Marshal returns the effective configuration as YAML, every default filled
+// in, for replayguard config print. c itself is not changed. Parse reads the
+// output back to an equal Config, except that a password in a URL reads back
+// as "xxxxx". Secrets never appear: the configuration holds only the names of
+// the variables and files that carry them, and a store or broker URL with a
+// password is shown redacted.
+func (c *Config) Marshal() ([]byte, error) {
+	d := c.clone()
+	d.SetDefaults()
+	d.Store.URL = redactURL(d.Store.URL)
+	for i, b := range d.MQTT.Brokers {
+		d.MQTT.Brokers[i] = redactURL(b)
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(d); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return []byte(escapeDollars(buf.String())), nil
+}
+
+// clone copies c deeply enough that SetDefaults and redaction on the copy
+// leave c alone.
+func (c *Config) clone() *Config {
+	d := *c
+	d.Routes = slices.Clone(c.Routes)
+	for i, r := range d.Routes {
+		if r.QoS != nil {
+			q := *r.QoS
+			d.Routes[i].QoS = &q
+		}
+	}
+	d.MQTT.Brokers = slices.Clone(c.MQTT.Brokers)
+	return &d
+}
+
+var dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// redactURL hides the password of a URL or of a key=value connection string.
+func redactURL(s string) string {
+	if s == "" {
+		return s
+	}
+	if !strings.Contains(s, "://") {
+		return dsnPassword.ReplaceAllString(s, "${1}xxxxx")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return redactBroker(s)
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,137 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func equalConfig(a, b *Config) bool { return reflect.DeepEqual(a, b) }
+
+func TestMarshal(t *testing.T) {
+	full := `
+store: {kind: postgres, url: "postgres://rg@db:5432/rg?sslmode=disable"}
+window: {ttl: 90m, max_entries: 5000, sequence_span: 128, keep_epochs: 3}
+limits: {max_payload: 512kB}
+routes:
+  - name: incidents
+    topic: incidents/#
+    source: [agency, source_id]
+    sequence: sequence
+    epoch: boot_id
+    qos: 2
+    effects:
+      - entity: "incident/{incident_id}"
+        add: {casualties: casualty_delta}
+        max: {peak: casualty_delta}
+      - entity: "unit/{unit_id}"
+        set: {status: unit_status}
+        min: {low: x.y}
+  - name: sys
+    topic: $SYS/broker/#
+    source: ["topic[2]"]
+    id: "a$b"
+    effects:
+      - entity: "cost$$$${centre}/{topic[1]}"
+        add: {n: n}
+mqtt:
+  brokers: [tcp://a:1883, wss://b:443/mqtt]
+  client_id: rg-1
+  session_expiry: 1h30m
+  clean_start: true
+  share_group: grp
+  username: u
+  password_env: RG_PASSWORD
+  tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem, insecure_skip_verify: true}
+  keep_alive: 45s
+  batch_size: 100
+  batch_linger: 5ms
+  receive_maximum: 200
+http: {listen: "", token_file: /run/token, auth_reads: true, tls: {cert_file: c, key_file: k, ca_file: ca}}
+`
+	tests := []struct {
+		name string
+		file string
+	}{
+		{"the defaults read back unchanged", ""},
+		{"every setting reads back unchanged", full},
+		{"the design's example reads back unchanged", mustRead(t, "testdata/design.yaml")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.file), "in.yaml", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := Parse(out, "out.yaml", nil)
+			if err != nil {
+				t.Fatalf("reading back:\n%s\n%v", out, err)
+			}
+			if !equalConfig(c, back) {
+				t.Fatalf("round trip changed the config:\n%s\n got  %+v\n want %+v", out, back, c)
+			}
+		})
+	}
+	t.Run("dollars survive the round trip", func(t *testing.T) {
+		c, err := Parse([]byte(full), "in.yaml", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.Routes[1]
+		if r.ID != "a$b" || r.Topic != "$SYS/broker/#" || r.Effects[0].Entity != "cost$${centre}/{topic[1]}" {
+			t.Fatalf("id %q, topic %q, entity %q", r.ID, r.Topic, r.Effects[0].Entity)
+		}
+	})
+	t.Run("the output shows every default", func(t *testing.T) {
+		out, err := Default().Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"kind: embedded", "path: ./replayguard-data", "ttl: 2h", "max_entries: 1000000",
+			"sequence_span: 4096", "keep_epochs: 2", "max_payload: 256KiB", "- tcp://127.0.0.1:1883", "session_expiry: 1h",
+			"keep_alive: 30s", "batch_size: 500", "batch_linger: 2ms", "receive_maximum: 1000", "listen: 127.0.0.1:9780"} {
+			if !strings.Contains(string(out), want+"\n") {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("Marshal sets defaults on a copy", func(t *testing.T) {
+		c := &Config{Routes: []Route{{Name: "r"}}}
+		if _, err := c.Marshal(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Store.Kind != "" || c.Routes[0].QoS != nil {
+			t.Fatalf("Marshal changed its receiver: %+v", c)
+		}
+	})
+	t.Run("passwords in URLs are redacted", func(t *testing.T) {
+		for _, url := range []string{"postgres://rg:s3cret@db/rg", "host=db password=s3cret dbname=rg", "host=db password='s3 cret'", "redis://:s3cret@r:6379"} {
+			c := Default()
+			c.Store.URL = url
+			c.MQTT.Brokers = []string{"tcp://u:s3cret@h:1"}
+			out, err := c.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), "s3") {
+				t.Errorf("%q: the password shows:\n%s", url, out)
+			}
+		}
+	})
+}
+
+func mustRead(t *testing.T, path string) string {
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}

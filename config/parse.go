@@ -1,0 +1,236 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Load reads the file at path and returns its configuration: interpolated,
+// strictly parsed, overridden from the environment, defaulted and validated
+// (see Parse). A problem with the contents is a *ValidationError.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, path, os.LookupEnv)
+}
+
+// Parse is Load on data already read; name is used in messages. getenv looks
+// up variables for interpolation and overrides; nil means an empty
+// environment. Parse returns nil and a *ValidationError listing every
+// problem, or a valid configuration with defaults set.
+func Parse(data []byte, name string, getenv func(string) (string, bool)) (*Config, error) {
+	if getenv == nil {
+		getenv = func(string) (string, bool) { return "", false }
+	}
+	text, interpErrs := interpolate(string(data), getenv)
+	if len(interpErrs) > 0 {
+		ps := &problems{}
+		for _, p := range interpErrs {
+			ps.addProblem("", p)
+		}
+		return nil, ps.err(name)
+	}
+	c := &Config{}
+	ps, given, ok := decode(text, c)
+	if !ok {
+		return nil, ps.err(name)
+	}
+	decoded := len(ps.list)
+	c.normalize()
+	if given["http.listen"] && c.HTTP.Listen == "" {
+		c.HTTP.Listen = ListenOff
+	}
+	ps.origin.env = c.applyEnv(getenv)
+	c.checkGivenZeros(ps, given)
+	c.SetDefaults()
+	c.check(ps)
+	ps.dropAfter(decoded)
+	if err := ps.err(name); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decode parses text into c, reporting syntax errors, unknown keys and
+// values of the wrong type. ok is false when text is not YAML at all. given
+// holds the keys set to a non-null value.
+func decode(text string, c *Config) (ps *problems, given map[string]bool, ok bool) {
+	ps = &problems{}
+	var root yaml.Node
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	err := dec.Decode(&root)
+	if err == io.EOF {
+		return ps, nil, true // an empty file: every default
+	}
+	if err == nil && dec.Decode(new(yaml.Node)) != io.EOF {
+		err = errors.New("yaml: the file holds more than one YAML document")
+	}
+	if err != nil {
+		ps.addProblem("", syntaxProblem(err))
+		return ps, nil, false
+	}
+	w := newWalker()
+	if len(root.Content) == 1 {
+		w.node(root.Content[0], configType, field{})
+	}
+	ps.origin.lines = w.lines
+	for _, p := range w.unknown {
+		ps.addProblem(p.key, p.Problem)
+	}
+	strict := yaml.NewDecoder(bytes.NewReader([]byte(text)))
+	strict.KnownFields(true)
+	var te *yaml.TypeError
+	if err := strict.Decode(c); errors.As(err, &te) {
+		for _, msg := range te.Errors {
+			if p, key, ok := w.typeProblem(msg); ok {
+				ps.addProblem(key, p)
+			}
+		}
+	} else if err != nil {
+		ps.addProblem("", syntaxProblem(err))
+		return ps, nil, false
+	}
+	return ps, w.given, true
+}
+
+// lineMsg matches yaml's "line N: message"; the unmarshalers of this
+// package add "column N: " so that the setting can be found.
+var lineMsg = regexp.MustCompile(`^(?:yaml: )?line (\d+): (?:column (\d+): )?(.*)$`)
+
+func syntaxProblem(err error) Problem {
+	m := lineMsg.FindStringSubmatch(err.Error())
+	if m == nil {
+		return Problem{Message: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	n, _ := strconv.Atoi(m[1])
+	return Problem{Message: m[3], Line: n}
+}
+
+var (
+	notFound     = regexp.MustCompile(`^field .* not found in type `)
+	cannot       = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+	definedTwice = regexp.MustCompile(`^mapping key (".*") already defined at line (\d+)$`)
+)
+
+// typeProblem turns one message of a yaml.TypeError into a problem about the
+// setting on its line. Unknown fields the walker reported, with their path
+// and the keys that are known, are left out.
+func (w *walker) typeProblem(msg string) (Problem, string, bool) {
+	m := lineMsg.FindStringSubmatch(msg)
+	if m == nil {
+		return Problem{Message: msg}, "", true
+	}
+	line, _ := strconv.Atoi(m[1])
+	column, _ := strconv.Atoi(m[2])
+	text := m[3]
+	if nf := notFound.FindStringSubmatch(text); nf != nil {
+		if w.unknownLines[line] {
+			return Problem{}, "", false // reported with its path and suggestions
+		}
+		text = fmt.Sprintf("unknown key %q", nf[1])
+	}
+	if c := cannot.FindStringSubmatch(text); c != nil {
+		key := w.keyAt(line, 0, c[2])
+		if v := w.values[key]; v != nil && v.Kind == yaml.ScalarNode && c[2] != "" {
+			c[2] = v.Value // yaml cuts long values short
+		}
+		text = "want " + typeWanted(c[3]) + ", got " + valueGot(c[1], c[2])
+		if c[1] == "str" && strings.HasPrefix(c[3], "[]") {
+			text += fmt.Sprintf(" (write [%s] for a list of one)", c[2])
+		}
+		return Problem{Path: w.labels[key], Message: text, Line: line}, key, true
+	}
+	if d := definedTwice.FindStringSubmatch(text); d != nil {
+		text = "key " + d[1] + " is set twice (first at line " + d[2] + ")"
+	}
+	key := w.keyAt(line, column, "")
+	return Problem{Path: w.labels[key], Message: text, Line: line}, key, true
+}
+
+func typeWanted(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map[") || strings.HasPrefix(goType, "config."):
+		return "a mapping"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case goType == "bool":
+		return "true or false"
+	case goType == "string":
+		return "a string"
+	}
+	return goType
+}
+
+func valueGot(tag, value string) string {
+	switch tag {
+	case "seq":
+		return "a list"
+	case "map":
+		return "a mapping"
+	case "str":
+		return strconv.Quote(value)
+	}
+	return value
+}
+
+// checkGivenZeros refuses zeros written in the file for settings whose zero
+// value means "use the default": the default would silently replace them.
+func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
+	zeros := []struct {
+		key  string
+		zero bool
+		def  any
+	}{
+		{"window.ttl", c.Window.TTL == 0, DefaultTTL},
+		{"window.max_entries", c.Window.MaxEntries == 0, DefaultMaxEntries},
+		{"window.sequence_span", c.Window.SequenceSpan == 0, DefaultSequenceSpan},
+		{"window.keep_epochs", c.Window.KeepEpochs == 0, DefaultKeepEpochs},
+		{"limits.max_payload", c.Limits.MaxPayload == 0, DefaultMaxPayload},
+		{"mqtt.keep_alive", c.MQTT.KeepAlive == 0, DefaultKeepAlive},
+		{"mqtt.batch_size", c.MQTT.BatchSize == 0, DefaultBatchSize},
+		{"mqtt.batch_linger", c.MQTT.BatchLinger == 0, DefaultBatchLinger},
+		{"mqtt.receive_maximum", c.MQTT.ReceiveMaximum == 0, DefaultReceiveMaximum},
+	}
+	for _, z := range zeros {
+		if given[z.key] && z.zero {
+			name := z.key[strings.IndexByte(z.key, '.')+1:]
+			ps.add(field{z.key, z.key}, "%s is 0: remove it to use the default (%v), or set a positive value", name, z.def)
+		}
+	}
+	if given["mqtt.session_expiry"] && c.MQTT.SessionExpiry == 0 {
+		ps.add(field{"mqtt.session_expiry", "mqtt.session_expiry"},
+			"session_expiry 0s ends the session at every disconnect, so messages not yet acknowledged would be lost: remove it to use the default (%v), or set a longer one", DefaultSessionExpiry)
+	}
+}
+
+// normalize makes empty lists and maps nil, as Marshal leaves them out.
+func (c *Config) normalize() {
+	if len(c.Routes) == 0 {
+		c.Routes = nil
+	}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if len(r.Effects) == 0 {
+			r.Effects = nil
+		}
+		for j := range r.Effects {
+			for _, m := range []*map[string]string{&r.Effects[j].Add, &r.Effects[j].Set, &r.Effects[j].Max, &r.Effects[j].Min} {
+				if len(*m) == 0 {
+					*m = nil
+				}
+			}
+		}
+	}
+}

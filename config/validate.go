@@ -1,0 +1,261 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Validate checks the configuration as it stands (call SetDefaults first for
+// zero fields to take their defaults; Load and Parse do both). It returns nil
+// or a *ValidationError listing every problem.
+func (c *Config) Validate() error {
+	ps := &problems{}
+	c.check(ps)
+	return ps.err("")
+}
+
+// ValidateRun is Validate plus what replayguard run needs on top: a fixed
+// MQTT client id and at least one route. Commands that do not consume from
+// MQTT (ingest, state, audit, ...) need only Validate.
+func (c *Config) ValidateRun() error {
+	ps := &problems{}
+	c.check(ps)
+	c.checkRun(ps)
+	return ps.err("")
+}
+
+func (c *Config) check(ps *problems) {
+	c.Store.check(ps, field{}.dot("store"))
+	c.Window.check(ps, field{}.dot("window"))
+	c.Limits.check(ps, field{}.dot("limits"))
+	checkRoutes(ps, c.Routes)
+	c.MQTT.check(ps, field{}.dot("mqtt"))
+	c.HTTP.check(ps, field{}.dot("http"))
+}
+
+func (s StoreConfig) check(ps *problems, f field) {
+	switch s.Kind {
+	case StoreMemory:
+	case StoreEmbedded:
+		if s.Path == "" {
+			ps.add(f.dot("path"), "path is required for kind embedded: name the directory holding the data")
+		}
+	case StoreRedis, StorePostgres:
+		s.checkURL(ps, f)
+	default:
+		ps.add(f.dot("kind"), "kind %q is not one of memory, embedded, redis, postgres", s.Kind)
+	}
+}
+
+func (s StoreConfig) checkURL(ps *problems, f field) {
+	f = f.dot("url")
+	if s.URL == "" {
+		ps.add(f, "url is required for kind %s", s.Kind)
+		return
+	}
+	if s.Kind == StorePostgres && !strings.Contains(s.URL, "://") {
+		return // key=value connection string, checked by the driver
+	}
+	schemes := map[string][]string{
+		StoreRedis:    {"redis", "rediss", "unix"},
+		StorePostgres: {"postgres", "postgresql"},
+	}[s.Kind]
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		ps.add(f, "url for kind %s cannot be parsed", s.Kind) // never echo: it may hold a password
+		return
+	}
+	for _, sc := range schemes {
+		if u.Scheme == sc {
+			return
+		}
+	}
+	ps.add(f, "url scheme %q does not fit kind %s: want %s://", u.Scheme, s.Kind, strings.Join(schemes, ":// or "))
+}
+
+func (w WindowConfig) check(ps *problems, f field) {
+	if w.TTL <= 0 {
+		ps.add(f.dot("ttl"), "ttl must be positive")
+	}
+	if w.MaxEntries < 1 {
+		ps.add(f.dot("max_entries"), "max_entries must be at least 1, got %d", w.MaxEntries)
+	}
+	if s := w.SequenceSpan; s < 64 || s > 1<<20 || s%64 != 0 {
+		ps.add(f.dot("sequence_span"), "sequence_span must be a multiple of 64 from 64 to 1048576, got %d", s)
+	}
+	if w.KeepEpochs < 1 {
+		ps.add(f.dot("keep_epochs"), "keep_epochs must be at least 1, got %d", w.KeepEpochs)
+	}
+}
+
+// maxMQTTPacket is the largest packet MQTT can carry (268435455 bytes).
+const maxMQTTPacket = 1<<28 - 1
+
+func (l LimitsConfig) check(ps *problems, f field) {
+	if l.MaxPayload <= 0 || l.MaxPayload > maxMQTTPacket {
+		ps.add(f.dot("max_payload"), "max_payload must be from 1 byte to %d bytes (the largest MQTT packet), got %d", maxMQTTPacket, int64(l.MaxPayload))
+	}
+}
+
+var routeName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+func checkRoutes(ps *problems, routes []Route) {
+	seen := map[string]int{}
+	for i, r := range routes {
+		f := field{}.dot("routes").index(i)
+		if r.Name != "" {
+			f.label += " (" + r.Name + ")"
+		}
+		switch j, dup := seen[r.Name]; {
+		case r.Name == "":
+			ps.add(f.dot("name"), "name is empty: every route needs a unique name")
+		case !routeName.MatchString(r.Name):
+			ps.add(f.dot("name"), "name %q may hold only letters, digits, '_', '.' and '-'", r.Name)
+		case dup:
+			ps.add(f.dot("name"), "name %q is already used by routes[%d]", r.Name, j)
+		default:
+			seen[r.Name] = i
+		}
+		r.check(ps, f)
+	}
+}
+
+func (r Route) check(ps *problems, f field) {
+	topicOK := r.checkTopic(ps, f.dot("topic"))
+	if !topicOK {
+		r.Topic = "#" // check topic[N] paths without level bounds
+	}
+	r.checkIdentity(ps, f)
+	if r.QoS != nil {
+		switch q := *r.QoS; {
+		case q == 0:
+			ps.add(f.dot("qos"), "qos 0 is refused: exactly-once needs acknowledged delivery; use 1 or 2")
+		case q != 1 && q != 2:
+			ps.add(f.dot("qos"), "qos must be 1 or 2, got %d", q)
+		}
+	}
+	for j, e := range r.Effects {
+		e.check(ps, f.dot("effects").index(j), r.Topic)
+	}
+}
+
+func (r Route) checkTopic(ps *problems, f field) bool {
+	if r.Topic == "" {
+		ps.add(f, "topic is empty: set an MQTT topic filter, like plant/+/energy")
+		return false
+	}
+	if strings.HasPrefix(r.Topic, "$share/") {
+		ps.add(f, "topic %q starts with $share/: write the plain filter and set mqtt.share_group", r.Topic)
+		return false
+	}
+	if err := ValidateTopicFilter(r.Topic); err != nil {
+		ps.add(f, "%v", err)
+		return false
+	}
+	return true
+}
+
+func (r Route) checkIdentity(ps *problems, f field) {
+	if len(r.Source) == 0 {
+		ps.add(f.dot("source"), "source is empty: list the payload paths or topic[N] levels that identify the producer, like [agency, source_id]")
+	}
+	dups := map[string]bool{}
+	for i, s := range r.Source {
+		if checkPath(ps, f.dot("source").index(i), s, r.Topic) && dups[s] {
+			ps.add(f.dot("source").index(i), "%q is listed twice", s)
+		}
+		dups[s] = true
+	}
+	switch {
+	case r.Sequence == "" && r.ID == "":
+		ps.add(f, "neither sequence nor id is set: a route needs one to build an idempotency key")
+	case r.Sequence != "" && r.ID != "":
+		ps.add(f, "both sequence and id are set: the idempotency key would be ambiguous; "+
+			"drop id to deduplicate by (source, epoch, sequence), or drop sequence to deduplicate by id")
+	}
+	if r.Epoch != "" && r.Sequence == "" {
+		ps.add(f.dot("epoch"), "epoch is set without sequence: an epoch only orders sequences; drop epoch or set sequence")
+	}
+	for _, p := range []struct{ name, path string }{{"sequence", r.Sequence}, {"epoch", r.Epoch}, {"id", r.ID}} {
+		if p.path != "" {
+			checkPath(ps, f.dot(p.name), p.path, r.Topic)
+		}
+	}
+}
+
+// checkPath reports p if it is not a valid path for a route with topic filter
+// filter, and returns whether it is valid.
+func checkPath(ps *problems, f field, p, filter string) bool {
+	parsed, err := ParsePath(p)
+	if err != nil {
+		ps.add(f, "%v", err)
+		return false
+	}
+	if msg := levelProblem(parsed, filter); msg != "" {
+		ps.add(f, "%s %s", parsed, msg)
+		return false
+	}
+	return true
+}
+
+// levelProblem says why a topic[N] path cannot match filter ("is out of
+// range: ..."), or returns "".
+func levelProblem(p Path, filter string) string {
+	n, open := filterLevels(filter)
+	if !p.Topic || open || p.Level < n {
+		return ""
+	}
+	return fmt.Sprintf("is out of range: topic %q has %d levels, numbered from 0 (topic[0] to topic[%d])", filter, n, n-1)
+}
+
+func (e Effect) check(ps *problems, f field, filter string) {
+	e.checkEntity(ps, f.dot("entity"), filter)
+	ops := []struct {
+		name   string
+		fields map[string]string
+	}{{"add", e.Add}, {"set", e.Set}, {"max", e.Max}, {"min", e.Min}}
+	owner := map[string]string{}
+	count := 0
+	for _, op := range ops {
+		for _, name := range slices.Sorted(maps.Keys(op.fields)) {
+			count++
+			ff := f.dot(op.name).dot(name)
+			if strings.TrimSpace(name) == "" {
+				ff = f.dot(op.name)
+				ps.add(ff, "a field name is empty")
+			} else if prev, ok := owner[name]; ok {
+				ps.add(ff, "field %q is already set by %s in this effect: a field takes one operation", name, prev)
+			}
+			owner[name] = op.name
+			if op.fields[name] == "" {
+				ps.add(ff, "the payload path is empty")
+				continue
+			}
+			checkPath(ps, ff, op.fields[name], filter)
+		}
+	}
+	if count == 0 {
+		ps.add(f, "effect has no fields: set at least one of add, set, max, min, like add: {kwh: kwh}")
+	}
+}
+
+func (e Effect) checkEntity(ps *problems, f field, filter string) {
+	if e.Entity == "" {
+		ps.add(f, "entity is empty: name the entity, like \"meter/{topic[1]}\"")
+		return
+	}
+	t, err := ParseTemplate(e.Entity)
+	if err != nil {
+		ps.add(f, "%v", err)
+		return
+	}
+	for _, p := range t.Paths() {
+		if msg := levelProblem(p, filter); msg != "" {
+			ps.add(f, "placeholder {%s} %s", p, msg)
+		}
+	}
+}

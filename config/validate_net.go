@@ -1,0 +1,192 @@
+package config
+
+import (
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// maxSessionExpiry is the largest MQTT session expiry interval.
+const maxSessionExpiry = Duration((1<<32 - 1) * time.Second)
+
+var brokerSchemes = map[string]bool{"tcp": true, "mqtt": true, "ssl": true, "mqtts": true, "ws": true, "wss": true}
+
+func (m MQTTConfig) check(ps *problems, f field) {
+	if len(m.Brokers) == 0 {
+		ps.add(f.dot("brokers"), "brokers is empty: list at least one, like tcp://127.0.0.1:1883")
+	}
+	for i, b := range m.Brokers {
+		checkBroker(ps, f.dot("brokers").index(i), b)
+	}
+	if strings.ContainsAny(m.ShareGroup, "/+#") {
+		ps.add(f.dot("share_group"), "share_group %q may not contain '/', '+' or '#'", m.ShareGroup)
+	}
+	switch se := m.SessionExpiry; {
+	case se > maxSessionExpiry:
+		ps.add(f.dot("session_expiry"), "session_expiry %s is above the MQTT maximum of 4294967295s", se)
+	case se%Duration(time.Second) != 0:
+		ps.add(f.dot("session_expiry"), "session_expiry %s is not a whole number of seconds", se)
+	}
+	switch ka := m.KeepAlive; {
+	case ka <= 0 || ka > Duration(65535*time.Second):
+		ps.add(f.dot("keep_alive"), "keep_alive must be from 1s to 65535s, got %s", ka)
+	case ka%Duration(time.Second) != 0:
+		ps.add(f.dot("keep_alive"), "keep_alive %s is not a whole number of seconds", ka)
+	}
+	if m.PasswordEnv != "" && m.PasswordFile != "" {
+		ps.add(f, "password_env and password_file are both set: keep one")
+	}
+	if m.BatchSize < 1 {
+		ps.add(f.dot("batch_size"), "batch_size must be at least 1, got %d", m.BatchSize)
+	}
+	if m.BatchLinger < 0 {
+		ps.add(f.dot("batch_linger"), "batch_linger must not be negative")
+	}
+	if r := m.ReceiveMaximum; r < 1 || r > 65535 {
+		ps.add(f.dot("receive_maximum"), "receive_maximum must be from 1 to 65535, got %d", r)
+	}
+	m.TLS.checkPair(ps, f.dot("tls"))
+}
+
+func checkBroker(ps *problems, f field, s string) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		ps.add(f, "broker %q is not a URL like tcp://127.0.0.1:1883", redactBroker(s))
+		return
+	}
+	shown := u.Redacted()
+	switch {
+	case !brokerSchemes[u.Scheme]:
+		ps.add(f, "broker %q: scheme %q is not one of tcp, mqtt, ssl, mqtts, ws, wss", shown, u.Scheme)
+	case u.User != nil:
+		ps.add(f, "broker %q carries credentials: set mqtt.username and mqtt.password_env or mqtt.password_file instead", shown)
+	case u.Hostname() == "":
+		ps.add(f, "broker %q has no host", shown)
+	case u.Port() == "":
+		ps.add(f, "broker %q has no port: add one, like :1883 (:8883 for TLS)", shown)
+	case !validPort(u.Port(), 1):
+		ps.add(f, "broker %q: port %q is not from 1 to 65535", shown, u.Port())
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		ps.add(f, "broker %q has a query or fragment: brokers take none", shown)
+	case u.Path != "" && u.Path != "/" && u.Scheme != "ws" && u.Scheme != "wss":
+		ps.add(f, "broker %q has a path: only ws:// and wss:// brokers take one", shown)
+	}
+}
+
+// redactBroker hides what could be a password in an unparsable broker URL.
+func redactBroker(s string) string {
+	if at := strings.LastIndex(s, "@"); at >= 0 {
+		if i := strings.Index(s, "://"); i >= 0 && i < at {
+			return s[:i+3] + "xxxxx" + s[at:]
+		}
+		return "xxxxx" + s[at:]
+	}
+	return s
+}
+
+func validPort(p string, lowest int) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= lowest && n <= 65535 && p == strconv.Itoa(n)
+}
+
+func (t TLSConfig) checkPair(ps *problems, f field) {
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		ps.add(f.dot("key_file"), "cert_file is set without key_file: set both or neither")
+	case t.KeyFile != "" && t.CertFile == "":
+		ps.add(f.dot("cert_file"), "key_file is set without cert_file: set both or neither")
+	}
+}
+
+func (h HTTPConfig) check(ps *problems, f field) {
+	if h.Listen != ListenOff {
+		host, port, err := net.SplitHostPort(h.Listen)
+		if err != nil || !validPort(port, 0) || strings.ContainsAny(host, "/ ") {
+			ps.add(f.dot("listen"), "listen %q is not host:port, like 127.0.0.1:9780 (or off to disable)", h.Listen)
+		}
+	}
+	if h.TokenEnv != "" && h.TokenFile != "" {
+		ps.add(f, "token_env and token_file are both set: keep one")
+	}
+	if h.AuthReads && h.TokenEnv == "" && h.TokenFile == "" {
+		ps.add(f.dot("auth_reads"), "auth_reads needs a token: set token_env or token_file")
+	}
+	t, tf := h.TLS, f.dot("tls")
+	t.checkPair(ps, tf)
+	if t.CAFile != "" && t.CertFile == "" && t.KeyFile == "" {
+		ps.add(tf.dot("ca_file"), "ca_file asks clients for certificates, which needs the server's own cert_file and key_file")
+	}
+	if t.InsecureSkipVerify {
+		ps.add(tf.dot("insecure_skip_verify"), "insecure_skip_verify is for clients: the HTTP server has no peer to verify")
+	}
+}
+
+// Identifiers generated per start, which lose the persistent session.
+var (
+	uuidLike = regexp.MustCompile(`(?i)[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}`)
+	longHex  = regexp.MustCompile(`(?i)(^|[^0-9a-z])[0-9a-f]{16,}($|[^0-9a-z])`)
+	// A Kubernetes Deployment pod name: replica set hash and pod suffix,
+	// drawn from an alphabet without vowels.
+	podName = regexp.MustCompile(`-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$`)
+)
+
+func (c *Config) checkRun(ps *problems) {
+	if len(c.Routes) == 0 {
+		ps.add(field{}.dot("routes"), "no routes: run needs at least one route to subscribe to")
+	}
+	f := field{}.dot("mqtt").dot("client_id")
+	id := c.MQTT.ClientID
+	switch {
+	case strings.TrimSpace(id) == "":
+		ps.add(f, "client_id is empty: a persistent session needs a fixed client id, like replayguard-1 (or set REPLAYGUARD_MQTT_CLIENT_ID)")
+	case len(id) > 65535 || !utf8.ValidString(id) || strings.ContainsRune(id, 0):
+		ps.add(f, "client_id must be valid UTF-8 without NUL, at most 65535 bytes")
+	case strings.ContainsAny(id, "$%{}"):
+		ps.add(f, "client_id %q holds an unexpanded placeholder: write ${VAR} to take it from the environment", id)
+	case uuidLike.MatchString(id) || longHex.MatchString(id):
+		ps.add(f, "client_id %q looks generated: a persistent session needs the same id at every start", id)
+	case podName.MatchString(id):
+		ps.add(f, "client_id %q looks like a Kubernetes Deployment pod name, which changes at every restart: use a StatefulSet name (replayguard-0) or a fixed id", id)
+	}
+}
+
+// Warnings lists settings that are valid but likely to lose or double
+// messages; run and lint print them without failing.
+func (c *Config) Warnings() []Problem {
+	var ws []Problem
+	warn := func(path, msg string) { ws = append(ws, Problem{Path: path, Message: msg}) }
+	idRoutes := false
+	for _, r := range c.Routes {
+		idRoutes = idRoutes || (r.ID != "" && r.Sequence == "")
+	}
+	if idRoutes && c.Window.TTL <= c.MQTT.SessionExpiry {
+		warn("window.ttl", "ttl "+c.Window.TTL.String()+" is not above mqtt.session_expiry "+c.MQTT.SessionExpiry.String()+
+			": a replay after a long outage may arrive after its key is evicted and be applied again")
+	}
+	if c.MQTT.CleanStart {
+		warn("mqtt.clean_start", "clean_start discards the broker session at every connect: messages queued while replayguard was away are lost")
+	}
+	if c.MQTT.TLS.InsecureSkipVerify {
+		warn("mqtt.tls.insecure_skip_verify", "the broker's certificate is not verified")
+	}
+	if h := c.HTTP; h.Enabled() && h.TokenEnv == "" && h.TokenFile == "" && !loopback(h.Listen) {
+		warn("http.listen", "listening on "+h.Listen+" without a token: anyone who can reach it may release or discard quarantined messages")
+	}
+	return ws
+}
+
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
