@@ -63,6 +63,9 @@ func malformed(format string, a ...any) error {
 
 // decode extracts only the route's configured paths from the payload.
 func (e *Engine) decode(m *Message) (*decoded, error) {
+	if m.Invalid != "" {
+		return nil, malformed("%s", m.Invalid)
+	}
 	if len(m.Payload) > e.maxPayload {
 		return nil, malformed("payload is %d bytes, over max_payload %d", len(m.Payload), e.maxPayload)
 	}

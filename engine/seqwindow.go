@@ -57,6 +57,9 @@ func (s *SourceState) checkSequence(d *decoded, span, keep int, waive bool) (v s
 		v = w.checkOlder(d.seq, waive)
 	}
 	v.epoch = w
+	if v.outcome.Effective() && d.seq < w.First {
+		w.First = d.seq
+	}
 	return v
 }
 
@@ -87,7 +90,7 @@ func (s *SourceState) isNewEpoch(d *decoded) bool {
 
 // openEpoch makes d's epoch current and retires the previous current one.
 func (s *SourceState) openEpoch(d *decoded, span, keep int) {
-	w := EpochWindow{Epoch: d.epoch, Numeric: d.epochNum, High: -1, Bitmap: make([]uint64, span/64)}
+	w := EpochWindow{Epoch: d.epoch, Numeric: d.epochNum, High: -1, First: d.seq, Bitmap: make([]uint64, span/64)}
 	switch {
 	case d.epochNum:
 		w.Value = d.epochInt

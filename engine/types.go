@@ -58,6 +58,10 @@ type Message struct {
 	Payload []byte
 	Dup     bool   // the transport's redelivery flag, logged only
 	Broker  string // where the delivery came from (broker URL, file name)
+	// Invalid, when set, is why the transport could not even frame the
+	// message (a broken capture line): it is malformed for that reason and
+	// Payload holds the raw bytes.
+	Invalid string
 }
 
 // Hash is a SHA-256 value: an idempotency key, a content digest or an audit
@@ -111,6 +115,7 @@ type EpochWindow struct {
 	Numeric bool     `json:"numeric"`          // the epoch is an integer, ordered numerically
 	Value   int64    `json:"value"`            // the integer, or the rank of a string epoch by first appearance
 	High    int64    `json:"high"`             // highest sequence seen; -1 before the first
+	First   int64    `json:"first"`            // lowest sequence seen: reports leave out never-seen sequences below it
 	Bitmap  []uint64 `json:"bitmap,omitempty"` // current epoch only: bit s%span set when s was seen
 	Floor   int64    `json:"floor"`            // older epochs: sequences <= Floor cannot be proven
 	Gaps    []Range  `json:"gaps,omitempty"`   // open gaps, ascending

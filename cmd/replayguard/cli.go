@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/replayguard/replayguard/config"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// errUsage marks a command-line mistake: exit status 2 and the usage text.
+var errUsage = errors.New("usage")
+
+// env is what a command runs with.
+type env struct {
+	ctx     context.Context
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+	log     *slog.Logger
+	cfg     *config.Config
+	cfgSrc  string // the file the config came from, or "(defaults)"
+	cfgPath string // --config as given
+	args    []string
+	flags   *flag.FlagSet
+}
+
+type command struct {
+	summary string
+	usage   string                 // arguments after the verb
+	flags   func(fs *flag.FlagSet) // extra flags; optional
+	noCfg   bool                   // does not need a configuration
+	run     func(e *env) error
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"run":        {summary: "consume from MQTT until SIGINT/SIGTERM, then drain and stop", run: cmdRun},
+		"ingest":     {summary: "decide a captured feed (JSON Lines) and print a summary", usage: "FILE|-", flags: ingestFlags, run: cmdIngest},
+		"state":      {summary: "print entity state", usage: "[--json]", flags: jsonFlag, run: cmdState},
+		"sources":    {summary: "print per-source windows: epoch, high-water, open gaps", usage: "[--json]", flags: jsonFlag, run: cmdSources},
+		"audit":      {summary: "export the audit log (JSONL) or verify its hash chain", usage: "export [--from N] | verify [--file F]", flags: auditFlags, run: cmdAudit},
+		"quarantine": {summary: "list, release or discard held messages", usage: "list | release ID | discard ID --reason TEXT", flags: quarantineFlags, run: cmdQuarantine},
+		"lint":       {summary: "validate the configuration; list every problem", run: cmdLint},
+		"config":     {summary: "print the effective configuration with all defaults", usage: "print", run: cmdConfig},
+		"demo":       {summary: "the failover story end to end on embedded brokers", flags: demoFlags, noCfg: true, run: cmdDemo},
+		"version":    {summary: "print the version", noCfg: true, run: cmdVersion},
+	}
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return exitOK
+	}
+	verb, rest := args[0], args[1:]
+	cmd, ok := commands[verb]
+	if !ok {
+		fmt.Fprintf(stderr, "replayguard: unknown command %q\n\n", verb)
+		usage(stderr)
+		return exitUsage
+	}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	if err := e.parse(verb, cmd, rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "replayguard %s: %v\nusage: replayguard %s [--config FILE] %s\n", verb, err, verb, cmd.usage)
+		return exitUsage
+	}
+	err := error(nil)
+	if !cmd.noCfg {
+		err = e.loadConfig(e.cfgPath)
+	}
+	if err == nil {
+		err = cmd.run(e)
+	}
+	if err != nil {
+		if errors.Is(err, errUsage) {
+			fmt.Fprintf(stderr, "replayguard %s: %v\nusage: replayguard %s [--config FILE] %s\n", verb, err, verb, cmd.usage)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "replayguard %s: %v\n", verb, err)
+		return exitError
+	}
+	return exitOK
+}
+
+// parse reads the flags (anywhere among the arguments), sets up logging and
+// loads the configuration.
+func (e *env) parse(verb string, cmd command, args []string) error {
+	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var cfgPath, level string
+	fs.StringVar(&cfgPath, "config", "", "configuration file (default $REPLAYGUARD_CONFIG, else ./replayguard.yaml when present)")
+	fs.StringVar(&cfgPath, "c", "", "shorthand for --config")
+	defLevel := "warn"
+	if verb == "run" || verb == "demo" {
+		defLevel = "info"
+	}
+	fs.StringVar(&level, "log-level", defLevel, "debug, info, warn or error")
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		e.args = append(e.args, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	e.flags = fs
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("--log-level: %v", err)
+	}
+	e.log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
+	e.cfgPath = cfgPath
+	return nil
+}
+
+func (e *env) loadConfig(path string) error {
+	if path == "" {
+		path = os.Getenv("REPLAYGUARD_CONFIG")
+	}
+	if path == "" {
+		if _, err := os.Stat("replayguard.yaml"); err == nil {
+			path = "replayguard.yaml"
+		}
+	}
+	var err error
+	if path == "" {
+		if verb := e.flags.Name(); verb == "lint" || verb == "run" {
+			return fmt.Errorf("no configuration: give --config FILE, set REPLAYGUARD_CONFIG, or create ./replayguard.yaml")
+		}
+		e.cfgSrc = "(defaults)"
+		e.cfg, err = config.Parse(nil, e.cfgSrc, os.LookupEnv)
+	} else {
+		e.cfgSrc = path
+		e.cfg, err = config.Load(path)
+	}
+	return err
+}
+
+func (e *env) flagBool(name string) bool {
+	f := e.flags.Lookup(name)
+	return f != nil && f.Value.String() == "true"
+}
+
+func (e *env) flagString(name string) string {
+	if f := e.flags.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+func jsonFlag(fs *flag.FlagSet) { fs.Bool("json", false, "print JSON") }
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "replayguard — exactly-once effect on top of at-least-once feeds")
+	fmt.Fprintln(w, "\nusage: replayguard COMMAND [--config FILE] [ARGS]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := commands[n]
+		fmt.Fprintf(w, "  %-11s %s\n", n, c.summary)
+		if c.usage != "" {
+			fmt.Fprintf(w, "  %-11s   replayguard %s %s\n", "", n, c.usage)
+		}
+	}
+	fmt.Fprintln(w, "\nEvery command takes --config/-c FILE and --log-level LEVEL.")
+	fmt.Fprintln(w, strings.TrimSpace(`
+Exit status is 0 on success, 1 on any error (a message on stderr), 2 on a
+command-line mistake.`))
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+// Set at build time: -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = ""
+)
+
+func cmdLint(e *env) error {
+	// loadConfig already parsed and validated every section; run-only
+	// settings are checked here too so that lint finds them before run does.
+	if err := e.cfg.ValidateRun(); err != nil {
+		return err
+	}
+	for _, w := range e.cfg.Warnings() {
+		fmt.Fprintf(e.stdout, "%s: warning: %s\n", e.cfgSrc, w)
+	}
+	fmt.Fprintf(e.stdout, "%s: ok (%d routes)\n", e.cfgSrc, len(e.cfg.Routes))
+	return nil
+}
+
+func cmdConfig(e *env) error {
+	if len(e.args) != 1 || e.args[0] != "print" {
+		return fmt.Errorf("%w: config takes print", errUsage)
+	}
+	b, err := e.cfg.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(b)
+	return err
+}
+
+func cmdVersion(e *env) error {
+	fmt.Fprintf(e.stdout, "replayguard %s (commit %s, %s)\n", version, buildCommit(), runtime.Version())
+	return nil
+}
+
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return "unknown"
+}

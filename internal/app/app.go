@@ -1,0 +1,116 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/embedded"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+// ErrStoreKind is returned for a store kind this build cannot open.
+var ErrStoreKind = errors.New("store kind not available")
+
+// Store is what the commands need of a backend.
+type Store interface {
+	engine.Store
+	engine.AuditScanner
+	engine.QuarantineScanner
+}
+
+// App is an opened configuration: its store and, unless read-only, its engine.
+type App struct {
+	Config *config.Config
+	Store  Store
+	Engine *engine.Engine // nil when opened read-only
+	Log    *slog.Logger
+}
+
+// Options tune Open.
+type Options struct {
+	ReadOnly bool         // open the store for reading; no engine
+	Logger   *slog.Logger // default: discard
+	Observer engine.Observer
+}
+
+// Open opens the configured store and, unless read-only, an engine on it.
+func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	st, err := OpenStore(cfg.Store, opts.ReadOnly, log)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{Config: cfg, Store: st, Log: log}
+	if opts.ReadOnly {
+		return a, nil
+	}
+	eo := EngineOptions(cfg)
+	eo.Logger, eo.Observer = log, opts.Observer
+	if a.Engine, err = engine.New(ctx, st, eo); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// OpenStore opens the backend the store section names.
+func OpenStore(sc config.StoreConfig, readOnly bool, log *slog.Logger) (Store, error) {
+	switch sc.Kind {
+	case config.StoreMemory:
+		return memory.New(), nil
+	case config.StoreEmbedded, "":
+		if _, err := os.Stat(sc.Path); readOnly && errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no store at %s: nothing has been ingested or run with this configuration yet", sc.Path)
+		}
+		st, err := embedded.Open(sc.Path, embedded.Options{ReadOnly: readOnly, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", sc.Path, err)
+		}
+		return st, nil
+	default:
+		return nil, fmt.Errorf("%w: %q (this build has memory and embedded)", ErrStoreKind, sc.Kind)
+	}
+}
+
+// EngineOptions maps the configuration onto the engine's options.
+func EngineOptions(cfg *config.Config) engine.Options {
+	o := engine.Options{
+		TTL:          time.Duration(cfg.Window.TTL),
+		MaxEntries:   cfg.Window.MaxEntries,
+		SequenceSpan: cfg.Window.SequenceSpan,
+		KeepEpochs:   cfg.Window.KeepEpochs,
+		MaxPayload:   int(cfg.Limits.MaxPayload),
+	}
+	for _, r := range cfg.Routes {
+		er := engine.Route{Name: r.Name, Topic: r.Topic, Source: r.Source, Sequence: r.Sequence, Epoch: r.Epoch, ID: r.ID}
+		for _, e := range r.Effects {
+			er.Effects = append(er.Effects, engine.EffectSpec{Entity: e.Entity, Add: e.Add, Set: e.Set, Max: e.Max, Min: e.Min})
+		}
+		o.Routes = append(o.Routes, er)
+	}
+	return o
+}
+
+// Close stops the engine, then closes the store.
+func (a *App) Close() error {
+	if a.Engine != nil {
+		a.Engine.Close()
+	}
+	return a.Store.Close()
+}
+
+// Snapshot reads entity and source state without an engine.
+func (a *App) Snapshot(ctx context.Context) (*engine.Snapshot, error) {
+	return a.Store.Load(ctx)
+}
