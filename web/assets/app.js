@@ -17,6 +17,8 @@ const state = {
 };
 
 const $ = (id) => document.getElementById(id);
+const byName = new Intl.Collator(undefined, { numeric: true }).compare; // incident/7 before incident/12
+const timeOf = (t) => new Date(t).toLocaleTimeString([], { hour12: false });
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -62,7 +64,7 @@ async function loadStats() {
   if (s.version) $("version").textContent = s.version;
   if (s.counts) {
     state.counts = Object.assign({}, s.counts.decisions);
-    $("since").textContent = "counts since " + new Date(s.counts.since).toLocaleString();
+    $("since").textContent = "counts since " + new Date(s.counts.since).toLocaleString([], { hour12: false });
   }
   renderCounts();
 }
@@ -129,7 +131,7 @@ function fieldText(v) {
 
 function renderEntities(changed) {
   const groups = new Map();
-  const names = [...state.entities.keys()].sort();
+  const names = [...state.entities.keys()].sort(byName);
   for (const name of names.slice(0, ENTITY_SHOW)) {
     const i = name.indexOf("/");
     const kind = i > 0 ? name.slice(0, i) : "other";
@@ -192,9 +194,17 @@ function renderSources(list) {
   $("c-gaps").parentElement.classList.toggle("alert", missing > 0);
 }
 
+// payloadText shows a held payload: JSON as JSON, other bytes as text when
+// they are printable UTF-8, else as base64.
 function payloadText(e) {
   if (e.payload !== undefined) return JSON.stringify(e.payload);
-  return "base64: " + (e.payload_b64 || "");
+  const b64 = e.payload_b64 || "";
+  try {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    if (!/[\u0000-\u0008\u000e-\u001f\u007f]/.test(text)) return "not JSON: " + text;
+  } catch (err) { /* not UTF-8 */ }
+  return "base64: " + b64;
 }
 
 function renderQuarantine(page) {
@@ -221,7 +231,7 @@ function renderQuarantine(page) {
     actions.append(rel, dis);
     top.append(actions);
     card.append(top, el("div", "reason", e.reason || "(no reason)"));
-    card.append(el("div", "meta", [e.route || "no route", e.topic, new Date(e.time).toLocaleTimeString(),
+    card.append(el("div", "meta", [e.route || "no route", e.topic, timeOf(e.time),
       e.dup ? "DUP flag set" : ""].filter(Boolean).join(" · ")));
     card.append(el("pre", "", payloadText(e)));
     root.append(card);
@@ -247,7 +257,7 @@ function renderAudit(fresh) {
     const seq = r.sequence !== undefined ? String(r.sequence) : (r.id || (r.ref ? "#" + r.ref : "—"));
     const out = el("td");
     out.append(el("span", "badge " + r.outcome, r.outcome));
-    tr.append(el("td", "num", String(r.position)), el("td", "", new Date(r.time).toLocaleTimeString()),
+    tr.append(el("td", "num", String(r.position)), el("td", "", timeOf(r.time)),
       el("td", "", r.route || "—"), el("td", "", (r.source || []).join("/") || "—"), el("td", "num", seq), out,
       el("td", "", (r.reason || "") + (r.dup ? " [DUP]" : "")));
     tr.title = r.topic + (r.key ? "\nkey " + r.key : "");
@@ -407,7 +417,7 @@ async function confirmDiscard() {
 
 // ---- start ----------------------------------------------------------------
 
-function tick() { $("clock").textContent = new Date().toLocaleTimeString(); }
+function tick() { $("clock").textContent = timeOf(Date.now()); }
 
 document.addEventListener("DOMContentLoaded", () => {
   $("token").value = token();
