@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -59,32 +58,30 @@ func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// QuarantineItem is one held message as the API lists it: the entry with
-// its payload as JSON when it is valid JSON, else base64 in payload_b64 (the
-// two forms `replayguard ingest` reads).
+// QuarantineItem is one held message as the API lists it, the same as a
+// line of `replayguard quarantine list`: the raw bytes in payload_b64, and
+// the payload again as JSON when it is valid JSON (else null).
 type QuarantineItem struct {
 	ID         uint64          `json:"id"`
-	Time       time.Time       `json:"time"`
 	Outcome    string          `json:"outcome"`
 	Reason     string          `json:"reason"`
 	Route      string          `json:"route,omitempty"`
 	Topic      string          `json:"topic"`
 	Key        string          `json:"key,omitempty"`
+	Time       time.Time       `json:"time"`
 	Dup        bool            `json:"dup"`
 	Broker     string          `json:"broker,omitempty"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-	PayloadB64 *string         `json:"payload_b64,omitempty"`
+	Payload    json.RawMessage `json:"payload"`
+	PayloadB64 string          `json:"payload_b64"`
 }
 
 // NewQuarantineItem returns e as the API lists it.
 func NewQuarantineItem(e engine.QuarantineEntry) QuarantineItem {
-	it := QuarantineItem{ID: e.ID, Time: e.Time, Outcome: e.Outcome, Reason: e.Reason, Route: e.Route,
-		Topic: e.Topic, Key: e.Key, Dup: e.Dup, Broker: e.Broker}
-	if len(e.Payload) > 0 && utf8.Valid(e.Payload) && json.Valid(e.Payload) {
-		it.Payload = json.RawMessage(e.Payload)
-	} else {
-		b64 := base64.StdEncoding.EncodeToString(e.Payload)
-		it.PayloadB64 = &b64
+	it := QuarantineItem{ID: e.ID, Outcome: e.Outcome, Reason: e.Reason, Route: e.Route, Topic: e.Topic,
+		Key: e.Key, Time: e.Time, Dup: e.Dup, Broker: e.Broker, Payload: json.RawMessage("null"),
+		PayloadB64: base64.StdEncoding.EncodeToString(e.Payload)}
+	if json.Valid(e.Payload) {
+		it.Payload = e.Payload
 	}
 	return it
 }

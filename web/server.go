@@ -242,8 +242,11 @@ func writeError(w http.ResponseWriter, code int, format string, a ...any) {
 	writeJSON(w, code, apiError{Error: fmt.Sprintf(format, a...)})
 }
 
+// writeJSON writes v indented by two spaces and a newline, as the CLI's
+// --json output is, so that a body and the command's output are the same
+// bytes.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	body, err := json.Marshal(v)
+	body, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		code, body = http.StatusInternalServerError, []byte(`{"error":"response does not encode"}`)
 	}

@@ -197,8 +197,8 @@ function renderSources(list) {
 // payloadText shows a held payload: JSON as JSON, other bytes as text when
 // they are printable UTF-8, else as base64.
 function payloadText(e) {
-  if (e.payload !== undefined) return JSON.stringify(e.payload);
   const b64 = e.payload_b64 || "";
+  if (e.payload !== null || b64 === "bnVsbA==") return JSON.stringify(e.payload);
   try {
     const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
     const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
