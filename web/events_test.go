@@ -230,6 +230,17 @@ func TestConfigIsValidatedBeforeServing(t *testing.T) {
 	}
 }
 
+func TestServeRefusesAListenerThatIsNotWhatListenSays(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = New(Config{Listen: "0.0.0.0:9780", Token: "t"}, Deps{}).Serve(context.Background(), ln)
+	if err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("Serve = %v, want a loopback mismatch", err)
+	}
+}
+
 func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

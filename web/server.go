@@ -53,9 +53,15 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Serve serves on ln (closing it) until ctx is done, then stops gracefully:
-// event streams end at once, other requests get cfg.ShutdownTimeout.
+// event streams end at once, other requests get cfg.ShutdownTimeout. ln
+// must be loopback exactly when cfg.Listen is, since the write and Host
+// rules follow cfg.Listen.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	if err := s.cfg.Validate(); err != nil {
+	err := s.cfg.Validate()
+	if err == nil && loopback(ln.Addr().String()) != loopback(s.cfg.Listen) {
+		err = fmt.Errorf("%w: listener %s and listen %q disagree on loopback", ErrConfig, ln.Addr(), s.cfg.Listen)
+	}
+	if err != nil {
 		ln.Close()
 		return err
 	}
@@ -89,7 +95,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stopStreams()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
-	err := srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
 	<-done
 	return err
 }
