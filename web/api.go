@@ -22,6 +22,7 @@ const (
 	maxLimit      = 1000
 	maxBodyBytes  = 64 << 10
 	maxReasonSize = 4096
+	maxPageBytes  = 8 << 20 // payload bytes in one quarantine page; past it the page ends early
 )
 
 // state answers exactly what `replayguard state --json` prints.
@@ -107,15 +108,19 @@ func (s *Server) quarantineList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page := quarantinePage{Entries: []QuarantineItem{}}
+	size := 0
 	err = s.deps.Quarantine.ScanQuarantine(r.Context(), func(e engine.QuarantineEntry) error {
 		page.Total++
+		full := len(page.Entries) == limit || len(page.Entries) > 0 && size+len(e.Payload) > maxPageBytes
 		switch {
 		case e.ID < from:
-		case len(page.Entries) < limit:
-			page.Entries = append(page.Entries, NewQuarantineItem(e))
-		case page.Next == nil:
+		case page.Next != nil:
+		case full:
 			id := e.ID
 			page.Next = &id
+		default:
+			size += len(e.Payload)
+			page.Entries = append(page.Entries, NewQuarantineItem(e))
 		}
 		return nil
 	})

@@ -350,3 +350,19 @@ func compactJSON(b []byte) []byte {
 	}
 	return buf.Bytes()
 }
+
+func TestAQuarantinePageOfBigPayloadsEndsEarly(t *testing.T) {
+	f := newFixture(t, Config{})
+	big := bytes.Repeat([]byte("x"), 200<<10)
+	msgs := make([]engine.Message, 50)
+	for i := range msgs {
+		msgs[i] = engine.Message{Topic: "incidents/fire/e7", Payload: big}
+	}
+	f.process(msgs...)
+	var page quarantinePage
+	f.get("/api/v1/quarantine?limit=1000").want(t, http.StatusOK, &page)
+	want := maxPageBytes / len(big)
+	if len(page.Entries) != want || page.Total != 50 || page.Next == nil || *page.Next != page.Entries[want-1].ID+1 {
+		t.Fatalf("%d entries of %d, next %v; want %d and a next", len(page.Entries), page.Total, page.Next, want)
+	}
+}
