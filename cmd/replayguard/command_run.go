@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"flag"
+
+	"github.com/replayguard/replayguard/internal/app"
 )
 
 func cmdRun(e *env) error {
-	return errors.New("run: not wired yet")
+	return app.Run(e.ctx, e.cfg, e.log, app.Build{Version: version, Commit: buildCommit()})
 }
 
 func demoFlags(fs *flag.FlagSet) {}

@@ -1,0 +1,175 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/metrics"
+	"github.com/replayguard/replayguard/source/mqtt"
+	"github.com/replayguard/replayguard/web"
+)
+
+// ttlMargin is the retry delay allowed on top of the session expiry when
+// checking that the key window outlives the broker's redeliveries.
+const ttlMargin = 5 * time.Minute
+
+// observers fans a commit out to several observers.
+type observers []engine.Observer
+
+func (os observers) Committed(r []engine.AuditRecord, e []engine.EntityState) {
+	for _, o := range os {
+		o.Committed(r, e)
+	}
+}
+
+// Build identifies the binary in metrics and on the dashboard.
+type Build struct{ Version, Commit string }
+
+// Run is `replayguard run`: consume from MQTT, serve the API, until ctx is
+// done; then stop receiving, commit and acknowledge what is in hand, and
+// close the store last.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build) error {
+	if err := cfg.ValidateRun(); err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration", "warning", w.String())
+	}
+	if ttl, exp := time.Duration(cfg.Window.TTL), time.Duration(cfg.MQTT.SessionExpiry); ttl < exp+ttlMargin {
+		log.Warn("window.ttl is shorter than mqtt.session_expiry plus a retry margin: a replay arriving after its key left the window cannot be caught on id routes",
+			"ttl", ttl, "session_expiry", exp, "margin", ttlMargin)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	names := make([]string, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		names[i] = r.Name
+	}
+	m := metrics.New(reg, build.Version, build.Commit, names...)
+	hub := web.NewHub()
+	a, err := Open(ctx, cfg, Options{Logger: log, Observer: observers{m, hub}})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	m.Watch(a.Engine)
+	m.WatchQuarantine(a.Store)
+
+	mc, err := consumerConfig(cfg, log, m)
+	if err != nil {
+		return err
+	}
+	consumer, err := mqtt.New(mc, m.CountGaps(a.Engine))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	if cfg.HTTP.Enabled() {
+		token, err := secret(cfg.HTTP.TokenEnv, cfg.HTTP.TokenFile)
+		if err != nil {
+			return fmt.Errorf("http token: %w", err)
+		}
+		srv := web.New(web.Config{Listen: cfg.HTTP.Listen, CertFile: cfg.HTTP.TLS.CertFile, KeyFile: cfg.HTTP.TLS.KeyFile,
+			Token: token, AuthReads: cfg.HTTP.AuthReads, Version: build.Version, Logger: log},
+			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: consumer.Ready, Hub: hub})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Run(ctx); err != nil {
+				errs <- fmt.Errorf("http: %w", err)
+				cancel()
+			}
+		}()
+		log.Info("serving the API and dashboard", "url", "http://"+cfg.HTTP.Listen+"/")
+	}
+	err = consumer.Run(ctx)
+	cancel()
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		err = errors.Join(err, e)
+	}
+	return err
+}
+
+func consumerConfig(cfg *config.Config, log *slog.Logger, obs mqtt.Observer) (mqtt.Config, error) {
+	mc := cfg.MQTT
+	c := mqtt.Config{Brokers: mc.Brokers, ClientID: mc.ClientID, SessionExpiry: time.Duration(mc.SessionExpiry),
+		CleanStart: mc.CleanStart, ShareGroup: mc.ShareGroup, Username: mc.Username,
+		KeepAlive: time.Duration(mc.KeepAlive), BatchSize: mc.BatchSize, BatchLinger: time.Duration(mc.BatchLinger),
+		ReceiveMaximum: uint16(mc.ReceiveMaximum), Logger: log, Observer: obs}
+	for _, r := range cfg.Routes {
+		qos := 1
+		if r.QoS != nil {
+			qos = *r.QoS
+		}
+		c.Filters = append(c.Filters, mqtt.Filter{Topic: r.Topic, QoS: byte(qos)})
+	}
+	var err error
+	if c.Password, err = secret(mc.PasswordEnv, mc.PasswordFile); err != nil {
+		return c, fmt.Errorf("mqtt password: %w", err)
+	}
+	c.TLS, err = clientTLS(mc.TLS)
+	return c, err
+}
+
+// secret reads a value from an environment variable or a file.
+func secret(envName, file string) (string, error) {
+	switch {
+	case envName != "":
+		v, ok := os.LookupEnv(envName)
+		if !ok {
+			return "", fmt.Errorf("environment variable %s is not set", envName)
+		}
+		return v, nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", nil
+}
+
+func clientTLS(t config.TLSConfig) (*tls.Config, error) {
+	if t == (config.TLSConfig{}) {
+		return nil, nil
+	}
+	c := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.ca_file %s: no PEM certificate in it", t.CAFile)
+		}
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.cert_file/key_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
