@@ -253,6 +253,7 @@ func TestWrongMethodsAndPaths(t *testing.T) {
 	f.do("DELETE", "/api/v1/quarantine/1", "").want(t, http.StatusMethodNotAllowed, nil)
 	f.get("/api/v1/nothing").want(t, http.StatusNotFound, nil)
 	f.get("/api/v1/quarantine/1/explode").want(t, http.StatusNotFound, nil)
+	f.do("HEAD", "/api/v1/events", "").want(t, http.StatusOK, nil) // answers, does not stream
 	f.do("POST", "/api/v1/quarantine/1/release", "reason=x", "Content-Type", "application/x-www-form-urlencoded").
 		want(t, http.StatusUnsupportedMediaType, nil)
 }

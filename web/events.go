@@ -24,6 +24,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "the event stream is not enabled")
 		return
 	}
+	if r.Method == http.MethodHead {
+		w.Header().Set("Content-Type", "text/event-stream")
+		return
+	}
 	sub := hub.subscribe()
 	if sub == nil {
 		writeError(w, http.StatusServiceUnavailable, "too many event-stream clients")
