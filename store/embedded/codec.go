@@ -1,0 +1,156 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// The layout, one bucket per table (schemaVersion 1):
+//
+//	audit       big-endian position -> audit record, see auditcodec.go
+//	keys        big-endian ordinal of the chunk's first entry when written ->
+//	            one chunk: the key entries of one batch, ordinal ascending, each
+//	            big-endian ordinal (8) | key (32) | digest (32) | big-endian unix nanos (8)
+//	sources     engine.SourceID     -> SourceState JSON
+//	entities    name                -> EntityState JSON
+//	quarantine  big-endian id       -> uvarint n | n bytes of entry JSON without payload | raw payload
+//	meta        "version" -> big-endian schemaVersion
+//	            "head"    -> big-endian position (8) | hash (32)
+//	            "nextkey" -> big-endian ordinal
+var (
+	bucketAudit      = []byte("audit")
+	bucketKeys       = []byte("keys")
+	bucketSources    = []byte("sources")
+	bucketEntities   = []byte("entities")
+	bucketQuarantine = []byte("quarantine")
+	bucketMeta       = []byte("meta")
+	allBuckets       = [][]byte{bucketAudit, bucketKeys, bucketSources, bucketEntities, bucketQuarantine, bucketMeta}
+
+	keyVersion = []byte("version")
+	keyHead    = []byte("head")
+	keyNextKey = []byte("nextkey")
+)
+
+const keyEntrySize = 8 + 32 + 32 + 8
+
+func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), n) }
+
+func appendKeyEntry(dst []byte, e engine.KeyEntry) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, e.Ordinal)
+	dst = append(dst, e.Key[:]...)
+	dst = append(dst, e.Digest[:]...)
+	return binary.BigEndian.AppendUint64(dst, uint64(e.Time))
+}
+
+// decodeChunk appends the entries of a key chunk to dst.
+func decodeChunk(dst []engine.KeyEntry, k, v []byte) ([]engine.KeyEntry, error) {
+	if len(k) != 8 || len(v)%keyEntrySize != 0 {
+		return dst, fmt.Errorf("embedded: corrupt key chunk %x", k)
+	}
+	for ; len(v) > 0; v = v[keyEntrySize:] {
+		e := engine.KeyEntry{Ordinal: chunkOrdinal(v, 0), Time: int64(binary.BigEndian.Uint64(v[72:]))}
+		copy(e.Key[:], v[8:40])
+		copy(e.Digest[:], v[40:72])
+		dst = append(dst, e)
+	}
+	return dst, nil
+}
+
+// chunkOrdinal returns the ordinal of entry i of a chunk.
+func chunkOrdinal(v []byte, i int) uint64 {
+	return binary.BigEndian.Uint64(v[i*keyEntrySize:])
+}
+
+// windowSize is the number of key entries to expect from the first stored
+// chunk and the next ordinal to assign: ordinals are dense.
+func windowSize(first []byte, next uint64) uint64 {
+	if len(first) < keyEntrySize || next <= chunkOrdinal(first, 0) {
+		return 0
+	}
+	return min(next-chunkOrdinal(first, 0), 1<<22)
+}
+
+func encodeHead(h engine.AuditHead) []byte {
+	return append(u64(h.Position), h.Hash[:]...)
+}
+
+func readMeta(m *bolt.Bucket) (head engine.AuditHead, nextKey uint64, err error) {
+	if v := m.Get(keyHead); v != nil {
+		if len(v) != 8+len(head.Hash) {
+			return head, 0, fmt.Errorf("embedded: corrupt audit head %x", v)
+		}
+		head.Position = binary.BigEndian.Uint64(v)
+		copy(head.Hash[:], v[8:])
+	}
+	if v := m.Get(keyNextKey); v != nil {
+		if len(v) != 8 {
+			return head, 0, fmt.Errorf("embedded: corrupt next key %x", v)
+		}
+		nextKey = binary.BigEndian.Uint64(v)
+	}
+	return head, nextKey, nil
+}
+
+// nextHead checks that recs follow head contiguously and returns the new head.
+func nextHead(head engine.AuditHead, recs []engine.AuditRecord) (engine.AuditHead, error) {
+	for _, r := range recs {
+		if r.Position != head.Position+1 {
+			return engine.AuditHead{}, fmt.Errorf("%w: record at position %d after %d", engine.ErrAuditGap, r.Position, head.Position)
+		}
+		if len(r.Hash) != 2*len(head.Hash) {
+			return engine.AuditHead{}, fmt.Errorf("embedded: audit record %d has a malformed hash %q", r.Position, r.Hash)
+		}
+		if _, err := hex.Decode(head.Hash[:], []byte(r.Hash)); err != nil {
+			return engine.AuditHead{}, fmt.Errorf("embedded: audit record %d has a malformed hash %q", r.Position, r.Hash)
+		}
+		head.Position = r.Position
+	}
+	return head, nil
+}
+
+func encodeQuarantine(q engine.QuarantineEntry) ([]byte, error) {
+	payload := q.Payload
+	q.Payload = nil
+	meta, err := json.Marshal(q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, binary.MaxVarintLen64+len(meta)+len(payload))
+	out = binary.AppendUvarint(out, uint64(len(meta)))
+	out = append(out, meta...)
+	return append(out, payload...), nil
+}
+
+// decodeQuarantine decodes v, which bbolt owns: the payload is copied.
+func decodeQuarantine(v []byte) (engine.QuarantineEntry, error) {
+	var q engine.QuarantineEntry
+	n, w := binary.Uvarint(v)
+	if w <= 0 || uint64(len(v)-w) < n {
+		return q, fmt.Errorf("embedded: corrupt quarantine entry")
+	}
+	if err := json.Unmarshal(v[w:w+int(n)], &q); err != nil {
+		return q, fmt.Errorf("embedded: corrupt quarantine entry: %w", err)
+	}
+	q.Payload = append([]byte(nil), v[w+int(n):]...)
+	return q, nil
+}
+
+// decodeAll decodes every JSON value of the bucket name.
+func decodeAll[T any](tx *bolt.Tx, name []byte) ([]T, error) {
+	var out []T
+	err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+		var x T
+		if err := json.Unmarshal(v, &x); err != nil {
+			return fmt.Errorf("embedded: corrupt value %q in %s: %w", k, name, err)
+		}
+		out = append(out, x)
+		return nil
+	})
+	return out, err
+}

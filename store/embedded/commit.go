@@ -1,0 +1,200 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// auditSizeHint is about the size of an encoded audit record, to size
+// the batch's buffer in one go.
+const auditSizeHint = 320
+
+// encoded is a batch turned into bytes before the write transaction starts,
+// so the transaction only copies them in.
+type encoded struct {
+	audit      [][]byte
+	keys       []byte // the batch's key chunk, without entries it evicts itself
+	sources    [][]byte
+	entities   [][]byte
+	quarantine [][]byte
+}
+
+func encode(b *engine.Batch) (*encoded, error) {
+	e := &encoded{
+		audit:      make([][]byte, len(b.Audit)),
+		keys:       make([]byte, 0, len(b.Keys)*keyEntrySize),
+		sources:    make([][]byte, len(b.Sources)),
+		entities:   make([][]byte, len(b.Entities)),
+		quarantine: make([][]byte, len(b.Quarantine)),
+	}
+	buf := make([]byte, 0, len(b.Audit)*auditSizeHint)
+	ends := make([]int, len(b.Audit))
+	for i := range b.Audit {
+		buf = appendAudit(buf, &b.Audit[i])
+		ends[i] = len(buf)
+	}
+	start := 0
+	for i, end := range ends {
+		e.audit[i] = buf[start:end:end]
+		start = end
+	}
+	var err error
+	for _, k := range b.Keys {
+		if k.Ordinal >= b.EvictBelow {
+			e.keys = appendKeyEntry(e.keys, k)
+		}
+	}
+	for i := range b.Sources {
+		if e.sources[i], err = json.Marshal(&b.Sources[i]); err != nil {
+			return nil, fmt.Errorf("embedded: encode source %q: %w", b.Sources[i].Route, err)
+		}
+	}
+	for i := range b.Entities {
+		if e.entities[i], err = json.Marshal(&b.Entities[i]); err != nil {
+			return nil, fmt.Errorf("embedded: encode entity %q: %w", b.Entities[i].Name, err)
+		}
+	}
+	for i := range b.Quarantine {
+		if e.quarantine[i], err = encodeQuarantine(b.Quarantine[i]); err != nil {
+			return nil, fmt.Errorf("embedded: encode quarantine entry %d: %w", b.Quarantine[i].ID, err)
+		}
+	}
+	return e, nil
+}
+
+// Commit writes the batch in one transaction and, unless the store was
+// opened with NoSync, syncs it to disk before returning. On error nothing
+// was written.
+func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("embedded: commit: %w", err)
+	}
+	enc, err := encode(b)
+	if err != nil {
+		return err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if err := apply(tx, b, enc); err != nil {
+			return err
+		}
+		// The last moment to give up: past here the batch is synced.
+		return ctx.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("embedded: commit: %w", closedErr(err))
+	}
+	return nil
+}
+
+// apply writes the batch in tx; an error rolls everything back.
+func apply(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
+	meta := tx.Bucket(bucketMeta)
+	head, nextKey, err := readMeta(meta)
+	if err != nil {
+		return err
+	}
+	newHead, err := nextHead(head, b.Audit)
+	if err != nil {
+		return err
+	}
+	audit := tx.Bucket(bucketAudit)
+	audit.FillPercent = 1 // append only: pack pages full
+	for i, r := range b.Audit {
+		if err := audit.Put(u64(r.Position), enc.audit[i]); err != nil {
+			return err
+		}
+	}
+	if err := putKeys(tx.Bucket(bucketKeys), b, enc.keys); err != nil {
+		return err
+	}
+	if err := putStates(tx, b, enc); err != nil {
+		return err
+	}
+	if err := putQuarantine(tx.Bucket(bucketQuarantine), b, enc.quarantine); err != nil {
+		return err
+	}
+	if newHead != head {
+		if err := meta.Put(keyHead, encodeHead(newHead)); err != nil {
+			return err
+		}
+	}
+	if b.NextKey > nextKey {
+		return meta.Put(keyNextKey, u64(b.NextKey))
+	}
+	return nil
+}
+
+// putKeys appends the batch's chunk and evicts entries below b.EvictBelow:
+// whole chunks are deleted, the one that straddles the bound is trimmed.
+func putKeys(keys *bolt.Bucket, b *engine.Batch, chunk []byte) error {
+	keys.FillPercent = 1
+	if len(chunk) > 0 {
+		if err := keys.Put(chunk[:8], chunk); err != nil {
+			return err
+		}
+	}
+	if b.EvictBelow == 0 {
+		return nil
+	}
+	c := keys.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.First() {
+		n := len(v) / keyEntrySize
+		if n == 0 || chunkOrdinal(v, n-1) < b.EvictBelow {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			continue
+		}
+		i := 0
+		for i < n && chunkOrdinal(v, i) < b.EvictBelow {
+			i++
+		}
+		if i == 0 {
+			return nil
+		}
+		// v belongs to bbolt and may move once the tx writes: copy it.
+		return keys.Put(bytes.Clone(k), bytes.Clone(v[i*keyEntrySize:]))
+	}
+	return nil
+}
+
+func putStates(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
+	sources, entities := tx.Bucket(bucketSources), tx.Bucket(bucketEntities)
+	for i := range b.Sources {
+		if err := sources.Put([]byte(b.Sources[i].ID()), enc.sources[i]); err != nil {
+			return err
+		}
+	}
+	for i := range b.Entities {
+		if err := entities.Put([]byte(b.Entities[i].Name), enc.entities[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func putQuarantine(q *bolt.Bucket, b *engine.Batch, enc [][]byte) error {
+	for i, e := range b.Quarantine {
+		if err := q.Put(u64(e.ID), enc[i]); err != nil {
+			return err
+		}
+	}
+	for _, id := range b.Resolved {
+		if err := q.Delete(u64(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package embedded
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// FileName is the database file inside the store directory.
+const FileName = "replayguard.db"
+
+// lockTimeout bounds how long Open waits for another process to release the
+// directory before it fails with engine.ErrLocked.
+const lockTimeout = time.Second
+
+// schemaVersion is the layout of the buckets described in codec.go. Open
+// refuses a store written with another layout.
+const schemaVersion = 1
+
+// ErrReadOnly is returned by Commit on a store opened with Options.ReadOnly.
+var ErrReadOnly = errors.New("embedded: store opened read-only")
+
+// Options configure Open. The zero value opens the store for writing,
+// durably, without logging.
+type Options struct {
+	// ReadOnly opens an existing store for reading: Commit returns
+	// ErrReadOnly. Any number of read-only opens may share a directory, but
+	// not with a writer: while one holds it, Open fails with
+	// engine.ErrLocked, and the other way round. Default false.
+	ReadOnly bool
+	// Logger receives open and close events. Default: discard.
+	Logger *slog.Logger
+	// NoSync skips the fsync of each commit, so a crash may lose or tear
+	// recent batches. For benchmarks and bulk test fixtures only. Default
+	// false.
+	NoSync bool
+}
+
+// Store is an engine.Store in one local directory. Create it with Open.
+type Store struct {
+	db       *bolt.DB
+	path     string
+	readOnly bool
+	log      *slog.Logger
+	closed   atomic.Bool
+}
+
+var (
+	_ engine.Store             = (*Store)(nil)
+	_ engine.AuditScanner      = (*Store)(nil)
+	_ engine.QuarantineScanner = (*Store)(nil)
+)
+
+// Open opens the store in dir, creating the directory and the store when
+// they do not exist (unless opts.ReadOnly). When another process holds the
+// directory, Open fails with an error wrapping engine.ErrLocked after about
+// a second.
+func Open(dir string, opts Options) (*Store, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	path := filepath.Join(dir, FileName)
+	if opts.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("embedded: open read-only: %w", err)
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      lockTimeout,
+		ReadOnly:     opts.ReadOnly,
+		NoSync:       opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s", engine.ErrLocked, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, readOnly: opts.ReadOnly, log: log}
+	if err := s.init(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	log.Info("store opened", "path", path, "read_only", opts.ReadOnly, "no_sync", opts.NoSync)
+	if opts.NoSync {
+		log.Warn("store commits are not synced: a crash may lose recent decisions", "path", path)
+	}
+	return s, nil
+}
+
+// init creates the buckets of a new store and checks the layout of an old one.
+func (s *Store) init() error {
+	check := func(tx *bolt.Tx) error {
+		m := tx.Bucket(bucketMeta)
+		if m == nil {
+			return fmt.Errorf("embedded: %s is not an initialised store", s.path)
+		}
+		if v := m.Get(keyVersion); len(v) != 8 || binary.BigEndian.Uint64(v) != schemaVersion {
+			return fmt.Errorf("embedded: %s has an unknown layout (version %x, want %d)", s.path, v, schemaVersion)
+		}
+		return nil
+	}
+	if s.readOnly {
+		return s.db.View(check)
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketMeta) == nil {
+			for _, name := range allBuckets {
+				if _, err := tx.CreateBucket(name); err != nil {
+					return fmt.Errorf("embedded: create bucket %s: %w", name, err)
+				}
+			}
+			if err := tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, schemaVersion)); err != nil {
+				return err
+			}
+		}
+		return check(tx)
+	})
+}
+
+// Close releases the directory. Close waits for running reads and commits;
+// every later call returns engine.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return engine.ErrClosed
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("embedded: close: %w", err)
+	}
+	s.log.Info("store closed", "path", s.path)
+	return nil
+}
+
+// view runs fn in a read transaction.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	return closedErr(s.db.View(fn))
+}
+
+// closedErr reports a transaction that lost a race with Close as ErrClosed.
+func closedErr(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return engine.ErrClosed
+	}
+	return err
+}
+
+// Load reads the key window, every source and entity, and the chain head.
+func (s *Store) Load(ctx context.Context) (*engine.Snapshot, error) {
+	snap := &engine.Snapshot{}
+	err := s.view(func(tx *bolt.Tx) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var err error
+		if snap.AuditHead, snap.NextKey, err = readMeta(tx.Bucket(bucketMeta)); err != nil {
+			return err
+		}
+		c := tx.Bucket(bucketKeys).Cursor()
+		k, v := c.First()
+		snap.Keys = make([]engine.KeyEntry, 0, windowSize(v, snap.NextKey))
+		for ; k != nil; k, v = c.Next() {
+			if snap.Keys, err = decodeChunk(snap.Keys, k, v); err != nil {
+				return err
+			}
+		}
+		if snap.Sources, err = decodeAll[engine.SourceState](tx, bucketSources); err != nil {
+			return err
+		}
+		snap.Entities, err = decodeAll[engine.EntityState](tx, bucketEntities)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
