@@ -89,7 +89,7 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64) Dec
 	dec.Position = e.tail.Position + 1
 	r := AuditRecord{Position: dec.Position, Time: now.UTC(), Route: dec.Route, Topic: m.Topic,
 		Source: dec.Source, Epoch: dec.Epoch, ID: dec.ID, Outcome: dec.Outcome.String(),
-		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Ref: ref}
+		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Ref: ref, Gap: dec.Gap}
 	if dec.Sequence >= 0 {
 		s := dec.Sequence
 		r.Sequence = &s

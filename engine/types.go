@@ -193,6 +193,7 @@ type AuditRecord struct {
 	Dup      bool      `json:"dup"`
 	Broker   string    `json:"broker,omitempty"`
 	Ref      uint64    `json:"ref,omitempty"` // the quarantine entry a release or discard acts on
+	Gap      *Range    `json:"gap,omitempty"` // sequences this message skipped: a gap opened
 	Prev     string    `json:"prev"`
 	Hash     string    `json:"hash"`
 }

@@ -19,7 +19,15 @@ func openRead(e *env) (*app.App, error) {
 func cmdState(e *env) error {
 	a, err := openRead(e)
 	if err != nil {
-		return err
+		r, rerr := e.remoteFor(err)
+		if rerr != nil {
+			return rerr
+		}
+		var state map[string]map[string]json.RawMessage
+		if err := r.do("GET", "/api/v1/state", nil, &state); err != nil {
+			return err
+		}
+		return printState(e, state)
 	}
 	defer a.Close()
 	snap, err := a.Snapshot(e.ctx)
@@ -53,7 +61,15 @@ func printState(e *env, state map[string]map[string]json.RawMessage) error {
 func cmdSources(e *env) error {
 	a, err := openRead(e)
 	if err != nil {
-		return err
+		r, rerr := e.remoteFor(err)
+		if rerr != nil {
+			return rerr
+		}
+		var reps []engine.SourceReport
+		if err := r.do("GET", "/api/v1/sources", nil, &reps); err != nil {
+			return err
+		}
+		return printSources(e, reps)
 	}
 	defer a.Close()
 	snap, err := a.Snapshot(e.ctx)

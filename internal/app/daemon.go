@@ -82,7 +82,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	if cfg.HTTP.Enabled() {
-		token, err := secret(cfg.HTTP.TokenEnv, cfg.HTTP.TokenFile)
+		token, err := Secret(cfg.HTTP.TokenEnv, cfg.HTTP.TokenFile)
 		if err != nil {
 			return fmt.Errorf("http token: %w", err)
 		}
@@ -123,15 +123,15 @@ func consumerConfig(cfg *config.Config, log *slog.Logger, obs mqtt.Observer) (mq
 		c.Filters = append(c.Filters, mqtt.Filter{Topic: r.Topic, QoS: byte(qos)})
 	}
 	var err error
-	if c.Password, err = secret(mc.PasswordEnv, mc.PasswordFile); err != nil {
+	if c.Password, err = Secret(mc.PasswordEnv, mc.PasswordFile); err != nil {
 		return c, fmt.Errorf("mqtt password: %w", err)
 	}
 	c.TLS, err = clientTLS(mc.TLS)
 	return c, err
 }
 
-// secret reads a value from an environment variable or a file.
-func secret(envName, file string) (string, error) {
+// Secret reads a value from an environment variable or a file.
+func Secret(envName, file string) (string, error) {
 	switch {
 	case envName != "":
 		v, ok := os.LookupEnv(envName)

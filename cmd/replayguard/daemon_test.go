@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+// TestRunServesTheCLIWhileItHoldsTheStore runs the daemon against a real
+// Mosquitto and checks that the read and review commands, which cannot
+// open the locked store, answer through its API with the same output.
+func TestRunServesTheCLIWhileItHoldsTheStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mosquitto and the daemon")
+	}
+	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	bin := buildBinary(t)
+	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
+	cfg := testConfig(t, "")
+	b, _ := os.ReadFile(cfg)
+	text := strings.Replace(string(b), "tcp://127.0.0.1:1883", broker.URL(), 1)
+	text = strings.Replace(text, "127.0.0.1:9780", listen, 1)
+	os.WriteFile(cfg, []byte(text), 0o644)
+
+	daemon := exec.Command(bin, "run", "-c", cfg)
+	logs, _ := os.Create(filepath.Join(t.TempDir(), "run.log"))
+	daemon.Stdout, daemon.Stderr = logs, logs
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- daemon.Wait() }()
+	t.Cleanup(func() {
+		daemon.Process.Kill()
+		if t.Failed() {
+			out, _ := os.ReadFile(logs.Name())
+			t.Logf("daemon log:\n%s", out)
+		}
+	})
+	waitHTTP(t, "http://"+listen+"/readyz")
+
+	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
+		Topic: func(src string) string { return "incidents/fd/" + src },
+		Payload: func(src string, seq int64) []byte {
+			if seq == 2 { // skipped by the producer's own resend: sequence 2 below is a late one
+				seq = 80
+			}
+			return fmt.Appendf(nil, `{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"incident_id":"I1","casualty_delta":1}`, src, seq)
+		},
+	})
+	if n := pub.Publish(context.Background(), "e1", 3); n != 3 {
+		t.Fatalf("%d of 3 publishes acknowledged", n)
+	}
+	// sequence 3 arrives after 80, beyond the 64-sequence window: quarantined
+	deadline := time.Now().Add(10 * time.Second)
+	var held []held
+	for time.Now().Before(deadline) {
+		if held = listHeld(t, cfg); len(held) == 1 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(held) != 1 || held[0].Reason != "below_window" {
+		t.Fatalf("held through the API: %+v", held)
+	}
+	if got := mustRun(t, "", "state", "--json", "-c", cfg); !strings.Contains(got, `"casualties": 2`) {
+		t.Fatalf("state through the API: %s", got)
+	}
+	if out := mustRun(t, "", "quarantine", "release", fmt.Sprint(held[0].ID), "-c", cfg); !strings.Contains(out, "released: applied") {
+		t.Fatalf("release through the API: %q", out)
+	}
+	remoteState := mustRun(t, "", "state", "--json", "-c", cfg)
+	if !strings.Contains(remoteState, `"casualties": 3`) {
+		t.Fatalf("state after the release: %s", remoteState)
+	}
+	remoteSources := mustRun(t, "", "sources", "-c", cfg)
+	if out := mustRun(t, "", "audit", "verify", "-c", cfg); out != "audit chain intact: 4 records\n" {
+		t.Fatalf("audit verify through the API: %q", out)
+	}
+
+	daemon.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("run after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not stop within 15 s of SIGTERM")
+	}
+	if local := mustRun(t, "", "state", "--json", "-c", cfg); local != remoteState {
+		t.Fatalf("state read from the store %s differs from the API's %s", local, remoteState)
+	}
+	if local := mustRun(t, "", "sources", "-c", cfg); local != remoteSources {
+		t.Fatalf("sources read from the store %q differ from the API's %q", local, remoteSources)
+	}
+}
+
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s did not answer 200 within 15 s", url)
+}

@@ -1,0 +1,87 @@
+package testbroker
+
+import (
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+const snapshotTimeout = 10 * time.Second
+
+// SnapshotDB waits for the broker's next autosave and returns a copy of the
+// persistence file it wrote, in a temporary directory. The copy is the state
+// a standby restored from a periodic backup would have: everything up to that
+// save, nothing after it.
+//
+// Mosquitto writes mosquitto.db.new and renames it over mosquitto.db, so a
+// change of the file's identity or modification time means a complete save.
+func (m *Mosquitto) SnapshotDB() string {
+	m.tb.Helper()
+	path := m.DBPath()
+	before, _ := os.Stat(path)
+	deadline := time.Now().Add(snapshotTimeout)
+	for {
+		after, err := os.Stat(path)
+		if err == nil && (before == nil || !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime())) {
+			return copyToTemp(m.tb, path)
+		}
+		if time.Now().After(deadline) {
+			m.tb.Fatalf("testbroker: no autosave of %s within %v", path, snapshotTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// copyToTemp copies path into a new temporary directory. The file is opened
+// once, so a rename over path during the copy does not mix two saves.
+func copyToTemp(tb testing.TB, path string) string {
+	tb.Helper()
+	src, err := os.Open(path)
+	if err != nil {
+		tb.Fatalf("testbroker: %v", err)
+	}
+	defer src.Close()
+	dst := filepath.Join(tb.TempDir(), dbFile)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		tb.Fatalf("testbroker: %v", err)
+	}
+	if _, err := io.Copy(out, src); err != nil {
+		tb.Fatalf("testbroker: copy %s: %v", path, err)
+	}
+	if err := out.Close(); err != nil {
+		tb.Fatalf("testbroker: %v", err)
+	}
+	return dst
+}
+
+// StartFromSnapshot starts a standby broker on a new port from a copy of a
+// persistence file (from SnapshotDB), with the default options. The snapshot
+// itself is not modified.
+func StartFromSnapshot(tb testing.TB, snapshot string) *Mosquitto {
+	tb.Helper()
+	return StartFromSnapshotWith(tb, snapshot, MosquittoOptions{})
+}
+
+// StartFromSnapshotWith is StartFromSnapshot with options; opts.Dir is
+// replaced by a new temporary directory holding the copy.
+func StartFromSnapshotWith(tb testing.TB, snapshot string, opts MosquittoOptions) *Mosquitto {
+	tb.Helper()
+	copied := copyToTemp(tb, snapshot)
+	opts.Dir = filepath.Dir(copied)
+	return StartMosquitto(tb, opts)
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("testbroker: free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

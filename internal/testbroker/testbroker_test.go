@@ -1,0 +1,80 @@
+package testbroker_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestMosquitto(t *testing.T) {
+	t.Run("a session's queued messages survive a crash after an autosave", func(t *testing.T) {
+		m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+		id := testbroker.UniqueClientID("rg-test")
+		sub := testbroker.StartAutoAckConsumer(t, m.URL(), id, "replayguard/test/#")
+		sub.Close()
+
+		pub := testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{Window: 10})
+		if got := pub.Publish(context.Background(), "a", 20); got != 20 {
+			t.Fatalf("acked %d of 20", got)
+		}
+		pub.Close()
+		m.SnapshotDB() // an autosave after the publishes
+		m.Kill()
+		if m.Running() {
+			t.Fatal("still running after Kill")
+		}
+		m.Restart()
+
+		sub = testbroker.StartAutoAckConsumer(t, m.URL(), id, "replayguard/test/#")
+		testbroker.WaitReceived(t, sub.Received, 20, 10*time.Second)
+	})
+
+	t.Run("a standby from a snapshot has the session of the snapshot", func(t *testing.T) {
+		primary := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+		id := testbroker.UniqueClientID("rg-test")
+		testbroker.StartAutoAckConsumer(t, primary.URL(), id, "replayguard/test/#").Close()
+		pub := testbroker.NewPublisher(t, []string{primary.URL()}, testbroker.PublisherOptions{})
+		pub.Publish(context.Background(), "a", 5)
+		snap := primary.SnapshotDB()
+		primary.Kill()
+
+		standby := testbroker.StartFromSnapshot(t, snap)
+		if standby.Port() == primary.Port() {
+			t.Fatal("standby on the primary's port")
+		}
+		if _, err := os.Stat(standby.DBPath()); err != nil {
+			t.Fatal(err)
+		}
+		sub := testbroker.StartAutoAckConsumer(t, standby.URL(), id, "replayguard/test/#")
+		testbroker.WaitReceived(t, sub.Received, 5, 10*time.Second)
+		if got := len(pub.Acked()); got != 5 {
+			t.Fatalf("publisher recorded %d acks, want 5", got)
+		}
+	})
+
+	t.Run("a paused broker acknowledges nothing until resumed", func(t *testing.T) {
+		m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true})
+		pub := testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{})
+		m.Pause()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if got := pub.Publish(ctx, "a", 1); got != 0 {
+			t.Fatal("a paused broker acknowledged a publish")
+		}
+		m.Resume()
+		if got := pub.Publish(context.Background(), "a", 1); got != 1 {
+			t.Fatal("no ack after resume")
+		}
+		acked := pub.Acked()
+		if len(acked) != 1 || acked[0].Sequence != 2 {
+			t.Fatalf("acked = %+v, want only sequence 2", acked)
+		}
+	})
+}
