@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -64,7 +65,7 @@ func TestEffects(t *testing.T) {
 func TestStateSurvivesReload(t *testing.T) {
 	h := newHarness(t, engine.Options{})
 	h.feed(inc("fd", "e1", 1, 1, `"incident_id":7,"casualty_delta":3`), meter("m3", "a", "0.25"))
-	e2, err := engine.New(context.Background(), h.store, engine.Options{Routes: []engine.Route{incidentRoute, meterRoute}})
+	e2, err := engine.New(context.Background(), h.store, engine.Options{Routes: []engine.Route{incidentRoute, meterRoute}, Now: func() time.Time { return h.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
