@@ -3,40 +3,38 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 )
 
 // ChainHash returns the hash that links r to the chain: SHA-256 over the
 // previous record's hash (r.Prev, hex) and the canonical JSON of r with its
 // Hash field empty. Both the engine and `audit verify` use it.
 func ChainHash(r AuditRecord) (Hash, error) {
-	r.Hash = ""
-	r.Time = r.Time.UTC()
-	body, err := json.Marshal(r)
+	prev, err := parseHash(r.Prev)
 	if err != nil {
 		return Hash{}, err
 	}
-	prev, err := hex.DecodeString(r.Prev)
-	if err != nil || len(prev) != 32 {
-		return Hash{}, errBadPrev
-	}
-	h := sha256.New()
-	h.Write(prev)
-	h.Write(body)
-	var out Hash
-	h.Sum(out[:0])
-	return out, nil
+	r.Hash = ""
+	r.Time = r.Time.UTC()
+	var buf [640]byte
+	b := append(buf[:0], prev[:]...)
+	b = appendRecord(b, &r)
+	return sha256.Sum256(b), nil
 }
 
 // Seal sets r.Prev to prev and r.Hash to the record's chain hash.
 func Seal(r *AuditRecord, prev Hash) error {
+	_, err := seal(r, prev)
+	return err
+}
+
+func seal(r *AuditRecord, prev Hash) (Hash, error) {
 	r.Prev = prev.String()
 	h, err := ChainHash(*r)
 	if err != nil {
-		return err
+		return Hash{}, err
 	}
 	r.Hash = h.String()
-	return nil
+	return h, nil
 }
 
 func parseHash(s string) (Hash, error) {

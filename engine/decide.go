@@ -109,10 +109,10 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64) Dec
 
 func (e *Engine) appendAudit(r *AuditRecord) {
 	r.Position = e.tail.Position + 1
-	if err := Seal(r, e.tail.Hash); err != nil {
-		panic(err) // a record of plain strings always marshals
+	h, err := seal(r, e.tail.Hash)
+	if err != nil {
+		panic(err) // prev is a Hash's own hex: always well formed
 	}
-	h, _ := parseHash(r.Hash)
 	e.tail = AuditHead{Position: r.Position, Hash: h}
 	e.pending.batch.Audit = append(e.pending.batch.Audit, *r)
 }

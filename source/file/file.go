@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/buger/jsonparser"
 	"io"
 	"strings"
 
@@ -43,46 +44,77 @@ func (s Summary) String() string {
 	return b.String()
 }
 
-type line struct {
-	Topic      *string         `json:"topic"`
-	Payload    json.RawMessage `json:"payload"`
-	PayloadB64 *string         `json:"payload_b64"`
-	Dup        bool            `json:"dup"`
-}
-
 // Parse turns one capture line into a message. A line it cannot read
-// becomes a message with Invalid set and the raw line as payload.
+// becomes a message with Invalid set and the raw line as payload. It reads
+// only the four members it needs, without decoding the payload.
 func Parse(raw []byte, lineNo int64, name string) engine.Message {
 	invalid := func(format string, a ...any) engine.Message {
 		return engine.Message{Payload: append([]byte(nil), raw...), Broker: name,
 			Invalid: fmt.Sprintf("capture line %d: ", lineNo) + fmt.Sprintf(format, a...)}
 	}
-	var l line
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return invalid("not a capture record: %v", err)
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+		return invalid("not a JSON object")
 	}
-	m := engine.Message{Dup: l.Dup, Broker: name}
+	var (
+		topic, b64   []byte
+		payload      []byte
+		hasB64, hasP bool
+		dup          bool
+		bad          string
+	)
+	jsonparser.EachKey(raw, func(i int, v []byte, vt jsonparser.ValueType, err error) {
+		switch {
+		case err != nil:
+			bad = err.Error()
+		case i == 0 && vt == jsonparser.String:
+			topic = v
+		case i == 0:
+			bad = "topic is not a string"
+		case i == 1:
+			payload, hasP = v, true
+			if vt == jsonparser.String { // v is raw[off:off+len(v)]: keep its quotes
+				off := cap(raw) - cap(v)
+				payload = raw[off-1 : off+len(v)+1]
+			}
+		case i == 2 && vt == jsonparser.String:
+			b64, hasB64 = v, true
+		case i == 2:
+			bad = "payload_b64 is not a string"
+		case i == 3 && vt == jsonparser.Boolean:
+			dup = string(v) == "true"
+		case i == 3:
+			bad = "dup is not a boolean"
+		}
+	}, []string{"topic"}, []string{"payload"}, []string{"payload_b64"}, []string{"dup"})
+	t, err := jsonparser.ParseString(topic)
 	switch {
-	case l.Topic == nil || *l.Topic == "":
+	case bad != "":
+		return invalid("%s", bad)
+	case err != nil || t == "":
 		return invalid("no topic")
-	case l.Payload != nil && l.PayloadB64 != nil:
+	case hasP && hasB64:
 		return invalid("both payload and payload_b64")
-	case l.PayloadB64 != nil:
-		p, err := base64.StdEncoding.DecodeString(*l.PayloadB64)
+	case !hasP && !hasB64:
+		return invalid("no payload or payload_b64")
+	}
+	m := engine.Message{Topic: t, Dup: dup, Broker: name}
+	if hasB64 {
+		s, err := jsonparser.ParseString(b64)
+		if err == nil {
+			m.Payload, err = base64.StdEncoding.DecodeString(s)
+		}
 		if err != nil {
 			return invalid("payload_b64: %v", err)
 		}
-		m.Payload = p
-	case l.Payload != nil:
-		m.Payload = append([]byte(nil), l.Payload...)
-	default:
-		return invalid("no payload or payload_b64")
+		return m
 	}
-	m.Topic = *l.Topic
+	m.Payload = append([]byte(nil), payload...)
 	return m
 }
 
-// Ingest reads the capture to its end, deciding it batch by batch.
+// Ingest reads the capture to its end, deciding it batch by batch. Lines
+// are read and parsed on a second goroutine while the previous batch is
+// decided and committed; Ingest waits for it before returning.
 func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summary, error) {
 	if opts.Name == "" {
 		opts.Name = "file"
@@ -93,52 +125,78 @@ func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summar
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = 16 << 20
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan batch, 2)
+	var readErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(batches)
+		readErr = read(ctx, r, opts, batches)
+	}()
 	sum := Summary{Outcomes: map[engine.Outcome]int64{}}
-	br := bufio.NewReaderSize(r, 256<<10)
-	batch := make([]engine.Message, 0, opts.BatchSize)
-	var read int64
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		ds, err := p.Process(ctx, batch)
+	var err error
+	for b := range batches {
 		if err != nil {
-			return err
+			continue // drain so the reader can finish
+		}
+		var ds []engine.Decision
+		if ds, err = p.Process(ctx, b.msgs); err != nil {
+			cancel()
+			continue
 		}
 		for _, d := range ds {
 			sum.Outcomes[d.Outcome]++
 		}
-		sum.Lines += int64(len(batch))
-		batch = batch[:0]
+		sum.Lines += int64(len(b.msgs))
 		if opts.Progress != nil {
-			opts.Progress(sum.Lines, read)
+			opts.Progress(sum.Lines, b.read)
 		}
-		return nil
 	}
+	<-done
+	if err != nil {
+		return sum, err
+	}
+	return sum, readErr
+}
+
+type batch struct {
+	msgs []engine.Message
+	read int64 // bytes read up to the batch's end
+}
+
+// read parses the capture into batches.
+func read(ctx context.Context, r io.Reader, opts Options, out chan<- batch) error {
+	br := bufio.NewReaderSize(r, 256<<10)
+	cur := batch{msgs: make([]engine.Message, 0, opts.BatchSize)}
 	var lineNo int64
 	var buf []byte
 	for {
 		raw, size, err := readLine(br, opts.MaxLine, &buf)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return sum, err
+			return err
 		}
 		if size > 0 {
 			lineNo++
-			read += int64(size)
+			cur.read += size
 			if raw = bytes.TrimSpace(raw); size > int64(opts.MaxLine) {
-				batch = append(batch, engine.Message{Payload: append([]byte(nil), raw...), Broker: opts.Name,
+				cur.msgs = append(cur.msgs, engine.Message{Payload: append([]byte(nil), raw...), Broker: opts.Name,
 					Invalid: fmt.Sprintf("capture line %d is %d bytes, over the %d-byte line limit (first bytes kept)", lineNo, size, opts.MaxLine)})
 			} else if len(raw) > 0 {
-				batch = append(batch, Parse(raw, lineNo, opts.Name))
+				cur.msgs = append(cur.msgs, Parse(raw, lineNo, opts.Name))
 			}
 		}
-		if len(batch) == opts.BatchSize || (errors.Is(err, io.EOF) && len(batch) > 0) {
-			if ferr := flush(); ferr != nil {
-				return sum, ferr
+		if len(cur.msgs) == opts.BatchSize || (errors.Is(err, io.EOF) && len(cur.msgs) > 0) {
+			select {
+			case out <- cur:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
+			cur = batch{msgs: make([]engine.Message, 0, opts.BatchSize), read: cur.read}
 		}
 		if errors.Is(err, io.EOF) {
-			return sum, nil
+			return nil
 		}
 	}
 }

@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// appendRecord appends the canonical JSON of r: the bytes ChainHash covers.
+// It writes what encoding/json would for the struct (field order, omitempty,
+// RFC 3339 times, HTML-safe escapes), without reflection: it runs once per
+// decision. FuzzCanonicalRecord holds it to encoding/json.
+func appendRecord(b []byte, r *AuditRecord) []byte {
+	b = append(b, `{"position":`...)
+	b = strconv.AppendUint(b, r.Position, 10)
+	b = append(b, `,"time":"`...)
+	b = r.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","route":`...)
+	b = appendString(b, r.Route)
+	b = append(b, `,"topic":`...)
+	b = appendString(b, r.Topic)
+	b = append(b, `,"source":`...)
+	if r.Source == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, s := range r.Source {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, s)
+		}
+		b = append(b, ']')
+	}
+	b = appendOpt(b, `,"epoch":`, r.Epoch)
+	if r.Sequence != nil {
+		b = append(b, `,"sequence":`...)
+		b = strconv.AppendInt(b, *r.Sequence, 10)
+	}
+	b = appendOpt(b, `,"id":`, r.ID)
+	b = appendOpt(b, `,"key":`, r.Key)
+	b = appendOpt(b, `,"digest":`, r.Digest)
+	b = append(b, `,"outcome":`...)
+	b = appendString(b, r.Outcome)
+	b = appendOpt(b, `,"reason":`, r.Reason)
+	b = append(b, `,"dup":`...)
+	b = strconv.AppendBool(b, r.Dup)
+	b = appendOpt(b, `,"broker":`, r.Broker)
+	if r.Ref != 0 {
+		b = append(b, `,"ref":`...)
+		b = strconv.AppendUint(b, r.Ref, 10)
+	}
+	if r.Gap != nil {
+		b = append(b, `,"gap":{"from":`...)
+		b = strconv.AppendInt(b, r.Gap.From, 10)
+		b = append(b, `,"to":`...)
+		b = strconv.AppendInt(b, r.Gap.To, 10)
+		b = append(b, '}')
+	}
+	b = append(b, `,"prev":`...)
+	b = appendString(b, r.Prev)
+	b = append(b, `,"hash":`...)
+	b = appendString(b, r.Hash)
+	return append(b, '}')
+}
+
+func appendOpt(b []byte, name, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendString(append(b, name...), s)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string the way encoding/json does:
+// invalid UTF-8 becomes U+FFFD, and <, >, &, U+2028 and U+2029 are escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
