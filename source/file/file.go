@@ -72,9 +72,8 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 			bad = "topic is not a string"
 		case i == 1:
 			payload, hasP = v, true
-			if vt == jsonparser.String { // v is raw[off:off+len(v)]: keep its quotes
-				off := cap(raw) - cap(v)
-				payload = raw[off-1 : off+len(v)+1]
+			if vt == jsonparser.String { // v is the literal's escaped content: put its quotes back
+				payload = append(append([]byte{'"'}, v...), '"')
 			}
 		case i == 2 && vt == jsonparser.String:
 			b64, hasB64 = v, true

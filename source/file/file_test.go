@@ -1,0 +1,96 @@
+package file_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source/file"
+)
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		name, line, topic, payload, invalid string
+		dup                                 bool
+	}{
+		{"an object payload is kept byte for byte", `{"topic":"a/b","payload":{"x": 1.50}}`, "a/b", `{"x": 1.50}`, "", false},
+		{"a string payload keeps its quotes", `{"topic":"a","payload":"hi \"there\""}`, "a", `"hi \"there\""`, "", false},
+		{"a base64 payload is decoded", `{"topic":"a","payload_b64":"AAEC/w==","dup":true}`, "a", "\x00\x01\x02\xff", "", true},
+		{"an escaped topic is unescaped", `{"topic":"a\/\u0062","payload":1}`, "a/b", "1", "", false},
+		{"a line that is not JSON is invalid", `{"topic":`, "", "", "not a JSON object", false},
+		{"an array line is invalid", `[1]`, "", "", "not a JSON object", false},
+		{"a line without a topic is invalid", `{"payload":{}}`, "", "", "no topic", false},
+		{"a numeric topic is invalid", `{"topic":5,"payload":{}}`, "", "", "topic is not a string", false},
+		{"a line with both payloads is invalid", `{"topic":"a","payload":{},"payload_b64":""}`, "", "", "both payload and payload_b64", false},
+		{"a line with no payload is invalid", `{"topic":"a"}`, "", "", "no payload or payload_b64", false},
+		{"bad base64 is invalid", `{"topic":"a","payload_b64":"!!"}`, "", "", "payload_b64: illegal base64", false},
+		{"a string dup is invalid", `{"topic":"a","payload":1,"dup":"yes"}`, "", "", "dup is not a boolean", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := file.Parse([]byte(c.line), 7, "f")
+			if c.invalid != "" {
+				if !strings.Contains(m.Invalid, c.invalid) || !strings.Contains(m.Invalid, "capture line 7") || string(m.Payload) != c.line {
+					t.Fatalf("got %+v, want invalid %q with the raw line", m, c.invalid)
+				}
+				return
+			}
+			if m.Invalid != "" || m.Topic != c.topic || string(m.Payload) != c.payload || m.Dup != c.dup || m.Broker != "f" {
+				t.Fatalf("got %+v", m)
+			}
+		})
+	}
+}
+
+type recorder struct {
+	msgs    []engine.Message
+	batches int
+	fail    bool
+}
+
+func (r *recorder) Process(_ context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	if r.fail {
+		return nil, errors.New("disk full")
+	}
+	r.batches++
+	r.msgs = append(r.msgs, msgs...)
+	out := make([]engine.Decision, len(msgs))
+	for i, m := range msgs {
+		if m.Invalid != "" {
+			out[i].Outcome = engine.Malformed
+		}
+	}
+	return out, nil
+}
+
+func TestIngestReadsEveryLineInBatches(t *testing.T) {
+	long := `{"topic":"a","payload":"` + strings.Repeat("x", 300) + `"}`
+	feed := "{\"topic\":\"a\",\"payload\":1}\n\n  \n" + long + "\nnot json\n{\"topic\":\"b\",\"payload\":2}" // no final newline
+	r := &recorder{}
+	sum, err := file.Ingest(context.Background(), r, strings.NewReader(feed), file.Options{BatchSize: 2, MaxLine: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.msgs) != 4 || r.batches != 2 {
+		t.Fatalf("%d messages in %d batches, want 4 in 2", len(r.msgs), r.batches)
+	}
+	if !strings.Contains(r.msgs[1].Invalid, "capture line 4 is 327 bytes, over the 100-byte line limit") || len(r.msgs[1].Payload) != 100 {
+		t.Fatalf("an overlong line: %q (%d bytes kept)", r.msgs[1].Invalid, len(r.msgs[1].Payload))
+	}
+	if r.msgs[3].Topic != "b" || string(r.msgs[3].Payload) != "2" {
+		t.Fatalf("the last line without a newline: %+v", r.msgs[3])
+	}
+	if got := sum.String(); got != "applied=2 applied_late=0 duplicate=0 conflict=0 quarantined=0 malformed=2 total=4" {
+		t.Fatalf("summary %q", got)
+	}
+}
+
+func TestIngestStopsOnACommitError(t *testing.T) {
+	r := &recorder{fail: true}
+	_, err := file.Ingest(context.Background(), r, strings.NewReader(strings.Repeat("{\"topic\":\"a\",\"payload\":1}\n", 5000)), file.Options{BatchSize: 10})
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("got %v, want the commit error", err)
+	}
+}
