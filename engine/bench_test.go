@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -120,4 +122,40 @@ func BenchmarkDecodeDecide(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkWindowMemory reports the heap the key window takes per entry at
+// a million entries, and a sequenced source's window.
+func BenchmarkWindowMemory(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		before := heapInUse()
+		w := newKeyWindow(1_000_000, 0)
+		now := time.Now().UnixNano()
+		for k := uint64(0); k < 1_000_000; k++ {
+			w.insert(testKey(k), testKey(k), now)
+		}
+		after := heapInUse()
+		b.ReportMetric(float64(after-before)/1e6, "B/key")
+
+		before = heapInUse()
+		srcs := make([]*SourceState, 1000)
+		e := benchEngine(b, []Route{benchIncidents}, 10)
+		for s := range srcs {
+			m := Message{Topic: "incidents/fire", Payload: incidentPayload(s, 1)}
+			d, _ := e.decode(&m)
+			srcs[s] = &SourceState{Route: "incidents", Source: slices.Clone(d.source)}
+			srcs[s].checkSequence(d, DefaultSequenceSpan, DefaultKeepEpochs, false)
+		}
+		after = heapInUse()
+		b.ReportMetric(float64(after-before)/1000, "B/source")
+		runtime.KeepAlive(w)
+		runtime.KeepAlive(srcs)
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

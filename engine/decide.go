@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 )
 
@@ -61,7 +63,10 @@ func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
 			return dec
 		}
 		e.pending.sources[src] = struct{}{}
-		ver.Epoch, ver.Sequence = v.epoch.Value, d.seq
+		ver.Epoch, ver.Sequence = releasedEpochRank(d), d.seq
+		if v.epoch != nil {
+			ver.Epoch = v.epoch.Value
+		}
 	} else {
 		dec.Outcome = Applied
 	}
@@ -77,7 +82,7 @@ func (e *Engine) source(d *decoded) *SourceState {
 	id := appendSourceID(buf[:0], d.route.Name, d.source)
 	s := e.sources[string(id)] // no allocation for the lookup
 	if s == nil {
-		s = &SourceState{Route: d.route.Name, Source: d.source}
+		s = &SourceState{Route: d.route.Name, Source: slices.Clone(d.source)} // not d.srcBuf: it would keep the message alive
 		e.sources[string(id)] = s
 	}
 	return s
@@ -169,3 +174,13 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason string) (Decisio
 
 // OutcomeDiscarded is the audit outcome of an operator's discard.
 const OutcomeDiscarded = "discarded"
+
+// releasedEpochRank orders the `set` writes of a released message whose
+// epoch window is gone: an integer epoch by its value, a string one below
+// every kept epoch, so that it never overwrites newer state.
+func releasedEpochRank(d *decoded) int64 {
+	if d.epochNum {
+		return d.epochInt
+	}
+	return math.MinInt64
+}

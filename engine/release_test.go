@@ -1,0 +1,143 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+func TestKeyWindowAge(t *testing.T) {
+	t.Run("an id replayed after its key aged out cannot be caught and is applied", func(t *testing.T) {
+		h := newHarness(t, engine.Options{TTL: time.Minute})
+		h.feed(meter("m3", "a", "1"))
+		h.clock = h.clock.Add(2 * time.Minute)
+		if got := h.outcomes(meter("m3", "a", "1")); got != "applied" {
+			t.Fatalf("got %s: an aged-out key is outside the window", got)
+		}
+	})
+	t.Run("a sequence replayed after its key aged out is still caught by the source window", func(t *testing.T) {
+		h := newHarness(t, engine.Options{TTL: time.Minute})
+		h.feed(inc("fd", "e1", 1, 1, ""))
+		h.clock = h.clock.Add(2 * time.Minute)
+		if got := h.outcomes(inc("fd", "e1", 1, 1, `"casualty_delta":9`)); got != "duplicate" {
+			t.Fatalf("got %s", got)
+		}
+	})
+}
+
+func heldIDs(t *testing.T, h *harness) []uint64 {
+	t.Helper()
+	var ids []uint64
+	h.store.ScanQuarantine(context.Background(), func(q engine.QuarantineEntry) error { ids = append(ids, q.ID); return nil })
+	return ids
+}
+
+func TestRelease(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a message below the window is applied once when released", func(t *testing.T) {
+		h := newHarness(t, engine.Options{SequenceSpan: 64})
+		h.feed(inc("fd", "e1", 1, 100, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 5, `"incident_id":1,"casualty_delta":2`))
+		ids := heldIDs(t, h)
+		d, err := h.e.Release(ctx, ids[0])
+		if err != nil || d.Outcome != engine.Applied || !strings.Contains(d.Reason, "released from quarantine #2") {
+			t.Fatalf("release: %+v %v", d, err)
+		}
+		if got := h.state(); got != `{"incident/1":{"casualties":3}}` {
+			t.Fatalf("state %s", got)
+		}
+		if _, err := h.e.Release(ctx, ids[0]); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("a second release: %v, want ErrNotFound", err)
+		}
+		if got := h.outcomes(inc("fd", "e1", 1, 5, `"incident_id":1,"casualty_delta":2`)); got != "duplicate" {
+			t.Fatalf("a replay of the released message: %s", got)
+		}
+	})
+	t.Run("two held copies of one message apply once", func(t *testing.T) {
+		h := newHarness(t, engine.Options{KeepEpochs: 1})
+		h.feed(inc("fd", "e1", 3, 1, ""), inc("fd", "e1", 4, 1, ""), inc("fd", "e1", 5, 1, ""))
+		old := inc("fd", "e1", 3, 2, `"incident_id":1,"casualty_delta":2`)
+		h.feed(old, old)
+		ids := heldIDs(t, h)
+		if len(ids) != 2 {
+			t.Fatalf("%d held, want the two old-epoch copies", len(ids))
+		}
+		d1, _ := h.e.Release(ctx, ids[0])
+		d2, _ := h.e.Release(ctx, ids[1])
+		if d1.Outcome != engine.Applied || d2.Outcome != engine.Duplicate {
+			t.Fatalf("releases: %s then %s, want applied then duplicate", d1.Outcome, d2.Outcome)
+		}
+		if got := h.state(); got != `{"incident/1":{"casualties":2}}` {
+			t.Fatalf("state %s", got)
+		}
+	})
+	t.Run("a released conflict never applies its other content", func(t *testing.T) {
+		h := newHarness(t, engine.Options{})
+		h.feed(inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":5`))
+		d, err := h.e.Release(ctx, heldIDs(t, h)[0])
+		if err != nil || d.Outcome != engine.Duplicate {
+			t.Fatalf("release: %+v %v", d, err)
+		}
+		if got := h.state(); got != `{"incident/1":{"casualties":1}}` {
+			t.Fatalf("state %s", got)
+		}
+	})
+	t.Run("a malformed message stays held", func(t *testing.T) {
+		h := newHarness(t, engine.Options{})
+		h.feed(engine.Message{Topic: "plant/m1/energy", Payload: []byte(`{"kwh":1}`)})
+		id := heldIDs(t, h)[0]
+		if _, err := h.e.Release(ctx, id); !errors.Is(err, engine.ErrStillMalformed) {
+			t.Fatalf("got %v", err)
+		}
+		if ids := heldIDs(t, h); len(ids) != 1 {
+			t.Fatal("a failed release removed the message")
+		}
+		if _, err := h.e.Discard(ctx, id, ""); err == nil {
+			t.Fatal("a discard without a reason was accepted")
+		}
+		d, err := h.e.Discard(ctx, id, "bench rig noise")
+		if err != nil || len(heldIDs(t, h)) != 0 || d.Position != 2 {
+			t.Fatalf("discard: %+v %v", d, err)
+		}
+	})
+}
+
+// failingStore fails the commits it is told to: a fault a real store cannot
+// be made to produce on demand.
+type failingStore struct {
+	engine.Store
+	engine.QuarantineScanner
+	fail bool
+}
+
+func (f *failingStore) Commit(ctx context.Context, b *engine.Batch) error {
+	if f.fail {
+		return errors.New("injected commit failure")
+	}
+	return f.Store.Commit(ctx, b)
+}
+
+func TestACommitFailureLeavesNoTrace(t *testing.T) {
+	h := newHarness(t, engine.Options{})
+	fs := &failingStore{Store: h.store, QuarantineScanner: h.store}
+	e, err := engine.New(context.Background(), fs, engine.Options{Routes: []engine.Route{incidentRoute}, Now: func() time.Time { return h.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := []engine.Message{inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 2, `"incident_id":1,"casualty_delta":1`)}
+	fs.fail = true
+	if _, err := e.Process(context.Background(), batch); err == nil {
+		t.Fatal("a failed commit returned no error")
+	}
+	fs.fail = false
+	ds, err := e.Process(context.Background(), batch)
+	if err != nil || ds[0].Outcome != engine.Applied || ds[1].Outcome != engine.Applied || ds[0].Position != 1 {
+		t.Fatalf("the same batch again: %+v %v", ds, err)
+	}
+	if got, _ := e.Process(context.Background(), batch); got[0].Outcome != engine.Duplicate {
+		t.Fatal("the committed batch is not remembered")
+	}
+}
