@@ -16,7 +16,7 @@ import (
 // in UTC, which the chain hash does not see.
 //
 //	format (1) | flags (1) | varint unix seconds | uvarint nanoseconds |
-//	uvarint ref | [varint sequence] | route | topic | epoch | id | outcome |
+//	uvarint ref | [varint sequence] | [varint gap from | varint gap to] | route | topic | epoch | id | outcome |
 //	reason | broker | uvarint len(source)+1 (0: nil) | source parts... |
 //	key | digest | prev | hash
 //
@@ -32,6 +32,7 @@ const (
 	flagDigestRaw
 	flagPrevRaw
 	flagHashRaw
+	flagGap
 )
 
 var errCorruptAudit = errors.New("embedded: corrupt audit record")
@@ -45,6 +46,9 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 	if r.Dup {
 		flags |= flagDup
 	}
+	if r.Gap != nil {
+		flags |= flagGap
+	}
 	for i, h := range hashes {
 		if isLowerHex32(h) {
 			flags |= flagKeyRaw << i
@@ -56,6 +60,10 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 	dst = binary.AppendUvarint(dst, r.Ref)
 	if r.Sequence != nil {
 		dst = binary.AppendVarint(dst, *r.Sequence)
+	}
+	if r.Gap != nil {
+		dst = binary.AppendVarint(dst, r.Gap.From)
+		dst = binary.AppendVarint(dst, r.Gap.To)
 	}
 	for _, s := range [...]string{r.Route, r.Topic, r.Epoch, r.ID, r.Outcome, r.Reason, r.Broker} {
 		dst = appendString(dst, s)
@@ -94,6 +102,9 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 	if flags&flagSequence != 0 {
 		seq := d.varint()
 		r.Sequence = &seq
+	}
+	if flags&flagGap != 0 {
+		r.Gap = &engine.Range{From: d.varint(), To: d.varint()}
 	}
 	r.Dup = flags&flagDup != 0
 	for _, s := range [...]*string{&r.Route, &r.Topic, &r.Epoch, &r.ID, &r.Outcome, &r.Reason, &r.Broker} {

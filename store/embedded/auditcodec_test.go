@@ -11,7 +11,7 @@ import (
 
 // The codec names every field; a new field must be added to it.
 func TestAuditCodecCoversEveryField(t *testing.T) {
-	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Ref Prev Hash"
+	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Ref Gap Prev Hash"
 	typ := reflect.TypeFor[engine.AuditRecord]()
 	var names []string
 	for i := range typ.NumField() {
@@ -44,7 +44,8 @@ func TestAuditCodecRoundTrips(t *testing.T) {
 		"upper case hex stays text": {Key: strings.ToUpper(hash), Hash: hash[:63] + "g"},
 		"everything set": {Position: 1 << 60, Time: time.Date(1, 1, 1, 0, 0, 0, 1, time.FixedZone("x", 3600)),
 			Route: "r", Topic: "a/\xff/b", Source: []string{"", "x|y"}, Epoch: "e", Sequence: &seq, ID: "id",
-			Outcome: "conflict", Reason: "digest differs", Dup: true, Broker: "tcp://h:1", Ref: 99, Prev: hash},
+			Outcome: "conflict", Reason: "digest differs", Dup: true, Broker: "tcp://h:1", Ref: 99, Prev: hash,
+			Gap: &engine.Range{From: 3, To: -9}},
 	}
 	for name, r := range cases {
 		t.Run(name, func(t *testing.T) { roundTrip(t, r) })
@@ -63,6 +64,7 @@ func FuzzAuditCodec(f *testing.F) {
 		}
 		if hasSeq {
 			r.Sequence = &seq
+			r.Gap = &engine.Range{From: seq, To: nanos}
 		}
 		roundTrip(t, r)
 		// Any bytes decode to a record or an error, never a panic.

@@ -15,8 +15,8 @@ import (
 //
 //	audit       big-endian position -> audit record, see auditcodec.go
 //	keys        big-endian ordinal of the chunk's first entry when written ->
-//	            one chunk: the key entries of one batch, ordinal ascending, each
-//	            big-endian ordinal (8) | key (32) | digest (32) | big-endian unix nanos (8)
+//	            a chunk of up to chunkEntries consecutive entries of one batch,
+//	            each big-endian ordinal (8) | key (32) | digest (32) | big-endian unix nanos (8)
 //	sources     engine.SourceID     -> SourceState JSON
 //	entities    name                -> EntityState JSON
 //	quarantine  big-endian id       -> uvarint n | n bytes of entry JSON without payload | raw payload
@@ -38,6 +38,11 @@ var (
 )
 
 const keyEntrySize = 8 + 32 + 32 + 8
+
+// chunkEntries bounds a key chunk to one 4 KiB page, so that evicting part of
+// a chunk rewrites a page, not a batch's worth of entries, and Load and
+// eviction touch one bbolt item per 48 entries.
+const chunkEntries = 48
 
 func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), n) }
 

@@ -19,7 +19,7 @@ const auditSizeHint = 320
 // so the transaction only copies them in.
 type encoded struct {
 	audit      [][]byte
-	keys       []byte // the batch's key chunk, without entries it evicts itself
+	keys       [][]byte // key chunks, without the entries the batch evicts itself
 	sources    [][]byte
 	entities   [][]byte
 	quarantine [][]byte
@@ -28,7 +28,6 @@ type encoded struct {
 func encode(b *engine.Batch) (*encoded, error) {
 	e := &encoded{
 		audit:      make([][]byte, len(b.Audit)),
-		keys:       make([]byte, 0, len(b.Keys)*keyEntrySize),
 		sources:    make([][]byte, len(b.Sources)),
 		entities:   make([][]byte, len(b.Entities)),
 		quarantine: make([][]byte, len(b.Quarantine)),
@@ -45,10 +44,16 @@ func encode(b *engine.Batch) (*encoded, error) {
 		start = end
 	}
 	var err error
+	keys := make([]byte, 0, len(b.Keys)*keyEntrySize)
 	for _, k := range b.Keys {
 		if k.Ordinal >= b.EvictBelow {
-			e.keys = appendKeyEntry(e.keys, k)
+			keys = appendKeyEntry(keys, k)
 		}
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), chunkEntries*keyEntrySize)
+		e.keys = append(e.keys, keys[:n:n])
+		keys = keys[n:]
 	}
 	for i := range b.Sources {
 		if e.sources[i], err = json.Marshal(&b.Sources[i]); err != nil {
@@ -136,12 +141,12 @@ func apply(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 	return nil
 }
 
-// putKeys appends the batch's chunk and evicts entries below b.EvictBelow:
+// putKeys appends the batch's chunks and evicts entries below b.EvictBelow:
 // whole chunks are deleted, the one that straddles the bound is trimmed.
-func putKeys(keys *bolt.Bucket, b *engine.Batch, chunk []byte) error {
+func putKeys(keys *bolt.Bucket, b *engine.Batch, chunks [][]byte) error {
 	keys.FillPercent = 1
-	if len(chunk) > 0 {
-		if err := keys.Put(chunk[:8], chunk); err != nil {
+	for _, c := range chunks {
+		if err := keys.Put(c[:8], c); err != nil {
 			return err
 		}
 	}

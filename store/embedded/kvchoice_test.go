@@ -3,7 +3,7 @@
 // The measurement behind the choice of bbolt over Pebble for this package:
 // the raw write pattern of the engine's group commits, on both engines.
 //
-//	go test -tags kvchoice -run '^$' -bench . -benchtime=1000x -count=2 ./store/embedded/
+//	go test -tags kvchoice -run '^$' -bench 'Bolt|Pebble' -benchtime=1000x -count=2 ./store/embedded/
 //
 // Each benchmark first fills a 1M-entry key window and 1M audit records
 // without fsync, then measures synced commits of 1000 decisions.

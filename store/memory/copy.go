@@ -17,6 +17,10 @@ func copyRecord(r engine.AuditRecord) engine.AuditRecord {
 		seq := *r.Sequence
 		r.Sequence = &seq
 	}
+	if r.Gap != nil {
+		gap := *r.Gap
+		r.Gap = &gap
+	}
 	return r
 }
 

@@ -21,7 +21,7 @@ type Store struct {
 	keys       []engine.KeyEntry // ordinal ascending
 	sources    map[string]engine.SourceState
 	entities   map[string]engine.EntityState
-	audit      []engine.AuditRecord // audit[i].Position == i+1; elements never change once written
+	audit      auditLog
 	head       engine.AuditHead
 	nextKey    uint64
 	quarantine map[uint64]engine.QuarantineEntry // entries are replaced, never changed in place
@@ -81,7 +81,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		return err
 	}
 	for _, r := range b.Audit {
-		s.audit = append(s.audit, copyRecord(r))
+		s.audit.append(copyRecord(r))
 	}
 	s.head = head
 	s.appendKeys(b.Keys)
@@ -164,17 +164,14 @@ func (s *Store) ScanAudit(ctx context.Context, from uint64, fn func(engine.Audit
 		s.mu.RUnlock()
 		return engine.ErrClosed
 	}
-	recs := s.audit[min(uint64(len(s.audit)), max(from, 1)-1):]
+	view := s.audit.view()
 	s.mu.RUnlock()
-	for _, r := range recs {
+	return view.scan(max(from, 1), func(r *engine.AuditRecord) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := fn(copyRecord(r)); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(copyRecord(*r))
+	})
 }
 
 // ScanQuarantine calls fn with a copy of each open entry in ID order, as
@@ -223,6 +220,6 @@ func (s *Store) Close() error {
 		return engine.ErrClosed
 	}
 	s.closed = true
-	s.keys, s.sources, s.entities, s.audit, s.quarantine = nil, nil, nil, nil, nil
+	s.keys, s.sources, s.entities, s.audit, s.quarantine = nil, nil, nil, auditLog{}, nil
 	return nil
 }

@@ -47,6 +47,9 @@ func auditRecord(pos uint64) engine.AuditRecord {
 		Dup:      pos%2 == 0,
 		Broker:   "tcp://127.0.0.1:1883",
 	}
+	if pos%4 == 0 {
+		r.Gap = &engine.Range{From: seq - 2, To: seq - 1}
+	}
 	if pos%5 == 0 {
 		r.Sequence, r.ID, r.Reason, r.Ref = nil, fmt.Sprintf("msg-%d", pos), "below_window", pos-1
 	}

@@ -118,7 +118,15 @@ func testCopies(t *testing.T, s Backend) {
 	var c chain
 	b := fullBatch(t, &c, 1)
 	commit(t, s, b)
-	want := readState(t, s)
+	// The expected state, from a second, independent copy of the fixture.
+	fresh := fullBatch(t, &chain{}, 1)
+	want := state{
+		Snap: normalize(&engine.Snapshot{Keys: fresh.Keys, Sources: fresh.Sources, Entities: fresh.Entities,
+			AuditHead: c.head, NextKey: fresh.NextKey}),
+		Audit:      fresh.Audit,
+		Quarantine: fresh.Quarantine,
+	}
+	equal(t, "state after commit", readState(t, s), want)
 
 	// The caller reuses its batch.
 	b.Keys[0].Key[0] ^= 0xff
@@ -129,6 +137,7 @@ func testCopies(t *testing.T, s Backend) {
 	b.Entities[0].Fields["status"] = engine.FieldValue{Str: "changed"}
 	b.Audit[0].Source[0] = "changed"
 	*b.Audit[0].Sequence = 42
+	b.Audit[3].Gap.From = 42
 	b.Quarantine[0].Payload[0] = 'X'
 	equal(t, "state after the caller changed its batch", readState(t, s), want)
 
@@ -142,6 +151,9 @@ func testCopies(t *testing.T, s Backend) {
 		r.Source[0] = "changed"
 		if r.Sequence != nil {
 			*r.Sequence = 42
+		}
+		if r.Gap != nil {
+			r.Gap.To = 42
 		}
 		return nil
 	})

@@ -229,6 +229,17 @@ func testEvict(t *testing.T, s Backend) {
 	if got := load(t, s).NextKey; got != 17 {
 		t.Errorf("NextKey = %d after eviction, want 17", got)
 	}
+	// Large batches, evicted a few entries at a time and then in bulk.
+	commit(t, s, &engine.Batch{Keys: keyEntries(17, 1000), NextKey: 1001})
+	commit(t, s, &engine.Batch{Keys: keyEntries(1001, 1500), NextKey: 1501})
+	for _, below := range []uint64{17, 18, 64, 65, 113, 500, 999, 1001, 1002, 1499} {
+		commit(t, s, &engine.Batch{EvictBelow: below})
+		equal(t, "after EvictBelow "+strconv.FormatUint(below, 10), load(t, s).Keys, keyEntries(below, 1500))
+	}
+	commit(t, s, &engine.Batch{EvictBelow: 1501})
+	if got := load(t, s).Keys; len(got) != 0 {
+		t.Errorf("%d keys left after evicting everything", len(got))
+	}
 }
 
 // bulk is a batch touching every part of a store that already holds fullBatch.
