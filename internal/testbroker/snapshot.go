@@ -85,3 +85,37 @@ func FreePort(tb testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// RestartFrom starts the broker again on the same port and directory, but
+// from a copy of an older persistence file (from SnapshotDB) instead of its
+// own: the restart of a broker whose last save predates acknowledgements it
+// had received, such as a restore from a periodic backup. A running broker
+// is killed first, so that it cannot save over the copy on its way out.
+func (m *Mosquitto) RestartFrom(snapshot string) {
+	m.tb.Helper()
+	if m.Running() {
+		m.Kill()
+	}
+	if err := copyFile(snapshot, m.DBPath()); err != nil {
+		m.tb.Fatalf("testbroker: restore %s: %v", snapshot, err)
+	}
+	m.Restart()
+}
+
+// copyFile replaces dst with a copy of src.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

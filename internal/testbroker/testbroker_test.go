@@ -78,3 +78,26 @@ func TestMosquitto(t *testing.T) {
 		}
 	})
 }
+
+func TestRestartFrom(t *testing.T) {
+	t.Run("a broker restarted from an older snapshot replays what was acknowledged after it", func(t *testing.T) {
+		m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+		id := testbroker.UniqueClientID("rg-test")
+		testbroker.StartAutoAckConsumer(t, m.URL(), id, "replayguard/test/#").Close()
+		pub := testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{Window: 10})
+		pub.Publish(context.Background(), "a", 10)
+		snap := m.SnapshotDB() // the session holds the 10, none acknowledged
+		sub := testbroker.StartAutoAckConsumer(t, m.URL(), id, "replayguard/test/#")
+		testbroker.WaitReceived(t, sub.Received, 10, 10*time.Second)
+		sub.Close()
+		m.SnapshotDB() // the broker's own file now holds the acks
+
+		port := m.Port()
+		m.RestartFrom(snap)
+		if m.Port() != port {
+			t.Fatalf("restarted on port %d, want %d", m.Port(), port)
+		}
+		sub = testbroker.StartAutoAckConsumer(t, m.URL(), id, "replayguard/test/#")
+		testbroker.WaitReceived(t, sub.Received, 10, 10*time.Second)
+	})
+}
