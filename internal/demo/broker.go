@@ -59,7 +59,7 @@ func (b *broker) serve(ln net.Listener) error {
 		return fmt.Errorf("%s broker: %w", b.name, err)
 	}
 	store := &pebble.Options{Path: b.dir, Mode: pebble.Sync, Options: &pebbledb.Options{Logger: pebbleLogger{b.log}}}
-	if err := srv.AddHook(new(pebble.Hook), store); err != nil {
+	if err := srv.AddHook(newSessionStore(), store); err != nil {
 		ln.Close()
 		return fmt.Errorf("%s broker: open session store: %w", b.name, err)
 	}

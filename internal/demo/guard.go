@@ -119,7 +119,7 @@ func (g *guard) stop() error {
 	return err
 }
 
-// running reports an early end of Run (a refused subscription), if any.
+// failed reports an early end of Run (a refused subscription), if any.
 func (g *guard) failed() error {
 	if g.done == nil {
 		return nil

@@ -27,16 +27,8 @@ func dialPublisher(ctx context.Context, addr string) (*publisher, error) {
 		return nil, fmt.Errorf("publisher: %w", err)
 	}
 	cli := paho.NewClient(paho.ClientConfig{ClientID: publisherID, Conn: conn})
-	ca, err := cli.Connect(ctx, &paho.Connect{ClientID: publisherID, CleanStart: true, KeepAlive: 30})
-	if err != nil {
-		conn.Close()
-		<-cli.Done()
-		return nil, fmt.Errorf("publisher: connect: %w", err)
-	}
-	if ca.ReasonCode >= 0x80 {
-		cli.Disconnect(&paho.Disconnect{})
-		<-cli.Done()
-		return nil, fmt.Errorf("publisher: connect refused: reason code 0x%02x", ca.ReasonCode)
+	if _, err := cli.Connect(ctx, &paho.Connect{ClientID: publisherID, CleanStart: true, KeepAlive: 30}); err != nil {
+		return nil, fmt.Errorf("publisher: connect: %w", err) // paho closed the connection
 	}
 	return &publisher{cli: cli}, nil
 }

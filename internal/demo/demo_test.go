@@ -1,0 +1,225 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testLogger logs to t until the test ends.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(func() { w.done.Store(true) })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct {
+	t    *testing.T
+	done atomic.Bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// fastOptions run the story in a couple of seconds on a free dashboard port.
+func fastOptions(t *testing.T) Options {
+	return Options{Listen: "127.0.0.1:0", Pace: 20 * time.Millisecond, Logger: testLogger(t)}
+}
+
+func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := &watchedWriter{}
+	holding := out.when("The dashboard stays up at ")
+	opts := fastOptions(t)
+	opts.Hold = 5 * time.Second
+	ctx, endHold := context.WithCancel(ctx)
+	var served map[string]map[string]any
+	go func() {
+		defer endHold() // an interrupt during the hold ends the demo normally
+		select {
+		case <-holding:
+		case <-ctx.Done():
+			return
+		}
+		served = fetchState(t, out.String())
+	}()
+	start := time.Now()
+	res, err := run(ctx, out, opts)
+	t.Logf("demo took %v; its output:\n%s", time.Since(start), out.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+
+	if got := res.naive["incident/7"]["casualties"]; got == "3" {
+		t.Errorf("naive casualties = %s: the replays were not applied", got)
+	}
+	if got := res.guard["incident/7"]["casualties"]; got != "3" {
+		t.Errorf("replayguard casualties = %s, want 3", got)
+	}
+	if got := res.naive["unit/E7"]["status"]; got != "assigned" {
+		t.Errorf("naive E7 status = %q, want \"assigned\"", got)
+	}
+	if got := res.guard["unit/E7"]["status"]; got != "available" {
+		t.Errorf("replayguard E7 status = %q, want \"available\"", got)
+	}
+	if res.duplicates == 0 {
+		t.Error("replayguard suppressed no duplicate")
+	}
+
+	if got := served["incident/7"]["casualties"]; got != 3.0 {
+		t.Errorf("the dashboard's API served incident/7 casualties %v during the hold, want 3", got)
+	}
+
+	text := out.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`incident/7\s+casualties\s+6\s+✗ wrong\s+3\s+3\n`),
+		regexp.MustCompile(`unit/E7\s+status\s+assigned\s+✗ wrong\s+available\s+available\n`),
+		regexp.MustCompile(`replayguard suppressed \d+ replays? as duplicates \(\d+ arrived with DUP=0\)`),
+		regexp.MustCompile(`dashboard\s+http://127\.0\.0\.1:\d+/`),
+	} {
+		if !want.MatchString(text) {
+			t.Errorf("output lacks %v", want)
+		}
+	}
+}
+
+func TestATakenDashboardPortFallsBackToAFreeOne(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	ln, err := listenDashboard(taken.Addr().String())
+	if err != nil {
+		t.Fatalf("listenDashboard(%s): %v", taken.Addr(), err)
+	}
+	defer ln.Close()
+	if ln.Addr().String() == taken.Addr().String() {
+		t.Fatalf("listened on the taken address %s", ln.Addr())
+	}
+}
+
+func TestOptionsRefuseANonLoopbackDashboard(t *testing.T) {
+	for _, listen := range []string{"0.0.0.0:9780", "192.0.2.1:9780", ":9780", "nonsense"} {
+		o := Options{Listen: listen}
+		if err := o.setDefaults(); !errors.Is(err, ErrOptions) {
+			t.Errorf("Listen %q: err = %v, want ErrOptions", listen, err)
+		}
+	}
+	for _, listen := range []string{"127.0.0.1:0", "localhost:9780", "[::1]:9780"} {
+		o := Options{Listen: listen}
+		if err := o.setDefaults(); err != nil {
+			t.Errorf("Listen %q: %v", listen, err)
+		}
+	}
+}
+
+func TestACancelledDemoStopsEverything(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	opts := fastOptions(t)
+	opts.Pace = 200 * time.Millisecond
+	time.AfterFunc(700*time.Millisecond, cancel)
+	err := Run(ctx, &out, opts)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled; output:\n%s", err, out.String())
+	}
+	// goleak in TestMain checks that nothing is left running.
+}
+
+// TestAtTheDefaultPace runs the demo as `replayguard demo` does, when
+// REPLAYGUARD_DEMO_FULL=1, and reports how long it took.
+func TestAtTheDefaultPace(t *testing.T) {
+	if os.Getenv("REPLAYGUARD_DEMO_FULL") != "1" {
+		t.Skip("set REPLAYGUARD_DEMO_FULL=1 to run the demo at its normal pace")
+	}
+	var out bytes.Buffer
+	start := time.Now()
+	err := Run(context.Background(), &out, Options{Listen: "127.0.0.1:0", Logger: testLogger(t)})
+	took := time.Since(start)
+	t.Logf("demo took %v; its output:\n%s", took, out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > 30*time.Second {
+		t.Errorf("demo took %v, over 30s", took)
+	}
+}
+
+// watchedWriter collects Run's output and tells when a text appears.
+type watchedWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	texts map[string]chan struct{}
+}
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	for text, ch := range w.texts {
+		if strings.Contains(w.buf.String(), text) {
+			close(ch)
+			delete(w.texts, text)
+		}
+	}
+	return n, err
+}
+
+func (w *watchedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// when returns a channel closed once text has been written.
+func (w *watchedWriter) when(text string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.texts == nil {
+		w.texts = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	w.texts[text] = ch
+	return ch
+}
+
+// fetchState reads /api/v1/state from the dashboard the output names.
+func fetchState(t *testing.T, output string) map[string]map[string]any {
+	m := regexp.MustCompile(`dashboard\s+(http://\S+/)`).FindStringSubmatch(output)
+	if m == nil {
+		t.Error("no dashboard address in the output")
+		return nil
+	}
+	resp, err := http.Get(m[1] + "api/v1/state")
+	if err != nil {
+		t.Errorf("dashboard: %v", err)
+		return nil
+	}
+	defer resp.Body.Close()
+	var state map[string]map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&state); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("dashboard: GET /api/v1/state: %s, %v", resp.Status, err)
+	}
+	return state
+}

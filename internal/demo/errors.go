@@ -1,0 +1,20 @@
+package demo
+
+import "errors"
+
+// Errors Run returns, wrapped with the details.
+var (
+	// ErrOptions: an option cannot be used (a dashboard address that is
+	// not loopback, a negative duration).
+	ErrOptions = errors.New("demo: invalid options")
+	// ErrStalled: a step of the story did not happen in time: a consumer
+	// did not connect, a report was not delivered.
+	ErrStalled = errors.New("demo: the story stalled")
+	// ErrNoReplay: the naive consumer's picture came out right, so the
+	// standby replayed nothing it had applied and the failover proved
+	// nothing.
+	ErrNoReplay = errors.New("demo: no replay happened")
+	// ErrWrongPicture: replayguard's picture differs from what the field
+	// devices reported.
+	ErrWrongPicture = errors.New("demo: replayguard's picture is wrong")
+)

@@ -1,0 +1,103 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// narrator prints the timeline: each line stamped with the time since the
+// demo began.
+type narrator struct {
+	w     io.Writer
+	start time.Time
+}
+
+func (n *narrator) say(format string, args ...any) {
+	fmt.Fprintf(n.w, "%6.1fs  %s\n", time.Since(n.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// more continues the previous line of the timeline.
+func (n *narrator) more(format string, args ...any) {
+	fmt.Fprintf(n.w, "         %s\n", fmt.Sprintf(format, args...))
+}
+
+func (n *narrator) plain(format string, args ...any) {
+	fmt.Fprintf(n.w, format+"\n", args...)
+}
+
+// row is one entity field in the three pictures.
+type row struct {
+	entity, field       string
+	naive, guard, truth string
+}
+
+// rows lines the pictures up, by entity and field.
+func rows(naive, guard, truth picture) []row {
+	type key struct{ e, f string }
+	keys := map[key]bool{}
+	for _, p := range []picture{naive, guard, truth} {
+		for e, fs := range p {
+			for f := range fs {
+				keys[key{e, f}] = true
+			}
+		}
+	}
+	out := make([]row, 0, len(keys))
+	for k := range keys {
+		out = append(out, row{entity: k.e, field: k.f, naive: naive[k.e][k.f], guard: guard[k.e][k.f], truth: truth[k.e][k.f]})
+	}
+	slices.SortFunc(out, func(a, b row) int {
+		if c := strings.Compare(a.entity, b.entity); c != 0 {
+			return c
+		}
+		return strings.Compare(a.field, b.field)
+	})
+	return out
+}
+
+// wrongRows counts the rows where pick differs from the truth.
+func wrongRows(rs []row, pick func(row) string) int {
+	n := 0
+	for _, r := range rs {
+		if pick(r) != r.truth {
+			n++
+		}
+	}
+	return n
+}
+
+// printTable writes the side-by-side pictures, marking every wrong value.
+func printTable(w io.Writer, rs []row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "  entity\tfield\tnaive consumer\treplayguard\ttruth (each report once)")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.entity, r.field, mark(r.naive, r.truth), mark(r.guard, r.truth), show(r.truth))
+	}
+	tw.Flush()
+}
+
+func mark(v, truth string) string {
+	if v != truth {
+		return show(v) + "  ✗ wrong"
+	}
+	return show(v)
+}
+
+func show(v string) string {
+	if v == "" {
+		return "-"
+	}
+	return v
+}
+
+// plural is "1 report", "2 reports".
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
