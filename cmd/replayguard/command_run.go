@@ -1,18 +1,31 @@
 package main
 
 import (
-	"errors"
 	"flag"
+	"log/slog"
+	"time"
 
 	"github.com/replayguard/replayguard/internal/app"
+	"github.com/replayguard/replayguard/internal/demo"
 )
 
 func cmdRun(e *env) error {
 	return app.Run(e.ctx, e.cfg, e.log, app.Build{Version: version, Commit: buildCommit()})
 }
 
-func demoFlags(fs *flag.FlagSet) {}
+func demoFlags(fs *flag.FlagSet) {
+	fs.String("listen", demo.DefaultListen, "dashboard address (loopback; a free port when taken)")
+	fs.Duration("hold", 0, "keep the dashboard up this long after the story (e.g. 5m)")
+	fs.Duration("pace", demo.DefaultPace, "pause between the story's steps")
+}
 
 func cmdDemo(e *env) error {
-	return errors.New("demo: not wired yet")
+	hold, _ := time.ParseDuration(e.flagString("hold"))
+	pace, _ := time.ParseDuration(e.flagString("pace"))
+	log := e.log
+	if e.flagString("log-level") == "info" { // the story narrates; component logs only on errors by default
+		log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	return demo.Run(e.ctx, e.stdout, demo.Options{Listen: e.flagString("listen"), Hold: hold, Pace: pace,
+		Version: version, Logger: log})
 }
