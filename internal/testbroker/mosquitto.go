@@ -74,6 +74,9 @@ type Mosquitto struct {
 func MosquittoPath(tb testing.TB) string {
 	tb.Helper()
 	if p := os.Getenv(MosquittoEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			missing(tb, p)
+		}
 		return p
 	}
 	if p, err := exec.LookPath("mosquitto"); err == nil {

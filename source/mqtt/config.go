@@ -1,0 +1,229 @@
+package mqtt
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults of Config. BatchSize, BatchLinger and ReceiveMaximum were chosen
+// by BenchmarkConsume against Mosquitto (see bench_test.go).
+const (
+	DefaultSessionExpiry   = time.Hour
+	DefaultKeepAlive       = 30 * time.Second
+	DefaultBatchSize       = 256
+	DefaultBatchLinger     = time.Millisecond
+	DefaultReceiveMaximum  = 1024
+	DefaultConnectRetryMin = 250 * time.Millisecond
+	DefaultConnectRetryMax = 30 * time.Second
+	DefaultConnectTimeout  = 10 * time.Second
+	DefaultCommitRetryMin  = 100 * time.Millisecond
+	DefaultCommitRetryMax  = 10 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Filter is one subscription.
+type Filter struct {
+	Topic string // MQTT topic filter, without any $share prefix
+	QoS   byte   // 1 or 2; QoS 0 is refused: it cannot be redelivered
+}
+
+// Config configures a Consumer. Fields marked "required" have no default;
+// every other zero value means the default stated.
+type Config struct {
+	// Brokers are tried in order on every (re)connection: primary,
+	// standby… Required. Schemes: tcp, mqtt, ssl, tls, mqtts, ws, wss.
+	Brokers []string
+	// ClientID names the persistent session. Required: a random or empty id
+	// would start a new session, and lose the old one's messages, on every
+	// restart. Two consumers must never share one.
+	ClientID string
+	// SessionExpiry is how long the broker keeps the session while the
+	// consumer is away. Default 1h; at most 2^32-1 s.
+	SessionExpiry time.Duration
+	// CleanStart discards the broker's session on the first connection of
+	// Run, with everything it held for this client. Default false.
+	CleanStart bool
+	// ShareGroup, when set, subscribes to $share/<ShareGroup>/<filter>, so
+	// the members of a group split the messages. Default none.
+	ShareGroup string
+	// Filters to subscribe to. Required.
+	Filters []Filter
+	// Username and Password for the CONNECT packet. Default none. The
+	// password is never logged.
+	Username, Password string
+	// TLS configures ssl://, tls://, mqtts:// and wss:// brokers. Default
+	// nil: the system roots.
+	TLS *tls.Config
+	// KeepAlive is the MQTT keepalive. A PINGRESP missing for a keepalive
+	// period after a PINGREQ is a stall: the connection is dropped and
+	// re-established. Default 30s; rounded to whole seconds, at least 1s.
+	KeepAlive time.Duration
+	// BatchSize is the most deliveries passed to one Process call.
+	// Default 256; at most ReceiveMaximum.
+	BatchSize int
+	// BatchLinger is how long a batch waits for more deliveries after its
+	// first one before it is processed anyway. Default 1ms.
+	BatchLinger time.Duration
+	// ReceiveMaximum is how many deliveries the broker may have in flight
+	// (sent, not yet acknowledged) on the connection: the memory bound,
+	// and the backpressure a slow Process exerts. Default 1024, or
+	// 4×BatchSize when that is larger.
+	ReceiveMaximum uint16
+	// ConnectRetryMin and ConnectRetryMax bound the jittered exponential
+	// backoff between rounds of connection attempts over Brokers. After a
+	// connection that held for less than a minute, the backoff continues
+	// where it was instead of starting again. Defaults 250ms and 30s.
+	ConnectRetryMin, ConnectRetryMax time.Duration
+	// ConnectTimeout bounds one connection attempt to one broker,
+	// CONNACK included. Default 10s.
+	ConnectTimeout time.Duration
+	// CommitRetryMin and CommitRetryMax bound the jittered exponential
+	// backoff between Process attempts on the same batch after an error.
+	// Defaults 100ms and 10s.
+	CommitRetryMin, CommitRetryMax time.Duration
+	// ShutdownTimeout bounds how long Run, once its context is done, tries
+	// to commit and acknowledge the deliveries in hand. Default 10s.
+	ShutdownTimeout time.Duration
+	// Logger receives the consumer's logs. Default nil: discard.
+	Logger *slog.Logger
+	// Observer is told about connections, deliveries, commits and acks.
+	// Default nil: nobody.
+	Observer Observer
+}
+
+// stableAfter is how long a connection must hold before the reconnect
+// backoff starts again from zero.
+const stableAfter = time.Minute
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.SessionExpiry, DefaultSessionExpiry)
+	def(&c.KeepAlive, DefaultKeepAlive)
+	def(&c.BatchLinger, DefaultBatchLinger)
+	def(&c.ConnectRetryMin, DefaultConnectRetryMin)
+	def(&c.ConnectRetryMax, max(DefaultConnectRetryMax, c.ConnectRetryMin))
+	def(&c.ConnectTimeout, DefaultConnectTimeout)
+	def(&c.CommitRetryMin, DefaultCommitRetryMin)
+	def(&c.CommitRetryMax, max(DefaultCommitRetryMax, c.CommitRetryMin))
+	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.ReceiveMaximum == 0 {
+		c.ReceiveMaximum = uint16(min(math.MaxUint16, max(DefaultReceiveMaximum, 4*c.BatchSize)))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Observer == nil {
+		c.Observer = ObserverFunc(func(Event) {})
+	}
+}
+
+// Validate reports the first problem of a Config whose defaults are set.
+func (c *Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return fmt.Errorf("%w: no broker", ErrConfig)
+	}
+	for _, b := range c.Brokers {
+		if _, err := parseBroker(b); err != nil {
+			return err
+		}
+	}
+	if strings.TrimSpace(c.ClientID) == "" {
+		return fmt.Errorf("%w: empty client id: a persistent session needs a fixed one", ErrConfig)
+	}
+	if strings.ContainsAny(c.ShareGroup, "/+#") {
+		return fmt.Errorf("%w: share group %q contains /, + or #", ErrConfig, c.ShareGroup)
+	}
+	if len(c.Filters) == 0 {
+		return fmt.Errorf("%w: no topic filter", ErrConfig)
+	}
+	for _, f := range c.Filters {
+		if err := validFilter(f); err != nil {
+			return err
+		}
+	}
+	if c.SessionExpiry < time.Second || c.SessionExpiry > math.MaxUint32*time.Second {
+		return fmt.Errorf("%w: session expiry %v outside 1s..2^32-1s", ErrConfig, c.SessionExpiry)
+	}
+	if c.KeepAlive < 0 || c.KeepAlive > math.MaxUint16*time.Second {
+		return fmt.Errorf("%w: keepalive %v outside 0..65535s", ErrConfig, c.KeepAlive)
+	}
+	if c.BatchSize < 1 || c.BatchSize > int(c.ReceiveMaximum) {
+		return fmt.Errorf("%w: batch size %d outside 1..receive maximum (%d): a batch could never fill",
+			ErrConfig, c.BatchSize, c.ReceiveMaximum)
+	}
+	for _, d := range []time.Duration{c.BatchLinger, c.ConnectRetryMin, c.ConnectTimeout, c.CommitRetryMin, c.ShutdownTimeout} {
+		if d < 0 {
+			return fmt.Errorf("%w: negative duration %v", ErrConfig, d)
+		}
+	}
+	if c.ConnectRetryMax < c.ConnectRetryMin || c.CommitRetryMax < c.CommitRetryMin {
+		return fmt.Errorf("%w: a retry maximum is below its minimum", ErrConfig)
+	}
+	return nil
+}
+
+func parseBroker(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: broker url: %v", ErrConfig, err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss":
+	default:
+		return nil, fmt.Errorf("%w: broker %q: scheme must be tcp, mqtt, ssl, tls, mqtts, ws or wss", ErrConfig, u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%w: broker %q has no host", ErrConfig, u.Redacted())
+	}
+	if u.User != nil {
+		// paho puts the URL in its connection errors, which are logged.
+		return nil, fmt.Errorf("%w: broker %q: credentials belong in username and password, not the URL", ErrConfig, u.Redacted())
+	}
+	return u, nil
+}
+
+// validFilter checks a topic filter by the MQTT rules: '#' only as the
+// whole last level, '+' only as a whole level.
+func validFilter(f Filter) error {
+	switch {
+	case f.QoS == 0:
+		return fmt.Errorf("%w: filter %q at QoS 0: messages lost in transit could not be redelivered", ErrConfig, f.Topic)
+	case f.QoS > 2:
+		return fmt.Errorf("%w: filter %q: QoS %d", ErrConfig, f.Topic, f.QoS)
+	case f.Topic == "":
+		return fmt.Errorf("%w: empty topic filter", ErrConfig)
+	case strings.HasPrefix(f.Topic, "$share/"):
+		return fmt.Errorf("%w: filter %q: set the share group instead of a $share prefix", ErrConfig, f.Topic)
+	}
+	levels := strings.Split(f.Topic, "/")
+	for i, l := range levels {
+		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
+			return fmt.Errorf("%w: filter %q: '#' must be the whole last level", ErrConfig, f.Topic)
+		}
+		if strings.Contains(l, "+") && l != "+" {
+			return fmt.Errorf("%w: filter %q: '+' must be a whole level", ErrConfig, f.Topic)
+		}
+	}
+	return nil
+}
+
+// subscriptionTopic is the filter as subscribed: with the $share prefix
+// when the consumer is in a share group.
+func (c *Config) subscriptionTopic(f Filter) string {
+	if c.ShareGroup == "" {
+		return f.Topic
+	}
+	return "$share/" + c.ShareGroup + "/" + f.Topic
+}

@@ -1,0 +1,302 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Processor decides and durably commits batches. *engine.Engine implements it.
+type Processor interface {
+	// Process decides and durably commits a batch; nil means every message
+	// has a durable decision. On error nothing was committed; the same
+	// batch may be passed again. Calls never overlap.
+	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
+}
+
+// ackFlushInterval is how often paho sends the acknowledgements marked
+// since its last flush, in receive order.
+const ackFlushInterval = 5 * time.Millisecond
+
+// sessionTakenOver is the DISCONNECT reason code of a broker that let
+// another connection take this client id.
+const sessionTakenOver = 0x8E
+
+// Consumer consumes MQTT deliveries into a Processor and acknowledges each
+// one after its batch is committed, in receive order.
+type Consumer struct {
+	cfg        Config
+	p          Processor
+	log        *slog.Logger
+	obs        Observer
+	urls       []*url.URL
+	reconnects *reconnects
+	stall      *stallPinger
+	q          *queue
+
+	running    atomic.Bool
+	connected  atomic.Bool
+	subscribed atomic.Bool // the broker's session holds our subscriptions
+	commitOK   atomic.Bool
+	broker     atomic.Pointer[string] // URL of the connection being made or up
+
+	fatal chan error     // a refused subscription; buffered
+	wg    sync.WaitGroup // subscribe goroutines
+}
+
+// New returns a Consumer of the brokers in cfg for p, or an error wrapping
+// ErrConfig.
+func New(cfg Config, p Processor) (*Consumer, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil processor", ErrConfig)
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Consumer{
+		cfg:        cfg,
+		p:          p,
+		log:        cfg.Logger,
+		obs:        cfg.Observer,
+		reconnects: &reconnects{b: backoff{cfg.ConnectRetryMin, cfg.ConnectRetryMax}, stableAfter: stableAfter},
+		q:          newQueue(2 * int(cfg.ReceiveMaximum)),
+		fatal:      make(chan error, 1),
+	}
+	for _, b := range cfg.Brokers {
+		u, _ := parseBroker(b) // checked by Validate
+		c.urls = append(c.urls, u)
+	}
+	c.stall = newStallPinger(func(err error) {
+		c.log.Warn("mqtt connection stalled: reconnecting", "broker", c.brokerURL(), "err", err)
+		c.obs.Observe(Event{Kind: Stalled, Broker: c.brokerURL(), Err: err})
+	})
+	c.commitOK.Store(true)
+	return c, nil
+}
+
+// Ready reports whether the consumer is connected, subscribed, and its last
+// commit succeeded.
+func (c *Consumer) Ready() bool {
+	return c.connected.Load() && c.subscribed.Load() && c.commitOK.Load()
+}
+
+// Run consumes until ctx is done, then stops receiving, commits and
+// acknowledges the deliveries in hand (within ShutdownTimeout), disconnects
+// and returns nil. Deliveries arriving after that point stay
+// unacknowledged in the broker's session. Run returns early with an error
+// wrapping ErrSubscribe when the broker refuses a subscription.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer c.running.Store(false)
+	c.q.open()
+	c.subscribed.Store(false) // subscribe on the first connection: the filters may have changed
+	select {
+	case <-c.fatal: // left by an earlier Run
+	default:
+	}
+
+	subCtx, stopSubscribing := context.WithCancel(context.WithoutCancel(ctx))
+	cm, err := autopaho.NewConnection(context.WithoutCancel(ctx), c.clientConfig(subCtx))
+	if err != nil {
+		stopSubscribing()
+		return fmt.Errorf("mqtt: %w", err)
+	}
+	inHand, runErr := c.consume(ctx)
+
+	rest := c.q.close() // stop receiving
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
+	defer cancel()
+	c.drain(drainCtx, append(inHand, rest...))
+	time.Sleep(3 * ackFlushInterval) // let paho send the last acknowledgements
+	// Disconnect cancels at once; the wait is for paho's goroutines.
+	if err := cm.Disconnect(context.WithoutCancel(ctx)); err != nil {
+		c.log.Warn("mqtt disconnect", "err", err)
+	}
+	stopSubscribing()
+	c.wg.Wait()
+	c.connected.Store(false)
+	return runErr
+}
+
+func (c *Consumer) clientConfig(subCtx context.Context) autopaho.ClientConfig {
+	cfg := c.cfg
+	return autopaho.ClientConfig{
+		ServerUrls:                    c.urls,
+		TlsCfg:                        cfg.TLS,
+		KeepAlive:                     uint16(max(1, cfg.KeepAlive.Round(time.Second)/time.Second)),
+		CleanStartOnInitialConnection: cfg.CleanStart,
+		SessionExpiryInterval:         uint32(cfg.SessionExpiry / time.Second),
+		ReconnectBackoff:              c.reconnects.delay,
+		ConnectTimeout:                cfg.ConnectTimeout,
+		ConnectUsername:               cfg.Username,
+		ConnectPassword:               []byte(cfg.Password),
+		ConnectPacketBuilder:          c.buildConnect,
+		OnConnectionUp:                func(cm *autopaho.ConnectionManager, ca *paho.Connack) { c.connectionUp(subCtx, cm, ca) },
+		OnConnectionDown:              c.connectionDown,
+		OnConnectError:                c.connectError,
+		ClientConfig: paho.ClientConfig{
+			ClientID:                   cfg.ClientID,
+			PingHandler:                c.stall,
+			OnPublishReceived:          []func(paho.PublishReceived) (bool, error){c.receive},
+			OnClientError:              c.clientError,
+			OnServerDisconnect:         c.serverDisconnect,
+			EnableManualAcknowledgment: true,
+			SendAcksInterval:           ackFlushInterval,
+		},
+	}
+}
+
+// buildConnect completes each CONNECT and notes which broker it goes to:
+// autopaho tries brokers one at a time, and a connection's deliveries all
+// arrive before the next attempt, so the URL noted is the one they came
+// through.
+func (c *Consumer) buildConnect(cp *paho.Connect, u *url.URL) (*paho.Connect, error) {
+	broker := u.Redacted()
+	c.broker.Store(&broker)
+	if cp.Properties == nil {
+		cp.Properties = &paho.ConnectProperties{}
+	}
+	rm := c.cfg.ReceiveMaximum
+	cp.Properties.ReceiveMaximum = &rm
+	return cp, nil
+}
+
+func (c *Consumer) brokerURL() string {
+	if b := c.broker.Load(); b != nil {
+		return *b
+	}
+	return ""
+}
+
+func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionManager, ca *paho.Connack) {
+	c.reconnects.up(time.Now())
+	c.connected.Store(true)
+	broker := c.brokerURL()
+	c.log.Info("mqtt connected", "broker", broker, "client_id", c.cfg.ClientID, "session_present", ca.SessionPresent)
+	c.obs.Observe(Event{Kind: Connected, Broker: broker})
+	if ca.SessionPresent && c.subscribed.Load() {
+		return
+	}
+	c.subscribed.Store(false)
+	c.wg.Go(func() { c.subscribe(ctx, cm) })
+}
+
+func (c *Consumer) connectionDown() bool {
+	c.reconnects.down(time.Now())
+	c.connected.Store(false)
+	broker := c.brokerURL()
+	c.log.Warn("mqtt connection lost", "broker", broker)
+	c.obs.Observe(Event{Kind: Disconnected, Broker: broker})
+	return true
+}
+
+func (c *Consumer) connectError(err error) {
+	broker := c.brokerURL()
+	c.log.Warn("mqtt connect failed", "broker", broker, "err", err)
+	c.obs.Observe(Event{Kind: ConnectFailed, Broker: broker, Err: err})
+}
+
+func (c *Consumer) clientError(err error) {
+	c.log.Warn("mqtt connection error", "broker", c.brokerURL(), "err", err)
+}
+
+func (c *Consumer) serverDisconnect(d *paho.Disconnect) {
+	if d.ReasonCode == sessionTakenOver {
+		c.log.Error("mqtt broker disconnected us: another client connected with the same client id",
+			"broker", c.brokerURL(), "client_id", c.cfg.ClientID)
+		return
+	}
+	c.log.Warn("mqtt broker disconnected us", "broker", c.brokerURL(), "reason_code", d.ReasonCode)
+}
+
+// subscribe subscribes to every filter. A refusal, or a grant at QoS 0,
+// ends Run; a lost connection leaves it to the next one.
+func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager) {
+	sub := &paho.Subscribe{}
+	for _, f := range c.cfg.Filters {
+		topic := c.cfg.subscriptionTopic(f)
+		if i := slices.IndexFunc(sub.Subscriptions, func(s paho.SubscribeOptions) bool { return s.Topic == topic }); i >= 0 {
+			sub.Subscriptions[i].QoS = max(sub.Subscriptions[i].QoS, f.QoS) // two routes, one filter
+			continue
+		}
+		sub.Subscriptions = append(sub.Subscriptions, paho.SubscribeOptions{
+			Topic: topic,
+			QoS:   f.QoS,
+			// Retained messages only when the subscription is new, not
+			// again on every start of a persistent session.
+			RetainHandling: 1,
+		})
+	}
+	sa, err := cm.Subscribe(ctx, sub)
+	if sa != nil {
+		err = c.checkSuback(sub, sa)
+		if err != nil {
+			select {
+			case c.fatal <- err:
+			default:
+			}
+			return
+		}
+	}
+	if err != nil {
+		c.log.Warn("mqtt subscribe failed; retrying on the next connection", "broker", c.brokerURL(), "err", err)
+		return
+	}
+	c.subscribed.Store(true)
+	c.log.Info("mqtt subscribed", "broker", c.brokerURL(), "filters", len(sub.Subscriptions))
+}
+
+func (c *Consumer) checkSuback(sub *paho.Subscribe, sa *paho.Suback) error {
+	var errs []error
+	for i, s := range sub.Subscriptions {
+		if i >= len(sa.Reasons) {
+			errs = append(errs, fmt.Errorf("%w: %q: no reason code in SUBACK", ErrSubscribe, s.Topic))
+			continue
+		}
+		switch code := sa.Reasons[i]; {
+		case code >= 0x80:
+			errs = append(errs, fmt.Errorf("%w: %q: reason code 0x%02x", ErrSubscribe, s.Topic, code))
+		case code == 0: // requested 1 or 2
+			errs = append(errs, fmt.Errorf("%w: %q granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, s.Topic))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// receive is paho's handler for every PUBLISH. It must not block: paho
+// reads the connection, PINGRESPs included, on the goroutine that calls it.
+func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
+	d := delivery{
+		msg: engine.Message{
+			Topic:   pr.Packet.Topic,
+			Payload: pr.Packet.Payload,
+			Dup:     pr.Packet.Duplicate(),
+			Broker:  c.brokerURL(),
+		},
+		client: pr.Client,
+		pkt:    pr.Packet,
+		at:     time.Now(),
+	}
+	ok, dropped := c.q.push(d)
+	if dropped > 0 {
+		c.obs.Observe(Event{Kind: Abandoned, N: dropped})
+	}
+	if ok {
+		c.obs.Observe(Event{Kind: Received, Broker: d.msg.Broker, N: 1})
+	}
+	return true, nil
+}

@@ -1,0 +1,43 @@
+// Package mqtt consumes MQTT 5 deliveries into replayguard's engine with
+// Eclipse paho.golang: a persistent session under a fixed client id, QoS 1
+// (or 2) subscriptions, deliveries batched by count and linger, each batch
+// decided and durably committed by a Processor, then acknowledged in receive
+// order. Nothing is acknowledged before its commit, and every delivery is
+// acknowledged after it, whatever its outcome, or the broker would stall
+// behind it.
+//
+//	c, err := mqtt.New(mqtt.Config{
+//		Brokers:  []string{"tcp://primary:1883", "tcp://standby:1883"},
+//		ClientID: "replayguard-1",
+//		Filters:  []mqtt.Filter{{Topic: "incidents/#", QoS: 1}},
+//		Logger:   logger,
+//	}, eng)
+//	if err != nil {
+//		return err
+//	}
+//	return c.Run(ctx) // until ctx is done; commits and acknowledges what is in hand
+//
+// # Acknowledgements and reconnects
+//
+// Paho gives every connection its own Client, whose acknowledgement tracker
+// is emptied when the connection drops; the session state that writes
+// PUBACKs is shared by the connections and writes to the current one. A
+// packet id only names a message within one broker's session: on a resumed
+// session Mosquitto resends the unacknowledged messages under their old ids
+// with DUP=1, but a standby restored from an older snapshot may hold other
+// messages under the same ids, and acknowledging one of those before its
+// commit would lose it. So a delivery is acknowledged only through the
+// Client that received it, and only while that connection is up.
+// Deliveries of a dropped connection are still decided and committed (they
+// are in hand) but never acknowledged; the broker's resend is found
+// duplicate by the engine.
+//
+// A Process error acknowledges nothing: the same batch is passed again after
+// a capped, jittered, growing delay, Ready reports false meanwhile, and the
+// broker, allowed ReceiveMaximum unacknowledged deliveries, stops sending:
+// a slow or failing store is backpressure, not memory growth.
+//
+// Run must not be called again before it returns; Ready may be called from
+// any goroutine. The Observer is called from the consumer's and paho's
+// goroutines.
+package mqtt

@@ -1,0 +1,106 @@
+package mqtt
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// delivery is one PUBLISH in hand, with what its acknowledgement needs: the
+// packet and the client (one per connection) that received it.
+type delivery struct {
+	msg    engine.Message
+	client *paho.Client
+	pkt    *paho.Publish
+	at     time.Time
+}
+
+// dead reports whether the delivery's connection is gone. Its packet id
+// then belongs to a session state the next connection may reuse for another
+// message, so it must never be acknowledged.
+func (d *delivery) dead() bool {
+	select {
+	case <-d.client.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// queue holds deliveries between paho's receive goroutine and the batching
+// loop. push never blocks: blocking would stop paho reading, PINGRESPs
+// included. The broker bounds what one connection sends to ReceiveMaximum
+// unacknowledged deliveries; deliveries of connections that have died stay
+// (they are in hand, and a standby broker may not have them) unless the
+// queue grows over its bound, when they go first.
+type queue struct {
+	bound int
+
+	mu     sync.Mutex
+	items  []delivery
+	closed bool
+	ready  chan struct{} // holds a token when items is not empty
+}
+
+func newQueue(bound int) *queue {
+	return &queue{bound: bound, ready: make(chan struct{}, 1)}
+}
+
+// open makes the queue accept deliveries again, for a new Run.
+func (q *queue) open() {
+	q.mu.Lock()
+	q.closed = false
+	q.mu.Unlock()
+}
+
+// push appends d. It reports false when the queue is closed, and how many
+// deliveries of dead connections it dropped to stay within its bound.
+func (q *queue) push(d delivery) (ok bool, dropped int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false, 0
+	}
+	if len(q.items) >= q.bound {
+		n := len(q.items)
+		q.items = slices.DeleteFunc(q.items, func(d delivery) bool { return d.dead() })
+		dropped = n - len(q.items)
+	}
+	q.items = append(q.items, d)
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+	return true, dropped
+}
+
+// take appends up to n deliveries, oldest first, to dst.
+func (q *queue) take(dst []delivery, n int) []delivery {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n = min(n, len(q.items))
+	dst = append(dst, q.items[:n]...)
+	clear(q.items[:n])
+	q.items = q.items[n:]
+	if len(q.items) > 0 {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return dst
+}
+
+// close stops accepting deliveries and returns those left.
+func (q *queue) close() []delivery {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	rest := q.items
+	q.items = nil
+	return rest
+}

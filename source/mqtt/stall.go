@@ -1,0 +1,30 @@
+package mqtt
+
+import (
+	"context"
+	"net"
+
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// stallPinger is paho's default keepalive pinger, which fails a connection
+// whose PINGRESP has not come a keepalive period after its PINGREQ, with a
+// report of that failure. One instance serves the consumer's successive
+// connections: paho runs it once per connection, never two at once.
+type stallPinger struct {
+	*paho.DefaultPinger
+	onStall func(error)
+}
+
+func newStallPinger(onStall func(error)) *stallPinger {
+	return &stallPinger{DefaultPinger: paho.NewDefaultPinger(), onStall: onStall}
+}
+
+// Run keeps the connection alive until ctx is done, or reports a stall.
+func (p *stallPinger) Run(ctx context.Context, conn net.Conn, keepAlive uint16) error {
+	err := p.DefaultPinger.Run(ctx, conn, keepAlive)
+	if err != nil && ctx.Err() == nil {
+		p.onStall(err)
+	}
+	return err
+}
