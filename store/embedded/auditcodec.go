@@ -4,13 +4,15 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
 )
 
 // Audit records are the bulk of a store, so they get a compact binary form
-// instead of JSON: about 40% smaller and several times faster both ways.
+// instead of JSON: less than half the size (about 240 bytes against 540 for
+// a typical record) and several times faster both ways.
 // It round-trips every field exactly (nil and empty Source stay apart, since
 // the chain hash tells them apart) except Time's location: records come back
 // in UTC, which the chain hash does not see.
@@ -37,8 +39,72 @@ const (
 
 var errCorruptAudit = errors.New("embedded: corrupt audit record")
 
+// auditChunkBytes bounds a chunk of audit records to one 4 KiB page: a
+// batch's records go in as a few dozen chunks instead of one bbolt item
+// each. A larger record is a chunk of its own.
+const auditChunkBytes = 4000
+
+// auditChunk is consecutive records of one batch: each uvarint length +
+// record, stored under the position of the first.
+type auditChunk struct {
+	first uint64
+	data  []byte
+}
+
+// chunkAudit encodes recs, whose positions are consecutive, into chunks.
+func chunkAudit(recs []engine.AuditRecord) []auditChunk {
+	buf := make([]byte, 0, len(recs)*auditSizeHint)
+	var chunks []auditChunk
+	var starts []int
+	var rec []byte
+	for i := range recs {
+		rec = appendAudit(rec[:0], &recs[i])
+		n := len(chunks)
+		if n == 0 || len(buf)-starts[n-1]+binary.MaxVarintLen32+len(rec) > auditChunkBytes {
+			chunks = append(chunks, auditChunk{first: recs[i].Position})
+			starts = append(starts, len(buf))
+		}
+		buf = binary.AppendUvarint(buf, uint64(len(rec)))
+		buf = append(buf, rec...)
+	}
+	for i := range chunks {
+		end := len(buf)
+		if i+1 < len(chunks) {
+			end = starts[i+1]
+		}
+		chunks[i].data = buf[starts[i]:end:end]
+	}
+	return chunks
+}
+
+// decodeChunkFrom decodes the records of a chunk stored under k whose
+// position is at least from, and appends them to dst.
+func decodeChunkFrom(dst []engine.AuditRecord, k, v []byte, from uint64) ([]engine.AuditRecord, error) {
+	if len(k) != 8 {
+		return dst, fmt.Errorf("%w: chunk key %x", errCorruptAudit, k)
+	}
+	for pos := binary.BigEndian.Uint64(k); len(v) > 0; pos++ {
+		n, w := binary.Uvarint(v)
+		if w <= 0 || n > uint64(len(v)-w) {
+			return dst, fmt.Errorf("%w: at position %d", errCorruptAudit, pos)
+		}
+		rec := v[w : w+int(n)]
+		v = v[w+int(n):]
+		if pos < from {
+			continue
+		}
+		r, err := decodeAudit(pos, rec)
+		if err != nil {
+			return dst, fmt.Errorf("%w: at position %d", err, pos)
+		}
+		dst = append(dst, r)
+	}
+	return dst, nil
+}
+
 func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 	hashes := [4]string{r.Key, r.Digest, r.Prev, r.Hash}
+	var raw [4][32]byte
 	var flags byte
 	if r.Sequence != nil {
 		flags |= flagSequence
@@ -50,7 +116,7 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 		flags |= flagGap
 	}
 	for i, h := range hashes {
-		if isLowerHex32(h) {
+		if unhex32(&raw[i], h) {
 			flags |= flagKeyRaw << i
 		}
 	}
@@ -78,7 +144,7 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 	}
 	for i, h := range hashes {
 		if flags&(flagKeyRaw<<i) != 0 {
-			dst = appendUnhex(dst, h)
+			dst = append(dst, raw[i][:]...)
 		} else {
 			dst = appendString(dst, h)
 		}
@@ -131,33 +197,32 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 	return r, nil
 }
 
-func isLowerHex32(s string) bool {
+// unhex32 decodes s into dst when s is exactly 64 lowercase hex digits,
+// the only form that re-encodes to the same string.
+func unhex32(dst *[32]byte, s string) bool {
 	if len(s) != 64 {
 		return false
 	}
-	for i := range len(s) {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+	for i := range dst {
+		hi, lo := hexValue[s[2*i]], hexValue[s[2*i+1]]
+		if hi|lo > 0xf {
 			return false
 		}
+		dst[i] = hi<<4 | lo
 	}
 	return true
 }
 
-// appendUnhex appends the bytes of s, which isLowerHex32 accepted.
-func appendUnhex(dst []byte, s string) []byte {
-	var b [32]byte
-	for i := range b {
-		b[i] = unhex(s[2*i])<<4 | unhex(s[2*i+1])
+// hexValue maps a lowercase hex digit to its value and anything else to 0xff.
+var hexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return append(dst, b[:]...)
-}
-
-func unhex(c byte) byte {
-	if c <= '9' {
-		return c - '0'
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
 	}
-	return c - 'a' + 10
-}
+	return t
+}()
 
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))

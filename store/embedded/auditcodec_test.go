@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -70,5 +71,39 @@ func FuzzAuditCodec(f *testing.F) {
 		// Any bytes decode to a record or an error, never a panic.
 		_, _ = decodeAudit(pos, []byte(topic))
 		_, _ = decodeAudit(pos, append([]byte{auditFormat}, source...))
+	})
+}
+
+// BenchmarkAuditCodec compares the binary codec with encoding/json on a
+// typical record.
+func BenchmarkAuditCodec(b *testing.B) {
+	seq := int64(42)
+	hash := strings.Repeat("0123456789abcdef", 4)
+	r := engine.AuditRecord{Position: 1234567, Time: time.Now(), Route: "incidents", Topic: "incidents/agency-7/unit-12",
+		Source: []string{"agency-7", "dev-000123"}, Epoch: "1700000000", Sequence: &seq, Key: hash, Digest: hash,
+		Outcome: "applied", Broker: "tcp://127.0.0.1:1883", Prev: hash, Hash: hash}
+	bin := appendAudit(nil, &r)
+	js, _ := json.Marshal(&r)
+	b.Run("encode binary", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			buf = appendAudit(buf[:0], &r)
+		}
+	})
+	b.Run("encode json", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = json.Marshal(&r)
+		}
+	})
+	b.Run("decode binary", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = decodeAudit(1, bin)
+		}
+	})
+	b.Run("decode json", func(b *testing.B) {
+		for b.Loop() {
+			var out engine.AuditRecord
+			_ = json.Unmarshal(js, &out)
+		}
 	})
 }

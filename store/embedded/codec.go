@@ -13,7 +13,8 @@ import (
 
 // The layout, one bucket per table (schemaVersion 1):
 //
-//	audit       big-endian position -> audit record, see auditcodec.go
+//	audit       big-endian position of the chunk's first record ->
+//	            a chunk of consecutive records of one batch, see auditcodec.go
 //	keys        big-endian ordinal of the chunk's first entry when written ->
 //	            a chunk of up to chunkEntries consecutive entries of one batch,
 //	            each big-endian ordinal (8) | key (32) | digest (32) | big-endian unix nanos (8)

@@ -13,12 +13,12 @@ import (
 
 // auditSizeHint is about the size of an encoded audit record, to size
 // the batch's buffer in one go.
-const auditSizeHint = 320
+const auditSizeHint = 256
 
 // encoded is a batch turned into bytes before the write transaction starts,
 // so the transaction only copies them in.
 type encoded struct {
-	audit      [][]byte
+	audit      []auditChunk
 	keys       [][]byte // key chunks, without the entries the batch evicts itself
 	sources    [][]byte
 	entities   [][]byte
@@ -27,22 +27,11 @@ type encoded struct {
 
 func encode(b *engine.Batch) (*encoded, error) {
 	e := &encoded{
-		audit:      make([][]byte, len(b.Audit)),
 		sources:    make([][]byte, len(b.Sources)),
 		entities:   make([][]byte, len(b.Entities)),
 		quarantine: make([][]byte, len(b.Quarantine)),
 	}
-	buf := make([]byte, 0, len(b.Audit)*auditSizeHint)
-	ends := make([]int, len(b.Audit))
-	for i := range b.Audit {
-		buf = appendAudit(buf, &b.Audit[i])
-		ends[i] = len(buf)
-	}
-	start := 0
-	for i, end := range ends {
-		e.audit[i] = buf[start:end:end]
-		start = end
-	}
+	e.audit = chunkAudit(b.Audit)
 	var err error
 	keys := make([]byte, 0, len(b.Keys)*keyEntrySize)
 	for _, k := range b.Keys {
@@ -116,8 +105,8 @@ func apply(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 	}
 	audit := tx.Bucket(bucketAudit)
 	audit.FillPercent = 1 // append only: pack pages full
-	for i, r := range b.Audit {
-		if err := audit.Put(u64(r.Position), enc.audit[i]); err != nil {
+	for _, c := range enc.audit {
+		if err := audit.Put(u64(c.first), c.data); err != nil {
 			return err
 		}
 	}

@@ -97,7 +97,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	log.Info("store opened", "path", path, "read_only", opts.ReadOnly, "no_sync", opts.NoSync)
+	log.Debug("store opened", "path", path, "read_only", opts.ReadOnly, "no_sync", opts.NoSync)
 	if opts.NoSync {
 		log.Warn("store commits are not synced: a crash may lose recent decisions", "path", path)
 	}
@@ -143,7 +143,7 @@ func (s *Store) Close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("embedded: close: %w", err)
 	}
-	s.log.Info("store closed", "path", s.path)
+	s.log.Debug("store closed", "path", s.path)
 	return nil
 }
 

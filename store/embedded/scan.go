@@ -14,8 +14,8 @@ import (
 // outside any transaction: a slow reader never holds the database open
 // against a commit that needs to grow the file, and fn may use the store.
 const (
-	auditChunk      = 512
-	quarantineChunk = 32
+	auditScanRecords = 512 // at least, per transaction
+	quarantineChunk  = 32
 )
 
 // ScanAudit calls fn for each record with position >= from, in order,
@@ -24,15 +24,24 @@ const (
 func (s *Store) ScanAudit(ctx context.Context, from uint64, fn func(engine.AuditRecord) error) error {
 	next := max(from, 1)
 	for {
-		recs := make([]engine.AuditRecord, 0, auditChunk)
+		recs := make([]engine.AuditRecord, 0, auditScanRecords+64)
 		err := s.view(func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucketAudit).Cursor()
-			for k, v := c.Seek(u64(next)); k != nil && len(recs) < auditChunk; k, v = c.Next() {
-				r, err := decodeAudit(binary.BigEndian.Uint64(k), v)
-				if err != nil {
-					return fmt.Errorf("%w at position %d", err, binary.BigEndian.Uint64(k))
+			k, v := c.Seek(u64(next))
+			if k == nil {
+				k, v = c.Last() // next may be inside the last chunk
+			} else if binary.BigEndian.Uint64(k) > next {
+				if pk, pv := c.Prev(); pk != nil { // next may be inside the chunk before
+					k, v = pk, pv
+				} else {
+					k, v = c.First()
 				}
-				recs = append(recs, r)
+			}
+			for ; k != nil && len(recs) < auditScanRecords; k, v = c.Next() {
+				var err error
+				if recs, err = decodeChunkFrom(recs, k, v, next); err != nil {
+					return err
+				}
 			}
 			return nil
 		})
@@ -47,7 +56,7 @@ func (s *Store) ScanAudit(ctx context.Context, from uint64, fn func(engine.Audit
 				return err
 			}
 		}
-		if len(recs) < auditChunk {
+		if len(recs) < auditScanRecords {
 			return nil
 		}
 		next = recs[len(recs)-1].Position + 1
