@@ -27,23 +27,13 @@ type encoded struct {
 
 func encode(b *engine.Batch) (*encoded, error) {
 	e := &encoded{
+		audit:      chunkAudit(b.Audit),
+		keys:       chunkKeys(b.Keys, b.EvictBelow),
 		sources:    make([][]byte, len(b.Sources)),
 		entities:   make([][]byte, len(b.Entities)),
 		quarantine: make([][]byte, len(b.Quarantine)),
 	}
-	e.audit = chunkAudit(b.Audit)
 	var err error
-	keys := make([]byte, 0, len(b.Keys)*keyEntrySize)
-	for _, k := range b.Keys {
-		if k.Ordinal >= b.EvictBelow {
-			keys = appendKeyEntry(keys, k)
-		}
-	}
-	for len(keys) > 0 {
-		n := min(len(keys), chunkEntries*keyEntrySize)
-		e.keys = append(e.keys, keys[:n:n])
-		keys = keys[n:]
-	}
 	for i := range b.Sources {
 		if e.sources[i], err = json.Marshal(&b.Sources[i]); err != nil {
 			return nil, fmt.Errorf("embedded: encode source %q: %w", b.Sources[i].Route, err)
@@ -60,6 +50,24 @@ func encode(b *engine.Batch) (*encoded, error) {
 		}
 	}
 	return e, nil
+}
+
+// chunkKeys encodes the entries at or above evictBelow in chunks of up to
+// chunkEntries.
+func chunkKeys(entries []engine.KeyEntry, evictBelow uint64) [][]byte {
+	buf := make([]byte, 0, len(entries)*keyEntrySize)
+	for _, k := range entries {
+		if k.Ordinal >= evictBelow {
+			buf = appendKeyEntry(buf, k)
+		}
+	}
+	var chunks [][]byte
+	for len(buf) > 0 {
+		n := min(len(buf), chunkEntries*keyEntrySize)
+		chunks = append(chunks, buf[:n:n])
+		buf = buf[n:]
+	}
+	return chunks
 }
 
 // Commit writes the batch in one transaction and, unless the store was
