@@ -90,10 +90,24 @@ func (e *Engine) decode(m *Message) (*decoded, error) {
 }
 
 func (d *decoded) extract(m *Message) error {
-	if !validJSON(m.Payload) {
+	r := d.route
+	var err error
+	valid := scanJSON(m.Payload, r.trie, func(slot int, raw []byte, kind valueKind) {
+		i := r.slots[slot]
+		switch {
+		case err != nil:
+		case d.vals[i].kind != vAbsent:
+			err = malformed("field %s appears more than once", r.paths[i].text)
+		default:
+			d.vals[i], err = canonical(r.paths[i].text, raw, kind)
+		}
+	})
+	if !valid {
 		return malformed("payload is not valid JSON")
 	}
-	r := d.route
+	if err != nil {
+		return err
+	}
 	var levels []string
 	for i, p := range r.paths {
 		if p.topic < 0 {
@@ -106,32 +120,12 @@ func (d *decoded) extract(m *Message) error {
 			d.vals[i] = value{kind: vString, text: levels[p.topic]}
 		}
 	}
-	if len(r.payload) == 0 {
-		return nil
-	}
-	slotToPath := r.slotIndex()
-	var err error
-	jsonparser.EachKey(m.Payload, func(slot int, v []byte, vt jsonparser.ValueType, perr error) {
-		if err != nil || slot < 0 || slot >= len(slotToPath) {
-			return
-		}
-		if perr != nil {
-			err = malformed("%s: %v", r.payload[slot], perr)
-			return
-		}
-		i := slotToPath[slot]
-		if d.vals[i].kind != vAbsent {
-			err = malformed("field %s appears more than once", r.paths[i].text)
-			return
-		}
-		d.vals[i], err = canonical(r.paths[i].text, v, vt)
-	}, r.payload...)
-	return err
+	return nil
 }
 
-func canonical(name string, v []byte, vt jsonparser.ValueType) (value, error) {
-	switch vt {
-	case jsonparser.String:
+func canonical(name string, v []byte, kind valueKind) (value, error) {
+	switch kind {
+	case vString:
 		s, err := jsonparser.ParseString(v)
 		if err != nil {
 			return value{}, malformed("%s: bad string: %v", name, err)
@@ -140,18 +134,14 @@ func canonical(name string, v []byte, vt jsonparser.ValueType) (value, error) {
 			return value{}, malformed("%s: string is not valid UTF-8", name)
 		}
 		return value{kind: vString, text: s}, nil
-	case jsonparser.Number:
+	case vNumber:
 		t, err := canonicalNumber(v)
 		if err != nil {
 			return value{}, malformed("%s: %v", name, err)
 		}
 		return value{kind: vNumber, text: t}, nil
-	case jsonparser.Boolean:
-		return value{kind: vBool, text: string(v)}, nil
-	case jsonparser.Null:
-		return value{kind: vNull, text: "null"}, nil
 	default:
-		return value{kind: vComposite, text: string(v)}, nil
+		return value{kind: kind, text: string(v)}, nil
 	}
 }
 

@@ -77,8 +77,9 @@ type route struct {
 	epoch    int
 	id       int
 	effects  []effect
-	numeric  []bool // path i feeds add/max/min: must be a number when present
-	slots    []int  // payload slot -> path index, built once after compile
+	numeric  []bool    // path i feeds add/max/min: must be a number when present
+	slots    []int     // payload slot -> path index, built once after compile
+	trie     *pathNode // the payload paths, for one-pass extraction
 }
 
 func compileRoute(r Route) (*route, error) {
@@ -133,6 +134,7 @@ func compileRoute(r Route) (*route, error) {
 		c.effects = append(c.effects, ce)
 	}
 	c.slotIndex()
+	c.trie = newPathTrie(c.payload)
 	return c, nil
 }
 

@@ -1,22 +1,85 @@
 package engine
 
+import "github.com/buger/jsonparser"
+
 // validJSON reports whether b is exactly one JSON value (RFC 8259) with
 // optional surrounding white space. It is a plain recursive-descent scanner,
 // about three times faster than encoding/json.Valid on small messages; the
 // fuzz tests hold it to encoding/json's verdict.
 func validJSON(b []byte) bool {
-	p := &jsonScanner{b: b}
+	return scanJSON(b, nil, nil)
+}
+
+// scanJSON validates b and, in the same pass, reports the value of every
+// object member the trie names: found(slot, raw, kind) with raw the value's
+// bytes (a string's without its quotes, still escaped). Members inside
+// arrays are never matched.
+func scanJSON(b []byte, root *pathNode, found func(slot int, raw []byte, kind valueKind)) bool {
+	p := &jsonScanner{b: b, found: found}
 	p.space()
-	if !p.value(0) {
+	if !p.value(0, root) {
 		return false
 	}
 	p.space()
 	return p.i == len(p.b)
 }
 
+// pathNode is a trie of dotted payload paths.
+type pathNode struct {
+	names []string
+	kids  []*pathNode
+	slot  int // the payload slot ending here, or -1
+}
+
+func newPathTrie(paths [][]string) *pathNode {
+	root := &pathNode{slot: -1}
+	for slot, segs := range paths {
+		n := root
+		for _, seg := range segs {
+			n = n.child(seg, true)
+		}
+		n.slot = slot
+	}
+	return root
+}
+
+func (n *pathNode) child(name string, add bool) *pathNode {
+	for i, nm := range n.names {
+		if nm == name {
+			return n.kids[i]
+		}
+	}
+	if !add {
+		return nil
+	}
+	c := &pathNode{slot: -1}
+	n.names, n.kids = append(n.names, name), append(n.kids, c)
+	return c
+}
+
+// childRaw finds the child named by a raw (escaped) member name.
+func (n *pathNode) childRaw(raw []byte) *pathNode {
+	for i := range raw {
+		if raw[i] == '\\' {
+			name, err := jsonparser.ParseString(raw)
+			if err != nil {
+				return nil
+			}
+			return n.child(name, false)
+		}
+	}
+	for i, nm := range n.names {
+		if nm == string(raw) {
+			return n.kids[i]
+		}
+	}
+	return nil
+}
+
 type jsonScanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	found func(slot int, raw []byte, kind valueKind)
 }
 
 const maxJSONDepth = 1000
@@ -32,22 +95,37 @@ func (p *jsonScanner) space() {
 	}
 }
 
-func (p *jsonScanner) value(depth int) bool {
+func (p *jsonScanner) value(depth int, node *pathNode) bool {
 	if p.i >= len(p.b) || depth > maxJSONDepth {
 		return false
 	}
+	start := p.i
+	var ok bool
+	var kind valueKind
 	switch c := p.b[p.i]; {
 	case c == '{':
-		return p.object(depth)
+		ok, kind = p.object(depth, node), vComposite
 	case c == '[':
-		return p.array(depth)
+		ok, kind = p.array(depth), vComposite
 	case c == '"':
-		return p.str()
+		ok, kind = p.str(), vString
 	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number()
+		ok, kind = p.number(), vNumber
+	case c == 't':
+		ok, kind = p.literal("true"), vBool
+	case c == 'f':
+		ok, kind = p.literal("false"), vBool
 	default:
-		return p.literal("true") || p.literal("false") || p.literal("null")
+		ok, kind = p.literal("null"), vNull
 	}
+	if ok && node != nil && node.slot >= 0 {
+		raw := p.b[start:p.i]
+		if kind == vString {
+			raw = raw[1 : len(raw)-1]
+		}
+		p.found(node.slot, raw, kind)
+	}
+	return ok
 }
 
 func (p *jsonScanner) literal(w string) bool {
@@ -58,7 +136,7 @@ func (p *jsonScanner) literal(w string) bool {
 	return false
 }
 
-func (p *jsonScanner) object(depth int) bool {
+func (p *jsonScanner) object(depth int, node *pathNode) bool {
 	p.i++ // '{'
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
@@ -67,8 +145,13 @@ func (p *jsonScanner) object(depth int) bool {
 	}
 	for {
 		p.space()
+		start := p.i
 		if p.i >= len(p.b) || p.b[p.i] != '"' || !p.str() {
 			return false
+		}
+		var kid *pathNode
+		if node != nil && len(node.names) > 0 {
+			kid = node.childRaw(p.b[start+1 : p.i-1])
 		}
 		p.space()
 		if p.i >= len(p.b) || p.b[p.i] != ':' {
@@ -76,7 +159,7 @@ func (p *jsonScanner) object(depth int) bool {
 		}
 		p.i++
 		p.space()
-		if !p.value(depth + 1) {
+		if !p.value(depth+1, kid) {
 			return false
 		}
 		p.space()
@@ -104,7 +187,7 @@ func (p *jsonScanner) array(depth int) bool {
 	}
 	for {
 		p.space()
-		if !p.value(depth + 1) {
+		if !p.value(depth+1, nil) {
 			return false
 		}
 		p.space()
