@@ -24,6 +24,7 @@ func exported(t *testing.T, n int) (*memory.Store, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { e.Close() })
 	var msgs []engine.Message
 	for i := 0; i < n; i++ {
 		msgs = append(msgs, engine.Message{Topic: "plant/m1/energy", Payload: []byte(fmt.Sprintf(`{"msgId":"m-%d","kwh":0.25}`, i%(n-1)))})

@@ -129,8 +129,8 @@ func (e *Engine) appendAudit(r *AuditRecord) {
 func (e *Engine) Release(ctx context.Context, id uint64) (Decision, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return Decision{}, ErrClosed
+	if err := e.ready(ctx); err != nil {
+		return Decision{}, err
 	}
 	q, err := e.quar.Quarantined(ctx, id)
 	if err != nil {
@@ -142,10 +142,20 @@ func (e *Engine) Release(ctx context.Context, id uint64) (Decision, error) {
 	}
 	dec := e.decideOne(&m, e.opts.Now(), id)
 	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
-	if err := e.commit(ctx); err != nil {
+	if err := e.sealAndWait(ctx); err != nil {
 		return Decision{}, err
 	}
 	return dec, nil
+}
+
+// sealAndWait commits the pending changes of an operator's action. Called
+// with e.mu held; it is released while the commit runs.
+func (e *Engine) sealAndWait(ctx context.Context) error {
+	c := e.seal(ctx)
+	e.mu.Unlock()
+	<-c.done
+	e.mu.Lock()
+	return c.err
 }
 
 // Discard removes a quarantined message for good, auditing who said why.
@@ -155,8 +165,8 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason string) (Decisio
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return Decision{}, ErrClosed
+	if err := e.ready(ctx); err != nil {
+		return Decision{}, err
 	}
 	q, err := e.quar.Quarantined(ctx, id)
 	if err != nil {
@@ -166,7 +176,7 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason string) (Decisio
 		Outcome: OutcomeDiscarded, Reason: reason, Dup: q.Dup, Broker: q.Broker, Ref: id}
 	e.appendAudit(&r)
 	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
-	if err := e.commit(ctx); err != nil {
+	if err := e.sealAndWait(ctx); err != nil {
 		return Decision{}, err
 	}
 	return Decision{Outcome: Quarantined, Reason: reason, Position: r.Position, Route: q.Route, Sequence: -1}, nil

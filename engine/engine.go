@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,8 +36,8 @@ type Options struct {
 // Observer hears about every durable commit.
 type Observer interface {
 	// Committed is called after each commit, in commit order, on the
-	// committing goroutine with the engine locked: it must not block nor
-	// call back into the engine. The slices must not be retained.
+	// engine's committer goroutine: it must not block (it holds up the next
+	// commit). The slices must not be retained.
 	Committed(records []AuditRecord, entities []EntityState)
 }
 
@@ -56,11 +57,19 @@ type Engine struct {
 	keys     *keyWindow
 	sources  map[string]*SourceState
 	entities map[string]*entity
-	head     AuditHead // committed chain head
-	tail     AuditHead // head including pending records
-	evicted  uint64    // EvictBelow last committed
+	tail     AuditHead // chain head including decided, uncommitted records
+	evicted  uint64    // EvictBelow last sealed
 	pending  pending
 	closed   bool
+	gen      uint64 // state generation: bumped by every reload after a failed commit
+
+	queue        chan *commitJob // sealed batches, to the committer
+	stopped      chan struct{}   // closed when the committer returns
+	committedGen atomic.Uint64   // the generation the committer accepts
+	reload       atomic.Bool     // a commit failed: reload before deciding
+
+	headMu sync.Mutex
+	head   AuditHead // committed chain head
 }
 
 type pending struct {
@@ -95,6 +104,8 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	if err := e.load(ctx); err != nil {
 		return nil, err
 	}
+	e.queue, e.stopped = make(chan *commitJob, 4), make(chan struct{})
+	go e.committer(e.queue)
 	return e, nil
 }
 
@@ -149,14 +160,16 @@ func (e *Engine) load(ctx context.Context) error {
 	for _, st := range snap.Entities {
 		e.entities[st.Name] = entityFromState(st)
 	}
-	e.head, e.tail = snap.AuditHead, snap.AuditHead
+	e.headMu.Lock()
+	e.head = snap.AuditHead
+	e.headMu.Unlock()
+	e.tail = snap.AuditHead
 	e.resetPending()
 	return nil
 }
 
 func (e *Engine) resetPending() {
 	e.pending = pending{sources: map[*SourceState]struct{}{}, entities: map[string]struct{}{}}
-	e.tail = e.head
 }
 
 func (e *Engine) routeFor(topic string) *route {
@@ -170,13 +183,28 @@ func (e *Engine) routeFor(topic string) *route {
 
 // Process decides a batch of messages and commits the decisions, their
 // effects and audit records in one durable transaction. On error nothing
-// was committed and the in-memory windows are as before: the caller may
-// pass the same batch again. Decisions are returned in message order.
+// of the batch was committed and the in-memory windows are as they were
+// before it: the caller may pass the same batch again. Decisions are
+// returned in message order.
 func (e *Engine) Process(ctx context.Context, msgs []Message) ([]Decision, error) {
+	wait, err := e.Submit(ctx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	return wait()
+}
+
+// Submit decides a batch now and queues its commit; wait returns once the
+// commit is durable (or failed). Batches commit in the order they were
+// submitted, so a caller may submit the next batch while the previous one
+// commits. When a commit fails, every batch submitted after it fails too
+// (they were decided on top of it) and the engine reloads the committed
+// state: the caller may submit all of them again, in order.
+func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Decision, error), err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return nil, ErrClosed
+	if err := e.ready(ctx); err != nil {
+		return nil, err
 	}
 	now := e.opts.Now()
 	e.keys.expire(now.Add(-e.ttl).UnixNano())
@@ -184,50 +212,114 @@ func (e *Engine) Process(ctx context.Context, msgs []Message) ([]Decision, error
 	for i := range msgs {
 		out[i] = e.decideOne(&msgs[i], now, 0)
 	}
-	if err := e.commit(ctx); err != nil {
-		return nil, err
-	}
-	return out, nil
+	c := e.seal(ctx)
+	return func() ([]Decision, error) {
+		<-c.done
+		if c.err != nil {
+			return nil, c.err
+		}
+		return out, nil
+	}, nil
 }
 
-// commit writes the pending batch; on failure it reloads the committed state.
-func (e *Engine) commit(ctx context.Context) error {
-	b := &e.pending.batch
+// commitJob is one sealed batch on its way to the store.
+type commitJob struct {
+	ctx   context.Context
+	batch *Batch
+	gen   uint64 // the state generation it was decided in
+	head  AuditHead
+	done  chan struct{}
+	err   error
+}
+
+// seal turns the pending changes into a batch and queues it for the
+// committer. Called with e.mu held.
+func (e *Engine) seal(ctx context.Context) *commitJob {
+	b := new(Batch)
+	*b = e.pending.batch // resetPending below starts new slices
 	b.NextKey = e.keys.next
 	if old := e.keys.oldest(); old > e.evicted {
 		b.EvictBelow = old
+		e.evicted = old
 	}
 	for s := range e.pending.sources {
-		b.Sources = append(b.Sources, *s)
+		b.Sources = append(b.Sources, s.clone())
 	}
 	for name := range e.pending.entities {
 		b.Entities = append(b.Entities, e.entities[name].state(name))
 	}
-	if err := e.store.Commit(ctx, b); err != nil {
-		e.log.Error("commit failed; reloading committed state", "err", err, "records", len(b.Audit))
-		if lerr := e.load(context.WithoutCancel(ctx)); lerr != nil {
-			e.closed = true
-			return fmt.Errorf("commit: %w (and reload failed, engine closed: %v)", err, lerr)
-		}
+	c := &commitJob{ctx: ctx, batch: b, gen: e.gen, head: e.tail, done: make(chan struct{})}
+	e.resetPending()
+	e.queue <- c
+	return c
+}
+
+// committer writes sealed batches in order. It is the only caller of
+// store.Commit, and stops when the queue is closed.
+func (e *Engine) committer(queue <-chan *commitJob) {
+	defer close(e.stopped)
+	for c := range queue {
+		c.err = e.commitOne(c)
+		close(c.done)
+	}
+}
+
+func (e *Engine) commitOne(c *commitJob) error {
+	if c.gen != e.committedGen.Load() {
+		return fmt.Errorf("%w: a batch before it failed to commit", ErrAborted)
+	}
+	if err := e.store.Commit(c.ctx, c.batch); err != nil {
+		// Batches decided on top of this one fail from now on; the next
+		// caller to take the engine's lock reloads the committed state.
+		// Taking the lock here could deadlock with a caller that holds it
+		// while waiting for room in the queue.
+		e.log.Error("commit failed; the committed state will be reloaded", "err", err, "records", len(c.batch.Audit))
+		e.committedGen.Add(1)
+		e.reload.Store(true)
 		return fmt.Errorf("commit: %w", err)
 	}
-	if b.EvictBelow > 0 {
-		e.evicted = b.EvictBelow
+	e.headMu.Lock()
+	e.head = c.head
+	e.headMu.Unlock()
+	if e.opts.Observer != nil && len(c.batch.Audit) > 0 {
+		e.opts.Observer.Committed(c.batch.Audit, c.batch.Entities)
 	}
-	e.head = e.tail
-	if e.opts.Observer != nil && len(b.Audit) > 0 {
-		e.opts.Observer.Committed(b.Audit, b.Entities)
-	}
-	e.resetPending()
 	return nil
 }
 
-// Close marks the engine closed; it does not close the store, which the
-// caller owns.
+// ready reloads the committed state after a failed commit. Called with e.mu
+// held before deciding anything.
+func (e *Engine) ready(ctx context.Context) error {
+	if e.closed {
+		return ErrClosed
+	}
+	if !e.reload.Swap(false) {
+		return nil
+	}
+	if err := e.load(context.WithoutCancel(ctx)); err != nil {
+		e.reload.Store(true)
+		return fmt.Errorf("reload after a failed commit: %w", err)
+	}
+	e.gen = e.committedGen.Load()
+	return nil
+}
+
+// Close waits for queued commits, then stops the engine. It does not close
+// the store, which the caller owns.
 func (e *Engine) Close() error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	if e.closed && e.queue == nil {
+		e.mu.Unlock()
+		return nil
+	}
 	e.closed = true
+	q := e.queue
+	e.queue = nil
+	e.mu.Unlock()
+	if q != nil {
+		close(q)
+		<-e.stopped
+	}
 	return nil
 }
 
@@ -266,5 +358,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.headMu.Lock()
+	defer e.headMu.Unlock()
 	return Stats{Keys: e.keys.len(), Sources: len(e.sources), Entities: len(e.entities), Position: e.head.Position}
 }

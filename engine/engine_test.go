@@ -45,6 +45,7 @@ func newHarness(t *testing.T, opts engine.Options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { e.Close() })
 	h.e = e
 	return h
 }

@@ -23,3 +23,7 @@ var errBadPrev = errors.New("replayguard: audit record has a malformed prev hash
 // ErrStillMalformed is returned by Release for a message that still does
 // not decode: discard it instead.
 var ErrStillMalformed = errors.New("replayguard: message is still malformed")
+
+// ErrAborted is returned for a batch that was not committed because a
+// batch submitted before it failed to commit. Submit it again.
+var ErrAborted = errors.New("replayguard: batch aborted")

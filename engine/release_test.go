@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -139,5 +140,41 @@ func TestACommitFailureLeavesNoTrace(t *testing.T) {
 	}
 	if got, _ := e.Process(context.Background(), batch); got[0].Outcome != engine.Duplicate {
 		t.Fatal("the committed batch is not remembered")
+	}
+}
+
+func TestABatchSubmittedAfterAFailedOneIsAborted(t *testing.T) {
+	h := newHarness(t, engine.Options{})
+	fs := &failingStore{Store: h.store, QuarantineScanner: h.store}
+	e, err := engine.New(context.Background(), fs, engine.Options{Routes: []engine.Route{incidentRoute}, Now: func() time.Time { return h.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	a := []engine.Message{inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`)}
+	b := []engine.Message{inc("fd", "e1", 1, 2, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`)}
+	fs.fail = true
+	waitA, err := e.Submit(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitB, err := e.Submit(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitA(); err == nil {
+		t.Fatal("a failed commit returned no error")
+	}
+	fs.fail = false
+	if _, err := waitB(); !errors.Is(err, engine.ErrAborted) {
+		t.Fatalf("the batch decided on top of the failed one: %v, want ErrAborted", err)
+	}
+	for _, batch := range [][]engine.Message{a, b} {
+		if _, err := e.Process(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := json.Marshal(engine.StateJSON(e.State())); string(got) != `{"incident/1":{"casualties":2}}` {
+		t.Fatalf("state after resubmitting both: %s", got)
 	}
 }

@@ -218,3 +218,18 @@ type AuditHead struct {
 	Position uint64 // position of the last record; 0 when the log is empty
 	Hash     Hash
 }
+
+// clone copies the state deeply, so the committer can encode it while the
+// engine goes on deciding.
+func (s *SourceState) clone() SourceState {
+	c := *s
+	c.Source = append([]string(nil), s.Source...)
+	c.Seen = append([]string(nil), s.Seen...)
+	c.Epochs = make([]EpochWindow, len(s.Epochs))
+	for i, w := range s.Epochs {
+		w.Bitmap = append([]uint64(nil), w.Bitmap...)
+		w.Gaps = append([]Range(nil), w.Gaps...)
+		c.Epochs[i] = w
+	}
+	return c
+}

@@ -24,6 +24,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	defer eng.Close()
 	reading := engine.Message{Topic: "plant/meter-3/energy", Payload: []byte(`{"msgId":"m-1","kwh":0.25}`)}
 	eng.Process(ctx, []engine.Message{reading, reading}) // the second is a replay
 

@@ -64,6 +64,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { f.eng.Close() })
 	f.metrics.Watch(f.eng)
 	f.metrics.WatchQuarantine(f.store)
 	f.ready.Store(true)

@@ -20,6 +20,12 @@ type Processor interface {
 	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
 }
 
+// Submitter is a Processor that can decide a batch while the previous one
+// commits (*engine.Engine is one): Ingest then keeps one commit in flight.
+type Submitter interface {
+	Submit(ctx context.Context, msgs []engine.Message) (wait func() ([]engine.Decision, error), err error)
+}
+
 // Options tune Ingest. The zero value is usable.
 type Options struct {
 	Name      string                   // recorded as the messages' broker; default "file"
@@ -136,28 +142,59 @@ func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summar
 	}()
 	sum := Summary{Outcomes: map[engine.Outcome]int64{}}
 	var err error
+	var inFlight func() error // the previous batch's commit
+	settle := func() {
+		if inFlight != nil {
+			if werr := inFlight(); werr != nil && err == nil {
+				err = werr
+				cancel()
+			}
+			inFlight = nil
+		}
+	}
 	for b := range batches {
 		if err != nil {
 			continue // drain so the reader can finish
 		}
-		var ds []engine.Decision
-		if ds, err = p.Process(ctx, b.msgs); err != nil {
+		wait, serr := submit(ctx, p, b.msgs)
+		settle()
+		if serr != nil && err == nil {
+			err = serr
 			cancel()
+		}
+		if err != nil {
 			continue
 		}
-		for _, d := range ds {
-			sum.Outcomes[d.Outcome]++
-		}
-		sum.Lines += int64(len(b.msgs))
-		if opts.Progress != nil {
-			opts.Progress(sum.Lines, b.read)
+		inFlight = func() error {
+			ds, err := wait()
+			if err != nil {
+				return err
+			}
+			for _, d := range ds {
+				sum.Outcomes[d.Outcome]++
+			}
+			sum.Lines += int64(len(b.msgs))
+			if opts.Progress != nil {
+				opts.Progress(sum.Lines, b.read)
+			}
+			return nil
 		}
 	}
+	settle()
 	<-done
 	if err != nil {
 		return sum, err
 	}
 	return sum, readErr
+}
+
+// submit starts a batch through the Submitter path when p has one.
+func submit(ctx context.Context, p Processor, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+	if s, ok := p.(Submitter); ok {
+		return s.Submit(ctx, msgs)
+	}
+	ds, err := p.Process(ctx, msgs)
+	return func() ([]engine.Decision, error) { return ds, err }, nil
 }
 
 type batch struct {
