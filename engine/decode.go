@@ -61,8 +61,28 @@ func malformed(format string, a ...any) error {
 	return &decodeError{reason: fmt.Sprintf(format, a...)}
 }
 
-// decode extracts only the route's configured paths from the payload.
+// Prepare decodes messages ahead of Process or Submit, so that a source
+// can do that work on its own goroutine while the engine decides the
+// previous batch. Decoding depends only on the configured routes: Prepare is
+// safe for concurrent use and never blocks on the engine. Preparing is
+// optional; a message must not be changed after it.
+func (e *Engine) Prepare(msgs []Message) {
+	for i := range msgs {
+		m := &msgs[i]
+		m.prepared, m.prepErr = e.decodeFresh(m)
+	}
+}
+
+// decode extracts only the route's configured paths from the payload, or
+// returns what Prepare found.
 func (e *Engine) decode(m *Message) (*decoded, error) {
+	if m.prepared != nil || m.prepErr != nil {
+		return m.prepared, m.prepErr
+	}
+	return e.decodeFresh(m)
+}
+
+func (e *Engine) decodeFresh(m *Message) (*decoded, error) {
 	if m.Invalid != "" {
 		return nil, malformed("%s", m.Invalid)
 	}

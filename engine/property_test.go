@@ -116,6 +116,9 @@ func TestDecisionsMatchAReferenceModel(t *testing.T) {
 			for i, g := range batch {
 				msgs[i] = g.msg()
 			}
+			if rng.IntN(2) == 0 {
+				h.e.Prepare(msgs) // decoding ahead must not change a decision
+			}
 			for i, d := range h.feed(msgs...) {
 				if want := m.decide(batch[i]); d.Outcome.String() != want {
 					t.Fatalf("seed %d round %d delivery %d %+v: got %s (%s), model says %s", seed, round, start+i, batch[i], d.Outcome, d.Reason, want)

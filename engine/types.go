@@ -62,6 +62,9 @@ type Message struct {
 	// message (a broken capture line): it is malformed for that reason and
 	// Payload holds the raw bytes.
 	Invalid string
+
+	prepared *decoded // set by Engine.Prepare
+	prepErr  error
 }
 
 // Hash is a SHA-256 value: an idempotency key, a content digest or an audit

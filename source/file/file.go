@@ -20,6 +20,12 @@ type Processor interface {
 	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
 }
 
+// Preparer decodes messages ahead of Process (*engine.Engine is one):
+// Ingest does it on its reading goroutine.
+type Preparer interface {
+	Prepare(msgs []engine.Message)
+}
+
 // Submitter is a Processor that can decide a batch while the previous one
 // commits (*engine.Engine is one): Ingest then keeps one commit in flight.
 type Submitter interface {
@@ -138,7 +144,8 @@ func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summar
 	go func() {
 		defer close(done)
 		defer close(batches)
-		readErr = read(ctx, r, opts, batches)
+		prep, _ := p.(Preparer)
+		readErr = read(ctx, r, opts, prep, batches)
 	}()
 	sum := Summary{Outcomes: map[engine.Outcome]int64{}}
 	var err error
@@ -203,7 +210,7 @@ type batch struct {
 }
 
 // read parses the capture into batches.
-func read(ctx context.Context, r io.Reader, opts Options, out chan<- batch) error {
+func read(ctx context.Context, r io.Reader, opts Options, prep Preparer, out chan<- batch) error {
 	br := bufio.NewReaderSize(r, 256<<10)
 	cur := batch{msgs: make([]engine.Message, 0, opts.BatchSize)}
 	var lineNo int64
@@ -224,6 +231,9 @@ func read(ctx context.Context, r io.Reader, opts Options, out chan<- batch) erro
 			}
 		}
 		if len(cur.msgs) == opts.BatchSize || (errors.Is(err, io.EOF) && len(cur.msgs) > 0) {
+			if prep != nil {
+				prep.Prepare(cur.msgs)
+			}
 			select {
 			case out <- cur:
 			case <-ctx.Done():
