@@ -1,0 +1,129 @@
+package failover
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+// BenchMessagesEnv names the environment variable that sets the backlog of
+// BenchmarkConsumeRate; default 50,000.
+const BenchMessagesEnv = "REPLAYGUARD_BENCH_MESSAGES"
+
+// benchPayloadSize is the size of every benchmark message, in bytes.
+const benchPayloadSize = 200
+
+// BenchmarkConsumeRate compares the rate at which `replayguard run`, with
+// the durable embedded store, drains a backlog of 200-byte messages queued
+// in its session through Mosquitto with the rate of a no-op consumer (paho's
+// automatic acknowledgements, a counter) on the same broker configuration
+// and feed. Each side runs three times, alternating, each on a fresh broker;
+// the medians and their ratio are reported:
+//
+//	go test ./internal/failover -run '^$' -bench ConsumeRate -benchtime 1x
+func BenchmarkConsumeRate(b *testing.B) {
+	n := 50000
+	if v := os.Getenv(BenchMessagesEnv); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("%s=%q: %v", BenchMessagesEnv, v, err)
+		}
+	}
+	for b.Loop() {
+		var noop, run, cpu []float64
+		for round := range 3 {
+			noop = append(noop, benchNoop(b, n).PerSecond())
+			rate, perMsg := benchRun(b, n)
+			run, cpu = append(run, rate.PerSecond()), append(cpu, perMsg.Seconds()*1e6)
+			b.Logf("round %d: no-op %.0f msg/s, replayguard run %.0f msg/s (%.1f µs of CPU per message)",
+				round+1, noop[round], run[round], cpu[round])
+		}
+		mn, mr := median(noop), median(run)
+		b.Logf("%d messages of %d bytes: no-op %.0f msg/s, replayguard run %.0f msg/s, ratio %.2f", n, benchPayloadSize, mn, mr, mr/mn)
+		b.ReportMetric(mn, "noop-msg/s")
+		b.ReportMetric(mr, "run-msg/s")
+		b.ReportMetric(mr/mn, "ratio")
+		b.ReportMetric(median(cpu), "run-cpu-µs/msg")
+	}
+}
+
+// benchPublisher publishes the route's messages padded to benchPayloadSize,
+// 100 awaiting PUBACK at a time.
+func benchPublisher(b *testing.B, url string) *testbroker.Publisher {
+	return testbroker.NewPublisher(b, []string{url}, testbroker.PublisherOptions{
+		Window:  100,
+		Topic:   func(source string) string { return topicPrefix + source },
+		Payload: benchPayload,
+	})
+}
+
+func benchPayload(source string, seq int64) []byte {
+	p := fmt.Appendf(nil, `{"source_id":%q,"sequence":%d,"boot_id":"boot-1","value":1,"pad":"`, source, seq)
+	p = append(p, strings.Repeat("x", max(0, benchPayloadSize-len(p)-2))...)
+	return append(p, `"}`...)
+}
+
+// benchNoop measures the no-op consumer on a broker of its own.
+func benchNoop(b *testing.B, n int) testbroker.Rate {
+	broker := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
+	defer broker.Kill()
+	id := testbroker.UniqueClientID("rg-bench")
+	testbroker.StartAutoAckConsumer(b, broker.URL(), id, topicPrefix+"#").Close()
+	pub := benchPublisher(b, broker.URL())
+	defer pub.Close()
+	var c *testbroker.AutoAckConsumer
+	rate := testbroker.MeasureBacklog(b, pub, n, func() func() int64 {
+		c = testbroker.StartAutoAckConsumer(b, broker.URL(), id, topicPrefix+"#")
+		return c.Received
+	})
+	c.Close()
+	return rate
+}
+
+// benchRun measures `replayguard run` on a broker of its own; the time
+// includes the start of the process. It also returns the CPU time the
+// process spent per message, start included: unlike the rate, it hardly
+// depends on what else the machine runs.
+func benchRun(b *testing.B, n int) (testbroker.Rate, time.Duration) {
+	broker := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
+	defer broker.Kill()
+	s := newSetup(b, []string{broker.URL()}, true)
+	d := startDaemon(b, s) // creates the session and its subscription
+	d.WaitReady()
+	d.Stop()
+	pub := benchPublisher(b, broker.URL())
+	defer pub.Close()
+	rate := testbroker.MeasureBacklog(b, pub, n, func() func() int64 {
+		d.Start()
+		return throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) })
+	})
+	cpu := d.Metrics()["process_cpu_seconds_total"]
+	d.Stop()
+	return rate, time.Duration(cpu / float64(n) * float64(time.Second))
+}
+
+// throttle calls f at most once per interval and answers its last value
+// meanwhile: MeasureBacklog polls every millisecond, an HTTP request each
+// time would take CPU from what is measured.
+func throttle(interval time.Duration, f func() int64) func() int64 {
+	var last int64
+	var at time.Time
+	return func() int64 {
+		if time.Since(at) >= interval {
+			last, at = f(), time.Now()
+		}
+		return last
+	}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
