@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/replayguard/replayguard/config"
@@ -82,6 +84,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		fmt.Fprintf(stderr, "replayguard %s: %v\nusage: replayguard %s [--config FILE] %s\n", verb, err, verb, cmd.usage)
 		return exitUsage
+	}
+	if path := os.Getenv("REPLAYGUARD_CPUPROFILE"); path != "" {
+		stop, err := startProfile(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "replayguard %s: REPLAYGUARD_CPUPROFILE: %v\n", verb, err)
+			return exitError
+		}
+		defer stop()
 	}
 	err := error(nil)
 	if !cmd.noCfg {
@@ -193,4 +203,19 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, strings.TrimSpace(`
 Exit status is 0 on success, 1 on any error (a message on stderr), 2 on a
 command-line mistake.`))
+}
+
+// startProfile writes a CPU profile of the command to path ("%p" is the
+// process id), for measuring
+// where a benchmark's time goes.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid())))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

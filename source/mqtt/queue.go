@@ -38,7 +38,8 @@ func (d *delivery) dead() bool {
 // (they are in hand, and a standby broker may not have them) unless the
 // queue grows over its bound, when they go first.
 type queue struct {
-	bound int
+	bound   int
+	sweepAt int // length at which push next looks for dead deliveries
 
 	mu     sync.Mutex
 	items  []delivery
@@ -47,7 +48,7 @@ type queue struct {
 }
 
 func newQueue(bound int) *queue {
-	return &queue{bound: bound, ready: make(chan struct{}, 1)}
+	return &queue{bound: bound, sweepAt: bound, ready: make(chan struct{}, 1)}
 }
 
 // open makes the queue accept deliveries again, for a new Run.
@@ -65,10 +66,14 @@ func (q *queue) push(d delivery) (ok bool, dropped int) {
 	if q.closed {
 		return false, 0
 	}
-	if len(q.items) >= q.bound {
+	if len(q.items) >= q.sweepAt {
 		n := len(q.items)
 		q.items = slices.DeleteFunc(q.items, func(d delivery) bool { return d.dead() })
 		dropped = n - len(q.items)
+		// A broker may send past the Receive Maximum (Mosquitto does when
+		// it resumes a session with a backlog): look again only once the
+		// queue has doubled, so pushes stay O(1) amortised.
+		q.sweepAt = max(q.bound, 2*len(q.items))
 	}
 	q.items = append(q.items, d)
 	select {
@@ -86,6 +91,9 @@ func (q *queue) take(dst []delivery, n int) []delivery {
 	dst = append(dst, q.items[:n]...)
 	clear(q.items[:n])
 	q.items = q.items[n:]
+	if len(q.items) < q.bound {
+		q.sweepAt = q.bound
+	}
 	if len(q.items) > 0 {
 		select {
 		case q.ready <- struct{}{}:
