@@ -15,9 +15,9 @@ const (
 	DefaultBroker         = "tcp://127.0.0.1:1883"
 	DefaultSessionExpiry  = Duration(time.Hour)
 	DefaultKeepAlive      = Duration(30 * time.Second)
-	DefaultBatchSize      = 500
-	DefaultBatchLinger    = Duration(2 * time.Millisecond)
-	DefaultReceiveMaximum = 1000
+	DefaultBatchSize      = 256 // measured: see BENCHMARKS.md
+	DefaultBatchLinger    = Duration(time.Millisecond)
+	DefaultReceiveMaximum = 1024
 	DefaultHTTPListen     = "127.0.0.1:9780"
 
 	// ListenOff as http.listen disables the HTTP server. An explicit empty
@@ -151,12 +151,12 @@ type MQTTConfig struct {
 	TLS TLSConfig `yaml:"tls,omitempty"`
 	// KeepAlive is the MQTT keep-alive interval. Default 30s.
 	KeepAlive Duration `yaml:"keep_alive"`
-	// BatchSize caps the messages committed in one transaction. Default 500.
+	// BatchSize caps the messages committed in one transaction. Default 256.
 	BatchSize int `yaml:"batch_size"`
-	// BatchLinger is how long a batch waits for more messages. Default 2ms.
+	// BatchLinger is how long a batch waits for more messages. Default 1ms.
 	BatchLinger Duration `yaml:"batch_linger"`
 	// ReceiveMaximum caps unacknowledged deliveries in flight. Default
-	// 1000; 1 to 65535.
+	// 1024; 1 to 65535.
 	ReceiveMaximum int `yaml:"receive_maximum"`
 }
 

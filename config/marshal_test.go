@@ -93,7 +93,7 @@ http: {listen: "", token_file: /run/token, auth_reads: true, tls: {cert_file: c,
 		}
 		for _, want := range []string{"kind: embedded", "path: ./replayguard-data", "ttl: 2h", "max_entries: 1000000",
 			"sequence_span: 4096", "keep_epochs: 2", "max_payload: 256KiB", "- tcp://127.0.0.1:1883", "session_expiry: 1h",
-			"keep_alive: 30s", "batch_size: 500", "batch_linger: 2ms", "receive_maximum: 1000", "listen: 127.0.0.1:9780"} {
+			"keep_alive: 30s", "batch_size: 256", "batch_linger: 1ms", "receive_maximum: 1024", "listen: 127.0.0.1:9780"} {
 			if !strings.Contains(string(out), want+"\n") {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}

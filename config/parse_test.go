@@ -98,7 +98,7 @@ func TestGivenZeros(t *testing.T) {
 		want string
 	}{
 		{"a zero ttl is refused", "window:\n  ttl: 0s", "2: window.ttl: ttl is 0: remove it to use the default (2h), or set a positive value"},
-		{"a zero batch size is refused", "mqtt:\n  batch_size: 0", "2: mqtt.batch_size: batch_size is 0: remove it to use the default (500), or set a positive value"},
+		{"a zero batch size is refused", "mqtt:\n  batch_size: 0", "2: mqtt.batch_size: batch_size is 0: remove it to use the default (256), or set a positive value"},
 		{"a zero payload limit is refused", "limits:\n  max_payload: 0", "2: limits.max_payload: max_payload is 0: remove it to use the default (256KiB), or set a positive value"},
 		{"a zero session expiry is refused", "mqtt:\n  session_expiry: 0s", "2: mqtt.session_expiry: session_expiry 0s ends the session at every disconnect, so messages not yet acknowledged would be lost: remove it to use the default (1h), or set a longer one"},
 		{"a null value takes the default", "window:\n  ttl:\n  max_entries: ~", ""},
@@ -208,9 +208,9 @@ func TestDefaults(t *testing.T) {
 			{"mqtt.client_id", c.MQTT.ClientID, ""},
 			{"mqtt.session_expiry", c.MQTT.SessionExpiry.String(), "1h"},
 			{"mqtt.keep_alive", c.MQTT.KeepAlive.String(), "30s"},
-			{"mqtt.batch_size", c.MQTT.BatchSize, 500},
-			{"mqtt.batch_linger", c.MQTT.BatchLinger.String(), "2ms"},
-			{"mqtt.receive_maximum", c.MQTT.ReceiveMaximum, 1000},
+			{"mqtt.batch_size", c.MQTT.BatchSize, 256},
+			{"mqtt.batch_linger", c.MQTT.BatchLinger.String(), "1ms"},
+			{"mqtt.receive_maximum", c.MQTT.ReceiveMaximum, 1024},
 			{"http.listen", c.HTTP.Listen, "127.0.0.1:9780"},
 		}
 		for _, ch := range checks {
