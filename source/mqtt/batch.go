@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
+
 	"github.com/replayguard/replayguard/engine"
 )
 
@@ -104,29 +106,20 @@ func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 // connection has dropped are skipped: their packet ids belong to a session
 // state a new connection reuses, and the broker sends them again anyway.
 func (c *Consumer) ack(batch []delivery) {
-	var acked, dropped int
+	pkts := make([]*packets.Publish, len(batch))
+	gens := make([]uint64, len(batch))
 	var oldest time.Time
 	for i := range batch {
-		d := &batch[i]
-		if d.dead() {
-			dropped++
-			continue
+		pkts[i], gens[i] = batch[i].pkt, batch[i].gen
+		if oldest.IsZero() && !batch[i].dead() {
+			oldest = batch[i].at
 		}
-		if err := d.client.Ack(d.pkt); err != nil {
-			// The connection dropped since the check: paho cleared its
-			// acknowledgement tracker.
-			dropped++
-			continue
-		}
-		if acked == 0 {
-			oldest = d.at
-		}
-		acked++
 	}
+	acked := c.gate.ack(pkts, gens)
 	if acked > 0 {
 		c.obs.Observe(Event{Kind: Acked, N: acked, Lag: time.Since(oldest)})
 	}
-	if dropped > 0 {
+	if dropped := len(batch) - acked; dropped > 0 {
 		c.log.Info("mqtt connection dropped before acknowledgement; the broker will redeliver", "messages", dropped)
 		c.obs.Observe(Event{Kind: AckDropped, N: dropped})
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -24,10 +25,6 @@ type Processor interface {
 	// batch may be passed again. Calls never overlap.
 	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
 }
-
-// ackFlushInterval is how often paho sends the acknowledgements marked
-// since its last flush, in receive order.
-const ackFlushInterval = 5 * time.Millisecond
 
 // sessionTakenOver is the DISCONNECT reason code of a broker that let
 // another connection take this client id.
@@ -44,6 +41,7 @@ type Consumer struct {
 	reconnects *reconnects
 	stall      *stallPinger
 	q          *queue
+	gate       *ackGate // sends the acknowledgements; one per Run
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -109,6 +107,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	default:
 	}
 
+	c.gate = newAckGate(state.NewInMemory())
 	subCtx, stopSubscribing := context.WithCancel(context.WithoutCancel(ctx))
 	cm, err := autopaho.NewConnection(context.WithoutCancel(ctx), c.clientConfig(subCtx))
 	if err != nil {
@@ -121,13 +120,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
 	c.drain(drainCtx, append(inHand, rest...))
-	time.Sleep(3 * ackFlushInterval) // let paho send the last acknowledgements
 	// Disconnect cancels at once; the wait is for paho's goroutines.
 	if err := cm.Disconnect(context.WithoutCancel(ctx)); err != nil {
 		c.log.Warn("mqtt disconnect", "err", err)
 	}
 	stopSubscribing()
 	c.wg.Wait()
+	_ = c.gate.Close()
 	c.connected.Store(false)
 	return runErr
 }
@@ -149,13 +148,14 @@ func (c *Consumer) clientConfig(subCtx context.Context) autopaho.ClientConfig {
 		OnConnectionDown:              c.connectionDown,
 		OnConnectError:                c.connectError,
 		ClientConfig: paho.ClientConfig{
-			ClientID:                   cfg.ClientID,
-			PingHandler:                c.stall,
-			OnPublishReceived:          []func(paho.PublishReceived) (bool, error){c.receive},
-			OnClientError:              c.clientError,
-			OnServerDisconnect:         c.serverDisconnect,
-			EnableManualAcknowledgment: true,
-			SendAcksInterval:           ackFlushInterval,
+			ClientID:           cfg.ClientID,
+			PingHandler:        c.stall,
+			OnPublishReceived:  []func(paho.PublishReceived) (bool, error){c.receive},
+			OnClientError:      c.clientError,
+			OnServerDisconnect: c.serverDisconnect,
+			// paho acknowledges each delivery as its handler returns; the
+			// gate holds those back until the commit (see ackGate).
+			Session: c.gate,
 		},
 	}
 }
@@ -287,9 +287,10 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 			Dup:     pr.Packet.Duplicate(),
 			Broker:  c.brokerURL(),
 		},
-		client: pr.Client,
-		pkt:    pr.Packet,
-		at:     time.Now(),
+		gate: c.gate,
+		gen:  c.gate.generation(),
+		pkt:  pr.Packet.Packet(),
+		at:   time.Now(),
 	}
 	ok, dropped := c.q.push(d)
 	if dropped > 0 {

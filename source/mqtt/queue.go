@@ -5,31 +5,25 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/packets"
 
 	"github.com/replayguard/replayguard/engine"
 )
 
 // delivery is one PUBLISH in hand, with what its acknowledgement needs: the
-// packet and the client (one per connection) that received it.
+// packet and the generation of the connection that received it.
 type delivery struct {
-	msg    engine.Message
-	client *paho.Client
-	pkt    *paho.Publish
-	at     time.Time
+	msg  engine.Message
+	gate *ackGate
+	gen  uint64
+	pkt  *packets.Publish
+	at   time.Time
 }
 
 // dead reports whether the delivery's connection is gone. Its packet id
 // then belongs to a session state the next connection may reuse for another
 // message, so it must never be acknowledged.
-func (d *delivery) dead() bool {
-	select {
-	case <-d.client.Done():
-		return true
-	default:
-		return false
-	}
-}
+func (d *delivery) dead() bool { return !d.gate.live(d.gen) }
 
 // queue holds deliveries between paho's receive goroutine and the batching
 // loop. push never blocks: blocking would stop paho reading, PINGRESPs

@@ -1,0 +1,112 @@
+package mqtt
+
+import (
+	"bytes"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho/session"
+)
+
+// ackGate is paho's session state with the acknowledgements taken over.
+// paho acknowledges every delivery once its handler returns; the gate
+// drops those and sends them itself when the consumer calls ack, after
+// the commit. This replaces paho's manual acknowledgement tracker, whose
+// cost grows with the deliveries in hand on every receipt (a broker that
+// exceeds the Receive Maximum, as Mosquitto does with an unbounded queue,
+// puts thousands in hand), and sends a run of PUBACKs in one write.
+//
+// Each connection has a generation, noted on its deliveries: paho calls
+// ConAckReceived before the connection delivers anything and
+// ConnectionLost before the next ConAckReceived, and runs no handler of a
+// connection after the next one is up. ack holds the gate's lock across
+// the check of the generation and the write, so an acknowledgement only
+// ever goes out on the connection that received the delivery.
+type ackGate struct {
+	session.SessionManager
+
+	cur atomic.Uint64 // generation of the connection up, 0 when none
+
+	mu   sync.Mutex // held while a connection changes and while acks are written
+	gen  uint64     // last generation handed out
+	conn io.Writer  // the connection up, nil when none
+	buf  bytes.Buffer
+}
+
+func newAckGate(s session.SessionManager) *ackGate { return &ackGate{SessionManager: s} }
+
+// ConAckReceived starts a new generation on conn.
+func (g *ackGate) ConAckReceived(conn io.Writer, cp *packets.Connect, ca *packets.Connack) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gen++
+	g.conn = conn
+	g.cur.Store(g.gen)
+	return g.SessionManager.ConAckReceived(conn, cp, ca)
+}
+
+// ConnectionLost ends the current generation.
+func (g *ackGate) ConnectionLost(dp *packets.Disconnect) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.conn = nil
+	g.cur.Store(0)
+	return g.SessionManager.ConnectionLost(dp)
+}
+
+// Ack is paho's acknowledgement after the handler returned: dropped, the
+// consumer acknowledges after the commit.
+func (g *ackGate) Ack(*packets.Publish) error { return nil }
+
+// generation is that of the connection delivering now.
+func (g *ackGate) generation() uint64 { return g.cur.Load() }
+
+// live reports whether the connection of generation gen is still up.
+func (g *ackGate) live(gen uint64) bool { return gen != 0 && g.cur.Load() == gen }
+
+// ack acknowledges the deliveries of pkts, in order, for those whose
+// generation in gens is still up: PUBACKs in one write, a QoS 2 PUBREC
+// through the session state, which tracks the exchange. It returns how
+// many it sent; the others' connection is gone (or went during the write)
+// and the broker sends them again.
+func (g *ackGate) ack(pkts []*packets.Publish, gens []uint64) (sent int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.buf.Reset()
+	pending := 0
+	flush := func() bool {
+		if g.buf.Len() > 0 {
+			_, err := g.conn.Write(g.buf.Bytes())
+			g.buf.Reset()
+			if err != nil {
+				return false
+			}
+		}
+		sent += pending
+		pending = 0
+		return true
+	}
+	for i, pb := range pkts {
+		if g.conn == nil || gens[i] != g.gen {
+			continue
+		}
+		switch pb.QoS {
+		case 0: // nothing to send
+			pending++
+			continue
+		case 1:
+			pa := packets.Puback{Properties: &packets.Properties{}, PacketID: pb.PacketID}
+			_, _ = pa.WriteTo(&g.buf) // a bytes.Buffer does not fail
+			pending++
+			continue
+		}
+		if !flush() || g.SessionManager.Ack(pb) != nil {
+			return sent
+		}
+		sent++
+	}
+	flush()
+	return sent
+}
