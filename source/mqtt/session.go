@@ -60,6 +60,18 @@ func (g *ackGate) ConnectionLost(dp *packets.Disconnect) error {
 // consumer acknowledges after the commit.
 func (g *ackGate) Ack(*packets.Publish) error { return nil }
 
+// write writes the buffered PUBACKs. paho writes a packet in several
+// calls on connections (TLS, WebSocket) that are also a sync.Locker,
+// holding the lock across them: so does write, not to split a packet.
+func (g *ackGate) write() error {
+	if l, ok := g.conn.(sync.Locker); ok {
+		l.Lock()
+		defer l.Unlock()
+	}
+	_, err := g.conn.Write(g.buf.Bytes())
+	return err
+}
+
 // generation is that of the connection delivering now.
 func (g *ackGate) generation() uint64 { return g.cur.Load() }
 
@@ -78,7 +90,7 @@ func (g *ackGate) ack(pkts []*packets.Publish, gens []uint64) (sent int) {
 	pending := 0
 	flush := func() bool {
 		if g.buf.Len() > 0 {
-			_, err := g.conn.Write(g.buf.Bytes())
+			err := g.write()
 			g.buf.Reset()
 			if err != nil {
 				return false

@@ -32,6 +32,22 @@ type wire struct {
 	fail   bool
 }
 
+// lockedWire is a wire that paho serialises its writes on, like its TLS
+// and WebSocket connections.
+type lockedWire struct {
+	wire
+	locked bool
+}
+
+func (w *lockedWire) Lock()   { w.locked = true }
+func (w *lockedWire) Unlock() { w.locked = false }
+func (w *lockedWire) Write(p []byte) (int, error) {
+	if !w.locked {
+		return 0, errors.New("written without the connection's lock")
+	}
+	return w.wire.Write(p)
+}
+
 func (w *wire) Write(p []byte) (int, error) {
 	if w.fail {
 		return 0, errors.New("broken pipe")
@@ -123,6 +139,14 @@ func TestAckGate(t *testing.T) {
 		}
 		if !slices.Equal(w.ids, []uint16{1}) || !slices.Equal(s.acked, []uint16{2}) {
 			t.Fatalf("PUBACKs %v, session acks %v; want [1] and [2]", w.ids, s.acked)
+		}
+	})
+
+	t.Run("a connection that serialises writes is written under its lock", func(t *testing.T) {
+		g, w := newAckGate(&fakeSession{}), &lockedWire{}
+		gen := connect(g, w)
+		if sent := g.ack(publishes(1, 1, 2), gensOf(2, gen)); sent != 2 || w.locked {
+			t.Fatalf("sent %d, still locked %v; want 2, false", sent, w.locked)
 		}
 	})
 
