@@ -204,6 +204,14 @@ type gapCounter struct {
 	gaps prometheus.Counter
 }
 
+// Prepare passes msgs to the wrapped Processor's Prepare, if it has one,
+// so a source can still decode ahead through the wrapper.
+func (g gapCounter) Prepare(msgs []engine.Message) {
+	if p, ok := g.Processor.(interface{ Prepare([]engine.Message) }); ok {
+		p.Prepare(msgs)
+	}
+}
+
 func (g gapCounter) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
 	decs, err := g.Processor.Process(ctx, msgs)
 	for i := range decs {

@@ -26,6 +26,13 @@ type Processor interface {
 	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
 }
 
+// preparer is a Processor that can decode messages ahead of Process, on
+// another goroutine (*engine.Engine can). Prepare must be safe for
+// concurrent use with Process.
+type preparer interface {
+	Prepare(msgs []engine.Message)
+}
+
 // sessionTakenOver is the DISCONNECT reason code of a broker that let
 // another connection take this client id.
 const sessionTakenOver = 0x8E
@@ -35,6 +42,7 @@ const sessionTakenOver = 0x8E
 type Consumer struct {
 	cfg        Config
 	p          Processor
+	prep       preparer // p, when it can decode ahead; else nil
 	log        *slog.Logger
 	obs        Observer
 	urls       []*url.URL
@@ -72,6 +80,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		q:          newQueue(2 * int(cfg.ReceiveMaximum)),
 		fatal:      make(chan error, 1),
 	}
+	c.prep, _ = p.(preparer)
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
 		c.urls = append(c.urls, u)
@@ -291,6 +300,11 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 		gen:  c.gate.generation(),
 		pkt:  pr.Packet.Packet(),
 		at:   time.Now(),
+	}
+	if c.prep != nil { // here, not on the goroutine that decides
+		one := []engine.Message{d.msg}
+		c.prep.Prepare(one)
+		d.msg = one[0]
 	}
 	ok, dropped := c.q.push(d)
 	if dropped > 0 {

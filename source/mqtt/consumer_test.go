@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -372,5 +373,41 @@ func TestSubscription(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("Run still consuming from a broker that grants QoS 0")
 		}
+	})
+}
+
+// preparingRecorder is a recorder whose Prepare notes each message it saw.
+type preparingRecorder struct {
+	*recorder
+	mu       sync.Mutex
+	prepared map[key]bool
+}
+
+func (p *preparingRecorder) Prepare(msgs []engine.Message) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range msgs {
+		p.prepared[keyOf(p.t, m)] = true
+	}
+}
+
+func (p *preparingRecorder) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	p.mu.Lock()
+	for _, m := range msgs {
+		if k := keyOf(p.t, m); !p.prepared[k] {
+			p.t.Errorf("%v reached Process unprepared", k)
+		}
+	}
+	p.mu.Unlock()
+	return p.recorder.Process(ctx, msgs)
+}
+
+func TestPrepare(t *testing.T) {
+	t.Run("a Processor that can decode ahead has every message prepared before Process", func(t *testing.T) {
+		m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true})
+		rec := &preparingRecorder{recorder: newRecorder(t), prepared: map[key]bool{}}
+		start(t, testConfig(t, m.URL()), rec).waitReady(t)
+		publish(t, testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{}), "a", 20)
+		waitFor(t, "20 commits", 10*time.Second, func() bool { return rec.Len() == 20 })
 	})
 }
