@@ -150,6 +150,7 @@ func (c *Consumer) clientConfig(subCtx context.Context) autopaho.ClientConfig {
 		SessionExpiryInterval:         uint32(cfg.SessionExpiry / time.Second),
 		ReconnectBackoff:              c.reconnects.delay,
 		ConnectTimeout:                cfg.ConnectTimeout,
+		AttemptConnection:             bufferedDialer(c.urls, cfg.TLS),
 		ConnectUsername:               cfg.Username,
 		ConnectPassword:               []byte(cfg.Password),
 		ConnectPacketBuilder:          c.buildConnect,
