@@ -36,7 +36,8 @@ type queue struct {
 	sweepAt int // length at which push next looks for dead deliveries
 
 	mu     sync.Mutex
-	items  []delivery
+	items  []delivery // items[head:] are queued; the array is reused
+	head   int
 	closed bool
 	ready  chan struct{} // holds a token when items is not empty
 }
@@ -60,7 +61,8 @@ func (q *queue) push(d delivery) (ok bool, dropped int) {
 	if q.closed {
 		return false, 0
 	}
-	if len(q.items) >= q.sweepAt {
+	if q.len() >= q.sweepAt {
+		q.compact()
 		n := len(q.items)
 		q.items = slices.DeleteFunc(q.items, func(d delivery) bool { return d.dead() })
 		dropped = n - len(q.items)
@@ -68,6 +70,9 @@ func (q *queue) push(d delivery) (ok bool, dropped int) {
 		// it resumes a session with a backlog): look again only once the
 		// queue has doubled, so pushes stay O(1) amortised.
 		q.sweepAt = max(q.bound, 2*len(q.items))
+	}
+	if len(q.items) == cap(q.items) && q.head >= len(q.items)/2 {
+		q.compact() // reuse the array rather than grow it
 	}
 	q.items = append(q.items, d)
 	select {
@@ -81,14 +86,18 @@ func (q *queue) push(d delivery) (ok bool, dropped int) {
 func (q *queue) take(dst []delivery, n int) []delivery {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n = min(n, len(q.items))
-	dst = append(dst, q.items[:n]...)
-	clear(q.items[:n])
-	q.items = q.items[n:]
-	if len(q.items) < q.bound {
+	n = min(n, q.len())
+	taken := q.items[q.head : q.head+n]
+	dst = append(dst, taken...)
+	clear(taken)
+	q.head += n
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	if q.len() < q.bound {
 		q.sweepAt = q.bound
 	}
-	if len(q.items) > 0 {
+	if q.len() > 0 {
 		select {
 		case q.ready <- struct{}{}:
 		default:
@@ -102,7 +111,21 @@ func (q *queue) close() []delivery {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true
-	rest := q.items
-	q.items = nil
+	rest := q.items[q.head:]
+	q.items, q.head = nil, 0
 	return rest
+}
+
+// len is the number of deliveries queued. Called with mu held.
+func (q *queue) len() int { return len(q.items) - q.head }
+
+// compact moves the queued deliveries to the front of the array. Called
+// with mu held.
+func (q *queue) compact() {
+	if q.head == 0 {
+		return
+	}
+	n := copy(q.items, q.items[q.head:])
+	clear(q.items[n:])
+	q.items, q.head = q.items[:n], 0
 }

@@ -109,8 +109,9 @@ func (g *ackGate) ack(pkts []*packets.Publish, gens []uint64) (sent int) {
 			pending++
 			continue
 		case 1:
-			pa := packets.Puback{Properties: &packets.Properties{}, PacketID: pb.PacketID}
-			_, _ = pa.WriteTo(&g.buf) // a bytes.Buffer does not fail
+			// PUBACK, success, no properties: MQTT 5 omits the reason code
+			// and property length then (3.4.2.1), as MQTT 3.1.1 always does.
+			g.buf.Write([]byte{packets.PUBACK << 4, 2, byte(pb.PacketID >> 8), byte(pb.PacketID)})
 			pending++
 			continue
 		}
