@@ -19,15 +19,17 @@
 //
 // # Acknowledgements and reconnects
 //
-// Paho gives every connection its own Client, whose acknowledgement tracker
-// is emptied when the connection drops; the session state that writes
-// PUBACKs is shared by the connections and writes to the current one. A
-// packet id only names a message within one broker's session: on a resumed
-// session Mosquitto resends the unacknowledged messages under their old ids
-// with DUP=1, but a standby restored from an older snapshot may hold other
+// The session state that writes acknowledgements is shared by paho's
+// successive connections and writes to the current one. A packet id only
+// names a message within one broker's session: on a resumed session
+// Mosquitto resends the unacknowledged messages under their old ids with
+// DUP=1, but a standby restored from an older snapshot may hold other
 // messages under the same ids, and acknowledging one of those before its
-// commit would lose it. So a delivery is acknowledged only through the
-// Client that received it, and only while that connection is up.
+// commit would lose it. So the consumer takes the acknowledgements over
+// from paho: each connection has a generation, noted on its deliveries, and
+// a committed batch's PUBACKs go out in one write only while the
+// generation that received them is still up, under the lock that a
+// connection change takes.
 // Deliveries of a dropped connection are still decided and committed (they
 // are in hand) but never acknowledged; the broker's resend is found
 // duplicate by the engine.
@@ -35,7 +37,13 @@
 // A Process error acknowledges nothing: the same batch is passed again after
 // a capped, jittered, growing delay, Ready reports false meanwhile, and the
 // broker, allowed ReceiveMaximum unacknowledged deliveries, stops sending:
-// a slow or failing store is backpressure, not memory growth.
+// a slow or failing store is backpressure, not memory growth. (Mosquitto
+// 2.0 with max_queued_messages 0 does not honour the Receive Maximum: it
+// sends as fast as it can, and the deliveries wait in the consumer.)
+//
+// A Processor that also has Prepare([]engine.Message), as the engine does,
+// has each message decoded in paho's receive callback, off the goroutine
+// that decides and commits.
 //
 // Run must not be called again before it returns; Ready may be called from
 // any goroutine. The Observer is called from the consumer's and paho's
