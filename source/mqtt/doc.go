@@ -38,8 +38,8 @@
 // a capped, jittered, growing delay, Ready reports false meanwhile, and the
 // broker, allowed ReceiveMaximum unacknowledged deliveries, stops sending:
 // a slow or failing store is backpressure, not memory growth. (Mosquitto
-// 2.0 with max_queued_messages 0 does not honour the Receive Maximum: it
-// sends as fast as it can, and the deliveries wait in the consumer.)
+// 2.0.11 configured with max_queued_messages 0 was seen sending thousands
+// past a Receive Maximum of 1000; those deliveries wait in the consumer.)
 //
 // A Processor that also has Prepare([]engine.Message), as the engine does,
 // has each message decoded in paho's receive callback, off the goroutine

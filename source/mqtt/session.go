@@ -14,9 +14,9 @@ import (
 // paho acknowledges every delivery once its handler returns; the gate
 // drops those and sends them itself when the consumer calls ack, after
 // the commit. This replaces paho's manual acknowledgement tracker, whose
-// cost grows with the deliveries in hand on every receipt (a broker that
-// exceeds the Receive Maximum, as Mosquitto does with an unbounded queue,
-// puts thousands in hand), and sends a run of PUBACKs in one write.
+// cost grows with the deliveries in hand on every receipt (Mosquitto 2.0.11
+// with max_queued_messages 0 was seen putting thousands in hand, past the
+// Receive Maximum), and sends a run of PUBACKs in one write.
 //
 // Each connection has a generation, noted on its deliveries: paho calls
 // ConAckReceived before the connection delivers anything and
