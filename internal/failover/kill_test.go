@@ -20,6 +20,9 @@ import (
 // message applied exactly once, no gap.
 func TestConsumerKilled(t *testing.T) {
 	skipShort(t)
+	// Hold each committed batch 20 ms before its acknowledgements, so that
+	// kills land between commit and ack often enough to prove the replay.
+	t.Setenv("REPLAYGUARD_FAILPOINT_BEFORE_ACK", "20ms")
 	rng := rand.New(rand.NewPCG(seed(t), 3))
 	const minKills, maxKills = 5, 15
 	sources := sourceNames(3)

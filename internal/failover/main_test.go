@@ -54,7 +54,8 @@ func replayguardBinary(t testing.TB) string {
 			return
 		}
 		binary.path = filepath.Join(binary.dir, "replayguard")
-		cmd := exec.Command("go", "build", "-o", binary.path, "github.com/replayguard/replayguard/cmd/replayguard")
+		// failpoints: TestConsumerKilled holds batches between commit and ack
+		cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", binary.path, "github.com/replayguard/replayguard/cmd/replayguard")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		binary.out, binary.err = cmd.CombinedOutput()
 	})

@@ -22,6 +22,7 @@ func (c *Consumer) consume(ctx context.Context) ([]delivery, error) {
 			if c.commit(ctx, batch) != nil {
 				return batch, err
 			}
+			beforeAck()
 			c.ack(batch)
 		}
 		if err != nil {
