@@ -129,10 +129,7 @@ func (e *Engine) appendAudit(r *AuditRecord) {
 func (e *Engine) Release(ctx context.Context, id uint64) (Decision, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.ready(ctx); err != nil {
-		return Decision{}, err
-	}
-	q, err := e.quar.Quarantined(ctx, id)
+	q, err := e.held(ctx, id)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -146,6 +143,15 @@ func (e *Engine) Release(ctx context.Context, id uint64) (Decision, error) {
 		return Decision{}, err
 	}
 	return dec, nil
+}
+
+// held returns quarantine entry id for an operator's action. Called with
+// e.mu held.
+func (e *Engine) held(ctx context.Context, id uint64) (QuarantineEntry, error) {
+	if err := e.ready(ctx); err != nil {
+		return QuarantineEntry{}, err
+	}
+	return e.quar.Quarantined(ctx, id)
 }
 
 // sealAndWait commits the pending changes of an operator's action. Called
@@ -165,10 +171,7 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason string) (Decisio
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.ready(ctx); err != nil {
-		return Decision{}, err
-	}
-	q, err := e.quar.Quarantined(ctx, id)
+	q, err := e.held(ctx, id)
 	if err != nil {
 		return Decision{}, err
 	}

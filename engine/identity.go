@@ -39,12 +39,7 @@ const (
 // SequencedKey derives the idempotency key of a sequenced message.
 func SequencedKey(route string, source []string, epoch string, seq int64) Hash {
 	var buf [256]byte
-	b := append(buf[:0], keySequenced)
-	b = appendField(b, route)
-	b = binary.AppendUvarint(b, uint64(len(source)))
-	for _, p := range source {
-		b = appendField(b, p)
-	}
+	b := appendSourceID(append(buf[:0], keySequenced), route, source)
 	b = appendField(b, epoch)
 	b = binary.BigEndian.AppendUint64(b, uint64(seq))
 	return sha256.Sum256(b)
@@ -53,12 +48,7 @@ func SequencedKey(route string, source []string, epoch string, seq int64) Hash {
 // IDKey derives the idempotency key of a message identified by a producer id.
 func IDKey(route string, source []string, id string) Hash {
 	var buf [256]byte
-	b := append(buf[:0], keyByID)
-	b = appendField(b, route)
-	b = binary.AppendUvarint(b, uint64(len(source)))
-	for _, p := range source {
-		b = appendField(b, p)
-	}
+	b := appendSourceID(append(buf[:0], keyByID), route, source)
 	b = appendField(b, id)
 	return sha256.Sum256(b)
 }
