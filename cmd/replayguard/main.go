@@ -1,5 +1,3 @@
-// Command replayguard gives exactly-once effect on top of at-least-once
-// feeds: see `replayguard help`.
 package main
 
 import (

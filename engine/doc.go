@@ -1,0 +1,25 @@
+// Package engine decides, for every delivery of an at-least-once feed,
+// whether it is new, a proven duplicate, or something a person must look
+// at, and commits each batch of decisions — window changes, effects, audit
+// records, quarantine entries — to a Store in one atomic transaction.
+//
+// The pipeline, top to bottom:
+//
+//   - decode (decode.go, validjson.go): one pass over the payload validates
+//     the JSON and extracts only the route's configured paths;
+//   - identity (identity.go): a length-prefixed SHA-256 idempotency key over
+//     producer fields, and a canonical digest of every value the route reads;
+//   - decide (decide.go, keywindow.go, seqwindow.go): the key window (same
+//     digest: duplicate; other digest: conflict), then for sequenced routes
+//     the per-(route, source, epoch) RFC 6479 window;
+//   - project (effects.go): add, set, max, min on entity state, for applied
+//     messages only;
+//   - record and commit (engine.go, chain.go): hash-chained audit records,
+//     quarantine entries with raw bytes, one Batch per commit.
+//
+// Concurrency: an Engine is safe for concurrent use. Decisions are
+// serialised; commits run in submission order on the engine's committer
+// goroutine, which Close stops after the queued commits. A failed commit
+// aborts every batch decided on top of it and the engine reloads the
+// committed state before deciding again.
+package engine
