@@ -1,0 +1,74 @@
+package arch
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/replayguard/replayguard/"
+
+// allowed lists, for each package, the project packages it may depend on
+// (directly or not).
+var allowed = map[string][]string{
+	"engine":              {},
+	"config":              {},
+	"audit":               {"engine"},
+	"store/memory":        {"engine"},
+	"store/embedded":      {"engine"},
+	"store/storetest":     {"engine"},
+	"source/file":         {"engine"},
+	"source/mqtt":         {"engine"},
+	"internal/testbroker": {},
+	"metrics":             {"engine", "source/mqtt"},
+	"web":                 {"engine"},
+}
+
+func TestImportsPointTowardTheEngine(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Deps", "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Deps       []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		name, ok := strings.CutPrefix(p.ImportPath, module)
+		if !ok {
+			continue
+		}
+		want, checked := allowed[name]
+		if !checked {
+			continue
+		}
+		seen++
+		for _, d := range p.Deps {
+			dep, ok := strings.CutPrefix(d, module)
+			if !ok {
+				continue
+			}
+			if !contains(want, dep) {
+				t.Errorf("%s depends on %s: only %v allowed", name, dep, want)
+			}
+		}
+	}
+	if seen != len(allowed) {
+		t.Fatalf("checked %d packages, want %d: a package was renamed", seen, len(allowed))
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
