@@ -208,3 +208,17 @@ func TestCommandLineMistakes(t *testing.T) {
 		})
 	}
 }
+
+func TestBenchDecidesEveryGeneratedMessage(t *testing.T) {
+	out := mustRun(t, "", "bench", "--messages", "3000", "--sources", "7", "--replays", "0.2", "--dir", filepath.Join(t.TempDir(), "d"))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "msg/s durable") {
+		t.Fatalf("bench output %q", out)
+	}
+	var applied, late, dup, conflict, quarantined, malformed, total int
+	fmt.Sscanf(lines[1], "applied=%d applied_late=%d duplicate=%d conflict=%d quarantined=%d malformed=%d total=%d",
+		&applied, &late, &dup, &conflict, &quarantined, &malformed, &total)
+	if applied != 3000 || late+conflict+quarantined+malformed != 0 || dup < 400 || dup > 800 || total != applied+dup {
+		t.Fatalf("bench summary %q: every update applied once and every replay a duplicate", lines[1])
+	}
+}
