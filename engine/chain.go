@@ -13,12 +13,18 @@ func ChainHash(r AuditRecord) (Hash, error) {
 	if err != nil {
 		return Hash{}, err
 	}
-	r.Hash = ""
-	r.Time = r.Time.UTC()
+	return chainHash(prev, &r), nil
+}
+
+// chainHash is ChainHash with the previous hash already parsed.
+func chainHash(prev Hash, r *AuditRecord) Hash {
+	hash, t := r.Hash, r.Time
+	r.Hash, r.Time = "", r.Time.UTC()
 	var buf [640]byte
 	b := append(buf[:0], prev[:]...)
-	b = appendRecord(b, &r)
-	return sha256.Sum256(b), nil
+	b = appendRecord(b, r)
+	r.Hash, r.Time = hash, t
+	return sha256.Sum256(b)
 }
 
 // Seal sets r.Prev to prev and r.Hash to the record's chain hash.
@@ -29,10 +35,7 @@ func Seal(r *AuditRecord, prev Hash) error {
 
 func seal(r *AuditRecord, prev Hash) (Hash, error) {
 	r.Prev = prev.String()
-	h, err := ChainHash(*r)
-	if err != nil {
-		return Hash{}, err
-	}
+	h := chainHash(prev, r)
 	r.Hash = h.String()
 	return h, nil
 }
