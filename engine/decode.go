@@ -30,9 +30,14 @@ var kindNames = [...]string{"absent", "string", "number", "boolean", "null", "ob
 // value is one extracted field: its kind and its canonical text (strings
 // unescaped, numbers as canonical decimals).
 type value struct {
-	kind valueKind
-	text string
+	kind    valueKind
+	text    string
+	integer bool // a number written as an integer literal
 }
+
+// maxIdentityBytes bounds each source part, id, epoch and entity name: they
+// become store keys, which must stay small.
+const maxIdentityBytes = 1024
 
 // decoded is a message after extraction and validation: everything decide
 // and the effects need, nothing more.
@@ -48,8 +53,11 @@ type decoded struct {
 	key      Hash
 	digest   Hash
 
+	entities []string // rendered entity name per route effect; "" skips it
+
 	valsBuf [12]value // backing arrays: one allocation per message
 	srcBuf  [4]string
+	entBuf  [4]string
 }
 
 // decodeError is a malformed message's reason.
@@ -94,6 +102,7 @@ func (e *Engine) decodeFresh(m *Message) (*decoded, error) {
 		return nil, malformed("no route matches topic %q", m.Topic)
 	}
 	d := &decoded{route: r, seq: -1}
+	d.entities = d.entBuf[:0]
 	d.vals = d.valsBuf[:0]
 	if len(r.paths) > len(d.valsBuf) {
 		d.vals = make([]value, 0, len(r.paths))
@@ -155,11 +164,11 @@ func canonical(name string, v []byte, kind valueKind) (value, error) {
 		}
 		return value{kind: vString, text: s}, nil
 	case vNumber:
-		t, err := canonicalNumber(v)
+		t, integer, err := canonicalNumber(v)
 		if err != nil {
 			return value{}, malformed("%s: %v", name, err)
 		}
-		return value{kind: vNumber, text: t}, nil
+		return value{kind: vNumber, text: t, integer: integer}, nil
 	default:
 		return value{kind: kind, text: string(v)}, nil
 	}
@@ -177,6 +186,9 @@ func (d *decoded) identity() error {
 		v := d.vals[i]
 		switch v.kind {
 		case vString, vNumber, vBool:
+			if len(v.text) > maxIdentityBytes {
+				return malformed("source field %s is %d bytes, over %d", r.paths[i].text, len(v.text), maxIdentityBytes)
+			}
 			d.source[n] = v.text
 		case vAbsent:
 			return malformed("source field %s is missing", r.paths[i].text)
@@ -206,6 +218,8 @@ func (d *decoded) identity() error {
 			return malformed("id field %s is empty", name)
 		case v.kind != vString && v.kind != vNumber:
 			return malformed("id field %s: want a string or number, got %s", name, kindNames[v.kind])
+		case len(v.text) > maxIdentityBytes:
+			return malformed("id field %s is %d bytes, over %d", name, len(v.text), maxIdentityBytes)
 		}
 		d.id = v.text
 	}
@@ -219,6 +233,24 @@ func (d *decoded) identity() error {
 			return malformed("field %s: want a scalar, got %s", r.paths[i].text, kindNames[v.kind])
 		}
 	}
+	return d.entityNames()
+}
+
+// entityNames renders every effect's entity name ("" when a field it names
+// is absent: the effect is skipped).
+func (d *decoded) entityNames() error {
+	d.entities = d.entities[:0]
+	for i, ef := range d.route.effects {
+		name, ok := render(ef.entity, d.vals)
+		switch {
+		case !ok:
+		case name == "":
+			return malformed("effects[%d]: the entity name is empty", i)
+		case len(name) > maxIdentityBytes:
+			return malformed("effects[%d]: the entity name is %d bytes, over %d", i, len(name), maxIdentityBytes)
+		}
+		d.entities = append(d.entities, name)
+	}
 	return nil
 }
 
@@ -230,11 +262,11 @@ func sequenceOf(name string, v value) (int64, error) {
 	default:
 		return 0, malformed("sequence field %s: want a JSON integer, got %s", name, kindNames[v.kind])
 	}
+	if !v.integer {
+		return 0, malformed("sequence field %s: %s is not an integer", name, v.text)
+	}
 	if strings.HasPrefix(v.text, "-") {
 		return 0, malformed("sequence field %s: %s is negative", name, v.text)
-	}
-	if strings.ContainsAny(v.text, ".eE") {
-		return 0, malformed("sequence field %s: %s is not an integer", name, v.text)
 	}
 	s, err := strconv.ParseInt(v.text, 10, 64)
 	if err != nil {
@@ -251,11 +283,14 @@ func (d *decoded) epochOf(name string, v value) error {
 		if v.text == "" {
 			return malformed("epoch field %s is an empty string", name)
 		}
+		if len(v.text) > maxIdentityBytes {
+			return malformed("epoch field %s is %d bytes, over %d", name, len(v.text), maxIdentityBytes)
+		}
 		d.epoch = v.text
 		return nil
 	case vNumber:
 		n, err := strconv.ParseInt(v.text, 10, 64)
-		if err != nil {
+		if err != nil || !v.integer {
 			return malformed("epoch field %s: %s is not an integer in int64 range", name, v.text)
 		}
 		d.epoch, d.epochNum, d.epochInt = v.text, true, n

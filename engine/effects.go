@@ -23,9 +23,9 @@ type field struct {
 // entity states, marking what changed. Paths absent from the message do
 // nothing; an entity template naming an absent field skips the effect.
 func (e *Engine) project(d *decoded, ver Version) {
-	for _, ef := range d.route.effects {
-		name, ok := render(ef.entity, d.vals)
-		if !ok {
+	for i, ef := range d.route.effects {
+		name := d.entities[i]
+		if name == "" {
 			continue
 		}
 		ent := e.entities[name]

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,13 @@ func TestEffects(t *testing.T) {
 		h.feed(meter("m3", "a", "0.1"), meter("m3", "b", "0.2"), meter("m3", "c", "0.25"))
 		if got, want := h.state(), `{"meter/m3":{"kwh":0.55}}`; got != want {
 			t.Fatalf("state %s, want %s", got, want)
+		}
+	})
+	t.Run("add stays exact across a thousand orders of magnitude", func(t *testing.T) {
+		h := newHarness(t, engine.Options{})
+		h.feed(meter("m3", "a", "1e900"), meter("m3", "b", "1e-900"), meter("m3", "c", "-1e900"))
+		if got, want := h.state(), `{"meter/m3":{"kwh":0.`+strings.Repeat("0", 899)+`1}}`; got != want {
+			t.Fatalf("state %.80s…, want %.80s…", got, want)
 		}
 	})
 	t.Run("max and min keep the extremes", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ var incidentRoute = engine.Route{
 
 var meterRoute = engine.Route{
 	Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId",
-	Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"},
+	Effects: []engine.EffectSpec{{Entity: "{site}", Set: map[string]string{"kw": "kw"}}, {Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"},
 		Max: map[string]string{"peak": "kw"}, Min: map[string]string{"low": "kw"}}},
 }
 
@@ -140,6 +141,9 @@ func TestDecisionRules(t *testing.T) {
 		{"the same id on two meters is two messages",
 			engine.Options{}, []engine.Message{meter("m3", "x-1", "1"), meter("m4", "x-1", "1")},
 			"applied applied"},
+		{"the largest sequence, then a new epoch, retires the window without overflowing",
+			engine.Options{}, []engine.Message{inc("fd", "e1", 1, int64(math.MaxInt64), ""), inc("fd", "e1", 2, 1, ""), inc("fd", "e1", 1, int64(math.MaxInt64), "")},
+			"applied applied duplicate"},
 		{"a replay within one batch is a duplicate",
 			engine.Options{}, []engine.Message{inc("fd", "e1", 1, 9, ""), inc("fd", "e1", 1, 9, "")},
 			"applied duplicate"},
@@ -164,6 +168,14 @@ func TestMalformedReasonsNameTheField(t *testing.T) {
 	}{
 		{"a string sequence is refused", "incidents/fd", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":"12"}`, "sequence field sequence: want a JSON integer, got string"},
 		{"a fractional sequence is refused", "incidents/fd", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":12.5}`, "sequence field sequence: 12.5 is not an integer"},
+		{"a sequence in exponent form is refused", "incidents/fd", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":1e5}`, "sequence field sequence: 100000 is not an integer"},
+		{"a sequence written with a fraction is refused", "incidents/fd", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":7.0}`, "sequence field sequence: 7 is not an integer"},
+		{"an epoch in exponent form is refused", "incidents/fd", `{"agency":"fd","source_id":"e1","boot_id":2e0,"sequence":1}`, "epoch field boot_id: 2 is not an integer"},
+		{"a 40 kB source part is refused", "incidents/fd", `{"agency":"` + strings.Repeat("a", 40000) + `","source_id":"e1","boot_id":1,"sequence":1}`, "source field agency is 40000 bytes, over 1024"},
+		{"a 2 kB entity name is refused", "incidents/fd", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":1,"incident_id":"` + strings.Repeat("i", 2000) + `"}`, "effects[0]: the entity name is 2009 bytes, over 1024"},
+		{"an empty entity name is refused", "plant/m1/energy", `{"msgId":"a","kwh":1,"site":""}`, "the entity name is empty"},
+		{"a number with a huge exponent is refused", "plant/m1/energy", `{"msgId":"a","kwh":1e99999}`, "kwh: 1e99999 is out of range"},
+		{"a number with too many digits is refused", "plant/m1/energy", `{"msgId":"a","kwh":` + strings.Repeat("9", 120) + `}`, "has more than 100 digits"},
 		{"a negative sequence is refused", "incidents/fd", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":-4}`, "sequence field sequence: -4 is negative"},
 		{"a sequence of 2^63 is refused", "incidents/fd", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":9223372036854775808}`, "out of range"},
 		{"a missing source field is refused", "incidents/fd", `{"agency":"fd","boot_id":1,"sequence":1}`, "source field source_id is missing"},

@@ -9,16 +9,25 @@ import (
 // decimalCtx does exact decimal arithmetic: sums of meter readings must not
 // round. 0.1 + 0.2 is 0.3.
 var decimalCtx = apd.Context{
-	Precision:   200,
+	Precision:   0, // no rounding: exact sums of inputs bounded by maxDigits and maxExponent
 	MaxExponent: apd.MaxExponent,
 	MinExponent: apd.MinExponent,
 	Traps:       apd.DefaultTraps | apd.Inexact | apd.Rounded,
 }
 
+// Bounds on a JSON number the engine reads: past them a message is
+// malformed. They keep canonical text, keys and exact sums small: a sum of
+// inputs within them never needs more than a few thousand digits.
+const (
+	maxDigits   = 100
+	maxExponent = 1000
+)
+
 // canonicalNumber returns the canonical decimal text of a JSON number
-// literal: "1.50", "15e-1" and "1.5" all become "1.5". Plain integers, the
-// common case, pass through without parsing.
-func canonicalNumber(lit []byte) (string, error) {
+// literal: "1.50", "15e-1" and "1.5" all become "1.5". integer reports
+// whether the literal itself was written as an integer (no fraction, no
+// exponent). Plain integers, the common case, pass through without parsing.
+func canonicalNumber(lit []byte) (text string, integer bool, err error) {
 	plain := len(lit) > 0
 	for i, c := range lit {
 		if (c < '0' || c > '9') && !(i == 0 && c == '-' && len(lit) > 1) {
@@ -27,16 +36,22 @@ func canonicalNumber(lit []byte) (string, error) {
 		}
 	}
 	if plain {
-		if string(lit) == "-0" {
-			return "0", nil
+		if len(lit) > maxDigits+1 {
+			return "", false, fmt.Errorf("%.20s… has more than %d digits", lit, maxDigits)
 		}
-		return string(lit), nil
+		if string(lit) == "-0" {
+			return "0", true, nil
+		}
+		return string(lit), true, nil
 	}
 	var d apd.Decimal
 	if _, _, err := d.SetString(string(lit)); err != nil {
-		return "", fmt.Errorf("bad number %q", lit)
+		return "", false, fmt.Errorf("bad number %q", lit)
 	}
-	return formatDecimal(&d), nil
+	if d.NumDigits() > maxDigits || d.Exponent > maxExponent || d.Exponent < -maxExponent-maxDigits {
+		return "", false, fmt.Errorf("%.20s is out of range (at most %d digits, exponent within ±%d)", lit, maxDigits, maxExponent)
+	}
+	return formatDecimal(&d), false, nil
 }
 
 func formatDecimal(d *apd.Decimal) string {

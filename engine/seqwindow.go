@@ -186,7 +186,9 @@ func (w *EpochWindow) checkOlder(seq int64, waive bool) seqVerdict {
 func (w *EpochWindow) retire(span int) {
 	w.Floor = w.High - int64(span)
 	var inWindow []Range
-	for s := max(w.Floor+1, 0); s <= w.High; s++ {
+	lo := max(w.Floor+1, 0)
+	for off := int64(0); off <= w.High-lo; off++ { // by offset: High may be 2^63-1
+		s := lo + off
 		word, mask := w.bit(s, span)
 		if w.Bitmap[word]&mask != 0 {
 			continue

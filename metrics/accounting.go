@@ -26,7 +26,7 @@ var (
 	descDecisions = prometheus.NewDesc("replayguard_decisions_total",
 		"Deliveries decided and durably committed, by route and outcome.", []string{"route", "outcome"}, nil)
 	descAbandoned = prometheus.NewDesc("replayguard_abandoned_total",
-		"Deliveries dropped undecided and unacknowledged (connection lost while they waited, or shutdown); the broker resends them.", nil, nil)
+		"Deliveries left undecided and unacknowledged because shutdown could not commit them in time; the broker resends them.", nil, nil)
 	descInFlight = prometheus.NewDesc("replayguard_in_flight",
 		"Deliveries received whose decision is not committed yet: received_total - sum(decisions_total) - abandoned_total.", nil, nil)
 	descResolved = prometheus.NewDesc("replayguard_quarantine_resolved_total",

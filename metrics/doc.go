@@ -8,9 +8,9 @@
 //
 // holds in every single scrape: the received counter, the decision
 // counters, the abandoned counter and the in-flight gauge are read together
-// under one lock. A delivery is abandoned when its connection died before it
-// could be decided; the broker sends it again, and that copy is a new
-// delivery. Without connection loss abandoned_total stays 0. An operator's
+// under one lock. A delivery is abandoned when shutdown could not commit it
+// in time; the broker sends it again, and that copy is a new delivery. In
+// normal running abandoned_total stays 0. An operator's
 // release or discard of a held message is not a delivery; it is counted in
 // replayguard_quarantine_resolved_total instead.
 //

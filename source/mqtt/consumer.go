@@ -307,11 +307,7 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 		c.prep.Prepare(one)
 		d.msg = one[0]
 	}
-	ok, dropped := c.q.push(d)
-	if dropped > 0 {
-		c.obs.Observe(Event{Kind: Abandoned, N: dropped})
-	}
-	if ok {
+	if c.q.push(d) {
 		c.obs.Observe(Event{Kind: Received, Broker: d.msg.Broker, N: 1})
 	}
 	return true, nil

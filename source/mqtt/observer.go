@@ -49,9 +49,8 @@ const (
 	// engine finds them duplicate; their packet ids mean nothing to a new
 	// connection.
 	AckDropped
-	// Abandoned: deliveries dropped undecided and unacknowledged (N): their
-	// connection died while they waited and the queue was over its bound,
-	// or shutdown could not commit them. The broker sends them again.
+	// Abandoned: deliveries left undecided and unacknowledged (N) because
+	// shutdown could not commit them in time. The broker sends them again.
 	Abandoned
 )
 

@@ -1,7 +1,6 @@
 package mqtt
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -27,13 +26,14 @@ func (d *delivery) dead() bool { return !d.gate.live(d.gen) }
 
 // queue holds deliveries between paho's receive goroutine and the batching
 // loop. push never blocks: blocking would stop paho reading, PINGRESPs
-// included. The broker bounds what one connection sends to ReceiveMaximum
-// unacknowledged deliveries; deliveries of connections that have died stay
-// (they are in hand, and a standby broker may not have them) unless the
-// queue grows over its bound, when they go first.
+// included. Deliveries of connections that have died stay: they are in
+// hand, and a standby broker may not have them, so they are decided and
+// committed like the others (never acknowledged). The broker bounds what a
+// connection sends by the Receive Maximum — loosely: Mosquitto exceeds it
+// when it resumes a session with a backlog — so the queue holds what the
+// broker sent and nothing is ever dropped from it.
 type queue struct {
-	bound   int
-	sweepAt int // length at which push next looks for dead deliveries
+	bound int // the expected size, a sizing hint
 
 	mu     sync.Mutex
 	items  []delivery // items[head:] are queued; the array is reused
@@ -43,7 +43,7 @@ type queue struct {
 }
 
 func newQueue(bound int) *queue {
-	return &queue{bound: bound, sweepAt: bound, ready: make(chan struct{}, 1)}
+	return &queue{bound: bound, ready: make(chan struct{}, 1)}
 }
 
 // open makes the queue accept deliveries again, for a new Run.
@@ -53,23 +53,12 @@ func (q *queue) open() {
 	q.mu.Unlock()
 }
 
-// push appends d. It reports false when the queue is closed, and how many
-// deliveries of dead connections it dropped to stay within its bound.
-func (q *queue) push(d delivery) (ok bool, dropped int) {
+// push appends d. It reports false when the queue is closed.
+func (q *queue) push(d delivery) (ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return false, 0
-	}
-	if q.len() >= q.sweepAt {
-		q.compact()
-		n := len(q.items)
-		q.items = slices.DeleteFunc(q.items, func(d delivery) bool { return d.dead() })
-		dropped = n - len(q.items)
-		// A broker may send past the Receive Maximum (Mosquitto does when
-		// it resumes a session with a backlog): look again only once the
-		// queue has doubled, so pushes stay O(1) amortised.
-		q.sweepAt = max(q.bound, 2*len(q.items))
+		return false
 	}
 	if len(q.items) == cap(q.items) && q.head >= len(q.items)/2 {
 		q.compact() // reuse the array rather than grow it
@@ -79,7 +68,7 @@ func (q *queue) push(d delivery) (ok bool, dropped int) {
 	case q.ready <- struct{}{}:
 	default:
 	}
-	return true, dropped
+	return true
 }
 
 // take appends up to n deliveries, oldest first, to dst.
@@ -93,9 +82,6 @@ func (q *queue) take(dst []delivery, n int) []delivery {
 	q.head += n
 	if q.head == len(q.items) {
 		q.items, q.head = q.items[:0], 0
-	}
-	if q.len() < q.bound {
-		q.sweepAt = q.bound
 	}
 	if q.len() > 0 {
 		select {
