@@ -40,7 +40,7 @@ func TestDecisionsAndInFlightAccountForEveryDelivery(t *testing.T) {
 # HELP replayguard_received_total Deliveries taken from the source.
 # TYPE replayguard_received_total counter
 replayguard_received_total 14
-# HELP replayguard_abandoned_total Deliveries dropped undecided and unacknowledged (connection lost while they waited, or shutdown); the broker resends them.
+# HELP replayguard_abandoned_total Deliveries left undecided and unacknowledged because shutdown could not commit them in time; the broker resends them.
 # TYPE replayguard_abandoned_total counter
 replayguard_abandoned_total 2
 # HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total - sum(decisions_total) - abandoned_total.
