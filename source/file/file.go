@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"github.com/buger/jsonparser"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/replayguard/replayguard/engine"
@@ -74,10 +75,15 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 		dup          bool
 		bad          string
 	)
-	jsonparser.EachKey(raw, func(i int, v []byte, vt jsonparser.ValueType, err error) {
+	members := [...]string{"topic", "payload", "payload_b64", "dup"}
+	var seen [len(members)]bool
+	perr := jsonparser.ObjectEach(raw, func(key, v []byte, vt jsonparser.ValueType, _ int) error {
+		i := slices.Index(members[:], string(key))
 		switch {
-		case err != nil:
-			bad = err.Error()
+		case i < 0:
+			return nil // other members are ignored
+		case seen[i]:
+			bad = members[i] + " appears more than once"
 		case i == 0 && vt == jsonparser.String:
 			topic = v
 		case i == 0:
@@ -96,7 +102,12 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 		case i == 3:
 			bad = "dup is not a boolean"
 		}
-	}, []string{"topic"}, []string{"payload"}, []string{"payload_b64"}, []string{"dup"})
+		seen[i] = true
+		return nil
+	})
+	if perr != nil && bad == "" {
+		bad = perr.Error()
+	}
 	t, err := jsonparser.ParseString(topic)
 	switch {
 	case bad != "":

@@ -26,6 +26,8 @@ func TestParse(t *testing.T) {
 		{"a line with both payloads is invalid", `{"topic":"a","payload":{},"payload_b64":""}`, "", "", "both payload and payload_b64", false},
 		{"a line with no payload is invalid", `{"topic":"a"}`, "", "", "no payload or payload_b64", false},
 		{"bad base64 is invalid", `{"topic":"a","payload_b64":"!!"}`, "", "", "payload_b64: illegal base64", false},
+		{"a repeated topic is invalid", `{"topic":"a","payload":1,"topic":"b"}`, "", "", "topic appears more than once", false},
+		{"a key named topic inside the payload is not a repeat", `{"topic":"a","payload":{"topic":"x"}}`, "a", `{"topic":"x"}`, "", false},
 		{"a string dup is invalid", `{"topic":"a","payload":1,"dup":"yes"}`, "", "", "dup is not a boolean", false},
 	}
 	for _, c := range cases {
