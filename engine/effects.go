@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/cockroachdb/apd/v3"
 )
@@ -53,19 +52,20 @@ func render(parts []tmplPart, vals []value) (string, bool) {
 	if len(parts) == 1 && parts[0].src < 0 {
 		return parts[0].lit, true
 	}
-	var b strings.Builder
+	var buf [96]byte
+	b := buf[:0]
 	for _, p := range parts {
 		if p.src < 0 {
-			b.WriteString(p.lit)
+			b = append(b, p.lit...)
 			continue
 		}
 		v := vals[p.src]
 		if v.kind == vAbsent || v.kind == vNull {
 			return "", false
 		}
-		b.WriteString(v.text)
+		b = append(b, v.text...)
 	}
-	return b.String(), true
+	return string(b), true
 }
 
 // apply runs one operation; it reports whether the field changed.

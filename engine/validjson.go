@@ -10,6 +10,11 @@ func validJSON(b []byte) bool {
 	return scanJSON(b, nil, nil)
 }
 
+// ValidJSON reports whether b is exactly one JSON value: encoding/json.Valid's
+// verdict (held to it by a fuzz test), about three times faster. Nesting
+// deeper than 1000 levels is refused.
+func ValidJSON(b []byte) bool { return validJSON(b) }
+
 // scanJSON validates b and, in the same pass, reports the value of every
 // object member the trie names: found(slot, raw, kind) with raw the value's
 // bytes (a string's without its quotes, still escaped). Members inside

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/buger/jsonparser"
@@ -65,7 +64,7 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 		return engine.Message{Payload: append([]byte(nil), raw...), Broker: name,
 			Invalid: fmt.Sprintf("capture line %d: ", lineNo) + fmt.Sprintf(format, a...)}
 	}
-	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+	if len(raw) == 0 || raw[0] != '{' || !engine.ValidJSON(raw) {
 		return invalid("not a JSON object")
 	}
 	var (
