@@ -29,15 +29,17 @@ func chainHash(prev Hash, r *AuditRecord) Hash {
 
 // Seal sets r.Prev to prev and r.Hash to the record's chain hash.
 func Seal(r *AuditRecord, prev Hash) error {
-	_, err := seal(r, prev)
-	return err
+	seal(r, prev, prev.String())
+	return nil
 }
 
-func seal(r *AuditRecord, prev Hash) (Hash, error) {
-	r.Prev = prev.String()
+// seal links r after prev, whose hex the caller already has (the previous
+// record's Hash), and returns r's hash.
+func seal(r *AuditRecord, prev Hash, prevHex string) Hash {
+	r.Prev = prevHex
 	h := chainHash(prev, r)
 	r.Hash = h.String()
-	return h, nil
+	return h
 }
 
 func parseHash(s string) (Hash, error) {

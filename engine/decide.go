@@ -114,11 +114,11 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64) Dec
 
 func (e *Engine) appendAudit(r *AuditRecord) {
 	r.Position = e.tail.Position + 1
-	h, err := seal(r, e.tail.Hash)
-	if err != nil {
-		panic(err) // prev is a Hash's own hex: always well formed
+	if e.tailHex == "" {
+		e.tailHex = e.tail.Hash.String()
 	}
-	e.tail = AuditHead{Position: r.Position, Hash: h}
+	h := seal(r, e.tail.Hash, e.tailHex)
+	e.tail, e.tailHex = AuditHead{Position: r.Position, Hash: h}, r.Hash
 	e.pending.batch.Audit = append(e.pending.batch.Audit, *r)
 }
 
