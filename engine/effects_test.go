@@ -77,6 +77,7 @@ func TestStateSurvivesReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer e2.Close()
 	ds, err := e2.Process(context.Background(), []engine.Message{inc("fd", "e1", 1, 1, `"incident_id":7,"casualty_delta":3`), meter("m3", "a", "0.25")})
 	if err != nil {
 		t.Fatal(err)

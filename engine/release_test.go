@@ -128,6 +128,7 @@ func TestACommitFailureLeavesNoTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer e.Close()
 	batch := []engine.Message{inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 2, `"incident_id":1,"casualty_delta":1`)}
 	fs.fail = true
 	if _, err := e.Process(context.Background(), batch); err == nil {
