@@ -134,8 +134,8 @@ func (e *Engine) Release(ctx context.Context, id uint64) (Decision, error) {
 		return Decision{}, err
 	}
 	m := Message{Topic: q.Topic, Payload: q.Payload, Dup: q.Dup, Broker: q.Broker}
-	if _, err := e.decode(&m); err != nil {
-		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, err)
+	if m.prepared, m.prepErr = e.decodeFresh(&m); m.prepErr != nil { // decideOne reuses it
+		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, m.prepErr)
 	}
 	dec := e.decideOne(&m, e.opts.Now(), id)
 	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)

@@ -62,9 +62,3 @@ func formatDecimal(d *apd.Decimal) string {
 	}
 	return r.Text('f')
 }
-
-// parseDecimal parses canonical decimal text.
-func parseDecimal(s string) (*apd.Decimal, error) {
-	d, _, err := apd.NewFromString(s)
-	return d, err
-}

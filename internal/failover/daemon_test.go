@@ -3,7 +3,6 @@ package failover
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -277,21 +276,6 @@ func openStore(t testing.TB, s *setup) app.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
-}
-
-// storeHead returns the audit head position of a stopped daemon's store.
-func storeHead(t testing.TB, s *setup) uint64 {
-	t.Helper()
-	st, err := app.OpenStore(s.Config.Store, true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	snap, err := st.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap.AuditHead.Position
 }
 
 // checkFinalRun checks the accounting of a daemon's last run, started on a
