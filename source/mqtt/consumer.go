@@ -50,6 +50,7 @@ type Consumer struct {
 	stall      *stallPinger
 	q          *queue
 	gate       *ackGate // sends the acknowledgements; one per Run
+	leave      leaving  // set as Run disconnects
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -100,8 +101,11 @@ func (c *Consumer) Ready() bool {
 }
 
 // Run consumes until ctx is done, then stops receiving, commits and
-// acknowledges the deliveries in hand (within ShutdownTimeout), disconnects
-// and returns nil. Deliveries arriving after that point stay
+// acknowledges the deliveries in hand, disconnects and waits for the broker
+// to close the connection (all within ShutdownTimeout), and returns nil:
+// on a TCP or TLS broker, the broker has then read every acknowledgement,
+// so a consumer started again under the same client id is not sent the
+// acknowledged messages again. Deliveries arriving after that point stay
 // unacknowledged in the broker's session. Run returns early with an error
 // wrapping ErrSubscribe when the broker refuses a subscription.
 func (c *Consumer) Run(ctx context.Context) error {
@@ -117,6 +121,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 
 	c.gate = newAckGate(state.NewInMemory())
+	c.leave.clear()
 	subCtx, stopSubscribing := context.WithCancel(context.WithoutCancel(ctx))
 	cm, err := autopaho.NewConnection(context.WithoutCancel(ctx), c.clientConfig(subCtx))
 	if err != nil {
@@ -129,7 +134,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
 	c.drain(drainCtx, append(inHand, rest...))
-	// Disconnect cancels at once; the wait is for paho's goroutines.
+	// Disconnect cancels at once; the wait is for paho's goroutines, and
+	// for the broker to read the acknowledgements (bufferedConn.Close).
+	if deadline, ok := drainCtx.Deadline(); ok {
+		c.leave.set(deadline)
+	}
 	if err := cm.Disconnect(context.WithoutCancel(ctx)); err != nil {
 		c.log.Warn("mqtt disconnect", "err", err)
 	}
@@ -150,7 +159,7 @@ func (c *Consumer) clientConfig(subCtx context.Context) autopaho.ClientConfig {
 		SessionExpiryInterval:         uint32(cfg.SessionExpiry / time.Second),
 		ReconnectBackoff:              c.reconnects.delay,
 		ConnectTimeout:                cfg.ConnectTimeout,
-		AttemptConnection:             bufferedDialer(c.urls, cfg.TLS),
+		AttemptConnection:             bufferedDialer(c.urls, cfg.TLS, &c.leave),
 		ConnectUsername:               cfg.Username,
 		ConnectPassword:               []byte(cfg.Password),
 		ConnectPacketBuilder:          c.buildConnect,
