@@ -13,10 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	pebbledb "github.com/cockroachdb/pebble"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/hooks/storage/pebble"
 	"github.com/mochi-mqtt/server/v2/listeners"
 )
 
@@ -25,9 +23,9 @@ import (
 const listenerID = "tcp"
 
 // broker is an embedded mochi-mqtt server on a fixed loopback address,
-// keeping its sessions (clients, subscriptions, in-flight messages) in a
-// pebble store in dir, written synchronously: the only mochi store that
-// resends unacknowledged messages after a restart.
+// keeping its sessions (clients, subscriptions, in-flight messages with
+// their packet ids) in a sessionStore in dir, written synchronously, so
+// that a broker started on dir resends what was unacknowledged.
 type broker struct {
 	name string
 	dir  string
@@ -58,8 +56,7 @@ func (b *broker) serve(ln net.Listener) error {
 		ln.Close()
 		return fmt.Errorf("%s broker: %w", b.name, err)
 	}
-	store := &pebble.Options{Path: b.dir, Mode: pebble.Sync, Options: &pebbledb.Options{Logger: pebbleLogger{b.log}}}
-	if err := srv.AddHook(newSessionStore(), store); err != nil {
+	if err := srv.AddHook(new(sessionStore), &sessionStoreOptions{Dir: b.dir}); err != nil {
 		ln.Close()
 		return fmt.Errorf("%s broker: open session store: %w", b.name, err)
 	}
@@ -116,9 +113,9 @@ func (b *broker) fail() {
 }
 
 // checkpoint takes a consistent copy of the broker's session store into
-// dst: the broker stops cleanly for a moment (pebble cannot be copied while
-// it runs), its directory is copied, and it starts again on the same
-// address and directory. Clients connected at that moment are disconnected;
+// dst: the broker stops cleanly for a moment, its directory is copied, and
+// it starts again on the same address and directory, restoring its
+// sessions from it as the standby will from the copy. Clients connected at that moment are disconnected;
 // the demo takes it while none is.
 func (b *broker) checkpoint(dst string) error {
 	b.close()
@@ -251,17 +248,4 @@ func (c *trackedConn) Close() error {
 		c.l.mu.Unlock()
 	})
 	return err
-}
-
-// pebbleLogger sends pebble's own messages to the demo's logger.
-type pebbleLogger struct{ log *slog.Logger }
-
-func (l pebbleLogger) Infof(format string, args ...any) {
-	l.log.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (l pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	l.log.Error(msg, "component", "pebble")
-	panic("pebble: " + msg)
 }

@@ -172,7 +172,7 @@ func (d *demo) setUp(ctx context.Context) error {
 	}
 	d.out.plain("replayguard demo: a structure fire, a broker failover, and a standby that replays what was already applied\n")
 	d.out.plain("  dashboard        %s", d.webURL)
-	d.out.plain("  primary broker   %s   mochi-mqtt, sessions in a pebble store written synchronously", d.primary.URL())
+	d.out.plain("  primary broker   %s   mochi-mqtt, sessions in a bbolt file written synchronously", d.primary.URL())
 	d.out.plain("  standby broker   started at failover from the primary's last checkpoint")
 	d.out.plain("  consumers        %q applies every delivery, %q is replayguard;", naiveClientID, guardClientID)
 	d.out.plain("                   both reach the brokers over the dispatch link: %s, %s\n", brokers[0], brokers[1])
@@ -254,7 +254,7 @@ func (d *demo) checkpoint(ctx context.Context) error {
 	if err := d.primary.checkpoint(copyDir); err != nil {
 		return err
 	}
-	held, err := inflightBySession(copyDir, brokerLog(d.log))
+	held, err := inflightBySession(copyDir)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,11 @@
 // Package demo plays replayguard's failover story end to end, in-process,
 // with nothing to install: `replayguard demo`.
 //
-// Two embedded mochi-mqtt brokers keep their sessions in pebble stores
-// written synchronously. A field gateway publishes an incident (a structure
-// fire, three casualties, engine E7 assigned then released, ambulance M3) at
-// QoS 1 to incidents/<agency>/<source>. Two consumers with persistent
+// Two embedded mochi-mqtt brokers keep their sessions in bbolt files
+// written synchronously (sessionStore, the demo's own mochi storage hook).
+// A field gateway publishes an incident (a structure fire, three
+// casualties, engine E7 assigned then released, ambulance M3) at QoS 1 to
+// incidents/<agency>/<source>. Two consumers with persistent
 // sessions read it side by side: a naive one that applies and acknowledges
 // every delivery, and replayguard (source/mqtt over the engine, on an
 // embedded store, with the dashboard served meanwhile).
