@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/app"
+	"github.com/replayguard/replayguard/internal/benchfeed"
 	"github.com/replayguard/replayguard/source/file"
 )
 
@@ -21,22 +21,6 @@ func benchFlags(fs *flag.FlagSet) {
 	fs.Float64("replays", 0.1, "fraction of updates delivered a second time, as after a failover")
 	fs.String("dir", "", "embedded store directory (default: a temporary one, removed afterwards)")
 }
-
-// benchConfig is the route the benchmark feed uses, on an embedded store.
-const benchConfig = `
-store: {kind: embedded, path: %q}
-routes:
-  - name: incidents
-    topic: incidents/#
-    source: [agency, source_id]
-    sequence: sequence
-    epoch: boot_id
-    effects:
-      - entity: "incident/{incident_id}"
-        add: {casualties: casualty_delta}
-      - entity: "unit/{unit_id}"
-        set: {status: unit_status}
-`
 
 // cmdBench measures durable decisions end to end: a generated capture of
 // ~280-byte incident updates with replays is ingested into a fresh embedded
@@ -57,11 +41,11 @@ func cmdBench(e *env) error {
 		defer os.RemoveAll(tmp)
 		dir = filepath.Join(tmp, "data")
 	}
-	cfg, err := config.Parse(fmt.Appendf(nil, benchConfig, dir), "(bench)", nil)
+	cfg, err := config.Parse(fmt.Appendf(nil, benchfeed.Route, dir), "(bench)", nil)
 	if err != nil {
 		return err
 	}
-	feed := benchFeed(n, sources, replays)
+	feed := benchfeed.Capture(benchfeed.Generate(n, sources, replays))
 	a, err := app.Open(e.ctx, cfg, app.Options{Logger: e.log})
 	if err != nil {
 		return err
@@ -76,34 +60,4 @@ func cmdBench(e *env) error {
 	fmt.Fprintf(e.stdout, "%d messages (%d MB) in %.2f s: %.0f msg/s durable, embedded store at %s\n%s\n",
 		sum.Lines, len(feed)>>20, took.Seconds(), float64(sum.Lines)/took.Seconds(), dir, sum)
 	return nil
-}
-
-// benchFeed generates the capture: n updates round-robin over the sources,
-// each replayed later with probability replays.
-func benchFeed(n, sources int, replays float64) []byte {
-	rng := rand.New(rand.NewPCG(1, 2))
-	var b bytes.Buffer
-	var held [][]byte
-	seq := make([]int, sources)
-	for i := 0; i < n; i++ {
-		s := i % sources
-		seq[s]++
-		line := fmt.Appendf(nil, `{"topic":"incidents/county-fire/mdt-%03d","payload":{"agency":"county-fire","source_id":"mdt-%03d",`+
-			`"boot_id":1,"sequence":%d,"incident_id":"INC-%04d","unit_id":"E%d","unit_status":"enroute","casualty_delta":%d,`+
-			`"lat":38.8977,"lon":-77.0365,"note":"structure fire, 2nd alarm"}}`+"\n", s, s, seq[s], seq[s]%97, s, rng.IntN(2))
-		b.Write(line)
-		if rng.Float64() < replays {
-			held = append(held, line)
-		}
-		if len(held) > 0 && rng.IntN(100) == 0 { // a failover burst
-			for _, l := range held {
-				b.Write(l)
-			}
-			held = held[:0]
-		}
-	}
-	for _, l := range held {
-		b.Write(l)
-	}
-	return b.Bytes()
 }

@@ -21,6 +21,7 @@ var allowed = map[string][]string{
 	"source/file":         {"engine"},
 	"source/mqtt":         {"engine"},
 	"internal/testbroker": {},
+	"internal/benchfeed":  {},
 	"metrics":             {"engine", "source/mqtt"},
 	"web":                 {"engine"},
 }

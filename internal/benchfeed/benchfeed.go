@@ -1,0 +1,104 @@
+// Package benchfeed generates the benchmark feed: incident updates of about
+// 280 bytes from many producers, each with its own sequence, some of them
+// delivered a second time in failover bursts. `replayguard bench` ingests
+// it; the peer benchmarks in bench/ give the same messages to replayguard
+// and to what a user would pick instead. Generation is deterministic and
+// the package holds no state: it is safe for concurrent use.
+package benchfeed
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+)
+
+// Route is the configuration of the feed's route; %q is the embedded
+// store's path.
+const Route = `
+store: {kind: embedded, path: %q}
+routes:
+  - name: incidents
+    topic: incidents/#
+    source: [agency, source_id]
+    sequence: sequence
+    epoch: boot_id
+    effects:
+      - entity: "incident/{incident_id}"
+        add: {casualties: casualty_delta}
+      - entity: "unit/{unit_id}"
+        set: {status: unit_status}
+`
+
+// Agency is the agency of every producer in the feed; its epoch (boot_id)
+// is always 1.
+const Agency = "county-fire"
+
+// Message is one delivery of the feed.
+type Message struct {
+	Topic   string
+	Payload []byte
+	Source  int   // the producer, 0 … sources-1 (source_id mdt-%03d)
+	Seq     int64 // the producer's sequence, from 1
+	Unique  int   // index of the update among the distinct ones, from 0
+	Replay  bool  // a second delivery of an earlier update
+}
+
+// Key is the idempotency key a producer would attach to the message:
+// agency, source, epoch and sequence.
+func (m *Message) Key() string {
+	return Agency + "/mdt-" + fmt.Sprintf("%03d", m.Source) + "/1/" + strconv.FormatInt(m.Seq, 10)
+}
+
+// Generate returns n distinct updates round-robin over the sources, each
+// delivered again later with probability replays: the held updates come
+// back in bursts, as after a failover, and at the end.
+func Generate(n, sources int, replays float64) []Message {
+	rng := rand.New(rand.NewPCG(1, 2))
+	out := make([]Message, 0, n+int(float64(n)*replays)+1)
+	var held []Message
+	seq := make([]int64, sources)
+	for i := 0; i < n; i++ {
+		s := i % sources
+		seq[s]++
+		m := Message{Topic: fmt.Sprintf("incidents/%s/mdt-%03d", Agency, s), Source: s, Seq: seq[s], Unique: i}
+		m.Payload = fmt.Appendf(nil, `{"agency":%q,"source_id":"mdt-%03d",`+
+			`"boot_id":1,"sequence":%d,"incident_id":"INC-%04d","unit_id":"E%d","unit_status":"enroute","casualty_delta":%d,`+
+			`"lat":38.8977,"lon":-77.0365,"note":"structure fire, 2nd alarm"}`, Agency, s, seq[s], seq[s]%97, s, rng.IntN(2))
+		out = append(out, m)
+		if rng.Float64() < replays {
+			m.Replay = true
+			held = append(held, m)
+		}
+		if len(held) > 0 && rng.IntN(100) == 0 { // a failover burst
+			out = append(out, held...)
+			held = held[:0]
+		}
+	}
+	return append(out, held...)
+}
+
+// Capture renders messages as capture lines (one JSON object a line with
+// the topic and the payload), the input of `replayguard ingest`.
+func Capture(msgs []Message) []byte {
+	var b bytes.Buffer
+	for i := range msgs {
+		b.WriteString(`{"topic":"`)
+		b.WriteString(msgs[i].Topic)
+		b.WriteString(`","payload":`)
+		b.Write(msgs[i].Payload)
+		b.WriteString("}\n")
+	}
+	return b.Bytes()
+}
+
+// Unique counts the distinct updates among msgs.
+func Unique(msgs []Message) int {
+	n := 0
+	for i := range msgs {
+		if !msgs[i].Replay {
+			n++
+		}
+	}
+	return n
+}
