@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+// natsServer is a nats-server process (the binary on PATH) with
+// JetStream, listening on a free loopback port, storing in a directory
+// removed at the harness's cleanup.
+type natsServer struct {
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  bytes.Buffer
+}
+
+func startNATS(h *harness) *natsServer {
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		h.Fatal("nats-server is not on PATH (Debian: apt-get install nats-server)")
+	}
+	s := &natsServer{port: testbroker.FreePort(h), done: make(chan struct{})}
+	dir := h.TempDir()
+	s.cmd = exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", filepath.Join(dir, "js"),
+		"-l", filepath.Join(dir, "nats.log"))
+	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
+	if err := s.cmd.Start(); err != nil {
+		h.Fatal(err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	h.Cleanup(s.stop)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-s.done:
+			h.Fatalf("nats-server exited at start: %s", s.log.String())
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", s.addr(), 200*time.Millisecond); err == nil {
+			c.Close()
+			return s
+		}
+		if time.Now().After(deadline) {
+			h.Fatalf("nats-server not listening on %s after 10 s", s.addr())
+		}
+	}
+}
+
+func (s *natsServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL is the server's client URL.
+func (s *natsServer) URL() string { return "nats://" + s.addr() }
+
+func (s *natsServer) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// natsVersion is `nats-server --version`, or why not.
+func natsVersion() string { return commandLine("nats-server", "--version") }
+
+func commandLine(name string, args ...string) string {
+	out, _ := exec.Command(name, args...).CombinedOutput()
+	if line, _, _ := bytes.Cut(out, []byte("\n")); len(line) > 0 {
+		return string(bytes.TrimSpace(line))
+	}
+	return fmt.Sprintf("%s: not found", name)
+}
