@@ -44,7 +44,7 @@ func main() {
 	flag.IntVar(&o.mqttMessages, "mqtt-messages", 50000, "deliveries published in the MQTT rows: the feed's first ones, replays included")
 	flag.IntVar(&o.sources, "sources", 50, "producers in the feed, each with its own sequence")
 	flag.Float64Var(&o.replays, "replays", 0.1, "fraction of updates delivered a second time, as after a failover")
-	flag.IntVar(&o.rounds, "rounds", 3, "alternating rounds per row; the table shows medians")
+	flag.IntVar(&o.rounds, "rounds", 5, "alternating rounds per row; the table shows medians")
 	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,engine,decide", "rows to run, comma-separated")
 	flag.StringVar(&o.out, "o", "", "BENCHMARKS.md to rewrite the peers section of (default: print only)")
 	flag.Parse()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -26,7 +27,9 @@ type natsServer struct {
 func startNATS(h *harness) *natsServer {
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
-		h.Fatal("nats-server is not on PATH (Debian: apt-get install nats-server)")
+		if bin = "/usr/sbin/nats-server"; !executable(bin) {
+			h.Fatal("nats-server is not on PATH nor in /usr/sbin (Debian: apt-get install nats-server)")
+		}
 	}
 	s := &natsServer{port: testbroker.FreePort(h), done: make(chan struct{})}
 	dir := h.TempDir()
@@ -69,8 +72,18 @@ func (s *natsServer) stop() {
 	}
 }
 
+func executable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
 // natsVersion is `nats-server --version`, or why not.
-func natsVersion() string { return commandLine("nats-server", "--version") }
+func natsVersion() string {
+	if _, err := exec.LookPath("nats-server"); err != nil && executable("/usr/sbin/nats-server") {
+		return commandLine("/usr/sbin/nats-server", "--version")
+	}
+	return commandLine("nats-server", "--version")
+}
 
 func commandLine(name string, args ...string) string {
 	out, _ := exec.Command(name, args...).CombinedOutput()

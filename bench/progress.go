@@ -23,9 +23,6 @@ func newProgress(w *os.File, total int) *progress {
 
 func (p *progress) step(what, side string, round, rounds int) {
 	p.n++
-	if len(side) > 40 {
-		side = side[:40] + "…"
-	}
 	p.label = fmt.Sprintf("%s · %s · round %d/%d", what, side, round, rounds)
 	if p.tty {
 		const width = 30
@@ -49,7 +46,7 @@ func (p *progress) result(r result) {
 	if r.check.messages == 0 {
 		what = "no check (a benchmark on its own messages)"
 	}
-	fmt.Fprintf(p.w, "[%d/%d] %s: %s msg/s, %s\n", p.n, p.total, p.label, rate(r.rate), what)
+	fmt.Fprintf(p.w, "[%d/%d] %s: %s msg/s, %s\n", p.n, p.total, p.label, rate(r.rate), strings.ReplaceAll(what, "**", ""))
 }
 
 func (p *progress) done() {

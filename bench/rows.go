@@ -14,7 +14,8 @@ type row struct {
 
 // side is one tool in a row and its rounds.
 type side struct {
-	name    string
+	name    string // in the table
+	short   string // on the progress line
 	run     func(h *harness) result
 	results []result
 }
@@ -36,7 +37,7 @@ func (r *row) measure(rounds int, p *progress) {
 				i = len(r.sides) - 1 - k
 			}
 			s := &r.sides[i]
-			p.step(r.what, s.name, round+1, rounds)
+			p.step(r.id, s.short, round+1, rounds)
 			res := measure(r.id+"/"+s.name, s.run)
 			s.results = append(s.results, res)
 			p.result(res)
@@ -47,33 +48,33 @@ func (r *row) measure(rounds int, p *progress) {
 func buildRows(feed []benchfeed.Message, capture []byte, mqttFeed []benchfeed.Message, m machineInfo, eb *engineBench) []row {
 	return []row{
 		{id: "ingest", what: "durable dedup ingest", goal: 2, sides: []side{
-			{name: "`replayguard bench` (embedded store, fsync per batch of 1000)",
+			{short: "replayguard", name: "`replayguard bench` (embedded store, fsync per batch of 1000)",
 				run: func(h *harness) result { return ingestReplayguard(h, feed, capture) }},
-			{name: "NATS JetStream " + m.nats + " file store, async publish with `Nats-Msg-Id`, no per-message fsync",
+			{short: "JetStream", name: "NATS JetStream " + m.nats + " file store, async publish with `Nats-Msg-Id`, no per-message fsync",
 				run: func(h *harness) result {
 					return ingestJetStream(h, startNATS(h), feed)
 				}},
 		}},
 		{id: "live", what: "MQTT end to end, live feed", goal: 0.9, sides: []side{
-			{name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, false) }},
-			{name: "no-op auto-acking paho consumer", run: func(h *harness) result { return mqttNoop(h, mqttFeed, false) }},
+			{short: "replayguard", name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, false) }},
+			{short: "no-op paho", name: "no-op auto-acking paho consumer", run: func(h *harness) result { return mqttNoop(h, mqttFeed, false) }},
 		}},
 		{id: "backlog", what: "MQTT, backlog drain", goal: 0.85, sides: []side{
-			{name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, true) }},
-			{name: "no-op auto-acking paho consumer", run: func(h *harness) result { return mqttNoop(h, mqttFeed, true) }},
+			{short: "replayguard", name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, true) }},
+			{short: "no-op paho", name: "no-op auto-acking paho consumer", run: func(h *harness) result { return mqttNoop(h, mqttFeed, true) }},
 		}},
 		{id: "engine", what: "decode + decide, one core", goal: 2, sides: []side{
-			{name: "`BenchmarkDecodeDecide` (engine/bench_test.go: decode, key, decide; no audit record, no store; its own 200-byte messages of the feed's shape)",
+			{short: "BenchmarkDecodeDecide", name: "`BenchmarkDecodeDecide` (engine/bench_test.go: decode, key, decide; no audit record, no store; its own 200-byte messages of the feed's shape)",
 				run: func(h *harness) result { return eb.run(h, len(feed)) }},
-			{name: "Watermill " + m.watermill + " `Deduplicator` keyed on a metadata id (no payload parse)",
+			{short: "Watermill id", name: "Watermill " + m.watermill + " `Deduplicator` keyed on a metadata id (no payload parse)",
 				run: func(h *harness) result { return decideWatermill(h, feed, true) }},
 		}},
 		{id: "decide", what: "decode + decide + audit + in-memory commit, one core", goal: 2, sides: []side{
-			{name: "engine on the in-memory store, batches of 1000",
+			{short: "replayguard", name: "engine on the in-memory store, batches of 1000",
 				run: func(h *harness) result { return decideReplayguard(h, feed) }},
-			{name: "Watermill " + m.watermill + " `Deduplicator` keyed on a metadata id (no payload parse)",
+			{short: "Watermill id", name: "Watermill " + m.watermill + " `Deduplicator` keyed on a metadata id (no payload parse)",
 				run: func(h *harness) result { return decideWatermill(h, feed, true) }},
-			{name: "Watermill " + m.watermill + " `Deduplicator` with its default Adler-32 payload hasher",
+			{short: "Watermill Adler-32", name: "Watermill " + m.watermill + " `Deduplicator` with its default Adler-32 payload hasher",
 				run: func(h *harness) result { return decideWatermill(h, feed, false) }},
 		}},
 	}
