@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -19,10 +20,25 @@ import (
 // The in-memory rows run on one core (GOMAXPROCS 1) and time only the
 // deciding: every message is built before the timer starts.
 
-// oneCore runs f with GOMAXPROCS 1.
-func oneCore(f func() result) result {
+// oneCore runs f with GOMAXPROCS 1 and adds the CPU time the process spent
+// in it per delivery: unlike the rate, it hardly depends on what else the
+// machine runs.
+func oneCore(messages int, f func() result) result {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	return f()
+	before := cpuTime(syscall.RUSAGE_SELF)
+	r := f()
+	r.cpu = (cpuTime(syscall.RUSAGE_SELF) - before).Seconds() / float64(messages)
+	return r
+}
+
+// cpuTime is the user and system time of the process (RUSAGE_SELF) or of
+// its waited-for children (RUSAGE_CHILDREN).
+func cpuTime(who int) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // decideReplayguard gives the feed to the engine on the in-memory store,
@@ -44,7 +60,7 @@ func decideReplayguard(h *harness, feed []benchfeed.Message) result {
 		msgs[i] = engine.Message{Topic: feed[i].Topic, Payload: feed[i].Payload, Broker: "bench"}
 	}
 	kept := make([]bool, 0, len(feed))
-	return oneCore(func() result {
+	return oneCore(len(feed), func() result {
 		start := time.Now()
 		for lo := 0; lo < len(msgs); lo += 1000 {
 			ds, err := a.Engine.Process(context.Background(), msgs[lo:min(lo+1000, len(msgs))])
@@ -82,7 +98,7 @@ func decideWatermill(h *harness, feed []benchfeed.Message, byKey bool) result {
 		msgs[i].Metadata.Set(keyMetadata, feed[i].Key())
 	}
 	kept := make([]bool, len(feed))
-	return oneCore(func() result {
+	return oneCore(len(feed), func() result {
 		start := time.Now()
 		for i, m := range msgs {
 			called = false

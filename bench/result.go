@@ -10,6 +10,7 @@ import (
 // result is one measurement: a rate and what the tool kept of the feed.
 type result struct {
 	rate  float64 // deliveries per second
+	cpu   float64 // CPU seconds per delivery over the timed part; 0 when not measured
 	check check
 	err   string // why the measurement failed; empty when it ran
 }
@@ -93,14 +94,15 @@ func (c check) String() string {
 // summary is the medians of a side's rounds.
 type summary struct {
 	median, lo, hi float64
-	check          check  // the first wrong check, else the last one
-	err            string // the first failure, if every round failed
+	cpu            float64 // median CPU seconds per delivery; 0 when not measured
+	check          check   // the first wrong check, else the last one
+	err            string  // the first failure, if every round failed
 	rounds, failed int
 }
 
 func summarize(rs []result) summary {
 	var s summary
-	var rates []float64
+	var rates, cpus []float64
 	for _, r := range rs {
 		s.rounds++
 		if r.err != "" {
@@ -111,6 +113,9 @@ func summarize(rs []result) summary {
 			continue
 		}
 		rates = append(rates, r.rate)
+		if r.cpu > 0 {
+			cpus = append(cpus, r.cpu)
+		}
 		if s.check.messages == 0 || s.check.ok() {
 			s.check = r.check
 		}
@@ -118,6 +123,10 @@ func summarize(rs []result) summary {
 	if len(rates) > 0 {
 		slices.Sort(rates)
 		s.median, s.lo, s.hi = rates[len(rates)/2], rates[0], rates[len(rates)-1]
+	}
+	if len(cpus) > 0 && len(cpus) == len(rates) {
+		slices.Sort(cpus)
+		s.cpu = cpus[len(cpus)/2]
 	}
 	return s
 }
