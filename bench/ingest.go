@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,15 +33,17 @@ func ingestReplayguard(h *harness, feed []benchfeed.Message, capture []byte) res
 	}
 	defer a.Close()
 	rec := &recorder{p: a.Engine, kept: make([]bool, 0, len(feed))}
+	cpu := cpuTime(syscall.RUSAGE_SELF)
 	start := time.Now()
 	if _, err := file.Ingest(context.Background(), rec, bytes.NewReader(capture), file.Options{Name: "bench"}); err != nil {
 		h.Fatal(err)
 	}
 	took := time.Since(start)
+	cpu = cpuTime(syscall.RUSAGE_SELF) - cpu
 	if len(rec.kept) != len(feed) {
 		h.Fatalf("replayguard decided %d of %d deliveries", len(rec.kept), len(feed))
 	}
-	return result{rate: float64(len(feed)) / took.Seconds(), check: keptCheck(feed, rec.kept)}
+	return result{rate: float64(len(feed)) / took.Seconds(), cpu: cpu.Seconds() / float64(len(feed)), check: keptCheck(feed, rec.kept)}
 }
 
 // recorder notes, for each message it passes to the engine, whether it
@@ -65,7 +68,7 @@ func (r *recorder) Process(ctx context.Context, msgs []engine.Message) ([]engine
 // publishes awaiting their acknowledgement), each message with Nats-Msg-Id
 // set to its idempotency key. The server fsyncs on its own interval, not
 // per message. The timer runs from the first publish to the last
-// acknowledgement; a message counts as kept when its acknowledgement does
+// acknowledgement (CPU time: the client's and the server's); a message counts as kept when its acknowledgement does
 // not say duplicate, and the stream's message count must agree.
 func ingestJetStream(h *harness, srv *natsServer, feed []benchfeed.Message) result {
 	nc, err := nats.Connect(srv.URL())
@@ -92,6 +95,7 @@ func ingestJetStream(h *harness, srv *natsServer, feed []benchfeed.Message) resu
 		keys[i] = feed[i].Key()
 	}
 	acks := make([]jetstream.PubAckFuture, len(feed))
+	cpu := cpuTime(syscall.RUSAGE_SELF) + srv.cpuTime(h)
 	start := time.Now()
 	for i := range feed {
 		if acks[i], err = js.PublishAsync(subjects[i], feed[i].Payload, jetstream.WithMsgID(keys[i])); err != nil {
@@ -104,6 +108,7 @@ func ingestJetStream(h *harness, srv *natsServer, feed []benchfeed.Message) resu
 		h.Fatalf("JetStream: %d publishes unacknowledged", js.PublishAsyncPending())
 	}
 	took := time.Since(start)
+	cpu = cpuTime(syscall.RUSAGE_SELF) + srv.cpuTime(h) - cpu
 	kept := make([]bool, len(feed))
 	for i, f := range acks {
 		select {
@@ -121,5 +126,5 @@ func ingestJetStream(h *harness, srv *natsServer, feed []benchfeed.Message) resu
 	if int(info.State.Msgs) != c.kept {
 		h.Fatalf("JetStream acknowledged %d messages as new but its stream holds %d", c.kept, info.State.Msgs)
 	}
-	return result{rate: float64(len(feed)) / took.Seconds(), check: c}
+	return result{rate: float64(len(feed)) / took.Seconds(), cpu: cpu.Seconds() / float64(len(feed)), check: c}
 }

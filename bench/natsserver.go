@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -91,4 +92,22 @@ func commandLine(name string, args ...string) string {
 		return string(bytes.TrimSpace(line))
 	}
 	return fmt.Sprintf("%s: not found", name)
+}
+
+// cpuTime is the user and system time the server process has used, from
+// /proc (clock ticks of 10 ms).
+func (s *natsServer) cpuTime(h *harness) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		h.Fatal(err)
+	}
+	// the fields after the command name, which is in parentheses: state is
+	// the first, utime and stime the 12th and 13th
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		h.Fatalf("/proc/%d/stat: %q", s.cmd.Process.Pid, b)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }

@@ -145,6 +145,7 @@ const method = `How each side runs:
   timer starts), on a fresh nats-server; the timer runs from the first publish to the last
   acknowledgement; nats-server syncs to disk on its own interval, not per message. A delivery
   counts as kept when its acknowledgement is not a duplicate, and the stream's count must agree.
+  CPU time per delivery: replayguard's process; the JetStream client's plus nats-server's.
 - MQTT: each side on a fresh Mosquitto (internal/testbroker: interval persistence, unlimited
   queue, 100 in flight), one publisher with 100 publishes awaiting PUBACK, the feed's payloads in
   order, replays included. Live: the consumer is subscribed before the first publish, and the
