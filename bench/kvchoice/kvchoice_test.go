@@ -1,14 +1,14 @@
-//go:build kvchoice
-
-// The measurement behind the choice of bbolt over Pebble for this package:
-// the raw write pattern of the engine's group commits, on both engines.
+// Package kvchoice holds the measurement behind the choice of bbolt over
+// Pebble for the embedded store (store/embedded): the raw write pattern of
+// the engine's group commits, on both engines. It lives in the bench module
+// so that Pebble is no dependency of replayguard's own module.
 //
-//	go test -tags kvchoice -run '^$' -bench 'Bolt|Pebble' -benchtime=1000x -count=2 ./store/embedded/
+//	cd bench && go test -run '^$' -bench 'Bolt|Pebble' -benchtime=1000x -count=2 ./kvchoice/
 //
 // Each benchmark first fills a 1M-entry key window and 1M audit records
 // without fsync, then measures synced commits of 1000 decisions.
 
-package embedded_test
+package kvchoice_test
 
 import (
 	"encoding/binary"
