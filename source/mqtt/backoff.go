@@ -3,6 +3,7 @@ package mqtt
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,41 +28,120 @@ func (b backoff) delay(n int) time.Duration {
 	return d
 }
 
-// reconnects is the backoff between rounds of connection attempts. A
-// connection that drops before it has held for stableAfter counts as a
-// failed round, so a link that comes up and falls at once (a broker kicking
-// the client, two consumers with one client id) backs off instead of
-// spinning; one that held starts again from an immediate retry.
+// reconnects decides the wait before each round of connection attempts; a
+// round tries every broker of the list in order (autopaho's loop).
+//
+// The wait depends on what the last connection proved. One that delivered
+// at least one message, answered a keepalive ping (a quiet feed), or held
+// for stableAfter, proved the link: when it
+// drops that is a failover, not a flap, and the first round starts at
+// once. One that came up and fell without delivering anything (a broker
+// kicking the client, two consumers with one client id), or that the
+// broker ended with a refusal (session taken over, busy, quota, rate), is a
+// flap: flaps in a row grow the wait before the first round, so two
+// consumers fighting over one session back off instead of spinning. Every
+// failed round grows the wait too. Every wait is jittered and capped.
 type reconnects struct {
 	b           backoff
 	stableAfter time.Duration
 
-	mu    sync.Mutex
-	flaps int
-	upAt  time.Time
+	// live is set by the first delivery or PINGRESP of a connection, and
+	// cleared when the connection is down: paho may hand over deliveries of
+	// a resumed session before OnConnectionUp runs. It is on the receive
+	// path, so it stays out of mu.
+	live atomic.Bool
+
+	mu      sync.Mutex
+	flaps   int       // connections in a row that proved nothing
+	upAt    time.Time // when the current connection came up
+	refused bool      // the broker ended the current connection with a refusal
+	round   int       // rounds of the current (re)connection so far
+	wait    time.Duration
 }
 
-// delay is autopaho's ReconnectBackoff: attempt 0 precedes the first round
-// of a reconnection.
+// DISCONNECT reason codes (MQTT 5 §3.14.2.1) that ask for a backoff, with
+// sessionTakenOver.
+const (
+	serverBusy             = 0x89
+	quotaExceeded          = 0x97
+	connectionRateExceeded = 0x9F
+)
+
+// maxFlaps bounds the flap count: the wait is capped long before.
+const maxFlaps = 64
+
+// delay is autopaho's ReconnectBackoff, called as each wait starts, before
+// round attempt+1 (attempt 0 precedes the first round of a (re)connection).
 func (r *reconnects) delay(attempt int) time.Duration {
 	r.mu.Lock()
-	n := r.flaps + attempt
-	r.mu.Unlock()
-	return r.b.delay(n)
+	defer r.mu.Unlock()
+	r.round = attempt + 1
+	r.wait = r.b.delay(r.flaps + attempt)
+	return r.wait
 }
 
+// current returns the round under way and the wait that preceded it.
+func (r *reconnects) current() (round int, wait time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.round, r.wait
+}
+
+// flapCount is how many connections in a row proved nothing.
+func (r *reconnects) flapCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flaps
+}
+
+// up notes that a connection came up at now.
 func (r *reconnects) up(now time.Time) {
 	r.mu.Lock()
 	r.upAt = now
 	r.mu.Unlock()
 }
 
-func (r *reconnects) down(now time.Time) {
+// traffic notes that the broker delivered a message or answered a ping on
+// the current connection. It is cheap: it is called for every delivery.
+func (r *reconnects) traffic() {
+	if !r.live.Load() {
+		r.live.Store(true)
+	}
+}
+
+// refusedBy notes that the broker ended the current connection with a
+// reason that asks the client to back off.
+func (r *reconnects) refusedBy() {
+	r.mu.Lock()
+	r.refused = true
+	r.mu.Unlock()
+}
+
+// down notes that the current connection dropped at now, and reports
+// whether it had proved the link (the next round then starts at once).
+func (r *reconnects) down(now time.Time) (proved bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now.Sub(r.upAt) >= r.stableAfter {
+	proved = now.Sub(r.upAt) >= r.stableAfter || (r.live.Load() && !r.refused)
+	if proved {
 		r.flaps = 0
 	} else {
-		r.flaps = min(r.flaps+1, 64)
+		r.flaps = min(r.flaps+1, maxFlaps)
 	}
+	r.refused = false
+	r.live.Store(false)
+	return proved
+}
+
+// asksBackoff reports whether a broker's DISCONNECT reason code asks the
+// client to stay away for a while rather than come straight back: session
+// taken over (another connection has the client id), server busy, quota
+// exceeded, connection rate exceeded. Others, server shutting down
+// included, end a link that may have worked: a failover.
+func asksBackoff(reason byte) bool {
+	switch reason {
+	case sessionTakenOver, serverBusy, quotaExceeded, connectionRateExceeded:
+		return true
+	}
+	return false
 }

@@ -75,9 +75,15 @@ type Config struct {
 	// 4×BatchSize when that is larger.
 	ReceiveMaximum uint16
 	// ConnectRetryMin and ConnectRetryMax bound the jittered exponential
-	// backoff between rounds of connection attempts over Brokers. After a
-	// connection that held for less than a minute, the backoff continues
-	// where it was instead of starting again. Defaults 250ms and 30s.
+	// backoff between rounds of connection attempts; each round tries every
+	// broker of Brokers in order. A connection that delivered a message,
+	// answered a keepalive ping or held for a minute is followed by a round
+	// at once: its drop is a failover. One
+	// that dropped without delivering (a broker kicking the client, two
+	// consumers with one client id) or that the broker ended asking for a
+	// backoff (session taken over, busy, quota, rate) is a flap: the wait
+	// before the next round continues to grow where it was. Every failed
+	// round grows the wait. Defaults 250ms and 30s.
 	ConnectRetryMin, ConnectRetryMax time.Duration
 	// ConnectTimeout bounds one connection attempt to one broker,
 	// CONNACK included. Default 10s.
@@ -96,8 +102,8 @@ type Config struct {
 	Observer Observer
 }
 
-// stableAfter is how long a connection must hold before the reconnect
-// backoff starts again from zero.
+// stableAfter is how long a connection that delivered nothing must hold
+// before the reconnect backoff starts again from zero (a quiet feed).
 const stableAfter = time.Minute
 
 func (c *Config) setDefaults() {

@@ -89,7 +89,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.stall = newStallPinger(func(err error) {
 		c.log.Warn("mqtt connection stalled: reconnecting", "broker", c.brokerURL(), "err", err)
 		c.obs.Observe(Event{Kind: Stalled, Broker: c.brokerURL(), Err: err})
-	})
+	}, c.reconnects.traffic)
 	c.commitOK.Store(true)
 	return c, nil
 }
@@ -157,7 +157,7 @@ func (c *Consumer) clientConfig(subCtx context.Context) autopaho.ClientConfig {
 		KeepAlive:                     uint16(max(1, cfg.KeepAlive.Round(time.Second)/time.Second)),
 		CleanStartOnInitialConnection: cfg.CleanStart,
 		SessionExpiryInterval:         uint32(cfg.SessionExpiry / time.Second),
-		ReconnectBackoff:              c.reconnects.delay,
+		ReconnectBackoff:              c.reconnectWait,
 		ConnectTimeout:                cfg.ConnectTimeout,
 		AttemptConnection:             bufferedDialer(c.urls, cfg.TLS, &c.leave),
 		ConnectUsername:               cfg.Username,
@@ -186,12 +186,31 @@ func (c *Consumer) clientConfig(subCtx context.Context) autopaho.ClientConfig {
 func (c *Consumer) buildConnect(cp *paho.Connect, u *url.URL) (*paho.Connect, error) {
 	broker := u.Redacted()
 	c.broker.Store(&broker)
+	round, wait := c.reconnects.current()
+	c.log.Info("mqtt connecting", "broker", broker, "attempt", round, "wait", wait)
 	if cp.Properties == nil {
 		cp.Properties = &paho.ConnectProperties{}
 	}
 	rm := c.cfg.ReceiveMaximum
 	cp.Properties.ReceiveMaximum = &rm
 	return cp, nil
+}
+
+// reconnectWait is autopaho's ReconnectBackoff: the wait before round
+// attempt+1 over the brokers, logged as it starts so that the log says how
+// long the consumer will be away.
+func (c *Consumer) reconnectWait(attempt int) time.Duration {
+	wait := c.reconnects.delay(attempt)
+	switch {
+	case wait == 0:
+	case attempt > 0:
+		c.log.Info("mqtt waiting before reconnecting: no broker accepted the last round",
+			"wait", wait, "attempt", attempt+1, "brokers", len(c.urls))
+	default:
+		c.log.Info("mqtt waiting before reconnecting: the last connections dropped without delivering",
+			"wait", wait, "attempt", attempt+1, "flaps", c.reconnects.flapCount())
+	}
+	return wait
 }
 
 func (c *Consumer) brokerURL() string {
@@ -215,10 +234,12 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 }
 
 func (c *Consumer) connectionDown() bool {
-	c.reconnects.down(time.Now())
+	proved := c.reconnects.down(time.Now())
 	c.connected.Store(false)
 	broker := c.brokerURL()
-	c.log.Warn("mqtt connection lost", "broker", broker)
+	// proved: the link delivered or held, so this is a failover and the
+	// next round over the brokers starts at once; else a flap, backed off.
+	c.log.Warn("mqtt connection lost", "broker", broker, "reconnect_at_once", proved)
 	c.obs.Observe(Event{Kind: Disconnected, Broker: broker})
 	return true
 }
@@ -234,6 +255,9 @@ func (c *Consumer) clientError(err error) {
 }
 
 func (c *Consumer) serverDisconnect(d *paho.Disconnect) {
+	if asksBackoff(d.ReasonCode) {
+		c.reconnects.refusedBy()
+	}
 	if d.ReasonCode == sessionTakenOver {
 		c.log.Error("mqtt broker disconnected us: another client connected with the same client id",
 			"broker", c.brokerURL(), "client_id", c.cfg.ClientID)
@@ -311,6 +335,7 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 		pkt:  pr.Packet.Packet(),
 		at:   time.Now(),
 	}
+	c.reconnects.traffic()
 	if c.prep != nil { // here, not on the goroutine that decides
 		one := []engine.Message{d.msg}
 		c.prep.Prepare(one)

@@ -9,15 +9,22 @@ import (
 
 // stallPinger is paho's default keepalive pinger, which fails a connection
 // whose PINGRESP has not come a keepalive period after its PINGREQ, with a
-// report of that failure. One instance serves the consumer's successive
+// report of that failure, and tells onPingResp of every PINGRESP. One instance serves the consumer's successive
 // connections: paho runs it once per connection, never two at once.
 type stallPinger struct {
 	*paho.DefaultPinger
-	onStall func(error)
+	onStall    func(error)
+	onPingResp func()
 }
 
-func newStallPinger(onStall func(error)) *stallPinger {
-	return &stallPinger{DefaultPinger: paho.NewDefaultPinger(), onStall: onStall}
+func newStallPinger(onStall func(error), onPingResp func()) *stallPinger {
+	return &stallPinger{DefaultPinger: paho.NewDefaultPinger(), onStall: onStall, onPingResp: onPingResp}
+}
+
+// PingResp notes a PINGRESP.
+func (p *stallPinger) PingResp() {
+	p.DefaultPinger.PingResp()
+	p.onPingResp()
 }
 
 // Run keeps the connection alive until ctx is done, or reports a stall.
