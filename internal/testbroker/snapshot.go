@@ -35,6 +35,18 @@ func (m *Mosquitto) SnapshotDB() string {
 	}
 }
 
+// CopyDB returns a copy of the broker's last complete save, in a temporary
+// directory, without waiting for the next one (it waits for a first save
+// when there is none yet): the state of a standby restored from the latest
+// periodic backup, up to an autosave interval older than the broker.
+func (m *Mosquitto) CopyDB() string {
+	m.tb.Helper()
+	if _, err := os.Stat(m.DBPath()); err != nil {
+		return m.SnapshotDB()
+	}
+	return copyToTemp(m.tb, m.DBPath())
+}
+
 // copyToTemp copies path into a new temporary directory. The file is opened
 // once, so a rename over path during the copy does not mix two saves.
 func copyToTemp(tb testing.TB, path string) string {
