@@ -31,16 +31,21 @@ func (b backoff) delay(n int) time.Duration {
 // reconnects decides the wait before each round of connection attempts; a
 // round tries every broker of the list in order (autopaho's loop).
 //
-// The wait depends on what the last connection proved. One that delivered
-// at least one message, answered a keepalive ping (a quiet feed), or held
-// for stableAfter, proved the link: when it
-// drops that is a failover, not a flap, and the first round starts at
-// once. One that came up and fell without delivering anything (a broker
-// kicking the client, two consumers with one client id), or that the
-// broker ended with a refusal (session taken over, busy, quota, rate), is a
-// flap: flaps in a row grow the wait before the first round, so two
-// consumers fighting over one session back off instead of spinning. Every
-// failed round grows the wait too. Every wait is jittered and capped.
+// The wait depends on what the last connection proved. One that carried
+// the broker's traffic (a delivery, or a PINGRESP on a quiet feed) and held
+// for at least the shortest wait, b.min, or that held for stableAfter
+// whatever it carried, proved the link: its drop is a failover, and the
+// first round starts at once. Any other is a flap, and flaps in a row grow
+// the wait before the first round: a link that comes up and falls without
+// traffic (a broker kicking the client), one the broker ended asking for a
+// backoff (session taken over, busy, quota, rate), and one shorter than
+// b.min even if it delivered. That last rule is what stops two consumers
+// with one client id from taking the session from each other as fast as
+// they can connect: Mosquitto 2.0 closes the older connection without a
+// DISCONNECT, often after it delivered, so only its length tells. With it
+// the side whose connections keep falling backs off to ConnectRetryMax
+// while the other keeps the session. Every failed round grows the wait
+// too. Every wait is jittered and capped.
 type reconnects struct {
 	b           backoff
 	stableAfter time.Duration
@@ -117,12 +122,14 @@ func (r *reconnects) refusedBy() {
 	r.mu.Unlock()
 }
 
-// down notes that the current connection dropped at now, and reports
-// whether it had proved the link (the next round then starts at once).
-func (r *reconnects) down(now time.Time) (proved bool) {
+// down notes that the current connection dropped at now, and reports how
+// long it held and whether it proved the link (the next round then starts
+// at once).
+func (r *reconnects) down(now time.Time) (held time.Duration, proved bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	proved = now.Sub(r.upAt) >= r.stableAfter || (r.live.Load() && !r.refused)
+	held = now.Sub(r.upAt)
+	proved = held >= r.stableAfter || (r.live.Load() && !r.refused && held >= r.b.min)
 	if proved {
 		r.flaps = 0
 	} else {
@@ -130,7 +137,7 @@ func (r *reconnects) down(now time.Time) (proved bool) {
 	}
 	r.refused = false
 	r.live.Store(false)
-	return proved
+	return held, proved
 }
 
 // asksBackoff reports whether a broker's DISCONNECT reason code asks the

@@ -76,14 +76,16 @@ type Config struct {
 	ReceiveMaximum uint16
 	// ConnectRetryMin and ConnectRetryMax bound the jittered exponential
 	// backoff between rounds of connection attempts; each round tries every
-	// broker of Brokers in order. A connection that delivered a message,
-	// answered a keepalive ping or held for a minute is followed by a round
-	// at once: its drop is a failover. One
-	// that dropped without delivering (a broker kicking the client, two
-	// consumers with one client id) or that the broker ended asking for a
-	// backoff (session taken over, busy, quota, rate) is a flap: the wait
-	// before the next round continues to grow where it was. Every failed
-	// round grows the wait. Defaults 250ms and 30s.
+	// broker of Brokers in order. A connection that delivered a message (or
+	// answered a keepalive ping) and held for at least ConnectRetryMin, or
+	// that held for a minute, is followed by a round at once: its drop is a
+	// failover. Any other is a flap, and the wait before the next round
+	// continues to grow where it was: one that dropped without traffic (a
+	// broker kicking the client), one shorter than ConnectRetryMin (two
+	// consumers with one client id taking the session from each other), one
+	// the broker ended asking for a backoff (session taken over, busy,
+	// quota, rate). Every failed round grows the wait. Defaults 250ms and
+	// 30s.
 	ConnectRetryMin, ConnectRetryMax time.Duration
 	// ConnectTimeout bounds one connection attempt to one broker,
 	// CONNACK included. Default 10s.

@@ -207,7 +207,7 @@ func (c *Consumer) reconnectWait(attempt int) time.Duration {
 		c.log.Info("mqtt waiting before reconnecting: no broker accepted the last round",
 			"wait", wait, "attempt", attempt+1, "brokers", len(c.urls))
 	default:
-		c.log.Info("mqtt waiting before reconnecting: the last connections dropped without delivering",
+		c.log.Info("mqtt waiting before reconnecting: the last connection was a flap (too short, no traffic, or the broker asked for a backoff)",
 			"wait", wait, "attempt", attempt+1, "flaps", c.reconnects.flapCount())
 	}
 	return wait
@@ -234,12 +234,12 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 }
 
 func (c *Consumer) connectionDown() bool {
-	proved := c.reconnects.down(time.Now())
+	held, proved := c.reconnects.down(time.Now())
 	c.connected.Store(false)
 	broker := c.brokerURL()
-	// proved: the link delivered or held, so this is a failover and the
-	// next round over the brokers starts at once; else a flap, backed off.
-	c.log.Warn("mqtt connection lost", "broker", broker, "reconnect_at_once", proved)
+	// proved: the link carried traffic and held, so this is a failover and
+	// the next round over the brokers starts at once; else a flap, backed off.
+	c.log.Warn("mqtt connection lost", "broker", broker, "held", held.Round(time.Millisecond), "reconnect_at_once", proved)
 	c.obs.Observe(Event{Kind: Disconnected, Broker: broker})
 	return true
 }

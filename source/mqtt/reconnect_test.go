@@ -47,6 +47,10 @@ func TestReconnectAfterFailovers(t *testing.T) {
 
 	var lags []time.Duration
 	for i := range failovers {
+		// Each broker serves the feed for a while before it dies: a
+		// connection must have delivered and held ConnectRetryMin for its
+		// drop to be a failover rather than a flap (see the backoff).
+		tr.waitServed(t, 2*mqtt.DefaultConnectRetryMin)
 		snap := current.CopyDB()
 		// Deliveries (and their acks) after the snapshot: the new broker
 		// does not know they were acknowledged, and sends them again.
@@ -99,7 +103,6 @@ func TestReconnectAfterFailovers(t *testing.T) {
 		}
 		lags = append(lags, lag)
 		current = next
-		tr.waitDeliveries(t, 1) // the new connection delivers: its drop will be a failover, not a flap
 	}
 	slices.Sort(lags)
 	t.Logf("reconnect lag over %d failovers: median %v, max %v", failovers,
@@ -190,9 +193,10 @@ func pubSeqs(pub *testbroker.Publisher, source string) []int64 {
 // connTracker is an Observer that records connections with the time of
 // their Connected event, and counts deliveries per connection.
 type connTracker struct {
-	mu    sync.Mutex
-	conns []trackedConn
-	downs []int // received, at each Disconnected event
+	mu     sync.Mutex
+	conns  []trackedConn
+	downs  []int       // received, at each Disconnected event
+	downAt []time.Time // when
 
 	received, committed, abandoned, acked, ackDropped int
 }
@@ -211,6 +215,7 @@ func (c *connTracker) Observe(e mqtt.Event) {
 		c.conns = append(c.conns, trackedConn{e.Broker, now})
 	case mqtt.Disconnected:
 		c.downs = append(c.downs, c.received)
+		c.downAt = append(c.downAt, now)
 	case mqtt.Received:
 		c.received += e.N
 	case mqtt.Committed:
@@ -238,6 +243,26 @@ func (c *connTracker) waitConnection(t testing.TB, n int, timeout time.Duration)
 		return true
 	})
 	return conn
+}
+
+// waitServed waits until the current connection has delivered and is at
+// least d old.
+func (c *connTracker) waitServed(t testing.TB, d time.Duration) {
+	t.Helper()
+	waitFor(t, "the connection to serve "+d.String(), 30*time.Second, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		n := len(c.conns)
+		return n > 0 && len(c.downs) == n-1 && // up
+			c.received > c.lastDown() && time.Since(c.conns[n-1].at) >= d
+	})
+}
+
+func (c *connTracker) lastDown() int {
+	if len(c.downs) == 0 {
+		return 0
+	}
+	return c.downs[len(c.downs)-1]
 }
 
 // waitDeliveries waits for n more deliveries.
@@ -297,5 +322,42 @@ func (f *feed) run(src string) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// TestOneClientIDTwoConsumersBackOff runs two consumers with one client id
+// on one broker, with the default backoff and a feed. Each connection takes
+// the session from the other, which Mosquitto 2.0 closes without a
+// DISCONNECT, often after it delivered: a takeover storm unless a
+// connection that short counts as a flap. It must: the number of
+// connections grows slowly, not as fast as the two can connect.
+func TestOneClientIDTwoConsumersBackOff(t *testing.T) {
+	const conns = 12
+	m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true})
+	cfg := testConfig(t, m.URL())
+	cfg.ConnectRetryMin, cfg.ConnectRetryMax = 0, 0 // the defaults: 250 ms doubling to 30 s
+	pub := testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{Window: 10})
+	startFeed(t, pub, []string{"a"}, 500)
+	tr := &connTracker{} // both consumers' events
+	cfg.Observer = tr
+	first := start(t, cfg, newRecorder(t))
+	first.waitReady(t)
+	tr.waitServed(t, 2*mqtt.DefaultConnectRetryMin)
+	began := time.Now()
+	start(t, cfg, newRecorder(t))
+	tr.waitConnection(t, conns+1, 60*time.Second)
+	took := time.Since(began)
+	// The floor. A connection that held less than ConnectRetryMin is a
+	// flap, and the kth flap in a row of a consumer waits at least
+	// ConnectRetryMin/2·2^(k-1) before its next attempt; only a
+	// connection that held ConnectRetryMin resets that. So each new
+	// connection after the first two costs one of those waits or a
+	// connection of ConnectRetryMin: at least ConnectRetryMin/2 each, 1.25 s
+	// for ten. A loaded machine only makes it longer. Without the rule the
+	// two took the session from each other every millisecond.
+	floor := time.Duration(conns-2) * mqtt.DefaultConnectRetryMin / 2
+	t.Logf("%d connections of one client id in %v (at least %v)", conns, took.Round(time.Millisecond), floor)
+	if took < floor {
+		t.Errorf("%d connections of one client id within %v, want at least %v: a takeover storm", conns, took, floor)
 	}
 }
