@@ -34,6 +34,15 @@
 // are in hand) but never acknowledged; the broker's resend is found
 // duplicate by the engine.
 //
+// After a connection that delivered (or answered a keepalive ping) and held
+// for ConnectRetryMin, a drop is a failover: the consumer tries every
+// broker of the list at once, and waits, jittered and growing, only between
+// rounds that all fail. A connection that proved nothing, shorter or
+// silent, is a flap and backs off, so that a broker kicking the client or
+// two consumers with one client id cannot make a reconnect storm. Each
+// attempt ("mqtt connecting": broker, attempt, wait) and each wait, as it
+// starts, is logged at Info.
+//
 // A Process error acknowledges nothing: the same batch is passed again after
 // a capped, jittered, growing delay, Ready reports false meanwhile, and the
 // broker, allowed ReceiveMaximum unacknowledged deliveries, stops sending:
