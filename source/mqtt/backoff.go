@@ -36,16 +36,17 @@ func (b backoff) delay(n int) time.Duration {
 // for at least the shortest wait, b.min, or that held for stableAfter
 // whatever it carried, proved the link: its drop is a failover, and the
 // first round starts at once. Any other is a flap, and flaps in a row grow
-// the wait before the first round: a link that comes up and falls without
-// traffic (a broker kicking the client), one the broker ended asking for a
-// backoff (session taken over, busy, quota, rate), and one shorter than
-// b.min even if it delivered. That last rule is what stops two consumers
-// with one client id from taking the session from each other as fast as
-// they can connect: Mosquitto 2.0 closes the older connection without a
-// DISCONNECT, often after it delivered, so only its length tells. With it
-// the side whose connections keep falling backs off to ConnectRetryMax
-// while the other keeps the session. Every failed round grows the wait
-// too. Every wait is jittered and capped.
+// the wait before the first round: a link that carried no traffic (a
+// broker that accepts and then answers nothing; paho pings as it connects,
+// so a live link answers within a round trip), one the broker ended asking
+// for a backoff (session taken over, busy, quota, rate), and one shorter
+// than b.min even if it delivered. That last rule is what stops two
+// consumers with one client id from taking the session from each other as
+// fast as they can connect: Mosquitto 2.0 closes the older connection
+// without a DISCONNECT, often after it delivered, so only its length
+// tells. With it the side whose connections keep falling backs off to
+// ConnectRetryMax while the other keeps the session. Every failed round
+// grows the wait too. Every wait is jittered and capped.
 type reconnects struct {
 	b           backoff
 	stableAfter time.Duration

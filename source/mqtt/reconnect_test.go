@@ -2,7 +2,9 @@ package mqtt_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,7 +93,7 @@ func TestReconnectAfterFailovers(t *testing.T) {
 		// of a machine that other builds and tests load: on an idle one the
 		// standby is reached in milliseconds. With the old policy, which
 		// grew the wait for every connection shorter than a minute, the
-		// tenth failover waited 16–32 s before its first round.
+		// tenth failover waited 15–30 s before its first round.
 		outage := max(0, ready.Sub(died))
 		bound := 2*outage + mqtt.DefaultConnectRetryMin + time.Second
 		lag := max(0, conn.at.Sub(died.Add(outage)))
@@ -360,4 +362,90 @@ func TestOneClientIDTwoConsumersBackOff(t *testing.T) {
 	if took < floor {
 		t.Errorf("%d connections of one client id within %v, want at least %v: a takeover storm", conns, took, floor)
 	}
+}
+
+// TestQuietConnectionReconnectsAtOnce: a connection that delivered nothing
+// but answered keepalive pings proved the link as well as one that
+// delivered, so a quiet feed's failover is followed by a round at once,
+// not a flap's backoff. The decision is read from the consumer's log, not
+// from timing.
+func TestQuietConnectionReconnectsAtOnce(t *testing.T) {
+	primary := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true, Verbose: true})
+	standby := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true})
+	cfg := testConfig(t, primary.URL(), standby.URL())
+	cfg.ConnectRetryMin, cfg.ConnectRetryMax = 0, 0 // the defaults: 250 ms doubling to 30 s
+	cfg.KeepAlive = time.Second
+	logs := &logCapture{next: cfg.Logger.Handler()}
+	cfg.Logger = slog.New(logs)
+	tr := &connTracker{}
+	cfg.Observer = tr
+	r := start(t, cfg, newRecorder(t))
+	r.waitReady(t)
+	// Mosquitto logs every packet (Verbose). paho pings as it connects,
+	// then after each keepalive without traffic: the second PINGRESP comes
+	// a keepalive (1 s) after the first, so the connection has held longer
+	// than ConnectRetryMin by then.
+	waitFor(t, "two PINGRESPs to the consumer", 10*time.Second, func() bool {
+		return strings.Count(primary.Log(), "Sending PINGRESP to "+cfg.ClientID) >= 2
+	})
+	primary.Kill()
+	if conn := tr.waitConnection(t, 2, 10*time.Second); conn.broker != standby.URL() {
+		t.Fatalf("reconnected to %s, want the standby %s", conn.broker, standby.URL())
+	}
+	lost, ok := logs.first("mqtt connection lost")
+	if !ok {
+		t.Fatal(`no "mqtt connection lost" logged`)
+	}
+	if got := lost["reconnect_at_once"]; got != "true" {
+		t.Errorf("a quiet connection that answered pings was lost with reconnect_at_once=%s, want true (held %s)", got, lost["held"])
+	}
+	if w, ok := logs.first("mqtt waiting before reconnecting"); ok {
+		t.Errorf("the consumer waited %s before reconnecting", w["wait"])
+	}
+}
+
+// logCapture is a slog.Handler that keeps every record's message and
+// attributes, and passes the record on to next.
+type logCapture struct {
+	next slog.Handler
+
+	mu      sync.Mutex
+	records []capturedRecord
+}
+
+type capturedRecord struct {
+	msg   string
+	attrs map[string]string
+}
+
+func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logCapture) Handle(ctx context.Context, r slog.Record) error {
+	rec := capturedRecord{msg: r.Message, attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	h.records = append(h.records, rec)
+	h.mu.Unlock()
+	return h.next.Handle(ctx, r)
+}
+
+// WithAttrs and WithGroup are not used by the consumer: they drop the
+// capture.
+func (h *logCapture) WithAttrs(as []slog.Attr) slog.Handler { return h.next.WithAttrs(as) }
+func (h *logCapture) WithGroup(name string) slog.Handler    { return h.next.WithGroup(name) }
+
+// first returns the attributes of the first record whose message starts
+// with prefix.
+func (h *logCapture) first(prefix string) (map[string]string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.records {
+		if strings.HasPrefix(r.msg, prefix) {
+			return r.attrs, true
+		}
+	}
+	return nil, false
 }

@@ -9,8 +9,9 @@ import (
 
 // stallPinger is paho's default keepalive pinger, which fails a connection
 // whose PINGRESP has not come a keepalive period after its PINGREQ, with a
-// report of that failure, and tells onPingResp of every PINGRESP. One instance serves the consumer's successive
-// connections: paho runs it once per connection, never two at once.
+// report of that failure; it tells onPingResp of every PINGRESP. One
+// instance serves the consumer's successive connections: paho runs it once
+// per connection, never two at once.
 type stallPinger struct {
 	*paho.DefaultPinger
 	onStall    func(error)
