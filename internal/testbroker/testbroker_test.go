@@ -1,6 +1,7 @@
 package testbroker_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"testing"
@@ -99,5 +100,23 @@ func TestRestartFrom(t *testing.T) {
 		}
 		sub = testbroker.StartAutoAckConsumer(t, m.URL(), id, "replayguard/test/#")
 		testbroker.WaitReceived(t, sub.Received, 10, 10*time.Second)
+	})
+}
+
+func TestCopyDB(t *testing.T) {
+	t.Run("a copy is the broker's last complete save, taken without waiting for the next", func(t *testing.T) {
+		m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{AutosaveInterval: time.Hour})
+		m.Restart() // saves on the way out; the next autosave is an hour away
+		saved, err := os.ReadFile(m.DBPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(m.CopyDB())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, saved) {
+			t.Errorf("copy of %d bytes, not the %d of the broker's save", len(got), len(saved))
+		}
 	})
 }
