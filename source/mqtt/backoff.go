@@ -100,6 +100,14 @@ func (r *reconnects) flapCount() int {
 	return r.flaps
 }
 
+// reset forgets what earlier connections proved: a new Run starts afresh.
+func (r *reconnects) reset() {
+	r.mu.Lock()
+	r.flaps, r.refused, r.round, r.wait = 0, false, 0, 0
+	r.live.Store(false)
+	r.mu.Unlock()
+}
+
 // up notes that a connection came up at now.
 func (r *reconnects) up(now time.Time) {
 	r.mu.Lock()

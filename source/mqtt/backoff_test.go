@@ -96,6 +96,9 @@ func TestReconnects(t *testing.T) {
 		{"the traffic of a dropped connection proves nothing about the next one",
 			[]step{up(0), traffic(time.Second), down(2 * time.Second), up(3 * time.Second), down(4 * time.Second)},
 			[]span{{minWait / 2, minWait}}},
+		{"a new Run forgets the flaps and the traffic of the last one",
+			append(flaps(3), step{7 * time.Second, "up"}, step{7 * time.Second, "traffic"}, step{0, "reset"}),
+			[]span{at0, {minWait / 2, minWait}}},
 		{"waits stop growing at the maximum",
 			flaps(100),
 			[]span{{maxWait / 2, maxWait}, {maxWait / 2, maxWait}}},
@@ -115,6 +118,8 @@ func TestReconnects(t *testing.T) {
 						r.refusedBy()
 					case "down":
 						r.down(start.Add(s.at))
+					case "reset":
+						r.reset()
 					}
 				}
 				for attempt, w := range tt.want {

@@ -122,6 +122,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	c.gate = newAckGate(state.NewInMemory())
 	c.leave.clear()
+	c.reconnects.reset() // autopaho reports no drop of the last Run's connection
 	subCtx, stopSubscribing := context.WithCancel(context.WithoutCancel(ctx))
 	cm, err := autopaho.NewConnection(context.WithoutCancel(ctx), c.clientConfig(subCtx))
 	if err != nil {
