@@ -114,7 +114,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 	c.q.open()
-	c.subscribed.Store(false) // subscribe on the first connection: the filters may have changed
+	c.subscribed.Store(false)
 	select {
 	case <-c.fatal: // left by an earlier Run
 	default:
@@ -227,9 +227,13 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	broker := c.brokerURL()
 	c.log.Info("mqtt connected", "broker", broker, "client_id", c.cfg.ClientID, "session_present", ca.SessionPresent)
 	c.obs.Observe(Event{Kind: Connected, Broker: broker})
-	if ca.SessionPresent && c.subscribed.Load() {
-		return
-	}
+	// Subscribe on every connection, even to a session that is present: a
+	// session restored from a broker's persistence may lack subscriptions
+	// (Mosquitto 2.0.11 persists plain ones only, never $share/…, so a
+	// group member on a standby would receive nothing), and one from an
+	// older snapshot may predate them. Subscribing again to a subscription
+	// the session has replaces it without losing messages, and
+	// RetainHandling 1 keeps retained messages from being sent again.
 	c.subscribed.Store(false)
 	c.wg.Go(func() { c.subscribe(ctx, cm) })
 }

@@ -3,6 +3,7 @@ package mqtt_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"sync"
@@ -409,5 +410,56 @@ func TestPrepare(t *testing.T) {
 		start(t, testConfig(t, m.URL()), rec).waitReady(t)
 		publish(t, testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{}), "a", 20)
 		waitFor(t, "20 commits", 10*time.Second, func() bool { return rec.Len() == 20 })
+	})
+}
+
+// A standby restored from the primary's mosquitto.db answers "session
+// present" without the group's $share subscriptions: Mosquitto 2.0.11
+// persists plain subscriptions only (BROKERS.md). Members that subscribed
+// only on a new session would receive nothing more.
+func TestSharedSubscriptionAfterFailoverToARestoredStandby(t *testing.T) {
+	primary := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	standbyPort := testbroker.FreePort(t)
+	standbyURL := fmt.Sprintf("tcp://127.0.0.1:%d", standbyPort)
+	recs := []*recorder{newRecorder(t), newRecorder(t), newRecorder(t)}
+	evs := make([]*events, len(recs))
+	for i, rec := range recs {
+		cfg := testConfig(t, primary.URL(), standbyURL)
+		cfg.ShareGroup = "workers"
+		evs[i] = &events{}
+		cfg.Observer = evs[i]
+		start(t, cfg, rec).waitReady(t)
+	}
+	total := func() int64 {
+		var n int64
+		for _, rec := range recs {
+			n += rec.Len()
+		}
+		return n
+	}
+	pub := testbroker.NewPublisher(t, []string{primary.URL(), standbyURL}, testbroker.PublisherOptions{})
+	publish(t, pub, "a", 30)
+	waitFor(t, "30 commits on the primary", 10*time.Second, func() bool { return total() == 30 })
+
+	snapshot := primary.SnapshotDB() // the members' sessions, saved after they subscribed
+	primary.Kill()
+	testbroker.StartFromSnapshotWith(t, snapshot, testbroker.MosquittoOptions{Port: standbyPort})
+	for i, ev := range evs {
+		waitFor(t, fmt.Sprintf("member %d on the standby", i), 10*time.Second, func() bool { return ev.Sum(mqtt.Connected) == 2 })
+	}
+	if err := pub.AwaitConnection(context.Background()); err != nil { // on the standby
+		t.Fatal(err)
+	}
+	publish(t, pub, "b", 30)
+	waitFor(t, "the standby's 30 messages committed by the group", 10*time.Second, func() bool {
+		var n int
+		for _, rec := range recs {
+			for _, k := range keys(t, rec.Committed()) {
+				if k.Source == "b" {
+					n++
+				}
+			}
+		}
+		return n == 30
 	})
 }
