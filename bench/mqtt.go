@@ -71,7 +71,7 @@ func mqttReplayguard(h *harness, feed []benchfeed.Message, backlog bool) result 
 	d.waitReady(h)
 	pub := feedPublisher(h, broker.URL(), feed)
 	defer pub.Close()
-	position := throttle(20*time.Millisecond, func() int64 { return d.position(h) })
+	position := testbroker.Throttle(20*time.Millisecond, func() int64 { return d.position(h) })
 	var rate testbroker.Rate
 	if backlog {
 		d.stop(h)
@@ -210,20 +210,6 @@ func (d *daemon) applied(h *harness) int {
 		}
 	}
 	return int(n)
-}
-
-// throttle calls f at most once per interval and answers its last value
-// meanwhile: the measurement polls every millisecond, and an HTTP request
-// each time would take CPU from what is measured.
-func throttle(interval time.Duration, f func() int64) func() int64 {
-	var last int64
-	var at time.Time
-	return func() int64 {
-		if time.Since(at) >= interval {
-			last, at = f(), time.Now()
-		}
-		return last
-	}
 }
 
 // effective reports whether a sample's labels name an outcome that applies

@@ -129,7 +129,7 @@ func benchRunLive(b *testing.B, n int) (testbroker.Rate, time.Duration) {
 	d.WaitReady()
 	pub := benchPublisher(b, broker.URL())
 	defer pub.Close()
-	rate := testbroker.MeasureLive(b, pub, n, throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) }))
+	rate := testbroker.MeasureLive(b, pub, n, testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) }))
 	cpu := d.Metrics()["process_cpu_seconds_total"]
 	d.Stop()
 	return rate, time.Duration(cpu / float64(n) * float64(time.Second))
@@ -150,25 +150,11 @@ func benchRun(b *testing.B, n int) (testbroker.Rate, time.Duration) {
 	defer pub.Close()
 	rate := testbroker.MeasureBacklog(b, pub, n, func() func() int64 {
 		d.Start()
-		return throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) })
+		return testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) })
 	})
 	cpu := d.Metrics()["process_cpu_seconds_total"]
 	d.Stop()
 	return rate, time.Duration(cpu / float64(n) * float64(time.Second))
-}
-
-// throttle calls f at most once per interval and answers its last value
-// meanwhile: MeasureBacklog polls every millisecond, an HTTP request each
-// time would take CPU from what is measured.
-func throttle(interval time.Duration, f func() int64) func() int64 {
-	var last int64
-	var at time.Time
-	return func() int64 {
-		if time.Since(at) >= interval {
-			last, at = f(), time.Now()
-		}
-		return last
-	}
 }
 
 func median(xs []float64) float64 {

@@ -43,6 +43,21 @@ func WaitReceived(tb testing.TB, received func() int64, want int64, timeout time
 	}
 }
 
+// Throttle returns f called at most once per interval, answering its last
+// value meanwhile: the measurements here poll received() every
+// millisecond, and a count read over HTTP each time would take CPU from
+// what is measured.
+func Throttle(interval time.Duration, f func() int64) func() int64 {
+	var last int64
+	var at time.Time
+	return func() int64 {
+		if time.Since(at) >= interval {
+			last, at = f(), time.Now()
+		}
+		return last
+	}
+}
+
 // MeasureLive publishes n messages of source "bench" through pub while a
 // consumer, already subscribed, takes them; the rate runs from the first
 // publish to the moment received() has grown by n. With one publisher it is
