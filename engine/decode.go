@@ -54,6 +54,7 @@ type decoded struct {
 	digest   Hash
 
 	entities []string // rendered entity name per route effect; "" skips it
+	err      error    // the first bad value extract met
 
 	valsBuf [12]value // backing arrays: one allocation per message
 	srcBuf  [4]string
@@ -120,22 +121,11 @@ func (e *Engine) decodeFresh(m *Message) (*decoded, error) {
 
 func (d *decoded) extract(m *Message) error {
 	r := d.route
-	var err error
-	valid := scanJSON(m.Payload, r.trie, func(slot int, raw []byte, kind valueKind) {
-		i := r.slots[slot]
-		switch {
-		case err != nil:
-		case d.vals[i].kind != vAbsent:
-			err = malformed("field %s appears more than once", r.paths[i].text)
-		default:
-			d.vals[i], err = canonical(r.paths[i].text, raw, kind)
-		}
-	})
-	if !valid {
+	if !scanJSON(m.Payload, r.trie, d) {
 		return malformed("payload is not valid JSON")
 	}
-	if err != nil {
-		return err
+	if d.err != nil {
+		return d.err
 	}
 	var levels []string
 	for i, p := range r.paths {
@@ -150,6 +140,20 @@ func (d *decoded) extract(m *Message) error {
 		}
 	}
 	return nil
+}
+
+// found takes the value of payload slot from the scanner; the first error
+// sticks.
+func (d *decoded) found(slot int, raw []byte, kind valueKind) {
+	r := d.route
+	i := r.slots[slot]
+	switch {
+	case d.err != nil:
+	case d.vals[i].kind != vAbsent:
+		d.err = malformed("field %s appears more than once", r.paths[i].text)
+	default:
+		d.vals[i], d.err = canonical(r.paths[i].text, raw, kind)
+	}
 }
 
 func canonical(name string, v []byte, kind valueKind) (value, error) {

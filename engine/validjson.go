@@ -16,11 +16,13 @@ func validJSON(b []byte) bool {
 func ValidJSON(b []byte) bool { return validJSON(b) }
 
 // scanJSON validates b and, in the same pass, reports the value of every
-// object member the trie names: found(slot, raw, kind) with raw the value's
-// bytes (a string's without its quotes, still escaped). Members inside
-// arrays are never matched.
-func scanJSON(b []byte, root *pathNode, found func(slot int, raw []byte, kind valueKind)) bool {
-	p := &jsonScanner{b: b, found: found}
+// object member the trie names to d.found(slot, raw, kind), with raw the
+// value's bytes (a string's without its quotes, still escaped). Members
+// inside arrays are never matched. d may be nil when root is. It takes the
+// concrete *decoded rather than a callback: a closure would escape and cost
+// two allocations a message.
+func scanJSON(b []byte, root *pathNode, d *decoded) bool {
+	p := jsonScanner{b: b, sink: d}
 	p.space()
 	if !p.value(0, root) {
 		return false
@@ -82,9 +84,9 @@ func (n *pathNode) childRaw(raw []byte) *pathNode {
 }
 
 type jsonScanner struct {
-	b     []byte
-	i     int
-	found func(slot int, raw []byte, kind valueKind)
+	b    []byte
+	i    int
+	sink *decoded
 }
 
 const maxJSONDepth = 1000
@@ -128,7 +130,7 @@ func (p *jsonScanner) value(depth int, node *pathNode) bool {
 		if kind == vString {
 			raw = raw[1 : len(raw)-1]
 		}
-		p.found(node.slot, raw, kind)
+		p.sink.found(node.slot, raw, kind)
 	}
 	return ok
 }
