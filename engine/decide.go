@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 )
 
@@ -82,7 +81,9 @@ func (e *Engine) source(d *decoded) *SourceState {
 	id := appendSourceID(buf[:0], d.route.Name, d.source)
 	s := e.sources[string(id)] // no allocation for the lookup
 	if s == nil {
-		s = &SourceState{Route: d.route.Name, Source: slices.Clone(d.source)} // not d.srcBuf: it would keep the message alive
+		// Copies, not d.srcBuf and substrings of the payload: they would
+		// keep the message alive.
+		s = &SourceState{Route: d.route.Name, Source: cloneStrings(d.source)}
 		e.sources[string(id)] = s
 	}
 	return s

@@ -30,8 +30,8 @@ var kindNames = [...]string{"absent", "string", "number", "boolean", "null", "ob
 // value is one extracted field: its kind and its canonical text (strings
 // unescaped, numbers as canonical decimals).
 type value struct {
-	kind    valueKind
 	text    string
+	kind    valueKind
 	integer bool // a number written as an integer literal
 }
 
@@ -55,6 +55,7 @@ type decoded struct {
 
 	entities []string // rendered entity name per route effect; "" skips it
 	err      error    // the first bad value extract met
+	text     string   // the payload as one string: values written plainly are substrings of it
 
 	valsBuf [12]value // backing arrays: one allocation per message
 	srcBuf  [4]string
@@ -121,6 +122,9 @@ func (e *Engine) decodeFresh(m *Message) (*decoded, error) {
 
 func (d *decoded) extract(m *Message) error {
 	r := d.route
+	if len(r.payload) > 0 {
+		d.text = string(m.Payload) // one allocation for every plain value
+	}
 	if !scanJSON(m.Payload, r.trie, d) {
 		return malformed("payload is not valid JSON")
 	}
@@ -142,9 +146,10 @@ func (d *decoded) extract(m *Message) error {
 	return nil
 }
 
-// found takes the value of payload slot from the scanner; the first error
-// sticks.
-func (d *decoded) found(slot int, raw []byte, kind valueKind) {
+// found takes the value of payload slot, payload[start:end], from the
+// scanner; ascii says the value is a string of printable ASCII without
+// escapes. The first error sticks.
+func (d *decoded) found(slot, start, end int, kind valueKind, ascii bool) {
 	r := d.route
 	i := r.slots[slot]
 	switch {
@@ -152,29 +157,39 @@ func (d *decoded) found(slot int, raw []byte, kind valueKind) {
 	case d.vals[i].kind != vAbsent:
 		d.err = malformed("field %s appears more than once", r.paths[i].text)
 	default:
-		d.vals[i], d.err = canonical(r.paths[i].text, raw, kind)
+		if ascii {
+			d.vals[i] = value{kind: vString, text: d.text[start:end]}
+			return
+		}
+		d.vals[i], d.err = canonical(r.paths[i].text, d.text[start:end], kind)
 	}
 }
 
-func canonical(name string, v []byte, kind valueKind) (value, error) {
+// canonical returns the value of raw, a payload value's text (a string's
+// without its quotes). The value's text is raw itself, not a copy, when raw
+// is already canonical: a string without escapes, a plain integer.
+func canonical(name string, raw string, kind valueKind) (value, error) {
 	switch kind {
 	case vString:
-		s, err := jsonparser.ParseString(v)
-		if err != nil {
-			return value{}, malformed("%s: bad string: %v", name, err)
+		s := raw
+		if strings.IndexByte(raw, '\\') >= 0 {
+			var err error
+			if s, err = jsonparser.ParseString([]byte(raw)); err != nil {
+				return value{}, malformed("%s: bad string: %v", name, err)
+			}
 		}
 		if !utf8.ValidString(s) {
 			return value{}, malformed("%s: string is not valid UTF-8", name)
 		}
 		return value{kind: vString, text: s}, nil
 	case vNumber:
-		t, integer, err := canonicalNumber(v)
+		t, integer, err := canonicalNumber(raw)
 		if err != nil {
 			return value{}, malformed("%s: %v", name, err)
 		}
 		return value{kind: vNumber, text: t, integer: integer}, nil
 	default:
-		return value{kind: kind, text: string(v)}, nil
+		return value{kind: kind, text: raw}, nil
 	}
 }
 
@@ -241,17 +256,46 @@ func (d *decoded) identity() error {
 }
 
 // entityNames renders every effect's entity name ("" when a field it names
-// is absent: the effect is skipped).
+// is absent: the effect is skipped). The rendered names share one
+// allocation.
 func (d *decoded) entityNames() error {
-	d.entities = d.entities[:0]
+	var buf [192]byte
+	var endBuf [8]int
+	b, ends := buf[:0], endBuf[:0] // where each effect's name ends in b, or one of:
+	const (
+		skipped = -1
+		literal = -2 // the template is one literal: no need to copy it
+	)
 	for i, ef := range d.route.effects {
-		name, ok := render(ef.entity, d.vals)
+		if len(ef.entity) == 1 && ef.entity[0].src < 0 {
+			ends = append(ends, literal)
+			continue
+		}
+		start := len(b)
+		var ok bool
+		b, ok = appendName(b, ef.entity, d.vals)
 		switch {
 		case !ok:
-		case name == "":
+			b = b[:start]
+			ends = append(ends, skipped)
+			continue
+		case len(b) == start:
 			return malformed("effects[%d]: the entity name is empty", i)
-		case len(name) > maxIdentityBytes:
-			return malformed("effects[%d]: the entity name is %d bytes, over %d", i, len(name), maxIdentityBytes)
+		case len(b)-start > maxIdentityBytes:
+			return malformed("effects[%d]: the entity name is %d bytes, over %d", i, len(b)-start, maxIdentityBytes)
+		}
+		ends = append(ends, len(b))
+	}
+	all, start := string(b), 0
+	d.entities = d.entities[:0]
+	for i, end := range ends {
+		name := ""
+		switch end {
+		case skipped:
+		case literal:
+			name = d.route.effects[i].entity[0].lit
+		default:
+			name, start = all[start:end], end
 		}
 		d.entities = append(d.entities, name)
 	}

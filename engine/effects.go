@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/cockroachdb/apd/v3"
 )
@@ -30,7 +31,7 @@ func (e *Engine) project(d *decoded, ver Version) {
 		ent := e.entities[name]
 		if ent == nil {
 			ent = &entity{fields: map[string]*field{}}
-			e.entities[name] = ent
+			e.entities[strings.Clone(name)] = ent // name shares its bytes with the message's other names
 		}
 		changed := false
 		for _, o := range ef.ops {
@@ -48,12 +49,9 @@ func (e *Engine) project(d *decoded, ver Version) {
 	}
 }
 
-func render(parts []tmplPart, vals []value) (string, bool) {
-	if len(parts) == 1 && parts[0].src < 0 {
-		return parts[0].lit, true
-	}
-	var buf [96]byte
-	b := buf[:0]
+// appendName appends the entity name the template renders from vals, or
+// reports false when a field it names is absent or null.
+func appendName(b []byte, parts []tmplPart, vals []value) ([]byte, bool) {
 	for _, p := range parts {
 		if p.src < 0 {
 			b = append(b, p.lit...)
@@ -61,11 +59,11 @@ func render(parts []tmplPart, vals []value) (string, bool) {
 		}
 		v := vals[p.src]
 		if v.kind == vAbsent || v.kind == vNull {
-			return "", false
+			return b, false
 		}
 		b = append(b, v.text...)
 	}
-	return string(b), true
+	return b, true
 }
 
 // apply runs one operation; it reports whether the field changed.
@@ -80,10 +78,10 @@ func (ent *entity) apply(o op, v value, ver Version) bool {
 		case vNumber:
 			nf.kind = KindNumber
 			nf.num.SetString(v.text)
-		case vString:
-			nf.kind, nf.str = KindString, v.text
+		case vString: // copies: v.text is a substring of the whole payload
+			nf.kind, nf.str = KindString, strings.Clone(v.text)
 		default:
-			nf.kind, nf.str = KindRaw, v.text
+			nf.kind, nf.str = KindRaw, strings.Clone(v.text)
 		}
 		ent.fields[o.field] = nf
 		return true

@@ -26,10 +26,12 @@ const (
 // canonicalNumber returns the canonical decimal text of a JSON number
 // literal: "1.50", "15e-1" and "1.5" all become "1.5". integer reports
 // whether the literal itself was written as an integer (no fraction, no
-// exponent). Plain integers, the common case, pass through without parsing.
-func canonicalNumber(lit []byte) (text string, integer bool, err error) {
+// exponent). Plain integers, the common case, pass through without parsing
+// or copying: text is then lit itself.
+func canonicalNumber(lit string) (text string, integer bool, err error) {
 	plain := len(lit) > 0
-	for i, c := range lit {
+	for i := 0; i < len(lit); i++ {
+		c := lit[i]
 		if (c < '0' || c > '9') && !(i == 0 && c == '-' && len(lit) > 1) {
 			plain = false
 			break
@@ -39,13 +41,13 @@ func canonicalNumber(lit []byte) (text string, integer bool, err error) {
 		if len(lit) > maxDigits+1 {
 			return "", false, fmt.Errorf("%.20s… has more than %d digits", lit, maxDigits)
 		}
-		if string(lit) == "-0" {
+		if lit == "-0" {
 			return "0", true, nil
 		}
-		return string(lit), true, nil
+		return lit, true, nil
 	}
 	var d apd.Decimal
-	if _, _, err := d.SetString(string(lit)); err != nil {
+	if _, _, err := d.SetString(lit); err != nil {
 		return "", false, fmt.Errorf("bad number %q", lit)
 	}
 	if d.NumDigits() > maxDigits || d.Exponent > maxExponent || d.Exponent < -maxExponent-maxDigits {

@@ -1,6 +1,9 @@
 package engine
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // maxGaps bounds the open gaps kept per epoch. Past it the oldest are
 // dropped from the report; they are at least a window old by then and can no
@@ -90,7 +93,8 @@ func (s *SourceState) isNewEpoch(d *decoded) bool {
 
 // openEpoch makes d's epoch current and retires the previous current one.
 func (s *SourceState) openEpoch(d *decoded, span, keep int) {
-	w := EpochWindow{Epoch: d.epoch, Numeric: d.epochNum, High: -1, First: d.seq, Bitmap: make([]uint64, span/64)}
+	epoch := strings.Clone(d.epoch) // not a substring of the payload: it would keep the message alive
+	w := EpochWindow{Epoch: epoch, Numeric: d.epochNum, High: -1, First: d.seq, Bitmap: make([]uint64, span/64)}
 	switch {
 	case d.epochNum:
 		w.Value = d.epochInt
@@ -98,7 +102,7 @@ func (s *SourceState) openEpoch(d *decoded, span, keep int) {
 		w.Value = s.Epochs[0].Value + 1
 	}
 	if !d.epochNum {
-		s.Seen = append(s.Seen, d.epoch)
+		s.Seen = append(s.Seen, epoch)
 		if len(s.Seen) > maxSeen {
 			s.Seen = s.Seen[len(s.Seen)-maxSeen:]
 		}

@@ -16,8 +16,9 @@ func validJSON(b []byte) bool {
 func ValidJSON(b []byte) bool { return validJSON(b) }
 
 // scanJSON validates b and, in the same pass, reports the value of every
-// object member the trie names to d.found(slot, raw, kind), with raw the
-// value's bytes (a string's without its quotes, still escaped). Members
+// object member the trie names to d.found(slot, start, end, kind), with
+// b[start:end] the value's bytes (a string's without its quotes, still
+// escaped). Members
 // inside arrays are never matched. d may be nil when root is. It takes the
 // concrete *decoded rather than a callback: a closure would escape and cost
 // two allocations a message.
@@ -64,16 +65,15 @@ func (n *pathNode) child(name string, add bool) *pathNode {
 	return c
 }
 
-// childRaw finds the child named by a raw (escaped) member name.
-func (n *pathNode) childRaw(raw []byte) *pathNode {
-	for i := range raw {
-		if raw[i] == '\\' {
-			name, err := jsonparser.ParseString(raw)
-			if err != nil {
-				return nil
-			}
-			return n.child(name, false)
+// childRaw finds the child named by a raw member name, which holds an
+// escape when esc is set.
+func (n *pathNode) childRaw(raw []byte, esc bool) *pathNode {
+	if esc {
+		name, err := jsonparser.ParseString(raw)
+		if err != nil {
+			return nil
 		}
+		return n.child(name, false)
 	}
 	for i, nm := range n.names {
 		if nm == string(raw) {
@@ -87,6 +87,8 @@ type jsonScanner struct {
 	b    []byte
 	i    int
 	sink *decoded
+	esc  bool // the last string scanned holds an escape
+	high bool // the last string scanned holds a byte >= 0x80
 }
 
 const maxJSONDepth = 1000
@@ -126,11 +128,11 @@ func (p *jsonScanner) value(depth int, node *pathNode) bool {
 		ok, kind = p.literal("null"), vNull
 	}
 	if ok && node != nil && node.slot >= 0 {
-		raw := p.b[start:p.i]
+		end := p.i
 		if kind == vString {
-			raw = raw[1 : len(raw)-1]
+			start, end = start+1, end-1
 		}
-		p.sink.found(node.slot, raw, kind)
+		p.sink.found(node.slot, start, end, kind, kind == vString && !p.esc && !p.high)
 	}
 	return ok
 }
@@ -158,7 +160,7 @@ func (p *jsonScanner) object(depth int, node *pathNode) bool {
 		}
 		var kid *pathNode
 		if node != nil && len(node.names) > 0 {
-			kid = node.childRaw(p.b[start+1 : p.i-1])
+			kid = node.childRaw(p.b[start+1:p.i-1], p.esc)
 		}
 		p.space()
 		if p.i >= len(p.b) || p.b[p.i] != ':' {
@@ -213,9 +215,28 @@ func (p *jsonScanner) array(depth int) bool {
 	}
 }
 
+// strPlain marks the bytes a JSON string holds as they are, printable
+// ASCII but the quote and the backslash: str skips runs of them.
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// str scans a string literal. It sets p.esc when the literal holds an
+// escape and p.high when it holds a byte of 0x80 or above: a literal with
+// neither is printable ASCII, its own unescaped text and valid UTF-8.
 func (p *jsonScanner) str() bool {
 	p.i++ // opening quote
-	for p.i < len(p.b) {
+	p.esc, p.high = false, false
+	for {
+		for p.i < len(p.b) && strPlain[p.b[p.i]] {
+			p.i++
+		}
+		if p.i >= len(p.b) {
+			return false
+		}
 		c := p.b[p.i]
 		switch {
 		case c == '"':
@@ -224,6 +245,7 @@ func (p *jsonScanner) str() bool {
 		case c < 0x20:
 			return false
 		case c == '\\':
+			p.esc = true
 			p.i++
 			if p.i >= len(p.b) {
 				return false
@@ -239,11 +261,11 @@ func (p *jsonScanner) str() bool {
 			default:
 				return false
 			}
-		default:
+		default: // 0x80 and above
+			p.high = true
 			p.i++
 		}
 	}
-	return false
 }
 
 func isHex(c byte) bool {
