@@ -73,6 +73,14 @@ func appendOpt(b []byte, name, s string) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// jsonSafe marks the ASCII bytes encoding/json writes as they are.
+var jsonSafe = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // appendString appends s as a JSON string the way encoding/json does:
 // invalid UTF-8 becomes U+FFFD, and <, >, &, U+2028 and U+2029 are escaped.
 func appendString(b []byte, s string) []byte {
@@ -81,8 +89,11 @@ func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonSafe[c] {
 				i++
+				for i < len(s) && jsonSafe[s[i]] { // the common case: a run of plain ASCII
+					i++
+				}
 				continue
 			}
 			b = append(b, s[start:i]...)

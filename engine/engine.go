@@ -210,6 +210,9 @@ func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Dec
 	now := e.opts.Now()
 	e.keys.expire(now.Add(-e.ttl).UnixNano())
 	out := make([]Decision, len(msgs))
+	if b := &e.pending.batch; b.Audit == nil { // room for the batch: no copying as it grows
+		b.Audit, b.Keys = make([]AuditRecord, 0, len(msgs)), make([]KeyEntry, 0, len(msgs))
+	}
 	for i := range msgs {
 		out[i] = e.decideOne(&msgs[i], now, 0)
 	}
