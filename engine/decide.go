@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -101,7 +102,11 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64) Dec
 		r.Sequence = &s
 	}
 	if !dec.Key.IsZero() {
-		r.Key, r.Digest = dec.Key.String(), dec.Digest.String()
+		var buf [4 * len(dec.Key)]byte
+		hex.Encode(buf[:2*len(dec.Key)], dec.Key[:])
+		hex.Encode(buf[2*len(dec.Key):], dec.Digest[:])
+		kd := string(buf[:]) // one allocation for both
+		r.Key, r.Digest = kd[:2*len(dec.Key)], kd[2*len(dec.Key):]
 	}
 	e.appendAudit(&r)
 	b := &e.pending.batch

@@ -71,7 +71,11 @@ type Message struct {
 // chain link.
 type Hash [32]byte
 
-func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+func (h Hash) String() string {
+	var buf [2 * len(h)]byte // on the stack: the string is the one allocation
+	hex.Encode(buf[:], h[:])
+	return string(buf[:])
+}
 
 // IsZero reports whether h is all zero bytes.
 func (h Hash) IsZero() bool { return h == Hash{} }
