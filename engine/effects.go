@@ -66,6 +66,16 @@ func appendName(b []byte, parts []tmplPart, vals []value) ([]byte, bool) {
 	return b, true
 }
 
+// keepString returns s for a field to keep: the field's current text when
+// it is the same (a status set again), else a copy, since s is a substring
+// of its whole payload.
+func keepString(f *field, s string) string {
+	if f != nil && f.kind != KindNumber && f.str == s {
+		return f.str
+	}
+	return strings.Clone(s)
+}
+
 // apply runs one operation; it reports whether the field changed.
 func (ent *entity) apply(o op, v value, ver Version) bool {
 	f := ent.fields[o.field]
@@ -78,10 +88,10 @@ func (ent *entity) apply(o op, v value, ver Version) bool {
 		case vNumber:
 			nf.kind = KindNumber
 			nf.num.SetString(v.text)
-		case vString: // copies: v.text is a substring of the whole payload
-			nf.kind, nf.str = KindString, strings.Clone(v.text)
+		case vString:
+			nf.kind, nf.str = KindString, keepString(f, v.text)
 		default:
-			nf.kind, nf.str = KindRaw, strings.Clone(v.text)
+			nf.kind, nf.str = KindRaw, keepString(f, v.text)
 		}
 		ent.fields[o.field] = nf
 		return true
