@@ -41,14 +41,14 @@ func (v *Verifier) Check(r engine.AuditRecord) error {
 	switch {
 	case r.Position != v.next:
 		return &BrokenError{Position: v.next, Reason: fmt.Sprintf("found position %d where %d should be (a record removed or reordered)", r.Position, v.next)}
-	case r.Prev != v.prev.String():
+	case r.Prev != v.prev:
 		return &BrokenError{Position: r.Position, Reason: "prev does not match the previous record's hash"}
 	}
 	h, err := engine.ChainHash(r)
 	if err != nil {
 		return &BrokenError{Position: r.Position, Reason: err.Error()}
 	}
-	if h.String() != r.Hash {
+	if h != r.Hash {
 		return &BrokenError{Position: r.Position, Reason: "hash does not match the record's content (altered)"}
 	}
 	v.next++

@@ -75,7 +75,7 @@ func TestVerifyFindsTheFirstBadRecord(t *testing.T) {
 			json.Unmarshal([]byte(l[1]), &r)
 			r.Reason = "edited"
 			h, _ := engine.ChainHash(r)
-			r.Hash = h.String()
+			r.Hash = h
 			b, _ := json.Marshal(r)
 			l[1] = string(b)
 			return l

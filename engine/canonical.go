@@ -1,16 +1,19 @@
 package engine
 
 import (
+	"encoding/hex"
 	"strconv"
 	"time"
 	"unicode/utf8"
 )
 
-// appendRecord appends the canonical JSON of r: the bytes ChainHash covers.
-// It writes what encoding/json would for the struct (field order, omitempty,
-// RFC 3339 times, HTML-safe escapes), without reflection: it runs once per
-// decision. FuzzCanonicalRecord holds it to encoding/json.
-func appendRecord(b []byte, r *AuditRecord) []byte {
+// appendRecord appends the JSON of r. It writes what encoding/json would
+// for the struct (field order, omitempty and omitzero, RFC 3339 times,
+// HTML-safe escapes, hashes as hex), without reflection: it runs once per
+// decision. FuzzCanonicalRecord holds it to encoding/json. With chain set it
+// writes the canonical form ChainHash covers instead: the same with the hash
+// field the empty string.
+func appendRecord(b []byte, r *AuditRecord, chain bool) []byte {
 	b = append(b, `{"position":`...)
 	b = strconv.AppendUint(b, r.Position, 10)
 	b = append(b, `,"time":"`...)
@@ -38,8 +41,12 @@ func appendRecord(b []byte, r *AuditRecord) []byte {
 		b = strconv.AppendInt(b, *r.Sequence, 10)
 	}
 	b = appendOpt(b, `,"id":`, r.ID)
-	b = appendOpt(b, `,"key":`, r.Key)
-	b = appendOpt(b, `,"digest":`, r.Digest)
+	if !r.Key.IsZero() {
+		b = appendHash(append(b, `,"key":`...), r.Key)
+	}
+	if !r.Digest.IsZero() {
+		b = appendHash(append(b, `,"digest":`...), r.Digest)
+	}
 	b = append(b, `,"outcome":`...)
 	b = appendString(b, r.Outcome)
 	b = appendOpt(b, `,"reason":`, r.Reason)
@@ -57,11 +64,19 @@ func appendRecord(b []byte, r *AuditRecord) []byte {
 		b = strconv.AppendInt(b, r.Gap.To, 10)
 		b = append(b, '}')
 	}
-	b = append(b, `,"prev":`...)
-	b = appendString(b, r.Prev)
-	b = append(b, `,"hash":`...)
-	b = appendString(b, r.Hash)
+	b = appendHash(append(b, `,"prev":`...), r.Prev)
+	if chain {
+		return append(b, `,"hash":""}`...)
+	}
+	b = appendHash(append(b, `,"hash":`...), r.Hash)
 	return append(b, '}')
+}
+
+// appendHash appends h as a JSON string of hex digits.
+func appendHash(b []byte, h Hash) []byte {
+	b = append(b, '"')
+	b = hex.AppendEncode(b, h[:])
+	return append(b, '"')
 }
 
 func appendOpt(b []byte, name, s string) []byte {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -102,17 +101,17 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64) Dec
 		r.Sequence = &s
 	}
 	if !dec.Key.IsZero() {
-		var buf [4 * len(dec.Key)]byte
-		hex.Encode(buf[:2*len(dec.Key)], dec.Key[:])
-		hex.Encode(buf[2*len(dec.Key):], dec.Digest[:])
-		kd := string(buf[:]) // one allocation for both
-		r.Key, r.Digest = kd[:2*len(dec.Key)], kd[2*len(dec.Key):]
+		r.Key, r.Digest = dec.Key, dec.Digest
 	}
 	e.appendAudit(&r)
 	b := &e.pending.batch
 	if dec.Outcome.Held() {
+		key := ""
+		if !dec.Key.IsZero() {
+			key = dec.Key.String()
+		}
 		b.Quarantine = append(b.Quarantine, QuarantineEntry{ID: dec.Position, Time: r.Time,
-			Outcome: r.Outcome, Reason: dec.Reason, Route: dec.Route, Topic: m.Topic, Key: r.Key,
+			Outcome: r.Outcome, Reason: dec.Reason, Route: dec.Route, Topic: m.Topic, Key: key,
 			Dup: m.Dup, Broker: m.Broker, Payload: append([]byte(nil), m.Payload...)})
 	}
 	return dec
@@ -120,11 +119,8 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64) Dec
 
 func (e *Engine) appendAudit(r *AuditRecord) {
 	r.Position = e.tail.Position + 1
-	if e.tailHex == "" {
-		e.tailHex = e.tail.Hash.String()
-	}
-	h := seal(r, e.tail.Hash, e.tailHex)
-	e.tail, e.tailHex = AuditHead{Position: r.Position, Hash: h}, r.Hash
+	h := seal(r, e.tail.Hash)
+	e.tail = AuditHead{Position: r.Position, Hash: h}
 	e.pending.batch.Audit = append(e.pending.batch.Audit, *r)
 }
 
@@ -181,7 +177,13 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason string) (Decisio
 	if err != nil {
 		return Decision{}, err
 	}
-	r := AuditRecord{Time: e.opts.Now().UTC(), Route: q.Route, Topic: q.Topic, Key: q.Key,
+	var key Hash
+	if q.Key != "" {
+		if key, err = ParseHash(q.Key); err != nil {
+			return Decision{}, fmt.Errorf("quarantine entry #%d: key: %w", id, err)
+		}
+	}
+	r := AuditRecord{Time: e.opts.Now().UTC(), Route: q.Route, Topic: q.Topic, Key: key,
 		Outcome: OutcomeDiscarded, Reason: reason, Dup: q.Dup, Broker: q.Broker, Ref: id}
 	e.appendAudit(&r)
 	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)

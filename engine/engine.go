@@ -58,7 +58,6 @@ type Engine struct {
 	sources  map[string]*SourceState
 	entities map[string]*entity
 	tail     AuditHead // chain head including decided, uncommitted records
-	tailHex  string    // tail.Hash in hex, the next record's prev; "" until needed
 	evicted  uint64    // EvictBelow last sealed
 	pending  pending
 	closed   bool
@@ -164,7 +163,7 @@ func (e *Engine) load(ctx context.Context) error {
 	e.headMu.Lock()
 	e.head = snap.AuditHead
 	e.headMu.Unlock()
-	e.tail, e.tailHex = snap.AuditHead, ""
+	e.tail = snap.AuditHead
 	e.resetPending()
 	return nil
 }

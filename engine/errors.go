@@ -18,7 +18,7 @@ var (
 	ErrAuditGap = errors.New("replayguard: audit positions do not follow the chain head")
 )
 
-var errBadPrev = errors.New("replayguard: audit record has a malformed prev hash")
+var errBadHash = errors.New("replayguard: a hash is not 64 lowercase hex digits")
 
 // ErrStillMalformed is returned by Release for a message that still does
 // not decode: discard it instead.

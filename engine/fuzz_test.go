@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -111,17 +113,28 @@ func FuzzCanonicalRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pos uint64, route, topic, s1, s2, epoch string, seq int64, dup bool, broker string, ref uint64, reason string) {
 		r := AuditRecord{Position: pos, Time: time.Unix(0, int64(pos)).UTC(), Route: route, Topic: topic,
 			Source: []string{s1, s2}, Epoch: epoch, Outcome: "applied", Reason: reason, Dup: dup, Broker: broker,
-			Ref: ref, Prev: Hash{}.String(), Hash: "h"}
+			Ref: ref, Hash: sha256.Sum256([]byte(reason))}
 		if seq >= 0 {
 			r.Sequence = &seq
 			r.Gap = &Range{From: seq, To: seq + 1}
+			r.Key, r.Digest = sha256.Sum256([]byte(s1)), sha256.Sum256([]byte(s2))
 		}
 		want, err := json.Marshal(r)
 		if err != nil {
 			t.Skip()
 		}
-		if got := appendRecord(nil, &r); string(got) != string(want) {
+		if got := appendRecord(nil, &r, false); string(got) != string(want) {
 			t.Fatalf("canonical form\n got %s\nwant %s", got, want)
+		}
+		// The chain's form is the same with the hash field empty, as it was
+		// when hashes were text and the field was blanked.
+		wantChain := strings.Replace(string(want), `"hash":"`+r.Hash.String()+`"`, `"hash":""`, 1)
+		if got := appendRecord(nil, &r, true); string(got) != wantChain {
+			t.Fatalf("chain form\n got %s\nwant %s", got, wantChain)
+		}
+		var back AuditRecord
+		if err := json.Unmarshal(want, &back); err != nil || back.Key != r.Key || back.Digest != r.Digest || back.Prev != r.Prev || back.Hash != r.Hash {
+			t.Fatalf("hashes do not survive JSON: %v %+v", err, back)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/hex"
+	"fmt"
 	"time"
 )
 
@@ -79,6 +80,53 @@ func (h Hash) String() string {
 
 // IsZero reports whether h is all zero bytes.
 func (h Hash) IsZero() bool { return h == Hash{} }
+
+// MarshalText writes h as 64 lowercase hex digits, its one text form: the
+// form exports, the API and the audit chain's canonical encoding use.
+func (h Hash) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, h[:]), nil }
+
+// UnmarshalText reads the 64 lowercase hex digits MarshalText writes.
+// Any other text is refused, so that a record read back re-encodes to the
+// bytes its chain hash covers.
+func (h *Hash) UnmarshalText(b []byte) error {
+	if !unhex(h, b) {
+		return fmt.Errorf("%w: %q", errBadHash, b)
+	}
+	return nil
+}
+
+// ParseHash reads the text form of a hash: 64 lowercase hex digits.
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	err := h.UnmarshalText([]byte(s))
+	return h, err
+}
+
+// unhex decodes exactly 64 lowercase hex digits into h.
+func unhex(h *Hash, b []byte) bool {
+	if len(b) != 2*len(h) {
+		return false
+	}
+	for i := range h {
+		hi, lo := hexValue[b[2*i]], hexValue[b[2*i+1]]
+		if hi|lo > 0xf {
+			return false
+		}
+		h[i] = hi<<4 | lo
+	}
+	return true
+}
+
+// hexValue maps a lowercase hex digit to its value and anything else to 0xff.
+var hexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	return t
+}()
 
 // Decision is the engine's verdict on one message, as audited.
 type Decision struct {
@@ -183,7 +231,9 @@ func (v Version) Less(w Version) bool {
 }
 
 // AuditRecord is one decision in the append-only, hash-chained audit log.
-// The JSON field order is the canonical form that Hash covers.
+// The JSON field order is the canonical form that Hash covers. Key, Digest,
+// Prev and Hash are binary; their JSON is 64 lowercase hex digits, and a
+// zero Key or Digest (a malformed message has none) is left out.
 type AuditRecord struct {
 	Position uint64    `json:"position"`
 	Time     time.Time `json:"time"`
@@ -193,16 +243,16 @@ type AuditRecord struct {
 	Epoch    string    `json:"epoch,omitempty"`
 	Sequence *int64    `json:"sequence,omitempty"`
 	ID       string    `json:"id,omitempty"`
-	Key      string    `json:"key,omitempty"`
-	Digest   string    `json:"digest,omitempty"`
+	Key      Hash      `json:"key,omitzero"`
+	Digest   Hash      `json:"digest,omitzero"`
 	Outcome  string    `json:"outcome"`
 	Reason   string    `json:"reason,omitempty"`
 	Dup      bool      `json:"dup"`
 	Broker   string    `json:"broker,omitempty"`
 	Ref      uint64    `json:"ref,omitempty"` // the quarantine entry a release or discard acts on
 	Gap      *Range    `json:"gap,omitempty"` // sequences this message skipped: a gap opened
-	Prev     string    `json:"prev"`
-	Hash     string    `json:"hash"`
+	Prev     Hash      `json:"prev"`
+	Hash     Hash      `json:"hash"`
 }
 
 // QuarantineEntry is a held message with its raw bytes. Its ID is the audit

@@ -87,7 +87,7 @@ func TestAuditFiltersAndPages(t *testing.T) {
 		{"source matches one part", "source=e7", []uint64{1, 2}},
 		{"source matches the joined parts", "source=fire/e7", []uint64{1, 2}},
 		{"source matches a topic-level source", "source=meter-3", []uint64{3, 4, 5}},
-		{"key picks one message", "key=" + strings.ToUpper(m2.Key), []uint64{4}},
+		{"key picks one message", "key=" + strings.ToUpper(m2.Key.String()), []uint64{4}},
 		{"since is inclusive of later records", "since=" + mid.Format(time.RFC3339Nano), []uint64{5, 6}},
 		{"until excludes later records", "until=" + mid.Format(time.RFC3339Nano), []uint64{1, 2, 3, 4}},
 		{"from starts at a position", "from=4", []uint64{4, 5, 6}},

@@ -69,7 +69,7 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 // the record's source parts or all of them joined with "/".
 func (f *auditFilter) match(r *engine.AuditRecord) bool {
 	switch {
-	case f.key != "" && r.Key != f.key,
+	case f.key != "" && (r.Key.IsZero() || r.Key.String() != f.key),
 		f.route != "" && r.Route != f.route,
 		f.outcome != "" && r.Outcome != f.outcome,
 		!f.since.IsZero() && r.Time.Before(f.since),

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -23,8 +22,9 @@ import (
 //	key | digest | prev | hash
 //
 // Strings are uvarint length + bytes. Key, digest, prev and hash are 32 raw
-// bytes when they are 64 lowercase hex digits (their flag set), strings
-// otherwise.
+// bytes (their flag set), or an empty string for a zero key or digest (a
+// malformed message has none). A store written when the hashes were text
+// may hold one as a string of 64 lowercase hex digits; it decodes the same.
 const auditFormat = 1
 
 const (
@@ -103,8 +103,7 @@ func decodeChunkFrom(dst []engine.AuditRecord, k, v []byte, from uint64) ([]engi
 }
 
 func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
-	hashes := [4]string{r.Key, r.Digest, r.Prev, r.Hash}
-	var raw [4][32]byte
+	hashes := [4]*engine.Hash{&r.Key, &r.Digest, &r.Prev, &r.Hash}
 	var flags byte
 	if r.Sequence != nil {
 		flags |= flagSequence
@@ -116,7 +115,7 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 		flags |= flagGap
 	}
 	for i, h := range hashes {
-		if unhex32(&raw[i], h) {
+		if i >= 2 || !h.IsZero() { // a zero key or digest stays an empty string, as ever
 			flags |= flagKeyRaw << i
 		}
 	}
@@ -144,9 +143,9 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 	}
 	for i, h := range hashes {
 		if flags&(flagKeyRaw<<i) != 0 {
-			dst = append(dst, raw[i][:]...)
+			dst = append(dst, h[:]...)
 		} else {
-			dst = appendString(dst, h)
+			dst = append(dst, 0) // the empty string
 		}
 	}
 	return dst
@@ -184,11 +183,11 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 	} else if n > 0 {
 		d.fail()
 	}
-	for i, h := range [...]*string{&r.Key, &r.Digest, &r.Prev, &r.Hash} {
+	for i, h := range [...]*engine.Hash{&r.Key, &r.Digest, &r.Prev, &r.Hash} {
 		if flags&(flagKeyRaw<<i) != 0 {
-			*h = hex.EncodeToString(d.raw(32))
-		} else {
-			*h = d.str()
+			copy(h[:], d.raw(len(h)))
+		} else if s := d.str(); s != "" && h.UnmarshalText([]byte(s)) != nil {
+			d.fail() // text the hash type cannot hold: not a record the engine wrote
 		}
 	}
 	if d.err != nil || len(d.b) != 0 {
@@ -196,33 +195,6 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 	}
 	return r, nil
 }
-
-// unhex32 decodes s into dst when s is exactly 64 lowercase hex digits,
-// the only form that re-encodes to the same string.
-func unhex32(dst *[32]byte, s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := range dst {
-		hi, lo := hexValue[s[2*i]], hexValue[s[2*i+1]]
-		if hi|lo > 0xf {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-// hexValue maps a lowercase hex digit to its value and anything else to 0xff.
-var hexValue = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0xff
-	}
-	for i, c := range "0123456789abcdef" {
-		t[c] = byte(i)
-	}
-	return t
-}()
 
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))

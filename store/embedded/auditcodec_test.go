@@ -37,12 +37,12 @@ func roundTrip(t *testing.T, r engine.AuditRecord) {
 
 func TestAuditCodecRoundTrips(t *testing.T) {
 	seq := int64(-1)
-	hash := strings.Repeat("0123456789abcdef", 4)
+	hash := mustHash(t, strings.Repeat("0123456789abcdef", 4))
 	cases := map[string]engine.AuditRecord{
-		"a zero record":             {},
-		"an empty, non-nil source":  {Source: []string{}},
-		"hashes in hex":             {Position: 7, Key: hash, Digest: hash, Prev: hash, Hash: hash, Time: time.Now()},
-		"upper case hex stays text": {Key: strings.ToUpper(hash), Hash: hash[:63] + "g"},
+		"a zero record":            {},
+		"an empty, non-nil source": {Source: []string{}},
+		"hashes":                   {Position: 7, Key: hash, Digest: hash, Prev: hash, Hash: hash, Time: time.Now()},
+		"a zero key and digest":    {Prev: hash, Hash: hash},
 		"everything set": {Position: 1 << 60, Time: time.Date(1, 1, 1, 0, 0, 0, 1, time.FixedZone("x", 3600)),
 			Route: "r", Topic: "a/\xff/b", Source: []string{"", "x|y"}, Epoch: "e", Sequence: &seq, ID: "id",
 			Outcome: "conflict", Reason: "digest differs", Dup: true, Broker: "tcp://h:1", Ref: 99, Prev: hash,
@@ -53,13 +53,50 @@ func TestAuditCodecRoundTrips(t *testing.T) {
 	}
 }
 
+// A store written when hashes were text may hold one as a string of hex
+// digits (the flag clear): it decodes to the same hash; text no hash can
+// hold is a corrupt record.
+func TestAuditCodecReadsTextHashes(t *testing.T) {
+	hex := strings.Repeat("0123456789abcdef", 4)
+	r := engine.AuditRecord{Prev: mustHash(t, hex), Hash: mustHash(t, hex), Key: mustHash(t, hex)}
+	enc := appendAudit(nil, &r)
+	// The record ends with key, digest, prev and hash; rewrite the key as text.
+	tail := len(enc) - 1 - 32 - 32 // the key's 32 bytes precede an empty digest, prev and hash
+	text := append(append(append([]byte{}, enc[:tail-32]...), byte(len(hex))), hex...)
+	text = append(text, enc[tail:]...)
+	text[1] &^= flagKeyRaw
+	got, err := decodeAudit(0, text)
+	if err != nil || got.Key != r.Key {
+		t.Fatalf("text key: got %v, %v; want %v", got.Key, err, r.Key)
+	}
+	bad := append(append(append([]byte{}, enc[:tail-32]...), byte(len(hex))), strings.ToUpper(hex)...)
+	bad = append(bad, enc[tail:]...)
+	bad[1] &^= flagKeyRaw
+	if _, err := decodeAudit(0, bad); err == nil {
+		t.Fatal("upper-case hex, which no record's hash re-encodes to, decoded")
+	}
+}
+
+func mustHash(t testing.TB, s string) engine.Hash {
+	t.Helper()
+	h, err := engine.ParseHash(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func FuzzAuditCodec(f *testing.F) {
 	hash := strings.Repeat("ab", 32)
 	f.Add(uint64(1), int64(1700000000), int64(5), "incidents", "incidents/a/b", "agency|dev", "1", true, "applied", hash, true, uint64(0))
 	f.Add(uint64(0), int64(-62135596800), int64(-1), "", "", "", "", false, "", "", false, uint64(1<<63))
 	f.Fuzz(func(t *testing.T, pos uint64, nanos, seq int64, route, topic, source, epoch string, hasSeq bool, outcome, hash string, dup bool, ref uint64) {
+		var key, digest, lower engine.Hash
+		copy(key[:], hash)
+		copy(digest[:], hash[:len(hash)/2])
+		copy(lower[:], strings.ToLower(hash))
 		r := engine.AuditRecord{Position: pos, Time: time.Unix(0, nanos), Route: route, Topic: topic,
-			Epoch: epoch, Outcome: outcome, Dup: dup, Ref: ref, Key: hash, Digest: hash[:len(hash)/2], Prev: hash, Hash: strings.ToLower(hash)}
+			Epoch: epoch, Outcome: outcome, Dup: dup, Ref: ref, Key: key, Digest: digest, Prev: key, Hash: lower}
 		if source != "" {
 			r.Source = strings.Split(source, "|")
 		}
@@ -78,7 +115,7 @@ func FuzzAuditCodec(f *testing.F) {
 // typical record.
 func BenchmarkAuditCodec(b *testing.B) {
 	seq := int64(42)
-	hash := strings.Repeat("0123456789abcdef", 4)
+	hash := mustHash(b, strings.Repeat("0123456789abcdef", 4))
 	r := engine.AuditRecord{Position: 1234567, Time: time.Now(), Route: "incidents", Topic: "incidents/agency-7/unit-12",
 		Source: []string{"agency-7", "dev-000123"}, Epoch: "1700000000", Sequence: &seq, Key: hash, Digest: hash,
 		Outcome: "applied", Broker: "tcp://127.0.0.1:1883", Prev: hash, Hash: hash}

@@ -3,7 +3,6 @@ package memory
 import (
 	"cmp"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -146,12 +145,7 @@ func nextHead(head engine.AuditHead, recs []engine.AuditRecord) (engine.AuditHea
 		if r.Position != head.Position+1 {
 			return engine.AuditHead{}, fmt.Errorf("%w: record at position %d after %d", engine.ErrAuditGap, r.Position, head.Position)
 		}
-		h, err := hex.DecodeString(r.Hash)
-		if err != nil || len(h) != len(head.Hash) {
-			return engine.AuditHead{}, fmt.Errorf("memory: audit record %d has a malformed hash %q", r.Position, r.Hash)
-		}
-		head.Position = r.Position
-		copy(head.Hash[:], h)
+		head = engine.AuditHead{Position: r.Position, Hash: r.Hash}
 	}
 	return head, nil
 }

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -79,12 +78,12 @@ func (w *Workload) record(now time.Time) engine.AuditRecord {
 		Source:   []string{"agency-7", fmt.Sprintf("dev-%06d", w.next%500)},
 		Epoch:    "1700000000",
 		Sequence: &seq,
-		Key:      keyHash(w.next).String(),
-		Digest:   keyHash(^w.next).String(),
+		Key:      keyHash(w.next),
+		Digest:   keyHash(^w.next),
 		Outcome:  "applied",
 		Broker:   "tcp://127.0.0.1:1883",
-		Prev:     hex.EncodeToString(prev[:]),
-		Hash:     hex.EncodeToString(h[:]),
+		Prev:     prev,
+		Hash:     h,
 	}
 }
 

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,7 +25,7 @@ func (c *chain) records(t testing.TB, n int) []engine.AuditRecord {
 		if err := engine.Seal(&out[i], c.head.Hash); err != nil {
 			t.Fatalf("seal record %d: %v", out[i].Position, err)
 		}
-		c.head = engine.AuditHead{Position: out[i].Position, Hash: mustHash(t, out[i].Hash)}
+		c.head = engine.AuditHead{Position: out[i].Position, Hash: out[i].Hash}
 	}
 	return out
 }
@@ -41,8 +40,8 @@ func auditRecord(pos uint64) engine.AuditRecord {
 		Source:   []string{fmt.Sprintf("agency-%d", pos%3), fmt.Sprintf("dev-%d", pos%7)},
 		Epoch:    "boot-1",
 		Sequence: &seq,
-		Key:      keyHash(pos).String(),
-		Digest:   keyHash(pos + 1_000_000).String(),
+		Key:      keyHash(pos),
+		Digest:   keyHash(pos + 1_000_000),
 		Outcome:  engine.Outcomes()[pos%6].String(),
 		Dup:      pos%2 == 0,
 		Broker:   "tcp://127.0.0.1:1883",
@@ -54,17 +53,6 @@ func auditRecord(pos uint64) engine.AuditRecord {
 		r.Sequence, r.ID, r.Reason, r.Ref = nil, fmt.Sprintf("msg-%d", pos), "below_window", pos-1
 	}
 	return r
-}
-
-func mustHash(t testing.TB, s string) engine.Hash {
-	t.Helper()
-	var h engine.Hash
-	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != len(h) {
-		t.Fatalf("malformed hash %q", s)
-	}
-	copy(h[:], b)
-	return h
 }
 
 // keyHash is a deterministic, well spread hash for fixtures.
