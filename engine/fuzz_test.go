@@ -102,6 +102,9 @@ func FuzzValidJSON(f *testing.F) {
 		if got, want := validJSON(b), json.Valid(b); got != want {
 			t.Fatalf("validJSON(%q) = %v, encoding/json says %v", b, got, want)
 		}
+		if got, want := ScanMembers(b, func([]byte, bool, []byte) {}), json.Valid(b); got != want {
+			t.Fatalf("ScanMembers(%q) = %v, encoding/json says %v", b, got, want)
+		}
 	})
 }
 

@@ -15,6 +15,68 @@ func validJSON(b []byte) bool {
 // deeper than 1000 levels is refused.
 func ValidJSON(b []byte) bool { return validJSON(b) }
 
+// ScanMembers reports whether b is exactly one JSON value, ValidJSON's
+// verdict, and in the same pass calls member for each member of b when b is
+// an object: its name as written (without the quotes, still escaped; esc
+// says whether it holds an escape) and its value's bytes (a string's with
+// its quotes). When b is not valid, member may have seen the members before
+// the fault. A reader of a framed format validates and picks its members
+// apart with one scan instead of two.
+func ScanMembers(b []byte, member func(name []byte, esc bool, value []byte)) bool {
+	p := jsonScanner{b: b}
+	p.space()
+	if p.i >= len(p.b) || p.b[p.i] != '{' {
+		return validJSON(b)
+	}
+	if !p.members(member) {
+		return false
+	}
+	p.space()
+	return p.i == len(p.b)
+}
+
+// members is object at depth 0, reporting each member.
+func (p *jsonScanner) members(member func(name []byte, esc bool, value []byte)) bool {
+	p.i++ // '{'
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return true
+	}
+	for {
+		p.space()
+		start := p.i
+		if p.i >= len(p.b) || p.b[p.i] != '"' || !p.str() {
+			return false
+		}
+		name, esc := p.b[start+1:p.i-1], p.esc
+		p.space()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return false
+		}
+		p.i++
+		p.space()
+		vstart := p.i
+		if !p.value(1, nil) {
+			return false
+		}
+		member(name, esc, p.b[vstart:p.i])
+		p.space()
+		if p.i >= len(p.b) {
+			return false
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 // scanJSON validates b and, in the same pass, reports the value of every
 // object member the trie names to d.found(slot, start, end, kind), with
 // b[start:end] the value's bytes (a string's without its quotes, still

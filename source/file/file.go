@@ -58,13 +58,15 @@ func (s Summary) String() string {
 
 // Parse turns one capture line into a message. A line it cannot read
 // becomes a message with Invalid set and the raw line as payload. It reads
-// only the four members it needs, without decoding the payload.
+// only the four members it needs, without decoding the payload, in the same
+// pass that validates the line (the engine's scan of the payload, which
+// extracts the route's fields, is the only other).
 func Parse(raw []byte, lineNo int64, name string) engine.Message {
 	invalid := func(format string, a ...any) engine.Message {
 		return engine.Message{Payload: append([]byte(nil), raw...), Broker: name,
 			Invalid: fmt.Sprintf("capture line %d: ", lineNo) + fmt.Sprintf(format, a...)}
 	}
-	if len(raw) == 0 || raw[0] != '{' || !engine.ValidJSON(raw) {
+	if len(raw) == 0 || raw[0] != '{' {
 		return invalid("not a JSON object")
 	}
 	var (
@@ -73,14 +75,15 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 		hasB64, hasP bool
 		dup          bool
 		bad          string
+		perr         error
 	)
 	members := [...]string{"topic", "payload", "payload_b64", "dup"}
 	var seen [len(members)]bool
-	perr := jsonparser.ObjectEach(raw, func(key, v []byte, vt jsonparser.ValueType, _ int) error {
+	visit := func(key, v []byte, vt jsonparser.ValueType) {
 		i := slices.Index(members[:], string(key))
 		switch {
 		case i < 0:
-			return nil // other members are ignored
+			return // other members are ignored
 		case seen[i]:
 			bad = members[i] + " appears more than once"
 		case i == 0 && vt == jsonparser.String:
@@ -102,8 +105,26 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 			bad = "dup is not a boolean"
 		}
 		seen[i] = true
-		return nil
+	}
+	valid := engine.ScanMembers(raw, func(key []byte, esc bool, v []byte) {
+		if perr != nil {
+			return // the members after a name that does not unescape are not read
+		}
+		if esc {
+			var buf [64]byte
+			k, err := jsonparser.Unescape(key, buf[:])
+			if err != nil {
+				perr = jsonparser.MalformedStringEscapeError
+				return
+			}
+			key = k
+		}
+		v, vt := valueOf(v)
+		visit(key, v, vt)
 	})
+	if !valid {
+		return invalid("not a JSON object")
+	}
 	if perr != nil && bad == "" {
 		bad = perr.Error()
 	}
@@ -131,6 +152,25 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 	}
 	m.Payload = append([]byte(nil), payload...)
 	return m
+}
+
+// valueOf returns a valid JSON value's bytes and type as jsonparser reports
+// an object member: a string without its quotes.
+func valueOf(v []byte) ([]byte, jsonparser.ValueType) {
+	switch c := v[0]; {
+	case c == '"':
+		return v[1 : len(v)-1], jsonparser.String
+	case c == '{':
+		return v, jsonparser.Object
+	case c == '[':
+		return v, jsonparser.Array
+	case c == 't' || c == 'f':
+		return v, jsonparser.Boolean
+	case c == 'n':
+		return v, jsonparser.Null
+	default:
+		return v, jsonparser.Number
+	}
 }
 
 // Ingest reads the capture to its end, deciding it batch by batch. Lines
