@@ -97,8 +97,14 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64) Dec
 		Source: dec.Source, Epoch: dec.Epoch, ID: dec.ID, Outcome: dec.Outcome.String(),
 		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Ref: ref, Gap: dec.Gap}
 	if dec.Sequence >= 0 {
-		s := dec.Sequence
-		r.Sequence = &s
+		// The batch's sequences share a slab instead of an allocation each;
+		// a full slab is left to the records that point into it.
+		seqs := &e.pending.seqs
+		if len(*seqs) == cap(*seqs) {
+			*seqs = make([]int64, 0, 1024)
+		}
+		*seqs = append(*seqs, dec.Sequence)
+		r.Sequence = &(*seqs)[len(*seqs)-1]
 	}
 	if !dec.Key.IsZero() {
 		r.Key, r.Digest = dec.Key, dec.Digest

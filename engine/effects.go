@@ -83,7 +83,7 @@ func (ent *entity) apply(o op, v value, ver Version) bool {
 		if f != nil && !f.version.Less(ver) {
 			return false // a late old update never overwrites newer state
 		}
-		nf := &field{version: ver}
+		nf := field{version: ver}
 		switch v.kind {
 		case vNumber:
 			nf.kind = KindNumber
@@ -93,7 +93,11 @@ func (ent *entity) apply(o op, v value, ver Version) bool {
 		default:
 			nf.kind, nf.str = KindRaw, keepString(f, v.text)
 		}
-		ent.fields[o.field] = nf
+		if f == nil {
+			f = new(field)
+			ent.fields[o.field] = f
+		}
+		*f = nf // in place: only the map holds a field, and state copies it out
 		return true
 	}
 	var x apd.Decimal

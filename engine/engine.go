@@ -76,6 +76,7 @@ type pending struct {
 	batch    Batch
 	sources  map[*SourceState]struct{}
 	entities map[string]struct{}
+	seqs     []int64 // what the batch's audit records' Sequence point to
 }
 
 // New loads the store's state and returns an engine over it. The store
