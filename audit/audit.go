@@ -99,11 +99,16 @@ func VerifyJSONL(r io.Reader) (uint64, error) {
 // Export writes the records with position >= from as JSON Lines.
 func Export(ctx context.Context, s engine.AuditScanner, from uint64, w io.Writer) (uint64, error) {
 	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
+	var line []byte
 	n := uint64(0)
 	err := s.ScanAudit(ctx, from, func(r engine.AuditRecord) error {
 		n++
-		return enc.Encode(r)
+		var err error
+		if line, err = engine.AppendRecordJSON(line[:0], &r); err != nil { // what json.Encoder writes
+			return err
+		}
+		_, err = bw.Write(append(line, '\n'))
+		return err
 	})
 	if err != nil {
 		return n, err

@@ -129,6 +129,9 @@ func FuzzCanonicalRecord(f *testing.F) {
 		if got := appendRecord(nil, &r, false); string(got) != string(want) {
 			t.Fatalf("canonical form\n got %s\nwant %s", got, want)
 		}
+		if got, err := AppendRecordJSON(nil, &r); err != nil || string(got) != string(want) {
+			t.Fatalf("AppendRecordJSON\n got %s, %v\nwant %s", got, err, want)
+		}
 		// The chain's form is the same with the hash field empty, as it was
 		// when hashes were text and the field was blanked.
 		wantChain := strings.Replace(string(want), `"hash":"`+r.Hash.String()+`"`, `"hash":""`, 1)

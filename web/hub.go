@@ -74,7 +74,7 @@ func (h *Hub) Committed(records []engine.AuditRecord, entities []engine.EntitySt
 	}
 	events := make([]event, 0, len(records)+len(entities))
 	for i := range records {
-		data, _ := json.Marshal(&records[i]) // plain strings and numbers: never fails
+		data, _ := engine.AppendRecordJSON(nil, &records[i]) // json.Marshal's bytes; a committed record's time never fails
 		events = append(events, event{"decision", data})
 	}
 	for name, fields := range engine.StateJSON(entities) {
