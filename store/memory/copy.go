@@ -3,6 +3,7 @@ package memory
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -21,6 +22,35 @@ func copyRecord(r engine.AuditRecord) engine.AuditRecord {
 		gap := *r.Gap
 		r.Gap = &gap
 	}
+	return r
+}
+
+// keepRecord is copyRecord for a record the store keeps: its source parts,
+// epoch and id are copied too, into one allocation, since the engine's may
+// be substrings of the whole message payload.
+func keepRecord(r engine.AuditRecord) engine.AuditRecord {
+	r = copyRecord(r)
+	n := len(r.Epoch) + len(r.ID)
+	for _, p := range r.Source {
+		n += len(p)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, p := range r.Source {
+		b.WriteString(p)
+	}
+	b.WriteString(r.Epoch)
+	b.WriteString(r.ID)
+	all, at := b.String(), 0
+	next := func(s string) string {
+		at += len(s)
+		return all[at-len(s) : at]
+	}
+	for i, p := range r.Source {
+		r.Source[i] = next(p)
+	}
+	r.Epoch = next(r.Epoch)
+	r.ID = next(r.ID)
 	return r
 }
 

@@ -80,7 +80,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		return err
 	}
 	for _, r := range b.Audit {
-		s.audit.append(copyRecord(r))
+		s.audit.append(keepRecord(r))
 	}
 	s.head = head
 	s.appendKeys(b.Keys)
