@@ -114,7 +114,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 	c.q.open()
-	c.subscribed.Store(false)
+	c.subscribed.Store(false) // subscribe on the first connection
 	select {
 	case <-c.fatal: // left by an earlier Run
 	default:
@@ -227,13 +227,18 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	broker := c.brokerURL()
 	c.log.Info("mqtt connected", "broker", broker, "client_id", c.cfg.ClientID, "session_present", ca.SessionPresent)
 	c.obs.Observe(Event{Kind: Connected, Broker: broker})
-	// Subscribe on every connection, even to a session that is present: a
-	// session restored from a broker's persistence may lack subscriptions
-	// (Mosquitto 2.0.11 persists plain ones only, never $share/…, so a
-	// group member on a standby would receive nothing), and one from an
-	// older snapshot may predate them. Subscribing again to a subscription
-	// the session has replaces it without losing messages, and
-	// RetainHandling 1 keeps retained messages from being sent again.
+	// Subscribe on a Run's first connection (the filters may have changed),
+	// whenever the broker has no session, and, in a share group, on every
+	// connection: a session restored from a broker's persistence may lack
+	// its $share subscriptions (Mosquitto 2.0.11 persists plain ones only),
+	// and a member would then receive nothing. Subscribing again to a
+	// subscription the session has replaces it without losing messages.
+	// Plain subscriptions are not renewed on a present session: mochi-mqtt
+	// refuses a SUBSCRIBE whose packet id its own in-flight deliveries use
+	// (0x91), though the two directions' ids are independent.
+	if ca.SessionPresent && c.subscribed.Load() && c.cfg.ShareGroup == "" {
+		return
+	}
 	c.subscribed.Store(false)
 	c.wg.Go(func() { c.subscribe(ctx, cm) })
 }
