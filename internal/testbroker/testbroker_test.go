@@ -12,7 +12,12 @@ import (
 	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testbroker.CleanupPostgres()
+		os.Exit(code)
+	}))
+}
 
 func TestMosquitto(t *testing.T) {
 	t.Run("a session's queued messages survive a crash after an autosave", func(t *testing.T) {
@@ -119,4 +124,26 @@ func TestCopyDB(t *testing.T) {
 			t.Errorf("copy of %d bytes, not the %d of the broker's save", len(got), len(saved))
 		}
 	})
+}
+
+func TestMissingServer(t *testing.T) {
+	for name, set := range map[string]func(t *testing.T){
+		"redis-server": func(t *testing.T) {
+			t.Setenv(testbroker.RedisEnv, "/nonexistent/redis-server")
+			testbroker.RedisPath(t)
+		},
+		"PostgreSQL": func(t *testing.T) {
+			t.Setenv(testbroker.PostgresBinDirEnv, "/nonexistent")
+			testbroker.PostgresBinDir(t)
+		},
+	} {
+		t.Run("a missing "+name+" skips the test", func(t *testing.T) {
+			t.Setenv(testbroker.RequireServicesEnv, "")
+			var inner *testing.T
+			t.Run("inner", func(t *testing.T) { inner = t; set(t) })
+			if !inner.Skipped() {
+				t.Fatal("not skipped")
+			}
+		})
+	}
 }
