@@ -8,7 +8,8 @@ import (
 
 // BenchmarkPostgresDataDir compares the two ways to give a server a data
 // directory: initdb (what the template costs once per test binary) and the
-// copy of the template (what each StartPostgres pays).
+// copy of the template (what each StartPostgres pays); start is all of
+// StartPostgres, the copy included, until the server answers.
 func BenchmarkPostgresDataDir(b *testing.B) {
 	binDir := PostgresBinDir(b)
 	cred := postgresCredential(b)
@@ -40,6 +41,14 @@ func BenchmarkPostgresDataDir(b *testing.B) {
 			}
 			b.StopTimer()
 			remove()
+			b.StartTimer()
+		}
+	})
+	b.Run("start", func(b *testing.B) {
+		for b.Loop() {
+			p := StartPostgres(b, PostgresOptions{})
+			b.StopTimer()
+			p.Kill()
 			b.StartTimer()
 		}
 	})
