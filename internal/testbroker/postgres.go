@@ -156,7 +156,9 @@ func (p *Postgres) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.
 // Port is the server's TCP port.
 func (p *Postgres) Port() int { return p.port }
 
-// DataDir is the server's data directory.
+// DataDir is the server's data directory: on /dev/shm when that is a tmpfs
+// with room, its pg_wal then a symbolic link to a directory on the disk
+// under os.TempDir(), so that commits wait for a real fsync.
 func (p *Postgres) DataDir() string { return filepath.Join(p.dir, "data") }
 
 // Log returns what the server has written to stderr, over all restarts.
