@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -103,5 +104,27 @@ func TestVerifyCatchesARemovedTailAgainstTheHead(t *testing.T) {
 	head.Position++ // the store's head says one more record than the log holds
 	if _, err := audit.Verify(context.Background(), st, head); !errors.Is(err, audit.ErrBroken) {
 		t.Fatalf("got %v, want a broken chain", err)
+	}
+}
+
+// pre-operator.jsonl is an export written before audit records could name
+// an operator: six records with a release and a discard.
+func TestAnExportFromBeforeOperatorsStillVerifies(t *testing.T) {
+	raw, err := os.ReadFile("testdata/pre-operator.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := audit.VerifyJSONL(bytes.NewReader(raw)); err != nil || n != 6 {
+		t.Fatalf("verify: %d records, %v", n, err)
+	}
+	for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var r engine.AuditRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatal(err)
+		}
+		got, err := engine.AppendRecordJSON(nil, &r)
+		if err != nil || !bytes.Equal(got, line) {
+			t.Fatalf("record %d re-encodes differently:\n got %s\nwant %s", i+1, got, line)
+		}
 	}
 }

@@ -69,6 +69,7 @@ func appendRecord(b []byte, r *AuditRecord, chain bool) []byte {
 		b = append(b, `,"ref":`...)
 		b = strconv.AppendUint(b, r.Ref, 10)
 	}
+	b = appendOpt(b, `,"operator":`, r.Operator)
 	if r.Gap != nil {
 		b = append(b, `,"gap":{"from":`...)
 		b = strconv.AppendInt(b, r.Gap.From, 10)

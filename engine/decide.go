@@ -9,8 +9,9 @@ import (
 )
 
 // decideOne decodes, decides and records one message. ref is the
-// quarantine entry an operator releases (0: a delivery).
-func (e *Engine) decideOne(m *Message, now time.Time, ref uint64) Decision {
+// quarantine entry an operator releases (0: a delivery) and by the
+// operator's name.
+func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Decision {
 	d, err := e.decode(m)
 	if err != nil {
 		var de *decodeError
@@ -21,7 +22,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64) Decision {
 		if d != nil {
 			dec.Route = d.route.Name
 		}
-		return e.record(m, dec, now, ref)
+		return e.record(m, dec, now, ref, by)
 	}
 	dec := e.decide(d, now, ref != 0)
 	if dec.Outcome.Effective() {
@@ -33,7 +34,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64) Decision {
 			dec.Reason += ": its key was applied meanwhile"
 		}
 	}
-	return e.record(m, dec, now, ref)
+	return e.record(m, dec, now, ref, by)
 }
 
 // decide is the decision proper, on a decoded message: the key window, then
@@ -91,11 +92,11 @@ func (e *Engine) source(d *decoded) *SourceState {
 
 // record appends the decision's audit record (and quarantine entry) to the
 // pending batch.
-func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64) Decision {
+func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64, by string) Decision {
 	dec.Position = e.tail.Position + 1
 	r := AuditRecord{Position: dec.Position, Time: now.UTC(), Route: dec.Route, Topic: m.Topic,
 		Source: dec.Source, Epoch: dec.Epoch, ID: dec.ID, Outcome: dec.Outcome.String(),
-		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Ref: ref, Gap: dec.Gap}
+		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Ref: ref, Operator: by, Gap: dec.Gap}
 	if dec.Sequence >= 0 {
 		// The batch's sequences share a slab instead of an allocation each;
 		// a full slab is left to the records that point into it.
@@ -133,8 +134,9 @@ func (e *Engine) appendAudit(r *AuditRecord) {
 // Release decides a quarantined message again with the below-window and
 // old-epoch rules waived: it is applied once, or is a duplicate when its key
 // was applied meanwhile. A message that is still malformed stays held and
-// Release returns ErrStillMalformed.
-func (e *Engine) Release(ctx context.Context, id uint64) (Decision, error) {
+// Release returns ErrStillMalformed. operator names who released it; the
+// audit record carries it (empty: nobody named).
+func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decision, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q, err := e.held(ctx, id)
@@ -145,7 +147,7 @@ func (e *Engine) Release(ctx context.Context, id uint64) (Decision, error) {
 	if m.prepared, m.prepErr = e.decodeFresh(&m); m.prepErr != nil { // decideOne reuses it
 		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, m.prepErr)
 	}
-	dec := e.decideOne(&m, e.opts.Now(), id)
+	dec := e.decideOne(&m, e.opts.Now(), id, operator)
 	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
 	if err := e.sealAndWait(ctx); err != nil {
 		return Decision{}, err
@@ -172,8 +174,9 @@ func (e *Engine) sealAndWait(ctx context.Context) error {
 	return c.err
 }
 
-// Discard removes a quarantined message for good, auditing who said why.
-func (e *Engine) Discard(ctx context.Context, id uint64, reason string) (Decision, error) {
+// Discard removes a quarantined message for good, auditing who (operator)
+// said why (reason, required).
+func (e *Engine) Discard(ctx context.Context, id uint64, reason, operator string) (Decision, error) {
 	if reason == "" {
 		return Decision{}, fmt.Errorf("%w: discard needs a reason", ErrConfig)
 	}
@@ -190,7 +193,7 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason string) (Decisio
 		}
 	}
 	r := AuditRecord{Time: e.opts.Now().UTC(), Route: q.Route, Topic: q.Topic, Key: key,
-		Outcome: OutcomeDiscarded, Reason: reason, Dup: q.Dup, Broker: q.Broker, Ref: id}
+		Outcome: OutcomeDiscarded, Reason: reason, Dup: q.Dup, Broker: q.Broker, Ref: id, Operator: operator}
 	e.appendAudit(&r)
 	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
 	if err := e.sealAndWait(ctx); err != nil {

@@ -214,7 +214,7 @@ func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Dec
 		b.Audit, b.Keys = make([]AuditRecord, 0, len(msgs)), make([]KeyEntry, 0, len(msgs))
 	}
 	for i := range msgs {
-		out[i] = e.decideOne(&msgs[i], now, 0)
+		out[i] = e.decideOne(&msgs[i], now, 0, "")
 	}
 	c := e.seal(ctx)
 	return func() ([]Decision, error) {

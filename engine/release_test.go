@@ -43,14 +43,14 @@ func TestRelease(t *testing.T) {
 		h := newHarness(t, engine.Options{SequenceSpan: 64})
 		h.feed(inc("fd", "e1", 1, 100, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 5, `"incident_id":1,"casualty_delta":2`))
 		ids := heldIDs(t, h)
-		d, err := h.e.Release(ctx, ids[0])
+		d, err := h.e.Release(ctx, ids[0], "")
 		if err != nil || d.Outcome != engine.Applied || !strings.Contains(d.Reason, "released from quarantine #2") {
 			t.Fatalf("release: %+v %v", d, err)
 		}
 		if got := h.state(); got != `{"incident/1":{"casualties":3}}` {
 			t.Fatalf("state %s", got)
 		}
-		if _, err := h.e.Release(ctx, ids[0]); !errors.Is(err, engine.ErrNotFound) {
+		if _, err := h.e.Release(ctx, ids[0], ""); !errors.Is(err, engine.ErrNotFound) {
 			t.Fatalf("a second release: %v, want ErrNotFound", err)
 		}
 		if got := h.outcomes(inc("fd", "e1", 1, 5, `"incident_id":1,"casualty_delta":2`)); got != "duplicate" {
@@ -66,8 +66,8 @@ func TestRelease(t *testing.T) {
 		if len(ids) != 2 {
 			t.Fatalf("%d held, want the two old-epoch copies", len(ids))
 		}
-		d1, _ := h.e.Release(ctx, ids[0])
-		d2, _ := h.e.Release(ctx, ids[1])
+		d1, _ := h.e.Release(ctx, ids[0], "")
+		d2, _ := h.e.Release(ctx, ids[1], "")
 		if d1.Outcome != engine.Applied || d2.Outcome != engine.Duplicate {
 			t.Fatalf("releases: %s then %s, want applied then duplicate", d1.Outcome, d2.Outcome)
 		}
@@ -78,7 +78,7 @@ func TestRelease(t *testing.T) {
 	t.Run("a released conflict never applies its other content", func(t *testing.T) {
 		h := newHarness(t, engine.Options{})
 		h.feed(inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":5`))
-		d, err := h.e.Release(ctx, heldIDs(t, h)[0])
+		d, err := h.e.Release(ctx, heldIDs(t, h)[0], "")
 		if err != nil || d.Outcome != engine.Duplicate {
 			t.Fatalf("release: %+v %v", d, err)
 		}
@@ -90,16 +90,16 @@ func TestRelease(t *testing.T) {
 		h := newHarness(t, engine.Options{})
 		h.feed(engine.Message{Topic: "plant/m1/energy", Payload: []byte(`{"kwh":1}`)})
 		id := heldIDs(t, h)[0]
-		if _, err := h.e.Release(ctx, id); !errors.Is(err, engine.ErrStillMalformed) {
+		if _, err := h.e.Release(ctx, id, ""); !errors.Is(err, engine.ErrStillMalformed) {
 			t.Fatalf("got %v", err)
 		}
 		if ids := heldIDs(t, h); len(ids) != 1 {
 			t.Fatal("a failed release removed the message")
 		}
-		if _, err := h.e.Discard(ctx, id, ""); err == nil {
+		if _, err := h.e.Discard(ctx, id, "", ""); err == nil {
 			t.Fatal("a discard without a reason was accepted")
 		}
-		d, err := h.e.Discard(ctx, id, "bench rig noise")
+		d, err := h.e.Discard(ctx, id, "bench rig noise", "")
 		if err != nil || len(heldIDs(t, h)) != 0 || d.Position != 2 {
 			t.Fatalf("discard: %+v %v", d, err)
 		}

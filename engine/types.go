@@ -250,9 +250,14 @@ type AuditRecord struct {
 	Dup      bool      `json:"dup"`
 	Broker   string    `json:"broker,omitempty"`
 	Ref      uint64    `json:"ref,omitempty"` // the quarantine entry a release or discard acts on
-	Gap      *Range    `json:"gap,omitempty"` // sequences this message skipped: a gap opened
-	Prev     Hash      `json:"prev"`
-	Hash     Hash      `json:"hash"`
+	// Operator names who released or discarded (the API token's name, or
+	// the CLI's --operator); empty for every other decision, and left out
+	// of the JSON then, so records written before it existed keep their
+	// bytes and their hashes.
+	Operator string `json:"operator,omitempty"`
+	Gap      *Range `json:"gap,omitempty"` // sequences this message skipped: a gap opened
+	Prev     Hash   `json:"prev"`
+	Hash     Hash   `json:"hash"`
 }
 
 // QuarantineEntry is a held message with its raw bytes. Its ID is the audit

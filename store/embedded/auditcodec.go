@@ -18,13 +18,15 @@ import (
 //
 //	format (1) | flags (1) | varint unix seconds | uvarint nanoseconds |
 //	uvarint ref | [varint sequence] | [varint gap from | varint gap to] | route | topic | epoch | id | outcome |
-//	reason | broker | uvarint len(source)+1 (0: nil) | source parts... |
+//	reason | broker | [operator] | uvarint len(source)+1 (0: nil) | source parts... |
 //	key | digest | prev | hash
 //
 // Strings are uvarint length + bytes. Key, digest, prev and hash are 32 raw
 // bytes (their flag set), or an empty string for a zero key or digest (a
 // malformed message has none). A store written when the hashes were text
 // may hold one as a string of 64 lowercase hex digits; it decodes the same.
+// The operator of a release or discard is there only with flagOperator, so
+// records written before it existed decode as they were, with none.
 const auditFormat = 1
 
 const (
@@ -35,6 +37,7 @@ const (
 	flagPrevRaw
 	flagHashRaw
 	flagGap
+	flagOperator
 )
 
 var errCorruptAudit = errors.New("embedded: corrupt audit record")
@@ -114,6 +117,9 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 	if r.Gap != nil {
 		flags |= flagGap
 	}
+	if r.Operator != "" {
+		flags |= flagOperator
+	}
 	for i, h := range hashes {
 		if i >= 2 || !h.IsZero() { // a zero key or digest stays an empty string, as ever
 			flags |= flagKeyRaw << i
@@ -132,6 +138,9 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 	}
 	for _, s := range [...]string{r.Route, r.Topic, r.Epoch, r.ID, r.Outcome, r.Reason, r.Broker} {
 		dst = appendString(dst, s)
+	}
+	if r.Operator != "" {
+		dst = appendString(dst, r.Operator)
 	}
 	if r.Source == nil {
 		dst = append(dst, 0)
@@ -174,6 +183,11 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 	r.Dup = flags&flagDup != 0
 	for _, s := range [...]*string{&r.Route, &r.Topic, &r.Epoch, &r.ID, &r.Outcome, &r.Reason, &r.Broker} {
 		*s = d.str()
+	}
+	if flags&flagOperator != 0 {
+		if r.Operator = d.str(); r.Operator == "" {
+			d.fail() // the encoder sets the flag only for a name
+		}
 	}
 	if n := d.uvarint(); n > 0 && n-1 <= uint64(len(d.b)) { // each part takes a byte at least
 		r.Source = make([]string, n-1)
