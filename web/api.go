@@ -152,6 +152,7 @@ type resolution struct {
 	Reason   string `json:"reason,omitempty"`
 	Route    string `json:"route,omitempty"`
 	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty"` // the token's name
 }
 
 // releaseBody is the optional body of a release: an empty object.
@@ -161,7 +162,7 @@ type discardBody struct {
 	Reason string `json:"reason"`
 }
 
-func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+func (s *Server) release(w http.ResponseWriter, r *http.Request, operator string) {
 	id, ok := pathID(w, r)
 	if !ok {
 		return
@@ -170,19 +171,20 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), "%v", err)
 		return
 	}
-	d, err := s.deps.Engine.Release(r.Context(), id)
+	d, err := s.deps.Engine.Release(r.Context(), id, operator)
 	if err != nil {
 		s.reviewError(w, r, id, err)
 		return
 	}
-	res := resolution{ID: id, Position: d.Position, Outcome: d.Outcome.String(), Reason: d.Reason, Route: d.Route}
+	res := resolution{ID: id, Position: d.Position, Outcome: d.Outcome.String(), Reason: d.Reason, Route: d.Route,
+		Operator: operator}
 	if !d.Key.IsZero() {
 		res.Key = d.Key.String()
 	}
 	writeJSON(w, http.StatusOK, res)
 }
 
-func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
+func (s *Server) discard(w http.ResponseWriter, r *http.Request, operator string) {
 	id, ok := pathID(w, r)
 	if !ok {
 		return
@@ -201,13 +203,13 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reason is over %d bytes", maxReasonSize)
 		return
 	}
-	d, err := s.deps.Engine.Discard(r.Context(), id, body.Reason)
+	d, err := s.deps.Engine.Discard(r.Context(), id, body.Reason, operator)
 	if err != nil {
 		s.reviewError(w, r, id, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resolution{ID: id, Position: d.Position, Outcome: engine.OutcomeDiscarded,
-		Reason: body.Reason, Route: d.Route})
+		Reason: body.Reason, Route: d.Route, Operator: operator})
 }
 
 // reviewError maps the engine's and store's errors for a quarantine entry.

@@ -25,12 +25,20 @@ type Config struct {
 	// CertFile and KeyFile, both set, serve HTTPS; default plain HTTP.
 	CertFile, KeyFile string
 	// Token, when set, is the bearer token that writes (release, discard)
-	// need. When empty, writes are allowed only if Listen is a loopback
-	// address, and refused with 403 otherwise. Default empty.
+	// need: the same as one entry of Tokens named "operator" with role
+	// RoleOperator. Not together with Tokens. When neither is set, writes
+	// are allowed only if Listen is a loopback address, and refused with
+	// 403 otherwise. Default empty.
 	Token string
+	// Tokens are named bearer tokens, each with a role: a viewer may read,
+	// an operator may also release and discard, and the audit record of a
+	// release or discard names the operator. Names and secrets are unique.
+	// Default none.
+	Tokens []NamedToken
 	// AuthReads makes every read (the API, the event stream and /metrics)
-	// need Token too. /healthz, /readyz and the dashboard's static assets
-	// never do. It needs a Token. Default false.
+	// need a token too (of either role). /healthz, /readyz and the
+	// dashboard's static assets never do. It needs Token or Tokens.
+	// Default false.
 	AuthReads bool
 	// Version is shown on the dashboard; default empty.
 	Version string
@@ -38,6 +46,37 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// Logger receives request errors; nil discards.
 	Logger *slog.Logger
+}
+
+// Role is what a token may do.
+type Role string
+
+// The roles of a NamedToken.
+const (
+	// RoleViewer reads (with AuthReads; reads are open without it).
+	RoleViewer Role = "viewer"
+	// RoleOperator reads, releases and discards.
+	RoleOperator Role = "operator"
+)
+
+// NamedToken is one bearer token and whom it stands for.
+type NamedToken struct {
+	// Name is who holds the token; release and discard audit records
+	// carry it. Never a metrics label.
+	Name string
+	// Secret is the bearer token itself.
+	Secret string
+	// Role is RoleViewer or RoleOperator.
+	Role Role
+}
+
+// tokens returns the configured tokens, the single Token as one named
+// "operator".
+func (c *Config) tokens() []NamedToken {
+	if c.Token != "" {
+		return []NamedToken{{Name: "operator", Secret: c.Token, Role: RoleOperator}}
+	}
+	return c.Tokens
 }
 
 func (c *Config) setDefaults() {
@@ -60,8 +99,28 @@ func (c *Config) Validate() error {
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return fmt.Errorf("%w: TLS needs both cert_file and key_file", ErrConfig)
 	}
-	if c.AuthReads && c.Token == "" {
+	if c.Token != "" && len(c.Tokens) > 0 {
+		return fmt.Errorf("%w: set Token or Tokens, not both", ErrConfig)
+	}
+	if c.AuthReads && len(c.tokens()) == 0 {
 		return fmt.Errorf("%w: authenticated reads need a token", ErrConfig)
+	}
+	names := map[string]bool{}
+	secrets := map[string]string{}
+	for _, t := range c.Tokens {
+		switch prev, dup := secrets[t.Secret]; {
+		case t.Name == "":
+			return fmt.Errorf("%w: a token has no name", ErrConfig)
+		case names[t.Name]:
+			return fmt.Errorf("%w: token name %q is used twice", ErrConfig, t.Name)
+		case t.Role != RoleViewer && t.Role != RoleOperator:
+			return fmt.Errorf("%w: token %q: role %q is not %s or %s", ErrConfig, t.Name, t.Role, RoleViewer, RoleOperator)
+		case t.Secret == "":
+			return fmt.Errorf("%w: token %q is empty", ErrConfig, t.Name)
+		case dup: // never the secret itself
+			return fmt.Errorf("%w: tokens %q and %q have the same secret: give each its own", ErrConfig, prev, t.Name)
+		}
+		names[t.Name], secrets[t.Secret] = true, t.Name
 	}
 	return nil
 }
@@ -87,11 +146,12 @@ type Reader interface {
 	Stats() engine.Stats
 }
 
-// Reviewer resolves held messages. *engine.Engine satisfies it. A call may
-// block while the engine commits a batch.
+// Reviewer resolves held messages on behalf of a named operator ("" when
+// writes are open and nobody is named). *engine.Engine satisfies it. A call
+// may block while the engine commits a batch.
 type Reviewer interface {
-	Release(ctx context.Context, id uint64) (engine.Decision, error)
-	Discard(ctx context.Context, id uint64, reason string) (engine.Decision, error)
+	Release(ctx context.Context, id uint64, operator string) (engine.Decision, error)
+	Discard(ctx context.Context, id uint64, reason, operator string) (engine.Decision, error)
 }
 
 // Engine is what the server needs of the engine.

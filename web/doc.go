@@ -21,9 +21,13 @@
 //	GET  /                                 the dashboard
 //
 // Security: Config.Listen defaults to loopback. Release and discard need
-// "Authorization: Bearer <Config.Token>" when a token is set; without one
-// they are allowed only on a loopback listener, and refused with 403
-// otherwise. Config.AuthReads makes reads need the token too. Writes must
+// "Authorization: Bearer <token>" of a token with role operator when any
+// token is set (Config.Tokens, or the single Config.Token, an operator
+// named "operator"): a missing or unknown token is 401, a viewer's 403.
+// Without a token they are allowed only on a loopback listener, and
+// refused with 403 otherwise. Config.AuthReads makes reads need a token
+// (of either role) too. The audit record of a release or discard names
+// the token's holder; names never become metric labels. Writes must
 // send Content-Type: application/json, and on a loopback listener a Host
 // that is not a loopback name is refused, so that no web page the operator
 // opens can drive the API. Every error is a JSON {"error": "..."} with a

@@ -21,8 +21,8 @@ type Server struct {
 	cfg        Config
 	deps       Deps
 	log        *slog.Logger
-	token      [sha256.Size]byte // hash of cfg.Token, compared in constant time
-	openWrites bool              // no token, loopback listener: writes need none
+	tokens     []tokenEntry // every configured token; empty: none
+	openWrites bool         // no token, loopback listener: writes need none
 	handler    http.Handler
 }
 
@@ -30,8 +30,10 @@ type Server struct {
 // Handler may be mounted elsewhere.
 func New(cfg Config, deps Deps) *Server {
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, token: sha256.Sum256([]byte(cfg.Token)),
-		openWrites: cfg.Token == "" && loopback(cfg.Listen)}
+	s := &Server{cfg: cfg, deps: deps, log: cfg.Logger, openWrites: len(cfg.tokens()) == 0 && loopback(cfg.Listen)}
+	for _, t := range cfg.tokens() {
+		s.tokens = append(s.tokens, tokenEntry{name: t.Name, role: t.Role, hash: sha256.Sum256([]byte(t.Secret))})
+	}
 	s.handler = s.routes()
 	return s
 }
@@ -65,7 +67,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return err
 	}
-	if !s.openWrites && s.cfg.Token == "" {
+	if !s.openWrites && len(s.tokens) == 0 {
 		s.log.Warn("no token configured and the listener is not loopback: release and discard are refused",
 			"listen", ln.Addr().String())
 	}
@@ -163,34 +165,51 @@ func (s *Server) only(method string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// reads checks the token when cfg.AuthReads is set.
+// reads checks the token, of either role, when cfg.AuthReads is set.
 func (s *Server) reads(h http.HandlerFunc) http.HandlerFunc {
 	if !s.cfg.AuthReads {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.authorized(w, r) {
+		if _, ok := s.authorized(w, r); ok {
 			h(w, r)
 		}
 	}
 }
 
-// writes checks the token, or that writes are open (no token on a loopback
-// listener), and demands a JSON body type: a cross-site form cannot send
-// one without a CORS preflight, which this server never grants.
-func (s *Server) writes(h http.HandlerFunc) http.HandlerFunc {
+// writeHandler is a release or discard, told who asked: the token's name,
+// or "" when writes are open.
+type writeHandler func(w http.ResponseWriter, r *http.Request, operator string)
+
+// writes checks for an operator's token, or that writes are open (no token
+// on a loopback listener), and demands a JSON body type: a cross-site form
+// cannot send one without a CORS preflight, which this server never grants.
+func (s *Server) writes(h writeHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		var t *tokenEntry
 		switch {
-		case s.cfg.Token == "" && !s.openWrites:
+		case len(s.tokens) == 0 && !s.openWrites:
 			writeError(w, http.StatusForbidden, "writes need a token when the listener is not loopback")
 			return
-		case s.cfg.Token != "" && !s.authorized(w, r):
+		case len(s.tokens) > 0:
+			var ok bool
+			if t, ok = s.authorized(w, r); !ok {
+				return
+			}
+		}
+		switch {
+		case t != nil && t.role != RoleOperator:
+			writeError(w, http.StatusForbidden, "role %s may not release or discard: that needs role %s", t.role, RoleOperator)
 			return
 		case !isJSON(r.Header.Get("Content-Type")):
 			writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 			return
 		}
-		h(w, r)
+		operator := ""
+		if t != nil {
+			operator = t.name
+		}
+		h(w, r, operator)
 	}
 }
 
@@ -199,17 +218,32 @@ func isJSON(ct string) bool {
 	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
 }
 
-// authorized checks the bearer token in constant time, answering 401 when
-// it is missing or wrong.
-func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+// tokenEntry is a configured token: the hash of its secret, compared in
+// constant time, and whom it stands for.
+type tokenEntry struct {
+	name string
+	role Role
+	hash [sha256.Size]byte
+}
+
+// authorized finds the request's bearer token among the configured ones,
+// answering 401 when it is missing or matches none. It compares against
+// every token in constant time, so the time taken tells nothing of which
+// matched or how closely.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) (*tokenEntry, bool) {
 	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	if strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], s.token[:]) == 1 {
-		return true
+	match := -1
+	for i := range s.tokens {
+		eq := subtle.ConstantTimeCompare(got[:], s.tokens[i].hash[:])
+		match = subtle.ConstantTimeSelect(eq, i, match)
+	}
+	if strings.EqualFold(scheme, "Bearer") && match >= 0 {
+		return &s.tokens[match], true
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="replayguard"`)
 	writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
-	return false
+	return nil, false
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
