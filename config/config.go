@@ -180,17 +180,57 @@ type HTTPConfig struct {
 	// Listen is host:port. Default 127.0.0.1:9780; "off" (or an explicit
 	// empty value in the file) disables the server.
 	Listen string `yaml:"listen"`
-	// TokenEnv names the environment variable holding the bearer token.
-	// Default "" (none); not together with TokenFile.
+	// TokenEnv names the environment variable holding the bearer token:
+	// one token with role operator, named "operator" in the audit.
+	// Default "" (none); not together with TokenFile or Tokens.
 	TokenEnv string `yaml:"token_env,omitempty"`
 	// TokenFile names a file holding the bearer token. Default "" (none).
 	TokenFile string `yaml:"token_file,omitempty"`
-	// AuthReads requires the token for reads too, not only for changes.
+	// Tokens are named bearer tokens, each with a role; the audit record
+	// of a release or discard names the token that asked. Default none;
+	// not together with TokenEnv or TokenFile.
+	Tokens []TokenConfig `yaml:"tokens,omitempty"`
+	// AuthReads requires a token for reads too, not only for changes.
 	// Default false.
 	AuthReads bool `yaml:"auth_reads"`
 	// TLS serves HTTPS when CertFile and KeyFile are set; CAFile then asks
 	// for client certificates. Default: plain HTTP.
 	TLS TLSConfig `yaml:"tls,omitempty"`
+}
+
+// The roles of an HTTP token.
+const (
+	RoleViewer   = "viewer"   // reads
+	RoleOperator = "operator" // reads, releases and discards
+)
+
+// TokenConfig is one named bearer token of the HTTP API.
+type TokenConfig struct {
+	// Name says who holds the token; release and discard audit records
+	// carry it. Required, unique; never a metrics label.
+	Name string `yaml:"name"`
+	// TokenEnv names the environment variable holding the token.
+	// Exactly one of TokenEnv and TokenFile.
+	TokenEnv string `yaml:"token_env,omitempty"`
+	// TokenFile names a file holding the token.
+	TokenFile string `yaml:"token_file,omitempty"`
+	// Role is viewer (reads) or operator (reads, release and discard).
+	// Required: no default, so a token never holds more than was written.
+	Role string `yaml:"role"`
+}
+
+// HasToken reports whether any bearer token is configured, in either form.
+func (h HTTPConfig) HasToken() bool {
+	return h.TokenEnv != "" || h.TokenFile != "" || len(h.Tokens) > 0
+}
+
+// TokenList returns the configured tokens: Tokens, or the single
+// token_env/token_file as one named "operator" with role operator.
+func (h HTTPConfig) TokenList() []TokenConfig {
+	if h.TokenEnv != "" || h.TokenFile != "" {
+		return []TokenConfig{{Name: RoleOperator, TokenEnv: h.TokenEnv, TokenFile: h.TokenFile, Role: RoleOperator}}
+	}
+	return h.Tokens
 }
 
 // Enabled reports whether the HTTP server should run.

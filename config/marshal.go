@@ -47,6 +47,7 @@ func (c *Config) clone() *Config {
 		}
 	}
 	d.MQTT.Brokers = slices.Clone(c.MQTT.Brokers)
+	d.HTTP.Tokens = slices.Clone(c.HTTP.Tokens)
 	return &d
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -112,9 +113,13 @@ func (h HTTPConfig) check(ps *problems, f field) {
 	if h.TokenEnv != "" && h.TokenFile != "" {
 		ps.add(f, "token_env and token_file are both set: keep one")
 	}
-	if h.AuthReads && h.TokenEnv == "" && h.TokenFile == "" {
+	if h.AuthReads && !h.HasToken() {
 		ps.add(f.dot("auth_reads"), "auth_reads needs a token: set token_env or token_file")
 	}
+	if len(h.Tokens) > 0 && (h.TokenEnv != "" || h.TokenFile != "") {
+		ps.add(f.dot("tokens"), "tokens and the single token_env/token_file are both set: keep one (the single token is an operator named %q)", RoleOperator)
+	}
+	checkTokens(ps, f.dot("tokens"), h.Tokens)
 	t, tf := h.TLS, f.dot("tls")
 	t.checkPair(ps, tf)
 	if t.CAFile != "" && t.CertFile == "" && t.KeyFile == "" {
@@ -122,6 +127,39 @@ func (h HTTPConfig) check(ps *problems, f field) {
 	}
 	if t.InsecureSkipVerify {
 		ps.add(tf.dot("insecure_skip_verify"), "insecure_skip_verify is for clients: the HTTP server has no peer to verify")
+	}
+}
+
+func checkTokens(ps *problems, f field, tokens []TokenConfig) {
+	seen := map[string]int{}
+	for i, t := range tokens {
+		tf := f.index(i)
+		if t.Name != "" {
+			tf.label += " (" + t.Name + ")"
+		}
+		switch j, dup := seen[t.Name]; {
+		case strings.TrimSpace(t.Name) == "":
+			ps.add(tf.dot("name"), "name is empty: every token needs a unique name, which the audit records of its releases and discards carry")
+		case t.Name != strings.TrimSpace(t.Name) || strings.ContainsFunc(t.Name, unicode.IsControl) || !utf8.ValidString(t.Name):
+			ps.add(tf.dot("name"), "name %q has leading or trailing spaces, control characters or invalid UTF-8", t.Name)
+		case dup:
+			ps.add(tf.dot("name"), "name %q is already used by tokens[%d]", t.Name, j)
+		default:
+			seen[t.Name] = i
+		}
+		switch {
+		case t.TokenEnv == "" && t.TokenFile == "":
+			ps.add(tf, "neither token_env nor token_file is set: name where the token is")
+		case t.TokenEnv != "" && t.TokenFile != "":
+			ps.add(tf, "token_env and token_file are both set: keep one")
+		}
+		switch t.Role {
+		case RoleViewer, RoleOperator:
+		case "":
+			ps.add(tf.dot("role"), "role is required: viewer (reads) or operator (reads, release and discard)")
+		default:
+			ps.add(tf.dot("role"), "role %q is not viewer or operator", t.Role)
+		}
 	}
 }
 
@@ -173,7 +211,7 @@ func (c *Config) Warnings() []Problem {
 	if c.MQTT.TLS.InsecureSkipVerify {
 		warn("mqtt.tls.insecure_skip_verify", "the broker's certificate is not verified")
 	}
-	if h := c.HTTP; h.Enabled() && h.TokenEnv == "" && h.TokenFile == "" && !loopback(h.Listen) {
+	if h := c.HTTP; h.Enabled() && !h.HasToken() && !loopback(h.Listen) {
 		warn("http.listen", "listening on "+h.Listen+" without a token: anyone who can reach it may release or discard quarantined messages")
 	}
 	return ws
