@@ -5,7 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"os/user"
 	"strconv"
+	"strings"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/app"
@@ -14,6 +17,9 @@ import (
 
 func quarantineFlags(fs *flag.FlagSet) {
 	fs.String("reason", "", "discard: why (required)")
+	fs.String("operator", "", "release, discard on a local store: who decides, for the audit (default the OS user); "+
+		"through a running daemon's API the token names the operator")
+	fs.String("token-name", "", "through a running daemon's API: the http.tokens entry whose token to send (default $"+EnvToken+")")
 }
 
 func cmdQuarantine(e *env) error {
@@ -56,19 +62,27 @@ func resolve(e *env, action string, id uint64) error {
 	}
 	var d engine.Decision
 	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log})
-	switch {
-	case err != nil:
+	if err != nil {
 		r, rerr := e.remoteFor(err)
 		if rerr != nil {
 			return rerr
 		}
+		if e.flagString("operator") != "" {
+			return fmt.Errorf("%w: --operator is for a local store: the running daemon names the operator "+
+				"from the API token (choose it with --token-name or $%s)", errUsage, EnvToken)
+		}
 		d, err = r.resolve(action, id, reason)
-	case action == "release":
+	} else {
 		defer a.Close()
-		d, err = a.Engine.Release(e.ctx, id)
-	default:
-		defer a.Close()
-		d, err = a.Engine.Discard(e.ctx, id, reason)
+		operator, oerr := localOperator(e.flagString("operator"))
+		if oerr != nil {
+			return oerr
+		}
+		if action == "release" {
+			d, err = a.Engine.Release(e.ctx, id, operator)
+		} else {
+			d, err = a.Engine.Discard(e.ctx, id, reason, operator)
+		}
 	}
 	if errors.Is(err, engine.ErrNotFound) {
 		return fmt.Errorf("no quarantined message #%d", id)
@@ -82,4 +96,19 @@ func resolve(e *env, action string, id uint64) error {
 		fmt.Fprintf(e.stdout, "#%d discarded (audit position %d)\n", id, d.Position)
 	}
 	return nil
+}
+
+// localOperator is who releases or discards on a local store: --operator,
+// else the OS user (os/user, then $USER). The audit record carries it.
+func localOperator(flagValue string) (string, error) {
+	if name := strings.TrimSpace(flagValue); name != "" {
+		return name, nil
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username, nil
+	}
+	if name := os.Getenv("USER"); name != "" {
+		return name, nil
+	}
+	return "", fmt.Errorf("%w: cannot tell who you are (no OS user name, $USER unset): give --operator NAME", errUsage)
 }

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
@@ -28,7 +31,7 @@ func (e *env) remoteFor(err error) (*remote, error) {
 	if !errors.Is(err, engine.ErrLocked) || !e.cfg.HTTP.Enabled() {
 		return nil, err
 	}
-	token, terr := app.Secret(e.cfg.HTTP.TokenEnv, e.cfg.HTTP.TokenFile)
+	token, terr := e.apiToken()
 	if terr != nil {
 		return nil, fmt.Errorf("%v; and the API token: %w", err, terr)
 	}
@@ -38,6 +41,39 @@ func (e *env) remoteFor(err error) (*remote, error) {
 	}
 	e.log.Info("store is held by a running process; using its API", "listen", e.cfg.HTTP.Listen)
 	return &remote{base: scheme + "://" + e.cfg.HTTP.Listen, token: token, client: &http.Client{Timeout: 30 * time.Second}}, nil
+}
+
+// EnvToken is the environment variable holding the bearer token the
+// command sends to a running daemon's API, for an operator who holds a
+// token of their own rather than the daemon's secret files.
+const EnvToken = "REPLAYGUARD_TOKEN"
+
+// apiToken picks the bearer token to send: the http.tokens entry named by
+// --token-name, else $REPLAYGUARD_TOKEN, else the single token_env or
+// token_file, else the only entry of http.tokens. With several entries and
+// none chosen it sends none: reads still work unless auth_reads is set.
+func (e *env) apiToken() (string, error) {
+	h := e.cfg.HTTP
+	if name := e.flagString("token-name"); name != "" {
+		var names []string
+		for _, t := range h.Tokens {
+			if t.Name == name {
+				return app.Secret(t.TokenEnv, t.TokenFile)
+			}
+			names = append(names, strconv.Quote(t.Name))
+		}
+		if len(names) == 0 {
+			return "", fmt.Errorf("--token-name %q: the configuration has no http.tokens", name)
+		}
+		return "", fmt.Errorf("--token-name %q is not in http.tokens (%s)", name, strings.Join(names, ", "))
+	}
+	if v := os.Getenv(EnvToken); v != "" {
+		return v, nil
+	}
+	if list := h.TokenList(); len(list) == 1 {
+		return app.Secret(list[0].TokenEnv, list[0].TokenFile)
+	}
+	return "", nil
 }
 
 func (r *remote) do(method, path string, body, out any) error {
@@ -75,7 +111,11 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string {
-	return fmt.Sprintf("API: %s: %s", http.StatusText(e.status), e.msg)
+	msg := fmt.Sprintf("API: %s: %s", http.StatusText(e.status), e.msg)
+	if e.status == http.StatusUnauthorized {
+		msg += "; send a token: --token-name NAME (an http.tokens entry) or $" + EnvToken
+	}
+	return msg
 }
 
 // pages walks a paged listing: each page has items and next (nil at the end).

@@ -82,12 +82,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	if cfg.HTTP.Enabled() {
-		token, err := Secret(cfg.HTTP.TokenEnv, cfg.HTTP.TokenFile)
+		tokens, err := HTTPTokens(cfg.HTTP)
 		if err != nil {
-			return fmt.Errorf("http token: %w", err)
+			return err
 		}
 		srv := web.New(web.Config{Listen: cfg.HTTP.Listen, CertFile: cfg.HTTP.TLS.CertFile, KeyFile: cfg.HTTP.TLS.KeyFile,
-			Token: token, AuthReads: cfg.HTTP.AuthReads, Version: build.Version, Logger: log},
+			Tokens: tokens, AuthReads: cfg.HTTP.AuthReads, Version: build.Version, Logger: log},
 			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: consumer.Ready, Hub: hub})
 		wg.Add(1)
 		go func() {
@@ -128,6 +128,35 @@ func consumerConfig(cfg *config.Config, log *slog.Logger, obs mqtt.Observer) (mq
 	}
 	c.TLS, err = clientTLS(mc.TLS)
 	return c, err
+}
+
+// HTTPTokens reads the secret of every configured HTTP token (the single
+// token_env/token_file is one operator named "operator"). It refuses an
+// empty secret, and two entries with the same one, naming the entries and
+// never the secret.
+func HTTPTokens(h config.HTTPConfig) ([]web.NamedToken, error) {
+	var out []web.NamedToken
+	first := map[string]int{}
+	for i, t := range h.TokenList() {
+		where := fmt.Sprintf("http.tokens[%d] (%s)", i, t.Name)
+		if len(h.Tokens) == 0 {
+			where = "http token"
+		}
+		secret, err := Secret(t.TokenEnv, t.TokenFile)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", where, err)
+		case secret == "":
+			return nil, fmt.Errorf("%s: the token is empty", where)
+		}
+		if j, dup := first[secret]; dup {
+			return nil, fmt.Errorf("http.tokens[%d] (%s) and %s hold the same token: give each holder its own, so the audit can tell them apart",
+				j, h.Tokens[j].Name, where)
+		}
+		first[secret] = i
+		out = append(out, web.NamedToken{Name: t.Name, Secret: secret, Role: web.Role(t.Role)})
+	}
+	return out, nil
 }
 
 // Secret reads a value from an environment variable or a file.
