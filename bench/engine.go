@@ -15,37 +15,44 @@ import (
 // in the window. The test binary is built once, before any timer. Its rate
 // is the benchmark's own; the CPU time of the process, start included, would
 // not compare with the in-process rows', so none is given.
-type engineBench struct {
-	dir  string // where the binary goes; the caller removes it
+type engineBench struct{ bin built }
+
+// built is a binary of replayguard's module, built once, before any timer,
+// into dir (which the caller removes).
+type built struct {
+	dir  string
 	once sync.Once
-	bin  string
+	path string
 	err  error
 }
 
-func (e *engineBench) build(h *harness) string {
-	e.once.Do(func() {
+// get builds the binary named name the first time, with the go command's
+// args (a subcommand, its flags and packages) run in replayguard's module
+// directory, and returns its path.
+func (b *built) get(h *harness, name string, args ...string) string {
+	b.once.Do(func() {
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/replayguard/replayguard").Output()
 		if err != nil {
-			e.err = fmt.Errorf("go list -m github.com/replayguard/replayguard: %v", err)
+			b.err = fmt.Errorf("go list -m github.com/replayguard/replayguard: %v", err)
 			return
 		}
-		dir := strings.TrimSpace(string(out))
-		e.bin = filepath.Join(e.dir, "engine.test")
-		cmd := exec.Command("go", "test", "-c", "-o", e.bin, "./engine")
-		cmd.Dir = dir
+		b.path = filepath.Join(b.dir, name)
+		// -o after the subcommand, before the packages.
+		cmd := exec.Command("go", append([]string{args[0], "-o", b.path}, args[1:]...)...)
+		cmd.Dir = strings.TrimSpace(string(out))
 		if out, err := cmd.CombinedOutput(); err != nil {
-			e.err = fmt.Errorf("go test -c ./engine: %v\n%s", err, out)
+			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	})
-	if e.err != nil {
-		h.Fatal(e.err)
+	if b.err != nil {
+		h.Fatal(b.err)
 	}
-	return e.bin
+	return b.path
 }
 
 // run runs BenchmarkDecodeDecide for n iterations on one core.
 func (e *engineBench) run(h *harness, n int) result {
-	bin := e.build(h)
+	bin := e.bin.get(h, "engine.test", "test", "-c", "./engine")
 	out, err := exec.Command(bin, "-test.run", "^$", "-test.bench", "^BenchmarkDecodeDecide$",
 		"-test.benchtime", fmt.Sprintf("%dx", n), "-test.cpu", "1", "-test.count", "1").CombinedOutput()
 	if err != nil {

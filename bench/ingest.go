@@ -1,10 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
+	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -12,56 +13,52 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/replayguard/replayguard/config"
-	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/internal/app"
 	"github.com/replayguard/replayguard/internal/benchfeed"
-	"github.com/replayguard/replayguard/source/file"
 )
 
-// ingestReplayguard is `replayguard bench`: the feed as a capture ingested
-// into a fresh embedded store, fsync per batch of 1000. The timer runs
-// over the ingest, the store's opening excluded.
-func ingestReplayguard(h *harness, feed []benchfeed.Message, capture []byte) result {
-	cfg, err := config.Parse(fmt.Appendf(nil, benchfeed.Route, filepath.Join(h.TempDir(), "data")), "(bench)", nil)
+// ingestReplayguard runs `replayguard bench` itself, a process of its own as
+// a user runs it: it generates the same feed from the same parameters
+// (internal/benchfeed, fixed seed), ingests it as a capture into a fresh
+// embedded store, fsync per batch of 1000, and prints its rate, its CPU time
+// per message (the ingest's, the feed's generation excluded) and the count
+// of each outcome. The check is on those counts: applied and applied late
+// must be the distinct updates and the rest duplicates.
+func ingestReplayguard(h *harness, bin *built, o options, feed []benchfeed.Message) result {
+	path := bin.get(h, "replayguard", "build", "./cmd/replayguard")
+	out, err := exec.Command(path, "bench", "--messages", fmt.Sprint(o.messages), "--sources", fmt.Sprint(o.sources),
+		"--replays", fmt.Sprint(o.replays)).CombinedOutput()
 	if err != nil {
-		h.Fatal(err)
+		h.Fatalf("replayguard bench: %v\n%s", err, out)
 	}
-	a, err := app.Open(context.Background(), cfg, app.Options{})
-	if err != nil {
-		h.Fatal(err)
+	m := benchLine.FindSubmatch(out)
+	if m == nil {
+		h.Fatalf("replayguard bench printed no rate:\n%s", out)
 	}
-	defer a.Close()
-	rec := &recorder{p: a.Engine, kept: make([]bool, 0, len(feed))}
-	cpu := cpuTime(syscall.RUSAGE_SELF)
-	start := time.Now()
-	if _, err := file.Ingest(context.Background(), rec, bytes.NewReader(capture), file.Options{Name: "bench"}); err != nil {
-		h.Fatal(err)
+	rate, _ := strconv.ParseFloat(string(m[1]), 64)
+	cpu, _ := strconv.ParseFloat(string(m[2]), 64)
+	outcomes := map[string]int{}
+	for _, kv := range benchOutcome.FindAllSubmatch(out, -1) {
+		outcomes[string(kv[1])], _ = strconv.Atoi(string(kv[2]))
 	}
-	took := time.Since(start)
-	cpu = cpuTime(syscall.RUSAGE_SELF) - cpu
-	if len(rec.kept) != len(feed) {
-		h.Fatalf("replayguard decided %d of %d deliveries", len(rec.kept), len(feed))
+	if outcomes["total"] != len(feed) {
+		h.Fatalf("replayguard bench decided %d deliveries, the harness's feed has %d:\n%s", outcomes["total"], len(feed), out)
 	}
-	return result{rate: float64(len(feed)) / took.Seconds(), cpu: cpu.Seconds() / float64(len(feed)), check: keptCheck(feed, rec.kept)}
+	if held := outcomes["conflict"] + outcomes["quarantined"] + outcomes["malformed"]; held > 0 {
+		h.Fatalf("replayguard bench held %d deliveries of a clean feed:\n%s", held, out)
+	}
+	// With every delivery applied, applied late or duplicate, the applied
+	// count alone says whether a replay was taken for new or an update for
+	// a replay.
+	c := countCheck(len(feed), benchfeed.Unique(feed), outcomes["applied"]+outcomes["applied_late"])
+	return result{rate: rate, cpu: cpu / 1e6, check: c}
 }
 
-// recorder notes, for each message it passes to the engine, whether it
-// was applied.
-type recorder struct {
-	p    file.Processor
-	kept []bool
-}
-
-func (r *recorder) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
-	ds, err := r.p.Process(ctx, msgs)
-	if err == nil {
-		for _, d := range ds {
-			r.kept = append(r.kept, d.Outcome.Effective())
-		}
-	}
-	return ds, err
-}
+var (
+	// benchLine is the first line `replayguard bench` prints.
+	benchLine = regexp.MustCompile(`: ([0-9.]+) msg/s durable, ([0-9.]+) µs CPU per message`)
+	// benchOutcome is one count of its summary line.
+	benchOutcome = regexp.MustCompile(`\b(applied|applied_late|duplicate|conflict|quarantined|malformed|total)=([0-9]+)`)
+)
 
 // ingestJetStream publishes the feed to a JetStream stream on file storage
 // with a duplicate window, asynchronously (the client's default of 4000

@@ -60,14 +60,13 @@ func run(o options, args []string) error {
 	}
 	m := machine()
 	feed := benchfeed.Generate(o.messages, o.sources, o.replays)
-	capture := benchfeed.Capture(feed)
 	mqttFeed := feed[:min(o.mqttMessages, len(feed))]
 	tmp, err := os.MkdirTemp("", "replayguard-peers-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	rows, err := selectRows(o.rows, buildRows(feed, capture, mqttFeed, m, &engineBench{dir: tmp}))
+	rows, err := selectRows(o.rows, buildRows(o, feed, mqttFeed, m, &engineBench{bin: built{dir: tmp}}, &built{dir: tmp}))
 	if err != nil {
 		return err
 	}

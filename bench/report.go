@@ -137,9 +137,10 @@ func (r *report) markdown() string {
 }
 
 const method = `How each side runs:
-- Durable dedup ingest: replayguard ingests the feed as a capture into a fresh embedded store
-  (` + "`file.Ingest`" + `, what ` + "`replayguard bench`" + ` and ` + "`ingest`" + ` run), fsync per batch of 1000; the timer
-  runs over the ingest. JetStream gets each delivery published asynchronously (the client's
+- Durable dedup ingest: ` + "`replayguard bench`" + `, built from this checkout and run as a process of its
+  own, generates the same feed from the same parameters and ingests it as a capture into a fresh
+  embedded store (` + "`file.Ingest`" + `, what ` + "`ingest`" + ` runs), fsync per batch of 1000; the timer and its CPU
+  time run over the ingest; its check is on the outcome counts it prints. JetStream gets each delivery published asynchronously (the client's
   default of 4000 awaiting acknowledgement) to a file-storage stream with a one-hour duplicate
   window, ` + "`Nats-Msg-Id`" + ` set to the update's key (agency/source/epoch/sequence, built before the
   timer starts), on a fresh nats-server; the timer runs from the first publish to the last

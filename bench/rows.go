@@ -45,11 +45,11 @@ func (r *row) measure(rounds int, p *progress) {
 	}
 }
 
-func buildRows(feed []benchfeed.Message, capture []byte, mqttFeed []benchfeed.Message, m machineInfo, eb *engineBench) []row {
+func buildRows(o options, feed, mqttFeed []benchfeed.Message, m machineInfo, eb *engineBench, rg *built) []row {
 	return []row{
 		{id: "ingest", what: "durable dedup ingest", goal: 2, sides: []side{
 			{short: "replayguard", name: "`replayguard bench` (embedded store, fsync per batch of 1000)",
-				run: func(h *harness) result { return ingestReplayguard(h, feed, capture) }},
+				run: func(h *harness) result { return ingestReplayguard(h, rg, o, feed) }},
 			{short: "JetStream", name: "NATS JetStream " + m.nats + " file store, async publish with `Nats-Msg-Id`, no per-message fsync",
 				run: func(h *harness) result {
 					return ingestJetStream(h, startNATS(h), feed)
