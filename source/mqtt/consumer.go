@@ -121,6 +121,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 
 	c.gate = newAckGate(state.NewInMemory())
+	// Noted here, not in OnServerDisconnect: autopaho reports the connection
+	// down before it calls that, and the reason must count for this drop.
+	c.gate.onDisconnect = func(reason byte) {
+		if asksBackoff(reason) {
+			c.reconnects.refusedBy()
+		}
+	}
 	c.leave.clear()
 	c.reconnects.reset() // autopaho reports no drop of the last Run's connection
 	subCtx, stopSubscribing := context.WithCancel(context.WithoutCancel(ctx))
@@ -236,11 +243,12 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	// Plain subscriptions are not renewed on a present session: mochi-mqtt
 	// refuses a SUBSCRIBE whose packet id its own in-flight deliveries use
 	// (0x91), though the two directions' ids are independent.
-	if ca.SessionPresent && c.subscribed.Load() && c.cfg.ShareGroup == "" {
+	renewal := ca.SessionPresent && c.subscribed.Load()
+	if renewal && c.cfg.ShareGroup == "" {
 		return
 	}
 	c.subscribed.Store(false)
-	c.wg.Go(func() { c.subscribe(ctx, cm) })
+	c.wg.Go(func() { c.subscribe(ctx, cm, renewal) })
 }
 
 func (c *Consumer) connectionDown() bool {
@@ -265,9 +273,6 @@ func (c *Consumer) clientError(err error) {
 }
 
 func (c *Consumer) serverDisconnect(d *paho.Disconnect) {
-	if asksBackoff(d.ReasonCode) {
-		c.reconnects.refusedBy()
-	}
 	if d.ReasonCode == sessionTakenOver {
 		c.log.Error("mqtt broker disconnected us: another client connected with the same client id",
 			"broker", c.brokerURL(), "client_id", c.cfg.ClientID)
@@ -277,8 +282,50 @@ func (c *Consumer) serverDisconnect(d *paho.Disconnect) {
 }
 
 // subscribe subscribes to every filter. A refusal, or a grant at QoS 0,
-// ends Run; a lost connection leaves it to the next one.
-func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager) {
+// of a Run's first subscription ends Run; a lost connection leaves it to
+// the next one. A refused renewal (a share group's, on a present session)
+// is tried again on the same connection with a growing wait: it may be
+// passing (mochi-mqtt's 0x91 clears as its in-flight deliveries are
+// acknowledged, 0x89 or 0x97 with load), and meanwhile Ready says no.
+func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, renewal bool) {
+	sub := c.subscribePacket()
+	b := backoff{c.cfg.ConnectRetryMin, c.cfg.ConnectRetryMax}
+	for attempt := 1; ; attempt++ {
+		sa, err := cm.Subscribe(ctx, sub)
+		if sa != nil {
+			err = c.checkSuback(sub, sa)
+			if err != nil && !renewal {
+				select {
+				case c.fatal <- err:
+				default:
+				}
+				return
+			}
+			if err != nil {
+				wait := b.delay(attempt)
+				c.log.Warn("mqtt broker refused to renew the group's subscriptions; trying again",
+					"broker", c.brokerURL(), "err", err, "attempt", attempt, "wait", wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+				continue
+			}
+		}
+		if err != nil {
+			c.log.Warn("mqtt subscribe failed; retrying on the next connection", "broker", c.brokerURL(), "err", err)
+			return
+		}
+		c.subscribed.Store(true)
+		c.log.Info("mqtt subscribed", "broker", c.brokerURL(), "filters", len(sub.Subscriptions))
+		return
+	}
+}
+
+// subscribePacket subscribes to every filter, with the $share prefix in a
+// share group.
+func (c *Consumer) subscribePacket() *paho.Subscribe {
 	sub := &paho.Subscribe{}
 	for _, f := range c.cfg.Filters {
 		topic := c.cfg.subscriptionTopic(f)
@@ -294,23 +341,7 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 			RetainHandling: 1,
 		})
 	}
-	sa, err := cm.Subscribe(ctx, sub)
-	if sa != nil {
-		err = c.checkSuback(sub, sa)
-		if err != nil {
-			select {
-			case c.fatal <- err:
-			default:
-			}
-			return
-		}
-	}
-	if err != nil {
-		c.log.Warn("mqtt subscribe failed; retrying on the next connection", "broker", c.brokerURL(), "err", err)
-		return
-	}
-	c.subscribed.Store(true)
-	c.log.Info("mqtt subscribed", "broker", c.brokerURL(), "filters", len(sub.Subscriptions))
+	return sub
 }
 
 func (c *Consumer) checkSuback(sub *paho.Subscribe, sa *paho.Suback) error {

@@ -29,6 +29,11 @@ type ackGate struct {
 
 	cur atomic.Uint64 // generation of the connection up, 0 when none
 
+	// onDisconnect, when set, hears the reason code of a broker's
+	// DISCONNECT, on paho's reading goroutine, before paho reports the
+	// connection down.
+	onDisconnect func(reason byte)
+
 	mu   sync.Mutex // held while a connection changes and while acks are written
 	gen  uint64     // last generation handed out
 	conn io.Writer  // the connection up, nil when none
@@ -47,8 +52,13 @@ func (g *ackGate) ConAckReceived(conn io.Writer, cp *packets.Connect, ca *packet
 	return g.SessionManager.ConAckReceived(conn, cp, ca)
 }
 
-// ConnectionLost ends the current generation.
+// ConnectionLost ends the current generation. paho calls it with the
+// broker's DISCONNECT, when there was one, from the goroutine that read it,
+// before it shuts the connection down (and again with nil as it does).
 func (g *ackGate) ConnectionLost(dp *packets.Disconnect) error {
+	if dp != nil && g.onDisconnect != nil {
+		g.onDisconnect(dp.ReasonCode)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.conn = nil

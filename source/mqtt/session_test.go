@@ -88,6 +88,22 @@ func TestAckGate(t *testing.T) {
 		return g.generation()
 	}
 
+	t.Run("a broker's DISCONNECT reason is heard before the connection is down", func(t *testing.T) {
+		g, w := newAckGate(&fakeSession{}), &wire{}
+		var heard []byte
+		g.onDisconnect = func(reason byte) { heard = append(heard, reason) }
+		gen := connect(g, w)
+		if err := g.ConnectionLost(&packets.Disconnect{ReasonCode: sessionTakenOver}); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.ConnectionLost(nil); err != nil { // paho's shutdown, after it
+			t.Fatal(err)
+		}
+		if !slices.Equal(heard, []byte{sessionTakenOver}) || g.live(gen) {
+			t.Fatalf("heard %x, generation live %v; want 8e once and the generation ended", heard, g.live(gen))
+		}
+	})
+
 	t.Run("paho's own acknowledgement sends nothing", func(t *testing.T) {
 		g, w := newAckGate(&fakeSession{}), &wire{}
 		connect(g, w)
