@@ -130,8 +130,11 @@ func (c *bufferedConn) Close() error {
 }
 
 func (c *bufferedConn) awaitPeerClose(deadline time.Time) {
+	// The deadline bounds the half-close too: a TLS connection's CloseWrite
+	// writes a close_notify, which waits behind a write the broker no
+	// longer reads.
 	hc, ok := c.Conn.(interface{ CloseWrite() error })
-	if !ok || hc.CloseWrite() != nil || c.Conn.SetReadDeadline(deadline) != nil {
+	if !ok || c.Conn.SetDeadline(deadline) != nil || hc.CloseWrite() != nil {
 		return
 	}
 	// paho's reader, if it is in a Read, returns by the deadline at the
