@@ -99,10 +99,12 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64, by 
 		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Ref: ref, Operator: by, Gap: dec.Gap}
 	if dec.Sequence >= 0 {
 		// The batch's sequences share a slab instead of an allocation each;
-		// a full slab is left to the records that point into it.
+		// a full slab is left to the records that point into it, and the
+		// next is twice its size, up to 1024 (a one-message batch, a release,
+		// takes 64 bytes, not 8 KiB).
 		seqs := &e.pending.seqs
 		if len(*seqs) == cap(*seqs) {
-			*seqs = make([]int64, 0, 1024)
+			*seqs = make([]int64, 0, min(1024, max(8, 2*cap(*seqs))))
 		}
 		*seqs = append(*seqs, dec.Sequence)
 		r.Sequence = &(*seqs)[len(*seqs)-1]

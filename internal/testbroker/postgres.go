@@ -206,7 +206,9 @@ func (p *Postgres) tryStart() error {
 	args := []string{
 		"-D", p.DataDir(),
 		"-p", strconv.Itoa(p.port),
-		"-k", p.dir,
+		// TCP only: a socket path under a long temporary directory can pass
+		// the 107 bytes a Unix socket's name may have.
+		"-c", "unix_socket_directories=",
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=on",
 		"-c", "synchronous_commit=on",
