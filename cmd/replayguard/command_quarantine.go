@@ -9,6 +9,8 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/app"
@@ -102,6 +104,10 @@ func resolve(e *env, action string, id uint64) error {
 // else the OS user (os/user, then $USER). The audit record carries it.
 func localOperator(flagValue string) (string, error) {
 	if name := strings.TrimSpace(flagValue); name != "" {
+		// The same rule as a token's name: the audit record shows it as is.
+		if strings.ContainsFunc(name, unicode.IsControl) || !utf8.ValidString(name) {
+			return "", fmt.Errorf("%w: --operator %q has control characters or invalid UTF-8", errUsage, name)
+		}
 		return name, nil
 	}
 	if u, err := user.Current(); err == nil && u.Username != "" {

@@ -69,3 +69,14 @@ func TestQuarantineNamesTheOperator(t *testing.T) {
 	}
 	mustRun(t, "", "audit", "verify", "-c", cfg)
 }
+
+func TestLocalOperatorRefusesControlCharacters(t *testing.T) {
+	for _, name := range []string{"j.doe\x1b[31m", "duty\nofficer", "bad\xffname"} {
+		if _, err := localOperator(name); err == nil {
+			t.Errorf("--operator %q accepted", name)
+		}
+	}
+	if got, err := localOperator("  duty officer "); err != nil || got != "duty officer" {
+		t.Errorf("--operator with spaces around = %q, %v; want it trimmed", got, err)
+	}
+}
