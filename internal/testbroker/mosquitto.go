@@ -112,17 +112,8 @@ func StartMosquitto(tb testing.TB, opts MosquittoOptions) *Mosquitto {
 		m.start()
 		return m
 	}
-	// A free port may be taken between FreePort and the broker's bind: retry.
-	for attempt := 0; ; attempt++ {
-		m.port = FreePort(tb)
-		err := m.tryStart()
-		if err == nil {
-			return m
-		}
-		if attempt == 2 {
-			tb.Fatalf("testbroker: start mosquitto: %v\n%s", err, m.Log())
-		}
-	}
+	startOnFreePort(tb, "mosquitto", func(port int) error { m.port = port; return m.tryStart() }, m.Log)
+	return m
 }
 
 // URL is the broker's address for MQTT clients: tcp://127.0.0.1:PORT.

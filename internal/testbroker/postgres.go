@@ -119,17 +119,8 @@ func StartPostgres(tb testing.TB, opts PostgresOptions) *Postgres {
 		p.start()
 		return p
 	}
-	// A free port may be taken between FreePort and the server's bind: retry.
-	for attempt := 0; ; attempt++ {
-		p.port = FreePort(tb)
-		err := p.tryStart()
-		if err == nil {
-			return p
-		}
-		if attempt == 2 {
-			tb.Fatalf("testbroker: start postgres: %v\n%s", err, p.Log())
-		}
-	}
+	startOnFreePort(tb, "postgres", func(port int) error { p.port = port; return p.tryStart() }, p.Log)
+	return p
 }
 
 // newServerDir makes the server's directory, with a copy of the template

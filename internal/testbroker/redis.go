@@ -86,17 +86,8 @@ func StartRedis(tb testing.TB, opts RedisOptions) *Redis {
 		r.start()
 		return r
 	}
-	// A free port may be taken between FreePort and the server's bind: retry.
-	for attempt := 0; ; attempt++ {
-		r.port = FreePort(tb)
-		err := r.tryStart()
-		if err == nil {
-			return r
-		}
-		if attempt == 2 {
-			tb.Fatalf("testbroker: start redis: %v\n%s", err, r.Log())
-		}
-	}
+	startOnFreePort(tb, "redis", func(port int) error { r.port = port; return r.tryStart() }, r.Log)
+	return r
 }
 
 // URL is the server's address for Redis clients: redis://127.0.0.1:PORT/0.

@@ -87,6 +87,22 @@ func StartFromSnapshotWith(tb testing.TB, snapshot string, opts MosquittoOptions
 	return StartMosquitto(tb, opts)
 }
 
+// startOnFreePort calls try with a free port until it starts the server,
+// three times at most: a port free a moment ago may be taken before the
+// server binds it. log is the server's output, printed when it never starts.
+func startOnFreePort(tb testing.TB, what string, try func(port int) error, log func() string) {
+	tb.Helper()
+	for attempt := 0; ; attempt++ {
+		err := try(FreePort(tb))
+		if err == nil {
+			return
+		}
+		if attempt == 2 {
+			tb.Fatalf("testbroker: start %s: %v\n%s", what, err, log())
+		}
+	}
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
