@@ -55,6 +55,7 @@ type Consumer struct {
 	running    atomic.Bool
 	connected  atomic.Bool
 	subscribed atomic.Bool // the broker's session holds our subscriptions
+	everSubbed atomic.Bool // a subscription of this Run was granted once
 	commitOK   atomic.Bool
 	broker     atomic.Pointer[string] // URL of the connection being made or up
 
@@ -115,6 +116,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 	c.q.open()
 	c.subscribed.Store(false) // subscribe on the first connection
+	c.everSubbed.Store(false)
 	select {
 	case <-c.fatal: // left by an earlier Run
 	default:
@@ -243,10 +245,12 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	// Plain subscriptions are not renewed on a present session: mochi-mqtt
 	// refuses a SUBSCRIBE whose packet id its own in-flight deliveries use
 	// (0x91), though the two directions' ids are independent.
-	renewal := ca.SessionPresent && c.subscribed.Load()
-	if renewal && c.cfg.ShareGroup == "" {
+	if ca.SessionPresent && c.subscribed.Load() && c.cfg.ShareGroup == "" {
 		return
 	}
+	// A renewal may be refused for a passing reason; only a Run's first
+	// grant proves the filters, and only its refusal is fatal.
+	renewal := ca.SessionPresent && c.everSubbed.Load()
 	c.subscribed.Store(false)
 	c.wg.Go(func() { c.subscribe(ctx, cm, renewal) })
 }
@@ -318,6 +322,7 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 			return
 		}
 		c.subscribed.Store(true)
+		c.everSubbed.Store(true)
 		c.log.Info("mqtt subscribed", "broker", c.brokerURL(), "filters", len(sub.Subscriptions))
 		return
 	}
