@@ -73,21 +73,30 @@ type Mosquitto struct {
 // skips the test, or fails it when REPLAYGUARD_REQUIRE_SERVICES=1.
 func MosquittoPath(tb testing.TB) string {
 	tb.Helper()
-	if p := os.Getenv(MosquittoEnv); p != "" {
+	return binary(tb, MosquittoEnv, "mosquitto", "/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto")
+}
+
+// binary returns the server binary to run: the one the environment
+// variable env names, else name on PATH, else the first of places that
+// exists. When there is none, it skips the test, or fails it when
+// REPLAYGUARD_REQUIRE_SERVICES=1.
+func binary(tb testing.TB, env, name string, places ...string) string {
+	tb.Helper()
+	if p := os.Getenv(env); p != "" {
 		if _, err := os.Stat(p); err != nil {
 			missing(tb, p)
 		}
 		return p
 	}
-	if p, err := exec.LookPath("mosquitto"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
-	for _, p := range []string{"/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto"} {
+	for _, p := range places {
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
 	}
-	missing(tb, "mosquitto")
+	missing(tb, name)
 	return ""
 }
 

@@ -54,22 +54,7 @@ type Redis struct {
 // skips the test, or fails it when REPLAYGUARD_REQUIRE_SERVICES=1.
 func RedisPath(tb testing.TB) string {
 	tb.Helper()
-	if p := os.Getenv(RedisEnv); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			missing(tb, p)
-		}
-		return p
-	}
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p
-	}
-	for _, p := range []string{"/usr/bin/redis-server", "/usr/local/bin/redis-server"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	missing(tb, "redis-server")
-	return ""
+	return binary(tb, RedisEnv, "redis-server", "/usr/bin/redis-server", "/usr/local/bin/redis-server")
 }
 
 // StartRedis starts a redis-server and waits until it answers PING, which it
