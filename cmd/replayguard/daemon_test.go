@@ -31,22 +31,7 @@ func TestRunServesTheCLIWhileItHoldsTheStore(t *testing.T) {
 	text = strings.Replace(text, "127.0.0.1:9780", listen, 1)
 	os.WriteFile(cfg, []byte(text), 0o644)
 
-	daemon := exec.Command(bin, "run", "-c", cfg)
-	logs, _ := os.Create(filepath.Join(t.TempDir(), "run.log"))
-	daemon.Stdout, daemon.Stderr = logs, logs
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- daemon.Wait() }()
-	t.Cleanup(func() {
-		daemon.Process.Kill()
-		if t.Failed() {
-			out, _ := os.ReadFile(logs.Name())
-			t.Logf("daemon log:\n%s", out)
-		}
-	})
-	waitHTTP(t, "http://"+listen+"/readyz")
+	daemon, exited := startRun(t, bin, cfg, listen)
 
 	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
 		Topic: func(src string) string { return "incidents/fd/" + src },
@@ -117,4 +102,28 @@ func waitHTTP(t *testing.T, url string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s did not answer 200 within 15 s", url)
+}
+
+// startRun starts `replayguard run -c cfg` and waits until its API on
+// listen says it is ready. The process is killed at cleanup, and its log
+// printed when the test failed; exited receives what Wait returns.
+func startRun(t *testing.T, bin, cfg, listen string) (daemon *exec.Cmd, exited <-chan error) {
+	t.Helper()
+	daemon = exec.Command(bin, "run", "-c", cfg)
+	logs, _ := os.Create(filepath.Join(t.TempDir(), "run.log"))
+	daemon.Stdout, daemon.Stderr = logs, logs
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- daemon.Wait() }()
+	t.Cleanup(func() {
+		daemon.Process.Kill()
+		if t.Failed() {
+			out, _ := os.ReadFile(logs.Name())
+			t.Logf("daemon log:\n%s", out)
+		}
+	})
+	waitHTTP(t, "http://"+listen+"/readyz")
+	return daemon, done
 }

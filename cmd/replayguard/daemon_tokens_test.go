@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -39,22 +38,7 @@ func TestReviewThroughTheAPINamesTheToken(t *testing.T) {
     - {name: j.doe, token_file: %s, role: operator}`, listen, viewerFile, operatorFile), 1)
 	os.WriteFile(cfg, []byte(text), 0o644)
 
-	daemon := exec.Command(bin, "run", "-c", cfg)
-	logs, _ := os.Create(filepath.Join(t.TempDir(), "run.log"))
-	daemon.Stdout, daemon.Stderr = logs, logs
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- daemon.Wait() }()
-	t.Cleanup(func() {
-		daemon.Process.Kill()
-		if t.Failed() {
-			out, _ := os.ReadFile(logs.Name())
-			t.Logf("daemon log:\n%s", out)
-		}
-	})
-	waitHTTP(t, "http://"+listen+"/readyz")
+	daemon, exited := startRun(t, bin, cfg, listen)
 
 	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
 		Topic: func(src string) string { return "incidents/fd/" + src },
