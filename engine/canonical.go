@@ -70,6 +70,7 @@ func appendRecord(b []byte, r *AuditRecord, chain bool) []byte {
 		b = strconv.AppendUint(b, r.Ref, 10)
 	}
 	b = appendOpt(b, `,"operator":`, r.Operator)
+	b = appendOpt(b, `,"member":`, r.Member)
 	if r.Gap != nil {
 		b = append(b, `,"gap":{"from":`...)
 		b = strconv.AppendInt(b, r.Gap.From, 10)

@@ -72,6 +72,12 @@ func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
 	}
 	ord := e.keys.insert(d.key, d.digest, now.UnixNano())
 	e.pending.batch.Keys = append(e.pending.batch.Keys, KeyEntry{Ordinal: ord, Key: d.key, Digest: d.digest, Time: now.UnixNano()})
+	if e.shared != nil {
+		// Audit positions are per member; key ordinals follow time across
+		// the group, so unsequenced `set` writers are ordered by when
+		// they were applied, whichever member applied them.
+		ver.Ordinal = ord
+	}
 	dec.version = ver
 	return dec
 }
@@ -119,7 +125,7 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64, by 
 		if !dec.Key.IsZero() {
 			key = dec.Key.String()
 		}
-		b.Quarantine = append(b.Quarantine, QuarantineEntry{ID: dec.Position, Time: r.Time,
+		b.Quarantine = append(b.Quarantine, QuarantineEntry{ID: e.qbase + dec.Position, Time: r.Time,
 			Outcome: r.Outcome, Reason: dec.Reason, Route: dec.Route, Topic: m.Topic, Key: key,
 			Dup: m.Dup, Broker: m.Broker, Payload: append([]byte(nil), m.Payload...)})
 	}
@@ -128,6 +134,7 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64, by 
 
 func (e *Engine) appendAudit(r *AuditRecord) {
 	r.Position = e.tail.Position + 1
+	r.Member = e.member
 	h := seal(r, e.tail.Hash)
 	e.tail = AuditHead{Position: r.Position, Hash: h}
 	e.pending.batch.Audit = append(e.pending.batch.Audit, *r)
@@ -149,9 +156,12 @@ func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decis
 	if m.prepared, m.prepErr = e.decodeFresh(&m); m.prepErr != nil { // decideOne reuses it
 		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, m.prepErr)
 	}
-	dec := e.decideOne(&m, e.opts.Now(), id, operator)
-	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
-	if err := e.sealAndWait(ctx); err != nil {
+	var dec Decision
+	release := func(now time.Time) {
+		dec = e.decideOne(&m, now, id, operator)
+		e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
+	}
+	if err := e.act(ctx, []Message{m}, release); err != nil {
 		return Decision{}, err
 	}
 	return dec, nil
@@ -166,9 +176,15 @@ func (e *Engine) held(ctx context.Context, id uint64) (QuarantineEntry, error) {
 	return e.quar.Quarantined(ctx, id)
 }
 
-// sealAndWait commits the pending changes of an operator's action. Called
-// with e.mu held; it is released while the commit runs.
-func (e *Engine) sealAndWait(ctx context.Context) error {
+// act records an operator's action on msgs (what it decides again) with
+// fill and commits it. Called with e.mu held; on a single-owner store it is
+// released while the commit runs.
+func (e *Engine) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
+	now := e.opts.Now()
+	if e.shared != nil {
+		return e.update(ctx, e.reads(msgs, now), func() { fill(now) })
+	}
+	fill(now)
 	c := e.seal(ctx)
 	e.mu.Unlock()
 	<-c.done
@@ -194,11 +210,14 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason, operator string
 			return Decision{}, fmt.Errorf("quarantine entry #%d: key: %w", id, err)
 		}
 	}
-	r := AuditRecord{Time: e.opts.Now().UTC(), Route: q.Route, Topic: q.Topic, Key: key,
-		Outcome: OutcomeDiscarded, Reason: reason, Dup: q.Dup, Broker: q.Broker, Ref: id, Operator: operator}
-	e.appendAudit(&r)
-	e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
-	if err := e.sealAndWait(ctx); err != nil {
+	var r AuditRecord
+	discard := func(now time.Time) {
+		r = AuditRecord{Time: now.UTC(), Route: q.Route, Topic: q.Topic, Key: key,
+			Outcome: OutcomeDiscarded, Reason: reason, Dup: q.Dup, Broker: q.Broker, Ref: id, Operator: operator}
+		e.appendAudit(&r)
+		e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
+	}
+	if err := e.act(ctx, nil, discard); err != nil {
 		return Decision{}, err
 	}
 	return Decision{Outcome: Quarantined, Reason: reason, Position: r.Position, Route: q.Route, Sequence: -1}, nil

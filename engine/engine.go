@@ -48,6 +48,9 @@ type Engine struct {
 	mu         sync.Mutex
 	store      Store
 	quar       QuarantineScanner
+	shared     SharedStore // nil on a single-owner store
+	member     string      // the shared store's member id, on every record
+	qbase      uint64      // added to audit positions to form quarantine ids
 	opts       Options
 	log        *slog.Logger
 	routes     []*route
@@ -90,6 +93,9 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("%w: store %T cannot scan its quarantine", ErrConfig, store)
 	}
 	e := &Engine{store: store, quar: quar, opts: opts, log: opts.Logger, maxPayload: opts.MaxPayload, ttl: opts.TTL}
+	if sh, ok := store.(SharedStore); ok {
+		e.shared, e.member, e.qbase = sh, sh.Member(), sh.QuarantineBase()
+	}
 	names := map[string]bool{}
 	for _, r := range opts.Routes {
 		c, err := compileRoute(r)
@@ -143,7 +149,14 @@ func (o *Options) setDefaults() error {
 
 // load (re)builds the in-memory state from the store.
 func (e *Engine) load(ctx context.Context) error {
-	snap, err := e.store.Load(ctx)
+	var snap *Snapshot
+	var err error
+	if e.shared != nil { // the store keeps the windows: only the chain head is this member's
+		snap = new(Snapshot)
+		snap.AuditHead, err = e.shared.Head(ctx)
+	} else {
+		snap, err = e.store.Load(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("load store: %w", err)
 	}
@@ -207,6 +220,10 @@ func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Dec
 	if err := e.ready(ctx); err != nil {
 		return nil, err
 	}
+	if e.shared != nil {
+		out, err := e.submitShared(ctx, msgs)
+		return func() ([]Decision, error) { return out, err }, nil
+	}
 	now := e.opts.Now()
 	e.keys.expire(now.Add(-e.ttl).UnixNano())
 	out := make([]Decision, len(msgs))
@@ -239,12 +256,23 @@ type commitJob struct {
 // seal turns the pending changes into a batch and queues it for the
 // committer. Called with e.mu held.
 func (e *Engine) seal(ctx context.Context) *commitJob {
+	b := e.takeBatch()
+	c := &commitJob{ctx: ctx, batch: b, gen: e.gen, head: e.tail, done: make(chan struct{})}
+	e.queue <- c
+	return c
+}
+
+// takeBatch turns the pending changes into a batch and starts a new one.
+// Called with e.mu held.
+func (e *Engine) takeBatch() *Batch {
 	b := new(Batch)
 	*b = e.pending.batch // resetPending below starts new slices
-	b.NextKey = e.keys.next
-	if old := e.keys.oldest(); old > e.evicted {
-		b.EvictBelow = old
-		e.evicted = old
+	if e.shared == nil { // a shared store prunes its own keys
+		b.NextKey = e.keys.next
+		if old := e.keys.oldest(); old > e.evicted {
+			b.EvictBelow = old
+			e.evicted = old
+		}
 	}
 	for s := range e.pending.sources {
 		b.Sources = append(b.Sources, s.clone())
@@ -252,10 +280,8 @@ func (e *Engine) seal(ctx context.Context) *commitJob {
 	for name := range e.pending.entities {
 		b.Entities = append(b.Entities, e.entities[name].state(name))
 	}
-	c := &commitJob{ctx: ctx, batch: b, gen: e.gen, head: e.tail, done: make(chan struct{})}
 	e.resetPending()
-	e.queue <- c
-	return c
+	return b
 }
 
 // committer writes sealed batches in order. It is the only caller of
@@ -327,8 +353,17 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// State returns every entity's projected state, sorted by name.
+// State returns every entity's projected state, sorted by name. On a shared
+// store it is ReadState's, empty when the store cannot be read (the error is
+// logged).
 func (e *Engine) State() []EntityState {
+	if e.shared != nil {
+		st, err := e.ReadState(context.Background())
+		if err != nil {
+			e.log.Error("read the group's state", "err", err)
+		}
+		return st
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]EntityState, 0, len(e.entities))
@@ -339,8 +374,16 @@ func (e *Engine) State() []EntityState {
 	return out
 }
 
-// Sources returns every source window, as reported by `sources`.
+// Sources returns every source window, as reported by `sources`. On a
+// shared store it is ReadSources', empty when the store cannot be read.
 func (e *Engine) Sources() []SourceReport {
+	if e.shared != nil {
+		r, err := e.ReadSources(context.Background())
+		if err != nil {
+			e.log.Error("read the group's sources", "err", err)
+		}
+		return r
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	states := make([]SourceState, 0, len(e.sources))
@@ -358,8 +401,14 @@ type Stats struct {
 	Position uint64 // last committed audit position
 }
 
-// Stats returns the current window sizes.
+// Stats returns the current window sizes. On a shared store, whose windows
+// the engine does not hold, only Position is set: this member's.
 func (e *Engine) Stats() Stats {
+	if e.shared != nil {
+		e.headMu.Lock()
+		defer e.headMu.Unlock()
+		return Stats{Position: e.head.Position}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.headMu.Lock()

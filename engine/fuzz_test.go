@@ -114,10 +114,14 @@ func FuzzCanonicalRecord(f *testing.F) {
 	f.Add(uint64(1), "incidents", "incidents/fd/e1", "fd", "e\u2028<1>&", "", int64(5), true, "tcp://x", uint64(0), "\xff\x01\"\\", "")
 	f.Add(uint64(9), "", "", "", "", "7", int64(-1), false, "", uint64(3), "", "")
 	f.Add(uint64(4), "meters", "plant/m1/energy", "", "", "", int64(-1), false, "", uint64(2), "bench rig noise", "j.doe <ops&\u2029>")
+	f.Add(uint64(2), "meters", "plant/m2/energy", "", "", "", int64(-1), false, "", uint64(0), "", "replayguard-2\u2028")
 	f.Fuzz(func(t *testing.T, pos uint64, route, topic, s1, s2, epoch string, seq int64, dup bool, broker string, ref uint64, reason, operator string) {
 		r := AuditRecord{Position: pos, Time: time.Unix(0, int64(pos)).UTC(), Route: route, Topic: topic,
 			Source: []string{s1, s2}, Epoch: epoch, Outcome: "applied", Reason: reason, Dup: dup, Broker: broker,
-			Ref: ref, Operator: operator, Hash: sha256.Sum256([]byte(reason))}
+			Ref: ref, Operator: operator, Member: operator, Hash: sha256.Sum256([]byte(reason))}
+		if seq%2 == 0 {
+			r.Operator = ""
+		}
 		if seq >= 0 {
 			r.Sequence = &seq
 			r.Gap = &Range{From: seq, To: seq + 1}

@@ -255,6 +255,10 @@ type AuditRecord struct {
 	// of the JSON then, so records written before it existed keep their
 	// bytes and their hashes.
 	Operator string `json:"operator,omitempty"`
+	// Member is the consumer-group member whose chain holds the record, on
+	// a shared store (one chain per member); empty on a single-owner store,
+	// and left out of the JSON then, like Operator.
+	Member string `json:"member,omitempty"`
 	Gap      *Range `json:"gap,omitempty"` // sequences this message skipped: a gap opened
 	Prev     Hash   `json:"prev"`
 	Hash     Hash   `json:"hash"`

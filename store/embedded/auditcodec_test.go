@@ -15,7 +15,7 @@ import (
 
 // The codec names every field; a new field must be added to it.
 func TestAuditCodecCoversEveryField(t *testing.T) {
-	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Ref Operator Gap Prev Hash"
+	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Ref Operator Member Gap Prev Hash"
 	typ := reflect.TypeFor[engine.AuditRecord]()
 	var names []string
 	for i := range typ.NumField() {

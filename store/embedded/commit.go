@@ -26,6 +26,11 @@ type encoded struct {
 }
 
 func encode(b *engine.Batch) (*encoded, error) {
+	for i := range b.Audit {
+		if b.Audit[i].Member != "" { // a group's record: its hash covers a field this store cannot keep
+			return nil, fmt.Errorf("embedded: audit record %d names member %q: this store keeps one chain, not a group's", b.Audit[i].Position, b.Audit[i].Member)
+		}
+	}
 	e := &encoded{
 		audit:      chunkAudit(b.Audit),
 		keys:       chunkKeys(b.Keys, b.EvictBelow),
