@@ -56,7 +56,31 @@ type StoreConfig struct {
 	// URL locates the redis or postgres server. No default; required for
 	// those kinds.
 	URL string `yaml:"url,omitempty"`
+	// Member is this process's member id in a consumer group on a shared
+	// store (redis, postgres): it names the member's audit chain and the
+	// lease that keeps a second process off it. Default mqtt.client_id for
+	// run; ingest and the other commands name one of their own.
+	Member string `yaml:"member,omitempty"`
+	// Schema is the PostgreSQL schema holding the store's tables, created
+	// at start. Default replayguard; kind postgres only.
+	Schema string `yaml:"schema,omitempty"`
+	// Prefix starts every Redis key of the store. It holds one hash tag
+	// ({...}) so that a group's keys share one Redis Cluster slot. Default
+	// "{replayguard}:"; kind redis only.
+	Prefix string `yaml:"prefix,omitempty"`
+	// AllowNotDurable starts on a shared store whose server can lose a
+	// commit (PostgreSQL synchronous_commit off; Redis without appendonly
+	// yes and appendfsync always): exactly-once then holds only while the
+	// server does not crash. Readiness and a metric say so. Default false:
+	// such a server is refused, naming the setting.
+	AllowNotDurable bool `yaml:"allow_not_durable,omitempty"`
 }
+
+// Defaults of the shared stores.
+const (
+	DefaultStoreSchema = "replayguard"
+	DefaultStorePrefix = "{replayguard}:"
+)
 
 // WindowConfig bounds the duplicate-detection windows.
 type WindowConfig struct {
@@ -248,8 +272,13 @@ func Default() *Config {
 // It never overwrites a value that is set.
 func (c *Config) SetDefaults() {
 	setString(&c.Store.Kind, DefaultStoreKind)
-	if c.Store.Kind == StoreEmbedded {
+	switch c.Store.Kind {
+	case StoreEmbedded:
 		setString(&c.Store.Path, DefaultStorePath)
+	case StorePostgres:
+		setString(&c.Store.Schema, DefaultStoreSchema)
+	case StoreRedis:
+		setString(&c.Store.Prefix, DefaultStorePrefix)
 	}
 	setDuration(&c.Window.TTL, DefaultTTL)
 	setInt(&c.Window.MaxEntries, DefaultMaxEntries)

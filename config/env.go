@@ -8,6 +8,7 @@ const (
 	EnvStoreKind      = "REPLAYGUARD_STORE_KIND"
 	EnvStorePath      = "REPLAYGUARD_STORE_PATH"
 	EnvStoreURL       = "REPLAYGUARD_STORE_URL"
+	EnvStoreMember    = "REPLAYGUARD_STORE_MEMBER"
 	EnvMQTTBrokers    = "REPLAYGUARD_MQTT_BROKERS" // comma-separated
 	EnvMQTTClientID   = "REPLAYGUARD_MQTT_CLIENT_ID"
 	EnvMQTTShareGroup = "REPLAYGUARD_MQTT_SHARE_GROUP"
@@ -28,6 +29,7 @@ func (c *Config) applyEnv(getenv func(string) (string, bool)) map[string]string 
 	str("store.kind", EnvStoreKind, &c.Store.Kind)
 	str("store.path", EnvStorePath, &c.Store.Path)
 	str("store.url", EnvStoreURL, &c.Store.URL)
+	str("store.member", EnvStoreMember, &c.Store.Member)
 	str("mqtt.client_id", EnvMQTTClientID, &c.MQTT.ClientID)
 	str("mqtt.share_group", EnvMQTTShareGroup, &c.MQTT.ShareGroup)
 	str("mqtt.username", EnvMQTTUsername, &c.MQTT.Username)

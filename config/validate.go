@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Validate checks the configuration as it stands (call SetDefaults first for
@@ -46,9 +48,76 @@ func (s StoreConfig) check(ps *problems, f field) {
 		}
 	case StoreRedis, StorePostgres:
 		s.checkURL(ps, f)
+		s.checkShared(ps, f)
 	default:
 		ps.add(f.dot("kind"), "kind %q is not one of memory, embedded, redis, postgres", s.Kind)
 	}
+	if s.Kind != StoreRedis && s.Kind != StorePostgres {
+		for _, o := range []struct {
+			key string
+			set bool
+		}{{"member", s.Member != ""}, {"allow_not_durable", s.AllowNotDurable}} {
+			if o.set {
+				ps.add(f.dot(o.key), "%s is for a shared store (kind redis or postgres), not kind %s", o.key, s.Kind)
+			}
+		}
+	}
+	if s.Schema != "" && s.Kind != StorePostgres {
+		ps.add(f.dot("schema"), "schema is for kind postgres, not kind %s", s.Kind)
+	}
+	if s.Prefix != "" && s.Kind != StoreRedis {
+		ps.add(f.dot("prefix"), "prefix is for kind redis, not kind %s", s.Kind)
+	}
+}
+
+// schemaName is a PostgreSQL identifier that needs no quoting.
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+func (s StoreConfig) checkShared(ps *problems, f field) {
+	if err := CheckMember(s.Member); err != nil {
+		ps.add(f.dot("member"), "%v", err)
+	}
+	if s.Kind == StorePostgres && s.Schema != "" && !schemaName.MatchString(s.Schema) {
+		ps.add(f.dot("schema"), "schema %q is not a plain PostgreSQL name: lowercase letters, digits and _, not starting with a digit, at most 63", s.Schema)
+	}
+	if s.Kind == StoreRedis && s.Prefix != "" {
+		if err := CheckPrefix(s.Prefix); err != nil {
+			ps.add(f.dot("prefix"), "%v", err)
+		}
+	}
+}
+
+// CheckMember reports whether id can be a member id: at most 200 bytes of
+// UTF-8 without control characters or spaces (it names an audit chain).
+func CheckMember(id string) error {
+	switch {
+	case len(id) > 200:
+		return fmt.Errorf("member id is %d bytes, over 200", len(id))
+	case !utf8.ValidString(id):
+		return fmt.Errorf("member id %q is not valid UTF-8", id)
+	case strings.IndexFunc(id, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) >= 0:
+		return fmt.Errorf("member id %q holds a space or control character", id)
+	}
+	return nil
+}
+
+// CheckPrefix reports whether p is a Redis key prefix with exactly one
+// non-empty hash tag, so that a group's keys share one Cluster slot.
+func CheckPrefix(p string) error {
+	open := strings.IndexByte(p, '{')
+	if open < 0 {
+		return fmt.Errorf("prefix %q has no hash tag: put the group's name in braces, e.g. \"{plant-a}:\", so its keys share one Redis Cluster slot", p)
+	}
+	end := strings.IndexByte(p[open:], '}')
+	switch {
+	case end < 0:
+		return fmt.Errorf("prefix %q opens a hash tag it never closes", p)
+	case end == 1:
+		return fmt.Errorf("prefix %q has an empty hash tag {}: Redis would hash the whole key", p)
+	case strings.ContainsAny(p[open+end+1:], "{}") || strings.IndexByte(p[:open], '}') >= 0:
+		return fmt.Errorf("prefix %q holds more than one hash tag", p)
+	}
+	return nil
 }
 
 func (s StoreConfig) checkURL(ps *problems, f field) {
