@@ -17,10 +17,14 @@ var ErrBroken = errors.New("audit chain broken")
 // BrokenError says where the chain first fails and why.
 type BrokenError struct {
 	Position uint64 // the first record that does not verify (its expected position for a hole)
+	Member   string // whose chain, on a shared store
 	Reason   string
 }
 
 func (e *BrokenError) Error() string {
+	if e.Member != "" {
+		return fmt.Sprintf("audit chain of member %s broken at position %d: %s", e.Member, e.Position, e.Reason)
+	}
 	return fmt.Sprintf("audit chain broken at position %d: %s", e.Position, e.Reason)
 }
 
@@ -29,27 +33,36 @@ func (e *BrokenError) Is(target error) bool { return target == ErrBroken }
 
 // Verifier checks records one at a time, in order.
 type Verifier struct {
-	next uint64
-	prev engine.Hash
+	next   uint64
+	prev   engine.Hash
+	member string
 }
 
-// NewVerifier starts a chain at position 1.
+// NewVerifier starts a chain at position 1: a single-owner store's, whose
+// records name no member.
 func NewVerifier() *Verifier { return &Verifier{next: 1} }
+
+// NewChainVerifier starts member's chain of a shared store at position 1:
+// each of its records must name member.
+func NewChainVerifier(member string) *Verifier { return &Verifier{next: 1, member: member} }
 
 // Check verifies the next record.
 func (v *Verifier) Check(r engine.AuditRecord) error {
 	switch {
+	case r.Member != v.member:
+		return &BrokenError{Position: r.Position, Member: v.member,
+			Reason: fmt.Sprintf("the record names member %q in the chain of %q", r.Member, v.member)}
 	case r.Position != v.next:
-		return &BrokenError{Position: v.next, Reason: fmt.Sprintf("found position %d where %d should be (a record removed or reordered)", r.Position, v.next)}
+		return &BrokenError{Position: v.next, Member: v.member, Reason: fmt.Sprintf("found position %d where %d should be (a record removed or reordered)", r.Position, v.next)}
 	case r.Prev != v.prev:
-		return &BrokenError{Position: r.Position, Reason: "prev does not match the previous record's hash"}
+		return &BrokenError{Position: r.Position, Member: v.member, Reason: "prev does not match the previous record's hash"}
 	}
 	h, err := engine.ChainHash(r)
 	if err != nil {
-		return &BrokenError{Position: r.Position, Reason: err.Error()}
+		return &BrokenError{Position: r.Position, Member: v.member, Reason: err.Error()}
 	}
 	if h != r.Hash {
-		return &BrokenError{Position: r.Position, Reason: "hash does not match the record's content (altered)"}
+		return &BrokenError{Position: r.Position, Member: v.member, Reason: "hash does not match the record's content (altered)"}
 	}
 	v.next++
 	v.prev = h
@@ -79,21 +92,88 @@ func Verify(ctx context.Context, s engine.AuditScanner, head engine.AuditHead) (
 	return v.Count(), nil
 }
 
-// VerifyJSONL verifies an exported log.
+// VerifyJSONL verifies an exported log: one chain, or a group's chains
+// (each record's member names its chain; each chain's records in order).
+// It returns the number of records checked.
 func VerifyJSONL(r io.Reader) (uint64, error) {
-	v := NewVerifier()
+	chains := map[string]*Verifier{}
+	n := uint64(0)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for line := 1; sc.Scan(); line++ {
 		var rec engine.AuditRecord
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			return v.Count(), &BrokenError{Position: v.Count() + 1, Reason: fmt.Sprintf("line %d is not an audit record: %v", line, err)}
+			return n, &BrokenError{Position: rec.Position, Member: rec.Member, Reason: fmt.Sprintf("line %d is not an audit record: %v", line, err)}
+		}
+		v := chains[rec.Member]
+		if v == nil {
+			v = NewChainVerifier(rec.Member)
+			chains[rec.Member] = v
 		}
 		if err := v.Check(rec); err != nil {
-			return v.Count(), err
+			return n, err
+		}
+		n++
+	}
+	return n, sc.Err()
+}
+
+// ChainResult is one member's verified chain.
+type ChainResult struct {
+	Member  string
+	Records uint64
+}
+
+// VerifyChains walks every member's chain of a shared store, each against
+// its stored head. It returns what it verified, chain by chain, up to the
+// first break.
+func VerifyChains(ctx context.Context, s engine.ChainScanner) ([]ChainResult, error) {
+	chains, err := s.Chains(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []ChainResult
+	for _, c := range chains {
+		v := NewChainVerifier(c.Member)
+		err := s.ScanChain(ctx, c.Member, 1, v.Check)
+		out = append(out, ChainResult{Member: c.Member, Records: v.Count()})
+		if err != nil {
+			return out, err
+		}
+		if v.Head() != c.Head {
+			return out, &BrokenError{Position: v.Count() + 1, Member: c.Member,
+				Reason: fmt.Sprintf("log ends at position %d but the chain head is at %d", v.Count(), c.Head.Position)}
 		}
 	}
-	return v.Count(), sc.Err()
+	return out, nil
+}
+
+// ExportChains writes every member's chain of a shared store as JSON
+// Lines, chain by chain, each from position from.
+func ExportChains(ctx context.Context, s engine.ChainScanner, from uint64, w io.Writer) (uint64, error) {
+	chains, err := s.Chains(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := uint64(0)
+	for _, c := range chains {
+		n, err := Export(ctx, chainScanner{s, c.Member}, from, w)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// chainScanner is one member's chain as an AuditScanner.
+type chainScanner struct {
+	s      engine.ChainScanner
+	member string
+}
+
+func (c chainScanner) ScanAudit(ctx context.Context, from uint64, fn func(engine.AuditRecord) error) error {
+	return c.s.ScanChain(ctx, c.member, from, fn)
 }
 
 // Export writes the records with position >= from as JSON Lines.
