@@ -26,12 +26,26 @@ const (
 )
 
 // state answers exactly what `replayguard state --json` prints.
-func (s *Server) state(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, engine.StateJSON(s.deps.Engine.State()))
+func (s *Server) state(w http.ResponseWriter, r *http.Request) {
+	st, err := s.deps.Engine.ReadState(r.Context())
+	if err != nil {
+		s.storeUnavailable(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, engine.StateJSON(st))
 }
 
-func (s *Server) sources(w http.ResponseWriter, _ *http.Request) {
-	reports := s.deps.Engine.Sources()
+// storeUnavailable answers 503 when the store could not be read.
+func (s *Server) storeUnavailable(w http.ResponseWriter, err error) {
+	writeError(w, http.StatusServiceUnavailable, "the store cannot be read: %v", err)
+}
+
+func (s *Server) sources(w http.ResponseWriter, r *http.Request) {
+	reports, err := s.deps.Engine.ReadSources(r.Context())
+	if err != nil {
+		s.storeUnavailable(w, err)
+		return
+	}
 	if reports == nil {
 		reports = []engine.SourceReport{}
 	}

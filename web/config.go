@@ -140,9 +140,10 @@ func loopback(addr string) bool {
 
 // Reader is the engine's state as the API shows it. *engine.Engine
 // satisfies it; every method must be safe for concurrent use.
+// On a shared store State and Sources are the group's, read from the store.
 type Reader interface {
-	State() []engine.EntityState
-	Sources() []engine.SourceReport
+	ReadState(ctx context.Context) ([]engine.EntityState, error)
+	ReadSources(ctx context.Context) ([]engine.SourceReport, error)
 	Stats() engine.Stats
 }
 
@@ -182,7 +183,16 @@ type Deps struct {
 	// Ready reports broker connected and store writable for /readyz; nil:
 	// always ready.
 	Ready func() bool
+	// Store, when set, tells /readyz why a shared store is failing and
+	// whether it runs without durable commits.
+	Store func() StoreStatus
 	// Hub feeds /api/v1/events and the dashboard's counters; it must be the
 	// engine's Observer (or one of them). nil: no event stream.
 	Hub *Hub
+}
+
+// StoreStatus is a shared store's health as /readyz reports it.
+type StoreStatus struct {
+	Error   string // the last failure, naming the store; "" while it works
+	Warning string // e.g. accepted without durable commits (store.allow_not_durable)
 }

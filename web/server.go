@@ -251,14 +251,24 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	var st StoreStatus
+	if s.deps.Store != nil {
+		st = s.deps.Store()
+	}
+	type readiness struct {
+		Ready   bool   `json:"ready"`
+		Error   string `json:"error,omitempty"`
+		Warning string `json:"warning,omitempty"`
+	}
 	if s.deps.Ready != nil && !s.deps.Ready() {
-		writeJSON(w, http.StatusServiceUnavailable, struct {
-			Ready bool   `json:"ready"`
-			Error string `json:"error"`
-		}{false, "not ready: the broker is not connected or the store is not writable"})
+		why := "not ready: the broker is not connected or the store is not writable"
+		if st.Error != "" {
+			why = "not ready: " + st.Error
+		}
+		writeJSON(w, http.StatusServiceUnavailable, readiness{Error: why, Warning: st.Warning})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"ready": true})
+	writeJSON(w, http.StatusOK, readiness{Ready: true, Warning: st.Warning})
 }
 
 func (s *Server) metrics() http.HandlerFunc {
