@@ -259,9 +259,9 @@ type AuditRecord struct {
 	// a shared store (one chain per member); empty on a single-owner store,
 	// and left out of the JSON then, like Operator.
 	Member string `json:"member,omitempty"`
-	Gap      *Range `json:"gap,omitempty"` // sequences this message skipped: a gap opened
-	Prev     Hash   `json:"prev"`
-	Hash     Hash   `json:"hash"`
+	Gap    *Range `json:"gap,omitempty"` // sequences this message skipped: a gap opened
+	Prev   Hash   `json:"prev"`
+	Hash   Hash   `json:"hash"`
 }
 
 // QuarantineEntry is a held message with its raw bytes. Its ID is the audit
