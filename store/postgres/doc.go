@@ -1,0 +1,22 @@
+// Package postgres is the engine.SharedStore on a PostgreSQL server: the
+// members of a consumer group share one schema (Options.Schema, default
+// "replayguard") and each member writes its own audit chain.
+//
+// Every Update is one transaction: the touched source and entity rows are
+// locked with SELECT … FOR UPDATE in one canonical order (sources by id,
+// then entities by name, both bytewise), the keys are read by key, the
+// engine decides, and the batch is written with array parameters, keys
+// first. A key or row that another member inserted in between is a lost
+// race: the transaction is rolled back and the batch decided again on
+// fresh rows, a bounded number of times, as it is on a serialization
+// failure or a deadlock. A batch costs three round trips whatever its size.
+//
+// Open refuses a server that can lose a commit it acknowledged
+// (synchronous_commit = off, fsync = off) unless Options.AllowNotDurable
+// says so, creates or migrates the versioned schema, and takes the
+// member's lease, which a background task renews; every write checks, in
+// its transaction, that this handle still holds it. One member at a time
+// prunes the group's keys by age and count (a session advisory lock).
+//
+// A Store is safe for concurrent use; its connections come from a pool.
+package postgres

@@ -1,0 +1,115 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// newHolder names this process as a lease holder: "hostname pid nonce".
+func newHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	return strings.ReplaceAll(host, " ", "_") + " " + strconv.Itoa(os.Getpid()) + " " + hex.EncodeToString(nonce)
+}
+
+// deadHere reports whether holder is a process on this host that no longer
+// exists: a member killed without releasing its lease, restarting here.
+func deadHere(holder string) bool {
+	f := strings.Fields(holder)
+	if len(f) != 3 {
+		return false
+	}
+	host, err := os.Hostname()
+	if err != nil || strings.ReplaceAll(host, " ", "_") != f[0] {
+		return false
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// takeLease gives the member its number (once ever) and takes its lease:
+// when free or expired, or at once when its holder was a process on this
+// host that has died.
+func (s *Store) takeLease(ctx context.Context) error {
+	s.holder = newHolder()
+	ttl := s.leaseTTL.Microseconds()
+	if _, err := s.pool.Exec(ctx, s.sql.addMember, s.member); err != nil {
+		return fmt.Errorf("postgres store: register member %q: %w", s.member, err)
+	}
+	var expires time.Time
+	err := s.pool.QueryRow(ctx, s.sql.takeLease, s.member, s.holder, ttl).Scan(&s.number, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var old string
+		var until time.Time
+		if err := s.pool.QueryRow(ctx, s.sql.readLease, s.member).Scan(&old, &until); err != nil {
+			return fmt.Errorf("postgres store: read the lease of member %q: %w", s.member, err)
+		}
+		if !deadHere(old) {
+			return fmt.Errorf("%w: member %q is held by %q until %s", engine.ErrMemberHeld, s.member, old, until.Format(time.RFC3339Nano))
+		}
+		s.log.Warn("taking over the lease of a dead process on this host", "member", s.member, "holder", old)
+		err = s.pool.QueryRow(ctx, s.sql.takeOver, s.member, s.holder, ttl, old).Scan(&s.number, &expires)
+		if errors.Is(err, pgx.ErrNoRows) { // another process took it over first
+			return fmt.Errorf("%w: member %q was taken over by another process", engine.ErrMemberHeld, s.member)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("postgres store: take the lease of member %q: %w", s.member, err)
+	}
+	s.stats.setLease(expires)
+	s.log.Info("member lease taken", "member", s.member, "holder", s.holder, "number", s.number)
+	return nil
+}
+
+// renewLoop renews the lease every LeaseTTL/3 until Close.
+func (s *Store) renewLoop() {
+	defer s.bg.Done()
+	t := time.NewTicker(s.leaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.bgCtx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.renew(); err != nil {
+			s.stats.setError(err)
+			s.log.Error("lease renewal failed", "member", s.member, "err", err)
+		}
+	}
+}
+
+// renew extends the lease by LeaseTTL from the server's clock.
+func (s *Store) renew() error {
+	ctx, cancel := context.WithTimeout(s.bgCtx, s.leaseTTL/3) // Close cuts it short
+	defer cancel()
+	var expires time.Time
+	err := s.pool.QueryRow(ctx, s.sql.renew, s.member, s.holder, s.leaseTTL.Microseconds()).Scan(&expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: member %q: this process lost its lease to another holder", engine.ErrMemberHeld, s.member)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres store: renew the lease of member %q: %w", s.member, err)
+	}
+	s.stats.setLease(expires)
+	return nil
+}

@@ -1,0 +1,273 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// DefaultSchema is the schema a group's tables live in when
+// Options.Schema is empty.
+const DefaultSchema = "replayguard"
+
+// DefaultLeaseTTL is how long a member's lease holds without renewal when
+// Options.LeaseTTL is zero.
+const DefaultLeaseTTL = 15 * time.Second
+
+// pruneEvery is how often the pruning task runs.
+const pruneEvery = 5 * time.Second
+
+// ErrReadOnly is returned by Commit and Update on a handle opened without
+// a member id.
+var ErrReadOnly = errors.New("postgres store: opened without a member id (read-only)")
+
+// Options configure Open.
+type Options struct {
+	// URL is the server, a PostgreSQL connection URL or keyword/value
+	// string. Required.
+	URL string
+	// Member is the member id whose audit chain this handle writes; ""
+	// opens a read-only handle, which takes no lease and refuses Commit
+	// and Update.
+	Member string
+	// Schema holds the group's tables. Default DefaultSchema.
+	Schema string
+	// TTL is the age after which the pruning task deletes a key. Default
+	// engine.DefaultTTL.
+	TTL time.Duration
+	// MaxEntries is how many keys the pruning task keeps, the newest by
+	// ordinal. Default engine.DefaultMaxEntries.
+	MaxEntries int
+	// LeaseTTL is how long the member's lease holds without renewal; it is
+	// renewed every LeaseTTL/3. Default DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// AllowNotDurable opens a server with synchronous_commit = off or
+	// fsync = off, which can lose a commit after the broker was
+	// acknowledged (config store.allow_not_durable). SharedStats reports
+	// it. Default false: such a server is refused.
+	AllowNotDurable bool
+	// Logger receives lease, pruning and durability events. Default: discard.
+	Logger *slog.Logger
+}
+
+// Store is an engine.SharedStore on a PostgreSQL schema. Create it with Open.
+type Store struct {
+	pool     *pgxpool.Pool
+	sql      statements
+	schema   string
+	member   string
+	number   int64 // the member's number; 0 on a read-only handle
+	holder   string
+	ttl      time.Duration
+	maxKeys  int
+	leaseTTL time.Duration
+	log      *slog.Logger
+	closed   atomic.Bool
+
+	bgCtx    context.Context // cancelled by Close: the background tasks return
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup // the background tasks
+
+	stats stats
+}
+
+var (
+	_ engine.SharedStore       = (*Store)(nil)
+	_ engine.AuditScanner      = (*Store)(nil)
+	_ engine.QuarantineScanner = (*Store)(nil)
+	_ engine.ChainScanner      = (*Store)(nil)
+	_ engine.StatsReporter     = (*Store)(nil)
+)
+
+// Open connects to the server, checks that it is durable, creates or
+// migrates the schema and, with a member id, takes the member's lease and
+// starts the lease renewal and pruning tasks, which Close stops. A lease
+// another live process holds fails Open with an error wrapping
+// engine.ErrMemberHeld.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: store.url: %w", err)
+	}
+	where := redacted(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: connect to %s: %w", where, err)
+	}
+	s := &Store{
+		pool: pool, sql: newStatements(o.Schema), schema: o.Schema, member: o.Member,
+		ttl: o.TTL, maxKeys: o.MaxEntries, leaseTTL: o.LeaseTTL, log: o.Logger,
+	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	s.stats.durable = true
+	if err := s.open(ctx, o, where); err != nil {
+		s.bgCancel()
+		pool.Close()
+		return nil, err
+	}
+	if s.member != "" {
+		s.bg.Add(2)
+		go s.renewLoop()
+		go s.pruneLoop()
+	}
+	return s, nil
+}
+
+func (o *Options) setDefaults() error {
+	if o.URL == "" {
+		return errors.New("postgres store: store.url is empty")
+	}
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if o.TTL == 0 {
+		o.TTL = engine.DefaultTTL
+	}
+	if o.MaxEntries == 0 {
+		o.MaxEntries = engine.DefaultMaxEntries
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	switch {
+	case o.TTL < 0:
+		return fmt.Errorf("postgres store: window.ttl %v is negative", o.TTL)
+	case o.MaxEntries < 0:
+		return fmt.Errorf("postgres store: window.max_entries %d is negative", o.MaxEntries)
+	case o.LeaseTTL < 30*time.Millisecond:
+		return fmt.Errorf("postgres store: lease ttl %v is too short", o.LeaseTTL)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// open checks the server, the schema and the lease.
+func (s *Store) open(ctx context.Context, o Options, where string) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres store: connect to %s: %w", where, err)
+	}
+	if err := s.checkDurable(ctx, o.AllowNotDurable); err != nil {
+		return err
+	}
+	if err := migrate(ctx, s.pool, s.schema, s.member == ""); err != nil {
+		return fmt.Errorf("postgres store: %s: %w", where, err)
+	}
+	if s.member == "" {
+		return nil
+	}
+	return s.takeLease(ctx)
+}
+
+// checkDurable refuses a server on which a commit that returned could
+// still be lost, unless allowed, which the stats then report.
+func (s *Store) checkDurable(ctx context.Context, allow bool) error {
+	var syncCommit, fsync string
+	err := s.pool.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), current_setting('fsync')`).Scan(&syncCommit, &fsync)
+	if err != nil {
+		return fmt.Errorf("postgres store: read the durability settings: %w", err)
+	}
+	var bad string
+	switch {
+	case syncCommit == "off":
+		bad = "synchronous_commit"
+	case fsync == "off":
+		bad = "fsync"
+	default:
+		return nil
+	}
+	if !allow {
+		return fmt.Errorf("postgres store: %s is \"off\": a commit could be lost after the broker was acknowledged "+
+			"(set %s = on, or store.allow_not_durable: true to accept that)", bad, bad)
+	}
+	s.stats.durable = false
+	s.stats.notDurable = bad + "=off"
+	s.log.Warn("postgres store is not durable: a crash may lose acknowledged decisions", "setting", bad+"=off")
+	return nil
+}
+
+// redacted names the server as a URL without its password.
+func redacted(cfg *pgxpool.Config) string {
+	c := cfg.ConnConfig
+	return "postgres://" + c.User + "@" + net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database
+}
+
+// Member is the member id this handle writes as; "" when read-only.
+func (s *Store) Member() string { return s.member }
+
+// QuarantineBase is the member's number shifted left by 40 bits: the
+// member's quarantine ids are this plus its audit positions.
+func (s *Store) QuarantineBase() uint64 { return uint64(s.number) << 40 }
+
+// Schema is the schema holding the group's tables.
+func (s *Store) Schema() string { return s.schema }
+
+// Close stops the background tasks, releases the lease and closes the
+// connections. Every later call returns engine.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return engine.ErrClosed
+	}
+	s.bgCancel()
+	s.bg.Wait()
+	var err error
+	if s.member != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = s.pool.Exec(ctx, s.sql.release, s.member, s.holder)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("postgres store: release the lease of member %q: %w", s.member, err)
+		}
+	}
+	s.pool.Close()
+	return err
+}
+
+// conn returns a pooled connection, or ErrClosed.
+func (s *Store) conn(ctx context.Context) (*pgxpool.Conn, error) {
+	if s.closed.Load() {
+		return nil, engine.ErrClosed
+	}
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		if s.closed.Load() {
+			return nil, engine.ErrClosed
+		}
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	return c, nil
+}
+
+// query runs fn with a pooled connection and returns its error as it is.
+func (s *Store) query(ctx context.Context, fn func(c *pgx.Conn) error) error {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return fn(c.Conn())
+}
+
+// dbErr marks an error from the server as this store's.
+func dbErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("postgres store: %w", err)
+}

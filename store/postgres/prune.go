@@ -1,0 +1,93 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pruneChunk is how many keys one pruning statement deletes: short
+// transactions, which never hold up the members' batches for long.
+const pruneChunk = 1000
+
+// pruneLoop prunes every pruneEvery until Close.
+func (s *Store) pruneLoop() {
+	defer s.bg.Done()
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.bgCtx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.Prune(s.bgCtx); err != nil && s.bgCtx.Err() == nil {
+			s.log.Error("pruning keys failed", "err", err)
+		}
+	}
+}
+
+// Prune deletes the keys older than the TTL, then the oldest by ordinal
+// beyond MaxEntries, in chunks, and returns how many it deleted. Only one
+// member of the group prunes at a time: when another is pruning, Prune
+// returns 0 at once. The background task calls it every few seconds.
+func (s *Store) Prune(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.query(ctx, func(c *pgx.Conn) error {
+		var got bool
+		lock := "replayguard prune " + s.schema
+		if err := c.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, lock).Scan(&got); err != nil {
+			return dbErr(err)
+		}
+		if !got {
+			return nil
+		}
+		defer func() { _, _ = c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext($1))`, lock) }()
+		var err error
+		n, err = s.prune(ctx, c)
+		return err
+	})
+	if n > 0 {
+		s.log.Debug("keys pruned", "deleted", n)
+	}
+	return n, err
+}
+
+func (s *Store) prune(ctx context.Context, c *pgx.Conn) (int64, error) {
+	cutoff := time.Now().Add(-s.ttl).UnixNano()
+	n, err := deleteChunks(ctx, c, s.sql.pruneAge, cutoff)
+	if err != nil {
+		return n, fmt.Errorf("postgres store: prune keys by age: %w", err)
+	}
+	var ord int64
+	err = c.QueryRow(ctx, s.sql.pruneCutoff, s.maxKeys).Scan(&ord)
+	if errors.Is(err, pgx.ErrNoRows) { // no more than MaxEntries
+		return n, nil
+	}
+	if err != nil {
+		return n, fmt.Errorf("postgres store: prune keys by count: %w", err)
+	}
+	m, err := deleteChunks(ctx, c, s.sql.pruneCount, ord)
+	if err != nil {
+		return n + m, fmt.Errorf("postgres store: prune keys by count: %w", err)
+	}
+	return n + m, nil
+}
+
+// deleteChunks runs a chunked delete until it deletes less than a chunk.
+func deleteChunks(ctx context.Context, c *pgx.Conn, sql string, bound int64) (int64, error) {
+	var n int64
+	for {
+		tag, err := c.Exec(ctx, sql, bound, pruneChunk)
+		if err != nil {
+			return n, err
+		}
+		n += tag.RowsAffected()
+		if tag.RowsAffected() < pruneChunk {
+			return n, nil
+		}
+	}
+}

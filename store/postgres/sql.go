@@ -1,0 +1,85 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// statements are the SQL texts of one schema.
+type statements struct {
+	// lease
+	addMember, takeLease, takeOver, readLease, renew, release string
+	// Update and Commit
+	lockMember, lockSources, lockEntities, readKeys                                      string
+	lockSourcesNowait, lockEntitiesNowait                                                string
+	insertKeys, upsertKeys, insertSources, updateSources, upsertSources                  string
+	insertEntities, updateEntities, upsertEntities, insertAudit, setHead, insertQuar     string
+	resolve, resolveAny                                                                  string
+	// reads
+	allSources, allEntities, head, chains, scanAudit, scanQuar, quarantined, memberNumber string
+	// pruning
+	pruneAge, pruneCutoff, pruneCount string
+}
+
+func newStatements(schema string) statements {
+	s := pgx.Identifier{schema}.Sanitize()
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", s) }
+	return statements{
+		addMember: q(`INSERT INTO {s}.members (member) VALUES ($1) ON CONFLICT DO NOTHING`),
+		takeLease: q(`UPDATE {s}.members SET holder = $2, lease_expires = now() + $3::bigint * interval '1 microsecond'
+			WHERE member = $1 AND (holder = '' OR holder = $2 OR lease_expires < now()) RETURNING number, lease_expires`),
+		takeOver: q(`UPDATE {s}.members SET holder = $2, lease_expires = now() + $3::bigint * interval '1 microsecond'
+			WHERE member = $1 AND holder = $4 RETURNING number, lease_expires`),
+		readLease: q(`SELECT holder, lease_expires FROM {s}.members WHERE member = $1`),
+		renew: q(`UPDATE {s}.members SET lease_expires = now() + $3::bigint * interval '1 microsecond'
+			WHERE member = $1 AND holder = $2 RETURNING lease_expires`),
+		release: q(`UPDATE {s}.members SET holder = '', lease_expires = '-infinity' WHERE member = $1 AND holder = $2`),
+
+		lockMember:         q(`SELECT holder, head_position, head_hash FROM {s}.members WHERE member = $1 FOR UPDATE`),
+		lockSources:        q(`SELECT state FROM {s}.sources WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
+		lockEntities:       q(`SELECT state FROM {s}.entities WHERE name = ANY($1) ORDER BY name FOR UPDATE`),
+		lockSourcesNowait:  q(`SELECT state FROM {s}.sources WHERE id = ANY($1) ORDER BY id FOR UPDATE NOWAIT`),
+		lockEntitiesNowait: q(`SELECT state FROM {s}.entities WHERE name = ANY($1) ORDER BY name FOR UPDATE NOWAIT`),
+		readKeys:           q(`SELECT key, digest, time, ordinal FROM {s}.keys WHERE key = ANY($1)`),
+
+		insertKeys: q(`INSERT INTO {s}.keys AS k (key, digest, time, ordinal)
+			SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bigint[], $4::bigint[])
+			ON CONFLICT (key) DO UPDATE SET digest = excluded.digest, time = excluded.time, ordinal = excluded.ordinal
+			WHERE k.time < $5 RETURNING key`),
+		upsertKeys: q(`INSERT INTO {s}.keys AS k (key, digest, time, ordinal)
+			SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bigint[], $4::bigint[])
+			ON CONFLICT (key) DO UPDATE SET digest = excluded.digest, time = excluded.time, ordinal = excluded.ordinal`),
+		insertSources: q(`INSERT INTO {s}.sources (id, state) SELECT * FROM unnest($1::bytea[], $2::bytea[])
+			ON CONFLICT DO NOTHING RETURNING id`),
+		updateSources: q(`UPDATE {s}.sources t SET state = u.state FROM unnest($1::bytea[], $2::bytea[]) u(id, state)
+			WHERE t.id = u.id`),
+		upsertSources: q(`INSERT INTO {s}.sources (id, state) SELECT * FROM unnest($1::bytea[], $2::bytea[])
+			ON CONFLICT (id) DO UPDATE SET state = excluded.state`),
+		insertEntities: q(`INSERT INTO {s}.entities (name, state) SELECT * FROM unnest($1::bytea[], $2::bytea[])
+			ON CONFLICT DO NOTHING RETURNING name`),
+		updateEntities: q(`UPDATE {s}.entities t SET state = u.state FROM unnest($1::bytea[], $2::bytea[]) u(name, state)
+			WHERE t.name = u.name`),
+		upsertEntities: q(`INSERT INTO {s}.entities (name, state) SELECT * FROM unnest($1::bytea[], $2::bytea[])
+			ON CONFLICT (name) DO UPDATE SET state = excluded.state`),
+		insertAudit: q(`INSERT INTO {s}.audit (member, position, record)
+			SELECT $1, * FROM unnest($2::bigint[], $3::bytea[])`),
+		setHead:    q(`UPDATE {s}.members SET head_position = $2, head_hash = $3 WHERE member = $1`),
+		insertQuar: q(`INSERT INTO {s}.quarantine (id, entry, payload) SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bytea[])`),
+		resolve:    q(`DELETE FROM {s}.quarantine WHERE id = ANY($1) RETURNING id`),
+		resolveAny: q(`DELETE FROM {s}.quarantine WHERE id = ANY($1)`),
+
+		allSources:   q(`SELECT state FROM {s}.sources ORDER BY id`),
+		allEntities:  q(`SELECT state FROM {s}.entities ORDER BY name`),
+		head:         q(`SELECT head_position, head_hash FROM {s}.members WHERE member = $1`),
+		chains:       q(`SELECT member, head_position, head_hash FROM {s}.members WHERE head_position > 0 ORDER BY member COLLATE "C"`),
+		scanAudit:    q(`SELECT record FROM {s}.audit WHERE member = $1 AND position >= $2 ORDER BY position LIMIT $3`),
+		scanQuar:     q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id >= $1 ORDER BY id LIMIT $2`),
+		quarantined:  q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id = $1`),
+		memberNumber: q(`SELECT number FROM {s}.members WHERE member = $1`),
+
+		pruneAge: q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE time < $1 LIMIT $2)`),
+		pruneCutoff: q(`SELECT ordinal FROM {s}.keys ORDER BY ordinal DESC OFFSET $1 LIMIT 1`),
+		pruneCount:  q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal <= $1 LIMIT $2)`),
+	}
+}

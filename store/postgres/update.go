@@ -1,0 +1,318 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// maxAttempts bounds how often Update decides one batch.
+const maxAttempts = 10
+
+// errLostRace is another member inserting a key or row between this
+// transaction's read and its write.
+var errLostRace = errors.New("another member wrote first")
+
+// errLocked is a row lock another transaction held when asked for with NOWAIT.
+var errLocked = errors.New("row locked")
+
+// decideError carries an error from decide, which Update returns as it is.
+type decideError struct{ err error }
+
+func (e decideError) Error() string { return e.err.Error() }
+
+// Update reads the rows r names under row locks, calls decide and writes
+// its batch in the same transaction; see engine.SharedStore. decide may be
+// called several times, each time with fresh rows.
+func (s *Store) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
+	if s.member == "" {
+		return ErrReadOnly
+	}
+	start := time.Now()
+	n, err := s.update(ctx, r, decide)
+	s.account(start, n, err)
+	return err
+}
+
+// Commit writes b without reading, checking only the lease and that its
+// audit records follow the member's chain head. Keys, sources and entities
+// are upserted; EvictBelow and NextKey are ignored (the store prunes).
+func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
+	if s.member == "" {
+		return ErrReadOnly
+	}
+	start := time.Now()
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		head, err := s.lockMember(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return s.write(ctx, tx, b, head, nil)
+	})
+	n := 0
+	if err == nil {
+		n = len(b.Audit)
+	}
+	s.account(start, n, err)
+	return err
+}
+
+// account counts one Update or Commit that wrote n records or failed.
+func (s *Store) account(start time.Time, n int, err error) {
+	if err != nil {
+		s.stats.failures.Add(1)
+		s.stats.setError(err)
+		return
+	}
+	s.stats.updates.Add(1)
+	s.stats.rows.Add(uint64(n))
+	s.stats.updateNanos.Add(int64(time.Since(start)))
+	s.stats.clearError()
+}
+
+// update runs attempts until one commits, decide fails, or the retries
+// are spent. It returns how many audit records it wrote.
+func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) (int, error) {
+	wait := false // row locks are asked for with NOWAIT until one was held
+	var last error
+	for attempt := 0; attempt < maxAttempts; {
+		var n int
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			n, err = s.attempt(ctx, tx, r, decide, wait)
+			return err
+		})
+		var de decideError
+		switch {
+		case err == nil:
+			return n, nil
+		case errors.As(err, &de):
+			return 0, de.err
+		case errors.Is(err, errLocked) && !wait:
+			s.stats.lockWaits.Add(1)
+			wait = true
+			continue
+		case !retryable(err):
+			return 0, err
+		}
+		last = err
+		attempt++
+		if attempt == maxAttempts {
+			break
+		}
+		s.stats.retries.Add(1)
+		if err := backoff(ctx, attempt); err != nil {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("%w: %d attempts, the last: %v", engine.ErrContention, maxAttempts, last)
+}
+
+// attempt reads, decides and writes once.
+func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error), wait bool) (int, error) {
+	rows, head, err := s.read(ctx, tx, r, wait)
+	if err != nil {
+		return 0, err
+	}
+	known := make(map[string]bool, len(rows.Sources)+len(rows.Entities))
+	for i := range rows.Sources {
+		known["s"+rows.Sources[i].ID()] = true
+	}
+	for _, e := range rows.Entities {
+		known["e"+e.Name] = true
+	}
+	b, err := decide(rows)
+	if err != nil {
+		return 0, decideError{err}
+	}
+	if err := s.write(ctx, tx, b, head, &update{cutoff: r.KeyCutoff, known: known}); err != nil {
+		return 0, err
+	}
+	return len(b.Audit), nil
+}
+
+// inTx runs fn in a transaction on a pooled connection and commits when
+// it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return dbErr(err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return dbErr(err)
+	}
+	return nil
+}
+
+// retryable reports a lost race, a serialization failure or a deadlock.
+func retryable(err error) bool {
+	if errors.Is(err, errLostRace) {
+		return true
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// backoff sleeps a jittered, growing while before attempt.
+func backoff(ctx context.Context, attempt int) error {
+	d := min(time.Millisecond<<attempt, 50*time.Millisecond)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// lockMember locks the member's row, checks that this handle holds the
+// lease and returns the chain head.
+func (s *Store) lockMember(ctx context.Context, tx pgx.Tx) (engine.AuditHead, error) {
+	return scanMember(tx.QueryRow(ctx, s.sql.lockMember, s.member), s)
+}
+
+func scanMember(row pgx.Row, s *Store) (engine.AuditHead, error) {
+	var holder string
+	var pos int64
+	var hash []byte
+	if err := row.Scan(&holder, &pos, &hash); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return engine.AuditHead{}, fmt.Errorf("%w: member %q is not registered in schema %q", engine.ErrMemberHeld, s.member, s.schema)
+		}
+		return engine.AuditHead{}, lockErr(err)
+	}
+	if holder != s.holder {
+		return engine.AuditHead{}, fmt.Errorf("%w: member %q: this process lost its lease to %q; nothing written", engine.ErrMemberHeld, s.member, holder)
+	}
+	h := engine.AuditHead{Position: uint64(pos)}
+	copy(h.Hash[:], hash)
+	return h, nil
+}
+
+// lockErr reports a NOWAIT lock that was held as errLocked.
+func lockErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "55P03" {
+		return errLocked
+	}
+	if retryable(err) {
+		return err
+	}
+	return dbErr(err)
+}
+
+// read locks the member row, the sources and the entities r names, in
+// that order, and reads r's keys: one round trip.
+func (s *Store) read(ctx context.Context, tx pgx.Tx, r *engine.Reads, wait bool) (*engine.Rows, engine.AuditHead, error) {
+	lockSources, lockEntities := s.sql.lockSourcesNowait, s.sql.lockEntitiesNowait
+	if wait {
+		lockSources, lockEntities = s.sql.lockSources, s.sql.lockEntities
+	}
+	var q pgx.Batch
+	q.Queue(s.sql.lockMember, s.member)
+	if len(r.Sources) > 0 {
+		q.Queue(lockSources, byteSlices(r.Sources))
+	}
+	if len(r.Entities) > 0 {
+		q.Queue(lockEntities, byteSlices(r.Entities))
+	}
+	if len(r.Keys) > 0 {
+		keys := make([][]byte, len(r.Keys))
+		for i := range r.Keys {
+			keys[i] = r.Keys[i][:]
+		}
+		q.Queue(s.sql.readKeys, keys)
+	}
+	br := tx.SendBatch(ctx, &q)
+	rows := &engine.Rows{}
+	head, err := scanMember(br.QueryRow(), s)
+	if err == nil && len(r.Sources) > 0 {
+		rows.Sources, err = scanStates[engine.SourceState](br)
+	}
+	if err == nil && len(r.Entities) > 0 {
+		rows.Entities, err = scanStates[engine.EntityState](br)
+	}
+	if err == nil && len(r.Keys) > 0 {
+		rows.Keys, err = scanKeys(br)
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = lockErr(cerr)
+	}
+	return rows, head, err
+}
+
+// scanStates decodes the JSON states a batched query returns.
+func scanStates[T any](br pgx.BatchResults) ([]T, error) {
+	rs, err := br.Query()
+	if err != nil {
+		return nil, lockErr(err)
+	}
+	var out []T
+	for rs.Next() {
+		var v T
+		var b []byte
+		if err := rs.Scan(&b); err != nil {
+			return nil, dbErr(err)
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			rs.Close()
+			return nil, fmt.Errorf("postgres store: decode a stored row: %w", err)
+		}
+		out = append(out, v)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, lockErr(err)
+	}
+	return out, nil
+}
+
+func scanKeys(br pgx.BatchResults) ([]engine.KeyEntry, error) {
+	rs, err := br.Query()
+	if err != nil {
+		return nil, lockErr(err)
+	}
+	var out []engine.KeyEntry
+	for rs.Next() {
+		var k engine.KeyEntry
+		var key, digest []byte
+		var t, ord int64
+		if err := rs.Scan(&key, &digest, &t, &ord); err != nil {
+			return nil, dbErr(err)
+		}
+		copy(k.Key[:], key)
+		copy(k.Digest[:], digest)
+		k.Time, k.Ordinal = t, uint64(ord)
+		out = append(out, k)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, lockErr(err)
+	}
+	return out, nil
+}
+
+func byteSlices(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}

@@ -1,0 +1,245 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// update is what Update adds to a write: the key cutoff, and which
+// sources ("s"+id) and entities ("e"+name) were read as present. A write
+// without it (Commit) upserts.
+type update struct {
+	cutoff int64
+	known  map[string]bool
+}
+
+// write writes b in tx after the member's head: one round trip, keys
+// first. In an Update, a key or new row another member wrote first fails
+// it with errLostRace, an open quarantine entry that is gone with
+// engine.ErrNotFound.
+func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engine.AuditHead, u *update) error {
+	newHead, err := nextHead(head, b.Audit)
+	if err != nil {
+		return err
+	}
+	var q pgx.Batch
+	var checks []func(pgx.BatchResults) error
+	queue := func(check func(pgx.BatchResults) error, sql string, args ...any) {
+		q.Queue(sql, args...)
+		checks = append(checks, check)
+	}
+	if len(b.Keys) > 0 {
+		keys, digests, times, ords := keyColumns(b.Keys)
+		if u != nil {
+			queue(returned(len(keys), "key"), s.sql.insertKeys, keys, digests, times, ords, u.cutoff)
+		} else {
+			queue(execd, s.sql.upsertKeys, keys, digests, times, ords)
+		}
+	}
+	srcIDs, srcStates, err := sourceColumns(b.Sources)
+	if err != nil {
+		return err
+	}
+	s.queueRows(queue, u, "s", srcIDs, srcStates, s.sql.insertSources, s.sql.updateSources, s.sql.upsertSources)
+	entNames, entStates, err := entityColumns(b.Entities)
+	if err != nil {
+		return err
+	}
+	s.queueRows(queue, u, "e", entNames, entStates, s.sql.insertEntities, s.sql.updateEntities, s.sql.upsertEntities)
+	if len(b.Audit) > 0 {
+		pos, recs, err := auditColumns(b.Audit)
+		if err != nil {
+			return err
+		}
+		queue(execd, s.sql.insertAudit, s.member, pos, recs)
+		queue(execd, s.sql.setHead, s.member, int64(newHead.Position), newHead.Hash[:])
+	}
+	if len(b.Quarantine) > 0 {
+		ids, entries, payloads, err := quarantineColumns(b.Quarantine)
+		if err != nil {
+			return err
+		}
+		queue(execd, s.sql.insertQuar, ids, entries, payloads)
+	}
+	if len(b.Resolved) > 0 {
+		ids := make([]int64, len(b.Resolved))
+		for i, id := range b.Resolved {
+			ids[i] = int64(id)
+		}
+		if u != nil {
+			queue(resolved(b.Resolved), s.sql.resolve, ids)
+		} else {
+			queue(execd, s.sql.resolveAny, ids)
+		}
+	}
+	if q.Len() == 0 {
+		return nil
+	}
+	br := tx.SendBatch(ctx, &q)
+	for _, check := range checks {
+		if err = check(br); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = dbErr(cerr)
+	}
+	return err
+}
+
+// queueRows queues the writes of sources or entities: in an Update new
+// ones are inserted (one another member inserted first is a lost race)
+// and the ones read are updated; Commit upserts them all.
+func (s *Store) queueRows(queue func(func(pgx.BatchResults) error, string, ...any), u *update, kind string,
+	ids, states [][]byte, insert, update, upsert string) {
+	if len(ids) == 0 {
+		return
+	}
+	if u == nil {
+		queue(execd, upsert, ids, states)
+		return
+	}
+	var newIDs, newStates, oldIDs, oldStates [][]byte
+	for i, id := range ids {
+		if u.known[kind+string(id)] {
+			oldIDs, oldStates = append(oldIDs, id), append(oldStates, states[i])
+		} else {
+			newIDs, newStates = append(newIDs, id), append(newStates, states[i])
+		}
+	}
+	if len(newIDs) > 0 {
+		queue(returned(len(newIDs), map[string]string{"s": "source", "e": "entity"}[kind]), insert, newIDs, newStates)
+	}
+	if len(oldIDs) > 0 {
+		queue(execd, update, oldIDs, oldStates)
+	}
+}
+
+// execd checks a statement that returns nothing.
+func execd(br pgx.BatchResults) error {
+	_, err := br.Exec()
+	return dbErr(err)
+}
+
+// returned checks that an insert … RETURNING returned all n rows: a row
+// missing was written by another member first.
+func returned(n int, what string) func(pgx.BatchResults) error {
+	return func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return dbErr(err)
+		}
+		if got := tag.RowsAffected(); got != int64(n) {
+			return fmt.Errorf("%w: %d of %d %s rows", errLostRace, int64(n)-got, n, what)
+		}
+		return nil
+	}
+}
+
+// resolved checks that every entry ids names was deleted by this batch.
+func resolved(ids []uint64) func(pgx.BatchResults) error {
+	return func(br pgx.BatchResults) error {
+		rs, err := br.Query()
+		if err != nil {
+			return dbErr(err)
+		}
+		gone := map[uint64]bool{}
+		for rs.Next() {
+			var id int64
+			if err := rs.Scan(&id); err != nil {
+				return dbErr(err)
+			}
+			gone[uint64(id)] = true
+		}
+		if err := rs.Err(); err != nil {
+			return dbErr(err)
+		}
+		for _, id := range ids {
+			if !gone[id] {
+				return fmt.Errorf("%w: quarantine entry %d is no longer open; nothing written", engine.ErrNotFound, id)
+			}
+		}
+		return nil
+	}
+}
+
+// nextHead checks that recs follow head contiguously and returns the new head.
+func nextHead(head engine.AuditHead, recs []engine.AuditRecord) (engine.AuditHead, error) {
+	for _, r := range recs {
+		if r.Position != head.Position+1 {
+			return engine.AuditHead{}, fmt.Errorf("%w: record at position %d after %d", engine.ErrAuditGap, r.Position, head.Position)
+		}
+		head = engine.AuditHead{Position: r.Position, Hash: r.Hash}
+	}
+	return head, nil
+}
+
+func keyColumns(ks []engine.KeyEntry) (keys, digests [][]byte, times, ords []int64) {
+	ks = slices.Clone(ks) // ascending by key, as every writer inserts them: no deadlock between two
+	slices.SortFunc(ks, func(a, b engine.KeyEntry) int { return slices.Compare(a.Key[:], b.Key[:]) })
+	keys, digests = make([][]byte, len(ks)), make([][]byte, len(ks))
+	times, ords = make([]int64, len(ks)), make([]int64, len(ks))
+	for i := range ks {
+		keys[i], digests[i] = ks[i].Key[:], ks[i].Digest[:]
+		times[i], ords[i] = ks[i].Time, int64(ks[i].Ordinal)
+	}
+	return keys, digests, times, ords
+}
+
+func sourceColumns(ss []engine.SourceState) (ids, states [][]byte, err error) {
+	ids, states = make([][]byte, len(ss)), make([][]byte, len(ss))
+	for i := range ss {
+		ids[i] = []byte(ss[i].ID())
+		if states[i], err = json.Marshal(&ss[i]); err != nil {
+			return nil, nil, fmt.Errorf("postgres store: encode source %q: %w", ss[i].Route, err)
+		}
+	}
+	return ids, states, nil
+}
+
+func entityColumns(es []engine.EntityState) (names, states [][]byte, err error) {
+	names, states = make([][]byte, len(es)), make([][]byte, len(es))
+	for i := range es {
+		names[i] = []byte(es[i].Name)
+		if states[i], err = json.Marshal(&es[i]); err != nil {
+			return nil, nil, fmt.Errorf("postgres store: encode entity %q: %w", es[i].Name, err)
+		}
+	}
+	return names, states, nil
+}
+
+// auditColumns encodes the records into one buffer, sliced per record.
+func auditColumns(rs []engine.AuditRecord) (pos []int64, recs [][]byte, err error) {
+	pos, recs = make([]int64, len(rs)), make([][]byte, len(rs))
+	buf := make([]byte, 0, 512*len(rs))
+	for i := range rs {
+		start := len(buf)
+		if buf, err = engine.AppendRecordJSON(buf, &rs[i]); err != nil {
+			return nil, nil, fmt.Errorf("postgres store: encode audit record %d: %w", rs[i].Position, err)
+		}
+		pos[i], recs[i] = int64(rs[i].Position), buf[start:len(buf):len(buf)]
+	}
+	return pos, recs, nil
+}
+
+func quarantineColumns(qs []engine.QuarantineEntry) (ids []int64, entries, payloads [][]byte, err error) {
+	ids, entries, payloads = make([]int64, len(qs)), make([][]byte, len(qs)), make([][]byte, len(qs))
+	for i, q := range qs {
+		ids[i] = int64(q.ID)
+		payloads[i] = q.Payload
+		if payloads[i] == nil {
+			payloads[i] = []byte{} // NOT NULL
+		}
+		q.Payload = nil
+		if entries[i], err = json.Marshal(&q); err != nil {
+			return nil, nil, nil, fmt.Errorf("postgres store: encode quarantine entry %d: %w", q.ID, err)
+		}
+	}
+	return ids, entries, payloads, nil
+}
