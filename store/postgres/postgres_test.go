@@ -1,0 +1,226 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/store/postgres"
+	"github.com/replayguard/replayguard/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testbroker.CleanupPostgres()
+		os.Exit(code)
+	}))
+}
+
+var schemas atomic.Int64
+
+// group is one group store: a fresh schema on srv.
+type group struct {
+	t      *testing.T
+	url    string
+	schema string
+}
+
+func newGroup(t *testing.T, url string) *group {
+	return &group{t: t, url: url, schema: "rg_test_" + strconv.FormatInt(schemas.Add(1), 10)}
+}
+
+func (g *group) options(member string) postgres.Options {
+	return postgres.Options{URL: g.url, Member: member, Schema: g.schema, Logger: nil}
+}
+
+// open opens a handle closed at the test's end.
+func (g *group) open(member string) (*postgres.Store, error) {
+	return g.openWith(g.options(member))
+}
+
+func (g *group) openWith(o postgres.Options) (*postgres.Store, error) {
+	s, err := postgres.Open(g.t.Context(), o)
+	if err != nil {
+		return nil, err
+	}
+	g.t.Cleanup(func() { s.Close() })
+	return s, nil
+}
+
+func (g *group) mustOpen(member string) *postgres.Store {
+	g.t.Helper()
+	s, err := g.open(member)
+	if err != nil {
+		g.t.Fatalf("open member %q: %v", member, err)
+	}
+	return s
+}
+
+// run runs sql on the server, outside any store handle.
+func run(t *testing.T, url, sql string, args ...any) {
+	t.Helper()
+	c, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(t.Context(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func count(t *testing.T, url, sql string, args ...any) int64 {
+	t.Helper()
+	c, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var n int64
+	if err := c.QueryRow(t.Context(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// TestStore runs the conformance suite and the backend's own tests on one
+// server, each on a schema of its own.
+func TestStore(t *testing.T) {
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	url := pg.URL()
+	t.Run("conformance", func(t *testing.T) {
+		storetest.RunShared(t, func(t *testing.T) storetest.Opener {
+			g := newGroup(t, url)
+			return func(member string) (engine.SharedStore, error) { return g.open(member) }
+		})
+	})
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, g *group)
+	}{
+		{"the schema is created once by members opening at once", testSchemaConcurrent},
+		{"a schema of a newer version is refused", testSchemaNewer},
+		{"a dead holder on this host is taken over at once", testLeaseDeadHolder},
+		{"a stolen lease fences updates", testLeaseFenced},
+		{"the lease is renewed in the background", testLeaseRenewed},
+		{"a key another member inserted first is decided again", testLostKeyRace},
+		{"a source another member created first is decided again", testLostSourceRace},
+		{"a batch that loses every race fails with ErrContention", testContention},
+		{"a row lock held by another member is waited for and counted", testLockWait},
+		{"keys are pruned by age and by count", testPrune},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newGroup(t, url)) })
+	}
+}
+
+func testSchemaConcurrent(t *testing.T, g *group) {
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = g.open("m" + strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+	}
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version = 1`); n != 1 {
+		t.Fatalf("%d schema_version rows at version 1", n)
+	}
+	if n := count(t, g.url, `SELECT count(DISTINCT number) FROM `+g.schema+`.members`); n != 4 {
+		t.Fatalf("%d member numbers for 4 members", n)
+	}
+}
+
+func testSchemaNewer(t *testing.T, g *group) {
+	g.mustOpen("m1").Close()
+	run(t, g.url, `UPDATE `+g.schema+`.schema_version SET version = 99`)
+	for _, m := range []string{"m1", ""} {
+		_, err := g.open(m)
+		if err == nil || !strings.Contains(err.Error(), "version 99, newer than this build knows") {
+			t.Fatalf("open %q on a newer schema = %v", m, err)
+		}
+	}
+}
+
+func testLeaseDeadHolder(t *testing.T, g *group) {
+	s := g.mustOpen("m1")
+	base := s.QuarantineBase()
+	// A process on this host that has exited holds the lease: a member
+	// killed with -9.
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	dead := fmt.Sprintf("%s %d deadbeef", host, cmd.Process.Pid)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = $1, lease_expires = now() + interval '1 hour' WHERE member = 'm1'`, dead)
+	again, err := g.open("m1")
+	if err != nil {
+		t.Fatalf("open over a dead holder: %v", err)
+	}
+	if again.QuarantineBase() != base {
+		t.Fatalf("quarantine base %d, was %d", again.QuarantineBase(), base)
+	}
+	// A live holder elsewhere is refused, naming it.
+	again.Close()
+	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = 'otherhost 1 cafe', lease_expires = now() + interval '1 hour' WHERE member = 'm1'`)
+	_, err = g.open("m1")
+	if !errors.Is(err, engine.ErrMemberHeld) || !strings.Contains(err.Error(), "otherhost 1 cafe") {
+		t.Fatalf("open over a live holder = %v", err)
+	}
+}
+
+func testLeaseFenced(t *testing.T, g *group) {
+	s := g.mustOpen("m1")
+	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = 'otherhost 1 cafe' WHERE member = 'm1'`)
+	err := s.Update(t.Context(), &engine.Reads{}, func(*engine.Rows) (*engine.Batch, error) {
+		return &engine.Batch{Audit: records("m1", 1, 1)}, nil
+	})
+	if !errors.Is(err, engine.ErrMemberHeld) {
+		t.Fatalf("Update after the lease was taken = %v, want ErrMemberHeld", err)
+	}
+	if err := s.Commit(t.Context(), &engine.Batch{Audit: records("m1", 1, 1)}); !errors.Is(err, engine.ErrMemberHeld) {
+		t.Fatalf("Commit after the lease was taken = %v, want ErrMemberHeld", err)
+	}
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.audit`); n != 0 {
+		t.Fatalf("a fenced member wrote %d records", n)
+	}
+	if st := s.SharedStats(); st.Failures != 2 || !strings.Contains(st.LastError, "lost its lease") {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func testLeaseRenewed(t *testing.T, g *group) {
+	o := g.options("m1")
+	o.LeaseTTL = 300 * time.Millisecond
+	s, err := g.openWith(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := s.SharedStats().LeaseExpires
+	time.Sleep(500 * time.Millisecond)
+	if st := s.SharedStats(); !st.LeaseExpires.After(first) || st.LeaseTTL != o.LeaseTTL {
+		t.Fatalf("lease expires %v, was %v at open", st.LeaseExpires, first)
+	}
+	if _, err := g.open("m1"); !errors.Is(err, engine.ErrMemberHeld) {
+		t.Fatalf("open of a renewed lease past its first expiry = %v", err)
+	}
+}

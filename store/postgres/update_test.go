@@ -1,0 +1,198 @@
+package postgres_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/postgres"
+)
+
+// records returns n sealed records of member's chain from position from
+// (the chain's links are not those of earlier records: stores do not verify).
+func records(member string, from uint64, n int) []engine.AuditRecord {
+	out := make([]engine.AuditRecord, n)
+	var prev engine.Hash
+	for i := range out {
+		out[i] = engine.AuditRecord{Position: from + uint64(i), Time: time.Unix(1_700_000_000, 0).UTC(), Route: "meters",
+			Topic: "plant/m1/energy", Source: []string{"m1"}, Outcome: "applied", Member: member}
+		if err := engine.Seal(&out[i], prev); err != nil {
+			panic(err)
+		}
+		prev = out[i].Hash
+	}
+	return out
+}
+
+func key(n int) engine.Hash { return sha256.Sum256(fmt.Appendf(nil, "key-%d", n)) }
+
+func keyEntry(n int, t time.Time) engine.KeyEntry {
+	return engine.KeyEntry{Ordinal: uint64(n), Key: key(n), Digest: key(-n), Time: t.UnixNano()}
+}
+
+func source(seq int64) engine.SourceState {
+	return engine.SourceState{Route: "incidents", Source: []string{"fd", "e1"},
+		Epochs: []engine.EpochWindow{{Epoch: "1", Numeric: true, Value: 1, High: seq, First: 0, Bitmap: []uint64{1}}}}
+}
+
+func sourceID() string { s := source(0); return s.ID() }
+
+func testLostKeyRace(t *testing.T, g *group) {
+	a, b := g.mustOpen("m1"), g.mustOpen("m2")
+	r := &engine.Reads{Keys: []engine.Hash{key(1)}, KeyCutoff: time.Now().Add(-time.Minute).UnixNano()}
+	calls := 0
+	err := a.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+		calls++
+		if calls == 1 {
+			// m2 applies the same key while m1 decides.
+			if err := b.Update(t.Context(), r, func(*engine.Rows) (*engine.Batch, error) {
+				return &engine.Batch{Keys: []engine.KeyEntry{keyEntry(1, time.Now())}, Audit: records("m2", 1, 1)}, nil
+			}); err != nil {
+				t.Errorf("m2: %v", err)
+			}
+			return &engine.Batch{Keys: []engine.KeyEntry{keyEntry(1, time.Now())}, Audit: records("m1", 1, 1),
+				Entities: []engine.EntityState{{Name: "meter/x", Fields: map[string]engine.FieldValue{}}}}, nil
+		}
+		if len(rows.Keys) != 1 || rows.Keys[0].Key != key(1) {
+			t.Errorf("second decide read keys %+v, want m2's", rows.Keys)
+		}
+		return &engine.Batch{Audit: records("m1", 1, 1)}, nil // a duplicate now
+	})
+	if err != nil || calls != 2 {
+		t.Fatalf("Update = %v after %d decides, want nil after 2", err, calls)
+	}
+	if st := a.SharedStats(); st.Retries != 1 || st.Updates != 1 || st.Rows != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if snap, err := a.Load(t.Context()); err != nil || len(snap.Entities) != 0 {
+		t.Fatalf("the lost attempt's entity was written: %+v, %v", snap, err)
+	}
+}
+
+func testLostSourceRace(t *testing.T, g *group) {
+	a, b := g.mustOpen("m1"), g.mustOpen("m2")
+	id := sourceID()
+	r := &engine.Reads{Sources: []string{id}}
+	var seen []int64
+	err := a.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+		if len(rows.Sources) == 0 {
+			seen = append(seen, -1)
+			if err := b.Update(t.Context(), r, func(*engine.Rows) (*engine.Batch, error) {
+				return &engine.Batch{Sources: []engine.SourceState{source(5)}}, nil
+			}); err != nil {
+				t.Errorf("m2: %v", err)
+			}
+			return &engine.Batch{Sources: []engine.SourceState{source(3)}}, nil
+		}
+		seen = append(seen, rows.Sources[0].Epochs[0].High)
+		return &engine.Batch{Sources: []engine.SourceState{source(rows.Sources[0].Epochs[0].High + 1)}}, nil
+	})
+	if err != nil || fmt.Sprint(seen) != "[-1 5]" {
+		t.Fatalf("Update = %v, decides saw %v, want [-1 5]", err, seen)
+	}
+	snap, err := b.Load(t.Context())
+	if err != nil || len(snap.Sources) != 1 || snap.Sources[0].Epochs[0].High != 6 {
+		t.Fatalf("source after the race: %+v, %v", snap, err)
+	}
+}
+
+func testContention(t *testing.T, g *group) {
+	a, b := g.mustOpen("m1"), g.mustOpen("m2")
+	calls := 0
+	err := a.Update(t.Context(), &engine.Reads{}, func(*engine.Rows) (*engine.Batch, error) {
+		calls++
+		k := keyEntry(calls, time.Now())
+		if err := b.Commit(t.Context(), &engine.Batch{Keys: []engine.KeyEntry{k}}); err != nil {
+			t.Errorf("m2: %v", err)
+		}
+		return &engine.Batch{Keys: []engine.KeyEntry{k}, Audit: records("m1", 1, 1)}, nil
+	})
+	if !errors.Is(err, engine.ErrContention) || calls != 10 {
+		t.Fatalf("Update = %v after %d decides, want ErrContention after 10", err, calls)
+	}
+	if h, err := a.Head(t.Context()); err != nil || h.Position != 0 {
+		t.Fatalf("head %+v, %v: a failed Update wrote", h, err)
+	}
+	if st := a.SharedStats(); st.Retries != 9 || st.Failures != 1 || st.LastError == "" {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func testLockWait(t *testing.T, g *group) {
+	a, b := g.mustOpen("m1"), g.mustOpen("m2")
+	if err := a.Commit(t.Context(), &engine.Batch{Sources: []engine.SourceState{source(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := &engine.Reads{Sources: []string{sourceID()}}
+	bump := func(rows *engine.Rows) *engine.Batch {
+		return &engine.Batch{Sources: []engine.SourceState{source(rows.Sources[0].Epochs[0].High + 1)}}
+	}
+	var wg sync.WaitGroup
+	var bSaw int64
+	err := a.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+		wg.Go(func() {
+			if err := b.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+				bSaw = rows.Sources[0].Epochs[0].High
+				return bump(rows), nil
+			}); err != nil {
+				t.Errorf("m2: %v", err)
+			}
+		})
+		time.Sleep(200 * time.Millisecond) // m2 asks for the row m1 holds
+		return bump(rows), nil
+	})
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bSaw != 2 {
+		t.Fatalf("m2 decided on high %d, want 2: m1's write", bSaw)
+	}
+	if st := b.SharedStats(); st.LockWaits != 1 || st.Updates != 1 {
+		t.Fatalf("m2 stats %+v, want one lock wait", st)
+	}
+}
+
+func testPrune(t *testing.T, g *group) {
+	o := g.options("m1")
+	o.TTL, o.MaxEntries = time.Hour, 2500
+	s, err := g.openWith(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, now := time.Now().Add(-2*time.Hour), time.Now()
+	var keys []engine.KeyEntry
+	for i := 1; i <= 4000; i++ {
+		at := now
+		if i <= 1200 {
+			at = old
+		}
+		keys = append(keys, keyEntry(i, at))
+	}
+	if err := s.Commit(t.Context(), &engine.Batch{Keys: keys}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Prune(t.Context())
+	if err != nil || n != 1500 {
+		t.Fatalf("Prune = %d, %v, want 1500 (1200 by age, 300 by count)", n, err)
+	}
+	if got := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.keys`); got != 2500 {
+		t.Fatalf("%d keys left, want 2500", got)
+	}
+	if got := count(t, g.url, `SELECT min(ordinal) FROM `+g.schema+`.keys`); got != 1501 {
+		t.Fatalf("oldest key left has ordinal %d, want 1501", got)
+	}
+	// Another member pruning at the same moment finds the lock taken.
+	ro, err := postgres.Open(t.Context(), g.options(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if n, err := ro.Prune(t.Context()); err != nil || n != 0 {
+		t.Fatalf("second Prune = %d, %v", n, err)
+	}
+}
