@@ -67,6 +67,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	sql      statements
 	schema   string
+	where    string // the server, without password
 	member   string
 	number   int64 // the member's number; 0 on a read-only handle
 	holder   string
@@ -110,7 +111,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres store: connect to %s: %w", where, err)
 	}
 	s := &Store{
-		pool: pool, sql: newStatements(o.Schema), schema: o.Schema, member: o.Member,
+		pool: pool, sql: newStatements(o.Schema), schema: o.Schema, where: where, member: o.Member,
 		ttl: o.TTL, maxKeys: o.MaxEntries, leaseTTL: o.LeaseTTL, log: o.Logger,
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
@@ -264,10 +265,26 @@ func (s *Store) query(ctx context.Context, fn func(c *pgx.Conn) error) error {
 	return fn(c.Conn())
 }
 
-// dbErr marks an error from the server as this store's.
+// storeErr is an error from the server or the connection, marked as this
+// store's.
+type storeErr struct{ err error }
+
+func (e storeErr) Error() string { return "postgres store: " + e.err.Error() }
+func (e storeErr) Unwrap() error { return e.err }
+
+// dbErr marks an error from the server or the connection as this store's.
 func dbErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("postgres store: %w", err)
+	return storeErr{err}
+}
+
+// brokenErr names the server in an error of a connection that broke.
+func (s *Store) brokenErr(err error) error {
+	var se storeErr
+	if errors.As(err, &se) {
+		err = se.err
+	}
+	return fmt.Errorf("postgres store: the connection to %s broke, the transaction was not committed: %w", s.where, err)
 }

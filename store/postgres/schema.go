@@ -20,7 +20,7 @@ const schemaVersion = 1
 // binary, and bytea orders bytewise, as the engine sorts them.
 var migrations = []string{
 	`CREATE TABLE {s}.members (
-		member        text PRIMARY KEY,
+		member        text COLLATE "C" PRIMARY KEY,
 		number        bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
 		holder        text NOT NULL DEFAULT '',
 		lease_expires timestamptz NOT NULL DEFAULT '-infinity',
@@ -38,7 +38,7 @@ var migrations = []string{
 	CREATE TABLE {s}.sources (id bytea PRIMARY KEY, state bytea NOT NULL);
 	CREATE TABLE {s}.entities (name bytea PRIMARY KEY, state bytea NOT NULL);
 	CREATE TABLE {s}.audit (
-		member   text NOT NULL,
+		member   bigint NOT NULL, -- members.number
 		position bigint NOT NULL,
 		record   bytea NOT NULL,
 		PRIMARY KEY (member, position)

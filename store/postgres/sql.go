@@ -11,11 +11,11 @@ type statements struct {
 	// lease
 	addMember, takeLease, takeOver, readLease, renew, release string
 	// Update and Commit
-	lockMember, lockSources, lockEntities, readKeys                                      string
-	lockSourcesNowait, lockEntitiesNowait                                                string
-	insertKeys, upsertKeys, insertSources, updateSources, upsertSources                  string
-	insertEntities, updateEntities, upsertEntities, insertAudit, setHead, insertQuar     string
-	resolve, resolveAny                                                                  string
+	lockMember, lockSources, lockEntities, readKeys                                  string
+	lockSourcesNowait, lockEntitiesNowait                                            string
+	insertKeys, upsertKeys, insertSources, updateSources, upsertSources              string
+	insertEntities, updateEntities, upsertEntities, insertAudit, setHead, insertQuar string
+	resolve, resolveAny                                                              string
 	// reads
 	allSources, allEntities, head, chains, scanAudit, scanQuar, quarantined, memberNumber string
 	// pruning
@@ -69,16 +69,17 @@ func newStatements(schema string) statements {
 		resolve:    q(`DELETE FROM {s}.quarantine WHERE id = ANY($1) RETURNING id`),
 		resolveAny: q(`DELETE FROM {s}.quarantine WHERE id = ANY($1)`),
 
-		allSources:   q(`SELECT state FROM {s}.sources ORDER BY id`),
-		allEntities:  q(`SELECT state FROM {s}.entities ORDER BY name`),
-		head:         q(`SELECT head_position, head_hash FROM {s}.members WHERE member = $1`),
-		chains:       q(`SELECT member, head_position, head_hash FROM {s}.members WHERE head_position > 0 ORDER BY member COLLATE "C"`),
-		scanAudit:    q(`SELECT record FROM {s}.audit WHERE member = $1 AND position >= $2 ORDER BY position LIMIT $3`),
+		allSources:  q(`SELECT state FROM {s}.sources ORDER BY id`),
+		allEntities: q(`SELECT state FROM {s}.entities ORDER BY name`),
+		head:        q(`SELECT head_position, head_hash FROM {s}.members WHERE member = $1`),
+		chains:      q(`SELECT member, head_position, head_hash FROM {s}.members WHERE head_position > 0 ORDER BY member`),
+		scanAudit: q(`SELECT record FROM {s}.audit
+			WHERE member = (SELECT number FROM {s}.members WHERE member = $1) AND position >= $2 ORDER BY position LIMIT $3`),
 		scanQuar:     q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id >= $1 ORDER BY id LIMIT $2`),
 		quarantined:  q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id = $1`),
 		memberNumber: q(`SELECT number FROM {s}.members WHERE member = $1`),
 
-		pruneAge: q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE time < $1 LIMIT $2)`),
+		pruneAge:    q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE time < $1 LIMIT $2)`),
 		pruneCutoff: q(`SELECT ordinal FROM {s}.keys ORDER BY ordinal DESC OFFSET $1 LIMIT 1`),
 		pruneCount:  q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal <= $1 LIMIT $2)`),
 	}

@@ -59,4 +59,3 @@ func (s *Store) SharedStats() engine.SharedStats {
 		LeaseTTL:      s.leaseTTL,
 	}
 }
-

@@ -149,13 +149,23 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	defer c.Release()
 	tx, err := c.Begin(ctx)
 	if err != nil {
+		if c.Conn().IsClosed() {
+			return s.brokenErr(err)
+		}
 		return dbErr(err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
+		var de decideError
+		if c.Conn().IsClosed() && !errors.As(err, &de) {
+			return s.brokenErr(err)
+		}
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
+		if c.Conn().IsClosed() { // the commit may or may not have happened
+			return fmt.Errorf("postgres store: the connection to %s broke during the commit, which may or may not have happened: %w", s.where, err)
+		}
 		return dbErr(err)
 	}
 	return nil

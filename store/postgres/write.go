@@ -57,7 +57,7 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 		if err != nil {
 			return err
 		}
-		queue(execd, s.sql.insertAudit, s.member, pos, recs)
+		queue(execd, s.sql.insertAudit, s.number, pos, recs)
 		queue(execd, s.sql.setHead, s.member, int64(newHead.Position), newHead.Hash[:])
 	}
 	if len(b.Quarantine) > 0 {
