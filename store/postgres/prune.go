@@ -33,8 +33,12 @@ func (s *Store) pruneLoop() {
 // Prune deletes the keys older than the TTL, then the oldest by ordinal
 // beyond MaxEntries, in chunks, and returns how many it deleted. Only one
 // member of the group prunes at a time: when another is pruning, Prune
-// returns 0 at once. The background task calls it every few seconds.
+// returns 0 at once. The background task calls it every few seconds. A
+// read-only handle refuses with ErrReadOnly.
 func (s *Store) Prune(ctx context.Context) (int64, error) {
+	if s.member == "" {
+		return 0, ErrReadOnly
+	}
 	var n int64
 	err := s.query(ctx, func(c *pgx.Conn) error {
 		var got bool
