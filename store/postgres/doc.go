@@ -9,7 +9,10 @@
 // first. A key or row that another member inserted in between is a lost
 // race: the transaction is rolled back and the batch decided again on
 // fresh rows, a bounded number of times, as it is on a serialization
-// failure or a deadlock. A batch costs three round trips whatever its size.
+// failure or a deadlock. A batch costs four round trips whatever its size
+// (begin, the locking reads, the writes, commit). SharedStats counts the
+// batches that found a row locked by another member (LockWaits): rows are
+// first asked for with NOWAIT, and waited for after that fails.
 //
 // Open refuses a server that can lose a commit it acknowledged
 // (synchronous_commit = off, fsync = off) unless Options.AllowNotDurable
