@@ -280,8 +280,12 @@ func dbErr(err error) error {
 	return storeErr{err}
 }
 
-// brokenErr names the server in an error of a connection that broke.
-func (s *Store) brokenErr(err error) error {
+// brokenErr names the server in an error of a connection that broke, or
+// reports the cancelled context that broke it.
+func (s *Store) brokenErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("postgres store: %w: the transaction was not committed", cerr)
+	}
 	var se storeErr
 	if errors.As(err, &se) {
 		err = se.err

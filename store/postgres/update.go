@@ -150,7 +150,7 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		if c.Conn().IsClosed() {
-			return s.brokenErr(err)
+			return s.brokenErr(ctx, err)
 		}
 		return dbErr(err)
 	}
@@ -158,7 +158,7 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		var de decideError
 		if c.Conn().IsClosed() && !errors.As(err, &de) {
-			return s.brokenErr(err)
+			return s.brokenErr(ctx, err)
 		}
 		return err
 	}

@@ -213,3 +213,21 @@ func testPrune(t *testing.T, g *group) {
 		t.Fatalf("Prune on a read-only handle = %v", err)
 	}
 }
+
+func testCancelled(t *testing.T, g *group) {
+	s := g.mustOpen("m1")
+	ctx, cancel := context.WithCancel(t.Context())
+	err := s.Update(ctx, &engine.Reads{}, func(*engine.Rows) (*engine.Batch, error) {
+		cancel()
+		return &engine.Batch{Audit: records("m1", 1, 1)}, nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Update with its context cancelled = %v", err)
+	}
+	if h, err := s.Head(t.Context()); err != nil || h.Position != 0 {
+		t.Fatalf("head %+v, %v", h, err)
+	}
+	if err := s.Commit(t.Context(), &engine.Batch{Audit: records("m1", 1, 1)}); err != nil {
+		t.Fatalf("Commit after a cancelled Update: %v", err)
+	}
+}
