@@ -211,13 +211,13 @@ func testLeaseFenced(t *testing.T, g *group) {
 
 func testLeaseRenewed(t *testing.T, g *group) {
 	o := g.options("m1")
-	o.LeaseTTL = 300 * time.Millisecond
+	o.LeaseTTL = 600 * time.Millisecond
 	s, err := g.openWith(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := s.SharedStats().LeaseExpires
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(900 * time.Millisecond)
 	if st := s.SharedStats(); !st.LeaseExpires.After(first) || st.LeaseTTL != o.LeaseTTL {
 		t.Fatalf("lease expires %v, was %v at open", st.LeaseExpires, first)
 	}

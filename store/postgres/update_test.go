@@ -145,7 +145,15 @@ func testLockWait(t *testing.T, g *group) {
 				t.Errorf("m2: %v", err)
 			}
 		})
-		time.Sleep(200 * time.Millisecond) // m2 asks for the row m1 holds
+		// m2 finds the row m1 holds locked, and waits for it.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if b.SharedStats().LockWaits == 1 && count(t, g.url, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("m2 never waited for the row lock")
+			}
+		}
 		return bump(rows), nil
 	})
 	wg.Wait()
