@@ -31,7 +31,10 @@ func (s *Store) pruneLoop() {
 }
 
 // Prune deletes the keys older than the TTL, then the oldest by ordinal
-// beyond MaxEntries, in chunks, and returns how many it deleted. Only one
+// beyond MaxEntries, in chunks, and returns how many it deleted. A key is
+// found old by its ordinal too (the engine makes ordinals at least the time
+// a key is applied, and the table has no index by time): one whose
+// ordinal is ahead of its time stays until its ordinal is past the cutoff. Only one
 // member of the group prunes at a time: when another is pruning, Prune
 // returns 0 at once. The background task calls it every few seconds. A
 // read-only handle refuses with ErrReadOnly.

@@ -79,7 +79,7 @@ func newStatements(schema string) statements {
 		quarantined:  q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id = $1`),
 		memberNumber: q(`SELECT number FROM {s}.members WHERE member = $1`),
 
-		pruneAge:    q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE time < $1 LIMIT $2)`),
+		pruneAge:    q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal < $1 AND time < $1 LIMIT $2)`),
 		pruneCutoff: q(`SELECT ordinal FROM {s}.keys ORDER BY ordinal DESC OFFSET $1 LIMIT 1`),
 		pruneCount:  q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal <= $1 LIMIT $2)`),
 	}
