@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"

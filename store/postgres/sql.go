@@ -44,11 +44,13 @@ func newStatements(schema string) statements {
 		readKeys:           q(`SELECT key, digest, time, ordinal FROM {s}.keys WHERE key = ANY($1)`),
 
 		insertKeys: q(`INSERT INTO {s}.keys AS k (key, digest, time, ordinal)
-			SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bigint[], $4::bigint[])
+			SELECT substring($1::bytea FROM (i * 32 - 31)::integer FOR 32), substring($2::bytea FROM (i * 32 - 31)::integer FOR 32), t, o
+			FROM unnest($3::bigint[], $4::bigint[]) WITH ORDINALITY AS u(t, o, i)
 			ON CONFLICT (key) DO UPDATE SET digest = excluded.digest, time = excluded.time, ordinal = excluded.ordinal
 			WHERE k.time < $5 RETURNING key`),
 		upsertKeys: q(`INSERT INTO {s}.keys AS k (key, digest, time, ordinal)
-			SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bigint[], $4::bigint[])
+			SELECT substring($1::bytea FROM (i * 32 - 31)::integer FOR 32), substring($2::bytea FROM (i * 32 - 31)::integer FOR 32), t, o
+			FROM unnest($3::bigint[], $4::bigint[]) WITH ORDINALITY AS u(t, o, i)
 			ON CONFLICT (key) DO UPDATE SET digest = excluded.digest, time = excluded.time, ordinal = excluded.ordinal`),
 		insertSources: q(`INSERT INTO {s}.sources (id, state) SELECT * FROM unnest($1::bytea[], $2::bytea[])
 			ON CONFLICT DO NOTHING RETURNING id`),
@@ -63,7 +65,7 @@ func newStatements(schema string) statements {
 		upsertEntities: q(`INSERT INTO {s}.entities (name, state) SELECT * FROM unnest($1::bytea[], $2::bytea[])
 			ON CONFLICT (name) DO UPDATE SET state = excluded.state`),
 		insertAudit: q(`INSERT INTO {s}.audit (member, position, record)
-			SELECT $1, * FROM unnest($2::bigint[], $3::bytea[])`),
+			SELECT $1, p, substring($3::bytea FROM f + 1 FOR l) FROM unnest($2::bigint[], $4::integer[], $5::integer[]) AS u(p, f, l)`),
 		setHead:    q(`UPDATE {s}.members SET head_position = $2, head_hash = $3 WHERE member = $1`),
 		insertQuar: q(`INSERT INTO {s}.quarantine (id, entry, payload) SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bytea[])`),
 		resolve:    q(`DELETE FROM {s}.quarantine WHERE id = ANY($1) RETURNING id`),

@@ -37,7 +37,7 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 	if len(b.Keys) > 0 {
 		keys, digests, times, ords := keyColumns(b.Keys)
 		if u != nil {
-			queue(returned(len(keys), "key"), s.sql.insertKeys, keys, digests, times, ords, u.cutoff)
+			queue(returned(len(b.Keys), "key"), s.sql.insertKeys, keys, digests, times, ords, u.cutoff)
 		} else {
 			queue(execd, s.sql.upsertKeys, keys, digests, times, ords)
 		}
@@ -53,11 +53,11 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 	}
 	s.queueRows(queue, u, "e", entNames, entStates, s.sql.insertEntities, s.sql.updateEntities, s.sql.upsertEntities)
 	if len(b.Audit) > 0 {
-		pos, recs, err := auditColumns(b.Audit)
+		pos, recs, from, n, err := auditColumns(b.Audit)
 		if err != nil {
 			return err
 		}
-		queue(execd, s.sql.insertAudit, s.number, pos, recs)
+		queue(execd, s.sql.insertAudit, s.number, pos, recs, from, n)
 		queue(execd, s.sql.setHead, s.member, int64(newHead.Position), newHead.Hash[:])
 	}
 	if len(b.Quarantine) > 0 {
@@ -180,13 +180,16 @@ func nextHead(head engine.AuditHead, recs []engine.AuditRecord) (engine.AuditHea
 	return head, nil
 }
 
-func keyColumns(ks []engine.KeyEntry) (keys, digests [][]byte, times, ords []int64) {
+// keyColumns packs keys and digests 32 bytes apiece into one value each,
+// which the statement cuts up: an array of 500 byteas costs the client
+// far more to encode.
+func keyColumns(ks []engine.KeyEntry) (keys, digests []byte, times, ords []int64) {
 	ks = slices.Clone(ks) // ascending by key, as every writer inserts them: no deadlock between two
 	slices.SortFunc(ks, func(a, b engine.KeyEntry) int { return slices.Compare(a.Key[:], b.Key[:]) })
-	keys, digests = make([][]byte, len(ks)), make([][]byte, len(ks))
+	keys, digests = make([]byte, 0, 32*len(ks)), make([]byte, 0, 32*len(ks))
 	times, ords = make([]int64, len(ks)), make([]int64, len(ks))
 	for i := range ks {
-		keys[i], digests[i] = ks[i].Key[:], ks[i].Digest[:]
+		keys, digests = append(keys, ks[i].Key[:]...), append(digests, ks[i].Digest[:]...)
 		times[i], ords[i] = ks[i].Time, int64(ks[i].Ordinal)
 	}
 	return keys, digests, times, ords
@@ -214,18 +217,19 @@ func entityColumns(es []engine.EntityState) (names, states [][]byte, err error) 
 	return names, states, nil
 }
 
-// auditColumns encodes the records into one buffer, sliced per record.
-func auditColumns(rs []engine.AuditRecord) (pos []int64, recs [][]byte, err error) {
-	pos, recs = make([]int64, len(rs)), make([][]byte, len(rs))
-	buf := make([]byte, 0, 512*len(rs))
+// auditColumns encodes the records into one value, with each record's
+// offset and length, which the statement cuts it up by.
+func auditColumns(rs []engine.AuditRecord) (pos []int64, recs []byte, from, n []int32, err error) {
+	pos, from, n = make([]int64, len(rs)), make([]int32, len(rs)), make([]int32, len(rs))
+	recs = make([]byte, 0, 512*len(rs))
 	for i := range rs {
-		start := len(buf)
-		if buf, err = engine.AppendRecordJSON(buf, &rs[i]); err != nil {
-			return nil, nil, fmt.Errorf("postgres store: encode audit record %d: %w", rs[i].Position, err)
+		start := len(recs)
+		if recs, err = engine.AppendRecordJSON(recs, &rs[i]); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("postgres store: encode audit record %d: %w", rs[i].Position, err)
 		}
-		pos[i], recs[i] = int64(rs[i].Position), buf[start:len(buf):len(buf)]
+		pos[i], from[i], n[i] = int64(rs[i].Position), int32(start), int32(len(recs)-start)
 	}
-	return pos, recs, nil
+	return pos, recs, from, n, nil
 }
 
 func quarantineColumns(qs []engine.QuarantineEntry) (ids []int64, entries, payloads [][]byte, err error) {
