@@ -1,0 +1,24 @@
+// Package redis is a shared engine.Store on a Redis server, for the members
+// of a consumer group (DESIGN.md, "Stores and consumer groups").
+//
+// Each batch is one read and one write. Update reads the keys, source
+// windows and entities the batch touches with their versions in one MULTI,
+// the engine decides on them, and one server-side script checks that every
+// key and row is still as it was read and that this handle still holds its
+// member's lease, then writes keys, rows, audit records, the chain head and
+// quarantine changes, or nothing. When another member changed something in
+// between, Update reads and decides again, a bounded number of times.
+//
+// Open refuses a server that could lose an acknowledged write: the
+// settings appendonly yes, appendfsync always and maxmemory-policy
+// noeviction are required unless Options.AllowNotDurable says otherwise.
+// Every key is under Options.Prefix, whose one hash tag keeps a group in one
+// Redis Cluster slot. A member's lease fences a second process with the same
+// member id; each member writes its own audit chain.
+//
+// Idempotency keys expire TTL after they are written (PX); a pruning task,
+// run by one member at a time, keeps at most MaxEntries of them.
+//
+// A Store is safe for concurrent use; Update calls of one handle may run at
+// once, each checked against the others like another member's.
+package redis

@@ -1,0 +1,117 @@
+package redis
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// The layout, schema version 1. Every key starts with the prefix P, whose
+// hash tag puts the group in one Redis Cluster slot:
+//
+//	P schema              string: the schema version
+//	P members             hash: member id → its number (stable forever)
+//	P members:last        string: the last number given
+//	P lease:<member>      string: the lease holder, "hostname pid nonce", PX the lease
+//	P heads               hash: member id → chain head, "<position> <hex hash>"
+//	P chain:<member>      list: the member's audit records (JSON), position p at index p-1
+//	P key:<32 bytes>      string: digest (32 bytes), time and ordinal (8 bytes each, big endian),
+//	                      PX until TTL after the time
+//	P keys                sorted set, all scores 0: ordinal (8 bytes, big endian) and key
+//	                      (32 bytes), so in ordinal order; one member per stored key
+//	P source, P entity    hash: SourceState.ID() / entity name → JSON
+//	P source:version,
+//	P entity:version      hash: the same ids → version, incremented by each write
+//	P quarantine          hash: 16 hex digits of the id → entry JSON (payload base64)
+//	P quarantine:ids      sorted set, all scores 0: the same hex ids, in id order
+//	P prune               string: the pruning task's holder, PX
+type keys struct {
+	prefix                   string
+	schema                   string
+	members, membersLast     string
+	heads                    string
+	keyIndex                 string
+	sources, sourceVersions  string
+	entities, entityVersions string
+	quarantine, quarIDs      string
+	pruneLock                string
+}
+
+func newKeys(p string) keys {
+	return keys{
+		prefix:         p,
+		schema:         p + "schema",
+		members:        p + "members",
+		membersLast:    p + "members:last",
+		heads:          p + "heads",
+		keyIndex:       p + "keys",
+		sources:        p + "source",
+		sourceVersions: p + "source:version",
+		entities:       p + "entity",
+		entityVersions: p + "entity:version",
+		quarantine:     p + "quarantine",
+		quarIDs:        p + "quarantine:ids",
+		pruneLock:      p + "prune",
+	}
+}
+
+func (k *keys) lease(member string) string { return k.prefix + "lease:" + member }
+func (k *keys) chain(member string) string { return k.prefix + "chain:" + member }
+func (k *keys) keyPrefix() string          { return k.prefix + "key:" }
+
+// key is the name of an idempotency key's entry; it ends with the key's 32
+// bytes, which the scripts take back from it.
+func (k *keys) key(h engine.Hash) string {
+	var b strings.Builder
+	b.Grow(len(k.prefix) + 4 + len(h))
+	b.WriteString(k.prefix)
+	b.WriteString("key:")
+	b.Write(h[:])
+	return b.String()
+}
+
+// keyValueLen is the size of a stored key entry: digest, time, ordinal.
+const keyValueLen = 32 + 8 + 8
+
+func encodeKeyValue(e *engine.KeyEntry) string {
+	var b [keyValueLen]byte
+	copy(b[:], e.Digest[:])
+	binary.BigEndian.PutUint64(b[32:], uint64(e.Time))
+	binary.BigEndian.PutUint64(b[40:], e.Ordinal)
+	return string(b[:])
+}
+
+func decodeKeyValue(key engine.Hash, v string) (engine.KeyEntry, error) {
+	if len(v) != keyValueLen {
+		return engine.KeyEntry{}, fmt.Errorf("key entry %s holds %d bytes, want %d", key, len(v), keyValueLen)
+	}
+	e := engine.KeyEntry{Key: key}
+	copy(e.Digest[:], v)
+	e.Time = int64(binary.BigEndian.Uint64([]byte(v[32:40])))
+	e.Ordinal = binary.BigEndian.Uint64([]byte(v[40:]))
+	return e, nil
+}
+
+func encodeHead(h engine.AuditHead) string {
+	return strconv.FormatUint(h.Position, 10) + " " + h.Hash.String()
+}
+
+func decodeHead(v string) (engine.AuditHead, error) {
+	pos, hash, ok := strings.Cut(v, " ")
+	n, err := strconv.ParseUint(pos, 10, 64)
+	if !ok || err != nil {
+		return engine.AuditHead{}, fmt.Errorf("chain head %q is not \"<position> <hash>\"", v)
+	}
+	h, err := engine.ParseHash(hash)
+	if err != nil {
+		return engine.AuditHead{}, fmt.Errorf("chain head %q: %w", v, err)
+	}
+	return engine.AuditHead{Position: n, Hash: h}, nil
+}
+
+// quarantineID is the field of a quarantine entry: fixed-width hex, so that
+// the index's lexical order is id order.
+func quarantineID(id uint64) string { return fmt.Sprintf("%016x", id) }

@@ -1,0 +1,117 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// newHolder names this process and handle: "hostname pid nonce".
+func newHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	return fmt.Sprintf("%s %d %s", strings.ReplaceAll(host, " ", "_"), os.Getpid(), hex.EncodeToString(nonce[:]))
+}
+
+// deadHere reports whether holder names a process on this host that no
+// longer exists: a member killed and restarted on the same machine.
+func deadHere(holder string) bool {
+	parts := strings.Fields(holder)
+	if len(parts) != 3 {
+		return false
+	}
+	host, err := os.Hostname()
+	if err != nil || strings.ReplaceAll(host, " ", "_") != parts[0] {
+		return false
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// acquire takes the member's lease and learns the member's number.
+func (s *Store) acquire(ctx context.Context) error {
+	s.holder = newHolder()
+	replace := ""
+	for range 2 {
+		res, err := acquireScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.members, s.k.membersLast},
+			s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, replace).Slice()
+		if err != nil {
+			return s.fail("take the member's lease", err)
+		}
+		if ok, _ := res[0].(int64); ok == 1 {
+			n, _ := res[1].(int64)
+			if n <= 0 || n >= 1<<23 {
+				return fmt.Errorf("redis store: member %q has number %d, outside 1..2^23", s.member, n)
+			}
+			s.qbase = uint64(n) << 40
+			s.stats.leased(time.Now().Add(s.opts.LeaseTTL))
+			return nil
+		}
+		holder, _ := res[1].(string)
+		ms, _ := res[2].(int64)
+		if replace == "" && deadHere(holder) {
+			s.log.Warn("taking over the lease of a member process that no longer runs", "member", s.member, "holder", holder)
+			replace = holder
+			continue
+		}
+		until := time.Now().Add(time.Duration(ms) * time.Millisecond)
+		return fmt.Errorf("%w: member %q is held by %q until %s (redis store %s)",
+			engine.ErrMemberHeld, s.member, holder, until.UTC().Format(time.RFC3339), s.url)
+	}
+	return fmt.Errorf("%w: member %q: its lease changed hands while being taken over", engine.ErrMemberHeld, s.member)
+}
+
+// renew extends the lease; it reports the holder when another has it.
+func (s *Store) renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
+	defer cancel()
+	other, err := renewScript.Run(ctx, s.c, []string{s.k.lease(s.member)}, s.holder, s.opts.LeaseTTL.Milliseconds()).Text()
+	if err != nil {
+		return s.fail("renew the member's lease", err)
+	}
+	if other != "" {
+		return s.fenced(other)
+	}
+	s.stats.leased(time.Now().Add(s.opts.LeaseTTL))
+	return nil
+}
+
+// fenced is the error of a handle whose lease another holder has taken.
+func (s *Store) fenced(holder string) error {
+	return fmt.Errorf("%w: member %q: this process's lease was taken by %q; nothing was written",
+		engine.ErrMemberHeld, s.member, holder)
+}
+
+// renewLoop renews the lease every LeaseTTL/3 until ctx ends.
+func (s *Store) renewLoop(ctx context.Context) {
+	defer s.tasks.Done()
+	t := time.NewTicker(s.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.renew(ctx); err != nil && ctx.Err() == nil {
+			s.stats.failed(err)
+			s.log.Error("lease renewal failed", "member", s.member, "err", err)
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// DefaultPrefix is the key prefix when Options.Prefix is empty.
+const DefaultPrefix = "{replayguard}:"
+
+// DefaultLeaseTTL is how long a member's lease holds unless renewed, when
+// Options.LeaseTTL is zero.
+const DefaultLeaseTTL = 15 * time.Second
+
+// schemaVersion is the layout of the keys described in keys.go. Open writes
+// it under a new prefix and refuses a prefix written with a newer one.
+const schemaVersion = 1
+
+// openTimeout bounds each step of Open that talks to the server.
+const openTimeout = 10 * time.Second
+
+// Options configure Open. The zero value of every field but URL means its
+// documented default.
+type Options struct {
+	// URL is the server: redis://[user:password@]host:port/db, or
+	// rediss:// for TLS. Required.
+	URL string
+	// Member is the member id whose audit chain this handle writes. Empty
+	// opens a read-only handle: it takes no lease and refuses Commit and
+	// Update. Default "".
+	Member string
+	// Prefix is put before every key the store writes. It must hold exactly
+	// one non-empty hash tag ("{group}"), so that a group's keys share one
+	// Redis Cluster slot. Default DefaultPrefix.
+	Prefix string
+	// TTL bounds the age of an idempotency key: a key expires TTL after it
+	// was applied. Default engine.DefaultTTL.
+	TTL time.Duration
+	// MaxEntries bounds how many idempotency keys the group keeps; the
+	// pruning task removes the oldest (by ordinal) beyond it. Default
+	// engine.DefaultMaxEntries.
+	MaxEntries int
+	// LeaseTTL is how long the member's lease holds unless renewed; it is
+	// renewed every LeaseTTL/3. Default DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// AllowNotDurable opens a server whose settings could lose an
+	// acknowledged write (store.allow_not_durable); SharedStats then names
+	// the setting. Default false: Open refuses such a server.
+	AllowNotDurable bool
+	// Logger receives lease, pruning and durability events. Default: discard.
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() error {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.TTL == 0 {
+		o.TTL = engine.DefaultTTL
+	}
+	if o.MaxEntries == 0 {
+		o.MaxEntries = engine.DefaultMaxEntries
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch {
+	case o.URL == "":
+		return errors.New("redis store: store.url is empty")
+	case o.TTL < time.Millisecond:
+		return fmt.Errorf("redis store: window ttl %v is below a millisecond", o.TTL)
+	case o.MaxEntries < 0:
+		return fmt.Errorf("redis store: window max_entries %d is negative", o.MaxEntries)
+	case o.LeaseTTL < 30*time.Millisecond:
+		return fmt.Errorf("redis store: lease ttl %v is below 30ms", o.LeaseTTL)
+	}
+	return checkPrefix(o.Prefix)
+}
+
+// checkPrefix holds the prefix to exactly one non-empty hash tag: Redis
+// Cluster hashes the text between the first "{" and the next "}", and one
+// group's keys must share a slot for its scripts to run.
+func checkPrefix(p string) error {
+	open, end := strings.IndexByte(p, '{'), strings.IndexByte(p, '}')
+	if strings.Count(p, "{") != 1 || strings.Count(p, "}") != 1 || open < 0 || end < open+2 {
+		return fmt.Errorf("redis store: store.prefix %q must contain exactly one non-empty hash tag such as {replayguard}, "+
+			"so that the group's keys share one Redis Cluster slot", p)
+	}
+	return nil
+}
+
+// Store is a shared engine.Store on a Redis server. Create it with Open.
+type Store struct {
+	c       *goredis.Client
+	opts    Options
+	k       keys
+	url     string // redacted, for errors
+	member  string
+	holder  string // this handle's lease holder: "hostname pid nonce"
+	qbase   uint64
+	log     *slog.Logger
+	closed  atomic.Bool
+	stop    context.CancelFunc
+	tasks   sync.WaitGroup
+	stats   counters
+	durable string // "" when durable, else the settings that are not
+}
+
+var (
+	_ engine.SharedStore       = (*Store)(nil)
+	_ engine.AuditScanner      = (*Store)(nil)
+	_ engine.QuarantineScanner = (*Store)(nil)
+	_ engine.ChainScanner      = (*Store)(nil)
+	_ engine.StatsReporter     = (*Store)(nil)
+)
+
+// Open connects to the server, checks that it is durable, creates or checks
+// the schema under the prefix and, for a member, takes its lease and starts
+// the lease renewal and pruning tasks, which Close stops. When another live
+// process holds the member's lease, Open fails with an error wrapping
+// engine.ErrMemberHeld.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	copt, err := goredis.ParseURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: store.url %s: %w", redactURL(o.URL), err)
+	}
+	// A command lost on a broken connection is sent again. That is safe for
+	// the update script too: a repeat of one that ran finds the chain head
+	// moved and writes nothing.
+	copt.ContextTimeoutEnabled = true
+	s := &Store{c: goredis.NewClient(copt), opts: o, k: newKeys(o.Prefix), url: redactURL(o.URL), member: o.Member, log: o.Logger}
+	if err := s.open(ctx); err != nil {
+		_ = s.c.Close()
+		return nil, err
+	}
+	if s.member != "" {
+		tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		s.stop = stop
+		s.tasks.Add(2)
+		go s.renewLoop(tctx)
+		go s.pruneLoop(tctx)
+	}
+	s.log.Debug("store opened", "url", s.url, "prefix", o.Prefix, "member", s.member)
+	return s, nil
+}
+
+func (s *Store) open(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	if err := s.c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis store: cannot reach %s: %w", s.url, err)
+	}
+	problem, err := checkDurable(ctx, s.c)
+	if err != nil {
+		return err
+	}
+	if problem != "" {
+		if !s.opts.AllowNotDurable {
+			return fmt.Errorf("redis store: %s at %s: a commit could be lost after the broker was acknowledged "+
+				"(fix the setting, or set store.allow_not_durable: true to accept that)", problem, s.url)
+		}
+		s.durable = problem
+		s.log.Warn("store is not durable: a commit could be lost after the broker was acknowledged", "url", s.url, "setting", problem)
+	}
+	if err := s.schema(ctx); err != nil {
+		return err
+	}
+	if s.member == "" {
+		return nil
+	}
+	return s.acquire(ctx)
+}
+
+// schema writes the layout version under a new prefix, or checks the one
+// there. Several members may run it at once: SET NX lets one write it.
+func (s *Store) schema(ctx context.Context) error {
+	if err := s.c.SetNX(ctx, s.k.schema, schemaVersion, 0).Err(); err != nil {
+		return s.fail("create schema", err)
+	}
+	v, err := s.c.Get(ctx, s.k.schema).Result()
+	if err != nil {
+		return s.fail("read schema version", err)
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 1:
+		return fmt.Errorf("redis store: %s holds %q, not a schema version: store.prefix %q names keys of something else",
+			s.k.schema, v, s.opts.Prefix)
+	case n > schemaVersion:
+		return fmt.Errorf("redis store: the keys under store.prefix %q have schema version %d, newer than this build's %d: "+
+			"upgrade replayguard", s.opts.Prefix, n, schemaVersion)
+	}
+	return nil // version 1 is the only layout so far: nothing to migrate
+}
+
+// Member is the member id whose chain this handle writes; "" when read-only.
+func (s *Store) Member() string { return s.member }
+
+// QuarantineBase is the member's number shifted left by 40 bits: its
+// quarantine ids are this plus its audit positions. Zero when read-only.
+func (s *Store) QuarantineBase() uint64 { return s.qbase }
+
+// Close stops the background tasks, releases the lease and closes the
+// connections. Every later call returns engine.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return engine.ErrClosed
+	}
+	if s.stop != nil {
+		s.stop()
+		s.tasks.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+		defer cancel()
+		if err := releaseScript.Run(ctx, s.c, []string{s.k.lease(s.member)}, s.holder).Err(); err != nil {
+			s.log.Warn("release the member's lease", "member", s.member, "err", err)
+		}
+		_ = releaseScript.Run(ctx, s.c, []string{s.k.pruneLock}, s.holder).Err()
+	}
+	if err := s.c.Close(); err != nil {
+		return fmt.Errorf("redis store: close: %w", err)
+	}
+	s.log.Debug("store closed", "url", s.url, "member", s.member)
+	return nil
+}
+
+// check returns engine.ErrClosed after Close.
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return engine.ErrClosed
+	}
+	return nil
+}
+
+// writer returns an error for a read-only handle.
+func (s *Store) writer(op string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if s.member == "" {
+		return fmt.Errorf("redis store: %s: the store was opened read-only (no store.member)", op)
+	}
+	return nil
+}
+
+// fail wraps a server error, naming the server; after Close it is
+// engine.ErrClosed.
+func (s *Store) fail(op string, err error) error {
+	if s.closed.Load() || errors.Is(err, goredis.ErrClosed) {
+		return engine.ErrClosed
+	}
+	return fmt.Errorf("redis store: %s at %s: %w", op, s.url, err)
+}
+
+// redactURL returns u without its password.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	return p.Redacted()
+}

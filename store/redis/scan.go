@@ -1,0 +1,214 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Scans read in chunks of scanChunk, one command each, and call fn between
+// commands: a slow reader holds nothing on the server, and fn may use the
+// store. Records and entries written while a scan runs may be included.
+const scanChunk = 500
+
+// Load returns the group's sources and entities and this member's chain
+// head (zero on a read-only handle). Keys are left empty: the group's keys
+// are read per batch by Update.
+func (s *Store) Load(ctx context.Context) (*engine.Snapshot, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	snap := &engine.Snapshot{}
+	var err error
+	if snap.Sources, err = scanHash[engine.SourceState](ctx, s, s.k.sources); err != nil {
+		return nil, err
+	}
+	if snap.Entities, err = scanHash[engine.EntityState](ctx, s, s.k.entities); err != nil {
+		return nil, err
+	}
+	if snap.AuditHead, err = s.Head(ctx); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// scanHash decodes every value of a hash of JSON rows, HSCAN by HSCAN.
+func scanHash[T any](ctx context.Context, s *Store, key string) ([]T, error) {
+	var out []T
+	var cursor uint64
+	for {
+		kv, next, err := s.c.HScan(ctx, key, cursor, "", scanChunk).Result()
+		if err != nil {
+			return nil, s.fail("read "+key, err)
+		}
+		for i := 1; i < len(kv); i += 2 {
+			var row T
+			if err := json.Unmarshal([]byte(kv[i]), &row); err != nil {
+				return nil, fmt.Errorf("redis store: decode %s field %q: %w", key, kv[i-1], err)
+			}
+			out = append(out, row)
+		}
+		if cursor = next; cursor == 0 {
+			return out, nil
+		}
+	}
+}
+
+// Head returns this member's chain head; zero on a read-only handle.
+func (s *Store) Head(ctx context.Context) (engine.AuditHead, error) {
+	if err := s.check(); err != nil {
+		return engine.AuditHead{}, err
+	}
+	if s.member == "" {
+		return engine.AuditHead{}, nil
+	}
+	v, err := s.c.HGet(ctx, s.k.heads, s.member).Result()
+	if errors.Is(err, goredis.Nil) {
+		return engine.AuditHead{}, nil
+	}
+	if err != nil {
+		return engine.AuditHead{}, s.fail("read the chain head", err)
+	}
+	h, err := decodeHead(v)
+	if err != nil {
+		return engine.AuditHead{}, fmt.Errorf("redis store: member %q: %w", s.member, err)
+	}
+	return h, nil
+}
+
+// ScanAudit is ScanChain over this member's chain. A read-only handle has
+// no chain of its own: use ScanChain with a member id.
+func (s *Store) ScanAudit(ctx context.Context, from uint64, fn func(engine.AuditRecord) error) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if s.member == "" {
+		return errors.New("redis store: a read-only handle has no audit chain of its own: name a member (ScanChain)")
+	}
+	return s.ScanChain(ctx, s.member, from, fn)
+}
+
+// ScanChain calls fn for each record of member's chain with position >=
+// from, in order, until fn returns an error (which ScanChain returns) or the
+// chain ends. An unknown member has an empty chain.
+func (s *Store) ScanChain(ctx context.Context, member string, from uint64, fn func(engine.AuditRecord) error) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	next := int64(max(from, 1)) - 1 // position p is at index p-1
+	for {
+		recs, err := s.c.LRange(ctx, s.k.chain(member), next, next+scanChunk-1).Result()
+		if err != nil {
+			return s.fail("read the audit chain of "+member, err)
+		}
+		for _, v := range recs {
+			var r engine.AuditRecord
+			if err := json.Unmarshal([]byte(v), &r); err != nil {
+				return fmt.Errorf("redis store: decode audit record %d of %q: %w", next+1, member, err)
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+			next++
+		}
+		if len(recs) < scanChunk {
+			return nil
+		}
+	}
+}
+
+// Chains returns every member's chain head, ordered by member id.
+func (s *Store) Chains(ctx context.Context) ([]engine.Chain, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	m, err := s.c.HGetAll(ctx, s.k.heads).Result()
+	if err != nil {
+		return nil, s.fail("read the chain heads", err)
+	}
+	out := make([]engine.Chain, 0, len(m))
+	for member, v := range m {
+		h, err := decodeHead(v)
+		if err != nil {
+			return nil, fmt.Errorf("redis store: member %q: %w", member, err)
+		}
+		out = append(out, engine.Chain{Member: member, Head: h})
+	}
+	slices.SortFunc(out, func(a, b engine.Chain) int { return strings.Compare(a.Member, b.Member) })
+	return out, nil
+}
+
+// ScanQuarantine calls fn for each open entry of the group in id order.
+func (s *Store) ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	from := "-"
+	for {
+		ids, err := s.c.ZRangeByLex(ctx, s.k.quarIDs, &goredis.ZRangeBy{Min: from, Max: "+", Count: scanChunk}).Result()
+		if err != nil {
+			return s.fail("read the quarantine", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		vals, err := s.c.HMGet(ctx, s.k.quarantine, ids...).Result()
+		if err != nil {
+			return s.fail("read the quarantine", err)
+		}
+		for i, v := range vals {
+			v, ok := v.(string)
+			if !ok {
+				continue // resolved since the ids were read
+			}
+			q, err := decodeQuarantine(ids[i], v)
+			if err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fn(q); err != nil {
+				return err
+			}
+		}
+		if len(ids) < scanChunk {
+			return nil
+		}
+		from = "(" + ids[len(ids)-1]
+	}
+}
+
+// Quarantined returns the open entry id, or engine.ErrNotFound.
+func (s *Store) Quarantined(ctx context.Context, id uint64) (engine.QuarantineEntry, error) {
+	if err := s.check(); err != nil {
+		return engine.QuarantineEntry{}, err
+	}
+	hex := quarantineID(id)
+	v, err := s.c.HGet(ctx, s.k.quarantine, hex).Result()
+	if errors.Is(err, goredis.Nil) {
+		return engine.QuarantineEntry{}, fmt.Errorf("%w: quarantine entry %d", engine.ErrNotFound, id)
+	}
+	if err != nil {
+		return engine.QuarantineEntry{}, s.fail("read quarantine entry", err)
+	}
+	return decodeQuarantine(hex, v)
+}
+
+func decodeQuarantine(id, v string) (engine.QuarantineEntry, error) {
+	var q engine.QuarantineEntry
+	if err := json.Unmarshal([]byte(v), &q); err != nil {
+		return q, fmt.Errorf("redis store: decode quarantine entry %s: %w", id, err)
+	}
+	return q, nil
+}

@@ -1,0 +1,357 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Update's retries after another member won a race: at most maxAttempts
+// decide calls, with a jittered backoff growing from retryBase to retryMax.
+const (
+	maxAttempts = 10
+	retryBase   = time.Millisecond
+	retryMax    = 50 * time.Millisecond
+)
+
+// read is what one batch was decided on: the stored value of each key
+// ("" when absent) and the version of each source and entity ("0").
+type read struct {
+	r        *engine.Reads
+	keys     []string
+	sources  []string
+	entities []string
+}
+
+// Update reads the rows r names with their versions in one round trip,
+// calls decide with them and writes the batch with the update script, which
+// checks, atomically with the writes, that every key and row is as it was
+// read and that this handle still holds the lease. When a check fails it
+// reads and decides again, at most maxAttempts times in all, then fails
+// with engine.ErrContention. decide may thus be called several times; only
+// the batch of the last call is written.
+func (s *Store) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
+	if err := s.writer("update"); err != nil {
+		return err
+	}
+	start := time.Now()
+	n, err := s.update(ctx, r, decide)
+	if err != nil {
+		s.stats.failures.Add(1)
+		s.stats.failed(err)
+		return err
+	}
+	s.stats.wrote(time.Since(start), n)
+	return nil
+}
+
+func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) (int, error) {
+	for attempt := 1; ; attempt++ {
+		rows, rd, err := s.read(ctx, r)
+		if err != nil {
+			return 0, err
+		}
+		b, err := decide(rows)
+		if err != nil {
+			return 0, err
+		}
+		again, err := s.write(ctx, b, rd)
+		if err != nil || !again {
+			return len(b.Audit), err
+		}
+		if attempt == maxAttempts {
+			return 0, fmt.Errorf("%w: member %q, %d attempts", engine.ErrContention, s.member, attempt)
+		}
+		s.stats.retries.Add(1)
+		if err := backoff(ctx, attempt); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// backoff sleeps a random time below retryBase·2^(attempt-1), at most retryMax.
+func backoff(ctx context.Context, attempt int) error {
+	d := min(retryBase<<(attempt-1), retryMax)
+	t := time.NewTimer(rand.N(d) + 1)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// read fetches r's keys, sources and entities with their versions, in one
+// MULTI so that the versions belong to the values.
+func (s *Store) read(ctx context.Context, r *engine.Reads) (*engine.Rows, *read, error) {
+	var keys *goredis.SliceCmd
+	var sv, sd, ev, ed *goredis.SliceCmd
+	_, err := s.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		if len(r.Keys) > 0 {
+			names := make([]string, len(r.Keys))
+			for i := range r.Keys {
+				names[i] = s.k.key(r.Keys[i])
+			}
+			keys = p.MGet(ctx, names...)
+		}
+		if len(r.Sources) > 0 {
+			sv = p.HMGet(ctx, s.k.sourceVersions, r.Sources...)
+			sd = p.HMGet(ctx, s.k.sources, r.Sources...)
+		}
+		if len(r.Entities) > 0 {
+			ev = p.HMGet(ctx, s.k.entityVersions, r.Entities...)
+			ed = p.HMGet(ctx, s.k.entities, r.Entities...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, s.fail("read the batch's rows", err)
+	}
+	rows := &engine.Rows{}
+	rd := &read{r: r, keys: make([]string, len(r.Keys))}
+	if keys != nil {
+		for i, v := range keys.Val() {
+			if v, ok := v.(string); ok {
+				e, err := decodeKeyValue(r.Keys[i], v)
+				if err != nil {
+					return nil, nil, fmt.Errorf("redis store: %w", err)
+				}
+				rows.Keys = append(rows.Keys, e)
+				rd.keys[i] = v
+			}
+		}
+	}
+	if rd.sources, err = decodeRows(sv, sd, &rows.Sources); err != nil {
+		return nil, nil, err
+	}
+	if rd.entities, err = decodeRows(ev, ed, &rows.Entities); err != nil {
+		return nil, nil, err
+	}
+	return rows, rd, nil
+}
+
+// decodeRows appends the present rows of an HMGET of data and returns the
+// versions of every id asked for ("0" for an absent one).
+func decodeRows[T any](versions, data *goredis.SliceCmd, out *[]T) ([]string, error) {
+	if versions == nil {
+		return nil, nil
+	}
+	vs, ds := versions.Val(), data.Val()
+	out2 := make([]string, len(vs))
+	for i, v := range vs {
+		out2[i] = "0"
+		if v, ok := v.(string); ok {
+			out2[i] = v
+		}
+		d, ok := ds[i].(string)
+		if !ok {
+			continue
+		}
+		var row T
+		if err := json.Unmarshal([]byte(d), &row); err != nil {
+			return nil, fmt.Errorf("redis store: decode %T: %w", row, err)
+		}
+		*out = append(*out, row)
+	}
+	return out2, nil
+}
+
+// Commit writes b as Update would, without reading or checking anything
+// but the lease and the chain head: its audit records must follow this
+// member's head, else it fails with engine.ErrAuditGap. EvictBelow and
+// NextKey mean nothing to a shared store: the pruning task bounds the keys.
+func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
+	if err := s.writer("commit"); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redis store: commit: %w", err)
+	}
+	start := time.Now()
+	if _, err := s.write(ctx, b, nil); err != nil { // nothing checked: never to be decided again
+		s.stats.failures.Add(1)
+		s.stats.failed(err)
+		return err
+	}
+	s.stats.wrote(time.Since(start), len(b.Audit))
+	return nil
+}
+
+// write runs the update script for b, checked against rd (nil: Commit,
+// nothing checked but the lease and the chain head). It returns true when
+// a check failed and the batch should be decided again.
+func (s *Store) write(ctx context.Context, b *engine.Batch, rd *read) (bool, error) {
+	if b.Empty() {
+		return false, nil
+	}
+	if err := contiguous(s.member, b.Audit); err != nil {
+		return false, err
+	}
+	keys, args, err := s.scriptArgs(b, rd)
+	if err != nil {
+		return false, err
+	}
+	for range 2 {
+		res, err := updateScript.Run(ctx, s.c, keys, args...).StringSlice()
+		if err != nil {
+			return false, s.fail("write the batch", err)
+		}
+		switch res[0] {
+		case "ok":
+			return false, nil
+		case "conflict":
+			return true, nil
+		case "gap":
+			return false, fmt.Errorf("%w: member %q: record at position %d after the stored head at %s",
+				engine.ErrAuditGap, s.member, b.Audit[0].Position, res[1])
+		case "notfound":
+			id, _ := strconv.ParseUint(res[1], 16, 64)
+			return false, fmt.Errorf("%w: quarantine entry %d is no longer open; nothing was written", engine.ErrNotFound, id)
+		case "lease":
+			if res[1] != "" {
+				return false, s.fenced(res[1])
+			}
+			// The lease expired (the store was out of reach for longer than
+			// it lasts) and nobody took it: take it back and write again.
+			if err := s.renew(ctx); err != nil {
+				return false, err
+			}
+			continue
+		}
+		return false, fmt.Errorf("redis store: the update script answered %q", res)
+	}
+	return false, fmt.Errorf("redis store: member %q: the lease was lost again as soon as it was taken back", s.member)
+}
+
+// contiguous checks that recs' positions follow each other.
+func contiguous(member string, recs []engine.AuditRecord) error {
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Position != recs[i-1].Position+1 {
+			return fmt.Errorf("%w: member %q: record at position %d after %d",
+				engine.ErrAuditGap, member, recs[i].Position, recs[i-1].Position)
+		}
+	}
+	return nil
+}
+
+// scriptArgs lays b out as the update script's KEYS and ARGV.
+func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
+	keys := make([]string, 10, 10+readKeys(rd)+len(b.Keys))
+	copy(keys, []string{s.k.lease(s.member), s.k.heads, s.k.chain(s.member), s.k.sourceVersions, s.k.sources,
+		s.k.entityVersions, s.k.entities, s.k.quarantine, s.k.quarIDs, s.k.keyIndex})
+	// Checked keys: those read, then any batch key that was not (it must
+	// still be absent). Commit checks none.
+	var checked []string
+	index := make([]int, len(b.Keys)) // each batch key's position in KEYS, 1-based
+	var unread []int
+	if rd != nil {
+		checked = append(checked, rd.keys...)
+		for i := range rd.r.Keys {
+			keys = append(keys, s.k.key(rd.r.Keys[i]))
+		}
+		for i := range b.Keys {
+			j, ok := slices.BinarySearchFunc(rd.r.Keys, b.Keys[i].Key, func(a, b engine.Hash) int { return bytes.Compare(a[:], b[:]) })
+			if ok {
+				index[i] = 11 + j
+			} else {
+				unread = append(unread, i)
+			}
+		}
+		for _, i := range unread {
+			keys = append(keys, s.k.key(b.Keys[i].Key))
+			checked = append(checked, "")
+			index[i] = len(keys)
+		}
+	} else {
+		for i := range b.Keys {
+			keys = append(keys, s.k.key(b.Keys[i].Key))
+			index[i] = len(keys)
+		}
+	}
+	var srcChk, entChk []string
+	if rd != nil {
+		srcChk, entChk = pairs(rd.r.Sources, rd.sources), pairs(rd.r.Entities, rd.entities)
+	}
+	var head string
+	first := uint64(0)
+	if n := len(b.Audit); n > 0 {
+		first = b.Audit[0].Position
+		head = encodeHead(engine.AuditHead{Position: b.Audit[n-1].Position, Hash: b.Audit[n-1].Hash})
+	}
+	args := make([]any, 0, 13+len(checked)+len(srcChk)+len(entChk)+3*len(b.Keys)+
+		2*len(b.Sources)+2*len(b.Entities)+len(b.Audit)+2*len(b.Quarantine)+len(b.Resolved))
+	args = append(args, s.holder, s.member, first, head, len(checked), len(srcChk)/2, len(entChk)/2,
+		len(b.Keys), len(b.Sources), len(b.Entities), len(b.Audit), len(b.Quarantine), len(b.Resolved))
+	for _, v := range checked {
+		args = append(args, v)
+	}
+	for _, v := range srcChk {
+		args = append(args, v)
+	}
+	for _, v := range entChk {
+		args = append(args, v)
+	}
+	px := strconv.FormatInt(s.opts.TTL.Milliseconds(), 10)
+	for i := range b.Keys {
+		k := &b.Keys[i]
+		args = append(args, index[i], encodeKeyValue(k), px)
+	}
+	for i := range b.Sources {
+		j, err := json.Marshal(&b.Sources[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis store: encode source: %w", err)
+		}
+		args = append(args, b.Sources[i].ID(), j)
+	}
+	for i := range b.Entities {
+		j, err := json.Marshal(&b.Entities[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis store: encode entity %q: %w", b.Entities[i].Name, err)
+		}
+		args = append(args, b.Entities[i].Name, j)
+	}
+	for i := range b.Audit {
+		j, err := engine.AppendRecordJSON(nil, &b.Audit[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis store: encode audit record %d: %w", b.Audit[i].Position, err)
+		}
+		args = append(args, j)
+	}
+	for i := range b.Quarantine {
+		j, err := json.Marshal(&b.Quarantine[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis store: encode quarantine entry %d: %w", b.Quarantine[i].ID, err)
+		}
+		args = append(args, quarantineID(b.Quarantine[i].ID), j)
+	}
+	for _, id := range b.Resolved {
+		args = append(args, quarantineID(id))
+	}
+	return keys, args, nil
+}
+
+func readKeys(rd *read) int {
+	if rd == nil {
+		return 0
+	}
+	return len(rd.keys)
+}
+
+// pairs interleaves ids and their versions.
+func pairs(ids, versions []string) []string {
+	out := make([]string, 0, 2*len(ids))
+	for i := range ids {
+		out = append(out, ids[i], versions[i])
+	}
+	return out
+}
