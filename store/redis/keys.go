@@ -17,11 +17,15 @@ import (
 //	P members:last        string: the last number given
 //	P lease:<member>      string: the lease holder, "hostname pid nonce", PX the lease
 //	P heads               hash: member id → chain head, "<position> <hex hash>"
-//	P chain:<member>      list: the member's audit records (JSON), position p at index p-1
-//	P key:<32 bytes>      string: digest (32 bytes), time and ordinal (8 bytes each, big endian),
-//	                      PX until TTL after the time
-//	P keys                sorted set, all scores 0: ordinal (8 bytes, big endian) and key
-//	                      (32 bytes), so in ordinal order; one member per stored key
+//	P chain:<member>      hash: a batch's first position → its audit records, one JSON a line
+//	P chainindex:<member> sorted set: the same first positions, scored by themselves
+//	P key:<32 bytes>      string: digest (32 bytes), time and ordinal (8 bytes each, big
+//	                      endian), PX the TTL
+//	P keyset:<id>         string: one batch's keys, each 32 bytes and its ordinal (8 bytes),
+//	                      PX the TTL, so it expires with them
+//	P keys                sorted set, all scores 0: "<first ordinal, 8 bytes><id>:<size>" per
+//	                      key set, so in ordinal order
+//	P keys:count          string: the keys the key sets hold
 //	P source, P entity    hash: SourceState.ID() / entity name → JSON
 //	P source:version,
 //	P entity:version      hash: the same ids → version, incremented by each write
@@ -33,7 +37,7 @@ type keys struct {
 	schema                   string
 	members, membersLast     string
 	heads                    string
-	keyIndex                 string
+	keyIndex, keyCount       string
 	sources, sourceVersions  string
 	entities, entityVersions string
 	quarantine, quarIDs      string
@@ -48,6 +52,7 @@ func newKeys(p string) keys {
 		membersLast:    p + "members:last",
 		heads:          p + "heads",
 		keyIndex:       p + "keys",
+		keyCount:       p + "keys:count",
 		sources:        p + "source",
 		sourceVersions: p + "source:version",
 		entities:       p + "entity",
@@ -58,9 +63,11 @@ func newKeys(p string) keys {
 	}
 }
 
-func (k *keys) lease(member string) string { return k.prefix + "lease:" + member }
-func (k *keys) chain(member string) string { return k.prefix + "chain:" + member }
-func (k *keys) keyPrefix() string          { return k.prefix + "key:" }
+func (k *keys) lease(member string) string      { return k.prefix + "lease:" + member }
+func (k *keys) chain(member string) string      { return k.prefix + "chain:" + member }
+func (k *keys) chainIndex(member string) string { return k.prefix + "chainindex:" + member }
+func (k *keys) keyPrefix() string               { return k.prefix + "key:" }
+func (k *keys) keySetPrefix() string            { return k.prefix + "keyset:" }
 
 // key is the name of an idempotency key's entry; it ends with the key's 32
 // bytes, which the scripts take back from it.

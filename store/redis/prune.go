@@ -5,14 +5,15 @@ import (
 	"time"
 )
 
-// The pruning task: keys leave by TTL through their own expiry (PX); the
-// task removes their entries from the key index and, beyond MaxEntries, the
-// oldest keys by ordinal. One member at a time runs it, holding the prune
-// lock; the others find it held and wait for their next turn.
+// The pruning task: keys leave by TTL through their own expiry (PX), and
+// their batch's key set with them; the task removes expired sets from the
+// key index and, beyond MaxEntries, the oldest sets with their keys. One
+// member at a time runs it, holding the prune lock; the others find it held
+// and wait for their next turn.
 const (
 	pruneInterval = time.Second
-	pruneChunk    = 1000 // index entries per script call
-	pruneMaxCalls = 100  // script calls per turn: the rest waits for the next
+	pruneSets     = 64  // key sets per script call (a batch's keys each)
+	pruneMaxCalls = 100 // script calls per turn: the rest waits for the next
 )
 
 // pruneLoop prunes every pruneInterval until ctx ends.
@@ -33,8 +34,8 @@ func (s *Store) pruneLoop(ctx context.Context) {
 }
 
 // prune takes the prune lock when no other member holds it and removes what
-// has expired or is beyond MaxEntries, a chunk per script call. It returns
-// the index entries of expired keys removed and the keys trimmed.
+// has expired or is beyond MaxEntries, some key sets per script call. It
+// returns how many keys had expired and how many it trimmed.
 func (s *Store) prune(ctx context.Context) (expired, trimmed int, err error) {
 	held, err := lockScript.Run(ctx, s.c, []string{s.k.pruneLock}, s.holder, (3 * pruneInterval).Milliseconds()).Int()
 	if err != nil {
@@ -44,13 +45,14 @@ func (s *Store) prune(ctx context.Context) (expired, trimmed int, err error) {
 		return 0, 0, nil
 	}
 	for range pruneMaxCalls {
-		res, err := pruneScript.Run(ctx, s.c, []string{s.k.keyIndex}, s.k.keyPrefix(), s.opts.MaxEntries, pruneChunk).Int64Slice()
+		res, err := pruneScript.Run(ctx, s.c, []string{s.k.keyIndex, s.k.keyCount},
+			s.k.keyPrefix(), s.k.keySetPrefix(), s.opts.MaxEntries, pruneSets).Int64Slice()
 		if err != nil {
 			return expired, trimmed, s.fail("prune keys", err)
 		}
 		expired += int(res[0])
 		trimmed += int(res[1])
-		if res[0] < pruneChunk && res[1] < pruneChunk {
+		if res[0]+res[1] == 0 {
 			break
 		}
 	}

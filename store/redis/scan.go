@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -13,8 +14,8 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// Scans read in chunks of scanChunk, one command each, and call fn between
-// commands: a slow reader holds nothing on the server, and fn may use the
+// Scans read in chunks (scanChunk entries, chainBatches batches of records),
+// one command each, and call fn between commands: a slow reader holds nothing on the server, and fn may use the
 // store. Records and entries written while a scan runs may be included.
 const scanChunk = 500
 
@@ -102,29 +103,68 @@ func (s *Store) ScanChain(ctx context.Context, member string, from uint64, fn fu
 	if err := s.check(); err != nil {
 		return err
 	}
-	next := int64(max(from, 1)) - 1 // position p is at index p-1
+	from = max(from, 1)
+	// The batch holding from starts at or before it.
+	starts, err := s.c.ZRangeArgs(ctx, goredis.ZRangeArgs{Key: s.k.chainIndex(member), ByScore: true, Rev: true,
+		Start: strconv.FormatUint(from, 10), Stop: "-inf", Count: 1}).Result()
+	if err != nil {
+		return s.fail("read the audit chain index of "+member, err)
+	}
+	cursor := "-inf"
+	if len(starts) == 1 {
+		cursor = starts[0]
+	}
 	for {
-		recs, err := s.c.LRange(ctx, s.k.chain(member), next, next+scanChunk-1).Result()
+		starts, err := s.c.ZRangeArgs(ctx, goredis.ZRangeArgs{Key: s.k.chainIndex(member), ByScore: true,
+			Start: cursor, Stop: "+inf", Count: chainBatches}).Result()
+		if err != nil {
+			return s.fail("read the audit chain index of "+member, err)
+		}
+		if len(starts) == 0 {
+			return nil
+		}
+		blobs, err := s.c.HMGet(ctx, s.k.chain(member), starts...).Result()
 		if err != nil {
 			return s.fail("read the audit chain of "+member, err)
 		}
-		for _, v := range recs {
-			var r engine.AuditRecord
-			if err := json.Unmarshal([]byte(v), &r); err != nil {
-				return fmt.Errorf("redis store: decode audit record %d of %q: %w", next+1, member, err)
+		for i, v := range blobs {
+			v, ok := v.(string)
+			if !ok {
+				return fmt.Errorf("redis store: the audit chain of %q lacks the records from position %s", member, starts[i])
 			}
-			if err := ctx.Err(); err != nil {
+			if err := scanRecords(ctx, member, v, from, fn); err != nil {
 				return err
 			}
-			if err := fn(r); err != nil {
-				return err
-			}
-			next++
 		}
-		if len(recs) < scanChunk {
+		if len(starts) < chainBatches {
 			return nil
 		}
+		cursor = "(" + starts[len(starts)-1]
 	}
+}
+
+// chainBatches is how many batches of records ScanChain reads per command.
+const chainBatches = 8
+
+// scanRecords decodes one batch's records, one JSON a line, and calls fn
+// with those at or after from.
+func scanRecords(ctx context.Context, member, blob string, from uint64, fn func(engine.AuditRecord) error) error {
+	for line := range strings.SplitSeq(blob, "\n") {
+		var r engine.AuditRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return fmt.Errorf("redis store: decode an audit record of %q: %w", member, err)
+		}
+		if r.Position < from {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Chains returns every member's chain head, ordered by member id.

@@ -5,34 +5,38 @@ import goredis "github.com/redis/go-redis/v9"
 // The server-side scripts. Each is loaded once per connection's server and
 // run by EVALSHA; go-redis sends the source again when the server answers
 // NOSCRIPT (after a restart). Every key a script touches is under the
-// store's prefix, in its hash-tag slot; the ones whose names are fixed come
-// in KEYS. Lua's unpack is bounded (a few thousand values), so the scripts
-// pass long argument lists to one command in chunks of scriptChunk.
-
-// scriptChunk is how many values one command in a script takes at most. It
-// is even, so that field/value pairs are never split.
-const scriptChunk = 1000
+// store's prefix, in its hash-tag slot, and named in KEYS but for the keys
+// the pruning script finds in the index. Lua's unpack is bounded (a few
+// thousand values), so the update script passes long argument lists to one
+// command in chunks of 1000 (even: field/value pairs are never split).
 
 // updateSource checks what a batch was decided on and writes the batch, all
-// or nothing: every check runs before the first write.
+// or nothing: every check runs before the first write. Its work per key is
+// one MGET slot and one SET; the batch's keys are indexed together, and its
+// audit records are stored together, one field each.
 //
 // KEYS[1] the member's lease, [2] the chain heads, [3] the member's chain,
-// [4] source versions, [5] sources, [6] entity versions, [7] entities,
-// [8] quarantine entries, [9] quarantine ids, [10] the key index, and from
-// [11] the idempotency keys: first the ARGV[5] checked ones, then any
+// [4] its chain index, [5] source versions, [6] sources, [7] entity
+// versions, [8] entities, [9] quarantine entries, [10] quarantine ids,
+// [11] the key index, [12] the key count, [13] this batch's key set, and
+// from [14] the idempotency keys: first the ARGV[5] checked ones, then any
 // written without a check.
 //
 // ARGV[1] the lease holder, [2] the member, [3] the batch's first audit
 // position (0 when it has none), [4] the chain head after it, then the
 // counts: [5] checked keys, [6] checked sources, [7] checked entities,
 // [8] keys written, [9] sources written, [10] entities written, [11] audit
-// records, [12] quarantine entries, [13] resolved entries. From ARGV[14],
-// in order: the value read of each checked key ("" for absent); (id,
-// version) of each checked source and (name, version) of each checked
-// entity ("0" for absent); (KEYS index, value, PX milliseconds) of each key
-// written; (id, JSON) of each source written; (name, JSON) of each
-// entity written; each audit record's JSON; (hex id, JSON) of each
-// quarantine entry; the hex id of each resolved entry.
+// records, [12] quarantine entries, [13] resolved entries; [14] the keys'
+// PX milliseconds, [15] the batch's member of the key index, [16] its key
+// set, [17] its audit records, one JSON per line; [18] one byte per checked
+// key, "1" when it was read present, "0" when absent; [19] one byte per
+// idempotency key in KEYS, "1" when the batch writes it; [20] how many
+// checked keys were read present. From ARGV[21], in order: the value read of
+// each key read present; (id, version) of each checked source and (name,
+// version) of each checked entity ("0" for absent); the value of each key
+// written, in KEYS order; (id, JSON) of each source written; (name, JSON) of
+// each entity written; (hex id, JSON) of each quarantine entry; the hex id
+// of each resolved entry.
 //
 // Returns {"ok"}; {"lease", holder} when the lease is not the caller's ("" when
 // it is free); {"gap", head position} when the first record does not follow
@@ -40,7 +44,7 @@ const scriptChunk = 1000
 // {"notfound", hex id} for a resolved entry no longer open.
 const updateSource = `
 local a = ARGV
-local step = 1000 -- scriptChunk
+local step = 1000
 local holder = redis.call('GET', KEYS[1])
 if holder ~= a[1] then return {'lease', holder or ''} end
 local first = tonumber(a[3])
@@ -51,17 +55,23 @@ if na > 0 then
   local head = redis.call('HGET', KEYS[2], a[2])
   local pos = 0
   if head then pos = tonumber(string.match(head, '^%d+')) end
-  if pos + 1 ~= first or redis.call('LLEN', KEYS[3]) ~= pos then return {'gap', tostring(pos)} end
+  if pos + 1 ~= first then return {'gap', tostring(pos)} end
 end
-local p = 14
+local p = 21
+local present = p
 for i = 0, nk - 1, step do
   local n = math.min(step, nk - i)
-  local vals = redis.call('MGET', unpack(KEYS, 11 + i, 10 + i + n))
+  local vals = redis.call('MGET', unpack(KEYS, 14 + i, 13 + i + n))
   for j = 1, n do
-    if (vals[j] or '') ~= a[p + i + j - 1] then return {'conflict'} end
+    if string.byte(a[18], i + j) == 48 then
+      if vals[j] then return {'conflict'} end
+    else
+      if vals[j] ~= a[present] then return {'conflict'} end
+      present = present + 1
+    end
   end
 end
-p = p + nk
+p = p + tonumber(a[20])
 local function same(key, n)
   for i = 0, n - 1, step do
     local m = math.min(step, n - i)
@@ -75,25 +85,24 @@ local function same(key, n)
   p = p + 2 * n
   return true
 end
-if not same(KEYS[4], ns) or not same(KEYS[6], ne) then return {'conflict'} end
-local r0 = p + 3 * wk + 2 * ws + 2 * we + na + 2 * nq
+if not same(KEYS[5], ns) or not same(KEYS[7], ne) then return {'conflict'} end
+local r0 = p + wk + 2 * ws + 2 * we + 2 * nq
 for i = r0, r0 + nr - 1 do
-  if redis.call('HEXISTS', KEYS[8], a[i]) == 0 then return {'notfound', a[i]} end
+  if redis.call('HEXISTS', KEYS[9], a[i]) == 0 then return {'notfound', a[i]} end
 end
-local z = {}
-for i = 0, wk - 1 do
-  local q = p + 3 * i
-  local at = tonumber(a[q])
-  local k, v = KEYS[at], a[q + 1]
-  local old
-  if at <= 10 + nk then old = a[14 + at - 11] else old = redis.call('GET', k) end
-  if old and old ~= '' then redis.call('ZREM', KEYS[10], string.sub(old, 41, 48) .. string.sub(k, -32)) end
-  redis.call('SET', k, v, 'PX', a[q + 2])
-  z[#z + 1] = 0
-  z[#z + 1] = string.sub(v, 41, 48) .. string.sub(k, -32)
+local w = p
+for i = 1, #a[19] do
+  if string.byte(a[19], i) == 49 then
+    redis.call('SET', KEYS[13 + i], a[w], 'PX', a[14])
+    w = w + 1
+  end
 end
-for i = 1, #z, step do redis.call('ZADD', KEYS[10], unpack(z, i, math.min(i + step - 1, #z))) end
-p = p + 3 * wk
+if wk > 0 then
+  redis.call('SET', KEYS[13], a[16], 'PX', a[14])
+  redis.call('ZADD', KEYS[11], 0, a[15])
+  redis.call('INCRBY', KEYS[12], wk)
+end
+p = p + wk
 local function rows(vkey, dkey, n)
   for i = 0, n - 1 do redis.call('HINCRBY', vkey, a[p + 2 * i], 1) end
   for i = 0, 2 * n - 1, step do
@@ -101,21 +110,21 @@ local function rows(vkey, dkey, n)
   end
   p = p + 2 * n
 end
-rows(KEYS[4], KEYS[5], ws)
-rows(KEYS[6], KEYS[7], we)
-for i = 0, na - 1, step do
-  redis.call('RPUSH', KEYS[3], unpack(a, p + i, p + math.min(i + step, na) - 1))
+rows(KEYS[5], KEYS[6], ws)
+rows(KEYS[7], KEYS[8], we)
+if na > 0 then
+  redis.call('HSET', KEYS[3], a[3], a[17])
+  redis.call('ZADD', KEYS[4], a[3], a[3])
+  redis.call('HSET', KEYS[2], a[2], a[4])
 end
-if na > 0 then redis.call('HSET', KEYS[2], a[2], a[4]) end
-p = p + na
 for i = 0, nq - 1 do
-  redis.call('HSET', KEYS[8], a[p + 2 * i], a[p + 2 * i + 1])
-  redis.call('ZADD', KEYS[9], 0, a[p + 2 * i])
+  redis.call('HSET', KEYS[9], a[p + 2 * i], a[p + 2 * i + 1])
+  redis.call('ZADD', KEYS[10], 0, a[p + 2 * i])
 end
 p = p + 2 * nq
 for i = p, p + nr - 1 do
-  redis.call('HDEL', KEYS[8], a[i])
-  redis.call('ZREM', KEYS[9], a[i])
+  redis.call('HDEL', KEYS[9], a[i])
+  redis.call('ZREM', KEYS[10], a[i])
 end
 return {'ok'}
 `
@@ -179,31 +188,43 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 `)
 
-// pruneScript removes, from the oldest end of the key index, up to ARGV[3]
-// entries whose key has expired, then up to ARGV[3] of the oldest entries
-// beyond ARGV[2] together with their keys.
+// pruneScript removes the oldest key sets from the key index: those that
+// expired (with their keys), and while more than ARGV[3] keys would remain,
+// the oldest with their keys, each key only if it still holds the ordinal
+// the set recorded (a key replaced after it expired belongs to a newer set).
 //
-// KEYS[1] the key index: members are the ordinal (8 bytes, big endian) and
-// the key's 32 bytes, all scored 0, so that their order is the ordinals'.
-// ARGV[1] the key names' prefix (the 32 bytes follow it), [2] the most keys
-// kept, [3] the chunk.
+// KEYS[1] the key index, whose members are a set's first ordinal (8 bytes,
+// big endian), its id and its size ("<ordinal><id>:<size>"), all scored 0,
+// so in ordinal order; [2] the key count. ARGV[1] the key names' prefix,
+// [2] the key sets' prefix (the id follows it), [3] the most keys kept,
+// [4] the most sets removed.
 //
-// Returns {expired entries removed, keys trimmed}.
+// Returns {keys expired, keys trimmed}.
 var pruneScript = goredis.NewScript(`
-local chunk = tonumber(ARGV[3])
-local gone = {}
-for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, chunk - 1)) do
-  if redis.call('EXISTS', ARGV[1] .. string.sub(m, 9)) == 1 then break end
-  gone[#gone + 1] = m
+local expired, trimmed = 0, 0
+local count = tonumber(redis.call('GET', KEYS[2]) or '0')
+for i = 1, tonumber(ARGV[4]) do
+  local m = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+  if not m then break end
+  local id, n = string.match(string.sub(m, 9), '^(.*):(%d+)$')
+  n = tonumber(n)
+  local set = redis.call('GET', ARGV[2] .. id)
+  if not set then
+    expired = expired + n
+  elseif count - n >= tonumber(ARGV[3]) then
+    for j = 1, #set, 40 do
+      local k = ARGV[1] .. string.sub(set, j, j + 31)
+      local v = redis.call('GET', k)
+      if v and string.sub(v, 41, 48) == string.sub(set, j + 32, j + 39) then redis.call('DEL', k) end
+    end
+    redis.call('DEL', ARGV[2] .. id)
+    trimmed = trimmed + n
+  else
+    break
+  end
+  redis.call('ZREM', KEYS[1], m)
+  redis.call('DECRBY', KEYS[2], n)
+  count = count - n
 end
-if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
-local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
-local trimmed = 0
-if over > 0 then
-  local old = redis.call('ZRANGE', KEYS[1], 0, math.min(over, chunk) - 1)
-  for _, m in ipairs(old) do redis.call('DEL', ARGV[1] .. string.sub(m, 9)) end
-  redis.call('ZREM', KEYS[1], unpack(old))
-  trimmed = #old
-end
-return {#gone, trimmed}
+return {expired, trimmed}
 `)

@@ -3,6 +3,9 @@ package redis
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -27,6 +30,7 @@ const (
 // ("" when absent) and the version of each source and entity ("0").
 type read struct {
 	r        *engine.Reads
+	names    []string // the keys' names
 	keys     []string
 	sources  []string
 	entities []string
@@ -96,12 +100,12 @@ func backoff(ctx context.Context, attempt int) error {
 func (s *Store) read(ctx context.Context, r *engine.Reads) (*engine.Rows, *read, error) {
 	var keys *goredis.SliceCmd
 	var sv, sd, ev, ed *goredis.SliceCmd
+	names := make([]string, len(r.Keys))
+	for i := range r.Keys {
+		names[i] = s.k.key(r.Keys[i])
+	}
 	_, err := s.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		if len(r.Keys) > 0 {
-			names := make([]string, len(r.Keys))
-			for i := range r.Keys {
-				names[i] = s.k.key(r.Keys[i])
-			}
 			keys = p.MGet(ctx, names...)
 		}
 		if len(r.Sources) > 0 {
@@ -118,7 +122,7 @@ func (s *Store) read(ctx context.Context, r *engine.Reads) (*engine.Rows, *read,
 		return nil, nil, s.fail("read the batch's rows", err)
 	}
 	rows := &engine.Rows{}
-	rd := &read{r: r, keys: make([]string, len(r.Keys))}
+	rd := &read{r: r, names: names, keys: make([]string, len(r.Keys))}
 	if keys != nil {
 		for i, v := range keys.Val() {
 			if v, ok := v.(string); ok {
@@ -246,36 +250,48 @@ func contiguous(member string, recs []engine.AuditRecord) error {
 
 // scriptArgs lays b out as the update script's KEYS and ARGV.
 func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
-	keys := make([]string, 10, 10+readKeys(rd)+len(b.Keys))
-	copy(keys, []string{s.k.lease(s.member), s.k.heads, s.k.chain(s.member), s.k.sourceVersions, s.k.sources,
-		s.k.entityVersions, s.k.entities, s.k.quarantine, s.k.quarIDs, s.k.keyIndex})
+	set, setID, setMember := keySet(b.Keys)
+	keys := make([]string, 0, 13+readKeys(rd)+len(b.Keys))
+	keys = append(keys, s.k.lease(s.member), s.k.heads, s.k.chain(s.member), s.k.chainIndex(s.member),
+		s.k.sourceVersions, s.k.sources, s.k.entityVersions, s.k.entities, s.k.quarantine, s.k.quarIDs,
+		s.k.keyIndex, s.k.keyCount, s.k.keySetPrefix()+setID)
 	// Checked keys: those read, then any batch key that was not (it must
 	// still be absent). Commit checks none.
-	var checked []string
-	index := make([]int, len(b.Keys)) // each batch key's position in KEYS, 1-based
-	var unread []int
+	var checked, written []byte // a byte per checked key, per idempotency key in KEYS
+	var present []string
+	values := make([]string, 0, len(b.Keys)) // by KEYS position
 	if rd != nil {
-		checked = append(checked, rd.keys...)
-		for i := range rd.r.Keys {
-			keys = append(keys, s.k.key(rd.r.Keys[i]))
-		}
-		for i := range b.Keys {
-			j, ok := slices.BinarySearchFunc(rd.r.Keys, b.Keys[i].Key, func(a, b engine.Hash) int { return bytes.Compare(a[:], b[:]) })
-			if ok {
-				index[i] = 11 + j
-			} else {
-				unread = append(unread, i)
+		keys = append(keys, rd.names...)
+		checked = make([]byte, len(rd.keys), len(rd.keys)+len(b.Keys))
+		for i, v := range rd.keys {
+			checked[i] = '0'
+			if v != "" {
+				checked[i] = '1'
+				present = append(present, v)
 			}
 		}
-		for _, i := range unread {
-			keys = append(keys, s.k.key(b.Keys[i].Key))
-			checked = append(checked, "")
-			index[i] = len(keys)
+		values = make([]string, len(rd.keys), len(rd.keys)+len(b.Keys))
+		for i := range b.Keys {
+			j, ok := slices.BinarySearchFunc(rd.r.Keys, b.Keys[i].Key, func(a, b engine.Hash) int { return bytes.Compare(a[:], b[:]) })
+			if !ok {
+				keys = append(keys, s.k.key(b.Keys[i].Key))
+				checked = append(checked, '0')
+				j = len(values)
+				values = append(values, "")
+			}
+			values[j] = encodeKeyValue(&b.Keys[i])
 		}
 	} else {
 		for i := range b.Keys {
 			keys = append(keys, s.k.key(b.Keys[i].Key))
-			index[i] = len(keys)
+			values = append(values, encodeKeyValue(&b.Keys[i]))
+		}
+	}
+	written = make([]byte, len(values))
+	for i, v := range values {
+		written[i] = '0'
+		if v != "" {
+			written[i] = '1'
 		}
 	}
 	var srcChk, entChk []string
@@ -283,16 +299,22 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
 		srcChk, entChk = pairs(rd.r.Sources, rd.sources), pairs(rd.r.Entities, rd.entities)
 	}
 	var head string
+	var audit []byte
 	first := uint64(0)
 	if n := len(b.Audit); n > 0 {
 		first = b.Audit[0].Position
 		head = encodeHead(engine.AuditHead{Position: b.Audit[n-1].Position, Hash: b.Audit[n-1].Hash})
+		var err error
+		if audit, err = appendRecords(b.Audit); err != nil {
+			return nil, nil, err
+		}
 	}
-	args := make([]any, 0, 13+len(checked)+len(srcChk)+len(entChk)+3*len(b.Keys)+
-		2*len(b.Sources)+2*len(b.Entities)+len(b.Audit)+2*len(b.Quarantine)+len(b.Resolved))
+	args := make([]any, 0, 20+len(present)+len(srcChk)+len(entChk)+len(b.Keys)+
+		2*len(b.Sources)+2*len(b.Entities)+2*len(b.Quarantine)+len(b.Resolved))
 	args = append(args, s.holder, s.member, first, head, len(checked), len(srcChk)/2, len(entChk)/2,
-		len(b.Keys), len(b.Sources), len(b.Entities), len(b.Audit), len(b.Quarantine), len(b.Resolved))
-	for _, v := range checked {
+		len(b.Keys), len(b.Sources), len(b.Entities), len(b.Audit), len(b.Quarantine), len(b.Resolved),
+		s.opts.TTL.Milliseconds(), setMember, set, audit, checked, written, len(present))
+	for _, v := range present {
 		args = append(args, v)
 	}
 	for _, v := range srcChk {
@@ -301,10 +323,10 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
 	for _, v := range entChk {
 		args = append(args, v)
 	}
-	px := strconv.FormatInt(s.opts.TTL.Milliseconds(), 10)
-	for i := range b.Keys {
-		k := &b.Keys[i]
-		args = append(args, index[i], encodeKeyValue(k), px)
+	for _, v := range values {
+		if v != "" {
+			args = append(args, v)
+		}
 	}
 	for i := range b.Sources {
 		j, err := json.Marshal(&b.Sources[i])
@@ -320,13 +342,6 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
 		}
 		args = append(args, b.Entities[i].Name, j)
 	}
-	for i := range b.Audit {
-		j, err := engine.AppendRecordJSON(nil, &b.Audit[i])
-		if err != nil {
-			return nil, nil, fmt.Errorf("redis store: encode audit record %d: %w", b.Audit[i].Position, err)
-		}
-		args = append(args, j)
-	}
 	for i := range b.Quarantine {
 		j, err := json.Marshal(&b.Quarantine[i])
 		if err != nil {
@@ -338,6 +353,45 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
 		args = append(args, quarantineID(id))
 	}
 	return keys, args, nil
+}
+
+// appendRecords encodes recs one JSON a line (the JSON of a record holds no
+// newline).
+func appendRecords(recs []engine.AuditRecord) ([]byte, error) {
+	out := make([]byte, 0, 640*len(recs))
+	for i := range recs {
+		var err error
+		if i > 0 {
+			out = append(out, '\n')
+		}
+		if out, err = engine.AppendRecordJSON(out, &recs[i]); err != nil {
+			return nil, fmt.Errorf("redis store: encode audit record %d: %w", recs[i].Position, err)
+		}
+	}
+	return out, nil
+}
+
+// keySet returns the batch's key set (each key's 32 bytes and ordinal) and
+// its random id and member of the key index: the lowest ordinal, the id and
+// the number of keys.
+func keySet(ks []engine.KeyEntry) (set []byte, id, member string) {
+	var nonce [8]byte
+	_, _ = crand.Read(nonce[:])
+	id = hex.EncodeToString(nonce[:])
+	low := uint64(0)
+	set = make([]byte, 0, 40*len(ks))
+	for i := range ks {
+		if i == 0 || ks[i].Ordinal < low {
+			low = ks[i].Ordinal
+		}
+		set = append(set, ks[i].Key[:]...)
+		set = binary.BigEndian.AppendUint64(set, ks[i].Ordinal)
+	}
+	m := binary.BigEndian.AppendUint64(nil, low)
+	m = append(m, id...)
+	m = append(m, ':')
+	m = strconv.AppendInt(m, int64(len(ks)), 10)
+	return set, id, string(m)
 }
 
 func readKeys(rd *read) int {
