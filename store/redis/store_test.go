@@ -63,6 +63,7 @@ func TestStore(t *testing.T) {
 		{"a dead holder on this host is taken over", testLeaseDeadHolder},
 		{"a stolen lease fences update", testFenced},
 		{"an expired lease is taken back by the next write", testLeaseExpired},
+		{"the lease is renewed while the handle is open", testLeaseRenewed},
 		{"concurrent opens create the schema once", testSchemaConcurrent},
 		{"a newer schema is refused", testSchemaNewer},
 		{"keys leave by ttl", testPruneTTL},
@@ -467,6 +468,17 @@ func testLeaseExpired(t *testing.T, g *group) {
 	}
 	if v := g.do(t, "GET", g.prefix+"lease:a"); v != a.holder {
 		t.Fatalf("lease held by %v", v)
+	}
+}
+
+func testLeaseRenewed(t *testing.T, g *group) {
+	short := func(o *Options) { o.LeaseTTL = 300 * time.Millisecond }
+	a := g.must(t, "a", short)
+	time.Sleep(1 * time.Second) // three lease lifetimes
+	_, err := g.open(t, "a", short)
+	wantErr(t, err, engine.ErrMemberHeld)
+	if st := a.SharedStats(); st.LeaseTTL != 300*time.Millisecond || !st.LeaseExpires.After(time.Now()) {
+		t.Fatalf("lease ttl %v, expires %v: want it renewed into the future", st.LeaseTTL, st.LeaseExpires)
 	}
 }
 
