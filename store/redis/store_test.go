@@ -54,6 +54,7 @@ func TestStore(t *testing.T) {
 		{"a race lost on every attempt fails with ErrContention", testContention},
 		{"an error from decide is returned as it is and nothing is written", testDecideError},
 		{"an expired key may be replaced", testExpiredKey},
+		{"a batch that overwrites a live key is refused", testLiveKey},
 		{"a resolved entry no longer open writes nothing", testResolvedGone},
 		{"quarantine is group-wide, in id order, bytes exact", testQuarantine},
 		{"commit must follow the chain head", testAuditGap},
@@ -271,6 +272,26 @@ func testExpiredKey(t *testing.T, g *group) {
 	e, err := decodeKeyValue(k, v.(string))
 	if err != nil || e.Time < r.KeyCutoff {
 		t.Fatalf("stored %+v, %v: the new entry must replace the expired one", e, err)
+	}
+}
+
+func testLiveKey(t *testing.T, g *group) {
+	a := g.must(t, "a")
+	first := batchAfter(t, a, 1)
+	if err := a.Commit(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	r := &engine.Reads{Keys: []engine.Hash{first.Keys[0].Key}, KeyCutoff: time.Now().Add(-time.Hour).UnixNano()}
+	_, err := update(t.Context(), a, r, func(*engine.Rows) (*engine.Batch, error) {
+		b := batchAfter(t, a, 1)
+		b.Keys[0].Key = first.Keys[0].Key
+		return b, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "live") {
+		t.Fatalf("update: %v; want a refusal to overwrite a live key", err)
+	}
+	if h, _ := a.Head(t.Context()); h.Position != 1 {
+		t.Fatalf("head at %d: something was written", h.Position)
 	}
 }
 

@@ -278,6 +278,8 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
 				checked = append(checked, '0')
 				j = len(values)
 				values = append(values, "")
+			} else if live(rd.keys[j], rd.r.KeyCutoff) {
+				return nil, nil, fmt.Errorf("redis store: the batch overwrites key %s, live when read (applied after the cutoff)", b.Keys[i].Key)
 			}
 			values[j] = encodeKeyValue(&b.Keys[i])
 		}
@@ -392,6 +394,11 @@ func keySet(ks []engine.KeyEntry) (set []byte, id, member string) {
 	m = append(m, ':')
 	m = strconv.AppendInt(m, int64(len(ks)), 10)
 	return set, id, string(m)
+}
+
+// live reports whether a stored key value was applied at or after cutoff.
+func live(v string, cutoff int64) bool {
+	return len(v) == keyValueLen && int64(binary.BigEndian.Uint64([]byte(v[32:40]))) >= cutoff
 }
 
 func readKeys(rd *read) int {
