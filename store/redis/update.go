@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -201,7 +202,9 @@ func (s *Store) write(ctx context.Context, b *engine.Batch, rd *read) (bool, err
 	if err := contiguous(s.member, b.Audit); err != nil {
 		return false, err
 	}
-	keys, args, err := s.scriptArgs(b, rd)
+	buf := bufs.Get().(*[]byte)
+	defer bufs.Put(buf)
+	keys, args, err := s.scriptArgs(b, rd, buf)
 	if err != nil {
 		return false, err
 	}
@@ -248,9 +251,17 @@ func contiguous(member string, recs []engine.AuditRecord) error {
 	return nil
 }
 
-// scriptArgs lays b out as the update script's KEYS and ARGV.
-func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
-	set, setID, setMember := keySet(b.Keys)
+// bufs hold the key sets and audit records of batches being written: they
+// are the bulk of a batch, and go-redis is done with them once the script
+// has answered.
+var bufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// scriptArgs lays b out as the update script's KEYS and ARGV; the key set
+// and the audit records are in *buf.
+func (s *Store) scriptArgs(b *engine.Batch, rd *read, buf *[]byte) ([]string, []any, error) {
+	var setID, setMember string
+	*buf, setID, setMember = keySet((*buf)[:0], b.Keys)
+	set := (*buf)[:len(*buf):len(*buf)]
 	keys := make([]string, 0, 13+readKeys(rd)+len(b.Keys))
 	keys = append(keys, s.k.lease(s.member), s.k.heads, s.k.chain(s.member), s.k.chainIndex(s.member),
 		s.k.sourceVersions, s.k.sources, s.k.entityVersions, s.k.entities, s.k.quarantine, s.k.quarIDs,
@@ -307,9 +318,10 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
 		first = b.Audit[0].Position
 		head = encodeHead(engine.AuditHead{Position: b.Audit[n-1].Position, Hash: b.Audit[n-1].Hash})
 		var err error
-		if audit, err = appendRecords(b.Audit); err != nil {
+		if *buf, err = appendRecords(*buf, b.Audit); err != nil {
 			return nil, nil, err
 		}
+		audit = (*buf)[len(set):]
 	}
 	args := make([]any, 0, 20+len(present)+len(srcChk)+len(entChk)+len(b.Keys)+
 		2*len(b.Sources)+2*len(b.Entities)+2*len(b.Quarantine)+len(b.Resolved))
@@ -359,11 +371,12 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read) ([]string, []any, error) {
 
 // appendRecords encodes recs one JSON a line (the JSON of a record holds no
 // newline).
-func appendRecords(recs []engine.AuditRecord) ([]byte, error) {
-	out := make([]byte, 0, 640*len(recs))
+func appendRecords(out []byte, recs []engine.AuditRecord) ([]byte, error) {
+	out = slices.Grow(out, 640*len(recs))
+	start := len(out)
 	for i := range recs {
 		var err error
-		if i > 0 {
+		if len(out) > start {
 			out = append(out, '\n')
 		}
 		if out, err = engine.AppendRecordJSON(out, &recs[i]); err != nil {
@@ -373,15 +386,15 @@ func appendRecords(recs []engine.AuditRecord) ([]byte, error) {
 	return out, nil
 }
 
-// keySet returns the batch's key set (each key's 32 bytes and ordinal) and
-// its random id and member of the key index: the lowest ordinal, the id and
-// the number of keys.
-func keySet(ks []engine.KeyEntry) (set []byte, id, member string) {
+// keySet appends the batch's key set (each key's 32 bytes and ordinal) to
+// set and returns it with its random id and member of the key index: the
+// lowest ordinal, the id and the number of keys.
+func keySet(set []byte, ks []engine.KeyEntry) (_ []byte, id, member string) {
 	var nonce [8]byte
 	_, _ = crand.Read(nonce[:])
 	id = hex.EncodeToString(nonce[:])
 	low := uint64(0)
-	set = make([]byte, 0, 40*len(ks))
+	set = slices.Grow(set, 40*len(ks))
 	for i := range ks {
 		if i == 0 || ks[i].Ordinal < low {
 			low = ks[i].Ordinal
