@@ -17,8 +17,13 @@
 // member id; each member writes its own audit chain.
 //
 // Idempotency keys expire TTL after they are written (PX); a pruning task,
-// run by one member at a time, keeps at most MaxEntries of them.
+// run by one member at a time under a lock in the store, keeps at most
+// about MaxEntries of them (whole batches of keys leave, oldest first). The
+// pruning script deletes keys it finds in the index, which it cannot name
+// in KEYS; they share the prefix's slot, so it runs on Redis Cluster too.
 //
-// A Store is safe for concurrent use; Update calls of one handle may run at
-// once, each checked against the others like another member's.
+// A Store is safe for concurrent use. Its Update and Commit calls write one
+// chain and are meant to come one at a time, as the engine makes them: two
+// at once would write the same positions, and one fails with
+// engine.ErrAuditGap.
 package redis

@@ -47,7 +47,9 @@ type Options struct {
 	// Redis Cluster slot. Default DefaultPrefix.
 	Prefix string
 	// TTL bounds the age of an idempotency key: a key expires TTL after it
-	// was applied. Default engine.DefaultTTL.
+	// was written. It must be the engine's window TTL (or longer): a key
+	// that expires sooner lets its replay through. Default
+	// engine.DefaultTTL.
 	TTL time.Duration
 	// MaxEntries bounds how many idempotency keys the group keeps; the
 	// pruning task removes the oldest (by ordinal) beyond it. Default
