@@ -99,8 +99,7 @@ func batchAfter(t *testing.T, s *Store, n int) *engine.Batch {
 	return b
 }
 
-// update runs one Update whose decide applies the records built by batch
-// on top of the rows read; it counts the decide calls.
+// update runs one Update and returns how many times it called decide.
 func update(ctx context.Context, s *Store, r *engine.Reads, decide func(rows *engine.Rows) (*engine.Batch, error)) (int, error) {
 	calls := 0
 	err := s.Update(ctx, r, func(rows *engine.Rows) (*engine.Batch, error) {

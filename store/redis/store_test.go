@@ -3,11 +3,8 @@ package redis
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,8 +127,8 @@ func testEngineMembers(t *testing.T, g *group) {
 	}
 }
 
-// raceDecide applies b's records and key k on the rows read, and on its
-// first call lets other write k first.
+// testKeyRace has b write a key between a's read and a's write: a's
+// script finds it, and a decides again on b's key.
 func testKeyRace(t *testing.T, g *group) {
 	a, b := g.must(t, "a"), g.must(t, "b")
 	k := hashOf("contested")
@@ -429,172 +426,6 @@ func testReadOnly(t *testing.T, g *group) {
 	}
 	if recs := chainOf(t, r, "nobody"); len(recs) != 0 {
 		t.Fatal("an unknown member has records")
-	}
-}
-
-func testLeaseHeld(t *testing.T, g *group) {
-	a := g.must(t, "a")
-	_, err := g.open(t, "a")
-	wantErr(t, err, engine.ErrMemberHeld)
-	if !strings.Contains(err.Error(), a.holder) || !strings.Contains(err.Error(), "until") {
-		t.Fatalf("error %q does not name the holder %q and when the lease ends", err, a.holder)
-	}
-	base := a.QuarantineBase()
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	again := g.must(t, "a")
-	if again.QuarantineBase() != base {
-		t.Fatalf("member number changed: %x, was %x", again.QuarantineBase(), base)
-	}
-}
-
-func testLeaseDeadHolder(t *testing.T, g *group) {
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	host := strings.Fields(newHolder())[0]
-	dead := fmt.Sprintf("%s %d deadbeef", host, cmd.Process.Pid)
-	g.do(t, "SET", g.prefix+"lease:a", dead, "PX", "600000")
-	a := g.must(t, "a")
-	if v := g.do(t, "GET", g.prefix+"lease:a"); v != a.holder {
-		t.Fatalf("lease held by %q, want %q", v, a.holder)
-	}
-	// A holder on another host is never presumed dead.
-	g.do(t, "SET", g.prefix+"lease:b", fmt.Sprintf("elsewhere %d deadbeef", cmd.Process.Pid), "PX", "600000")
-	_, err := g.open(t, "b")
-	wantErr(t, err, engine.ErrMemberHeld)
-}
-
-func testFenced(t *testing.T, g *group) {
-	a := g.must(t, "a")
-	g.do(t, "SET", g.prefix+"lease:a", "thief 1 cafe", "PX", "600000")
-	_, err := update(t.Context(), a, &engine.Reads{}, func(*engine.Rows) (*engine.Batch, error) { return batchAfter(t, a, 1), nil })
-	wantErr(t, err, engine.ErrMemberHeld)
-	if !strings.Contains(err.Error(), "thief") {
-		t.Fatalf("error %q does not name the holder", err)
-	}
-	wantErr(t, a.Commit(t.Context(), batchAfter(t, a, 1)), engine.ErrMemberHeld)
-	if h, _ := a.Head(t.Context()); h.Position != 0 {
-		t.Fatal("a fenced handle wrote")
-	}
-}
-
-func testLeaseExpired(t *testing.T, g *group) {
-	a := g.must(t, "a")
-	g.do(t, "DEL", g.prefix+"lease:a")
-	if err := a.Commit(t.Context(), batchAfter(t, a, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if v := g.do(t, "GET", g.prefix+"lease:a"); v != a.holder {
-		t.Fatalf("lease held by %v", v)
-	}
-}
-
-func testLeaseRenewed(t *testing.T, g *group) {
-	short := func(o *Options) { o.LeaseTTL = 300 * time.Millisecond }
-	a := g.must(t, "a", short)
-	time.Sleep(1 * time.Second) // three lease lifetimes
-	_, err := g.open(t, "a", short)
-	wantErr(t, err, engine.ErrMemberHeld)
-	if st := a.SharedStats(); st.LeaseTTL != 300*time.Millisecond || !st.LeaseExpires.After(time.Now()) {
-		t.Fatalf("lease ttl %v, expires %v: want it renewed into the future", st.LeaseTTL, st.LeaseExpires)
-	}
-}
-
-func testSchemaConcurrent(t *testing.T, g *group) {
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i := range errs {
-		wg.Go(func() { _, errs[i] = g.open(t, fmt.Sprint("m", i)) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("open %d: %v", i, err)
-		}
-	}
-	if v := g.do(t, "GET", g.prefix+"schema"); v != "1" {
-		t.Fatalf("schema %v", v)
-	}
-	nums := g.do(t, "HVALS", g.prefix+"members").([]any)
-	slices.SortFunc(nums, func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
-	if fmt.Sprint(nums) != "[1 2 3 4]" {
-		t.Fatalf("member numbers %v", nums)
-	}
-}
-
-func testSchemaNewer(t *testing.T, g *group) {
-	g.do(t, "SET", g.prefix+"schema", "2")
-	_, err := g.open(t, "a")
-	if err == nil || !strings.Contains(err.Error(), "schema version 2") {
-		t.Fatalf("open: %v", err)
-	}
-}
-
-func testPruneTTL(t *testing.T, g *group) {
-	a := g.must(t, "a", func(o *Options) { o.TTL = 300 * time.Millisecond })
-	b := batchAfter(t, a, 5)
-	if err := a.Commit(t.Context(), b); err != nil {
-		t.Fatal(err)
-	}
-	if n, c := g.do(t, "ZCARD", a.k.keyIndex), g.do(t, "GET", a.k.keyCount); n != int64(1) || c != "5" {
-		t.Fatalf("index holds %v sets of %v keys, want 1 of 5", n, c)
-	}
-	time.Sleep(400 * time.Millisecond)
-	if n := g.do(t, "EXISTS", a.k.key(b.Keys[0].Key)); n != int64(0) {
-		t.Fatal("a key outlived its ttl")
-	}
-	expired, trimmed, err := a.prune(t.Context())
-	if err != nil || expired != 5 || trimmed != 0 {
-		t.Fatalf("prune: %d expired, %d trimmed, %v", expired, trimmed, err)
-	}
-	if n, c := g.do(t, "ZCARD", a.k.keyIndex), g.do(t, "GET", a.k.keyCount); n != int64(0) || c != "0" {
-		t.Fatalf("index holds %v sets of %v keys", n, c)
-	}
-}
-
-func testPruneMaxEntries(t *testing.T, g *group) {
-	a := g.must(t, "a", func(o *Options) { o.MaxEntries = 4 })
-	var batches []*engine.Batch
-	for range 3 {
-		b := batchAfter(t, a, 3)
-		if err := a.Commit(t.Context(), b); err != nil {
-			t.Fatal(err)
-		}
-		batches = append(batches, b)
-	}
-	// A key of the first batch expired and was written again: it is the
-	// newest batch's now, and stays.
-	again := batchAfter(t, a, 1)
-	again.Keys[0].Key = batches[0].Keys[2].Key
-	if err := a.Commit(t.Context(), again); err != nil {
-		t.Fatal(err)
-	}
-	// Another member holding the task's lock keeps a from pruning.
-	g.do(t, "SET", a.k.pruneLock, "other 1 x", "PX", "60000")
-	if e, tr, err := a.prune(t.Context()); err != nil || e+tr != 0 {
-		t.Fatalf("prune under another's lock: %d, %d, %v", e, tr, err)
-	}
-	g.do(t, "DEL", a.k.pruneLock)
-	// 10 keys in sets of 3, 3, 3, 1: the two oldest sets leave, 4 keys stay.
-	if _, trimmed, err := a.prune(t.Context()); err != nil || trimmed != 6 {
-		t.Fatalf("prune: %d trimmed, %v; want 6", trimmed, err)
-	}
-	for i, b := range batches {
-		for j, k := range b.Keys {
-			want := int64(0)
-			if i == 2 || (i == 0 && j == 2) {
-				want = 1
-			}
-			if n := g.do(t, "EXISTS", a.k.key(k.Key)); n != want {
-				t.Fatalf("key %d of batch %d exists=%v, want %d", j, i, n, want)
-			}
-		}
-	}
-	if c := g.do(t, "GET", a.k.keyCount); c != "4" {
-		t.Fatalf("key count %v, want 4", c)
 	}
 }
 

@@ -196,7 +196,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 // nothing checked but the lease and the chain head). It returns true when
 // a check failed and the batch should be decided again.
 func (s *Store) write(ctx context.Context, b *engine.Batch, rd *read) (bool, error) {
-	if b.Empty() {
+	if b == nil || b.Empty() {
 		return false, nil
 	}
 	if err := contiguous(s.member, b.Audit); err != nil {
