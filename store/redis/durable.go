@@ -34,9 +34,13 @@ func checkDurable(ctx context.Context, c *goredis.Client) (string, error) {
 	for _, s := range durableSettings {
 		v, ok := got[s.name]
 		if !ok {
-			return "", fmt.Errorf("redis store: cannot check %s: CONFIG GET failed (%v) and INFO does not report it "+
+			why := "the server does not report it"
+			if cfgErr != nil {
+				why = fmt.Sprintf("CONFIG GET failed (%v) and INFO does not report it", cfgErr)
+			}
+			return "", fmt.Errorf("redis store: cannot check %s: %s "+
 				"(allow CONFIG GET, or set store.allow_not_durable: true if the server is known to run with %s %s)",
-				s.name, cfgErr, s.name, s.want)
+				s.name, why, s.name, s.want)
 		}
 		if !strings.EqualFold(v, s.want) {
 			bad = append(bad, fmt.Sprintf("%s is %q (set %s %s)", s.name, v, s.name, s.want))
