@@ -173,7 +173,10 @@ func (s *Store) open(ctx context.Context) error {
 	}
 	problem, err := checkDurable(ctx, s.c)
 	if err != nil {
-		return err
+		if !s.opts.AllowNotDurable {
+			return err
+		}
+		problem = err.Error() // the opt-out covers a server that cannot tell
 	}
 	if problem != "" {
 		if !s.opts.AllowNotDurable {

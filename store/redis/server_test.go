@@ -43,9 +43,14 @@ func TestDurability(t *testing.T) {
 
 func TestDurabilityWithoutConfig(t *testing.T) {
 	srv := testbroker.StartRedis(t, testbroker.RedisOptions{Extra: []string{"--rename-command", "CONFIG", ""}})
-	_, err := newGroup(srv).open(t, "a")
+	g := newGroup(srv)
+	_, err := g.open(t, "a")
 	if err == nil || !strings.Contains(err.Error(), "appendfsync") || !strings.Contains(err.Error(), "CONFIG GET") {
 		t.Fatalf("open: %v; want an error saying appendfsync cannot be checked without CONFIG GET", err)
+	}
+	s := g.must(t, "a", func(o *Options) { o.AllowNotDurable = true })
+	if st := s.SharedStats(); st.Durable || !strings.Contains(st.NotDurable, "appendfsync") {
+		t.Fatalf("stats say durable=%v %q", st.Durable, st.NotDurable)
 	}
 }
 
