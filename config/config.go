@@ -76,6 +76,9 @@ type StoreConfig struct {
 	AllowNotDurable bool `yaml:"allow_not_durable,omitempty"`
 }
 
+// Shared reports whether the store is one a consumer group shares.
+func (s StoreConfig) Shared() bool { return s.Kind == StoreRedis || s.Kind == StorePostgres }
+
 // Defaults of the shared stores.
 const (
 	DefaultStoreSchema = "replayguard"

@@ -62,7 +62,7 @@ func init() {
 		"config":     {summary: "print the effective configuration with all defaults", usage: "print", run: cmdConfig},
 		"demo":       {summary: "the failover story end to end on embedded brokers", flags: demoFlags, noCfg: true, run: cmdDemo},
 		"version":    {summary: "print the version", noCfg: true, run: cmdVersion},
-		"bench":      {summary: "measure durable decisions on a generated feed (embedded store)", usage: "[--messages N] [--sources N] [--replays F] [--dir DIR]", flags: benchFlags, noCfg: true, run: cmdBench},
+		"bench":      {summary: "measure durable decisions on a generated feed (embedded store, or a shared one)", usage: "[--messages N] [--sources N] [--replays F] [--dir DIR | --store URL [--members N]]", flags: benchFlags, noCfg: true, run: cmdBench},
 	}
 }
 

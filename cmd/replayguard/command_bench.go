@@ -2,15 +2,18 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/app"
 	"github.com/replayguard/replayguard/internal/benchfeed"
 	"github.com/replayguard/replayguard/source/file"
@@ -21,6 +24,8 @@ func benchFlags(fs *flag.FlagSet) {
 	fs.Int("sources", 50, "producers, each with its own sequence")
 	fs.Float64("replays", 0.1, "fraction of updates delivered a second time, as after a failover")
 	fs.String("dir", "", "embedded store directory (default: a temporary one, removed afterwards)")
+	fs.String("store", "", "a shared store's URL (postgres://… or redis://…) instead of the embedded store: a fresh schema or prefix on it")
+	fs.Int("members", 1, "with --store: group members in this process, each dealt every Nth message, as a shared subscription deals them")
 }
 
 // cmdBench measures durable decisions end to end: a generated capture of
@@ -32,6 +37,16 @@ func cmdBench(e *env) error {
 	replays, _ := strconv.ParseFloat(e.flagString("replays"), 64)
 	if n <= 0 || sources <= 0 || replays < 0 || replays > 1 {
 		return fmt.Errorf("%w: --messages and --sources must be positive, --replays in [0, 1]", errUsage)
+	}
+	members, _ := strconv.Atoi(e.flagString("members"))
+	if url := e.flagString("store"); url != "" {
+		if members <= 0 {
+			return fmt.Errorf("%w: --members must be positive", errUsage)
+		}
+		return benchShared(e, url, members, benchfeed.Generate(n, sources, replays))
+	}
+	if members != 1 {
+		return fmt.Errorf("%w: --members needs --store: members share a store", errUsage)
 	}
 	dir := e.flagString("dir")
 	if dir == "" {
@@ -64,6 +79,87 @@ func cmdBench(e *env) error {
 	}
 	fmt.Fprintf(e.stdout, "%d messages (%d MB) in %.2f s: %.0f msg/s durable%s, embedded store at %s\n%s\n",
 		sum.Lines, len(feed)>>20, took.Seconds(), float64(sum.Lines)/took.Seconds(), perMsg, dir, sum)
+	return nil
+}
+
+// benchShared ingests the feed into a fresh schema (PostgreSQL) or prefix
+// (Redis) of the shared store at url, dealt round-robin to members engines
+// that each hold a member id, and reports the group's rate and how often a
+// batch lost a race to another member.
+func benchShared(e *env, url string, members int, msgs []benchfeed.Message) error {
+	kind, ok := map[string]string{"postgres": config.StorePostgres, "postgresql": config.StorePostgres,
+		"redis": config.StoreRedis, "rediss": config.StoreRedis}[strings.SplitN(url, "://", 2)[0]]
+	if !ok {
+		return fmt.Errorf("%w: --store wants a postgres:// or redis:// URL", errUsage)
+	}
+	run := fmt.Sprintf("bench_%d", time.Now().UnixNano())
+	cfg, err := config.Parse(fmt.Appendf(nil, benchfeed.Route, "unused"), "(bench)", nil)
+	if err != nil {
+		return err
+	}
+	cfg.Store = config.StoreConfig{Kind: kind, URL: url}
+	if kind == config.StorePostgres {
+		cfg.Store.Schema = run
+	} else {
+		cfg.Store.Prefix = "{" + run + "}:"
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	apps := make([]*app.App, members)
+	for i := range apps {
+		c := *cfg
+		c.Store.Member = fmt.Sprintf("bench-%d", i+1)
+		if apps[i], err = app.Open(e.ctx, &c, app.Options{Logger: e.log}); err != nil {
+			return err
+		}
+		defer apps[i].Close()
+	}
+	feeds := make([][]benchfeed.Message, members)
+	for i, m := range msgs {
+		feeds[i%members] = append(feeds[i%members], m)
+	}
+	sums := make([]file.Summary, members)
+	errs := make([]error, members)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range apps {
+		wg.Go(func() {
+			sums[i], errs[i] = file.Ingest(e.ctx, apps[i].Engine, bytes.NewReader(benchfeed.Capture(feeds[i])), file.Options{Name: "bench"})
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var total int64
+	var updates, retries uint64
+	outcomes := map[string]int64{}
+	for i, a := range apps {
+		total += sums[i].Lines
+		for o, n := range sums[i].Outcomes {
+			outcomes[o.String()] += n
+		}
+		if rep, ok := a.Store.(engine.StatsReporter); ok {
+			st := rep.SharedStats()
+			updates, retries = updates+st.Updates, retries+st.Retries
+		}
+	}
+	where := "schema " + run
+	if kind == config.StoreRedis {
+		where = "prefix {" + run + "}:"
+	}
+	fmt.Fprintf(e.stdout, "%d messages in %.2f s: %.0f msg/s durable, %d member(s) on the %s store (%s)\n",
+		total, took.Seconds(), float64(total)/took.Seconds(), members, kind, where)
+	pct := 0.0
+	if updates > 0 {
+		pct = 100 * float64(retries) / float64(updates)
+	}
+	fmt.Fprintf(e.stdout, "batches %d, retried after a lost race %d (%.2f%%); outcomes applied=%d applied_late=%d duplicate=%d conflict=%d quarantined=%d malformed=%d\n",
+		updates, retries, pct, outcomes["applied"], outcomes["applied_late"], outcomes["duplicate"], outcomes["conflict"],
+		outcomes["quarantined"], outcomes["malformed"])
 	return nil
 }
 

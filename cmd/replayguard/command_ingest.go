@@ -27,11 +27,14 @@ func cmdIngest(e *env) error {
 		return err
 	}
 	defer in.Close()
-	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log})
+	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log, Member: app.MemberFor("ingest")})
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	if m := a.Engine.Member(); m != "" {
+		fmt.Fprintf(e.stderr, "ingest: writing the audit chain of member %s on the %s store\n", m, e.cfg.Store.Kind)
+	}
 	var batch int
 	fmt.Sscan(e.flagString("batch"), &batch)
 	opts := file.Options{Name: name, BatchSize: batch}

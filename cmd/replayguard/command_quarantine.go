@@ -63,7 +63,8 @@ func resolve(e *env, action string, id uint64) error {
 		return fmt.Errorf("%w: discard needs --reason TEXT", errUsage)
 	}
 	var d engine.Decision
-	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log})
+	chain := "" // whose chain holds the record, on a shared store
+	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log, Member: app.MemberFor("quarantine")})
 	if err != nil {
 		r, rerr := e.remoteFor(err)
 		if rerr != nil {
@@ -80,6 +81,9 @@ func resolve(e *env, action string, id uint64) error {
 		if oerr != nil {
 			return oerr
 		}
+		if m := a.Engine.Member(); m != "" {
+			chain = " of member " + m
+		}
 		if action == "release" {
 			d, err = a.Engine.Release(e.ctx, id, operator)
 		} else {
@@ -93,9 +97,9 @@ func resolve(e *env, action string, id uint64) error {
 		return err
 	}
 	if action == "release" {
-		fmt.Fprintf(e.stdout, "#%d released: %s (audit position %d)\n", id, d.Outcome, d.Position)
+		fmt.Fprintf(e.stdout, "#%d released: %s (audit position %d%s)\n", id, d.Outcome, d.Position, chain)
 	} else {
-		fmt.Fprintf(e.stdout, "#%d discarded (audit position %d)\n", id, d.Position)
+		fmt.Fprintf(e.stdout, "#%d discarded (audit position %d%s)\n", id, d.Position, chain)
 	}
 	return nil
 }

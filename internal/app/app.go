@@ -14,6 +14,8 @@ import (
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/embedded"
 	"github.com/replayguard/replayguard/store/memory"
+	"github.com/replayguard/replayguard/store/postgres"
+	"github.com/replayguard/replayguard/store/redis"
 )
 
 // ErrStoreKind is returned for a store kind this build cannot open.
@@ -39,6 +41,10 @@ type Options struct {
 	ReadOnly bool         // open the store for reading; no engine
 	Logger   *slog.Logger // default: discard
 	Observer engine.Observer
+	// Member is the member id on a shared store when store.member is not
+	// set (run passes mqtt.client_id); when both are empty a writing
+	// command takes one of its own (MemberFor). Unused by read-only opens.
+	Member string
 }
 
 // Open opens the configured store and, unless read-only, an engine on it.
@@ -47,7 +53,18 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	st, err := OpenStore(cfg.Store, opts.ReadOnly, log)
+	sc := cfg.Store
+	if sc.Shared() {
+		if opts.ReadOnly {
+			sc.Member = ""
+		} else if sc.Member == "" {
+			sc.Member = opts.Member
+		}
+		if !opts.ReadOnly && sc.Member == "" {
+			return nil, fmt.Errorf("store kind %s needs a member id: set store.member", sc.Kind)
+		}
+	}
+	st, err := openStore(ctx, sc, cfg.Window, opts.ReadOnly, log)
 	if err != nil {
 		return nil, err
 	}
@@ -64,8 +81,19 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	return a, nil
 }
 
-// OpenStore opens the backend the store section names.
+// OpenStore opens the backend the store section names; a shared store
+// under store.member, or read-only without one.
 func OpenStore(sc config.StoreConfig, readOnly bool, log *slog.Logger) (Store, error) {
+	if readOnly {
+		sc.Member = ""
+	}
+	return openStore(context.Background(), sc, config.WindowConfig{}, readOnly, log)
+}
+
+func openStore(ctx context.Context, sc config.StoreConfig, w config.WindowConfig, readOnly bool, log *slog.Logger) (Store, error) {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	switch sc.Kind {
 	case config.StoreMemory:
 		return memory.New(), nil
@@ -78,9 +106,34 @@ func OpenStore(sc config.StoreConfig, readOnly bool, log *slog.Logger) (Store, e
 			return nil, fmt.Errorf("open store %s: %w", sc.Path, err)
 		}
 		return st, nil
+	case config.StorePostgres:
+		st, err := postgres.Open(ctx, postgres.Options{URL: sc.URL, Member: sc.Member, Schema: sc.Schema,
+			TTL: time.Duration(w.TTL), MaxEntries: w.MaxEntries, AllowNotDurable: sc.AllowNotDurable, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	case config.StoreRedis:
+		st, err := redis.Open(ctx, redis.Options{URL: sc.URL, Member: sc.Member, Prefix: sc.Prefix,
+			TTL: time.Duration(w.TTL), MaxEntries: w.MaxEntries, AllowNotDurable: sc.AllowNotDurable, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
 	default:
-		return nil, fmt.Errorf("%w: %q (this build has memory and embedded)", ErrStoreKind, sc.Kind)
+		return nil, fmt.Errorf("%w: %q", ErrStoreKind, sc.Kind)
 	}
+}
+
+// MemberFor is the member id a command other than run writes a shared
+// store's chain under when store.member is not set: the command, the host
+// and the process, so that two such processes never share one.
+func MemberFor(command string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s-%s-%d", command, host, os.Getpid())
 }
 
 // EngineOptions maps the configuration onto the engine's options.

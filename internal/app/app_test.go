@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,13 +45,13 @@ func TestClientTLSRefusesAFileWithoutACertificate(t *testing.T) {
 	}
 }
 
-func TestOpenRefusesAStoreKindThisBuildLacks(t *testing.T) {
-	cfg, err := config.Parse([]byte("store: {kind: redis, url: redis://127.0.0.1:6379}\n"), "t.yaml", nil)
+func TestOpenRefusesASharedStoreWithoutAMember(t *testing.T) {
+	cfg, err := config.Parse([]byte("store: {kind: redis, url: redis://127.0.0.1:1}\n"), "t.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(context.Background(), cfg, Options{}); !errors.Is(err, ErrStoreKind) {
-		t.Fatalf("got %v, want ErrStoreKind", err)
+	if _, err := Open(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), "needs a member id: set store.member") {
+		t.Fatalf("got %v, want a member id asked for", err)
 	}
 }
 

@@ -61,13 +61,14 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	}
 	m := metrics.New(reg, build.Version, build.Commit, names...)
 	hub := web.NewHub()
-	a, err := Open(ctx, cfg, Options{Logger: log, Observer: observers{m, hub}})
+	a, err := Open(ctx, cfg, Options{Logger: log, Observer: observers{m, hub}, Member: cfg.MQTT.ClientID})
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	m.Watch(a.Engine)
 	m.WatchQuarantine(a.Store)
+	storeStatus := a.watchStore(m)
 
 	mc, err := consumerConfig(cfg, log, m)
 	if err != nil {
@@ -88,7 +89,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		}
 		srv := web.New(web.Config{Listen: cfg.HTTP.Listen, CertFile: cfg.HTTP.TLS.CertFile, KeyFile: cfg.HTTP.TLS.KeyFile,
 			Tokens: tokens, AuthReads: cfg.HTTP.AuthReads, Version: build.Version, Logger: log},
-			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: consumer.Ready, Hub: hub})
+			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: consumer.Ready, Hub: hub, Store: storeStatus})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -201,4 +202,30 @@ func clientTLS(t config.TLSConfig) (*tls.Config, error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// watchStore adds a shared store's counters to the metrics and returns its
+// status for /readyz (nil for a single-owner store).
+func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
+	rep, ok := a.Store.(engine.StatsReporter)
+	if !ok {
+		return nil
+	}
+	kind := a.Config.Store.Kind
+	m.WatchStore(kind, a.Engine.Member(), rep)
+	if st := rep.SharedStats(); !st.Durable {
+		a.Log.Warn("the shared store may lose a commit after the broker was acknowledged: accepted through store.allow_not_durable",
+			"store", kind, "setting", st.NotDurable)
+	}
+	return func() web.StoreStatus {
+		st := rep.SharedStats()
+		out := web.StoreStatus{}
+		if st.LastError != "" {
+			out.Error = fmt.Sprintf("%s store: %s", kind, st.LastError)
+		}
+		if !st.Durable {
+			out.Warning = fmt.Sprintf("%s store runs without durable commits (%s), accepted through store.allow_not_durable", kind, st.NotDurable)
+		}
+		return out
+	}
 }
