@@ -399,6 +399,7 @@ type Stats struct {
 	Sources  int    // source windows
 	Entities int    // projected entities
 	Position uint64 // last committed audit position
+	Shared   bool   // on a shared store: only Position is set, this member's
 }
 
 // Stats returns the current window sizes. On a shared store, whose windows
@@ -407,7 +408,7 @@ func (e *Engine) Stats() Stats {
 	if e.shared != nil {
 		e.headMu.Lock()
 		defer e.headMu.Unlock()
-		return Stats{Position: e.head.Position}
+		return Stats{Position: e.head.Position, Shared: true}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

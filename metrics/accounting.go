@@ -154,12 +154,17 @@ func (a *accounting) Collect(ch chan<- prometheus.Metric) {
 func collectWindows(ch chan<- prometheus.Metric, w Windows) {
 	st := w.Stats()
 	gaps := int64(0)
-	for _, r := range w.Sources() {
+	reports := w.Sources()
+	for _, r := range reports {
 		gaps += r.OpenGaps()
 	}
-	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
+	if st.Shared { // the group's windows are in the store: only its sources are read
+		st.Sources = len(reports)
+	} else {
+		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
+		ch <- prometheus.MustNewConstMetric(descEntities, prometheus.GaugeValue, float64(st.Entities))
+	}
 	ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(st.Sources))
-	ch <- prometheus.MustNewConstMetric(descEntities, prometheus.GaugeValue, float64(st.Entities))
 	ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(st.Position))
 	ch <- prometheus.MustNewConstMetric(descGapsOpen, prometheus.GaugeValue, float64(gaps))
 }
