@@ -43,11 +43,9 @@ func SourceReports(states []SourceState) []SourceReport {
 	for _, s := range states {
 		r := SourceReport{Route: s.Route, Source: s.Source, High: -1, Gaps: []Range{}}
 		for i, w := range s.Epochs {
-			gaps := []Range{}
-			for _, g := range w.Gaps {
-				if g.To >= w.First {
-					gaps = append(gaps, Range{From: max(g.From, w.First), To: g.To})
-				}
+			gaps := w.OpenGaps()
+			if gaps == nil {
+				gaps = []Range{}
 			}
 			if i == 0 {
 				r.Epoch, r.High, r.Gaps = w.Epoch, w.High, gaps

@@ -5,9 +5,12 @@ import (
 	"strings"
 )
 
-// maxGaps bounds the open gaps kept per epoch. Past it the oldest are
-// dropped from the report; they are at least a window old by then and can no
-// longer be filled without quarantine anyway.
+// maxGaps bounds the open gaps kept per epoch below its window. Past it the
+// oldest are dropped from the report; they are at least a window old by then
+// and can no longer be filled without quarantine anyway. The current epoch's
+// gaps inside its window are never listed: its bitmap holds them exactly
+// (OpenGaps), however many members' interleaved deliveries leave open for
+// a moment.
 const maxGaps = 64
 
 // maxSeen bounds the string epochs remembered per source.
@@ -126,8 +129,7 @@ func (w *EpochWindow) checkCurrent(seq int64, span int, waive bool) seqVerdict {
 	case seq > w.High:
 		v := seqVerdict{outcome: Applied}
 		if w.High >= 0 && seq > w.High+1 {
-			v.gap = &Range{From: w.High + 1, To: seq - 1}
-			w.addGap(*v.gap)
+			v.gap = &Range{From: w.High + 1, To: seq - 1} // the bitmap keeps it while it is in the window
 		}
 		w.advance(seq, span)
 		return v
@@ -150,6 +152,15 @@ func (w *EpochWindow) checkCurrent(seq int64, span int, waive bool) seqVerdict {
 // advance moves the high-water mark to seq, clearing the bits of the
 // sequences it passes over, then marks seq seen.
 func (w *EpochWindow) advance(seq int64, span int) {
+	if w.High >= 0 {
+		// Sequences at or below seq-span leave the window: the never-seen
+		// ones become listed gaps, as do skipped ones that never entered it.
+		out := seq - int64(span)
+		w.slideOut(min(out, w.High), span)
+		if out > w.High {
+			w.addGap(Range{From: w.High + 1, To: out})
+		}
+	}
 	if w.High < 0 || seq-w.High >= int64(span) {
 		clear(w.Bitmap)
 	} else {
@@ -218,6 +229,92 @@ func (w *EpochWindow) retire(span int) {
 		w.Gaps = w.Gaps[len(w.Gaps)-maxGaps:]
 	}
 	w.Bitmap = nil
+}
+
+// slideOut lists as gaps the never-seen sequences of the window, from its
+// lowest (at or above First) up to to, before the window moves past them.
+func (w *EpochWindow) slideOut(to int64, span int) {
+	from := max(w.High-int64(span)+1, w.First, 0)
+	for s := from; s <= to; s++ {
+		word, mask := w.bit(s, span)
+		if w.Bitmap[word]&mask != 0 || w.listed(s) {
+			continue
+		}
+		if n := len(w.Gaps); n > 0 && w.Gaps[n-1].To == s-1 {
+			w.Gaps[n-1].To = s
+		} else {
+			w.addGap(Range{From: s, To: s})
+		}
+	}
+}
+
+// listed reports whether seq is in a listed gap (a store written before
+// the bitmap held the window's gaps lists some inside it).
+func (w *EpochWindow) listed(seq int64) bool {
+	for _, g := range w.Gaps {
+		if seq >= g.From && seq <= g.To {
+			return true
+		}
+	}
+	return false
+}
+
+// OpenGaps returns the open gaps of the current epoch's window (it has a
+// bitmap) at or above First: the listed ones below the window and the
+// never-seen sequences inside it, ascending and merged. For an older
+// epoch it returns its listed gaps.
+func (w *EpochWindow) OpenGaps() []Range {
+	var out []Range
+	add := func(g Range) {
+		if g.To < w.First {
+			return
+		}
+		g.From = max(g.From, w.First)
+		if n := len(out); n > 0 && g.From <= out[n-1].To+1 {
+			out[n-1].To = max(out[n-1].To, g.To)
+			return
+		}
+		out = append(out, g)
+	}
+	span := int64(64 * len(w.Bitmap))
+	lo := max(w.High-span+1, w.First, 0)
+	var inWindow []Range
+	if span > 0 && w.High >= 0 {
+		for s := lo; s <= w.High; s++ {
+			word, mask := w.bit(s, int(span))
+			if w.Bitmap[word] == ^uint64(0) { // a whole word seen: skip to its end
+				s += 63 - s%64
+				continue
+			}
+			if w.Bitmap[word]&mask != 0 {
+				continue
+			}
+			if n := len(inWindow); n > 0 && inWindow[n-1].To == s-1 {
+				inWindow[n-1].To = s
+			} else {
+				inWindow = append(inWindow, Range{From: s, To: s})
+			}
+		}
+	}
+	// Listed gaps (below the window, or inside it as stores written before
+	// the bitmap held them may list) and the window's, in order.
+	listed := slices.Clone(w.Gaps)
+	all := append(listed, inWindow...)
+	slices.SortFunc(all, func(a, b Range) int { return cmpInt64(a.From, b.From) })
+	for _, g := range all {
+		add(g)
+	}
+	return out
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // addGap records a skipped range. Past maxGaps the oldest is dropped; an
