@@ -26,7 +26,17 @@ const (
 	lastField   = "last"
 )
 
-const configTemplate = `store:  {kind: embedded, path: %q}
+// The id route a setup may add: meters on m/<meter>/energy, each message
+// identified by its msgId alone ("<meter>-<n>") and adding its value (1) to
+// its meter's count, so the count must equal the number of distinct ids
+// applied. No sequence: a message the broker loses on this route cannot
+// show as a gap.
+const (
+	idRouteName = "meters"
+	meterEntity = "meter/"
+)
+
+const configTemplate = `store:  %s
 window: {ttl: 2h, max_entries: 1000000, sequence_span: 4096}
 routes:
   - name: ` + routeName + `
@@ -38,11 +48,20 @@ routes:
       - entity: "src/{source_id}"
         add: {` + countField + `: value}
         set: {` + lastField + `: sequence}
-mqtt:
+%smqtt:
   brokers: [%s]
   client_id: %s
   session_expiry: 1h
-http: {listen: %q}
+%shttp: {listen: %q}
+`
+
+const idRouteTemplate = `  - name: ` + idRouteName + `
+    topic: "m/+/energy"
+    source: ["topic[1]"]
+    id: msgId
+    effects:
+      - entity: "` + meterEntity + `{topic[1]}"
+        add: {` + countField + `: value}
 `
 
 // setup is one replayguard configuration: a store directory, the brokers
@@ -53,17 +72,51 @@ type setup struct {
 	Config *config.Config
 }
 
+// setupOptions vary a configuration from the one newSetup writes.
+type setupOptions struct {
+	API        bool   // serve HTTP on a free port
+	Store      string // the store section as a YAML flow mapping; empty: embedded, in a new directory
+	ClientID   string // mqtt.client_id; empty: a unique one
+	ShareGroup string // mqtt.share_group; empty: none
+	IDRoute    bool   // add the id route, meters
+	// ReceiveMaximum is mqtt.receive_maximum, and mqtt.batch_size, which
+	// may not exceed it; 0: the defaults. Mosquitto sends an MQTT 5 client
+	// at most this many unacknowledged messages and queues the rest.
+	ReceiveMaximum int
+}
+
 // newSetup writes a configuration consuming brokers (in failover order)
 // into a new store. With api, the daemon serves HTTP on a free port.
 func newSetup(t testing.TB, brokers []string, api bool) *setup {
 	t.Helper()
+	return newSetupWith(t, brokers, setupOptions{API: api})
+}
+
+// newSetupWith writes a configuration consuming brokers, varied by o.
+func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
+	t.Helper()
 	dir := t.TempDir()
 	s := &setup{Path: filepath.Join(dir, "replayguard.yaml"), Listen: config.ListenOff}
-	if api {
+	if o.API {
 		s.Listen = fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
 	}
-	text := fmt.Sprintf(configTemplate, filepath.Join(dir, "data"), strings.Join(brokers, ", "),
-		testbroker.UniqueClientID("rg-failover"), s.Listen)
+	if o.Store == "" {
+		o.Store = fmt.Sprintf("{kind: embedded, path: %q}", filepath.Join(dir, "data"))
+	}
+	if o.ClientID == "" {
+		o.ClientID = testbroker.UniqueClientID("rg-failover")
+	}
+	var routes, mqttExtra string
+	if o.IDRoute {
+		routes = idRouteTemplate
+	}
+	if o.ShareGroup != "" {
+		mqttExtra += fmt.Sprintf("  share_group: %s\n", o.ShareGroup)
+	}
+	if o.ReceiveMaximum != 0 {
+		mqttExtra += fmt.Sprintf("  receive_maximum: %d\n  batch_size: %[1]d\n", o.ReceiveMaximum)
+	}
+	text := fmt.Sprintf(configTemplate, o.Store, routes, strings.Join(brokers, ", "), o.ClientID, mqttExtra, s.Listen)
 	if err := os.WriteFile(s.Path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +141,34 @@ func newPublisher(t testing.TB, brokers []string, window int) *testbroker.Publis
 	})
 }
 
+// newMeterPublisher publishes the id route's messages to brokers, trying
+// them in order: meter M's n-th message goes to m/M/energy and carries
+// msgId "M-n" and value 1.
+func newMeterPublisher(t testing.TB, brokers []string, window int) *testbroker.Publisher {
+	t.Helper()
+	return testbroker.NewPublisher(t, brokers, testbroker.PublisherOptions{
+		Window: window,
+		Topic:  meterTopic,
+		Payload: func(meter string, n int64) []byte {
+			return fmt.Appendf(nil, `{"msgId":%q,"value":1}`, meterID(meter, n))
+		},
+	})
+}
+
+func meterTopic(meter string) string { return "m/" + meter + "/energy" }
+
+func meterID(meter string, n int64) string { return fmt.Sprintf("%s-%d", meter, n) }
+
 // sourceNames returns s1…sn.
-func sourceNames(n int) []string {
+func sourceNames(n int) []string { return names("s", n) }
+
+// meterNames returns m1…mn.
+func meterNames(n int) []string { return names("m", n) }
+
+func names(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = fmt.Sprintf("s%d", i+1)
+		out[i] = fmt.Sprintf("%s%d", prefix, i+1)
 	}
 	return out
 }

@@ -22,39 +22,65 @@ type seqKey struct {
 
 func (k seqKey) String() string { return fmt.Sprintf("%s#%d", k.source, k.seq) }
 
+// feed is the publishers' record of a run, the ground truth it is measured
+// against: the sequenced route's messages of Sources and, in a run with the
+// id route, the meters' messages.
+type feed struct {
+	Pub        *testbroker.Publisher
+	Sources    []string
+	Meters     *testbroker.Publisher // nil: the run has no id route
+	MeterNames []string
+}
+
+// observed is what a store shows after a run: the audit records of every
+// chain, the entities and the source windows.
+type observed struct {
+	Records  []engine.AuditRecord
+	Entities []engine.EntityState
+	Sources  []engine.SourceReport
+}
+
 // result is what a store shows after a run, measured against what the
-// publisher sent.
+// publishers sent.
 type result struct {
 	Records    []engine.AuditRecord
-	Applied    int // distinct sequences applied (applied + applied_late)
+	Applied    int // distinct messages applied (applied + applied_late), on both routes
 	Late       int // of which applied_late
-	Duplicates int // duplicate records
+	Duplicates int // duplicate records, on both routes
 	DupFalse   int // duplicates that arrived with DUP=0
 	Held       int // quarantined, conflict or malformed records
 	Lost       int // acknowledged to the publisher, never applied, reported in a gap
-	Unacked    int // publishes the broker never acknowledged
-	Published  int // publish attempts
+	Unacked    int // sequenced publishes the broker never acknowledged
+	Published  int // sequenced publish attempts
 	GapSeqs    int // sequences in the reported gaps
 
-	DuplicatesOf map[seqKey]int  // duplicate records per message
+	IDApplied    int // distinct ids applied on the id route
+	IDDuplicates int // duplicate records of the id route
+	IDPublished  int // id route publish attempts
+	IDUnacked    int // id route publishes the broker never acknowledged
+
+	DuplicatesOf map[seqKey]int  // duplicate records per sequenced message
 	ViaBroker    map[string]int  // duplicate records per broker they came through
-	AppliedSeqs  map[seqKey]bool // every applied message
+	AppliedSeqs  map[seqKey]bool // every applied sequenced message
+	AppliedIDs   map[seqKey]bool // every applied id: (meter, n) of msgId "meter-n"
 	Gaps         map[string][]engine.Range
 }
 
 func (r *result) String() string {
-	return fmt.Sprintf("published %d (%d unacknowledged), audit records %d: applied %d (late %d), duplicates %d (DUP=0: %d), held %d; lost by the broker and reported as gaps %d (gap sequences %d)",
+	s := fmt.Sprintf("published %d (%d unacknowledged), audit records %d: applied %d (late %d), duplicates %d (DUP=0: %d), held %d; lost by the broker and reported as gaps %d (gap sequences %d)",
 		r.Published, r.Unacked, len(r.Records), r.Applied, r.Late, r.Duplicates, r.DupFalse, r.Held, r.Lost, r.GapSeqs)
+	if r.IDPublished > 0 {
+		s += fmt.Sprintf("; id route: published %d (%d unacknowledged), applied %d, duplicates %d",
+			r.IDPublished, r.IDUnacked, r.IDApplied, r.IDDuplicates)
+	}
+	return s
 }
 
 // maxErrors bounds the errors one check reports.
 const maxErrors = 20
 
-// verifyStore checks a store against the publisher's record: audit chain
-// intact; no message applied twice; entity state equal to what the applied
-// messages add up to; every message the broker acknowledged either applied
-// or inside a gap its source reports; nothing applied that was never
-// published; no applied sequence inside a reported gap.
+// verifyStore checks a single-owner store against the publisher's record:
+// audit chain intact, and what checkFeed checks.
 func verifyStore(t testing.TB, st app.Store, pub *testbroker.Publisher, sources []string) *result {
 	t.Helper()
 	ctx := context.Background()
@@ -66,8 +92,31 @@ func verifyStore(t testing.TB, st app.Store, pub *testbroker.Publisher, sources 
 	if err != nil {
 		t.Errorf("audit chain broken after %d records: %v", n, err)
 	}
+	obs := observed{Entities: snap.Entities, Sources: engine.SourceReports(snap.Sources)}
+	err = st.ScanAudit(ctx, 1, func(rec engine.AuditRecord) error {
+		obs.Records = append(obs.Records, rec)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("scan audit: %v", err)
+	}
+	if uint64(len(obs.Records)) != n {
+		t.Errorf("scanned %d audit records, verify checked %d", len(obs.Records), n)
+	}
+	return checkFeed(t, obs, feed{Pub: pub, Sources: sources})
+}
+
+// checkFeed checks what a store shows against the publishers' record: no
+// message applied twice; entity state equal to what the applied messages
+// add up to; every sequenced message the broker acknowledged either
+// applied or inside a gap its source reports; every id the broker
+// acknowledged applied (an id route cannot report a loss: a run with one
+// must not let the broker lose its messages); nothing applied that was
+// never published; no applied sequence inside a reported gap.
+func checkFeed(t testing.TB, obs observed, f feed) *result {
+	t.Helper()
 	r := &result{DuplicatesOf: map[seqKey]int{}, ViaBroker: map[string]int{}, AppliedSeqs: map[seqKey]bool{},
-		Gaps: map[string][]engine.Range{}}
+		AppliedIDs: map[seqKey]bool{}, Gaps: map[string][]engine.Range{}}
 	errs := 0
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -75,20 +124,18 @@ func verifyStore(t testing.TB, st app.Store, pub *testbroker.Publisher, sources 
 			t.Errorf(format, args...)
 		}
 	}
-	err = st.ScanAudit(ctx, 1, func(rec engine.AuditRecord) error {
+	for _, rec := range obs.Records {
 		r.Records = append(r.Records, rec)
 		r.countRecord(rec, fail)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("scan audit: %v", err)
 	}
-	if uint64(len(r.Records)) != n {
-		fail("scanned %d audit records, verify checked %d", len(r.Records), n)
+	for _, rec := range obs.Records {
+		if k, applied, err := r.identify(rec); err == nil && rec.Outcome == engine.Duplicate.String() && !applied[k] {
+			fail("%s %v found duplicate (audit record %d, member %q), yet applied nowhere", rec.Route, k, rec.Position, rec.Member)
+		}
 	}
 
 	published := map[seqKey]bool{}
-	for _, m := range pub.All() {
+	for _, m := range f.Pub.All() {
 		published[seqKey{m.Source, m.Sequence}] = true
 		r.Published++
 		if !m.Acked {
@@ -100,8 +147,9 @@ func verifyStore(t testing.TB, st app.Store, pub *testbroker.Publisher, sources 
 			fail("%v applied but never published", k)
 		}
 	}
-	r.checkState(snap.Entities, sources, fail)
-	r.checkGaps(engine.SourceReports(snap.Sources), fail)
+	r.checkIDs(f, fail)
+	r.checkState(obs.Entities, f, fail)
+	r.checkGaps(obs.Sources, fail)
 	inGap := func(k seqKey) bool {
 		for _, g := range r.Gaps[k.source] {
 			if g.From <= k.seq && k.seq <= g.To {
@@ -115,7 +163,7 @@ func verifyStore(t testing.TB, st app.Store, pub *testbroker.Publisher, sources 
 			fail("%v applied, yet inside a reported gap", k)
 		}
 	}
-	for _, m := range pub.Acked() {
+	for _, m := range f.Pub.Acked() {
 		k := seqKey{m.Source, m.Sequence}
 		switch {
 		case r.AppliedSeqs[k]:
@@ -132,32 +180,63 @@ func verifyStore(t testing.TB, st app.Store, pub *testbroker.Publisher, sources 
 	return r
 }
 
-func (r *result) countRecord(rec engine.AuditRecord, fail func(string, ...any)) {
-	if rec.Route != routeName || len(rec.Source) != 1 || rec.Sequence == nil {
-		fail("audit record %d is not a decision on a sequenced message of route %s: %+v", rec.Position, routeName, rec)
+// checkIDs compares the applied ids with the meters' publishes: each one
+// applied was published, each one the broker acknowledged was applied.
+func (r *result) checkIDs(f feed, fail func(string, ...any)) {
+	if f.Meters == nil {
 		return
 	}
-	k := seqKey{rec.Source[0], *rec.Sequence}
-	if rec.Topic != topicPrefix+k.source {
-		fail("audit record %d: topic %q for source %q", rec.Position, rec.Topic, k.source)
+	published := map[seqKey]bool{}
+	for _, m := range f.Meters.All() {
+		k := seqKey{m.Source, m.Sequence}
+		published[k] = true
+		r.IDPublished++
+		if !m.Acked {
+			r.IDUnacked++
+		} else if !r.AppliedIDs[k] {
+			fail("id %s acknowledged by the broker and never applied: an id route cannot report a loss", meterID(k.source, k.seq))
+		}
 	}
+	for k := range r.AppliedIDs {
+		if !published[k] {
+			fail("id %s applied but never published", meterID(k.source, k.seq))
+		}
+	}
+}
+
+func (r *result) countRecord(rec engine.AuditRecord, fail func(string, ...any)) {
+	k, applied, err := r.identify(rec)
+	if err != nil {
+		fail("audit record %d (member %q): %v: %+v", rec.Position, rec.Member, err, rec)
+		return
+	}
+	id := rec.Route == idRouteName
 	switch rec.Outcome {
 	case engine.Applied.String(), engine.AppliedLate.String():
-		if r.AppliedSeqs[k] {
-			fail("%v applied twice (audit record %d)", k, rec.Position)
+		if applied[k] {
+			fail("%s %v applied twice (audit record %d, member %q)", rec.Route, k, rec.Position, rec.Member)
 		}
-		r.AppliedSeqs[k] = true
+		applied[k] = true
 		r.Applied++
+		if id {
+			r.IDApplied++
+		}
 		if rec.Outcome == engine.AppliedLate.String() {
 			r.Late++
 		}
 	case engine.Duplicate.String():
-		if !r.AppliedSeqs[k] {
+		// A single chain's records are in the order of its decisions;
+		// checkFeed checks a group's duplicates once all chains are read.
+		if !applied[k] && rec.Member == "" {
 			fail("%v found duplicate before it was applied (audit record %d)", k, rec.Position)
 		}
 		r.Duplicates++
-		r.DuplicatesOf[k]++
 		r.ViaBroker[rec.Broker]++
+		if id {
+			r.IDDuplicates++
+		} else {
+			r.DuplicatesOf[k]++
+		}
 		if !rec.Dup {
 			r.DupFalse++
 		}
@@ -167,35 +246,69 @@ func (r *result) countRecord(rec engine.AuditRecord, fail func(string, ...any)) 
 	}
 }
 
-// checkState compares each source's entity with the applied messages: the
-// count is how many were applied, last the highest applied sequence.
-func (r *result) checkState(entities []engine.EntityState, sources []string, fail func(string, ...any)) {
+// identify names the published message an audit record decided on, and
+// returns the result's applied set of its route.
+func (r *result) identify(rec engine.AuditRecord) (seqKey, map[seqKey]bool, error) {
+	switch {
+	case rec.Route == routeName && len(rec.Source) == 1 && rec.Sequence != nil:
+		k := seqKey{rec.Source[0], *rec.Sequence}
+		if rec.Topic != topicPrefix+k.source {
+			return k, nil, fmt.Errorf("topic %q for source %q", rec.Topic, k.source)
+		}
+		return k, r.AppliedSeqs, nil
+	case rec.Route == idRouteName && len(rec.Source) == 1 && rec.ID != "":
+		meter, n, ok := strings.Cut(rec.ID, "-")
+		seq, err := strconv.ParseInt(n, 10, 64)
+		if !ok || err != nil || meter != rec.Source[0] || rec.Topic != meterTopic(meter) {
+			return seqKey{}, nil, fmt.Errorf("id %q of meter %v on topic %q is not one the meters published", rec.ID, rec.Source, rec.Topic)
+		}
+		return seqKey{meter, seq}, r.AppliedIDs, nil
+	}
+	return seqKey{}, nil, fmt.Errorf("not a decision on a message of route %s or %s", routeName, idRouteName)
+}
+
+// checkState compares each entity with the applied messages: a source's
+// count is how many of its sequences were applied, last the highest; a
+// meter's count is how many of its ids were applied.
+func (r *result) checkState(entities []engine.EntityState, f feed, fail func(string, ...any)) {
 	count := map[string]int64{}
 	last := map[string]int64{}
 	for k := range r.AppliedSeqs {
-		count[k.source]++
-		last[k.source] = max(last[k.source], k.seq)
+		count["src/"+k.source]++
+		last["src/"+k.source] = max(last["src/"+k.source], k.seq)
+	}
+	for k := range r.AppliedIDs {
+		count[meterEntity+k.source]++
 	}
 	byName := map[string]engine.EntityState{}
 	for _, e := range entities {
 		byName[e.Name] = e
 	}
 	if len(entities) != len(count) {
-		fail("%d entities in the state, %d sources applied", len(entities), len(count))
+		fail("%d entities in the state, %d sources and meters applied", len(entities), len(count))
 	}
-	for _, src := range sources {
-		e, ok := byName["src/"+src]
+	var want []string
+	for _, src := range f.Sources {
+		want = append(want, "src/"+src)
+	}
+	for _, m := range f.MeterNames {
+		want = append(want, meterEntity+m)
+	}
+	for _, name := range want {
+		e, ok := byName[name]
 		if !ok {
-			if count[src] > 0 {
-				fail("no entity src/%s after %d applied messages", src, count[src])
+			if count[name] > 0 {
+				fail("no entity %s after %d applied messages", name, count[name])
 			}
 			continue
 		}
-		if got := fieldInt(e, countField); got != count[src] {
-			fail("src/%s: %s = %d, but %d distinct sequences were applied", src, countField, got, count[src])
+		if got := fieldInt(e, countField); got != count[name] {
+			fail("%s: %s = %d, but %d distinct messages were applied", name, countField, got, count[name])
 		}
-		if got := fieldInt(e, lastField); got != last[src] {
-			fail("src/%s: %s = %d, but the highest sequence applied is %d", src, lastField, got, last[src])
+		if _, seq := last[name]; seq {
+			if got := fieldInt(e, lastField); got != last[name] {
+				fail("%s: %s = %d, but the highest sequence applied is %d", name, lastField, got, last[name])
+			}
 		}
 	}
 }
