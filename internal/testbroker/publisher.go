@@ -153,6 +153,35 @@ func (p *Publisher) publishOne(ctx context.Context, source string, seq int64) Pu
 	return m
 }
 
+// Republish sends msgs again, as they were, at most Window awaiting PUBACK
+// at a time, and returns how many were acknowledged: a producer that sends
+// again what it already sent, as a gateway does after its own restart. The
+// copies are not recorded: each is a message already in All, and only
+// messages the broker acknowledged may be sent again, so the record of
+// which ones the broker took responsibility for stays true.
+func (p *Publisher) Republish(ctx context.Context, msgs []Published) int {
+	var (
+		wg    sync.WaitGroup
+		acked atomic.Int64
+		sem   = make(chan struct{}, p.opts.Window)
+	)
+	for _, m := range msgs {
+		if !m.Acked {
+			p.tb.Errorf("testbroker: republish of %s#%d, which the broker never acknowledged", m.Source, m.Sequence)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := p.cm.Publish(ctx, &paho.Publish{QoS: p.opts.QoS, Topic: m.Topic, Payload: m.Payload}); err == nil {
+				acked.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(acked.Load())
+}
+
 // All returns every publish attempt so far, by source then sequence.
 func (p *Publisher) All() []Published {
 	p.mu.Lock()
