@@ -16,7 +16,11 @@
 //     messages the broker acknowledged to the publisher and then lost show
 //     up as gaps;
 //   - `replayguard run` killed with SIGKILL at random moments, several times;
-//   - all of it in one run of more than 20,000 messages from several sources.
+//   - all of it in one run of more than 20,000 messages from several sources;
+//   - a consumer group: three `replayguard run` members in one MQTT share
+//     group on one shared store (PostgreSQL, Redis), a sequenced route and
+//     an id route, through a failover to an older standby, members killed,
+//     and the store's server killed and started again (TestGroupFailover).
 //
 // The ground truth is the publisher's record. After every run the store must
 // show each acknowledged sequence applied exactly once or inside a gap the
@@ -29,8 +33,9 @@
 //
 //	go test ./internal/failover
 //
-// It skips when mosquitto is missing (fails with
-// REPLAYGUARD_REQUIRE_SERVICES=1) and under -short. REPLAYGUARD_SOAK=1 makes
+// It skips when mosquitto is missing, and TestGroupFailover's subtests when
+// PostgreSQL or Redis is (each fails instead with
+// REPLAYGUARD_REQUIRE_SERVICES=1), and under -short. REPLAYGUARD_SOAK=1 makes
 // the combined run ten times longer (200,000 messages), with more kills;
 // REPLAYGUARD_SEED=N repeats the random points of a logged run.
 // BenchmarkConsumeRate compares `replayguard run` with a no-op consumer on
