@@ -216,8 +216,9 @@ func (d *daemon) waitSources(want map[string]int64, ok func(high, want int64) bo
 }
 
 // Metrics returns the daemon's unlabelled samples, those of
-// replayguard_decisions_total summed over their labels, and its duplicates
-// under replayguard_decisions_total/duplicate.
+// replayguard_decisions_total and replayguard_store_update_failures_total
+// summed over their labels, and its duplicates under
+// replayguard_decisions_total/duplicate.
 func (d *daemon) Metrics() map[string]float64 {
 	d.t.Helper()
 	resp, err := d.client.Get(d.url("/metrics"))
@@ -241,7 +242,7 @@ func (d *daemon) Metrics() map[string]float64 {
 			continue
 		}
 		if i := strings.IndexByte(name, '{'); i >= 0 {
-			if name[:i] != "replayguard_decisions_total" {
+			if name[:i] != "replayguard_decisions_total" && name[:i] != "replayguard_store_update_failures_total" {
 				continue
 			}
 			if strings.Contains(name[i:], `outcome="duplicate"`) {
@@ -284,6 +285,15 @@ func openStore(t testing.TB, s *setup) app.Store {
 // records added), none abandoned, none in flight.
 func checkFinalRun(t testing.TB, d *daemon, from uint64) {
 	t.Helper()
+	checkRun(t, d, from, 0)
+}
+
+// checkRun is checkFinalRun allowing up to maxSurplus audit records more
+// than decisions: those of writes a shared store failed to confirm, which
+// may have landed all the same (the batch is then decided again and its
+// messages found duplicate: two records for one delivery).
+func checkRun(t testing.TB, d *daemon, from uint64, maxSurplus float64) {
+	t.Helper()
 	m := d.Metrics()
 	pos := d.Position()
 	recv, dec := m["replayguard_received_total"], m["replayguard_decisions_total"]
@@ -292,8 +302,10 @@ func checkFinalRun(t testing.TB, d *daemon, from uint64) {
 		t.Errorf("last run: received %.0f, decided %.0f, abandoned %.0f, in flight %.0f",
 			recv, dec, m["replayguard_abandoned_total"], m["replayguard_in_flight"])
 	}
-	if float64(pos-from) != dec {
-		t.Errorf("last run: %.0f decisions but %d audit records added", dec, pos-from)
+	if surplus := float64(pos-from) - dec; surplus < 0 || surplus > maxSurplus {
+		t.Errorf("last run: %.0f decisions but %d audit records added (at most %.0f more allowed)", dec, pos-from, maxSurplus)
+	} else if surplus > 0 {
+		t.Logf("last run: %.0f audit records of writes the store did not confirm, decided again", surplus)
 	}
 }
 
