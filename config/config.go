@@ -183,7 +183,8 @@ type MQTTConfig struct {
 	// BatchLinger is how long a batch waits for more messages. Default 1ms.
 	BatchLinger Duration `yaml:"batch_linger"`
 	// ReceiveMaximum caps unacknowledged deliveries in flight. Default
-	// 1024; 1 to 65535.
+	// 1024, or 4 × batch_size when that is more; 1 to 65535, at least
+	// batch_size.
 	ReceiveMaximum int `yaml:"receive_maximum"`
 }
 
@@ -304,7 +305,7 @@ func (c *Config) SetDefaults() {
 	setDuration(&m.KeepAlive, DefaultKeepAlive)
 	setInt(&m.BatchSize, DefaultBatchSize)
 	setDuration(&m.BatchLinger, DefaultBatchLinger)
-	setInt(&m.ReceiveMaximum, DefaultReceiveMaximum)
+	setInt(&m.ReceiveMaximum, min(65535, max(DefaultReceiveMaximum, 4*m.BatchSize))) // room for the next batches while one commits
 	setString(&c.HTTP.Listen, DefaultHTTPListen)
 }
 

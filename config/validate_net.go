@@ -49,6 +49,8 @@ func (m MQTTConfig) check(ps *problems, f field) {
 	}
 	if r := m.ReceiveMaximum; r < 1 || r > 65535 {
 		ps.add(f.dot("receive_maximum"), "receive_maximum must be from 1 to 65535, got %d", r)
+	} else if m.BatchSize > r {
+		ps.add(f.dot("receive_maximum"), "receive_maximum %d is below batch_size %d: the broker stops sending before a batch can fill", r, m.BatchSize)
 	}
 	m.TLS.checkPair(ps, f.dot("tls"))
 }

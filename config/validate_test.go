@@ -208,6 +208,8 @@ func TestComponentRules(t *testing.T) {
 			[]string{"mqtt: password_env and password_file are both set: keep one"}},
 		{"a receive maximum above 65535 is refused", "mqtt: {receive_maximum: 65536}",
 			[]string{"mqtt.receive_maximum: receive_maximum must be from 1 to 65535, got 65536"}},
+		{"a receive maximum below the batch size is refused", "mqtt: {batch_size: 500, receive_maximum: 100}",
+			[]string{"mqtt.receive_maximum: receive_maximum 100 is below batch_size 500: the broker stops sending before a batch can fill"}},
 		{"a negative batch size is refused", "mqtt: {batch_size: -5}",
 			[]string{"mqtt.batch_size: batch_size must be at least 1, got -5"}},
 		{"a cert without a key is refused", "mqtt: {tls: {cert_file: c}}",
