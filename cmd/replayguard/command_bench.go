@@ -135,7 +135,7 @@ func benchShared(e *env, url string, members int, msgs []benchfeed.Message) erro
 		return err
 	}
 	var total int64
-	var updates, retries uint64
+	var updates, retries, waits uint64
 	outcomes := map[string]int64{}
 	for i, a := range apps {
 		total += sums[i].Lines
@@ -144,7 +144,7 @@ func benchShared(e *env, url string, members int, msgs []benchfeed.Message) erro
 		}
 		if rep, ok := a.Store.(engine.StatsReporter); ok {
 			st := rep.SharedStats()
-			updates, retries = updates+st.Updates, retries+st.Retries
+			updates, retries, waits = updates+st.Updates, retries+st.Retries, waits+st.LockWaits
 		}
 	}
 	where := "schema " + run
@@ -157,8 +157,8 @@ func benchShared(e *env, url string, members int, msgs []benchfeed.Message) erro
 	if updates > 0 {
 		pct = 100 * float64(retries) / float64(updates)
 	}
-	fmt.Fprintf(e.stdout, "batches %d, retried after a lost race %d (%.2f%%); outcomes applied=%d applied_late=%d duplicate=%d conflict=%d quarantined=%d malformed=%d\n",
-		updates, retries, pct, outcomes["applied"], outcomes["applied_late"], outcomes["duplicate"], outcomes["conflict"],
+	fmt.Fprintf(e.stdout, "batches %d, retried after a lost race %d (%.2f%%), waits for a row lock %d; outcomes applied=%d applied_late=%d duplicate=%d conflict=%d quarantined=%d malformed=%d\n",
+		updates, retries, pct, waits, outcomes["applied"], outcomes["applied_late"], outcomes["duplicate"], outcomes["conflict"],
 		outcomes["quarantined"], outcomes["malformed"])
 	return nil
 }

@@ -1,13 +1,23 @@
 // Package redis is a shared engine.Store on a Redis server, for the members
 // of a consumer group (DESIGN.md, "Stores and consumer groups").
 //
-// Each batch is one read and one write. Update reads the keys, source
-// windows and entities the batch touches with their versions in one MULTI,
-// the engine decides on them, and one server-side script checks that every
-// key and row is still as it was read and that this handle still holds its
-// member's lease, then writes keys, rows, audit records, the chain head and
-// quarantine changes, or nothing. When another member changed something in
-// between, Update reads and decides again, a bounded number of times.
+// Each batch is one read and one write. Update's read script locks the
+// source windows and entities the batch touches and reads them and the
+// batch's keys with their versions; the engine decides on them, and one
+// server-side script checks that every key and row is still as it was read,
+// that the row locks are still this Update's and that this handle still
+// holds its member's lease, then writes keys, rows, audit records, the chain
+// head and quarantine changes and deletes the locks, or writes nothing. When
+// another member changed something in between, Update reads and decides
+// again, a bounded number of times.
+//
+// The row locks only keep members whose batches share rows from losing
+// races to each other (they take turns instead); the version checks are
+// what makes a write correct, so a lock that expired or that a server
+// restart forgot costs at most a race. A member waits for rows another
+// holds, for at most two lock TTLs (a third of the lease each); a member
+// that dies holding locks delays the others by one TTL at most. Idempotency
+// keys take no lock: the write checks that each is still absent.
 //
 // Open refuses a server that could lose an acknowledged write: the
 // settings appendonly yes, appendfsync always and maxmemory-policy

@@ -32,6 +32,9 @@ import (
 //	P quarantine          hash: 16 hex digits of the id → entry JSON (payload base64)
 //	P quarantine:ids      sorted set, all scores 0: the same hex ids, in id order
 //	P prune               string: the pruning task's holder, PX
+//	P lock:s:<id>,
+//	P lock:e:<name>       string: the token of the Update holding the source's or entity's
+//	                      row lock, PX; neither in the AOF nor on a replica
 type keys struct {
 	prefix                   string
 	schema                   string
@@ -68,6 +71,8 @@ func (k *keys) chain(member string) string      { return k.prefix + "chain:" + m
 func (k *keys) chainIndex(member string) string { return k.prefix + "chainindex:" + member }
 func (k *keys) keyPrefix() string               { return k.prefix + "key:" }
 func (k *keys) keySetPrefix() string            { return k.prefix + "keyset:" }
+func (k *keys) sourceLock(id string) string     { return k.prefix + "lock:s:" + id }
+func (k *keys) entityLock(name string) string   { return k.prefix + "lock:e:" + name }
 
 // key is the name of an idempotency key's entry; it ends with the key's 32
 // bytes, which the scripts take back from it.

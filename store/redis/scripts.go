@@ -31,7 +31,9 @@ import goredis "github.com/redis/go-redis/v9"
 // set, [17] its audit records, one JSON per line; [18] one byte per checked
 // key, "1" when it was read present, "0" when absent; [19] one byte per
 // idempotency key in KEYS, "1" when the batch writes it; [20] how many
-// checked keys were read present. From ARGV[21], in order: the value read of
+// checked keys were read present; [21] the row locks' token, [22] how
+// many row locks there are: the last KEYS, each of which must still hold
+// the token (Commit has none). From ARGV[23], in order: the value read of
 // each key read present; (id, version) of each checked source and (name,
 // version) of each checked entity ("0" for absent); the value of each key
 // written, in KEYS order; (id, JSON) of each source written; (name, JSON) of
@@ -41,8 +43,11 @@ import goredis "github.com/redis/go-redis/v9"
 // Returns {"ok"}; {"lease", holder} when the lease is not the caller's ("" when
 // it is free); {"gap", head position} when the first record does not follow
 // the chain head; {"conflict"} when a key or row changed since it was read;
-// {"notfound", hex id} for a resolved entry no longer open.
+// {"notfound", hex id} for a resolved entry no longer open. A
+// {"conflict"} keeps the caller's row locks (it reads again under them);
+// {"ok"} deletes them.
 const updateSource = `
+redis.replicate_commands()
 local a = ARGV
 local step = 1000
 local holder = redis.call('GET', KEYS[1])
@@ -57,7 +62,15 @@ if na > 0 then
   if head then pos = tonumber(string.match(head, '^%d+')) end
   if pos + 1 ~= first then return {'gap', tostring(pos)} end
 end
-local p = 21
+local nl = tonumber(a[22])
+for i = 0, nl - 1, step do
+  local n = math.min(step, nl - i)
+  local vals = redis.call('MGET', unpack(KEYS, #KEYS - nl + 1 + i, #KEYS - nl + i + n))
+  for j = 1, n do
+    if vals[j] ~= a[21] then return {'conflict'} end
+  end
+end
+local p = 23
 local present = p
 for i = 0, nk - 1, step do
   local n = math.min(step, nk - i)
@@ -126,10 +139,100 @@ for i = p, p + nr - 1 do
   redis.call('HDEL', KEYS[9], a[i])
   redis.call('ZREM', KEYS[10], a[i])
 end
+if nl > 0 then
+  redis.set_repl(redis.REPL_NONE)
+  for i = 0, nl - 1, step do
+    redis.call('DEL', unpack(KEYS, #KEYS - nl + 1 + i, #KEYS - nl + math.min(i + step, nl)))
+  end
+  redis.set_repl(redis.REPL_ALL)
+end
 return {'ok'}
 `
 
 var updateScript = goredis.NewScript(updateSource)
+
+// readSource takes the row locks of a batch and reads its rows. The locks
+// keep other members from changing the rows between this read and the
+// write: the update script's checks are what guarantee that; the locks only
+// spare the members races they would lose. It takes every lock or none:
+// when another token holds one, it deletes those the caller holds (so that
+// nobody waits while holding some) and reads nothing. The locks are written
+// to neither the AOF nor a replica (REPL_NONE): a restart or failover forgets
+// them, which costs at most a lost race, and taking them adds no fsync.
+//
+// KEYS[1] source versions, [2] sources, [3] entity versions, [4] entities,
+// then the ARGV[3] row locks (the sources', then the entities', each in
+// order), then the ARGV[4] idempotency keys. ARGV[1] the token, [2] the
+// locks' PX milliseconds, [3] how many locks, [4] how many keys, [5] how
+// many sources, [6] how many entities, from [7] the source ids, then the
+// entity names.
+//
+// Returns {"held"} when another token holds a lock, else {"ok", the keys'
+// values, the sources' versions, the sources, the entities' versions, the
+// entities}, each in the order asked, an absent one false.
+const readSource = `
+redis.replicate_commands()
+local a = ARGV
+local step = 1000
+local nl, nk, ns, ne = tonumber(a[3]), tonumber(a[4]), tonumber(a[5]), tonumber(a[6])
+local function many(cmd, key, list, from, n)
+  local out = {}
+  for i = 0, n - 1, step do
+    local m = math.min(step, n - i)
+    local vals
+    if key then
+      vals = redis.call(cmd, key, unpack(list, from + i, from + i + m - 1))
+    else
+      vals = redis.call(cmd, unpack(list, from + i, from + i + m - 1))
+    end
+    for j = 1, m do out[i + j] = vals[j] end
+  end
+  return out
+end
+if nl > 0 then
+  local held = many('MGET', nil, KEYS, 5, nl)
+  local busy = false
+  for i = 1, nl do
+    if held[i] and held[i] ~= a[1] then
+      busy = true
+      break
+    end
+  end
+  redis.set_repl(redis.REPL_NONE)
+  if busy then
+    for i = 1, nl do
+      if held[i] == a[1] then redis.call('DEL', KEYS[4 + i]) end
+    end
+    return {'held'}
+  end
+  for i = 1, nl do redis.call('SET', KEYS[4 + i], a[1], 'PX', a[2]) end
+  redis.set_repl(redis.REPL_ALL)
+end
+local res = {'ok', {}, {}, {}, {}, {}}
+if nk > 0 then res[2] = many('MGET', nil, KEYS, 5 + nl, nk) end
+if ns > 0 then
+  res[3] = many('HMGET', KEYS[1], a, 7, ns)
+  res[4] = many('HMGET', KEYS[2], a, 7, ns)
+end
+if ne > 0 then
+  res[5] = many('HMGET', KEYS[3], a, 7 + ns, ne)
+  res[6] = many('HMGET', KEYS[4], a, 7 + ns, ne)
+end
+return res
+`
+
+var readScript = goredis.NewScript(readSource)
+
+// unlockScript deletes the row locks the caller holds, for an Update that
+// failed or wrote nothing. KEYS the locks. ARGV[1] the token.
+var unlockScript = goredis.NewScript(`
+redis.replicate_commands()
+redis.set_repl(redis.REPL_NONE)
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+end
+return 0
+`)
 
 // acquireScript takes a member's lease when it is free, already the
 // caller's, or held by ARGV[4] (a holder found dead), and gives the member

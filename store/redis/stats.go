@@ -12,8 +12,8 @@ import (
 // counters are SharedStats' numbers, updated without a lock except for the
 // last error and the lease expiry.
 type counters struct {
-	updates, retries, failures, rows atomic.Uint64
-	nanos                            atomic.Int64
+	updates, retries, failures, rows, lockWaits atomic.Uint64
+	nanos                                       atomic.Int64
 
 	mu      sync.Mutex
 	lastErr string
@@ -52,6 +52,7 @@ func (s *Store) SharedStats() engine.SharedStats {
 		Failures:      c.failures.Load(),
 		UpdateSeconds: math.Round(float64(c.nanos.Load())/1e3) / 1e6,
 		Rows:          c.rows.Load(),
+		LockWaits:     c.lockWaits.Load(),
 		Durable:       s.durable == "",
 		NotDurable:    s.durable,
 		LastError:     c.lastErr,

@@ -66,6 +66,10 @@ func TestStore(t *testing.T) {
 		{"a newer schema is refused", testSchemaNewer},
 		{"keys leave by ttl", testPruneTTL},
 		{"keys beyond max entries leave oldest first", testPruneMaxEntries},
+		{"two members on the same rows take turns under row locks", testLocksHammered},
+		{"an abandoned row lock delays an update until it expires", testLockAbandoned},
+		{"a row lock held past the deadline fails with ErrContention", testLockHeldTooLong},
+		{"a failed or empty update releases its row locks", testLockReleased},
 		{"every method returns ErrClosed after close", testClosed},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newGroup(srv)) })

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/replayguard/replayguard/engine"
 )
 
@@ -27,21 +25,79 @@ const (
 	retryMax    = 50 * time.Millisecond
 )
 
+// Row locks: from its read to its write an Update holds a lock on every
+// source and entity row its batch touches, so that members whose batches
+// share rows take turns instead of losing races to each other. The update
+// script's version checks stay what makes a write correct; a lock only
+// makes a lost race rare. A member that finds a row locked waits, with a
+// jittered sleep growing from lockWaitBase to lockWaitMax, until it can
+// take all its locks or lockWaitTTLs lock TTLs have passed. A lock holds
+// for a third of the lease unless its Update writes or gives up first, so
+// a member that died holding locks delays the others by that much at most.
+const (
+	lockWaitBase = 200 * time.Microsecond
+	lockWaitMax  = 20 * time.Millisecond
+	lockWaitTTLs = 2
+	unlockTime   = time.Second // bounds releasing the locks of a failed Update
+)
+
+// locks are one Update's row locks: the sources', then the entities', in
+// the canonical order of the Reads, under a token of this Update's own.
+type locks struct {
+	names []string
+	token string
+	held  bool // taken and not yet deleted by a write
+}
+
+func (s *Store) newLocks(r *engine.Reads) *locks {
+	l := &locks{names: make([]string, 0, len(r.Sources)+len(r.Entities))}
+	for _, id := range r.Sources {
+		l.names = append(l.names, s.k.sourceLock(id))
+	}
+	for _, name := range r.Entities {
+		l.names = append(l.names, s.k.entityLock(name))
+	}
+	var nonce [12]byte
+	_, _ = crand.Read(nonce[:])
+	l.token = hex.EncodeToString(nonce[:])
+	return l
+}
+
+// lockTTL is how long a row lock holds unless renewed by the next attempt.
+func (s *Store) lockTTL() time.Duration { return s.opts.LeaseTTL / 3 }
+
+// unlock releases the locks of an Update that did not write them away.
+func (s *Store) unlock(ctx context.Context, l *locks) {
+	if !l.held || len(l.names) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTime)
+	defer cancel()
+	if err := unlockScript.Run(ctx, s.c, l.names, l.token).Err(); err != nil {
+		// They expire by themselves.
+		s.log.Debug("release row locks", "member", s.member, "err", err)
+	}
+	l.held = false
+}
+
 // read is what one batch was decided on: the stored value of each key
-// ("" when absent) and the version of each source and entity ("0").
+// ("" when absent) and the version of each source and entity ("0"), read
+// under locks.
 type read struct {
 	r        *engine.Reads
+	locks    *locks
 	names    []string // the keys' names
 	keys     []string
 	sources  []string
 	entities []string
 }
 
-// Update reads the rows r names with their versions in one round trip,
-// calls decide with them and writes the batch with the update script, which
-// checks, atomically with the writes, that every key and row is as it was
-// read and that this handle still holds the lease. When a check fails it
-// reads and decides again, at most maxAttempts times in all, then fails
+// Update takes the row locks of the rows r names and reads them with their
+// versions in one round trip, calls decide with them and writes the batch
+// with the update script, which checks, atomically with the writes, that
+// every key and row is as it was read, that the locks are still this
+// Update's and that this handle still holds the lease. When a check fails
+// it reads and decides again, at most maxAttempts times in all, then fails
 // with engine.ErrContention. decide may thus be called several times; only
 // the batch of the last call is written.
 func (s *Store) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
@@ -60,8 +116,11 @@ func (s *Store) Update(ctx context.Context, r *engine.Reads, decide func(*engine
 }
 
 func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) (int, error) {
+	l := s.newLocks(r)
+	defer s.unlock(ctx, l)
+	deadline := time.Now().Add(lockWaitTTLs * s.lockTTL())
 	for attempt := 1; ; attempt++ {
-		rows, rd, err := s.read(ctx, r)
+		rows, rd, err := s.read(ctx, r, l, deadline)
 		if err != nil {
 			return 0, err
 		}
@@ -85,8 +144,11 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 
 // backoff sleeps a random time below retryBase·2^(attempt-1), at most retryMax.
 func backoff(ctx context.Context, attempt int) error {
-	d := min(retryBase<<(attempt-1), retryMax)
-	t := time.NewTimer(rand.N(d) + 1)
+	return sleep(ctx, rand.N(min(retryBase<<(attempt-1), retryMax))+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -96,67 +158,109 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
-// read fetches r's keys, sources and entities with their versions, in one
-// MULTI so that the versions belong to the values.
-func (s *Store) read(ctx context.Context, r *engine.Reads) (*engine.Rows, *read, error) {
-	var keys *goredis.SliceCmd
-	var sv, sd, ev, ed *goredis.SliceCmd
+// read takes l and fetches r's keys, sources and entities with their
+// versions, in one script call. While another Update holds one of the
+// locks it waits, until deadline.
+func (s *Store) read(ctx context.Context, r *engine.Reads, l *locks, deadline time.Time) (*engine.Rows, *read, error) {
 	names := make([]string, len(r.Keys))
 	for i := range r.Keys {
 		names[i] = s.k.key(r.Keys[i])
 	}
-	_, err := s.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		if len(r.Keys) > 0 {
-			keys = p.MGet(ctx, names...)
+	keys := make([]string, 0, 4+len(l.names)+len(names))
+	keys = append(keys, s.k.sourceVersions, s.k.sources, s.k.entityVersions, s.k.entities)
+	keys = append(keys, l.names...)
+	keys = append(keys, names...)
+	args := make([]any, 0, 6+len(r.Sources)+len(r.Entities))
+	args = append(args, l.token, s.lockTTL().Milliseconds(), len(l.names), len(names), len(r.Sources), len(r.Entities))
+	for _, id := range r.Sources {
+		args = append(args, id)
+	}
+	for _, name := range r.Entities {
+		args = append(args, name)
+	}
+	var res []any
+	for wait := lockWaitBase; ; wait = min(2*wait, lockWaitMax) {
+		var err error
+		res, err = readScript.Run(ctx, s.c, keys, args...).Slice()
+		if err != nil {
+			return nil, nil, s.fail("read the batch's rows", err)
 		}
-		if len(r.Sources) > 0 {
-			sv = p.HMGet(ctx, s.k.sourceVersions, r.Sources...)
-			sd = p.HMGet(ctx, s.k.sources, r.Sources...)
+		if len(res) == 6 {
+			break
 		}
-		if len(r.Entities) > 0 {
-			ev = p.HMGet(ctx, s.k.entityVersions, r.Entities...)
-			ed = p.HMGet(ctx, s.k.entities, r.Entities...)
+		if st, _ := res[0].(string); st != "held" {
+			return nil, nil, fmt.Errorf("redis store: the read script answered %v", res)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, s.fail("read the batch's rows", err)
+		s.stats.lockWaits.Add(1)
+		d := wait/2 + rand.N(wait/2+1)
+		if time.Now().Add(d).After(deadline) {
+			return nil, nil, fmt.Errorf("%w: member %q: rows stayed locked by other members for %v",
+				engine.ErrContention, s.member, lockWaitTTLs*s.lockTTL())
+		}
+		if err := sleep(ctx, d); err != nil {
+			return nil, nil, err
+		}
+	}
+	l.held = l.held || len(l.names) > 0
+	list := func(i, n int) ([]any, error) {
+		v, ok := res[i].([]any)
+		if !ok || len(v) != n {
+			return nil, fmt.Errorf("redis store: the read script answered %d values for %d asked", len(v), n)
+		}
+		return v, nil
 	}
 	rows := &engine.Rows{}
-	rd := &read{r: r, names: names, keys: make([]string, len(r.Keys))}
-	if keys != nil {
-		for i, v := range keys.Val() {
-			if v, ok := v.(string); ok {
-				e, err := decodeKeyValue(r.Keys[i], v)
-				if err != nil {
-					return nil, nil, fmt.Errorf("redis store: %w", err)
-				}
-				rows.Keys = append(rows.Keys, e)
-				rd.keys[i] = v
+	rd := &read{r: r, locks: l, names: names, keys: make([]string, len(r.Keys))}
+	kv, err := list(1, len(r.Keys))
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, v := range kv {
+		if v, ok := v.(string); ok {
+			e, err := decodeKeyValue(r.Keys[i], v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("redis store: %w", err)
 			}
+			rows.Keys = append(rows.Keys, e)
+			rd.keys[i] = v
 		}
 	}
-	if rd.sources, err = decodeRows(sv, sd, &rows.Sources); err != nil {
-		return nil, nil, err
-	}
-	if rd.entities, err = decodeRows(ev, ed, &rows.Entities); err != nil {
-		return nil, nil, err
+	for _, set := range []struct {
+		at, n  int
+		decode func(vs, ds []any) ([]string, error)
+	}{
+		{2, len(r.Sources), func(vs, ds []any) ([]string, error) { return decodeRows(vs, ds, &rows.Sources) }},
+		{4, len(r.Entities), func(vs, ds []any) ([]string, error) { return decodeRows(vs, ds, &rows.Entities) }},
+	} {
+		vs, err := list(set.at, set.n)
+		if err != nil {
+			return nil, nil, err
+		}
+		ds, err := list(set.at+1, set.n)
+		if err != nil {
+			return nil, nil, err
+		}
+		v, err := set.decode(vs, ds)
+		if err != nil {
+			return nil, nil, err
+		}
+		if set.at == 2 {
+			rd.sources = v
+		} else {
+			rd.entities = v
+		}
 	}
 	return rows, rd, nil
 }
 
-// decodeRows appends the present rows of an HMGET of data and returns the
-// versions of every id asked for ("0" for an absent one).
-func decodeRows[T any](versions, data *goredis.SliceCmd, out *[]T) ([]string, error) {
-	if versions == nil {
-		return nil, nil
-	}
-	vs, ds := versions.Val(), data.Val()
-	out2 := make([]string, len(vs))
+// decodeRows appends the present rows of data and returns the version of
+// each ("0" for an absent one).
+func decodeRows[T any](vs, ds []any, out *[]T) ([]string, error) {
+	versions := make([]string, len(vs))
 	for i, v := range vs {
-		out2[i] = "0"
+		versions[i] = "0"
 		if v, ok := v.(string); ok {
-			out2[i] = v
+			versions[i] = v
 		}
 		d, ok := ds[i].(string)
 		if !ok {
@@ -168,7 +272,7 @@ func decodeRows[T any](versions, data *goredis.SliceCmd, out *[]T) ([]string, er
 		}
 		*out = append(*out, row)
 	}
-	return out2, nil
+	return versions, nil
 }
 
 // Commit writes b as Update would, without reading or checking anything
@@ -215,6 +319,9 @@ func (s *Store) write(ctx context.Context, b *engine.Batch, rd *read) (bool, err
 		}
 		switch res[0] {
 		case "ok":
+			if rd != nil {
+				rd.locks.held = false // the script deleted them
+			}
 			return false, nil
 		case "conflict":
 			return true, nil
@@ -262,7 +369,13 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read, buf *[]byte) ([]string, []
 	var setID, setMember string
 	*buf, setID, setMember = keySet((*buf)[:0], b.Keys)
 	set := (*buf)[:len(*buf):len(*buf)]
-	keys := make([]string, 0, 13+readKeys(rd)+len(b.Keys))
+	var lk *locks
+	if rd != nil {
+		lk = rd.locks
+	} else {
+		lk = &locks{}
+	}
+	keys := make([]string, 0, 13+readKeys(rd)+len(b.Keys)+len(lk.names))
 	keys = append(keys, s.k.lease(s.member), s.k.heads, s.k.chain(s.member), s.k.chainIndex(s.member),
 		s.k.sourceVersions, s.k.sources, s.k.entityVersions, s.k.entities, s.k.quarantine, s.k.quarIDs,
 		s.k.keyIndex, s.k.keyCount, s.k.keySetPrefix()+setID)
@@ -323,11 +436,11 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read, buf *[]byte) ([]string, []
 		}
 		audit = (*buf)[len(set):]
 	}
-	args := make([]any, 0, 20+len(present)+len(srcChk)+len(entChk)+len(b.Keys)+
+	args := make([]any, 0, 22+len(present)+len(srcChk)+len(entChk)+len(b.Keys)+
 		2*len(b.Sources)+2*len(b.Entities)+2*len(b.Quarantine)+len(b.Resolved))
 	args = append(args, s.holder, s.member, first, head, len(checked), len(srcChk)/2, len(entChk)/2,
 		len(b.Keys), len(b.Sources), len(b.Entities), len(b.Audit), len(b.Quarantine), len(b.Resolved),
-		s.opts.TTL.Milliseconds(), setMember, set, audit, checked, written, len(present))
+		s.opts.TTL.Milliseconds(), setMember, set, audit, checked, written, len(present), lk.token, len(lk.names))
 	for _, v := range present {
 		args = append(args, v)
 	}
@@ -366,7 +479,7 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read, buf *[]byte) ([]string, []
 	for _, id := range b.Resolved {
 		args = append(args, quarantineID(id))
 	}
-	return keys, args, nil
+	return append(keys, lk.names...), args, nil
 }
 
 // appendRecords encodes recs one JSON a line (the JSON of a record holds no
