@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/replayguard/replayguard/engine"
 )
 
@@ -159,8 +161,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // read takes l and fetches r's keys, sources and entities with their
-// versions, in one script call. While another Update holds one of the
-// locks it waits, until deadline.
+// versions in one round trip: the read script takes the locks and reads the
+// rows, and an MGET beside it reads the keys (each key's value is checked on
+// its own by the write, so it need not be read with the rows). While another
+// Update holds one of the locks it waits, until deadline; then the script
+// reads the keys too, once it has the locks.
 func (s *Store) read(ctx context.Context, r *engine.Reads, l *locks, deadline time.Time) (*engine.Rows, *read, error) {
 	names := make([]string, len(r.Keys))
 	for i := range r.Keys {
@@ -169,19 +174,23 @@ func (s *Store) read(ctx context.Context, r *engine.Reads, l *locks, deadline ti
 	keys := make([]string, 0, 4+len(l.names)+len(names))
 	keys = append(keys, s.k.sourceVersions, s.k.sources, s.k.entityVersions, s.k.entities)
 	keys = append(keys, l.names...)
-	keys = append(keys, names...)
 	args := make([]any, 0, 6+len(r.Sources)+len(r.Entities))
-	args = append(args, l.token, s.lockTTL().Milliseconds(), len(l.names), len(names), len(r.Sources), len(r.Entities))
+	args = append(args, l.token, s.lockTTL().Milliseconds(), len(l.names), 0, len(r.Sources), len(r.Entities))
 	for _, id := range r.Sources {
 		args = append(args, id)
 	}
 	for _, name := range r.Entities {
 		args = append(args, name)
 	}
-	var res []any
+	var res, kv []any
 	for wait := lockWaitBase; ; wait = min(2*wait, lockWaitMax) {
 		var err error
-		res, err = readScript.Run(ctx, s.c, keys, args...).Slice()
+		if wait == lockWaitBase {
+			res, kv, err = s.readBeside(ctx, keys, args, names)
+		} else {
+			args[3], kv = len(names), nil
+			res, err = readScript.Run(ctx, s.c, append(keys, names...), args...).Slice()
+		}
 		if err != nil {
 			return nil, nil, s.fail("read the batch's rows", err)
 		}
@@ -211,9 +220,13 @@ func (s *Store) read(ctx context.Context, r *engine.Reads, l *locks, deadline ti
 	}
 	rows := &engine.Rows{}
 	rd := &read{r: r, locks: l, names: names, keys: make([]string, len(r.Keys))}
-	kv, err := list(1, len(r.Keys))
-	if err != nil {
-		return nil, nil, err
+	if kv == nil {
+		var err error
+		if kv, err = list(1, len(r.Keys)); err != nil {
+			return nil, nil, err
+		}
+	} else if len(kv) != len(r.Keys) {
+		return nil, nil, fmt.Errorf("redis store: MGET answered %d values for %d keys", len(kv), len(r.Keys))
 	}
 	for i, v := range kv {
 		if v, ok := v.(string); ok {
@@ -251,6 +264,41 @@ func (s *Store) read(ctx context.Context, r *engine.Reads, l *locks, deadline ti
 		}
 	}
 	return rows, rd, nil
+}
+
+// readBeside runs the read script, which reads no keys, and an MGET of
+// names in one pipeline, loading the script first when the server does not
+// know it.
+func (s *Store) readBeside(ctx context.Context, keys []string, args []any, names []string) (res, kv []any, err error) {
+	for range 2 {
+		var script *goredis.Cmd
+		var mget *goredis.SliceCmd
+		_, err = s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			script = readScript.EvalSha(ctx, p, keys, args...)
+			if len(names) > 0 {
+				mget = p.MGet(ctx, names...)
+			}
+			return nil
+		})
+		if err != nil && goredis.HasErrorPrefix(script.Err(), "NOSCRIPT") {
+			if err = readScript.Load(ctx, s.c).Err(); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if res, err = script.Slice(); err != nil {
+			return nil, nil, err
+		}
+		if mget != nil {
+			kv = mget.Val()
+		} else {
+			kv = []any{}
+		}
+		return res, kv, nil
+	}
+	return nil, nil, err
 }
 
 // decodeRows appends the present rows of data and returns the version of
