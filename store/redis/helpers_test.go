@@ -16,7 +16,7 @@ import (
 	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
-// Every member handle owns two tasks: a test that forgets Close leaks them.
+// Every member handle owns three tasks: a test that forgets Close leaks them.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var groups atomic.Int64

@@ -35,6 +35,7 @@ import (
 //	P lock:s:<id>,
 //	P lock:e:<name>       string: the token of the Update holding the source's or entity's
 //	                      row lock, PX; neither in the AOF nor on a replica
+//	P unlocked            pub/sub channel: told whenever an Update deletes its row locks
 type keys struct {
 	prefix                   string
 	schema                   string
@@ -45,6 +46,7 @@ type keys struct {
 	entities, entityVersions string
 	quarantine, quarIDs      string
 	pruneLock                string
+	unlocked                 string
 }
 
 func newKeys(p string) keys {
@@ -63,6 +65,7 @@ func newKeys(p string) keys {
 		quarantine:     p + "quarantine",
 		quarIDs:        p + "quarantine:ids",
 		pruneLock:      p + "prune",
+		unlocked:       p + "unlocked",
 	}
 }
 

@@ -121,6 +121,7 @@ type Store struct {
 	stop    context.CancelFunc
 	tasks   sync.WaitGroup
 	stats   counters
+	wake    wake
 	durable string // "" when durable, else the settings that are not
 }
 
@@ -157,9 +158,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if s.member != "" {
 		tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		s.stop = stop
-		s.tasks.Add(2)
+		s.tasks.Add(3)
 		go s.renewLoop(tctx)
 		go s.pruneLoop(tctx)
+		go s.wakeLoop(tctx)
 	}
 	s.log.Debug("store opened", "url", s.url, "prefix", o.Prefix, "member", s.member)
 	return s, nil

@@ -33,7 +33,8 @@ import goredis "github.com/redis/go-redis/v9"
 // idempotency key in KEYS, "1" when the batch writes it; [20] how many
 // checked keys were read present; [21] the row locks' token, [22] how
 // many row locks there are: the last KEYS, each of which must still hold
-// the token (Commit has none). From ARGV[23], in order: the value read of
+// the token (Commit has none); [23] the channel told when they are deleted.
+// From ARGV[24], in order: the value read of
 // each key read present; (id, version) of each checked source and (name,
 // version) of each checked entity ("0" for absent); the value of each key
 // written, in KEYS order; (id, JSON) of each source written; (name, JSON) of
@@ -70,7 +71,7 @@ for i = 0, nl - 1, step do
     if vals[j] ~= a[21] then return {'conflict'} end
   end
 end
-local p = 23
+local p = 24
 local present = p
 for i = 0, nk - 1, step do
   local n = math.min(step, nk - i)
@@ -144,6 +145,7 @@ if nl > 0 then
   for i = 0, nl - 1, step do
     redis.call('DEL', unpack(KEYS, #KEYS - nl + 1 + i, #KEYS - nl + math.min(i + step, nl)))
   end
+  redis.call('PUBLISH', a[23], '')
   redis.set_repl(redis.REPL_ALL)
 end
 return {'ok'}
@@ -224,13 +226,15 @@ return res
 var readScript = goredis.NewScript(readSource)
 
 // unlockScript deletes the row locks the caller holds, for an Update that
-// failed or wrote nothing. KEYS the locks. ARGV[1] the token.
+// failed or wrote nothing. KEYS the locks. ARGV[1] the token, [2] the
+// channel told when they are deleted.
 var unlockScript = goredis.NewScript(`
 redis.replicate_commands()
 redis.set_repl(redis.REPL_NONE)
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
 end
+redis.call('PUBLISH', ARGV[2], '')
 return 0
 `)
 

@@ -75,7 +75,7 @@ func (s *Store) unlock(ctx context.Context, l *locks) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTime)
 	defer cancel()
-	if err := unlockScript.Run(ctx, s.c, l.names, l.token).Err(); err != nil {
+	if err := unlockScript.Run(ctx, s.c, l.names, l.token, s.k.unlocked).Err(); err != nil {
 		// They expire by themselves.
 		s.log.Debug("release row locks", "member", s.member, "err", err)
 	}
@@ -149,7 +149,10 @@ func backoff(ctx context.Context, attempt int) error {
 	return sleep(ctx, rand.N(min(retryBase<<(attempt-1), retryMax))+1)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+func sleep(ctx context.Context, d time.Duration) error { return sleepUnless(ctx, d, nil) }
+
+// sleepUnless sleeps d, or until woken is closed.
+func sleepUnless(ctx context.Context, d time.Duration, woken <-chan struct{}) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -157,6 +160,55 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	case <-woken:
+		return nil
+	}
+}
+
+// wake ends the waits of this handle's Updates for row locks when any
+// member deletes its locks: the store tells the unlocked channel, which
+// wakeLoop listens to. A wait that misses it (the channel was out of reach)
+// ends with its sleep.
+type wake struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// next returns a channel closed at the next release.
+func (w *wake) next() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *wake) released() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+}
+
+// wakeLoop tells waiting Updates of each release until ctx ends.
+func (s *Store) wakeLoop(ctx context.Context) {
+	defer s.tasks.Done()
+	ps := s.c.Subscribe(ctx, s.k.unlocked)
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			s.wake.released()
+		}
 	}
 }
 
@@ -185,6 +237,7 @@ func (s *Store) read(ctx context.Context, r *engine.Reads, l *locks, deadline ti
 	var res, kv []any
 	for wait := lockWaitBase; ; wait = min(2*wait, lockWaitMax) {
 		var err error
+		woken := s.wake.next() // a release after this ends the wait below
 		if wait == lockWaitBase {
 			res, kv, err = s.readBeside(ctx, keys, args, names)
 		} else {
@@ -206,7 +259,7 @@ func (s *Store) read(ctx context.Context, r *engine.Reads, l *locks, deadline ti
 			return nil, nil, fmt.Errorf("%w: member %q: rows stayed locked by other members for %v",
 				engine.ErrContention, s.member, lockWaitTTLs*s.lockTTL())
 		}
-		if err := sleep(ctx, d); err != nil {
+		if err := sleepUnless(ctx, d, woken); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -484,11 +537,11 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read, buf *[]byte) ([]string, []
 		}
 		audit = (*buf)[len(set):]
 	}
-	args := make([]any, 0, 22+len(present)+len(srcChk)+len(entChk)+len(b.Keys)+
+	args := make([]any, 0, 23+len(present)+len(srcChk)+len(entChk)+len(b.Keys)+
 		2*len(b.Sources)+2*len(b.Entities)+2*len(b.Quarantine)+len(b.Resolved))
 	args = append(args, s.holder, s.member, first, head, len(checked), len(srcChk)/2, len(entChk)/2,
 		len(b.Keys), len(b.Sources), len(b.Entities), len(b.Audit), len(b.Quarantine), len(b.Resolved),
-		s.opts.TTL.Milliseconds(), setMember, set, audit, checked, written, len(present), lk.token, len(lk.names))
+		s.opts.TTL.Milliseconds(), setMember, set, audit, checked, written, len(present), lk.token, len(lk.names), s.k.unlocked)
 	for _, v := range present {
 		args = append(args, v)
 	}
