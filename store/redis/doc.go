@@ -15,7 +15,8 @@
 // races to each other (they take turns instead); the version checks are
 // what makes a write correct, so a lock that expired or that a server
 // restart forgot costs at most a race. A member waits for rows another
-// holds, for at most two lock TTLs (a third of the lease each); a member
+// holds (a release, published on the group's unlocked channel, ends the
+// wait), for at most two lock TTLs (a third of the lease each); a member
 // that dies holding locks delays the others by one TTL at most. Idempotency
 // keys take no lock: the write checks that each is still absent.
 //

@@ -135,9 +135,9 @@ var (
 
 // Open connects to the server, checks that it is durable, creates or checks
 // the schema under the prefix and, for a member, takes its lease and starts
-// the lease renewal and pruning tasks, which Close stops. When another live
-// process holds the member's lease, Open fails with an error wrapping
-// engine.ErrMemberHeld.
+// the lease renewal, pruning and lock release listening tasks, which Close
+// stops. When another live process holds the member's lease, Open fails
+// with an error wrapping engine.ErrMemberHeld.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
