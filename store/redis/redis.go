@@ -150,6 +150,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	// the update script too: a repeat of one that ran finds the chain head
 	// moved and writes nothing.
 	copt.ContextTimeoutEnabled = true
+	goredis.SetLogger(clientLog{o.Logger}) // the client's own complaints (dial failures) go where ours do
 	s := &Store{c: goredis.NewClient(copt), opts: o, k: newKeys(o.Prefix), url: redactURL(o.URL), member: o.Member, log: o.Logger}
 	if err := s.open(ctx); err != nil {
 		_ = s.c.Close()
@@ -284,4 +285,14 @@ func redactURL(u string) string {
 		return "(an unparsable URL)"
 	}
 	return p.Redacted()
+}
+
+// clientLog routes what the Redis client logs (a failed dial during an
+// outage, a pool's trouble) to the store's logger instead of the standard
+// library's default one. The client's logger is one for the process: the
+// store opened last names where it goes.
+type clientLog struct{ log *slog.Logger }
+
+func (l clientLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis store: "+fmt.Sprintf(format, v...))
 }
