@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"internal/benchfeed":  {},
 	"metrics":             {"engine", "source/mqtt"},
 	"web":                 {"engine"},
+	"internal/report":     {"engine", "audit"},
 }
 
 func TestImportsPointTowardTheEngine(t *testing.T) {

@@ -1,0 +1,82 @@
+package report
+
+import (
+	_ "embed"
+	"html/template"
+	"io"
+	"strings"
+	"time"
+)
+
+//go:embed report.html.tmpl
+var pageText string
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"when":   when,
+	"whenp":  func(t *time.Time) string { return whenPtr(t) },
+	"join":   func(s []string) string { return strings.Join(s, "/") },
+	"seq":    func(p *int64) string { return seqText(p) },
+	"member": func(s string) string { return memberText(s) },
+}).Parse(pageText))
+
+// RenderHTML writes the report as one self-contained HTML page: inline
+// CSS, the timeline as inline SVG, no script and no reference outside the
+// page, laid out to print.
+func RenderHTML(w io.Writer, r *Report) error {
+	return page.Execute(w, struct {
+		*Report
+		Timeline template.HTML
+		Legend   []legendItem
+		Shared   bool
+	}{r, timelineSVG(r), legend(r), shared(r)})
+}
+
+func shared(r *Report) bool {
+	for _, c := range r.Verification.Chains {
+		if c.Member != "" {
+			return true
+		}
+	}
+	return false
+}
+
+type legendItem struct {
+	Outcome string
+	Total   uint64
+}
+
+func legend(r *Report) []legendItem {
+	var out []legendItem
+	for i, name := range outcomeOrder {
+		out = append(out, legendItem{Outcome: name, Total: field(&r.Totals.Outcomes, i)})
+	}
+	return out
+}
+
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+func whenPtr(t *time.Time) string {
+	if t == nil {
+		return "—"
+	}
+	return when(*t)
+}
+
+func seqText(p *int64) string {
+	if p == nil {
+		return "—"
+	}
+	return itoa(*p)
+}
+
+func memberText(s string) string {
+	if s == "" {
+		return "(single owner)"
+	}
+	return s
+}
