@@ -25,6 +25,12 @@ type Options struct {
 	// not match its head is reported broken (a removed tail). Nil: the heads
 	// are not checked, and the report says so.
 	Heads map[string]engine.AuditHead
+	// QuarantineBases are a shared store's members' quarantine bases
+	// (engine.SharedStore.QuarantineBase), by member: a held decision's
+	// quarantine id is its member's base plus its position. Nil: the report
+	// learns a member's base from a resolution that names exactly one
+	// member's held decision, and shows the others by member and position.
+	QuarantineBases map[string]uint64
 	// Store is the store kind (memory, embedded, redis, postgres), ReadPath
 	// how the records were read (the store itself, or a running process's
 	// API) and ConfigDigest the SHA-256 of the effective configuration:
@@ -419,16 +425,22 @@ const memberBits = 40
 
 // resolve gives each held decision its quarantine id and its resolution.
 // On a single-owner store the id is the record's position. A shared store
-// adds the member's number, shifted, which the records do not carry: a
-// resolution whose id names the position and topic of exactly one
-// member's held decision tells that member's number.
+// adds the member's number, shifted, which the records do not carry:
+// Options.QuarantineBases gives it, or else a resolution whose id names the
+// position and topic of exactly one member's held decision tells it.
 func (b *builder) resolve() {
 	byRef := map[uint64]*Resolution{}
 	for _, r := range b.resolutions {
 		byRef[r.ref] = r
 	}
 	numbers := map[string]uint64{"": 0}
+	for m, base := range b.opts.QuarantineBases {
+		numbers[m] = base >> memberBits
+	}
 	for _, r := range b.resolutions {
+		if b.opts.QuarantineBases != nil {
+			break
+		}
 		n, pos := r.ref>>memberBits, r.ref&(1<<memberBits-1)
 		if n == 0 {
 			continue

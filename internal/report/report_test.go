@@ -113,8 +113,8 @@ func story(t *testing.T) *feed {
 	f.at(130*time.Second, inc(standby, "fire", "e7", 7, 0), inc(standby, "fire", "e7", 8, 0), inc(standby, "fire", "e7", 12, 0))
 	// 12:03: held messages.
 	held := f.at(185*time.Second,
-		meter(standby, "meter-3", "m3-2", "0.75"),          // same msgId, other reading: conflict
-		inc(standby, "ems", "m2", 20, 3),                   // 100-64 > 20: below the window
+		meter(standby, "meter-3", "m3-2", "0.75"), // same msgId, other reading: conflict
+		inc(standby, "ems", "m2", 20, 3),          // 100-64 > 20: below the window
 		engine.Message{Topic: "incidents/fire/e7", Broker: standby, Payload: []byte("sequence=13")}, // not JSON
 	)
 	// 12:05: the operators.
@@ -151,9 +151,9 @@ func (f *feed) build(t *testing.T, opts report.Options) *report.Report {
 
 // want is the per-source figures the test expects, from the decisions.
 type want struct {
-	outcomes                        map[string]uint64
-	released, gapsOpened, missing   uint64
-	gapsClosed                      uint64
+	outcomes                      map[string]uint64
+	released, gapsOpened, missing uint64
+	gapsClosed                    uint64
 }
 
 func sourceKey(route string, source []string) string { return route + " " + strings.Join(source, "/") }
