@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/replayguard/replayguard/internal/app"
@@ -17,6 +19,7 @@ func demoFlags(fs *flag.FlagSet) {
 	fs.String("listen", demo.DefaultListen, "dashboard address (loopback; a free port when taken)")
 	fs.Duration("hold", 0, "keep the dashboard up this long after the story (e.g. 5m)")
 	fs.Duration("pace", demo.DefaultPace, "pause between the story's steps")
+	fs.String("report", filepath.Join(os.TempDir(), "replayguard-demo-report.html"), "write the after-action report here (\"\": none)")
 }
 
 func cmdDemo(e *env) error {
@@ -27,5 +30,5 @@ func cmdDemo(e *env) error {
 		log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	return demo.Run(e.ctx, e.stdout, demo.Options{Listen: e.flagString("listen"), Hold: hold, Pace: pace,
-		Version: version, Logger: log})
+		Report: e.flagString("report"), Version: version, Logger: log})
 }

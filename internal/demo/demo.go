@@ -43,6 +43,11 @@ type Options struct {
 	// Pace is the pause between the story's steps. Default DefaultPace:
 	// about ten seconds in all.
 	Pace time.Duration
+	// Report is where the after-action report of replayguard's store
+	// (internal/report, HTML) is written at the end, and the narration says
+	// where; a report that cannot be written is said so and changes
+	// nothing else. Default "": none.
+	Report string
 	// Version is shown on the dashboard. Default "dev".
 	Version string
 	// Logger receives the components' logs: replayguard's consumer, engine
@@ -118,6 +123,7 @@ func run(ctx context.Context, stdout io.Writer, opts Options) (*result, error) {
 	}
 	d.stopFeed()
 	res := d.conclude()
+	d.writeReport(ctx)
 	d.hold(ctx)
 	return res, res.verdict()
 }

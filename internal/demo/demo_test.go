@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 	holding := out.when("The dashboard stays up at ")
 	opts := fastOptions(t)
 	opts.Hold = 5 * time.Second
+	opts.Report = filepath.Join(t.TempDir(), "after-action.html")
 	ctx, endHold := context.WithCancel(ctx)
 	var served map[string]map[string]any
 	go func() {
@@ -100,6 +102,17 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 		if !want.MatchString(text) {
 			t.Errorf("output lacks %v", want)
 		}
+	}
+	if !strings.Contains(text, "The after-action report of replayguard's audit log: "+opts.Report+"\n") {
+		t.Errorf("the output does not say where the report is")
+	}
+	page, err := os.ReadFile(opts.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), `<rect class="bar o-duplicate"`) || !strings.Contains(string(page), `class="failover"`) ||
+		!strings.Contains(string(page), `id="verdict">intact<`) {
+		t.Errorf("the report shows no replay burst, no failover or no intact chain:\n%.3000s", page)
 	}
 }
 
