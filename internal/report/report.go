@@ -85,7 +85,8 @@ type Counts struct {
 }
 
 // Timeline is decisions per bucket (a minute, unless the period needs
-// wider ones) by outcome, every bucket of the period present.
+// wider ones, or is under two minutes and gets seconds) by outcome, every
+// bucket of the period present.
 type Timeline struct {
 	BucketSeconds int64    `json:"bucket_seconds"`
 	Buckets       []Bucket `json:"buckets"`
@@ -205,6 +206,7 @@ type builder struct {
 	opts        Options
 	rep         Report
 	minutes     map[int64]*Outcomes // unix minute → deliveries
+	seconds     map[int64]*Outcomes // unix second → deliveries, while few enough for a short period
 	sources     map[string]*sourceAcc
 	chains      map[string]*chainAcc
 	resolutions []*Resolution
@@ -228,7 +230,7 @@ type chainAcc struct {
 }
 
 func newBuilder(opts Options) *builder {
-	b := &builder{opts: opts, minutes: map[int64]*Outcomes{}, sources: map[string]*sourceAcc{}, chains: map[string]*chainAcc{}}
+	b := &builder{opts: opts, minutes: map[int64]*Outcomes{}, seconds: map[int64]*Outcomes{}, sources: map[string]*sourceAcc{}, chains: map[string]*chainAcc{}}
 	b.rep = Report{Generated: opts.Now().UTC(), Route: opts.Route, Store: opts.Store, ReadPath: opts.ReadPath,
 		ConfigDigest: opts.ConfigDigest, BrokerChanges: []BrokerChange{}, Sources: []SourceFigures{}, Quarantine: []QuarantineItem{}}
 	if !opts.From.IsZero() {
@@ -282,6 +284,19 @@ func (b *builder) add(r *engine.AuditRecord) {
 			b.minutes[min] = &Outcomes{}
 		}
 		count(b.minutes[min], o)
+		if b.seconds != nil {
+			sec := r.Time.Unix()
+			if b.seconds[sec] == nil {
+				if len(b.seconds) == shortSpan {
+					b.seconds = nil // too long a period for bars shorter than a minute
+				} else {
+					b.seconds[sec] = &Outcomes{}
+				}
+			}
+			if b.seconds != nil {
+				count(b.seconds[sec], o)
+			}
+		}
 	}
 	src.gap(r, o)
 	if o.Held() {

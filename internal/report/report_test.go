@@ -354,8 +354,18 @@ func TestFilters(t *testing.T) {
 		rep := f.build(t, report.Options{From: from, To: to})
 		in := func(d decided) bool { return !d.at.Before(from) && d.at.Before(to) }
 		checkSources(t, rep, expected(f, in))
-		if len(rep.Timeline.Buckets) != 2 || !rep.Timeline.Buckets[0].Start.Equal(from) {
-			t.Fatalf("timeline %+v", rep.Timeline.Buckets)
+		// Two minutes: bars of seconds, from the period's start to its end.
+		tl, total, want := rep.Timeline, uint64(0), 0
+		for _, b := range tl.Buckets {
+			total += b.Total()
+		}
+		for _, d := range f.decisions {
+			if in(d) {
+				want++
+			}
+		}
+		if tl.BucketSeconds != 2 || len(tl.Buckets) != 60 || !tl.Buckets[0].Start.Equal(from) || total != uint64(want) {
+			t.Fatalf("timeline of %ds bars, %d of them from %s, %d decisions (want %d)", tl.BucketSeconds, len(tl.Buckets), tl.Buckets[0].Start, total, want)
 		}
 		if len(rep.BrokerChanges) != 1 || rep.BrokerChanges[0].To != standby {
 			t.Fatalf("broker changes %+v", rep.BrokerChanges)
@@ -380,8 +390,13 @@ func TestFilters(t *testing.T) {
 	})
 	t.Run("a period with nothing in it is an empty report", func(t *testing.T) {
 		rep := f.build(t, report.Options{From: start.Add(-time.Hour), To: start.Add(-59 * time.Minute)})
-		if rep.Totals.Total() != 0 || len(rep.Sources) != 0 || len(rep.Quarantine) != 0 || len(rep.Timeline.Buckets) != 1 {
+		if rep.Totals.Total() != 0 || len(rep.Sources) != 0 || len(rep.Quarantine) != 0 || len(rep.Timeline.Buckets) == 0 {
 			t.Fatalf("%+v", rep)
+		}
+		for _, b := range rep.Timeline.Buckets {
+			if b.Total() != 0 {
+				t.Fatalf("a bar in an empty period: %+v", b)
+			}
 		}
 	})
 }
@@ -504,5 +519,16 @@ func checkWellFormed(t *testing.T, page string) {
 	if stray := tag.ReplaceAllString(rest, ""); strings.Contains(stray, "<") {
 		i := strings.Index(stray, "<")
 		t.Fatalf("a '<' outside a well-formed tag: %q", stray[max(0, i-40):min(len(stray), i+80)])
+	}
+}
+
+func TestAShortFeedIsDrawnInSeconds(t *testing.T) {
+	f := newFeed(t)
+	f.at(time.Second, inc(primary, "fire", "e7", 1, 1), inc(primary, "fire", "e7", 2, 1))
+	f.at(3*time.Second, inc(standby, "fire", "e7", 1, 1), inc(standby, "fire", "e7", 2, 1))
+	rep := f.build(t, report.Options{})
+	tl := rep.Timeline
+	if tl.BucketSeconds != 1 || len(tl.Buckets) != 3 || tl.Buckets[0].Applied != 2 || tl.Buckets[2].Duplicate != 2 || tl.Buckets[1].Total() != 0 {
+		t.Fatalf("timeline %+v", tl)
 	}
 }

@@ -82,6 +82,9 @@ func ticks(b *strings.Builder, tl Timeline, bw float64) {
 	n := len(tl.Buckets)
 	every := max(1, (n+7)/8)
 	layout := "15:04"
+	if tl.BucketSeconds < 60 {
+		layout = "15:04:05"
+	}
 	if time.Duration(n)*time.Duration(tl.BucketSeconds)*time.Second > 24*time.Hour {
 		layout = "01-02 15:04"
 	}
@@ -111,6 +114,11 @@ func niceCeil(v uint64) uint64 {
 func bucketText(sec int64) string {
 	d := time.Duration(sec) * time.Second
 	switch {
+	case d < time.Minute:
+		if d == time.Second {
+			return "second"
+		}
+		return fmt.Sprintf("%d seconds", int64(d/time.Second))
 	case d == time.Minute:
 		return "minute"
 	case d == time.Hour:
