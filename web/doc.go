@@ -11,6 +11,8 @@
 //	GET  /api/v1/state                     exactly `replayguard state --json`
 //	GET  /api/v1/sources                   []engine.SourceReport
 //	GET  /api/v1/stats                     window sizes, audit position, counts
+//	GET  /api/v1/rates                     Rates: deliveries per second by outcome;
+//	                                       window (default 5m, 1s to 15m)
 //	GET  /api/v1/audit                     {records, next}; key, source, outcome,
 //	                                       route, since, until, from, limit
 //	GET  /api/v1/quarantine                {entries, total, next}; from, limit

@@ -17,7 +17,9 @@ const (
 )
 
 // Hub fans committed decisions and entity changes out to event-stream
-// clients and counts decisions for the dashboard. It implements
+// clients and counts decisions for the dashboard, in all and per second
+// over the last 15 minutes (Rates), so that a reloaded dashboard draws its
+// charts from the server's history. It implements
 // engine.Observer and never blocks the engine: a client whose buffer is
 // full loses events and is told to refetch. A Hub is safe for concurrent
 // use and owns no goroutine.
@@ -27,6 +29,9 @@ type Hub struct {
 	subs     map[*subscriber]struct{}
 	decided  map[string]uint64 // deliveries by outcome
 	resolved map[string]uint64 // operator actions by audited outcome
+	rates    rateRing          // deliveries per second by outcome
+	position uint64            // the last audit position counted
+	now      func() time.Time  // the clock that ends a Rates window
 }
 
 type event struct {
@@ -42,7 +47,7 @@ type subscriber struct {
 // NewHub returns a Hub with no clients.
 func NewHub() *Hub {
 	h := &Hub{started: time.Now().UTC(), subs: map[*subscriber]struct{}{},
-		decided: map[string]uint64{}, resolved: map[string]uint64{}}
+		decided: map[string]uint64{}, resolved: map[string]uint64{}, now: time.Now}
 	for _, o := range engine.Outcomes() {
 		h.decided[o.String()] = 0
 	}
@@ -56,17 +61,23 @@ type entityEvent struct {
 	Fields map[string]json.RawMessage `json:"fields"`
 }
 
-// Committed counts the commit's decisions and queues a `decision` event per
+// Committed counts the commit's decisions, in all and in the second of
+// each record's time, and queues a `decision` event per
 // record and a `state` event per changed entity for every client. It
 // implements engine.Observer.
 func (h *Hub) Committed(records []engine.AuditRecord, entities []engine.EntityState) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range records {
-		if records[i].Ref != 0 {
-			h.resolved[records[i].Outcome]++
-		} else {
-			h.decided[records[i].Outcome]++
+		r := &records[i]
+		h.position = max(h.position, r.Position)
+		if r.Ref != 0 {
+			h.resolved[r.Outcome]++
+			continue
+		}
+		h.decided[r.Outcome]++
+		if o, ok := outcomeIndex[r.Outcome]; ok {
+			h.rates.add(r.Time.Unix(), o)
 		}
 	}
 	if len(h.subs) == 0 {

@@ -110,6 +110,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/api/v1/state", s.only("GET", s.reads(s.state)))
 	mux.HandleFunc("/api/v1/sources", s.only("GET", s.reads(s.sources)))
 	mux.HandleFunc("/api/v1/stats", s.only("GET", s.reads(s.stats)))
+	mux.HandleFunc("/api/v1/rates", s.only("GET", s.reads(s.rates)))
 	mux.HandleFunc("/api/v1/audit", s.only("GET", s.reads(s.audit)))
 	mux.HandleFunc("/api/v1/quarantine", s.only("GET", s.reads(s.quarantineList)))
 	mux.HandleFunc("/api/v1/quarantine/{id}", s.only("GET", s.reads(s.quarantineOne)))
