@@ -72,60 +72,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	)
 	below, conflict := held[0].Position, held[1].Position
 
-	ctx, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1920, 1080),
-	)
-	defer cancel()
-	ctx, cancelTab := chromedp.NewContext(ctx, chromedp.WithErrorf(t.Logf))
-	defer cancelTab()
-	if err := chromedp.Do(ctx, chromedp.Navigate(f.http.URL)); err != nil {
-		t.Fatalf("open the dashboard: %v", err)
-	}
-	ctx, cancelRun := context.WithTimeout(ctx, 45*time.Second)
-	defer cancelRun()
-
-	var shot func(name string)
-	waitFor := func(what, predicate string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-			shot("dashboard-failure.png")
-			t.Fatalf("waiting for %s (%s): %v", what, predicate, err)
-		}
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-		return s
-	}
+	b := openBrowser(t, chrome, f.http.URL)
+	ctx, waitFor, eval, shot := b.ctx, b.waitFor, b.eval, b.shot
 	field := func(entity, name string) string {
 		return fmt.Sprintf(`(() => { const c = document.querySelector('.entity[data-name=%q]'); if (!c) return '';
 			const dts = [...c.querySelectorAll('dt')]; const i = dts.findIndex(d => d.textContent === %q);
 			return i < 0 ? '' : c.querySelectorAll('dd')[i].textContent; })()`, entity, name)
-	}
-	shot = func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		p := filepath.Join(artifactDir(t), name)
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", p)
 	}
 
 	waitFor("the stream", `document.querySelector('#live.up') !== null`)
@@ -208,4 +160,71 @@ func TestDashboardInABrowser(t *testing.T) {
 	if toast := eval(`document.getElementById('toast').textContent`); strings.Contains(toast, "failed") {
 		t.Fatalf("the dashboard reported a failure: %s", toast)
 	}
+}
+
+// browser is a headless Chromium tab on the dashboard.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// openBrowser opens url in a fresh headless Chromium; everything it does
+// after that must finish within 45 seconds.
+func openBrowser(t *testing.T, chrome, url string) *browser {
+	t.Helper()
+	ctx, cancel := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chrome),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1920, 1080),
+	)
+	t.Cleanup(cancel)
+	ctx, cancelTab := chromedp.NewContext(ctx, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(cancelTab)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	ctx, cancelRun := context.WithTimeout(ctx, 45*time.Second)
+	t.Cleanup(cancelRun)
+	return &browser{t: t, ctx: ctx}
+}
+
+// waitFor polls the JavaScript predicate until it is true, failing the test
+// with a screenshot after 10 seconds.
+func (b *browser) waitFor(what, predicate string) {
+	b.t.Helper()
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		b.shot(b.t.Name() + "-failure.png")
+		b.t.Fatalf("waiting for %s (%s): %v", what, predicate, err)
+	}
+}
+
+func (b *browser) eval(expr string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return s
+}
+
+// shot saves a screenshot of the page in the artifact directory.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot: %v", err)
+	}
+	p := filepath.Join(artifactDir(b.t), name)
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot: %s", p)
 }

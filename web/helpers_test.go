@@ -53,13 +53,18 @@ type fixture struct {
 	seq     map[string]int64
 }
 
-func newFixture(t *testing.T, cfg Config) *fixture {
+// newFixture starts the server over a fresh engine; opts adjust the
+// engine's options (its clock, say).
+func newFixture(t *testing.T, cfg Config, opts ...func(*engine.Options)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, store: memory.New(), hub: NewHub(), reg: prometheus.NewRegistry(), seq: map[string]int64{}}
 	f.metrics = metrics.New(f.reg, "test", "0000000", "incidents", "meters")
+	o := engine.Options{Routes: testRoutes, SequenceSpan: 64, Observer: observers{f.metrics, f.hub}}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var err error
-	f.eng, err = engine.New(context.Background(), f.store, engine.Options{Routes: testRoutes, SequenceSpan: 64,
-		Observer: observers{f.metrics, f.hub}})
+	f.eng, err = engine.New(context.Background(), f.store, o)
 	if err != nil {
 		t.Fatal(err)
 	}

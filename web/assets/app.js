@@ -76,7 +76,7 @@ async function loadState() {
 }
 
 async function loadSources() {
-  renderSources(await api("/api/v1/sources"));
+  drawSources(await api("/api/v1/sources"));
 }
 
 async function loadQuarantine() {
@@ -93,7 +93,7 @@ async function loadAudit() {
 async function refetchAll() {
   try {
     await loadStats();
-    await Promise.all([loadState(), loadSources(), loadQuarantine(), loadAudit()]);
+    await Promise.all([loadState(), loadSources(), loadQuarantine(), loadAudit(), loadRates()]);
   } catch (e) {
     toast("Could not load: " + e.message);
   }
@@ -164,35 +164,6 @@ function renderEntities(changed) {
 }
 
 function rangeText(g) { return g.from === g.to ? String(g.from) : g.from + "–" + g.to; }
-
-function renderSources(list) {
-  const body = $("sources").tBodies[0];
-  body.replaceChildren();
-  let missing = 0;
-  for (const s of list) {
-    const gaps = (s.gaps || []).slice();
-    for (const o of s.older_epochs || []) for (const g of o.gaps || []) gaps.push(Object.assign({ epoch: o.epoch }, g));
-    for (const g of gaps) missing += g.to - g.from + 1;
-    const tr = el("tr", gaps.length ? "gappy" : "");
-    tr.append(el("td", "", s.route), el("td", "", s.source.join("/")), el("td", "", s.epoch || "—"),
-      el("td", "num", s.high < 0 ? "—" : String(s.high)));
-    const td = el("td", gaps.length ? "gap" : "ok");
-    td.textContent = gaps.length
-      ? gaps.map((g) => (g.epoch !== undefined ? "epoch " + g.epoch + ": " : "") + rangeText(g)).join(", ")
-      : "none";
-    tr.append(td);
-    body.append(tr);
-  }
-  if (!list.length) {
-    const tr = el("tr");
-    const td = el("td", "empty", "No sequenced source yet.");
-    td.colSpan = 5;
-    tr.append(td);
-    body.append(tr);
-  }
-  $("c-gaps").textContent = missing.toLocaleString();
-  $("c-gaps").parentElement.classList.toggle("alert", missing > 0);
-}
 
 // payloadText shows a held payload: JSON as JSON, other bytes as text when
 // they are printable UTF-8, else as base64.
@@ -276,6 +247,7 @@ function onDecision(r, batch) {
     state.counts[r.outcome] = (state.counts[r.outcome] || 0) + 1;
     batch.bumped.add(r.outcome);
   }
+  countRate(r);
   if (r.sequence !== undefined) batch.sources = true;
   if (HELD.has(r.outcome) || r.ref) batch.quarantine = true;
 }
@@ -321,6 +293,7 @@ function flush() {
   renderCounts(b.bumped);
   if (b.changed.size) renderEntities(b.changed);
   renderAudit(b.fresh);
+  soon("rates", drawRates, 250);
   if (b.sources) soon("sources", loadSources, 300);
   if (b.quarantine) soon("quarantine", loadQuarantine, 300);
 }
@@ -417,7 +390,10 @@ async function confirmDiscard() {
 
 // ---- start ----------------------------------------------------------------
 
-function tick() { $("clock").textContent = timeOf(Date.now()); }
+function tick() {
+  $("clock").textContent = timeOf(Date.now());
+  drawRates();
+}
 
 document.addEventListener("DOMContentLoaded", () => {
   $("token").value = token();
@@ -427,6 +403,8 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("f-outcome").addEventListener("change", () => renderAudit(new Set()));
   $("f-text").addEventListener("input", () => renderAudit(new Set()));
+  $("f-source").addEventListener("input", renderSourceRows);
+  window.addEventListener("resize", () => { drawRates(); drawSourceMap(sourceList); });
   $("discard-ok").addEventListener("click", confirmDiscard);
   $("discard-cancel").addEventListener("click", () => $("discard-dialog").close());
   $("discard-reason").addEventListener("keydown", (e) => { if (e.key === "Enter") confirmDiscard(); });
