@@ -178,11 +178,17 @@ function payloadText(e) {
   return "base64: " + b64;
 }
 
+let heldShown = null; // the ids and outcomes on screen
 function renderQuarantine(page) {
   const root = $("quarantine");
-  root.replaceChildren();
   $("c-held").textContent = page.total.toLocaleString();
   $("c-held").parentElement.classList.toggle("alert", page.total > 0);
+  // The same entries again (an event's reload after an action's) keep their
+  // cards: a button being clicked is never swapped out from under the click.
+  const shown = page.entries.map(e => e.id + ":" + e.outcome).join(",");
+  if (shown === heldShown && root.childElementCount > 0) return;
+  heldShown = shown;
+  root.replaceChildren();
   if (!page.entries.length) {
     root.append(el("div", "empty", "Nothing held."));
     return;
