@@ -33,18 +33,30 @@ func (e *BrokenError) Is(target error) bool { return target == ErrBroken }
 
 // Verifier checks records one at a time, in order.
 type Verifier struct {
+	start  uint64 // the first position checked
 	next   uint64
 	prev   engine.Hash
 	member string
+	// archived is the last record of an archive that overlaps the stored
+	// log (sealed, the store not yet trimmed): the store's record there
+	// must be the same.
+	archived engine.AuditHead
 }
 
 // NewVerifier starts a chain at position 1: a single-owner store's, whose
 // records name no member.
-func NewVerifier() *Verifier { return &Verifier{next: 1} }
+func NewVerifier() *Verifier { return &Verifier{start: 1, next: 1} }
 
 // NewChainVerifier starts member's chain of a shared store at position 1:
 // each of its records must name member.
-func NewChainVerifier(member string) *Verifier { return &Verifier{next: 1, member: member} }
+func NewChainVerifier(member string) *Verifier { return &Verifier{start: 1, next: 1, member: member} }
+
+// NewVerifierFrom starts a chain after base, a store's audit base (see
+// engine.AuditTrimmer): the first record must be at base.Position+1 and
+// link to base.Hash. member is empty for a single-owner store.
+func NewVerifierFrom(base engine.AuditHead, member string) *Verifier {
+	return &Verifier{start: base.Position + 1, next: base.Position + 1, prev: base.Hash, member: member}
+}
 
 // Check verifies the next record.
 func (v *Verifier) Check(r engine.AuditRecord) error {
@@ -64,32 +76,55 @@ func (v *Verifier) Check(r engine.AuditRecord) error {
 	if h != r.Hash {
 		return &BrokenError{Position: r.Position, Member: v.member, Reason: "hash does not match the record's content (altered)"}
 	}
+	if r.Position == v.archived.Position && h != v.archived.Hash {
+		return &BrokenError{Position: r.Position, Member: v.member, Reason: "the store's record differs from the archived one at this position"}
+	}
 	v.next++
 	v.prev = h
 	return nil
 }
 
 // Count is the number of records verified so far.
-func (v *Verifier) Count() uint64 { return v.next - 1 }
+func (v *Verifier) Count() uint64 { return v.next - v.start }
 
 // Head is the last verified link.
 func (v *Verifier) Head() engine.AuditHead {
 	return engine.AuditHead{Position: v.next - 1, Hash: v.prev}
 }
 
-// Verify walks the store's whole log. When head is not zero (the chain head
+// Verify walks the store's whole log: from position 1, or on a store that
+// audit retention trimmed (an engine.AuditTrimmer) from its base, to which
+// the first stored record must link. When head is not zero (the chain head
 // the store keeps apart from the records) the last record must match it, so
 // a removed tail is caught too. It returns the number of records checked.
 func Verify(ctx context.Context, s engine.AuditScanner, head engine.AuditHead) (uint64, error) {
-	v := NewVerifier()
-	if err := s.ScanAudit(ctx, 1, v.Check); err != nil {
+	var base engine.AuditHead
+	if t, ok := s.(engine.AuditTrimmer); ok {
+		var err error
+		if base, err = t.AuditBase(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return VerifyFrom(ctx, s, base, head)
+}
+
+// VerifyFrom is Verify from base (zero: position 1).
+func VerifyFrom(ctx context.Context, s engine.AuditScanner, base, head engine.AuditHead) (uint64, error) {
+	v := NewVerifierFrom(base, "")
+	if err := s.ScanAudit(ctx, base.Position+1, v.Check); err != nil {
 		return v.Count(), err
 	}
+	return v.Count(), v.checkHead(head)
+}
+
+// checkHead reports a log that ends before the chain head the store keeps
+// (zero: none kept).
+func (v *Verifier) checkHead(head engine.AuditHead) error {
 	if head.Position != 0 && v.Head() != head {
-		return v.Count(), &BrokenError{Position: v.Count() + 1,
-			Reason: fmt.Sprintf("log ends at position %d but the chain head is at %d", v.Count(), head.Position)}
+		return &BrokenError{Position: v.next, Member: v.member,
+			Reason: fmt.Sprintf("log ends at position %d but the chain head is at %d", v.next-1, head.Position)}
 	}
-	return v.Count(), nil
+	return nil
 }
 
 // VerifyJSONL verifies an exported log: one chain, or a group's chains
@@ -97,6 +132,19 @@ func Verify(ctx context.Context, s engine.AuditScanner, head engine.AuditHead) (
 // It returns the number of records checked.
 func VerifyJSONL(r io.Reader) (uint64, error) {
 	chains := map[string]*Verifier{}
+	return scanJSONL(r, func(rec engine.AuditRecord) error {
+		v := chains[rec.Member]
+		if v == nil {
+			v = NewChainVerifier(rec.Member)
+			chains[rec.Member] = v
+		}
+		return v.Check(rec)
+	})
+}
+
+// scanJSONL calls fn for each record of a JSON Lines log and returns how
+// many fn accepted.
+func scanJSONL(r io.Reader, fn func(engine.AuditRecord) error) (uint64, error) {
 	n := uint64(0)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -105,12 +153,7 @@ func VerifyJSONL(r io.Reader) (uint64, error) {
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			return n, &BrokenError{Position: rec.Position, Member: rec.Member, Reason: fmt.Sprintf("line %d is not an audit record: %v", line, err)}
 		}
-		v := chains[rec.Member]
-		if v == nil {
-			v = NewChainVerifier(rec.Member)
-			chains[rec.Member] = v
-		}
-		if err := v.Check(rec); err != nil {
+		if err := fn(rec); err != nil {
 			return n, err
 		}
 		n++

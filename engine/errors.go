@@ -27,3 +27,11 @@ var ErrStillMalformed = errors.New("replayguard: message is still malformed")
 // ErrAborted is returned for a batch that was not committed because a
 // batch submitted before it failed to commit. Submit it again.
 var ErrAborted = errors.New("replayguard: batch aborted")
+
+// ErrTrimBase is returned by TrimAudit when the base it is given is not the
+// stored record just below the trim: the caller archived something else.
+var ErrTrimBase = errors.New("replayguard: audit trim base does not match the stored record")
+
+// ErrTrimQuarantine is returned by TrimAudit when an open quarantine entry
+// still needs a record it would drop.
+var ErrTrimQuarantine = errors.New("replayguard: audit records below an open quarantine entry stay until it is resolved")

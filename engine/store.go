@@ -62,3 +62,24 @@ func (b *Batch) Empty() bool {
 	return len(b.Keys) == 0 && b.EvictBelow == 0 && len(b.Sources) == 0 && len(b.Entities) == 0 &&
 		len(b.Audit) == 0 && len(b.Quarantine) == 0 && len(b.Resolved) == 0
 }
+
+// AuditTrimmer is a store whose audit log may start above position 1:
+// audit retention archives the oldest records and then drops them from the
+// store. What verification needs stays: the position and hash of the last
+// dropped record, the store's base, to which the first stored record's prev
+// links. ScanAudit then begins after the base.
+//
+// TrimAudit is called by one retention task at a time; it runs
+// concurrently with Commit and with scans, which see the log either before
+// or after the trim, never half of it.
+type AuditTrimmer interface {
+	// AuditBase returns the last dropped record's position and hash; zero
+	// when nothing was dropped.
+	AuditBase(ctx context.Context) (AuditHead, error)
+	// TrimAudit drops every record with position < below, atomically, and
+	// makes base its new base. base must be the stored record at below-1
+	// (its position and hash), else ErrTrimBase; an open quarantine entry
+	// whose record is below below refuses the trim with ErrTrimQuarantine.
+	// Nothing changes on error.
+	TrimAudit(ctx context.Context, below uint64, base AuditHead) error
+}

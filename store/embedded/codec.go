@@ -23,6 +23,8 @@ import (
 //	meta        "version" -> big-endian schemaVersion
 //	            "head"    -> big-endian position (8) | hash (32)
 //	            "nextkey" -> big-endian ordinal
+//	            "base"    -> big-endian position (8) | hash (32) of the last
+//	                         record audit retention dropped (see trim.go)
 var (
 	bucketAudit      = []byte("audit")
 	bucketKeys       = []byte("keys")

@@ -22,6 +22,7 @@ type Store struct {
 	entities   map[string]engine.EntityState
 	audit      auditLog
 	head       engine.AuditHead
+	base       engine.AuditHead // the last record audit retention dropped
 	nextKey    uint64
 	quarantine map[uint64]engine.QuarantineEntry // entries are replaced, never changed in place
 }
@@ -30,6 +31,7 @@ var (
 	_ engine.Store             = (*Store)(nil)
 	_ engine.AuditScanner      = (*Store)(nil)
 	_ engine.QuarantineScanner = (*Store)(nil)
+	_ engine.AuditTrimmer      = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -158,14 +160,50 @@ func (s *Store) ScanAudit(ctx context.Context, from uint64, fn func(engine.Audit
 		s.mu.RUnlock()
 		return engine.ErrClosed
 	}
-	view := s.audit.view()
+	view, base := s.audit.view(), s.base
 	s.mu.RUnlock()
-	return view.scan(max(from, 1), func(r *engine.AuditRecord) error {
+	return view.scan(max(from, base.Position+1, 1), func(r *engine.AuditRecord) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		return fn(copyRecord(*r))
 	})
+}
+
+// AuditBase returns the last dropped record's position and hash; zero when
+// none was dropped.
+func (s *Store) AuditBase(ctx context.Context) (engine.AuditHead, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return engine.AuditHead{}, engine.ErrClosed
+	}
+	return s.base, nil
+}
+
+// TrimAudit drops the records below below and makes base the store's
+// audit base; see engine.AuditTrimmer.
+func (s *Store) TrimAudit(ctx context.Context, below uint64, base engine.AuditHead) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return engine.ErrClosed
+	}
+	if below != base.Position+1 || base.Position <= s.base.Position || base.Position > s.head.Position {
+		return fmt.Errorf("%w: base at position %d for a trim below %d, with the stored log at %d..%d",
+			engine.ErrTrimBase, base.Position, below, s.base.Position+1, s.head.Position)
+	}
+	for id := range s.quarantine {
+		if id < below {
+			return fmt.Errorf("%w: entry %d", engine.ErrTrimQuarantine, id)
+		}
+	}
+	if r := s.audit.at(base.Position); r == nil || r.Hash != base.Hash {
+		return fmt.Errorf("%w: at position %d", engine.ErrTrimBase, base.Position)
+	}
+	s.audit.drop(below)
+	s.base = base
+	return nil
 }
 
 // ScanQuarantine calls fn with a copy of each open entry in ID order, as

@@ -65,6 +65,25 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) (engine.Store,
 		equal(t, "state after reopening", readState(t, must(t, dir)), want)
 	})
 
+	t.Run("a trimmed audit log keeps its base after reopen", func(t *testing.T) {
+		dir := t.TempDir()
+		s := must(t, dir)
+		tr := trimmer(t, s)
+		all := trimmedLog(t, s)
+		if err := tr.TrimAudit(t.Context(), 180, baseOf(all[178])); err != nil {
+			t.Fatalf("TrimAudit: %v", err)
+		}
+		closeStore(t, s)
+		s = must(t, dir)
+		if b, err := s.(engine.AuditTrimmer).AuditBase(t.Context()); err != nil || b != baseOf(all[178]) {
+			t.Fatalf("AuditBase after reopening = %v, %v; want position 179", b, err)
+		}
+		if got := scanAudit(t, s, 0); len(got) != 121 || got[0].Position != 180 {
+			t.Fatalf("after reopening the log holds %d records from %d; want 121 from 180", len(got), got[0].Position)
+		}
+		closeStore(t, s)
+	})
+
 	t.Run("a second open of a held directory fails with ErrLocked", func(t *testing.T) {
 		dir := t.TempDir()
 		s := must(t, dir)

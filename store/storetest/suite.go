@@ -55,6 +55,8 @@ func Run(t *testing.T, open func(t *testing.T) engine.Store) {
 		{"the store keeps its own copies", testCopies},
 		{"every method returns ErrClosed after close", testClosed},
 		{"scans run safely while commits land", testConcurrent},
+		{"a trimmed audit log starts after its base", testTrim},
+		{"a trim that would break the chain or drop a held record is refused", testTrimRefuses},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, backend(t)) })

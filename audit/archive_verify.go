@@ -1,0 +1,209 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// ArchiveResult is what VerifyArchive checked of one chain.
+type ArchiveResult struct {
+	Member   string
+	Segments int
+	Records  uint64
+	Head     engine.AuditHead // the last archived record; zero for an empty archive
+}
+
+// VerifyArchive checks member's segments in archive dir as one chain from
+// position 1: each segment's SHA-256 against its manifest, each record's
+// hash chain, and that the segments follow each other without a hole or
+// an overlap. A missing segment is named by the positions it held. It
+// returns what it checked up to the first break, and a Verifier that
+// continues the chain after the last archived record.
+func VerifyArchive(ctx context.Context, dir, member string) (*Verifier, ArchiveResult, error) {
+	res := ArchiveResult{Member: member}
+	v := NewChainVerifier(member)
+	cdir := ChainDir(dir, member)
+	entries, err := os.ReadDir(cdir)
+	if errors.Is(err, os.ErrNotExist) {
+		return v, res, nil
+	}
+	if err != nil {
+		return v, res, fmt.Errorf("audit archive: %w", err)
+	}
+	last := ""
+	for _, e := range entries { // sorted by name: chain order
+		if err := ctx.Err(); err != nil {
+			return v, res, err
+		}
+		first, _, suffix, ok := parseName(e.Name())
+		if !ok || suffix != manifestSuffix {
+			continue
+		}
+		m, err := readManifest(cdir, e.Name(), first, member)
+		if err == nil {
+			err = checkPlace(v, m, last)
+		}
+		if err == nil {
+			err = readSegment(filepath.Join(cdir, m.Segment), m, v.Check)
+			err = segmentError(err, m, v)
+		}
+		if err == nil && (v.Head() != engine.AuditHead{Position: m.Last, Hash: m.Hash}) {
+			err = &BrokenError{Position: v.next, Member: member,
+				Reason: fmt.Sprintf("segment %s ends at position %d, its manifest says %d", m.Segment, v.next-1, m.Last)}
+		}
+		if err != nil {
+			return v, res, err
+		}
+		res.Segments++
+		res.Records += m.Records
+		res.Head = v.Head()
+		last = m.Segment
+	}
+	return v, res, nil
+}
+
+// readManifest reads and checks the manifest name, whose name says it
+// starts at first.
+func readManifest(dir, name string, first uint64, member string) (Manifest, error) {
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	broken := func(format string, args ...any) error {
+		return &BrokenError{Position: first, Member: member, Reason: fmt.Sprintf("manifest %s: ", name) + fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case err != nil:
+		return m, broken("%v", err)
+	case m.Format != manifestFormat:
+		return m, broken("format %d, want %d", m.Format, manifestFormat)
+	case m.Member != member:
+		return m, broken("names member %q, in the archive of %q", m.Member, member)
+	case name != ManifestName(m.First, m.Last) || m.Segment != SegmentName(m.First, m.Last):
+		return m, broken("describes positions %d..%d (segment %s), which its name does not: renamed or reordered", m.First, m.Last, m.Segment)
+	case m.Last < m.First || m.Records != m.Last-m.First+1:
+		return m, broken("%d records for positions %d..%d", m.Records, m.First, m.Last)
+	}
+	return m, nil
+}
+
+// checkPlace checks that segment m follows the chain v has verified (the
+// last segment being after).
+func checkPlace(v *Verifier, m Manifest, after string) error {
+	where := "at the start of the archive"
+	if after != "" {
+		where = "after " + after
+	}
+	switch {
+	case m.First > v.next:
+		return &BrokenError{Position: v.next, Member: m.Member,
+			Reason: fmt.Sprintf("positions %d..%d are in no segment %s, before %s: a segment is missing", v.next, m.First-1, where, m.Segment)}
+	case m.First < v.next:
+		return &BrokenError{Position: m.First, Member: m.Member,
+			Reason: fmt.Sprintf("segment %s starts at position %d, %s ending at %d: segments overlap or were reordered", m.Segment, m.First, where, v.next-1)}
+	case m.Prev != v.prev:
+		return &BrokenError{Position: m.First, Member: m.Member,
+			Reason: fmt.Sprintf("segment %s does not link to the chain %s (its prev is not the hash of position %d)", m.Segment, where, v.next-1)}
+	}
+	return nil
+}
+
+// segmentError names the segment in a break found inside it.
+func segmentError(err error, m Manifest, v *Verifier) error {
+	var b *BrokenError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &b):
+		if b.Position == 0 {
+			b.Position = v.next
+		}
+		if b.Reason != "" && b.Position >= m.First && b.Position <= m.Last && !strings.Contains(b.Reason, m.Segment) {
+			b.Reason = fmt.Sprintf("in segment %s: %s", m.Segment, b.Reason)
+		}
+		return b
+	case errors.Is(err, os.ErrNotExist):
+		return &BrokenError{Position: m.First, Member: m.Member,
+			Reason: fmt.Sprintf("segment %s of positions %d..%d is missing (its manifest is there)", m.Segment, m.First, m.Last)}
+	default:
+		return &BrokenError{Position: v.next, Member: m.Member, Reason: fmt.Sprintf("segment %s: %v", m.Segment, err)}
+	}
+}
+
+// Verified is what VerifyWithArchive checked.
+type Verified struct {
+	Archive ArchiveResult
+	Base    engine.AuditHead // the store's audit base
+	Stored  uint64           // records verified in the store
+}
+
+// VerifyWithArchive verifies archive dir and the store s (a single-owner
+// store's chain, head its chain head) as one chain: the archive from
+// position 1, then the store from its base, which must be the archive's
+// last record. A store trimmed past the archive's end is a missing segment,
+// named by its positions.
+func VerifyWithArchive(ctx context.Context, dir string, s engine.AuditScanner, head engine.AuditHead) (Verified, error) {
+	var out Verified
+	if t, ok := s.(engine.AuditTrimmer); ok {
+		var err error
+		if out.Base, err = t.AuditBase(ctx); err != nil {
+			return out, err
+		}
+	}
+	av, ar, err := VerifyArchive(ctx, dir, "")
+	out.Archive = ar
+	if err != nil {
+		return out, err
+	}
+	sv, err := joinStore(av, out.Base, "")
+	if err != nil {
+		return out, err
+	}
+	err = s.ScanAudit(ctx, out.Base.Position+1, sv.Check)
+	out.Stored = sv.Count()
+	if err != nil {
+		return out, err
+	}
+	if err := sv.checkHead(head); err != nil {
+		return out, err
+	}
+	return out, sv.checkArchived(ar.Head, head)
+}
+
+// joinStore returns the verifier of a stored chain whose base is base,
+// after the archive av verified: the archive must reach the base.
+func joinStore(av *Verifier, base engine.AuditHead, member string) (*Verifier, error) {
+	ah := av.Head()
+	switch {
+	case base.Position > ah.Position:
+		return nil, &BrokenError{Position: ah.Position + 1, Member: member,
+			Reason: fmt.Sprintf("positions %d..%d are in no archived segment and no longer in the store (it starts after %d): a segment is missing",
+				ah.Position+1, base.Position, base.Position)}
+	case base.Position == ah.Position && base.Hash != ah.Hash:
+		return nil, &BrokenError{Position: base.Position + 1, Member: member,
+			Reason: fmt.Sprintf("the store's base (position %d) is not the archive's last record", base.Position)}
+	}
+	sv := NewVerifierFrom(base, member)
+	if ah.Position > base.Position {
+		sv.archived = ah // sealed but not yet trimmed: the store must agree
+	}
+	return sv, nil
+}
+
+// checkArchived reports an archive that holds records beyond the stored
+// chain's head.
+func (v *Verifier) checkArchived(archived, head engine.AuditHead) error {
+	if archived.Position > v.Head().Position {
+		return &BrokenError{Position: v.Head().Position + 1, Member: v.member,
+			Reason: fmt.Sprintf("the archive holds positions up to %d, beyond the store's chain head %d", archived.Position, head.Position)}
+	}
+	return nil
+}

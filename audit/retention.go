@@ -1,0 +1,213 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// DefaultSegmentRecords bounds the records of one archived segment, and so
+// what one trim drops in one transaction.
+const DefaultSegmentRecords = 100_000
+
+// ErrRetention is returned by NewRetention for options it cannot work with.
+var ErrRetention = errors.New("audit retention: invalid options")
+
+// RetainStore is a store whose audit log retention trims.
+type RetainStore interface {
+	engine.AuditScanner
+	engine.AuditTrimmer
+	engine.QuarantineScanner
+}
+
+// RetentionOptions configure NewRetention.
+type RetentionOptions struct {
+	// Archive is the directory that receives the sealed segments. Required:
+	// records never leave the store unarchived.
+	Archive string
+	// MaxAge drops records older than this. Default 0: no age limit.
+	MaxAge time.Duration
+	// MaxRecords keeps at most this many records in the store. Default 0:
+	// no count limit. At least one of MaxAge and MaxRecords is required.
+	MaxRecords uint64
+	// SegmentRecords bounds a segment. Default DefaultSegmentRecords.
+	SegmentRecords int
+	// Head returns the position of the store's committed chain head (the
+	// engine's Stats().Position). Required.
+	Head func(ctx context.Context) (uint64, error)
+	// Now is the clock MaxAge is measured on. Default time.Now.
+	Now func() time.Time
+	// Logger receives a line per archived segment and the errors of Run.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// Retention moves the oldest audit records of a single-owner store into
+// sealed segments of an archive and then drops them from the store, so the
+// store stays bounded and archive plus store verify as one chain
+// (VerifyWithArchive). A record leaves when it is older than MaxAge or
+// beyond the newest MaxRecords, and never while an open quarantine entry
+// is at or below it: a held message and the records up to it stay until
+// it is released or discarded.
+//
+// Once and Run must not run concurrently with each other (one task owns
+// the archive); both run alongside the engine's commits.
+type Retention struct {
+	store RetainStore
+	opts  RetentionOptions
+	log   *slog.Logger
+}
+
+// TrimResult is what one pass of retention moved.
+type TrimResult struct {
+	Segments int
+	Records  uint64
+	Base     engine.AuditHead // the store's audit base after the pass
+}
+
+// NewRetention returns retention for s under opts.
+func NewRetention(s RetainStore, opts RetentionOptions) (*Retention, error) {
+	switch {
+	case opts.Archive == "":
+		return nil, fmt.Errorf("%w: no archive directory", ErrRetention)
+	case opts.MaxAge <= 0 && opts.MaxRecords == 0:
+		return nil, fmt.Errorf("%w: neither a maximum age nor a maximum record count", ErrRetention)
+	case opts.Head == nil:
+		return nil, fmt.Errorf("%w: no chain head", ErrRetention)
+	}
+	if opts.SegmentRecords <= 0 {
+		opts.SegmentRecords = DefaultSegmentRecords
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Retention{store: s, opts: opts, log: log}, nil
+}
+
+// Run calls Once now and then every interval until ctx is done, logging
+// the errors of a pass (the next pass tries again). It returns nil when
+// ctx is done.
+func (r *Retention) Run(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := r.Once(ctx); err != nil && ctx.Err() == nil {
+			r.log.Error("audit retention", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Once archives and drops every record the limits let go, a segment at a
+// time: each segment is sealed in the archive before the store drops its
+// records.
+func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
+	var res TrimResult
+	base, err := r.store.AuditBase(ctx)
+	res.Base = base
+	if err != nil {
+		return res, err
+	}
+	head, err := r.opts.Head(ctx)
+	if err != nil {
+		return res, err
+	}
+	floor, err := r.quarantineFloor(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := clearFrom(r.opts.Archive, base.Position+1); err != nil {
+		return res, err
+	}
+	p := pass{limit: min(head, floor-1), ageCut: r.opts.Now().Add(-r.opts.MaxAge)}
+	if n := r.opts.MaxRecords; n > 0 && head > n {
+		p.countCut = head - n
+	}
+	for base.Position < p.limit {
+		n, next, err := r.segment(ctx, base, p)
+		if err != nil || n == 0 {
+			return res, err
+		}
+		if err := r.store.TrimAudit(ctx, next.Position+1, next); err != nil {
+			return res, err
+		}
+		base = next
+		res.Segments++
+		res.Records += n
+		res.Base = base
+	}
+	return res, nil
+}
+
+// pass is what one Once lets go: positions up to limit that are at or
+// below countCut or older than ageCut.
+type pass struct {
+	limit    uint64
+	countCut uint64
+	ageCut   time.Time
+}
+
+// quarantineFloor is the position of the oldest open quarantine entry's
+// record (math.MaxUint64 when none is open): nothing at or above it leaves.
+func (r *Retention) quarantineFloor(ctx context.Context) (uint64, error) {
+	floor := uint64(math.MaxUint64)
+	err := r.store.ScanQuarantine(ctx, func(q engine.QuarantineEntry) error {
+		floor = q.ID // in ID order: the first is the oldest
+		return errStop
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return floor, err
+}
+
+var errStop = errors.New("stop")
+
+// segment archives the records after base that p lets go, up to a
+// segment's worth, and returns how many and the last one's link. It checks
+// the chain as it goes: a broken chain is never archived as if whole.
+func (r *Retention) segment(ctx context.Context, base engine.AuditHead, p pass) (uint64, engine.AuditHead, error) {
+	upto := min(p.limit, base.Position+uint64(r.opts.SegmentRecords))
+	w, err := newSegment(r.opts.Archive, "", base)
+	if err != nil {
+		return 0, base, err
+	}
+	v := NewVerifierFrom(base, "")
+	err = r.store.ScanAudit(ctx, base.Position+1, func(rec engine.AuditRecord) error {
+		if rec.Position > upto || (rec.Position > p.countCut && (r.opts.MaxAge <= 0 || !rec.Time.Before(p.ageCut))) {
+			return errStop
+		}
+		if err := v.Check(rec); err != nil {
+			return err
+		}
+		return w.add(&rec)
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		w.abort()
+		return 0, base, err
+	}
+	if v.Count() == 0 {
+		w.abort()
+		return 0, base, nil
+	}
+	m, err := w.seal(r.opts.Now())
+	if err != nil {
+		return 0, base, err
+	}
+	r.log.Info("audit segment archived", "first", m.First, "last", m.Last, "records", m.Records, "bytes", m.Bytes, "segment", m.Segment)
+	return m.Records, engine.AuditHead{Position: m.Last, Hash: m.Hash}, nil
+}
