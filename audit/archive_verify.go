@@ -54,9 +54,8 @@ func VerifyArchive(ctx context.Context, dir, member string) (*Verifier, ArchiveR
 			err = readSegment(filepath.Join(cdir, m.Segment), m, v.Check)
 			err = segmentError(err, m, v)
 		}
-		if err == nil && (v.Head() != engine.AuditHead{Position: m.Last, Hash: m.Hash}) {
-			err = &BrokenError{Position: v.next, Member: member,
-				Reason: fmt.Sprintf("segment %s ends at position %d, its manifest says %d", m.Segment, v.next-1, m.Last)}
+		if err == nil {
+			err = checkEnd(v, m)
 		}
 		if err != nil {
 			return v, res, err
@@ -112,6 +111,20 @@ func checkPlace(v *Verifier, m Manifest, after string) error {
 	case m.Prev != v.prev:
 		return &BrokenError{Position: m.First, Member: m.Member,
 			Reason: fmt.Sprintf("segment %s does not link to the chain %s (its prev is not the hash of position %d)", m.Segment, where, v.next-1)}
+	}
+	return nil
+}
+
+// checkEnd checks that the segment v just verified ends where its
+// manifest says, with the hash it says.
+func checkEnd(v *Verifier, m Manifest) error {
+	switch h := v.Head(); {
+	case h.Position != m.Last:
+		return &BrokenError{Position: v.next, Member: m.Member,
+			Reason: fmt.Sprintf("segment %s ends at position %d, its manifest says %d", m.Segment, h.Position, m.Last)}
+	case h.Hash != m.Hash:
+		return &BrokenError{Position: m.Last, Member: m.Member,
+			Reason: fmt.Sprintf("the last record of segment %s has hash %s, its manifest says %s", m.Segment, h.Hash, m.Hash)}
 	}
 	return nil
 }
