@@ -44,6 +44,9 @@ type Config struct {
 	Routes []Route    `yaml:"routes,omitempty"`
 	MQTT   MQTTConfig `yaml:"mqtt"`
 	HTTP   HTTPConfig `yaml:"http"`
+	// Audit is the audit log's retention and archive. Default: the store
+	// keeps every record.
+	Audit AuditConfig `yaml:"audit,omitempty"`
 }
 
 // StoreConfig selects where windows, effects, audit and quarantine live.
@@ -307,6 +310,7 @@ func (c *Config) SetDefaults() {
 	setDuration(&m.BatchLinger, DefaultBatchLinger)
 	setInt(&m.ReceiveMaximum, min(65535, max(DefaultReceiveMaximum, 4*m.BatchSize))) // room for the next batches while one commits
 	setString(&c.HTTP.Listen, DefaultHTTPListen)
+	c.Audit.setDefaults()
 }
 
 func setString(p *string, v string) {

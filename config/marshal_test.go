@@ -48,6 +48,7 @@ mqtt:
   batch_linger: 5ms
   receive_maximum: 200
 http: {listen: "", token_file: /run/token, auth_reads: true, tls: {cert_file: c, key_file: k, ca_file: ca}}
+audit: {archive: /var/lib/replayguard-archive}
 `
 	tests := []struct {
 		name string
@@ -56,6 +57,8 @@ http: {listen: "", token_file: /run/token, auth_reads: true, tls: {cert_file: c,
 		{"the defaults read back unchanged", ""},
 		{"every setting reads back unchanged", full},
 		{"the design's example reads back unchanged", mustRead(t, "testdata/design.yaml")},
+		{"retention with its default interval reads back unchanged", "audit: {retention: {max_records: 50000}, archive: ./archive}"},
+		{"every retention setting reads back unchanged", "audit: {retention: {max_age: 720h, max_records: 10000000, interval: 30s}, archive: /var/lib/replayguard-archive}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

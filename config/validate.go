@@ -37,6 +37,7 @@ func (c *Config) check(ps *problems) {
 	checkRoutes(ps, c.Routes)
 	c.MQTT.check(ps, field{}.dot("mqtt"))
 	c.HTTP.check(ps, field{}.dot("http"))
+	c.Audit.check(ps, field{}.dot("audit"), c.Store)
 }
 
 func (s StoreConfig) check(ps *problems, f field) {

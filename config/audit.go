@@ -1,0 +1,68 @@
+package config
+
+import (
+	"path/filepath"
+	"time"
+)
+
+// DefaultRetentionInterval is how often run applies audit retention.
+const DefaultRetentionInterval = Duration(time.Minute)
+
+// AuditConfig is the audit log's lifecycle in the store.
+type AuditConfig struct {
+	// Retention bounds the records the store keeps; the older ones move to
+	// Archive first. Default: no retention, the store keeps every record.
+	Retention RetentionConfig `yaml:"retention,omitempty"`
+	// Archive is the directory that receives the sealed segments of the
+	// records retention moves out of the store; audit verify --archive
+	// reads it. Required with retention. Default "" (none).
+	Archive string `yaml:"archive,omitempty"`
+}
+
+// RetentionConfig says when audit records leave the store: a record older
+// than MaxAge, or beyond the newest MaxRecords, leaves. A record a held
+// quarantine entry needs stays until the entry is released or discarded.
+type RetentionConfig struct {
+	// MaxAge is the oldest a stored record may be. Default 0: no age limit.
+	MaxAge Duration `yaml:"max_age,omitempty"`
+	// MaxRecords is the most records the store keeps. Default 0: no count
+	// limit.
+	MaxRecords int64 `yaml:"max_records,omitempty"`
+	// Interval is how often run applies retention (ingest applies it once,
+	// at its end). Default 1m when retention is on.
+	Interval Duration `yaml:"interval,omitempty"`
+}
+
+// Enabled reports whether any retention limit is set.
+func (r RetentionConfig) Enabled() bool { return r.MaxAge != 0 || r.MaxRecords != 0 }
+
+func (a *AuditConfig) setDefaults() {
+	if a.Retention.Enabled() {
+		setDuration(&a.Retention.Interval, DefaultRetentionInterval)
+	}
+}
+
+// check refuses retention without an archive: the records it drops would
+// leave the store unverifiably, and the chain could no longer be checked
+// from its first record.
+func (a AuditConfig) check(ps *problems, f field, store StoreConfig) {
+	r, rf := a.Retention, f.dot("retention")
+	if r.MaxAge < 0 {
+		ps.add(rf.dot("max_age"), "max_age must be positive, got %v", r.MaxAge)
+	}
+	if r.MaxRecords < 0 {
+		ps.add(rf.dot("max_records"), "max_records must be at least 1, got %d", r.MaxRecords)
+	}
+	if r.Interval < 0 || (!r.Enabled() && r.Interval != 0) {
+		ps.add(rf.dot("interval"), "interval needs a positive duration and a retention limit (max_age or max_records), got %v", r.Interval)
+	}
+	if r.Enabled() && a.Archive == "" {
+		ps.add(f.dot("archive"), "archive is required with audit.retention: name the directory that keeps the records the store drops, so the chain stays verifiable")
+	}
+	if a.Archive != "" && store.Kind == StoreEmbedded && store.Path != "" && filepath.Clean(a.Archive) == filepath.Clean(store.Path) {
+		ps.add(f.dot("archive"), "archive %s is the store's directory: give the archive a directory of its own", a.Archive)
+	}
+	if r.Enabled() && store.Shared() {
+		ps.add(rf, "retention is not yet available on a shared store (kind %s): it trims the embedded and memory stores", store.Kind)
+	}
+}
