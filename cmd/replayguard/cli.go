@@ -56,7 +56,7 @@ func init() {
 		"ingest":     {summary: "decide a captured feed (JSON Lines) and print a summary", usage: "FILE|-", flags: ingestFlags, run: cmdIngest},
 		"state":      {summary: "print entity state", usage: "[--json]", flags: jsonFlag, run: cmdState},
 		"sources":    {summary: "print per-source windows: epoch, high-water, open gaps", usage: "[--json]", flags: jsonFlag, run: cmdSources},
-		"audit":      {summary: "export the audit log (JSONL) or verify its hash chain", usage: "export [--from N] | verify [--file F]", flags: auditFlags, run: cmdAudit},
+		"audit":      {summary: "export the audit log (JSONL) or verify its hash chain", usage: "export [--from N] | verify [--file F | --archive DIR]", flags: auditFlags, run: cmdAudit},
 		"quarantine": {summary: "list, release or discard held messages", usage: "list | release ID [--operator NAME] | discard ID --reason TEXT [--operator NAME] [--token-name NAME]", flags: quarantineFlags, run: cmdQuarantine},
 		"report":     {summary: "write the after-action report (HTML or JSON) from the audit log", usage: "[--from T] [--to T] [--route NAME] [-o FILE] [--format html|json]", flags: reportFlags, run: cmdReport},
 		"lint":       {summary: "validate the configuration; list every problem", run: cmdLint},

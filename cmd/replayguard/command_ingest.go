@@ -49,6 +49,23 @@ func cmdIngest(e *env) error {
 		return fmt.Errorf("after %d messages: %w", sum.Lines, err)
 	}
 	fmt.Fprintln(e.stdout, sum.String())
+	return applyRetention(e, a)
+}
+
+// applyRetention runs audit retention once, when it is configured.
+func applyRetention(e *env, a *app.App) error {
+	r, err := a.Retention()
+	if err != nil || r == nil {
+		return err
+	}
+	res, err := r.Once(e.ctx)
+	if err != nil {
+		return fmt.Errorf("audit retention: %w", err)
+	}
+	if res.Records > 0 {
+		fmt.Fprintf(e.stderr, "audit retention: %d records archived in %d segments to %s; the store keeps positions from %d\n",
+			res.Records, res.Segments, e.cfg.Audit.Archive, res.Base.Position+1)
+	}
 	return nil
 }
 

@@ -78,10 +78,23 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	if err != nil {
 		return err
 	}
+	retention, err := a.Retention()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
+	if retention != nil {
+		wg.Add(1)
+		go func() { // stopped by cancel, waited for before the store closes
+			defer wg.Done()
+			_ = retention.Run(ctx, time.Duration(cfg.Audit.Retention.Interval))
+		}()
+		log.Info("audit retention on", "archive", cfg.Audit.Archive, "max_age", cfg.Audit.Retention.MaxAge,
+			"max_records", cfg.Audit.Retention.MaxRecords, "interval", cfg.Audit.Retention.Interval)
+	}
 	if cfg.HTTP.Enabled() {
 		tokens, err := HTTPTokens(cfg.HTTP)
 		if err != nil {

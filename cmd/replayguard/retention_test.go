@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// meterFeed writes a capture of n fresh meter readings from msgId m-from on.
+func meterFeed(t *testing.T, from, n int) string {
+	t.Helper()
+	var b strings.Builder
+	for i := from; i < from+n; i++ {
+		fmt.Fprintf(&b, `{"topic":"plant/meter-3/energy","payload":{"msgId":"m-%d","kwh":0.25}}`+"\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "feed.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestIngestAppliesRetentionAndVerifyChecksTheArchive(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "archive")
+	cfg := testConfig(t, fmt.Sprintf("audit: {retention: {max_records: 500}, archive: %s}\n", archive))
+
+	_, errs, code := cli(t, "", "ingest", "-c", cfg, meterFeed(t, 0, 3000))
+	if code != 0 || !strings.Contains(errs, "audit retention: 2500 records archived in 1 segments") {
+		t.Fatalf("ingest: exit %d\n%s", code, errs)
+	}
+	out := mustRun(t, "", "audit", "verify", "-c", cfg)
+	if want := "audit chain intact from the store's base: 500 records, positions 2501..3000 (1..2500 were archived by retention: add --archive DIR to verify them too)\n"; out != want {
+		t.Fatalf("verify of the trimmed store:\n%s\nwant\n%s", out, want)
+	}
+	mustRun(t, "", "ingest", "-c", cfg, meterFeed(t, 3000, 1000))
+	out = mustRun(t, "", "audit", "verify", "--archive", archive, "-c", cfg)
+	want := "archive: 2 segments, positions 1..3500 intact\nstore: positions 3501..4000 intact\naudit chain intact: 4000 records, archive and store as one chain\n"
+	if out != want {
+		t.Fatalf("verify --archive:\n%s\nwant\n%s", out, want)
+	}
+	if n := strings.Count(mustRun(t, "", "audit", "export", "-c", cfg), "\n"); n != 500 {
+		t.Fatalf("export after retention: %d records, want the 500 the store keeps", n)
+	}
+
+	first, _ := filepath.Glob(filepath.Join(archive, "audit-00000000000000000001-*"))
+	for _, f := range first {
+		os.Remove(f)
+	}
+	_, errs, code = cli(t, "", "audit", "verify", "--archive", archive, "-c", cfg)
+	if code == 0 || !strings.Contains(errs, "audit chain broken at position 1: positions 1..2500 are in no segment") {
+		t.Fatalf("verify --archive with the first segment gone: exit %d\n%s", code, errs)
+	}
+}
