@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
 // meterFeed writes a capture of n fresh meter readings from msgId m-from on.
@@ -51,5 +56,61 @@ func TestIngestAppliesRetentionAndVerifyChecksTheArchive(t *testing.T) {
 	_, errs, code = cli(t, "", "audit", "verify", "--archive", archive, "-c", cfg)
 	if code == 0 || !strings.Contains(errs, "audit chain broken at position 1: positions 1..2500 are in no segment") {
 		t.Fatalf("verify --archive with the first segment gone: exit %d\n%s", code, errs)
+	}
+}
+
+// TestRunAppliesRetention runs the daemon with a small retention and checks
+// that its background task archives and trims while it runs, that verify
+// through its API starts at the store's base, and that archive and store
+// verify as one chain once it stopped.
+func TestRunAppliesRetention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mosquitto and the daemon")
+	}
+	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	bin := buildBinary(t)
+	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
+	archive := filepath.Join(t.TempDir(), "archive")
+	cfg := testConfig(t, fmt.Sprintf("audit: {retention: {max_records: 20, interval: 100ms}, archive: %s}\n", archive))
+	b, _ := os.ReadFile(cfg)
+	text := strings.Replace(string(b), "tcp://127.0.0.1:1883", broker.URL(), 1)
+	text = strings.Replace(text, "127.0.0.1:9780", listen, 1)
+	os.WriteFile(cfg, []byte(text), 0o644)
+	daemon, exited := startRun(t, bin, cfg, listen)
+
+	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
+		Topic: func(src string) string { return "incidents/fd/" + src },
+		Payload: func(src string, seq int64) []byte {
+			return fmt.Appendf(nil, `{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"incident_id":"I1","casualty_delta":1}`, src, seq)
+		},
+	})
+	if n := pub.Publish(context.Background(), "e1", 100); n != 100 {
+		t.Fatalf("%d of 100 publishes acknowledged", n)
+	}
+	want := "audit chain intact from position 81: 20 records (the records before it are not in the store: add --archive DIR to verify them)\n"
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if out = mustRun(t, "", "audit", "verify", "-c", cfg); out == want {
+			break
+		}
+	}
+	if out != want {
+		t.Fatalf("audit verify through the API: %q, want %q", out, want)
+	}
+	if out := mustRun(t, "", "audit", "verify", "--archive", archive, "-c", cfg); !strings.HasSuffix(out, "audit chain intact: 100 records, archive and store as one chain\n") {
+		t.Fatalf("audit verify --archive through the API: %q", out)
+	}
+	daemon.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("run after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not stop within 15 s of SIGTERM")
+	}
+	out = mustRun(t, "", "audit", "verify", "--archive", archive, "-c", cfg)
+	if !strings.HasSuffix(out, "store: positions 81..100 intact\naudit chain intact: 100 records, archive and store as one chain\n") {
+		t.Fatalf("audit verify --archive on the stopped store: %q", out)
 	}
 }
