@@ -162,5 +162,12 @@ func buildReport(e *env, opts report.Options) (*report.Report, error) {
 		return nil, err
 	}
 	opts.Heads, opts.ReadPath = map[string]engine.AuditHead{"": snap.AuditHead}, "from the store"
+	if t, ok := a.Store.(engine.AuditTrimmer); ok { // retention archived the oldest records
+		base, err := t.AuditBase(e.ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts.Bases = map[string]engine.AuditHead{"": base}
+	}
 	return report.Build(report.Records(e.ctx, a.Store), opts)
 }

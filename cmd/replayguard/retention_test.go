@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,6 +48,21 @@ func TestIngestAppliesRetentionAndVerifyChecksTheArchive(t *testing.T) {
 	}
 	if n := strings.Count(mustRun(t, "", "audit", "export", "-c", cfg), "\n"); n != 500 {
 		t.Fatalf("export after retention: %d records, want the 500 the store keeps", n)
+	}
+	var rep struct {
+		Verification struct {
+			Intact bool `json:"intact"`
+			Chains []struct {
+				Records uint64 `json:"records"`
+				Broken  string `json:"broken"`
+			} `json:"chains"`
+		} `json:"verification"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "", "report", "--format", "json", "-c", cfg)), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if v := rep.Verification; !v.Intact || len(v.Chains) != 1 || v.Chains[0].Records != 500 {
+		t.Fatalf("report of the trimmed store: %+v, want one intact chain of the 500 kept records", v)
 	}
 
 	first, _ := filepath.Glob(filepath.Join(archive, "audit-00000000000000000001-*"))

@@ -31,6 +31,10 @@ type Options struct {
 	// learns a member's base from a resolution that names exactly one
 	// member's held decision, and shows the others by member and position.
 	QuarantineBases map[string]uint64
+	// Bases are where chains trimmed by audit retention now start, by
+	// member: the last archived record's position and hash. A chain with a
+	// base is verified from it; without, from position 1.
+	Bases map[string]engine.AuditHead
 	// Store is the store kind (memory, embedded, redis, postgres), ReadPath
 	// how the records were read (the store itself, or a running process's
 	// API) and ConfigDigest the SHA-256 of the effective configuration:
@@ -163,7 +167,8 @@ type Resolution struct {
 }
 
 // Verification is the hash chains' check: every record of every chain,
-// from position 1.
+// from position 1 or, where retention archived the oldest, from the base
+// the store keeps.
 type Verification struct {
 	Intact      bool          `json:"intact"`
 	HeadChecked bool          `json:"head_checked"` // against the heads the store keeps
@@ -381,7 +386,11 @@ func (b *builder) broker(r *engine.AuditRecord, period bool) {
 func (b *builder) chain(member string) *chainAcc {
 	c := b.chains[member]
 	if c == nil {
-		c = &chainAcc{v: audit.NewChainVerifier(member)}
+		v := audit.NewChainVerifier(member)
+		if base := b.opts.Bases[member]; base.Position > 0 {
+			v = audit.NewVerifierFrom(base, member)
+		}
+		c = &chainAcc{v: v}
 		b.chains[member] = c
 	}
 	return c
