@@ -83,3 +83,17 @@ type AuditTrimmer interface {
 	// Nothing changes on error.
 	TrimAudit(ctx context.Context, below uint64, base AuditHead) error
 }
+
+// CursorStore keeps each audit sink's cursor: the position of the last
+// record the sink delivered. A single-owner store keeps it durably next to
+// the audit log, so a sink resumes after a restart where it stopped.
+//
+// Cursor and SetCursor are safe for concurrent use; each sink writes only
+// its own name.
+type CursorStore interface {
+	// Cursor returns the sink's cursor; 0 when it never delivered.
+	Cursor(ctx context.Context, name string) (uint64, error)
+	// SetCursor records pos as the sink's cursor, durably when it returns
+	// nil.
+	SetCursor(ctx context.Context, name string, pos uint64) error
+}

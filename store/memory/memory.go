@@ -25,6 +25,7 @@ type Store struct {
 	base       engine.AuditHead // the last record audit retention dropped
 	nextKey    uint64
 	quarantine map[uint64]engine.QuarantineEntry // entries are replaced, never changed in place
+	cursors    map[string]uint64                 // audit sinks' cursors
 }
 
 var (

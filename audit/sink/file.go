@@ -1,0 +1,150 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// DefaultKeep is how many rotated files File keeps when FileOptions.Keep is 0.
+const DefaultKeep = 5
+
+// FileOptions configure NewFile.
+type FileOptions struct {
+	// Path is the file the records are appended to.
+	Path string
+	// MaxBytes rotates the file before a write would take it past this
+	// size: Path becomes Path.1, Path.1 becomes Path.2, and so on. Default
+	// 0: no rotation.
+	MaxBytes int64
+	// Keep is how many rotated files stay; the oldest beyond it is
+	// removed. Default DefaultKeep.
+	Keep int
+}
+
+// File appends each record as one line of JSON, the audit export format,
+// and syncs the file before a batch counts as delivered.
+type File struct {
+	opts FileOptions
+	f    *os.File
+	size int64
+	buf  []byte
+}
+
+// NewFile returns a file exporter; it opens the file on the first Export.
+func NewFile(o FileOptions) *File {
+	if o.Keep <= 0 {
+		o.Keep = DefaultKeep
+	}
+	return &File{opts: o}
+}
+
+// Export appends recs and syncs the file. A file is rotated between two
+// records, so none but one holding a single larger record passes MaxBytes.
+func (w *File) Export(_ context.Context, recs []engine.AuditRecord) error {
+	if err := w.open(); err != nil {
+		return err
+	}
+	w.buf = w.buf[:0]
+	for i := range recs {
+		line, err := engine.AppendRecordJSON(w.buf, &recs[i])
+		if err != nil {
+			return fmt.Errorf("encode record %d: %w", recs[i].Position, err)
+		}
+		line = append(line, '\n')
+		n := int64(len(line) - len(w.buf))
+		if m := w.opts.MaxBytes; m > 0 && w.size+int64(len(w.buf))+n > m && w.size+int64(len(w.buf)) > 0 {
+			if err := w.write(w.buf); err != nil {
+				return err
+			}
+			if err := w.rotate(); err != nil {
+				return err
+			}
+			line = append(line[:0], line[len(w.buf):]...)
+		}
+		w.buf = line
+	}
+	return w.write(w.buf)
+}
+
+// write appends b and syncs the file.
+func (w *File) write(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, err := w.f.Write(b)
+	w.size += int64(n)
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		w.f.Close()
+		w.f = nil // reopened, and its size read again, by the next Export
+		return fmt.Errorf("audit file %s: %w", w.opts.Path, err)
+	}
+	return nil
+}
+
+func (w *File) open() error {
+	if w.f != nil {
+		return nil
+	}
+	f, err := os.OpenFile(w.opts.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("audit file: %w", err)
+	}
+	w.f, w.size = f, st.Size()
+	return nil
+}
+
+// rotate shifts Path.k to Path.k+1 (dropping the one beyond Keep), Path to
+// Path.1, and opens a new Path.
+func (w *File) rotate() error {
+	p := w.opts.Path
+	if err := w.f.Close(); err != nil {
+		return fmt.Errorf("audit file %s: %w", p, err)
+	}
+	w.f = nil
+	if err := os.Remove(p + "." + strconv.Itoa(w.opts.Keep)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("audit file rotation: %w", err)
+	}
+	for k := w.opts.Keep - 1; k >= 1; k-- {
+		from := p + "." + strconv.Itoa(k)
+		if err := os.Rename(from, p+"."+strconv.Itoa(k+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("audit file rotation: %w", err)
+		}
+	}
+	if err := os.Rename(p, p+".1"); err != nil {
+		return fmt.Errorf("audit file rotation: %w", err)
+	}
+	syncDir(filepath.Dir(p))
+	return w.open()
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// Close closes the file.
+func (w *File) Close(context.Context) error {
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	return err
+}

@@ -1,0 +1,29 @@
+package sink
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var (
+	descBacklog = prometheus.NewDesc("replayguard_audit_sink_backlog_records",
+		"Committed audit records a sink has not yet delivered: the chain head minus its cursor.", []string{"sink"}, nil)
+	descDelivered = prometheus.NewDesc("replayguard_audit_sink_delivered_total",
+		"Audit records a sink delivered (a record delivered again after a failure counts again).", []string{"sink"}, nil)
+	descFailures = prometheus.NewDesc("replayguard_audit_sink_failures_total",
+		"Failed deliveries of a sink; each is retried from its cursor.", []string{"sink"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s *Set) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descBacklog
+	ch <- descDelivered
+	ch <- descFailures
+}
+
+// Collect implements prometheus.Collector: the figures are read at scrape
+// time.
+func (s *Set) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range s.Status() {
+		ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(st.Backlog), st.Name)
+		ch <- prometheus.MustNewConstMetric(descDelivered, prometheus.CounterValue, float64(st.Delivered), st.Name)
+		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(st.Failures), st.Name)
+	}
+}
