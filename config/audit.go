@@ -17,6 +17,9 @@ type AuditConfig struct {
 	// records retention moves out of the store; audit verify --archive
 	// reads it. Required with retention. Default "" (none).
 	Archive string `yaml:"archive,omitempty"`
+	// Sinks receive every committed audit record, at least once and in
+	// order. Default none.
+	Sinks []SinkConfig `yaml:"sinks,omitempty"`
 }
 
 // RetentionConfig says when audit records leave the store: a record older
@@ -39,6 +42,9 @@ func (r RetentionConfig) Enabled() bool { return r.MaxAge != 0 || r.MaxRecords !
 func (a *AuditConfig) setDefaults() {
 	if a.Retention.Enabled() {
 		setDuration(&a.Retention.Interval, DefaultRetentionInterval)
+	}
+	for i := range a.Sinks {
+		a.Sinks[i].setDefaults()
 	}
 }
 
@@ -65,4 +71,5 @@ func (a AuditConfig) check(ps *problems, f field, store StoreConfig) {
 	if r.Enabled() && store.Shared() {
 		ps.add(rf, "retention is not yet available on a shared store (kind %s): it trims the embedded and memory stores", store.Kind)
 	}
+	checkSinks(ps, f.dot("sinks"), a.Sinks, store)
 }
