@@ -27,7 +27,7 @@ func cmdIngest(e *env) error {
 		return err
 	}
 	defer in.Close()
-	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log, Member: app.MemberFor("ingest")})
+	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log, Member: app.MemberFor("ingest"), Sinks: true})
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,21 @@ func cmdIngest(e *env) error {
 		return fmt.Errorf("after %d messages: %w", sum.Lines, err)
 	}
 	fmt.Fprintln(e.stdout, sum.String())
+	flushSinks(e, a)
 	return applyRetention(e, a)
+}
+
+// sinkFlushTimeout bounds how long ingest waits for the audit sinks at its
+// end; what they did not take waits behind their cursors.
+const sinkFlushTimeout = 10 * time.Second
+
+// flushSinks delivers what the audit sinks take within sinkFlushTimeout.
+// A sink that is down is not an error: its cursor keeps the rest for the
+// next run or ingest.
+func flushSinks(e *env, a *app.App) {
+	if err := a.FlushSinks(e.ctx, sinkFlushTimeout); err != nil {
+		fmt.Fprintf(e.stderr, "audit sinks: %v; the rest is delivered from the cursor by the next run or ingest\n", err)
+	}
 }
 
 // applyRetention runs audit retention once, when it is configured.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/replayguard/replayguard/audit/sink"
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/embedded"
@@ -34,6 +35,10 @@ type App struct {
 	Store  Store
 	Engine *engine.Engine // nil when opened read-only
 	Log    *slog.Logger
+	// Sinks are the audit sinks audit.sinks configures, when Options.Sinks
+	// asked for them; nil otherwise. The caller runs them (Run or Flush);
+	// Close closes them.
+	Sinks *sink.Set
 }
 
 // Options tune Open.
@@ -41,6 +46,9 @@ type Options struct {
 	ReadOnly bool         // open the store for reading; no engine
 	Logger   *slog.Logger // default: discard
 	Observer engine.Observer
+	// Sinks builds the configured audit sinks (run and ingest), woken by
+	// every commit. Unused by read-only opens.
+	Sinks bool
 	// Member is the member id on a shared store when store.member is not
 	// set (run passes mqtt.client_id); when both are empty a writing
 	// command takes one of its own (MemberFor). Unused by read-only opens.
@@ -74,9 +82,25 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	}
 	eo := EngineOptions(cfg)
 	eo.Logger, eo.Observer = log, opts.Observer
+	if opts.Sinks {
+		if a.Sinks, err = newSinks(ctx, cfg, st, a); err != nil {
+			st.Close()
+			return nil, err
+		}
+		if a.Sinks != nil {
+			eo.Observer = observers{a.Sinks}
+			if opts.Observer != nil {
+				eo.Observer = observers{opts.Observer, a.Sinks}
+			}
+		}
+	}
 	if a.Engine, err = engine.New(ctx, st, eo); err != nil {
+		a.closeSinks()
 		st.Close()
 		return nil, err
+	}
+	if a.Sinks != nil {
+		a.Sinks.SetHead(a.Engine.Stats().Position)
 	}
 	return a, nil
 }
@@ -155,12 +179,24 @@ func EngineOptions(cfg *config.Config) engine.Options {
 	return o
 }
 
-// Close stops the engine, then closes the store.
+// Close stops the engine, closes the audit sinks' exporters (whose
+// goroutines the caller has stopped), then closes the store.
 func (a *App) Close() error {
 	if a.Engine != nil {
 		a.Engine.Close()
 	}
+	a.closeSinks()
 	return a.Store.Close()
+}
+
+func (a *App) closeSinks() {
+	if a.Sinks != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := a.Sinks.Close(ctx); err != nil {
+			a.Log.Warn("closing the audit sinks", "err", err)
+		}
+	}
 }
 
 // Snapshot reads entity and source state without an engine.

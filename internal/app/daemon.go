@@ -61,7 +61,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	}
 	m := metrics.New(reg, build.Version, build.Commit, names...)
 	hub := web.NewHub()
-	a, err := Open(ctx, cfg, Options{Logger: log, Observer: observers{m, hub}, Member: cfg.MQTT.ClientID})
+	a, err := Open(ctx, cfg, Options{Logger: log, Observer: observers{m, hub}, Member: cfg.MQTT.ClientID, Sinks: true})
 	if err != nil {
 		return err
 	}
@@ -94,6 +94,15 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		}()
 		log.Info("audit retention on", "archive", cfg.Audit.Archive, "max_age", cfg.Audit.Retention.MaxAge,
 			"max_records", cfg.Audit.Retention.MaxRecords, "interval", cfg.Audit.Retention.Interval)
+	}
+	if a.Sinks != nil {
+		reg.MustRegister(a.Sinks)
+		wg.Add(1)
+		go func() { // stopped by cancel, waited for before the store closes
+			defer wg.Done()
+			a.Sinks.Run(ctx)
+		}()
+		log.Info("audit sinks on", "sinks", len(cfg.Audit.Sinks))
 	}
 	if cfg.HTTP.Enabled() {
 		tokens, err := HTTPTokens(cfg.HTTP)

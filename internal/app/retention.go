@@ -24,7 +24,7 @@ func (a *App) Retention() (*audit.Retention, error) {
 		Archive:    ac.Archive,
 		MaxAge:     time.Duration(ac.Retention.MaxAge),
 		MaxRecords: uint64(ac.Retention.MaxRecords),
-		Head:       func(context.Context) (uint64, error) { return a.Engine.Stats().Position, nil },
+		Head:       func(context.Context) (uint64, error) { return a.auditHead(), nil },
 		Logger:     a.Log,
 	})
 }

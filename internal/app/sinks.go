@@ -1,0 +1,74 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/replayguard/replayguard/audit/sink"
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
+)
+
+// newSinks builds the audit sinks audit.sinks configures over st; nil when
+// there are none.
+func newSinks(ctx context.Context, cfg *config.Config, st Store, a *App) (*sink.Set, error) {
+	if len(cfg.Audit.Sinks) == 0 {
+		return nil, nil
+	}
+	ss, ok := st.(sink.Store)
+	if !ok {
+		return nil, fmt.Errorf("audit.sinks: the %s store cannot keep the sinks' cursors", cfg.Store.Kind)
+	}
+	opts := sink.Options{Logger: a.Log}
+	for i, sc := range cfg.Audit.Sinks {
+		exp, err := newExporter(ctx, sc)
+		if err != nil {
+			for _, k := range opts.Sinks {
+				k.Exporter.Close(ctx)
+			}
+			return nil, fmt.Errorf("audit.sinks[%d] (%s): %w", i, sc.Name, err)
+		}
+		opts.Sinks = append(opts.Sinks, sink.Sink{Name: sc.Name, Exporter: exp})
+	}
+	return sink.New(ss, opts)
+}
+
+func newExporter(ctx context.Context, sc config.SinkConfig) (sink.Exporter, error) {
+	switch sc.Kind {
+	case config.SinkOTLP:
+		return sink.NewOTLP(ctx, sink.OTLPOptions{Endpoint: sc.Endpoint, Headers: sc.Headers, Timeout: time.Duration(sc.Timeout)})
+	case config.SinkSyslog:
+		return sink.NewSyslog(sink.SyslogOptions{Address: sc.Address, AppName: sc.AppName,
+			Facility: config.SyslogFacilities[sc.Facility]}), nil
+	case config.SinkFile:
+		return sink.NewFile(sink.FileOptions{Path: sc.Path, MaxBytes: int64(sc.MaxBytes), Keep: sc.Keep}), nil
+	}
+	return nil, fmt.Errorf("kind %q is not one of otlp, syslog, file", sc.Kind)
+}
+
+// auditHead is the position audit retention may trim up to: the committed
+// head, held back to the lowest sink cursor, so a record leaves the store
+// only once every sink delivered it.
+func (a *App) auditHead() uint64 {
+	pos := a.Engine.Stats().Position
+	if a.Sinks != nil {
+		for _, st := range a.Sinks.Status() {
+			pos = min(pos, st.Cursor)
+		}
+	}
+	return pos
+}
+
+// FlushSinks delivers what the audit sinks can within timeout, and says
+// what is left to their cursors (the next run or ingest delivers it).
+func (a *App) FlushSinks(ctx context.Context, timeout time.Duration) error {
+	if a.Sinks == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return a.Sinks.Flush(ctx)
+}
+
+var _ engine.Observer = (*sink.Set)(nil)
