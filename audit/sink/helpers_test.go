@@ -24,15 +24,16 @@ type rig struct {
 	next   int
 	cancel context.CancelFunc
 	done   chan struct{}
+	logs   *tWriter
 }
 
 func newRig(t *testing.T, name string, exp sink.Exporter) *rig {
 	t.Helper()
-	r := &rig{st: memory.New()}
+	r := &rig{st: memory.New(), logs: &tWriter{t: t}}
 	var err error
 	r.set, err = sink.New(r.st, sink.Options{Sinks: []sink.Sink{{Name: name, Exporter: exp}},
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Batch: 40,
-		Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))})
+		Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +119,22 @@ func checkReceived(t *testing.T, got []uint64, head uint64) {
 	}
 }
 
-type tWriter struct{ t *testing.T }
+// tWriter logs to the test and keeps what it logged.
+type tWriter struct {
+	t   *testing.T
+	mu  sync.Mutex
+	all []byte
+}
 
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	w.mu.Lock()
+	w.all = append(w.all, p...)
+	w.mu.Unlock()
+	return len(p), nil
+}
+
+func (w *tWriter) String() string { w.mu.Lock(); defer w.mu.Unlock(); return string(w.all) }
 
 // recorder keeps positions under a lock.
 type recorder struct {

@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -31,6 +32,7 @@ type OTLPOptions struct {
 // reaches the sink, which retries from its cursor.
 type OTLP struct {
 	exp    *otlploghttp.Exporter
+	tr     *http.Transport
 	logger otellog.Logger
 	prov   *sdklog.LoggerProvider
 	grab   *grabber
@@ -41,8 +43,10 @@ func NewOTLP(ctx context.Context, o OTLPOptions) (*OTLP, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
 	exp, err := otlploghttp.New(ctx, otlploghttp.WithEndpointURL(o.Endpoint), otlploghttp.WithHeaders(o.Headers),
-		otlploghttp.WithTimeout(o.Timeout), otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false}))
+		otlploghttp.WithHTTPClient(&http.Client{Transport: tr, Timeout: o.Timeout}),
+		otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false}))
 	if err != nil {
 		return nil, fmt.Errorf("otlp exporter for %s: %w", o.Endpoint, err)
 	}
@@ -52,7 +56,7 @@ func NewOTLP(ctx context.Context, o OTLPOptions) (*OTLP, error) {
 	g := &grabber{}
 	res := resource.NewSchemaless(semconv.ServiceName("replayguard"))
 	prov := sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(g))
-	return &OTLP{exp: exp, logger: prov.Logger("github.com/replayguard/replayguard/audit"), prov: prov, grab: g}, nil
+	return &OTLP{exp: exp, tr: tr, logger: prov.Logger("github.com/replayguard/replayguard/audit"), prov: prov, grab: g}, nil
 }
 
 // Export sends recs in one request, in order.
@@ -105,7 +109,9 @@ func keyHex(k engine.Hash) string {
 // Close shuts the exporter down.
 func (o *OTLP) Close(ctx context.Context) error {
 	_ = o.prov.Shutdown(ctx)
-	return o.exp.Shutdown(ctx)
+	err := o.exp.Shutdown(ctx)
+	o.tr.CloseIdleConnections()
+	return err
 }
 
 // grabber is a log processor that keeps a copy of every record emitted,

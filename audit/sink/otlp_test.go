@@ -6,10 +6,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -95,6 +97,9 @@ func TestOTLPCatchesUpAfterTheReceiverWasDown(t *testing.T) {
 	if st := r.set.Status()[0]; st.Backlog != 150 || st.Failures == 0 {
 		t.Fatalf("status while down: %+v, want a backlog of 150 and failures", st)
 	}
+	if logs := r.logs.String(); !strings.Contains(logs, `level=ERROR msg="audit sink delivery failed; retrying from its cursor" sink=otel cursor=100`) {
+		t.Fatalf("no failure logged naming the sink:\n%s", logs)
+	}
 	recv.down.Store(false)
 	r.waitCursor(t, "otel", 250)
 	checkReceived(t, recv.get(), 250)
@@ -104,6 +109,18 @@ func TestOTLPCatchesUpAfterTheReceiverWasDown(t *testing.T) {
 	}
 	if st := r.set.Status()[0]; st.Backlog != 0 || st.Cursor != 250 {
 		t.Fatalf("status after catch-up: %+v", st)
+	}
+	want := `
+# HELP replayguard_audit_sink_backlog_records Committed audit records a sink has not yet delivered: the chain head minus its cursor.
+# TYPE replayguard_audit_sink_backlog_records gauge
+replayguard_audit_sink_backlog_records{sink="otel"} 0
+# HELP replayguard_audit_sink_delivered_total Audit records a sink delivered (a record delivered again after a failure counts again).
+# TYPE replayguard_audit_sink_delivered_total counter
+replayguard_audit_sink_delivered_total{sink="otel"} 250
+`
+	if err := testutil.CollectAndCompare(r.set, strings.NewReader(want),
+		"replayguard_audit_sink_backlog_records", "replayguard_audit_sink_delivered_total"); err != nil {
+		t.Fatal(err)
 	}
 }
 
