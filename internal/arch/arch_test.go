@@ -15,6 +15,7 @@ var allowed = map[string][]string{
 	"engine":              {},
 	"config":              {},
 	"audit":               {"engine"},
+	"audit/sink":          {"engine"},
 	"store/memory":        {"engine"},
 	"store/embedded":      {"engine"},
 	"store/storetest":     {"engine"},
