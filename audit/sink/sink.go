@@ -162,30 +162,21 @@ func (s *Set) run(ctx context.Context, r *runner) {
 	defer tick.Stop()
 	backoff := time.Duration(0)
 	for {
-		err := s.catchUp(ctx, r)
-		if ctx.Err() != nil {
-			return
-		}
-		wait := s.opts.Tick
-		if err != nil {
+		if err := s.catchUp(ctx, r); err != nil {
+			// Back off, whatever commits meanwhile: the records wait in
+			// the store behind the cursor.
 			backoff = min(max(2*backoff, s.opts.MinBackoff), s.opts.MaxBackoff)
-			wait = backoff/2 + rand.N(backoff/2+1) // jitter in [backoff/2, backoff]
+			s.sleep(ctx, backoff/2+rand.N(backoff/2+1)) // jitter in [backoff/2, backoff]
 		} else {
 			backoff = 0
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		case <-tick.C:
-			t.Stop()
-		case <-r.wake:
-			t.Stop()
-			if err != nil { // woken by a commit while backing off: finish the wait
-				s.sleep(ctx, wait)
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			case <-r.wake:
 			}
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }

@@ -82,7 +82,11 @@ func (s *Syslog) Export(ctx context.Context, recs []engine.AuditRecord) error {
 		deadline = d
 	}
 	s.conn.SetWriteDeadline(deadline)
-	if _, err := s.conn.Write(s.buf); err != nil {
+	conn := s.conn
+	stop := context.AfterFunc(ctx, func() { conn.SetWriteDeadline(time.Now()) }) // a stopping sink does not wait out the timeout
+	_, err := s.conn.Write(s.buf)
+	stop()
+	if err != nil {
 		s.drop()
 		return fmt.Errorf("syslog: write to %s: %w", s.opts.Address, err)
 	}
