@@ -218,7 +218,7 @@ function renderQuarantine(page) {
 function auditMatches(r, outcome, text) {
   if (outcome && r.outcome !== outcome) return false;
   if (!text) return true;
-  const hay = [r.route, (r.source || []).join("/"), r.topic, r.key, r.reason, r.id].join(" ").toLowerCase();
+  const hay = [r.route, (r.source || []).join("/"), r.topic, r.key, r.reason, r.id, r.operator, r.member].join(" ").toLowerCase();
   return hay.includes(text);
 }
 
@@ -236,8 +236,8 @@ function renderAudit(fresh) {
     out.append(el("span", "badge " + r.outcome, r.outcome));
     tr.append(el("td", "num", String(r.position)), el("td", "", timeOf(r.time)),
       el("td", "", r.route || "—"), el("td", "", (r.source || []).join("/") || "—"), el("td", "num", seq), out,
-      el("td", "", (r.reason || "") + (r.dup ? " [DUP]" : "")));
-    tr.title = r.topic + (r.key ? "\nkey " + r.key : "");
+      el("td", "", (r.reason || "") + (r.dup ? " [DUP]" : "") + (r.operator ? " — by " + r.operator : "")));
+    tr.title = r.topic + (r.key ? "\nkey " + r.key : "") + (r.member ? "\nmember " + r.member : "");
     body.append(tr);
   }
 }
