@@ -12,20 +12,21 @@ const module = "github.com/replayguard/replayguard/"
 // allowed lists, for each package, the project packages it may depend on
 // (directly or not).
 var allowed = map[string][]string{
-	"engine":              {},
-	"config":              {},
-	"audit":               {"engine"},
-	"audit/sink":          {"engine"},
-	"store/memory":        {"engine"},
-	"store/embedded":      {"engine"},
-	"store/storetest":     {"engine"},
-	"source/file":         {"engine"},
-	"source/mqtt":         {"engine"},
-	"internal/testbroker": {},
-	"internal/benchfeed":  {},
-	"metrics":             {"engine", "source/mqtt"},
-	"web":                 {"engine"},
-	"internal/report":     {"engine", "audit"},
+	"engine":                {},
+	"config":                {},
+	"audit":                 {"engine"},
+	"audit/sink":            {"engine"},
+	"store/memory":          {"engine"},
+	"store/embedded":        {"engine"},
+	"store/storetest":       {"engine"},
+	"store/internal/shared": {"engine"},
+	"source/file":           {"engine"},
+	"source/mqtt":           {"engine"},
+	"internal/testbroker":   {},
+	"internal/benchfeed":    {},
+	"metrics":               {"engine", "source/mqtt"},
+	"web":                   {"engine"},
+	"internal/report":       {"engine", "audit"},
 }
 
 func TestImportsPointTowardTheEngine(t *testing.T) {

@@ -2,55 +2,21 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/internal/shared"
 )
-
-// newHolder names this process as a lease holder: "hostname pid nonce".
-func newHolder() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	nonce := make([]byte, 8)
-	_, _ = rand.Read(nonce)
-	return strings.ReplaceAll(host, " ", "_") + " " + strconv.Itoa(os.Getpid()) + " " + hex.EncodeToString(nonce)
-}
-
-// deadHere reports whether holder is a process on this host that no longer
-// exists: a member killed without releasing its lease, restarting here.
-func deadHere(holder string) bool {
-	f := strings.Fields(holder)
-	if len(f) != 3 {
-		return false
-	}
-	host, err := os.Hostname()
-	if err != nil || strings.ReplaceAll(host, " ", "_") != f[0] {
-		return false
-	}
-	pid, err := strconv.Atoi(f[1])
-	if err != nil || pid <= 0 {
-		return false
-	}
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
 
 // takeLease gives the member its number (once ever) and takes its lease:
 // when free or expired, or at once when its holder was a process on this
 // host that has died.
 func (s *Store) takeLease(ctx context.Context) error {
-	s.holder = newHolder()
+	s.holder = shared.NewHolder()
 	ttl := s.leaseTTL.Microseconds()
 	if _, err := s.pool.Exec(ctx, s.sql.addMember, s.member); err != nil {
 		return fmt.Errorf("postgres store: register member %q: %w", s.member, err)
@@ -63,7 +29,7 @@ func (s *Store) takeLease(ctx context.Context) error {
 		if err := s.pool.QueryRow(ctx, s.sql.readLease, s.member).Scan(&old, &until); err != nil {
 			return fmt.Errorf("postgres store: read the lease of member %q: %w", s.member, err)
 		}
-		if !deadHere(old) {
+		if !shared.DeadHere(old) {
 			return fmt.Errorf("%w: member %q is held by %q until %s", engine.ErrMemberHeld, s.member, old, until.Format(time.RFC3339Nano))
 		}
 		s.log.Warn("taking over the lease of a dead process on this host", "member", s.member, "holder", old)
@@ -75,7 +41,7 @@ func (s *Store) takeLease(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("postgres store: take the lease of member %q: %w", s.member, err)
 	}
-	s.stats.setLease(expires)
+	s.stats.Leased(expires)
 	s.log.Info("member lease taken", "member", s.member, "holder", s.holder, "number", s.number)
 	return nil
 }
@@ -92,7 +58,7 @@ func (s *Store) renewLoop() {
 		case <-t.C:
 		}
 		if err := s.renew(); err != nil {
-			s.stats.setError(err)
+			s.stats.Noted(err)
 			s.log.Error("lease renewal failed", "member", s.member, "err", err)
 		}
 	}
@@ -110,6 +76,6 @@ func (s *Store) renew() error {
 	if err != nil {
 		return fmt.Errorf("postgres store: renew the lease of member %q: %w", s.member, err)
 	}
-	s.stats.setLease(expires)
+	s.stats.Leased(expires)
 	return nil
 }

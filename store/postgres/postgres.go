@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/internal/shared"
 )
 
 // DefaultSchema is the schema a group's tables live in when
@@ -81,7 +82,8 @@ type Store struct {
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup // the background tasks
 
-	stats stats
+	stats      shared.Counters
+	notDurable string // the setting accepted through store.allow_not_durable; "" when durable
 }
 
 var (
@@ -115,7 +117,6 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		ttl: o.TTL, maxKeys: o.MaxEntries, leaseTTL: o.LeaseTTL, log: o.Logger,
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
-	s.stats.durable = true
 	if err := s.open(ctx, o, where); err != nil {
 		s.bgCancel()
 		pool.Close()
@@ -197,8 +198,7 @@ func (s *Store) checkDurable(ctx context.Context, allow bool) error {
 		return fmt.Errorf("postgres store: %s is \"off\": a commit could be lost after the broker was acknowledged "+
 			"(set %s = on, or store.allow_not_durable: true to accept that)", bad, bad)
 	}
-	s.stats.durable = false
-	s.stats.notDurable = bad + "=off"
+	s.notDurable = bad + "=off"
 	s.log.Warn("postgres store is not durable: a crash may lose acknowledged decisions", "setting", bad+"=off")
 	return nil
 }

@@ -68,14 +68,10 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 // account counts one Update or Commit that wrote n records or failed.
 func (s *Store) account(start time.Time, n int, err error) {
 	if err != nil {
-		s.stats.failures.Add(1)
-		s.stats.setError(err)
+		s.stats.Failed(err)
 		return
 	}
-	s.stats.updates.Add(1)
-	s.stats.rows.Add(uint64(n))
-	s.stats.updateNanos.Add(int64(time.Since(start)))
-	s.stats.clearError()
+	s.stats.Wrote(time.Since(start), n)
 }
 
 // update runs attempts until one commits, decide fails, or the retries
@@ -97,7 +93,7 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 		case errors.As(err, &de):
 			return 0, de.err
 		case errors.Is(err, errLocked) && !wait:
-			s.stats.lockWaits.Add(1)
+			s.stats.LockWaits.Add(1)
 			wait = true
 			continue
 		case !retryable(err):
@@ -108,7 +104,7 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 		if attempt == maxAttempts {
 			break
 		}
-		s.stats.retries.Add(1)
+		s.stats.Retries.Add(1)
 		if err := backoff(ctx, attempt); err != nil {
 			return 0, err
 		}

@@ -2,51 +2,16 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/internal/shared"
 )
-
-// newHolder names this process and handle: "hostname pid nonce".
-func newHolder() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	var nonce [8]byte
-	_, _ = rand.Read(nonce[:])
-	return fmt.Sprintf("%s %d %s", strings.ReplaceAll(host, " ", "_"), os.Getpid(), hex.EncodeToString(nonce[:]))
-}
-
-// deadHere reports whether holder names a process on this host that no
-// longer exists: a member killed and restarted on the same machine.
-func deadHere(holder string) bool {
-	parts := strings.Fields(holder)
-	if len(parts) != 3 {
-		return false
-	}
-	host, err := os.Hostname()
-	if err != nil || strings.ReplaceAll(host, " ", "_") != parts[0] {
-		return false
-	}
-	pid, err := strconv.Atoi(parts[1])
-	if err != nil || pid <= 0 {
-		return false
-	}
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
 
 // acquire takes the member's lease and learns the member's number.
 func (s *Store) acquire(ctx context.Context) error {
-	s.holder = newHolder()
+	s.holder = shared.NewHolder()
 	replace := ""
 	for range 2 {
 		res, err := acquireScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.members, s.k.membersLast},
@@ -60,12 +25,12 @@ func (s *Store) acquire(ctx context.Context) error {
 				return fmt.Errorf("redis store: member %q has number %d, outside 1..2^23", s.member, n)
 			}
 			s.qbase = uint64(n) << 40
-			s.stats.leased(time.Now().Add(s.opts.LeaseTTL))
+			s.stats.Leased(time.Now().Add(s.opts.LeaseTTL))
 			return nil
 		}
 		holder, _ := res[1].(string)
 		ms, _ := res[2].(int64)
-		if replace == "" && deadHere(holder) {
+		if replace == "" && shared.DeadHere(holder) {
 			s.log.Warn("taking over the lease of a member process that no longer runs", "member", s.member, "holder", holder)
 			replace = holder
 			continue
@@ -88,7 +53,7 @@ func (s *Store) renew(ctx context.Context) error {
 	if other != "" {
 		return s.fenced(other)
 	}
-	s.stats.leased(time.Now().Add(s.opts.LeaseTTL))
+	s.stats.Leased(time.Now().Add(s.opts.LeaseTTL))
 	return nil
 }
 
@@ -110,7 +75,7 @@ func (s *Store) renewLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		if err := s.renew(ctx); err != nil && ctx.Err() == nil {
-			s.stats.failed(err)
+			s.stats.Noted(err)
 			s.log.Error("lease renewal failed", "member", s.member, "err", err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/internal/shared"
 )
 
 func testLeaseHeld(t *testing.T, g *group) {
@@ -34,7 +35,7 @@ func testLeaseDeadHolder(t *testing.T, g *group) {
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
-	host := strings.Fields(newHolder())[0]
+	host := strings.Fields(shared.NewHolder())[0]
 	dead := fmt.Sprintf("%s %d deadbeef", host, cmd.Process.Pid)
 	g.do(t, "SET", g.prefix+"lease:a", dead, "PX", "600000")
 	a := g.must(t, "a")

@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/internal/shared"
 )
 
 // DefaultPrefix is the key prefix when Options.Prefix is empty.
@@ -120,7 +121,7 @@ type Store struct {
 	closed  atomic.Bool
 	stop    context.CancelFunc
 	tasks   sync.WaitGroup
-	stats   counters
+	stats   shared.Counters
 	wake    wake
 	durable string // "" when durable, else the settings that are not
 }

@@ -109,11 +109,10 @@ func (s *Store) Update(ctx context.Context, r *engine.Reads, decide func(*engine
 	start := time.Now()
 	n, err := s.update(ctx, r, decide)
 	if err != nil {
-		s.stats.failures.Add(1)
-		s.stats.failed(err)
+		s.stats.Failed(err)
 		return err
 	}
-	s.stats.wrote(time.Since(start), n)
+	s.stats.Wrote(time.Since(start), n)
 	return nil
 }
 
@@ -137,7 +136,7 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 		if attempt == maxAttempts {
 			return 0, fmt.Errorf("%w: member %q, %d attempts", engine.ErrContention, s.member, attempt)
 		}
-		s.stats.retries.Add(1)
+		s.stats.Retries.Add(1)
 		if err := backoff(ctx, attempt); err != nil {
 			return 0, err
 		}
@@ -253,7 +252,7 @@ func (s *Store) read(ctx context.Context, r *engine.Reads, l *locks, deadline ti
 		if st, _ := res[0].(string); st != "held" {
 			return nil, nil, fmt.Errorf("redis store: the read script answered %v", res)
 		}
-		s.stats.lockWaits.Add(1)
+		s.stats.LockWaits.Add(1)
 		d := wait/2 + rand.N(wait/2+1)
 		if time.Now().Add(d).After(deadline) {
 			return nil, nil, fmt.Errorf("%w: member %q: rows stayed locked by other members for %v",
@@ -389,11 +388,10 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	}
 	start := time.Now()
 	if _, err := s.write(ctx, b, nil); err != nil { // nothing checked: never to be decided again
-		s.stats.failures.Add(1)
-		s.stats.failed(err)
+		s.stats.Failed(err)
 		return err
 	}
-	s.stats.wrote(time.Since(start), len(b.Audit))
+	s.stats.Wrote(time.Since(start), len(b.Audit))
 	return nil
 }
 

@@ -1,0 +1,74 @@
+package shared
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Counters are what a shared store's SharedStats reports, updated without a
+// lock but for the last error and the lease's end.
+type Counters struct {
+	Retries, LockWaits atomic.Uint64
+	updates, failures  atomic.Uint64
+	rows               atomic.Uint64
+	nanos              atomic.Int64
+
+	mu      sync.Mutex
+	lastErr string
+	lease   time.Time
+}
+
+// Wrote counts an update that wrote rows audit records in d, and clears
+// the last error.
+func (c *Counters) Wrote(d time.Duration, rows int) {
+	c.updates.Add(1)
+	c.rows.Add(uint64(rows))
+	c.nanos.Add(int64(d))
+	c.mu.Lock()
+	c.lastErr = ""
+	c.mu.Unlock()
+}
+
+// Failed counts an update that failed with err.
+func (c *Counters) Failed(err error) {
+	c.failures.Add(1)
+	c.Noted(err)
+}
+
+// Noted keeps err as the last error without counting a failed update (a
+// lease renewal's).
+func (c *Counters) Noted(err error) {
+	c.mu.Lock()
+	c.lastErr = err.Error()
+	c.mu.Unlock()
+}
+
+// Leased records when the member's lease ends unless renewed.
+func (c *Counters) Leased(until time.Time) {
+	c.mu.Lock()
+	c.lease = until
+	c.mu.Unlock()
+}
+
+// Stats are the counters as engine.SharedStats; notDurable names the
+// setting accepted through store.allow_not_durable ("" when durable).
+func (c *Counters) Stats(notDurable string, leaseTTL time.Duration) engine.SharedStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return engine.SharedStats{
+		Updates:       c.updates.Load(),
+		Retries:       c.Retries.Load(),
+		Failures:      c.failures.Load(),
+		UpdateSeconds: time.Duration(c.nanos.Load()).Seconds(),
+		Rows:          c.rows.Load(),
+		LockWaits:     c.LockWaits.Load(),
+		Durable:       notDurable == "",
+		NotDurable:    notDurable,
+		LastError:     c.lastErr,
+		LeaseExpires:  c.lease,
+		LeaseTTL:      leaseTTL,
+	}
+}
