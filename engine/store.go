@@ -1,6 +1,9 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Store persists the engine's windows, entity state, audit log and
 // quarantine. Every backend runs the conformance suite in store/storetest.
@@ -96,4 +99,17 @@ type CursorStore interface {
 	// SetCursor records pos as the sink's cursor, durably when it returns
 	// nil.
 	SetCursor(ctx context.Context, name string, pos uint64) error
+}
+
+// NextHead checks that recs follow head contiguously, as a batch's audit
+// records must, and returns the chain head after them; a record out of
+// place is an error wrapping ErrAuditGap.
+func NextHead(head AuditHead, recs []AuditRecord) (AuditHead, error) {
+	for _, r := range recs {
+		if r.Position != head.Position+1 {
+			return AuditHead{}, fmt.Errorf("%w: record at position %d after %d", ErrAuditGap, r.Position, head.Position)
+		}
+		head = AuditHead{Position: r.Position, Hash: r.Hash}
+	}
+	return head, nil
 }

@@ -104,17 +104,6 @@ func readMeta(m *bolt.Bucket) (head engine.AuditHead, nextKey uint64, err error)
 	return head, nextKey, nil
 }
 
-// nextHead checks that recs follow head contiguously and returns the new head.
-func nextHead(head engine.AuditHead, recs []engine.AuditRecord) (engine.AuditHead, error) {
-	for _, r := range recs {
-		if r.Position != head.Position+1 {
-			return engine.AuditHead{}, fmt.Errorf("%w: record at position %d after %d", engine.ErrAuditGap, r.Position, head.Position)
-		}
-		head = engine.AuditHead{Position: r.Position, Hash: r.Hash}
-	}
-	return head, nil
-}
-
 func encodeQuarantine(q engine.QuarantineEntry) ([]byte, error) {
 	payload := q.Payload
 	q.Payload = nil

@@ -112,7 +112,7 @@ func apply(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 	if err != nil {
 		return err
 	}
-	newHead, err := nextHead(head, b.Audit)
+	newHead, err := engine.NextHead(head, b.Audit)
 	if err != nil {
 		return err
 	}

@@ -188,7 +188,7 @@ func (m *Member) write(b *engine.Batch) error {
 	if c == nil {
 		c = &chain{}
 	}
-	head, err := nextHead(c.head, b.Audit)
+	head, err := engine.NextHead(c.head, b.Audit)
 	if err != nil {
 		return err
 	}

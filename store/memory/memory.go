@@ -78,7 +78,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if s.closed {
 		return engine.ErrClosed
 	}
-	head, err := nextHead(s.head, b.Audit)
+	head, err := engine.NextHead(s.head, b.Audit)
 	if err != nil {
 		return err
 	}
@@ -140,17 +140,6 @@ func lastByOrdinal(keys []engine.KeyEntry) []engine.KeyEntry {
 		out = append(out, k)
 	}
 	return out
-}
-
-// nextHead checks that recs follow head contiguously and returns the new head.
-func nextHead(head engine.AuditHead, recs []engine.AuditRecord) (engine.AuditHead, error) {
-	for _, r := range recs {
-		if r.Position != head.Position+1 {
-			return engine.AuditHead{}, fmt.Errorf("%w: record at position %d after %d", engine.ErrAuditGap, r.Position, head.Position)
-		}
-		head = engine.AuditHead{Position: r.Position, Hash: r.Hash}
-	}
-	return head, nil
 }
 
 // ScanAudit calls fn with a copy of each record from position from on. It

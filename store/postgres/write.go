@@ -24,7 +24,7 @@ type update struct {
 // it with errLostRace, an open quarantine entry that is gone with
 // engine.ErrNotFound.
 func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engine.AuditHead, u *update) error {
-	newHead, err := nextHead(head, b.Audit)
+	newHead, err := engine.NextHead(head, b.Audit)
 	if err != nil {
 		return err
 	}
@@ -167,17 +167,6 @@ func resolved(ids []uint64) func(pgx.BatchResults) error {
 		}
 		return nil
 	}
-}
-
-// nextHead checks that recs follow head contiguously and returns the new head.
-func nextHead(head engine.AuditHead, recs []engine.AuditRecord) (engine.AuditHead, error) {
-	for _, r := range recs {
-		if r.Position != head.Position+1 {
-			return engine.AuditHead{}, fmt.Errorf("%w: record at position %d after %d", engine.ErrAuditGap, r.Position, head.Position)
-		}
-		head = engine.AuditHead{Position: r.Position, Hash: r.Hash}
-	}
-	return head, nil
 }
 
 // keyColumns packs keys and digests 32 bytes apiece into one value each,
