@@ -22,14 +22,8 @@ func TestRunServesTheCLIWhileItHoldsTheStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts mosquitto and the daemon")
 	}
-	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
 	bin := buildBinary(t)
-	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
-	cfg := testConfig(t, "")
-	b, _ := os.ReadFile(cfg)
-	text := strings.Replace(string(b), "tcp://127.0.0.1:1883", broker.URL(), 1)
-	text = strings.Replace(text, "127.0.0.1:9780", listen, 1)
-	os.WriteFile(cfg, []byte(text), 0o644)
+	cfg, listen, broker := daemonConfig(t, "")
 
 	daemon, exited := startRun(t, bin, cfg, listen)
 
@@ -76,15 +70,7 @@ func TestRunServesTheCLIWhileItHoldsTheStore(t *testing.T) {
 		t.Fatalf("report through the API: %+v", rep)
 	}
 
-	daemon.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("run after SIGTERM: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("run did not stop within 15 s of SIGTERM")
-	}
+	stopRun(t, daemon, exited)
 	if local := mustRun(t, "", "state", "--json", "-c", cfg); local != remoteState {
 		t.Fatalf("state read from the store %s differs from the API's %s", local, remoteState)
 	}
@@ -106,6 +92,39 @@ func waitHTTP(t *testing.T, url string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s did not answer 200 within 15 s", url)
+}
+
+// daemonConfig writes the test configuration with extra, consuming from a
+// Mosquitto of its own and serving the API on a free port.
+func daemonConfig(t *testing.T, extra string) (cfg, listen string, broker *testbroker.Mosquitto) {
+	t.Helper()
+	broker = testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	listen = fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
+	cfg = testConfig(t, extra)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), "tcp://127.0.0.1:1883", broker.URL(), 1)
+	text = strings.Replace(text, "127.0.0.1:9780", listen, 1)
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, listen, broker
+}
+
+// stopRun sends the daemon SIGTERM and requires a clean exit within 15 s.
+func stopRun(t *testing.T, daemon *exec.Cmd, exited <-chan error) {
+	t.Helper()
+	daemon.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("run after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not stop within 15 s of SIGTERM")
+	}
 }
 
 // startRun starts `replayguard run -c cfg` and waits until its API on

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -88,15 +87,7 @@ func TestReviewThroughTheAPINamesTheToken(t *testing.T) {
 		t.Fatalf("operators in the audit through the API: %v", ops)
 	}
 
-	daemon.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("run after SIGTERM: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("run did not stop within 15 s of SIGTERM")
-	}
+	stopRun(t, daemon, exited)
 	if ops := auditOperators(t, cfg); fmt.Sprint(ops) != fmt.Sprintf("map[applied #%s:j.doe]", id) {
 		t.Fatalf("operators in the stored audit: %v", ops)
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -83,15 +82,9 @@ func TestRunAppliesRetention(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts mosquitto and the daemon")
 	}
-	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
-	bin := buildBinary(t)
-	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
 	archive := filepath.Join(t.TempDir(), "archive")
-	cfg := testConfig(t, fmt.Sprintf("audit: {retention: {max_records: 20, interval: 100ms}, archive: %s}\n", archive))
-	b, _ := os.ReadFile(cfg)
-	text := strings.Replace(string(b), "tcp://127.0.0.1:1883", broker.URL(), 1)
-	text = strings.Replace(text, "127.0.0.1:9780", listen, 1)
-	os.WriteFile(cfg, []byte(text), 0o644)
+	bin := buildBinary(t)
+	cfg, listen, broker := daemonConfig(t, fmt.Sprintf("audit: {retention: {max_records: 20, interval: 100ms}, archive: %s}\n", archive))
 	daemon, exited := startRun(t, bin, cfg, listen)
 
 	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
@@ -116,15 +109,7 @@ func TestRunAppliesRetention(t *testing.T) {
 	if out := mustRun(t, "", "audit", "verify", "--archive", archive, "-c", cfg); !strings.HasSuffix(out, "audit chain intact: 100 records, archive and store as one chain\n") {
 		t.Fatalf("audit verify --archive through the API: %q", out)
 	}
-	daemon.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("run after SIGTERM: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("run did not stop within 15 s of SIGTERM")
-	}
+	stopRun(t, daemon, exited)
 	out = mustRun(t, "", "audit", "verify", "--archive", archive, "-c", cfg)
 	if !strings.HasSuffix(out, "store: positions 81..100 intact\naudit chain intact: 100 records, archive and store as one chain\n") {
 		t.Fatalf("audit verify --archive on the stopped store: %q", out)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,15 +67,9 @@ func TestRunStreamsToTheFileSink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts mosquitto and the daemon")
 	}
-	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
-	bin := buildBinary(t)
-	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
 	sinkFile := filepath.Join(t.TempDir(), "audit.jsonl")
-	cfg := testConfig(t, fmt.Sprintf("audit: {sinks: [{name: jsonl, kind: file, path: %s, max_bytes: 16KiB}]}\n", sinkFile))
-	b, _ := os.ReadFile(cfg)
-	text := strings.Replace(string(b), "tcp://127.0.0.1:1883", broker.URL(), 1)
-	text = strings.Replace(text, "127.0.0.1:9780", listen, 1)
-	os.WriteFile(cfg, []byte(text), 0o644)
+	bin := buildBinary(t)
+	cfg, listen, broker := daemonConfig(t, fmt.Sprintf("audit: {sinks: [{name: jsonl, kind: file, path: %s, max_bytes: 16KiB}]}\n", sinkFile))
 	daemon, exited := startRun(t, bin, cfg, listen)
 
 	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
@@ -105,13 +98,5 @@ func TestRunStreamsToTheFileSink(t *testing.T) {
 	if _, err := os.Stat(sinkFile + ".1"); err != nil {
 		t.Fatalf("no rotation at 16KiB: %v", err)
 	}
-	daemon.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("run after SIGTERM: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("run did not stop within 15 s of SIGTERM")
-	}
+	stopRun(t, daemon, exited)
 }
