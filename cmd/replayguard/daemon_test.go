@@ -113,6 +113,21 @@ func daemonConfig(t *testing.T, extra string) (cfg, listen string, broker *testb
 	return cfg, listen, broker
 }
 
+// publishIncidents publishes sequences 1..n of one fire engine's incident
+// updates, each adding a casualty, and requires every one acknowledged.
+func publishIncidents(t *testing.T, broker *testbroker.Mosquitto, n int) {
+	t.Helper()
+	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
+		Topic: func(src string) string { return "incidents/fd/" + src },
+		Payload: func(src string, seq int64) []byte {
+			return fmt.Appendf(nil, `{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"incident_id":"I1","casualty_delta":1}`, src, seq)
+		},
+	})
+	if got := pub.Publish(context.Background(), "e1", n); got != n {
+		t.Fatalf("%d of %d publishes acknowledged", got, n)
+	}
+}
+
 // stopRun sends the daemon SIGTERM and requires a clean exit within 15 s.
 func stopRun(t *testing.T, daemon *exec.Cmd, exited <-chan error) {
 	t.Helper()

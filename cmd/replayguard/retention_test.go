@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
 // meterFeed writes a capture of n fresh meter readings from msgId m-from on.
@@ -87,15 +85,7 @@ func TestRunAppliesRetention(t *testing.T) {
 	cfg, listen, broker := daemonConfig(t, fmt.Sprintf("audit: {retention: {max_records: 20, interval: 100ms}, archive: %s}\n", archive))
 	daemon, exited := startRun(t, bin, cfg, listen)
 
-	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
-		Topic: func(src string) string { return "incidents/fd/" + src },
-		Payload: func(src string, seq int64) []byte {
-			return fmt.Appendf(nil, `{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"incident_id":"I1","casualty_delta":1}`, src, seq)
-		},
-	})
-	if n := pub.Publish(context.Background(), "e1", 100); n != 100 {
-		t.Fatalf("%d of 100 publishes acknowledged", n)
-	}
+	publishIncidents(t, broker, 100)
 	want := "audit chain intact from position 81: 20 records (the records before it are not in the store: add --archive DIR to verify them)\n"
 	var out string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {

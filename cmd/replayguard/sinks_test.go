@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,15 +71,7 @@ func TestRunStreamsToTheFileSink(t *testing.T) {
 	cfg, listen, broker := daemonConfig(t, fmt.Sprintf("audit: {sinks: [{name: jsonl, kind: file, path: %s, max_bytes: 16KiB}]}\n", sinkFile))
 	daemon, exited := startRun(t, bin, cfg, listen)
 
-	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
-		Topic: func(src string) string { return "incidents/fd/" + src },
-		Payload: func(src string, seq int64) []byte {
-			return fmt.Appendf(nil, `{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"incident_id":"I1","casualty_delta":1}`, src, seq)
-		},
-	})
-	if n := pub.Publish(context.Background(), "e1", 100); n != 100 {
-		t.Fatalf("%d of 100 publishes acknowledged", n)
-	}
+	publishIncidents(t, broker, 100)
 	lines := func() int {
 		n := 0
 		files, _ := filepath.Glob(sinkFile + "*")
