@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // meterFeed writes a capture of n fresh meter readings from msgId m-from on.
