@@ -138,8 +138,11 @@ type Route struct {
 	Effects []Effect `yaml:"effects,omitempty"`
 }
 
-// Effect projects a message onto the state of one entity. Each map goes from
-// entity field name to payload path (see ParsePath).
+// Effect is one effect of an applied message, of one kind: a projection
+// onto the state of one entity (Entity and its operations, each map from
+// entity field name to payload path, see ParsePath); a sql statement run in
+// the decision's own transaction (SQL and Args, PostgreSQL store only); or
+// a forward of the original bytes through the outbox (Forward).
 type Effect struct {
 	// Entity is a template (see ParseTemplate) naming the entity. Required.
 	Entity string `yaml:"entity"`
@@ -151,6 +154,28 @@ type Effect struct {
 	Max map[string]string `yaml:"max,omitempty"`
 	// Min keeps the smallest value seen. Default none.
 	Min map[string]string `yaml:"min,omitempty"`
+	// SQL is a parameterised statement ($1, $2, ...) run in the decision's
+	// transaction on the postgres store. Default none.
+	SQL string `yaml:"sql,omitempty"`
+	// Args fill the statement's parameters in order: payload paths,
+	// topic[N], or @key, @route, @topic, @sequence, @epoch. Default none.
+	Args []string `yaml:"args,omitempty"`
+	// Forward publishes the original bytes downstream after the commit,
+	// carrying the idempotency key. Default none.
+	Forward *Forward `yaml:"forward,omitempty"`
+}
+
+// Forward is where a forward effect delivers; exactly one field is set.
+type Forward struct {
+	// Topic is an MQTT topic template ({topic} is the message's own topic,
+	// other placeholders are paths), published QoS 1 to outputs.mqtt.
+	Topic string `yaml:"topic,omitempty"`
+	// Webhook is a URL the payload is POSTed to, with an Idempotency-Key
+	// header.
+	Webhook string `yaml:"webhook,omitempty"`
+	// NATS is a JetStream subject template, like Topic, published to
+	// outputs.nats with Nats-Msg-Id set to the key.
+	NATS string `yaml:"nats,omitempty"`
 }
 
 // MQTTConfig is how replayguard run connects to the broker.

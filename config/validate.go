@@ -35,6 +35,7 @@ func (c *Config) check(ps *problems) {
 	c.Window.check(ps, field{}.dot("window"))
 	c.Limits.check(ps, field{}.dot("limits"))
 	checkRoutes(ps, c.Routes)
+	c.checkSQLStore(ps)
 	c.MQTT.check(ps, field{}.dot("mqtt"))
 	c.HTTP.check(ps, field{}.dot("http"))
 	c.Audit.check(ps, field{}.dot("audit"), c.Store)
@@ -209,7 +210,7 @@ func (r Route) check(ps *problems, f field) {
 		}
 	}
 	for j, e := range r.Effects {
-		e.check(ps, f.dot("effects").index(j), r.Topic)
+		e.check(ps, f.dot("effects").index(j), r)
 	}
 }
 
@@ -282,7 +283,26 @@ func levelProblem(p Path, filter string) string {
 	return fmt.Sprintf("is out of range: topic %q has %d levels, numbered from 0 (topic[0] to topic[%d])", filter, n, n-1)
 }
 
-func (e Effect) check(ps *problems, f field, filter string) {
+func (e Effect) check(ps *problems, f field, r Route) {
+	filter := r.Topic
+	projection := e.Entity != "" || len(e.Add)+len(e.Set)+len(e.Max)+len(e.Min) > 0
+	kinds := 0
+	for _, set := range []bool{projection, e.SQL != "" || len(e.Args) > 0, e.Forward != nil} {
+		if set {
+			kinds++
+		}
+	}
+	switch {
+	case kinds > 1:
+		ps.add(f, "an effect is one of entity (with add, set, max, min), sql (with args) or forward: write each as its own list item")
+		return
+	case e.SQL != "" || len(e.Args) > 0:
+		e.checkSQL(ps, f, r)
+		return
+	case e.Forward != nil:
+		e.Forward.check(ps, f.dot("forward"), r)
+		return
+	}
 	e.checkEntity(ps, f.dot("entity"), filter)
 	ops := []struct {
 		name   string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -27,6 +28,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 	dec := e.decide(d, now, ref != 0)
 	if dec.Outcome.Effective() {
 		e.project(d, dec.version)
+		e.external(m, d, now)
 	}
 	if ref != 0 {
 		dec.Reason = fmt.Sprintf("%s #%d", reasonReleased, ref)
@@ -55,9 +57,18 @@ func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
 		return dec
 	}
 	ver := Version{Ordinal: e.tail.Position + 1}
+	refusal, refused := e.refused[d.key]
 	if d.route.sequence >= 0 {
 		src := e.source(d)
+		if refused { // decide on a copy: a refused message leaves the window as it is
+			c := src.clone()
+			src = &c
+		}
 		v := src.checkSequence(d, e.opts.SequenceSpan, e.opts.KeepEpochs, release)
+		if refused && v.outcome.Effective() {
+			dec.Outcome, dec.Reason = Quarantined, refusal
+			return dec
+		}
 		dec.Outcome, dec.Reason, dec.Gap = v.outcome, v.reason, v.gap
 		if !v.outcome.Effective() {
 			return dec
@@ -69,6 +80,10 @@ func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
 		}
 	} else {
 		dec.Outcome = Applied
+		if refused {
+			dec.Outcome, dec.Reason = Quarantined, refusal
+			return dec
+		}
 	}
 	ord := e.keys.insert(d.key, d.digest, now.UnixNano())
 	e.pending.batch.Keys = append(e.pending.batch.Keys, KeyEntry{Ordinal: ord, Key: d.key, Digest: d.digest, Time: now.UnixNano()})
@@ -80,6 +95,28 @@ func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
 	}
 	dec.version = ver
 	return dec
+}
+
+// external adds the sql statements and outbox entries of an effective
+// message to the pending batch; its audit record comes next, at
+// e.tail.Position+1.
+func (e *Engine) external(m *Message, d *decoded, now time.Time) {
+	r := d.route
+	if r.sqls == 0 && r.forwards == 0 {
+		return
+	}
+	pos := e.tail.Position + 1
+	b := &e.pending.batch
+	for i, ef := range r.effects {
+		switch {
+		case ef.sql != nil:
+			b.SQL = append(b.SQL, SQLStatement{Key: d.key, Route: r.Name, Effect: i, SQL: ef.sql.stmt, Args: sqlArgs(ef.sql, d, m.Topic)})
+		case ef.fwd != nil && d.targets[i] != "":
+			b.Outbox = append(b.Outbox, OutboxEntry{ID: OutboxID(pos, ef.fwd.index), Output: ef.fwd.output,
+				Target: d.targets[i], Route: r.Name, Topic: m.Topic, Source: cloneStrings(d.source), Key: d.key,
+				Epoch: strings.Clone(d.epoch), Sequence: d.seq, Time: now.UTC(), Payload: append([]byte(nil), m.Payload...)})
+		}
+	}
 }
 
 // source returns the window of d's (route, source), creating it.

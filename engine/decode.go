@@ -54,6 +54,7 @@ type decoded struct {
 	digest   Hash
 
 	entities []string // rendered entity name per route effect; "" skips it
+	targets  []string // rendered forward target per route effect; "" skips it (nil without forwards)
 	err      error    // the first bad value extract met
 	text     string   // the payload as one string: values written plainly are substrings of it
 
@@ -113,7 +114,7 @@ func (e *Engine) decodeFresh(m *Message) (*decoded, error) {
 	if err := d.extract(m); err != nil {
 		return d, err
 	}
-	if err := d.identity(); err != nil {
+	if err := d.identity(m.Topic); err != nil {
 		return d, err
 	}
 	d.hash()
@@ -194,7 +195,7 @@ func canonical(name string, raw string, kind valueKind) (value, error) {
 }
 
 // identity validates the identity fields and fills source, epoch, seq, id.
-func (d *decoded) identity() error {
+func (d *decoded) identity(topic string) error {
 	r := d.route
 	d.source = d.srcBuf[:0]
 	if len(r.source) > len(d.srcBuf) {
@@ -252,13 +253,13 @@ func (d *decoded) identity() error {
 			return malformed("field %s: want a scalar, got %s", r.paths[i].text, kindNames[v.kind])
 		}
 	}
-	return d.entityNames()
+	return d.entityNames(topic)
 }
 
 // entityNames renders every effect's entity name ("" when a field it names
 // is absent: the effect is skipped). The rendered names share one
 // allocation.
-func (d *decoded) entityNames() error {
+func (d *decoded) entityNames(topic string) error {
 	var buf [192]byte
 	var endBuf [8]int
 	b, ends := buf[:0], endBuf[:0] // where each effect's name ends in b, or one of:
@@ -267,6 +268,10 @@ func (d *decoded) entityNames() error {
 		literal = -2 // the template is one literal: no need to copy it
 	)
 	for i, ef := range d.route.effects {
+		if ef.entity == nil { // a sql or forward effect
+			ends = append(ends, skipped)
+			continue
+		}
 		if len(ef.entity) == 1 && ef.entity[0].src < 0 {
 			ends = append(ends, literal)
 			continue
@@ -298,6 +303,30 @@ func (d *decoded) entityNames() error {
 			name, start = all[start:end], end
 		}
 		d.entities = append(d.entities, name)
+	}
+	return d.forwardTargets(topic)
+}
+
+// forwardTargets renders every forward effect's topic or subject; one that
+// renders to something no downstream takes makes the message malformed,
+// before any decision.
+func (d *decoded) forwardTargets(topic string) error {
+	if d.route.forwards == 0 {
+		return nil
+	}
+	d.targets = make([]string, len(d.route.effects))
+	for i, ef := range d.route.effects {
+		if ef.fwd == nil {
+			continue
+		}
+		t, ok := renderTarget(ef.fwd, d.vals, topic)
+		if !ok {
+			continue
+		}
+		if msg := checkTarget(ef.fwd.output, t); msg != "" {
+			return malformed("effects[%d]: forward %s %s", i, ef.fwd.output, msg)
+		}
+		d.targets[i] = t
 	}
 	return nil
 }

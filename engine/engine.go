@@ -60,8 +60,9 @@ type Engine struct {
 	keys     *keyWindow
 	sources  map[string]*SourceState
 	entities map[string]*entity
-	tail     AuditHead // chain head including decided, uncommitted records
-	evicted  uint64    // EvictBelow last sealed
+	refused  SQLRefusals // keys whose sql effects the store refused, for this batch
+	tail     AuditHead   // chain head including decided, uncommitted records
+	evicted  uint64      // EvictBelow last sealed
 	pending  pending
 	closed   bool
 	gen      uint64 // state generation: bumped by every reload after a failed commit
@@ -97,10 +98,17 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		e.shared, e.member, e.qbase = sh, sh.Member(), sh.QuarantineBase()
 	}
 	names := map[string]bool{}
+	runner, _ := store.(SQLRunner)
 	for _, r := range opts.Routes {
 		c, err := compileRoute(r)
 		if err != nil {
 			return nil, err
+		}
+		if c.sqls > 0 && (runner == nil || !runner.RunsSQL()) {
+			return nil, fmt.Errorf("%w: route %q: a sql effect runs in the store's own transaction: it needs the postgres store, not %T", ErrConfig, r.Name, store)
+		}
+		if _, ok := store.(OutboxStore); c.forwards > 0 && !ok {
+			return nil, fmt.Errorf("%w: route %q: store %T keeps no outbox for a forward effect", ErrConfig, r.Name, store)
 		}
 		if names[r.Name] {
 			return nil, fmt.Errorf("%w: route %q defined twice", ErrConfig, r.Name)

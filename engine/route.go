@@ -19,14 +19,20 @@ type Route struct {
 	Effects  []EffectSpec
 }
 
-// EffectSpec is one projection: an entity template and the fields each
-// operation reads. Each map is field -> path.
+// EffectSpec is one effect of an applied message, of one of three kinds:
+// a projection (an entity template and the fields each operation reads,
+// each map field -> path), a sql statement (SQL with Args: paths or
+// @key, @route, @topic, @sequence, @epoch), or a forward through the
+// outbox (Forward).
 type EffectSpec struct {
-	Entity string
-	Add    map[string]string
-	Set    map[string]string
-	Max    map[string]string
-	Min    map[string]string
+	Entity  string
+	Add     map[string]string
+	Set     map[string]string
+	Max     map[string]string
+	Min     map[string]string
+	SQL     string
+	Args    []string
+	Forward *ForwardSpec
 }
 
 // path is a compiled field reference.
@@ -61,9 +67,12 @@ type tmplPart struct {
 	src int // index into route.paths, -1 for a literal
 }
 
+// effect is a compiled effect: a projection (entity, ops), or sql, or fwd.
 type effect struct {
 	entity []tmplPart
 	ops    []op
+	sql    *sqlEffect
+	fwd    *forwardEffect
 }
 
 // route is a compiled Route.
@@ -73,6 +82,8 @@ type route struct {
 	paths    []path     // every distinct path the route reads
 	payload  [][]string // payload paths, in slot order, for one-pass extraction
 	source   []int
+	forwards int // forward effects
+	sqls     int // sql effects
 	sequence int // -1 when absent
 	epoch    int
 	id       int
@@ -140,6 +151,34 @@ func compileRoute(r Route) (*route, error) {
 
 func (c *route) compileEffect(e EffectSpec) (effect, error) {
 	var ce effect
+	kinds := 0
+	for _, set := range []bool{e.Entity != "" || len(e.Add)+len(e.Set)+len(e.Max)+len(e.Min) > 0, e.SQL != "" || e.Args != nil, e.Forward != nil} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return ce, fmt.Errorf("an effect is one of an entity projection, a sql statement, a forward")
+	}
+	switch {
+	case e.SQL != "" || e.Args != nil:
+		s, err := c.compileSQL(e)
+		ce.sql = s
+		c.sqls++
+		return ce, err
+	case e.Forward != nil:
+		f, err := c.compileForward(*e.Forward)
+		if err != nil {
+			return ce, err
+		}
+		if c.forwards == maxForwards {
+			return ce, fmt.Errorf("forward: more than %d forwards on one route", maxForwards)
+		}
+		f.index = c.forwards
+		c.forwards++
+		ce.fwd = f
+		return ce, nil
+	}
 	parts, err := c.template(e.Entity)
 	if err != nil {
 		return ce, err
@@ -167,14 +206,20 @@ func (c *route) compileEffect(e EffectSpec) (effect, error) {
 }
 
 func (c *route) template(t string) ([]tmplPart, error) {
+	return c.templateWith("entity", t, func(string) (int, bool) { return 0, false })
+}
+
+// templateWith compiles a template; special names a placeholder that is
+// not a path, and its src.
+func (c *route) templateWith(label, t string, special func(string) (int, bool)) ([]tmplPart, error) {
 	if t == "" {
-		return nil, fmt.Errorf("entity: empty template")
+		return nil, fmt.Errorf("%s: empty template", label)
 	}
 	var parts []tmplPart
 	for t != "" {
 		open := strings.IndexByte(t, '{')
 		if close := strings.IndexByte(t, '}'); close >= 0 && (open < 0 || close < open) {
-			return nil, fmt.Errorf("entity: unbalanced '}'")
+			return nil, fmt.Errorf("%s: unbalanced '}'", label)
 		}
 		if open < 0 {
 			parts = append(parts, tmplPart{lit: t, src: -1})
@@ -185,11 +230,17 @@ func (c *route) template(t string) ([]tmplPart, error) {
 		}
 		end := strings.IndexByte(t[open:], '}')
 		if end < 0 {
-			return nil, fmt.Errorf("entity: unbalanced '{'")
+			return nil, fmt.Errorf("%s: unbalanced '{'", label)
 		}
-		i, err := c.ref(t[open+1 : open+end])
+		name := t[open+1 : open+end]
+		if i, ok := special(name); ok {
+			parts = append(parts, tmplPart{src: i})
+			t = t[open+end+1:]
+			continue
+		}
+		i, err := c.ref(name)
 		if err != nil {
-			return nil, fmt.Errorf("entity: %v", err)
+			return nil, fmt.Errorf("%s: %v", label, err)
 		}
 		parts = append(parts, tmplPart{src: i})
 		t = t[open+end+1:]

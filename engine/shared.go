@@ -63,6 +63,10 @@ type Rows struct {
 	Keys     []KeyEntry // may include expired entries: the engine skips them
 	Sources  []SourceState
 	Entities []EntityState
+	// Refused are the keys whose sql effects the store refused on an
+	// earlier call of this Update's decide: each such message is
+	// quarantined with its reason instead of applied.
+	Refused SQLRefusals
 }
 
 // ChainScanner reads the per-member audit chains of a shared store.
@@ -150,6 +154,7 @@ func (e *Engine) update(ctx context.Context, r *Reads, fill func()) error {
 		b = e.takeBatch()
 		return b, nil
 	})
+	e.refused = nil
 	if err != nil {
 		// Whether a failed write reached the store may be unknown: the
 		// chain head is read again before the next batch.
@@ -189,6 +194,7 @@ func (e *Engine) loadRows(rows *Rows, cutoff int64) {
 	for _, st := range rows.Entities {
 		e.entities[st.Name] = entityFromState(st)
 	}
+	e.refused = rows.Refused
 }
 
 // ReadState returns every entity's state, sorted by name: on a shared

@@ -58,12 +58,22 @@ type Batch struct {
 	Audit      []AuditRecord     // append
 	Quarantine []QuarantineEntry // add
 	Resolved   []uint64          // remove these quarantine entries
+	// SQL are the sql effects of the batch's applied messages, in decision
+	// order, run in the batch's transaction by a store that is an
+	// SQLRunner; every other store gets none.
+	SQL []SQLStatement
+	// Outbox are the forward effects of the batch's applied messages, in
+	// ID order, added to the pending outbox.
+	Outbox []OutboxEntry
+	// OutboxHeld moves entries out of the pending outbox to the held ones.
+	OutboxHeld []OutboxHold
 }
 
 // Empty reports whether the batch writes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Keys) == 0 && b.EvictBelow == 0 && len(b.Sources) == 0 && len(b.Entities) == 0 &&
-		len(b.Audit) == 0 && len(b.Quarantine) == 0 && len(b.Resolved) == 0
+		len(b.Audit) == 0 && len(b.Quarantine) == 0 && len(b.Resolved) == 0 &&
+		len(b.SQL) == 0 && len(b.Outbox) == 0 && len(b.OutboxHeld) == 0
 }
 
 // AuditTrimmer is a store whose audit log may start above position 1:

@@ -172,7 +172,11 @@ func EngineOptions(cfg *config.Config) engine.Options {
 	for _, r := range cfg.Routes {
 		er := engine.Route{Name: r.Name, Topic: r.Topic, Source: r.Source, Sequence: r.Sequence, Epoch: r.Epoch, ID: r.ID}
 		for _, e := range r.Effects {
-			er.Effects = append(er.Effects, engine.EffectSpec{Entity: e.Entity, Add: e.Add, Set: e.Set, Max: e.Max, Min: e.Min})
+			es := engine.EffectSpec{Entity: e.Entity, Add: e.Add, Set: e.Set, Max: e.Max, Min: e.Min, SQL: e.SQL, Args: e.Args}
+			if f := e.Forward; f != nil {
+				es.Forward = &engine.ForwardSpec{Topic: f.Topic, Webhook: f.Webhook, NATS: f.NATS}
+			}
+			er.Effects = append(er.Effects, es)
 		}
 		o.Routes = append(o.Routes, er)
 	}

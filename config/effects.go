@@ -1,0 +1,130 @@
+package config
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// SQLArgs are the arguments of a sql effect that name the decision's own
+// values rather than a path.
+var SQLArgs = []string{"@key", "@route", "@topic", "@sequence", "@epoch"}
+
+func (e Effect) checkSQL(ps *problems, f field, r Route) {
+	if strings.TrimSpace(e.SQL) == "" {
+		ps.add(f.dot("sql"), "sql is empty: write the statement, like \"INSERT INTO readings (meter, kwh) VALUES ($1, $2)\", and list its args")
+	}
+	for i, a := range e.Args {
+		af := f.dot("args").index(i)
+		switch {
+		case a == "":
+			ps.add(af, "the argument is empty: name a payload path, topic[N] or one of %s", strings.Join(SQLArgs, ", "))
+		case strings.HasPrefix(a, "@"):
+			if !slices.Contains(SQLArgs, a) {
+				ps.add(af, "%q is none of %s", a, strings.Join(SQLArgs, ", "))
+			} else if (a == "@sequence" && r.Sequence == "") || (a == "@epoch" && r.Epoch == "") {
+				ps.add(af, "%s: route %q has no %s", a, r.Name, a[1:])
+			}
+		default:
+			checkPath(ps, af, a, r.Topic)
+		}
+	}
+	if n := highestParam(e.SQL); n != len(e.Args) && strings.TrimSpace(e.SQL) != "" {
+		ps.add(f.dot("args"), "the statement uses %d parameters ($1 to $%d) but args lists %d", n, n, len(e.Args))
+	}
+}
+
+// highestParam returns the highest $N the statement names outside quotes.
+func highestParam(sql string) int {
+	high := 0
+	var quote byte
+	for i := 0; i < len(sql); i++ {
+		c := sql[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '$' && i+1 < len(sql) && sql[i+1] >= '1' && sql[i+1] <= '9':
+			n := 0
+			for i+1 < len(sql) && sql[i+1] >= '0' && sql[i+1] <= '9' {
+				n = n*10 + int(sql[i+1]-'0')
+				i++
+			}
+			high = max(high, n)
+		}
+	}
+	return high
+}
+
+func (fw Forward) check(ps *problems, f field, r Route) {
+	n := 0
+	for _, v := range []string{fw.Topic, fw.Webhook, fw.NATS} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		ps.add(f, "forward needs exactly one of topic, webhook, nats, like forward: {topic: \"clean/{topic}\"}")
+		return
+	}
+	switch {
+	case fw.Webhook != "":
+		u, err := url.Parse(fw.Webhook)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			ps.add(f.dot("webhook"), "webhook %q is not an http:// or https:// URL with a host", fw.Webhook)
+		}
+	case fw.Topic != "":
+		checkForwardTemplate(ps, f.dot("topic"), fw.Topic, r.Topic, "+#")
+	default:
+		checkForwardTemplate(ps, f.dot("nats"), fw.NATS, r.Topic, " *>")
+	}
+}
+
+// checkForwardTemplate checks a topic or subject template: {topic} is the
+// message's topic, other placeholders are paths; its literal text may not
+// hold a wildcard.
+func checkForwardTemplate(ps *problems, f field, t, filter, wild string) {
+	rest := t
+	for rest != "" {
+		open := strings.IndexByte(rest, '{')
+		lit := rest
+		if open >= 0 {
+			lit = rest[:open]
+		}
+		if strings.ContainsAny(lit, wild+"}") {
+			ps.add(f, "template %q holds a wildcard or an unbalanced '}'", t)
+			return
+		}
+		if open < 0 {
+			return
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			ps.add(f, "template %q opens a placeholder it never closes", t)
+			return
+		}
+		if name := rest[open+1 : open+end]; name != "topic" {
+			checkPath(ps, f, name, filter)
+		}
+		rest = rest[open+end+1:]
+	}
+}
+
+// checkSQLStore refuses sql effects on every store but postgres: the
+// statement must run in the same transaction as the decision's key.
+func (c *Config) checkSQLStore(ps *problems) {
+	if c.Store.Kind == StorePostgres {
+		return
+	}
+	for i, r := range c.Routes {
+		for j, e := range r.Effects {
+			if e.SQL != "" || len(e.Args) > 0 {
+				ps.add(field{}.dot("routes").index(i).dot("effects").index(j).dot("sql"),
+					"sql runs in the same transaction as the decision's key, which only the postgres store has; store.kind is %s: use kind postgres or a forward effect", c.Store.Kind)
+			}
+		}
+	}
+}

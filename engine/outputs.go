@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ForwardSpec is a forward effect: where an applied message's original
+// bytes go after its commit, through the outbox. Exactly one field is set.
+type ForwardSpec struct {
+	// Topic is an MQTT topic template: "{topic}" is the message's own
+	// topic, other placeholders are paths, like an entity template.
+	Topic string
+	// Webhook is a URL the payload is POSTed to.
+	Webhook string
+	// NATS is a JetStream subject template, like Topic.
+	NATS string
+}
+
+// Output kinds of an outbox entry.
+const (
+	OutputMQTT    = "mqtt"
+	OutputWebhook = "webhook"
+	OutputNATS    = "nats"
+)
+
+// SQLStatement is one sql effect of an applied message. The store runs
+// the batch's statements in the batch's own transaction, in order; a store
+// that cannot run them refuses a route that has any (see SQLRunner).
+type SQLStatement struct {
+	Key    Hash   // the message's idempotency key: a refusal names it
+	Route  string // the route and the index of the effect, for messages
+	Effect int
+	SQL    string
+	Args   []SQLArg
+}
+
+// SQLArg is one argument of a statement, with its JSON meaning kept.
+type SQLArg struct {
+	Kind ArgKind
+	Text string // exact decimal text of a number, the string, "true"/"false"
+}
+
+// ArgKind says what an SQLArg holds.
+type ArgKind uint8
+
+// The argument kinds.
+const (
+	ArgNull   ArgKind = iota // JSON null, or a path absent in the message
+	ArgNumber                // a JSON number, as exact decimal text
+	ArgString
+	ArgBool
+)
+
+// SQLRunner is implemented by a store that runs sql effects inside its
+// commit. The engine refuses a route with a sql effect on any other store.
+type SQLRunner interface {
+	RunsSQL() bool
+}
+
+// SQLRefusals is what a store passes back through Rows when a statement
+// failed because of its message (SQLSTATE class 22 or 23): the message's
+// key and the reason, naming the SQLSTATE and the database's words. The
+// batch is decided again and a message whose key is refused is quarantined
+// instead of applied; the rest of the batch commits.
+type SQLRefusals map[Hash]string
+
+// OutboxEntry is one forward effect of an applied message, written in the
+// decision's commit and delivered after it by a drainer, at least once, in
+// ID order. Every copy carries Key.
+type OutboxEntry struct {
+	ID       uint64    `json:"id"`     // audit position << 8 | the forward's index in its route
+	Output   string    `json:"output"` // OutputMQTT, OutputWebhook or OutputNATS
+	Target   string    `json:"target"` // topic, URL or subject
+	Route    string    `json:"route"`
+	Topic    string    `json:"topic"` // the message's own topic
+	Source   []string  `json:"source"`
+	Key      Hash      `json:"key"`
+	Epoch    string    `json:"epoch,omitempty"`
+	Sequence int64     `json:"sequence"` // -1 on an unsequenced route
+	Time     time.Time `json:"time"`     // when it was decided
+	Payload  []byte    `json:"payload"`
+}
+
+// OutboxID is the ID of the outbox entry of forward index i of the
+// decision at audit position pos.
+func OutboxID(pos uint64, i int) uint64 { return pos<<8 | uint64(i) }
+
+// maxForwards caps a route's forward effects: OutboxID keeps 8 bits for
+// the index.
+const maxForwards = 256
+
+// OutboxHold moves an entry its downstream refused for good (a webhook's
+// 4xx) out of the pending outbox, keeping it with the reason for an
+// operator. Member is the outbox's member ("" on a single-owner store).
+type OutboxHold struct {
+	Member string `json:"member,omitempty"`
+	ID     uint64 `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// OutboxStore keeps the outbox. On a single-owner store member is always
+// "". Each member's entries are delivered by one drainer at a time.
+type OutboxStore interface {
+	// Outbox returns up to limit pending entries of member's outbox with
+	// ID > after, in ID order.
+	Outbox(ctx context.Context, member string, after uint64, limit int) ([]OutboxEntry, error)
+	// OutboxDone removes delivered entries; IDs no longer pending are
+	// ignored.
+	OutboxDone(ctx context.Context, member string, ids []uint64) error
+	// OutboxDepth counts member's pending entries.
+	OutboxDepth(ctx context.Context, member string) (int, error)
+	// OutboxHeld returns the held entries of every member, with why.
+	OutboxHeld(ctx context.Context) ([]HeldEntry, error)
+}
+
+// HeldEntry is an outbox entry its downstream refused, kept for an
+// operator.
+type HeldEntry struct {
+	OutboxEntry
+	Member string `json:"member,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// OutcomeForwardHeld is the audit outcome of an outbox entry its
+// downstream refused for good, held for an operator.
+const OutcomeForwardHeld = "forward_held"
+
+// HoldForward records that entry of member's outbox was refused by its
+// downstream for good: an audit record (outcome forward_held, ref the
+// entry, the reason with the downstream's answer) and the entry moved to
+// the held entries, in one commit.
+func (e *Engine) HoldForward(ctx context.Context, member string, entry OutboxEntry, reason string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.ready(ctx); err != nil {
+		return err
+	}
+	hold := func(now time.Time) {
+		r := AuditRecord{Time: now.UTC(), Route: entry.Route, Topic: entry.Topic, Source: entry.Source,
+			Epoch: entry.Epoch, Key: entry.Key, Outcome: OutcomeForwardHeld,
+			Reason: fmt.Sprintf("%s %s: %s", entry.Output, entry.Target, reason), Ref: entry.ID}
+		if entry.Sequence >= 0 {
+			s := entry.Sequence
+			r.Sequence = &s
+		}
+		e.appendAudit(&r)
+		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: r.Reason})
+	}
+	return e.act(ctx, nil, hold)
+}
+
+// sqlEffect is a compiled sql effect.
+type sqlEffect struct {
+	stmt string
+	args []argRef
+}
+
+// argRef is one statement argument: a route path, or one of the
+// decision's own values.
+type argRef struct {
+	meta string // "@key", "@route", "@topic", "@sequence", "@epoch"; "" for a path
+	src  int    // index into route.paths when meta is ""
+}
+
+// sqlMeta are the arguments that name the decision's own values.
+var sqlMeta = []string{"@key", "@route", "@topic", "@sequence", "@epoch"}
+
+// forwardEffect is a compiled forward effect.
+type forwardEffect struct {
+	output string
+	url    string     // webhook
+	target []tmplPart // topic or subject; src wholeTopic is the message's topic
+	index  int        // among the route's forwards
+}
+
+// wholeTopic in a forward template's tmplPart is the message's own topic.
+const wholeTopic = -2
+
+func (c *route) compileSQL(e EffectSpec) (*sqlEffect, error) {
+	if strings.TrimSpace(e.SQL) == "" {
+		return nil, fmt.Errorf("sql: empty statement")
+	}
+	s := &sqlEffect{stmt: e.SQL}
+	for i, a := range e.Args {
+		if strings.HasPrefix(a, "@") {
+			ok := false
+			for _, m := range sqlMeta {
+				ok = ok || a == m
+			}
+			if !ok {
+				return nil, fmt.Errorf("args[%d]: %q is none of %s", i, a, strings.Join(sqlMeta, ", "))
+			}
+			if (a == "@sequence" && c.Sequence == "") || (a == "@epoch" && c.Epoch == "") {
+				return nil, fmt.Errorf("args[%d]: %s on a route without %s", i, a, a[1:])
+			}
+			s.args = append(s.args, argRef{meta: a})
+			continue
+		}
+		src, err := c.ref(a)
+		if err != nil {
+			return nil, fmt.Errorf("args[%d]: %v", i, err)
+		}
+		s.args = append(s.args, argRef{src: src})
+	}
+	return s, nil
+}
+
+func (c *route) compileForward(f ForwardSpec) (*forwardEffect, error) {
+	fe := &forwardEffect{}
+	n := 0
+	for _, t := range []struct{ out, val string }{{OutputMQTT, f.Topic}, {OutputWebhook, f.Webhook}, {OutputNATS, f.NATS}} {
+		if t.val == "" {
+			continue
+		}
+		n++
+		fe.output = t.out
+		if t.out == OutputWebhook {
+			fe.url = t.val
+			continue
+		}
+		parts, err := c.forwardTemplate(t.val)
+		if err != nil {
+			return nil, fmt.Errorf("forward.%s: %v", map[string]string{OutputMQTT: "topic", OutputNATS: "nats"}[t.out], err)
+		}
+		fe.target = parts
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("forward: set exactly one of topic, webhook, nats")
+	}
+	return fe, nil
+}
+
+// forwardTemplate compiles a topic or subject template: an entity
+// template in which {topic} is the message's own topic.
+func (c *route) forwardTemplate(t string) ([]tmplPart, error) {
+	parts, err := c.templateWith("template", t, func(name string) (int, bool) { return wholeTopic, name == "topic" })
+	if err != nil {
+		return nil, err
+	}
+	return parts, nil
+}
+
+// renderTarget renders a forward's topic or subject, or reports false when
+// a field it names is absent or null (the forward is skipped, like an
+// entity effect).
+func renderTarget(f *forwardEffect, vals []value, topic string) (string, bool) {
+	if f.output == OutputWebhook {
+		return f.url, true
+	}
+	var b []byte
+	for _, p := range f.target {
+		switch {
+		case p.src == wholeTopic:
+			b = append(b, topic...)
+		case p.src < 0:
+			b = append(b, p.lit...)
+		default:
+			v := vals[p.src]
+			if v.kind == vAbsent || v.kind == vNull {
+				return "", false
+			}
+			b = append(b, v.text...)
+		}
+	}
+	return string(b), true
+}
+
+// checkTarget says why a rendered topic or subject cannot be published to,
+// or returns "".
+func checkTarget(output, t string) string {
+	switch {
+	case t == "":
+		return "is empty"
+	case len(t) > maxIdentityBytes*4:
+		return fmt.Sprintf("is %d bytes, over %d", len(t), maxIdentityBytes*4)
+	case output == OutputMQTT && strings.ContainsAny(t, "+#\x00"):
+		return fmt.Sprintf("%q holds a wildcard or NUL", t)
+	case output == OutputNATS && (strings.ContainsAny(t, " \t\r\n*>") || strings.Contains(t, "..") ||
+		strings.HasPrefix(t, ".") || strings.HasSuffix(t, ".")):
+		return fmt.Sprintf("%q is not a valid subject", t)
+	}
+	return ""
+}
+
+// sqlArgs renders a statement's arguments for decision dec of d.
+func sqlArgs(s *sqlEffect, d *decoded, topic string) []SQLArg {
+	out := make([]SQLArg, len(s.args))
+	for i, a := range s.args {
+		switch a.meta {
+		case "":
+			v := d.vals[a.src]
+			switch v.kind {
+			case vNumber:
+				out[i] = SQLArg{Kind: ArgNumber, Text: strings.Clone(v.text)}
+			case vString:
+				out[i] = SQLArg{Kind: ArgString, Text: strings.Clone(v.text)}
+			case vBool:
+				out[i] = SQLArg{Kind: ArgBool, Text: v.text}
+			}
+		case "@key":
+			out[i] = SQLArg{Kind: ArgString, Text: d.key.String()}
+		case "@route":
+			out[i] = SQLArg{Kind: ArgString, Text: d.route.Name}
+		case "@topic":
+			out[i] = SQLArg{Kind: ArgString, Text: topic}
+		case "@sequence":
+			out[i] = SQLArg{Kind: ArgNumber, Text: fmt.Sprint(d.seq)}
+		case "@epoch":
+			kind := ArgString
+			if d.epochNum {
+				kind = ArgNumber
+			}
+			out[i] = SQLArg{Kind: kind, Text: strings.Clone(d.epoch)}
+		}
+	}
+	return out
+}
