@@ -31,9 +31,13 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		e.external(m, d, now)
 	}
 	if ref != 0 {
+		why := dec.Reason
 		dec.Reason = fmt.Sprintf("%s #%d", reasonReleased, ref)
-		if dec.Outcome == Duplicate {
+		switch {
+		case dec.Outcome == Duplicate:
 			dec.Reason += ": its key was applied meanwhile"
+		case dec.Outcome.Held() && why != "": // its sql effect was refused again: held anew
+			dec.Reason += ": " + why
 		}
 	}
 	return e.record(m, dec, now, ref, by)

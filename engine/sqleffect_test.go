@@ -1,0 +1,156 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+// refusing is a shared store that runs sql effects the way a database
+// refuses one: a statement whose note argument is "violates" fails
+// because of its message, and Update decides again with that key refused.
+type refusing struct {
+	sharedBackend
+	ran     []engine.SQLStatement // the statements of every written batch
+	decides int
+}
+
+func (s *refusing) RunsSQL() bool { return true }
+
+const refusal = "sql effects[1]: SQLSTATE 23505: duplicate key value violates unique constraint"
+
+func (s *refusing) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
+	return s.sharedBackend.Update(ctx, r, func(rows *engine.Rows) (*engine.Batch, error) {
+		refused := engine.SQLRefusals{}
+		for {
+			rows.Refused = refused
+			s.decides++
+			b, err := decide(rows)
+			if err != nil {
+				return nil, err
+			}
+			i := slices.IndexFunc(b.SQL, func(st engine.SQLStatement) bool { return st.Args[3].Text == "violates" })
+			if i < 0 {
+				s.ran = append(s.ran, b.SQL...)
+				return b, nil
+			}
+			if _, again := refused[b.SQL[i].Key]; again {
+				return nil, fmt.Errorf("key %s refused twice", b.SQL[i].Key)
+			}
+			refused[b.SQL[i].Key] = refusal
+		}
+	})
+}
+
+var sqlRoute = engine.Route{
+	Name: "incidents", Topic: "incidents/#",
+	Source: []string{"agency", "source_id"}, Sequence: "sequence", Epoch: "boot_id",
+	Effects: []engine.EffectSpec{
+		{Entity: "incident/{incident_id}", Add: map[string]string{"casualties": "casualty_delta"}},
+		{SQL: "INSERT INTO casualties (incident, seq, key, note, delta, urgent) VALUES ($1, $2, $3, $4, $5, $6)",
+			Args: []string{"incident_id", "@sequence", "@key", "note", "casualty_delta", "urgent"}},
+	},
+}
+
+func incident(seq int, note, delta string) engine.Message {
+	return engine.Message{Topic: "incidents/fire", Payload: fmt.Appendf(nil,
+		`{"agency":"fd","source_id":"e7","boot_id":1,"sequence":%d,"incident_id":"7","note":%q,"casualty_delta":%s,"urgent":true}`, seq, note, delta)}
+}
+
+func TestAMessageWhoseStatementIsRefusedIsQuarantinedAndTheRestCommits(t *testing.T) {
+	ctx := context.Background()
+	m, err := memory.NewGroup(0, 0).Open("m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &refusing{sharedBackend: m}
+	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{sqlRoute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	batch := []engine.Message{incident(1, "first", "2"), incident(2, "violates", "5"),
+		incident(3, "third", "12345678901234567890.123456789"), incident(1, "first", "2")}
+	ds, err := e.Process(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.Outcome.String())
+	}
+	if want := []string{"applied", "quarantined", "applied", "duplicate"}; !slices.Equal(got, want) {
+		t.Fatalf("outcomes %v, want %v", got, want)
+	}
+	if ds[1].Reason != refusal || st.decides != 2 {
+		t.Fatalf("refused message: reason %q after %d decides", ds[1].Reason, st.decides)
+	}
+	if len(st.ran) != 2 {
+		t.Fatalf("%d statements written, want the two applied messages'", len(st.ran))
+	}
+	a := st.ran[1].Args
+	want := []engine.SQLArg{{Kind: engine.ArgString, Text: "7"}, {Kind: engine.ArgNumber, Text: "3"},
+		{Kind: engine.ArgString, Text: ds[2].Key.String()}, {Kind: engine.ArgString, Text: "third"},
+		{Kind: engine.ArgNumber, Text: "12345678901234567890.123456789"}, {Kind: engine.ArgBool, Text: "true"}}
+	if !slices.Equal(a, want) {
+		t.Fatalf("arguments %+v, want %+v", a, want)
+	}
+	state, _ := e.ReadState(ctx)
+	if len(state) != 1 || state[0].Fields["casualties"].Num != "12345678901234567892.123456789" {
+		t.Fatalf("state %+v: the refused message's effects must not apply", state)
+	}
+	srcs, _ := e.ReadSources(ctx)
+	if len(srcs) != 1 || len(srcs[0].Gaps) != 1 || srcs[0].Gaps[0] != (engine.Range{From: 2, To: 2}) {
+		t.Fatalf("sources %+v: the refused sequence stays unseen, a gap", srcs)
+	}
+	q, err := m.Quarantined(ctx, m.QuarantineBase()+ds[1].Position)
+	if err != nil || string(q.Payload) != string(batch[1].Payload) || !strings.Contains(q.Reason, "23505") {
+		t.Fatalf("held %+v, %v: want the raw bytes and the SQLSTATE", q, err)
+	}
+
+	// Released, it is refused again: held anew, never applied.
+	d, err := e.Release(ctx, q.ID, "j.doe")
+	if err != nil || d.Outcome != engine.Quarantined || !strings.HasSuffix(d.Reason, ": "+refusal) {
+		t.Fatalf("release = %+v, %v", d, err)
+	}
+	if _, err := m.Quarantined(ctx, q.ID); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the released entry is still open: %v", err)
+	}
+}
+
+func TestASQLEffectNeedsAStoreThatRunsIt(t *testing.T) {
+	_, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{sqlRoute}})
+	if !errors.Is(err, engine.ErrConfig) || !strings.Contains(err.Error(), "postgres") {
+		t.Fatalf("New = %v, want a config error naming the postgres store", err)
+	}
+}
+
+func TestSQLAndForwardEffectsAreCheckedAtCompile(t *testing.T) {
+	st := &refusing{}
+	m, _ := memory.NewGroup(0, 0).Open("m1")
+	st.sharedBackend = m
+	for _, tc := range []struct {
+		name string
+		eff  engine.EffectSpec
+		want string
+	}{
+		{"unknown meta", engine.EffectSpec{SQL: "SELECT $1", Args: []string{"@offset"}}, `"@offset" is none of`},
+		{"epoch on a route without", engine.EffectSpec{SQL: "SELECT $1", Args: []string{"@epoch"}}, "@epoch on a route without epoch"},
+		{"empty statement", engine.EffectSpec{SQL: " ", Args: []string{"msgId"}}, "empty statement"},
+		{"two kinds", engine.EffectSpec{Entity: "m", Add: map[string]string{"kwh": "kwh"}, SQL: "SELECT 1"}, "one of"},
+		{"two targets", engine.EffectSpec{Forward: &engine.ForwardSpec{Topic: "a", NATS: "b"}}, "exactly one of topic, webhook, nats"},
+		{"open template", engine.EffectSpec{Forward: &engine.ForwardSpec{Topic: "clean/{topic"}}, "unbalanced"},
+	} {
+		r := engine.Route{Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{tc.eff}}
+		_, err := engine.New(context.Background(), st, engine.Options{Routes: []engine.Route{r}})
+		if !errors.Is(err, engine.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
