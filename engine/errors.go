@@ -16,6 +16,9 @@ var (
 	ErrConfig = errors.New("replayguard: invalid configuration")
 	// ErrAuditGap is returned when a batch's audit positions do not follow the head.
 	ErrAuditGap = errors.New("replayguard: audit positions do not follow the chain head")
+	// ErrOutboxID is returned when a batch's outbox entries are out of
+	// order or do not name records of the batch (see CheckOutbox).
+	ErrOutboxID = errors.New("replayguard: outbox entry does not name a record of its batch")
 )
 
 var errBadHash = errors.New("replayguard: a hash is not 64 lowercase hex digits")

@@ -116,6 +116,67 @@ type OutboxStore interface {
 	OutboxHeld(ctx context.Context) ([]HeldEntry, error)
 }
 
+// OutboxClaimer is implemented by the shared stores: it says whose outboxes
+// this handle's drainer may drain now, so that each member's outbox is
+// drained by one process at a time, and a dead member's by another.
+//
+// A claim is one member's outbox, held by one handle for ClaimTTL unless
+// renewed. ClaimOutboxes takes or renews, and returns sorted by member id:
+//   - the claim of the handle's own member, unless another live handle
+//     holds it (one that took it over while this member was dead);
+//   - the claim of every other member that has pending entries and whose
+//     member lease is expired or free, when that claim is free, expired or
+//     already this handle's. Once such a member holds its lease again
+//     (it restarted) its claim is no longer renewed or returned here: its
+//     own drainer gets it back when this handle releases it, or within
+//     ClaimTTL. A restarted member is never refused start for it.
+//
+// The drainer calls ClaimOutboxes at least every ClaimTTL/3, drains only
+// the members of its last answer, stops draining a member missing from it
+// and then calls ReleaseOutbox, which gives up the claim at once (also when
+// a member's outbox is drained empty). Close releases the handle's claims;
+// those of a killed process expire. The claim spares duplicate deliveries;
+// it does not fence Outbox, OutboxDone or holds: a drainer stalled beyond
+// ClaimTTL may overlap the next claimant, which delivery at least once, each
+// copy keyed, tolerates. A read-only handle claims nothing: ClaimOutboxes
+// and ReleaseOutbox fail. Safe for concurrent use.
+type OutboxClaimer interface {
+	// ClaimOutboxes takes or renews this handle's claims and returns the
+	// members whose outboxes it may drain now.
+	ClaimOutboxes(ctx context.Context) ([]string, error)
+	// ReleaseOutbox gives up this handle's claim of member's outbox; a
+	// claim it does not hold is left alone.
+	ReleaseOutbox(ctx context.Context, member string) error
+	// ClaimTTL is how long a claim holds without renewal.
+	ClaimTTL() time.Duration
+}
+
+// CheckOutbox checks the outbox entries of a batch, as every store does
+// before writing anything: their IDs ascend and each names one of the
+// batch's own audit records (OutboxID of its position), so an entry is
+// never written twice. A bad entry is an error wrapping ErrOutboxID.
+func CheckOutbox(b *Batch) error {
+	if len(b.Outbox) == 0 {
+		return nil
+	}
+	var first, last uint64
+	if n := len(b.Audit); n > 0 {
+		first, last = b.Audit[0].Position, b.Audit[n-1].Position
+	}
+	prev := uint64(0)
+	for i := range b.Outbox {
+		id := b.Outbox[i].ID
+		if pos := id >> 8; pos == 0 || pos < first || pos > last {
+			return fmt.Errorf("%w: entry %d names position %d, outside the batch's records %d..%d", ErrOutboxID, id, pos, first, last)
+		}
+		if i > 0 && id <= prev {
+			return fmt.Errorf("%w: entry %d after entry %d", ErrOutboxID, id, prev)
+		}
+		prev = id
+	}
+	return nil
+}
+
 // HeldEntry is an outbox entry its downstream refused, kept for an
 // operator.
 type HeldEntry struct {

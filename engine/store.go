@@ -63,9 +63,14 @@ type Batch struct {
 	// SQLRunner; every other store gets none.
 	SQL []SQLStatement
 	// Outbox are the forward effects of the batch's applied messages, in
-	// ID order, added to the pending outbox.
+	// ID order, added to the pending outbox of the member writing the
+	// batch ("" on a single-owner store). Each ID is OutboxID of one of
+	// the batch's audit positions; a store refuses the batch otherwise
+	// (CheckOutbox).
 	Outbox []OutboxEntry
-	// OutboxHeld moves entries out of the pending outbox to the held ones.
+	// OutboxHeld moves entries out of a member's pending outbox to the
+	// held ones, after this batch's entries are added; an entry no longer
+	// pending (delivered meanwhile) is left alone.
 	OutboxHeld []OutboxHold
 }
 

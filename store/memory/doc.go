@@ -1,6 +1,9 @@
 // Package memory is an engine.Store that keeps everything in process
 // memory: for tests, examples and library use where losing the state on exit
-// is acceptable.
+// is acceptable. Both it and Group, the reference shared store, keep the
+// outbox of forward effects (engine.OutboxStore) in the same atomic step as
+// the rest of a batch; Group's member handles also claim outboxes for
+// their drainers (engine.OutboxClaimer).
 //
 // The store copies what it is given and what it hands out, so callers may
 // reuse batch slices and change what they read. A Store is safe for

@@ -27,6 +27,9 @@ type Group struct {
 	held       map[string]bool   // member ids with an open handle
 	ttl        time.Duration
 	maxEntries int
+	outboxes   map[string]*outbox // by member
+	claims     map[string]claim   // outbox claims, by member
+	claimTTL   time.Duration
 }
 
 type chain struct {
@@ -40,7 +43,8 @@ func NewGroup(ttl time.Duration, maxEntries int) *Group {
 	return &Group{keys: map[engine.Hash]engine.KeyEntry{}, sources: map[string]engine.SourceState{},
 		entities: map[string]engine.EntityState{}, chains: map[string]*chain{},
 		quarantine: map[uint64]engine.QuarantineEntry{}, numbers: map[string]uint64{}, held: map[string]bool{},
-		ttl: cmp.Or(ttl, engine.DefaultTTL), maxEntries: cmp.Or(maxEntries, engine.DefaultMaxEntries)}
+		ttl: cmp.Or(ttl, engine.DefaultTTL), maxEntries: cmp.Or(maxEntries, engine.DefaultMaxEntries),
+		outboxes: map[string]*outbox{}, claims: map[string]claim{}, claimTTL: DefaultClaimTTL}
 }
 
 // Member is one member's handle on a Group.
@@ -197,6 +201,9 @@ func (m *Member) write(b *engine.Batch) error {
 			return fmt.Errorf("%w: quarantine entry %d is no longer open", engine.ErrNotFound, id)
 		}
 	}
+	if err := engine.CheckOutbox(b); err != nil {
+		return err
+	}
 	for _, r := range b.Audit {
 		c.log.append(keepRecord(r))
 	}
@@ -218,6 +225,7 @@ func (m *Member) write(b *engine.Batch) error {
 	for _, id := range b.Resolved {
 		delete(g.quarantine, id)
 	}
+	m.writeOutbox(b)
 	return nil
 }
 
@@ -307,7 +315,8 @@ func (m *Member) Quarantined(ctx context.Context, id uint64) (engine.QuarantineE
 	return q, nil
 }
 
-// Close releases the member id; the group's data stays.
+// Close releases the member id and the handle's outbox claims; the
+// group's data stays.
 func (m *Member) Close() error {
 	m.g.mu.Lock()
 	defer m.g.mu.Unlock()
@@ -318,5 +327,6 @@ func (m *Member) Close() error {
 	if m.member != "" {
 		delete(m.g.held, m.member)
 	}
+	m.releaseClaims()
 	return nil
 }

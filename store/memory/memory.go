@@ -26,6 +26,7 @@ type Store struct {
 	nextKey    uint64
 	quarantine map[uint64]engine.QuarantineEntry // entries are replaced, never changed in place
 	cursors    map[string]uint64                 // audit sinks' cursors
+	outbox     *outbox
 }
 
 var (
@@ -41,6 +42,7 @@ func New() *Store {
 		sources:    map[string]engine.SourceState{},
 		entities:   map[string]engine.EntityState{},
 		quarantine: map[uint64]engine.QuarantineEntry{},
+		outbox:     newOutbox(),
 	}
 }
 
@@ -82,6 +84,9 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if err != nil {
 		return err
 	}
+	if err := checkOutbox(b); err != nil {
+		return err
+	}
 	for _, r := range b.Audit {
 		s.audit.append(keepRecord(r))
 	}
@@ -104,6 +109,10 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	}
 	for _, id := range b.Resolved {
 		delete(s.quarantine, id)
+	}
+	s.outbox.add(b.Outbox)
+	for _, h := range b.OutboxHeld {
+		s.outbox.hold("", h)
 	}
 	return nil
 }
@@ -242,6 +251,6 @@ func (s *Store) Close() error {
 		return engine.ErrClosed
 	}
 	s.closed = true
-	s.keys, s.sources, s.entities, s.audit, s.quarantine = nil, nil, nil, auditLog{}, nil
+	s.keys, s.sources, s.entities, s.audit, s.quarantine, s.outbox = nil, nil, nil, auditLog{}, nil, nil
 	return nil
 }

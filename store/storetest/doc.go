@@ -15,6 +15,10 @@
 //		})
 //	}
 //
+// A store that keeps an outbox (engine.OutboxStore) also runs RunOutbox,
+// or RunSharedOutbox for a shared store, whose group cases check the
+// claims of engine.OutboxClaimer.
+//
 // The suite checks what engine.Store, engine.AuditScanner and
 // engine.QuarantineScanner promise: what Commit wrote is what Load and the
 // scanners return, a batch is written whole or not at all, and every method

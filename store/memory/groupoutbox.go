@@ -1,0 +1,196 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// DefaultClaimTTL is how long a member handle's outbox claim holds without
+// renewal, unless SetClaimTTL changes it.
+const DefaultClaimTTL = 15 * time.Second
+
+var _ engine.OutboxClaimer = (*Member)(nil)
+
+// claim is a handle's claim of one member's outbox.
+type claim struct {
+	by      *Member
+	expires time.Time
+}
+
+// SetClaimTTL sets how long an outbox claim holds without renewal (tests
+// of a takeover shorten it). d must be positive.
+func (g *Group) SetClaimTTL(d time.Duration) {
+	if d <= 0 {
+		panic(fmt.Sprintf("memory: claim ttl %v is not positive", d))
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.claimTTL = d
+}
+
+// Kill ends the handle as a killed process ends: it frees the member id at
+// once (a group in memory has no lease to wait out), but leaves its outbox
+// claims to expire. Every later call on it returns engine.ErrClosed.
+func (m *Member) Kill() {
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	if m.member != "" {
+		delete(m.g.held, m.member)
+	}
+}
+
+// outboxOf returns member's outbox, creating it. Called with g.mu held.
+func (g *Group) outboxOf(member string) *outbox {
+	o := g.outboxes[member]
+	if o == nil {
+		o = newOutbox()
+		g.outboxes[member] = o
+	}
+	return o
+}
+
+// writeOutbox adds b's entries to m's outbox and applies its holds.
+// Called with g.mu held, after engine.CheckOutbox.
+func (m *Member) writeOutbox(b *engine.Batch) {
+	if len(b.Outbox) > 0 {
+		m.g.outboxOf(m.member).add(b.Outbox)
+	}
+	for _, h := range b.OutboxHeld {
+		if o := m.g.outboxes[h.Member]; o != nil {
+			o.hold(h.Member, h)
+		}
+	}
+}
+
+// Outbox returns up to limit of member's pending entries with ID > after,
+// in ID order.
+func (m *Member) Outbox(ctx context.Context, member string, after uint64, limit int) ([]engine.OutboxEntry, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.g.mu.Unlock()
+	o := m.g.outboxes[member]
+	if o == nil {
+		return nil, nil
+	}
+	return o.list(after, limit), nil
+}
+
+// OutboxDone removes delivered entries of member's outbox; IDs no longer
+// pending are ignored. A read-only handle writes nothing.
+func (m *Member) OutboxDone(ctx context.Context, member string, ids []uint64) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.g.mu.Unlock()
+	if m.member == "" {
+		return fmt.Errorf("memory: outbox done: a read-only handle writes nothing")
+	}
+	if o := m.g.outboxes[member]; o != nil {
+		o.done(ids)
+	}
+	return nil
+}
+
+// OutboxDepth counts member's pending entries.
+func (m *Member) OutboxDepth(ctx context.Context, member string) (int, error) {
+	if err := m.lock(); err != nil {
+		return 0, err
+	}
+	defer m.g.mu.Unlock()
+	if o := m.g.outboxes[member]; o != nil {
+		return len(o.pending), nil
+	}
+	return 0, nil
+}
+
+// OutboxHeld returns every member's held entries, by member then ID.
+func (m *Member) OutboxHeld(ctx context.Context) ([]engine.HeldEntry, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.g.mu.Unlock()
+	var out []engine.HeldEntry
+	for _, member := range slices.Sorted(maps.Keys(m.g.outboxes)) {
+		out = append(out, m.g.outboxes[member].heldEntries()...)
+	}
+	return out, nil
+}
+
+// ClaimOutboxes takes or renews this handle's outbox claims; see
+// engine.OutboxClaimer. A member is live while a handle on it is open
+// (not closed or killed).
+func (m *Member) ClaimOutboxes(ctx context.Context) ([]string, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.g.mu.Unlock()
+	if m.member == "" {
+		return nil, fmt.Errorf("memory: claim outboxes: a read-only handle claims nothing")
+	}
+	g, now := m.g, time.Now()
+	var out []string
+	for _, member := range slices.Sorted(maps.Keys(g.outboxes)) {
+		if member != m.member && (g.held[member] || len(g.outboxes[member].pending) == 0) {
+			continue
+		}
+		if m.take(member, now) {
+			out = append(out, member)
+		}
+	}
+	if g.outboxes[m.member] == nil && m.take(m.member, now) { // its outbox is empty yet
+		out = append(out, m.member)
+		slices.Sort(out)
+	}
+	return out, nil
+}
+
+// take takes or renews the claim of member's outbox when it is free,
+// expired or already m's. Called with g.mu held.
+func (m *Member) take(member string, now time.Time) bool {
+	c, ok := m.g.claims[member]
+	if ok && c.by != m && now.Before(c.expires) {
+		return false
+	}
+	m.g.claims[member] = claim{by: m, expires: now.Add(m.g.claimTTL)}
+	return true
+}
+
+// ReleaseOutbox gives up this handle's claim of member's outbox.
+func (m *Member) ReleaseOutbox(ctx context.Context, member string) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.g.mu.Unlock()
+	if m.member == "" {
+		return fmt.Errorf("memory: release outbox: a read-only handle claims nothing")
+	}
+	if c, ok := m.g.claims[member]; ok && c.by == m {
+		delete(m.g.claims, member)
+	}
+	return nil
+}
+
+// ClaimTTL is how long a claim holds without renewal.
+func (m *Member) ClaimTTL() time.Duration {
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	return m.g.claimTTL
+}
+
+// releaseClaims drops every claim m holds. Called with g.mu held.
+func (m *Member) releaseClaims() {
+	maps.DeleteFunc(m.g.claims, func(_ string, c claim) bool { return c.by == m })
+}
