@@ -25,6 +25,8 @@ import (
 //	            "nextkey" -> big-endian ordinal
 //	            "base"    -> big-endian position (8) | hash (32) of the last
 //	                         record audit retention dropped (see trim.go)
+//	outbox, outboxheld   the outbox, see outbox.go
+//	cursors              audit sinks' cursors, see cursor.go
 var (
 	bucketAudit      = []byte("audit")
 	bucketKeys       = []byte("keys")

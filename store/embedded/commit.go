@@ -23,6 +23,7 @@ type encoded struct {
 	sources    [][]byte
 	entities   [][]byte
 	quarantine [][]byte
+	outbox     [][]byte
 }
 
 func encode(b *engine.Batch) (*encoded, error) {
@@ -53,6 +54,9 @@ func encode(b *engine.Batch) (*encoded, error) {
 		if e.quarantine[i], err = encodeQuarantine(b.Quarantine[i]); err != nil {
 			return nil, fmt.Errorf("embedded: encode quarantine entry %d: %w", b.Quarantine[i].ID, err)
 		}
+	}
+	if e.outbox, err = encodeOutbox(b); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -130,6 +134,9 @@ func apply(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 		return err
 	}
 	if err := putQuarantine(tx.Bucket(bucketQuarantine), b, enc.quarantine); err != nil {
+		return err
+	}
+	if err := putOutbox(tx, b, enc.outbox); err != nil {
 		return err
 	}
 	if newHead != head {

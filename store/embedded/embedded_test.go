@@ -118,3 +118,9 @@ func TestRefusesAnotherLayout(t *testing.T) {
 		t.Fatal("Open accepted a store with layout version 9")
 	}
 }
+
+func TestOutbox(t *testing.T) {
+	storetest.RunOutbox(t, func(t *testing.T, dir string) engine.Store {
+		return open(t, dir, embedded.Options{})
+	}, true)
+}
