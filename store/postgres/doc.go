@@ -21,5 +21,11 @@
 // its transaction, that this handle still holds it. One member at a time
 // prunes the group's keys by age and count (a session advisory lock).
 //
+// The outbox of forward effects (schema version 2) is written in the
+// batch's own transaction: each member's pending entries, the held ones,
+// and the claims by which each member's outbox is drained by one process
+// at a time, a dead member's by another once its lease expired
+// (engine.OutboxClaimer; a claim lasts Options.LeaseTTL).
+//
 // A Store is safe for concurrent use; its connections come from a pool.
 package postgres

@@ -219,8 +219,8 @@ func (s *Store) QuarantineBase() uint64 { return uint64(s.number) << 40 }
 // Schema is the schema holding the group's tables.
 func (s *Store) Schema() string { return s.schema }
 
-// Close stops the background tasks, releases the lease and closes the
-// connections. Every later call returns engine.ErrClosed.
+// Close stops the background tasks, releases the outbox claims and the
+// lease and closes the connections. Every later call returns engine.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return engine.ErrClosed
@@ -230,11 +230,11 @@ func (s *Store) Close() error {
 	var err error
 	if s.member != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = s.pool.Exec(ctx, s.sql.release, s.member, s.holder)
-		cancel()
-		if err != nil {
-			err = fmt.Errorf("postgres store: release the lease of member %q: %w", s.member, err)
+		err = s.releaseClaims(ctx)
+		if _, lerr := s.pool.Exec(ctx, s.sql.release, s.member, s.holder); lerr != nil {
+			err = errors.Join(err, fmt.Errorf("postgres store: release the lease of member %q: %w", s.member, lerr))
 		}
+		cancel()
 	}
 	s.pool.Close()
 	return err

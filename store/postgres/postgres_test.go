@@ -107,11 +107,25 @@ func TestStore(t *testing.T) {
 			return func(member string) (engine.SharedStore, error) { return g.open(member) }
 		})
 	})
+	t.Run("outbox", func(t *testing.T) {
+		storetest.RunSharedOutbox(t, func(t *testing.T) storetest.OutboxGroup {
+			g := newGroup(t, url)
+			return storetest.OutboxGroup{
+				Open: func(member string) (engine.SharedStore, error) {
+					o := g.options(member)
+					o.LeaseTTL = time.Second
+					return g.openWith(o)
+				},
+				Kill: func(s engine.SharedStore) { postgres.Kill(s.(*postgres.Store)) },
+			}
+		})
+	})
 	for _, tc := range []struct {
 		name string
 		fn   func(t *testing.T, g *group)
 	}{
 		{"the schema is created once by members opening at once", testSchemaConcurrent},
+		{"a schema of version 1 is migrated, its rows kept", testSchemaMigrated},
 		{"a schema of a newer version is refused", testSchemaNewer},
 		{"a dead holder on this host is taken over at once", testLeaseDeadHolder},
 		{"a stolen lease fences updates", testLeaseFenced},
@@ -139,8 +153,8 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 	}
-	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version = 1`); n != 1 {
-		t.Fatalf("%d schema_version rows at version 1", n)
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version = 2`); n != 1 {
+		t.Fatalf("%d schema_version rows at version 2", n)
 	}
 	if n := count(t, g.url, `SELECT count(DISTINCT number) FROM `+g.schema+`.members`); n != 4 {
 		t.Fatalf("%d member numbers for 4 members", n)
@@ -223,5 +237,35 @@ func testLeaseRenewed(t *testing.T, g *group) {
 	}
 	if _, err := g.open("m1"); !errors.Is(err, engine.ErrMemberHeld) {
 		t.Fatalf("open of a renewed lease past its first expiry = %v", err)
+	}
+}
+
+func testSchemaMigrated(t *testing.T, g *group) {
+	recs := records("m1", 1, 4)
+	s := g.mustOpen("m1")
+	if err := s.Commit(t.Context(), &engine.Batch{Audit: recs[:3]}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// The schema as version 1 left it: no outbox.
+	run(t, g.url, `DROP TABLE `+g.schema+`.outbox, `+g.schema+`.outbox_held, `+g.schema+`.outbox_claims;
+		UPDATE `+g.schema+`.schema_version SET version = 1`)
+	if _, err := g.open(""); err == nil || !strings.Contains(err.Error(), "version 1, older than this build's 2") {
+		t.Fatalf("read-only open of a version 1 schema = %v", err)
+	}
+	s = g.mustOpen("m1")
+	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != 2 {
+		t.Fatalf("schema version %d after the migration, want 2", n)
+	}
+	if h, err := s.Head(t.Context()); err != nil || h.Position != 3 {
+		t.Fatalf("head after the migration = %+v, %v", h, err)
+	}
+	e := engine.OutboxEntry{ID: engine.OutboxID(4, 0), Output: engine.OutputMQTT, Target: "clean/plant/m1/energy", Route: "meters",
+		Topic: "plant/m1/energy", Key: recs[3].Key, Sequence: -1, Time: recs[3].Time, Payload: []byte(`{"kwh":1}`)}
+	if err := s.Commit(t.Context(), &engine.Batch{Audit: recs[3:], Outbox: []engine.OutboxEntry{e}}); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := s.Outbox(t.Context(), "m1", 0, 10); err != nil || len(es) != 1 || string(es[0].Payload) != `{"kwh":1}` {
+		t.Fatalf("outbox after the migration = %+v, %v", es, err)
 	}
 }

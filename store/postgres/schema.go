@@ -13,7 +13,7 @@ import (
 
 // schemaVersion is the newest layout this build knows: the number of
 // migrations. Open refuses a schema written by a newer build.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // migrations[i] takes a schema from version i to i+1. "{s}" stands for the
 // quoted schema name. Identifiers and names are bytea: a source id is
@@ -46,6 +46,7 @@ var migrations = []string{
 		PRIMARY KEY (member, position)
 	);
 	CREATE TABLE {s}.quarantine (id bigint PRIMARY KEY, entry bytea NOT NULL, payload bytea NOT NULL);`,
+	outboxMigration,
 }
 
 // migrate creates the schema or brings it to schemaVersion, in one

@@ -20,6 +20,7 @@ type statements struct {
 	allSources, allEntities, head, chains, scanAudit, scanQuar, quarantined, memberNumber string
 	// pruning
 	pruneAge, pruneCutoff, pruneCount string
+	outbox                            outboxStatements
 }
 
 func newStatements(schema string) statements {
@@ -84,5 +85,7 @@ func newStatements(schema string) statements {
 		pruneAge:    q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal < $1 AND time < $1 LIMIT $2)`),
 		pruneCutoff: q(`SELECT ordinal FROM {s}.keys ORDER BY ordinal DESC OFFSET $1 LIMIT 1`),
 		pruneCount:  q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal <= $1 LIMIT $2)`),
+
+		outbox: newOutboxStatements(q),
 	}
 }

@@ -78,6 +78,9 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 			queue(execd, s.sql.resolveAny, ids)
 		}
 	}
+	if err := s.queueOutbox(queue, b); err != nil {
+		return err
+	}
 	if q.Len() == 0 {
 		return nil
 	}
