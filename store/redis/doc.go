@@ -33,6 +33,12 @@
 // pruning script deletes keys it finds in the index, which it cannot name
 // in KEYS; they share the prefix's slot, so it runs on Redis Cluster too.
 //
+// The outbox of forward effects is written by the same update script, all
+// or nothing, and never expires: each member's pending entries, in id
+// order, and the held ones. A claim per member outbox, a key with the
+// lease's TTL, hands it to one drainer at a time, a dead member's to
+// another once its lease is gone (engine.OutboxClaimer).
+//
 // A Store is safe for concurrent use. Its Update and Commit calls write one
 // chain and are meant to come one at a time, as the engine makes them: two
 // at once would write the same positions, and one fails with

@@ -36,6 +36,7 @@ import (
 //	P lock:e:<name>       string: the token of the Update holding the source's or entity's
 //	                      row lock, PX; neither in the AOF nor on a replica
 //	P unlocked            pub/sub channel: told whenever an Update deletes its row locks
+//	P outbox…:<member>    the member's outbox and its claim, see outbox.go
 type keys struct {
 	prefix                   string
 	schema                   string

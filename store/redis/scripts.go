@@ -39,7 +39,8 @@ import goredis "github.com/redis/go-redis/v9"
 // version) of each checked entity ("0" for absent); the value of each key
 // written, in KEYS order; (id, JSON) of each source written; (name, JSON) of
 // each entity written; (hex id, JSON) of each quarantine entry; the hex id
-// of each resolved entry.
+// of each resolved entry; then the outbox's, when the batch has entries or
+// holds (see outboxWrites), whose KEYS come before the row locks.
 //
 // Returns {"ok"}; {"lease", holder} when the lease is not the caller's ("" when
 // it is free); {"gap", head position} when the first record does not follow
@@ -140,6 +141,7 @@ for i = p, p + nr - 1 do
   redis.call('HDEL', KEYS[9], a[i])
   redis.call('ZREM', KEYS[10], a[i])
 end
+` + outboxWrites + `
 if nl > 0 then
   redis.set_repl(redis.REPL_NONE)
   for i = 0, nl - 1, step do

@@ -578,6 +578,10 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read, buf *[]byte) ([]string, []
 	for _, id := range b.Resolved {
 		args = append(args, quarantineID(id))
 	}
+	keys, args, err := s.outboxArgs(b, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
 	return append(keys, lk.names...), args, nil
 }
 

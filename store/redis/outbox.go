@@ -1,0 +1,337 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/internal/shared"
+)
+
+// The outbox's keys, one set per member, none of which expires but the
+// claims (see keys.go for the rest):
+//
+//	P outbox:<member>      hash: 16 hex digits of the id → entry JSON (payload base64)
+//	P outboxids:<member>   sorted set, all scores 0: the same hex ids, in id order
+//	P outboxheld:<member>  hash: hex id → "<n>:" n bytes of reason, then the entry JSON
+//	P outboxclaim:<member> string: the holder whose drainer may drain the outbox, PX the lease TTL
+func (k *keys) outbox(member string) string      { return k.prefix + "outbox:" + member }
+func (k *keys) outboxIDs(member string) string   { return k.prefix + "outboxids:" + member }
+func (k *keys) outboxHeld(member string) string  { return k.prefix + "outboxheld:" + member }
+func (k *keys) outboxClaim(member string) string { return k.prefix + "outboxclaim:" + member }
+
+var (
+	_ engine.OutboxStore   = (*Store)(nil)
+	_ engine.OutboxClaimer = (*Store)(nil)
+)
+
+// outboxWrites is the update script's part that writes the outbox, after
+// every check passed and the quarantine was written: p is then where the
+// resolved ids start in ARGV. Its ARGV follow them: the number of entries
+// and of holds, (hex id, JSON) of each entry, (hex id, reason) of each
+// hold. Its KEYS come just before the row locks: this member's outbox and
+// outbox ids, then for each hold the outbox, ids and held entries of the
+// member it names. A batch without entries or holds passes none of it.
+const outboxWrites = `
+local o = p + nr
+if a[o] then
+  local ne, nh = tonumber(a[o]), tonumber(a[o + 1])
+  local k = #KEYS - nl - 2 - 3 * nh
+  o = o + 2
+  for i = 0, ne - 1, 500 do
+    local m = math.min(500, ne - i)
+    redis.call('HSET', KEYS[k + 1], unpack(a, o + 2 * i, o + 2 * (i + m) - 1))
+    local z = {}
+    for j = 0, m - 1 do
+      z[2 * j + 1] = 0
+      z[2 * j + 2] = a[o + 2 * (i + j)]
+    end
+    redis.call('ZADD', KEYS[k + 2], unpack(z))
+  end
+  o = o + 2 * ne
+  for i = 0, nh - 1 do
+    local ob, ids, held = KEYS[k + 3 + 3 * i], KEYS[k + 4 + 3 * i], KEYS[k + 5 + 3 * i]
+    local id, reason = a[o + 2 * i], a[o + 2 * i + 1]
+    local e = redis.call('HGET', ob, id)
+    if e then
+      redis.call('HSET', held, id, #reason .. ':' .. reason .. e)
+      redis.call('HDEL', ob, id)
+      redis.call('ZREM', ids, id)
+    end
+  end
+end
+`
+
+// outboxArgs appends the batch's outbox writes to the update script's KEYS
+// (before the row locks) and ARGV (last); a batch without entries or holds
+// appends nothing.
+func (s *Store) outboxArgs(b *engine.Batch, keys []string, args []any) ([]string, []any, error) {
+	if len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 {
+		return keys, args, nil
+	}
+	if err := engine.CheckOutbox(b); err != nil {
+		return nil, nil, fmt.Errorf("redis store: %w", err)
+	}
+	keys = append(keys, s.k.outbox(s.member), s.k.outboxIDs(s.member))
+	args = append(args, len(b.Outbox), len(b.OutboxHeld))
+	for i := range b.Outbox {
+		j, err := json.Marshal(&b.Outbox[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("redis store: encode outbox entry %d: %w", b.Outbox[i].ID, err)
+		}
+		args = append(args, quarantineID(b.Outbox[i].ID), j)
+	}
+	for _, h := range b.OutboxHeld {
+		keys = append(keys, s.k.outbox(h.Member), s.k.outboxIDs(h.Member), s.k.outboxHeld(h.Member))
+		args = append(args, quarantineID(h.ID), h.Reason)
+	}
+	return keys, args, nil
+}
+
+// outboxListScript reads a page of an outbox in one step, so that no entry
+// listed is missing its value.
+//
+// KEYS[1] the outbox ids, [2] the outbox. ARGV[1] the lexical minimum
+// ("(" and the hex id listed last, or "-"), [2] the most entries.
+//
+// Returns the entries' JSON values in id order.
+var outboxListScript = goredis.NewScript(`
+local ids = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, tonumber(ARGV[2]))
+if #ids == 0 then return {} end
+return redis.call('HMGET', KEYS[2], unpack(ids))
+`)
+
+// Outbox returns up to limit of member's pending entries with ID > after,
+// in ID order.
+func (s *Store) Outbox(ctx context.Context, member string, after uint64, limit int) ([]engine.OutboxEntry, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("redis store: outbox limit %d is below 1", limit)
+	}
+	vals, err := outboxListScript.Run(ctx, s.c, []string{s.k.outboxIDs(member), s.k.outbox(member)},
+		"("+quarantineID(after), limit).Slice()
+	if err != nil {
+		return nil, s.fail("read the outbox of "+member, err)
+	}
+	out := make([]engine.OutboxEntry, 0, len(vals))
+	for _, v := range vals {
+		v, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("redis store: the outbox of %q lists an entry it does not hold", member)
+		}
+		var e engine.OutboxEntry
+		if err := json.Unmarshal([]byte(v), &e); err != nil {
+			return nil, fmt.Errorf("redis store: decode an outbox entry of %q: %w", member, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// OutboxDone removes delivered entries of member's outbox in one
+// transaction; IDs no longer pending are ignored.
+func (s *Store) OutboxDone(ctx context.Context, member string, ids []uint64) error {
+	if err := s.writer("outbox done"); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	hex := make([]string, len(ids))
+	for i, id := range ids {
+		hex[i] = quarantineID(id)
+	}
+	_, err := s.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.HDel(ctx, s.k.outbox(member), hex...)
+		p.ZRem(ctx, s.k.outboxIDs(member), hex)
+		return nil
+	})
+	if err != nil {
+		return s.fail("mark outbox entries of "+member+" done", err)
+	}
+	return nil
+}
+
+// OutboxDepth counts member's pending entries.
+func (s *Store) OutboxDepth(ctx context.Context, member string) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	n, err := s.c.ZCard(ctx, s.k.outboxIDs(member)).Result()
+	if err != nil {
+		return 0, s.fail("count the outbox of "+member, err)
+	}
+	return int(n), nil
+}
+
+// OutboxHeld returns every member's held entries, by member then ID.
+func (s *Store) OutboxHeld(ctx context.Context) ([]engine.HeldEntry, error) {
+	members, err := s.members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []engine.HeldEntry
+	for _, m := range members {
+		kv, err := s.c.HGetAll(ctx, s.k.outboxHeld(m)).Result()
+		if err != nil {
+			return nil, s.fail("read the held outbox entries of "+m, err)
+		}
+		var hs []engine.HeldEntry
+		for id, v := range kv {
+			h, err := decodeHeld(m, v)
+			if err != nil {
+				return nil, fmt.Errorf("redis store: held outbox entry %s of %q: %w", id, m, err)
+			}
+			hs = append(hs, h)
+		}
+		slices.SortFunc(hs, func(a, b engine.HeldEntry) int { return cmp.Compare(a.ID, b.ID) })
+		out = append(out, hs...)
+	}
+	return out, nil
+}
+
+// decodeHeld decodes "<n>:" n bytes of reason, then the entry JSON.
+func decodeHeld(member, v string) (engine.HeldEntry, error) {
+	h := engine.HeldEntry{Member: member}
+	n, rest, ok := strings.Cut(v, ":")
+	size, err := strconv.Atoi(n)
+	if !ok || err != nil || size < 0 || size > len(rest) {
+		return h, fmt.Errorf("not \"<n>:<reason><entry>\"")
+	}
+	h.Reason = rest[:size]
+	if err := json.Unmarshal([]byte(rest[size:]), &h.OutboxEntry); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// members returns every member id the group ever gave a number, sorted.
+func (s *Store) members(ctx context.Context) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ms, err := s.c.HKeys(ctx, s.k.members).Result()
+	if err != nil {
+		return nil, s.fail("read the members", err)
+	}
+	slices.Sort(ms)
+	return ms, nil
+}
+
+// claimScript takes or renews a handle's outbox claims.
+//
+// KEYS, for each member (in ARGV order): its lease, its outbox claim, its
+// outbox ids. ARGV[1] the holder, [2] the claims' PX milliseconds, [3] this
+// handle's member, [4] a holder found dead whose claim of this member's
+// outbox may be taken ("" for none), from [5] the members.
+//
+// A member is a candidate when it is this handle's, or when its lease is
+// gone and its outbox holds entries; its claim is taken when free, this
+// holder's or (this member's only) ARGV[4]'s. Returns {the members
+// claimed, in ARGV order; the holder of this member's claim when another
+// holds it, else ""}.
+var claimScript = goredis.NewScript(`
+local out, other = {}, ''
+for i = 5, #ARGV do
+  local j = 3 * (i - 5)
+  local m = ARGV[i]
+  local own = m == ARGV[3]
+  if own or (redis.call('EXISTS', KEYS[j + 1]) == 0 and redis.call('ZCARD', KEYS[j + 3]) > 0) then
+    local cur = redis.call('GET', KEYS[j + 2])
+    if not cur or cur == ARGV[1] or (own and cur == ARGV[4]) then
+      redis.call('SET', KEYS[j + 2], ARGV[1], 'PX', ARGV[2])
+      out[#out + 1] = m
+    elseif own then
+      other = cur
+    end
+  end
+end
+return {out, other}
+`)
+
+// ClaimOutboxes takes or renews this handle's outbox claims for ClaimTTL;
+// see engine.OutboxClaimer. A claim of this member's outbox held by a
+// process on this host that has died is taken over at once, as the lease
+// is.
+func (s *Store) ClaimOutboxes(ctx context.Context) ([]string, error) {
+	if err := s.writer("claim outboxes"); err != nil {
+		return nil, err
+	}
+	members, err := s.members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(members, s.member) {
+		return nil, fmt.Errorf("redis store: member %q has no number in the group", s.member)
+	}
+	keys := make([]string, 0, 3*len(members))
+	args := []any{s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, ""}
+	for _, m := range members {
+		keys = append(keys, s.k.lease(m), s.k.outboxClaim(m), s.k.outboxIDs(m))
+		args = append(args, m)
+	}
+	out, other, err := s.claim(ctx, keys, args)
+	if err != nil || other == "" || !shared.DeadHere(other) {
+		return out, err
+	}
+	s.log.Warn("taking over the outbox claim of a member process that no longer runs", "member", s.member, "holder", other)
+	args[3] = other
+	out, _, err = s.claim(ctx, keys, args)
+	return out, err
+}
+
+// claim runs the claim script: the members claimed, and the holder of this
+// member's claim when another holds it.
+func (s *Store) claim(ctx context.Context, keys []string, args []any) ([]string, string, error) {
+	res, err := claimScript.Run(ctx, s.c, keys, args...).Slice()
+	if err != nil {
+		return nil, "", s.fail("claim outboxes", err)
+	}
+	list, _ := res[0].([]any)
+	out := make([]string, 0, len(list))
+	for _, m := range list {
+		m, _ := m.(string)
+		out = append(out, m)
+	}
+	other, _ := res[1].(string)
+	return out, other, nil
+}
+
+// ReleaseOutbox gives up this handle's claim of member's outbox.
+func (s *Store) ReleaseOutbox(ctx context.Context, member string) error {
+	if err := s.writer("release outbox"); err != nil {
+		return err
+	}
+	if err := releaseScript.Run(ctx, s.c, []string{s.k.outboxClaim(member)}, s.holder).Err(); err != nil {
+		return s.fail("release the outbox claim of "+member, err)
+	}
+	return nil
+}
+
+// ClaimTTL is how long a claim holds without renewal: the lease TTL.
+func (s *Store) ClaimTTL() time.Duration { return s.opts.LeaseTTL }
+
+// releaseClaims gives up every outbox claim of this handle, for Close.
+func (s *Store) releaseClaims(ctx context.Context) error {
+	ms, err := s.c.HKeys(ctx, s.k.members).Result()
+	if err != nil {
+		return err
+	}
+	_, err = s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, m := range ms {
+			releaseScript.Eval(ctx, p, []string{s.k.outboxClaim(m)}, s.holder)
+		}
+		return nil
+	})
+	return err
+}
