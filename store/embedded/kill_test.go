@@ -51,23 +51,24 @@ func TestOutboxSurvivesKill(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Entries reported done (true), or to be marked done without the
-		// report read yet (false): either may be gone.
+		// Entries reported done (true), or to be marked done, which the
+		// child may have done after the last line read (false).
 		committed, doneIDs := map[uint64]int{}, map[uint64]bool{}
 		sc := bufio.NewScanner(out)
 		for sc.Scan() && len(committed) < 300*(round+1) {
 			f := strings.Fields(sc.Text())
-			if len(f) != 3 {
+			if len(f) != 4 {
 				continue
 			}
 			a, _ := strconv.ParseUint(f[1], 10, 64)
 			b, _ := strconv.Atoi(f[2])
 			switch f[0] {
-			case "committed": // position, message
+			case "committed": // position, message, whether its entry is to be marked done
 				committed[engine.OutboxID(a, 0)] = b
-			case "marking": // an entry id
-				doneIDs[a] = false
-			case "done":
+				if f[3] == "1" && !doneIDs[engine.OutboxID(a, 0)] {
+					doneIDs[engine.OutboxID(a, 0)] = false
+				}
+			case "done": // an entry id
 				doneIDs[a] = true
 			}
 		}
@@ -114,8 +115,8 @@ func checkAfterKill(t *testing.T, dir string, committed map[uint64]int, doneIDs 
 	}
 }
 
-// killChild decides messages one batch after another until killed,
-// printing each committed message, and marks every third entry done.
+// killChild decides messages four at a time until killed, printing each
+// committed message, and marks the first entry of each batch done.
 func killChild(dir string) {
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, err)
@@ -147,13 +148,16 @@ func killChild(dir string) {
 			if d.Outcome != engine.Applied {
 				fail(fmt.Errorf("message %d: %v", n+j, d.Outcome))
 			}
-			fmt.Printf("committed %d %d\n", d.Position, n+j)
+			first := 0
+			if j == 0 {
+				first = 1
+			}
+			fmt.Printf("committed %d %d %d\n", d.Position, n+j, first)
 		}
 		id := engine.OutboxID(ds[0].Position, 0)
-		fmt.Printf("marking %d 0\n", id)
 		if err := s.OutboxDone(ctx, "", []uint64{id}); err != nil {
 			fail(err)
 		}
-		fmt.Printf("done %d 0\n", id)
+		fmt.Printf("done %d 0 0\n", id)
 	}
 }
