@@ -116,9 +116,10 @@ type OutboxStore interface {
 	OutboxHeld(ctx context.Context) ([]HeldEntry, error)
 }
 
-// OutboxClaimer is implemented by the shared stores: it says whose outboxes
-// this handle's drainer may drain now, so that each member's outbox is
-// drained by one process at a time, and a dead member's by another.
+// OutboxClaimer is implemented by the shared stores (and the members of
+// the group store in memory): it says whose outboxes this handle's
+// drainer may drain now, so that each member's outbox is drained by one
+// process at a time, and a dead member's by another.
 //
 // A claim is one member's outbox, held by one handle for ClaimTTL unless
 // renewed. ClaimOutboxes takes or renews, and returns sorted by member id:
