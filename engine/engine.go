@@ -31,6 +31,13 @@ type Options struct {
 	Now          func() time.Time
 	Logger       *slog.Logger // nil discards
 	Observer     Observer     // nil: none
+	// Admit, when set, is called before each batch of Process or Submit is
+	// decided, outside the engine's lock, so that operator actions and
+	// HoldForward go on meanwhile. An error refuses the batch with nothing
+	// decided (the caller passes it again later). It is the outbox's
+	// backpressure: it blocks while the outbox is full, until ctx is done.
+	// nil: every batch is admitted.
+	Admit func(ctx context.Context) error
 }
 
 // Observer hears about every durable commit.
@@ -39,6 +46,27 @@ type Observer interface {
 	// engine's committer goroutine: it must not block (it holds up the next
 	// commit). The slices must not be retained.
 	Committed(records []AuditRecord, entities []EntityState)
+}
+
+// OutboxObserver is an Observer that also hears about the outbox entries
+// each commit added: after Committed, on the same goroutine, under the
+// same rules (it must not block; the slice must not be retained).
+type OutboxObserver interface {
+	OutboxCommitted(entries []OutboxEntry)
+}
+
+// observe tells the observer about a durable commit.
+func (e *Engine) observe(b *Batch) {
+	o := e.opts.Observer
+	if o == nil {
+		return
+	}
+	if len(b.Audit) > 0 {
+		o.Committed(b.Audit, b.Entities)
+	}
+	if oo, ok := o.(OutboxObserver); ok && len(b.Outbox) > 0 {
+		oo.OutboxCommitted(b.Outbox)
+	}
 }
 
 // Engine decides messages against durable windows and commits each batch
@@ -223,6 +251,11 @@ func (e *Engine) Process(ctx context.Context, msgs []Message) ([]Decision, error
 // (they were decided on top of it) and the engine reloads the committed
 // state: the caller may submit all of them again, in order.
 func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Decision, error), err error) {
+	if e.opts.Admit != nil {
+		if err := e.opts.Admit(ctx); err != nil {
+			return nil, err
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.ready(ctx); err != nil {
@@ -319,9 +352,7 @@ func (e *Engine) commitOne(c *commitJob) error {
 	e.headMu.Lock()
 	e.head = c.head
 	e.headMu.Unlock()
-	if e.opts.Observer != nil && len(c.batch.Audit) > 0 {
-		e.opts.Observer.Committed(c.batch.Audit, c.batch.Entities)
-	}
+	e.observe(c.batch)
 	return nil
 }
 

@@ -166,9 +166,7 @@ func (e *Engine) update(ctx context.Context, r *Reads, fill func()) error {
 	e.headMu.Lock()
 	e.head = e.tail
 	e.headMu.Unlock()
-	if e.opts.Observer != nil && len(b.Audit) > 0 {
-		e.opts.Observer.Committed(b.Audit, b.Entities)
-	}
+	e.observe(b)
 	return nil
 }
 
