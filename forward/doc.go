@@ -1,0 +1,33 @@
+// Package forward delivers the outbox — the forward effects the engine
+// writes in the same commit as their decisions — downstream: to an MQTT
+// broker (QoS 1), to a webhook (HTTP POST) and to NATS JetStream.
+//
+// Delivery is at least once, in commit order per output, every copy
+// carrying the message's idempotency key (MQTT 5 user properties, HTTP
+// headers, NATS headers named replayguard-key, replayguard-route,
+// replayguard-source, and on sequenced routes replayguard-epoch and
+// replayguard-sequence; Idempotency-Key on a webhook, Nats-Msg-Id on
+// NATS), so that a downstream consumer keying on it sees each effect
+// exactly once. The payload is the original message's bytes. An entry
+// leaves the outbox (engine.OutboxStore.OutboxDone) only after the
+// downstream acknowledged it: a PUBACK, a 2xx, a JetStream PubAck. A
+// downstream that refuses an entry for good (a webhook's 4xx) has it held
+// for an operator through engine.Engine.HoldForward, which audits it as
+// forward_held; a failing one is retried with capped, jittered backoff,
+// logged, and shown by Status (readiness) and the metrics.
+//
+// Backpressure instead of loss: Drainer.Admit, set as the engine's
+// Options.Admit, holds batches back while the outbox is full, so the
+// consumer stops acknowledging upstream until the drainer made room.
+//
+//	d, _ := forward.New(forward.Options{Store: store,
+//		Outputs: map[string]forward.Output{engine.OutputMQTT: out}})
+//	eng, _ := engine.New(ctx, store, engine.Options{Routes: routes, Observer: d, Admit: d.Admit})
+//	go d.Run(ctx, eng) // eng holds refused entries; Run returns when ctx is done
+//	…
+//	d.Close()          // after Run returned
+//
+// A Drainer runs one goroutine per output kind and drained member outbox,
+// owned by Run; Committed, OutboxCommitted, Admit, Depth, Drain and Status
+// are safe to call from any goroutine while it runs.
+package forward

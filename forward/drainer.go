@@ -1,0 +1,302 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMaxEntries = 100_000
+	DefaultBatch      = 256
+	DefaultMinBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff = 30 * time.Second
+	DefaultPoll       = 5 * time.Second
+)
+
+// Holder records an entry its downstream refused for good: an audit record
+// (outcome forward_held) and the entry moved out of the pending outbox, in
+// one commit. *engine.Engine is one.
+type Holder interface {
+	HoldForward(ctx context.Context, member string, entry engine.OutboxEntry, reason string) error
+}
+
+// Claimer is a shared store that says which members' outboxes this handle
+// may drain now: its own, and a dead member's once that member's lease has
+// expired. ClaimOutboxes is called from one goroutine, every Options.Poll.
+type Claimer interface {
+	ClaimOutboxes(ctx context.Context) ([]string, error)
+}
+
+// Observer hears about deliveries, for metrics (*metrics.Metrics is one).
+// Its methods are called from the drainer's goroutines and must not block.
+type Observer interface {
+	// Forwarded counts n entries of output with result "delivered",
+	// "held" (refused for good) or "failed" (an attempt that failed; the
+	// entries are sent again).
+	Forwarded(output, result string, n int)
+	// ForwardLatency is the time from an entry's decision to its
+	// downstream acknowledgement.
+	ForwardLatency(output string, d time.Duration)
+	// ForwardRetried counts a retry of output after a failed attempt.
+	ForwardRetried(output string)
+}
+
+// Results of Observer.Forwarded.
+const (
+	ResultDelivered = "delivered"
+	ResultHeld      = "held"
+	ResultFailed    = "failed"
+)
+
+// Options configure New.
+type Options struct {
+	// Store keeps the outbox. Required.
+	Store engine.OutboxStore
+	// Outputs deliver the entries, by kind (engine.OutputMQTT, …). An
+	// entry of a kind without one waits in the store, counted as pending.
+	Outputs map[string]Output
+	// Member is the outbox this handle writes and drains: the shared
+	// store's member id; "" on a single-owner store. Admit bounds it.
+	Member string
+	// Claimer, when set, adds the outboxes of dead members it claims.
+	// Default nil: Member's outbox only.
+	Claimer Claimer
+	// MaxEntries bounds Member's pending entries: at that depth Admit
+	// blocks. Default DefaultMaxEntries.
+	MaxEntries int
+	// Batch is how many entries are read, and passed to one Deliver, at a
+	// time. Default DefaultBatch.
+	Batch int
+	// MinBackoff and MaxBackoff bound the jittered, doubling wait after a
+	// failed attempt; MaxBackoffs overrides MaxBackoff per output kind.
+	// Defaults DefaultMinBackoff, DefaultMaxBackoff.
+	MinBackoff, MaxBackoff time.Duration
+	MaxBackoffs            map[string]time.Duration
+	// Poll is the fallback: every output reads the store this often even
+	// when no commit woke it, the claims are renewed and the outbox's
+	// depth is counted again. Default DefaultPoll.
+	Poll time.Duration
+	// Logger receives a line per failed attempt (they are backed off) and
+	// per change of state. Default: discard.
+	Logger *slog.Logger
+	// Observer hears about deliveries. Default nil.
+	Observer Observer
+}
+
+// Drainer delivers the outbox downstream: one goroutine per output kind
+// and drained member, each reading its pending entries in ID order,
+// delivering them in that order and marking them done only after the
+// downstream acknowledged them. Everything it needs to resume is in the
+// store: after a restart or a crash it delivers again what was not marked
+// done, under the same keys.
+//
+// A Drainer is an engine.Observer and engine.OutboxObserver (a commit with
+// outbox entries wakes the outputs it concerns) and provides Admit, the
+// engine's backpressure gate. Its methods are safe for concurrent use.
+type Drainer struct {
+	opts Options
+	log  *slog.Logger
+	obs  Observer
+
+	depth  atomic.Int64           // Member's pending entries: counted, kept by deltas
+	added  atomic.Int64           // entries committed since New
+	gate   gate                   // Admit's state
+	outMu  map[string]*sync.Mutex // one Deliver per output at a time
+	holder atomic.Pointer[Holder] // Run's
+
+	mu    sync.Mutex
+	lanes map[laneID]*lane
+}
+
+// New returns a drainer over opts.Store. It reads nothing until Run.
+func New(opts Options) (*Drainer, error) {
+	if opts.Store == nil {
+		return nil, fmt.Errorf("%w: a drainer needs a store", ErrConfig)
+	}
+	if opts.MaxEntries < 0 || opts.Batch < 0 || opts.MinBackoff < 0 || opts.MaxBackoff < 0 || opts.Poll < 0 {
+		return nil, fmt.Errorf("%w: negative bound", ErrConfig)
+	}
+	setDefault(&opts.MaxEntries, DefaultMaxEntries)
+	setDefault(&opts.Batch, DefaultBatch)
+	setDefault(&opts.MinBackoff, DefaultMinBackoff)
+	setDefault(&opts.MaxBackoff, DefaultMaxBackoff)
+	setDefault(&opts.Poll, DefaultPoll)
+	d := &Drainer{opts: opts, log: opts.Logger, obs: opts.Observer, outMu: map[string]*sync.Mutex{}, lanes: map[laneID]*lane{}}
+	if d.log == nil {
+		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.obs == nil {
+		d.obs = nopObserver{}
+	}
+	d.gate.init()
+	for kind := range opts.Outputs {
+		d.outMu[kind] = new(sync.Mutex)
+		d.lanes[laneID{opts.Member, kind}] = d.newLane(opts.Member, kind)
+	}
+	return d, nil
+}
+
+func setDefault[T int | time.Duration](p *T, v T) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+// Committed implements engine.Observer: the outbox entries come through
+// OutboxCommitted.
+func (d *Drainer) Committed([]engine.AuditRecord, []engine.EntityState) {}
+
+// OutboxCommitted implements engine.OutboxObserver: it counts the new
+// entries of Member's outbox and wakes the outputs they go to. It never
+// blocks.
+func (d *Drainer) OutboxCommitted(entries []engine.OutboxEntry) {
+	d.depth.Add(int64(len(entries)))
+	d.added.Add(int64(len(entries)))
+	var kinds [3]string
+	n := 0
+	for _, e := range entries {
+		if n < len(kinds) && !contains(kinds[:n], e.Output) {
+			kinds[n] = e.Output
+			n++
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, k := range kinds[:n] {
+		if l := d.lanes[laneID{d.opts.Member, k}]; l != nil {
+			l.poke()
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Run delivers until ctx is done, holding the entries a downstream refuses
+// for good through h (the engine), then returns once every output's
+// goroutine has stopped. Entries in flight at that moment stay pending:
+// the next Run sends them again. Run must not be called twice at once.
+func (d *Drainer) Run(ctx context.Context, h Holder) {
+	d.holder.Store(&h)
+	_ = d.refresh(ctx)
+	var wg sync.WaitGroup
+	running := map[laneID]context.CancelFunc{}
+	start := func(l *lane) {
+		lctx, cancel := context.WithCancel(ctx)
+		running[l.id] = cancel
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.runLane(lctx, l)
+		}()
+	}
+	for _, l := range d.snapshotLanes() {
+		start(l)
+	}
+	tick := time.NewTicker(d.opts.Poll)
+	defer tick.Stop()
+	for {
+		d.claim(ctx, running, start)
+		select {
+		case <-ctx.Done():
+			for _, cancel := range running {
+				cancel()
+			}
+			wg.Wait()
+			return
+		case <-tick.C:
+		}
+		_ = d.refresh(ctx)
+		for _, l := range d.snapshotLanes() {
+			l.poke()
+		}
+	}
+}
+
+// claim starts an output goroutine for each kind of every member the
+// Claimer hands over, and stops those of members it no longer does.
+func (d *Drainer) claim(ctx context.Context, running map[laneID]context.CancelFunc, start func(*lane)) {
+	if d.opts.Claimer == nil {
+		return
+	}
+	members, err := d.opts.Claimer.ClaimOutboxes(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("forward: cannot read which members' outboxes to drain; trying again", "err", err)
+		}
+		return
+	}
+	want := map[string]bool{d.opts.Member: true}
+	for _, m := range members {
+		want[m] = true
+	}
+	d.mu.Lock()
+	var added []*lane
+	for m := range want {
+		for kind := range d.opts.Outputs {
+			id := laneID{m, kind}
+			if d.lanes[id] == nil {
+				d.lanes[id] = d.newLane(m, kind)
+				added = append(added, d.lanes[id])
+			}
+		}
+	}
+	for id, l := range d.lanes {
+		if !want[id.member] {
+			delete(d.lanes, id)
+			if cancel := running[id]; cancel != nil {
+				cancel()
+				delete(running, id)
+			}
+			d.log.Info("forward: no longer draining a member's outbox", "member", l.id.member, "output", l.id.kind)
+		}
+	}
+	d.mu.Unlock()
+	for _, l := range added {
+		d.log.Info("forward: draining the outbox of a member whose lease expired", "member", l.id.member, "output", l.id.kind)
+		start(l)
+	}
+}
+
+func (d *Drainer) snapshotLanes() []*lane {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*lane, 0, len(d.lanes))
+	for _, l := range d.lanes {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id.less(out[j].id) })
+	return out
+}
+
+// Close closes every output. Call it after Run has returned.
+func (d *Drainer) Close() error {
+	var first error
+	for kind, o := range d.opts.Outputs {
+		if err := o.Close(); err != nil && first == nil {
+			first = fmt.Errorf("forward: close the %s output: %w", kind, err)
+		}
+	}
+	return first
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Forwarded(string, string, int)        {}
+func (nopObserver) ForwardLatency(string, time.Duration) {}
+func (nopObserver) ForwardRetried(string)                {}

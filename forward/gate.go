@@ -1,0 +1,169 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrFull is returned by an AdmitWithin gate whose wait ran out while the
+// outbox stayed full.
+var ErrFull = errors.New("forward: outbox full")
+
+// gate is Admit's state: whether the outbox is full, since when, and a
+// channel closed whenever entries leave it.
+type gate struct {
+	mu    sync.Mutex
+	room  chan struct{}
+	full  bool
+	since time.Time
+}
+
+func (g *gate) init() { g.room = make(chan struct{}) }
+
+// roomChan is closed the next time entries leave the outbox.
+func (g *gate) roomChan() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.room
+}
+
+func (g *gate) signal() {
+	g.mu.Lock()
+	close(g.room)
+	g.room = make(chan struct{})
+	g.mu.Unlock()
+}
+
+// setFull records whether the outbox is full and reports whether that
+// changed, and since when it was full.
+func (g *gate) setFull(full bool) (changed bool, since time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	changed, since = g.full != full, g.since
+	g.full = full
+	if full && changed {
+		g.since = time.Now()
+	}
+	return changed, since
+}
+
+func (g *gate) state() (full bool, since time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.full, g.since
+}
+
+// removed counts n entries that left Member's outbox and lets a waiting
+// Admit look again.
+func (d *Drainer) removed(n int) {
+	d.depth.Add(-int64(n))
+	d.gate.signal()
+}
+
+// refresh counts Member's pending entries in the store. Entries committed
+// while it counts are added on top, so the count errs on the high side
+// until the next refresh.
+func (d *Drainer) refresh(ctx context.Context) error {
+	before := d.added.Load()
+	n, err := d.opts.Store.OutboxDepth(ctx, d.opts.Member)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("forward: cannot count the outbox's pending entries", "err", err)
+		}
+		return err
+	}
+	d.depth.Store(int64(n) + d.added.Load() - before)
+	d.gate.signal()
+	return nil
+}
+
+// Depth returns the number of pending entries in Member's outbox, as last
+// counted and kept since, and the bound Admit holds it to.
+func (d *Drainer) Depth() (depth, maxEntries int) {
+	return int(max(d.depth.Load(), 0)), d.opts.MaxEntries
+}
+
+// Admit is the engine's backpressure gate (engine.Options.Admit): it
+// returns at once while Member's outbox holds fewer than MaxEntries
+// pending entries, and otherwise waits until the drainer has made room or
+// ctx is done (then it returns ctx's error, and the batch is not decided).
+// A consumer that cannot commit does not acknowledge upstream, and the
+// broker stops sending once its receive maximum is in flight: nothing is
+// lost. A batch admitted just below the bound may take the outbox past it
+// by that batch's entries.
+func (d *Drainer) Admit(ctx context.Context) error {
+	if d.depth.Load() < int64(d.opts.MaxEntries) {
+		return nil
+	}
+	for {
+		room := d.gate.roomChan()
+		// The deltas say there is room: count again before admitting.
+		if d.depth.Load() < int64(d.opts.MaxEntries) && d.refresh(ctx) == nil && d.depth.Load() < int64(d.opts.MaxEntries) {
+			if changed, since := d.gate.setFull(false); changed {
+				depth, _ := d.Depth()
+				d.log.Info("forward: the outbox has room again; committing and acknowledging upstream again",
+					"depth", depth, "max_entries", d.opts.MaxEntries, "full_for", time.Since(since).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if changed, _ := d.gate.setFull(true); changed {
+			depth, _ := d.Depth()
+			d.log.Warn("forward: the outbox is full; the consumer stops committing, and so acknowledging upstream, until the downstream takes entries again",
+				"depth", depth, "max_entries", d.opts.MaxEntries, "outputs", d.failingText())
+		}
+		t := time.NewTimer(d.opts.Poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-room:
+		case <-t.C:
+			_ = d.refresh(ctx) // whatever the deltas say
+		}
+		t.Stop()
+	}
+}
+
+// AdmitWithin is Admit for a command that must end (ingest): a batch that
+// waits longer than wait for room is refused with an error wrapping
+// ErrFull, saying how full the outbox is and why.
+func (d *Drainer) AdmitWithin(wait time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		err := d.Admit(wctx)
+		if err != nil && ctx.Err() == nil {
+			depth, maxEntries := d.Depth()
+			return fmt.Errorf("%w: %d of %d entries pending for %s; %s", ErrFull, depth, maxEntries, wait, d.failingText())
+		}
+		return err
+	}
+}
+
+// Drain waits until Member's outbox is empty or ctx is done, while Run
+// delivers; it returns the entries still pending, and ErrUndelivered when
+// some are.
+func (d *Drainer) Drain(ctx context.Context) (pending int, err error) {
+	for _, l := range d.snapshotLanes() {
+		l.poke()
+	}
+	for {
+		room := d.gate.roomChan()
+		if d.refresh(ctx) == nil && d.depth.Load() <= 0 {
+			return 0, nil
+		}
+		t := time.NewTimer(d.opts.Poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			n, _ := d.Depth()
+			return n, fmt.Errorf("%w: %d in the outbox; %s", ErrUndelivered, n, d.failingText())
+		case <-room:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}

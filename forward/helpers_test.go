@@ -1,0 +1,218 @@
+package forward_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/forward"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// outboxStore is the memory store with an outbox kept beside it, until
+// the memory store keeps one of its own. Failures can be injected into
+// OutboxDone.
+type outboxStore struct {
+	*memory.Store
+	mu       sync.Mutex
+	pending  map[uint64]engine.OutboxEntry
+	held     []engine.HeldEntry
+	failDone int // OutboxDone calls left to fail
+}
+
+func newOutboxStore() *outboxStore {
+	return &outboxStore{Store: memory.New(), pending: map[uint64]engine.OutboxEntry{}}
+}
+
+func (s *outboxStore) Commit(ctx context.Context, b *engine.Batch) error {
+	if err := s.Store.Commit(ctx, b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range b.Outbox {
+		s.pending[e.ID] = e
+	}
+	for _, h := range b.OutboxHeld {
+		if e, ok := s.pending[h.ID]; ok {
+			delete(s.pending, h.ID)
+			s.held = append(s.held, engine.HeldEntry{OutboxEntry: e, Member: h.Member, Reason: h.Reason})
+		}
+	}
+	return nil
+}
+
+func (s *outboxStore) Outbox(_ context.Context, member string, after uint64, limit int) ([]engine.OutboxEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []engine.OutboxEntry
+	for id, e := range s.pending {
+		if id > after && member == "" {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b engine.OutboxEntry) int { return cmpID(a.ID, b.ID) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *outboxStore) OutboxDone(_ context.Context, _ string, ids []uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failDone > 0 {
+		s.failDone--
+		return fmt.Errorf("injected: the store is away")
+	}
+	for _, id := range ids {
+		delete(s.pending, id)
+	}
+	return nil
+}
+
+func (s *outboxStore) OutboxDepth(context.Context, string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending), nil
+}
+
+func (s *outboxStore) OutboxHeld(context.Context) ([]engine.HeldEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.held), nil
+}
+
+// rig is an engine over an outbox store with one sequenced route whose
+// effect is forward, and a drainer over the same store.
+type rig struct {
+	t     *testing.T
+	store *outboxStore
+	eng   *engine.Engine
+	d     *forward.Drainer
+	stop  func()
+}
+
+func newRig(t *testing.T, fwd engine.ForwardSpec, outputs map[string]forward.Output, opts forward.Options) *rig {
+	t.Helper()
+	r := &rig{t: t, store: newOutboxStore()}
+	opts.Store, opts.Outputs = r.store, outputs
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	d, err := forward.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d = d
+	route := engine.Route{Name: "incidents", Topic: "incidents/#", Source: []string{"agency", "source_id"},
+		Sequence: "sequence", Epoch: "boot_id", Effects: []engine.EffectSpec{{Forward: &fwd}}}
+	r.eng, err = engine.New(context.Background(), r.store, engine.Options{Routes: []engine.Route{route},
+		SequenceSpan: 64, Observer: d, Admit: d.Admit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.eng.Close() })
+	return r
+}
+
+// run starts the drainer; stop (also at cleanup) stops it and closes the
+// outputs.
+func (r *rig) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.d.Run(ctx, r.eng)
+	}()
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			r.d.Close()
+		})
+	}
+	r.t.Cleanup(r.stop)
+}
+
+// incident is update seq of engine src.
+func incident(src string, seq int) engine.Message {
+	return engine.Message{Topic: "incidents/fd/" + src,
+		Payload: fmt.Appendf(nil, `{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"casualty_delta":1}`, src, seq)}
+}
+
+// process decides msgs in one batch and returns their outcomes.
+func (r *rig) process(ctx context.Context, msgs ...engine.Message) []engine.Outcome {
+	r.t.Helper()
+	decs, err := r.eng.Process(ctx, msgs)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	out := make([]engine.Outcome, len(decs))
+	for i, d := range decs {
+		out[i] = d.Outcome
+	}
+	return out
+}
+
+// keys decides msgs in one batch, requires each applied, and returns their
+// keys.
+func (r *rig) keys(ctx context.Context, msgs ...engine.Message) []string {
+	r.t.Helper()
+	decs, err := r.eng.Process(ctx, msgs)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	out := make([]string, len(decs))
+	for i, d := range decs {
+		if d.Outcome != engine.Applied {
+			r.t.Fatalf("message %d: %v, want applied", i, d.Outcome)
+		}
+		out[i] = d.Key.String()
+	}
+	return out
+}
+
+// waitFor polls cond for up to 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}

@@ -1,0 +1,222 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// laneID names one output goroutine: an output kind of one member's
+// outbox.
+type laneID struct{ member, kind string }
+
+func (a laneID) less(b laneID) bool {
+	if a.member != b.member {
+		return a.member < b.member
+	}
+	return a.kind < b.kind
+}
+
+// lane delivers the entries of one kind of one member's outbox.
+type lane struct {
+	id    laneID
+	out   Output
+	outMu *sync.Mutex
+	own   bool // the outbox Admit bounds
+	wake  chan struct{}
+	after uint64 // entries up to here are delivered, held or of another kind
+
+	mu sync.Mutex
+	st OutputStatus
+}
+
+func (d *Drainer) newLane(member, kind string) *lane {
+	return &lane{id: laneID{member, kind}, out: d.opts.Outputs[kind], outMu: d.outMu[kind],
+		own: member == d.opts.Member, wake: make(chan struct{}, 1),
+		st: OutputStatus{Output: kind, Member: member}}
+}
+
+// poke wakes the lane without blocking.
+func (l *lane) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Drainer) maxBackoff(kind string) time.Duration {
+	if b, ok := d.opts.MaxBackoffs[kind]; ok && b > 0 {
+		return b
+	}
+	return d.opts.MaxBackoff
+}
+
+// runLane delivers until ctx is done: after each failed attempt it waits a
+// jittered, doubling backoff, whatever commits meanwhile; otherwise it
+// waits for a commit that concerns it or for the poll.
+func (d *Drainer) runLane(ctx context.Context, l *lane) {
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		err := d.catchUp(ctx, l)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			backoff = min(max(2*backoff, d.opts.MinBackoff), d.maxBackoff(l.id.kind))
+			wait := backoff/2 + rand.N(backoff/2+1) // jitter in [backoff/2, backoff]
+			d.failed(l, err, wait)
+			sleep(ctx, wait)
+			d.obs.ForwardRetried(l.id.kind)
+			continue
+		}
+		if backoff > 0 {
+			d.recovered(l)
+			backoff = 0
+		}
+		select {
+		case <-ctx.Done():
+		case <-l.wake:
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// catchUp delivers pages of pending entries after the lane's cursor until
+// the store has none left, or an attempt fails. A failure leaves the
+// cursor after the last entry done, so that the next attempt sends the
+// rest again.
+func (d *Drainer) catchUp(ctx context.Context, l *lane) error {
+	for {
+		page, err := d.opts.Store.Outbox(ctx, l.id.member, l.after, d.opts.Batch)
+		if err != nil {
+			return fmt.Errorf("read the outbox: %w", err)
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		mine := make([]engine.OutboxEntry, 0, len(page))
+		for _, e := range page {
+			if e.Output == l.id.kind {
+				mine = append(mine, e)
+			}
+		}
+		if err := d.deliver(ctx, l, mine); err != nil {
+			return err
+		}
+		l.after = page[len(page)-1].ID
+	}
+}
+
+// deliver sends entries to the lane's output, marks the acknowledged ones
+// done and holds those refused for good, until all are done or held or an
+// attempt fails.
+func (d *Drainer) deliver(ctx context.Context, l *lane, entries []engine.OutboxEntry) error {
+	for len(entries) > 0 {
+		l.outMu.Lock()
+		n, err := l.out.Deliver(ctx, entries)
+		l.outMu.Unlock()
+		n = min(max(n, 0), len(entries))
+		if n > 0 {
+			if derr := d.done(ctx, l, entries[:n]); derr != nil {
+				return derr
+			}
+		}
+		var ref *RefusedError
+		switch {
+		case err == nil && n == len(entries):
+			return nil
+		case errors.As(err, &ref) && ref.Index == n:
+			if herr := d.hold(ctx, l, entries[n], ref.Reason); herr != nil {
+				return herr
+			}
+			entries = entries[n+1:]
+		case err == nil:
+			return fmt.Errorf("%s output delivered %d of %d entries without an error", l.id.kind, n, len(entries))
+		default:
+			d.obs.Forwarded(l.id.kind, ResultFailed, len(entries)-n)
+			return err
+		}
+	}
+	return nil
+}
+
+// done marks delivered entries done in the store, then counts them.
+func (d *Drainer) done(ctx context.Context, l *lane, entries []engine.OutboxEntry) error {
+	ids := make([]uint64, len(entries))
+	for i, e := range entries {
+		ids[i] = e.ID
+	}
+	if err := d.opts.Store.OutboxDone(ctx, l.id.member, ids); err != nil {
+		return fmt.Errorf("mark %d delivered entries done (they are sent again): %w", len(ids), err)
+	}
+	l.after = ids[len(ids)-1]
+	now := time.Now()
+	for _, e := range entries {
+		d.obs.ForwardLatency(l.id.kind, now.Sub(e.Time))
+	}
+	d.obs.Forwarded(l.id.kind, ResultDelivered, len(entries))
+	l.mu.Lock()
+	l.st.Delivered += uint64(len(entries))
+	l.mu.Unlock()
+	if l.own {
+		d.removed(len(entries))
+	}
+	return nil
+}
+
+// hold holds an entry its downstream refused for good.
+func (d *Drainer) hold(ctx context.Context, l *lane, e engine.OutboxEntry, reason string) error {
+	if err := (*d.holder.Load()).HoldForward(ctx, l.id.member, e, reason); err != nil {
+		return fmt.Errorf("hold entry %d refused by the downstream: %w", e.ID, err)
+	}
+	l.after = e.ID
+	d.log.Warn("forward: the downstream refused an entry; it is held for an operator (audit outcome forward_held)",
+		"output", l.id.kind, "target", e.Target, "key", e.Key.String(), "reason", reason)
+	d.obs.Forwarded(l.id.kind, ResultHeld, 1)
+	l.mu.Lock()
+	l.st.Held++
+	l.mu.Unlock()
+	if l.own {
+		d.removed(1)
+	}
+	return nil
+}
+
+// failed notes a failed attempt: logged, with the wait before the next,
+// and kept for Status.
+func (d *Drainer) failed(l *lane, err error, wait time.Duration) {
+	l.mu.Lock()
+	if !l.st.Failing {
+		l.st.Failing, l.st.Since = true, time.Now()
+	}
+	l.st.Attempts++
+	l.st.Failures++
+	l.st.LastError = err.Error()
+	attempts, since := l.st.Attempts, l.st.Since
+	l.mu.Unlock()
+	d.log.Warn("forward: delivery failed; the entries wait in the outbox and are sent again",
+		"output", l.id.kind, "member", l.id.member, "attempt", attempts, "failing_for", time.Since(since).Round(time.Millisecond),
+		"retry_in", wait.Round(time.Millisecond), "err", err)
+}
+
+func (d *Drainer) recovered(l *lane) {
+	l.mu.Lock()
+	attempts, since := l.st.Attempts, l.st.Since
+	l.st.Failing, l.st.Attempts, l.st.LastError = false, 0, ""
+	l.mu.Unlock()
+	d.log.Info("forward: delivering again", "output", l.id.kind, "member", l.id.member,
+		"failed_attempts", attempts, "down_for", time.Since(since).Round(time.Millisecond))
+}

@@ -1,0 +1,311 @@
+package forward
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Defaults of MQTTOptions.
+const (
+	DefaultMQTTKeepAlive      = 30 * time.Second
+	DefaultMQTTConnectTimeout = 10 * time.Second
+	DefaultMQTTAckTimeout     = 30 * time.Second
+	DefaultMQTTInFlight       = 128
+)
+
+// MQTTOptions configure NewMQTT.
+type MQTTOptions struct {
+	// Brokers are tried in order on each connection. Required. Schemes
+	// tcp, mqtt (plain), ssl, tls, mqtts (TLS).
+	Brokers []string
+	// ClientID of the connection. Required; not the consumer's own: two
+	// connections with one id take the session from each other.
+	ClientID string
+	// Username and Password of the CONNECT. Default none.
+	Username, Password string
+	// TLS configures the TLS brokers. Default nil: the system roots.
+	TLS *tls.Config
+	// KeepAlive of the connection. Default DefaultMQTTKeepAlive.
+	KeepAlive time.Duration
+	// ConnectTimeout bounds one connection attempt, CONNACK included.
+	// Default DefaultMQTTConnectTimeout.
+	ConnectTimeout time.Duration
+	// AckTimeout bounds the wait for the PUBACK of the oldest publish in
+	// flight; past it the connection is dropped and the attempt fails.
+	// Default DefaultMQTTAckTimeout.
+	AckTimeout time.Duration
+	// InFlight is how many publishes may await their PUBACK at once (and
+	// never more than the broker's receive maximum). Default
+	// DefaultMQTTInFlight.
+	InFlight int
+	// Logger hears about connections. Default: discard.
+	Logger *slog.Logger
+}
+
+// MQTT publishes each entry's payload, byte for byte, at QoS 1 to its
+// topic (the entry's Target), with the replayguard-* MQTT 5 user
+// properties (see Properties). Several publishes are in flight on one
+// connection, written in order (a broker forwards one connection's
+// publishes in the order it received them); Deliver counts an entry
+// delivered only once it and every entry before it has its PUBACK.
+//
+// The connection is a clean session that ends with it: the outbox is the
+// session. After a drop, what had no PUBACK is sent again from the outbox
+// on the next connection. It connects on the first Deliver.
+type MQTT struct {
+	opts MQTTOptions
+	urls []*url.URL
+	log  *slog.Logger
+	conn *mqttConn // the connection up, nil when none; Deliver's alone
+}
+
+// mqttConn is one connection and the session that tracks its PUBACKs.
+type mqttConn struct {
+	client *paho.Client
+	sess   *pubSession
+	broker string
+	quota  int // in flight at most
+}
+
+// NewMQTT returns an MQTT output. It does not connect yet.
+func NewMQTT(opts MQTTOptions) (*MQTT, error) {
+	if opts.ClientID == "" {
+		return nil, fmt.Errorf("%w: the mqtt output needs a client id", ErrConfig)
+	}
+	if len(opts.Brokers) == 0 {
+		return nil, fmt.Errorf("%w: the mqtt output needs a broker", ErrConfig)
+	}
+	if opts.KeepAlive < 0 || opts.ConnectTimeout < 0 || opts.AckTimeout < 0 || opts.InFlight < 0 {
+		return nil, fmt.Errorf("%w: negative mqtt output setting", ErrConfig)
+	}
+	setDefault(&opts.KeepAlive, DefaultMQTTKeepAlive)
+	setDefault(&opts.ConnectTimeout, DefaultMQTTConnectTimeout)
+	setDefault(&opts.AckTimeout, DefaultMQTTAckTimeout)
+	setDefault(&opts.InFlight, DefaultMQTTInFlight)
+	m := &MQTT{opts: opts, log: opts.Logger}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	for _, b := range opts.Brokers {
+		u, err := url.Parse(b)
+		if err != nil || u.Host == "" || scheme(u) == "" {
+			return nil, fmt.Errorf("%w: mqtt output broker %q is not a tcp://, mqtt://, ssl://, tls:// or mqtts:// URL", ErrConfig, b)
+		}
+		m.urls = append(m.urls, u)
+	}
+	return m, nil
+}
+
+// scheme is "tcp" or "tls" for a broker URL the output dials, else "".
+func scheme(u *url.URL) string {
+	switch strings.ToLower(u.Scheme) {
+	case "tcp", "mqtt":
+		return "tcp"
+	case "ssl", "tls", "mqtts":
+		return "tls"
+	}
+	return ""
+}
+
+// Deliver implements Output.
+func (m *MQTT) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, error) {
+	c, err := m.connection(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := m.publish(ctx, c, entries)
+	if err != nil {
+		var ref *RefusedError
+		if !errors.As(err, &ref) {
+			m.drop(c) // what is in flight is sent again on a new connection
+		}
+	}
+	return n, err
+}
+
+// publish writes entries in order with up to c.quota in flight, and
+// returns how many of them, from the first, have their PUBACK.
+func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.OutboxEntry) (int, error) {
+	acks := make([]chan byte, len(entries))
+	sent, acked := 0, 0
+	var deadline *time.Timer
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
+		}
+	}()
+	for acked < len(entries) {
+		for sent < len(entries) && sent-acked < c.quota {
+			acks[sent] = make(chan byte, 1)
+			if err := c.send(ctx, entries[sent], acks[sent]); err != nil {
+				return acked, fmt.Errorf("mqtt publish to %s on %s: %w", entries[sent].Target, c.broker, err)
+			}
+			sent++
+		}
+		if deadline == nil {
+			deadline = time.NewTimer(m.opts.AckTimeout)
+		}
+		select {
+		case rc := <-acks[acked]:
+			if rc >= 0x80 {
+				return acked, pubackError(entries[acked], rc, acked)
+			}
+			acked++
+			deadline.Reset(m.opts.AckTimeout) // the next oldest gets its own time
+		case <-c.client.Done():
+			return acked, fmt.Errorf("mqtt connection to %s lost with %d publishes awaiting PUBACK", c.broker, sent-acked)
+		case <-deadline.C:
+			return acked, fmt.Errorf("mqtt broker %s sent no PUBACK within %s", c.broker, m.opts.AckTimeout)
+		case <-ctx.Done():
+			return acked, ctx.Err()
+		}
+	}
+	return acked, nil
+}
+
+// pubackError is what a PUBACK reason code of 0x80 or more means: a
+// refusal for good, or a passing one (0x80 unspecified, 0x97 quota
+// exceeded) that a retry may clear.
+func pubackError(e engine.OutboxEntry, rc byte, i int) error {
+	why := fmt.Sprintf("mqtt PUBACK reason code 0x%02x%s for topic %q", rc, reasonName(rc), e.Target)
+	if rc == 0x80 || rc == 0x97 {
+		return errors.New(why)
+	}
+	return &RefusedError{Index: i, Reason: why}
+}
+
+// send writes one QoS 1 PUBLISH; its PUBACK's reason code arrives on ack.
+func (c *mqttConn) send(ctx context.Context, e engine.OutboxEntry, ack chan<- byte) error {
+	ps := Properties(e)
+	user := make(paho.UserProperties, len(ps))
+	for i, p := range ps {
+		user[i] = paho.UserProperty{Key: p.Name, Value: p.Value}
+	}
+	c.sess.expect(ack)
+	_, err := c.client.PublishWithOptions(ctx, &paho.Publish{QoS: 1, Topic: e.Target, Payload: e.Payload,
+		Properties: &paho.PublishProperties{User: user}}, paho.PublishOptions{Method: paho.PublishMethod_AsyncSend})
+	return err
+}
+
+// connection returns the connection up, or connects to the first broker
+// that accepts.
+func (m *MQTT) connection(ctx context.Context) (*mqttConn, error) {
+	if c := m.conn; c != nil {
+		select {
+		case <-c.client.Done():
+			m.conn = nil
+		default:
+			return c, nil
+		}
+	}
+	var errs []error
+	for _, u := range m.urls {
+		c, err := m.dial(ctx, u)
+		if err == nil {
+			m.conn = c
+			m.log.Info("forward: mqtt output connected", "broker", c.broker, "client_id", m.opts.ClientID, "in_flight", c.quota)
+			return c, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", u.Redacted(), err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("mqtt output connect: %w", errors.Join(errs...))
+}
+
+func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout)
+	defer cancel()
+	var conn net.Conn
+	var err error
+	if scheme(u) == "tls" {
+		d := tls.Dialer{Config: m.opts.TLS}
+		conn, err = d.DialContext(ctx, "tcp", u.Host)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", u.Host)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &mqttConn{sess: newPubSession(), broker: u.Redacted()}
+	c.client = paho.NewClient(paho.ClientConfig{
+		ClientID:      m.opts.ClientID,
+		Conn:          packets.NewThreadSafeConn(conn),
+		Session:       c.sess,
+		PacketTimeout: m.opts.AckTimeout,
+		OnClientError: func(err error) { m.log.Warn("forward: mqtt output connection error", "broker", c.broker, "err", err) },
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			m.log.Warn("forward: mqtt broker disconnected the output", "broker", c.broker, "reason_code", d.ReasonCode)
+		},
+	})
+	expiry := uint32(0)
+	cp := &paho.Connect{ClientID: m.opts.ClientID, CleanStart: true, KeepAlive: uint16(max(1, m.opts.KeepAlive/time.Second)),
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}
+	if m.opts.Username != "" {
+		cp.Username, cp.UsernameFlag = m.opts.Username, true
+	}
+	if m.opts.Password != "" {
+		cp.Password, cp.PasswordFlag = []byte(m.opts.Password), true
+	}
+	ca, err := c.client.Connect(ctx, cp)
+	if err != nil {
+		conn.Close()
+		if ca != nil {
+			return nil, fmt.Errorf("CONNACK reason code 0x%02x%s", ca.ReasonCode, reasonName(ca.ReasonCode))
+		}
+		return nil, err
+	}
+	c.quota = m.opts.InFlight
+	if ca.Properties != nil && ca.Properties.ReceiveMaximum != nil {
+		c.quota = min(c.quota, int(*ca.Properties.ReceiveMaximum))
+	}
+	c.quota = max(c.quota, 1)
+	return c, nil
+}
+
+// drop closes a connection that failed; the next Deliver connects again.
+func (m *MQTT) drop(c *mqttConn) {
+	if m.conn == c {
+		m.conn = nil
+	}
+	_ = c.client.Disconnect(&paho.Disconnect{ReasonCode: 0})
+}
+
+// Close implements Output: it disconnects.
+func (m *MQTT) Close() error {
+	if c := m.conn; c != nil {
+		m.conn = nil
+		_ = c.client.Disconnect(&paho.Disconnect{ReasonCode: 0})
+	}
+	return nil
+}
+
+// reasonNames are the MQTT 5 reason codes a PUBACK or CONNACK of a
+// publisher most often carries.
+var reasonNames = map[byte]string{
+	0x80: "unspecified error", 0x83: "implementation specific error", 0x84: "unsupported protocol version",
+	0x85: "client identifier not valid", 0x86: "bad user name or password", 0x87: "not authorized",
+	0x88: "server unavailable", 0x89: "server busy", 0x8A: "banned", 0x90: "topic name invalid",
+	0x95: "packet too large", 0x97: "quota exceeded", 0x99: "payload format invalid",
+}
+
+func reasonName(rc byte) string {
+	if n, ok := reasonNames[rc]; ok {
+		return " (" + n + ")"
+	}
+	return ""
+}

@@ -1,0 +1,70 @@
+package forward
+
+import (
+	"context"
+	"sync"
+
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/eclipse/paho.golang/paho/session/state"
+)
+
+// pubSession is paho's in-memory session state of one connection, which
+// also hands each PUBLISH's PUBACK reason code to the channel its sender
+// set with expect. paho's asynchronous publish (which returns once the
+// packet is written, so that one goroutine writes the publishes in order)
+// reports no acknowledgement of its own.
+//
+// expect and the publish that follows it are called by one goroutine at a
+// time; paho calls AddToSession on that goroutine, within the publish, and
+// PacketReceived on its reading goroutine.
+type pubSession struct {
+	session.SessionManager
+
+	mu      sync.Mutex
+	next    chan<- byte            // for the publish under way
+	waiting map[uint16]chan<- byte // packet id → its sender's channel
+}
+
+func newPubSession() *pubSession {
+	return &pubSession{SessionManager: state.NewInMemory(), waiting: map[uint16]chan<- byte{}}
+}
+
+// expect names the channel (buffered, one slot) that receives the reason
+// code of the next PUBLISH's PUBACK.
+func (s *pubSession) expect(ack chan<- byte) {
+	s.mu.Lock()
+	s.next = ack
+	s.mu.Unlock()
+}
+
+// AddToSession notes which channel waits for the packet id paho assigned.
+func (s *pubSession) AddToSession(ctx context.Context, p session.Packet, resp chan<- packets.ControlPacket) error {
+	if err := s.SessionManager.AddToSession(ctx, p, resp); err != nil {
+		return err
+	}
+	if pb, ok := p.(*packets.Publish); ok {
+		s.mu.Lock()
+		if s.next != nil {
+			s.waiting[pb.PacketID] = s.next
+			s.next = nil
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// PacketReceived hands a PUBACK's reason code over before paho frees its
+// packet id for the next publish.
+func (s *pubSession) PacketReceived(recv *packets.ControlPacket, pubs chan<- *packets.Publish) error {
+	if pa, ok := recv.Content.(*packets.Puback); ok {
+		s.mu.Lock()
+		ack := s.waiting[pa.PacketID]
+		delete(s.waiting, pa.PacketID)
+		s.mu.Unlock()
+		if ack != nil {
+			ack <- pa.ReasonCode
+		}
+	}
+	return s.SessionManager.PacketReceived(recv, pubs)
+}

@@ -1,0 +1,96 @@
+package forward
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// OutputStatus is one output goroutine's state: an output kind of one
+// member's outbox.
+type OutputStatus struct {
+	Output string // engine.OutputMQTT, …
+	Member string // "" on a single-owner store
+	// Delivered and Held count the entries acknowledged downstream and
+	// those refused for good since start; Failures the failed attempts.
+	Delivered, Held, Failures uint64
+	// Failing is set from a failed attempt until the next one succeeds;
+	// Since is when the failing began, Attempts how many have failed since,
+	// LastError the last one's error.
+	Failing   bool
+	Since     time.Time
+	Attempts  int
+	LastError string
+}
+
+// Status is the drainer's state, for readiness and the dashboard.
+type Status struct {
+	Depth, MaxEntries int       // Member's pending entries and their bound
+	Full              bool      // Admit is holding batches back
+	FullSince         time.Time // when it started to
+	Outputs           []OutputStatus
+}
+
+// Status returns the drainer's state; outputs ordered by member and kind.
+func (d *Drainer) Status() Status {
+	st := Status{}
+	st.Depth, st.MaxEntries = d.Depth()
+	st.Full, st.FullSince = d.gate.state()
+	for _, l := range d.snapshotLanes() {
+		l.mu.Lock()
+		st.Outputs = append(st.Outputs, l.st)
+		l.mu.Unlock()
+	}
+	return st
+}
+
+// Blocked says why the consumer is not committing, or "": the outbox is
+// full, with its depth and what the failing outputs last said.
+func (s Status) Blocked() string {
+	if !s.Full {
+		return ""
+	}
+	why := fmt.Sprintf("outbox full: %d of %d entries pending (outbox.max_entries) for %s; upstream deliveries are not acknowledged until the downstream takes entries again",
+		s.Depth, s.MaxEntries, time.Since(s.FullSince).Round(time.Second))
+	if f := s.failing(); f != "" {
+		why += "; " + f
+	}
+	return why
+}
+
+// Warning says which outputs are failing while the outbox still has room,
+// or "".
+func (s Status) Warning() string {
+	if s.Full {
+		return ""
+	}
+	f := s.failing()
+	if f == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s; %d of %d outbox entries pending", f, s.Depth, s.MaxEntries)
+}
+
+func (s Status) failing() string {
+	var parts []string
+	for _, o := range s.Outputs {
+		if !o.Failing {
+			continue
+		}
+		who := o.Output + " output"
+		if o.Member != "" {
+			who += " (member " + o.Member + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%s failing for %s (%d attempts): %s", who,
+			time.Since(o.Since).Round(time.Second), o.Attempts, o.LastError))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// failingText is what the failing outputs say, for logs and errors.
+func (d *Drainer) failingText() string {
+	if f := d.Status().failing(); f != "" {
+		return f
+	}
+	return "no output is failing"
+}

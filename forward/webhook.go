@@ -1,0 +1,138 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// DefaultWebhookTimeout bounds one POST when WebhookOptions.Timeout is 0.
+const DefaultWebhookTimeout = 10 * time.Second
+
+// bodyExcerpt is how much of a refusing response's body the held entry's
+// reason keeps.
+const bodyExcerpt = 256
+
+// WebhookOptions configure NewWebhook.
+type WebhookOptions struct {
+	// Timeout bounds one POST, the response included. Default
+	// DefaultWebhookTimeout.
+	Timeout time.Duration
+	// Client sends the requests. Default: a client of its own, which
+	// follows no redirect (a 3xx refuses the entry: a POST redirected
+	// could lose its body).
+	Client *http.Client
+}
+
+// Webhook POSTs each entry's payload to its URL (the entry's Target), one
+// at a time, in order: Content-Type application/json, Idempotency-Key the
+// entry's key, and the replayguard-* headers (see Properties).
+//
+// A 2xx acknowledges the entry. A 5xx, a 408, a 429, a timeout or a
+// connection error fails the attempt: the drainer backs off and sends it
+// again. Any other status refuses the entry for good (a *RefusedError
+// with the status and the start of the body): it is held for an operator.
+type Webhook struct {
+	client  *http.Client
+	timeout time.Duration
+}
+
+// NewWebhook returns a webhook output.
+func NewWebhook(opts WebhookOptions) (*Webhook, error) {
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("%w: negative webhook timeout", ErrConfig)
+	}
+	setDefault(&opts.Timeout, DefaultWebhookTimeout)
+	c := opts.Client
+	if c == nil {
+		c = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return &Webhook{client: c, timeout: opts.Timeout}, nil
+}
+
+// Deliver implements Output.
+func (w *Webhook) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, error) {
+	for i, e := range entries {
+		if err := w.post(ctx, e); err != nil {
+			var ref *RefusedError
+			if errors.As(err, &ref) {
+				ref.Index = i
+			}
+			return i, err
+		}
+	}
+	return len(entries), nil
+}
+
+func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Target, bytes.NewReader(e.Payload))
+	if err != nil {
+		return &RefusedError{Reason: fmt.Sprintf("cannot POST to %q: %v", e.Target, err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", e.Key.String())
+	for _, p := range Properties(e) {
+		req.Header.Set(p.Name, p.Value)
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return fmt.Errorf("POST %s: no answer within %s", redactURL(e.Target), w.timeout)
+		}
+		return fmt.Errorf("POST %s: %w", redactURL(e.Target), err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, bodyExcerpt))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		return nil
+	case c >= 500 || c == http.StatusRequestTimeout || c == http.StatusTooManyRequests:
+		return fmt.Errorf("POST %s: %s%s", redactURL(e.Target), resp.Status, excerpt(body))
+	default:
+		return &RefusedError{Reason: fmt.Sprintf("HTTP %s%s", resp.Status, excerpt(body))}
+	}
+}
+
+// excerpt renders the start of a response body for a reason: ": text",
+// valid UTF-8, on one line.
+func excerpt(b []byte) string {
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+	if s == "" {
+		return ""
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(b) >= bodyExcerpt {
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+		s += "…"
+	}
+	return ": " + s
+}
+
+// redactURL hides a URL's credentials in an error.
+func redactURL(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		if at := strings.LastIndex(s[i+3:], "@"); at >= 0 && !strings.Contains(s[i+3:i+3+at], "/") {
+			return s[:i+3] + "xxxxx" + s[i+3+at:]
+		}
+	}
+	return s
+}
+
+// Close implements Output.
+func (w *Webhook) Close() error {
+	w.client.CloseIdleConnections()
+	return nil
+}

@@ -1,0 +1,240 @@
+package forward_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/forward"
+	"github.com/replayguard/replayguard/metrics"
+)
+
+// received is one POST a test server accepted.
+type received struct {
+	key, seq string
+	header   http.Header
+	body     string
+}
+
+// flakyHook accepts POSTs but answers some with 503, sleeps past the
+// client's timeout on others, and refuses sequence 7 for good with 422.
+type flakyHook struct {
+	mu       sync.Mutex
+	attempts map[string]int // by key
+	got      []received
+	slow     time.Duration
+}
+
+func (h *flakyHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	key, seq := r.Header.Get("Idempotency-Key"), r.Header.Get("Replayguard-Sequence")
+	h.mu.Lock()
+	h.attempts[key]++
+	first := h.attempts[key] == 1
+	h.mu.Unlock()
+	var n int
+	fmt.Sscan(seq, &n)
+	switch {
+	case n == 7:
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		io.WriteString(w, `{"error":"unit U7 is unknown to dispatch"}`)
+		return
+	case first && n%3 == 0:
+		http.Error(w, "dispatch is restarting", http.StatusServiceUnavailable)
+		return
+	case first && n%5 == 0:
+		time.Sleep(h.slow) // accepted, but after the client gave up: it sends it again
+	}
+	h.mu.Lock()
+	h.got = append(h.got, received{key: key, seq: seq, header: r.Header.Clone(), body: string(body)})
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *flakyHook) deliveries() []received {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]received(nil), h.got...)
+}
+
+// firstCopies keeps the first copy of each key, in arrival order.
+func firstCopies(got []received) []received {
+	seen := map[string]bool{}
+	var out []received
+	for _, g := range got {
+		if !seen[g.key] {
+			seen[g.key] = true
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func TestWebhookDeliversInOrderThroughFailuresAndHoldsTheRefusedEntry(t *testing.T) {
+	hook := &flakyHook{attempts: map[string]int{}, slow: 300 * time.Millisecond}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	wh, err := forward.NewWebhook(forward.WebhookOptions{Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	var d *forward.Drainer
+	m := metrics.NewForward(reg, outboxOf(func() *forward.Drainer { return d }), engine.OutputWebhook)
+	r := newRig(t, engine.ForwardSpec{Webhook: srv.URL + "/dispatch"}, map[string]forward.Output{engine.OutputWebhook: wh},
+		forward.Options{MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Observer: m})
+	d = r.d
+	r.run()
+	ctx := context.Background()
+	const n = 20
+	var keys []string
+	for seq := 1; seq <= n; seq += 4 {
+		var batch []engine.Message
+		for s := seq; s < seq+4; s++ {
+			batch = append(batch, incident("e1", s))
+		}
+		keys = append(keys, r.keys(ctx, batch...)...)
+	}
+	r.process(ctx, incident("e1", 4), incident("e1", 9)) // replays: duplicates, never forwarded
+	waitFor(t, "the outbox is empty", func() bool { n, _ := r.store.OutboxDepth(ctx, ""); return n == 0 })
+
+	got := firstCopies(hook.deliveries())
+	var seqs []string
+	for _, g := range got {
+		seqs = append(seqs, g.seq)
+	}
+	want := "1 2 3 4 5 6 8 9 10 11 12 13 14 15 16 17 18 19 20"
+	if strings.Join(seqs, " ") != want {
+		t.Fatalf("first copies arrived as %v, want %s", seqs, want)
+	}
+	applied := map[string]bool{}
+	for _, k := range keys {
+		applied[k] = true
+	}
+	for _, g := range hook.deliveries() {
+		if !applied[g.key] {
+			t.Fatalf("sequence %s was forwarded under key %s, which no applied decision has", g.seq, g.key)
+		}
+	}
+	if len(hook.deliveries()) <= len(got) {
+		t.Fatalf("no copy was sent twice: the slow answers should have been retried")
+	}
+	g := got[0]
+	wantKey := keys[0]
+	if g.key != wantKey || g.header.Get("Replayguard-Key") != wantKey || g.header.Get("Replayguard-Route") != "incidents" ||
+		g.header.Get("Replayguard-Source") != `["fd","e1"]` || g.header.Get("Replayguard-Epoch") != "1" ||
+		g.header.Get("Content-Type") != "application/json" || g.body != string(incident("e1", 1).Payload) {
+		t.Fatalf("first delivery: key %s (want %s), headers %v, body %s", g.key, wantKey, g.header, g.body)
+	}
+
+	held, _ := r.store.OutboxHeld(ctx)
+	if len(held) != 1 || held[0].Sequence != 7 || !strings.Contains(held[0].Reason, "422") ||
+		!strings.Contains(held[0].Reason, "unit U7 is unknown to dispatch") {
+		t.Fatalf("held: %+v", held)
+	}
+	var rec *engine.AuditRecord
+	r.store.ScanAudit(ctx, 1, func(a engine.AuditRecord) error {
+		if a.Outcome == engine.OutcomeForwardHeld {
+			rec = &a
+		}
+		return nil
+	})
+	if rec == nil || rec.Ref != held[0].ID || rec.Key != held[0].Key || !strings.Contains(rec.Reason, "webhook "+srv.URL) {
+		t.Fatalf("audit record of the hold: %+v, held entry %d", rec, held[0].ID)
+	}
+	want = fmt.Sprintf(`
+# HELP replayguard_forwarded_total Outbox entries by output and result: delivered (acknowledged downstream; a copy sent again after a crash counts again), held (refused for good, held for an operator, audited as forward_held), failed (in an attempt that failed; sent again).
+# TYPE replayguard_forwarded_total counter
+replayguard_forwarded_total{output="webhook",result="delivered"} %d
+replayguard_forwarded_total{output="webhook",result="failed"} %d
+replayguard_forwarded_total{output="webhook",result="held"} 1
+# HELP replayguard_outbox_entries Pending forward entries in this member's outbox: committed, not yet acknowledged downstream.
+# TYPE replayguard_outbox_entries gauge
+replayguard_outbox_entries 0
+`, n-1, failedEntries(t, reg))
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "replayguard_forwarded_total", "replayguard_outbox_entries"); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.d.Status(); st.Outputs[0].Failures == 0 || st.Outputs[0].Failing {
+		t.Fatalf("status after recovery: %+v", st)
+	}
+	if retries := counterValue(t, reg, "replayguard_forward_retries_total"); retries == 0 {
+		t.Fatal("no retry counted")
+	}
+}
+
+// outboxOf reads the drainer d returns at scrape time.
+type outboxOf func() *forward.Drainer
+
+func (o outboxOf) Depth() (int, int) { return o().Depth() }
+
+func TestWebhookAnswerExcerptIsBoundedAndOnOneLine(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, "line one\nline two "+strings.Repeat("x", 1000))
+	}))
+	defer srv.Close()
+	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+	defer wh.Close()
+	n, err := wh.Deliver(context.Background(), []engine.OutboxEntry{{ID: 1, Target: srv.URL, Payload: []byte(`{}`)}})
+	ref, ok := err.(*forward.RefusedError)
+	if n != 0 || !ok || ref.Index != 0 || strings.Contains(ref.Reason, "\n") || len(ref.Reason) > 300 ||
+		!strings.HasPrefix(ref.Reason, "HTTP 400 Bad Request: line one line two xxx") {
+		t.Fatalf("n %d, err %v", n, err)
+	}
+	b, _ := json.Marshal(ref.Reason)
+	t.Logf("reason: %s", b)
+}
+
+// failedEntries is what replayguard_forwarded_total{result="failed"} says,
+// which must be more than 0 after the test's failures.
+func failedEntries(t *testing.T, reg *prometheus.Registry) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "replayguard_forwarded_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == metrics.ForwardFailed && m.GetCounter().GetValue() > 0 {
+					return int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	t.Fatal("no failed entries counted")
+	return 0
+}
+
+// counterValue sums the series of a counter.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
