@@ -1,0 +1,105 @@
+package forward_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/forward"
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+func TestNATSWaitsForItsStreamThenDeliversOnceUnderJetStreamDedup(t *testing.T) {
+	srv := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	out, err := forward.NewNATS(forward.NATSOptions{URL: srv.URL(), AckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, engine.ForwardSpec{NATS: "dispatch.{agency}.{source_id}"}, map[string]forward.Output{engine.OutputNATS: out},
+		forward.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	r.run()
+	ctx := context.Background()
+	var keys []string
+	for seq := 1; seq <= 30; seq += 10 {
+		var batch []engine.Message
+		for s := seq; s < seq+10; s++ {
+			batch = append(batch, incident(fmt.Sprintf("e%d", s%3), s))
+		}
+		keys = append(keys, r.keys(ctx, batch...)...)
+	}
+
+	// No stream takes the subjects yet: the entries wait, and readiness says why.
+	waitFor(t, "the output reports the missing stream", func() bool {
+		w := r.d.Status().Warning()
+		return strings.Contains(w, "nats output failing") && strings.Contains(w, "no JetStream stream takes the subject")
+	})
+	if n, _ := r.store.OutboxDepth(ctx, ""); n != 30 {
+		t.Fatalf("%d entries pending without a stream, want 30", n)
+	}
+
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DISPATCH", Subjects: []string{"dispatch.>"}, Duplicates: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the outbox is empty", func() bool { n, _ := r.store.OutboxDepth(ctx, ""); return n == 0 })
+	if w := r.d.Status().Warning(); w != "" {
+		t.Fatalf("warning after delivery: %s", w)
+	}
+
+	msgs := streamMessages(t, ctx, stream, 30)
+	for i, m := range msgs {
+		if m.Header.Get("Nats-Msg-Id") != keys[i] || m.Header.Get(forward.HeaderKey) != keys[i] {
+			t.Fatalf("message %d carries id %q, key %q; want %s", i, m.Header.Get("Nats-Msg-Id"), m.Header.Get(forward.HeaderKey), keys[i])
+		}
+		want := incident(fmt.Sprintf("e%d", (i+1)%3), i+1)
+		if string(m.Data) != string(want.Payload) || m.Subject != fmt.Sprintf("dispatch.fd.e%d", (i+1)%3) ||
+			m.Header.Get(forward.HeaderSequence) != fmt.Sprint(i+1) || m.Header.Get(forward.HeaderSource) != fmt.Sprintf(`["fd","e%d"]`, (i+1)%3) {
+			t.Fatalf("message %d: subject %s, headers %v, data %s", i, m.Subject, m.Header, m.Data)
+		}
+	}
+
+	// A redelivery, as after a crash between the PubAck and OutboxDone:
+	// JetStream drops it by its Nats-Msg-Id and acknowledges it.
+	again := make([]engine.OutboxEntry, 0, 30)
+	for i, m := range msgs[:5] {
+		var e engine.OutboxEntry
+		e.Target, e.Payload, e.Route, e.Sequence = m.Subject, m.Data, "incidents", int64(i+1)
+		e.Key, _ = engine.ParseHash(keys[i])
+		again = append(again, e)
+	}
+	if n, err := out.Deliver(ctx, again); n != 5 || err != nil {
+		t.Fatalf("redelivery: %d, %v", n, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 30 {
+		t.Fatalf("the stream holds %d messages after the redelivery, want 30", info.State.Msgs)
+	}
+}
+
+func streamMessages(t *testing.T, ctx context.Context, s jetstream.Stream, n int) []*jetstream.RawStreamMsg {
+	t.Helper()
+	var out []*jetstream.RawStreamMsg
+	for seq := uint64(1); seq <= uint64(n); seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("stream message %d: %v", seq, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
