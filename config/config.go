@@ -47,6 +47,12 @@ type Config struct {
 	// Audit is the audit log's retention and archive. Default: the store
 	// keeps every record.
 	Audit AuditConfig `yaml:"audit,omitempty"`
+	// Outputs are the downstream connections of the forward effects.
+	// Default: each output a route forwards to, with its defaults.
+	Outputs OutputsConfig `yaml:"outputs,omitempty"`
+	// Outbox bounds the forward entries waiting for their downstream.
+	// Default max_entries 100000.
+	Outbox OutboxConfig `yaml:"outbox"`
 }
 
 // StoreConfig selects where windows, effects, audit and quarantine live.
@@ -336,6 +342,7 @@ func (c *Config) SetDefaults() {
 	setInt(&m.ReceiveMaximum, min(65535, max(DefaultReceiveMaximum, 4*m.BatchSize))) // room for the next batches while one commits
 	setString(&c.HTTP.Listen, DefaultHTTPListen)
 	c.Audit.setDefaults()
+	c.setOutputDefaults()
 }
 
 func setString(p *string, v string) {

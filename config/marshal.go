@@ -23,6 +23,14 @@ func (c *Config) Marshal() ([]byte, error) {
 	for i, b := range d.MQTT.Brokers {
 		d.MQTT.Brokers[i] = redactURL(b)
 	}
+	if o := d.Outputs.MQTT; o != nil {
+		for i, b := range o.Brokers {
+			o.Brokers[i] = redactURL(b)
+		}
+	}
+	if o := d.Outputs.NATS; o != nil {
+		o.URL = redactURL(o.URL)
+	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -48,6 +56,19 @@ func (c *Config) clone() *Config {
 	}
 	d.MQTT.Brokers = slices.Clone(c.MQTT.Brokers)
 	d.HTTP.Tokens = slices.Clone(c.HTTP.Tokens)
+	if o := c.Outputs.MQTT; o != nil {
+		m := *o
+		m.Brokers = slices.Clone(o.Brokers)
+		d.Outputs.MQTT = &m
+	}
+	if o := c.Outputs.Webhook; o != nil {
+		w := *o
+		d.Outputs.Webhook = &w
+	}
+	if o := c.Outputs.NATS; o != nil {
+		n := *o
+		d.Outputs.NATS = &n
+	}
 	return &d
 }
 

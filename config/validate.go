@@ -39,6 +39,7 @@ func (c *Config) check(ps *problems) {
 	c.MQTT.check(ps, field{}.dot("mqtt"))
 	c.HTTP.check(ps, field{}.dot("http"))
 	c.Audit.check(ps, field{}.dot("audit"), c.Store)
+	c.checkOutputs(ps)
 }
 
 func (s StoreConfig) check(ps *problems, f field) {

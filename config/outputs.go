@@ -1,0 +1,193 @@
+package config
+
+import (
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults of the forward effect's outputs and outbox.
+const (
+	DefaultOutboxMaxEntries = 100_000
+	DefaultWebhookTimeout   = Duration(10 * time.Second)
+	DefaultWebhookBackoff   = Duration(30 * time.Second)
+	DefaultNATSURL          = "nats://127.0.0.1:4222"
+	// OutputClientIDSuffix follows mqtt.client_id in the default client id
+	// of outputs.mqtt.
+	OutputClientIDSuffix = "-out"
+)
+
+// OutputsConfig says how the forward effects reach their downstream
+// systems. An output is filled with its defaults when a route forwards to
+// it or the file names it, and left out otherwise.
+type OutputsConfig struct {
+	// MQTT is the broker connection of forward: {topic: …}. Default: the
+	// consumer's own mqtt.brokers, username, password and TLS, with client
+	// id <mqtt.client_id>-out.
+	MQTT *OutputMQTTConfig `yaml:"mqtt,omitempty"`
+	// Webhook tunes forward: {webhook: URL}. Default timeout 10s,
+	// max_backoff 30s.
+	Webhook *OutputWebhookConfig `yaml:"webhook,omitempty"`
+	// NATS is the server of forward: {nats: SUBJECT}. Default url
+	// nats://127.0.0.1:4222.
+	NATS *OutputNATSConfig `yaml:"nats,omitempty"`
+}
+
+// OutputMQTTConfig is the MQTT connection the forwarded copies are
+// published on, QoS 1, a clean session of its own.
+type OutputMQTTConfig struct {
+	// Brokers are tried in order. Default mqtt.brokers. Schemes tcp, mqtt,
+	// ssl, mqtts; host and port required.
+	Brokers []string `yaml:"brokers"`
+	// ClientID of the connection, never the consumer's own. Default
+	// <mqtt.client_id>-out; without either, a command other than run
+	// (ingest) names one of its own for the process.
+	ClientID string `yaml:"client_id"`
+	// Username for the broker. Default mqtt.username when brokers is not
+	// set, else "" (none).
+	Username string `yaml:"username,omitempty"`
+	// PasswordEnv names the environment variable holding the password.
+	// Default as username; not together with PasswordFile.
+	PasswordEnv string `yaml:"password_env,omitempty"`
+	// PasswordFile names a file holding the password. Default as username.
+	PasswordFile string `yaml:"password_file,omitempty"`
+	// TLS configures ssl:// and mqtts:// brokers. Default mqtt.tls when
+	// brokers is not set, else the system roots.
+	TLS TLSConfig `yaml:"tls,omitempty"`
+	// KeepAlive is the MQTT keep-alive interval. Default mqtt.keep_alive.
+	KeepAlive Duration `yaml:"keep_alive"`
+}
+
+// OutputWebhookConfig tunes the webhook POSTs.
+type OutputWebhookConfig struct {
+	// Timeout bounds one POST, the response included. Default 10s.
+	Timeout Duration `yaml:"timeout"`
+	// MaxBackoff caps the jittered, doubling wait between attempts after
+	// a 5xx, a timeout or a connection error. Default 30s.
+	MaxBackoff Duration `yaml:"max_backoff"`
+}
+
+// OutputNATSConfig is the NATS server the JetStream publishes go to.
+type OutputNATSConfig struct {
+	// URL of the server; a comma-separated list for a cluster. Default
+	// nats://127.0.0.1:4222. Schemes nats, tls.
+	URL string `yaml:"url"`
+	// TLS configures the connection. Default: plain, or the system roots
+	// for a tls:// URL.
+	TLS TLSConfig `yaml:"tls,omitempty"`
+}
+
+// OutboxConfig bounds the outbox of pending forward entries.
+type OutboxConfig struct {
+	// MaxEntries is the most pending entries this member's outbox holds:
+	// at that depth the consumer stops committing, and so acknowledging
+	// upstream, until the drainer made room. A batch admitted just below it
+	// may pass it by its own entries. Default 100000.
+	MaxEntries int `yaml:"max_entries"`
+}
+
+// ForwardKinds returns which outputs the routes forward to: a subset of
+// "mqtt", "webhook", "nats", in that order.
+func (c *Config) ForwardKinds() []string {
+	var topic, hook, nats bool
+	for _, r := range c.Routes {
+		for _, e := range r.Effects {
+			if f := e.Forward; f != nil {
+				topic, hook, nats = topic || f.Topic != "", hook || f.Webhook != "", nats || f.NATS != ""
+			}
+		}
+	}
+	var out []string
+	for _, k := range []struct {
+		on   bool
+		name string
+	}{{topic, "mqtt"}, {hook, "webhook"}, {nats, "nats"}} {
+		if k.on {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+func (c *Config) setOutputDefaults() {
+	setInt(&c.Outbox.MaxEntries, DefaultOutboxMaxEntries)
+	kinds := c.ForwardKinds()
+	if c.Outputs.MQTT == nil && contains(kinds, "mqtt") {
+		m := c.MQTT
+		c.Outputs.MQTT = &OutputMQTTConfig{Username: m.Username, PasswordEnv: m.PasswordEnv, PasswordFile: m.PasswordFile, TLS: m.TLS}
+	}
+	if o := c.Outputs.MQTT; o != nil {
+		if len(o.Brokers) == 0 {
+			o.Brokers = append([]string(nil), c.MQTT.Brokers...)
+		}
+		if o.ClientID == "" && c.MQTT.ClientID != "" {
+			o.ClientID = c.MQTT.ClientID + OutputClientIDSuffix
+		}
+		setDuration(&o.KeepAlive, c.MQTT.KeepAlive)
+	}
+	if c.Outputs.Webhook == nil && contains(kinds, "webhook") {
+		c.Outputs.Webhook = &OutputWebhookConfig{}
+	}
+	if o := c.Outputs.Webhook; o != nil {
+		setDuration(&o.Timeout, DefaultWebhookTimeout)
+		setDuration(&o.MaxBackoff, DefaultWebhookBackoff)
+	}
+	if c.Outputs.NATS == nil && contains(kinds, "nats") {
+		c.Outputs.NATS = &OutputNATSConfig{}
+	}
+	if o := c.Outputs.NATS; o != nil {
+		setString(&o.URL, DefaultNATSURL)
+	}
+}
+
+// checkOutputs refuses a forward whose output has no usable
+// configuration, and settings that cannot work.
+func (c *Config) checkOutputs(ps *problems) {
+	f := field{}.dot("outputs")
+	if c.Outbox.MaxEntries < 1 {
+		ps.add(field{}.dot("outbox").dot("max_entries"), "max_entries must be at least 1, got %d", c.Outbox.MaxEntries)
+	}
+	if o := c.Outputs.MQTT; o != nil {
+		c.checkOutputMQTT(ps, f.dot("mqtt"), o)
+	}
+	if o := c.Outputs.Webhook; o != nil {
+		if o.Timeout <= 0 {
+			ps.add(f.dot("webhook").dot("timeout"), "timeout must be positive, got %v", o.Timeout)
+		}
+		if o.MaxBackoff <= 0 {
+			ps.add(f.dot("webhook").dot("max_backoff"), "max_backoff must be positive, got %v", o.MaxBackoff)
+		}
+	}
+	if o := c.Outputs.NATS; o != nil {
+		for _, s := range strings.Split(o.URL, ",") {
+			u, err := url.Parse(strings.TrimSpace(s))
+			if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Hostname() == "" {
+				ps.add(f.dot("nats").dot("url"), "url %q is not a nats://host:port or tls://host:port URL", redactURL(s))
+			}
+		}
+		o.TLS.checkPair(ps, f.dot("nats").dot("tls"))
+	}
+}
+
+func (c *Config) checkOutputMQTT(ps *problems, f field, o *OutputMQTTConfig) {
+	if len(o.Brokers) == 0 {
+		ps.add(f.dot("brokers"), "brokers is empty: list at least one, like tcp://127.0.0.1:1883")
+	}
+	for i, b := range o.Brokers {
+		bf := f.dot("brokers").index(i)
+		checkBroker(ps, bf, b)
+		if u, err := url.Parse(b); err == nil && (u.Scheme == "ws" || u.Scheme == "wss") {
+			ps.add(bf, "broker %q: the forward output publishes over tcp://, mqtt://, ssl:// or mqtts://, not WebSocket: set outputs.mqtt.brokers", u.Redacted())
+		}
+	}
+	if o.ClientID != "" && o.ClientID == c.MQTT.ClientID {
+		ps.add(f.dot("client_id"), "client_id %q is the consumer's own: two connections with one id take the session from each other", o.ClientID)
+	}
+	if o.PasswordEnv != "" && o.PasswordFile != "" {
+		ps.add(f, "password_env and password_file are both set: keep one")
+	}
+	if ka := o.KeepAlive; ka <= 0 || ka > Duration(65535*time.Second) || ka%Duration(time.Second) != 0 {
+		ps.add(f.dot("keep_alive"), "keep_alive must be a whole number of seconds from 1s to 65535s, got %s", ka)
+	}
+	o.TLS.checkPair(ps, f.dot("tls"))
+}

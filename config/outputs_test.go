@@ -1,0 +1,89 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOutputDefaultsFollowTheConsumer(t *testing.T) {
+	meters := route("name: r", "topic: plant/+/energy", "source: [\"topic[1]\"]", "id: msgId")
+	file := "mqtt: {brokers: [\"ssl://b1:8883\", \"ssl://b2:8883\"], client_id: rg-1, username: u, password_env: PW, tls: {ca_file: /ca.pem}, keep_alive: 15s}\n" +
+		meters + effects("forward: {topic: \"clean/{topic}\"}", "forward: {webhook: \"https://dispatch.example/hook\"}", "forward: {nats: \"clean.x\"}")
+	c, err := Parse([]byte(file), "f.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Outputs.MQTT
+	if m == nil || strings.Join(m.Brokers, ",") != "ssl://b1:8883,ssl://b2:8883" || m.ClientID != "rg-1-out" || m.Username != "u" ||
+		m.PasswordEnv != "PW" || m.TLS.CAFile != "/ca.pem" || m.KeepAlive != Duration(15*time.Second) {
+		t.Fatalf("outputs.mqtt: %+v", m)
+	}
+	if w := c.Outputs.Webhook; w == nil || w.Timeout != DefaultWebhookTimeout || w.MaxBackoff != DefaultWebhookBackoff {
+		t.Fatalf("outputs.webhook: %+v", w)
+	}
+	if n := c.Outputs.NATS; n == nil || n.URL != DefaultNATSURL {
+		t.Fatalf("outputs.nats: %+v", n)
+	}
+	if c.Outbox.MaxEntries != DefaultOutboxMaxEntries {
+		t.Fatalf("outbox.max_entries %d", c.Outbox.MaxEntries)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"outputs:", "client_id: rg-1-out", "timeout: 10s", "max_backoff: 30s", "url: nats://127.0.0.1:4222", "max_entries: 100000"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("config print lacks %q:\n%s", want, out)
+		}
+	}
+	back, err := Parse(out, "print.yaml", nil)
+	if err != nil || !equalConfig(back, c) {
+		t.Fatalf("config print does not read back: %v\n%s", err, out)
+	}
+}
+
+func TestOutputsAreLeftOutWithoutAForward(t *testing.T) {
+	c, err := Parse([]byte(route(ok)), "f.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Outputs != (OutputsConfig{}) {
+		t.Fatalf("outputs without a forward: %+v", c.Outputs)
+	}
+	out, _ := c.Marshal()
+	if strings.Contains(string(out), "outputs:") || !strings.Contains(string(out), "max_entries: 100000") {
+		t.Fatalf("config print:\n%s", out)
+	}
+}
+
+func TestOutputRules(t *testing.T) {
+	fwd := route("name: r", "topic: plant/+/energy", "source: [\"topic[1]\"]", "id: msgId") + effects("forward: {topic: \"clean/{topic}\"}")
+	for _, tc := range []struct {
+		name string
+		file string
+		want []string
+	}{
+		{"a separate output broker with its own client id", fwd + "outputs: {mqtt: {brokers: [\"tcp://down:1883\"], client_id: rg-out}}\n", nil},
+		{"the consumer's WebSocket broker cannot carry the output",
+			"mqtt: {brokers: [\"ws://b:8080/mqtt\"], client_id: rg-1}\n" + fwd,
+			[]string{`outputs.mqtt.brokers[0]: broker "ws://b:8080/mqtt": the forward output publishes over tcp://, mqtt://, ssl:// or mqtts://, not WebSocket: set outputs.mqtt.brokers`}},
+		{"the consumer's client id is refused",
+			"mqtt: {client_id: rg-1}\n" + fwd + "outputs: {mqtt: {client_id: rg-1}}\n",
+			[]string{`outputs.mqtt.client_id: client_id "rg-1" is the consumer's own: two connections with one id take the session from each other`}},
+		{"a broker without a port", fwd + "outputs: {mqtt: {brokers: [\"tcp://down\"], client_id: o}}\n",
+			[]string{`outputs.mqtt.brokers[0]: broker "tcp://down" has no port: add one, like :1883 (:8883 for TLS)`}},
+		{"both password sources", fwd + "outputs: {mqtt: {client_id: o, password_env: A, password_file: /b}}\n",
+			[]string{"outputs.mqtt: password_env and password_file are both set: keep one"}},
+		{"a nats url of another scheme", "outputs: {nats: {url: \"http://n:4222\"}}\n",
+			[]string{`outputs.nats.url: url "http://n:4222" is not a nats://host:port or tls://host:port URL`}},
+		{"a negative webhook timeout", "outputs: {webhook: {timeout: -1s}}\n",
+			[]string{`outputs.webhook.timeout: duration "-1s" is negative`}},
+		{"a negative outbox bound", "outbox: {max_entries: -5}\n",
+			[]string{"outbox.max_entries: max_entries must be at least 1, got -5"}},
+		{"an unknown output setting", "outputs: {webhook: {retries: 3}}\n",
+			[]string{`outputs.webhook: unknown key "retries"; known keys: max_backoff, timeout`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkProblems(t, tc.file, tc.want...) })
+	}
+}
