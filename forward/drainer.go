@@ -30,10 +30,21 @@ type Holder interface {
 }
 
 // Claimer is a shared store that says which members' outboxes this handle
-// may drain now: its own, and a dead member's once that member's lease has
-// expired. ClaimOutboxes is called from one goroutine, every Options.Poll.
+// may drain now: its own (unless another live handle still holds it), and
+// a dead member's with pending entries once that member's lease has
+// expired. The drainer claims at Run's start and then every Options.Poll
+// or ClaimTTL/3, whichever is shorter; it drains only the members of the
+// last answer, and releases a member's claim once it stops draining it (the
+// member is missing from an answer, or its outbox is empty). Its method set
+// is engine.OutboxClaimer's.
 type Claimer interface {
+	// ClaimOutboxes takes or renews this handle's claims and returns the
+	// members whose outboxes it may drain now.
 	ClaimOutboxes(ctx context.Context) ([]string, error)
+	// ReleaseOutbox gives up this handle's claim of member's outbox.
+	ReleaseOutbox(ctx context.Context, member string) error
+	// ClaimTTL is how long a claim holds without renewal.
+	ClaimTTL() time.Duration
 }
 
 // Observer hears about deliveries, for metrics (*metrics.Metrics is one).
@@ -140,7 +151,12 @@ func New(opts Options) (*Drainer, error) {
 	d.gate.init()
 	for kind := range opts.Outputs {
 		d.outMu[kind] = new(sync.Mutex)
-		d.lanes[laneID{opts.Member, kind}] = d.newLane(opts.Member, kind)
+		if opts.Claimer == nil { // else the claims say whose outboxes to drain
+			d.lanes[laneID{opts.Member, kind}] = d.newLane(opts.Member, kind)
+		}
+	}
+	if c := opts.Claimer; c != nil && c.ClaimTTL() > 0 {
+		d.opts.Poll = min(d.opts.Poll, c.ClaimTTL()/3)
 	}
 	return d, nil
 }
@@ -229,46 +245,66 @@ func (d *Drainer) Run(ctx context.Context, h Holder) {
 }
 
 // claim starts an output goroutine for each kind of every member the
-// Claimer hands over, and stops those of members it no longer does.
+// Claimer hands over, and stops and releases those of members it no
+// longer does and of other members whose outbox is empty.
 func (d *Drainer) claim(ctx context.Context, running map[laneID]context.CancelFunc, start func(*lane)) {
-	if d.opts.Claimer == nil {
+	c := d.opts.Claimer
+	if c == nil {
 		return
 	}
-	members, err := d.opts.Claimer.ClaimOutboxes(ctx)
+	members, err := c.ClaimOutboxes(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Warn("forward: cannot read which members' outboxes to drain; trying again", "err", err)
+			d.log.Warn("forward: cannot claim the outboxes to drain; the last claims stand until they expire", "err", err)
 		}
 		return
 	}
-	want := map[string]bool{d.opts.Member: true}
+	want := map[string]bool{}
 	for _, m := range members {
 		want[m] = true
 	}
+	for m := range want {
+		if m == d.opts.Member {
+			continue
+		}
+		if n, err := d.opts.Store.OutboxDepth(ctx, m); err == nil && n == 0 {
+			want[m] = false // drained: released below
+		}
+	}
 	d.mu.Lock()
 	var added []*lane
-	for m := range want {
+	for m, ok := range want {
 		for kind := range d.opts.Outputs {
-			id := laneID{m, kind}
-			if d.lanes[id] == nil {
+			if id := (laneID{m, kind}); ok && d.lanes[id] == nil {
 				d.lanes[id] = d.newLane(m, kind)
 				added = append(added, d.lanes[id])
 			}
 		}
 	}
-	for id, l := range d.lanes {
+	released := map[string]bool{}
+	for id := range d.lanes {
 		if !want[id.member] {
 			delete(d.lanes, id)
 			if cancel := running[id]; cancel != nil {
 				cancel()
 				delete(running, id)
 			}
-			d.log.Info("forward: no longer draining a member's outbox", "member", l.id.member, "output", l.id.kind)
+			released[id.member] = true
 		}
 	}
 	d.mu.Unlock()
+	for m := range released {
+		if err := c.ReleaseOutbox(ctx, m); err != nil && ctx.Err() == nil {
+			d.log.Warn("forward: cannot release a claim; it expires by itself", "member", m, "err", err)
+		}
+		d.log.Info("forward: stopped draining a member's outbox", "member", m, "own", m == d.opts.Member)
+	}
 	for _, l := range added {
-		d.log.Info("forward: draining the outbox of a member whose lease expired", "member", l.id.member, "output", l.id.kind)
+		if l.own {
+			d.log.Info("forward: draining this member's outbox", "member", l.id.member, "output", l.id.kind)
+		} else {
+			d.log.Info("forward: draining the outbox of a member whose lease expired", "member", l.id.member, "output", l.id.kind)
+		}
 		start(l)
 	}
 }

@@ -90,11 +90,10 @@ func TestWebhookDeliversInOrderThroughFailuresAndHoldsTheRefusedEntry(t *testing
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	var d *forward.Drainer
-	m := metrics.NewForward(reg, outboxOf(func() *forward.Drainer { return d }), engine.OutputWebhook)
+	m := metrics.NewForward(reg, engine.OutputWebhook)
 	r := newRig(t, engine.ForwardSpec{Webhook: srv.URL + "/dispatch"}, map[string]forward.Output{engine.OutputWebhook: wh},
 		forward.Options{MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Observer: m})
-	d = r.d
+	m.WatchOutbox(r.d)
 	r.run()
 	ctx := context.Background()
 	const n = 20
@@ -173,11 +172,6 @@ replayguard_outbox_entries 0
 		t.Fatal("no retry counted")
 	}
 }
-
-// outboxOf reads the drainer d returns at scrape time.
-type outboxOf func() *forward.Drainer
-
-func (o outboxOf) Depth() (int, int) { return o().Depth() }
 
 func TestWebhookAnswerExcerptIsBoundedAndOnOneLine(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

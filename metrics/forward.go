@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,13 +36,15 @@ type Forward struct {
 	forwarded *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	retries   *prometheus.CounterVec
-	outbox    Outbox
+
+	mu     sync.Mutex
+	outbox Outbox
 }
 
-// NewForward registers the forward metrics on reg, watching o for the
-// outbox gauges. outputs are the output kinds in use: their series start
-// at 0. It panics if a metric is already registered on reg.
-func NewForward(reg prometheus.Registerer, o Outbox, outputs ...string) *Forward {
+// NewForward registers the forward metrics on reg. outputs are the output
+// kinds in use: their series start at 0. It panics if a metric is already
+// registered on reg.
+func NewForward(reg prometheus.Registerer, outputs ...string) *Forward {
 	f := &Forward{
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "replayguard_forwarded_total",
@@ -56,7 +59,6 @@ func NewForward(reg prometheus.Registerer, o Outbox, outputs ...string) *Forward
 			Name: "replayguard_forward_retries_total",
 			Help: "Attempts of an output made again after a failed one, each after a backoff.",
 		}, []string{"output"}),
-		outbox: o,
 	}
 	for _, out := range outputs {
 		for _, r := range []string{ForwardDelivered, ForwardHeld, ForwardFailed} {
@@ -66,6 +68,14 @@ func NewForward(reg prometheus.Registerer, o Outbox, outputs ...string) *Forward
 	}
 	reg.MustRegister(f)
 	return f
+}
+
+// WatchOutbox makes the outbox gauges read o at scrape time. Until it is
+// called they are absent.
+func (f *Forward) WatchOutbox(o Outbox) {
+	f.mu.Lock()
+	f.outbox = o
+	f.mu.Unlock()
 }
 
 // Forwarded counts n entries of output with result.
@@ -86,10 +96,8 @@ func (f *Forward) Describe(ch chan<- *prometheus.Desc) {
 	f.forwarded.Describe(ch)
 	f.latency.Describe(ch)
 	f.retries.Describe(ch)
-	if f.outbox != nil {
-		ch <- descOutboxEntries
-		ch <- descOutboxMax
-	}
+	ch <- descOutboxEntries
+	ch <- descOutboxMax
 }
 
 // Collect implements prometheus.Collector: the outbox gauges are read now.
@@ -97,8 +105,11 @@ func (f *Forward) Collect(ch chan<- prometheus.Metric) {
 	f.forwarded.Collect(ch)
 	f.latency.Collect(ch)
 	f.retries.Collect(ch)
-	if f.outbox != nil {
-		depth, maxEntries := f.outbox.Depth()
+	f.mu.Lock()
+	o := f.outbox
+	f.mu.Unlock()
+	if o != nil {
+		depth, maxEntries := o.Depth()
 		ch <- prometheus.MustNewConstMetric(descOutboxEntries, prometheus.GaugeValue, float64(depth))
 		ch <- prometheus.MustNewConstMetric(descOutboxMax, prometheus.GaugeValue, float64(maxEntries))
 	}

@@ -183,8 +183,9 @@ type Deps struct {
 	// Ready reports broker connected and store writable for /readyz; nil:
 	// always ready.
 	Ready func() bool
-	// Store, when set, tells /readyz why a shared store is failing and
-	// whether it runs without durable commits.
+	// Store, when set, tells /readyz why the consumer is not ready (a
+	// shared store failing, the outbox full) and what to warn about (a
+	// store without durable commits, a forward output failing).
 	Store func() StoreStatus
 	// Hub feeds /api/v1/events and the dashboard's counters; it must be the
 	// engine's Observer (or one of them). nil: no event stream.

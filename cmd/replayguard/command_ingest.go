@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/term"
@@ -16,7 +18,12 @@ import (
 func ingestFlags(fs *flag.FlagSet) {
 	fs.Int("batch", 1000, "messages per commit")
 	fs.Bool("progress", false, "show progress even when stderr is not a terminal")
+	fs.Duration("drain-timeout", defaultDrainTimeout, "with forward effects: how long to wait for the downstream at the end, and for room in a full outbox")
 }
+
+// defaultDrainTimeout bounds how long ingest waits for the forward
+// effects' downstream.
+const defaultDrainTimeout = 30 * time.Second
 
 func cmdIngest(e *env) error {
 	if len(e.args) != 1 {
@@ -27,11 +34,18 @@ func cmdIngest(e *env) error {
 		return err
 	}
 	defer in.Close()
-	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log, Member: app.MemberFor("ingest"), Sinks: true})
+	drain, err := time.ParseDuration(e.flagString("drain-timeout"))
+	if err != nil || drain <= 0 {
+		return fmt.Errorf("%w: --drain-timeout %q is not a positive duration", errUsage, e.flagString("drain-timeout"))
+	}
+	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log, Member: app.MemberFor("ingest"), Sinks: true,
+		AdmitWait: drain, OutputClientID: app.MemberFor("ingest") + "-out"})
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	stopForward := runForward(e, a)
+	defer stopForward()
 	if m := a.Engine.Member(); m != "" {
 		fmt.Fprintf(e.stderr, "ingest: writing the audit chain of member %s on the %s store\n", m, e.cfg.Store.Kind)
 	}
@@ -46,9 +60,13 @@ func cmdIngest(e *env) error {
 		fmt.Fprintln(e.stderr)
 	}
 	if err != nil {
+		stopForward()
+		reportForward(e, a, 0)
 		return fmt.Errorf("after %d messages: %w", sum.Lines, err)
 	}
 	fmt.Fprintln(e.stdout, sum.String())
+	flushForward(e, a, drain)
+	stopForward()
 	flushSinks(e, a)
 	return applyRetention(e, a)
 }
@@ -64,6 +82,63 @@ func flushSinks(e *env, a *app.App) {
 	if err := a.FlushSinks(e.ctx, sinkFlushTimeout); err != nil {
 		fmt.Fprintf(e.stderr, "audit sinks: %v; the rest is delivered from the cursor by the next run or ingest\n", err)
 	}
+}
+
+// runForward starts delivering the forward effects' outbox while ingest
+// decides, and returns the function that stops it and waits.
+func runForward(e *env, a *app.App) (stop func()) {
+	if a.Forward == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.RunForward(ctx)
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
+}
+
+// flushForward waits up to timeout for the downstream to take what ingest
+// forwarded, then says what it delivered and what is left.
+func flushForward(e *env, a *app.App, timeout time.Duration) {
+	if a.Forward == nil {
+		return
+	}
+	pending, _ := a.FlushForward(e.ctx, timeout)
+	reportForward(e, a, pending)
+}
+
+// reportForward says on stderr what the drainer delivered and held, and
+// how many entries wait in the outbox for a run.
+func reportForward(e *env, a *app.App, pending int) {
+	if a.Forward == nil {
+		return
+	}
+	st := a.Forward.Status()
+	var delivered, held uint64
+	for _, o := range st.Outputs {
+		delivered, held = delivered+o.Delivered, held+o.Held
+	}
+	if pending == 0 {
+		pending = st.Depth
+	}
+	fmt.Fprintf(e.stderr, "forward: %d entries delivered downstream", delivered)
+	if held > 0 {
+		fmt.Fprintf(e.stderr, ", %d refused and held for an operator (audit outcome forward_held)", held)
+	}
+	if pending > 0 {
+		fmt.Fprintf(e.stderr, "; %d still pending in the outbox for `replayguard run` to deliver", pending)
+		f := st.Warning()
+		if f == "" {
+			f = st.Blocked()
+		}
+		if f != "" {
+			fmt.Fprintf(e.stderr, " (%s)", f)
+		}
+	}
+	fmt.Fprintln(e.stderr)
 }
 
 // applyRetention runs audit retention once, when it is configured.

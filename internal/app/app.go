@@ -13,6 +13,7 @@ import (
 	"github.com/replayguard/replayguard/audit/sink"
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/forward"
 	"github.com/replayguard/replayguard/store/embedded"
 	"github.com/replayguard/replayguard/store/memory"
 	"github.com/replayguard/replayguard/store/postgres"
@@ -39,6 +40,11 @@ type App struct {
 	// asked for them; nil otherwise. The caller runs them (Run or Flush);
 	// Close closes them.
 	Sinks *sink.Set
+	// Forward is the drainer of the forward effects' outbox, when a route
+	// forwards; nil otherwise. It is the engine's backpressure gate from
+	// the start; the caller runs it (RunForward) and stops it before Close,
+	// which closes its outputs.
+	Forward *forward.Drainer
 }
 
 // Options tune Open.
@@ -53,6 +59,18 @@ type Options struct {
 	// set (run passes mqtt.client_id); when both are empty a writing
 	// command takes one of its own (MemberFor). Unused by read-only opens.
 	Member string
+	// ForwardObserver hears about the drainer's deliveries (metrics).
+	ForwardObserver forward.Observer
+	// AdmitWait, when positive, bounds how long a batch waits for room in
+	// a full outbox before it is refused with forward.ErrFull (ingest);
+	// zero waits as long as the caller's context (run).
+	AdmitWait time.Duration
+	// ClaimOutboxes drains dead members' outboxes too, on a shared store
+	// that hands them over (run).
+	ClaimOutboxes bool
+	// OutputClientID is the MQTT output's client id when neither
+	// outputs.mqtt.client_id nor mqtt.client_id sets one.
+	OutputClientID string
 }
 
 // Open opens the configured store and, unless read-only, an engine on it.
@@ -81,20 +99,41 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 		return a, nil
 	}
 	eo := EngineOptions(cfg)
-	eo.Logger, eo.Observer = log, opts.Observer
+	eo.Logger = log
+	var obs observers
+	if opts.Observer != nil {
+		obs = append(obs, opts.Observer)
+	}
 	if opts.Sinks {
 		if a.Sinks, err = newSinks(ctx, cfg, st, a); err != nil {
 			st.Close()
 			return nil, err
 		}
 		if a.Sinks != nil {
-			eo.Observer = observers{a.Sinks}
-			if opts.Observer != nil {
-				eo.Observer = observers{opts.Observer, a.Sinks}
-			}
+			obs = append(obs, a.Sinks)
 		}
 	}
+	if a.Forward, err = newDrainer(cfg, st, sc.Member, opts); err != nil {
+		a.closeSinks()
+		st.Close()
+		return nil, err
+	}
+	if a.Forward != nil {
+		obs = append(obs, a.Forward)
+		eo.Admit = a.Forward.Admit
+		if opts.AdmitWait > 0 {
+			eo.Admit = a.Forward.AdmitWithin(opts.AdmitWait)
+		}
+	}
+	switch len(obs) {
+	case 0:
+	case 1:
+		eo.Observer = obs[0]
+	default:
+		eo.Observer = obs
+	}
 	if a.Engine, err = engine.New(ctx, st, eo); err != nil {
+		a.closeForward()
 		a.closeSinks()
 		st.Close()
 		return nil, err
@@ -189,8 +228,17 @@ func (a *App) Close() error {
 	if a.Engine != nil {
 		a.Engine.Close()
 	}
+	a.closeForward()
 	a.closeSinks()
 	return a.Store.Close()
+}
+
+func (a *App) closeForward() {
+	if a.Forward != nil {
+		if err := a.Forward.Close(); err != nil {
+			a.Log.Warn("closing the forward outputs", "err", err)
+		}
+	}
 }
 
 func (a *App) closeSinks() {

@@ -36,6 +36,16 @@ func (os observers) Committed(r []engine.AuditRecord, e []engine.EntityState) {
 	}
 }
 
+// OutboxCommitted passes the commit's outbox entries to the observers that
+// hear them.
+func (os observers) OutboxCommitted(entries []engine.OutboxEntry) {
+	for _, o := range os {
+		if oo, ok := o.(engine.OutboxObserver); ok {
+			oo.OutboxCommitted(entries)
+		}
+	}
+}
+
 // Build identifies the binary in metrics and on the dashboard.
 type Build struct{ Version, Commit string }
 
@@ -61,14 +71,25 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	}
 	m := metrics.New(reg, build.Version, build.Commit, names...)
 	hub := web.NewHub()
-	a, err := Open(ctx, cfg, Options{Logger: log, Observer: observers{m, hub}, Member: cfg.MQTT.ClientID, Sinks: true})
+	opts := Options{Logger: log, Observer: observers{m, hub}, Member: cfg.MQTT.ClientID, Sinks: true, ClaimOutboxes: true}
+	var fm *metrics.Forward
+	if kinds := cfg.ForwardKinds(); len(kinds) > 0 {
+		fm = metrics.NewForward(reg, kinds...)
+		opts.ForwardObserver = fm
+	}
+	a, err := Open(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	m.Watch(a.Engine)
 	m.WatchQuarantine(a.Store)
-	storeStatus := a.watchStore(m)
+	storeStatus := a.readiness(a.watchStore(m))
+	ready := func() bool { return true }
+	if a.Forward != nil {
+		fm.WatchOutbox(a.Forward)
+		ready = func() bool { return !a.Forward.Status().Full }
+	}
 
 	mc, err := consumerConfig(cfg, log, m)
 	if err != nil {
@@ -86,6 +107,18 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
+	// The drainer outlives the consumer's stop: the deliveries in hand may
+	// wait for room in the outbox while the consumer commits them.
+	fctx, stopForward := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopForward()
+	if a.Forward != nil {
+		wg.Add(1)
+		go func() { // stopped after the consumer, waited for before the store closes
+			defer wg.Done()
+			a.RunForward(fctx)
+		}()
+		log.Info("forwarding on", "outputs", strings.Join(cfg.ForwardKinds(), ","), "outbox_max_entries", cfg.Outbox.MaxEntries)
+	}
 	if retention != nil {
 		wg.Add(1)
 		go func() { // stopped by cancel, waited for before the store closes
@@ -111,7 +144,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		}
 		srv := web.New(web.Config{Listen: cfg.HTTP.Listen, CertFile: cfg.HTTP.TLS.CertFile, KeyFile: cfg.HTTP.TLS.KeyFile,
 			Tokens: tokens, AuthReads: cfg.HTTP.AuthReads, Version: build.Version, Logger: log},
-			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: consumer.Ready, Hub: hub, Store: storeStatus})
+			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: func() bool { return consumer.Ready() && ready() }, Hub: hub, Store: storeStatus})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -124,6 +157,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	}
 	err = consumer.Run(ctx)
 	cancel()
+	stopForward()
 	wg.Wait()
 	close(errs)
 	for e := range errs {
