@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"store/internal/shared": {"engine"},
 	"source/file":           {"engine"},
 	"source/mqtt":           {"engine"},
+	"forward":               {"engine"},
 	"internal/testbroker":   {},
 	"internal/benchfeed":    {},
 	"metrics":               {"engine", "source/mqtt"},
