@@ -76,7 +76,6 @@ func (d *Drainer) refresh(ctx context.Context) error {
 		return err
 	}
 	d.depth.Store(int64(n) + d.added.Load() - before)
-	d.gate.signal()
 	return nil
 }
 

@@ -153,24 +153,23 @@ func (d *Drainer) deliver(ctx context.Context, l *lane, entries []engine.OutboxE
 	return nil
 }
 
-// done marks delivered entries done in the store, then counts them.
+// done counts delivered entries, then marks them done in the store: a
+// copy that is sent again after a failure here counts again.
 func (d *Drainer) done(ctx context.Context, l *lane, entries []engine.OutboxEntry) error {
 	ids := make([]uint64, len(entries))
+	now := time.Now()
 	for i, e := range entries {
 		ids[i] = e.ID
-	}
-	if err := d.opts.Store.OutboxDone(ctx, l.id.member, ids); err != nil {
-		return fmt.Errorf("mark %d delivered entries done (they are sent again): %w", len(ids), err)
-	}
-	l.after = ids[len(ids)-1]
-	now := time.Now()
-	for _, e := range entries {
 		d.obs.ForwardLatency(l.id.kind, now.Sub(e.Time))
 	}
 	d.obs.Forwarded(l.id.kind, ResultDelivered, len(entries))
 	l.mu.Lock()
 	l.st.Delivered += uint64(len(entries))
 	l.mu.Unlock()
+	if err := d.opts.Store.OutboxDone(ctx, l.id.member, ids); err != nil {
+		return fmt.Errorf("mark %d delivered entries done (they are sent again): %w", len(ids), err)
+	}
+	l.after = ids[len(ids)-1]
 	if l.own {
 		d.removed(len(entries))
 	}
