@@ -131,6 +131,9 @@ func (d *Drainer) Admit(ctx context.Context) error {
 // ErrFull, saying how full the outbox is and why.
 func (d *Drainer) AdmitWithin(wait time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
+		if d.depth.Load() < int64(d.opts.MaxEntries) {
+			return nil
+		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
 		err := d.Admit(wctx)

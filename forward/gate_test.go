@@ -1,0 +1,76 @@
+package forward_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/forward"
+)
+
+// TestAFullOutboxHoldsBatchesBackUntilTheDownstreamTakesEntries: with the
+// webhook down, batches are admitted until the outbox holds MaxEntries;
+// the next waits (AdmitWithin refuses it, saying why), and is admitted by
+// itself once the webhook is back.
+func TestAFullOutboxHoldsBatchesBackUntilTheDownstreamTakesEntries(t *testing.T) {
+	var up atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			http.Error(w, "dispatch is down", http.StatusBadGateway)
+		}
+	}))
+	defer srv.Close()
+	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+	r := newRig(t, engine.ForwardSpec{Webhook: srv.URL}, map[string]forward.Output{engine.OutputWebhook: wh},
+		forward.Options{MaxEntries: 5, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	r.run()
+	ctx := context.Background()
+	r.keys(ctx, incident("e1", 1), incident("e1", 2), incident("e1", 3))
+	r.keys(ctx, incident("e1", 4), incident("e1", 5)) // admitted below the bound: now at it
+	waitFor(t, "the output reports the failure", func() bool { return r.d.Status().Warning() != "" })
+
+	err := r.d.AdmitWithin(50 * time.Millisecond)(ctx)
+	if !errors.Is(err, forward.ErrFull) || !strings.Contains(err.Error(), "5 of 5 entries pending") ||
+		!strings.Contains(err.Error(), "502 Bad Gateway") {
+		t.Fatalf("AdmitWithin on a full outbox: %v", err)
+	}
+	if st := r.d.Status(); !st.Full || !strings.Contains(st.Blocked(), "outbox full: 5 of 5 entries pending") {
+		t.Fatalf("status: %+v, %q", st, st.Blocked())
+	}
+	admitted := make(chan error, 1)
+	go func() { _, err := r.eng.Process(ctx, []engine.Message{incident("e1", 6)}); admitted <- err }()
+	select {
+	case err := <-admitted:
+		t.Fatalf("a batch was decided while the outbox was full: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	up.Store(true)
+	select {
+	case err := <-admitted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch was not admitted once the webhook was back")
+	}
+	waitFor(t, "the outbox is empty", func() bool { n, _ := r.store.OutboxDepth(ctx, ""); return n == 0 })
+	if st := r.d.Status(); st.Full || st.Blocked() != "" {
+		t.Fatalf("status after the drain: %+v", st)
+	}
+	// A caller giving up leaves the batch undecided.
+	up.Store(false)
+	r.keys(ctx, incident("e1", 7), incident("e1", 8), incident("e1", 9), incident("e1", 10), incident("e1", 11))
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := r.eng.Process(cctx, []engine.Message{incident("e1", 12)}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Process with the outbox full and a deadline: %v", err)
+	}
+	up.Store(true)
+	r.keys(ctx, incident("e1", 12)) // decided now, not before: applied, not a duplicate
+}
