@@ -30,22 +30,12 @@ type Holder interface {
 }
 
 // Claimer is a shared store that says which members' outboxes this handle
-// may drain now: its own (unless another live handle still holds it), and
-// a dead member's with pending entries once that member's lease has
-// expired. The drainer claims at Run's start and then every Options.Poll
-// or ClaimTTL/3, whichever is shorter; it drains only the members of the
-// last answer, and releases a member's claim once it stops draining it (the
-// member is missing from an answer, or its outbox is empty). Its method set
-// is engine.OutboxClaimer's.
-type Claimer interface {
-	// ClaimOutboxes takes or renews this handle's claims and returns the
-	// members whose outboxes it may drain now.
-	ClaimOutboxes(ctx context.Context) ([]string, error)
-	// ReleaseOutbox gives up this handle's claim of member's outbox.
-	ReleaseOutbox(ctx context.Context, member string) error
-	// ClaimTTL is how long a claim holds without renewal.
-	ClaimTTL() time.Duration
-}
+// may drain now (engine.OutboxClaimer). The drainer claims at Run's start
+// and then every Options.Poll or ClaimTTL/3, whichever is shorter; it
+// drains only the members of the last answer, and releases a member's
+// claim once it stops draining it (the member is missing from an answer,
+// or its outbox is empty).
+type Claimer = engine.OutboxClaimer
 
 // Observer hears about deliveries, for metrics (*metrics.Metrics is one).
 // Its methods are called from the drainer's goroutines and must not block.

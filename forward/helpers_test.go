@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,95 +17,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// outboxStore is the memory store with an outbox kept beside it, until
-// the memory store keeps one of its own. Failures can be injected into
-// OutboxDone.
-type outboxStore struct {
-	*memory.Store
-	mu       sync.Mutex
-	pending  map[uint64]engine.OutboxEntry
-	held     []engine.HeldEntry
-	failDone int // OutboxDone calls left to fail
-}
-
-func newOutboxStore() *outboxStore {
-	return &outboxStore{Store: memory.New(), pending: map[uint64]engine.OutboxEntry{}}
-}
-
-func (s *outboxStore) Commit(ctx context.Context, b *engine.Batch) error {
-	if err := s.Store.Commit(ctx, b); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range b.Outbox {
-		s.pending[e.ID] = e
-	}
-	for _, h := range b.OutboxHeld {
-		if e, ok := s.pending[h.ID]; ok {
-			delete(s.pending, h.ID)
-			s.held = append(s.held, engine.HeldEntry{OutboxEntry: e, Member: h.Member, Reason: h.Reason})
-		}
-	}
-	return nil
-}
-
-func (s *outboxStore) Outbox(_ context.Context, member string, after uint64, limit int) ([]engine.OutboxEntry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []engine.OutboxEntry
-	for id, e := range s.pending {
-		if id > after && member == "" {
-			out = append(out, e)
-		}
-	}
-	slices.SortFunc(out, func(a, b engine.OutboxEntry) int { return cmpID(a.ID, b.ID) })
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
-}
-
-func cmpID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func (s *outboxStore) OutboxDone(_ context.Context, _ string, ids []uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failDone > 0 {
-		s.failDone--
-		return fmt.Errorf("injected: the store is away")
-	}
-	for _, id := range ids {
-		delete(s.pending, id)
-	}
-	return nil
-}
-
-func (s *outboxStore) OutboxDepth(context.Context, string) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.pending), nil
-}
-
-func (s *outboxStore) OutboxHeld(context.Context) ([]engine.HeldEntry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.held), nil
-}
-
-// rig is an engine over an outbox store with one sequenced route whose
+// rig is an engine over a memory store with one sequenced route whose
 // effect is forward, and a drainer over the same store.
 type rig struct {
 	t     *testing.T
-	store *outboxStore
+	store *memory.Store
 	eng   *engine.Engine
 	d     *forward.Drainer
 	stop  func()
@@ -114,7 +29,7 @@ type rig struct {
 
 func newRig(t *testing.T, fwd engine.ForwardSpec, outputs map[string]forward.Output, opts forward.Options) *rig {
 	t.Helper()
-	r := &rig{t: t, store: newOutboxStore()}
+	r := &rig{t: t, store: memory.New()}
 	opts.Store, opts.Outputs = r.store, outputs
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
