@@ -1,0 +1,96 @@
+package forward_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/forward"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+// TestAnotherMemberDrainsADeadMembersOutbox: member m1 commits forward
+// entries its webhook never takes, then dies; once its claim expires, m2's
+// drainer claims m1's outbox, delivers every entry and lets the claim go.
+func TestAnotherMemberDrainsADeadMembersOutbox(t *testing.T) {
+	var up atomic.Bool
+	var mu sync.Mutex
+	got := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		got[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	g := memory.NewGroup(time.Hour, 1000)
+	g.SetClaimTTL(300 * time.Millisecond)
+	route := engine.Route{Name: "incidents", Topic: "incidents/#", Source: []string{"agency", "source_id"},
+		Sequence: "sequence", Epoch: "boot_id", Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Webhook: srv.URL}}}}
+	ctx := context.Background()
+
+	member := func(id string) (*memory.Member, *forward.Drainer, *engine.Engine, func()) {
+		m, err := g.Open(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+		d, err := forward.New(forward.Options{Store: m, Member: id, Claimer: m, Logger: testLogger(t),
+			Outputs: map[string]forward.Output{engine.OutputWebhook: wh}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := engine.New(ctx, m, engine.Options{Routes: []engine.Route{route}, Observer: d, Admit: d.Admit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); d.Run(rctx, eng) }()
+		var once sync.Once
+		stop := func() { once.Do(func() { cancel(); <-done; d.Close(); eng.Close() }) }
+		t.Cleanup(stop)
+		return m, d, eng, stop
+	}
+	m1, _, eng1, stop1 := member("m1")
+	var keys []string
+	for seq := 1; seq <= 10; seq++ {
+		decs, err := eng1.Process(ctx, []engine.Message{incident("e1", seq)})
+		if err != nil || decs[0].Outcome != engine.Applied {
+			t.Fatalf("decide %d: %v %v", seq, decs, err)
+		}
+		keys = append(keys, decs[0].Key.String())
+	}
+	stop1()
+	m1.Kill() // its claim on its outbox is left to expire
+	up.Store(true)
+
+	m2, d2, _, _ := member("m2")
+	waitFor(t, "m2 drains m1's outbox", func() bool { n, _ := m2.OutboxDepth(ctx, "m1"); return n == 0 })
+	mu.Lock()
+	for _, k := range keys {
+		if got[k] == 0 {
+			t.Fatalf("key %s of m1 never delivered", k)
+		}
+	}
+	if len(got) != len(keys) {
+		t.Fatalf("%d keys delivered, want %d", len(got), len(keys))
+	}
+	mu.Unlock()
+	waitFor(t, "m2 stops draining m1 once its outbox is empty", func() bool {
+		for _, o := range d2.Status().Outputs {
+			if o.Member == "m1" {
+				return false
+			}
+		}
+		return true
+	})
+}
