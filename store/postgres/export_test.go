@@ -8,3 +8,7 @@ func Kill(s *Store) {
 	s.bg.Wait()
 	s.pool.Close()
 }
+
+// UseSavepoints makes s run sql effects with a savepoint per message, the
+// variant the benchmark compares with the default.
+func UseSavepoints(s *Store) { s.savepoints = true }

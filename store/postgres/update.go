@@ -45,6 +45,8 @@ func (s *Store) Update(ctx context.Context, r *engine.Reads, decide func(*engine
 // Commit writes b without reading, checking only the lease and that its
 // audit records follow the member's chain head. Keys, sources and entities
 // are upserted; EvictBelow and NextKey are ignored (the store prunes).
+// Its sql effects run after the writes; one that fails because of its
+// message fails Commit, as it cannot decide again.
 func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if s.member == "" {
 		return ErrReadOnly
@@ -55,7 +57,10 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		if err != nil {
 			return err
 		}
-		return s.write(ctx, tx, b, head, nil)
+		if err := s.write(ctx, tx, b, head, nil); err != nil {
+			return err
+		}
+		return s.runSQL(ctx, tx, b.SQL)
 	})
 	n := 0
 	if err == nil {
@@ -79,19 +84,30 @@ func (s *Store) account(start time.Time, n int, err error) {
 func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) (int, error) {
 	wait := false // row locks are asked for with NOWAIT until one was held
 	var last error
+	var refused engine.SQLRefusals // keys whose sql effects failed because of their messages
+	decideRefused := func(rows *engine.Rows) (*engine.Batch, error) {
+		rows.Refused = refused
+		return decide(rows)
+	}
 	for attempt := 0; attempt < maxAttempts; {
 		var n int
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
 			var err error
-			n, err = s.attempt(ctx, tx, r, decide, wait)
+			n, err = s.attempt(ctx, tx, r, decideRefused, wait)
 			return err
 		})
 		var de decideError
+		var re refusedError
 		switch {
 		case err == nil:
 			return n, nil
 		case errors.As(err, &de):
 			return 0, de.err
+		case errors.As(err, &re): // decided again without those messages' effects; not a race
+			if refused, err = re.merge(refused, len(r.Keys)); err != nil {
+				return 0, err
+			}
+			continue
 		case errors.Is(err, errLocked) && !wait:
 			s.stats.LockWaits.Add(1)
 			wait = true
@@ -112,7 +128,7 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 	return 0, fmt.Errorf("%w: %d attempts, the last: %v", engine.ErrContention, maxAttempts, last)
 }
 
-// attempt reads, decides and writes once.
+// attempt reads, decides and writes once: the batch, then its sql effects.
 func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error), wait bool) (int, error) {
 	rows, head, err := s.read(ctx, tx, r, wait)
 	if err != nil {
@@ -130,6 +146,9 @@ func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide 
 		return 0, decideError{err}
 	}
 	if err := s.write(ctx, tx, b, head, &update{cutoff: r.KeyCutoff, known: known}); err != nil {
+		return 0, err
+	}
+	if err := s.runSQL(ctx, tx, b.SQL); err != nil {
 		return 0, err
 	}
 	return len(b.Audit), nil

@@ -1,0 +1,224 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+var _ engine.SQLRunner = (*Store)(nil)
+
+// RunsSQL reports that the store runs a batch's sql effects in the batch's
+// own transaction (engine.SQLRunner).
+func (s *Store) RunsSQL() bool { return true }
+
+// refusedError is statements that failed because of their messages: the
+// transaction is rolled back and Update decides the batch again with
+// these keys refused.
+type refusedError struct{ keys engine.SQLRefusals }
+
+func (e refusedError) Error() string {
+	var b strings.Builder
+	b.WriteString("postgres store: sql effects refused:")
+	for k, reason := range e.keys {
+		fmt.Fprintf(&b, " key %s: %s;", k, reason)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// merge adds e's keys to refused, which Update decides the batch with next.
+// Every round must refuse a key not refused before (a refused message runs
+// no statement), so there are at most as many rounds as the batch has
+// keys; anything else is an error, never another round.
+func (e refusedError) merge(refused engine.SQLRefusals, batchKeys int) (engine.SQLRefusals, error) {
+	if refused == nil {
+		refused = engine.SQLRefusals{}
+	}
+	n := len(refused)
+	for k, reason := range e.keys {
+		if _, again := refused[k]; !again {
+			refused[k] = reason
+		}
+	}
+	switch {
+	case len(refused) == n:
+		return nil, fmt.Errorf("postgres store: sql effects refused again for keys already refused; nothing written: %w", e)
+	case len(refused) > batchKeys:
+		return nil, fmt.Errorf("postgres store: %d keys refused in a batch of %d keys; nothing written: %w", len(refused), batchKeys, e)
+	}
+	return refused, nil
+}
+
+// runSQL runs a batch's sql effects in tx, after the batch's keys were
+// written and found this member's. A statement that fails because of its
+// message (see refusal) fails runSQL with a refusedError; any other
+// failure with the error as it is, marked as this store's.
+//
+// The statements are sent as one pipeline. pgx prepares each distinct
+// statement once per connection and keeps it in the connection's
+// statement cache (QueryExecModeCacheStatement, the default), so later
+// batches on the connection only bind and execute it. A pipeline that
+// fails drops its statements from the cache (pgx does so on any error), so
+// a refusal costs one more prepare on the next attempt.
+func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement) error {
+	if len(stmts) == 0 {
+		return nil
+	}
+	if s.savepoints {
+		return runSQLSavepoints(ctx, tx, stmts)
+	}
+	var q pgx.Batch
+	for i := range stmts {
+		q.Queue(stmts[i].SQL, sqlArgs(stmts[i].Args)...)
+	}
+	br := tx.SendBatch(ctx, &q)
+	var err error
+	for i := range stmts {
+		if _, err = br.Exec(); err != nil {
+			err = stmtErr(&stmts[i], err)
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = dbErr(cerr)
+	}
+	return err
+}
+
+// savepoint brackets one message's statements in the savepoint variant.
+const savepoint = "replayguard_sql"
+
+// runSQLSavepoints is runSQL with a savepoint around each message's
+// statements: a refused message's statements are rolled back to it and
+// the pipeline goes on after that message, so one pass finds every
+// refusal of the batch, and Update decides the batch again once. Each
+// refusal costs two round trips (the rollback, the rest of the pipeline),
+// each message two more statements.
+func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement) error {
+	refused := engine.SQLRefusals{}
+	rest, undo := stmts, false
+	for len(rest) > 0 {
+		var q pgx.Batch
+		var sent []*engine.SQLStatement // per queued query: its statement, nil for savepoint control
+		queue := func(st *engine.SQLStatement, sql string, args ...any) {
+			q.Queue(sql, args...)
+			sent = append(sent, st)
+		}
+		if undo {
+			// Its own round trip: pgx prepares the statements of a batch
+			// that failed again, which an aborted transaction refuses.
+			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); err != nil {
+				return dbErr(err)
+			}
+		}
+		for i := range rest {
+			st := &rest[i]
+			if i == 0 || rest[i-1].Key != st.Key {
+				if i > 0 {
+					queue(nil, "RELEASE SAVEPOINT "+savepoint)
+				}
+				queue(nil, "SAVEPOINT "+savepoint)
+			}
+			queue(st, st.SQL, sqlArgs(st.Args)...)
+		}
+		queue(nil, "RELEASE SAVEPOINT "+savepoint)
+		br := tx.SendBatch(ctx, &q)
+		var failed *engine.SQLStatement
+		var err error
+		for _, st := range sent {
+			if _, err = br.Exec(); err != nil {
+				failed = st
+				break
+			}
+		}
+		if cerr := br.Close(); err == nil && cerr != nil {
+			return dbErr(cerr)
+		}
+		if err == nil {
+			break
+		}
+		err = stmtErr(failed, err)
+		var re refusedError
+		if !errors.As(err, &re) {
+			return err
+		}
+		refused[failed.Key] = re.keys[failed.Key]
+		rest, undo = skipMessage(rest, failed), true
+	}
+	if len(refused) > 0 {
+		return refusedError{refused}
+	}
+	return nil
+}
+
+// skipMessage returns the statements after failed's message.
+func skipMessage(rest []engine.SQLStatement, failed *engine.SQLStatement) []engine.SQLStatement {
+	i := 0
+	for &rest[i] != failed {
+		i++
+	}
+	for i < len(rest) && rest[i].Key == failed.Key {
+		i++
+	}
+	return rest[i:]
+}
+
+// stmtErr is the error of a statement that failed: a refusedError when its
+// message is the cause, else the error naming the statement's route and
+// effect. st is nil for savepoint control, which no message causes.
+func stmtErr(st *engine.SQLStatement, err error) error {
+	if st == nil {
+		return dbErr(err)
+	}
+	if reason := refusal(st, err); reason != "" {
+		return refusedError{engine.SQLRefusals{st.Key: reason}}
+	}
+	return dbErr(fmt.Errorf("route %q effects[%d]: sql: %w", st.Route, st.Effect, err))
+}
+
+// refusal returns why st's message is refused when err is its message's
+// fault, else "". That is a server error of SQLSTATE class 22 (data
+// exception: a value that does not fit, a bad cast) or 23 (integrity
+// constraint violation: the user's unique key, a check) raised while the
+// statement ran. Preparing the statement is not running it: a statement
+// that fails to prepare is no message's fault.
+func refusal(st *engine.SQLStatement, err error) string {
+	var pp pgx.ErrPreprocessingBatch
+	var pe *pgconn.PgError
+	if errors.As(err, &pp) || !errors.As(err, &pe) {
+		return ""
+	}
+	if class := pe.Code[:min(2, len(pe.Code))]; class != "22" && class != "23" {
+		return ""
+	}
+	reason := fmt.Sprintf("sql effects[%d]: SQLSTATE %s: %s", st.Effect, pe.Code, pe.Message)
+	if pe.Detail != "" {
+		reason += " (" + pe.Detail + ")"
+	}
+	return reason
+}
+
+// sqlArgs are a statement's arguments for pgx. Every value goes as a Go
+// string, which pgx sends in the text format whatever the parameter's type
+// (pgx v5: ExtendedQueryBuilder.chooseParameterFormatCode, and
+// encodePlanStringToAnyTextFormat sends the bytes as they are), so the
+// server reads it with the parameter type's own input function: a JSON
+// number's exact decimal text becomes the numeric, bigint, double
+// precision or jsonb the statement wants without passing through a
+// float64, a string stays text, "true"/"false" become a boolean. A JSON
+// null or an absent path is NULL.
+func sqlArgs(as []engine.SQLArg) []any {
+	out := make([]any, len(as))
+	for i, a := range as {
+		if a.Kind != engine.ArgNull {
+			out[i] = a.Text
+		}
+	}
+	return out
+}
