@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/internal/app"
 )
 
 // Set at build time: -ldflags "-X main.version=... -X main.commit=...".
@@ -20,6 +23,13 @@ func cmdLint(e *env) error {
 	}
 	for _, w := range e.cfg.Warnings() {
 		fmt.Fprintf(e.stdout, "%s: warning: %s\n", e.cfgSrc, w)
+	}
+	problems, skipped := app.CheckSQL(e.ctx, e.cfg)
+	if len(problems) > 0 {
+		return &config.ValidationError{File: e.cfgSrc, Problems: problems}
+	}
+	if skipped != nil {
+		fmt.Fprintf(e.stdout, "%s: sql statements not checked against the database: %v\n", e.cfgSrc, skipped)
 	}
 	fmt.Fprintf(e.stdout, "%s: ok (%d routes)\n", e.cfgSrc, len(e.cfg.Routes))
 	return nil

@@ -66,11 +66,15 @@ func (e refusedError) merge(refused engine.SQLRefusals, batchKeys int) (engine.S
 // batches on the connection only bind and execute it. A pipeline that
 // fails drops its statements from the cache (pgx does so on any error), so
 // a refusal costs one more prepare on the next attempt.
-func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement) error {
+//
+// A batch is first run without savepoints; once it had a refusal (refused
+// is true), the next attempts bracket each message's statements in a
+// savepoint, so that the rest of its refusals are found in one pass.
+func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused bool) error {
 	if len(stmts) == 0 {
 		return nil
 	}
-	if s.savepoints {
+	if s.sqlMode == sqlSavepoints || (s.sqlMode == sqlAdaptive && refused) {
 		return runSQLSavepoints(ctx, tx, stmts)
 	}
 	var q pgx.Batch
@@ -90,6 +94,16 @@ func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStateme
 	}
 	return err
 }
+
+// sqlMode is how runSQL finds refused messages; the benchmark compares
+// them.
+type sqlMode uint8
+
+const (
+	sqlAdaptive   sqlMode = iota // without savepoints until a batch had a refusal, then with them
+	sqlRerun                     // never savepoints: the batch is decided again after each refusal
+	sqlSavepoints                // always a savepoint per message
+)
 
 // savepoint brackets one message's statements in the savepoint variant.
 const savepoint = "replayguard_sql"

@@ -28,15 +28,13 @@ type sqlSetup struct {
 
 // newSQLSetup creates the user's schema, runs ddl in it ("{app}" is its
 // name, in ddl and in the routes' statements) and opens member m1's engine.
-func newSQLSetup(t *testing.T, url string, savepoints bool, ddl string, routes ...engine.Route) *sqlSetup {
+func newSQLSetup(t *testing.T, url string, mode postgres.SQLMode, ddl string, routes ...engine.Route) *sqlSetup {
 	t.Helper()
 	g := newGroup(t, url)
 	x := &sqlSetup{t: t, url: url, app: g.schema + "_app"}
 	run(t, url, "CREATE SCHEMA "+x.app+"; "+x.sql(ddl))
 	x.s = g.mustOpen("m1")
-	if savepoints {
-		postgres.UseSavepoints(x.s)
-	}
+	postgres.SetSQLMode(x.s, mode)
 	for i := range routes {
 		routes[i].Effects = append([]engine.EffectSpec(nil), routes[i].Effects...)
 		for j := range routes[i].Effects {
@@ -98,16 +96,20 @@ func reading(meter string, n int, kwh, extra string) engine.Message {
 func TestSQLEffects(t *testing.T) {
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
 	for _, mode := range []struct {
-		name       string
-		savepoints bool
-	}{{"decided again per refusal", false}, {"with a savepoint per message", true}} {
+		name string
+		mode postgres.SQLMode
+	}{
+		{"without savepoints, then with them", postgres.SQLAdaptive},
+		{"decided again per refusal", postgres.SQLRerun},
+		{"with a savepoint per message", postgres.SQLSavepoints},
+	} {
 		t.Run("refused messages are quarantined and the rest of the batch commits, "+mode.name, func(t *testing.T) {
-			testRefused(t, newSQLSetup(t, pg.URL(), mode.savepoints, readingsDDL, meterRoute()))
+			testRefused(t, newSQLSetup(t, pg.URL(), mode.mode, readingsDDL, meterRoute()))
 		})
 	}
 	t.Run("values keep their JSON meaning", func(t *testing.T) { testValues(t, pg.URL()) })
 	t.Run("a released message whose statement now succeeds runs it once", func(t *testing.T) {
-		testReleaseRefused(t, newSQLSetup(t, pg.URL(), false, readingsDDL, meterRoute()))
+		testReleaseRefused(t, newSQLSetup(t, pg.URL(), postgres.SQLAdaptive, readingsDDL, meterRoute()))
 	})
 	t.Run("a statement that fails to prepare fails the batch and quarantines nothing", func(t *testing.T) {
 		testStatementBroken(t, pg.URL())
@@ -209,7 +211,7 @@ func testReleaseRefused(t *testing.T, x *sqlSetup) {
 }
 
 func testValues(t *testing.T, url string) {
-	x := newSQLSetup(t, url, false, `CREATE TABLE {app}.vals (
+	x := newSQLSetup(t, url, postgres.SQLAdaptive, `CREATE TABLE {app}.vals (
 		k text, n numeric, b bigint, d double precision, t text, j jsonb, s text, f boolean, fj jsonb)`,
 		engine.Route{Name: "vals", Topic: "v/+", Source: []string{"topic[1]"}, ID: "k", Effects: []engine.EffectSpec{{
 			SQL:  "INSERT INTO {app}.vals (k, n, b, d, t, j, s, f, fj) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -276,7 +278,7 @@ func testStatementBroken(t *testing.T, url string) {
 	// message's.
 	r := meterRoute()
 	r.Effects[1] = engine.EffectSpec{SQL: "INSERT INTO {app}.readings (msg_id, meter, kwh) VALUES ($1, $2, 'x'::numeric)", Args: []string{"msgId", "topic[1]"}}
-	x := newSQLSetup(t, url, false, readingsDDL, r)
+	x := newSQLSetup(t, url, postgres.SQLAdaptive, readingsDDL, r)
 	_, err := x.e.Process(t.Context(), []engine.Message{reading("m1", 1, "0.5", "")})
 	if err == nil || !strings.Contains(err.Error(), "SQLSTATE 22P02") {
 		t.Fatalf("Process = %v, want the statement's error", err)
@@ -291,7 +293,7 @@ func testStatementBroken(t *testing.T, url string) {
 // is applied once the server is back.
 func TestSQLServerKilled(t *testing.T) {
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
-	x := newSQLSetup(t, pg.URL(), false, readingsDDL, meterRoute())
+	x := newSQLSetup(t, pg.URL(), postgres.SQLAdaptive, readingsDDL, meterRoute())
 	hold, err := pgx.Connect(t.Context(), pg.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +353,7 @@ func TestSQLServerKilled(t *testing.T) {
 // parses the user's statement once and executes it for every message.
 func TestSQLPreparedOnce(t *testing.T) {
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{Settings: []string{"log_min_duration_statement=0"}})
-	x := newSQLSetup(t, pg.URL(), false, readingsDDL, meterRoute())
+	x := newSQLSetup(t, pg.URL(), postgres.SQLAdaptive, readingsDDL, meterRoute())
 	const batches, size = 6, 20
 	for b := range batches {
 		var msgs []engine.Message

@@ -9,6 +9,15 @@ func Kill(s *Store) {
 	s.pool.Close()
 }
 
-// UseSavepoints makes s run sql effects with a savepoint per message, the
-// variant the benchmark compares with the default.
-func UseSavepoints(s *Store) { s.savepoints = true }
+// The ways of running sql effects the benchmark compares.
+const (
+	SQLAdaptive   = sqlAdaptive
+	SQLRerun      = sqlRerun
+	SQLSavepoints = sqlSavepoints
+)
+
+// SetSQLMode makes s run sql effects the way m says.
+func SetSQLMode(s *Store, m sqlMode) { s.sqlMode = m }
+
+// SQLMode is how a store runs sql effects.
+type SQLMode = sqlMode

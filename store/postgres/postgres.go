@@ -77,9 +77,7 @@ type Store struct {
 	leaseTTL time.Duration
 	log      *slog.Logger
 	closed   atomic.Bool
-	// savepoints runs sql effects with a savepoint per message (see
-	// runSQLSavepoints); a benchmark compares it with the default.
-	savepoints bool
+	sqlMode  sqlMode // how runSQL finds refused messages; a benchmark varies it
 
 	bgCtx    context.Context // cancelled by Close: the background tasks return
 	bgCancel context.CancelFunc

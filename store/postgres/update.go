@@ -60,7 +60,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		if err := s.write(ctx, tx, b, head, nil); err != nil {
 			return err
 		}
-		return s.runSQL(ctx, tx, b.SQL)
+		return s.runSQL(ctx, tx, b.SQL, false)
 	})
 	n := 0
 	if err == nil {
@@ -148,7 +148,7 @@ func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide 
 	if err := s.write(ctx, tx, b, head, &update{cutoff: r.KeyCutoff, known: known}); err != nil {
 		return 0, err
 	}
-	if err := s.runSQL(ctx, tx, b.SQL); err != nil {
+	if err := s.runSQL(ctx, tx, b.SQL, len(rows.Refused) > 0); err != nil {
 		return 0, err
 	}
 	return len(b.Audit), nil

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+// sqlLintConfig writes a configuration on the postgres store at url whose
+// route runs the statements.
+func sqlLintConfig(t *testing.T, url string, stmts ...string) string {
+	t.Helper()
+	var effects strings.Builder
+	for _, s := range stmts {
+		effects.WriteString(s)
+	}
+	cfg := fmt.Sprintf(`store: {kind: postgres, url: %q}
+routes:
+  - name: meters
+    topic: plant/+/energy
+    source: ["topic[1]"]
+    id: msgId
+    effects:
+%smqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-1}
+`, url, effects.String())
+	path := filepath.Join(t.TempDir(), "replayguard.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const goodStatement = `      - sql: "INSERT INTO lint_readings (meter, msg_id, kwh) VALUES ($1, $2, $3)"
+        args: ["topic[1]", msgId, kwh]
+`
+
+func TestLintChecksSQLAgainstTheDatabase(t *testing.T) {
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	c, err := pgx.Connect(t.Context(), pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(t.Context(), `CREATE TABLE lint_readings (meter text, msg_id text, kwh numeric)`); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("statements the server refuses or counts differently are problems", func(t *testing.T) {
+		cfg := sqlLintConfig(t, pg.URL(), goodStatement,
+			`      - sql: "INSERT INTO no_such_table (a) VALUES ($1)"
+        args: [kwh]
+`, `      - sql: "INSERT INTO lint_readings (meter, kwhh) VALUES ($1, $2)"
+        args: ["topic[1]", kwh]
+`, `      - sql: "INSERT INTO lint_readings (meter) VALUES ($1) -- not $2"
+        args: ["topic[1]", kwh]
+`)
+		_, errs, code := cli(t, "", "lint", "-c", cfg)
+		want := []string{
+			cfg + `: routes[0].effects[1].sql: the server refuses the statement: relation "no_such_table" does not exist (SQLSTATE 42P01)`,
+			cfg + `: routes[0].effects[2].sql: the server refuses the statement: column "kwhh" of relation "lint_readings" does not exist (SQLSTATE 42703)`,
+			cfg + `: routes[0].effects[3].sql: the server counts 1 parameters in the statement, but args lists 2`,
+		}
+		if code != 1 || strings.TrimSpace(errs) != "replayguard lint: "+strings.Join(want, "\n") {
+			t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, errs, strings.Join(want, "\n"))
+		}
+	})
+	t.Run("statements the server takes pass, and nothing is created", func(t *testing.T) {
+		out, errs, code := cli(t, "", "lint", "-c", sqlLintConfig(t, pg.URL(), goodStatement))
+		if code != 0 || !strings.HasSuffix(out, ": ok (1 routes)\n") || strings.Contains(out, "not checked") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+		var n int
+		if err := c.QueryRow(t.Context(), `SELECT count(*) FROM pg_namespace WHERE nspname = 'replayguard'`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("lint created the store's schema: %d, %v", n, err)
+		}
+	})
+	t.Run("an unreachable database skips the check and says so", func(t *testing.T) {
+		down := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+		down.Stop()
+		url := "postgres://rg:s3cret@" + down.Addr() + "/postgres?sslmode=disable&connect_timeout=2"
+		out, errs, code := cli(t, "", "lint", "-c", sqlLintConfig(t, url, goodStatement))
+		wantNote := "sql statements not checked against the database: postgres server not reachable: postgres://rg@" + down.Addr() + "/postgres: "
+		if code != 0 || !strings.Contains(out, wantNote) || !strings.HasSuffix(out, ": ok (1 routes)\n") || strings.Contains(out, "s3cret") {
+			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out, errs, wantNote)
+		}
+		t.Logf("%s", out)
+	})
+}
