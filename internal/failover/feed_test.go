@@ -48,7 +48,7 @@ routes:
       - entity: "src/{source_id}"
         add: {` + countField + `: value}
         set: {` + lastField + `: sequence}
-%smqtt:
+%s%smqtt:
   brokers: [%s]
   client_id: %s
   session_expiry: 1h
@@ -79,6 +79,10 @@ type setupOptions struct {
 	ClientID   string // mqtt.client_id; empty: a unique one
 	ShareGroup string // mqtt.share_group; empty: none
 	IDRoute    bool   // add the id route, meters
+	// SQL adds a sql effect to each route (the store must be postgres):
+	// every applied message inserts a row into a table of the user's own
+	// (see sqlTables).
+	SQL bool
 	// ReceiveMaximum is mqtt.receive_maximum, and mqtt.batch_size, which
 	// may not exceed it; 0: the defaults. Mosquitto sends an MQTT 5 client
 	// at most this many unacknowledged messages and queues the rest.
@@ -106,9 +110,15 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 	if o.ClientID == "" {
 		o.ClientID = testbroker.UniqueClientID("rg-failover")
 	}
-	var routes, mqttExtra string
+	var feedSQL, routes, mqttExtra string
 	if o.IDRoute {
 		routes = idRouteTemplate
+	}
+	if o.SQL {
+		feedSQL = feedSQLEffect
+		if o.IDRoute {
+			routes += meterSQLEffect
+		}
 	}
 	if o.ShareGroup != "" {
 		mqttExtra += fmt.Sprintf("  share_group: %s\n", o.ShareGroup)
@@ -116,7 +126,7 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 	if o.ReceiveMaximum != 0 {
 		mqttExtra += fmt.Sprintf("  receive_maximum: %d\n  batch_size: %[1]d\n", o.ReceiveMaximum)
 	}
-	text := fmt.Sprintf(configTemplate, o.Store, routes, strings.Join(brokers, ", "), o.ClientID, mqttExtra, s.Listen)
+	text := fmt.Sprintf(configTemplate, o.Store, feedSQL, routes, strings.Join(brokers, ", "), o.ClientID, mqttExtra, s.Listen)
 	if err := os.WriteFile(s.Path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}

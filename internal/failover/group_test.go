@@ -58,12 +58,17 @@ const receiveMaximum = 100
 // sequence and each id applied once (the entity counts), every message the
 // broker acknowledged applied or, on the sequenced route, inside a reported
 // gap; replays found duplicate on both routes, some by another member than
-// the one that applied the message. A member's counters restart with its
-// process, so received = decided is checked over each member's last run,
-// with an audit record added for every decision (and at most a batch more
-// for each write the store failed to confirm, which may have landed); the
-// runs before a kill are covered by the audit against the publishers'
-// record.
+// the one that applied the message. On PostgreSQL both routes also run a
+// sql effect into tables of the user's own: each message applied must be
+// exactly one row there, with its key; a message violating the user's
+// unique constraint, published while the members are frozen, must be
+// quarantined with SQLSTATE 23505 each time it is decided, its raw bytes
+// held, beside messages of its batch that were applied and have their
+// rows. A member's counters restart with its process, so received =
+// decided is checked over each member's last run, with an audit record
+// added for every decision (and at most a batch more for each write the
+// store failed to confirm, which may have landed); the runs before a kill
+// are covered by the audit against the publishers' record.
 func TestGroupFailover(t *testing.T) {
 	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
 		t.Run(kind, func(t *testing.T) { groupFailover(t, kind) })
@@ -99,7 +104,11 @@ func groupFailover(t *testing.T, kind string) {
 	primary := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
 	standbyPort := testbroker.FreePort(t)
 	brokers := []string{primary.URL(), fmt.Sprintf("tcp://127.0.0.1:%d", standbyPort)}
-	g := startGroup(t, members, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()))
+	var sql *sqlRun // on PostgreSQL both routes also write into the user's own tables
+	if kind == config.StorePostgres {
+		sql = startSQL(t, server.URL(), brokers)
+	}
+	g := startGroup(t, members, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), sql != nil)
 	pub, meterPub := newPublisher(t, brokers, 20), newMeterPublisher(t, brokers, 20)
 	total := float64(perSource * len(sources))
 
@@ -119,6 +128,11 @@ func groupFailover(t *testing.T, kind string) {
 			// What the broker queues for a member is in the copy, unsent:
 			// the standby sends it again with DUP=0.
 			g.Pause()
+			if sql != nil {
+				// Queued among the backlog, it is decided in a batch
+				// with others, and replayed by the standby.
+				sql.PublishRefused(t)
+			}
 			f.waitProgress(t, f.Attempted()+600)
 			snap = primary.SnapshotDB()
 			saved := lastSequences(pub)
@@ -212,7 +226,22 @@ func groupFailover(t *testing.T, kind string) {
 	}
 	g.Stop()
 
-	r := g.verify(t, feed{Pub: pub, Sources: sources, Meters: meterPub, MeterNames: meters})
+	fd := feed{Pub: pub, Sources: sources, Meters: meterPub, MeterNames: meters}
+	if sql != nil {
+		fd.SetAside = refusedMeter
+	}
+	r := g.verify(t, fd)
+	if sql != nil {
+		var held []engine.QuarantineEntry
+		err := openStore(t, g.members[0].setup).ScanQuarantine(context.Background(), func(q engine.QuarantineEntry) error {
+			held = append(held, q)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sql.check(t, r, held)
+	}
 	t.Logf("gaps: %s", r.gapsString())
 	t.Logf("%d publishes failed while no broker answered", f.failed.Load())
 	g.checkShared(t, r, sources)
@@ -252,13 +281,13 @@ type group struct {
 // startGroup starts n members consuming brokers in share group g1 on the
 // shared store the YAML flow mapping store names, each under a client id of
 // its own and no store.member, which then defaults to the client id, and
-// waits until every one is ready.
-func startGroup(t testing.TB, n int, brokers []string, store string) *group {
+// waits until every one is ready. With sql, the routes have sql effects.
+func startGroup(t testing.TB, n int, brokers []string, store string, sql bool) *group {
 	t.Helper()
 	g := &group{t: t, from: map[*daemon]uint64{}}
 	for range n {
 		s := newSetupWith(t, brokers, setupOptions{API: true, Store: store, ShareGroup: shareGroup, IDRoute: true,
-			ReceiveMaximum: receiveMaximum})
+			ReceiveMaximum: receiveMaximum, SQL: sql})
 		g.members = append(g.members, startDaemon(t, s))
 	}
 	g.WaitReady()

@@ -30,6 +30,10 @@ type feed struct {
 	Sources    []string
 	Meters     *testbroker.Publisher // nil: the run has no id route
 	MeterNames []string
+	// SetAside names a meter whose messages the run expects held: the
+	// decisions on them go to result.SetAside, for the test to check,
+	// instead of being counted.
+	SetAside string
 }
 
 // observed is what a store shows after a run: the audit records of every
@@ -64,6 +68,7 @@ type result struct {
 	AppliedSeqs  map[seqKey]bool // every applied sequenced message
 	AppliedIDs   map[seqKey]bool // every applied id: (meter, n) of msgId "meter-n"
 	Gaps         map[string][]engine.Range
+	SetAside     []engine.AuditRecord // the decisions on feed.SetAside's messages
 }
 
 func (r *result) String() string {
@@ -126,6 +131,10 @@ func checkFeed(t testing.TB, obs observed, f feed) *result {
 	}
 	for _, rec := range obs.Records {
 		r.Records = append(r.Records, rec)
+		if f.SetAside != "" && rec.Route == idRouteName && len(rec.Source) == 1 && rec.Source[0] == f.SetAside {
+			r.SetAside = append(r.SetAside, rec)
+			continue
+		}
 		r.countRecord(rec, fail)
 	}
 	for _, rec := range obs.Records {
