@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -57,36 +58,80 @@ func (e refusedError) merge(refused engine.SQLRefusals, batchKeys int) (engine.S
 
 // runSQL runs a batch's sql effects in tx, after the batch's keys were
 // written and found this member's. A statement that fails because of its
-// message (see refusal) fails runSQL with a refusedError; any other
-// failure with the error as it is, marked as this store's.
+// message (see refusal) fails runSQL with a refusedError naming every
+// such message of the batch; any other failure with the error as it is,
+// marked as this store's. refused says whether this batch was refused
+// before.
 //
-// The statements are sent as one pipeline. pgx prepares each distinct
-// statement once per connection and keeps it in the connection's
-// statement cache (QueryExecModeCacheStatement, the default), so later
-// batches on the connection only bind and execute it. A pipeline that
-// fails drops its statements from the cache (pgx does so on any error), so
-// a refusal costs one more prepare on the next attempt.
+// The statements are sent as one pipeline behind one savepoint. A refusal
+// rolls back to it, and the statements of the other messages run again
+// with a savepoint each (runSQLSavepoints), which finds the rest of the
+// batch's refusals in one pass; Update then decides the batch once more,
+// without the refused messages, and that attempt keeps the savepoints.
 //
-// A batch is first run without savepoints; once it had a refusal (refused
-// is true), the next attempts bracket each message's statements in a
-// savepoint, so that the rest of its refusals are found in one pass.
+// pgx prepares each distinct statement once per connection and keeps it in
+// the connection's statement cache (QueryExecModeCacheStatement, the
+// default), so later batches on the connection only bind and execute it.
+// A pipeline that fails drops its statements from the cache (pgx does so
+// on any error): a refusal costs one more prepare.
 func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused bool) error {
-	if len(stmts) == 0 {
+	switch {
+	case len(stmts) == 0:
 		return nil
+	case s.sqlMode == sqlSavepoints || (s.sqlMode == sqlAdaptive && refused):
+		return runSQLSavepoints(ctx, tx, stmts, nil)
+	case s.sqlMode == sqlRerun:
+		return runSQLPipeline(ctx, tx, stmts, false)
 	}
-	if s.sqlMode == sqlSavepoints || (s.sqlMode == sqlAdaptive && refused) {
-		return runSQLSavepoints(ctx, tx, stmts)
+	err := runSQLPipeline(ctx, tx, stmts, true)
+	var re refusedError
+	if !errors.As(err, &re) {
+		return err
 	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); err != nil {
+		return dbErr(err)
+	}
+	var rest []engine.SQLStatement
+	for _, st := range stmts {
+		if _, ok := re.keys[st.Key]; !ok {
+			rest = append(rest, st)
+		}
+	}
+	return runSQLSavepoints(ctx, tx, rest, re.keys)
+}
+
+// sqlMode is how runSQL finds refused messages; the benchmark compares
+// them.
+type sqlMode uint8
+
+const (
+	sqlAdaptive   sqlMode = iota // one savepoint; after a refusal one per message (runSQL)
+	sqlRerun                     // no savepoint: the batch is decided again after each refusal
+	sqlSavepoints                // always a savepoint per message
+)
+
+// savepoint brackets a batch's statements, or one message's.
+const savepoint = "replayguard_sql"
+
+// runSQLPipeline sends the statements as one pipeline, behind a savepoint
+// when asked, and stops at the first that fails.
+func runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, withSavepoint bool) error {
 	var q pgx.Batch
+	if withSavepoint {
+		q.Queue("SAVEPOINT " + savepoint)
+	}
 	for i := range stmts {
 		q.Queue(stmts[i].SQL, sqlArgs(stmts[i].Args)...)
 	}
 	br := tx.SendBatch(ctx, &q)
 	var err error
-	for i := range stmts {
+	if withSavepoint {
+		_, err = br.Exec()
+		err = dbErr(err)
+	}
+	for i := 0; err == nil && i < len(stmts); i++ {
 		if _, err = br.Exec(); err != nil {
 			err = stmtErr(&stmts[i], err)
-			break
 		}
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
@@ -95,41 +140,31 @@ func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStateme
 	return err
 }
 
-// sqlMode is how runSQL finds refused messages; the benchmark compares
-// them.
-type sqlMode uint8
-
-const (
-	sqlAdaptive   sqlMode = iota // without savepoints until a batch had a refusal, then with them
-	sqlRerun                     // never savepoints: the batch is decided again after each refusal
-	sqlSavepoints                // always a savepoint per message
-)
-
-// savepoint brackets one message's statements in the savepoint variant.
-const savepoint = "replayguard_sql"
-
-// runSQLSavepoints is runSQL with a savepoint around each message's
-// statements: a refused message's statements are rolled back to it and
-// the pipeline goes on after that message, so one pass finds every
-// refusal of the batch, and Update decides the batch again once. Each
-// refusal costs two round trips (the rollback, the rest of the pipeline),
-// each message two more statements.
-func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement) error {
-	refused := engine.SQLRefusals{}
+// runSQLSavepoints runs the statements with a savepoint around each
+// message's: a refused message's statements are rolled back to it and the
+// pipeline goes on after that message, so one pass finds every refusal.
+// Each refusal costs two round trips (the rollback, the rest of the
+// pipeline), each message two more statements. refused are refusals found
+// before, which the returned refusedError includes.
+func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused engine.SQLRefusals) error {
+	found := maps.Clone(refused)
+	if found == nil {
+		found = engine.SQLRefusals{}
+	}
 	rest, undo := stmts, false
 	for len(rest) > 0 {
-		var q pgx.Batch
-		var sent []*engine.SQLStatement // per queued query: its statement, nil for savepoint control
-		queue := func(st *engine.SQLStatement, sql string, args ...any) {
-			q.Queue(sql, args...)
-			sent = append(sent, st)
-		}
 		if undo {
 			// Its own round trip: pgx prepares the statements of a batch
 			// that failed again, which an aborted transaction refuses.
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); err != nil {
 				return dbErr(err)
 			}
+		}
+		var q pgx.Batch
+		var sent []*engine.SQLStatement // per queued query: its statement, nil for savepoint control
+		queue := func(st *engine.SQLStatement, sql string, args ...any) {
+			q.Queue(sql, args...)
+			sent = append(sent, st)
 		}
 		for i := range rest {
 			st := &rest[i]
@@ -162,11 +197,11 @@ func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatemen
 		if !errors.As(err, &re) {
 			return err
 		}
-		refused[failed.Key] = re.keys[failed.Key]
+		found[failed.Key] = re.keys[failed.Key]
 		rest, undo = skipMessage(rest, failed), true
 	}
-	if len(refused) > 0 {
-		return refusedError{refused}
+	if len(found) > 0 {
+		return refusedError{found}
 	}
 	return nil
 }

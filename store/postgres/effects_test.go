@@ -99,7 +99,7 @@ func TestSQLEffects(t *testing.T) {
 		name string
 		mode postgres.SQLMode
 	}{
-		{"without savepoints, then with them", postgres.SQLAdaptive},
+		{"with one savepoint, then one per message", postgres.SQLAdaptive},
 		{"decided again per refusal", postgres.SQLRerun},
 		{"with a savepoint per message", postgres.SQLSavepoints},
 	} {
