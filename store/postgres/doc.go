@@ -14,6 +14,15 @@
 // batches that found a row locked by another member (LockWaits): rows are
 // first asked for with NOWAIT, and waited for after that fails.
 //
+// A route's sql effects (engine.SQLStatement) run in the same transaction,
+// after the writes found the batch's keys this member's: one round trip
+// more, in one pipeline behind a savepoint, each statement prepared once
+// per connection, every argument sent as text for the server to parse. A
+// statement failing with SQLSTATE class 22 or 23 is its message's fault:
+// the transaction is rolled back and the batch decided again with that
+// message quarantined (Rows.Refused), its other refusals found first with a
+// savepoint per message; any other failure commits nothing and is returned.
+//
 // Open refuses a server that can lose a commit it acknowledged
 // (synchronous_commit = off, fsync = off) unless Options.AllowNotDurable
 // says so, creates or migrates the versioned schema, and takes the
