@@ -108,6 +108,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: store.url: %w", err)
 	}
+	if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeExec {
+		// Exec mode sends every argument typed as text: a number bound for
+		// a numeric column of a sql effect would fail every batch instead
+		// of being parsed by the column's type.
+		return nil, fmt.Errorf("postgres store: store.url: default_query_exec_mode=exec types every argument as text, which the sql effects' numeric and boolean columns refuse; " +
+			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
+	}
 	where := redacted(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
