@@ -167,7 +167,8 @@ func (d *demo) setUp(ctx context.Context) error {
 	d.links[0].connect(d.primary.addr)
 	brokers := []string{d.links[0].URL(), d.links[1].URL()}
 	retry := min(d.opts.Pace/4, 100*time.Millisecond) + 10*time.Millisecond
-	d.naive = newNaive(naiveConfig{brokers: brokers, clientID: naiveClientID, filter: feedFilter, retry: retry, log: d.log}, d.naiveT)
+	d.naive = newNaive(subscriberConfig{name: "naive consumer", brokers: brokers, clientID: naiveClientID, filter: feedFilter,
+		retry: retry, log: d.log}, d.naiveT)
 	d.guard, err = openGuard(ctx, guardConfig{dir: filepath.Join(d.dir, "replayguard"), brokers: brokers,
 		clientID: guardClientID, filter: feedFilter, version: d.opts.Version, retry: retry, log: d.log}, d.guardT)
 	if err != nil {

@@ -100,6 +100,17 @@ func (p picture) set(entity, field, value string) {
 	p[entity][field] = value
 }
 
+// clone returns a copy of p.
+func (p picture) clone() picture {
+	out := picture{}
+	for e, fs := range p {
+		for f, v := range fs {
+			out.set(e, f, v)
+		}
+	}
+	return out
+}
+
 // apply runs a report's effects the way the demo's route does, without
 // asking whether it was seen before: casualties add up, statuses are
 // overwritten.
