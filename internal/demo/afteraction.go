@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	aar "github.com/replayguard/replayguard/internal/report"
 )
@@ -36,11 +35,9 @@ func (d *demo) renderReport(ctx context.Context, path string) error {
 	}
 	opts := aar.Options{Heads: map[string]engine.AuditHead{"": snap.AuditHead}, Store: "embedded",
 		ReadPath: "from the demo's store"}
-	if c, err := config.Parse([]byte(routesYAML), "demo routes", nil); err == nil {
-		if b, err := c.Marshal(); err == nil {
-			sum := sha256.Sum256(b)
-			opts.ConfigDigest = hex.EncodeToString(sum[:])
-		}
+	if b, err := d.guard.cfg.Marshal(); err == nil {
+		sum := sha256.Sum256(b)
+		opts.ConfigDigest = hex.EncodeToString(sum[:])
 	}
 	rep, err := aar.Build(aar.Records(ctx, d.guard.store), opts)
 	if err != nil {

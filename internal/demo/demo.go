@@ -21,11 +21,12 @@ const (
 	DefaultPace   = 700 * time.Millisecond
 )
 
-// Client ids of the two consumers' persistent sessions, and what they
-// subscribe to.
+// Client ids of the naive consumer's and the dispatch board's persistent
+// sessions (replayguard's is configYAML's mqtt.client_id), and what the
+// naive consumer subscribes to.
 const (
 	naiveClientID = "demo-naive-console"
-	guardClientID = "demo-replayguard"
+	boardClientID = "demo-dispatch-board"
 	feedFilter    = "incidents/#"
 )
 
@@ -85,9 +86,11 @@ func (o *Options) setDefaults() error {
 }
 
 // Run plays the failover story on embedded brokers, narrating it on
-// stdout, and prints the naive consumer's picture next to replayguard's.
-// It returns nil when replayguard's picture is exact and the naive one is
-// wrong, which proves the standby really replayed applied reports. It
+// stdout, and prints the naive consumer's picture next to replayguard's
+// and the dispatch board's, which it built from replayguard's clean
+// stream. It returns nil when replayguard's and the board's pictures are
+// exact and the naive one is wrong, which proves the standby really
+// replayed applied reports. It
 // returns once everything it started has stopped and its temporary
 // directories are gone.
 func Run(ctx context.Context, stdout io.Writer, opts Options) error {
@@ -97,10 +100,19 @@ func Run(ctx context.Context, stdout io.Writer, opts Options) error {
 
 // result is what the story ended with.
 type result struct {
-	naive, guard, truth picture
-	rows                []row
-	duplicates, dupZero int // replayguard's duplicate decisions, and those with DUP=0
-	naiveReplays        int // replays the naive consumer applied again
+	naive, guard, board, truth picture
+	rows                       []row
+	duplicates, dupZero        int // replayguard's duplicate decisions, and those with DUP=0
+	naiveReplays               int // replays the naive consumer applied again
+	applied                    int // reports replayguard applied (applied, applied_late)
+	forwarded                  int // copies the COP broker acknowledged to replayguard's outbox
+	clean                      cleanCounts
+}
+
+// cleanCounts are the copies the dispatch board received on the clean
+// stream: every copy, and each outcome of keying on replayguard-key.
+type cleanCounts struct {
+	copies, keys, repeats, unkeyed, invalid int
 }
 
 func run(ctx context.Context, stdout io.Writer, opts Options) (*result, error) {
@@ -113,7 +125,7 @@ func run(ctx context.Context, stdout io.Writer, opts Options) (*result, error) {
 	}
 	defer os.RemoveAll(dir)
 	d := &demo{opts: opts, log: opts.Logger, dir: dir, story: newStory(),
-		out: &narrator{w: stdout, start: time.Now()}, naiveT: newTally(), guardT: newTally()}
+		out: &narrator{w: stdout, start: time.Now()}, naiveT: newTally(), guardT: newTally(), boardT: newTally()}
 	defer d.shutdown()
 	if err := d.setUp(ctx); err != nil {
 		return nil, err
@@ -136,25 +148,27 @@ type demo struct {
 	story story
 	out   *narrator
 
-	primary, standby *broker
-	links            []*link // the consumers' network: to the primary, to the standby
-	naive            *naive
-	guard            *guard
-	naiveT, guardT   *tally
+	primary, standby       *broker
+	cop                    *broker // the dispatch centre's broker: the clean stream
+	links                  []*link // the consumers' network: to the primary, to the standby
+	naive                  *naive
+	guard                  *guard
+	board                  *board
+	naiveT, guardT, boardT *tally
 
 	webURL  string
 	stopWeb context.CancelFunc
 	webDone chan error
 }
 
-// setUp starts the primary broker and the consumers' links to both
-// brokers, opens replayguard and serves the dashboard.
+// setUp starts the primary broker, the consumers' links to both brokers
+// and the COP broker, opens replayguard and serves the dashboard.
 func (d *demo) setUp(ctx context.Context) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var err error
+	if d.primary, err = d.startBroker("primary"); err != nil {
 		return err
 	}
-	if d.primary, err = startBroker("primary", ln, filepath.Join(d.dir, "primary"), brokerLog(d.log)); err != nil {
+	if d.cop, err = d.startBroker("cop"); err != nil {
 		return err
 	}
 	for range 2 {
@@ -169,8 +183,10 @@ func (d *demo) setUp(ctx context.Context) error {
 	retry := min(d.opts.Pace/4, 100*time.Millisecond) + 10*time.Millisecond
 	d.naive = newNaive(subscriberConfig{name: "naive consumer", brokers: brokers, clientID: naiveClientID, filter: feedFilter,
 		retry: retry, log: d.log}, d.naiveT)
-	d.guard, err = openGuard(ctx, guardConfig{dir: filepath.Join(d.dir, "replayguard"), brokers: brokers,
-		clientID: guardClientID, filter: feedFilter, version: d.opts.Version, retry: retry, log: d.log}, d.guardT)
+	d.board = newBoard(subscriberConfig{name: "dispatch board", brokers: []string{d.cop.URL()}, clientID: boardClientID,
+		filter: cleanFilter, retry: retry, log: d.log}, d.boardT)
+	d.guard, err = openGuard(ctx, guardConfig{dir: filepath.Join(d.dir, "replayguard"), brokers: brokers, cop: d.cop.URL(),
+		version: d.opts.Version, retry: retry, log: d.log}, d.guardT)
 	if err != nil {
 		return err
 	}
@@ -181,9 +197,25 @@ func (d *demo) setUp(ctx context.Context) error {
 	d.out.plain("  dashboard        %s", d.webURL)
 	d.out.plain("  primary broker   %s   mochi-mqtt, sessions in a bbolt file written synchronously", d.primary.URL())
 	d.out.plain("  standby broker   started at failover from the primary's last checkpoint")
-	d.out.plain("  consumers        %q applies every delivery, %q is replayguard;", naiveClientID, guardClientID)
-	d.out.plain("                   both reach the brokers over the dispatch link: %s, %s\n", brokers[0], brokers[1])
+	d.out.plain("  consumers        %q applies every delivery, %q is replayguard;", naiveClientID, d.guard.clientID())
+	d.out.plain("                   both reach the brokers over the dispatch link: %s, %s", brokers[0], brokers[1])
+	d.out.plain("  COP broker       %s   the dispatch centre's own, outside the failover: the outbox is done with", d.cop.URL())
+	d.out.plain("                   a copy at its PUBACK, and a standby promoted from a stale checkpoint could lose a")
+	d.out.plain("                   copy it had PUBACKed, which no outbox would send again")
+	d.out.plain("  clean stream     replayguard's outbox forwards each report it applies to clean/<topic> on the COP broker;")
+	d.out.plain("                   %q subscribes to %s and, auto-acking like the naive console,", boardClientID, cleanFilter)
+	d.out.plain("                   applies the first copy of each replayguard-key\n")
 	return nil
+}
+
+// startBroker starts an embedded broker on a free loopback port, its
+// sessions in a directory of its own.
+func (d *demo) startBroker(name string) (*broker, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	return startBroker(name, ln, filepath.Join(d.dir, name), brokerLog(d.log))
 }
 
 // serveDashboard serves the web package on the loopback address asked for,
@@ -195,7 +227,7 @@ func (d *demo) serveDashboard() error {
 	}
 	g := d.guard
 	srv := web.New(web.Config{Listen: ln.Addr().String(), Version: d.opts.Version, Logger: d.log},
-		web.Deps{Engine: g.eng, Audit: g.store, Quarantine: g.store, Gatherer: g.reg, Ready: g.consumer.Ready, Hub: g.hub})
+		web.Deps{Engine: g.eng, Audit: g.store, Quarantine: g.store, Gatherer: g.reg, Ready: g.ready, Hub: g.hub, Store: g.storeStatus})
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stopWeb, d.webDone = cancel, make(chan error, 1)
 	go func() { d.webDone <- srv.Serve(ctx, ln) }()
@@ -227,7 +259,8 @@ func (d *demo) play(ctx context.Context) error {
 	return nil
 }
 
-// subscribe creates both consumers' persistent sessions on the primary.
+// subscribe creates both consumers' persistent sessions on the primary,
+// and the dispatch board's on the COP broker.
 func (d *demo) subscribe(ctx context.Context) error {
 	if err := d.startConsumers(); err != nil {
 		return err
@@ -235,7 +268,10 @@ func (d *demo) subscribe(ctx context.Context) error {
 	if err := d.waitOn(ctx, d.links[0].URL(), "subscribe on the primary"); err != nil {
 		return err
 	}
-	d.out.say("both consumers subscribed to %s on the primary, QoS 1", feedFilter)
+	if err := d.wait(ctx, "the dispatch board to subscribe on the COP broker", func() bool { return d.boardT.on(d.cop.URL()) }); err != nil {
+		return err
+	}
+	d.out.say("both consumers subscribed to %s on the primary, the dispatch board to %s on the COP broker, QoS 1", feedFilter, cleanFilter)
 	d.out.more("persistent sessions: MQTT 5, clean start off, session expiry 1h")
 	return d.pause(ctx)
 }
@@ -267,7 +303,7 @@ func (d *demo) checkpoint(ctx context.Context) error {
 	}
 	d.out.say("primary checkpoint: it stops a moment, its session store is copied for the standby, it restarts")
 	d.out.more("the copy holds %s unacknowledged in the naive consumer's session, %d in replayguard's",
-		plural(held[naiveClientID], "report"), held[guardClientID])
+		plural(held[naiveClientID], "report"), held[d.guard.clientID()])
 	return d.pause(ctx)
 }
 
@@ -281,28 +317,42 @@ func (d *demo) deliver(ctx context.Context) error {
 	n, g := d.naiveT.from(d.links[0].URL()), d.guardT.from(d.links[0].URL())
 	d.out.say("dispatch link up: both consumers get the %s held, apply and acknowledge them", plural(len(d.story.held), "report"))
 	d.out.more("DUP=1 on %d (naive) and %d (replayguard) of them, though none was delivered before", n.firstDup, g.firstDup)
+	if err := d.waitClean(ctx, d.story.held, "the held reports to reach the dispatch board"); err != nil {
+		return err
+	}
+	c := d.cleanCounts()
+	d.out.say("clean stream: replayguard's outbox forwards the %s after their commit; the dispatch board receives %s of %d keys, applies %d",
+		plural(len(d.story.held), "report"), copies(c.copies), c.keys, c.keys)
+	if s := d.board.first(); s != nil {
+		d.out.more("a copy is the report's own bytes on %s, with MQTT 5 user properties", s.topic)
+		d.out.more("%s", describeProperties(s.user))
+	}
 	if err := d.pause(ctx); err != nil {
 		return err
 	}
 	if err := d.publish(ctx, d.primary, d.story.live, ""); err != nil {
 		return err
 	}
-	return d.waitHandled(ctx, d.story.live, "the reports to reach both consumers")
+	if err := d.waitHandled(ctx, d.story.live, "the reports to reach both consumers"); err != nil {
+		return err
+	}
+	if err := d.guard.drainForward(ctx); err != nil {
+		return err
+	}
+	return d.waitClean(ctx, d.story.live, "the reports to reach the dispatch board")
 }
 
 // failOver crashes the primary and promotes the standby from the
 // checkpoint, which predates the consumers' acknowledgements.
 func (d *demo) failOver(ctx context.Context) error {
+	before := d.cleanCounts()
 	d.primary.fail()
 	d.out.say("the primary fails: listener and connections cut, no DISCONNECT")
 	if err := d.pause(ctx); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	if d.standby, err = startBroker("standby", ln, filepath.Join(d.dir, "standby"), brokerLog(d.log)); err != nil {
+	var err error
+	if d.standby, err = d.startBroker("standby"); err != nil { // on the checkpoint's copy
 		return err
 	}
 	d.links[1].connect(d.standby.addr)
@@ -321,6 +371,13 @@ func (d *demo) failOver(ctx context.Context) error {
 	dups, _ := d.guardT.outcome("duplicate")
 	d.out.say("replayguard:    the standby resends %s (%d with DUP=1), %d already applied: %d duplicate, none applied again",
 		plural(g.deliveries, "report"), g.dup, g.replays, dups)
+	if err := d.guard.drainForward(ctx); err != nil {
+		return err
+	}
+	if err := d.waitQuietClean(ctx); err != nil {
+		return err
+	}
+	d.sayCleanSince(before)
 	return d.pause(ctx)
 }
 
@@ -333,6 +390,15 @@ func (d *demo) continueOnStandby(ctx context.Context) error {
 		return err
 	}
 	if err := d.waitQuiet(ctx); err != nil {
+		return err
+	}
+	if err := d.guard.drainForward(ctx); err != nil {
+		return err
+	}
+	if err := d.waitClean(ctx, d.story.after, "the last report to reach the dispatch board"); err != nil {
+		return err
+	}
+	if err := d.waitQuietClean(ctx); err != nil {
 		return err
 	}
 	d.out.say("story over")

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +49,7 @@ func fastOptions(t *testing.T) Options {
 }
 
 func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
+	reports := len(newStory().all())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out := &watchedWriter{}
@@ -56,6 +59,7 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 	opts.Report = filepath.Join(t.TempDir(), "after-action.html")
 	ctx, endHold := context.WithCancel(ctx)
 	var served map[string]map[string]any
+	var metrics string
 	go func() {
 		defer endHold() // an interrupt during the hold ends the demo normally
 		select {
@@ -64,6 +68,7 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 			return
 		}
 		served = fetchState(t, out.String())
+		metrics = fetchMetrics(t, out.String())
 	}()
 	start := time.Now()
 	res, err := run(ctx, out, opts)
@@ -88,14 +93,41 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 		t.Error("replayguard suppressed no duplicate")
 	}
 
+	if d := diffs(res.rows, boardOf); d != "" {
+		t.Errorf("the dispatch board's picture differs from the truth: %s", d)
+	}
+	if res.applied != reports || res.clean.keys != res.applied {
+		t.Errorf("replayguard applied %d of the %d reports, the dispatch board saw %d distinct keys: want all, each once",
+			res.applied, reports, res.clean.keys)
+	}
+	if c := res.clean; c.copies != c.keys+c.repeats || c.unkeyed != 0 || c.invalid != 0 {
+		t.Errorf("the dispatch board's %d copies are not its %d keys plus %d repeats (%d without a key, %d not a report)",
+			c.copies, c.keys, c.repeats, c.unkeyed, c.invalid)
+	}
+	if res.forwarded < res.clean.keys {
+		t.Errorf("the COP broker acknowledged %d copies, fewer than the %d keys the board received", res.forwarded, res.clean.keys)
+	}
+	for _, want := range []string{
+		`replayguard_forwarded_total{output="mqtt",result="delivered"} ` + strconv.Itoa(res.forwarded) + "\n",
+		"replayguard_outbox_entries 0\n",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("the dashboard's /metrics lacks %q during the hold", want)
+		}
+	}
+
 	if got := served["incident/7"]["casualties"]; got != 3.0 {
 		t.Errorf("the dashboard's API served incident/7 casualties %v during the hold, want 3", got)
 	}
 
 	text := out.String()
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`incident/7\s+casualties\s+6\s+✗ wrong\s+3\s+3\n`),
-		regexp.MustCompile(`unit/E7\s+status\s+assigned\s+✗ wrong\s+available\s+available\n`),
+		regexp.MustCompile(`incident/7\s+casualties\s+6\s+✗ wrong\s+3\s+3\s+3\n`),
+		regexp.MustCompile(`unit/E7\s+status\s+assigned\s+✗ wrong\s+available\s+available\s+available\n`),
+		regexp.MustCompile(`dispatch board: \d+ cop(y|ies) on clean/#, ` + strconv.Itoa(reports) + ` distinct keys \(`),
+		regexp.MustCompile(`replayguard-key=[0-9a-f]{12}…  replayguard-route=incidents  replayguard-source=\["[a-z]+","[a-z0-9-]+"\]  replayguard-epoch=\d+  replayguard-sequence=\d+\n`),
+		regexp.MustCompile(`dispatch board: no copy on the clean stream meanwhile`),
+		regexp.MustCompile(`replayguard's and the dispatch board's are exact`),
 		regexp.MustCompile(`replayguard suppressed \d+ replays? as duplicates \(\d+ arrived with DUP=0\)`),
 		regexp.MustCompile(`dashboard\s+http://127\.0\.0\.1:\d+/`),
 	} {
@@ -217,14 +249,42 @@ func (w *watchedWriter) when(text string) <-chan struct{} {
 	return ch
 }
 
-// fetchState reads /api/v1/state from the dashboard the output names.
-func fetchState(t *testing.T, output string) map[string]map[string]any {
+// dashboardURL is the dashboard address the output names, or "".
+func dashboardURL(t *testing.T, output string) string {
 	m := regexp.MustCompile(`dashboard\s+(http://\S+/)`).FindStringSubmatch(output)
 	if m == nil {
 		t.Error("no dashboard address in the output")
+		return ""
+	}
+	return m[1]
+}
+
+// fetchMetrics reads /metrics from the dashboard the output names.
+func fetchMetrics(t *testing.T, output string) string {
+	u := dashboardURL(t, output)
+	if u == "" {
+		return ""
+	}
+	resp, err := http.Get(u + "metrics")
+	if err != nil {
+		t.Errorf("dashboard: %v", err)
+		return ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("dashboard: GET /metrics: %s, %v", resp.Status, err)
+	}
+	return string(b)
+}
+
+// fetchState reads /api/v1/state from the dashboard the output names.
+func fetchState(t *testing.T, output string) map[string]map[string]any {
+	u := dashboardURL(t, output)
+	if u == "" {
 		return nil
 	}
-	resp, err := http.Get(m[1] + "api/v1/state")
+	resp, err := http.Get(u + "api/v1/state")
 	if err != nil {
 		t.Errorf("dashboard: %v", err)
 		return nil

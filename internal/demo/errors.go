@@ -17,4 +17,8 @@ var (
 	// ErrWrongPicture: replayguard's picture differs from what the field
 	// devices reported.
 	ErrWrongPicture = errors.New("demo: replayguard's picture is wrong")
+	// ErrWrongClean: the dispatch board's picture, built from replayguard's
+	// clean stream keyed on replayguard-key, differs from what the field
+	// devices reported, or its keys are not the reports replayguard applied.
+	ErrWrongClean = errors.New("demo: the clean stream's picture is wrong")
 )

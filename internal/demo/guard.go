@@ -14,13 +14,22 @@ import (
 	"github.com/replayguard/replayguard/internal/app"
 	"github.com/replayguard/replayguard/metrics"
 	"github.com/replayguard/replayguard/source/mqtt"
-	"github.com/replayguard/replayguard/store/embedded"
 	"github.com/replayguard/replayguard/web"
 )
 
-// routesYAML is the demo's route, the incidents route of
-// examples/replayguard.yaml.
-const routesYAML = `
+// configYAML is replayguard's configuration in the demo: the incidents
+// route of examples/replayguard.yaml with a forward effect, the embedded
+// store, the consumer's persistent session through the dispatch link, and
+// the clean stream's output on the COP broker. The ${DEMO_*} values are
+// the run's own directory and addresses (configVars).
+const configYAML = `
+store: {kind: embedded, path: '${DEMO_STORE}'}
+mqtt:
+  brokers: ['${DEMO_PRIMARY_LINK}', '${DEMO_STANDBY_LINK}']
+  client_id: demo-replayguard
+  session_expiry: 1h
+outputs:
+  mqtt: {brokers: ['${DEMO_COP_BROKER}']}   # client id: demo-replayguard-out
 routes:
   - name: incidents
     topic: incidents/#
@@ -33,13 +42,21 @@ routes:
         set: {status: incident_status}
       - entity: "unit/{unit_id}"
         set: {status: unit_status}
+      - forward: {topic: "clean/{topic}"}
 `
 
-// guard is replayguard consuming the same feed: the MQTT consumer of
-// source/mqtt over an engine on an embedded store, observed by the metrics
-// and the dashboard's hub.
+// cleanFilter is what the clean stream's subscribers subscribe to: every
+// topic the route's forward effect publishes to.
+const cleanFilter = "clean/#"
+
+// guard is replayguard consuming the same feed, opened the way `run`
+// opens it (internal/app: the embedded store, the engine, the forward
+// effect's drainer and its MQTT output), with source/mqtt's consumer over
+// the engine, observed by the metrics and the dashboard's hub.
 type guard struct {
-	store    *embedded.Store
+	app      *app.App
+	cfg      *config.Config
+	store    app.Store
 	eng      *engine.Engine
 	consumer *mqtt.Consumer
 	hub      *web.Hub
@@ -48,43 +65,52 @@ type guard struct {
 
 	cancel context.CancelFunc
 	done   chan error
+
+	stopForward context.CancelFunc
+	forwardDone chan struct{}
 }
 
 type guardConfig struct {
-	dir      string // the store's directory
-	brokers  []string
-	clientID string
-	filter   string
-	version  string
-	retry    time.Duration // first reconnect delay
-	log      *slog.Logger
+	dir     string   // the store's directory
+	brokers []string // the consumer's: the dispatch links to primary and standby
+	cop     string   // the broker the clean stream is published to
+	version string
+	retry   time.Duration // first reconnect delay
+	log     *slog.Logger
+}
+
+// configVars are the values of configYAML's ${DEMO_*} variables.
+func (cfg guardConfig) configVars() func(string) (string, bool) {
+	vars := map[string]string{"DEMO_STORE": cfg.dir, "DEMO_PRIMARY_LINK": cfg.brokers[0],
+		"DEMO_STANDBY_LINK": cfg.brokers[1], "DEMO_COP_BROKER": cfg.cop}
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
 }
 
 func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
-	c, err := config.Parse([]byte(routesYAML), "demo routes", nil)
+	c, err := config.Parse([]byte(configYAML), "demo configuration", cfg.configVars())
 	if err != nil {
-		return nil, fmt.Errorf("demo routes: %w", err)
+		return nil, fmt.Errorf("demo configuration: %w", err)
 	}
-	st, err := embedded.Open(cfg.dir, embedded.Options{Logger: cfg.log})
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	g := &guard{store: st, hub: web.NewHub(), reg: prometheus.NewRegistry(), tally: t}
+	g := &guard{cfg: c, hub: web.NewHub(), reg: prometheus.NewRegistry(), tally: t}
 	m := metrics.New(g.reg, cfg.version, "", "incidents")
-	opts := app.EngineOptions(c)
-	opts.Logger = cfg.log
-	opts.Observer = engineObservers{g.hub, m, tallyObserver{t}}
-	if g.eng, err = engine.New(ctx, st, opts); err != nil {
-		st.Close()
+	fm := metrics.NewForward(g.reg, c.ForwardKinds()...)
+	a, err := app.Open(ctx, c, app.Options{Logger: cfg.log, Observer: engineObservers{g.hub, m, tallyObserver{t}},
+		Member: c.MQTT.ClientID, ForwardObserver: fm})
+	if err != nil {
 		return nil, err
 	}
+	g.app, g.store, g.eng = a, a.Store, a.Engine
 	m.Watch(g.eng)
-	m.WatchQuarantine(st)
+	m.WatchQuarantine(g.store)
+	fm.WatchOutbox(a.Forward)
 	g.consumer, err = mqtt.New(mqtt.Config{
-		Brokers:         cfg.brokers,
-		ClientID:        cfg.clientID,
-		SessionExpiry:   time.Hour,
-		Filters:         []mqtt.Filter{{Topic: cfg.filter, QoS: 1}},
+		Brokers:         c.MQTT.Brokers,
+		ClientID:        c.MQTT.ClientID,
+		SessionExpiry:   time.Duration(c.MQTT.SessionExpiry),
+		Filters:         []mqtt.Filter{{Topic: c.Routes[0].Topic, QoS: 1}},
 		ConnectRetryMin: cfg.retry,
 		ConnectRetryMax: 4 * cfg.retry,
 		ConnectTimeout:  5 * time.Second,
@@ -96,7 +122,58 @@ func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
 		g.close()
 		return nil, err
 	}
+	g.startForward()
 	return g, nil
+}
+
+// clientID is the consumer's: its session on the brokers.
+func (g *guard) clientID() string { return g.cfg.MQTT.ClientID }
+
+// startForward runs the drainer until stopForward: it publishes each
+// applied report, after its commit, to the clean stream.
+func (g *guard) startForward() {
+	ctx, cancel := context.WithCancel(context.Background())
+	g.stopForward, g.forwardDone = cancel, make(chan struct{})
+	go func() {
+		defer close(g.forwardDone)
+		g.app.RunForward(ctx)
+	}()
+}
+
+// drainForward waits until every forward entry committed so far has its
+// PUBACK from the COP broker.
+func (g *guard) drainForward(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	_, err := g.app.Forward.Drain(dctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: waited %v for the outbox to drain: %w", ErrStalled, stepTimeout, err)
+}
+
+// forwarded is how many entries the COP broker acknowledged.
+func (g *guard) forwarded() uint64 {
+	var n uint64
+	for _, o := range g.app.Forward.Status().Outputs {
+		n += o.Delivered
+	}
+	return n
+}
+
+// storeStatus tells /readyz what the drainer says: a full outbox, a
+// failing output.
+func (g *guard) storeStatus() web.StoreStatus {
+	st := g.app.Forward.Status()
+	return web.StoreStatus{Error: st.Blocked(), Warning: st.Warning()}
+}
+
+// ready is the consumer's readiness, and an outbox with room.
+func (g *guard) ready() bool {
+	return g.consumer.Ready() && !g.app.Forward.Status().Full
 }
 
 // start runs the consumer until stop.
@@ -106,17 +183,28 @@ func (g *guard) start() {
 	go func() { g.done <- g.consumer.Run(ctx) }()
 }
 
-// stop ends the consumer's Run: what is in hand is committed and
-// acknowledged, the session stays on the broker.
+// stop ends the consumer's Run, then the drainer's: what is in hand is
+// committed and acknowledged, the session stays on the broker, and what
+// the outbox still holds waits in the store.
 func (g *guard) stop() error {
-	if g.cancel == nil {
-		return nil
+	var err error
+	if g.cancel != nil {
+		g.cancel()
+		err = <-g.done
+		g.cancel = nil
+		g.tally.disconnected()
 	}
-	g.cancel()
-	err := <-g.done
-	g.cancel = nil
-	g.tally.disconnected()
+	g.haltForward()
 	return err
+}
+
+// haltForward stops the drainer and waits for it.
+func (g *guard) haltForward() {
+	if g.stopForward != nil {
+		g.stopForward()
+		<-g.forwardDone
+		g.stopForward = nil
+	}
 }
 
 // failed reports an early end of Run (a refused subscription), if any.
@@ -136,9 +224,13 @@ func (g *guard) failed() error {
 	}
 }
 
+// close stops the drainer if it still runs, then closes the engine, the
+// drainer's output and the store.
 func (g *guard) close() {
-	g.eng.Close()
-	g.store.Close()
+	g.haltForward()
+	if err := g.app.Close(); err != nil {
+		g.app.Log.Warn("closing replayguard's store", "err", err)
+	}
 }
 
 // picture is replayguard's projected entity state.

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/replayguard/replayguard/forward"
 )
 
 // narrator prints the timeline: each line stamped with the time since the
@@ -29,17 +33,17 @@ func (n *narrator) plain(format string, args ...any) {
 	fmt.Fprintf(n.w, format+"\n", args...)
 }
 
-// row is one entity field in the three pictures.
+// row is one entity field in the four pictures.
 type row struct {
-	entity, field       string
-	naive, guard, truth string
+	entity, field              string
+	naive, guard, board, truth string
 }
 
 // rows lines the pictures up, by entity and field.
-func rows(naive, guard, truth picture) []row {
+func rows(naive, guard, board, truth picture) []row {
 	type key struct{ e, f string }
 	keys := map[key]bool{}
-	for _, p := range []picture{naive, guard, truth} {
+	for _, p := range []picture{naive, guard, board, truth} {
 		for e, fs := range p {
 			for f := range fs {
 				keys[key{e, f}] = true
@@ -48,7 +52,8 @@ func rows(naive, guard, truth picture) []row {
 	}
 	out := make([]row, 0, len(keys))
 	for k := range keys {
-		out = append(out, row{entity: k.e, field: k.f, naive: naive[k.e][k.f], guard: guard[k.e][k.f], truth: truth[k.e][k.f]})
+		out = append(out, row{entity: k.e, field: k.f, naive: naive[k.e][k.f], guard: guard[k.e][k.f],
+			board: board[k.e][k.f], truth: truth[k.e][k.f]})
 	}
 	slices.SortFunc(out, func(a, b row) int {
 		if c := strings.Compare(a.entity, b.entity); c != 0 {
@@ -73,9 +78,10 @@ func wrongRows(rs []row, pick func(row) string) int {
 // printTable writes the side-by-side pictures, marking every wrong value.
 func printTable(w io.Writer, rs []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "  entity\tfield\tnaive consumer\treplayguard\ttruth (each report once)")
+	fmt.Fprintln(tw, "  entity\tfield\tnaive consumer\treplayguard\tdispatch board (keyed)\ttruth (each report once)")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.entity, r.field, mark(r.naive, r.truth), mark(r.guard, r.truth), show(r.truth))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.entity, r.field, mark(r.naive, r.truth), mark(r.guard, r.truth),
+			mark(r.board, r.truth), show(r.truth))
 	}
 	tw.Flush()
 }
@@ -100,4 +106,26 @@ func plural(n int, word string) string {
 		return fmt.Sprintf("%d %s", n, word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// copies is "1 copy", "2 copies".
+func copies(n int) string {
+	if n == 1 {
+		return "1 copy"
+	}
+	return fmt.Sprintf("%d copies", n)
+}
+
+// describeProperties writes a forwarded copy's user properties on one
+// line, the key shortened.
+func describeProperties(user paho.UserProperties) string {
+	parts := make([]string, 0, len(user))
+	for _, p := range user {
+		v := p.Value
+		if p.Key == forward.HeaderKey && len(v) > 12 {
+			v = v[:12] + "…"
+		}
+		parts = append(parts, p.Key+"="+v)
+	}
+	return strings.Join(parts, "  ")
 }

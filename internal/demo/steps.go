@@ -8,7 +8,11 @@ import (
 	"time"
 )
 
+// startConsumers starts both consumers of the feed and the dispatch board.
 func (d *demo) startConsumers() error {
+	if err := d.board.start(); err != nil {
+		return err
+	}
 	if err := d.naive.start(); err != nil {
 		return err
 	}
@@ -16,7 +20,8 @@ func (d *demo) startConsumers() error {
 	return nil
 }
 
-// stopConsumers disconnects both consumers cleanly; their sessions stay.
+// stopConsumers disconnects both consumers cleanly, then stops
+// replayguard's drainer and the dispatch board; their sessions stay.
 func (d *demo) stopConsumers() {
 	if d.naive != nil {
 		d.naive.stop()
@@ -25,6 +30,9 @@ func (d *demo) stopConsumers() {
 		if err := d.guard.stop(); err != nil {
 			d.log.Warn("replayguard's consumer stopped with an error", "err", err)
 		}
+	}
+	if d.board != nil {
+		d.board.stop()
 	}
 }
 
@@ -95,8 +103,47 @@ func (d *demo) waitHandled(ctx context.Context, rs []report, what string) error 
 // waitQuiet waits until neither consumer has anything in hand nor received
 // anything for a moment: the brokers have resent all they had to.
 func (d *demo) waitQuiet(ctx context.Context) error {
-	settle := min(max(d.opts.Pace/2, 150*time.Millisecond), 400*time.Millisecond)
+	settle := d.settle()
 	return d.wait(ctx, "the deliveries to settle", func() bool { return d.naiveT.quiet(settle) && d.guardT.quiet(settle) })
+}
+
+// waitClean waits until the dispatch board received every report at least
+// once on the clean stream.
+func (d *demo) waitClean(ctx context.Context, rs []report, what string) error {
+	return d.wait(ctx, what, func() bool { return d.boardT.hasAll(rs) })
+}
+
+// waitQuietClean waits until the dispatch board has nothing in hand nor
+// received anything for a moment.
+func (d *demo) waitQuietClean(ctx context.Context) error {
+	settle := d.settle()
+	return d.wait(ctx, "the clean stream to settle", func() bool { return d.boardT.quiet(settle) })
+}
+
+// settle is how long nothing must arrive before the deliveries count as
+// settled.
+func (d *demo) settle() time.Duration {
+	return min(max(d.opts.Pace/2, 150*time.Millisecond), 400*time.Millisecond)
+}
+
+// cleanCounts are the dispatch board's copies so far, by outcome.
+func (d *demo) cleanCounts() cleanCounts {
+	keys, _ := d.boardT.outcome(boardApplied)
+	repeats, _ := d.boardT.outcome(boardRepeat)
+	unkeyed, _ := d.boardT.outcome(boardUnkeyed)
+	invalid, _ := d.boardT.outcome(boardInvalid)
+	return cleanCounts{copies: d.boardT.total().deliveries, keys: keys, repeats: repeats, unkeyed: unkeyed, invalid: invalid}
+}
+
+// sayCleanSince tells what reached the dispatch board since before.
+func (d *demo) sayCleanSince(before cleanCounts) {
+	c := d.cleanCounts()
+	n, repeats := c.copies-before.copies, c.repeats-before.repeats
+	if n == 0 {
+		d.out.say("dispatch board: no copy on the clean stream meanwhile: replayguard forwards what it applies, and it applied no replay")
+		return
+	}
+	d.out.say("dispatch board: %s on the clean stream meanwhile; %d of them under keys it had applied, skipped", copies(n), repeats)
 }
 
 // stopFeed stops the consumers and the brokers; the dashboard stays.
@@ -108,6 +155,9 @@ func (d *demo) stopFeed() {
 	if d.primary != nil {
 		d.primary.close()
 	}
+	if d.cop != nil {
+		d.cop.close()
+	}
 	for _, l := range d.links {
 		l.close()
 	}
@@ -116,8 +166,9 @@ func (d *demo) stopFeed() {
 
 // conclude prints the pictures side by side and what each consumer did.
 func (d *demo) conclude() *result {
-	res := &result{naive: d.naive.picture(), guard: d.guard.picture(), truth: d.story.truth()}
-	res.rows = rows(res.naive, res.guard, res.truth)
+	res := &result{naive: d.naive.picture(), guard: d.guard.picture(), board: d.board.picture(), truth: d.story.truth(),
+		forwarded: int(d.guard.forwarded()), clean: d.cleanCounts()}
+	res.rows = rows(res.naive, res.guard, res.board, res.truth)
 	n, g := d.naiveT.total(), d.guardT.total()
 	res.naiveReplays = n.replays
 	var dup int
@@ -125,42 +176,78 @@ func (d *demo) conclude() *result {
 	res.dupZero = res.duplicates - dup
 	applied, _ := d.guardT.outcome("applied")
 	late, _ := d.guardT.outcome("applied_late")
+	res.applied = applied + late
 
 	d.out.plain("\nThe common operating picture after the failover:\n")
 	printTable(d.out.w, res.rows)
 	d.out.plain("")
 	d.out.plain("  naive consumer: %s delivered, %d of them replays it applied again", plural(n.deliveries, "report"), n.replays)
-	d.out.plain("  replayguard:    %s delivered: %d applied, %d duplicate", plural(g.deliveries, "report"), applied+late, res.duplicates)
+	d.out.plain("  replayguard:    %s delivered: %d applied, %d duplicate; %s forwarded, each PUBACKed by the COP broker",
+		plural(g.deliveries, "report"), res.applied, res.duplicates, copies(res.forwarded))
 	d.out.plain("  replayguard suppressed %s as duplicates (%d arrived with DUP=0)", plural(res.duplicates, "replay"), res.dupZero)
 	d.out.plain("  DUP=1 also marked %d first deliveries: the flag proves nothing either way", g.firstDup)
+	d.sayClean(res)
 	if err := res.verdict(); err != nil {
 		d.out.plain("\n  FAILED: %v", err)
 	} else {
-		d.out.plain("\n  The naive picture is wrong in %d of %d rows; replayguard's is exact.", wrongRows(res.rows, naiveOf), len(res.rows))
+		d.out.plain("\n  The naive picture is wrong in %d of %d rows; replayguard's and the dispatch board's are exact.",
+			wrongRows(res.rows, naiveOf), len(res.rows))
 	}
 	d.out.plain("  Audit trail: %sapi/v1/audit   Metrics: %smetrics", d.webURL, d.webURL)
 	return res
 }
 
+// sayClean tells what the dispatch board received on the clean stream:
+// at least once from the outbox, exactly once by key.
+func (d *demo) sayClean(res *result) {
+	c := res.clean
+	again := "none sent twice this run"
+	if c.repeats > 0 {
+		again = fmt.Sprintf("%d sent again by the outbox, skipped by key", c.repeats)
+	}
+	d.out.plain("  dispatch board: %s on %s, %d distinct keys (%s): each applied report once",
+		copies(c.copies), cleanFilter, c.keys, again)
+	if c.unkeyed > 0 || c.invalid > 0 {
+		d.out.plain("                  %d without a replayguard-key, %d not a report: not applied", c.unkeyed, c.invalid)
+	}
+	d.out.plain("                  the outbox delivers at least once (a copy whose PUBACK is lost is sent again);")
+	d.out.plain("                  keying on replayguard-key makes that exactly once")
+}
+
 func naiveOf(r row) string { return r.naive }
 func guardOf(r row) string { return r.guard }
+func boardOf(r row) string { return r.board }
 
-// verdict is nil when replayguard's picture is the truth and the naive one
-// is not: the replays were real, and replayguard caught them.
+// verdict is nil when replayguard's picture and the dispatch board's are
+// the truth and the naive one is not: the replays were real, replayguard
+// caught them, and the clean stream carried each applied report to the
+// board, which applied it once.
 func (r *result) verdict() error {
-	if n := wrongRows(r.rows, guardOf); n > 0 {
-		var diffs []string
-		for _, w := range r.rows {
-			if w.guard != w.truth {
-				diffs = append(diffs, fmt.Sprintf("%s %s = %s, want %s", w.entity, w.field, show(w.guard), show(w.truth)))
-			}
-		}
-		return fmt.Errorf("%w: %s", ErrWrongPicture, strings.Join(diffs, "; "))
+	if d := diffs(r.rows, guardOf); d != "" {
+		return fmt.Errorf("%w: %s", ErrWrongPicture, d)
+	}
+	if d := diffs(r.rows, boardOf); d != "" {
+		return fmt.Errorf("%w: %s", ErrWrongClean, d)
+	}
+	if c := r.clean; c.keys != r.applied || c.unkeyed > 0 || c.invalid > 0 {
+		return fmt.Errorf("%w: %d distinct keys for %d reports applied (%d copies without a key, %d not a report)",
+			ErrWrongClean, c.keys, r.applied, c.unkeyed, c.invalid)
 	}
 	if wrongRows(r.rows, naiveOf) == 0 {
 		return fmt.Errorf("%w: the naive consumer's picture is right (%d replays applied again)", ErrNoReplay, r.naiveReplays)
 	}
 	return nil
+}
+
+// diffs lists the rows where pick differs from the truth, or "".
+func diffs(rs []row, pick func(row) string) string {
+	var out []string
+	for _, w := range rs {
+		if v := pick(w); v != w.truth {
+			out = append(out, fmt.Sprintf("%s %s = %s, want %s", w.entity, w.field, show(v), show(w.truth)))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // hold keeps the dashboard up for Options.Hold, or until ctx is done.
