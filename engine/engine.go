@@ -55,6 +55,15 @@ type OutboxObserver interface {
 	OutboxCommitted(entries []OutboxEntry)
 }
 
+// OutboxResolveObserver is an Observer that also hears about the held
+// outbox entries each commit of this engine resolved (RetryForward,
+// DropForward): after Committed, on the same goroutine, under the same
+// rules. A drainer learns from it that a requeued entry is pending again,
+// below where it had read up to.
+type OutboxResolveObserver interface {
+	OutboxResolved(resolved []OutboxResolve)
+}
+
 // observe tells the observer about a durable commit.
 func (e *Engine) observe(b *Batch) {
 	o := e.opts.Observer
@@ -66,6 +75,9 @@ func (e *Engine) observe(b *Batch) {
 	}
 	if oo, ok := o.(OutboxObserver); ok && len(b.Outbox) > 0 {
 		oo.OutboxCommitted(b.Outbox)
+	}
+	if ro, ok := o.(OutboxResolveObserver); ok && len(b.OutboxResolved) > 0 {
+		ro.OutboxResolved(b.OutboxResolved)
 	}
 }
 
@@ -89,11 +101,14 @@ type Engine struct {
 	sources  map[string]*SourceState
 	entities map[string]*entity
 	refused  SQLRefusals // keys whose sql effects the store refused, for this batch
-	tail     AuditHead   // chain head including decided, uncommitted records
-	evicted  uint64      // EvictBelow last sealed
-	pending  pending
-	closed   bool
-	gen      uint64 // state generation: bumped by every reload after a failed commit
+	// resolving are the held outbox entries (Requeue false) whose
+	// resolution is being committed.
+	resolving map[OutboxResolve]bool
+	tail      AuditHead // chain head including decided, uncommitted records
+	evicted   uint64    // EvictBelow last sealed
+	pending   pending
+	closed    bool
+	gen       uint64 // state generation: bumped by every reload after a failed commit
 
 	queue        chan *commitJob // sealed batches, to the committer
 	stopped      chan struct{}   // closed when the committer returns

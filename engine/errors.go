@@ -8,7 +8,8 @@ import "errors"
 var (
 	// ErrClosed is returned by a store or engine used after Close.
 	ErrClosed = errors.New("replayguard: closed")
-	// ErrNotFound is returned for an unknown quarantine entry.
+	// ErrNotFound is returned for an unknown quarantine entry, and for an
+	// outbox entry that is not held (see Batch.OutboxResolved).
 	ErrNotFound = errors.New("replayguard: not found")
 	// ErrLocked is returned when another process holds an embedded store.
 	ErrLocked = errors.New("replayguard: store locked by another process")
@@ -19,6 +20,9 @@ var (
 	// ErrOutboxID is returned when a batch's outbox entries are out of
 	// order or do not name records of the batch (see CheckOutbox).
 	ErrOutboxID = errors.New("replayguard: outbox entry does not name a record of its batch")
+	// ErrAmbiguous is returned when an outbox entry id given without a
+	// member names held entries of several members of a group.
+	ErrAmbiguous = errors.New("replayguard: the id names held outbox entries of several members")
 )
 
 var errBadHash = errors.New("replayguard: a hash is not 64 lowercase hex digits")

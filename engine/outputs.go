@@ -101,6 +101,16 @@ type OutboxHold struct {
 	Reason string `json:"reason"`
 }
 
+// OutboxResolve is an operator's resolution of a held entry of member's
+// outbox ("" on a single-owner store): Requeue puts it back into the
+// pending outbox, with its ID and bytes unchanged, for the drainer to
+// deliver again; otherwise it is dropped for good.
+type OutboxResolve struct {
+	Member  string `json:"member,omitempty"`
+	ID      uint64 `json:"id"`
+	Requeue bool   `json:"requeue"`
+}
+
 // OutboxStore keeps the outbox. On a single-owner store member is always
 // "". Each member's entries are delivered by one drainer at a time.
 type OutboxStore interface {
@@ -155,8 +165,12 @@ type OutboxClaimer interface {
 // CheckOutbox checks the outbox entries of a batch, as every store does
 // before writing anything: their IDs ascend and each names one of the
 // batch's own audit records (OutboxID of its position), so an entry is
-// never written twice. A bad entry is an error wrapping ErrOutboxID.
+// never written twice; and that no held entry is resolved twice. A bad
+// entry is an error wrapping ErrOutboxID.
 func CheckOutbox(b *Batch) error {
+	if err := checkResolved(b.OutboxResolved); err != nil {
+		return err
+	}
 	if len(b.Outbox) == 0 {
 		return nil
 	}
@@ -174,6 +188,22 @@ func CheckOutbox(b *Batch) error {
 			return fmt.Errorf("%w: entry %d after entry %d", ErrOutboxID, id, prev)
 		}
 		prev = id
+	}
+	return nil
+}
+
+// checkResolved refuses two resolutions of one held entry in a batch.
+func checkResolved(rs []OutboxResolve) error {
+	if len(rs) < 2 {
+		return nil
+	}
+	seen := make(map[OutboxResolve]bool, len(rs))
+	for _, r := range rs {
+		r.Requeue = false
+		if seen[r] {
+			return fmt.Errorf("%w: held entry %d of member %q resolved twice", ErrOutboxID, r.ID, r.Member)
+		}
+		seen[r] = true
 	}
 	return nil
 }

@@ -72,13 +72,20 @@ type Batch struct {
 	// held ones, after this batch's entries are added; an entry no longer
 	// pending (delivered meanwhile) is left alone.
 	OutboxHeld []OutboxHold
+	// OutboxResolved takes held entries out of the held ones, each back
+	// into its member's pending outbox with its ID and bytes unchanged
+	// (Requeue) or for good, before this batch's entries are added. An
+	// entry that is not held when the batch is written (never was, or
+	// another writer resolved it first) fails the whole batch with
+	// ErrNotFound: nothing of it is written.
+	OutboxResolved []OutboxResolve
 }
 
 // Empty reports whether the batch writes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Keys) == 0 && b.EvictBelow == 0 && len(b.Sources) == 0 && len(b.Entities) == 0 &&
 		len(b.Audit) == 0 && len(b.Quarantine) == 0 && len(b.Resolved) == 0 &&
-		len(b.SQL) == 0 && len(b.Outbox) == 0 && len(b.OutboxHeld) == 0
+		len(b.SQL) == 0 && len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 && len(b.OutboxResolved) == 0
 }
 
 // AuditTrimmer is a store whose audit log may start above position 1:

@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The audit outcomes of an operator's resolution of a held outbox entry.
+const (
+	// OutcomeForwardRetried: the entry is back in the pending outbox, to
+	// be delivered again.
+	OutcomeForwardRetried = "forward_retried"
+	// OutcomeForwardDropped: the entry is removed for good; it is never
+	// delivered.
+	OutcomeForwardDropped = "forward_dropped"
+)
+
+// OutboxDepth is the number of pending entries of one member's outbox
+// ("" on a single-owner store).
+type OutboxDepth struct {
+	Member  string `json:"member"`
+	Pending int    `json:"pending"`
+}
+
+// OutboxReport is what an operator looks at: the held entries of every
+// member, by member then ID, and each member's pending entries.
+type OutboxReport struct {
+	Held    []HeldEntry
+	Pending []OutboxDepth
+}
+
+// ReadOutbox reads the outbox of s, which must be an OutboxStore: on a
+// shared store (a ChainScanner) the pending entries of each member with
+// an audit chain, by member id, else the one outbox's.
+func ReadOutbox(ctx context.Context, s Store) (OutboxReport, error) {
+	ob, ok := s.(OutboxStore)
+	if !ok {
+		return OutboxReport{}, fmt.Errorf("%w: store %T keeps no outbox", ErrConfig, s)
+	}
+	var rep OutboxReport
+	var err error
+	if rep.Held, err = ob.OutboxHeld(ctx); err != nil {
+		return OutboxReport{}, err
+	}
+	members := []string{""}
+	if cs, ok := s.(ChainScanner); ok {
+		chains, err := cs.Chains(ctx)
+		if err != nil {
+			return OutboxReport{}, err
+		}
+		members = members[:0]
+		for _, c := range chains {
+			members = append(members, c.Member)
+		}
+	}
+	for _, m := range members {
+		n, err := ob.OutboxDepth(ctx, m)
+		if err != nil {
+			return OutboxReport{}, err
+		}
+		rep.Pending = append(rep.Pending, OutboxDepth{Member: m, Pending: n})
+	}
+	return rep, nil
+}
+
+// ForwardResolution is what RetryForward or DropForward did: the entry as
+// it was held, and the audit record committed (in this engine's chain).
+type ForwardResolution struct {
+	Entry  HeldEntry
+	Record AuditRecord
+}
+
+// OutboxReport is ReadOutbox of the engine's store.
+func (e *Engine) OutboxReport(ctx context.Context) (OutboxReport, error) {
+	return ReadOutbox(ctx, e.store)
+}
+
+// RetryForward puts a held entry of member's outbox back into the pending
+// outbox, with its ID and bytes unchanged, for the drainer to deliver
+// again (once the downstream was fixed), in one commit with an audit
+// record: outcome forward_retried, ref the entry, operator and reason
+// (which may be empty) as given.
+//
+// member is "" on a single-owner store; on a shared store "" stands for
+// the one member whose held entries include id, and ErrAmbiguous is
+// returned when several do. An entry that is not held (never was, or
+// another resolution came first, in this process or another) is
+// ErrNotFound, with nothing written: of two concurrent resolutions of one
+// entry exactly one succeeds.
+func (e *Engine) RetryForward(ctx context.Context, member string, id uint64, reason, operator string) (ForwardResolution, error) {
+	return e.resolveForward(ctx, OutboxResolve{Member: member, ID: id, Requeue: true}, reason, operator)
+}
+
+// DropForward removes a held entry of member's outbox for good, in one
+// commit with an audit record: outcome forward_dropped, ref the entry,
+// operator and reason (required). member and the errors are as for
+// RetryForward.
+func (e *Engine) DropForward(ctx context.Context, member string, id uint64, reason, operator string) (ForwardResolution, error) {
+	if strings.TrimSpace(reason) == "" {
+		return ForwardResolution{}, fmt.Errorf("%w: dropping an outbox entry needs a reason", ErrConfig)
+	}
+	return e.resolveForward(ctx, OutboxResolve{Member: member, ID: id}, reason, operator)
+}
+
+func (e *Engine) resolveForward(ctx context.Context, res OutboxResolve, reason, operator string) (ForwardResolution, error) {
+	ob, ok := e.store.(OutboxStore)
+	if !ok {
+		return ForwardResolution{}, fmt.Errorf("%w: store %T keeps no outbox", ErrConfig, e.store)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.ready(ctx); err != nil {
+		return ForwardResolution{}, err
+	}
+	h, err := e.heldForward(ctx, ob, res.Member, res.ID)
+	if err != nil {
+		return ForwardResolution{}, err
+	}
+	res.Member = h.Member
+	// On a single-owner store act lets the lock go while the commit runs:
+	// a second resolution meanwhile still finds the entry held in the
+	// store, and is refused here rather than by a failed commit.
+	busy := OutboxResolve{Member: h.Member, ID: h.ID}
+	if e.resolving[busy] {
+		return ForwardResolution{}, fmt.Errorf("%w: held outbox entry %d%s is being resolved by another request", ErrNotFound, h.ID, ofMember(h.Member))
+	}
+	if e.resolving == nil {
+		e.resolving = map[OutboxResolve]bool{}
+	}
+	e.resolving[busy] = true
+	defer delete(e.resolving, busy)
+	outcome := OutcomeForwardDropped
+	if res.Requeue {
+		outcome = OutcomeForwardRetried
+	}
+	if e.shared != nil && h.Member != e.member {
+		reason = strings.TrimSuffix("outbox of member "+h.Member+": "+reason, ": ")
+	}
+	var r AuditRecord
+	fill := func(now time.Time) {
+		r = AuditRecord{Time: now.UTC(), Route: h.Route, Topic: h.Topic, Source: h.Source, Epoch: h.Epoch,
+			Key: h.Key, Outcome: outcome, Reason: reason, Ref: h.ID, Operator: operator}
+		if h.Sequence >= 0 {
+			s := h.Sequence
+			r.Sequence = &s
+		}
+		e.appendAudit(&r)
+		e.pending.batch.OutboxResolved = append(e.pending.batch.OutboxResolved, res)
+	}
+	if err := e.act(ctx, nil, fill); err != nil {
+		return ForwardResolution{}, err
+	}
+	return ForwardResolution{Entry: h, Record: r}, nil
+}
+
+// heldForward finds held entry id of member's outbox; on a shared store
+// member "" matches every member. Called with e.mu held.
+func (e *Engine) heldForward(ctx context.Context, ob OutboxStore, member string, id uint64) (HeldEntry, error) {
+	hs, err := ob.OutboxHeld(ctx)
+	if err != nil {
+		return HeldEntry{}, err
+	}
+	var found []HeldEntry
+	for _, h := range hs {
+		if h.ID == id && (h.Member == member || (member == "" && e.shared != nil)) {
+			found = append(found, h)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return HeldEntry{}, fmt.Errorf("%w: no held outbox entry %d%s", ErrNotFound, id, ofMember(member))
+	case 1:
+		return found[0], nil
+	}
+	names := make([]string, len(found))
+	for i, h := range found {
+		names[i] = fmt.Sprintf("%q", h.Member)
+	}
+	return HeldEntry{}, fmt.Errorf("%w: entry %d is held in the outboxes of members %s: name one", ErrAmbiguous, id, strings.Join(names, ", "))
+}
+
+func ofMember(m string) string {
+	if m == "" {
+		return ""
+	}
+	return fmt.Sprintf(" of member %q", m)
+}
