@@ -29,7 +29,7 @@ var _ engine.OutboxStore = (*Store)(nil)
 // encodeOutbox checks and encodes a batch's outbox entries, before the
 // write transaction starts.
 func encodeOutbox(b *engine.Batch) ([][]byte, error) {
-	if len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 {
+	if len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 && len(b.OutboxResolved) == 0 {
 		return nil, nil
 	}
 	if err := engine.CheckOutbox(b); err != nil {
@@ -38,6 +38,11 @@ func encodeOutbox(b *engine.Batch) ([][]byte, error) {
 	for _, h := range b.OutboxHeld {
 		if h.Member != "" {
 			return nil, fmt.Errorf("embedded: a hold of outbox entry %d names member %q: this store keeps one outbox, member \"\"", h.ID, h.Member)
+		}
+	}
+	for _, r := range b.OutboxResolved {
+		if r.Member != "" {
+			return nil, fmt.Errorf("embedded: a resolution of outbox entry %d names member %q: this store keeps one outbox, member \"\"", r.ID, r.Member)
 		}
 	}
 	out := make([][]byte, len(b.Outbox))
@@ -77,15 +82,24 @@ func decodeOutboxValue(v []byte, x any) ([]byte, error) {
 	return append([]byte(nil), v[w+int(n):]...), nil
 }
 
-// putOutbox adds the batch's entries and moves the held ones, counting
-// the outbox's depth.
+// putOutbox applies the batch's resolutions, adds its entries and moves
+// the held ones, counting the outbox's depth.
 func putOutbox(tx *bolt.Tx, b *engine.Batch, enc [][]byte) error {
-	if len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 {
+	if len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 && len(b.OutboxResolved) == 0 {
 		return nil
 	}
 	ob, err := tx.CreateBucketIfNotExists(bucketOutbox)
 	if err != nil {
 		return err
+	}
+	requeued := 0
+	for _, r := range b.OutboxResolved {
+		if err := resolve(ob, tx.Bucket(bucketOutboxHeld), r); err != nil {
+			return err
+		}
+		if r.Requeue {
+			requeued++
+		}
 	}
 	ob.FillPercent = 1 // IDs ascend: pack pages full
 	for i, e := range b.Outbox {
@@ -109,7 +123,36 @@ func putOutbox(tx *bolt.Tx, b *engine.Batch, enc [][]byte) error {
 			}
 		}
 	}
-	return addDepth(tx.Bucket(bucketMeta), len(b.Outbox)-moved)
+	return addDepth(tx.Bucket(bucketMeta), requeued+len(b.Outbox)-moved)
+}
+
+// resolve takes held entry r.ID out of hb (nil when nothing was ever
+// held), back into ob with the bytes it was written with when r.Requeue.
+// An entry that is not held fails the batch with engine.ErrNotFound.
+func resolve(ob, hb *bolt.Bucket, r engine.OutboxResolve) error {
+	k := u64(r.ID)
+	var v []byte
+	if hb != nil {
+		v = hb.Get(k)
+	}
+	if v == nil {
+		return fmt.Errorf("%w: outbox entry %d is not held; nothing written", engine.ErrNotFound, r.ID)
+	}
+	if r.Requeue {
+		var he engine.HeldEntry
+		payload, err := decodeOutboxValue(v, &he)
+		if err != nil {
+			return err
+		}
+		pv, err := appendOutboxValue(nil, he.OutboxEntry, payload)
+		if err != nil {
+			return fmt.Errorf("embedded: encode requeued outbox entry %d: %w", r.ID, err)
+		}
+		if err := ob.Put(k, pv); err != nil {
+			return err
+		}
+	}
+	return hb.Delete(k)
 }
 
 // hold moves entry h.ID to the held bucket, reporting whether it was pending.

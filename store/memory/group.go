@@ -204,6 +204,11 @@ func (m *Member) write(b *engine.Batch) error {
 	if err := engine.CheckOutbox(b); err != nil {
 		return err
 	}
+	for _, r := range b.OutboxResolved {
+		if err := g.outboxes[r.Member].checkResolved(r.Member, []engine.OutboxResolve{r}); err != nil {
+			return err
+		}
+	}
 	for _, r := range b.Audit {
 		c.log.append(keepRecord(r))
 	}

@@ -58,9 +58,13 @@ func (g *Group) outboxOf(member string) *outbox {
 	return o
 }
 
-// writeOutbox adds b's entries to m's outbox and applies its holds.
-// Called with g.mu held, after engine.CheckOutbox.
+// writeOutbox applies b's resolutions, adds its entries to m's outbox
+// and applies its holds. Called with g.mu held, after engine.CheckOutbox
+// and checkResolved.
 func (m *Member) writeOutbox(b *engine.Batch) {
+	for _, r := range b.OutboxResolved {
+		m.g.outboxes[r.Member].resolve(r)
+	}
 	if len(b.Outbox) > 0 {
 		m.g.outboxOf(m.member).add(b.Outbox)
 	}

@@ -87,6 +87,9 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if err := checkOutbox(b); err != nil {
 		return err
 	}
+	if err := s.outbox.checkResolved("", b.OutboxResolved); err != nil {
+		return err
+	}
 	for _, r := range b.Audit {
 		s.audit.append(keepRecord(r))
 	}
@@ -109,6 +112,9 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	}
 	for _, id := range b.Resolved {
 		delete(s.quarantine, id)
+	}
+	for _, r := range b.OutboxResolved {
+		s.outbox.resolve(r)
 	}
 	s.outbox.add(b.Outbox)
 	for _, h := range b.OutboxHeld {

@@ -47,6 +47,35 @@ func (o *outbox) hold(member string, h engine.OutboxHold) {
 	o.compact()
 }
 
+// checkResolved refuses resolutions of entries that are not held.
+func (o *outbox) checkResolved(member string, rs []engine.OutboxResolve) error {
+	for _, r := range rs {
+		if o == nil || !o.isHeld(r.ID) {
+			return fmt.Errorf("%w: outbox entry %d of member %q is not held; nothing written", engine.ErrNotFound, r.ID, member)
+		}
+	}
+	return nil
+}
+
+func (o *outbox) isHeld(id uint64) bool {
+	_, ok := o.held[id]
+	return ok
+}
+
+// resolve takes a held entry out of the held ones, back into the pending
+// ones when r.Requeue; checkResolved found it held.
+func (o *outbox) resolve(r engine.OutboxResolve) {
+	h := o.held[r.ID]
+	delete(o.held, r.ID)
+	if !r.Requeue {
+		return
+	}
+	o.pending[r.ID] = h.OutboxEntry
+	if i, found := slices.BinarySearch(o.order, r.ID); !found { // a removed ID may linger in order
+		o.order = slices.Insert(o.order, i, r.ID)
+	}
+}
+
 func (o *outbox) done(ids []uint64) {
 	for _, id := range ids {
 		delete(o.pending, id)
@@ -108,6 +137,11 @@ func checkOutbox(b *engine.Batch) error {
 	for _, h := range b.OutboxHeld {
 		if h.Member != "" {
 			return fmt.Errorf("memory: a hold of entry %d names member %q: this store keeps one outbox, member \"\"", h.ID, h.Member)
+		}
+	}
+	for _, r := range b.OutboxResolved {
+		if r.Member != "" {
+			return fmt.Errorf("memory: a resolution of entry %d names member %q: this store keeps one outbox, member \"\"", r.ID, r.Member)
 		}
 	}
 	return nil

@@ -48,8 +48,8 @@ var (
 
 // outboxStatements are the outbox's SQL texts of one schema.
 type outboxStatements struct {
-	insert, hold, list, done, depth, held   string
-	claim, claimHolder, release, releaseAll string
+	insert, hold, resolve, list, done, depth, held string
+	claim, claimHolder, release, releaseAll        string
 }
 
 func newOutboxStatements(q func(string) string) outboxStatements {
@@ -63,6 +63,20 @@ func newOutboxStatements(q func(string) string) outboxStatements {
 				DELETE FROM {s}.outbox o USING h WHERE o.member = h.number AND o.id = h.id
 				RETURNING o.member, o.id, o.entry, o.payload, h.reason)
 			INSERT INTO {s}.outbox_held (member, id, entry, payload, reason) SELECT * FROM moved`),
+		// Deletes the held entries named, putting those to requeue back
+		// with the bytes they were written with; returns the ones it found
+		// held, which a concurrent resolution (waiting on the row lock,
+		// then finding the row gone) does not.
+		resolve: q(`WITH r AS (
+				SELECT m.number, u.id, u.requeue FROM unnest($1::text[], $2::bigint[], $3::bool[]) AS u(member, id, requeue)
+				JOIN {s}.members m ON m.member = u.member),
+			gone AS (
+				DELETE FROM {s}.outbox_held h USING r WHERE h.member = r.number AND h.id = r.id
+				RETURNING h.member, h.id, h.entry, h.payload, r.requeue),
+			back AS (
+				INSERT INTO {s}.outbox (member, id, entry, payload)
+				SELECT member, id, entry, payload FROM gone WHERE requeue)
+			SELECT m.member, gone.id FROM gone JOIN {s}.members m ON m.number = gone.member`),
 		list: q(`SELECT entry, payload FROM {s}.outbox
 			WHERE member = (SELECT number FROM {s}.members WHERE member = $1) AND id > $2 ORDER BY id LIMIT $3`),
 		done: q(`DELETE FROM {s}.outbox
@@ -95,13 +109,21 @@ func newOutboxStatements(q func(string) string) outboxStatements {
 }
 
 // queueOutbox queues the batch's outbox writes in write's round trip: its
-// entries, then its holds. A batch without them queues nothing.
+// resolutions, its entries, then its holds. A batch without them queues
+// nothing.
 func (s *Store) queueOutbox(queue func(func(pgx.BatchResults) error, string, ...any), b *engine.Batch) error {
-	if len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 {
+	if len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 && len(b.OutboxResolved) == 0 {
 		return nil
 	}
 	if err := engine.CheckOutbox(b); err != nil {
 		return fmt.Errorf("postgres store: %w", err)
+	}
+	if rs := b.OutboxResolved; len(rs) > 0 {
+		members, ids, requeue := make([]string, len(rs)), make([]int64, len(rs)), make([]bool, len(rs))
+		for i, r := range rs {
+			members[i], ids[i], requeue[i] = r.Member, int64(min(r.ID, math.MaxInt64)), r.Requeue
+		}
+		queue(resolvedHeld(rs), s.sql.outbox.resolve, members, ids, requeue)
 	}
 	if len(b.Outbox) > 0 {
 		ids, entries, payloads := make([]int64, len(b.Outbox)), make([][]byte, len(b.Outbox)), make([][]byte, len(b.Outbox))
@@ -126,6 +148,38 @@ func (s *Store) queueOutbox(queue func(func(pgx.BatchResults) error, string, ...
 		queue(execd, s.sql.outbox.hold, members, ids, reasons)
 	}
 	return nil
+}
+
+// resolvedHeld checks that every held entry rs names was resolved by
+// this batch: one that was not held fails it with engine.ErrNotFound.
+func resolvedHeld(rs []engine.OutboxResolve) func(pgx.BatchResults) error {
+	return func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return dbErr(err)
+		}
+		type ref struct {
+			member string
+			id     int64
+		}
+		gone := map[ref]bool{}
+		for rows.Next() {
+			var r ref
+			if err := rows.Scan(&r.member, &r.id); err != nil {
+				return dbErr(err)
+			}
+			gone[r] = true
+		}
+		if err := rows.Err(); err != nil {
+			return dbErr(err)
+		}
+		for _, r := range rs {
+			if !gone[ref{r.Member, int64(min(r.ID, math.MaxInt64))}] {
+				return fmt.Errorf("%w: outbox entry %d of member %q is not held; nothing written", engine.ErrNotFound, r.ID, r.Member)
+			}
+		}
+		return nil
+	}
 }
 
 // Outbox returns up to limit of member's pending entries with ID > after,

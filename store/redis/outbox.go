@@ -35,17 +35,32 @@ var (
 
 // outboxWrites is the update script's part that writes the outbox, after
 // every check passed and the quarantine was written: p is then where the
-// resolved ids start in ARGV. Its ARGV follow them: the number of entries
-// and of holds, (hex id, JSON) of each entry, (hex id, reason) of each
-// hold. Its KEYS come just before the row locks: this member's outbox and
-// outbox ids, then for each hold the outbox, ids and held entries of the
-// member it names. A batch without entries or holds passes none of it.
+// resolved ids start in ARGV. Its ARGV follow them: the number of entries,
+// of holds and of resolutions, (hex id, JSON) of each entry, (hex id,
+// reason) of each hold, (hex id, "1" to requeue or "0" to drop) of each
+// resolution. Its KEYS come just before the row locks: this member's
+// outbox and outbox ids, then for each hold and then each resolution the
+// outbox, ids and held entries of the member it names. A batch without
+// entries, holds or resolutions passes none of it. Resolutions go first:
+// a requeued entry gets back the JSON it was written with.
 const outboxWrites = `
 local o = p + nr
 if a[o] then
-  local ne, nh = tonumber(a[o]), tonumber(a[o + 1])
-  local k = #KEYS - nl - 2 - 3 * nh
-  o = o + 2
+  local ne, nh, nv = tonumber(a[o]), tonumber(a[o + 1]), tonumber(a[o + 2])
+  local k = #KEYS - nl - 2 - 3 * nh - 3 * nv
+  o = o + 3
+  local ro, rk = o + 2 * ne + 2 * nh, k + 3 + 3 * nh
+  for i = 0, nv - 1 do
+    local ob, ids, held = KEYS[rk + 3 * i], KEYS[rk + 1 + 3 * i], KEYS[rk + 2 + 3 * i]
+    local id = a[ro + 2 * i]
+    if a[ro + 2 * i + 1] == '1' then
+      local v = redis.call('HGET', held, id)
+      local n = string.match(v, '^%d+')
+      redis.call('HSET', ob, id, string.sub(v, #n + 2 + tonumber(n)))
+      redis.call('ZADD', ids, 0, id)
+    end
+    redis.call('HDEL', held, id)
+  end
   for i = 0, ne - 1, 500 do
     local m = math.min(500, ne - i)
     redis.call('HSET', KEYS[k + 1], unpack(a, o + 2 * i, o + 2 * (i + m) - 1))
@@ -70,18 +85,43 @@ if a[o] then
 end
 `
 
+// outboxChecks is the update script's part that checks, with the other
+// checks and before any write, that every entry the batch resolves is
+// held: r0 + nr is where outboxWrites' ARGV start. Returns {"notheld",
+// the resolution's index from 0} for one that is not.
+const outboxChecks = `
+local oc = r0 + nr
+if a[oc] then
+  local ne, nh, nv = tonumber(a[oc]), tonumber(a[oc + 1]), tonumber(a[oc + 2])
+  local ro, rk = oc + 3 + 2 * ne + 2 * nh, #KEYS - nl - 3 * nv
+  for i = 0, nv - 1 do
+    if redis.call('HEXISTS', KEYS[rk + 3 + 3 * i], a[ro + 2 * i]) == 0 then return {'notheld', tostring(i)} end
+  end
+end
+`
+
+// notHeld is the error of the update script's {"notheld", index} answer.
+func notHeld(b *engine.Batch, index string) error {
+	i, err := strconv.Atoi(index)
+	if err != nil || i < 0 || i >= len(b.OutboxResolved) {
+		return fmt.Errorf("redis store: the update script answered notheld %q for %d resolutions", index, len(b.OutboxResolved))
+	}
+	r := b.OutboxResolved[i]
+	return fmt.Errorf("%w: outbox entry %d of member %q is not held; nothing was written", engine.ErrNotFound, r.ID, r.Member)
+}
+
 // outboxArgs appends the batch's outbox writes to the update script's KEYS
-// (before the row locks) and ARGV (last); a batch without entries or holds
-// appends nothing.
+// (before the row locks) and ARGV (last); a batch without entries, holds
+// or resolutions appends nothing.
 func (s *Store) outboxArgs(b *engine.Batch, keys []string, args []any) ([]string, []any, error) {
-	if len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 {
+	if len(b.Outbox) == 0 && len(b.OutboxHeld) == 0 && len(b.OutboxResolved) == 0 {
 		return keys, args, nil
 	}
 	if err := engine.CheckOutbox(b); err != nil {
 		return nil, nil, fmt.Errorf("redis store: %w", err)
 	}
 	keys = append(keys, s.k.outbox(s.member), s.k.outboxIDs(s.member))
-	args = append(args, len(b.Outbox), len(b.OutboxHeld))
+	args = append(args, len(b.Outbox), len(b.OutboxHeld), len(b.OutboxResolved))
 	for i := range b.Outbox {
 		j, err := json.Marshal(&b.Outbox[i])
 		if err != nil {
@@ -92,6 +132,14 @@ func (s *Store) outboxArgs(b *engine.Batch, keys []string, args []any) ([]string
 	for _, h := range b.OutboxHeld {
 		keys = append(keys, s.k.outbox(h.Member), s.k.outboxIDs(h.Member), s.k.outboxHeld(h.Member))
 		args = append(args, quarantineID(h.ID), h.Reason)
+	}
+	for _, r := range b.OutboxResolved {
+		keys = append(keys, s.k.outbox(r.Member), s.k.outboxIDs(r.Member), s.k.outboxHeld(r.Member))
+		requeue := "0"
+		if r.Requeue {
+			requeue = "1"
+		}
+		args = append(args, quarantineID(r.ID), requeue)
 	}
 	return keys, args, nil
 }

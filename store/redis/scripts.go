@@ -45,7 +45,8 @@ import goredis "github.com/redis/go-redis/v9"
 // Returns {"ok"}; {"lease", holder} when the lease is not the caller's ("" when
 // it is free); {"gap", head position} when the first record does not follow
 // the chain head; {"conflict"} when a key or row changed since it was read;
-// {"notfound", hex id} for a resolved entry no longer open. A
+// {"notfound", hex id} for a resolved entry no longer open; {"notheld",
+// index} for a resolved outbox entry that is not held (outboxChecks). A
 // {"conflict"} keeps the caller's row locks (it reads again under them);
 // {"ok"} deletes them.
 const updateSource = `
@@ -105,6 +106,7 @@ local r0 = p + wk + 2 * ws + 2 * we + 2 * nq
 for i = r0, r0 + nr - 1 do
   if redis.call('HEXISTS', KEYS[9], a[i]) == 0 then return {'notfound', a[i]} end
 end
+` + outboxChecks + `
 local w = p
 for i = 1, #a[19] do
   if string.byte(a[19], i) == 49 then

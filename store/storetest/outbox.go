@@ -14,8 +14,8 @@ import (
 )
 
 // RunOutbox runs the outbox suite on a single-owner store: what a batch
-// adds to the outbox, OutboxDone, holds, and an engine with forward
-// routes. open opens the store in dir (a fresh one per subtest), creating
+// adds to the outbox, OutboxDone, holds and their resolutions, and an
+// engine with forward routes. open opens the store in dir (a fresh one per subtest), creating
 // it when empty, and registers a t.Cleanup that closes it, ignoring the
 // error. durable says the store keeps its data across Close, so that
 // opening dir again finds it: the cases that reopen run only then.
@@ -53,6 +53,10 @@ var outboxCases = []outboxCase{
 	{"the store keeps its own copies", testOutboxCopies},
 	{"a listing limit below one is refused", testOutboxLimit},
 	{"an engine with forward routes writes an entry per applied forward", testOutboxEngine},
+	{"a retry puts a held entry back with its id and bytes; a drop removes it", testOutboxResolve},
+	{"resolving an entry that is not held fails the whole batch", testOutboxResolveNotHeld},
+	{"two resolutions of one held entry at once: exactly one commits", testOutboxResolveRace},
+	{"the engine retries and drops held entries, each with an audit record", testOutboxEngineResolve},
 	{"outbox methods return ErrClosed after close", testOutboxClosed},
 }
 

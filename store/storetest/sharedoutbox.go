@@ -46,6 +46,7 @@ func RunSharedOutbox(t *testing.T, group func(t *testing.T) OutboxGroup) {
 	}{
 		{"each member's outbox is its own; a hold may name another member's", testOutboxMembers},
 		{"a read-only handle lists every outbox and claims nothing", testOutboxReadOnly},
+		{"a member resolves another's held entry; of two members resolving one, one commits", testOutboxResolveMembers},
 		{"a live member's outbox is claimed by itself only", testClaimLive},
 		{"a dead member's outbox is claimed by one other member once its lease expired", testClaimDead},
 		{"a restarted member waits for its outbox's claimant, then drains it", testClaimRestart},
