@@ -14,7 +14,11 @@
 // downstream that refuses an entry for good (a webhook's 4xx) has it held
 // for an operator through engine.Engine.HoldForward, which audits it as
 // forward_held; a failing one is retried with capped, jittered backoff,
-// logged, and shown by Status (readiness) and the metrics.
+// logged, and shown by Status (readiness) and the metrics. An entry an
+// operator retries (engine.Engine.RetryForward) is pending again under its
+// own ID and is delivered like the others: the drainer hears of a retry
+// committed by its own engine at once, and of one by another process at
+// its next poll.
 //
 // Backpressure instead of loss: Drainer.Admit, set as the engine's
 // Options.Admit, holds batches back while the outbox is full, so the
@@ -28,6 +32,6 @@
 //	d.Close()          // after Run returned
 //
 // A Drainer runs one goroutine per output kind and drained member outbox,
-// owned by Run; Committed, OutboxCommitted, Admit, Depth, Drain and Status
-// are safe to call from any goroutine while it runs.
+// owned by Run; Committed, OutboxCommitted, OutboxResolved, Admit, Depth,
+// Drain and Status are safe to call from any goroutine while it runs.
 package forward

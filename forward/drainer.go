@@ -83,8 +83,10 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	MaxBackoffs            map[string]time.Duration
 	// Poll is the fallback: every output reads the store this often even
-	// when no commit woke it, the claims are renewed and the outbox's
-	// depth is counted again. Default DefaultPoll.
+	// when no commit woke it, the claims are renewed, the outbox's depth
+	// is counted again and the held entries are read, so that an entry
+	// another process retried is delivered (its member's outputs read
+	// from the start). Default DefaultPoll.
 	Poll time.Duration
 	// Logger receives a line per failed attempt (they are backed off) and
 	// per change of state. Default: discard.
@@ -100,9 +102,11 @@ type Options struct {
 // store: after a restart or a crash it delivers again what was not marked
 // done, under the same keys.
 //
-// A Drainer is an engine.Observer and engine.OutboxObserver (a commit with
-// outbox entries wakes the outputs it concerns) and provides Admit, the
-// engine's backpressure gate. Its methods are safe for concurrent use.
+// A Drainer is an engine.Observer, engine.OutboxObserver (a commit with
+// outbox entries wakes the outputs it concerns) and
+// engine.OutboxResolveObserver (a retried entry is read again), and
+// provides Admit, the engine's backpressure gate. Its methods are safe for
+// concurrent use.
 type Drainer struct {
 	opts Options
 	log  *slog.Logger
@@ -116,6 +120,10 @@ type Drainer struct {
 
 	mu    sync.Mutex
 	lanes map[laneID]*lane
+
+	heldMu    sync.Mutex
+	heldSince []heldRef            // entries the lanes held since the last watchHeld
+	heldSeen  map[heldRef]struct{} // the held entries at the last watchHeld; Run's
 }
 
 // New returns a drainer over opts.Store. It reads nothing until Run.
@@ -131,7 +139,8 @@ func New(opts Options) (*Drainer, error) {
 	setDefault(&opts.MinBackoff, DefaultMinBackoff)
 	setDefault(&opts.MaxBackoff, DefaultMaxBackoff)
 	setDefault(&opts.Poll, DefaultPoll)
-	d := &Drainer{opts: opts, log: opts.Logger, obs: opts.Observer, outMu: map[string]*sync.Mutex{}, lanes: map[laneID]*lane{}}
+	d := &Drainer{opts: opts, log: opts.Logger, obs: opts.Observer, outMu: map[string]*sync.Mutex{}, lanes: map[laneID]*lane{},
+		heldSeen: map[heldRef]struct{}{}}
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -200,6 +209,7 @@ func contains(list []string, s string) bool {
 func (d *Drainer) Run(ctx context.Context, h Holder) {
 	d.holder.Store(&h)
 	_ = d.refresh(ctx)
+	d.watchHeld(ctx)
 	var wg sync.WaitGroup
 	running := map[laneID]context.CancelFunc{}
 	start := func(l *lane) {
@@ -228,6 +238,7 @@ func (d *Drainer) Run(ctx context.Context, h Holder) {
 		case <-tick.C:
 		}
 		_ = d.refresh(ctx)
+		d.watchHeld(ctx)
 		for _, l := range d.snapshotLanes() {
 			l.poke()
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
@@ -30,6 +31,9 @@ type lane struct {
 	own   bool // the outbox Admit bounds
 	wake  chan struct{}
 	after uint64 // entries up to here are delivered, held or of another kind
+	// rewind has the next catch-up read from the start of the outbox: an
+	// entry below after is pending again (an operator retried it).
+	rewind atomic.Bool
 
 	mu sync.Mutex
 	st OutputStatus
@@ -97,8 +101,11 @@ func sleep(ctx context.Context, d time.Duration) {
 // catchUp delivers pages of pending entries after the lane's cursor until
 // the store has none left, or an attempt fails. A failure leaves the
 // cursor after the last entry done, so that the next attempt sends the
-// rest again.
+// rest again. A rewound lane reads from the start.
 func (d *Drainer) catchUp(ctx context.Context, l *lane) error {
+	if l.rewind.Swap(false) {
+		l.after = 0
+	}
 	for {
 		page, err := d.opts.Store.Outbox(ctx, l.id.member, l.after, d.opts.Batch)
 		if err != nil {
@@ -182,6 +189,7 @@ func (d *Drainer) hold(ctx context.Context, l *lane, e engine.OutboxEntry, reaso
 		return fmt.Errorf("hold entry %d refused by the downstream: %w", e.ID, err)
 	}
 	l.after = e.ID
+	d.heldBy(l.id.member, e.ID)
 	d.log.Warn("forward: the downstream refused an entry; it is held for an operator (audit outcome forward_held)",
 		"output", l.id.kind, "target", e.Target, "key", e.Key.String(), "reason", reason)
 	d.obs.Forwarded(l.id.kind, ResultHeld, 1)

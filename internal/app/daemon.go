@@ -46,6 +46,16 @@ func (os observers) OutboxCommitted(entries []engine.OutboxEntry) {
 	}
 }
 
+// OutboxResolved passes the commit's resolutions of held outbox entries
+// to the observers that hear them.
+func (os observers) OutboxResolved(rs []engine.OutboxResolve) {
+	for _, o := range os {
+		if ro, ok := o.(engine.OutboxResolveObserver); ok {
+			ro.OutboxResolved(rs)
+		}
+	}
+}
+
 // Build identifies the binary in metrics and on the dashboard.
 type Build struct{ Version, Commit string }
 

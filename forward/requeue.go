@@ -1,0 +1,91 @@
+package forward
+
+import (
+	"context"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// An operator who retries a held entry (engine.Engine.RetryForward) puts
+// it back into the pending outbox under its own ID, below where the lanes
+// of its member have read up to. The lanes read from the start again once
+// they learn of it: at once when the retry was committed by this
+// process's engine (OutboxResolved), else at the next poll, which finds
+// an entry it had seen held, or that this drainer held, no longer held
+// (the CLI, or another member's API, resolved it).
+
+// heldRef names a held entry.
+type heldRef struct {
+	member string
+	id     uint64
+}
+
+// OutboxResolved implements engine.OutboxResolveObserver: a requeued entry
+// counts as pending again and has the lanes of its member read from the
+// start. It never blocks.
+func (d *Drainer) OutboxResolved(rs []engine.OutboxResolve) {
+	for _, r := range rs {
+		if !r.Requeue {
+			continue
+		}
+		if r.Member == d.opts.Member {
+			d.depth.Add(1)
+			d.added.Add(1)
+		}
+		d.rewind(r.Member)
+	}
+}
+
+// rewind has the lanes of member's outbox read it from the start.
+func (d *Drainer) rewind(member string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, l := range d.lanes {
+		if id.member == member {
+			l.rewind.Store(true)
+			l.poke()
+		}
+	}
+}
+
+// heldBy notes an entry a lane held, for the next watchHeld.
+func (d *Drainer) heldBy(member string, id uint64) {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	d.heldSince = append(d.heldSince, heldRef{member, id})
+}
+
+// watchHeld reads the held entries and rewinds the lanes of every member
+// one of whose entries, held at the last look or held by this drainer
+// since, is held no more. Called by Run's goroutine only.
+func (d *Drainer) watchHeld(ctx context.Context) {
+	d.heldMu.Lock()
+	seen := d.heldSeen
+	for _, r := range d.heldSince {
+		seen[r] = struct{}{}
+	}
+	d.heldSince = nil
+	d.heldMu.Unlock()
+	hs, err := d.opts.Store.OutboxHeld(ctx)
+	if err != nil {
+		d.heldSeen = seen // looked at again next time
+		if ctx.Err() == nil {
+			d.log.Warn("forward: cannot read the held entries; a retry by another process is delivered once they can be read", "err", err)
+		}
+		return
+	}
+	now := make(map[heldRef]struct{}, len(hs))
+	for _, h := range hs {
+		now[heldRef{h.Member, h.ID}] = struct{}{}
+	}
+	gone := map[string]bool{}
+	for r := range seen {
+		if _, ok := now[r]; !ok {
+			gone[r.member] = true
+		}
+	}
+	d.heldSeen = now
+	for m := range gone {
+		d.rewind(m)
+	}
+}
