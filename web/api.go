@@ -146,7 +146,7 @@ func (s *Server) quarantineList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) quarantineOne(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, ok := pathID(w, r, "quarantine")
 	if !ok {
 		return
 	}
@@ -177,7 +177,7 @@ type discardBody struct {
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request, operator string) {
-	id, ok := pathID(w, r)
+	id, ok := pathID(w, r, "quarantine")
 	if !ok {
 		return
 	}
@@ -199,7 +199,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, operator string
 }
 
 func (s *Server) discard(w http.ResponseWriter, r *http.Request, operator string) {
-	id, ok := pathID(w, r)
+	id, ok := pathID(w, r, "quarantine")
 	if !ok {
 		return
 	}
@@ -240,11 +240,12 @@ func (s *Server) reviewError(w http.ResponseWriter, r *http.Request, id uint64, 
 	}
 }
 
-func pathID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+// pathID reads the path's id of a quarantine or outbox (what) entry.
+func pathID(w http.ResponseWriter, r *http.Request, what string) (uint64, bool) {
 	raw := r.PathValue("id")
 	id, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil || id == 0 {
-		writeError(w, http.StatusBadRequest, "bad quarantine id %q: want a positive integer", raw)
+		writeError(w, http.StatusBadRequest, "bad %s id %q: want a positive integer", what, raw)
 		return 0, false
 	}
 	return id, true

@@ -28,7 +28,7 @@ type auditFilter struct {
 func parseAuditFilter(q url.Values) (auditFilter, error) {
 	f := auditFilter{key: strings.ToLower(q.Get("key")), route: q.Get("route"),
 		outcome: q.Get("outcome"), source: q.Get("source")}
-	if _, ok := engine.ParseOutcome(f.outcome); f.outcome != "" && !ok && f.outcome != engine.OutcomeDiscarded {
+	if _, ok := engine.ParseOutcome(f.outcome); f.outcome != "" && !ok && !slices.Contains(recordOutcomes, f.outcome) {
 		return f, fmt.Errorf("outcome=%q: want one of %s", f.outcome, strings.Join(outcomeNames(), ", "))
 	}
 	var err error
@@ -50,8 +50,13 @@ func outcomeNames() []string {
 	for _, o := range engine.Outcomes() {
 		names = append(names, o.String())
 	}
-	return append(names, engine.OutcomeDiscarded)
+	return append(names, recordOutcomes...)
 }
+
+// recordOutcomes are the outcomes of audit records that are no decision:
+// an operator's discard, and what became of an outbox entry a downstream
+// refused.
+var recordOutcomes = []string{engine.OutcomeDiscarded, engine.OutcomeForwardHeld, engine.OutcomeForwardRetried, engine.OutcomeForwardDropped}
 
 func timeParam(q url.Values, name string) (time.Time, error) {
 	raw := q.Get(name)

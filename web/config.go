@@ -155,6 +155,17 @@ type Reviewer interface {
 	Discard(ctx context.Context, id uint64, reason, operator string) (engine.Decision, error)
 }
 
+// OutboxReviewer lists the outbox and resolves the entries a downstream
+// refused for good, on behalf of a named operator ("" when writes are
+// open). *engine.Engine satisfies it; see its RetryForward and
+// DropForward for member and the errors. A call may block while the
+// engine commits a batch.
+type OutboxReviewer interface {
+	OutboxReport(ctx context.Context) (engine.OutboxReport, error)
+	RetryForward(ctx context.Context, member string, id uint64, reason, operator string) (engine.ForwardResolution, error)
+	DropForward(ctx context.Context, member string, id uint64, reason, operator string) (engine.ForwardResolution, error)
+}
+
 // Engine is what the server needs of the engine.
 type Engine interface {
 	Reader
@@ -190,6 +201,9 @@ type Deps struct {
 	// Hub feeds /api/v1/events and the dashboard's counters; it must be the
 	// engine's Observer (or one of them). nil: no event stream.
 	Hub *Hub
+	// Outbox serves /api/v1/outbox and its retry and drop; nil: they
+	// answer 404.
+	Outbox OutboxReviewer
 }
 
 // StoreStatus is a shared store's health as /readyz reports it.

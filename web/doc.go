@@ -19,19 +19,25 @@
 //	GET  /api/v1/quarantine/{id}           one held message
 //	POST /api/v1/quarantine/{id}/release   body {} or empty
 //	POST /api/v1/quarantine/{id}/discard   body {"reason": "..."}
+//	GET  /api/v1/outbox                    {held, total_held, pending, next}: the
+//	                                       entries a downstream refused; member,
+//	                                       from, limit
+//	POST /api/v1/outbox/{id}/retry         body {} or {"member": "...", "reason": "..."}
+//	POST /api/v1/outbox/{id}/drop          body {"reason": "...", "member": "..."}
 //	GET  /api/v1/events                    hello, decision, state, resync events
 //	GET  /                                 the dashboard
 //
-// Security: Config.Listen defaults to loopback. Release and discard need
-// "Authorization: Bearer <token>" of a token with role operator when any
-// token is set (Config.Tokens, or the single Config.Token, an operator
-// named "operator"): a missing or unknown token is 401, a viewer's 403.
-// Without a token they are allowed only on a loopback listener, and
-// refused with 403 otherwise. Config.AuthReads makes reads need a token
-// (of either role) too. The audit record of a release or discard names
-// the token's holder; names never become metric labels. Writes must
-// send Content-Type: application/json, and on a loopback listener a Host
-// that is not a loopback name is refused, so that no web page the operator
+// Security: Config.Listen defaults to loopback. Release, discard, retry
+// and drop need "Authorization: Bearer <token>" of a token with role
+// operator when any token is set (Config.Tokens, or the single
+// Config.Token, an operator named "operator"): a missing or unknown token
+// is 401, a viewer's 403. Without a token they are allowed only on a
+// loopback listener, and refused with 403 otherwise. Config.AuthReads
+// makes reads need a token (of either role) too. The audit record of a
+// release, discard, retry or drop names the token's holder; names never
+// become metric labels. Writes must send Content-Type: application/json,
+// and on a loopback listener a Host that is not a loopback name is
+// refused, so that no web page the operator
 // opens can drive the API. Every error is a JSON {"error": "..."} with a
 // 4xx status for a bad request.
 //

@@ -76,7 +76,7 @@ func newFixture(t *testing.T, cfg Config, opts ...func(*engine.Options)) *fixtur
 		cfg.Logger = testLogger(t)
 	}
 	f.srv = New(cfg, Deps{Engine: f.eng, Audit: f.store, Quarantine: f.store, Gatherer: f.reg,
-		Ready: f.ready.Load, Hub: f.hub})
+		Ready: f.ready.Load, Hub: f.hub, Outbox: f.eng})
 	f.http = httptest.NewServer(f.srv.Handler())
 	t.Cleanup(f.http.Close)
 	return f

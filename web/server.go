@@ -68,7 +68,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	if !s.openWrites && len(s.tokens) == 0 {
-		s.log.Warn("no token configured and the listener is not loopback: release and discard are refused",
+		s.log.Warn("no token configured and the listener is not loopback: release, discard, retry and drop are refused",
 			"listen", ln.Addr().String())
 	}
 	base, stopStreams := context.WithCancel(context.WithoutCancel(ctx))
@@ -114,8 +114,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/api/v1/audit", s.only("GET", s.reads(s.audit)))
 	mux.HandleFunc("/api/v1/quarantine", s.only("GET", s.reads(s.quarantineList)))
 	mux.HandleFunc("/api/v1/quarantine/{id}", s.only("GET", s.reads(s.quarantineOne)))
-	mux.HandleFunc("/api/v1/quarantine/{id}/release", s.only("POST", s.writes(s.release)))
-	mux.HandleFunc("/api/v1/quarantine/{id}/discard", s.only("POST", s.writes(s.discard)))
+	mux.HandleFunc("/api/v1/quarantine/{id}/release", s.only("POST", s.writes("release or discard", s.release)))
+	mux.HandleFunc("/api/v1/quarantine/{id}/discard", s.only("POST", s.writes("release or discard", s.discard)))
+	mux.HandleFunc("/api/v1/outbox", s.only("GET", s.reads(s.outboxList)))
+	mux.HandleFunc("/api/v1/outbox/{id}/retry", s.only("POST", s.writes("retry or drop", s.retryForward)))
+	mux.HandleFunc("/api/v1/outbox/{id}/drop", s.only("POST", s.writes("retry or drop", s.dropForward)))
 	mux.HandleFunc("/api/v1/events", s.only("GET", s.reads(s.events)))
 	mux.HandleFunc("/{$}", s.only("GET", s.dashboard))
 	mux.Handle("/assets/", s.assets())
@@ -178,14 +181,15 @@ func (s *Server) reads(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// writeHandler is a release or discard, told who asked: the token's name,
-// or "" when writes are open.
+// writeHandler is a release, discard, retry or drop, told who asked: the
+// token's name, or "" when writes are open.
 type writeHandler func(w http.ResponseWriter, r *http.Request, operator string)
 
 // writes checks for an operator's token, or that writes are open (no token
 // on a loopback listener), and demands a JSON body type: a cross-site form
 // cannot send one without a CORS preflight, which this server never grants.
-func (s *Server) writes(h writeHandler) http.HandlerFunc {
+// what names the actions, for a refusal.
+func (s *Server) writes(what string, h writeHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var t *tokenEntry
 		switch {
@@ -200,7 +204,7 @@ func (s *Server) writes(h writeHandler) http.HandlerFunc {
 		}
 		switch {
 		case t != nil && t.role != RoleOperator:
-			writeError(w, http.StatusForbidden, "role %s may not release or discard: that needs role %s", t.role, RoleOperator)
+			writeError(w, http.StatusForbidden, "role %s may not %s: that needs role %s", t.role, what, RoleOperator)
 			return
 		case !isJSON(r.Header.Get("Content-Type")):
 			writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")

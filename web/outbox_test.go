@@ -1,0 +1,148 @@
+package web
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// withAlerts adds a route whose applied messages are forwarded to a
+// webhook.
+func withAlerts(o *engine.Options) {
+	o.Routes = append(o.Routes, engine.Route{Name: "alerts", Topic: "alerts/#", Source: []string{"unit"}, ID: "msgId",
+		Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Webhook: "https://dispatch.example/hook"}}}})
+}
+
+// heldAlerts forwards n alerts and holds each entry as a refusing webhook
+// would; it returns them.
+func (f *fixture) heldAlerts(n int) []engine.OutboxEntry {
+	f.t.Helper()
+	for i := range n {
+		f.process(engine.Message{Topic: "alerts/u7", Payload: fmt.Appendf(nil, `{"unit":"u7","msgId":"a-%d"}`, i)})
+	}
+	es, err := f.store.Outbox(context.Background(), "", 0, 100)
+	if err != nil || len(es) != n {
+		f.t.Fatalf("outbox: %d entries, %v", len(es), err)
+	}
+	for _, e := range es {
+		if err := f.eng.HoldForward(context.Background(), "", e, `HTTP 422 Unprocessable Entity: {"error":"unit u7 is unknown"}`); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return es
+}
+
+func TestOutboxAPI(t *testing.T) {
+	viewer, operator := []string{"Authorization", "Bearer v13wer"}, []string{"Authorization", "Bearer 0perator"}
+	t.Run("the list shows the held entries with the downstream's answer, and the pending ones", func(t *testing.T) {
+		f := newFixture(t, Config{}, withAlerts)
+		es := f.heldAlerts(1)
+		f.process(engine.Message{Topic: "alerts/u8", Payload: []byte(`{"unit":"u8","msgId":"b-1"}`)}) // pending
+		var page OutboxPage
+		f.get("/api/v1/outbox").want(t, http.StatusOK, &page)
+		if len(page.Held) != 1 || page.TotalHeld != 1 || page.Next != nil {
+			t.Fatalf("page: %+v", page)
+		}
+		h := page.Held[0]
+		if h.ID != es[0].ID || h.Member != "" || h.Output != engine.OutputWebhook || h.Target != "https://dispatch.example/hook" ||
+			h.Route != "alerts" || h.Topic != "alerts/u7" || h.Key != es[0].Key.String() || !strings.Contains(h.Reason, "unit u7 is unknown") ||
+			!h.Time.Equal(es[0].Time) || !strings.Contains(string(h.Payload), `"msgId": "a-0"`) ||
+			h.PayloadB64 != base64.StdEncoding.EncodeToString(es[0].Payload) {
+			t.Fatalf("held item: %+v", h)
+		}
+		if len(page.Pending) != 1 || page.Pending[0] != (engine.OutboxDepth{Member: "", Pending: 1}) {
+			t.Fatalf("pending: %+v", page.Pending)
+		}
+	})
+	t.Run("the list pages by member and id", func(t *testing.T) {
+		f := newFixture(t, Config{}, withAlerts)
+		es := f.heldAlerts(5)
+		var got []uint64
+		path := "/api/v1/outbox?limit=2"
+		for range 10 {
+			var page OutboxPage
+			f.get(path).want(t, http.StatusOK, &page)
+			for _, h := range page.Held {
+				got = append(got, h.ID)
+			}
+			if page.Next == nil {
+				break
+			}
+			path = fmt.Sprintf("/api/v1/outbox?limit=2&member=%s&from=%d", page.Next.Member, page.Next.ID)
+		}
+		if len(got) != len(es) {
+			t.Fatalf("pages listed %v, want the %d held entries", got, len(es))
+		}
+		for i, e := range es {
+			if got[i] != e.ID {
+				t.Fatalf("pages listed %v", got)
+			}
+		}
+		f.get("/api/v1/outbox?limit=0").want(t, http.StatusBadRequest, nil)
+	})
+	t.Run("a viewer may neither retry nor drop; an operator may, and the audit names them", func(t *testing.T) {
+		f := newFixture(t, Config{Tokens: namedTokens}, withAlerts)
+		es := f.heldAlerts(2)
+		r := f.post(fmt.Sprintf("/api/v1/outbox/%d/retry", es[0].ID), "", viewer...)
+		r.want(t, http.StatusForbidden, nil)
+		if !strings.Contains(string(r.body), "role viewer may not retry or drop") {
+			t.Fatalf("403 body %s", r.body)
+		}
+		f.post(fmt.Sprintf("/api/v1/outbox/%d/drop", es[0].ID), `{"reason":"x"}`).want(t, http.StatusUnauthorized, nil)
+		var res forwardResolution
+		f.post(fmt.Sprintf("/api/v1/outbox/%d/retry", es[0].ID), "", operator...).want(t, http.StatusOK, &res)
+		if res.ID != es[0].ID || res.Outcome != engine.OutcomeForwardRetried || res.Operator != "j.doe" ||
+			res.Output != engine.OutputWebhook || res.Key != es[0].Key.String() || res.Position == 0 {
+			t.Fatalf("retry: %+v", res)
+		}
+		if n, _ := f.store.OutboxDepth(context.Background(), ""); n != 1 {
+			t.Fatalf("%d entries pending after the retry, want 1", n)
+		}
+		f.post(fmt.Sprintf("/api/v1/outbox/%d/retry", es[0].ID), "{}", operator...).want(t, http.StatusNotFound, nil)
+		f.post(fmt.Sprintf("/api/v1/outbox/%d/drop", es[1].ID), `{"reason":"  "}`, operator...).want(t, http.StatusBadRequest, nil)
+		f.post(fmt.Sprintf("/api/v1/outbox/%d/drop", es[1].ID), ``, operator...).want(t, http.StatusBadRequest, nil)
+		f.post(fmt.Sprintf("/api/v1/outbox/%d/drop", es[1].ID), `{"reason":"x","extra":1}`, operator...).want(t, http.StatusBadRequest, nil)
+		f.post("/api/v1/outbox/0/drop", `{"reason":"x"}`, operator...).want(t, http.StatusBadRequest, nil)
+		f.post(fmt.Sprintf("/api/v1/outbox/%d/drop", es[1].ID), `{"reason":"entered by hand"}`,
+			"Authorization", "Bearer 0perator2").want(t, http.StatusOK, &res)
+		if res.Outcome != engine.OutcomeForwardDropped || res.Operator != "a.smith" || res.Reason != "entered by hand" {
+			t.Fatalf("drop: %+v", res)
+		}
+		var page auditPage
+		f.get("/api/v1/audit?outcome=forward_dropped").want(t, http.StatusOK, &page)
+		if len(page.Records) != 1 || page.Records[0].Ref != es[1].ID || page.Records[0].Operator != "a.smith" {
+			t.Fatalf("audit of the drop: %+v", page.Records)
+		}
+		var list OutboxPage
+		f.get("/api/v1/outbox").want(t, http.StatusOK, &list)
+		if len(list.Held) != 0 || list.Pending[0].Pending != 1 {
+			t.Fatalf("after retry and drop: %+v", list)
+		}
+	})
+	t.Run("without an outbox the endpoints answer 404", func(t *testing.T) {
+		f := newFixture(t, Config{})
+		srv := New(Config{Logger: testLogger(t)}, Deps{Engine: f.eng, Audit: f.store, Quarantine: f.store})
+		for _, req := range []struct{ method, path string }{{"GET", "/api/v1/outbox"}, {"POST", "/api/v1/outbox/256/retry"}} {
+			rec := doHandler(t, srv, req.method, req.path)
+			if rec != http.StatusNotFound {
+				t.Fatalf("%s %s = %d, want 404", req.method, req.path, rec)
+			}
+		}
+	})
+}
+
+// doHandler serves one request with srv's handler and returns the status.
+func doHandler(t *testing.T, srv *Server, method, path string) int {
+	t.Helper()
+	req := httptest.NewRequest(method, "http://127.0.0.1"+path, strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	return rec.Code
+}
