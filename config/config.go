@@ -249,7 +249,7 @@ type HTTPConfig struct {
 	// TokenFile names a file holding the bearer token. Default "" (none).
 	TokenFile string `yaml:"token_file,omitempty"`
 	// Tokens are named bearer tokens, each with a role; the audit record
-	// of a release or discard names the token that asked. Default none;
+	// of a release, discard, retry or drop names the token that asked. Default none;
 	// not together with TokenEnv or TokenFile.
 	Tokens []TokenConfig `yaml:"tokens,omitempty"`
 	// AuthReads requires a token for reads too, not only for changes.
@@ -263,20 +263,21 @@ type HTTPConfig struct {
 // The roles of an HTTP token.
 const (
 	RoleViewer   = "viewer"   // reads
-	RoleOperator = "operator" // reads, releases and discards
+	RoleOperator = "operator" // reads, releases and discards, retries and drops outbox entries
 )
 
 // TokenConfig is one named bearer token of the HTTP API.
 type TokenConfig struct {
-	// Name says who holds the token; release and discard audit records
-	// carry it. Required, unique; never a metrics label.
+	// Name says who holds the token; the audit records of its releases,
+	// discards, retries and drops carry it. Required, unique; never a metrics label.
 	Name string `yaml:"name"`
 	// TokenEnv names the environment variable holding the token.
 	// Exactly one of TokenEnv and TokenFile.
 	TokenEnv string `yaml:"token_env,omitempty"`
 	// TokenFile names a file holding the token.
 	TokenFile string `yaml:"token_file,omitempty"`
-	// Role is viewer (reads) or operator (reads, release and discard).
+	// Role is viewer (reads) or operator (reads, release and discard,
+	// outbox retry and drop).
 	// Required: no default, so a token never holds more than was written.
 	Role string `yaml:"role"`
 }
