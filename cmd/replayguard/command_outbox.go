@@ -46,8 +46,8 @@ func cmdOutbox(e *env) error {
 	}
 }
 
-// outboxList prints the held entries, one JSON a line, and the pending
-// ones per member on stderr.
+// outboxList prints the held entries, one JSON a line, and on stderr the
+// pending ones of each member that has some, and the totals.
 func outboxList(e *env) error {
 	enc := json.NewEncoder(e.stdout)
 	var pending []engine.OutboxDepth
@@ -74,14 +74,14 @@ func outboxList(e *env) error {
 		}
 		pending, held = rep.Pending, len(rep.Held)
 	}
+	total := 0
 	for _, p := range pending {
-		if p.Member == "" {
-			fmt.Fprintf(e.stderr, "outbox: %d pending\n", p.Pending)
-		} else {
+		total += p.Pending
+		if p.Member != "" && p.Pending > 0 {
 			fmt.Fprintf(e.stderr, "outbox of member %s: %d pending\n", p.Member, p.Pending)
 		}
 	}
-	fmt.Fprintf(e.stderr, "outbox: %d held for an operator\n", held)
+	fmt.Fprintf(e.stderr, "outbox: %d pending, %d held for an operator\n", total, held)
 	return nil
 }
 

@@ -168,7 +168,7 @@ func TestOutboxThroughARunningDaemon(t *testing.T) {
 	hs := waitHeld(t, cfg, 2)
 	waitUntil(t, "e1 and e2 are delivered", func() bool { return hook.keys() == 4 })
 	checkHeld(t, hs[0], hook.URL)
-	if _, errs := heldList(t, cfg); !strings.Contains(errs, "outbox: 0 pending\n") || !strings.Contains(errs, "outbox: 2 held for an operator\n") {
+	if _, errs := heldList(t, cfg); errs != "outbox: 0 pending, 2 held for an operator\n" {
 		t.Fatalf("outbox list through the API says on stderr:\n%s", errs)
 	}
 	if _, errs, code := cli(t, "", "outbox", "drop", fmt.Sprint(hs[1].ID), "-c", cfg); code != 2 || !strings.Contains(errs, "drop needs --reason") {
@@ -210,7 +210,7 @@ func TestOutboxThroughARunningDaemon(t *testing.T) {
 	if !strings.Contains(out, "is pending again") {
 		t.Fatalf("outbox retry on the local store: %q", out)
 	}
-	if _, errs := heldList(t, cfg); !strings.Contains(errs, "outbox: 1 pending\n") || !strings.Contains(errs, "outbox: 0 held") {
+	if _, errs := heldList(t, cfg); errs != "outbox: 1 pending, 0 held for an operator\n" {
 		t.Fatalf("outbox list on the local store says on stderr:\n%s", errs)
 	}
 	if hook.count(late.Key) != 0 {
@@ -246,7 +246,8 @@ func TestOutboxThroughARunningDaemon(t *testing.T) {
 // and on Redis; the commands open the shared store themselves (no API):
 // `outbox list` shows the refused entry with the webhook's answer, `retry`
 // after the webhook is fixed has the running member deliver it once, and
-// `drop --reason` removes one with an audit record naming the operator.
+// `drop --reason` removes one with an audit record naming the operator;
+// an entry retried while no member runs waits, pending.
 func TestOutboxOnASharedStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts mosquitto, PostgreSQL, Redis and the daemon")
@@ -278,7 +279,7 @@ func TestOutboxOnASharedStore(t *testing.T) {
 			if member == "" || hs[1].Member != member {
 				t.Fatalf("held entries name members %q and %q, want the running member's", member, hs[1].Member)
 			}
-			if _, errs := heldList(t, cfg); !strings.Contains(errs, fmt.Sprintf("outbox of member %s: 0 pending\n", member)) {
+			if _, errs := heldList(t, cfg); errs != "outbox: 0 pending, 2 held for an operator\n" {
 				t.Fatalf("outbox list says on stderr:\n%s", errs)
 			}
 
@@ -296,12 +297,25 @@ func TestOutboxOnASharedStore(t *testing.T) {
 			if hs, _ := heldList(t, cfg); len(hs) != 0 {
 				t.Fatalf("held after retry and drop: %+v", hs)
 			}
+			// One more refused, retried while no member runs: it waits,
+			// pending in its member's outbox.
+			hook.refusing.Store(true)
+			pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
+				Topic: func(src string) string { return "incidents/fd/" + src }, Payload: func(src string, seq int64) []byte { return incidentPayload(src, seq+10) }})
+			if pub.Publish(context.Background(), "e3", 1) != 1 {
+				t.Fatal("publish")
+			}
+			late := waitHeld(t, cfg, 1)[0]
 			stopRun(t, daemon, exited)
+			mustRun(t, "", "outbox", "retry", fmt.Sprint(late.ID), "--operator", "duty officer", "-c", cfg)
+			if _, errs := heldList(t, cfg); errs != fmt.Sprintf("outbox of member %s: 1 pending\noutbox: 1 pending, 0 held for an operator\n", member) {
+				t.Fatalf("outbox list with an entry pending says on stderr:\n%s", errs)
+			}
 			if hook.count(hs[0].Key) != 1 || hook.count(hs[1].Key) != 0 || hook.keys() != 5 {
 				t.Fatalf("deliveries: retried %d, dropped %d, %d keys; want 1, 0, 5", hook.count(hs[0].Key), hook.count(hs[1].Key), hook.keys())
 			}
 			recs := forwardAudit(t, cfg)
-			if len(recs["forward_held"]) != 2 || len(recs["forward_retried"]) != 1 || len(recs["forward_dropped"]) != 1 {
+			if len(recs["forward_held"]) != 3 || len(recs["forward_retried"]) != 2 || len(recs["forward_dropped"]) != 1 {
 				t.Fatalf("forward audit records: %v", recs)
 			}
 			if d := recs["forward_dropped"][0]; d["operator"] != "shift lead" || d["reason"] != "outbox of member "+member+": entered by hand" {
