@@ -127,14 +127,7 @@ func resolveForward(e *env, action string, id uint64) error {
 	case err != nil:
 		return err
 	}
-	where := ""
-	if res.Member != "" {
-		where = " of member " + res.Member
-	}
-	chain := ""
-	if res.Chain != "" {
-		chain = " of member " + res.Chain
-	}
+	where, chain := ofMember(res.Member), ofMember(res.Chain)
 	if action == "retry" {
 		fmt.Fprintf(e.stdout, "outbox entry %d%s (%s %s) is pending again: the drainer delivers it (audit position %d%s)\n",
 			id, where, res.Output, res.Target, res.Position, chain)
