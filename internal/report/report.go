@@ -86,6 +86,31 @@ type Counts struct {
 	Outcomes
 	Released  uint64 `json:"released"`  // quarantine entries an operator released
 	Discarded uint64 `json:"discarded"` // and discarded
+	// Forwards are the outbox entries a downstream refused for good, and
+	// what operators did with them.
+	Forwards Forwards `json:"forwards"`
+}
+
+// Forwards count the forward effects' audit records.
+type Forwards struct {
+	Held    uint64 `json:"held"`    // refused by the downstream, held for an operator
+	Retried uint64 `json:"retried"` // put back into the outbox by an operator
+	Dropped uint64 `json:"dropped"` // dropped by an operator
+}
+
+// count counts a forward record; it reports false for any other.
+func (f *Forwards) count(outcome string) bool {
+	switch outcome {
+	case engine.OutcomeForwardHeld:
+		f.Held++
+	case engine.OutcomeForwardRetried:
+		f.Retried++
+	case engine.OutcomeForwardDropped:
+		f.Dropped++
+	default:
+		return false
+	}
+	return true
 }
 
 // Timeline is decisions per bucket (a minute, unless the period needs
@@ -255,10 +280,16 @@ func (b *builder) inPeriod(t time.Time) bool {
 
 func (b *builder) add(r *engine.AuditRecord) {
 	b.verify(r)
+	period := b.inPeriod(r.Time)
+	if forward := (&Forwards{}).count(r.Outcome); forward { // its ref is an outbox entry, no quarantine entry
+		if period && (b.opts.Route == "" || r.Route == b.opts.Route) {
+			b.rep.Totals.Forwards.count(r.Outcome)
+		}
+		return
+	}
 	if r.Ref != 0 {
 		b.resolutions = append(b.resolutions, resolution(r))
 	}
-	period := b.inPeriod(r.Time)
 	b.broker(r, period)
 	if !period || (b.opts.Route != "" && r.Route != b.opts.Route) {
 		return
