@@ -25,6 +25,7 @@ type OutputStatus struct {
 
 // Status is the drainer's state, for readiness and the dashboard.
 type Status struct {
+	Member            string    // the outbox this drainer writes: Options.Member
 	Depth, MaxEntries int       // Member's pending entries and their bound
 	Full              bool      // Admit is holding batches back
 	FullSince         time.Time // when it started to
@@ -33,7 +34,7 @@ type Status struct {
 
 // Status returns the drainer's state; outputs ordered by member and kind.
 func (d *Drainer) Status() Status {
-	st := Status{}
+	st := Status{Member: d.opts.Member}
 	st.Depth, st.MaxEntries = d.Depth()
 	st.Full, st.FullSince = d.gate.state()
 	for _, l := range d.snapshotLanes() {

@@ -204,6 +204,10 @@ type Deps struct {
 	// Outbox serves /api/v1/outbox and its retry and drop; nil: they
 	// answer 404.
 	Outbox OutboxReviewer
+	// Forward reports the forward drainer's state for /api/v1/forward and
+	// the dashboard; it must be safe for concurrent use and not block (the
+	// dashboard polls it). nil: no route forwards in this process.
+	Forward func() ForwardStatus
 }
 
 // StoreStatus is a shared store's health as /readyz reports it.

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/forward"
 	"github.com/replayguard/replayguard/metrics"
 	"github.com/replayguard/replayguard/store/memory"
 )
@@ -30,12 +31,29 @@ var testRoutes = []engine.Route{
 		Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}},
 }
 
-// observers fans a commit out to several observers, in order.
+// observers fans a commit out to several observers, in order, with its
+// outbox entries and resolutions to those that hear them (a drainer).
 type observers []engine.Observer
 
 func (o observers) Committed(r []engine.AuditRecord, e []engine.EntityState) {
 	for _, x := range o {
 		x.Committed(r, e)
+	}
+}
+
+func (o observers) OutboxCommitted(entries []engine.OutboxEntry) {
+	for _, x := range o {
+		if oo, ok := x.(engine.OutboxObserver); ok {
+			oo.OutboxCommitted(entries)
+		}
+	}
+}
+
+func (o observers) OutboxResolved(rs []engine.OutboxResolve) {
+	for _, x := range o {
+		if ro, ok := x.(engine.OutboxResolveObserver); ok {
+			ro.OutboxResolved(rs)
+		}
 	}
 }
 
@@ -51,35 +69,94 @@ type fixture struct {
 	srv     *Server
 	http    *httptest.Server
 	seq     map[string]int64
+	drainer *forward.Drainer // nil unless newForwardingFixture
 }
 
 // newFixture starts the server over a fresh engine; opts adjust the
 // engine's options (its clock, say).
 func newFixture(t *testing.T, cfg Config, opts ...func(*engine.Options)) *fixture {
 	t.Helper()
+	return startFixture(t, cfg, nil, opts...)
+}
+
+// newForwardingFixture is newFixture with a drainer delivering the
+// store's outbox through outputs while the test runs, as `run` wires it:
+// woken by the engine's commits, holding back batches when the outbox is
+// full, its state in /api/v1/forward.
+func newForwardingFixture(t *testing.T, cfg Config, fo forward.Options, opts ...func(*engine.Options)) *fixture {
+	t.Helper()
+	return startFixture(t, cfg, &fo, opts...)
+}
+
+func startFixture(t *testing.T, cfg Config, fo *forward.Options, opts ...func(*engine.Options)) *fixture {
+	t.Helper()
 	f := &fixture{t: t, store: memory.New(), hub: NewHub(), reg: prometheus.NewRegistry(), seq: map[string]int64{}}
 	f.metrics = metrics.New(f.reg, "test", "0000000", "incidents", "meters")
 	o := engine.Options{Routes: testRoutes, SequenceSpan: 64, Observer: observers{f.metrics, f.hub}}
+	var err error
+	if fo != nil {
+		fo.Store = f.store
+		if fo.Logger == nil {
+			fo.Logger = testLogger(t)
+		}
+		if f.drainer, err = forward.New(*fo); err != nil {
+			t.Fatal(err)
+		}
+		o.Observer, o.Admit = observers{f.metrics, f.hub, f.drainer}, f.drainer.Admit
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var err error
 	f.eng, err = engine.New(context.Background(), f.store, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.eng.Close() })
+	deps := Deps{Engine: f.eng, Audit: f.store, Quarantine: f.store, Gatherer: f.reg,
+		Ready: f.ready.Load, Hub: f.hub, Outbox: f.eng}
+	if f.drainer != nil {
+		f.runDrainer()
+		deps.Forward = forwardStatus(f.drainer)
+	}
 	f.metrics.Watch(f.eng)
 	f.metrics.WatchQuarantine(f.store)
 	f.ready.Store(true)
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
-	f.srv = New(cfg, Deps{Engine: f.eng, Audit: f.store, Quarantine: f.store, Gatherer: f.reg,
-		Ready: f.ready.Load, Hub: f.hub, Outbox: f.eng})
+	f.srv = New(cfg, deps)
 	f.http = httptest.NewServer(f.srv.Handler())
 	t.Cleanup(f.http.Close)
 	return f
+}
+
+// runDrainer runs the drainer until the test ends, stopping it (and
+// closing its outputs) before the engine closes.
+func (f *fixture) runDrainer() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.drainer.Run(ctx, f.eng)
+	}()
+	f.t.Cleanup(func() {
+		cancel()
+		<-done
+		f.drainer.Close()
+	})
+}
+
+// forwardStatus is d's state as internal/app hands it to the server.
+func forwardStatus(d *forward.Drainer) func() ForwardStatus {
+	return func() ForwardStatus {
+		st := d.Status()
+		out := ForwardStatus{Member: st.Member, Depth: st.Depth, MaxEntries: st.MaxEntries, Full: st.Full,
+			FullSince: st.FullSince, Outputs: make([]ForwardOutput, len(st.Outputs))}
+		for i, o := range st.Outputs {
+			out.Outputs[i] = ForwardOutput(o)
+		}
+		return out
+	}
 }
 
 // process feeds messages to the engine as a source would.

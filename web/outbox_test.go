@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/forward"
 )
 
 // withAlerts adds a route whose applied messages are forwarded to a
@@ -145,4 +150,123 @@ func doHandler(t *testing.T, srv *Server, method, path string) int {
 	rec := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(rec, req)
 	return rec.Code
+}
+
+// Answers of a dispatchHook.
+const (
+	hookRefuses int32 = iota // 422: the entry is held for an operator
+	hookDown                 // 503: the attempt failed, the drainer sends it again
+	hookTakes                // 204: delivered
+)
+
+// dispatchHook is a downstream webhook whose answer the test sets. It
+// counts the copies it took by Idempotency-Key.
+type dispatchHook struct {
+	answer atomic.Int32
+	mu     sync.Mutex
+	took   map[string]int
+}
+
+func startDispatchHook(t *testing.T, answer int32) (*dispatchHook, string) {
+	t.Helper()
+	h := &dispatchHook{took: map[string]int{}}
+	h.answer.Store(answer)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return h, srv.URL + "/dispatch"
+}
+
+func (h *dispatchHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	switch h.answer.Load() {
+	case hookRefuses:
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		io.WriteString(w, `{"error":"unit u7 is unknown to dispatch"}`)
+	case hookDown:
+		http.Error(w, "dispatch is restarting", http.StatusServiceUnavailable)
+	default:
+		h.mu.Lock()
+		h.took[r.Header.Get("Idempotency-Key")]++
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// copies is how many copies of the entry with key the hook took.
+func (h *dispatchHook) copies(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.took[key]
+}
+
+// forwardAlertsTo adds a route whose applied messages are forwarded to
+// the webhook at url.
+func forwardAlertsTo(url string) func(*engine.Options) {
+	return func(o *engine.Options) {
+		o.Routes = append(o.Routes, engine.Route{Name: "alerts", Topic: "alerts/#", Source: []string{"unit"}, ID: "msgId",
+			Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Webhook: url}}}})
+	}
+}
+
+// webhookDrainer is a drainer's options with a webhook output that backs
+// off briefly, bounded at maxEntries. It counts the outbox again every
+// 200 ms: a count taken while the engine commits errs high until the next.
+func webhookDrainer(t *testing.T, maxEntries int) forward.Options {
+	t.Helper()
+	wh, err := forward.NewWebhook(forward.WebhookOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return forward.Options{Outputs: map[string]forward.Output{engine.OutputWebhook: wh}, MaxEntries: maxEntries,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Poll: 200 * time.Millisecond}
+}
+
+func alert(msgID string) engine.Message {
+	return engine.Message{Topic: "alerts/u7", Payload: fmt.Appendf(nil, `{"unit":"u7","msgId":%q}`, msgID)}
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+func TestForwardStatusAPI(t *testing.T) {
+	t.Run("a process where no route forwards says so", func(t *testing.T) {
+		f := newFixture(t, Config{})
+		var st ForwardStatus
+		f.get("/api/v1/forward").want(t, http.StatusOK, &st)
+		if st.Forwarding || st.Outputs == nil || len(st.Outputs) != 0 || st.MaxEntries != 0 {
+			t.Fatalf("status without a drainer: %+v", st)
+		}
+	})
+	t.Run("a failing webhook shows with its error until it takes the entry", func(t *testing.T) {
+		hook, url := startDispatchHook(t, hookDown)
+		f := newForwardingFixture(t, Config{}, webhookDrainer(t, 50), forwardAlertsTo(url))
+		key := f.process(alert("a-1"))[0].Key.String()
+		var st ForwardStatus
+		eventually(t, "the webhook output fails", func() bool {
+			f.get("/api/v1/forward").want(t, http.StatusOK, &st)
+			return len(st.Outputs) == 1 && st.Outputs[0].Failing && st.Depth == 1
+		})
+		o := st.Outputs[0]
+		if !st.Forwarding || st.Member != "" || st.MaxEntries != 50 || st.Full ||
+			o.Output != engine.OutputWebhook || o.Attempts < 1 || o.Failures < 1 || o.Delivered != 0 || o.Since.IsZero() ||
+			!strings.Contains(o.LastError, "503 Service Unavailable: dispatch is restarting") {
+			t.Fatalf("status while the webhook fails: %+v", st)
+		}
+		hook.answer.Store(hookTakes)
+		eventually(t, "the webhook takes the entry and the output recovers", func() bool {
+			st = ForwardStatus{} // omitted fields must not keep the last poll's values
+			f.get("/api/v1/forward").want(t, http.StatusOK, &st)
+			return st.Depth == 0 && !st.Outputs[0].Failing
+		})
+		if o := st.Outputs[0]; o.Failing || o.Delivered != 1 || o.LastError != "" || o.Attempts != 0 || hook.copies(key) != 1 {
+			t.Fatalf("status after the delivery: %+v; the hook took %d copies", st, hook.copies(key))
+		}
+	})
 }

@@ -154,7 +154,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		}
 		srv := web.New(web.Config{Listen: cfg.HTTP.Listen, CertFile: cfg.HTTP.TLS.CertFile, KeyFile: cfg.HTTP.TLS.KeyFile,
 			Tokens: tokens, AuthReads: cfg.HTTP.AuthReads, Version: build.Version, Logger: log},
-			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: func() bool { return consumer.Ready() && ready() }, Hub: hub, Store: storeStatus, Outbox: a.Engine})
+			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: func() bool { return consumer.Ready() && ready() }, Hub: hub, Store: storeStatus,
+				Outbox: a.Engine, Forward: a.ForwardStatus()})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

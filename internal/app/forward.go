@@ -116,6 +116,24 @@ func (a *App) FlushForward(ctx context.Context, timeout time.Duration) (pending 
 	return a.Forward.Drain(ctx)
 }
 
+// ForwardStatus is the drainer's state for the web server's Deps.Forward;
+// nil when no route forwards.
+func (a *App) ForwardStatus() func() web.ForwardStatus {
+	d := a.Forward
+	if d == nil {
+		return nil
+	}
+	return func() web.ForwardStatus {
+		st := d.Status()
+		out := web.ForwardStatus{Member: st.Member, Depth: st.Depth, MaxEntries: st.MaxEntries, Full: st.Full,
+			FullSince: st.FullSince, Outputs: make([]web.ForwardOutput, len(st.Outputs))}
+		for i, o := range st.Outputs {
+			out.Outputs[i] = web.ForwardOutput(o)
+		}
+		return out
+	}
+}
+
 // readiness combines a shared store's status (storeStatus, nil on a
 // single-owner store) with the drainer's: a full outbox is an error, a
 // failing output a warning.
