@@ -84,6 +84,11 @@ func TestDashboardInABrowser(t *testing.T) {
 	waitFor("the entities", `document.querySelectorAll('.entity').length === 7`)
 	waitFor("the held messages", fmt.Sprintf(`document.querySelectorAll('.held-msg').length === 3 && document.querySelector('.held-msg[data-id="%d"]') !== null`, below))
 	waitFor("the gap", `document.querySelector('#sources tr.gappy td.gap')?.textContent === '3–4'`)
+	waitFor("the outbox read", `outbox.status !== null && outbox.page !== null`)
+	if got := eval(`document.getElementById('outbox-panel').className + ': ' + document.querySelector('#outbox-panel h2').textContent.trim()`); got !=
+		"panel collapsed: Outbox — no forward effects" {
+		t.Fatalf("outbox panel where no route forwards: %q", got)
+	}
 	eval(`window.__sameDocument = "yes"`)
 	appliedBefore := eval(`document.getElementById('c-applied').textContent`)
 	if appliedBefore != "8" {

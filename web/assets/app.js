@@ -51,7 +51,9 @@ async function api(path, opts) {
   if (!res.ok) {
     let msg = (body && body.error) || res.statusText;
     if (res.status === 401) msg += " — enter the token at the top right";
-    throw new Error(msg);
+    const err = new Error(msg);
+    err.status = res.status;
+    throw err;
   }
   return body;
 }
@@ -93,7 +95,7 @@ async function loadAudit() {
 async function refetchAll() {
   try {
     await loadStats();
-    await Promise.all([loadState(), loadSources(), loadQuarantine(), loadAudit(), loadRates()]);
+    await Promise.all([loadState(), loadSources(), loadQuarantine(), loadAudit(), loadRates(), loadForward(), loadOutbox()]);
   } catch (e) {
     toast("Could not load: " + e.message);
   }
@@ -255,7 +257,8 @@ function onDecision(r, batch) {
   }
   countRate(r);
   if (r.sequence !== undefined) batch.sources = true;
-  if (HELD.has(r.outcome) || r.ref) batch.quarantine = true;
+  if (FORWARD_OUTCOMES.has(r.outcome)) batch.forward = true;
+  else if (HELD.has(r.outcome) || r.ref) batch.quarantine = true;
 }
 
 function onState(e, batch) {
@@ -264,7 +267,7 @@ function onState(e, batch) {
 }
 
 function newBatch() {
-  return { fresh: new Set(), bumped: new Set(), changed: new Set(), sources: false, quarantine: false, any: false };
+  return { fresh: new Set(), bumped: new Set(), changed: new Set(), sources: false, quarantine: false, forward: false, any: false };
 }
 
 // render applies a batch of events at most a few times a second.
@@ -302,6 +305,7 @@ function flush() {
   soon("rates", drawRates, 250);
   if (b.sources) soon("sources", loadSources, 300);
   if (b.quarantine) soon("quarantine", loadQuarantine, 300);
+  if (b.forward) onForwardRecord();
 }
 
 function setLive(up, text) {
@@ -414,6 +418,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("discard-ok").addEventListener("click", confirmDiscard);
   $("discard-cancel").addEventListener("click", () => $("discard-dialog").close());
   $("discard-reason").addEventListener("keydown", (e) => { if (e.key === "Enter") confirmDiscard(); });
+  startOutbox();
   tick();
   setInterval(tick, 1000);
   setInterval(() => soon("stats", loadStats, 0), 30000);
