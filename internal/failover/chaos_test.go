@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replayguard/replayguard/forward"
 	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
@@ -21,6 +22,15 @@ import (
 // standby replays what was applied since the copy, and knows nothing of
 // what the primary acknowledged to the publisher after it: those losses
 // must show as gaps, never as silent holes.
+//
+// Every applied message is also forwarded (the forward effect) to a
+// downstream broker that does not fail, where a subscriber records every
+// copy; at the end a few applied messages are sent again with another
+// content, conflicts that must not be forwarded. checkForward then holds
+// the downstream to the audit export: every applied event received under
+// its key, nothing else, byte for byte, first copies in commit order per
+// source, and copies sent again only after kills: at most one page of
+// the drainer's per kill, however many replays were found duplicate.
 func TestFailoverUnderLoad(t *testing.T) {
 	skipShort(t)
 	rng := rand.New(rand.NewPCG(seed(t), 4))
@@ -32,7 +42,8 @@ func TestFailoverUnderLoad(t *testing.T) {
 	primary := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
 	standbyPort := testbroker.FreePort(t)
 	brokers := []string{primary.URL(), fmt.Sprintf("tcp://127.0.0.1:%d", standbyPort)}
-	s := newSetup(t, brokers, true)
+	down := startDownstream(t)
+	s := newSetupWith(t, brokers, setupOptions{API: true, Downstream: down.Broker.URL()})
 	d := startDaemon(t, s)
 	d.WaitReady()
 	pub := newPublisher(t, brokers, 20)
@@ -120,12 +131,24 @@ func TestFailoverUnderLoad(t *testing.T) {
 	f.Wait(t, 3*time.Minute)
 	publishTail(t, pub, sources, 20)
 	d.WaitHigh(lastSequences(pub))
+	fd := feed{Pub: pub, Sources: sources}
+	fd.Conflicts = sendConflicts(t, pub, nil, firstOf(sources, 3), func() float64 {
+		return d.Metrics()["replayguard_decisions_total/conflict"]
+	})
 	waitStable(t, "the audit position", time.Second, time.Minute, d.Position)
 	checkFinalRun(t, d, head)
+	waitFor(t, "an empty outbox", time.Minute, func() bool { return d.Metrics()["replayguard_outbox_entries"] == 0 })
 	d.Stop()
 
-	r := verifyStore(t, openStore(t, s), pub, sources)
+	r := verifyStoreFeed(t, openStore(t, s), fd)
 	checkCLI(t, d, r)
+	records := exportAudit(t, d)
+	down.WaitKeys(t, appliedKeys(records))
+	fw := checkForward(t, records, down.Sub.Messages(), fd)
+	if bound := d.Kills * forward.DefaultBatch; fw.Surplus() > bound {
+		t.Errorf("%d copies sent again after %d kills: more than a page (%d) of the drainer's per kill; %d replays were found duplicate",
+			fw.Surplus(), d.Kills, forward.DefaultBatch, r.Duplicates)
+	}
 	t.Logf("gaps: %s", r.gapsString())
 	t.Logf("consumer killed %d times; %d publishes failed while no broker answered", d.Kills, f.failed.Load())
 	r.checkReplays(t, true)

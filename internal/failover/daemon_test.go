@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -215,10 +216,12 @@ func (d *daemon) waitSources(want map[string]int64, ok func(high, want int64) bo
 	})
 }
 
+var outcomeLabel = regexp.MustCompile(`outcome="([a-z_]+)"`)
+
 // Metrics returns the daemon's unlabelled samples, those of
 // replayguard_decisions_total and replayguard_store_update_failures_total
-// summed over their labels, and its duplicates under
-// replayguard_decisions_total/duplicate.
+// summed over their labels, and its decisions by outcome under
+// replayguard_decisions_total/OUTCOME (…/duplicate, …/conflict).
 func (d *daemon) Metrics() map[string]float64 {
 	d.t.Helper()
 	resp, err := d.client.Get(d.url("/metrics"))
@@ -245,8 +248,8 @@ func (d *daemon) Metrics() map[string]float64 {
 			if name[:i] != "replayguard_decisions_total" && name[:i] != "replayguard_store_update_failures_total" {
 				continue
 			}
-			if strings.Contains(name[i:], `outcome="duplicate"`) {
-				out[name[:i]+"/duplicate"] += v
+			if m := outcomeLabel.FindStringSubmatch(name[i:]); m != nil {
+				out[name[:i]+"/"+m[1]] += v
 			}
 			name = name[:i]
 		}

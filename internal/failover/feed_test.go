@@ -48,7 +48,7 @@ routes:
       - entity: "src/{source_id}"
         add: {` + countField + `: value}
         set: {` + lastField + `: sequence}
-%s%smqtt:
+%s%s%smqtt:
   brokers: [%s]
   client_id: %s
   session_expiry: 1h
@@ -63,6 +63,15 @@ const idRouteTemplate = `  - name: ` + idRouteName + `
       - entity: "` + meterEntity + `{topic[1]}"
         add: {` + countField + `: value}
 `
+
+// A setup with a downstream broker forwards every applied message of both
+// routes to it, under cleanPrefix followed by the message's own topic.
+const (
+	cleanPrefix   = "clean/"
+	forwardEffect = `      - forward: {topic: "` + cleanPrefix + `{topic}"}
+`
+	outputsTemplate = "outputs: {mqtt: {brokers: [%s]}}\n"
+)
 
 // setup is one replayguard configuration: a store directory, the brokers
 // to consume and, for a child process, an HTTP listener.
@@ -87,6 +96,10 @@ type setupOptions struct {
 	// may not exceed it; 0: the defaults. Mosquitto sends an MQTT 5 client
 	// at most this many unacknowledged messages and queues the rest.
 	ReceiveMaximum int
+	// Downstream, a broker URL, adds a forward effect to every route:
+	// each applied message is published to this broker (outputs.mqtt) on
+	// cleanPrefix + its topic. Empty: no forward.
+	Downstream string
 }
 
 // newSetup writes a configuration consuming brokers (in failover order)
@@ -110,15 +123,22 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 	if o.ClientID == "" {
 		o.ClientID = testbroker.UniqueClientID("rg-failover")
 	}
-	var feedSQL, routes, mqttExtra string
+	var feedExtra, routes, outputs, mqttExtra string
 	if o.IDRoute {
 		routes = idRouteTemplate
 	}
 	if o.SQL {
-		feedSQL = feedSQLEffect
+		feedExtra = feedSQLEffect
 		if o.IDRoute {
 			routes += meterSQLEffect
 		}
+	}
+	if o.Downstream != "" {
+		feedExtra += forwardEffect
+		if o.IDRoute {
+			routes += forwardEffect
+		}
+		outputs = fmt.Sprintf(outputsTemplate, o.Downstream)
 	}
 	if o.ShareGroup != "" {
 		mqttExtra += fmt.Sprintf("  share_group: %s\n", o.ShareGroup)
@@ -126,7 +146,7 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 	if o.ReceiveMaximum != 0 {
 		mqttExtra += fmt.Sprintf("  receive_maximum: %d\n  batch_size: %[1]d\n", o.ReceiveMaximum)
 	}
-	text := fmt.Sprintf(configTemplate, o.Store, feedSQL, routes, strings.Join(brokers, ", "), o.ClientID, mqttExtra, s.Listen)
+	text := fmt.Sprintf(configTemplate, o.Store, feedExtra, routes, outputs, strings.Join(brokers, ", "), o.ClientID, mqttExtra, s.Listen)
 	if err := os.WriteFile(s.Path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -51,14 +51,25 @@ const receiveMaximum = 100
 //   - two members are killed with SIGKILL and started again at once (the
 //     store hands a dead process's lease on this host to its successor);
 //   - the store's server is killed and started again: every member must
-//     report not ready meanwhile and resume by itself.
+//     report not ready meanwhile and resume by itself;
+//   - the third member is killed while its outbox holds entries (the
+//     downstream broker frozen a moment before) and kept down until
+//     another member, once the dead one's lease has expired, has
+//     delivered every one of them; then it starts again.
+//
+// Every applied message of both routes is forwarded to a downstream
+// broker that does not fail, where a subscriber records every copy; at
+// the end a few applied messages of each route are sent again with
+// another content, conflicts that must not be forwarded.
 //
 // Afterwards, read through the CLI with a member's configuration as an
 // operator would: every chain intact, every record naming a member; each
 // sequence and each id applied once (the entity counts), every message the
 // broker acknowledged applied or, on the sequenced route, inside a reported
 // gap; replays found duplicate on both routes, some by another member than
-// the one that applied the message. On PostgreSQL both routes also run a
+// the one that applied the message. Downstream (checkForward): every
+// applied event received under its key, nothing else, byte for byte,
+// first copies in commit order per member and source. On PostgreSQL both routes also run a
 // sql effect into tables of the user's own: each message applied must be
 // exactly one row there, with its key; a message violating the user's
 // unique constraint, published while the members are frozen, must be
@@ -108,7 +119,8 @@ func groupFailover(t *testing.T, kind string) {
 	if kind == config.StorePostgres {
 		sql = startSQL(t, server.URL(), brokers)
 	}
-	g := startGroup(t, members, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), sql != nil)
+	down := startDownstream(t)
+	g := startGroup(t, members, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), sql != nil, down.Broker.URL())
 	pub, meterPub := newPublisher(t, brokers, 20), newMeterPublisher(t, brokers, 20)
 	total := float64(perSource * len(sources))
 
@@ -191,7 +203,12 @@ func groupFailover(t *testing.T, kind string) {
 		acked := pub.Republish(ctx, copies[0]) + meterPub.Republish(ctx, copies[1])
 		return fmt.Sprintf("%d of %d copies acknowledged", acked, len(copies[0])+len(copies[1]))
 	}})
-	for _, i := range rng.Perm(members)[:2] {
+	perm := rng.Perm(members)
+	dead := g.members[perm[2]]
+	events = append(events, event{uniform(rng, 0.02, 0.08), fmt.Sprintf("member %s killed with entries in its outbox, kept down;", member(dead)), func() string {
+		return g.KillUntilTakenOver(dead, down)
+	}})
+	for _, i := range perm[:2] {
 		d := g.members[i]
 		events = append(events, event{uniform(rng, 0.05, 0.95), fmt.Sprintf("member %s killed;", member(d)), func() string {
 			g.Kill(d)
@@ -218,7 +235,16 @@ func groupFailover(t *testing.T, kind string) {
 	publishTail(t, pub, sources, 20)
 	g.members[0].WaitHigh(lastSequences(pub))
 	g.WaitMeters(meterPub)
+	fd := feed{Pub: pub, Sources: sources, Meters: meterPub, MeterNames: meters}
+	conflicts := firstOf(sources, 2)
+	for _, m := range meters {
+		for n := int64(1); n <= 2; n++ {
+			conflicts = append(conflicts, conflicting{Route: idRouteName, Key: seqKey{m, n}, Topic: meterTopic(m)})
+		}
+	}
+	fd.Conflicts = sendConflicts(t, pub, meterPub, conflicts, g.Conflicts)
 	waitStable(t, "the audit positions", time.Second, time.Minute, g.Positions)
+	waitFor(t, "empty outboxes", time.Minute, func() bool { return g.Outboxes() == 0 })
 	for _, d := range g.members {
 		// A write the store did not confirm may have landed: a batch
 		// holds at most receiveMaximum messages.
@@ -226,11 +252,12 @@ func groupFailover(t *testing.T, kind string) {
 	}
 	g.Stop()
 
-	fd := feed{Pub: pub, Sources: sources, Meters: meterPub, MeterNames: meters}
 	if sql != nil {
 		fd.SetAside = refusedMeter
 	}
 	r := g.verify(t, fd)
+	down.WaitKeys(t, appliedKeys(r.Records))
+	checkForward(t, r.Records, down.Sub.Messages(), fd)
 	if sql != nil {
 		var held []engine.QuarantineEntry
 		err := openStore(t, g.members[0].setup).ScanQuarantine(context.Background(), func(q engine.QuarantineEntry) error {
@@ -281,13 +308,14 @@ type group struct {
 // startGroup starts n members consuming brokers in share group g1 on the
 // shared store the YAML flow mapping store names, each under a client id of
 // its own and no store.member, which then defaults to the client id, and
-// waits until every one is ready. With sql, the routes have sql effects.
-func startGroup(t testing.TB, n int, brokers []string, store string, sql bool) *group {
+// forwarding to the broker downstream, and waits until every one is ready.
+// With sql, the routes have sql effects.
+func startGroup(t testing.TB, n int, brokers []string, store string, sql bool, downstream string) *group {
 	t.Helper()
 	g := &group{t: t, from: map[*daemon]uint64{}}
 	for range n {
 		s := newSetupWith(t, brokers, setupOptions{API: true, Store: store, ShareGroup: shareGroup, IDRoute: true,
-			ReceiveMaximum: receiveMaximum, SQL: sql})
+			ReceiveMaximum: receiveMaximum, SQL: sql, Downstream: downstream})
 		g.members = append(g.members, startDaemon(t, s))
 	}
 	g.WaitReady()
@@ -353,6 +381,94 @@ func (g *group) Duplicates() uint64 {
 		n += d.Metrics()["replayguard_decisions_total/duplicate"]
 	}
 	return uint64(n)
+}
+
+// Conflicts sums the conflicts the members decided in their current runs.
+func (g *group) Conflicts() float64 {
+	g.t.Helper()
+	n := 0.0
+	for _, d := range g.members {
+		n += d.Metrics()["replayguard_decisions_total/conflict"]
+	}
+	return n
+}
+
+// Outboxes sums the pending entries of the members' outboxes.
+func (g *group) Outboxes() float64 {
+	g.t.Helper()
+	n := 0.0
+	for _, d := range g.members {
+		n += d.Metrics()["replayguard_outbox_entries"]
+	}
+	return n
+}
+
+// KillUntilTakenOver freezes the downstream broker until d has applied,
+// and so written to its outbox, messages its drainer cannot deliver (a
+// PUBACK sent before the freeze may still arrive, one sent after cannot),
+// kills d, lets the downstream go on, and waits, d down, until its outbox
+// is empty and every entry it held at the kill has been received
+// downstream: delivered by another member, which may claim a member's
+// outbox only once that member's lease has expired. Then d starts again.
+func (g *group) KillUntilTakenOver(d *daemon, down *downstream) string {
+	g.t.Helper()
+	const atLeast = 20
+	down.Broker.Pause()
+	applied := func() float64 {
+		m := d.Metrics()
+		return m["replayguard_decisions_total/applied"] + m["replayguard_decisions_total/applied_late"]
+	}
+	frozen := applied()
+	waitFor(g.t, fmt.Sprintf("member %s applying %d messages", member(d), atLeast), 10*time.Second, func() bool {
+		return applied() >= frozen+atLeast
+	})
+	g.Kill(d)
+	st, err := app.OpenStore(d.setup.Config.Store, true, nil)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer st.Close()
+	pending := outboxKeys(g.t, st, member(d))
+	down.Broker.Resume()
+	if len(pending) < atLeast {
+		g.t.Fatalf("member %s killed with %d entries in its outbox, after applying %d while the downstream was frozen",
+			member(d), len(pending), atLeast)
+	}
+	killed := time.Now()
+	for len(outboxKeys(g.t, st, member(d))) > 0 || !down.hasAll(pending) {
+		if time.Since(killed) > time.Minute {
+			g.t.Fatalf("member %s's outbox not delivered by another member within a minute of its death", member(d))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(killed)
+	d.Start()
+	d.WaitReady()
+	return fmt.Sprintf("%d entries pending at the kill; its outbox empty and all of them received downstream %v later; started again",
+		len(pending), took.Round(time.Millisecond))
+}
+
+// outboxKeys returns the keys of member's pending outbox entries in st.
+func outboxKeys(t testing.TB, st app.Store, member string) map[string]bool {
+	t.Helper()
+	ob, ok := st.(engine.OutboxStore)
+	if !ok {
+		t.Fatalf("store %T keeps no outbox", st)
+	}
+	out := map[string]bool{}
+	for after := uint64(0); ; {
+		page, err := ob.Outbox(context.Background(), member, after, 1000)
+		if err != nil {
+			t.Fatalf("read the outbox of member %s: %v", member, err)
+		}
+		if len(page) == 0 {
+			return out
+		}
+		for _, e := range page {
+			out[e.Key.String()] = true
+		}
+		after = page[len(page)-1].ID
+	}
 }
 
 // Positions sums the members' audit head positions.

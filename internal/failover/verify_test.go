@@ -34,7 +34,14 @@ type feed struct {
 	// decisions on them go to result.SetAside, for the test to check,
 	// instead of being counted.
 	SetAside string
+	// Conflicts are the messages, by conflictName, that were sent again
+	// with another content after they were applied: each must have a
+	// conflict record, and may have no other outcome than theirs.
+	Conflicts map[string]bool
 }
+
+// conflictName names a message of route for feed.Conflicts.
+func conflictName(route string, k seqKey) string { return route + "/" + k.String() }
 
 // observed is what a store shows after a run: the audit records of every
 // chain, the entities and the source windows.
@@ -53,6 +60,7 @@ type result struct {
 	Duplicates int // duplicate records, on both routes
 	DupFalse   int // duplicates that arrived with DUP=0
 	Held       int // quarantined, conflict or malformed records
+	Conflicts  int // of which conflicts of feed.Conflicts
 	Lost       int // acknowledged to the publisher, never applied, reported in a gap
 	Unacked    int // sequenced publishes the broker never acknowledged
 	Published  int // sequenced publish attempts
@@ -72,8 +80,8 @@ type result struct {
 }
 
 func (r *result) String() string {
-	s := fmt.Sprintf("published %d (%d unacknowledged), audit records %d: applied %d (late %d), duplicates %d (DUP=0: %d), held %d; lost by the broker and reported as gaps %d (gap sequences %d)",
-		r.Published, r.Unacked, len(r.Records), r.Applied, r.Late, r.Duplicates, r.DupFalse, r.Held, r.Lost, r.GapSeqs)
+	s := fmt.Sprintf("published %d (%d unacknowledged), audit records %d: applied %d (late %d), duplicates %d (DUP=0: %d), held %d (conflicts sent: %d); lost by the broker and reported as gaps %d (gap sequences %d)",
+		r.Published, r.Unacked, len(r.Records), r.Applied, r.Late, r.Duplicates, r.DupFalse, r.Held, r.Conflicts, r.Lost, r.GapSeqs)
 	if r.IDPublished > 0 {
 		s += fmt.Sprintf("; id route: published %d (%d unacknowledged), applied %d, duplicates %d",
 			r.IDPublished, r.IDUnacked, r.IDApplied, r.IDDuplicates)
@@ -87,6 +95,12 @@ const maxErrors = 20
 // verifyStore checks a single-owner store against the publisher's record:
 // audit chain intact, and what checkFeed checks.
 func verifyStore(t testing.TB, st app.Store, pub *testbroker.Publisher, sources []string) *result {
+	t.Helper()
+	return verifyStoreFeed(t, st, feed{Pub: pub, Sources: sources})
+}
+
+// verifyStoreFeed is verifyStore against the record f.
+func verifyStoreFeed(t testing.TB, st app.Store, f feed) *result {
 	t.Helper()
 	ctx := context.Background()
 	snap, err := st.Load(ctx)
@@ -108,7 +122,7 @@ func verifyStore(t testing.TB, st app.Store, pub *testbroker.Publisher, sources 
 	if uint64(len(obs.Records)) != n {
 		t.Errorf("scanned %d audit records, verify checked %d", len(obs.Records), n)
 	}
-	return checkFeed(t, obs, feed{Pub: pub, Sources: sources})
+	return checkFeed(t, obs, f)
 }
 
 // checkFeed checks what a store shows against the publishers' record: no
@@ -135,7 +149,7 @@ func checkFeed(t testing.TB, obs observed, f feed) *result {
 			r.SetAside = append(r.SetAside, rec)
 			continue
 		}
-		r.countRecord(rec, fail)
+		r.countRecord(rec, f, fail)
 	}
 	for _, rec := range obs.Records {
 		if k, applied, err := r.identify(rec); err == nil && rec.Outcome == engine.Duplicate.String() && !applied[k] {
@@ -182,6 +196,9 @@ func checkFeed(t testing.TB, obs observed, f feed) *result {
 			fail("%v acknowledged by the broker, never applied, and in no reported gap: a silent hole", k)
 		}
 	}
+	if r.Conflicts != len(f.Conflicts) {
+		fail("%d conflict records, but %d messages were sent again with another content", r.Conflicts, len(f.Conflicts))
+	}
 	if errs > maxErrors {
 		t.Errorf("… and %d more errors", errs-maxErrors)
 	}
@@ -213,7 +230,7 @@ func (r *result) checkIDs(f feed, fail func(string, ...any)) {
 	}
 }
 
-func (r *result) countRecord(rec engine.AuditRecord, fail func(string, ...any)) {
+func (r *result) countRecord(rec engine.AuditRecord, f feed, fail func(string, ...any)) {
 	k, applied, err := r.identify(rec)
 	if err != nil {
 		fail("audit record %d (member %q): %v: %+v", rec.Position, rec.Member, err, rec)
@@ -249,9 +266,15 @@ func (r *result) countRecord(rec engine.AuditRecord, fail func(string, ...any)) 
 		if !rec.Dup {
 			r.DupFalse++
 		}
+	case engine.Conflict.String():
+		r.Held++
+		if !f.Conflicts[conflictName(rec.Route, k)] {
+			fail("%s %v conflict (%s) at audit record %d: it was never sent with another content", rec.Route, k, rec.Reason, rec.Position)
+		}
+		r.Conflicts++
 	default:
 		r.Held++
-		fail("%v %s (%s) at audit record %d: nothing here is a conflict or unprovable", k, rec.Outcome, rec.Reason, rec.Position)
+		fail("%v %s (%s) at audit record %d: nothing here is unprovable", k, rec.Outcome, rec.Reason, rec.Position)
 	}
 }
 

@@ -182,6 +182,14 @@ func (p *Publisher) Republish(ctx context.Context, msgs []Published) int {
 	return int(acked.Load())
 }
 
+// Send publishes one message outside the record and reports whether the
+// broker acknowledged it: a test's own message that the ground truth must
+// not count as a publish of a source, such as a conflicting copy of one.
+func (p *Publisher) Send(ctx context.Context, topic string, payload []byte) bool {
+	_, err := p.cm.Publish(ctx, &paho.Publish{QoS: p.opts.QoS, Topic: topic, Payload: payload})
+	return err == nil
+}
+
 // All returns every publish attempt so far, by source then sequence.
 func (p *Publisher) All() []Published {
 	p.mu.Lock()
