@@ -69,13 +69,13 @@ const receiveMaximum = 100
 // gap; replays found duplicate on both routes, some by another member than
 // the one that applied the message. Downstream (checkForward): every
 // applied event received under its key, nothing else, byte for byte,
-// first copies in commit order per member and source. On PostgreSQL both routes also run a
-// sql effect into tables of the user's own: each message applied must be
-// exactly one row there, with its key; a message violating the user's
-// unique constraint, published while the members are frozen, must be
-// quarantined with SQLSTATE 23505 each time it is decided, its raw bytes
-// held, beside messages of its batch that were applied and have their
-// rows. A member's counters restart with its process, so received =
+// first copies in commit order per member and source. On PostgreSQL both
+// routes also run a sql effect into tables of the user's own: each message
+// applied must be exactly one row there, with its key; a message violating
+// the user's unique constraint, published while the members are frozen,
+// must be quarantined with SQLSTATE 23505 each time it is decided, its raw
+// bytes held, beside messages of its batch that were applied and have
+// their rows (and, never applied, it is never forwarded). A member's counters restart with its process, so received =
 // decided is checked over each member's last run, with an audit record
 // added for every decision (and at most a batch more for each write the
 // store failed to confirm, which may have landed); the runs before a kill
