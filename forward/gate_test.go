@@ -28,12 +28,15 @@ func TestAFullOutboxHoldsBatchesBackUntilTheDownstreamTakesEntries(t *testing.T)
 	defer srv.Close()
 	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
 	r := newRig(t, engine.ForwardSpec{Webhook: srv.URL}, map[string]forward.Output{engine.OutputWebhook: wh},
-		forward.Options{MaxEntries: 5, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+		// Poll: the depth Run counts at its start may include the first
+		// commit twice (a count errs on the high side until the next).
+		forward.Options{MaxEntries: 5, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond})
 	r.run()
 	ctx := context.Background()
 	r.keys(ctx, incident("e1", 1), incident("e1", 2), incident("e1", 3))
 	r.keys(ctx, incident("e1", 4), incident("e1", 5)) // admitted below the bound: now at it
 	waitFor(t, "the output reports the failure", func() bool { return r.d.Status().Warning() != "" })
+	waitFor(t, "the drainer counting 5 entries", func() bool { n, _ := r.d.Depth(); return n == 5 })
 
 	err := r.d.AdmitWithin(50 * time.Millisecond)(ctx)
 	if !errors.Is(err, forward.ErrFull) || !strings.Contains(err.Error(), "5 of 5 entries pending") ||
