@@ -216,12 +216,14 @@ func (d *daemon) waitSources(want map[string]int64, ok func(high, want int64) bo
 	})
 }
 
-var outcomeLabel = regexp.MustCompile(`outcome="([a-z_]+)"`)
+var outcomeLabel = regexp.MustCompile(`(?:outcome|result)="([a-z_]+)"`)
 
 // Metrics returns the daemon's unlabelled samples, those of
-// replayguard_decisions_total and replayguard_store_update_failures_total
-// summed over their labels, and its decisions by outcome under
-// replayguard_decisions_total/OUTCOME (…/duplicate, …/conflict).
+// replayguard_decisions_total, replayguard_forwarded_total and
+// replayguard_store_update_failures_total summed over their labels, its
+// decisions by outcome under replayguard_decisions_total/OUTCOME
+// (…/duplicate, …/conflict) and its forwarded entries by result under
+// replayguard_forwarded_total/RESULT (…/delivered).
 func (d *daemon) Metrics() map[string]float64 {
 	d.t.Helper()
 	resp, err := d.client.Get(d.url("/metrics"))
@@ -245,7 +247,8 @@ func (d *daemon) Metrics() map[string]float64 {
 			continue
 		}
 		if i := strings.IndexByte(name, '{'); i >= 0 {
-			if name[:i] != "replayguard_decisions_total" && name[:i] != "replayguard_store_update_failures_total" {
+			if name[:i] != "replayguard_decisions_total" && name[:i] != "replayguard_forwarded_total" &&
+				name[:i] != "replayguard_store_update_failures_total" {
 				continue
 			}
 			if m := outcomeLabel.FindStringSubmatch(name[i:]); m != nil {

@@ -183,6 +183,17 @@ func (m *Mosquitto) Stop() {
 	m.signalAndWait(syscall.SIGTERM)
 }
 
+// CPU is the processor time the running broker has used so far, user and
+// system, in steps of 10 ms (Linux); 0 when it cannot be read.
+func (m *Mosquitto) CPU() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.runningLocked() {
+		return 0
+	}
+	return procCPU(m.cmd.Process.Pid)
+}
+
 // Pause freezes the broker with SIGSTOP: connections stay open but nothing
 // is answered, the silent stall that keepalive must detect.
 func (m *Mosquitto) Pause() { m.tb.Helper(); m.signal(syscall.SIGSTOP) }

@@ -135,6 +135,23 @@ func procStat(pid int) (state byte, ppid int, ok bool) {
 	return f[0][0], ppid, true
 }
 
+// procCPU returns the processor time pid has used, user and system, from
+// /proc (in clock ticks, USER_HZ, 100 a second on Linux); 0 when it cannot
+// be read.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(string(f[11]), 10, 64)
+	stime, _ := strconv.ParseInt(string(f[12]), 10, 64)
+	return time.Duration(utime+stime) * (time.Second / 100)
+}
+
 // alive reports whether pid has not exited: a zombie, which nobody may reap
 // when its parent was killed, has.
 func alive(pid int) bool {

@@ -1,0 +1,212 @@
+package failover
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+// BenchRoundsEnv names the environment variable that sets how many rounds
+// BenchmarkForwardRate runs each side of each setting; default 3.
+const BenchRoundsEnv = "REPLAYGUARD_BENCH_ROUNDS"
+
+// BenchFeedEnv names the environment variable that limits
+// BenchmarkForwardRate to one setting, live or backlog; default both.
+const BenchFeedEnv = "REPLAYGUARD_BENCH_FEED"
+
+// BenchDownstreamEnv names the environment variable that, set to 0, runs
+// BenchmarkForwardRate without a downstream consumer: the forwarded
+// copies count once the broker acknowledged them (and drops them, as
+// nobody subscribes).
+const BenchDownstreamEnv = "REPLAYGUARD_BENCH_DOWNSTREAM"
+
+// BenchmarkForwardRate compares `replayguard run` (durable embedded store)
+// without a forward effect and with one forwarding every applied message
+// to the broker it consumes from (the default outputs.mqtt: the
+// consumer's own brokers), where a downstream auto-acking consumer (paho)
+// takes the clean stream: the broker carries the feed in, the forwarded
+// copies in, and both out. Everything runs on this machine's cores, so the
+// figures say what the whole costs; the CPU time of each process per
+// message says who pays. REPLAYGUARD_BENCH_DOWNSTREAM=0 leaves the
+// downstream consumer out. The feed and the settings are BenchmarkConsumeRate's
+// (live: published while consumed; backlog: queued, then drained), on a
+// fresh broker each time, the two sides alternating.
+//
+// Without forward the rate runs until every message is decided. With it,
+// "forward" runs until every message is decided and its copy has reached
+// the downstream consumer: the rate at which the clean stream is
+// delivered; "decided" is when the last was decided, the rate that
+// upstream sees. The ratio is forward's over the rate without:
+//
+//	go test ./internal/failover -run '^$' -bench ForwardRate -benchtime 1x
+func BenchmarkForwardRate(b *testing.B) {
+	n, rounds := 50000, 3
+	if v := os.Getenv(BenchMessagesEnv); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("%s=%q: %v", BenchMessagesEnv, v, err)
+		}
+	}
+	if v := os.Getenv(BenchRoundsEnv); v != "" {
+		var err error
+		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
+			b.Fatalf("%s=%q: not a positive number", BenchRoundsEnv, v)
+		}
+	}
+	for b.Loop() {
+		for _, live := range []bool{true, false} {
+			if feed := os.Getenv(BenchFeedEnv); feed == "" || (feed == "live") == live {
+				benchForwardCompare(b, live, n, rounds)
+			}
+		}
+	}
+}
+
+// forwardRun is one measured run of `replayguard run`.
+type forwardRun struct {
+	Decided   testbroker.Rate // until the last message was decided
+	Delivered testbroker.Rate // until the last copy reached downstream; Decided without forward
+	// CPU time per message over the measurement: of replayguard (its
+	// start included in a backlog drain), of the broker, and of this
+	// process (the publisher and the downstream consumer).
+	CPU, BrokerCPU, HarnessCPU time.Duration
+}
+
+func benchForwardCompare(b *testing.B, live bool, n, rounds int) {
+	setting := "backlog"
+	if live {
+		setting = "live"
+	}
+	var plain, fwd, decided, ratio, cpuPlain, cpuFwd []float64
+	var brokerPlain, brokerFwd, harnessPlain, harnessFwd []float64
+	for round := range rounds {
+		sides := []bool{false, true}
+		if round%2 == 1 {
+			sides = []bool{true, false}
+		}
+		for _, on := range sides {
+			r := benchForwardRun(b, live, on, n)
+			us := func(d time.Duration) float64 { return d.Seconds() * 1e6 }
+			if on {
+				fwd, decided = append(fwd, r.Delivered.PerSecond()), append(decided, r.Decided.PerSecond())
+				cpuFwd, brokerFwd, harnessFwd = append(cpuFwd, us(r.CPU)), append(brokerFwd, us(r.BrokerCPU)), append(harnessFwd, us(r.HarnessCPU))
+			} else {
+				plain, cpuPlain = append(plain, r.Delivered.PerSecond()), append(cpuPlain, us(r.CPU))
+				brokerPlain, harnessPlain = append(brokerPlain, us(r.BrokerCPU)), append(harnessPlain, us(r.HarnessCPU))
+			}
+		}
+		ratio = append(ratio, fwd[round]/plain[round])
+		b.Logf("%s round %d: without forward %.0f msg/s; with forward %.0f msg/s delivered downstream, %.0f msg/s decided; ratio %.2f; CPU µs/msg replayguard %.1f → %.1f, broker %.1f → %.1f, publisher and downstream %.1f → %.1f",
+			setting, round+1, plain[round], fwd[round], decided[round], ratio[round],
+			cpuPlain[round], cpuFwd[round], brokerPlain[round], brokerFwd[round], harnessPlain[round], harnessFwd[round])
+	}
+	b.Logf("%s, %d messages of %d bytes, %d rounds: without forward %s msg/s, with forward %s msg/s delivered (%s decided), ratio %s; CPU µs/msg replayguard %s → %s, broker %s → %s, publisher and downstream %s → %s",
+		setting, n, benchPayloadSize, rounds, spread(plain, "%.0f"), spread(fwd, "%.0f"), spread(decided, "%.0f"),
+		spread(ratio, "%.2f"), spread(cpuPlain, "%.1f"), spread(cpuFwd, "%.1f"), spread(brokerPlain, "%.1f"), spread(brokerFwd, "%.1f"),
+		spread(harnessPlain, "%.1f"), spread(harnessFwd, "%.1f"))
+	b.ReportMetric(median(plain), setting+"-plain-msg/s")
+	b.ReportMetric(median(fwd), setting+"-forward-msg/s")
+	b.ReportMetric(median(decided), setting+"-forward-decided-msg/s")
+	b.ReportMetric(median(ratio), setting+"-ratio")
+	b.ReportMetric(median(cpuPlain), setting+"-plain-cpu-µs/msg")
+	b.ReportMetric(median(cpuFwd), setting+"-forward-cpu-µs/msg")
+	b.ReportMetric(median(brokerPlain), setting+"-plain-broker-cpu-µs/msg")
+	b.ReportMetric(median(brokerFwd), setting+"-forward-broker-cpu-µs/msg")
+}
+
+// spread renders the median and the range of xs: "m (lo–hi)".
+func spread(xs []float64, format string) string {
+	lo, hi := xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", median(xs), lo, hi)
+}
+
+// benchForwardRun measures `replayguard run` on a broker of its own, with
+// or without the forward effect, on a live feed or a backlog.
+func benchForwardRun(b *testing.B, live, forward bool, n int) forwardRun {
+	broker := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
+	defer broker.Kill()
+	o := setupOptions{API: true}
+	var down *testbroker.AutoAckConsumer
+	if forward {
+		o.Downstream = broker.URL()
+		if os.Getenv(BenchDownstreamEnv) != "0" {
+			down = testbroker.StartAutoAckConsumer(b, broker.URL(), testbroker.UniqueClientID("rg-bench-down"), cleanPrefix+"#")
+			defer down.Close()
+		}
+	}
+	d := startDaemon(b, newSetupWith(b, []string{broker.URL()}, o)) // creates the session and its subscription
+	d.WaitReady()
+	if !live {
+		d.Stop()
+	}
+	pub := benchPublisher(b, broker.URL())
+	defer pub.Close()
+
+	var decidedAt time.Time
+	position := testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) })
+	if forward && down == nil {
+		position = testbroker.Throttle(20*time.Millisecond, func() int64 {
+			m := d.Metrics()
+			if p := int64(m["replayguard_decisions_total"]); p < int64(n) {
+				return p
+			}
+			if decidedAt.IsZero() {
+				decidedAt = time.Now()
+			}
+			return int64(m["replayguard_forwarded_total/delivered"])
+		})
+	}
+	received := func() int64 {
+		p := position()
+		if decidedAt.IsZero() && p >= int64(n) {
+			decidedAt = time.Now()
+		}
+		if down != nil {
+			p = min(p, down.Received())
+		}
+		return p
+	}
+	var began time.Time
+	var rate testbroker.Rate
+	var rg0 float64
+	var broker0, harness0 time.Duration
+	if live {
+		rg0, broker0, harness0 = d.Metrics()["process_cpu_seconds_total"], broker.CPU(), processCPU()
+		began = time.Now()
+		rate = testbroker.MeasureLive(b, pub, n, received)
+	} else {
+		rate = testbroker.MeasureBacklog(b, pub, n, func() func() int64 {
+			broker0, harness0 = broker.CPU(), processCPU()
+			began = time.Now()
+			d.Start()
+			return received
+		})
+	}
+	perMsg := func(d time.Duration) time.Duration { return d / time.Duration(n) }
+	r := forwardRun{
+		Decided:    testbroker.Rate{Messages: int64(n), Elapsed: decidedAt.Sub(began)},
+		Delivered:  rate,
+		CPU:        perMsg(time.Duration((d.Metrics()["process_cpu_seconds_total"] - rg0) * float64(time.Second))),
+		BrokerCPU:  perMsg(broker.CPU() - broker0),
+		HarnessCPU: perMsg(processCPU() - harness0),
+	}
+	d.Stop()
+	return r
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
