@@ -364,15 +364,25 @@ func TestSQLPreparedOnce(t *testing.T) {
 	}
 	// "2026-01-01 00:00:00.000 UTC [pid] LOG:  duration: 0.012 ms  parse stmtcache_…: INSERT INTO …readings …"
 	line := regexp.MustCompile(`\[(\d+)\] LOG:  duration: \S+ ms  (parse|execute) \S+: INSERT INTO ` + x.app + `\.readings`)
-	parses, executes := map[string]int{}, map[string]int{}
-	for _, l := range strings.Split(pg.Log(), "\n") {
-		if m := line.FindStringSubmatch(l); m != nil {
-			map[string]map[string]int{"parse": parses, "execute": executes}[m[2]][m[1]]++
+	// The server's log reaches the test through a pipe: read it until the
+	// last batch's lines have arrived (or a deadline passed), then check.
+	var parses, executes map[string]int
+	total := 0
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		parses, executes, total = map[string]int{}, map[string]int{}, 0
+		for _, l := range strings.Split(pg.Log(), "\n") {
+			if m := line.FindStringSubmatch(l); m != nil {
+				map[string]map[string]int{"parse": parses, "execute": executes}[m[2]][m[1]]++
+			}
+		}
+		for _, n := range executes {
+			total += n
+		}
+		if total >= batches*size || time.Now().After(deadline) {
+			break
 		}
 	}
-	total := 0
 	for pid, n := range executes {
-		total += n
 		if parses[pid] != 1 {
 			t.Errorf("connection %s parsed the statement %d times for %d executions", pid, parses[pid], n)
 		}
