@@ -11,7 +11,8 @@
 // exactly once. The payload is the original message's bytes. An entry
 // leaves the outbox (engine.OutboxStore.OutboxDone) only after the
 // downstream acknowledged it: a PUBACK, a 2xx, a JetStream PubAck. A
-// downstream that refuses an entry for good (a webhook's 4xx) has it held
+// downstream that refuses an entry for good (a webhook's 4xx, an MQTT copy
+// over the broker's Maximum Packet Size) has it held
 // for an operator through engine.Engine.HoldForward, which audits it as
 // forward_held; a failing one is retried with capped, jittered backoff,
 // logged, and shown by Status (readiness) and the metrics. An entry an

@@ -76,7 +76,8 @@ type mqttConn struct {
 	client *paho.Client
 	sess   *pubSession
 	broker string
-	quota  int // in flight at most
+	quota  int    // in flight at most
+	limit  uint32 // the broker's Maximum Packet Size; 0: none said
 }
 
 // NewMQTT returns an MQTT output. It does not connect yet.
@@ -148,6 +149,12 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 	}()
 	for acked < len(entries) {
 		for sent < len(entries) && sent-acked < c.quota {
+			if size := publishSize(entries[sent]); c.limit > 0 && size > int(c.limit) {
+				if sent == acked { // every entry before it is delivered: hold it
+					return acked, tooLarge(entries[sent], size, c.limit, c.broker, sent)
+				}
+				break // wait for the PUBACKs of the entries before it
+			}
 			acks[sent] = make(chan byte, 1)
 			if err := c.send(ctx, entries[sent], acks[sent]); err != nil {
 				return acked, fmt.Errorf("mqtt publish to %s on %s: %w", entries[sent].Target, c.broker, err)
@@ -274,6 +281,9 @@ func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
 		c.quota = min(c.quota, int(*ca.Properties.ReceiveMaximum))
 	}
 	c.quota = max(c.quota, 1)
+	if ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
+		c.limit = *ca.Properties.MaximumPacketSize
+	}
 	return c, nil
 }
 

@@ -107,3 +107,48 @@ func firstByKey(msgs []testbroker.Received) []testbroker.Received {
 	}
 	return out
 }
+
+// TestMQTTHoldsACopyOverTheBrokersMaximumPacketSize forwards a message whose
+// copy is larger than the Maximum Packet Size the broker's CONNACK gives:
+// a broker closes the connection of a client that sends one, so sending it
+// again would stall the lane for good. It is held for an operator with an
+// audit record that says why, and the entries after it are delivered.
+func TestMQTTHoldsACopyOverTheBrokersMaximumPacketSize(t *testing.T) {
+	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{Extra: []string{"max_packet_size 2048"}})
+	sub := testbroker.NewSubscriber(t, []string{broker.URL()}, "clean/#")
+	r := newRig(t, engine.ForwardSpec{Topic: "clean/{topic}"}, map[string]forward.Output{engine.OutputMQTT: mqttOutput(t, broker, 16)},
+		forward.Options{Batch: 50, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	r.run()
+	ctx := context.Background()
+	big := engine.Message{Topic: "incidents/fd/e1", Payload: fmt.Appendf(nil,
+		`{"agency":"fd","source_id":"e1","boot_id":1,"sequence":3,"note":%q}`, strings.Repeat("n", 2100))}
+	batch := []engine.Message{incident("e1", 1), incident("e1", 2), big, incident("e1", 4), incident("e1", 5)}
+	keys := r.keys(ctx, batch...)
+	waitFor(t, "the outbox is empty", func() bool { n, _ := r.store.OutboxDepth(ctx, ""); return n == 0 })
+	waitFor(t, "the four others are delivered", func() bool { return len(firstByKey(sub.Messages())) >= 4 })
+
+	var got []string
+	for _, m := range firstByKey(sub.Messages()) {
+		got = append(got, m.User[forward.HeaderSequence])
+	}
+	if strings.Join(got, " ") != "1 2 4 5" {
+		t.Fatalf("sequences delivered: %v, want 1 2 4 5", got)
+	}
+	held, _ := r.store.OutboxHeld(ctx)
+	if len(held) != 1 || held[0].Key.String() != keys[2] || !strings.Contains(held[0].Reason, "over the Maximum Packet Size 2048") {
+		t.Fatalf("held: %+v", held)
+	}
+	var rec *engine.AuditRecord
+	r.store.ScanAudit(ctx, 1, func(a engine.AuditRecord) error {
+		if a.Outcome == engine.OutcomeForwardHeld {
+			rec = &a
+		}
+		return nil
+	})
+	if rec == nil || rec.Ref != held[0].ID || !strings.Contains(rec.Reason, "Maximum Packet Size") {
+		t.Fatalf("audit record of the hold: %+v", rec)
+	}
+	if strings.Contains(broker.Log(), "oversize packet") {
+		t.Fatalf("the broker was sent the oversize copy:\n%s", broker.Log())
+	}
+}
