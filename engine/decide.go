@@ -25,9 +25,17 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		}
 		return e.record(m, dec, now, ref, by)
 	}
+	if d.sp != nil {
+		if dec, stop := e.placeSparkplug(d, m.Topic); stop {
+			return e.record(m, dec, now, ref, by)
+		}
+	}
 	dec := e.decide(d, now, ref != 0)
 	if dec.Outcome.Effective() {
 		e.project(d, dec.version)
+		if d.sp != nil {
+			e.sparkplugApplied(d, now)
+		}
 		e.external(m, d, now)
 	}
 	if ref != 0 {
@@ -62,7 +70,7 @@ func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
 	}
 	ver := Version{Ordinal: e.tail.Position + 1}
 	refusal, refused := e.refused[d.key]
-	if d.route.sequence >= 0 {
+	if d.seq >= 0 { // a sequenced route's message (a Sparkplug NDEATH has none)
 		src := e.source(d)
 		if refused { // decide on a copy: a refused message leaves the window as it is
 			c := src.clone()

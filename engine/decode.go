@@ -53,10 +53,11 @@ type decoded struct {
 	key      Hash
 	digest   Hash
 
-	entities []string // rendered entity name per route effect; "" skips it
-	targets  []string // rendered forward target per route effect; "" skips it (nil without forwards)
-	err      error    // the first bad value extract met
-	text     string   // the payload as one string: values written plainly are substrings of it
+	entities []string   // rendered entity name per route effect; "" skips it
+	targets  []string   // rendered forward target per route effect; "" skips it (nil without forwards)
+	err      error      // the first bad value extract met
+	text     string     // the payload as one string: values written plainly are substrings of it
+	sp       *spMessage // a sparkplug route's message; its identity is placed at decide time
 
 	valsBuf [12]value // backing arrays: one allocation per message
 	srcBuf  [4]string
@@ -106,6 +107,9 @@ func (e *Engine) decodeFresh(m *Message) (*decoded, error) {
 	}
 	d := &decoded{route: r, seq: -1}
 	d.entities = d.entBuf[:0]
+	if r.sparkplug {
+		return e.decodeSparkplug(m, d)
+	}
 	d.vals = d.valsBuf[:0]
 	if len(r.paths) > len(d.valsBuf) {
 		d.vals = make([]value, 0, len(r.paths))

@@ -38,6 +38,9 @@ type Options struct {
 	// backpressure: it blocks while the outbox is full, until ctx is done.
 	// nil: every batch is admitted.
 	Admit func(ctx context.Context) error
+	// Sparkplug decodes the payloads of routes of kind sparkplug; required
+	// when there is one (package sparkplug has it). nil: none.
+	Sparkplug SparkplugDecoder
 }
 
 // Observer hears about every durable commit.
@@ -152,6 +155,12 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		}
 		if _, ok := store.(OutboxStore); c.forwards > 0 && !ok {
 			return nil, fmt.Errorf("%w: route %q: store %T keeps no outbox for a forward effect", ErrConfig, r.Name, store)
+		}
+		if c.sparkplug && opts.Sparkplug == nil {
+			return nil, fmt.Errorf("%w: route %q: kind sparkplug needs a Sparkplug payload decoder (Options.Sparkplug)", ErrConfig, r.Name)
+		}
+		if c.sparkplug && e.shared != nil {
+			return nil, fmt.Errorf("%w: route %q: %s", ErrConfig, r.Name, ErrSparkplugShared)
 		}
 		if names[r.Name] {
 			return nil, fmt.Errorf("%w: route %q defined twice", ErrConfig, r.Name)

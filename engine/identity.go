@@ -34,6 +34,7 @@ func SourceID(route string, parts []string) string { return sourceID(route, part
 const (
 	keySequenced = 's'
 	keyByID      = 'i'
+	keyDeath     = 'd'
 )
 
 // SequencedKey derives the idempotency key of a sequenced message.
@@ -50,5 +51,14 @@ func IDKey(route string, source []string, id string) Hash {
 	var buf [256]byte
 	b := appendSourceID(append(buf[:0], keyByID), route, source)
 	b = appendField(b, id)
+	return sha256.Sum256(b)
+}
+
+// SparkplugDeathKey derives the idempotency key of a Sparkplug NDEATH,
+// which carries no seq: (route, source, the session it ends).
+func SparkplugDeathKey(route string, source []string, epoch string) Hash {
+	var buf [256]byte
+	b := appendSourceID(append(buf[:0], keyDeath), route, source)
+	b = appendField(b, epoch)
 	return sha256.Sum256(b)
 }

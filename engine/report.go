@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // SourceReport is one source's sequence health, as `replayguard sources`
@@ -14,6 +16,35 @@ type SourceReport struct {
 	High   int64         `json:"high"`
 	Gaps   []Range       `json:"gaps"`
 	Older  []EpochReport `json:"older_epochs,omitempty"`
+	// Sparkplug is the edge node's session, for a sparkplug route's source.
+	Sparkplug *SparkplugReport `json:"sparkplug,omitempty"`
+}
+
+// SparkplugReport is an edge node's Sparkplug session as `sources` shows it.
+type SparkplugReport struct {
+	Online        bool                 `json:"online"`
+	BdSeq         int64                `json:"bdseq"`          // the current session's, unwrapped
+	LastBirth     time.Time            `json:"last_birth"`     // when the current birth was applied
+	BirthPosition uint64               `json:"birth_position"` // its audit record
+	Devices       []SparkplugDevReport `json:"devices,omitempty"`
+}
+
+// SparkplugDevReport is one device of an edge's current birth.
+type SparkplugDevReport struct {
+	Device string `json:"device"`
+	Online bool   `json:"online"`
+}
+
+func sparkplugReport(st *SparkplugState) *SparkplugReport {
+	if st == nil || len(st.Births) == 0 {
+		return nil
+	}
+	b := st.Births[0]
+	r := &SparkplugReport{Online: st.Online, BdSeq: st.BdSeq, LastBirth: b.Time, BirthPosition: b.Position}
+	for _, name := range slices.Sorted(maps.Keys(b.Devices)) {
+		r.Devices = append(r.Devices, SparkplugDevReport{Device: name, Online: b.Devices[name].Online})
+	}
+	return r
 }
 
 // EpochReport is a kept older epoch of a source.
@@ -41,7 +72,7 @@ func (r SourceReport) OpenGaps() int64 {
 func SourceReports(states []SourceState) []SourceReport {
 	out := make([]SourceReport, 0, len(states))
 	for _, s := range states {
-		r := SourceReport{Route: s.Route, Source: s.Source, High: -1, Gaps: []Range{}}
+		r := SourceReport{Route: s.Route, Source: s.Source, High: -1, Gaps: []Range{}, Sparkplug: sparkplugReport(s.Sparkplug)}
 		for i, w := range s.Epochs {
 			gaps := w.OpenGaps()
 			if gaps == nil {

@@ -17,6 +17,10 @@ type Route struct {
 	Epoch    string // optional, with Sequence
 	ID       string // optional; an id route when Sequence is empty
 	Effects  []EffectSpec
+	// Kind is how payloads are read: KindJSON (the default, "") or
+	// KindSparkplug, whose source, sequence and epoch are implied and
+	// whose paths are metrics.<Name>, timestamp, seq and topic[N].
+	Kind string
 }
 
 // EffectSpec is one effect of an applied message, of one of three kinds:
@@ -78,19 +82,20 @@ type effect struct {
 // route is a compiled Route.
 type route struct {
 	Route
-	filter   []string
-	paths    []path     // every distinct path the route reads
-	payload  [][]string // payload paths, in slot order, for one-pass extraction
-	source   []int
-	forwards int // forward effects
-	sqls     int // sql effects
-	sequence int // -1 when absent
-	epoch    int
-	id       int
-	effects  []effect
-	numeric  []bool    // path i feeds add/max/min: must be a number when present
-	slots    []int     // payload slot -> path index, built once after compile
-	trie     *pathNode // the payload paths, for one-pass extraction
+	filter    []string
+	paths     []path     // every distinct path the route reads
+	payload   [][]string // payload paths, in slot order, for one-pass extraction
+	source    []int
+	forwards  int // forward effects
+	sqls      int // sql effects
+	sequence  int // -1 when absent
+	epoch     int
+	id        int
+	effects   []effect
+	numeric   []bool    // path i feeds add/max/min: must be a number when present
+	slots     []int     // payload slot -> path index, built once after compile
+	trie      *pathNode // the payload paths, for one-pass extraction
+	sparkplug bool      // Kind sparkplug
 }
 
 func compileRoute(r Route) (*route, error) {
@@ -105,6 +110,20 @@ func compileRoute(r Route) (*route, error) {
 		return nil, bad("topic: %v", err)
 	}
 	c.filter = strings.Split(r.Topic, "/")
+	switch r.Kind {
+	case "", KindJSON:
+	case KindSparkplug:
+		if err := checkSparkplugRoute(r); err != nil {
+			return nil, bad("%v", err)
+		}
+		c.sparkplug = true
+		if err := c.compileEffects(r, bad); err != nil {
+			return nil, err
+		}
+		return c, nil
+	default:
+		return nil, bad("kind %q is not json or sparkplug", r.Kind)
+	}
 	if len(r.Source) == 0 {
 		return nil, bad("source: empty")
 	}
@@ -137,16 +156,23 @@ func compileRoute(r Route) (*route, error) {
 			return nil, bad("id: %v", err)
 		}
 	}
+	if err := c.compileEffects(r, bad); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *route) compileEffects(r Route, bad func(string, ...any) error) error {
 	for i, e := range r.Effects {
 		ce, err := c.compileEffect(e)
 		if err != nil {
-			return nil, bad("effects[%d]: %v", i, err)
+			return bad("effects[%d]: %v", i, err)
 		}
 		c.effects = append(c.effects, ce)
 	}
 	c.slotIndex()
 	c.trie = newPathTrie(c.payload)
-	return c, nil
+	return nil
 }
 
 func (c *route) compileEffect(e EffectSpec) (effect, error) {
@@ -255,7 +281,11 @@ func (c *route) ref(p string) (int, error) {
 			return i, nil
 		}
 	}
-	cp, err := parsePath(p)
+	parse := parsePath
+	if c.sparkplug {
+		parse = parseSparkplugPath
+	}
+	cp, err := parse(p)
 	if err != nil {
 		return 0, err
 	}

@@ -182,6 +182,9 @@ type SourceState struct {
 	Source []string      `json:"source"`
 	Epochs []EpochWindow `json:"epochs"`         // newest first: the current epoch, then the kept older ones
 	Seen   []string      `json:"seen,omitempty"` // string epochs in order of first appearance
+	// Sparkplug is the edge node's session of a sparkplug route's source
+	// (route, [group, edge]); nil for every other route.
+	Sparkplug *SparkplugState `json:"sparkplug,omitempty"`
 }
 
 // ID is the store key of the source: route and parts, length-prefixed.
@@ -291,6 +294,7 @@ func (s *SourceState) clone() SourceState {
 	c := *s
 	c.Source = append([]string(nil), s.Source...)
 	c.Seen = append([]string(nil), s.Seen...)
+	c.Sparkplug = s.Sparkplug.Clone()
 	c.Epochs = make([]EpochWindow, len(s.Epochs))
 	for i, w := range s.Epochs {
 		w.Bitmap = append([]uint64(nil), w.Bitmap...)

@@ -57,6 +57,7 @@ func keepRecord(r engine.AuditRecord) engine.AuditRecord {
 func copySource(s engine.SourceState) engine.SourceState {
 	s.Source = slices.Clone(s.Source)
 	s.Seen = slices.Clone(s.Seen)
+	s.Sparkplug = s.Sparkplug.Clone()
 	s.Epochs = slices.Clone(s.Epochs)
 	for i := range s.Epochs {
 		s.Epochs[i].Bitmap = slices.Clone(s.Epochs[i].Bitmap)

@@ -1,0 +1,166 @@
+package sparkplug
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/replayguard/replayguard/engine"
+	pb "github.com/replayguard/replayguard/sparkplug/sparkplugpb"
+)
+
+// Decoder decodes Sparkplug B payloads for the engine (it is an
+// engine.SparkplugDecoder). The zero value is ready; it is safe for
+// concurrent use.
+type Decoder struct{}
+
+var _ engine.SparkplugDecoder = Decoder{}
+
+// canonical marshals unsupported values for the digest: the same value
+// always gives the same bytes.
+var canonical = proto.MarshalOptions{Deterministic: true}
+
+// DecodeSparkplug decodes one payload.
+func (Decoder) DecodeSparkplug(b []byte) (engine.SparkplugPayload, error) {
+	var p pb.Payload
+	if err := proto.Unmarshal(b, &p); err != nil {
+		return engine.SparkplugPayload{}, fmt.Errorf("%w: %v", ErrPayload, err)
+	}
+	out := engine.SparkplugPayload{Timestamp: p.GetTimestamp(), HasTimestamp: p.Timestamp != nil,
+		Seq: p.GetSeq(), HasSeq: p.Seq != nil, Metrics: make([]engine.SparkplugMetric, 0, len(p.Metrics))}
+	for i, m := range p.Metrics {
+		if !utf8.ValidString(m.GetName()) {
+			return engine.SparkplugPayload{}, fmt.Errorf("%w: metric %d: its name is not valid UTF-8", ErrValue, i)
+		}
+		v, err := metricValue(m)
+		if err != nil {
+			return engine.SparkplugPayload{}, fmt.Errorf("metric %q: %w", metricLabel(m, i), err)
+		}
+		out.Metrics = append(out.Metrics, engine.SparkplugMetric{Name: m.GetName(), Alias: m.GetAlias(), HasAlias: m.Alias != nil,
+			Timestamp: m.GetTimestamp(), HasTimestamp: m.Timestamp != nil, Datatype: m.GetDatatype(), Value: v})
+		if m.GetName() == "bdSeq" {
+			if v.Kind != engine.SparkplugNumber || v.Width == 0 {
+				return engine.SparkplugPayload{}, fmt.Errorf("%w: the bdSeq metric is not an integer", ErrValue)
+			}
+			out.BdSeq, out.HasBdSeq = v.Bits, true
+			if v.Width == 32 && m.GetDatatype() == uint32(pb.DataType_Int32) {
+				out.BdSeq = uint64(int64(int32(v.Bits))) // a negative one is refused as out of range
+			}
+		}
+	}
+	return out, nil
+}
+
+func metricLabel(m *pb.Payload_Metric, i int) string {
+	if m.GetName() != "" {
+		return m.GetName()
+	}
+	if m.Alias != nil {
+		return "alias " + strconv.FormatUint(m.GetAlias(), 10)
+	}
+	return "#" + strconv.Itoa(i)
+}
+
+// metricValue reads a metric's value with its datatype, when it has one.
+func metricValue(m *pb.Payload_Metric) (engine.SparkplugValue, error) {
+	dt := pb.DataType(m.GetDatatype())
+	if m.GetIsNull() || m.Value == nil {
+		return engine.SparkplugValue{Kind: engine.SparkplugNull}, nil
+	}
+	switch v := m.Value.(type) {
+	case *pb.Payload_Metric_IntValue:
+		return intValue(uint64(v.IntValue), 32, dt)
+	case *pb.Payload_Metric_LongValue:
+		return intValue(v.LongValue, 64, dt)
+	case *pb.Payload_Metric_FloatValue:
+		return floatValue(float64(v.FloatValue), 32, dt)
+	case *pb.Payload_Metric_DoubleValue:
+		return floatValue(v.DoubleValue, 64, dt)
+	case *pb.Payload_Metric_BooleanValue:
+		if err := wants(dt, "a boolean", pb.DataType_Boolean); err != nil {
+			return engine.SparkplugValue{}, err
+		}
+		return engine.SparkplugValue{Kind: engine.SparkplugBool, Text: strconv.FormatBool(v.BooleanValue)}, nil
+	case *pb.Payload_Metric_StringValue:
+		if err := wants(dt, "a string", pb.DataType_String, pb.DataType_Text, pb.DataType_UUID); err != nil {
+			return engine.SparkplugValue{}, err
+		}
+		if !utf8.ValidString(v.StringValue) {
+			return engine.SparkplugValue{}, fmt.Errorf("%w: the string is not valid UTF-8", ErrValue)
+		}
+		return engine.SparkplugValue{Kind: engine.SparkplugString, Text: v.StringValue}, nil
+	case *pb.Payload_Metric_BytesValue:
+		return unsupported(typeName(dt, "Bytes"), string(v.BytesValue)), nil
+	case *pb.Payload_Metric_DatasetValue:
+		b, err := canonical.Marshal(v.DatasetValue)
+		return unsupported("DataSet", string(b)), err
+	case *pb.Payload_Metric_TemplateValue:
+		b, err := canonical.Marshal(v.TemplateValue)
+		return unsupported("Template", string(b)), err
+	case *pb.Payload_Metric_ExtensionValue:
+		b, err := canonical.Marshal(v.ExtensionValue)
+		return unsupported("extension", string(b)), err
+	}
+	return engine.SparkplugValue{}, fmt.Errorf("%w: unknown value field", ErrValue)
+}
+
+func typeName(dt pb.DataType, fallback string) string {
+	if dt == pb.DataType_Unknown {
+		return fallback
+	}
+	return dt.String()
+}
+
+func unsupported(kind, content string) engine.SparkplugValue {
+	return engine.SparkplugValue{Kind: engine.SparkplugUnsupported, Text: kind, Content: content}
+}
+
+// wants refuses a value whose field does not fit the metric's datatype
+// (no datatype: any fits).
+func wants(dt pb.DataType, what string, ok ...pb.DataType) error {
+	if dt == pb.DataType_Unknown {
+		return nil
+	}
+	for _, t := range ok {
+		if dt == t {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: datatype %s but %s value", ErrValue, dt, what)
+}
+
+// intValue reads int_value (width 32) or long_value (64): signed datatypes
+// as two's complement of their width, the rest unsigned.
+func intValue(bits uint64, width uint8, dt pb.DataType) (engine.SparkplugValue, error) {
+	v := engine.SparkplugValue{Kind: engine.SparkplugNumber, Bits: bits, Width: width}
+	switch dt {
+	case pb.DataType_Int8:
+		v.Text = strconv.FormatInt(int64(int8(bits)), 10)
+	case pb.DataType_Int16:
+		v.Text = strconv.FormatInt(int64(int16(bits)), 10)
+	case pb.DataType_Int32:
+		v.Text = strconv.FormatInt(int64(int32(bits)), 10)
+	case pb.DataType_Int64:
+		v.Text = strconv.FormatInt(int64(bits), 10)
+	case pb.DataType_Unknown, pb.DataType_UInt8, pb.DataType_UInt16, pb.DataType_UInt32, pb.DataType_UInt64, pb.DataType_DateTime:
+		v.Text = strconv.FormatUint(bits, 10)
+	default:
+		return v, fmt.Errorf("%w: datatype %s but an integer value", ErrValue, dt)
+	}
+	return v, nil
+}
+
+// floatValue writes a float in its shortest round-trip form; NaN and the
+// infinities have no decimal: unsupported as field values.
+func floatValue(f float64, bits int, dt pb.DataType) (engine.SparkplugValue, error) {
+	if err := wants(dt, "a floating-point", pb.DataType_Float, pb.DataType_Double); err != nil {
+		return engine.SparkplugValue{}, err
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return unsupported("non-finite float", strconv.FormatFloat(f, 'g', -1, bits)), nil
+	}
+	return engine.SparkplugValue{Kind: engine.SparkplugNumber, Text: strconv.FormatFloat(f, 'g', -1, bits)}, nil
+}
