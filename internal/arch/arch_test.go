@@ -23,6 +23,8 @@ var allowed = map[string][]string{
 	"source/file":           {"engine"},
 	"source/mqtt":           {"engine"},
 	"forward":               {"engine"},
+	"sparkplug":             {"engine", "sparkplug/sparkplugpb"},
+	"sparkplug/sparkplugpb": {},
 	"internal/testbroker":   {},
 	"internal/benchfeed":    {},
 	"metrics":               {"engine", "source/mqtt"},
