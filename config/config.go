@@ -123,6 +123,11 @@ type Route struct {
 	// Name identifies the route in keys, audit and metrics. Required,
 	// unique, letters, digits, '_', '.', '-'.
 	Name string `yaml:"name"`
+	// Kind is how payloads are read: json (JSON, fields by dotted path) or
+	// sparkplug (Eclipse Sparkplug B protobuf on spBv1.0/... topics, whose
+	// source, sequence and epoch are implied and whose paths are
+	// metrics.<Name>, timestamp, seq and topic[N]). Default json.
+	Kind string `yaml:"kind,omitempty"`
 	// Topic is an MQTT topic filter. Required.
 	Topic string `yaml:"topic"`
 	// Source lists the paths (see ParsePath) whose values identify the
@@ -327,6 +332,7 @@ func (c *Config) SetDefaults() {
 		c.Limits.MaxPayload = DefaultMaxPayload
 	}
 	for i := range c.Routes {
+		setString(&c.Routes[i].Kind, RouteJSON)
 		if c.Routes[i].QoS == nil {
 			q := DefaultQoS
 			c.Routes[i].QoS = &q

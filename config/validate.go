@@ -36,6 +36,7 @@ func (c *Config) check(ps *problems) {
 	c.Limits.check(ps, field{}.dot("limits"))
 	checkRoutes(ps, c.Routes)
 	c.checkSQLStore(ps)
+	c.checkSparkplugStore(ps)
 	c.MQTT.check(ps, field{}.dot("mqtt"))
 	c.HTTP.check(ps, field{}.dot("http"))
 	c.Audit.check(ps, field{}.dot("audit"), c.Store)
@@ -201,7 +202,14 @@ func (r Route) check(ps *problems, f field) {
 	if !topicOK {
 		r.Topic = "#" // check topic[N] paths without level bounds
 	}
-	r.checkIdentity(ps, f)
+	switch r.Kind {
+	case "", RouteJSON:
+		r.checkIdentity(ps, f)
+	case RouteSparkplug:
+		r.checkSparkplug(ps, f)
+	default:
+		ps.add(f.dot("kind"), "kind %q is not json or sparkplug", r.Kind)
+	}
 	if r.QoS != nil {
 		switch q := *r.QoS; {
 		case q == 0:
@@ -326,7 +334,11 @@ func (e Effect) check(ps *problems, f field, r Route) {
 				ps.add(ff, "the payload path is empty")
 				continue
 			}
-			checkPath(ps, ff, op.fields[name], filter)
+			if r.Kind == RouteSparkplug {
+				checkSparkplugPath(ps, ff, op.fields[name], filter)
+			} else {
+				checkPath(ps, ff, op.fields[name], filter)
+			}
 		}
 	}
 	if count == 0 {

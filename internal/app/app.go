@@ -14,6 +14,7 @@ import (
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/forward"
+	"github.com/replayguard/replayguard/sparkplug"
 	"github.com/replayguard/replayguard/store/embedded"
 	"github.com/replayguard/replayguard/store/memory"
 	"github.com/replayguard/replayguard/store/postgres"
@@ -209,7 +210,10 @@ func EngineOptions(cfg *config.Config) engine.Options {
 		MaxPayload:   int(cfg.Limits.MaxPayload),
 	}
 	for _, r := range cfg.Routes {
-		er := engine.Route{Name: r.Name, Topic: r.Topic, Source: r.Source, Sequence: r.Sequence, Epoch: r.Epoch, ID: r.ID}
+		er := engine.Route{Name: r.Name, Kind: r.Kind, Topic: r.Topic, Source: r.Source, Sequence: r.Sequence, Epoch: r.Epoch, ID: r.ID}
+		if r.Kind == config.RouteSparkplug {
+			o.Sparkplug = sparkplug.Decoder{}
+		}
 		for _, e := range r.Effects {
 			es := engine.EffectSpec{Entity: e.Entity, Add: e.Add, Set: e.Set, Max: e.Max, Min: e.Min, SQL: e.SQL, Args: e.Args}
 			if f := e.Forward; f != nil {

@@ -1,0 +1,50 @@
+package sparkplug_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/sparkplug"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+func TestASparkplugRouteIsRefused(t *testing.T) {
+	g := memory.NewGroup(time.Hour, 100)
+	m, err := g.Open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cases := []struct {
+		name  string
+		store engine.Store
+		opts  engine.Options
+		want  string
+	}{
+		{"on a shared store", m, engine.Options{Routes: []engine.Route{plantRoute}, Sparkplug: sparkplug.Decoder{}},
+			"sparkplug routes are not yet available on a shared store"},
+		{"without a decoder", memory.New(), engine.Options{Routes: []engine.Route{plantRoute}}, "needs a Sparkplug payload decoder"},
+		{"when it names a source", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: engine.KindSparkplug, Topic: "spBv1.0/#",
+			Source: []string{"a"}}}, Sparkplug: sparkplug.Decoder{}}, "sets no source, sequence, epoch or id: they are implied"},
+		{"outside the namespace", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: engine.KindSparkplug, Topic: "plant/#"}},
+			Sparkplug: sparkplug.Decoder{}}, "is under spBv1.0/"},
+		{"when it reads a json path", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: engine.KindSparkplug, Topic: "spBv1.0/#",
+			Effects: []engine.EffectSpec{{Entity: "m", Set: map[string]string{"k": "kwh"}}}}}, Sparkplug: sparkplug.Decoder{}}, "reads metrics.<Name>, timestamp, seq or topic[N]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := engine.New(context.Background(), c.store, c.opts)
+			if err == nil {
+				e.Close()
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, engine.ErrConfig) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want ErrConfig saying %q", err, c.want)
+			}
+		})
+	}
+}
