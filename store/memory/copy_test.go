@@ -14,7 +14,7 @@ import (
 func TestCopiesCoverEveryReference(t *testing.T) {
 	known := map[string]string{
 		"AuditRecord":     "Source Sequence Gap",
-		"SourceState":     "Source Epochs Seen",
+		"SourceState":     "Source Epochs Seen Sparkplug",
 		"EpochWindow":     "Bitmap Gaps",
 		"EntityState":     "Fields",
 		"QuarantineEntry": "Payload",

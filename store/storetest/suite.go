@@ -146,6 +146,7 @@ func fullBatch(t *testing.T, c *chain, firstKey uint64) *engine.Batch {
 		Sources: []engine.SourceState{
 			sourceState("incidents", []string{"agency-1", "dev-1"}, 1),
 			sourceState("meters", []string{"meter-3"}, 2),
+			sparkplugSource(),
 		},
 		Entities:   []engine.EntityState{entityState("incident/7", 1), entityState("unit/12", 2)},
 		Audit:      recs,

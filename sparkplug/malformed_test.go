@@ -1,0 +1,63 @@
+package sparkplug_test
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/sparkplug"
+	pb "github.com/replayguard/replayguard/sparkplug/sparkplugpb"
+)
+
+func encode(t *testing.T, p *pb.Payload) []byte {
+	t.Helper()
+	b, err := proto.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestMalformedSparkplugIsHeldWithItsReason(t *testing.T) {
+	h := newHarness(t, nil)
+	c := newClock()
+	edge := sparkplug.NewEdge("plant", "m1", 0)
+	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))
+	dataset := &pb.Payload_Metric{Name: proto.String("Energy"), Datatype: proto.Uint32(uint32(pb.DataType_DataSet)),
+		Value: &pb.Payload_Metric_DatasetValue{DatasetValue: &pb.Payload_DataSet{NumOfColumns: proto.Uint64(1)}}}
+	cases := []struct {
+		name    string
+		topic   string
+		payload []byte
+		want    string
+	}{
+		{"a JSON payload", "spBv1.0/plant/NDATA/m1", []byte(`{"seq":1}`), "payload is not a Sparkplug B payload"},
+		{"a topic outside the namespace's shape", "spBv1.0/plant/NDATA", edge.Data(c.next(), pulse()).Payload, "is not a Sparkplug B message topic"},
+		{"a command", "spBv1.0/plant/NCMD/m1", edge.Data(c.next(), pulse()).Payload, `message type "NCMD" is not one a route decides`},
+		{"a device message without a device", "spBv1.0/plant/DDATA/m1", edge.Data(c.next(), pulse()).Payload, "names a device level if and only if"},
+		{"a seq over 255", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(256)}), "seq 256 is out of range (0–255)"},
+		{"no seq", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{}), "NDATA has no seq"},
+		{"a birth without bdSeq", "spBv1.0/plant/NBIRTH/m1", encode(t, &pb.Payload{Seq: proto.Uint64(0)}), "NBIRTH has no bdSeq metric"},
+		{"a string into add", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(1), Metrics: []*pb.Payload_Metric{
+			{Name: proto.String("Pulses"), Datatype: proto.Uint32(uint32(pb.DataType_String)), Value: &pb.Payload_Metric_StringValue{StringValue: "3"}}}}),
+			"effect field metrics.Pulses: want a number, got string"},
+		{"a dataset as a field value", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(1), Metrics: []*pb.Payload_Metric{dataset}}),
+			"metrics.Energy: a DataSet value is not a field value"},
+		{"a datatype its value does not fit", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(1), Metrics: []*pb.Payload_Metric{
+			{Name: proto.String("Energy"), Datatype: proto.Uint32(uint32(pb.DataType_Boolean)), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: 1}}}}),
+			"datatype Boolean but a floating-point value"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := h.expect(engine.Malformed, sparkplug.Message{Topic: tc.topic, Payload: tc.payload})
+			if !strings.Contains(d[0].Reason, tc.want) {
+				t.Fatalf("reason %q, want %q", d[0].Reason, tc.want)
+			}
+		})
+	}
+	if got := h.field("meter/m1", "pulses"); got != "0" {
+		t.Fatalf("pulses %s: a malformed message changed the state", got)
+	}
+}
