@@ -61,7 +61,7 @@ func (e *Engine) placeBirth(d *decoded, src *SourceState, st *SparkplugState) st
 	raw := int64(sp.p.BdSeq)
 	if st == nil || len(st.Births) == 0 {
 		sp.bdSeq, sp.newBirth = raw, true
-		return sp.placeSeq(d, nil)
+		return e.placeSeq(d, nil)
 	}
 	b, ok := unwrap8(raw, st.BdSeq)
 	switch {
@@ -73,7 +73,7 @@ func (e *Engine) placeBirth(d *decoded, src *SourceState, st *SparkplugState) st
 	sp.bdSeq = b
 	if i := st.findBirth(b, d.digest); i >= 0 {
 		sp.birth = i
-		return sp.placeSeq(d, src)
+		return e.placeSeq(d, src)
 	}
 	cur := st.Births[0]
 	switch {
@@ -87,7 +87,7 @@ func (e *Engine) placeBirth(d *decoded, src *SourceState, st *SparkplugState) st
 	default:
 		return fmt.Sprintf("%s (bdSeq %d, raw %d) is neither a kept birth of the edge nor newer than its current one (%s)", reasonOldEpoch, b, raw, cur.Epoch)
 	}
-	return sp.placeSeq(d, nil)
+	return e.placeSeq(d, nil)
 }
 
 // placeDeath places an NDEATH by its bdSeq: its identity is (source,
@@ -149,45 +149,73 @@ func (e *Engine) placeData(d *decoded, src *SourceState, st *SparkplugState) str
 		}
 		table = &dev.Table
 	}
-	if why := sp.placeSeq(d, src); why != "" {
-		return why
-	}
 	if why := sp.resolve(table); why != "" {
 		return why
 	}
 	d.digest = sp.digest()
-	return ""
+	return e.placeSeq(d, src)
 }
 
 // placeSeq sets d's epoch from the message's birth and unwraps its seq
 // against the epoch window's highest sequence; a new birth's seq starts a
-// window as it is.
-func (sp *spMessage) placeSeq(d *decoded, src *SourceState) string {
+// window as it is. A message whose content was applied at a placement
+// congruent to its seq is that message again (same key, same digest: a
+// proven duplicate), however far behind the highest it is; otherwise it
+// takes the nearest placement, unless that is ambiguous (half the ring
+// away) or contradicts its timestamp (older than the highest's, yet above
+// it: a replay more than half the ring behind).
+func (e *Engine) placeSeq(d *decoded, src *SourceState) string {
+	sp := d.sp
 	if sp.newBirth {
 		d.epoch, d.epochInt = sparkplugEpoch(sp.bdSeq, sp.rebirth)
 		d.seq = sp.seqRaw
 		return ""
 	}
-	b := src.Sparkplug.Births[sp.birth]
+	b := &src.Sparkplug.Births[sp.birth]
 	d.epoch, d.epochInt = sparkplugEpoch(b.BdSeq, b.Rebirth)
-	w := src.find(d.epoch, true)
-	if w < 0 {
+	i := src.find(d.epoch, true)
+	if i < 0 {
 		return fmt.Sprintf("%s: the window of session %s is no longer kept", reasonOldEpoch, d.epoch)
 	}
-	h := src.Epochs[w].High
+	h := src.Epochs[i].High
 	if h < 0 {
 		d.seq = sp.seqRaw
 		return ""
 	}
 	s, ok := unwrap8(sp.seqRaw, h)
+	older := sp.p.HasTimestamp && sp.p.Timestamp < b.HighStamp
+	if !ok || s <= h || older {
+		if c, found := e.appliedAt(d, s, ok, h); found {
+			d.seq = c
+			return ""
+		}
+	}
 	switch {
 	case !ok:
 		return fmt.Sprintf("seq %d cannot be placed: 128 from the session's highest, %d (seq %d)", sp.seqRaw, h, h%256)
 	case s < 0:
 		return fmt.Sprintf("seq %d cannot be placed: it would come before the session's first (highest %d)", sp.seqRaw, h)
+	case s > h && older:
+		return fmt.Sprintf("seq %d cannot be placed: its timestamp %d predates that of the session's highest, %d (seq %d), "+
+			"yet it would come after it: it is more than half the ring behind", sp.seqRaw, sp.p.Timestamp, h, h%256)
 	}
 	d.seq = s
 	return ""
+}
+
+// appliedAt looks for a placement at or below h, congruent to the seq,
+// whose key the key window holds with d's digest.
+func (e *Engine) appliedAt(d *decoded, s int64, ok bool, h int64) (int64, bool) {
+	if !ok || s > h {
+		s = h - ((h-d.sp.seqRaw)%256+256)%256
+	}
+	low := max(0, h-int64(e.opts.SequenceSpan))
+	for c := s; c >= low; c -= 256 {
+		if dg, hit := e.keys.lookup(SequencedKey(d.route.Name, d.source, "n"+d.epoch, c)); hit && dg == digest64(d.digest) {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // resolve names every metric (by its name, or by its alias in table) and

@@ -18,15 +18,18 @@ type SparkplugState struct {
 // SparkplugBirth is one NBIRTH: an epoch of the edge and the alias tables
 // its messages are read with.
 type SparkplugBirth struct {
-	Epoch    string                     `json:"epoch"`   // "5" for session 5's first NBIRTH, "5.1" for its first rebirth
-	BdSeq    int64                      `json:"bdseq"`   // unwrapped
-	Rebirth  int                        `json:"rebirth"` // 0 for the session's first NBIRTH
-	Stamp    uint64                     `json:"stamp"`   // the payload's timestamp, ms
-	Digest   Hash                       `json:"digest"`  // its content: a replay of it is recognised
-	Time     time.Time                  `json:"time"`    // when it was applied
-	Position uint64                     `json:"position"`
-	Node     SparkplugTable             `json:"node"`
-	Devices  map[string]SparkplugDevice `json:"devices,omitempty"`
+	Epoch    string    `json:"epoch"`   // "5" for session 5's first NBIRTH, "5.1" for its first rebirth
+	BdSeq    int64     `json:"bdseq"`   // unwrapped
+	Rebirth  int       `json:"rebirth"` // 0 for the session's first NBIRTH
+	Stamp    uint64    `json:"stamp"`   // the payload's timestamp, ms
+	Digest   Hash      `json:"digest"`  // its content: a replay of it is recognised
+	Time     time.Time `json:"time"`    // when it was applied
+	Position uint64    `json:"position"`
+	// HighStamp is the timestamp of the message at its window's highest
+	// sequence: a message older than it cannot be placed above it.
+	HighStamp uint64                     `json:"high_stamp,omitempty"`
+	Node      SparkplugTable             `json:"node"`
+	Devices   map[string]SparkplugDevice `json:"devices,omitempty"`
 }
 
 // SparkplugDevice is a device of an edge, from its DBIRTH.
@@ -111,6 +114,13 @@ func (e *Engine) sparkplugApplied(d *decoded, now time.Time) {
 		return
 	}
 	st := src.Sparkplug
+	if sp.birth >= 0 && st != nil && sp.typ != spNDeath {
+		b := &st.Births[sp.birth]
+		if i := src.find(b.Epoch, true); i >= 0 && src.Epochs[i].High == d.seq && sp.p.Timestamp > b.HighStamp {
+			b.HighStamp = sp.p.Timestamp
+			e.pending.sources[src] = struct{}{}
+		}
+	}
 	switch sp.typ {
 	case spNBirth:
 		if !sp.newBirth {
@@ -120,7 +130,7 @@ func (e *Engine) sparkplugApplied(d *decoded, now time.Time) {
 			st = &SparkplugState{}
 			src.Sparkplug = st
 		}
-		b := SparkplugBirth{Epoch: d.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, Digest: d.digest,
+		b := SparkplugBirth{Epoch: d.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, HighStamp: sp.p.Timestamp, Digest: d.digest,
 			Time: now.UTC(), Position: e.tail.Position + 1, Node: tableOf(sp)}
 		st.BdSeq, st.Online = sp.bdSeq, true
 		st.Births = append([]SparkplugBirth{b}, st.Births...)

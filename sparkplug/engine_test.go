@@ -228,3 +228,30 @@ func TestDeathsAndDevicesShowOnSources(t *testing.T) {
 		t.Fatalf("session %+v: want the edge and its device offline", r)
 	}
 }
+
+// A replay more than half the ring behind the highest is placed where its
+// content was applied (a proven duplicate), never above the highest; one
+// that was never applied there cannot be placed and is held.
+func TestAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain(t *testing.T) {
+	h := newHarness(t, nil)
+	c := newClock()
+	edge := sparkplug.NewEdge("plant", "m1", 0)
+	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))
+	var sent []sparkplug.Message
+	lost := map[int]bool{4: true}
+	for i := range 260 { // unwrapped 1 … 260; raw 4 … 5 come again as 260 and 261
+		m := edge.Data(c.next(), pulse())
+		sent = append(sent, m)
+		if !lost[i] {
+			h.expect(engine.Applied, m)
+		}
+	}
+	h.expect(engine.Duplicate, sent[0:4]...)
+	d := h.expect(engine.Quarantined, sent[4]) // seq 5, never applied, 255 behind
+	if !strings.Contains(d[0].Reason, "more than half the ring behind") {
+		t.Fatalf("reason %q", d[0].Reason)
+	}
+	if got := h.field("meter/m1", "pulses"); got != "259" {
+		t.Fatalf("pulses %s, want 259", got)
+	}
+}

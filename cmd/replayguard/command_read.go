@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/app"
@@ -84,11 +86,33 @@ func printSources(e *env, reps []engine.SourceReport) error {
 		return writeJSON(e, reps)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROUTE\tSOURCE\tEPOCH\tHIGH\tOPEN GAPS")
+	sessions := slices.ContainsFunc(reps, func(r engine.SourceReport) bool { return r.Sparkplug != nil })
+	if sessions {
+		fmt.Fprintln(tw, "ROUTE\tSOURCE\tEPOCH\tHIGH\tOPEN GAPS\tSESSION")
+	} else {
+		fmt.Fprintln(tw, "ROUTE\tSOURCE\tEPOCH\tHIGH\tOPEN GAPS")
+	}
 	for _, r := range reps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Route, strings.Join(r.Source, "/"), r.Epoch, r.High, gapText(r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s", r.Route, strings.Join(r.Source, "/"), r.Epoch, r.High, gapText(r))
+		if sessions {
+			fmt.Fprintf(tw, "\t%s", sessionText(r.Sparkplug))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// sessionText describes a Sparkplug edge's session: online or offline,
+// its bdSeq and when its last birth was applied.
+func sessionText(s *engine.SparkplugReport) string {
+	if s == nil {
+		return "-"
+	}
+	state := "offline"
+	if s.Online {
+		state = "online"
+	}
+	return fmt.Sprintf("%s bdSeq %d, birth %s", state, s.BdSeq, s.LastBirth.Format(time.RFC3339))
 }
 
 func gapText(r engine.SourceReport) string {
