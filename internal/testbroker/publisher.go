@@ -42,6 +42,19 @@ type PublisherOptions struct {
 	Window int
 	// QoS of every publish. Zero means 1.
 	QoS byte
+	// Will is registered with every CONNECT of the publisher: the broker
+	// publishes it when the connection ends without a DISCONNECT (Drop).
+	// Nil means none.
+	Will *Will
+}
+
+// Will is a client's Will Message (MQTT 5 §3.1.2.5), published by the
+// broker, with no delay, for a connection that ends without a DISCONNECT.
+type Will struct {
+	Topic   string
+	Payload []byte
+	QoS     byte
+	Retain  bool
 }
 
 // DefaultPayload is the JSON body of (source, seq):
@@ -65,9 +78,10 @@ type Published struct {
 // test compares the consumer's effects against. It is safe for concurrent
 // use; Close (also run at cleanup) disconnects.
 type Publisher struct {
-	tb   testing.TB
-	opts PublisherOptions
-	cm   *autopaho.ConnectionManager
+	tb      testing.TB
+	opts    PublisherOptions
+	cm      *autopaho.ConnectionManager
+	dropped atomic.Bool // Drop was called: no reconnect
 
 	mu   sync.Mutex
 	next map[string]int64
@@ -91,18 +105,24 @@ func NewPublisher(tb testing.TB, urls []string, opts PublisherOptions) *Publishe
 	if opts.QoS == 0 {
 		opts.QoS = 1
 	}
-	cm, err := autopaho.NewConnection(context.Background(), autopaho.ClientConfig{
+	p := &Publisher{tb: tb, opts: opts, next: map[string]int64{}}
+	cfg := autopaho.ClientConfig{
 		ServerUrls:                    parseURLs(tb, urls),
 		KeepAlive:                     5,
 		CleanStartOnInitialConnection: true,
 		ReconnectBackoff:              autopaho.NewConstantBackoff(100 * time.Millisecond),
 		ConnectTimeout:                5 * time.Second,
+		OnConnectionDown:              func() bool { return !p.dropped.Load() },
 		ClientConfig:                  paho.ClientConfig{ClientID: opts.ClientID},
-	})
+	}
+	if w := opts.Will; w != nil {
+		cfg.WillMessage = &paho.WillMessage{Topic: w.Topic, Payload: w.Payload, QoS: w.QoS, Retain: w.Retain}
+	}
+	cm, err := autopaho.NewConnection(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("testbroker: publisher: %v", err)
 	}
-	p := &Publisher{tb: tb, opts: opts, cm: cm, next: map[string]int64{}}
+	p.cm = cm
 	tb.Cleanup(p.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -207,6 +227,20 @@ func (p *Publisher) All() []Published {
 // Acked returns the publishes the broker acknowledged, by source then sequence.
 func (p *Publisher) Acked() []Published {
 	return slices.DeleteFunc(p.All(), func(m Published) bool { return !m.Acked })
+}
+
+// Drop ends the connection as a crash of the publisher would: the socket
+// is closed without a DISCONNECT, so the broker publishes the Will, and
+// the publisher does not connect again. Publishes after it fail. (A
+// publisher that is between connections just stops.)
+func (p *Publisher) Drop() {
+	p.dropped.Store(true)
+	p.cm.TerminateConnectionForTest()
+	select {
+	case <-p.cm.Done(): // the connection was up: OnConnectionDown ended it
+	case <-time.After(time.Second): // it was down: stop the reconnects
+	}
+	p.Close()
 }
 
 // Close disconnects. It may be called more than once.
