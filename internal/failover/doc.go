@@ -20,7 +20,13 @@
 //   - a consumer group: three `replayguard run` members in one MQTT share
 //     group on one shared store (PostgreSQL, Redis), a sequenced route and
 //     an id route, through a failover to an older standby, members killed,
-//     and the store's server killed and started again (TestGroupFailover).
+//     and the store's server killed and started again (TestGroupFailover);
+//   - a Sparkplug B edge node whose Will is its NDEATH: seq across 255 → 0
+//     with copies on both sides of the wrap while the broker is killed and
+//     restarted, a rebirth with the next bdSeq and swapped aliases with the
+//     old session replayed, consumer kills between commit and ack, and the
+//     Will published when the edge's connection dies
+//     (TestSparkplugThroughFailures).
 //
 // The ground truth is the publisher's record. After every run the store must
 // show each acknowledged sequence applied exactly once or inside a gap the
