@@ -36,6 +36,9 @@ const (
 // Config is the whole configuration file. Its zero value, after SetDefaults,
 // is a valid configuration with no routes.
 type Config struct {
+	// Input is where run consumes from: mqtt (the mqtt section) or
+	// jetstream (the jetstream section). Default mqtt.
+	Input  string       `yaml:"input"`
 	Store  StoreConfig  `yaml:"store"`
 	Window WindowConfig `yaml:"window"`
 	Limits LimitsConfig `yaml:"limits"`
@@ -43,7 +46,10 @@ type Config struct {
 	// No default; run needs at least one.
 	Routes []Route    `yaml:"routes,omitempty"`
 	MQTT   MQTTConfig `yaml:"mqtt"`
-	HTTP   HTTPConfig `yaml:"http"`
+	// JetStream is the stream run consumes with input jetstream. Default:
+	// absent with input mqtt; its defaults with input jetstream.
+	JetStream *JetStreamConfig `yaml:"jetstream,omitempty"`
+	HTTP      HTTPConfig       `yaml:"http"`
 	// Audit is the audit log's retention and archive. Default: the store
 	// keeps every record.
 	Audit AuditConfig `yaml:"audit,omitempty"`
@@ -68,7 +74,7 @@ type StoreConfig struct {
 	// Member is this process's member id in a consumer group on a shared
 	// store (redis, postgres): it names the member's audit chain and the
 	// lease that keeps a second process off it. Default mqtt.client_id for
-	// run; ingest and the other commands name one of their own.
+	// run (jetstream.consumer with input jetstream); ingest and the other commands name one of their own.
 	Member string `yaml:"member,omitempty"`
 	// Schema is the PostgreSQL schema holding the store's tables, created
 	// at start. Default replayguard; kind postgres only.
@@ -350,6 +356,7 @@ func (c *Config) SetDefaults() {
 	setString(&c.HTTP.Listen, DefaultHTTPListen)
 	c.Audit.setDefaults()
 	c.setOutputDefaults()
+	c.setInputDefaults()
 }
 
 func setString(p *string, v string) {

@@ -14,6 +14,11 @@ const (
 	EnvMQTTShareGroup = "REPLAYGUARD_MQTT_SHARE_GROUP"
 	EnvMQTTUsername   = "REPLAYGUARD_MQTT_USERNAME"
 	EnvHTTPListen     = "REPLAYGUARD_HTTP_LISTEN"
+	EnvInput          = "REPLAYGUARD_INPUT" // mqtt or jetstream
+
+	EnvJetStreamURL      = "REPLAYGUARD_JETSTREAM_URL"
+	EnvJetStreamStream   = "REPLAYGUARD_JETSTREAM_STREAM"
+	EnvJetStreamConsumer = "REPLAYGUARD_JETSTREAM_CONSUMER"
 )
 
 // applyEnv overrides settings from the environment and returns which
@@ -34,6 +39,8 @@ func (c *Config) applyEnv(getenv func(string) (string, bool)) map[string]string 
 	str("mqtt.share_group", EnvMQTTShareGroup, &c.MQTT.ShareGroup)
 	str("mqtt.username", EnvMQTTUsername, &c.MQTT.Username)
 	str("http.listen", EnvHTTPListen, &c.HTTP.Listen)
+	str("input", EnvInput, &c.Input)
+	c.applyJetStreamEnv(set, str)
 	var brokers string
 	str("mqtt.brokers", EnvMQTTBrokers, &brokers)
 	if brokers != "" {
@@ -45,4 +52,20 @@ func (c *Config) applyEnv(getenv func(string) (string, bool)) map[string]string 
 		}
 	}
 	return set
+}
+
+// applyJetStreamEnv overrides the jetstream section, creating it when a
+// variable sets one of its settings.
+func (c *Config) applyJetStreamEnv(set map[string]string, str func(key, env string, dst *string)) {
+	j := c.JetStream
+	if j == nil {
+		j = &JetStreamConfig{}
+	}
+	n := len(set)
+	str("jetstream.url", EnvJetStreamURL, &j.URL)
+	str("jetstream.stream", EnvJetStreamStream, &j.Stream)
+	str("jetstream.consumer", EnvJetStreamConsumer, &j.Consumer)
+	if c.JetStream == nil && len(set) > n {
+		c.JetStream = j
+	}
 }

@@ -31,6 +31,9 @@ func (c *Config) Marshal() ([]byte, error) {
 	if o := d.Outputs.NATS; o != nil {
 		o.URL = redactURL(o.URL)
 	}
+	if j := d.JetStream; j != nil {
+		j.URL = redactURL(j.URL)
+	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -69,6 +72,7 @@ func (c *Config) clone() *Config {
 		n := *o
 		d.Outputs.NATS = &n
 	}
+	d.JetStream = c.JetStream.clone()
 	return &d
 }
 

@@ -203,6 +203,18 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 		{"mqtt.batch_linger", c.MQTT.BatchLinger == 0, DefaultBatchLinger},
 		{"mqtt.receive_maximum", c.MQTT.ReceiveMaximum == 0, DefaultReceiveMaximum},
 	}
+	if j := c.JetStream; j != nil {
+		zeros = append(zeros, []struct {
+			key  string
+			zero bool
+			def  any
+		}{
+			{"jetstream.batch_size", j.BatchSize == 0, DefaultJetStreamBatch},
+			{"jetstream.batch_linger", j.BatchLinger == 0, DefaultBatchLinger},
+			{"jetstream.max_ack_pending", j.MaxAckPending == 0, DefaultMaxAckPending},
+			{"jetstream.ack_wait", j.AckWait == 0, DefaultAckWait},
+		}...)
+	}
 	for _, z := range zeros {
 		if given[z.key] && z.zero {
 			name := z.key[strings.IndexByte(z.key, '.')+1:]

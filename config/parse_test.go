@@ -340,8 +340,8 @@ extra: &extra {id: i, colour: red}
 	t.Run("unknown keys merged from a list of mappings are refused", func(t *testing.T) {
 		_, err := Parse([]byte(file+"routes:\n  - <<: [*base, *extra]\n    name: r\n"), "f.yaml", nil)
 		got := problemsOf(t, file+"routes:\n  - <<: [*base, *extra]\n    name: r\n")
-		want := []string{`unknown key "base"; known keys: audit, http, limits, mqtt, outbox, outputs, routes, store, window`,
-			`unknown key "extra"; known keys: audit, http, limits, mqtt, outbox, outputs, routes, store, window`,
+		want := []string{`unknown key "base"; known keys: audit, http, input, jetstream, limits, mqtt, outbox, outputs, routes, store, window`,
+			`unknown key "extra"; known keys: audit, http, input, jetstream, limits, mqtt, outbox, outputs, routes, store, window`,
 			`routes[0] (r): unknown key "colour"; known keys: effects, epoch, id, kind, name, qos, sequence, source, topic`}
 		if !slices.Equal(got, want) {
 			t.Fatalf("Parse: %v\n got  %q\n want %q", err, got, want)

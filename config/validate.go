@@ -41,6 +41,7 @@ func (c *Config) check(ps *problems) {
 	c.HTTP.check(ps, field{}.dot("http"))
 	c.Audit.check(ps, field{}.dot("audit"), c.Store)
 	c.checkOutputs(ps)
+	c.checkInput(ps)
 }
 
 func (s StoreConfig) check(ps *problems, f field) {

@@ -178,6 +178,10 @@ func (c *Config) checkRun(ps *problems) {
 	if len(c.Routes) == 0 {
 		ps.add(field{}.dot("routes"), "no routes: run needs at least one route to subscribe to")
 	}
+	if c.Input == InputJetStream && c.JetStream != nil {
+		c.checkRunJetStream(ps)
+		return
+	}
 	f := field{}.dot("mqtt").dot("client_id")
 	id := c.MQTT.ClientID
 	switch {
@@ -203,11 +207,12 @@ func (c *Config) Warnings() []Problem {
 	for _, r := range c.Routes {
 		idRoutes = idRoutes || (r.ID != "" && r.Sequence == "")
 	}
-	if idRoutes && c.Window.TTL <= c.MQTT.SessionExpiry {
+	c.jetStreamWarnings(warn)
+	if idRoutes && c.Window.TTL <= c.MQTT.SessionExpiry && c.Input != InputJetStream {
 		warn("window.ttl", "ttl "+c.Window.TTL.String()+" is not above mqtt.session_expiry "+c.MQTT.SessionExpiry.String()+
 			": a replay after a long outage may arrive after its key is evicted and be applied again")
 	}
-	if c.MQTT.CleanStart {
+	if c.MQTT.CleanStart && c.Input != InputJetStream {
 		warn("mqtt.clean_start", "clean_start discards the broker session at every connect: messages queued while replayguard was away are lost")
 	}
 	if c.MQTT.TLS.InsecureSkipVerify {

@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration", "warning", w.String())
 	}
-	if ttl, exp := time.Duration(cfg.Window.TTL), time.Duration(cfg.MQTT.SessionExpiry); ttl < exp+ttlMargin {
+	if ttl, exp := time.Duration(cfg.Window.TTL), time.Duration(cfg.MQTT.SessionExpiry); ttl < exp+ttlMargin && cfg.Input != config.InputJetStream {
 		log.Warn("window.ttl is shorter than mqtt.session_expiry plus a retry margin: a replay arriving after its key left the window cannot be caught on id routes",
 			"ttl", ttl, "session_expiry", exp, "margin", ttlMargin)
 	}
@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	}
 	m := metrics.New(reg, build.Version, build.Commit, names...)
 	hub := web.NewHub()
-	opts := Options{Logger: log, Observer: observers{m, hub}, Member: cfg.MQTT.ClientID, Sinks: true, ClaimOutboxes: true}
+	opts := Options{Logger: log, Observer: observers{m, hub}, Member: runMember(cfg), Sinks: true, ClaimOutboxes: true}
 	var fm *metrics.Forward
 	if kinds := cfg.ForwardKinds(); len(kinds) > 0 {
 		fm = metrics.NewForward(reg, kinds...)
@@ -101,11 +101,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		ready = func() bool { return !a.Forward.Status().Full }
 	}
 
-	mc, err := consumerConfig(cfg, log, m)
-	if err != nil {
-		return err
-	}
-	consumer, err := mqtt.New(mc, m.CountGaps(a.Engine))
+	consumer, err := newSource(cfg, log, m, reg, m.CountGaps(a.Engine))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,63 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/metrics"
+	"github.com/replayguard/replayguard/source/jetstream"
+	"github.com/replayguard/replayguard/source/mqtt"
+)
+
+// source is what run consumes from: the MQTT consumer or the JetStream one.
+type source interface {
+	// Run consumes until ctx is done, then commits and acknowledges what
+	// is in hand; it returns early on a permanent refusal.
+	Run(ctx context.Context) error
+	// Ready reports whether the source is connected and committing; safe
+	// from any goroutine.
+	Ready() bool
+}
+
+// runMember is run's member id on a shared store when store.member is not
+// set: the MQTT client id, or the JetStream consumer's name.
+func runMember(cfg *config.Config) string {
+	if cfg.Input == config.InputJetStream && cfg.JetStream != nil {
+		return cfg.JetStream.Consumer
+	}
+	return cfg.MQTT.ClientID
+}
+
+// newSource builds the consumer that cfg.Input names, feeding p.
+func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg prometheus.Registerer, p metrics.Processor) (source, error) {
+	if cfg.Input == config.InputJetStream {
+		jc, err := jetStreamConfig(cfg, log, m.JetStream(reg))
+		if err != nil {
+			return nil, err
+		}
+		return jetstream.New(jc, p)
+	}
+	mc, err := consumerConfig(cfg, log, m)
+	if err != nil {
+		return nil, err
+	}
+	return mqtt.New(mc, p)
+}
+
+func jetStreamConfig(cfg *config.Config, log *slog.Logger, obs jetstream.Observer) (jetstream.Config, error) {
+	j := cfg.JetStream
+	c := jetstream.Config{URL: j.URL, CredsFile: j.CredsFile, Stream: j.Stream, Consumer: j.Consumer,
+		Subjects: j.Subjects, MaxAckPending: j.MaxAckPending, AckWait: time.Duration(j.AckWait),
+		BatchSize: j.BatchSize, BatchLinger: time.Duration(j.BatchLinger), Logger: log, Observer: obs}
+	tlsCfg, err := clientTLS(j.TLS)
+	if err != nil {
+		return c, fmt.Errorf("jetstream: %w", err)
+	}
+	c.TLS = tlsCfg
+	return c, nil
+}

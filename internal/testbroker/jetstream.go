@@ -1,0 +1,140 @@
+package testbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// CreateStream creates a file-backed JetStream stream called name taking
+// subjects on the server, and fails the test if it cannot.
+func (n *NATS) CreateStream(name string, subjects ...string) {
+	n.tb.Helper()
+	nc, js := n.jetStream()
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: subjects, Storage: jetstream.FileStorage}); err != nil {
+		n.tb.Fatalf("testbroker: create stream %s: %v", name, err)
+	}
+}
+
+// ConsumerInfo returns the state of the durable consumer on stream, or an
+// error when the server cannot tell.
+func (n *NATS) ConsumerInfo(stream, consumer string) (*jetstream.ConsumerInfo, error) {
+	nc, js := n.jetStream()
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return nil, err
+	}
+	return c.Info(ctx)
+}
+
+// StreamMessages returns how many messages the stream holds.
+func (n *NATS) StreamMessages(name string) uint64 {
+	n.tb.Helper()
+	nc, js := n.jetStream()
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		n.tb.Fatalf("testbroker: stream %s: %v", name, err)
+	}
+	return st.CachedInfo().State.Msgs
+}
+
+func (n *NATS) jetStream() (*nats.Conn, jetstream.JetStream) {
+	n.tb.Helper()
+	nc, err := nats.Connect(n.URL(), nats.Name("testbroker"))
+	if err != nil {
+		n.tb.Fatalf("testbroker: connect to nats-server: %v", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		n.tb.Fatalf("testbroker: jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// JSMessage is one message a JSPublisher publishes.
+type JSMessage struct {
+	Subject string
+	Data    []byte
+	// ID is the Nats-Msg-Id: a copy published again (its PubAck lost to a
+	// server restart) is dropped by the stream's duplicate window.
+	ID string
+}
+
+// JSPublisher publishes to JetStream from its own goroutine, one message
+// at a time, each retried until the server acknowledges it, across server
+// restarts: the ground truth of a restart test is every message it
+// published. It is safe for concurrent use.
+type JSPublisher struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	acked atomic.Int64
+	done  chan error
+}
+
+// PublishJS starts publishing msgs to the server at url, in order. Wait
+// returns when every one is acknowledged.
+func PublishJS(url string, msgs []JSMessage) (*JSPublisher, error) {
+	nc, err := nats.Connect(url, nats.Name("testbroker publisher"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	p := &JSPublisher{nc: nc, js: js, done: make(chan error, 1)}
+	go func() { p.done <- p.run(msgs) }()
+	return p, nil
+}
+
+func (p *JSPublisher) run(msgs []JSMessage) error {
+	defer p.nc.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, m := range msgs {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := p.js.Publish(ctx, m.Subject, m.Data, jetstream.WithMsgID(m.ID))
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("publish %s: %w", m.ID, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		p.acked.Add(1)
+	}
+	return nil
+}
+
+// Acked is how many messages the server has acknowledged so far.
+func (p *JSPublisher) Acked() int { return int(p.acked.Load()) }
+
+// Wait waits until every message is acknowledged, or timeout.
+func (p *JSPublisher) Wait(timeout time.Duration) error {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return err
+	case <-time.After(timeout):
+		return errors.New("testbroker: the JetStream publisher did not finish in time")
+	}
+}

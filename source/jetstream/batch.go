@@ -1,0 +1,214 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// errPullEnded: the pull subscription closed by itself.
+var errPullEnded = errors.New("jetstream: the pull subscription ended")
+
+// consume runs the batches: collect, commit, ack, until ctx is done or the
+// consumer is lost. It returns the messages it holds uncommitted then.
+func (c *Consumer) consume(ctx context.Context, in <-chan delivery, fatal <-chan error) ([]delivery, error) {
+	for {
+		batch, err := c.collect(ctx, in, fatal)
+		if ctx.Err() != nil {
+			return batch, nil
+		}
+		if len(batch) > 0 {
+			if c.commit(ctx, batch) != nil {
+				return batch, err
+			}
+			beforeAck()
+			c.ack(batch)
+		}
+		if err != nil {
+			c.log.Error("jetstream consumer lost", "err", err)
+			return nil, err
+		}
+	}
+}
+
+// collect waits for a first message, then for more until the batch is full
+// or BatchLinger has passed. It returns early, possibly with a partial
+// batch, when ctx is done or the pull ends.
+func (c *Consumer) collect(ctx context.Context, in <-chan delivery, fatal <-chan error) ([]delivery, error) {
+	batch := make([]delivery, 0, c.cfg.BatchSize)
+	var linger <-chan time.Time
+	for {
+		select {
+		case d, ok := <-in:
+			if !ok {
+				return batch, errPullEnded
+			}
+			batch = append(batch, d)
+			if len(batch) == c.cfg.BatchSize {
+				return batch, nil
+			}
+			if linger == nil {
+				if c.cfg.BatchLinger <= 0 {
+					return c.takeReady(batch, in), nil
+				}
+				t := time.NewTimer(c.cfg.BatchLinger)
+				defer t.Stop()
+				linger = t.C
+			}
+		case <-linger:
+			return c.takeReady(batch, in), nil
+		case <-ctx.Done():
+			return batch, nil
+		case err := <-fatal:
+			return batch, err
+		}
+	}
+}
+
+// takeReady adds what in holds now, without waiting, up to BatchSize.
+func (c *Consumer) takeReady(batch []delivery, in <-chan delivery) []delivery {
+	for len(batch) < c.cfg.BatchSize {
+		select {
+		case d, ok := <-in:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, d)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// commit passes the batch to Process until it returns nil, waiting a
+// jittered, growing delay between attempts and telling the server meanwhile
+// that the batch is still being worked on, so that it is not delivered
+// again while in hand. It gives up only when ctx is done.
+func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
+	c.noteRedeliveries(batch)
+	msgs := make([]engine.Message, len(batch))
+	for i := range batch {
+		msgs[i] = batch[i].msg
+	}
+	retry := backoff{c.cfg.CommitRetryMin, c.cfg.CommitRetryMax}
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		_, err := c.p.Process(ctx, msgs)
+		took := time.Since(start)
+		if err == nil {
+			c.obs.Observe(Event{Kind: Committed, N: len(batch), Duration: took})
+			if !c.commitOK.Swap(true) {
+				c.log.Info("jetstream commit recovered", "attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err() // shutting down: drain tries again
+		}
+		c.commitOK.Store(false)
+		c.obs.Observe(Event{Kind: CommitFailed, N: len(batch), Duration: took, Err: err})
+		wait := retry.delay(attempt)
+		c.log.Error("jetstream commit failed: nothing acknowledged, retrying the batch",
+			"messages", len(batch), "attempt", attempt, "retry_in", wait, "err", err)
+		for i := range batch {
+			_ = batch[i].js.InProgress() // resets the server's AckWait
+		}
+		if !sleep(ctx.Done(), wait) {
+			return ctx.Err()
+		}
+	}
+}
+
+// noteRedeliveries logs the batch's messages that the server delivered
+// before: the engine decides them like any other (a copy of a committed one
+// is a duplicate), and their audit records carry dup.
+func (c *Consumer) noteRedeliveries(batch []delivery) {
+	n, first, most := 0, -1, uint64(0)
+	for i := range batch {
+		if batch[i].delivered > 1 {
+			n++
+			most = max(most, batch[i].delivered)
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if n == 0 {
+		return
+	}
+	c.log.Info("jetstream redelivered messages in the batch: recorded as dup, decided like any other",
+		"messages", n, "first_stream_seq", batch[first].streamSeq, "max_num_delivered", most)
+	c.obs.Observe(Event{Kind: Redelivered, N: n})
+}
+
+// ack acknowledges a committed batch in delivery order. An ack is one
+// publish on the connection, in order with the others; nats.go buffers it
+// while reconnecting. One that cannot be sent (connection closed) leaves
+// the message to be delivered again after AckWait, found duplicate.
+func (c *Consumer) ack(batch []delivery) {
+	acked, dropped := 0, 0
+	var lastErr error
+	for i := range batch {
+		if err := batch[i].js.Ack(); err != nil {
+			dropped++
+			lastErr = err
+			continue
+		}
+		acked++
+	}
+	if acked > 0 {
+		c.obs.Observe(Event{Kind: Acked, N: acked, Lag: time.Since(batch[0].at)})
+	}
+	if dropped > 0 {
+		c.log.Warn("jetstream acks not sent; the server will deliver those messages again", "messages", dropped, "err", lastErr)
+		c.obs.Observe(Event{Kind: AckDropped, N: dropped})
+	}
+}
+
+// drain commits and acknowledges the messages in hand at shutdown, then
+// those still coming through in, in batches, until in closes or ctx is
+// done. It returns what it could not commit.
+func (c *Consumer) drain(ctx context.Context, rest []delivery, in <-chan delivery) []delivery {
+	if len(rest) > 0 {
+		c.log.Info("jetstream stopping: committing the messages in hand", "messages", len(rest))
+	}
+	for {
+		rest = c.takeReady(rest, in)
+		if len(rest) == 0 {
+			select {
+			case d, ok := <-in:
+				if !ok {
+					return nil
+				}
+				rest = append(rest, d)
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		n := min(len(rest), c.cfg.BatchSize)
+		if err := c.commit(ctx, rest[:n]); err != nil {
+			return rest
+		}
+		c.ack(rest[:n])
+		rest = rest[n:]
+	}
+}
+
+// abandon negatively acknowledges what shutdown could not commit, so that
+// the server delivers it again at once to the next start rather than after
+// AckWait.
+func (c *Consumer) abandon(left []delivery) {
+	if len(left) == 0 {
+		return
+	}
+	c.log.Error("jetstream stopping: messages left uncommitted and unacknowledged; the server will deliver them again",
+		"messages", len(left))
+	for i := range left {
+		_ = left[i].js.Nak()
+	}
+	c.obs.Observe(Event{Kind: Abandoned, N: len(left)})
+}

@@ -1,0 +1,140 @@
+package jetstream
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultURL             = "nats://127.0.0.1:4222"
+	DefaultMaxAckPending   = 1024
+	DefaultAckWait         = 30 * time.Second
+	DefaultBatchSize       = 256
+	DefaultBatchLinger     = time.Millisecond
+	DefaultBindRetryMin    = 250 * time.Millisecond
+	DefaultBindRetryMax    = 30 * time.Second
+	DefaultCommitRetryMin  = 100 * time.Millisecond
+	DefaultCommitRetryMax  = 10 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+	// MinAckWait is the shortest AckWait accepted.
+	MinAckWait = time.Second
+)
+
+// Config configures a Consumer. Fields marked "required" have no default;
+// every other zero value means the default stated.
+type Config struct {
+	// URL of the server; a comma-separated list for a cluster. Default
+	// DefaultURL.
+	URL string
+	// Name names the connection on the server. Default
+	// "replayguard <Consumer>".
+	Name string
+	// TLS, when set, secures the connection. Default nil: plain, or the
+	// system roots for a tls:// URL.
+	TLS *tls.Config
+	// CredsFile is a NATS credentials file (user JWT and nkey seed).
+	// Default "" (none).
+	CredsFile string
+	// Stream to consume. Required.
+	Stream string
+	// Consumer is the durable pull consumer's name: created with
+	// DeliverAll, explicit acks and MaxAckPending when the stream has none
+	// of that name, bound (and its AckWait and MaxAckPending updated)
+	// otherwise. Required, and fixed: another name starts over from the
+	// stream's first message.
+	Consumer string
+	// Subjects filter the stream's subjects. Default none: all of them.
+	// More than one needs nats-server 2.10.
+	Subjects []string
+	// MaxAckPending is how many delivered messages the server lets wait
+	// for their ack: the in-flight bound and the backpressure of a slow
+	// Process. Default DefaultMaxAckPending, or 4×BatchSize when larger.
+	MaxAckPending int
+	// AckWait is how long the server waits for an ack before it delivers
+	// the message again. Default 30s; at least MinAckWait.
+	AckWait time.Duration
+	// BatchSize is the most messages passed to one Process call. Default
+	// 256; at most MaxAckPending.
+	BatchSize int
+	// BatchLinger is how long a batch waits for more messages after its
+	// first one. Default 1ms.
+	BatchLinger time.Duration
+	// BindRetryMin and BindRetryMax bound the jittered exponential backoff
+	// between attempts to find the stream and bind the consumer while the
+	// server cannot answer. Defaults 250ms and 30s.
+	BindRetryMin, BindRetryMax time.Duration
+	// CommitRetryMin and CommitRetryMax bound the jittered exponential
+	// backoff between Process attempts on one batch after an error.
+	// Defaults 100ms and 10s.
+	CommitRetryMin, CommitRetryMax time.Duration
+	// ShutdownTimeout bounds how long Run, once its context is done,
+	// commits and acknowledges the messages in hand. Default 10s.
+	ShutdownTimeout time.Duration
+	// Logger receives the consumer's logs. Default nil: discard.
+	Logger *slog.Logger
+	// Observer is told about connections, messages, commits and acks.
+	// Default nil: nobody.
+	Observer Observer
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.URL == "" {
+		c.URL = DefaultURL
+	}
+	if c.Name == "" {
+		c.Name = "replayguard " + c.Consumer
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = max(DefaultMaxAckPending, 4*c.BatchSize)
+	}
+	def(&c.AckWait, DefaultAckWait)
+	def(&c.BatchLinger, DefaultBatchLinger)
+	def(&c.BindRetryMin, DefaultBindRetryMin)
+	def(&c.BindRetryMax, max(DefaultBindRetryMax, c.BindRetryMin))
+	def(&c.CommitRetryMin, DefaultCommitRetryMin)
+	def(&c.CommitRetryMax, max(DefaultCommitRetryMax, c.CommitRetryMin))
+	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Observer == nil {
+		c.Observer = ObserverFunc(func(Event) {})
+	}
+}
+
+// Validate reports the first problem of a Config whose defaults are set.
+func (c *Config) Validate() error {
+	switch {
+	case strings.TrimSpace(c.Stream) == "":
+		return fmt.Errorf("%w: no stream", ErrConfig)
+	case strings.TrimSpace(c.Consumer) == "":
+		return fmt.Errorf("%w: empty consumer name: a durable consumer needs a fixed one", ErrConfig)
+	case strings.ContainsAny(c.Stream+c.Consumer, " \t\r\n.*>"):
+		return fmt.Errorf("%w: stream %q or consumer %q holds whitespace, '.', '*' or '>'", ErrConfig, c.Stream, c.Consumer)
+	case c.BatchSize < 1 || c.BatchSize > c.MaxAckPending:
+		return fmt.Errorf("%w: batch size %d outside 1..max ack pending (%d): a batch could never fill",
+			ErrConfig, c.BatchSize, c.MaxAckPending)
+	case c.AckWait < MinAckWait:
+		return fmt.Errorf("%w: ack wait %v below %v", ErrConfig, c.AckWait, MinAckWait)
+	case c.BindRetryMax < c.BindRetryMin || c.CommitRetryMax < c.CommitRetryMin:
+		return fmt.Errorf("%w: a retry maximum is below its minimum", ErrConfig)
+	}
+	for _, d := range []time.Duration{c.BatchLinger, c.BindRetryMin, c.CommitRetryMin, c.ShutdownTimeout} {
+		if d < 0 {
+			return fmt.Errorf("%w: negative duration %v", ErrConfig, d)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,329 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Processor decides and durably commits batches. *engine.Engine implements it.
+type Processor interface {
+	// Process decides and durably commits a batch; nil means every message
+	// has a durable decision. On error nothing was committed; the same
+	// batch may be passed again. Calls never overlap.
+	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
+}
+
+// preparer is a Processor that can decode messages ahead of Process, on
+// another goroutine (*engine.Engine can). Prepare must be safe for
+// concurrent use with Process.
+type preparer interface {
+	Prepare(msgs []engine.Message)
+}
+
+// apiTimeout bounds one JetStream API request (stream info, consumer
+// create) while binding.
+const apiTimeout = 10 * time.Second
+
+// Consumer consumes a JetStream stream through a durable pull consumer into
+// a Processor, and acknowledges each message after its batch is committed,
+// in delivery order.
+type Consumer struct {
+	cfg  Config
+	p    Processor
+	prep preparer // p, when it can decode ahead; else nil
+	log  *slog.Logger
+	obs  Observer
+
+	running   atomic.Bool
+	connected atomic.Bool
+	bound     atomic.Bool
+	commitOK  atomic.Bool
+	server    atomic.Pointer[string] // URL of the server connected to
+}
+
+// delivery is one message in hand, with what its ack needs.
+type delivery struct {
+	msg       engine.Message
+	js        jetstream.Msg
+	at        time.Time
+	delivered uint64 // how often the server delivered it, this time included
+	streamSeq uint64
+}
+
+// New returns a Consumer of the stream in cfg for p, or an error wrapping
+// ErrConfig. It does not connect yet.
+func New(cfg Config, p Processor) (*Consumer, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil processor", ErrConfig)
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer}
+	c.prep, _ = p.(preparer)
+	c.commitOK.Store(true)
+	return c, nil
+}
+
+// Ready reports whether the consumer is connected, bound to its durable
+// consumer, and its last commit succeeded.
+func (c *Consumer) Ready() bool {
+	return c.connected.Load() && c.bound.Load() && c.commitOK.Load()
+}
+
+// Run consumes until ctx is done, then stops pulling, commits and
+// acknowledges the messages in hand, flushes the acks to the server (all
+// within ShutdownTimeout) and returns nil. It returns early with an error
+// wrapping ErrStream when the stream is missing or the consumer refused,
+// and ErrConsumerDeleted when the consumer is deleted while Run consumes.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer c.running.Store(false)
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		nc.Close()
+		c.connected.Store(false)
+	}()
+	cons, err := c.bind(ctx, nc)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer c.bound.Store(false)
+	iter, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.MaxAckPending))
+	if err != nil {
+		return fmt.Errorf("jetstream: pull from consumer %q: %w", c.cfg.Consumer, err)
+	}
+	in := make(chan delivery, c.cfg.MaxAckPending)
+	fatal := make(chan error, 1)
+	rctx, stopReceiving := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { c.receive(rctx, iter, in, fatal) })
+
+	inHand, runErr := c.consume(ctx, in, fatal)
+
+	iter.Drain() // the messages nats.go holds still come through in
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
+	defer cancel()
+	left := c.drain(drainCtx, inHand, in)
+	stopReceiving()
+	wg.Wait()
+	for d := range in {
+		left = append(left, d)
+	}
+	c.abandon(left)
+	if err := nc.FlushWithContext(drainCtx); err != nil {
+		c.log.Warn("jetstream stopping: acks may not have reached the server; it will deliver those messages again, found duplicate", "err", err)
+	}
+	return runErr
+}
+
+// connect opens the connection. It fails only for unusable options: an
+// unreachable server is retried by nats.go, with a jittered, growing wait.
+func (c *Consumer) connect() (*nats.Conn, error) {
+	b := backoff{c.cfg.BindRetryMin, c.cfg.BindRetryMax}
+	opts := []nats.Option{
+		nats.Name(c.cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.CustomReconnectDelay(b.delay),
+		nats.ConnectHandler(c.up),
+		nats.ReconnectHandler(c.up),
+		nats.DisconnectErrHandler(c.down),
+		nats.ReconnectErrHandler(func(nc *nats.Conn, err error) {
+			c.log.Warn("jetstream reconnect failed", "server", c.cfg.URL, "err", err)
+			c.obs.Observe(Event{Kind: ConnectFailed, Server: c.serverURL(), Err: err})
+		}),
+	}
+	if c.cfg.TLS != nil {
+		opts = append(opts, nats.Secure(c.cfg.TLS))
+	}
+	if c.cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.cfg.CredsFile))
+	}
+	c.log.Info("jetstream connecting", "server", c.cfg.URL, "stream", c.cfg.Stream, "consumer", c.cfg.Consumer)
+	nc, err := nats.Connect(c.cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: connect %s: %w", c.cfg.URL, err)
+	}
+	return nc, nil
+}
+
+func (c *Consumer) up(nc *nats.Conn) {
+	u := nc.ConnectedUrlRedacted()
+	c.server.Store(&u)
+	c.connected.Store(true)
+	c.log.Info("jetstream connected", "server", u, "consumer", c.cfg.Consumer)
+	c.obs.Observe(Event{Kind: Connected, Server: u})
+}
+
+func (c *Consumer) down(nc *nats.Conn, err error) {
+	if !c.connected.Swap(false) {
+		return // the first connection never came up, or already noted
+	}
+	c.log.Warn("jetstream connection lost; reconnecting", "server", c.serverURL(), "err", err)
+	c.obs.Observe(Event{Kind: Disconnected, Server: c.serverURL()})
+}
+
+func (c *Consumer) serverURL() string {
+	if u := c.server.Load(); u != nil {
+		return *u
+	}
+	return ""
+}
+
+// bind finds the stream and creates or updates the durable consumer,
+// retrying with a growing wait while the server cannot answer. A missing
+// stream or a refused consumer ends it with ErrStream.
+func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	b := backoff{c.cfg.BindRetryMin, c.cfg.BindRetryMax}
+	for attempt := 1; ; attempt++ {
+		cons, err := c.bindOnce(ctx, js)
+		if err == nil {
+			c.bound.Store(true)
+			return cons, nil
+		}
+		if errors.Is(err, ErrStream) || ctx.Err() != nil {
+			return nil, err
+		}
+		wait := b.delay(attempt)
+		c.log.Warn("jetstream cannot bind the consumer yet; trying again", "server", c.cfg.URL,
+			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "attempt", attempt, "wait", wait, "err", err)
+		c.obs.Observe(Event{Kind: ConnectFailed, Server: c.serverURL(), Err: err})
+		if !sleep(ctx.Done(), wait) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	st, err := js.Stream(ctx, c.cfg.Stream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("%w: stream %q not found on %s: create it, or set jetstream.stream", ErrStream, c.cfg.Stream, c.serverURL())
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, fmt.Errorf("no JetStream answers on %s (is the server run with -js?): %w", c.serverURL(), err)
+	case err != nil:
+		return nil, err
+	}
+	_, err = st.Consumer(ctx, c.cfg.Consumer)
+	existed := err == nil
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, err
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, c.consumerConfig())
+	if err != nil {
+		var api *jetstream.APIError
+		if errors.As(err, &api) && api.Code >= http.StatusBadRequest && api.Code < http.StatusInternalServerError && api.Code != http.StatusRequestTimeout {
+			return nil, fmt.Errorf("%w: consumer %q on stream %q: %s", ErrStream, c.cfg.Consumer, c.cfg.Stream, api.Description)
+		}
+		return nil, err
+	}
+	info := cons.CachedInfo()
+	verb := "jetstream consumer bound"
+	if !existed {
+		verb = "jetstream consumer created: delivering the stream from its first message"
+	}
+	c.log.Info(verb, "stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "pending", info.NumPending,
+		"ack_pending", info.NumAckPending, "redelivered", info.NumRedelivered, "acked_through", info.AckFloor.Stream)
+	return cons, nil
+}
+
+// consumerConfig is the durable consumer: explicit acks, every message of
+// the stream on first creation, never given up on.
+func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
+	cc := jetstream.ConsumerConfig{
+		Durable:       c.cfg.Consumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       c.cfg.AckWait,
+		MaxAckPending: c.cfg.MaxAckPending,
+		MaxDeliver:    -1,
+	}
+	switch len(c.cfg.Subjects) {
+	case 0:
+	case 1: // FilterSubject works on nats-server 2.9 too
+		cc.FilterSubject = c.cfg.Subjects[0]
+	default:
+		cc.FilterSubjects = c.cfg.Subjects
+	}
+	return cc
+}
+
+// receive pulls messages into in until ctx is done or the iterator is
+// drained, then closes in. A deleted consumer is sent to fatal.
+func (c *Consumer) receive(ctx context.Context, iter jetstream.MessagesContext, in chan<- delivery, fatal chan<- error) {
+	defer close(in)
+	for {
+		m, err := iter.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrBadRequest) {
+				fatal <- fmt.Errorf("%w: %q on stream %q: %v", ErrConsumerDeleted, c.cfg.Consumer, c.cfg.Stream, err)
+				return
+			}
+			c.log.Warn("jetstream pull", "server", c.serverURL(), "err", err)
+			if !sleep(ctx.Done(), c.cfg.BindRetryMin) {
+				return
+			}
+			continue
+		}
+		d := c.delivery(m)
+		select {
+		case in <- d:
+			c.obs.Observe(Event{Kind: Received, Server: d.msg.Broker, N: 1})
+		case <-ctx.Done():
+			return // unacknowledged: the server delivers it again
+		}
+	}
+}
+
+// delivery turns a message into the engine's form, decoded ahead when the
+// processor can: here, not on the goroutine that decides and commits.
+func (c *Consumer) delivery(m jetstream.Msg) delivery {
+	d := delivery{js: m, at: time.Now()}
+	d.msg = engine.Message{Payload: m.Data(), Broker: c.serverURL()}
+	topic, err := SubjectToTopic(m.Subject())
+	if err != nil {
+		d.msg.Topic, d.msg.Invalid = m.Subject(), err.Error()
+	} else {
+		d.msg.Topic = topic
+	}
+	if md, err := m.Metadata(); err == nil {
+		d.delivered, d.streamSeq = md.NumDelivered, md.Sequence.Stream
+		d.msg.Dup = md.NumDelivered > 1 // recorded, never trusted
+	}
+	if c.prep != nil {
+		one := []engine.Message{d.msg}
+		c.prep.Prepare(one)
+		d.msg = one[0]
+	}
+	return d
+}

@@ -1,0 +1,201 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source/jetstream"
+)
+
+// A nats-server killed with SIGKILL mid-stream and restarted on the same
+// store loses nothing and doubles nothing: every reading applied once,
+// whatever the server delivers again.
+func TestServerKilledMidStream(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, _ := meters(t)
+	rec := newRecorder(e)
+	c := start(t, testConfig(t, n.URL()), rec)
+	const perMeter = 600
+	msgs := readings(perMeter, "m1", "m2", "m3")
+	pub, err := testbroker.PublishJS(n.URL(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a third of the feed applied", 30*time.Second, func() bool { return rec.count(engine.Applied) >= len(msgs)/3 })
+	n.Kill()
+	time.Sleep(100 * time.Millisecond)
+	n.Restart()
+	if err := pub.Wait(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every reading applied", 60*time.Second, func() bool { return rec.count(engine.Applied) >= len(msgs) })
+	allAcked(t, n, 30*time.Second)
+	for _, m := range []string{"m1", "m2", "m3"} {
+		if got := kwh(e, m); got != strconv.Itoa(perMeter) {
+			t.Errorf("meter/%s kwh = %s, want %d: a reading was lost or applied twice", m, got, perMeter)
+		}
+	}
+	if got := rec.count(engine.Applied); got != len(msgs) {
+		t.Errorf("applied %d, want %d", got, len(msgs))
+	}
+	for _, o := range []engine.Outcome{engine.AppliedLate, engine.Conflict, engine.Quarantined, engine.Malformed} {
+		if got := rec.count(o); got != 0 {
+			t.Errorf("%v: %d, want 0", o, got)
+		}
+	}
+	// The stream holds each reading once (the publisher's retries carry a
+	// message id): every duplicate is a delivery the server made again.
+	if got := n.StreamMessages(testStream); got != uint64(len(msgs)) {
+		t.Errorf("the stream holds %d messages, want %d", got, len(msgs))
+	}
+	t.Logf("deliveries made again after the SIGKILL, found duplicate: %d", rec.count(engine.Duplicate))
+	waitFor(t, "ready after the restart", 10*time.Second, c.Ready)
+	if err := c.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A batch held past AckWait is delivered again while in hand: the copies
+// carry the delivery count as dup in their audit records and are found
+// duplicate; the first copies are applied once.
+func TestRedeliveryIsRecordedAsDup(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, st := meters(t)
+	rec := newRecorder(e)
+	rec.slow.Store(int64(1500 * time.Millisecond)) // the first commit outlasts AckWait
+	cfg := testConfig(t, n.URL())
+	cfg.AckWait = time.Second
+	cfg.BatchSize, cfg.BatchLinger = 8, 50*time.Millisecond
+	msgs := readings(8, "m1")
+	pub, err := testbroker.PublishJS(n.URL(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start(t, cfg, rec)
+	waitFor(t, "the redelivered copies decided", 20*time.Second, func() bool { return rec.count(engine.Duplicate) >= len(msgs) })
+	allAcked(t, n, 10*time.Second)
+	if got := kwh(e, "m1"); got != "8" {
+		t.Errorf("meter/m1 kwh = %s, want 8", got)
+	}
+	var dups, applied int
+	err = st.ScanAudit(context.Background(), 0, func(r engine.AuditRecord) error {
+		switch {
+		case r.Outcome == "duplicate" && r.Dup:
+			dups++
+		case r.Outcome == "applied" && !r.Dup:
+			applied++
+		default:
+			t.Errorf("audit record %d: outcome %s with dup %v", r.Position, r.Outcome, r.Dup)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(msgs) || dups < len(msgs) {
+		t.Errorf("audit: %d applied without dup, %d duplicates with dup; want %d and at least %d", applied, dups, len(msgs), len(msgs))
+	}
+}
+
+// A failing commit acknowledges nothing and is retried; Ready says no
+// meanwhile, and the server holds the batch as pending.
+func TestCommitFailureAcksNothing(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, _ := meters(t)
+	rec := newRecorder(e)
+	rec.fail.Store(1 << 20)
+	cfg := testConfig(t, n.URL())
+	cfg.CommitRetryMin, cfg.CommitRetryMax = 20*time.Millisecond, 20*time.Millisecond
+	msgs := readings(10, "m1")
+	pub, err := testbroker.PublishJS(n.URL(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, cfg, rec)
+	waitFor(t, "a few failed commits", 10*time.Second, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.calls >= 3
+	})
+	if c.Ready() {
+		t.Error("Ready while commits fail")
+	}
+	info, err := n.ConsumerInfo(testStream, testConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != len(msgs) || info.AckFloor.Stream != 0 {
+		t.Errorf("server: %d pending acks, acked through %d; want %d and 0", info.NumAckPending, info.AckFloor.Stream, len(msgs))
+	}
+	rec.fail.Store(0)
+	allAcked(t, n, 10*time.Second)
+	waitFor(t, "ready again", 5*time.Second, c.Ready)
+	if got := kwh(e, "m1"); got != "10" {
+		t.Errorf("meter/m1 kwh = %s, want 10", got)
+	}
+}
+
+// A subject that has no unambiguous topic is malformed with the reason,
+// and acknowledged like any decided message.
+func TestMalformedSubject(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, st := meters(t)
+	rec := newRecorder(e)
+	pub, err := testbroker.PublishJS(n.URL(), []testbroker.JSMessage{
+		{Subject: "plant.a/b.energy", Data: []byte(`{"seq":1,"kwh":1}`), ID: "x"},
+		{Subject: "plant.m1.energy", Data: []byte(`{"seq":1,"kwh":1}`), ID: "y"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start(t, testConfig(t, n.URL()), rec)
+	allAcked(t, n, 10*time.Second)
+	waitFor(t, "both decided", 5*time.Second, func() bool { return rec.count(engine.Malformed)+rec.count(engine.Applied) == 2 })
+	err = st.ScanAudit(context.Background(), 0, func(r engine.AuditRecord) error {
+		if r.Outcome == "malformed" && (r.Topic != "plant.a/b.energy" || !strings.Contains(r.Reason, "not NATS's MQTT escape")) {
+			t.Errorf("malformed record: topic %q, reason %q", r.Topic, r.Reason)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.count(engine.Malformed) != 1 {
+		t.Errorf("malformed %d, want 1", rec.count(engine.Malformed))
+	}
+}
+
+// A stream that does not exist ends Run with ErrStream, naming it.
+func TestMissingStream(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	e, _ := meters(t)
+	c, err := jetstream.New(testConfig(t, n.URL()), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	if !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), `"PLANT"`) {
+		t.Fatalf("Run = %v, want ErrStream naming the stream", err)
+	}
+}

@@ -1,0 +1,25 @@
+package jetstream
+
+import "errors"
+
+// Errors returned by New and Run.
+var (
+	// ErrConfig is returned by New for an invalid Config. It is permanent:
+	// the same configuration fails again.
+	ErrConfig = errors.New("jetstream: invalid configuration")
+	// ErrStream is returned by Run when the stream does not exist, or the
+	// server refuses the durable consumer (another consumer of that name
+	// with settings that cannot be updated, access denied). It is
+	// permanent: the server's streams or permissions must change first.
+	ErrStream = errors.New("jetstream: stream or consumer refused")
+	// ErrConsumerDeleted is returned by Run when the durable consumer is
+	// deleted on the server while Run consumes. Starting again creates it
+	// anew, delivering the stream from its first message.
+	ErrConsumerDeleted = errors.New("jetstream: durable consumer deleted on the server")
+	// ErrRunning is returned by Run while another Run of the same Consumer
+	// has not returned.
+	ErrRunning = errors.New("jetstream: consumer already running")
+	// ErrSubject is wrapped by SubjectToTopic for a subject that has no
+	// unambiguous MQTT topic.
+	ErrSubject = errors.New("subject cannot be read as an MQTT topic")
+)

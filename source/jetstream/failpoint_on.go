@@ -1,0 +1,25 @@
+//go:build failpoints
+
+package jetstream
+
+import (
+	"os"
+	"sync"
+	"time"
+)
+
+// FailpointBeforeAck names the environment variable that, in a binary
+// built with -tags failpoints, holds every committed batch this long before
+// its acks are sent (e.g. "20ms"). The MQTT source reads the same one.
+const FailpointBeforeAck = "REPLAYGUARD_FAILPOINT_BEFORE_ACK"
+
+var beforeAckDelay = sync.OnceValue(func() time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(FailpointBeforeAck))
+	return d
+})
+
+func beforeAck() {
+	if d := beforeAckDelay(); d > 0 {
+		time.Sleep(d)
+	}
+}

@@ -1,0 +1,204 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source/jetstream"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	testStream   = "PLANT"
+	testConsumer = "replayguard"
+)
+
+// testConfig consumes testStream on url with small batches and fast
+// retries, logging to t.
+func testConfig(t testing.TB, url string) jetstream.Config {
+	return jetstream.Config{
+		URL:             url,
+		Stream:          testStream,
+		Consumer:        testConsumer,
+		BatchSize:       32,
+		BatchLinger:     2 * time.Millisecond,
+		AckWait:         5 * time.Second,
+		BindRetryMin:    20 * time.Millisecond,
+		BindRetryMax:    200 * time.Millisecond,
+		CommitRetryMin:  10 * time.Millisecond,
+		CommitRetryMax:  50 * time.Millisecond,
+		ShutdownTimeout: 5 * time.Second,
+		Logger:          testLogger(t),
+	}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(func() { w.done.Store(true) })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct {
+	t    testing.TB
+	done atomic.Bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(string(p[:len(p)-1]))
+	}
+	return len(p), nil
+}
+
+// meters is the engine of the tests: plant/<meter>/energy readings,
+// sequenced per meter, summed into meter/<meter>.
+func meters(t testing.TB) (*engine.Engine, *memory.Store) {
+	t.Helper()
+	st := memory.New()
+	e, err := engine.New(context.Background(), st, engine.Options{Routes: []engine.Route{{
+		Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, Sequence: "seq",
+		Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e, st
+}
+
+// readings are n sequenced readings of each meter, 1 kWh each, with
+// message ids for the stream's duplicate window.
+func readings(n int, meterNames ...string) []testbroker.JSMessage {
+	var out []testbroker.JSMessage
+	for seq := 1; seq <= n; seq++ {
+		for _, m := range meterNames {
+			out = append(out, testbroker.JSMessage{
+				Subject: "plant." + m + ".energy",
+				Data:    fmt.Appendf(nil, `{"seq":%d,"kwh":1}`, seq),
+				ID:      fmt.Sprintf("%s-%d", m, seq),
+			})
+		}
+	}
+	return out
+}
+
+// recorder is a Processor that counts the outcomes the engine committed.
+type recorder struct {
+	p    jetstream.Processor
+	fail atomic.Int32 // Process calls left to fail
+	slow atomic.Int64 // nanoseconds the next Process call sleeps first
+
+	mu       sync.Mutex
+	outcomes map[engine.Outcome]int
+	calls    int
+}
+
+func newRecorder(p jetstream.Processor) *recorder {
+	return &recorder{p: p, outcomes: map[engine.Outcome]int{}}
+}
+
+var errStore = errors.New("store unavailable (test)")
+
+func (r *recorder) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	r.mu.Lock()
+	r.calls++
+	r.mu.Unlock()
+	if d := r.slow.Swap(0); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
+	if r.fail.Add(-1) >= 0 {
+		return nil, errStore
+	}
+	ds, err := r.p.Process(ctx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range ds {
+		r.outcomes[d.Outcome]++
+	}
+	return ds, nil
+}
+
+func (r *recorder) count(o engine.Outcome) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outcomes[o]
+}
+
+// running is a consumer whose Run goes on in the background.
+type running struct {
+	*jetstream.Consumer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t testing.TB, cfg jetstream.Config, p jetstream.Processor) *running {
+	t.Helper()
+	c, err := jetstream.New(cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Consumer: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	t.Cleanup(func() { _ = r.stop() })
+	return r
+}
+
+func (r *running) stop() error {
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok {
+			close(r.done)
+		}
+		return err
+	case <-time.After(30 * time.Second):
+		return errors.New("Run did not return within 30s")
+	}
+}
+
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// allAcked waits until the server holds nothing unacknowledged or
+// undelivered for the test consumer.
+func allAcked(t testing.TB, n *testbroker.NATS, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, "every message acknowledged on the server", timeout, func() bool {
+		info, err := n.ConsumerInfo(testStream, testConsumer)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+}
+
+// kwh returns the summed kWh of meter/<m>, as text.
+func kwh(e *engine.Engine, m string) string {
+	for _, s := range e.State() {
+		if s.Name == "meter/"+m {
+			return s.Fields["kwh"].Num
+		}
+	}
+	return ""
+}
