@@ -5,6 +5,9 @@
 //     JetStream (file store, async publish with Nats-Msg-Id);
 //   - MQTT end to end, live and backlog drain: `replayguard run` against a
 //     no-op auto-acking paho consumer, each on a fresh Mosquitto;
+//   - JetStream end to end: `replayguard run` with input jetstream against a
+//     no-op nats.go pull consumer acking each message, each on a fresh
+//     nats-server whose stream holds the same deliveries;
 //   - decode and decide on one core: the engine on its in-memory store
 //     against Watermill's Deduplicator keyed on a metadata id, and with its
 //     default Adler-32 payload hasher.
@@ -26,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -35,7 +39,7 @@ import (
 type options struct {
 	messages, mqttMessages, sources, rounds int
 	replays                                 float64
-	rows, out                               string
+	rows, out, cpuProfile                   string
 }
 
 func main() {
@@ -45,7 +49,8 @@ func main() {
 	flag.IntVar(&o.sources, "sources", 50, "producers in the feed, each with its own sequence")
 	flag.Float64Var(&o.replays, "replays", 0.1, "fraction of updates delivered a second time, as after a failover")
 	flag.IntVar(&o.rounds, "rounds", 5, "alternating rounds per row; the table shows medians")
-	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,engine,decide", "rows to run, comma-separated")
+	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,jetstream,engine,decide", "rows to run, comma-separated")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness's process (the in-process sides: replayguard run, the peers' clients) to this file")
 	flag.StringVar(&o.out, "o", "", "BENCHMARKS.md to rewrite the peers section of (default: print only)")
 	flag.Parse()
 	if err := run(o, os.Args[1:]); err != nil {
@@ -69,6 +74,17 @@ func run(o options, args []string) error {
 	rows, err := selectRows(o.rows, buildRows(o, feed, mqttFeed, m, &engineBench{bin: built{dir: tmp}}, &built{dir: tmp}))
 	if err != nil {
 		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	started := time.Now()
 	p := newProgress(os.Stderr, o.rounds*sides(rows))
@@ -96,7 +112,7 @@ func selectRows(names string, all []row) ([]row, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("-rows: no row %q (ingest, live, backlog, engine, decide)", n)
+			return nil, fmt.Errorf("-rows: no row %q (ingest, live, backlog, jetstream, engine, decide)", n)
 		}
 	}
 	return out, nil

@@ -158,6 +158,14 @@ const method = `How each side runs:
   the publisher's window reordered a source's sequences). The no-op consumer is paho's autopaho with
   automatic acknowledgements and a counter; it deduplicates nothing, its check is that every
   delivery arrived.
+- JetStream end to end: each side on a fresh nats-server whose file-storage stream already holds
+  the MQTT rows' deliveries (replays included, in feed order, on the subjects of their topics);
+  the timer runs from the consumer's start (connect, create its durable consumer) to its last
+  delivery decided (replayguard: ` + "`app.Run`" + ` with ` + "`input: jetstream`" + ` and its defaults, durable
+  embedded store, its audit position read over HTTP every 10 ms; it must apply exactly the distinct
+  updates) or acknowledged (the no-op: a nats.go ` + "`jetstream`" + ` pull consumer, explicit acks,
+  the same MaxAckPending, ` + "`Ack`" + ` on each message as it arrives, then a flush; its check is
+  that every delivery arrived). CPU time per delivery: the harness's process plus nats-server's.
 - Decode + decide: GOMAXPROCS 1, every message built before the timer starts. Beside the rate,
   the CPU time of the process per delivery over the timed part (getrusage), which hardly depends on
   what else the machine runs, and the ratio it gives (not for ` + "`BenchmarkDecodeDecide`" + `, a process of

@@ -63,6 +63,10 @@ func buildRows(o options, feed, mqttFeed []benchfeed.Message, m machineInfo, eb 
 			{short: "replayguard", name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, true) }},
 			{short: "no-op paho", name: "no-op auto-acking paho consumer", run: func(h *harness) result { return mqttNoop(h, mqttFeed, true) }},
 		}},
+		{id: "jetstream", what: "JetStream end to end", goal: 0.8, sides: []side{
+			{short: "replayguard", name: "`replayguard run`, input jetstream (embedded store)", run: func(h *harness) result { return jsReplayguard(h, mqttFeed) }},
+			{short: "no-op pull", name: "no-op nats.go jetstream pull consumer, Ack per message", run: func(h *harness) result { return jsNoop(h, mqttFeed) }},
+		}},
 		{id: "engine", what: "decode + decide, one core", goal: 2, sides: []side{
 			{short: "BenchmarkDecodeDecide", name: "`BenchmarkDecodeDecide` (engine/bench_test.go: decode, key, decide; no audit record, no store; its own 200-byte messages of the feed's shape)",
 				run: func(h *harness) result { return eb.run(h, len(feed)) }},
