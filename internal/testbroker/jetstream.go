@@ -125,6 +125,20 @@ func (p *JSPublisher) run(msgs []JSMessage) error {
 	return nil
 }
 
+// PublishAgain publishes msgs once more, in order, and waits until the
+// server acknowledged every one. A server killed with SIGKILL may lose
+// messages it had acknowledged but not yet written (nats-server buffers
+// its file store's writes): publishing the feed again after the restart
+// stores what was lost, while the stream's duplicate window drops what it
+// still holds (when its record survived the kill too).
+func PublishAgain(url string, msgs []JSMessage, timeout time.Duration) error {
+	p, err := PublishJS(url, msgs)
+	if err != nil {
+		return err
+	}
+	return p.Wait(timeout)
+}
+
 // Acked is how many messages the server has acknowledged so far.
 func (p *JSPublisher) Acked() int { return int(p.acked.Load()) }
 
