@@ -39,6 +39,8 @@ import (
 //     after the PUBACK is written. Every event runs on the goroutine of the
 //     client whose packet caused it (a publisher's, for the sends to its
 //     subscribers), so a synchronous write delays that client.
+//   - mochi resends a restored session's in-flight messages sorted by the
+//     16 low bits of their Created time, in seconds: see inOrder.
 //   - At Serve, mochi calls OnDisconnect for every restored client (it
 //     restores them as disconnected), so each start rewrites the clients.
 //   - mochi's hook events return no error: a failed write can only be
@@ -312,9 +314,38 @@ func (s *sessionStore) StoredSubscriptions() ([]storage.Subscription, error) {
 }
 
 // StoredInflightMessages returns the stored in-flight messages, each
-// client's in packet id order.
+// client's in packet id order, which is the order they were sent in (mochi
+// numbers a client's packets upwards; a demo session never wraps them),
+// with Created renumbered so that mochi resends them in that order
+// (inOrder).
 func (s *sessionStore) StoredInflightMessages() ([]storage.Message, error) {
-	return scan[storage.Message](s.db, inflightBucket)
+	msgs, err := scan[storage.Message](s.db, inflightBucket)
+	inOrder(msgs)
+	return msgs, err
+}
+
+// inOrder renumbers the Created of each client's messages, given in the
+// order they were sent, so that mochi resends them in that order, as MQTT
+// requires (MQTT 5 §4.6, 3.1.1 §4.6). mochi sorts a session's in-flight
+// messages by uint16(Created) before resending them, with an unstable sort,
+// and Created is in seconds: messages sent within one second would come
+// back in any order (a Sparkplug NDATA before its NBIRTH, which a host must
+// hold). Each client's messages take the seconds from its oldest's, its 16
+// low bits cleared, upwards: at most 18 hours earlier, within mochi's
+// default maximum message expiry of 24 hours.
+func inOrder(msgs []storage.Message) {
+	base := map[string]int64{}
+	next := map[string]int64{}
+	for _, m := range msgs {
+		if b, ok := base[m.Client]; !ok || m.Created < b {
+			base[m.Client] = m.Created
+		}
+	}
+	for i := range msgs {
+		c := msgs[i].Client
+		msgs[i].Created = base[c]&^0xffff + next[c]
+		next[c]++
+	}
 }
 
 // StoredRetainedMessages returns the stored retained messages.

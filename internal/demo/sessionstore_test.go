@@ -120,3 +120,47 @@ func TestASessionStoreExpiresSessionsAndKeepsRetainedMessages(t *testing.T) {
 		t.Errorf("restored retained messages %v, want only status/gateway online", msgs)
 	}
 }
+
+func TestARestoredSessionResendsItsMessagesInTheOrderTheyWereSent(t *testing.T) {
+	dir := t.TempDir()
+	srv, store := newStoreBroker(t, dir)
+	cl := srv.NewClient(nil, listenerID, "consumer-1", false)
+	cl.Properties.ProtocolVersion = 5
+	cl.Properties.Props.SessionExpiryInterval = 3600
+	store.OnSessionEstablished(cl, packets.Packet{})
+	other := srv.NewClient(nil, listenerID, "consumer-2", false)
+	other.Properties.ProtocolVersion = 5
+	other.Properties.Props.SessionExpiryInterval = 3600
+	store.OnSessionEstablished(other, packets.Packet{})
+	// 0xffff: the second the first of them was sent in ends a uint16 span,
+	// the rest fall in the next one.
+	created := (time.Now().Unix() &^ 0xffff) - 1
+	var want []uint16
+	for id := uint16(1); id <= 40; id++ {
+		pk := qos1(id, "spBv1.0/plant/NDATA/meter-3", fmt.Sprint(id))
+		pk.Created = created + int64(id/8) // eight a second, as a broker stamps them
+		store.OnQosPublish(cl, pk, pk.Created, 0)
+		store.OnQosPublish(other, pk, pk.Created, 0)
+		want = append(want, id)
+	}
+	srv.Close()
+
+	srv, _ = newStoreBroker(t, dir)
+	if err := srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, id := range []string{"consumer-1", "consumer-2"} {
+		restored, ok := srv.Clients.Get(id)
+		if !ok {
+			t.Fatalf("the reopened store did not restore %s's session", id)
+		}
+		var got []uint16
+		for _, pk := range restored.State.Inflight.GetAll(false) { // the order mochi resends them in
+			got = append(got, pk.PacketID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s's messages come back as %v, want %v", id, got, want)
+		}
+	}
+}
