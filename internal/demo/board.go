@@ -1,7 +1,7 @@
 package demo
 
 import (
-	"encoding/json"
+	"strings"
 	"sync"
 
 	"github.com/eclipse/paho.golang/paho"
@@ -14,7 +14,7 @@ const (
 	boardApplied = "applied" // the first copy of its key: applied to the picture
 	boardRepeat  = "repeat"  // a key it had applied: skipped
 	boardUnkeyed = "unkeyed" // no replayguard-key: nothing to key on, not applied
-	boardInvalid = "invalid" // a key, but not a report: not applied, the key not taken
+	boardInvalid = "invalid" // a key, but not a message of the story: not applied, the key not taken
 )
 
 // board is the dispatch centre's system downstream of replayguard: a
@@ -30,8 +30,10 @@ const (
 type board struct {
 	sub   *subscriber
 	tally *tally
+	story *story
 
 	mu     sync.Mutex
+	app    applier
 	pic    picture
 	keys   map[string]bool
 	sample *cleanCopy // the first copy, for the narration
@@ -43,8 +45,8 @@ type cleanCopy struct {
 	user  paho.UserProperties
 }
 
-func newBoard(cfg subscriberConfig, t *tally) *board {
-	b := &board{tally: t, pic: picture{}, keys: map[string]bool{}}
+func newBoard(cfg subscriberConfig, t *tally, s *story) *board {
+	b := &board{tally: t, story: s, app: s.newApplier(), pic: picture{}, keys: map[string]bool{}}
 	b.sub = &subscriber{cfg: cfg, tally: t, receive: b.receive}
 	return b
 }
@@ -63,13 +65,7 @@ func (b *board) receive(pr paho.PublishReceived, broker string) {
 	if ps := pr.Packet.Properties; ps != nil {
 		key = ps.User.Get(forward.HeaderKey)
 	}
-	var r report
-	var id *msgID
-	err := json.Unmarshal(pr.Packet.Payload, &r)
-	if err == nil {
-		rid := r.id()
-		id = &rid
-	}
+	id := b.story.idOf(pr.Packet.Payload)
 	b.mu.Lock()
 	if b.sample == nil {
 		b.sample = &cleanCopy{topic: pr.Packet.Topic}
@@ -83,11 +79,11 @@ func (b *board) receive(pr paho.PublishReceived, broker string) {
 		outcome = boardUnkeyed
 	case b.keys[key]:
 		outcome = boardRepeat
-	case err != nil:
+	case id == nil:
 		outcome = boardInvalid
 	default:
 		b.keys[key] = true
-		b.pic.apply(r)
+		b.app.apply(b.pic, strings.TrimPrefix(pr.Packet.Topic, cleanPrefix), pr.Packet.Payload)
 	}
 	b.mu.Unlock()
 	b.tally.handled(broker, id, pr.Packet.Duplicate(), outcome)

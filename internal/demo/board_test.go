@@ -8,10 +8,10 @@ import (
 	"github.com/replayguard/replayguard/forward"
 )
 
-// cleanCopyOf is a forwarded copy of r as the COP broker delivers it: the
+// cleanCopyOf is a forwarded copy of m as the COP broker delivers it: the
 // report's bytes, keyed by key ("" for none).
-func cleanCopyOf(r report, key string) paho.PublishReceived {
-	p := &paho.Publish{QoS: 1, Topic: "clean/" + r.topic(), Payload: r.payload(), Properties: &paho.PublishProperties{}}
+func cleanCopyOf(m feedMsg, key string) paho.PublishReceived {
+	p := &paho.Publish{QoS: 1, Topic: "clean/" + m.topic, Payload: m.payload, Properties: &paho.PublishProperties{}}
 	if key != "" {
 		p.Properties.User = paho.UserProperties{{Key: forward.HeaderKey, Value: key}, {Key: forward.HeaderRoute, Value: "incidents"}}
 	}
@@ -19,7 +19,7 @@ func cleanCopyOf(r report, key string) paho.PublishReceived {
 }
 
 func TestTheDispatchBoardAppliesEachKeyOnce(t *testing.T) {
-	s := newStory()
+	s := newStoryNamed(StoryIncident)
 	casualties := s.held[2] // fire/ic-7 #1: 2 casualties
 	tests := []struct {
 		name              string
@@ -38,7 +38,7 @@ func TestTheDispatchBoardAppliesEachKeyOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tl := newTally()
-			b := newBoard(subscriberConfig{}, tl)
+			b := newBoard(subscriberConfig{}, tl, s)
 			for _, c := range tt.copies {
 				b.receive(c, "tcp://cop")
 			}

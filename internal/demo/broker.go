@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
@@ -76,14 +75,19 @@ func (b *broker) serve(ln net.Listener) error {
 	return nil
 }
 
-// connected is how many clients are connected right now.
-func (b *broker) connected() int64 {
+// online reports whether any of the clients is connected right now.
+func (b *broker) online(clientIDs ...string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.srv == nil {
-		return 0
+		return false
 	}
-	return atomic.LoadInt64(&b.srv.Info.ClientsConnected)
+	for _, id := range clientIDs {
+		if cl, ok := b.srv.Clients.Get(id); ok && !cl.Closed() {
+			return true
+		}
+	}
+	return false
 }
 
 // close stops the broker cleanly: connected clients get a DISCONNECT, the
@@ -116,7 +120,7 @@ func (b *broker) fail() {
 // dst: the broker stops cleanly for a moment, its directory is copied, and
 // it starts again on the same address and directory, restoring its
 // sessions from it as the standby will from the copy. Clients connected at that moment are disconnected;
-// the demo takes it while none is.
+// the demo takes it while no consumer is.
 func (b *broker) checkpoint(dst string) error {
 	b.close()
 	if err := copyDir(b.dir, dst); err != nil {

@@ -9,9 +9,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/web"
 )
 
@@ -22,19 +25,21 @@ const (
 )
 
 // Client ids of the naive consumer's and the dispatch board's persistent
-// sessions (replayguard's is configYAML's mqtt.client_id), and what the
-// naive consumer subscribes to.
+// sessions (replayguard's is the story configuration's mqtt.client_id).
 const (
 	naiveClientID = "demo-naive-console"
 	boardClientID = "demo-dispatch-board"
-	feedFilter    = "incidents/#"
 )
 
 // stepTimeout bounds each wait for something the story needs to happen.
 const stepTimeout = 15 * time.Second
 
-// Options tune Run. The zero value runs the demo at its normal pace.
+// Options tune Run. The zero value runs the incident story at its normal
+// pace.
 type Options struct {
+	// Story is the story told: StoryIncident or StoryPlant (see Stories).
+	// Default StoryIncident.
+	Story string
 	// Listen is the dashboard's address. It must be loopback; when its
 	// port is taken, a free one is used. Default DefaultListen.
 	Listen string
@@ -60,6 +65,9 @@ type Options struct {
 }
 
 func (o *Options) setDefaults() error {
+	if o.Story == "" {
+		o.Story = StoryIncident
+	}
 	if o.Listen == "" {
 		o.Listen = DefaultListen
 	}
@@ -71,6 +79,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if !slices.Contains(Stories, o.Story) {
+		return fmt.Errorf("%w: story %q: the stories are %s", ErrOptions, o.Story, strings.Join(Stories, " and "))
 	}
 	if o.Pace < 0 || o.Hold < 0 {
 		return fmt.Errorf("%w: negative pace or hold", ErrOptions)
@@ -85,14 +96,14 @@ func (o *Options) setDefaults() error {
 	return nil
 }
 
-// Run plays the failover story on embedded brokers, narrating it on
-// stdout, and prints the naive consumer's picture next to replayguard's
-// and the dispatch board's, which it built from replayguard's clean
-// stream. It returns nil when replayguard's and the board's pictures are
-// exact and the naive one is wrong, which proves the standby really
-// replayed applied reports. It
-// returns once everything it started has stopped and its temporary
-// directories are gone.
+// Run plays a failover story on embedded brokers, narrating it on stdout,
+// and prints the naive consumer's picture next to replayguard's (and, in
+// the incident story, the dispatch board's, which it built from
+// replayguard's clean stream) and the truth. It returns nil when
+// replayguard's pictures are exact, its audit chain verifies and the naive
+// picture is wrong, which proves the standby really replayed applied
+// messages. It returns once everything it started has stopped and its
+// temporary directories are gone.
 func Run(ctx context.Context, stdout io.Writer, opts Options) error {
 	_, err := run(ctx, stdout, opts)
 	return err
@@ -100,13 +111,17 @@ func Run(ctx context.Context, stdout io.Writer, opts Options) error {
 
 // result is what the story ended with.
 type result struct {
+	clean                      bool // the story has the clean stream and its board
 	naive, guard, board, truth picture
 	rows                       []row
 	duplicates, dupZero        int // replayguard's duplicate decisions, and those with DUP=0
 	naiveReplays               int // replays the naive consumer applied again
-	applied                    int // reports replayguard applied (applied, applied_late)
+	applied                    int // messages replayguard applied (applied, applied_late)
 	forwarded                  int // copies the COP broker acknowledged to replayguard's outbox
-	clean                      cleanCounts
+	cleanCounts                cleanCounts
+	audited                    uint64 // audit records verified
+	auditErr                   error  // why the audit chain did not verify
+	sources                    []engine.SourceReport
 }
 
 // cleanCounts are the copies the dispatch board received on the clean
@@ -124,7 +139,7 @@ func run(ctx context.Context, stdout io.Writer, opts Options) (*result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	d := &demo{opts: opts, log: opts.Logger, dir: dir, story: newStory(),
+	d := &demo{opts: opts, log: opts.Logger, dir: dir, story: newStoryNamed(opts.Story),
 		out: &narrator{w: stdout, start: time.Now()}, naiveT: newTally(), guardT: newTally(), boardT: newTally()}
 	defer d.shutdown()
 	if err := d.setUp(ctx); err != nil {
@@ -134,7 +149,7 @@ func run(ctx context.Context, stdout io.Writer, opts Options) (*result, error) {
 		return nil, err
 	}
 	d.stopFeed()
-	res := d.conclude()
+	res := d.conclude(ctx)
 	d.writeReport(ctx)
 	d.hold(ctx)
 	return res, res.verdict()
@@ -145,15 +160,16 @@ type demo struct {
 	opts  Options
 	log   *slog.Logger
 	dir   string
-	story story
+	story *story
 	out   *narrator
 
 	primary, standby       *broker
-	cop                    *broker // the dispatch centre's broker: the clean stream
-	links                  []*link // the consumers' network: to the primary, to the standby
+	cop                    *broker    // the dispatch centre's broker, for the clean stream; nil without one
+	links                  []*link    // the consumers' network: to the primary, to the standby
+	producer               *publisher // the producer's connection a story keeps open (story.connected)
 	naive                  *naive
 	guard                  *guard
-	board                  *board
+	board                  *board // nil without a clean stream
 	naiveT, guardT, boardT *tally
 
 	webURL  string
@@ -162,14 +178,17 @@ type demo struct {
 }
 
 // setUp starts the primary broker, the consumers' links to both brokers
-// and the COP broker, opens replayguard and serves the dashboard.
+// and, for a clean stream, the COP broker, opens replayguard and serves the
+// dashboard.
 func (d *demo) setUp(ctx context.Context) error {
 	var err error
 	if d.primary, err = d.startBroker("primary"); err != nil {
 		return err
 	}
-	if d.cop, err = d.startBroker("cop"); err != nil {
-		return err
+	if d.story.clean {
+		if d.cop, err = d.startBroker("cop"); err != nil {
+			return err
+		}
 	}
 	for range 2 {
 		l, err := newLink()
@@ -181,31 +200,46 @@ func (d *demo) setUp(ctx context.Context) error {
 	d.links[0].connect(d.primary.addr)
 	brokers := []string{d.links[0].URL(), d.links[1].URL()}
 	retry := min(d.opts.Pace/4, 100*time.Millisecond) + 10*time.Millisecond
-	d.naive = newNaive(subscriberConfig{name: "naive consumer", brokers: brokers, clientID: naiveClientID, filter: feedFilter,
-		retry: retry, log: d.log}, d.naiveT)
-	d.board = newBoard(subscriberConfig{name: "dispatch board", brokers: []string{d.cop.URL()}, clientID: boardClientID,
-		filter: cleanFilter, retry: retry, log: d.log}, d.boardT)
-	d.guard, err = openGuard(ctx, guardConfig{dir: filepath.Join(d.dir, "replayguard"), brokers: brokers, cop: d.cop.URL(),
-		version: d.opts.Version, retry: retry, log: d.log}, d.guardT)
-	if err != nil {
+	d.naive = newNaive(subscriberConfig{name: "naive consumer", brokers: brokers, clientID: naiveClientID, filter: d.story.filter,
+		retry: retry, log: d.log}, d.naiveT, d.story)
+	gc := guardConfig{yaml: d.story.config, dir: filepath.Join(d.dir, "replayguard"), brokers: brokers,
+		version: d.opts.Version, retry: retry, log: d.log}
+	if d.cop != nil {
+		gc.cop = d.cop.URL()
+		d.board = newBoard(subscriberConfig{name: "dispatch board", brokers: []string{d.cop.URL()}, clientID: boardClientID,
+			filter: cleanFilter, retry: retry, log: d.log}, d.boardT, d.story)
+	}
+	if d.guard, err = openGuard(ctx, gc, d.guardT); err != nil {
 		return err
 	}
 	if err := d.serveDashboard(); err != nil {
 		return err
 	}
-	d.out.plain("replayguard demo: a structure fire, a broker failover, and a standby that replays what was already applied\n")
+	d.introduce(brokers)
+	return nil
+}
+
+// introduce tells what the story runs on.
+func (d *demo) introduce(brokers []string) {
+	d.out.plain("%s\n", d.story.title)
 	d.out.plain("  dashboard        %s", d.webURL)
 	d.out.plain("  primary broker   %s   mochi-mqtt, sessions in a bbolt file written synchronously", d.primary.URL())
 	d.out.plain("  standby broker   started at failover from the primary's last checkpoint")
 	d.out.plain("  consumers        %q applies every delivery, %q is replayguard;", naiveClientID, d.guard.clientID())
-	d.out.plain("                   both reach the brokers over the dispatch link: %s, %s", brokers[0], brokers[1])
+	d.out.plain("                   both reach the brokers over the %s: %s, %s", d.story.link, brokers[0], brokers[1])
+	if d.story.intro != nil {
+		d.story.intro(d)
+	}
+	if d.cop == nil {
+		d.out.plain("")
+		return
+	}
 	d.out.plain("  COP broker       %s   the dispatch centre's own, outside the failover: the outbox is done with", d.cop.URL())
 	d.out.plain("                   a copy at its PUBACK, and a standby promoted from a stale checkpoint could lose a")
 	d.out.plain("                   copy it had PUBACKed, which no outbox would send again")
 	d.out.plain("  clean stream     replayguard's outbox forwards each report it applies to clean/<topic> on the COP broker;")
 	d.out.plain("                   %q subscribes to %s and, auto-acking like the naive console,", boardClientID, cleanFilter)
 	d.out.plain("                   applies the first copy of each replayguard-key\n")
-	return nil
 }
 
 // startBroker starts an embedded broker on a free loopback port, its
@@ -248,160 +282,4 @@ func listenDashboard(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	return ln, nil
-}
-
-// play runs the story's acts.
-func (d *demo) play(ctx context.Context) error {
-	for _, act := range []func(context.Context) error{d.subscribe, d.holdReports, d.checkpoint, d.deliver, d.failOver, d.continueOnStandby} {
-		if err := act(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// subscribe creates both consumers' persistent sessions on the primary,
-// and the dispatch board's on the COP broker.
-func (d *demo) subscribe(ctx context.Context) error {
-	if err := d.startConsumers(); err != nil {
-		return err
-	}
-	if err := d.waitOn(ctx, d.links[0].URL(), "subscribe on the primary"); err != nil {
-		return err
-	}
-	if err := d.wait(ctx, "the dispatch board to subscribe on the COP broker", func() bool { return d.boardT.on(d.cop.URL()) }); err != nil {
-		return err
-	}
-	d.out.say("both consumers subscribed to %s on the primary, the dispatch board to %s on the COP broker, QoS 1", feedFilter, cleanFilter)
-	d.out.more("persistent sessions: MQTT 5, clean start off, session expiry 1h")
-	return d.pause(ctx)
-}
-
-// holdReports publishes the first reports while the consumers are cut off:
-// the primary keeps them in their sessions.
-func (d *demo) holdReports(ctx context.Context) error {
-	d.links[0].cut()
-	d.out.say("dispatch link down: both consumers cut off; the primary keeps their reports in their sessions")
-	if err := d.pause(ctx); err != nil {
-		return err
-	}
-	return d.publish(ctx, d.primary, d.story.held, "")
-}
-
-// checkpoint copies the primary's session store for the standby while it
-// holds the reports unacknowledged.
-func (d *demo) checkpoint(ctx context.Context) error {
-	if err := d.wait(ctx, "the primary to see every client gone", func() bool { return d.primary.connected() == 0 }); err != nil {
-		return err
-	}
-	copyDir := filepath.Join(d.dir, "standby")
-	if err := d.primary.checkpoint(copyDir); err != nil {
-		return err
-	}
-	held, err := inflightBySession(copyDir)
-	if err != nil {
-		return err
-	}
-	d.out.say("primary checkpoint: it stops a moment, its session store is copied for the standby, it restarts")
-	d.out.more("the copy holds %s unacknowledged in the naive consumer's session, %d in replayguard's",
-		plural(held[naiveClientID], "report"), held[d.guard.clientID()])
-	return d.pause(ctx)
-}
-
-// deliver restores the link: the consumers apply and acknowledge the held
-// reports, then the story goes on.
-func (d *demo) deliver(ctx context.Context) error {
-	d.links[0].connect(d.primary.addr)
-	if err := d.waitHandled(ctx, d.story.held, "the held reports to reach both consumers"); err != nil {
-		return err
-	}
-	n, g := d.naiveT.from(d.links[0].URL()), d.guardT.from(d.links[0].URL())
-	d.out.say("dispatch link up: both consumers get the %s held, apply and acknowledge them", plural(len(d.story.held), "report"))
-	d.out.more("DUP=1 on %d (naive) and %d (replayguard) of them, though none was delivered before", n.firstDup, g.firstDup)
-	if err := d.waitClean(ctx, d.story.held, "the held reports to reach the dispatch board"); err != nil {
-		return err
-	}
-	c := d.cleanCounts()
-	d.out.say("clean stream: replayguard's outbox forwards the %s after their commit; the dispatch board receives %s of %d keys, applies %d",
-		plural(len(d.story.held), "report"), copies(c.copies), c.keys, c.keys)
-	if s := d.board.first(); s != nil {
-		d.out.more("a copy is the report's own bytes on %s, with MQTT 5 user properties", s.topic)
-		d.out.more("%s", describeProperties(s.user))
-	}
-	if err := d.pause(ctx); err != nil {
-		return err
-	}
-	if err := d.publish(ctx, d.primary, d.story.live, ""); err != nil {
-		return err
-	}
-	if err := d.waitHandled(ctx, d.story.live, "the reports to reach both consumers"); err != nil {
-		return err
-	}
-	if err := d.guard.drainForward(ctx); err != nil {
-		return err
-	}
-	return d.waitClean(ctx, d.story.live, "the reports to reach the dispatch board")
-}
-
-// failOver crashes the primary and promotes the standby from the
-// checkpoint, which predates the consumers' acknowledgements.
-func (d *demo) failOver(ctx context.Context) error {
-	before := d.cleanCounts()
-	d.primary.fail()
-	d.out.say("the primary fails: listener and connections cut, no DISCONNECT")
-	if err := d.pause(ctx); err != nil {
-		return err
-	}
-	var err error
-	if d.standby, err = d.startBroker("standby"); err != nil { // on the checkpoint's copy
-		return err
-	}
-	d.links[1].connect(d.standby.addr)
-	d.out.say("standby promoted at %s from the checkpoint; the consumers fail over to it", d.standby.URL())
-	d.out.more("its sessions still hold reports the consumers have applied and acknowledged since")
-	standby := d.links[1].URL()
-	if err := d.waitOn(ctx, standby, "reconnect to the standby"); err != nil {
-		return err
-	}
-	if err := d.waitQuiet(ctx); err != nil {
-		return err
-	}
-	n, g := d.naiveT.from(standby), d.guardT.from(standby)
-	d.out.say("naive consumer: the standby resends %s (%d with DUP=1), %d already applied: applied again",
-		plural(n.deliveries, "report"), n.dup, n.replays)
-	dups, _ := d.guardT.outcome("duplicate")
-	d.out.say("replayguard:    the standby resends %s (%d with DUP=1), %d already applied: %d duplicate, none applied again",
-		plural(g.deliveries, "report"), g.dup, g.replays, dups)
-	if err := d.guard.drainForward(ctx); err != nil {
-		return err
-	}
-	if err := d.waitQuietClean(ctx); err != nil {
-		return err
-	}
-	d.sayCleanSince(before)
-	return d.pause(ctx)
-}
-
-// continueOnStandby publishes the rest of the story on the standby.
-func (d *demo) continueOnStandby(ctx context.Context) error {
-	if err := d.publish(ctx, d.standby, d.story.after, "  (on the standby)"); err != nil {
-		return err
-	}
-	if err := d.waitHandled(ctx, d.story.after, "the last report to reach both consumers"); err != nil {
-		return err
-	}
-	if err := d.waitQuiet(ctx); err != nil {
-		return err
-	}
-	if err := d.guard.drainForward(ctx); err != nil {
-		return err
-	}
-	if err := d.waitClean(ctx, d.story.after, "the last report to reach the dispatch board"); err != nil {
-		return err
-	}
-	if err := d.waitQuietClean(ctx); err != nil {
-		return err
-	}
-	d.out.say("story over")
-	return nil
 }

@@ -49,7 +49,7 @@ func fastOptions(t *testing.T) Options {
 }
 
 func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
-	reports := len(newStory().all())
+	reports := len(newStoryNamed(StoryIncident).all())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out := &watchedWriter{}
@@ -96,16 +96,16 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 	if d := diffs(res.rows, boardOf); d != "" {
 		t.Errorf("the dispatch board's picture differs from the truth: %s", d)
 	}
-	if res.applied != reports || res.clean.keys != res.applied {
+	if res.applied != reports || res.cleanCounts.keys != res.applied {
 		t.Errorf("replayguard applied %d of the %d reports, the dispatch board saw %d distinct keys: want all, each once",
-			res.applied, reports, res.clean.keys)
+			res.applied, reports, res.cleanCounts.keys)
 	}
-	if c := res.clean; c.copies != c.keys+c.repeats || c.unkeyed != 0 || c.invalid != 0 {
+	if c := res.cleanCounts; c.copies != c.keys+c.repeats || c.unkeyed != 0 || c.invalid != 0 {
 		t.Errorf("the dispatch board's %d copies are not its %d keys plus %d repeats (%d without a key, %d not a report)",
 			c.copies, c.keys, c.repeats, c.unkeyed, c.invalid)
 	}
-	if res.forwarded < res.clean.keys {
-		t.Errorf("the COP broker acknowledged %d copies, fewer than the %d keys the board received", res.forwarded, res.clean.keys)
+	if res.forwarded < res.cleanCounts.keys {
+		t.Errorf("the COP broker acknowledged %d copies, fewer than the %d keys the board received", res.forwarded, res.cleanCounts.keys)
 	}
 	for _, want := range []string{
 		`replayguard_forwarded_total{output="mqtt",result="delivered"} ` + strconv.Itoa(res.forwarded) + "\n",
@@ -180,34 +180,42 @@ func TestOptionsRefuseANonLoopbackDashboard(t *testing.T) {
 }
 
 func TestACancelledDemoStopsEverything(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var out bytes.Buffer
-	opts := fastOptions(t)
-	opts.Pace = 200 * time.Millisecond
-	time.AfterFunc(700*time.Millisecond, cancel)
-	err := Run(ctx, &out, opts)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v, want context.Canceled; output:\n%s", err, out.String())
+	for _, story := range Stories {
+		t.Run(story, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			var out bytes.Buffer
+			opts := fastOptions(t)
+			opts.Story, opts.Pace = story, 200*time.Millisecond
+			time.AfterFunc(700*time.Millisecond, cancel)
+			err := Run(ctx, &out, opts)
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("err = %v, want context.Canceled; output:\n%s", err, out.String())
+			}
+		})
 	}
 	// goleak in TestMain checks that nothing is left running.
 }
 
-// TestAtTheDefaultPace runs the demo as `replayguard demo` does, when
+// TestAtTheDefaultPace runs each story as `replayguard demo` does, when
 // REPLAYGUARD_DEMO_FULL=1, and reports how long it took.
 func TestAtTheDefaultPace(t *testing.T) {
 	if os.Getenv("REPLAYGUARD_DEMO_FULL") != "1" {
 		t.Skip("set REPLAYGUARD_DEMO_FULL=1 to run the demo at its normal pace")
 	}
-	var out bytes.Buffer
-	start := time.Now()
-	err := Run(context.Background(), &out, Options{Listen: "127.0.0.1:0", Logger: testLogger(t)})
-	took := time.Since(start)
-	t.Logf("demo took %v; its output:\n%s", took, out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if took > 30*time.Second {
-		t.Errorf("demo took %v, over 30s", took)
+	for _, story := range Stories {
+		t.Run(story, func(t *testing.T) {
+			var out bytes.Buffer
+			start := time.Now()
+			err := Run(context.Background(), &out, Options{Story: story, Listen: "127.0.0.1:0", Logger: testLogger(t)})
+			took := time.Since(start)
+			t.Logf("demo --story %s took %v; its output:\n%s", story, took, out.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took > 30*time.Second {
+				t.Errorf("demo took %v, over 30s", took)
+			}
+		})
 	}
 }
 

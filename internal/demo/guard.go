@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,42 +17,19 @@ import (
 	"github.com/replayguard/replayguard/web"
 )
 
-// configYAML is replayguard's configuration in the demo: the incidents
-// route of examples/replayguard.yaml with a forward effect, the embedded
-// store, the consumer's persistent session through the dispatch link, and
-// the clean stream's output on the COP broker. The ${DEMO_*} values are
-// the run's own directory and addresses (configVars).
-const configYAML = `
-store: {kind: embedded, path: '${DEMO_STORE}'}
-mqtt:
-  brokers: ['${DEMO_PRIMARY_LINK}', '${DEMO_STANDBY_LINK}']
-  client_id: demo-replayguard
-  session_expiry: 1h
-outputs:
-  mqtt: {brokers: ['${DEMO_COP_BROKER}']}   # client id: demo-replayguard-out
-routes:
-  - name: incidents
-    topic: incidents/#
-    source: [agency, source_id]
-    sequence: sequence
-    epoch: boot_id
-    effects:
-      - entity: "incident/{incident_id}"
-        add: {casualties: casualty_delta}
-        set: {status: incident_status}
-      - entity: "unit/{unit_id}"
-        set: {status: unit_status}
-      - forward: {topic: "clean/{topic}"}
-`
-
 // cleanFilter is what the clean stream's subscribers subscribe to: every
-// topic the route's forward effect publishes to.
-const cleanFilter = "clean/#"
+// topic the incident route's forward effect publishes to, under
+// cleanPrefix.
+const (
+	cleanFilter = "clean/#"
+	cleanPrefix = "clean/"
+)
 
 // guard is replayguard consuming the same feed, opened the way `run`
-// opens it (internal/app: the embedded store, the engine, the forward
-// effect's drainer and its MQTT output), with source/mqtt's consumer over
-// the engine, observed by the metrics and the dashboard's hub.
+// opens it (internal/app: the embedded store, the engine, and where the
+// story forwards, the forward effect's drainer and its MQTT output), with
+// source/mqtt's consumer over the engine, observed by the metrics and the
+// dashboard's hub.
 type guard struct {
 	app      *app.App
 	cfg      *config.Config
@@ -71,15 +48,16 @@ type guard struct {
 }
 
 type guardConfig struct {
+	yaml    string   // the story's configuration, with ${DEMO_*} variables
 	dir     string   // the store's directory
 	brokers []string // the consumer's: the dispatch links to primary and standby
-	cop     string   // the broker the clean stream is published to
+	cop     string   // the broker the clean stream is published to; "" for none
 	version string
 	retry   time.Duration // first reconnect delay
 	log     *slog.Logger
 }
 
-// configVars are the values of configYAML's ${DEMO_*} variables.
+// configVars are the values of the configuration's ${DEMO_*} variables.
 func (cfg guardConfig) configVars() func(string) (string, bool) {
 	vars := map[string]string{"DEMO_STORE": cfg.dir, "DEMO_PRIMARY_LINK": cfg.brokers[0],
 		"DEMO_STANDBY_LINK": cfg.brokers[1], "DEMO_COP_BROKER": cfg.cop}
@@ -90,22 +68,32 @@ func (cfg guardConfig) configVars() func(string) (string, bool) {
 }
 
 func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
-	c, err := config.Parse([]byte(configYAML), "demo configuration", cfg.configVars())
+	c, err := config.Parse([]byte(cfg.yaml), "demo configuration", cfg.configVars())
 	if err != nil {
 		return nil, fmt.Errorf("demo configuration: %w", err)
 	}
 	g := &guard{cfg: c, hub: web.NewHub(), reg: prometheus.NewRegistry(), tally: t}
-	m := metrics.New(g.reg, cfg.version, "", "incidents")
-	fm := metrics.NewForward(g.reg, c.ForwardKinds()...)
-	a, err := app.Open(ctx, c, app.Options{Logger: cfg.log, Observer: engineObservers{g.hub, m, tallyObserver{t}},
-		Member: c.MQTT.ClientID, ForwardObserver: fm})
+	names := make([]string, len(c.Routes))
+	for i, r := range c.Routes {
+		names[i] = r.Name
+	}
+	m := metrics.New(g.reg, cfg.version, "", names...)
+	opts := app.Options{Logger: cfg.log, Observer: engineObservers{g.hub, m, tallyObserver{t}}, Member: c.MQTT.ClientID}
+	var fm *metrics.Forward
+	if kinds := c.ForwardKinds(); len(kinds) > 0 {
+		fm = metrics.NewForward(g.reg, kinds...)
+		opts.ForwardObserver = fm
+	}
+	a, err := app.Open(ctx, c, opts)
 	if err != nil {
 		return nil, err
 	}
 	g.app, g.store, g.eng = a, a.Store, a.Engine
 	m.Watch(g.eng)
 	m.WatchQuarantine(g.store)
-	fm.WatchOutbox(a.Forward)
+	if a.Forward != nil {
+		fm.WatchOutbox(a.Forward)
+	}
 	g.consumer, err = mqtt.New(mqtt.Config{
 		Brokers:         c.MQTT.Brokers,
 		ClientID:        c.MQTT.ClientID,
@@ -129,9 +117,13 @@ func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
 // clientID is the consumer's: its session on the brokers.
 func (g *guard) clientID() string { return g.cfg.MQTT.ClientID }
 
-// startForward runs the drainer until stopForward: it publishes each
-// applied report, after its commit, to the clean stream.
+// startForward runs the drainer, if the story forwards, until
+// stopForward: it publishes each applied report, after its commit, to the
+// clean stream.
 func (g *guard) startForward() {
+	if g.app.Forward == nil {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stopForward, g.forwardDone = cancel, make(chan struct{})
 	go func() {
@@ -141,8 +133,12 @@ func (g *guard) startForward() {
 }
 
 // drainForward waits until every forward entry committed so far has its
-// PUBACK from the COP broker.
+// PUBACK from the COP broker (none to wait for when the story does not
+// forward).
 func (g *guard) drainForward(ctx context.Context) error {
+	if g.app.Forward == nil {
+		return nil
+	}
 	dctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
 	_, err := g.app.Forward.Drain(dctx)
@@ -157,6 +153,9 @@ func (g *guard) drainForward(ctx context.Context) error {
 
 // forwarded is how many entries the COP broker acknowledged.
 func (g *guard) forwarded() uint64 {
+	if g.app.Forward == nil {
+		return 0
+	}
 	var n uint64
 	for _, o := range g.app.Forward.Status().Outputs {
 		n += o.Delivered
@@ -167,13 +166,16 @@ func (g *guard) forwarded() uint64 {
 // storeStatus tells /readyz what the drainer says: a full outbox, a
 // failing output.
 func (g *guard) storeStatus() web.StoreStatus {
+	if g.app.Forward == nil {
+		return web.StoreStatus{}
+	}
 	st := g.app.Forward.Status()
 	return web.StoreStatus{Error: st.Blocked(), Warning: st.Warning()}
 }
 
 // ready is the consumer's readiness, and an outbox with room.
 func (g *guard) ready() bool {
-	return g.consumer.Ready() && !g.app.Forward.Status().Full
+	return g.consumer.Ready() && (g.app.Forward == nil || !g.app.Forward.Status().Full)
 }
 
 // start runs the consumer until stop.
@@ -292,14 +294,11 @@ func (o tallyObserver) Committed(records []engine.AuditRecord, _ []engine.Entity
 	}
 }
 
-// recordID is the report an audit record decided, when it names one.
+// recordID is the message an audit record decided, when it names one:
+// named as the story names it (msgID).
 func recordID(r engine.AuditRecord) *msgID {
-	if len(r.Source) != 2 || r.Sequence == nil {
+	if len(r.Source) == 0 || r.Sequence == nil {
 		return nil
 	}
-	boot, err := strconv.ParseInt(r.Epoch, 10, 64)
-	if err != nil {
-		return nil
-	}
-	return &msgID{agency: r.Source[0], source: r.Source[1], boot: boot, seq: *r.Sequence}
+	return &msgID{source: strings.Join(r.Source, "/"), epoch: r.Epoch, seq: *r.Sequence}
 }

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"encoding/json"
 	"sync"
 
 	"github.com/eclipse/paho.golang/paho"
@@ -9,17 +8,19 @@ import (
 
 // naive is the consumer most feeds have today: a persistent MQTT 5 session,
 // QoS 1, every delivery applied to the picture and acknowledged at once by
-// paho. It trusts the broker to deliver each report once.
+// paho. It trusts the broker to deliver each message once.
 type naive struct {
 	sub   *subscriber
 	tally *tally
+	story *story
 
 	mu  sync.Mutex
+	app applier
 	pic picture
 }
 
-func newNaive(cfg subscriberConfig, t *tally) *naive {
-	n := &naive{tally: t, pic: picture{}}
+func newNaive(cfg subscriberConfig, t *tally, s *story) *naive {
+	n := &naive{tally: t, story: s, app: s.newApplier(), pic: picture{}}
 	n.sub = &subscriber{cfg: cfg, tally: t, receive: n.receive}
 	return n
 }
@@ -34,16 +35,10 @@ func (n *naive) stop() { n.sub.stop() }
 // this returns.
 func (n *naive) receive(pr paho.PublishReceived, broker string) {
 	n.tally.received(1)
-	var r report
-	var id *msgID
-	if err := json.Unmarshal(pr.Packet.Payload, &r); err == nil {
-		n.mu.Lock()
-		n.pic.apply(r)
-		n.mu.Unlock()
-		rid := r.id()
-		id = &rid
-	}
-	n.tally.handled(broker, id, pr.Packet.Duplicate(), "")
+	n.mu.Lock()
+	n.app.apply(n.pic, pr.Packet.Topic, pr.Packet.Payload)
+	n.mu.Unlock()
+	n.tally.handled(broker, n.story.idOf(pr.Packet.Payload), pr.Packet.Duplicate(), "")
 }
 
 // picture returns a copy of the naive consumer's picture.

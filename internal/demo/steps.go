@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 )
 
 // startConsumers starts both consumers of the feed and the dispatch board.
 func (d *demo) startConsumers() error {
-	if err := d.board.start(); err != nil {
-		return err
+	if d.board != nil {
+		if err := d.board.start(); err != nil {
+			return err
+		}
 	}
 	if err := d.naive.start(); err != nil {
 		return err
@@ -36,23 +37,42 @@ func (d *demo) stopConsumers() {
 	}
 }
 
-// publish sends reports from the field gateway through b, one per pace.
-func (d *demo) publish(ctx context.Context, b *broker, reports []report, suffix string) error {
-	p, err := dialPublisher(ctx, b.addr)
+// publish sends msgs from the story's producer through b, narrating each
+// message that says something and pausing after it. The connection ends
+// with the act, unless the story keeps it (story.connected): then it stays
+// open until the broker ends it or the next act opens a new one.
+func (d *demo) publish(ctx context.Context, b *broker, msgs []feedMsg, suffix string) error {
+	d.closeProducer()
+	p, err := dialPublisher(ctx, b.addr, d.story.producer)
 	if err != nil {
 		return err
 	}
-	defer p.close()
-	for _, r := range reports {
-		if err := p.send(ctx, r); err != nil {
+	if d.story.connected {
+		d.producer = p
+	} else {
+		defer p.close()
+	}
+	for _, m := range msgs {
+		if err := p.send(ctx, m); err != nil {
 			return err
 		}
-		d.out.say("%-17s%s%s", r.label(), r.says, suffix)
+		if m.says == "" {
+			continue
+		}
+		d.out.say("%-17s%s%s", m.label, m.says, suffix)
 		if err := d.pause(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// closeProducer closes the producer's kept connection, if any.
+func (d *demo) closeProducer() {
+	if d.producer != nil {
+		d.producer.close()
+		d.producer = nil
+	}
 }
 
 func (d *demo) pause(ctx context.Context) error {
@@ -95,9 +115,10 @@ func (d *demo) waitOn(ctx context.Context, broker, what string) error {
 	})
 }
 
-// waitHandled waits until both consumers handled every report at least once.
-func (d *demo) waitHandled(ctx context.Context, rs []report, what string) error {
-	return d.wait(ctx, what, func() bool { return d.naiveT.hasAll(rs) && d.guardT.hasAll(rs) })
+// waitHandled waits until both consumers handled every message at least
+// once.
+func (d *demo) waitHandled(ctx context.Context, msgs []feedMsg, what string) error {
+	return d.wait(ctx, what, func() bool { return d.naiveT.hasAll(msgs) && d.guardT.hasAll(msgs) })
 }
 
 // waitQuiet waits until neither consumer has anything in hand nor received
@@ -108,9 +129,12 @@ func (d *demo) waitQuiet(ctx context.Context) error {
 }
 
 // waitClean waits until the dispatch board received every report at least
-// once on the clean stream.
-func (d *demo) waitClean(ctx context.Context, rs []report, what string) error {
-	return d.wait(ctx, what, func() bool { return d.boardT.hasAll(rs) })
+// once on the clean stream; at once without a board.
+func (d *demo) waitClean(ctx context.Context, msgs []feedMsg, what string) error {
+	if d.board == nil {
+		return nil
+	}
+	return d.wait(ctx, what, func() bool { return d.boardT.hasAll(msgs) })
 }
 
 // waitQuietClean waits until the dispatch board has nothing in hand nor
@@ -146,8 +170,10 @@ func (d *demo) sayCleanSince(before cleanCounts) {
 	d.out.say("dispatch board: %s on the clean stream meanwhile; %d of them under keys it had applied, skipped", copies(n), repeats)
 }
 
-// stopFeed stops the consumers and the brokers; the dashboard stays.
+// stopFeed stops the producer, the consumers and the brokers; the
+// dashboard stays.
 func (d *demo) stopFeed() {
+	d.closeProducer()
 	d.stopConsumers()
 	if d.standby != nil {
 		d.standby.close()
@@ -162,106 +188,6 @@ func (d *demo) stopFeed() {
 		l.close()
 	}
 	d.links = nil
-}
-
-// conclude prints the pictures side by side and what each consumer did.
-func (d *demo) conclude() *result {
-	res := &result{naive: d.naive.picture(), guard: d.guard.picture(), board: d.board.picture(), truth: d.story.truth(),
-		forwarded: int(d.guard.forwarded()), clean: d.cleanCounts()}
-	res.rows = rows(res.naive, res.guard, res.board, res.truth)
-	n, g := d.naiveT.total(), d.guardT.total()
-	res.naiveReplays = n.replays
-	var dup int
-	res.duplicates, dup = d.guardT.outcome("duplicate")
-	res.dupZero = res.duplicates - dup
-	applied, _ := d.guardT.outcome("applied")
-	late, _ := d.guardT.outcome("applied_late")
-	res.applied = applied + late
-
-	d.out.plain("\nThe common operating picture after the failover:\n")
-	printTable(d.out.w, res.rows)
-	d.out.plain("")
-	d.out.plain("  naive consumer: %s delivered, %d of them replays it applied again", plural(n.deliveries, "report"), n.replays)
-	d.out.plain("  replayguard:    %s delivered: %d applied, %d duplicate; %s forwarded, each PUBACKed by the COP broker",
-		plural(g.deliveries, "report"), res.applied, res.duplicates, copies(res.forwarded))
-	d.out.plain("  replayguard suppressed %s as duplicates (%d arrived with DUP=0)", plural(res.duplicates, "replay"), res.dupZero)
-	d.out.plain("  DUP=1 also marked %d first deliveries: the flag proves nothing either way", g.firstDup)
-	d.sayClean(res)
-	if err := res.verdict(); err != nil {
-		d.out.plain("\n  FAILED: %v", err)
-	} else {
-		d.out.plain("\n  The naive picture is wrong in %d of %d rows; replayguard's and the dispatch board's are exact.",
-			wrongRows(res.rows, naiveOf), len(res.rows))
-	}
-	d.out.plain("  Audit trail: %sapi/v1/audit   Metrics: %smetrics", d.webURL, d.webURL)
-	return res
-}
-
-// sayClean tells what the dispatch board received on the clean stream:
-// at least once from the outbox, exactly once by key.
-func (d *demo) sayClean(res *result) {
-	c := res.clean
-	again := "none sent twice this run"
-	if c.repeats > 0 {
-		again = fmt.Sprintf("%d sent again by the outbox, skipped by key", c.repeats)
-	}
-	d.out.plain("  dispatch board: %s on %s, %d distinct keys (%s): each applied report once",
-		copies(c.copies), cleanFilter, c.keys, again)
-	if c.unkeyed > 0 || c.invalid > 0 {
-		d.out.plain("                  %d without a replayguard-key, %d not a report: not applied", c.unkeyed, c.invalid)
-	}
-	d.out.plain("                  the outbox delivers at least once (a copy whose PUBACK is lost is sent again);")
-	d.out.plain("                  keying on replayguard-key makes that exactly once")
-}
-
-func naiveOf(r row) string { return r.naive }
-func guardOf(r row) string { return r.guard }
-func boardOf(r row) string { return r.board }
-
-// verdict is nil when replayguard's picture and the dispatch board's are
-// the truth and the naive one is not: the replays were real, replayguard
-// caught them, and the clean stream carried each applied report to the
-// board, which applied it once.
-func (r *result) verdict() error {
-	if d := diffs(r.rows, guardOf); d != "" {
-		return fmt.Errorf("%w: %s", ErrWrongPicture, d)
-	}
-	if d := diffs(r.rows, boardOf); d != "" {
-		return fmt.Errorf("%w: %s", ErrWrongClean, d)
-	}
-	if c := r.clean; c.keys != r.applied || c.unkeyed > 0 || c.invalid > 0 {
-		return fmt.Errorf("%w: %d distinct keys for %d reports applied (%d copies without a key, %d not a report)",
-			ErrWrongClean, c.keys, r.applied, c.unkeyed, c.invalid)
-	}
-	if wrongRows(r.rows, naiveOf) == 0 {
-		return fmt.Errorf("%w: the naive consumer's picture is right (%d replays applied again)", ErrNoReplay, r.naiveReplays)
-	}
-	return nil
-}
-
-// diffs lists the rows where pick differs from the truth, or "".
-func diffs(rs []row, pick func(row) string) string {
-	var out []string
-	for _, w := range rs {
-		if v := pick(w); v != w.truth {
-			out = append(out, fmt.Sprintf("%s %s = %s, want %s", w.entity, w.field, show(v), show(w.truth)))
-		}
-	}
-	return strings.Join(out, "; ")
-}
-
-// hold keeps the dashboard up for Options.Hold, or until ctx is done.
-func (d *demo) hold(ctx context.Context) {
-	if d.opts.Hold <= 0 {
-		return
-	}
-	d.out.plain("\n  The dashboard stays up at %s for %v (interrupt to stop).", d.webURL, d.opts.Hold)
-	t := time.NewTimer(d.opts.Hold)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // shutdown stops whatever is still running: consumers, brokers, the

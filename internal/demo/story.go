@@ -1,93 +1,114 @@
 package demo
 
 import (
-	"encoding/json"
-	"fmt"
-	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/apd/v3"
 )
 
-// report is one incident update from a field device, as published.
-type report struct {
-	Agency         string `json:"agency"`
-	SourceID       string `json:"source_id"`
-	BootID         int64  `json:"boot_id"`
-	Sequence       int64  `json:"sequence"`
-	IncidentID     int64  `json:"incident_id"`
-	IncidentStatus string `json:"incident_status,omitempty"`
-	CasualtyDelta  int64  `json:"casualty_delta,omitempty"`
-	UnitID         string `json:"unit_id,omitempty"`
-	UnitStatus     string `json:"unit_status,omitempty"`
+// The stories Run can tell (Options.Story).
+const (
+	StoryIncident = "incident" // the default: a structure fire on the common operating picture
+)
 
-	says string // the narration
-}
+// Stories lists the stories by name, the default first.
+var Stories = []string{StoryIncident}
 
-// device is a field device publishing under one (agency, source_id) with its
-// own monotonic sequence within a boot.
-type device struct {
-	agency, id string
-	boot       int64
-	seq        int64
-}
-
-func (d *device) next(r report) report {
-	d.seq++
-	r.Agency, r.SourceID, r.BootID, r.Sequence = d.agency, d.id, d.boot, d.seq
-	return r
-}
-
-// topic is where a report is published: incidents/<agency>/<source>.
-func (r report) topic() string { return "incidents/" + r.Agency + "/" + r.SourceID }
-
-func (r report) payload() []byte {
-	b, _ := json.Marshal(r) // strings and integers: never fails
-	return b
-}
-
-// label names the report in the narration: fire/cad-1 #2.
-func (r report) label() string {
-	return fmt.Sprintf("%s/%s #%d", r.Agency, r.SourceID, r.Sequence)
-}
-
-// msgID identifies a report by what its producer controls.
+// msgID names one message by what its producer controls, as replayguard's
+// audit record names it: the source's parts joined by '/', the epoch's
+// text and the sequence.
 type msgID struct {
-	agency, source string
-	boot, seq      int64
+	source, epoch string
+	seq           int64
 }
 
-func (r report) id() msgID { return msgID{r.Agency, r.SourceID, r.BootID, r.Sequence} }
+// feedMsg is one message a story's producer publishes at QoS 1.
+type feedMsg struct {
+	topic   string
+	payload []byte
+	id      msgID
+	// label and says narrate it ("fire/cad-1 #2", "engine E7 assigned");
+	// a message whose says is "" is published without a line or a pause.
+	label, says string
+}
 
-// story is the incident, in three acts: the first reports, held by the
-// primary while the consumers are offline; the reports that follow while
-// they are back; and the update published on the standby after the failover.
+// applier applies deliveries to a picture the way a story's consumers do,
+// without asking whether they were seen before. It may keep state of its
+// own (a Sparkplug host's alias tables); it is not safe for concurrent use.
+type applier interface {
+	apply(p picture, topic string, payload []byte)
+}
+
+// story is one tale told on the demo's failover machinery: the messages of
+// its three acts (held by the primary while the consumers are offline;
+// published while they are back; published on the standby after the
+// failover), replayguard's configuration, how the naive consumer (and the
+// dispatch board) apply a message, the truth, and the story's own lines.
 type story struct {
-	held, live, after []report
+	name  string
+	title string // the first line of the narration
+	noun  string // what its messages are called: "report"
+	link  string // the consumers' network: "dispatch link"
+	// filter is what the consumers subscribe to; config is replayguard's
+	// configuration, whose ${DEMO_*} variables guardConfig fills in.
+	filter, config string
+	// clean adds the COP broker, replayguard's forward effect to it, and a
+	// dispatch board that keys on replayguard-key.
+	clean             bool
+	held, live, after []feedMsg
+	// producer is the client id the messages are published with.
+	producer string
+	// connected keeps the producer's connection open after an act, as an
+	// edge node does: it ends when the broker ends it (the checkpoint's
+	// restart, the failover), and the next act opens a new one.
+	connected  bool
+	newApplier func() applier
+	truth      picture
+	// pictureTitle heads the table; truthColumn names its truth column.
+	pictureTitle, truthColumn string
+	// intro, restarted, replayed and notice add the story's own lines to
+	// the narration (each may be nil): after the set-up, after the
+	// checkpoint, after the standby's resend, and after the table.
+	intro     func(d *demo)
+	restarted func(d *demo)
+	replayed  func(d *demo, naive counts)
+	notice    func(d *demo, res *result)
+
+	byPayload map[string]msgID // the observers name a delivery by its bytes
 }
 
-func newStory() story {
-	cad := &device{agency: "fire", id: "cad-1", boot: 3}
-	ic := &device{agency: "fire", id: "ic-7", boot: 12}
-	medic := &device{agency: "ems", id: "medic-3", boot: 5}
-	return story{
-		held: []report{
-			cad.next(report{IncidentID: 7, IncidentStatus: "reported", says: "structure fire reported, 14 Harbour St"}),
-			cad.next(report{IncidentID: 7, UnitID: "E7", UnitStatus: "assigned", says: "engine E7 assigned"}),
-			ic.next(report{IncidentID: 7, CasualtyDelta: 2, says: "2 casualties"}),
-			medic.next(report{IncidentID: 7, CasualtyDelta: 1, UnitID: "M3", UnitStatus: "on_scene", says: "ambulance M3 on scene: 1 more casualty"}),
-		},
-		live: []report{
-			cad.next(report{IncidentID: 7, UnitID: "E7", UnitStatus: "available", says: "engine E7 released: available"}),
-			medic.next(report{IncidentID: 7, UnitID: "M3", UnitStatus: "transporting", says: "M3 transporting"}),
-		},
-		after: []report{
-			cad.next(report{IncidentID: 7, IncidentStatus: "under_control", says: "fire under control"}),
-		},
+// newStoryNamed returns the story called name, one of Stories, indexed.
+func newStoryNamed(name string) *story {
+	s := newIncidentStory()
+	s.byPayload = map[string]msgID{}
+	for _, m := range s.all() {
+		s.byPayload[string(m.payload)] = m.id
 	}
+	return &s
 }
 
-func (s story) all() []report {
-	out := append([]report{}, s.held...)
+// idOf names the message a delivery carries, or nil when the story never
+// published its bytes.
+func (s *story) idOf(payload []byte) *msgID {
+	if id, ok := s.byPayload[string(payload)]; ok {
+		return &id
+	}
+	return nil
+}
+
+func (s *story) all() []feedMsg {
+	out := append([]feedMsg{}, s.held...)
 	out = append(out, s.live...)
 	return append(out, s.after...)
+}
+
+// truthOf is the picture of every message applied once, in order.
+func truthOf(a applier, msgs []feedMsg) picture {
+	p := picture{}
+	for _, m := range msgs {
+		a.apply(p, m.topic, m.payload)
+	}
+	return p
 }
 
 // picture is a common operating picture: entity -> field -> value as text.
@@ -100,6 +121,49 @@ func (p picture) set(entity, field, value string) {
 	p[entity][field] = value
 }
 
+// add adds the decimal text v to a field, exactly, as the engine's add
+// does. A value that is not a number is left out.
+func (p picture) add(entity, field, v string) {
+	sum, err := addDecimal(p[entity][field], v)
+	if err == nil {
+		p.set(entity, field, sum)
+	}
+}
+
+// exact does exact decimal arithmetic, as the engine does: meter sums must
+// not round.
+var exact = apd.Context{Precision: 0, MaxExponent: apd.MaxExponent, MinExponent: apd.MinExponent,
+	Traps: apd.DefaultTraps | apd.Inexact | apd.Rounded}
+
+// addDecimal is a + b in the engine's canonical decimal text ("" is 0).
+func addDecimal(a, b string) (string, error) {
+	var x, y, sum apd.Decimal
+	if a != "" {
+		if _, _, err := x.SetString(a); err != nil {
+			return "", err
+		}
+	}
+	if _, _, err := y.SetString(b); err != nil {
+		return "", err
+	}
+	if _, err := exact.Add(&sum, &x, &y); err != nil {
+		return "", err
+	}
+	sum.Reduce(&sum)
+	if sum.IsZero() {
+		return "0", nil
+	}
+	return sum.Text('f'), nil
+}
+
+// subDecimal is a − b in canonical decimal text.
+func subDecimal(a, b string) (string, error) {
+	if strings.HasPrefix(b, "-") {
+		return addDecimal(a, b[1:])
+	}
+	return addDecimal(a, "-"+b)
+}
+
 // clone returns a copy of p.
 func (p picture) clone() picture {
 	out := picture{}
@@ -109,30 +173,4 @@ func (p picture) clone() picture {
 		}
 	}
 	return out
-}
-
-// apply runs a report's effects the way the demo's route does, without
-// asking whether it was seen before: casualties add up, statuses are
-// overwritten.
-func (p picture) apply(r report) {
-	inc := "incident/" + strconv.FormatInt(r.IncidentID, 10)
-	if r.CasualtyDelta != 0 {
-		n, _ := strconv.ParseInt(p[inc]["casualties"], 10, 64)
-		p.set(inc, "casualties", strconv.FormatInt(n+r.CasualtyDelta, 10))
-	}
-	if r.IncidentStatus != "" {
-		p.set(inc, "status", r.IncidentStatus)
-	}
-	if r.UnitID != "" && r.UnitStatus != "" {
-		p.set("unit/"+r.UnitID, "status", r.UnitStatus)
-	}
-}
-
-// truth is the picture of every report applied once, in order.
-func (s story) truth() picture {
-	p := picture{}
-	for _, r := range s.all() {
-		p.apply(r)
-	}
-	return p
 }

@@ -24,7 +24,7 @@ type tally struct {
 type counts struct {
 	deliveries int
 	dup        int // arrived with DUP=1
-	replays    int // carried a report this consumer had handled before
+	replays    int // carried a message this consumer had handled before
 	replayDup  int // replays with DUP=1
 	firstDup   int // first deliveries with DUP=1
 }
@@ -60,7 +60,7 @@ func (t *tally) received(n int) {
 
 // handled records one delivery handled: applied by the naive consumer,
 // decided and committed by replayguard (outcome). The id is nil when the
-// payload did not name a report.
+// payload did not name a message of the story.
 func (t *tally) handled(broker string, id *msgID, dup bool, outcome string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -108,12 +108,12 @@ func (t *tally) connectedTo(broker string) bool {
 	return t.broker == broker
 }
 
-// hasAll reports whether every report was handled at least once.
-func (t *tally) hasAll(rs []report) bool {
+// hasAll reports whether every message was handled at least once.
+func (t *tally) hasAll(msgs []feedMsg) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, r := range rs {
-		if !t.seen[r.id()] {
+	for _, m := range msgs {
+		if !t.seen[m.id] {
 			return false
 		}
 	}
