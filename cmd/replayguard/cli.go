@@ -62,7 +62,7 @@ func init() {
 		"report":     {summary: "write the after-action report (HTML or JSON) from the audit log", usage: "[--from T] [--to T] [--route NAME] [-o FILE] [--format html|json]", flags: reportFlags, run: cmdReport},
 		"lint":       {summary: "validate the configuration; list every problem", run: cmdLint},
 		"config":     {summary: "print the effective configuration with all defaults", usage: "print", run: cmdConfig},
-		"demo":       {summary: "the failover story end to end on embedded brokers", flags: demoFlags, noCfg: true, run: cmdDemo},
+		"demo":       {summary: "a failover story end to end on embedded brokers", usage: "[--story incident|plant] [--hold 5m] [--listen ADDR] [--pace D] [--report FILE]", flags: demoFlags, noCfg: true, run: cmdDemo},
 		"version":    {summary: "print the version", noCfg: true, run: cmdVersion},
 		"bench":      {summary: "measure durable decisions on a generated feed (embedded store, or a shared one)", usage: "[--messages N] [--sources N] [--replays F] [--dir DIR | --store URL [--members N]]", flags: benchFlags, noCfg: true, run: cmdBench},
 	}

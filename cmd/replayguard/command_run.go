@@ -2,9 +2,12 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/replayguard/replayguard/internal/app"
@@ -16,6 +19,7 @@ func cmdRun(e *env) error {
 }
 
 func demoFlags(fs *flag.FlagSet) {
+	fs.String("story", demo.StoryIncident, "the story told: "+strings.Join(demo.Stories, " or "))
 	fs.String("listen", demo.DefaultListen, "dashboard address (loopback; a free port when taken)")
 	fs.Duration("hold", 0, "keep the dashboard up this long after the story (e.g. 5m)")
 	fs.Duration("pace", demo.DefaultPace, "pause between the story's steps")
@@ -23,12 +27,16 @@ func demoFlags(fs *flag.FlagSet) {
 }
 
 func cmdDemo(e *env) error {
+	story := e.flagString("story")
+	if !slices.Contains(demo.Stories, story) {
+		return fmt.Errorf("%w: --story %q: the stories are %s", errUsage, story, strings.Join(demo.Stories, " and "))
+	}
 	hold, _ := time.ParseDuration(e.flagString("hold"))
 	pace, _ := time.ParseDuration(e.flagString("pace"))
 	log := e.log
 	if e.flagString("log-level") == "info" { // the story narrates; component logs only on errors by default
 		log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	return demo.Run(e.ctx, e.stdout, demo.Options{Listen: e.flagString("listen"), Hold: hold, Pace: pace,
+	return demo.Run(e.ctx, e.stdout, demo.Options{Story: story, Listen: e.flagString("listen"), Hold: hold, Pace: pace,
 		Report: e.flagString("report"), Version: version, Logger: log})
 }

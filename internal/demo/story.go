@@ -9,10 +9,11 @@ import (
 // The stories Run can tell (Options.Story).
 const (
 	StoryIncident = "incident" // the default: a structure fire on the common operating picture
+	StoryPlant    = "plant"    // a plant's energy meter over Sparkplug B
 )
 
 // Stories lists the stories by name, the default first.
-var Stories = []string{StoryIncident}
+var Stories = []string{StoryIncident, StoryPlant}
 
 // msgID names one message by what its producer controls, as replayguard's
 // audit record names it: the source's parts joined by '/', the epoch's
@@ -80,6 +81,9 @@ type story struct {
 // newStoryNamed returns the story called name, one of Stories, indexed.
 func newStoryNamed(name string) *story {
 	s := newIncidentStory()
+	if name == StoryPlant {
+		s = newPlantStory()
+	}
 	s.byPayload = map[string]msgID{}
 	for _, m := range s.all() {
 		s.byPayload[string(m.payload)] = m.id
