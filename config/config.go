@@ -18,11 +18,23 @@ const (
 	DefaultBatchSize      = 256 // measured: see BENCHMARKS.md
 	DefaultBatchLinger    = Duration(time.Millisecond)
 	DefaultReceiveMaximum = 1024
+	DefaultMQTTProtocol   = ProtocolAuto
 	DefaultHTTPListen     = "127.0.0.1:9780"
 
 	// ListenOff as http.listen disables the HTTP server. An explicit empty
 	// listen in the file means the same and is read as ListenOff.
 	ListenOff = "off"
+)
+
+// MQTT protocol versions accepted in mqtt.protocol.
+const (
+	// ProtocolMQTT5 speaks MQTT 5 only.
+	ProtocolMQTT5 = "5"
+	// ProtocolMQTT311 speaks MQTT 3.1.1 only.
+	ProtocolMQTT311 = "3.1.1"
+	// ProtocolAuto tries MQTT 5 and falls back to 3.1.1 when the broker
+	// refuses it.
+	ProtocolAuto = "auto"
 )
 
 // Store kinds accepted in store.kind.
@@ -200,6 +212,13 @@ type MQTTConfig struct {
 	// Brokers are tried in order. Default [tcp://127.0.0.1:1883]. Schemes
 	// tcp, mqtt, ssl, mqtts, ws, wss; host and port required.
 	Brokers []string `yaml:"brokers"`
+	// Protocol is the MQTT version run speaks: 5, 3.1.1 or auto. Default
+	// auto: at start each broker of the list is asked in turn for MQTT 5,
+	// then for 3.1.1 when it refuses 5; the first broker that accepts one
+	// decides the version for the whole list. Session expiry and receive
+	// maximum are MQTT 5 settings: under 3.1.1 the broker's own
+	// configuration bounds both.
+	Protocol string `yaml:"protocol"`
 	// ClientID keeps the persistent session. No default: run refuses an
 	// empty or random-looking id (see ValidateRun).
 	ClientID string `yaml:"client_id,omitempty"`
@@ -348,6 +367,7 @@ func (c *Config) SetDefaults() {
 	if len(m.Brokers) == 0 {
 		m.Brokers = []string{DefaultBroker}
 	}
+	setString(&m.Protocol, DefaultMQTTProtocol)
 	setDuration(&m.SessionExpiry, DefaultSessionExpiry)
 	setDuration(&m.KeepAlive, DefaultKeepAlive)
 	setInt(&m.BatchSize, DefaultBatchSize)

@@ -13,6 +13,7 @@ const (
 	EnvMQTTClientID   = "REPLAYGUARD_MQTT_CLIENT_ID"
 	EnvMQTTShareGroup = "REPLAYGUARD_MQTT_SHARE_GROUP"
 	EnvMQTTUsername   = "REPLAYGUARD_MQTT_USERNAME"
+	EnvMQTTProtocol   = "REPLAYGUARD_MQTT_PROTOCOL" // 5, 3.1.1 or auto
 	EnvHTTPListen     = "REPLAYGUARD_HTTP_LISTEN"
 	EnvInput          = "REPLAYGUARD_INPUT" // mqtt or jetstream
 
@@ -38,6 +39,7 @@ func (c *Config) applyEnv(getenv func(string) (string, bool)) map[string]string 
 	str("mqtt.client_id", EnvMQTTClientID, &c.MQTT.ClientID)
 	str("mqtt.share_group", EnvMQTTShareGroup, &c.MQTT.ShareGroup)
 	str("mqtt.username", EnvMQTTUsername, &c.MQTT.Username)
+	str("mqtt.protocol", EnvMQTTProtocol, &c.MQTT.Protocol)
 	str("http.listen", EnvHTTPListen, &c.HTTP.Listen)
 	str("input", EnvInput, &c.Input)
 	c.applyJetStreamEnv(set, str)

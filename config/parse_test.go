@@ -128,6 +128,7 @@ func TestEnvOverrides(t *testing.T) {
 		EnvMQTTClientID:   "rg-7",
 		EnvMQTTShareGroup: "grp",
 		EnvMQTTUsername:   "me",
+		EnvMQTTProtocol:   "3.1.1",
 		EnvHTTPListen:     "off",
 	}
 	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
@@ -141,7 +142,7 @@ func TestEnvOverrides(t *testing.T) {
 		s, m := c.Store, c.MQTT
 		if s.Kind != "postgres" || s.Path != "/data" || s.URL != "postgres://db/rg" ||
 			!slices.Equal(m.Brokers, []string{"tcp://a:1883", "ssl://b:8883"}) ||
-			m.ClientID != "rg-7" || m.ShareGroup != "grp" || m.Username != "me" ||
+			m.ClientID != "rg-7" || m.ShareGroup != "grp" || m.Username != "me" || m.Protocol != ProtocolMQTT311 ||
 			c.HTTP.Listen != ListenOff || c.HTTP.Enabled() {
 			t.Fatalf("overrides not applied: %+v %+v %+v", s, m, c.HTTP)
 		}
@@ -206,6 +207,7 @@ func TestDefaults(t *testing.T) {
 			{"limits.max_payload", int64(c.Limits.MaxPayload), int64(262144)},
 			{"mqtt.brokers", strings.Join(c.MQTT.Brokers, ","), "tcp://127.0.0.1:1883"},
 			{"mqtt.client_id", c.MQTT.ClientID, ""},
+			{"mqtt.protocol", c.MQTT.Protocol, "auto"},
 			{"mqtt.session_expiry", c.MQTT.SessionExpiry.String(), "1h"},
 			{"mqtt.keep_alive", c.MQTT.KeepAlive.String(), "30s"},
 			{"mqtt.batch_size", c.MQTT.BatchSize, 256},
@@ -345,6 +347,25 @@ extra: &extra {id: i, colour: red}
 			`routes[0] (r): unknown key "colour"; known keys: effects, epoch, id, kind, name, qos, sequence, source, topic`}
 		if !slices.Equal(got, want) {
 			t.Fatalf("Parse: %v\n got  %q\n want %q", err, got, want)
+		}
+	})
+}
+
+func TestProtocolOverride(t *testing.T) {
+	file := "mqtt: {client_id: rg-1, protocol: 5}\n"
+	t.Run("the variable overrides the file's protocol", func(t *testing.T) {
+		env := func(k string) (string, bool) { return ProtocolAuto, k == EnvMQTTProtocol }
+		c, err := Parse([]byte(file), "f.yaml", env)
+		if err != nil || c.MQTT.Protocol != ProtocolAuto {
+			t.Fatalf("Parse: %v, protocol %q", err, c.MQTT.Protocol)
+		}
+	})
+	t.Run("a bad protocol from the variable names the variable", func(t *testing.T) {
+		env := func(k string) (string, bool) { return "mqtt5", k == EnvMQTTProtocol }
+		_, err := Parse([]byte(file), "f.yaml", env)
+		want := `f.yaml: mqtt.protocol: protocol "mqtt5" is not one of 5, 3.1.1 or auto (set by REPLAYGUARD_MQTT_PROTOCOL)`
+		if err == nil || err.Error() != want {
+			t.Fatalf("Parse: %v\nwant %s", err, want)
 		}
 	})
 }

@@ -26,6 +26,11 @@ func (m MQTTConfig) check(ps *problems, f field) {
 	if strings.ContainsAny(m.ShareGroup, "/+#") {
 		ps.add(f.dot("share_group"), "share_group %q may not contain '/', '+' or '#'", m.ShareGroup)
 	}
+	switch m.Protocol {
+	case ProtocolMQTT5, ProtocolMQTT311, ProtocolAuto:
+	default:
+		ps.add(f.dot("protocol"), "protocol %q is not one of 5, 3.1.1 or auto", m.Protocol)
+	}
 	switch se := m.SessionExpiry; {
 	case se > maxSessionExpiry:
 		ps.add(f.dot("session_expiry"), "session_expiry %s is above the MQTT maximum of 4294967295s", se)
