@@ -1,0 +1,156 @@
+package mqtt3
+
+import (
+	"context"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// consume runs the batches: collect, commit, acknowledge, until ctx is done
+// or a subscription is refused. It returns the deliveries it holds
+// uncommitted at that moment.
+func (c *Consumer) consume(ctx context.Context) ([]delivery, error) {
+	for {
+		batch, err := c.collect(ctx)
+		if ctx.Err() != nil {
+			return batch, nil
+		}
+		if len(batch) > 0 {
+			if c.commit(ctx, batch) != nil {
+				return batch, err
+			}
+			c.beforeAck()
+			c.ack(batch)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// collect waits for a first delivery, then for more until the batch is full
+// or BatchLinger has passed. It returns early, possibly with a partial
+// batch, when ctx is done or a subscription is refused.
+func (c *Consumer) collect(ctx context.Context) ([]delivery, error) {
+	var (
+		batch  = make([]delivery, 0, c.cfg.BatchSize)
+		linger <-chan time.Time
+	)
+	for {
+		batch = c.q.take(batch, c.cfg.BatchSize-len(batch))
+		if len(batch) == c.cfg.BatchSize {
+			return batch, nil
+		}
+		if len(batch) > 0 && linger == nil {
+			if c.cfg.BatchLinger <= 0 {
+				return batch, nil
+			}
+			t := time.NewTimer(c.cfg.BatchLinger)
+			defer t.Stop()
+			linger = t.C
+		}
+		select {
+		case <-c.q.ready:
+		case <-linger:
+			return c.q.take(batch, c.cfg.BatchSize-len(batch)), nil
+		case <-ctx.Done():
+			return batch, nil
+		case err := <-c.fatal:
+			c.log.Error("mqtt subscription refused", "err", err)
+			return batch, err
+		}
+	}
+}
+
+// commit passes the batch to Process until it returns nil, waiting a
+// jittered, growing delay between attempts. It gives up only when ctx is
+// done, with nothing committed.
+func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
+	msgs := make([]engine.Message, len(batch))
+	for i := range batch {
+		msgs[i] = batch[i].msg
+	}
+	retry := backoff{c.cfg.CommitRetryMin, c.cfg.CommitRetryMax}
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		_, err := c.p.Process(ctx, msgs)
+		took := time.Since(start)
+		if err == nil {
+			c.obs.Observe(Event{Kind: Committed, N: len(batch), Duration: took})
+			if !c.commitOK.Swap(true) {
+				c.log.Info("mqtt commit recovered", "attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err() // shutting down: drain tries again
+		}
+		c.commitOK.Store(false)
+		c.obs.Observe(Event{Kind: CommitFailed, N: len(batch), Duration: took, Err: err})
+		wait := retry.delay(attempt)
+		c.log.Error("mqtt commit failed: nothing acknowledged, retrying the batch",
+			"messages", len(batch), "attempt", attempt, "retry_in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// ack acknowledges a committed batch in receive order, each delivery
+// through paho's Message.Ack on the connection that received it. A
+// delivery of an earlier connection is skipped: its packet id named a
+// message of that connection's session only, and the broker sends it
+// again. paho drops such an Ack too (it is bound to the router of the
+// connection that delivered the message), but the check here keeps the
+// count honest and does not rely on it. A connection that drops during
+// the loop may still lose a few of the Acks counted here; the broker
+// sends those again and they are found duplicate.
+func (c *Consumer) ack(batch []delivery) {
+	var (
+		acked  int
+		oldest time.Time
+	)
+	for i := range batch {
+		d := &batch[i]
+		if d.gen == 0 || d.gen != c.cur.Load() {
+			continue
+		}
+		if acked == 0 {
+			oldest = d.at
+		}
+		d.m.Ack()
+		acked++
+	}
+	if acked > 0 {
+		c.obs.Observe(Event{Kind: Acked, N: acked, Lag: time.Since(oldest)})
+	}
+	if dropped := len(batch) - acked; dropped > 0 {
+		c.log.Info("mqtt connection dropped before acknowledgement; the broker will redeliver", "messages", dropped)
+		c.obs.Observe(Event{Kind: AckDropped, N: dropped})
+	}
+}
+
+// drain commits and acknowledges what is left at shutdown, in batches,
+// until ctx is done. What it cannot commit stays unacknowledged: the broker
+// sends it again to the next session.
+func (c *Consumer) drain(ctx context.Context, rest []delivery) {
+	if len(rest) > 0 {
+		c.log.Info("mqtt stopping: committing the deliveries in hand", "messages", len(rest))
+	}
+	for len(rest) > 0 {
+		n := min(len(rest), c.cfg.BatchSize)
+		if err := c.commit(ctx, rest[:n]); err != nil {
+			c.log.Error("mqtt stopping: deliveries left uncommitted and unacknowledged; the broker will redeliver them",
+				"messages", len(rest), "err", err)
+			c.obs.Observe(Event{Kind: Abandoned, N: len(rest)})
+			return
+		}
+		c.ack(rest[:n])
+		rest = rest[n:]
+	}
+}

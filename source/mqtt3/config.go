@@ -1,0 +1,223 @@
+package mqtt3
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultKeepAlive       = 30 * time.Second
+	DefaultBatchSize       = 256
+	DefaultBatchLinger     = time.Millisecond
+	DefaultConnectRetryMin = 250 * time.Millisecond
+	DefaultConnectRetryMax = 30 * time.Second
+	DefaultConnectTimeout  = 10 * time.Second
+	DefaultCommitRetryMin  = 100 * time.Millisecond
+	DefaultCommitRetryMax  = 10 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// stableAfter is how long a connection that delivered nothing must hold
+// before its drop counts as a failover rather than a flap.
+const stableAfter = time.Minute
+
+// Filter is one subscription.
+type Filter struct {
+	Topic string // MQTT topic filter, without any $share prefix
+	QoS   byte   // 1 or 2; QoS 0 is refused: it cannot be redelivered
+}
+
+// Config configures a Consumer. Fields marked "required" have no default;
+// every other zero value means the default stated. MQTT 3.1.1 has no
+// session expiry and no receive maximum: the broker's configuration bounds
+// how long it keeps the session (Mosquitto: persistent_client_expiration)
+// and how many deliveries it has in flight (Mosquitto:
+// max_inflight_messages, 20 unless configured; NATS: mqtt.max_ack_pending).
+type Config struct {
+	// Brokers are tried in order on every (re)connection: primary,
+	// standby… Required. Schemes: tcp, mqtt, ssl, tls, mqtts, ws, wss.
+	Brokers []string
+	// ClientID names the persistent session (CleanSession 0). Required: a
+	// random or empty id would start a new session, and lose the old one's
+	// messages, on every restart. Two consumers must never share one.
+	ClientID string
+	// CleanStart discards the broker's session once as Run starts: a
+	// connection with CleanSession 1 that is closed at once, before the
+	// persistent one. Default false.
+	CleanStart bool
+	// ShareGroup, when set, subscribes to $share/<ShareGroup>/<filter>, so
+	// the members of a group split the messages (Mosquitto 2 has shared
+	// subscriptions for 3.1.1 clients too). Default none.
+	ShareGroup string
+	// Filters to subscribe to. Required.
+	Filters []Filter
+	// Username and Password for the CONNECT packet. Default none. The
+	// password is never logged.
+	Username, Password string
+	// TLS configures ssl://, tls://, mqtts:// and wss:// brokers. Default
+	// nil: the system roots.
+	TLS *tls.Config
+	// KeepAlive is the MQTT keepalive. A PINGRESP missing for a keepalive
+	// period after a PINGREQ is a stall: the connection is dropped and
+	// re-established. Default 30s; whole seconds, at least 1s.
+	KeepAlive time.Duration
+	// BatchSize is the most deliveries passed to one Process call.
+	// Default 256.
+	BatchSize int
+	// BatchLinger is how long a batch waits for more deliveries after its
+	// first one before it is processed anyway. Default 1ms.
+	BatchLinger time.Duration
+	// ConnectRetryMin and ConnectRetryMax bound the jittered exponential
+	// backoff between rounds of connection attempts; each round tries every
+	// broker of Brokers in order. A connection that delivered and held for
+	// ConnectRetryMin, or held for a minute, is followed by a round at
+	// once (a failover); any other is a flap, and the wait grows. Defaults
+	// 250ms and 30s.
+	ConnectRetryMin, ConnectRetryMax time.Duration
+	// ConnectTimeout bounds one connection attempt to one broker, CONNACK
+	// included. Default 10s.
+	ConnectTimeout time.Duration
+	// CommitRetryMin and CommitRetryMax bound the jittered exponential
+	// backoff between Process attempts on the same batch after an error.
+	// Defaults 100ms and 10s.
+	CommitRetryMin, CommitRetryMax time.Duration
+	// ShutdownTimeout bounds how long Run, once its context is done, tries
+	// to commit and acknowledge the deliveries in hand. Default 10s.
+	ShutdownTimeout time.Duration
+	// Logger receives the consumer's logs. Default nil: discard.
+	Logger *slog.Logger
+	// Observer is told about connections, deliveries, commits and acks.
+	// Default nil: nobody.
+	Observer Observer
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.KeepAlive, DefaultKeepAlive)
+	def(&c.BatchLinger, DefaultBatchLinger)
+	def(&c.ConnectRetryMin, DefaultConnectRetryMin)
+	def(&c.ConnectRetryMax, max(DefaultConnectRetryMax, c.ConnectRetryMin))
+	def(&c.ConnectTimeout, DefaultConnectTimeout)
+	def(&c.CommitRetryMin, DefaultCommitRetryMin)
+	def(&c.CommitRetryMax, max(DefaultCommitRetryMax, c.CommitRetryMin))
+	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Observer == nil {
+		c.Observer = ObserverFunc(func(Event) {})
+	}
+}
+
+// Validate reports the first problem of a Config whose defaults are set.
+func (c *Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return fmt.Errorf("%w: no broker", ErrConfig)
+	}
+	for _, b := range c.Brokers {
+		if _, err := parseBroker(b); err != nil {
+			return err
+		}
+	}
+	if strings.TrimSpace(c.ClientID) == "" {
+		return fmt.Errorf("%w: empty client id: a persistent session needs a fixed one", ErrConfig)
+	}
+	if strings.ContainsAny(c.ShareGroup, "/+#") {
+		return fmt.Errorf("%w: share group %q contains /, + or #", ErrConfig, c.ShareGroup)
+	}
+	if len(c.Filters) == 0 {
+		return fmt.Errorf("%w: no topic filter", ErrConfig)
+	}
+	for _, f := range c.Filters {
+		if err := validFilter(f); err != nil {
+			return err
+		}
+	}
+	if c.KeepAlive < time.Second || c.KeepAlive > 65535*time.Second || c.KeepAlive%time.Second != 0 {
+		return fmt.Errorf("%w: keepalive %v is not a whole number of seconds from 1s to 65535s", ErrConfig, c.KeepAlive)
+	}
+	if c.BatchSize < 1 {
+		return fmt.Errorf("%w: batch size %d below 1", ErrConfig, c.BatchSize)
+	}
+	for _, d := range []time.Duration{c.BatchLinger, c.ConnectRetryMin, c.ConnectTimeout, c.CommitRetryMin, c.ShutdownTimeout} {
+		if d < 0 {
+			return fmt.Errorf("%w: negative duration %v", ErrConfig, d)
+		}
+	}
+	if c.ConnectRetryMax < c.ConnectRetryMin || c.CommitRetryMax < c.CommitRetryMin {
+		return fmt.Errorf("%w: a retry maximum is below its minimum", ErrConfig)
+	}
+	return nil
+}
+
+func parseBroker(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: broker url: %v", ErrConfig, err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss":
+	default:
+		return nil, fmt.Errorf("%w: broker %q: scheme must be tcp, mqtt, ssl, tls, mqtts, ws or wss", ErrConfig, u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%w: broker %q has no host", ErrConfig, u.Redacted())
+	}
+	if u.User != nil {
+		// paho takes credentials from the URL over the configured ones.
+		return nil, fmt.Errorf("%w: broker %q: credentials belong in username and password, not the URL", ErrConfig, u.Redacted())
+	}
+	return u, nil
+}
+
+// validFilter checks a topic filter by the MQTT rules: '#' only as the
+// whole last level, '+' only as a whole level.
+func validFilter(f Filter) error {
+	switch {
+	case f.QoS == 0:
+		return fmt.Errorf("%w: filter %q at QoS 0: messages lost in transit could not be redelivered", ErrConfig, f.Topic)
+	case f.QoS > 2:
+		return fmt.Errorf("%w: filter %q: QoS %d", ErrConfig, f.Topic, f.QoS)
+	case f.Topic == "":
+		return fmt.Errorf("%w: empty topic filter", ErrConfig)
+	case strings.HasPrefix(f.Topic, "$share/"):
+		return fmt.Errorf("%w: filter %q: set the share group instead of a $share prefix", ErrConfig, f.Topic)
+	}
+	levels := strings.Split(f.Topic, "/")
+	for i, l := range levels {
+		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
+			return fmt.Errorf("%w: filter %q: '#' must be the whole last level", ErrConfig, f.Topic)
+		}
+		if strings.Contains(l, "+") && l != "+" {
+			return fmt.Errorf("%w: filter %q: '+' must be a whole level", ErrConfig, f.Topic)
+		}
+	}
+	return nil
+}
+
+// subscriptions are the filters as subscribed, by topic (two routes may
+// share one filter: the higher QoS wins), with the $share prefix in a
+// share group.
+func (c *Config) subscriptions() map[string]byte {
+	subs := make(map[string]byte, len(c.Filters))
+	for _, f := range c.Filters {
+		topic := f.Topic
+		if c.ShareGroup != "" {
+			topic = "$share/" + c.ShareGroup + "/" + f.Topic
+		}
+		subs[topic] = max(subs[topic], f.QoS)
+	}
+	return subs
+}

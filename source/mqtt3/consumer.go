@@ -1,0 +1,180 @@
+package mqtt3
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Processor decides and durably commits batches. *engine.Engine implements it.
+type Processor interface {
+	// Process decides and durably commits a batch; nil means every message
+	// has a durable decision. On error nothing was committed; the same
+	// batch may be passed again. Calls never overlap.
+	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
+}
+
+// preparer is a Processor that can decode messages ahead of Process, on
+// another goroutine (*engine.Engine can). Prepare must be safe for
+// concurrent use with Process.
+type preparer interface {
+	Prepare(msgs []engine.Message)
+}
+
+// Consumer consumes MQTT 3.1.1 deliveries into a Processor and
+// acknowledges each one after its batch is committed, in receive order, on
+// the connection that received it.
+type Consumer struct {
+	cfg  Config
+	p    Processor
+	prep preparer // p, when it can decode ahead; else nil
+	log  *slog.Logger
+	obs  Observer
+	urls []*url.URL
+	q    *queue
+
+	// cur is the generation of the connection being made or up, 0 when
+	// none: a delivery is acknowledged only while it is its own.
+	cur       atomic.Uint64
+	lastGen   uint64 // the connection loop's
+	needClean bool   // the connection loop's: CleanStart not yet done in this Run
+	leave     leaving
+
+	running    atomic.Bool
+	connected  atomic.Bool
+	subscribed atomic.Bool // the broker's session holds our subscriptions
+	everSubbed atomic.Bool // a subscription of this Run was granted once
+	commitOK   atomic.Bool
+
+	fatal     chan error // a refused subscription; buffered
+	beforeAck func()     // a fault point; tests in this package set it
+}
+
+// New returns a Consumer of the brokers in cfg for p, or an error wrapping
+// ErrConfig.
+func New(cfg Config, p Processor) (*Consumer, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: nil processor", ErrConfig)
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer, q: newQueue(),
+		fatal: make(chan error, 1), beforeAck: beforeAck}
+	c.prep, _ = p.(preparer)
+	for _, b := range cfg.Brokers {
+		u, _ := parseBroker(b) // checked by Validate
+		c.urls = append(c.urls, u)
+	}
+	c.commitOK.Store(true)
+	return c, nil
+}
+
+// Ready reports whether the consumer is connected, subscribed, and its last
+// commit succeeded.
+func (c *Consumer) Ready() bool {
+	return c.connected.Load() && c.subscribed.Load() && c.commitOK.Load()
+}
+
+// Run consumes until ctx is done, then stops receiving, commits and
+// acknowledges the deliveries in hand, disconnects and waits for the broker
+// to close the connection (all within ShutdownTimeout), and returns nil.
+// Deliveries arriving after that point stay unacknowledged in the broker's
+// session. Run returns early with an error wrapping ErrSubscribe when the
+// broker refuses a subscription of its first connection.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer c.running.Store(false)
+	c.q.open()
+	c.subscribed.Store(false)
+	c.everSubbed.Store(false)
+	c.leave.clear()
+	c.needClean = c.cfg.CleanStart
+	select {
+	case <-c.fatal: // left by an earlier Run
+	default:
+	}
+	connCtx, stopConnecting := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { c.connectLoop(connCtx) })
+
+	inHand, runErr := c.consume(ctx)
+	rest := c.q.close() // stop receiving
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
+	defer cancel()
+	c.drain(drainCtx, append(inHand, rest...))
+	if deadline, ok := drainCtx.Deadline(); ok {
+		c.leave.set(deadline)
+	}
+	stopConnecting() // the loop disconnects and waits for the broker
+	wg.Wait()
+	c.connected.Store(false)
+	return runErr
+}
+
+// connectLoop connects, serves each connection until it drops, and
+// connects again, until ctx is done. A round tries the brokers in order;
+// the wait before a round is 0 after a connection that proved the link
+// (a failover), and grows with flaps and failed rounds.
+func (c *Consumer) connectLoop(ctx context.Context) {
+	b := backoff{c.cfg.ConnectRetryMin, c.cfg.ConnectRetryMax}
+	flaps, failed := 0, 0
+	for ctx.Err() == nil {
+		if wait := b.delay(flaps + failed); wait > 0 {
+			c.log.Info("mqtt waiting before reconnecting", "wait", wait, "flaps", flaps, "failed_rounds", failed, "brokers", len(c.urls))
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		l, present := c.round(ctx)
+		if l == nil {
+			failed++
+			continue
+		}
+		held, delivered := c.serve(ctx, l, present)
+		failed = 0
+		if ctx.Err() == nil && proved(held, delivered, c.cfg.ConnectRetryMin) {
+			flaps = 0
+		} else {
+			flaps = min(flaps+1, maxFlaps)
+		}
+	}
+}
+
+// round tries every broker once, in order, and returns the first
+// connection made, with the CONNACK's session present flag, or nil.
+func (c *Consumer) round(ctx context.Context) (*link, bool) {
+	for _, u := range c.urls {
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if c.needClean {
+			if err := c.cleanSession(ctx, u); err != nil {
+				c.log.Warn("mqtt could not discard the session (clean_start)", "broker", u.Redacted(), "err", err)
+				c.obs.Observe(Event{Kind: ConnectFailed, Broker: u.Redacted(), Err: err})
+				continue
+			}
+			c.needClean = false
+		}
+		l, present, err := c.connect(ctx, u)
+		if err == nil {
+			return l, present
+		}
+		c.log.Warn("mqtt connect failed", "broker", u.Redacted(), "err", err)
+		c.obs.Observe(Event{Kind: ConnectFailed, Broker: u.Redacted(), Err: err})
+	}
+	return nil, false
+}

@@ -1,0 +1,132 @@
+package mqtt3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// serve keeps l until it drops or ctx is done (then it disconnects,
+// waiting for the broker to close the connection until the leave
+// deadline). It subscribes when the session needs it and reports how long
+// the connection held and whether it delivered.
+func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (held time.Duration, delivered bool) {
+	linkCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// Subscribe on a Run's first connection (the filters may have
+	// changed), whenever the broker has no session, and, in a share group,
+	// on every connection: a session restored from a broker's persistence
+	// may lack its $share subscriptions (Mosquitto 2.0.11 persists plain
+	// ones only). MQTT 3.1.1 has no retain handling: each SUBSCRIBE sends
+	// the retained messages again, which the engine finds duplicate.
+	if !sessionPresent || !c.subscribed.Load() || c.cfg.ShareGroup != "" {
+		renewal := sessionPresent && c.everSubbed.Load()
+		c.subscribed.Store(false)
+		wg.Go(func() { c.subscribe(linkCtx, l, renewal) })
+	}
+	select {
+	case <-l.lost:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	c.cur.CompareAndSwap(l.gen, 0)
+	c.connected.Store(false)
+	held = time.Since(l.upAt)
+	if ctx.Err() != nil {
+		l.client.Disconnect(c.quiesce())
+		return held, l.delivered.Load()
+	}
+	err := l.lostErr
+	if err != nil && strings.Contains(err.Error(), stallText) {
+		c.log.Warn("mqtt connection stalled: reconnecting", "broker", l.broker, "err", err)
+		c.obs.Observe(Event{Kind: Stalled, Broker: l.broker, Err: err})
+	}
+	c.log.Warn("mqtt connection lost", "broker", l.broker, "held", held.Round(time.Millisecond), "err", err)
+	c.obs.Observe(Event{Kind: Disconnected, Broker: l.broker})
+	return held, l.delivered.Load()
+}
+
+// quiesce is paho's Disconnect wait in milliseconds: until the leave
+// deadline, at least 1.
+func (c *Consumer) quiesce() uint {
+	deadline, ok := c.leave.deadline()
+	if !ok {
+		return 1
+	}
+	return uint(max(1, time.Until(deadline).Milliseconds()))
+}
+
+// subscribe subscribes to every filter. A refusal, or a grant at QoS 0,
+// of a Run's first subscription ends Run; a lost connection leaves it to
+// the next one. A refused renewal (a share group's, on a present session)
+// is tried again on the same connection with a growing wait, and
+// meanwhile Ready says no.
+func (c *Consumer) subscribe(ctx context.Context, l *link, renewal bool) {
+	subs := c.cfg.subscriptions()
+	b := backoff{c.cfg.ConnectRetryMin, c.cfg.ConnectRetryMax}
+	for attempt := 1; ; attempt++ {
+		tok := l.client.SubscribeMultiple(subs, nil) // every message goes to the default handler
+		select {
+		case <-tok.Done():
+		case <-ctx.Done():
+			return
+		}
+		if err := tok.Error(); err != nil {
+			c.log.Warn("mqtt subscribe failed; retrying on the next connection", "broker", l.broker, "err", err)
+			return
+		}
+		err := checkGranted(subs, tok.(*paho.SubscribeToken).Result())
+		if err == nil {
+			c.subscribed.Store(true)
+			c.everSubbed.Store(true)
+			c.log.Info("mqtt subscribed", "broker", l.broker, "filters", len(subs))
+			return
+		}
+		if !renewal {
+			select {
+			case c.fatal <- err:
+			default:
+			}
+			return
+		}
+		wait := b.delay(attempt)
+		c.log.Warn("mqtt broker refused to renew the subscriptions; trying again",
+			"broker", l.broker, "err", err, "attempt", attempt, "wait", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// checkGranted checks a SUBACK's grants: 0x80 is a refusal, and QoS 0
+// cannot be redelivered.
+func checkGranted(subs map[string]byte, granted map[string]byte) error {
+	var errs []error
+	topics := make([]string, 0, len(subs))
+	for t := range subs {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	for _, t := range topics {
+		switch g, ok := granted[t]; {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%w: %q: no return code in SUBACK", ErrSubscribe, t))
+		case g >= 0x80:
+			errs = append(errs, fmt.Errorf("%w: %q: return code 0x%02x", ErrSubscribe, t, g))
+		case g == 0:
+			errs = append(errs, fmt.Errorf("%w: %q granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, t))
+		}
+	}
+	return errors.Join(errs...)
+}
