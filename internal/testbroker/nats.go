@@ -3,6 +3,7 @@ package testbroker
 import (
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -26,6 +27,17 @@ type NATSOptions struct {
 	Dir string
 	// Extra command-line arguments, appended as they are.
 	Extra []string
+	// MQTT opens an MQTT listener on another free loopback port (NATS 2.9
+	// speaks MQTT 3.1.1 only; it needs JetStream and a server name, both
+	// set). Its sessions and QoS 1 messages live in the JetStream store, so
+	// they survive a restart.
+	MQTT bool
+	// MQTTAckWait is mqtt.ack_wait, how long the server waits for a PUBACK
+	// before it sends the message again. Zero: the server's 30s.
+	MQTTAckWait time.Duration
+	// MQTTMaxAckPending is mqtt.max_ack_pending, the QoS 1 messages in
+	// flight per subscription. Zero: the server's 1024.
+	MQTTMaxAckPending int
 }
 
 // NATS is a nats-server with JetStream running as a child process on a
@@ -40,6 +52,8 @@ type NATS struct {
 	dir  string
 	log  *syncBuffer
 	proc *child
+
+	mqttPort int // 0 without an MQTT listener
 }
 
 // NATSPath returns the nats-server binary to run. When there is none, it
@@ -73,6 +87,18 @@ func (n *NATS) URL() string { return "nats://" + n.Addr() }
 // Addr is the server's host:port.
 func (n *NATS) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port)) }
 
+// MQTTURL is the MQTT listener's address for MQTT clients:
+// tcp://127.0.0.1:PORT. It is empty without NATSOptions.MQTT.
+func (n *NATS) MQTTURL() string {
+	if n.mqttPort == 0 {
+		return ""
+	}
+	return "tcp://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(n.mqttPort))
+}
+
+// Dir is the directory holding the JetStream store (and the configuration).
+func (n *NATS) Dir() string { return n.dir }
+
 // Log returns what the server has logged, over all restarts.
 func (n *NATS) Log() string { return n.log.String() }
 
@@ -105,6 +131,13 @@ func (n *NATS) start() {
 
 func (n *NATS) tryStart() error {
 	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-js", "-sd", filepath.Join(n.dir, "jetstream")}
+	if n.opts.MQTT {
+		conf, err := n.mqttConfig()
+		if err != nil {
+			return err
+		}
+		args = append(args, "-c", conf)
+	}
 	cmd := exec.Command(n.bin, append(args, n.opts.Extra...)...)
 	mark := n.log.Len()
 	cmd.Stdout, cmd.Stderr = n.log, n.log
@@ -119,16 +152,49 @@ func (n *NATS) tryStart() error {
 			return fmt.Errorf("nats-server exited at start")
 		}
 		// This process says it is ready, not another one on the port.
-		if strings.Contains(n.log.String()[mark:], "Server is ready") {
-			if c, err := net.DialTimeout("tcp", n.Addr(), 200*time.Millisecond); err == nil {
-				c.Close()
-				return nil
-			}
+		if strings.Contains(n.log.String()[mark:], "Server is ready") && n.accepts() {
+			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	p.signalAndWait(syscall.SIGKILL)
 	return fmt.Errorf("nats-server not ready after %v", startTimeout)
+}
+
+// accepts reports whether the client port, and the MQTT port if any,
+// accept connections.
+func (n *NATS) accepts() bool {
+	addrs := []string{n.Addr()}
+	if n.mqttPort != 0 {
+		addrs = append(addrs, strings.TrimPrefix(n.MQTTURL(), "tcp://"))
+	}
+	for _, a := range addrs {
+		c, err := net.DialTimeout("tcp", a, 200*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		c.Close()
+	}
+	return true
+}
+
+// mqttConfig writes the configuration file of the MQTT listener, on the
+// port chosen at the first start and kept over restarts.
+func (n *NATS) mqttConfig() (string, error) {
+	if n.mqttPort == 0 {
+		n.mqttPort = FreePort(n.tb)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "server_name: replayguard-test-%d\nmqtt {\n  listen: \"127.0.0.1:%d\"\n", n.port, n.mqttPort)
+	if n.opts.MQTTAckWait > 0 {
+		fmt.Fprintf(&b, "  ack_wait: \"%s\"\n", n.opts.MQTTAckWait)
+	}
+	if n.opts.MQTTMaxAckPending > 0 {
+		fmt.Fprintf(&b, "  max_ack_pending: %d\n", n.opts.MQTTMaxAckPending)
+	}
+	b.WriteString("}\n")
+	conf := filepath.Join(n.dir, "nats.conf")
+	return conf, os.WriteFile(conf, []byte(b.String()), 0o600)
 }
 
 func (n *NATS) cleanup() {

@@ -10,10 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/eclipse/paho.golang/autopaho"
-	"github.com/eclipse/paho.golang/paho"
 )
 
 var (
@@ -44,8 +40,12 @@ type PublisherOptions struct {
 	QoS byte
 	// Will is registered with every CONNECT of the publisher: the broker
 	// publishes it when the connection ends without a DISCONNECT (Drop).
-	// Nil means none.
+	// Nil means none. MQTT 5 only.
 	Will *Will
+	// MQTT311 publishes over MQTT 3.1.1 (Eclipse paho.mqtt.golang) instead
+	// of MQTT 5: for brokers that speak only 3.1.1, such as NATS 2.9's
+	// MQTT listener.
+	MQTT311 bool
 }
 
 // Will is a client's Will Message (MQTT 5 §3.1.2.5), published by the
@@ -78,10 +78,9 @@ type Published struct {
 // test compares the consumer's effects against. It is safe for concurrent
 // use; Close (also run at cleanup) disconnects.
 type Publisher struct {
-	tb      testing.TB
-	opts    PublisherOptions
-	cm      *autopaho.ConnectionManager
-	dropped atomic.Bool // Drop was called: no reconnect
+	tb   testing.TB
+	opts PublisherOptions
+	s    sender
 
 	mu   sync.Mutex
 	next map[string]int64
@@ -105,28 +104,26 @@ func NewPublisher(tb testing.TB, urls []string, opts PublisherOptions) *Publishe
 	if opts.QoS == 0 {
 		opts.QoS = 1
 	}
-	p := &Publisher{tb: tb, opts: opts, next: map[string]int64{}}
-	cfg := autopaho.ClientConfig{
-		ServerUrls:                    parseURLs(tb, urls),
-		KeepAlive:                     5,
-		CleanStartOnInitialConnection: true,
-		ReconnectBackoff:              autopaho.NewConstantBackoff(100 * time.Millisecond),
-		ConnectTimeout:                5 * time.Second,
-		OnConnectionDown:              func() bool { return !p.dropped.Load() },
-		ClientConfig:                  paho.ClientConfig{ClientID: opts.ClientID},
+	var (
+		s   sender
+		err error
+	)
+	switch {
+	case opts.MQTT311 && opts.Will != nil:
+		tb.Fatal("testbroker: publisher: a Will needs MQTT 5")
+	case opts.MQTT311:
+		s = newSender311(parseURLs(tb, urls), opts.ClientID)
+	default:
+		s, err = newSender5(parseURLs(tb, urls), opts.ClientID, opts.Will)
 	}
-	if w := opts.Will; w != nil {
-		cfg.WillMessage = &paho.WillMessage{Topic: w.Topic, Payload: w.Payload, QoS: w.QoS, Retain: w.Retain}
-	}
-	cm, err := autopaho.NewConnection(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("testbroker: publisher: %v", err)
 	}
-	p.cm = cm
+	p := &Publisher{tb: tb, opts: opts, s: s, next: map[string]int64{}}
 	tb.Cleanup(p.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	if err := cm.AwaitConnection(ctx); err != nil {
+	if err := s.await(ctx); err != nil {
 		tb.Fatalf("testbroker: publisher did not connect to %v: %v", urls, err)
 	}
 	return p
@@ -134,7 +131,7 @@ func NewPublisher(tb testing.TB, urls []string, opts PublisherOptions) *Publishe
 
 // AwaitConnection waits until the publisher is connected (after a failover,
 // say) or ctx is done.
-func (p *Publisher) AwaitConnection(ctx context.Context) error { return p.cm.AwaitConnection(ctx) }
+func (p *Publisher) AwaitConnection(ctx context.Context) error { return p.s.await(ctx) }
 
 // Publish sends the next n sequences of source, at most Window awaiting
 // PUBACK at a time, and returns how many were acknowledged. Failures are
@@ -165,7 +162,7 @@ func (p *Publisher) Publish(ctx context.Context, source string, n int) int {
 
 func (p *Publisher) publishOne(ctx context.Context, source string, seq int64) Published {
 	m := Published{Source: source, Sequence: seq, Topic: p.opts.Topic(source), Payload: p.opts.Payload(source, seq)}
-	_, m.Err = p.cm.Publish(ctx, &paho.Publish{QoS: p.opts.QoS, Topic: m.Topic, Payload: m.Payload})
+	m.Err = p.s.publish(ctx, m.Topic, m.Payload, p.opts.QoS)
 	m.Acked = m.Err == nil
 	p.mu.Lock()
 	p.all = append(p.all, m)
@@ -193,7 +190,7 @@ func (p *Publisher) Republish(ctx context.Context, msgs []Published) int {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if _, err := p.cm.Publish(ctx, &paho.Publish{QoS: p.opts.QoS, Topic: m.Topic, Payload: m.Payload}); err == nil {
+			if err := p.s.publish(ctx, m.Topic, m.Payload, p.opts.QoS); err == nil {
 				acked.Add(1)
 			}
 		})
@@ -206,8 +203,7 @@ func (p *Publisher) Republish(ctx context.Context, msgs []Published) int {
 // broker acknowledged it: a test's own message that the ground truth must
 // not count as a publish of a source, such as a conflicting copy of one.
 func (p *Publisher) Send(ctx context.Context, topic string, payload []byte) bool {
-	_, err := p.cm.Publish(ctx, &paho.Publish{QoS: p.opts.QoS, Topic: topic, Payload: payload})
-	return err == nil
+	return p.s.publish(ctx, topic, payload, p.opts.QoS) == nil
 }
 
 // All returns every publish attempt so far, by source then sequence.
@@ -234,21 +230,15 @@ func (p *Publisher) Acked() []Published {
 // the publisher does not connect again. Publishes after it fail. (A
 // publisher that is between connections just stops.)
 func (p *Publisher) Drop() {
-	p.dropped.Store(true)
-	p.cm.TerminateConnectionForTest()
-	select {
-	case <-p.cm.Done(): // the connection was up: OnConnectionDown ended it
-	case <-time.After(time.Second): // it was down: stop the reconnects
+	s5, ok := p.s.(*sender5)
+	if !ok {
+		p.tb.Fatal("testbroker: Drop needs an MQTT 5 publisher")
 	}
-	p.Close()
+	s5.drop()
 }
 
 // Close disconnects. It may be called more than once.
-func (p *Publisher) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-	defer cancel()
-	_ = p.cm.Disconnect(ctx)
-}
+func (p *Publisher) Close() { p.s.close() }
 
 func parseURLs(tb testing.TB, urls []string) []*url.URL {
 	tb.Helper()
