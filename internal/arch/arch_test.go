@@ -23,6 +23,8 @@ var allowed = map[string][]string{
 	"source/file":           {"engine"},
 	"source/mqtt":           {"engine"},
 	"source/jetstream":      {"engine"},
+	"source/mqtt3":          {"engine"},
+	"internal/mqttprobe":    {},
 	"forward":               {"engine"},
 	"sparkplug":             {"engine", "sparkplug/sparkplugpb"},
 	"sparkplug/sparkplugpb": {},

@@ -1,0 +1,18 @@
+// Package mqttprobe finds out which MQTT version a broker speaks, before
+// replayguard run starts the consumer of that version: it sends one
+// CONNECT of the version asked (a clean session under a client id of its
+// own, so that it leaves no session behind and never touches the
+// consumer's), reads the CONNACK, and disconnects.
+//
+// A broker refuses a version with a CONNACK saying so (MQTT 5 reason code
+// 0x84 Unsupported Protocol Version, or the 3.1.1 return code 1
+// Unacceptable Protocol Version) or by closing the connection after the
+// CONNECT without any CONNACK, which is what NATS 2.9's MQTT listener does
+// with MQTT 5. Any other CONNACK, bad credentials included, means the
+// broker speaks the version: the consumer then reports what it refused.
+//
+//	v, err := mqttprobe.Negotiate(ctx, brokers, mqttprobe.Auto, opts)
+//
+// Negotiate and Probe are safe for concurrent use; they start no goroutine
+// that outlives them.
+package mqttprobe
