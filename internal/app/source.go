@@ -11,10 +11,10 @@ import (
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/metrics"
 	"github.com/replayguard/replayguard/source/jetstream"
-	"github.com/replayguard/replayguard/source/mqtt"
 )
 
-// source is what run consumes from: the MQTT consumer or the JetStream one.
+// source is what run consumes from: the MQTT consumer (5 or 3.1.1, see
+// mqttSource) or the JetStream one.
 type source interface {
 	// Run consumes until ctx is done, then commits and acknowledges what
 	// is in hand; it returns early on a permanent refusal.
@@ -46,7 +46,7 @@ func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg pro
 	if err != nil {
 		return nil, err
 	}
-	return mqtt.New(mc, p)
+	return newMQTTSource(cfg, mc, p, log)
 }
 
 func jetStreamConfig(cfg *config.Config, log *slog.Logger, obs jetstream.Observer) (jetstream.Config, error) {
