@@ -96,6 +96,8 @@ type setupOptions struct {
 	// may not exceed it; 0: the defaults. Mosquitto sends an MQTT 5 client
 	// at most this many unacknowledged messages and queues the rest.
 	ReceiveMaximum int
+	// Protocol is mqtt.protocol (5, 3.1.1 or auto); empty: the default.
+	Protocol string
 	// Downstream, a broker URL, adds a forward effect to every route:
 	// each applied message is published to this broker (outputs.mqtt) on
 	// cleanPrefix + its topic. Empty: no forward.
@@ -142,6 +144,9 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 	}
 	if o.ShareGroup != "" {
 		mqttExtra += fmt.Sprintf("  share_group: %s\n", o.ShareGroup)
+	}
+	if o.Protocol != "" {
+		mqttExtra += fmt.Sprintf("  protocol: %q\n", o.Protocol)
 	}
 	if o.ReceiveMaximum != 0 {
 		mqttExtra += fmt.Sprintf("  receive_maximum: %d\n  batch_size: %[1]d\n", o.ReceiveMaximum)
