@@ -1,8 +1,13 @@
 package failover
 
 import (
+	"bytes"
+	"errors"
+	"net"
 	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,4 +132,82 @@ func countPhase(m map[seqKey]int, from, to int64) int {
 		}
 	}
 	return n
+}
+
+// TestProtocolNotNegotiable runs `replayguard run` against brokers that
+// refuse every MQTT version it tries: it must exit non-zero at once with
+// one error naming the versions and what to set, not retry forever.
+func TestProtocolNotNegotiable(t *testing.T) {
+	skipShort(t)
+	t.Run("NATS's MQTT listener with protocol 5", func(t *testing.T) {
+		n := testbroker.StartNATS(t, testbroker.NATSOptions{MQTT: true})
+		out := runFails(t, []string{n.MQTTURL()}, "5")
+		want := "mqtt: no broker accepts the MQTT protocol (tried MQTT 5): " + n.MQTTURL() +
+			": MQTT 5: CONNACK code 0x01 (unacceptable protocol version); set mqtt.protocol to 3.1.1 (or auto)"
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	})
+	t.Run("a listener that closes every connection, with protocol auto", func(t *testing.T) {
+		a := closingListener(t)
+		out := runFails(t, []string{a}, "auto")
+		for _, want := range []string{"(tried MQTT 5 and MQTT 3.1.1)",
+			a + ": MQTT 5: the broker closed the connection after the CONNECT without a CONNACK; MQTT 3.1.1: the broker closed",
+			"check that mqtt.brokers name MQTT listeners"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
+// runFails runs `replayguard run` on brokers and returns its output, once
+// it has exited non-zero (within 20 s).
+func runFails(t *testing.T, brokers []string, protocol string) string {
+	t.Helper()
+	s := newSetupWith(t, brokers, setupOptions{Protocol: protocol})
+	var out bytes.Buffer
+	cmd := exec.Command(replayguardBinary(t), "run", "-c", s.Path)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+			t.Fatalf("run: %v, want a non-zero exit\n%s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("run still running after 20 s against brokers that refuse every version\n%s", out.String())
+	}
+	return out.String()
+}
+
+// closingListener accepts connections on a loopback port and closes each
+// once it has read something: a server that refuses whatever MQTT it is
+// sent.
+func closingListener(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Read(make([]byte, 512))
+			c.Close()
+		}
+	})
+	return "tcp://" + l.Addr().String()
 }
