@@ -74,6 +74,12 @@ func start(t testing.TB, cfg Config, p Processor) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startConsumer(t, c)
+}
+
+// startConsumer runs c until stop or the end of the test.
+func startConsumer(t testing.TB, c *Consumer) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{Consumer: c, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- c.Run(ctx) }()
