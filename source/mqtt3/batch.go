@@ -115,6 +115,10 @@ func (c *Consumer) ack(batch []delivery) {
 		acked  int
 		oldest time.Time
 	)
+	if bc := c.conn.Load(); bc != nil {
+		bc.cork()
+		defer bc.uncork()
+	}
 	for i := range batch {
 		d := &batch[i]
 		if d.gen == 0 || d.gen != c.cur.Load() {

@@ -47,7 +47,7 @@ func isTLS(u *url.URL) bool {
 // buffer, and reports the connection through dialed (so that the attempt
 // can be aborted, and an EOF after the dial told apart from a broker that
 // is down).
-func dialer(ctx context.Context, tlsCfg *tls.Config, timeout time.Duration, leave *leaving, dialed func(net.Conn)) paho.OpenConnectionFunc {
+func dialer(ctx context.Context, tlsCfg *tls.Config, timeout time.Duration, leave *leaving, dialed func(*bufferedConn)) paho.OpenConnectionFunc {
 	return func(u *url.URL, _ paho.ClientOptions) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -85,13 +85,50 @@ func (l *leaving) deadline() (time.Time, bool) {
 }
 
 // bufferedConn reads through a buffer. paho reads a connection on one
-// goroutine; readMu lets Close take the reading over.
+// goroutine; readMu lets Close take the reading over. While corked, writes
+// gather in a buffer that uncork writes at once: paho writes every PUBACK
+// with a system call of its own, and the consumer corks the connection
+// while it acknowledges a batch.
 type bufferedConn struct {
 	net.Conn
 	r      *bufio.Reader
 	leave  *leaving
 	readMu sync.Mutex
 	once   sync.Once
+
+	writeMu sync.Mutex // orders the writes, direct or gathered
+	corked  bool
+	pending []byte
+}
+
+func (c *bufferedConn) Write(p []byte) (int, error) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if c.corked {
+		c.pending = append(c.pending, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// cork gathers the writes from now on.
+func (c *bufferedConn) cork() {
+	c.writeMu.Lock()
+	c.corked = true
+	c.writeMu.Unlock()
+}
+
+// uncork writes what was gathered, in one write, and writes directly
+// again. A failed write loses only acknowledgements (the broker sends
+// their messages again) or a ping (the keepalive ends the connection).
+func (c *bufferedConn) uncork() {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.corked = false
+	if len(c.pending) > 0 {
+		_, _ = c.Conn.Write(c.pending)
+		c.pending = c.pending[:0]
+	}
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) {

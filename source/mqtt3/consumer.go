@@ -42,8 +42,9 @@ type Consumer struct {
 	// cur is the generation of the connection being made or up, 0 when
 	// none: a delivery is acknowledged only while it is its own.
 	cur       atomic.Uint64
-	lastGen   uint64 // the connection loop's
-	needClean bool   // the connection loop's: CleanStart not yet done in this Run
+	conn      atomic.Pointer[bufferedConn] // of the connection up, when the consumer dialed it
+	lastGen   uint64                       // the connection loop's
+	needClean bool                         // the connection loop's: CleanStart not yet done in this Run
 	leave     leaving
 
 	running    atomic.Bool

@@ -69,7 +69,7 @@ func (c *Consumer) clientOptions(ctx context.Context, u *url.URL, clean bool, l 
 		SetUsername(cfg.Username).
 		SetPassword(cfg.Password).
 		SetTLSConfig(cfg.TLS).
-		SetStore(paho.NewMemoryStore()).
+		SetStore(noStore{}).
 		SetDefaultPublishHandler(l.receive).
 		SetConnectionLostHandler(l.connectionLost)
 	if dialsItself(u) {
@@ -89,6 +89,7 @@ func (c *Consumer) connect(ctx context.Context, u *url.URL) (l *link, sessionPre
 	tok := l.client.Connect()
 	if err := l.wait(ctx, tok); err != nil {
 		c.cur.Store(0)
+		c.conn.Store(nil)
 		return nil, false, l.connectError(err, tok.(*paho.ConnectToken).ReturnCode())
 	}
 	l.upAt = time.Now()
@@ -129,10 +130,13 @@ func (l *link) wait(ctx context.Context, tok paho.Token) error {
 	return tok.Error()
 }
 
-func (l *link) dialed(conn net.Conn) {
+func (l *link) dialed(conn *bufferedConn) {
 	l.mu.Lock()
 	l.conn, l.dialOK = conn, true
 	l.mu.Unlock()
+	if l.gen != 0 {
+		l.c.conn.Store(conn)
+	}
 }
 
 // connectError says why a CONNECT failed, naming what to set when the

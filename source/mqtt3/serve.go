@@ -37,6 +37,7 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	cancel()
 	wg.Wait()
 	c.cur.CompareAndSwap(l.gen, 0)
+	c.conn.Store(nil)
 	c.connected.Store(false)
 	held = time.Since(l.upAt)
 	if ctx.Err() != nil {
