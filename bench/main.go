@@ -5,6 +5,9 @@
 //     JetStream (file store, async publish with Nats-Msg-Id);
 //   - MQTT end to end, live and backlog drain: `replayguard run` against a
 //     no-op auto-acking paho consumer, each on a fresh Mosquitto;
+//   - MQTT 3.1.1 end to end, live and backlog drain: `replayguard run`
+//     with mqtt.protocol 3.1.1 against a no-op auto-acking
+//     paho.mqtt.golang consumer;
 //   - JetStream end to end: `replayguard run` with input jetstream against a
 //     no-op nats.go pull consumer acking each message, each on a fresh
 //     nats-server whose stream holds the same deliveries;
@@ -49,7 +52,7 @@ func main() {
 	flag.IntVar(&o.sources, "sources", 50, "producers in the feed, each with its own sequence")
 	flag.Float64Var(&o.replays, "replays", 0.1, "fraction of updates delivered a second time, as after a failover")
 	flag.IntVar(&o.rounds, "rounds", 5, "alternating rounds per row; the table shows medians")
-	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,jetstream,engine,decide", "rows to run, comma-separated")
+	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,mqtt311,mqtt311-backlog,jetstream,engine,decide", "rows to run, comma-separated")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness's process (the in-process sides: replayguard run, the peers' clients) to this file")
 	flag.StringVar(&o.out, "o", "", "BENCHMARKS.md to rewrite the peers section of (default: print only)")
 	flag.Parse()
@@ -112,7 +115,7 @@ func selectRows(names string, all []row) ([]row, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("-rows: no row %q (ingest, live, backlog, jetstream, engine, decide)", n)
+			return nil, fmt.Errorf("-rows: no row %q (ingest, live, backlog, mqtt311, mqtt311-backlog, jetstream, engine, decide)", n)
 		}
 	}
 	return out, nil

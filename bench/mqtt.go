@@ -66,7 +66,7 @@ func mqttNoop(h *harness, feed []benchfeed.Message, backlog bool) result {
 func mqttReplayguard(h *harness, feed []benchfeed.Message, backlog bool) result {
 	broker := testbroker.StartMosquitto(h, testbroker.MosquittoOptions{})
 	defer broker.Kill()
-	d := newDaemon(h, broker.URL())
+	d := newDaemon(h, broker.URL(), "")
 	d.start(h)
 	d.waitReady(h)
 	pub := feedPublisher(h, broker.URL(), feed)
@@ -96,11 +96,16 @@ type daemon struct {
 	done   chan error
 }
 
-func newDaemon(h *harness, brokerURL string) *daemon {
+// newDaemon configures app.Run on brokerURL; protocol is mqtt.protocol
+// (empty: the default).
+func newDaemon(h *harness, brokerURL, protocol string) *daemon {
 	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(h))
+	if protocol == "" {
+		protocol = config.DefaultMQTTProtocol
+	}
 	text := fmt.Sprintf(benchfeed.Route, filepath.Join(h.TempDir(), "data")) +
-		fmt.Sprintf("mqtt: {brokers: [%q], client_id: %q, session_expiry: 1h}\nhttp: {listen: %q}\n",
-			brokerURL, testbroker.UniqueClientID("rg-peers"), listen)
+		fmt.Sprintf("mqtt: {brokers: [%q], protocol: %q, client_id: %q, session_expiry: 1h}\nhttp: {listen: %q}\n",
+			brokerURL, protocol, testbroker.UniqueClientID("rg-peers"), listen)
 	cfg, err := config.Parse([]byte(text), "(bench)", nil)
 	if err != nil {
 		h.Fatalf("configuration:\n%s\n%v", text, err)

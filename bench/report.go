@@ -25,6 +25,7 @@ type machineInfo struct {
 	cores                       int
 	mosquitto, nats             string
 	natsGo, watermill, paho     string
+	pahoMQTT                    string // Eclipse paho.mqtt.golang, the MQTT 3.1.1 client
 	loadBefore, loadAfter, date string
 }
 
@@ -39,6 +40,7 @@ func machine() machineInfo {
 		nats:   strings.TrimPrefix(natsVersion(), "nats-server: "),
 		natsGo: depVersion("github.com/nats-io/nats.go"), watermill: depVersion("github.com/ThreeDotsLabs/watermill"),
 		paho:       depVersion("github.com/eclipse/paho.golang"),
+		pahoMQTT:   depVersion("github.com/eclipse/paho.mqtt.golang"),
 		loadBefore: loadAverage(), date: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 	}
 }
@@ -158,6 +160,11 @@ const method = `How each side runs:
   the publisher's window reordered a source's sequences). The no-op consumer is paho's autopaho with
   automatic acknowledgements and a counter; it deduplicates nothing, its check is that every
   delivery arrived.
+- MQTT 3.1.1: the live row over MQTT 3.1.1 (the publisher stays on MQTT 5). replayguard is
+  ` + "`app.Run`" + ` with ` + "`mqtt.protocol: 3.1.1`" + ` (source/mqtt3, Eclipse paho.mqtt.golang, manual acknowledgement
+  after each commit); without a receive maximum, Mosquitto's 100 in flight bound its batches. The
+  no-op consumer is paho.mqtt.golang with automatic acknowledgements, a persistent session and a
+  counter.
 - JetStream end to end: each side on a fresh nats-server whose file-storage stream already holds
   the MQTT rows' deliveries (replays included, in feed order, on the subjects of their topics);
   the timer runs from the consumer's start (connect, create its durable consumer) to its last

@@ -63,6 +63,14 @@ func buildRows(o options, feed, mqttFeed []benchfeed.Message, m machineInfo, eb 
 			{short: "replayguard", name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, true) }},
 			{short: "no-op paho", name: "no-op auto-acking paho consumer", run: func(h *harness) result { return mqttNoop(h, mqttFeed, true) }},
 		}},
+		{id: "mqtt311", what: "MQTT 3.1.1 end to end", goal: 0.8, sides: []side{
+			{short: "replayguard", name: "`replayguard run` with `mqtt.protocol: 3.1.1` (embedded store)", run: func(h *harness) result { return mqtt311Replayguard(h, mqttFeed, false) }},
+			{short: "no-op paho.mqtt.golang", name: "no-op auto-acking paho.mqtt.golang " + m.pahoMQTT + " consumer", run: func(h *harness) result { return mqtt311Noop(h, mqttFeed, false) }},
+		}},
+		{id: "mqtt311-backlog", what: "MQTT 3.1.1, backlog drain", goal: 0.8, sides: []side{
+			{short: "replayguard", name: "`replayguard run` with `mqtt.protocol: 3.1.1` (embedded store)", run: func(h *harness) result { return mqtt311Replayguard(h, mqttFeed, true) }},
+			{short: "no-op paho.mqtt.golang", name: "no-op auto-acking paho.mqtt.golang " + m.pahoMQTT + " consumer", run: func(h *harness) result { return mqtt311Noop(h, mqttFeed, true) }},
+		}},
 		{id: "jetstream", what: "JetStream end to end", goal: 0.8, sides: []side{
 			{short: "replayguard", name: "`replayguard run`, input jetstream (embedded store)", run: func(h *harness) result { return jsReplayguard(h, mqttFeed) }},
 			{short: "no-op pull", name: "no-op nats.go jetstream pull consumer, Ack per message", run: func(h *harness) result { return jsNoop(h, mqttFeed) }},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
+	paho3 "github.com/eclipse/paho.mqtt.golang"
 )
 
 // Rate is a measured message rate.
@@ -168,4 +169,43 @@ func (c *AutoAckConsumer) Close() {
 	_ = c.cm.Disconnect(ctx)
 	c.cancel()
 	c.wg.Wait()
+}
+
+// AutoAckConsumer311 is the MQTT 3.1.1 baseline consumer: Eclipse
+// paho.mqtt.golang's automatic acks (each PUBACK as the handler returns,
+// in order), a persistent session (CleanSession 0), and a counter instead
+// of any processing. Close (also run at cleanup) disconnects and keeps the
+// session.
+type AutoAckConsumer311 struct {
+	c        paho3.Client
+	received atomic.Int64
+	once     sync.Once
+}
+
+// StartAutoAckConsumer311 connects clientID to url over MQTT 3.1.1 with a
+// persistent session, subscribes to filter at QoS 1, and waits until the
+// subscription is granted.
+func StartAutoAckConsumer311(tb testing.TB, url, clientID, filter string) *AutoAckConsumer311 {
+	tb.Helper()
+	c := &AutoAckConsumer311{}
+	o := paho3.NewClientOptions().AddBroker(url).SetClientID(clientID).SetProtocolVersion(4).
+		SetCleanSession(false).SetAutoReconnect(false).SetKeepAlive(30 * time.Second).
+		SetDefaultPublishHandler(func(paho3.Client, paho3.Message) { c.received.Add(1) })
+	c.c = paho3.NewClient(o)
+	if tok := c.c.Connect(); !tok.WaitTimeout(startTimeout) || tok.Error() != nil {
+		tb.Fatalf("testbroker: 3.1.1 auto-ack consumer: connect: %v", tok.Error())
+	}
+	tb.Cleanup(c.Close)
+	if tok := c.c.Subscribe(filter, 1, nil); !tok.WaitTimeout(startTimeout) || tok.Error() != nil {
+		tb.Fatalf("testbroker: 3.1.1 auto-ack consumer: subscribe: %v", tok.Error())
+	}
+	return c
+}
+
+// Received counts the deliveries so far.
+func (c *AutoAckConsumer311) Received() int64 { return c.received.Load() }
+
+// Close disconnects; it may be called more than once.
+func (c *AutoAckConsumer311) Close() {
+	c.once.Do(func() { c.c.Disconnect(uint(stopTimeout / time.Millisecond / 10)) })
 }
