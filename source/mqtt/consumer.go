@@ -37,6 +37,10 @@ type preparer interface {
 // another connection take this client id.
 const sessionTakenOver = 0x8E
 
+// unsupportedProtocolVersion is the CONNACK reason code of a broker that
+// does not speak MQTT 5.
+const unsupportedProtocolVersion = 0x84
+
 // Consumer consumes MQTT deliveries into a Processor and acknowledges each
 // one after its batch is committed, in receive order.
 type Consumer struct {
@@ -268,7 +272,13 @@ func (c *Consumer) connectionDown() bool {
 
 func (c *Consumer) connectError(err error) {
 	broker := c.brokerURL()
-	c.log.Warn("mqtt connect failed", "broker", broker, "err", err)
+	var ce *autopaho.ConnackError
+	if errors.As(err, &ce) && ce.ReasonCode == unsupportedProtocolVersion {
+		c.log.Error("mqtt broker refuses MQTT 5 (CONNACK: unsupported protocol version): set mqtt.protocol to 3.1.1 or auto",
+			"broker", broker, "err", err)
+	} else {
+		c.log.Warn("mqtt connect failed", "broker", broker, "err", err)
+	}
 	c.obs.Observe(Event{Kind: ConnectFailed, Broker: broker, Err: err})
 }
 
