@@ -43,11 +43,11 @@ func isTLS(u *url.URL) bool {
 }
 
 // dialer returns paho's OpenConnectionFunc for one connection attempt: it
-// dials under ctx and ConnectTimeout, wraps the connection in a read
-// buffer, and reports the connection through dialed (so that the attempt
+// dials under ctx and timeout, wraps the connection in a read buffer and a
+// writeTimeout on each write, and reports the connection through dialed (so that the attempt
 // can be aborted, and an EOF after the dial told apart from a broker that
 // is down).
-func dialer(ctx context.Context, tlsCfg *tls.Config, timeout time.Duration, leave *leaving, dialed func(*bufferedConn)) paho.OpenConnectionFunc {
+func dialer(ctx context.Context, tlsCfg *tls.Config, timeout, writeTimeout time.Duration, leave *leaving, dialed func(*bufferedConn)) paho.OpenConnectionFunc {
 	return func(u *url.URL, _ paho.ClientOptions) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -65,7 +65,7 @@ func dialer(ctx context.Context, tlsCfg *tls.Config, timeout time.Duration, leav
 		if err != nil {
 			return nil, err
 		}
-		bc := &bufferedConn{Conn: conn, r: bufio.NewReaderSize(conn, readBufferSize), leave: leave}
+		bc := &bufferedConn{Conn: conn, r: bufio.NewReaderSize(conn, readBufferSize), leave: leave, writeTimeout: writeTimeout}
 		dialed(bc)
 		return bc, nil
 	}
@@ -96,9 +96,10 @@ type bufferedConn struct {
 	readMu sync.Mutex
 	once   sync.Once
 
-	writeMu sync.Mutex // orders the writes, direct or gathered
-	corked  bool
-	pending []byte
+	writeMu      sync.Mutex // orders the writes, direct or gathered
+	corked       bool
+	pending      []byte
+	writeTimeout time.Duration // bounds each write: a broker that stops reading is a stall
 }
 
 func (c *bufferedConn) Write(p []byte) (int, error) {
@@ -107,6 +108,19 @@ func (c *bufferedConn) Write(p []byte) (int, error) {
 	if c.corked {
 		c.pending = append(c.pending, p...)
 		return len(p), nil
+	}
+	return c.write(p)
+}
+
+// write writes p within the write timeout. paho writes PUBACKs and pings
+// without a deadline: one blocked behind a broker that stopped reading
+// would hold the keepalive too, and the stall would never be noticed.
+// Called with writeMu held.
+func (c *bufferedConn) write(p []byte) (int, error) {
+	if c.writeTimeout > 0 {
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
+			return 0, err
+		}
 	}
 	return c.Conn.Write(p)
 }
@@ -126,7 +140,7 @@ func (c *bufferedConn) uncork() {
 	defer c.writeMu.Unlock()
 	c.corked = false
 	if len(c.pending) > 0 {
-		_, _ = c.Conn.Write(c.pending)
+		_, _ = c.write(c.pending)
 		c.pending = c.pending[:0]
 	}
 }

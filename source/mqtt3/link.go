@@ -73,7 +73,7 @@ func (c *Consumer) clientOptions(ctx context.Context, u *url.URL, clean bool, l 
 		SetDefaultPublishHandler(l.receive).
 		SetConnectionLostHandler(l.connectionLost)
 	if dialsItself(u) {
-		o.SetCustomOpenConnectionFn(dialer(ctx, cfg.TLS, cfg.ConnectTimeout, &c.leave, l.dialed))
+		o.SetCustomOpenConnectionFn(dialer(ctx, cfg.TLS, cfg.ConnectTimeout, cfg.KeepAlive, &c.leave, l.dialed))
 	}
 	return o
 }
