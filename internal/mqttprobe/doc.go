@@ -6,10 +6,12 @@
 //
 // A broker refuses a version with a CONNACK saying so (MQTT 5 reason code
 // 0x84 Unsupported Protocol Version, or the 3.1.1 return code 1
-// Unacceptable Protocol Version) or by closing the connection after the
-// CONNECT without any CONNACK, which is what NATS 2.9's MQTT listener does
-// with MQTT 5. Any other CONNACK, bad credentials included, means the
-// broker speaks the version: the consumer then reports what it refused.
+// Unacceptable Protocol Version, which NATS 2.9's MQTT listener sends to an
+// MQTT 5 CONNECT before it closes the connection: paho.golang reads that
+// as a connection lost, and retried forever), or by closing the connection
+// after the CONNECT without any CONNACK. Any other CONNACK, bad credentials
+// included, means the broker speaks the version: the consumer then reports
+// what it refused.
 //
 //	v, err := mqttprobe.Negotiate(ctx, brokers, mqttprobe.Auto, opts)
 //
