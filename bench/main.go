@@ -11,6 +11,9 @@
 //   - JetStream end to end: `replayguard run` with input jetstream against a
 //     no-op nats.go pull consumer acking each message, each on a fresh
 //     nats-server whose stream holds the same deliveries;
+//   - Sparkplug B end to end, live and backlog drain: `replayguard run` with
+//     a sparkplug route against the no-op paho consumer, each on a fresh
+//     Mosquitto, on a feed of Sparkplug edge nodes (spfeed.go);
 //   - decode and decide on one core: the engine on its in-memory store
 //     against Watermill's Deduplicator keyed on a metadata id, and with its
 //     default Adler-32 payload hasher.
@@ -48,11 +51,11 @@ type options struct {
 func main() {
 	var o options
 	flag.IntVar(&o.messages, "messages", 200000, "distinct updates in the feed (ingest and decide rows)")
-	flag.IntVar(&o.mqttMessages, "mqtt-messages", 50000, "deliveries published in the MQTT rows: the feed's first ones, replays included")
+	flag.IntVar(&o.mqttMessages, "mqtt-messages", 50000, "deliveries in the MQTT, JetStream and Sparkplug rows: the feed's first ones, replays included")
 	flag.IntVar(&o.sources, "sources", 50, "producers in the feed, each with its own sequence")
 	flag.Float64Var(&o.replays, "replays", 0.1, "fraction of updates delivered a second time, as after a failover")
 	flag.IntVar(&o.rounds, "rounds", 5, "alternating rounds per row; the table shows medians")
-	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,mqtt311,mqtt311-backlog,jetstream,engine,decide", "rows to run, comma-separated")
+	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,mqtt311,mqtt311-backlog,jetstream,sparkplug,sparkplug-backlog,engine,decide", "rows to run, comma-separated")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness's process (the in-process sides: replayguard run, the peers' clients) to this file")
 	flag.StringVar(&o.out, "o", "", "BENCHMARKS.md to rewrite the peers section of (default: print only)")
 	flag.Parse()
@@ -69,12 +72,13 @@ func run(o options, args []string) error {
 	m := machine()
 	feed := benchfeed.Generate(o.messages, o.sources, o.replays)
 	mqttFeed := feed[:min(o.mqttMessages, len(feed))]
+	sp := generateSparkplug(o.mqttMessages, spEdges, o.replays)
 	tmp, err := os.MkdirTemp("", "replayguard-peers-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	rows, err := selectRows(o.rows, buildRows(o, feed, mqttFeed, m, &engineBench{bin: built{dir: tmp}}, &built{dir: tmp}))
+	rows, err := selectRows(o.rows, buildRows(o, feed, mqttFeed, sp, m, &engineBench{bin: built{dir: tmp}}, &built{dir: tmp}))
 	if err != nil {
 		return err
 	}
@@ -96,7 +100,7 @@ func run(o options, args []string) error {
 	}
 	p.done()
 	m.loadAfter = loadAverage()
-	rep := report{opts: o, args: args, machine: m, rows: rows, feed: feedInfo(feed, mqttFeed), took: time.Since(started)}
+	rep := report{opts: o, args: args, machine: m, rows: rows, feed: feedInfo(feed, mqttFeed) + ". " + spFeedInfo(sp), took: time.Since(started)}
 	text := rep.markdown()
 	fmt.Print(text)
 	if o.out != "" {
@@ -115,7 +119,7 @@ func selectRows(names string, all []row) ([]row, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("-rows: no row %q (ingest, live, backlog, mqtt311, mqtt311-backlog, jetstream, engine, decide)", n)
+			return nil, fmt.Errorf("-rows: no row %q (ingest, live, backlog, mqtt311, mqtt311-backlog, jetstream, sparkplug, sparkplug-backlog, engine, decide)", n)
 		}
 	}
 	return out, nil

@@ -134,6 +134,7 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\nMedians of %d rounds (min–max in parentheses), alternating which side goes first. "+
 		"A check that was wrong in any round is the one shown; a wrong count is a result, not an error.\n\n", r.opts.rounds)
 	b.WriteString(method)
+	b.WriteString(spMethod)
 	b.WriteString(endMarker + "\n")
 	return b.String()
 }

@@ -45,7 +45,7 @@ func (r *row) measure(rounds int, p *progress) {
 	}
 }
 
-func buildRows(o options, feed, mqttFeed []benchfeed.Message, m machineInfo, eb *engineBench, rg *built) []row {
+func buildRows(o options, feed, mqttFeed []benchfeed.Message, sp spFeed, m machineInfo, eb *engineBench, rg *built) []row {
 	return []row{
 		{id: "ingest", what: "durable dedup ingest", goal: 2, sides: []side{
 			{short: "replayguard", name: "`replayguard bench` (embedded store, fsync per batch of 1000)",
@@ -75,6 +75,8 @@ func buildRows(o options, feed, mqttFeed []benchfeed.Message, m machineInfo, eb 
 			{short: "replayguard", name: "`replayguard run`, input jetstream (embedded store)", run: func(h *harness) result { return jsReplayguard(h, mqttFeed) }},
 			{short: "no-op pull", name: "no-op nats.go jetstream pull consumer, Ack per message", run: func(h *harness) result { return jsNoop(h, mqttFeed) }},
 		}},
+		spRow(sp, false),
+		spRow(sp, true),
 		{id: "engine", what: "decode + decide, one core", goal: 2, sides: []side{
 			{short: "BenchmarkDecodeDecide", name: "`BenchmarkDecodeDecide` (engine/bench_test.go: decode, key, decide; no audit record, no store; its own 200-byte messages of the feed's shape)",
 				run: func(h *harness) result { return eb.run(h, len(feed)) }},
