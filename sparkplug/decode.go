@@ -23,8 +23,18 @@ var _ engine.SparkplugDecoder = Decoder{}
 // always gives the same bytes.
 var canonical = proto.MarshalOptions{Deterministic: true}
 
-// DecodeSparkplug decodes one payload.
+// DecodeSparkplug decodes one payload: the common ones straight from the
+// wire (decodeWire), the rest, and every one it refuses, with the
+// generated types.
 func (Decoder) DecodeSparkplug(b []byte) (engine.SparkplugPayload, error) {
+	if p, ok := decodeWire(b); ok {
+		return p, nil
+	}
+	return decodeMessage(b)
+}
+
+// decodeMessage decodes a payload with the generated types.
+func decodeMessage(b []byte) (engine.SparkplugPayload, error) {
 	var p pb.Payload
 	if err := proto.Unmarshal(b, &p); err != nil {
 		return engine.SparkplugPayload{}, fmt.Errorf("%w: %v", ErrPayload, err)
@@ -80,18 +90,9 @@ func metricValue(m *pb.Payload_Metric) (engine.SparkplugValue, error) {
 	case *pb.Payload_Metric_DoubleValue:
 		return floatValue(v.DoubleValue, 64, dt)
 	case *pb.Payload_Metric_BooleanValue:
-		if err := wants(dt, "a boolean", pb.DataType_Boolean); err != nil {
-			return engine.SparkplugValue{}, err
-		}
-		return engine.SparkplugValue{Kind: engine.SparkplugBool, Text: strconv.FormatBool(v.BooleanValue)}, nil
+		return boolValue(v.BooleanValue, dt)
 	case *pb.Payload_Metric_StringValue:
-		if err := wants(dt, "a string", pb.DataType_String, pb.DataType_Text, pb.DataType_UUID); err != nil {
-			return engine.SparkplugValue{}, err
-		}
-		if !utf8.ValidString(v.StringValue) {
-			return engine.SparkplugValue{}, fmt.Errorf("%w: the string is not valid UTF-8", ErrValue)
-		}
-		return engine.SparkplugValue{Kind: engine.SparkplugString, Text: v.StringValue}, nil
+		return stringValue(v.StringValue, dt)
 	case *pb.Payload_Metric_BytesValue:
 		return unsupported(typeName(dt, "Bytes"), string(v.BytesValue)), nil
 	case *pb.Payload_Metric_DatasetValue:
@@ -105,6 +106,23 @@ func metricValue(m *pb.Payload_Metric) (engine.SparkplugValue, error) {
 		return unsupported("extension", string(b)), err
 	}
 	return engine.SparkplugValue{}, fmt.Errorf("%w: unknown value field", ErrValue)
+}
+
+func boolValue(b bool, dt pb.DataType) (engine.SparkplugValue, error) {
+	if err := wants(dt, "a boolean", pb.DataType_Boolean); err != nil {
+		return engine.SparkplugValue{}, err
+	}
+	return engine.SparkplugValue{Kind: engine.SparkplugBool, Text: strconv.FormatBool(b)}, nil
+}
+
+func stringValue(s string, dt pb.DataType) (engine.SparkplugValue, error) {
+	if err := wants(dt, "a string", pb.DataType_String, pb.DataType_Text, pb.DataType_UUID); err != nil {
+		return engine.SparkplugValue{}, err
+	}
+	if !utf8.ValidString(s) {
+		return engine.SparkplugValue{}, fmt.Errorf("%w: the string is not valid UTF-8", ErrValue)
+	}
+	return engine.SparkplugValue{Kind: engine.SparkplugString, Text: s}, nil
 }
 
 func typeName(dt pb.DataType, fallback string) string {
