@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // errPullEnded: the pull subscription closed by itself.
@@ -93,7 +94,7 @@ func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 	for i := range batch {
 		msgs[i] = batch[i].msg
 	}
-	retry := backoff{c.cfg.CommitRetryMin, c.cfg.CommitRetryMax}
+	retry := consume.Backoff{Min: c.cfg.CommitRetryMin, Max: c.cfg.CommitRetryMax}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		_, err := c.p.Process(ctx, msgs)
@@ -110,13 +111,13 @@ func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 		}
 		c.commitOK.Store(false)
 		c.obs.Observe(Event{Kind: CommitFailed, N: len(batch), Duration: took, Err: err})
-		wait := retry.delay(attempt)
+		wait := retry.Delay(attempt)
 		c.log.Error("jetstream commit failed: nothing acknowledged, retrying the batch",
 			"messages", len(batch), "attempt", attempt, "retry_in", wait, "err", err)
 		for i := range batch {
 			_ = batch[i].js.InProgress() // resets the server's AckWait
 		}
-		if !sleep(ctx.Done(), wait) {
+		if !consume.Sleep(ctx.Done(), wait) {
 			return ctx.Err()
 		}
 	}

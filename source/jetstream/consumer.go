@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // Processor decides and durably commits batches. *engine.Engine implements it.
@@ -140,12 +141,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 // connect opens the connection. It fails only for unusable options: an
 // unreachable server is retried by nats.go, with a jittered, growing wait.
 func (c *Consumer) connect() (*nats.Conn, error) {
-	b := backoff{c.cfg.BindRetryMin, c.cfg.BindRetryMax}
+	b := consume.Backoff{Min: c.cfg.BindRetryMin, Max: c.cfg.BindRetryMax}
 	opts := []nats.Option{
 		nats.Name(c.cfg.Name),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
-		nats.CustomReconnectDelay(b.delay),
+		nats.CustomReconnectDelay(b.Delay),
 		nats.ConnectHandler(c.up),
 		nats.ReconnectHandler(c.up),
 		nats.DisconnectErrHandler(c.down),
@@ -199,7 +200,7 @@ func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer,
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	b := backoff{c.cfg.BindRetryMin, c.cfg.BindRetryMax}
+	b := consume.Backoff{Min: c.cfg.BindRetryMin, Max: c.cfg.BindRetryMax}
 	for attempt := 1; ; attempt++ {
 		cons, err := c.bindOnce(ctx, js)
 		if err == nil {
@@ -209,11 +210,11 @@ func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer,
 		if errors.Is(err, ErrStream) || ctx.Err() != nil {
 			return nil, err
 		}
-		wait := b.delay(attempt)
+		wait := b.Delay(attempt)
 		c.log.Warn("jetstream cannot bind the consumer yet; trying again", "server", c.cfg.URL,
 			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "attempt", attempt, "wait", wait, "err", err)
 		c.obs.Observe(Event{Kind: ConnectFailed, Server: c.serverURL(), Err: err})
-		if !sleep(ctx.Done(), wait) {
+		if !consume.Sleep(ctx.Done(), wait) {
 			return nil, ctx.Err()
 		}
 	}
@@ -290,7 +291,7 @@ func (c *Consumer) receive(ctx context.Context, iter jetstream.MessagesContext, 
 				return
 			}
 			c.log.Warn("jetstream pull", "server", c.serverURL(), "err", err)
-			if !sleep(ctx.Done(), c.cfg.BindRetryMin) {
+			if !consume.Sleep(ctx.Done(), c.cfg.BindRetryMin) {
 				return
 			}
 			continue

@@ -1,46 +1,26 @@
 package mqtt
 
 import (
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
-
-// backoff is capped exponential backoff with jitter: the nth wait (n ≥ 1)
-// is drawn from [d/2, d] with d = min·2^(n-1), capped at max.
-type backoff struct {
-	min, max time.Duration
-}
-
-func (b backoff) delay(n int) time.Duration {
-	if n <= 0 {
-		return 0
-	}
-	d := b.min
-	for i := 1; i < n && d < b.max; i++ {
-		d *= 2
-	}
-	d = min(d, b.max)
-	if half := d / 2; half > 0 {
-		d = half + rand.N(d-half+1)
-	}
-	return d
-}
 
 // reconnects decides the wait before each round of connection attempts; a
 // round tries every broker of the list in order (autopaho's loop).
 //
 // The wait depends on what the last connection proved. One that carried
 // the broker's traffic (a delivery, or a PINGRESP on a quiet feed) and held
-// for at least the shortest wait, b.min, or that held for stableAfter
+// for at least the shortest wait, b.Min, or that held for stableAfter
 // whatever it carried, proved the link: its drop is a failover, and the
 // first round starts at once. Any other is a flap, and flaps in a row grow
 // the wait before the first round: a link that carried no traffic (a
 // broker that accepts and then answers nothing; paho pings as it connects,
 // so a live link answers within a round trip), one the broker ended asking
 // for a backoff (session taken over, busy, quota, rate), and one shorter
-// than b.min even if it delivered. That last rule is what stops two
+// than b.Min even if it delivered. That last rule is what stops two
 // consumers with one client id from taking the session from each other as
 // fast as they can connect: Mosquitto 2.0 closes the older connection
 // without a DISCONNECT, often after it delivered, so only its length
@@ -48,7 +28,7 @@ func (b backoff) delay(n int) time.Duration {
 // ConnectRetryMax while the other keeps the session. Every failed round
 // grows the wait too. Every wait is jittered and capped.
 type reconnects struct {
-	b           backoff
+	b           consume.Backoff
 	stableAfter time.Duration
 
 	// live is set by the first delivery or PINGRESP of a connection, and
@@ -73,16 +53,13 @@ const (
 	connectionRateExceeded = 0x9F
 )
 
-// maxFlaps bounds the flap count: the wait is capped long before.
-const maxFlaps = 64
-
 // delay is autopaho's ReconnectBackoff, called as each wait starts, before
 // round attempt+1 (attempt 0 precedes the first round of a (re)connection).
 func (r *reconnects) delay(attempt int) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.round = attempt + 1
-	r.wait = r.b.delay(r.flaps + attempt)
+	r.wait = r.b.Delay(r.flaps + attempt)
 	return r.wait
 }
 
@@ -138,11 +115,11 @@ func (r *reconnects) down(now time.Time) (held time.Duration, proved bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	held = now.Sub(r.upAt)
-	proved = held >= r.stableAfter || (r.live.Load() && !r.refused && held >= r.b.min)
+	proved = held >= r.stableAfter || (r.live.Load() && !r.refused && held >= r.b.Min)
 	if proved {
 		r.flaps = 0
 	} else {
-		r.flaps = min(r.flaps+1, maxFlaps)
+		r.flaps = min(r.flaps+1, consume.MaxFlaps)
 	}
 	r.refused = false
 	r.live.Store(false)

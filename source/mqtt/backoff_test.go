@@ -3,35 +3,9 @@ package mqtt
 import (
 	"testing"
 	"time"
-)
 
-func TestBackoff(t *testing.T) {
-	b := backoff{min: 100 * time.Millisecond, max: time.Second}
-	t.Run("no wait before the first attempt", func(t *testing.T) {
-		if d := b.delay(0); d != 0 {
-			t.Fatalf("delay(0) = %v", d)
-		}
-	})
-	t.Run("waits double up to the cap, jittered down to half", func(t *testing.T) {
-		for n, ceil := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond,
-			3: 400 * time.Millisecond, 4: 800 * time.Millisecond, 5: time.Second, 1000: time.Second} {
-			for range 100 {
-				if d := b.delay(n); d < ceil/2 || d > ceil {
-					t.Fatalf("delay(%d) = %v, want in [%v, %v]", n, d, ceil/2, ceil)
-				}
-			}
-		}
-	})
-	t.Run("waits are jittered, not one fixed value", func(t *testing.T) {
-		seen := map[time.Duration]bool{}
-		for range 100 {
-			seen[b.delay(3)] = true
-		}
-		if len(seen) < 10 {
-			t.Fatalf("100 waits took %d distinct values", len(seen))
-		}
-	})
-}
+	"github.com/replayguard/replayguard/source/internal/consume"
+)
 
 // step is one thing that happens to a connection, at an offset from the
 // start of a reconnects test.
@@ -106,7 +80,7 @@ func TestReconnects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for range 20 { // the jitter draws again each time
-				r := &reconnects{b: backoff{min: minWait, max: maxWait}, stableAfter: time.Minute}
+				r := &reconnects{b: consume.Backoff{Min: minWait, Max: maxWait}, stableAfter: time.Minute}
 				start := time.Unix(1000, 0)
 				for _, s := range tt.steps {
 					switch s.what {

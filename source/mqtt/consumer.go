@@ -16,6 +16,7 @@ import (
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // Processor decides and durably commits batches. *engine.Engine implements it.
@@ -82,7 +83,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		p:          p,
 		log:        cfg.Logger,
 		obs:        cfg.Observer,
-		reconnects: &reconnects{b: backoff{cfg.ConnectRetryMin, cfg.ConnectRetryMax}, stableAfter: stableAfter},
+		reconnects: &reconnects{b: consume.Backoff{Min: cfg.ConnectRetryMin, Max: cfg.ConnectRetryMax}, stableAfter: stableAfter},
 		q:          newQueue(2 * int(cfg.ReceiveMaximum)),
 		fatal:      make(chan error, 1),
 	}
@@ -303,7 +304,7 @@ func (c *Consumer) serverDisconnect(d *paho.Disconnect) {
 // acknowledged, 0x89 or 0x97 with load), and meanwhile Ready says no.
 func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, renewal bool) {
 	sub := c.subscribePacket()
-	b := backoff{c.cfg.ConnectRetryMin, c.cfg.ConnectRetryMax}
+	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	for attempt := 1; ; attempt++ {
 		sa, err := cm.Subscribe(ctx, sub)
 		if sa != nil {
@@ -316,7 +317,7 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 				return
 			}
 			if err != nil {
-				wait := b.delay(attempt)
+				wait := b.Delay(attempt)
 				c.log.Warn("mqtt broker refused to renew the group's subscriptions; trying again",
 					"broker", c.brokerURL(), "err", err, "attempt", attempt, "wait", wait)
 				select {

@@ -1,33 +1,6 @@
 package mqtt3
 
-import (
-	"math/rand/v2"
-	"time"
-)
-
-// backoff is capped exponential backoff with jitter: the nth wait (n ≥ 1)
-// is drawn from [d/2, d] with d = min·2^(n-1), capped at max.
-type backoff struct {
-	min, max time.Duration
-}
-
-func (b backoff) delay(n int) time.Duration {
-	if n <= 0 {
-		return 0
-	}
-	d := b.min
-	for i := 1; i < n && d < b.max; i++ {
-		d *= 2
-	}
-	d = min(d, b.max)
-	if half := d / 2; half > 0 {
-		d = half + rand.N(d-half+1)
-	}
-	return d
-}
-
-// maxFlaps bounds the flap count: the wait is capped long before.
-const maxFlaps = 64
+import "time"
 
 // proved reports whether a connection that held for held, and delivered
 // or not, proved the link: its drop is then a failover, and the next round

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // consume runs the batches: collect, commit, acknowledge, until ctx is done
@@ -71,7 +72,7 @@ func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 	for i := range batch {
 		msgs[i] = batch[i].msg
 	}
-	retry := backoff{c.cfg.CommitRetryMin, c.cfg.CommitRetryMax}
+	retry := consume.Backoff{Min: c.cfg.CommitRetryMin, Max: c.cfg.CommitRetryMax}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		_, err := c.p.Process(ctx, msgs)
@@ -88,7 +89,7 @@ func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 		}
 		c.commitOK.Store(false)
 		c.obs.Observe(Event{Kind: CommitFailed, N: len(batch), Duration: took, Err: err})
-		wait := retry.delay(attempt)
+		wait := retry.Delay(attempt)
 		c.log.Error("mqtt commit failed: nothing acknowledged, retrying the batch",
 			"messages", len(batch), "attempt", attempt, "retry_in", wait, "err", err)
 		t := time.NewTimer(wait)

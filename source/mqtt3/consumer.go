@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // Processor decides and durably commits batches. *engine.Engine implements it.
@@ -127,10 +128,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 // the wait before a round is 0 after a connection that proved the link
 // (a failover), and grows with flaps and failed rounds.
 func (c *Consumer) connectLoop(ctx context.Context) {
-	b := backoff{c.cfg.ConnectRetryMin, c.cfg.ConnectRetryMax}
+	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	flaps, failed := 0, 0
 	for ctx.Err() == nil {
-		if wait := b.delay(flaps + failed); wait > 0 {
+		if wait := b.Delay(flaps + failed); wait > 0 {
 			c.log.Info("mqtt waiting before reconnecting", "wait", wait, "flaps", flaps, "failed_rounds", failed, "brokers", len(c.urls))
 			t := time.NewTimer(wait)
 			select {
@@ -150,7 +151,7 @@ func (c *Consumer) connectLoop(ctx context.Context) {
 		if ctx.Err() == nil && proved(held, delivered, c.cfg.ConnectRetryMin) {
 			flaps = 0
 		} else {
-			flaps = min(flaps+1, maxFlaps)
+			flaps = min(flaps+1, consume.MaxFlaps)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // serve keeps l until it drops or ctx is done (then it disconnects,
@@ -71,7 +73,7 @@ func (c *Consumer) quiesce() uint {
 // meanwhile Ready says no.
 func (c *Consumer) subscribe(ctx context.Context, l *link, renewal bool) {
 	subs := c.cfg.subscriptions()
-	b := backoff{c.cfg.ConnectRetryMin, c.cfg.ConnectRetryMax}
+	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	for attempt := 1; ; attempt++ {
 		tok := l.client.SubscribeMultiple(subs, nil) // every message goes to the default handler
 		select {
@@ -97,7 +99,7 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, renewal bool) {
 			}
 			return
 		}
-		wait := b.delay(attempt)
+		wait := b.Delay(attempt)
 		c.log.Warn("mqtt broker refused to renew the subscriptions; trying again",
 			"broker", l.broker, "err", err, "attempt", attempt, "wait", wait)
 		t := time.NewTimer(wait)
