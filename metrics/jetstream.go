@@ -4,7 +4,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replayguard/replayguard/source/jetstream"
-	"github.com/replayguard/replayguard/source/mqtt"
 )
 
 // JetStream returns an observer of the JetStream source that records its
@@ -23,20 +22,6 @@ func (m *Metrics) JetStream(reg prometheus.Registerer) jetstream.Observer {
 			redelivered.Add(float64(e.N))
 			return
 		}
-		if k, ok := jetStreamKinds[e.Kind]; ok {
-			m.Observe(mqtt.Event{Kind: k, Broker: e.Server, N: e.N, Duration: e.Duration, Lag: e.Lag, Err: e.Err})
-		}
+		m.Observe(e) // the JetStream source reports the MQTT consumer's events
 	})
-}
-
-var jetStreamKinds = map[jetstream.EventKind]mqtt.EventKind{
-	jetstream.Connected:     mqtt.Connected,
-	jetstream.Disconnected:  mqtt.Disconnected,
-	jetstream.ConnectFailed: mqtt.ConnectFailed,
-	jetstream.Received:      mqtt.Received,
-	jetstream.Committed:     mqtt.Committed,
-	jetstream.CommitFailed:  mqtt.CommitFailed,
-	jetstream.Acked:         mqtt.Acked,
-	jetstream.AckDropped:    mqtt.AckDropped,
-	jetstream.Abandoned:     mqtt.Abandoned,
 }

@@ -42,12 +42,9 @@ func newMQTTSource(cfg *config.Config, mc mqtt.Config, p mqtt.Processor, log *sl
 func mqtt3Config(mc mqtt.Config) mqtt3.Config {
 	c := mqtt3.Config{Brokers: mc.Brokers, ClientID: mc.ClientID, CleanStart: mc.CleanStart, ShareGroup: mc.ShareGroup,
 		Username: mc.Username, Password: mc.Password, TLS: mc.TLS, KeepAlive: mc.KeepAlive,
-		BatchSize: mc.BatchSize, BatchLinger: mc.BatchLinger, Logger: mc.Logger}
+		BatchSize: mc.BatchSize, BatchLinger: mc.BatchLinger, Logger: mc.Logger, Observer: mc.Observer}
 	for _, f := range mc.Filters {
 		c.Filters = append(c.Filters, mqtt3.Filter{Topic: f.Topic, QoS: f.QoS})
-	}
-	if mc.Observer != nil {
-		c.Observer = observer3{mc.Observer}
 	}
 	return c
 }
@@ -87,23 +84,4 @@ func (s *mqttSource) Run(ctx context.Context) error {
 	}
 	s.cur.Store(&c)
 	return c.Run(ctx)
-}
-
-// observer3 passes the MQTT 3.1.1 consumer's events to an observer of the
-// MQTT 5 consumer's (the metrics): the kinds mean the same.
-type observer3 struct{ o mqtt.Observer }
-
-var kinds3 = map[mqtt3.EventKind]mqtt.EventKind{
-	mqtt3.Connected: mqtt.Connected, mqtt3.Disconnected: mqtt.Disconnected, mqtt3.ConnectFailed: mqtt.ConnectFailed,
-	mqtt3.Stalled: mqtt.Stalled, mqtt3.Received: mqtt.Received, mqtt3.Committed: mqtt.Committed,
-	mqtt3.CommitFailed: mqtt.CommitFailed, mqtt3.Acked: mqtt.Acked, mqtt3.AckDropped: mqtt.AckDropped,
-	mqtt3.Abandoned: mqtt.Abandoned,
-}
-
-func (a observer3) Observe(e mqtt3.Event) {
-	k, ok := kinds3[e.Kind]
-	if !ok {
-		return
-	}
-	a.o.Observe(mqtt.Event{Kind: k, Broker: e.Broker, N: e.N, Duration: e.Duration, Lag: e.Lag, Err: e.Err})
 }

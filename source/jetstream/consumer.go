@@ -152,7 +152,7 @@ func (c *Consumer) connect() (*nats.Conn, error) {
 		nats.DisconnectErrHandler(c.down),
 		nats.ReconnectErrHandler(func(nc *nats.Conn, err error) {
 			c.log.Warn("jetstream reconnect failed", "server", c.cfg.URL, "err", err)
-			c.obs.Observe(Event{Kind: ConnectFailed, Server: c.serverURL(), Err: err})
+			c.obs.Observe(Event{Kind: ConnectFailed, Broker: c.serverURL(), Err: err})
 		}),
 	}
 	if c.cfg.TLS != nil {
@@ -174,7 +174,7 @@ func (c *Consumer) up(nc *nats.Conn) {
 	c.server.Store(&u)
 	c.connected.Store(true)
 	c.log.Info("jetstream connected", "server", u, "consumer", c.cfg.Consumer)
-	c.obs.Observe(Event{Kind: Connected, Server: u})
+	c.obs.Observe(Event{Kind: Connected, Broker: u})
 }
 
 func (c *Consumer) down(nc *nats.Conn, err error) {
@@ -182,7 +182,7 @@ func (c *Consumer) down(nc *nats.Conn, err error) {
 		return // the first connection never came up, or already noted
 	}
 	c.log.Warn("jetstream connection lost; reconnecting", "server", c.serverURL(), "err", err)
-	c.obs.Observe(Event{Kind: Disconnected, Server: c.serverURL()})
+	c.obs.Observe(Event{Kind: Disconnected, Broker: c.serverURL()})
 }
 
 func (c *Consumer) serverURL() string {
@@ -213,7 +213,7 @@ func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer,
 		wait := b.Delay(attempt)
 		c.log.Warn("jetstream cannot bind the consumer yet; trying again", "server", c.cfg.URL,
 			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "attempt", attempt, "wait", wait, "err", err)
-		c.obs.Observe(Event{Kind: ConnectFailed, Server: c.serverURL(), Err: err})
+		c.obs.Observe(Event{Kind: ConnectFailed, Broker: c.serverURL(), Err: err})
 		if !consume.Sleep(ctx.Done(), wait) {
 			return nil, ctx.Err()
 		}
@@ -299,7 +299,7 @@ func (c *Consumer) receive(ctx context.Context, iter jetstream.MessagesContext, 
 		d := c.delivery(m)
 		select {
 		case in <- d:
-			c.obs.Observe(Event{Kind: Received, Server: d.msg.Broker, N: 1})
+			c.obs.Observe(Event{Kind: Received, Broker: d.msg.Broker, N: 1})
 		case <-ctx.Done():
 			return // unacknowledged: the server delivers it again
 		}
