@@ -24,7 +24,7 @@ func (c *Consumer) consume(ctx context.Context, in <-chan delivery, fatal <-chan
 			if c.commit(ctx, batch) != nil {
 				return batch, err
 			}
-			beforeAck()
+			consume.BeforeAck()
 			c.ack(batch)
 		}
 		if err != nil {

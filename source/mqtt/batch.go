@@ -23,7 +23,7 @@ func (c *Consumer) consume(ctx context.Context) ([]delivery, error) {
 			if c.commit(ctx, batch) != nil {
 				return batch, err
 			}
-			beforeAck()
+			consume.BeforeAck()
 			c.ack(batch)
 		}
 		if err != nil {

@@ -69,7 +69,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer, q: newQueue(),
-		fatal: make(chan error, 1), beforeAck: beforeAck}
+		fatal: make(chan error, 1), beforeAck: consume.BeforeAck}
 	c.prep, _ = p.(preparer)
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
