@@ -84,43 +84,21 @@ func (c *Consumer) takeReady(batch []delivery, in <-chan delivery) []delivery {
 	return batch
 }
 
-// commit passes the batch to Process until it returns nil, waiting a
-// jittered, growing delay between attempts and telling the server meanwhile
-// that the batch is still being worked on, so that it is not delivered
-// again while in hand. It gives up only when ctx is done.
+// commit passes the batch to Process until it returns nil, telling the
+// server between attempts that the batch is still being worked on, so that
+// it is not delivered again while in hand. It gives up only when ctx is
+// done.
 func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 	c.noteRedeliveries(batch)
 	msgs := make([]engine.Message, len(batch))
 	for i := range batch {
 		msgs[i] = batch[i].msg
 	}
-	retry := consume.Backoff{Min: c.cfg.CommitRetryMin, Max: c.cfg.CommitRetryMax}
-	for attempt := 1; ; attempt++ {
-		start := time.Now()
-		_, err := c.p.Process(ctx, msgs)
-		took := time.Since(start)
-		if err == nil {
-			c.obs.Observe(Event{Kind: Committed, N: len(batch), Duration: took})
-			if !c.commitOK.Swap(true) {
-				c.log.Info("jetstream commit recovered", "attempts", attempt)
-			}
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err() // shutting down: drain tries again
-		}
-		c.commitOK.Store(false)
-		c.obs.Observe(Event{Kind: CommitFailed, N: len(batch), Duration: took, Err: err})
-		wait := retry.Delay(attempt)
-		c.log.Error("jetstream commit failed: nothing acknowledged, retrying the batch",
-			"messages", len(batch), "attempt", attempt, "retry_in", wait, "err", err)
+	return c.commits.Commit(ctx, msgs, func() {
 		for i := range batch {
 			_ = batch[i].js.InProgress() // resets the server's AckWait
 		}
-		if !consume.Sleep(ctx.Done(), wait) {
-			return ctx.Err()
-		}
-	}
+	})
 }
 
 // noteRedeliveries logs the batch's messages that the server delivered

@@ -17,20 +17,15 @@ import (
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
-// Processor decides and durably commits batches. *engine.Engine implements it.
-type Processor interface {
-	// Process decides and durably commits a batch; nil means every message
-	// has a durable decision. On error nothing was committed; the same
-	// batch may be passed again. Calls never overlap.
-	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
-}
+// Processor decides and durably commits batches. *engine.Engine implements
+// it. Process decides and durably commits a batch; nil means every message
+// has a durable decision. On error nothing was committed; the same batch
+// may be passed again. Calls never overlap.
+type Processor = consume.Processor
 
-// preparer is a Processor that can decode messages ahead of Process, on
-// another goroutine (*engine.Engine can). Prepare must be safe for
-// concurrent use with Process.
-type preparer interface {
-	Prepare(msgs []engine.Message)
-}
+// preparer is a Processor that can decode messages ahead of Process (see
+// consume.Preparer).
+type preparer = consume.Preparer
 
 // apiTimeout bounds one JetStream API request (stream info, consumer
 // create) while binding.
@@ -49,7 +44,7 @@ type Consumer struct {
 	running   atomic.Bool
 	connected atomic.Bool
 	bound     atomic.Bool
-	commitOK  atomic.Bool
+	commits   *consume.Committer
 	server    atomic.Pointer[string] // URL of the server connected to
 }
 
@@ -74,14 +69,14 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	}
 	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer}
 	c.prep, _ = p.(preparer)
-	c.commitOK.Store(true)
+	c.commits = consume.NewCommitter("jetstream", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
 	return c, nil
 }
 
 // Ready reports whether the consumer is connected, bound to its durable
 // consumer, and its last commit succeeded.
 func (c *Consumer) Ready() bool {
-	return c.connected.Load() && c.bound.Load() && c.commitOK.Load()
+	return c.connected.Load() && c.bound.Load() && c.commits.OK()
 }
 
 // Run consumes until ctx is done, then stops pulling, commits and

@@ -19,20 +19,15 @@ import (
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
-// Processor decides and durably commits batches. *engine.Engine implements it.
-type Processor interface {
-	// Process decides and durably commits a batch; nil means every message
-	// has a durable decision. On error nothing was committed; the same
-	// batch may be passed again. Calls never overlap.
-	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
-}
+// Processor decides and durably commits batches. *engine.Engine implements
+// it. Process decides and durably commits a batch; nil means every message
+// has a durable decision. On error nothing was committed; the same batch
+// may be passed again. Calls never overlap.
+type Processor = consume.Processor
 
-// preparer is a Processor that can decode messages ahead of Process, on
-// another goroutine (*engine.Engine can). Prepare must be safe for
-// concurrent use with Process.
-type preparer interface {
-	Prepare(msgs []engine.Message)
-}
+// preparer is a Processor that can decode messages ahead of Process (see
+// consume.Preparer).
+type preparer = consume.Preparer
 
 // sessionTakenOver is the DISCONNECT reason code of a broker that let
 // another connection take this client id.
@@ -61,7 +56,7 @@ type Consumer struct {
 	connected  atomic.Bool
 	subscribed atomic.Bool // the broker's session holds our subscriptions
 	everSubbed atomic.Bool // a subscription of this Run was granted once
-	commitOK   atomic.Bool
+	commits    *consume.Committer
 	broker     atomic.Pointer[string] // URL of the connection being made or up
 
 	fatal chan error     // a refused subscription; buffered
@@ -96,14 +91,14 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		c.log.Warn("mqtt connection stalled: reconnecting", "broker", c.brokerURL(), "err", err)
 		c.obs.Observe(Event{Kind: Stalled, Broker: c.brokerURL(), Err: err})
 	}, c.reconnects.traffic)
-	c.commitOK.Store(true)
+	c.commits = consume.NewCommitter("mqtt", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
 	return c, nil
 }
 
 // Ready reports whether the consumer is connected, subscribed, and its last
 // commit succeeded.
 func (c *Consumer) Ready() bool {
-	return c.connected.Load() && c.subscribed.Load() && c.commitOK.Load()
+	return c.connected.Load() && c.subscribed.Load() && c.commits.OK()
 }
 
 // Run consumes until ctx is done, then stops receiving, commits and

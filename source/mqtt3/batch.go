@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // consume runs the batches: collect, commit, acknowledge, until ctx is done
@@ -64,42 +63,14 @@ func (c *Consumer) collect(ctx context.Context) ([]delivery, error) {
 	}
 }
 
-// commit passes the batch to Process until it returns nil, waiting a
-// jittered, growing delay between attempts. It gives up only when ctx is
-// done, with nothing committed.
+// commit passes the batch to Process until it returns nil. It gives up
+// only when ctx is done, with nothing committed.
 func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 	msgs := make([]engine.Message, len(batch))
 	for i := range batch {
 		msgs[i] = batch[i].msg
 	}
-	retry := consume.Backoff{Min: c.cfg.CommitRetryMin, Max: c.cfg.CommitRetryMax}
-	for attempt := 1; ; attempt++ {
-		start := time.Now()
-		_, err := c.p.Process(ctx, msgs)
-		took := time.Since(start)
-		if err == nil {
-			c.obs.Observe(Event{Kind: Committed, N: len(batch), Duration: took})
-			if !c.commitOK.Swap(true) {
-				c.log.Info("mqtt commit recovered", "attempts", attempt)
-			}
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err() // shutting down: drain tries again
-		}
-		c.commitOK.Store(false)
-		c.obs.Observe(Event{Kind: CommitFailed, N: len(batch), Duration: took, Err: err})
-		wait := retry.Delay(attempt)
-		c.log.Error("mqtt commit failed: nothing acknowledged, retrying the batch",
-			"messages", len(batch), "attempt", attempt, "retry_in", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-	}
+	return c.commits.Commit(ctx, msgs, nil)
 }
 
 // ack acknowledges a committed batch in receive order, each delivery

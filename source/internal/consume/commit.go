@@ -1,0 +1,83 @@
+package consume
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Processor decides and durably commits batches. *engine.Engine implements it.
+type Processor interface {
+	// Process decides and durably commits a batch; nil means every message
+	// has a durable decision. On error nothing was committed; the same
+	// batch may be passed again. Calls never overlap.
+	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
+}
+
+// Preparer is a Processor that can decode messages ahead of Process, on
+// another goroutine (*engine.Engine can). Prepare must be safe for
+// concurrent use with Process.
+type Preparer interface {
+	Prepare(msgs []engine.Message)
+}
+
+// Committer passes each batch to a Processor until it commits, waiting a
+// jittered, growing delay between attempts, and remembers whether the last
+// attempt succeeded (a consumer is not ready while it failed). Commit is
+// called from one goroutine at a time; OK from any.
+type Committer struct {
+	p     Processor
+	retry Backoff
+	obs   Observer
+	log   *slog.Logger
+	name  string // the source's name, first word of its log messages
+	ok    atomic.Bool
+}
+
+// NewCommitter returns a Committer of batches to p that waits as retry
+// says between attempts, tells obs of every attempt, and logs on log with
+// messages that start with name ("mqtt", "jetstream").
+func NewCommitter(name string, p Processor, retry Backoff, obs Observer, log *slog.Logger) *Committer {
+	c := &Committer{p: p, retry: retry, obs: obs, log: log, name: name}
+	c.ok.Store(true)
+	return c
+}
+
+// OK reports whether the last attempt committed (true before the first).
+func (c *Committer) OK() bool { return c.ok.Load() }
+
+// Commit passes msgs to Process until it returns nil. It gives up only
+// when ctx is done, with nothing committed, and returns ctx.Err(). Before
+// each wait between attempts it calls retrying, when not nil (JetStream
+// tells the server there that the batch is still being worked on).
+func (c *Committer) Commit(ctx context.Context, msgs []engine.Message, retrying func()) error {
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		_, err := c.p.Process(ctx, msgs)
+		took := time.Since(start)
+		if err == nil {
+			c.obs.Observe(Event{Kind: Committed, N: len(msgs), Duration: took})
+			if !c.ok.Swap(true) {
+				c.log.Info(c.name+" commit recovered", "attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err() // shutting down: the drain tries again
+		}
+		c.ok.Store(false)
+		c.obs.Observe(Event{Kind: CommitFailed, N: len(msgs), Duration: took, Err: err})
+		wait := c.retry.Delay(attempt)
+		c.log.Error(c.name+" commit failed: nothing acknowledged, retrying the batch",
+			"messages", len(msgs), "attempt", attempt, "retry_in", wait, "err", err)
+		if retrying != nil {
+			retrying()
+		}
+		if !Sleep(ctx.Done(), wait) {
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// failing fails its first n calls.
+type failing struct{ n, calls int }
+
+func (f *failing) Process(context.Context, []engine.Message) ([]engine.Decision, error) {
+	f.calls++
+	if f.calls <= f.n {
+		return nil, errors.New("store down")
+	}
+	return nil, nil
+}
+
+func TestCommitter(t *testing.T) {
+	retry := Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}
+	t.Run("retries a failing batch until it commits, and is not OK meanwhile", func(t *testing.T) {
+		p := &failing{n: 2}
+		var kinds []EventKind
+		var c *Committer
+		retried := 0
+		c = NewCommitter("test", p, retry, ObserverFunc(func(e Event) {
+			kinds = append(kinds, e.Kind)
+			if e.N != 3 {
+				t.Errorf("%v for %d messages, want 3", e.Kind, e.N)
+			}
+		}), slog.New(slog.DiscardHandler))
+		err := c.Commit(context.Background(), make([]engine.Message, 3), func() {
+			retried++
+			if c.OK() {
+				t.Error("OK while the batch fails")
+			}
+		})
+		if err != nil || p.calls != 3 || retried != 2 || !c.OK() {
+			t.Fatalf("err %v after %d calls, %d retries, OK %v", err, p.calls, retried, c.OK())
+		}
+		want := []EventKind{CommitFailed, CommitFailed, Committed}
+		if len(kinds) != len(want) || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
+			t.Fatalf("events %v, want %v", kinds, want)
+		}
+	})
+	t.Run("gives up with nothing committed when ctx is done", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		c := NewCommitter("test", &failing{n: 1 << 30}, Backoff{Min: time.Hour, Max: time.Hour},
+			ObserverFunc(func(Event) { cancel() }), slog.New(slog.DiscardHandler))
+		if err := c.Commit(ctx, make([]engine.Message, 1), nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Commit = %v, want context.Canceled", err)
+		}
+		if c.OK() {
+			t.Fatal("OK after a failed attempt")
+		}
+	})
+}
