@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // Defaults of Config.
@@ -13,13 +15,13 @@ const (
 	DefaultURL             = "nats://127.0.0.1:4222"
 	DefaultMaxAckPending   = 1024
 	DefaultAckWait         = 30 * time.Second
-	DefaultBatchSize       = 256
-	DefaultBatchLinger     = time.Millisecond
-	DefaultBindRetryMin    = 250 * time.Millisecond
-	DefaultBindRetryMax    = 30 * time.Second
-	DefaultCommitRetryMin  = 100 * time.Millisecond
-	DefaultCommitRetryMax  = 10 * time.Second
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultBatchSize       = consume.DefaultBatchSize
+	DefaultBatchLinger     = consume.DefaultBatchLinger
+	DefaultBindRetryMin    = consume.DefaultRetryMin
+	DefaultBindRetryMax    = consume.DefaultRetryMax
+	DefaultCommitRetryMin  = consume.DefaultCommitRetryMin
+	DefaultCommitRetryMax  = consume.DefaultCommitRetryMax
+	DefaultShutdownTimeout = consume.DefaultShutdownTimeout
 	// MinAckWait is the shortest AckWait accepted.
 	MinAckWait = time.Second
 )
@@ -82,36 +84,16 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	if c.URL == "" {
-		c.URL = DefaultURL
-	}
-	if c.Name == "" {
-		c.Name = "replayguard " + c.Consumer
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.MaxAckPending == 0 {
-		c.MaxAckPending = max(DefaultMaxAckPending, 4*c.BatchSize)
-	}
-	def(&c.AckWait, DefaultAckWait)
-	def(&c.BatchLinger, DefaultBatchLinger)
-	def(&c.BindRetryMin, DefaultBindRetryMin)
-	def(&c.BindRetryMax, max(DefaultBindRetryMax, c.BindRetryMin))
-	def(&c.CommitRetryMin, DefaultCommitRetryMin)
-	def(&c.CommitRetryMax, max(DefaultCommitRetryMax, c.CommitRetryMin))
-	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Observer == nil {
-		c.Observer = ObserverFunc(func(Event) {})
-	}
+	consume.Default(&c.URL, DefaultURL)
+	consume.Default(&c.Name, "replayguard "+c.Consumer)
+	consume.Default(&c.BatchSize, DefaultBatchSize)
+	consume.Default(&c.MaxAckPending, max(DefaultMaxAckPending, 4*c.BatchSize))
+	consume.Default(&c.AckWait, DefaultAckWait)
+	consume.Default(&c.BatchLinger, DefaultBatchLinger)
+	consume.DefaultRetry(&c.BindRetryMin, &c.BindRetryMax, DefaultBindRetryMin, DefaultBindRetryMax)
+	consume.DefaultRetry(&c.CommitRetryMin, &c.CommitRetryMax, DefaultCommitRetryMin, DefaultCommitRetryMax)
+	consume.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	consume.DefaultSinks(&c.Logger, &c.Observer)
 }
 
 // Validate reports the first problem of a Config whose defaults are set.

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // Defaults of Config. BatchSize, BatchLinger and ReceiveMaximum were chosen
@@ -15,15 +17,15 @@ import (
 const (
 	DefaultSessionExpiry   = time.Hour
 	DefaultKeepAlive       = 30 * time.Second
-	DefaultBatchSize       = 256
-	DefaultBatchLinger     = time.Millisecond
+	DefaultBatchSize       = consume.DefaultBatchSize
+	DefaultBatchLinger     = consume.DefaultBatchLinger
 	DefaultReceiveMaximum  = 1024
-	DefaultConnectRetryMin = 250 * time.Millisecond
-	DefaultConnectRetryMax = 30 * time.Second
+	DefaultConnectRetryMin = consume.DefaultRetryMin
+	DefaultConnectRetryMax = consume.DefaultRetryMax
 	DefaultConnectTimeout  = 10 * time.Second
-	DefaultCommitRetryMin  = 100 * time.Millisecond
-	DefaultCommitRetryMax  = 10 * time.Second
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultCommitRetryMin  = consume.DefaultCommitRetryMin
+	DefaultCommitRetryMax  = consume.DefaultCommitRetryMax
+	DefaultShutdownTimeout = consume.DefaultShutdownTimeout
 )
 
 // Filter is one subscription.
@@ -109,32 +111,16 @@ type Config struct {
 const stableAfter = time.Minute
 
 func (c *Config) setDefaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.SessionExpiry, DefaultSessionExpiry)
-	def(&c.KeepAlive, DefaultKeepAlive)
-	def(&c.BatchLinger, DefaultBatchLinger)
-	def(&c.ConnectRetryMin, DefaultConnectRetryMin)
-	def(&c.ConnectRetryMax, max(DefaultConnectRetryMax, c.ConnectRetryMin))
-	def(&c.ConnectTimeout, DefaultConnectTimeout)
-	def(&c.CommitRetryMin, DefaultCommitRetryMin)
-	def(&c.CommitRetryMax, max(DefaultCommitRetryMax, c.CommitRetryMin))
-	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.ReceiveMaximum == 0 {
-		c.ReceiveMaximum = uint16(min(math.MaxUint16, max(DefaultReceiveMaximum, 4*c.BatchSize)))
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Observer == nil {
-		c.Observer = ObserverFunc(func(Event) {})
-	}
+	consume.Default(&c.SessionExpiry, DefaultSessionExpiry)
+	consume.Default(&c.KeepAlive, DefaultKeepAlive)
+	consume.Default(&c.BatchLinger, DefaultBatchLinger)
+	consume.DefaultRetry(&c.ConnectRetryMin, &c.ConnectRetryMax, DefaultConnectRetryMin, DefaultConnectRetryMax)
+	consume.Default(&c.ConnectTimeout, DefaultConnectTimeout)
+	consume.DefaultRetry(&c.CommitRetryMin, &c.CommitRetryMax, DefaultCommitRetryMin, DefaultCommitRetryMax)
+	consume.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	consume.Default(&c.BatchSize, DefaultBatchSize)
+	consume.Default(&c.ReceiveMaximum, uint16(min(math.MaxUint16, max(DefaultReceiveMaximum, 4*c.BatchSize))))
+	consume.DefaultSinks(&c.Logger, &c.Observer)
 }
 
 // Validate reports the first problem of a Config whose defaults are set.

@@ -7,19 +7,21 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
 // Defaults of Config.
 const (
 	DefaultKeepAlive       = 30 * time.Second
-	DefaultBatchSize       = 256
-	DefaultBatchLinger     = time.Millisecond
-	DefaultConnectRetryMin = 250 * time.Millisecond
-	DefaultConnectRetryMax = 30 * time.Second
+	DefaultBatchSize       = consume.DefaultBatchSize
+	DefaultBatchLinger     = consume.DefaultBatchLinger
+	DefaultConnectRetryMin = consume.DefaultRetryMin
+	DefaultConnectRetryMax = consume.DefaultRetryMax
 	DefaultConnectTimeout  = 10 * time.Second
-	DefaultCommitRetryMin  = 100 * time.Millisecond
-	DefaultCommitRetryMax  = 10 * time.Second
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultCommitRetryMin  = consume.DefaultCommitRetryMin
+	DefaultCommitRetryMax  = consume.DefaultCommitRetryMax
+	DefaultShutdownTimeout = consume.DefaultShutdownTimeout
 )
 
 // stableAfter is how long a connection that delivered nothing must hold
@@ -97,28 +99,14 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.KeepAlive, DefaultKeepAlive)
-	def(&c.BatchLinger, DefaultBatchLinger)
-	def(&c.ConnectRetryMin, DefaultConnectRetryMin)
-	def(&c.ConnectRetryMax, max(DefaultConnectRetryMax, c.ConnectRetryMin))
-	def(&c.ConnectTimeout, DefaultConnectTimeout)
-	def(&c.CommitRetryMin, DefaultCommitRetryMin)
-	def(&c.CommitRetryMax, max(DefaultCommitRetryMax, c.CommitRetryMin))
-	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Observer == nil {
-		c.Observer = ObserverFunc(func(Event) {})
-	}
+	consume.Default(&c.KeepAlive, DefaultKeepAlive)
+	consume.Default(&c.BatchLinger, DefaultBatchLinger)
+	consume.DefaultRetry(&c.ConnectRetryMin, &c.ConnectRetryMax, DefaultConnectRetryMin, DefaultConnectRetryMax)
+	consume.Default(&c.ConnectTimeout, DefaultConnectTimeout)
+	consume.DefaultRetry(&c.CommitRetryMin, &c.CommitRetryMax, DefaultCommitRetryMin, DefaultCommitRetryMax)
+	consume.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	consume.Default(&c.BatchSize, DefaultBatchSize)
+	consume.DefaultSinks(&c.Logger, &c.Observer)
 }
 
 // Validate reports the first problem of a Config whose defaults are set.
