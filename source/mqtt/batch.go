@@ -41,7 +41,7 @@ func (c *Consumer) collect(ctx context.Context) ([]delivery, error) {
 		linger <-chan time.Time
 	)
 	for {
-		batch = c.q.take(batch, c.cfg.BatchSize-len(batch))
+		batch = c.q.Take(batch, c.cfg.BatchSize-len(batch))
 		if len(batch) == c.cfg.BatchSize {
 			return batch, nil
 		}
@@ -54,9 +54,9 @@ func (c *Consumer) collect(ctx context.Context) ([]delivery, error) {
 			linger = t.C
 		}
 		select {
-		case <-c.q.ready:
+		case <-c.q.Ready():
 		case <-linger:
-			return c.q.take(batch, c.cfg.BatchSize-len(batch)), nil
+			return c.q.Take(batch, c.cfg.BatchSize-len(batch)), nil
 		case <-ctx.Done():
 			return batch, nil
 		case err := <-c.fatal:

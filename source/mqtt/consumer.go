@@ -48,7 +48,7 @@ type Consumer struct {
 	urls       []*url.URL
 	reconnects *reconnects
 	stall      *stallPinger
-	q          *queue
+	q          *consume.Queue[delivery]
 	gate       *ackGate // sends the acknowledgements; one per Run
 	leave      leaving  // set as Run disconnects
 
@@ -79,7 +79,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		log:        cfg.Logger,
 		obs:        cfg.Observer,
 		reconnects: &reconnects{b: consume.Backoff{Min: cfg.ConnectRetryMin, Max: cfg.ConnectRetryMax}, stableAfter: stableAfter},
-		q:          newQueue(2 * int(cfg.ReceiveMaximum)),
+		q:          consume.NewQueue[delivery](),
 		fatal:      make(chan error, 1),
 	}
 	c.prep, _ = p.(preparer)
@@ -114,7 +114,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer c.running.Store(false)
-	c.q.open()
+	c.q.Open()
 	c.subscribed.Store(false) // subscribe on the first connection
 	c.everSubbed.Store(false)
 	select {
@@ -140,7 +140,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	inHand, runErr := c.consume(ctx)
 
-	rest := c.q.close() // stop receiving
+	rest := c.q.Close() // stop receiving
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
 	c.drain(drainCtx, append(inHand, rest...))
@@ -393,7 +393,7 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 		c.prep.Prepare(one)
 		d.msg = one[0]
 	}
-	if c.q.push(d) {
+	if c.q.Push(d) {
 		c.obs.Observe(Event{Kind: Received, Broker: d.msg.Broker, N: 1})
 	}
 	return true, nil

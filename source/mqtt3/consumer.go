@@ -32,7 +32,7 @@ type Consumer struct {
 	log  *slog.Logger
 	obs  Observer
 	urls []*url.URL
-	q    *queue
+	q    *consume.Queue[delivery]
 
 	// cur is the generation of the connection being made or up, 0 when
 	// none: a delivery is acknowledged only while it is its own.
@@ -62,7 +62,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer, q: newQueue(),
+	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer, q: consume.NewQueue[delivery](),
 		fatal: make(chan error, 1), beforeAck: consume.BeforeAck}
 	c.prep, _ = p.(preparer)
 	for _, b := range cfg.Brokers {
@@ -90,7 +90,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer c.running.Store(false)
-	c.q.open()
+	c.q.Open()
 	c.subscribed.Store(false)
 	c.everSubbed.Store(false)
 	c.leave.clear()
@@ -104,7 +104,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	wg.Go(func() { c.connectLoop(connCtx) })
 
 	inHand, runErr := c.consume(ctx)
-	rest := c.q.close() // stop receiving
+	rest := c.q.Close() // stop receiving
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
 	c.drain(drainCtx, append(inHand, rest...))

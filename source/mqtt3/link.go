@@ -187,7 +187,7 @@ func (l *link) receive(_ paho.Client, m paho.Message) {
 		c.prep.Prepare(one)
 		d.msg = one[0]
 	}
-	if c.q.push(d) {
+	if c.q.Push(d) {
 		c.obs.Observe(Event{Kind: Received, Broker: l.broker, N: 1})
 	}
 }
