@@ -57,6 +57,7 @@ type Consumer struct {
 	subscribed atomic.Bool // the broker's session holds our subscriptions
 	everSubbed atomic.Bool // a subscription of this Run was granted once
 	commits    *consume.Committer
+	batches    *consume.Batches[delivery]
 	broker     atomic.Pointer[string] // URL of the connection being made or up
 
 	fatal chan error     // a refused subscription; buffered
@@ -92,6 +93,8 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		c.obs.Observe(Event{Kind: Stalled, Broker: c.brokerURL(), Err: err})
 	}, c.reconnects.traffic)
 	c.commits = consume.NewCommitter("mqtt", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
+	c.batches = &consume.Batches[delivery]{Name: "mqtt", Queue: c.q, Size: cfg.BatchSize, Linger: cfg.BatchLinger,
+		Fatal: c.fatal, Commit: c.commit, BeforeAck: consume.BeforeAck, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
 	return c, nil
 }
 
@@ -138,12 +141,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		stopSubscribing()
 		return fmt.Errorf("mqtt: %w", err)
 	}
-	inHand, runErr := c.consume(ctx)
+	inHand, runErr := c.batches.Consume(ctx)
 
 	rest := c.q.Close() // stop receiving
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
-	c.drain(drainCtx, append(inHand, rest...))
+	c.batches.Drain(drainCtx, append(inHand, rest...))
 	// Disconnect cancels at once; the wait is for paho's goroutines, and
 	// for the broker to read the acknowledgements (bufferedConn.Close).
 	if deadline, ok := drainCtx.Deadline(); ok {

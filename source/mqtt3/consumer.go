@@ -47,6 +47,7 @@ type Consumer struct {
 	subscribed atomic.Bool // the broker's session holds our subscriptions
 	everSubbed atomic.Bool // a subscription of this Run was granted once
 	commits    *consume.Committer
+	batches    *consume.Batches[delivery]
 
 	fatal     chan error // a refused subscription; buffered
 	beforeAck func()     // a fault point; tests in this package set it
@@ -70,6 +71,8 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		c.urls = append(c.urls, u)
 	}
 	c.commits = consume.NewCommitter("mqtt", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
+	c.batches = &consume.Batches[delivery]{Name: "mqtt", Queue: c.q, Size: cfg.BatchSize, Linger: cfg.BatchLinger,
+		Fatal: c.fatal, Commit: c.commit, BeforeAck: func() { c.beforeAck() }, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
 	return c, nil
 }
 
@@ -103,11 +106,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.connectLoop(connCtx) })
 
-	inHand, runErr := c.consume(ctx)
+	inHand, runErr := c.batches.Consume(ctx)
 	rest := c.q.Close() // stop receiving
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
-	c.drain(drainCtx, append(inHand, rest...))
+	c.batches.Drain(drainCtx, append(inHand, rest...))
 	if deadline, ok := drainCtx.Deadline(); ok {
 		c.leave.set(deadline)
 	}

@@ -2,7 +2,8 @@
 // same way, whatever its protocol: the jittered backoff between attempts,
 // the events a consumer reports to its Observer, the fault point between a
 // batch's commit and its acknowledgements, the retry of a batch's commit,
-// and the batching defaults. A source (source/mqtt, source/mqtt3,
+// the settings' defaults, and, for the consumers fed by a client library's
+// callback (MQTT), the delivery queue and the batching loop. A source (source/mqtt, source/mqtt3,
 // source/jetstream) keeps only what its protocol makes its own: how it
 // connects, receives and acknowledges.
 //
