@@ -14,6 +14,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source/internal/consume/consumetest"
 	"github.com/replayguard/replayguard/source/jetstream"
 	"github.com/replayguard/replayguard/store/memory"
 )
@@ -44,23 +45,7 @@ func testConfig(t testing.TB, url string) jetstream.Config {
 	}
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(func() { w.done.Store(true) })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type testWriter struct {
-	t    testing.TB
-	done atomic.Bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	if !w.done.Load() {
-		w.t.Log(string(p[:len(p)-1]))
-	}
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return consumetest.Logger(t, slog.LevelInfo) }
 
 // meters is the engine of the tests: plant/<meter>/energy readings,
 // sequenced per meter, summed into meter/<meter>.
@@ -142,8 +127,7 @@ func (r *recorder) count(o engine.Outcome) int {
 // running is a consumer whose Run goes on in the background.
 type running struct {
 	*jetstream.Consumer
-	cancel context.CancelFunc
-	done   chan error
+	run *consumetest.Run
 }
 
 func start(t testing.TB, cfg jetstream.Config, p jetstream.Processor) *running {
@@ -152,36 +136,12 @@ func start(t testing.TB, cfg jetstream.Config, p jetstream.Processor) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{Consumer: c, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- c.Run(ctx) }()
-	t.Cleanup(func() { _ = r.stop() })
-	return r
+	return &running{c, consumetest.Start(t, c)}
 }
 
-func (r *running) stop() error {
-	r.cancel()
-	select {
-	case err, ok := <-r.done:
-		if ok {
-			close(r.done)
-		}
-		return err
-	case <-time.After(30 * time.Second):
-		return errors.New("Run did not return within 30s")
-	}
-}
+func (r *running) stop() error { return r.run.Stop() }
 
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+var waitFor = consumetest.WaitFor
 
 // allAcked waits until the server holds nothing unacknowledged or
 // undelivered for the test consumer.

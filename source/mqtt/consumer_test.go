@@ -371,11 +371,10 @@ func TestSubscription(t *testing.T) {
 		m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true, Extra: []string{"max_qos 0"}})
 		r := start(t, testConfig(t, m.URL()), newRecorder(t))
 		select {
-		case err := <-r.done:
-			if !errors.Is(err, mqtt.ErrSubscribe) {
+		case <-r.run.Done():
+			if err := r.run.Err(); !errors.Is(err, mqtt.ErrSubscribe) {
 				t.Fatalf("Run = %v, want ErrSubscribe", err)
 			}
-			close(r.done)
 		case <-time.After(10 * time.Second):
 			t.Fatal("Run still consuming from a broker that grants QoS 0")
 		}
@@ -385,6 +384,7 @@ func TestSubscription(t *testing.T) {
 // preparingRecorder is a recorder whose Prepare notes each message it saw.
 type preparingRecorder struct {
 	*recorder
+	t        testing.TB
 	mu       sync.Mutex
 	prepared map[key]bool
 }
@@ -411,7 +411,7 @@ func (p *preparingRecorder) Process(ctx context.Context, msgs []engine.Message) 
 func TestPrepare(t *testing.T) {
 	t.Run("a Processor that can decode ahead has every message prepared before Process", func(t *testing.T) {
 		m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true})
-		rec := &preparingRecorder{recorder: newRecorder(t), prepared: map[key]bool{}}
+		rec := &preparingRecorder{recorder: newRecorder(t), t: t, prepared: map[key]bool{}}
 		start(t, testConfig(t, m.URL()), rec).waitReady(t)
 		publish(t, testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{}), "a", 20)
 		waitFor(t, "20 commits", 10*time.Second, func() bool { return rec.Len() == 20 })

@@ -169,7 +169,7 @@ func checkReconnectRun(t *testing.T, tr *connTracker, rec *recorder, pub *testbr
 	}
 	var lost, replayed int
 	for _, p := range pub.Acked() {
-		switch n := seen[key{p.Source, p.Sequence}]; {
+		switch n := seen[key{Source: p.Source, Seq: p.Sequence}]; {
 		case n == 0:
 			lost++
 		case n > 1:

@@ -103,7 +103,7 @@ func TestSharedSubscription(t *testing.T) {
 			t.Errorf("member %d received nothing: the group did not split the feed", i+1)
 		}
 		for s := int64(1); s <= 100; s++ {
-			if n := recs[0].Count(key{"s1", s}) + recs[1].Count(key{"s1", s}); n != 1 {
+			if n := recs[0].Count(key{Source: "s1", Seq: s}) + recs[1].Count(key{Source: "s1", Seq: s}); n != 1 {
 				t.Fatalf("s1#%d committed %d times over the group", s, n)
 			}
 		}
@@ -136,7 +136,7 @@ func TestCleanStartDiscardsTheSession(t *testing.T) {
 	publish(t, pub, "s1", 1) // s1#11
 	waitFor(t, "the new message", 10*time.Second, func() bool { return rec.Len() >= 1 })
 	time.Sleep(200 * time.Millisecond)
-	if got := keys(t, rec.Committed()); !slices.Equal(got, []key{{"s1", 11}}) {
+	if got := keys(t, rec.Committed()); !slices.Equal(got, []key{{Source: "s1", Seq: 11}}) {
 		t.Fatalf("committed %s after a clean start, want only s1#11", fmtKeys(got))
 	}
 }
