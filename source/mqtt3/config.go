@@ -150,50 +150,10 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func parseBroker(s string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("%w: broker url: %v", ErrConfig, err)
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss":
-	default:
-		return nil, fmt.Errorf("%w: broker %q: scheme must be tcp, mqtt, ssl, tls, mqtts, ws or wss", ErrConfig, u.Redacted())
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("%w: broker %q has no host", ErrConfig, u.Redacted())
-	}
-	if u.User != nil {
-		// paho takes credentials from the URL over the configured ones.
-		return nil, fmt.Errorf("%w: broker %q: credentials belong in username and password, not the URL", ErrConfig, u.Redacted())
-	}
-	return u, nil
-}
+func parseBroker(s string) (*url.URL, error) { return consume.ParseBroker(s, ErrConfig) }
 
-// validFilter checks a topic filter by the MQTT rules: '#' only as the
-// whole last level, '+' only as a whole level.
-func validFilter(f Filter) error {
-	switch {
-	case f.QoS == 0:
-		return fmt.Errorf("%w: filter %q at QoS 0: messages lost in transit could not be redelivered", ErrConfig, f.Topic)
-	case f.QoS > 2:
-		return fmt.Errorf("%w: filter %q: QoS %d", ErrConfig, f.Topic, f.QoS)
-	case f.Topic == "":
-		return fmt.Errorf("%w: empty topic filter", ErrConfig)
-	case strings.HasPrefix(f.Topic, "$share/"):
-		return fmt.Errorf("%w: filter %q: set the share group instead of a $share prefix", ErrConfig, f.Topic)
-	}
-	levels := strings.Split(f.Topic, "/")
-	for i, l := range levels {
-		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
-			return fmt.Errorf("%w: filter %q: '#' must be the whole last level", ErrConfig, f.Topic)
-		}
-		if strings.Contains(l, "+") && l != "+" {
-			return fmt.Errorf("%w: filter %q: '+' must be a whole level", ErrConfig, f.Topic)
-		}
-	}
-	return nil
-}
+// validFilter checks a topic filter and its QoS by the MQTT rules.
+func validFilter(f Filter) error { return consume.ValidFilter(f.Topic, f.QoS, ErrConfig) }
 
 // subscriptions are the filters as subscribed, by topic (two routes may
 // share one filter: the higher QoS wins), with the $share prefix in a

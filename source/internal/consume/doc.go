@@ -3,7 +3,8 @@
 // the events a consumer reports to its Observer, the fault point between a
 // batch's commit and its acknowledgements, the retry of a batch's commit,
 // the settings' defaults, and, for the consumers fed by a client library's
-// callback (MQTT), the delivery queue and the batching loop. A source (source/mqtt, source/mqtt3,
+// callback (MQTT), the delivery queue and the batching loop, and the MQTT
+// consumers' broker URL and topic filter rules. A source (source/mqtt, source/mqtt3,
 // source/jetstream) keeps only what its protocol makes its own: how it
 // connects, receives and acknowledges.
 //

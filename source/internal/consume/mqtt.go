@@ -1,0 +1,57 @@
+package consume
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// ParseBroker parses the URL of an MQTT broker, as both MQTT consumers
+// (5 and 3.1.1) take it. Its errors wrap errConfig, the caller's sentinel.
+func ParseBroker(s string, errConfig error) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: broker url: %v", errConfig, err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss":
+	default:
+		return nil, fmt.Errorf("%w: broker %q: scheme must be tcp, mqtt, ssl, tls, mqtts, ws or wss", errConfig, u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%w: broker %q has no host", errConfig, u.Redacted())
+	}
+	if u.User != nil {
+		// paho puts the URL in its connection errors, which are logged, and
+		// the 3.1.1 paho takes credentials from it over the configured ones.
+		return nil, fmt.Errorf("%w: broker %q: credentials belong in username and password, not the URL", errConfig, u.Redacted())
+	}
+	return u, nil
+}
+
+// ValidFilter checks an MQTT topic filter by the MQTT rules ('#' only as
+// the whole last level, '+' only as a whole level, no $share prefix: the
+// share group is set apart) and its QoS (1 or 2: a QoS 0 message lost in
+// transit cannot be redelivered). Its errors wrap errConfig.
+func ValidFilter(topic string, qos byte, errConfig error) error {
+	switch {
+	case qos == 0:
+		return fmt.Errorf("%w: filter %q at QoS 0: messages lost in transit could not be redelivered", errConfig, topic)
+	case qos > 2:
+		return fmt.Errorf("%w: filter %q: QoS %d", errConfig, topic, qos)
+	case topic == "":
+		return fmt.Errorf("%w: empty topic filter", errConfig)
+	case strings.HasPrefix(topic, "$share/"):
+		return fmt.Errorf("%w: filter %q: set the share group instead of a $share prefix", errConfig, topic)
+	}
+	levels := strings.Split(topic, "/")
+	for i, l := range levels {
+		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
+			return fmt.Errorf("%w: filter %q: '#' must be the whole last level", errConfig, topic)
+		}
+		if strings.Contains(l, "+") && l != "+" {
+			return fmt.Errorf("%w: filter %q: '+' must be a whole level", errConfig, topic)
+		}
+	}
+	return nil
+}
