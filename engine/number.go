@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cockroachdb/apd/v3"
 )
@@ -26,8 +27,9 @@ const (
 // canonicalNumber returns the canonical decimal text of a JSON number
 // literal: "1.50", "15e-1" and "1.5" all become "1.5". integer reports
 // whether the literal itself was written as an integer (no fraction, no
-// exponent). Plain integers, the common case, pass through without parsing
-// or copying: text is then lit itself.
+// exponent). Plain integers and decimals already in canonical form, the
+// common cases, pass through without parsing or copying: text is then lit
+// itself.
 func canonicalNumber(lit string) (text string, integer bool, err error) {
 	plain := len(lit) > 0
 	for i := 0; i < len(lit); i++ {
@@ -46,14 +48,49 @@ func canonicalNumber(lit string) (text string, integer bool, err error) {
 		}
 		return lit, true, nil
 	}
+	if plainDecimal(lit) {
+		return lit, false, nil
+	}
+	text, err = parseDecimal(lit)
+	return text, false, err
+}
+
+// parseDecimal is canonicalNumber's general case: any other literal, parsed
+// and written again.
+func parseDecimal(lit string) (string, error) {
 	var d apd.Decimal
 	if _, _, err := d.SetString(lit); err != nil {
-		return "", false, fmt.Errorf("bad number %q", lit)
+		return "", fmt.Errorf("bad number %q", lit)
 	}
 	if d.NumDigits() > maxDigits || d.Exponent > maxExponent || d.Exponent < -maxExponent-maxDigits {
-		return "", false, fmt.Errorf("%.20s is out of range (at most %d digits, exponent within ±%d)", lit, maxDigits, maxExponent)
+		return "", fmt.Errorf("%.20s is out of range (at most %d digits, exponent within ±%d)", lit, maxDigits, maxExponent)
 	}
-	return formatDecimal(&d), false, nil
+	return formatDecimal(&d), nil
+}
+
+// plainDecimal reports whether lit is already the canonical text of a
+// number with a fraction: an optional '-', an integer part without a
+// leading zero (or "0"), a '.', and digits that do not end in '0', within
+// maxDigits characters (so within the digit and exponent bounds). Floats in
+// their shortest round-trip form mostly are: "0.25", "-229.5".
+func plainDecimal(lit string) bool {
+	if len(lit) > maxDigits {
+		return false
+	}
+	s := lit
+	if len(s) > 0 && s[0] == '-' {
+		s = s[1:]
+	}
+	dot := strings.IndexByte(s, '.')
+	if dot < 1 || dot == len(s)-1 || s[len(s)-1] == '0' || (s[0] == '0' && dot > 1) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < '0' || s[i] > '9') && i != dot {
+			return false
+		}
+	}
+	return true
 }
 
 func formatDecimal(d *apd.Decimal) string {
