@@ -99,16 +99,22 @@ func (t spType) device() bool { return t >= spDBirth }
 type spMessage struct {
 	typ                 spType
 	group, edge, device string
-	levels              []string
+	levels              []string // the topic's, in levelBuf
+	levelBuf            [5]string
 	p                   SparkplugPayload
-	names               []string // resolved metric names, one per metric
-	vals                []value  // the metrics' values in engine terms
-	types               []uint32 // the metrics' datatypes, from the payload or the birth
-	bdSeq               int64    // unwrapped: NBIRTH and NDEATH
-	birth               int      // index in the session's births of the birth it belongs to; -1 for a new one
-	rebirth             int      // a new NBIRTH: its rebirth number in its session
-	newBirth            bool     // a new NBIRTH opens an epoch
+	metrics             []spResolved // one per metric of p, in order
+	bdSeq               int64        // unwrapped: NBIRTH and NDEATH
+	birth               int          // index in the session's births of the birth it belongs to; -1 for a new one
+	rebirth             int          // a new NBIRTH: its rebirth number in its session
+	newBirth            bool         // a new NBIRTH opens an epoch
 	seqRaw              int64
+}
+
+// spResolved is a metric as a placement resolves it.
+type spResolved struct {
+	name string // its name, or its alias's in the birth
+	typ  uint32 // its datatype, from the payload or the birth
+	val  value  // its value in engine terms
 }
 
 // spPath parses a path of a sparkplug route: metrics.<Name> (the name is
@@ -159,14 +165,15 @@ func (e *Engine) decodeSparkplug(m *Message, d *decoded) (*decoded, error) {
 }
 
 func parseSparkplugTopic(topic string) (*spMessage, error) {
-	levels := strings.Split(topic, "/")
 	bad := func(why string) error {
 		return malformed("topic %q is not a Sparkplug B message topic (%s/{group}/{type}/{edge}[/{device}]): %s", topic, SparkplugNamespace, why)
 	}
-	if len(levels) < 4 || len(levels) > 5 || levels[0] != SparkplugNamespace {
+	sp := &spMessage{birth: -1}
+	levels, ok := splitLevels(sp.levelBuf[:0], topic)
+	if !ok || len(levels) < 4 || levels[0] != SparkplugNamespace {
 		return nil, bad("wrong levels")
 	}
-	sp := &spMessage{levels: levels, group: levels[1], edge: levels[3], birth: -1}
+	sp.levels, sp.group, sp.edge = levels, levels[1], levels[3]
 	found := false
 	for i, n := range spTypeNames {
 		if levels[2] == n {
@@ -191,6 +198,22 @@ func parseSparkplugTopic(topic string) (*spMessage, error) {
 		}
 	}
 	return sp, nil
+}
+
+// splitLevels appends topic's levels to dst, within its capacity: false
+// when there are more.
+func splitLevels(dst []string, topic string) ([]string, bool) {
+	for {
+		level, rest, more := strings.Cut(topic, "/")
+		if len(dst) == cap(dst) {
+			return dst, false
+		}
+		dst = append(dst, level)
+		if !more {
+			return dst, true
+		}
+		topic = rest
+	}
 }
 
 // checkPayload refuses what no session could place: a missing or

@@ -222,7 +222,10 @@ func (e *Engine) appliedAt(d *decoded, s int64, ok bool, h int64) (int64, bool) 
 // reads its value with its datatype (the payload's, or the birth's).
 func (sp *spMessage) resolve(table *SparkplugTable) string {
 	n := len(sp.p.Metrics)
-	sp.names, sp.vals, sp.types = make([]string, n), make([]value, n), make([]uint32, n)
+	if cap(sp.metrics) < n {
+		sp.metrics = make([]spResolved, n)
+	}
+	sp.metrics = sp.metrics[:n]
 	for i, mt := range sp.p.Metrics {
 		name := mt.Name
 		if name == "" {
@@ -238,12 +241,11 @@ func (sp *spMessage) resolve(table *SparkplugTable) string {
 		if typ == 0 && table != nil {
 			typ = table.Types[name]
 		}
-		sp.names[i], sp.types[i] = name, typ
 		v, ok := metricValue(mt.Value, mt.Datatype == 0, typ)
 		if !ok {
 			return fmt.Sprintf("metric %q: %s is not a number", name, mt.Value.Text)
 		}
-		sp.vals[i] = v
+		sp.metrics[i] = spResolved{name: name, typ: typ, val: v}
 	}
 	return ""
 }
@@ -297,22 +299,23 @@ func signed(bits uint64, typ uint32) int64 {
 // each metric's resolved name, datatype, timestamp and value, in order.
 func (sp *spMessage) digest() Hash {
 	h := sha256.New()
-	var buf [256]byte
+	var buf [1024]byte // written to h whenever the next metric might not fit
 	b := append(buf[:0], byte(sp.typ))
 	b = appendField(b, sp.device)
 	b = binary.BigEndian.AppendUint64(b, sp.p.Timestamp)
 	b = binary.BigEndian.AppendUint64(b, uint64(sp.seqRaw))
 	for i, mt := range sp.p.Metrics {
-		b = appendField(b, sp.names[i])
-		b = binary.BigEndian.AppendUint32(b, sp.types[i])
-		b = binary.BigEndian.AppendUint64(b, mt.Timestamp)
-		b = append(b, byte(sp.vals[i].kind))
-		b = appendField(b, sp.vals[i].text)
-		b = appendField(b, mt.Value.Content)
-		if len(b) > 4096 {
+		r := &sp.metrics[i]
+		if len(b)+3*binary.MaxVarintLen64+13+len(r.name)+len(r.val.text)+len(mt.Value.Content) > cap(b) {
 			h.Write(b)
 			b = b[:0]
 		}
+		b = appendField(b, r.name)
+		b = binary.BigEndian.AppendUint32(b, r.typ)
+		b = binary.BigEndian.AppendUint64(b, mt.Timestamp)
+		b = append(b, byte(r.val.kind))
+		b = appendField(b, r.val.text)
+		b = appendField(b, mt.Value.Content)
 	}
 	h.Write(b)
 	var out Hash
@@ -361,9 +364,9 @@ func (sp *spMessage) pathValue(p path) value {
 			return value{kind: vNumber, text: strconv.FormatInt(sp.seqRaw, 10), integer: true}
 		}
 	default:
-		for i := len(sp.names) - 1; i >= 0; i-- {
-			if sp.names[i] == p.segs[1] {
-				return sp.vals[i]
+		for i := len(sp.metrics) - 1; i >= 0; i-- {
+			if sp.metrics[i].name == p.segs[1] {
+				return sp.metrics[i].val
 			}
 		}
 	}

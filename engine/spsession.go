@@ -69,10 +69,10 @@ func tableOf(sp *spMessage) SparkplugTable {
 			if t.Aliases == nil {
 				t.Aliases = map[uint64]string{}
 			}
-			t.Aliases[mt.Alias] = sp.names[i]
+			t.Aliases[mt.Alias] = sp.metrics[i].name
 		}
 		if mt.Datatype != 0 {
-			t.Types[sp.names[i]] = mt.Datatype
+			t.Types[sp.metrics[i].name] = mt.Datatype
 		}
 	}
 	return t
