@@ -153,22 +153,26 @@ func wants(dt pb.DataType, what string, ok ...pb.DataType) error {
 // intValue reads int_value (width 32) or long_value (64): signed datatypes
 // as two's complement of their width, the rest unsigned.
 func intValue(bits uint64, width uint8, dt pb.DataType) (engine.SparkplugValue, error) {
-	v := engine.SparkplugValue{Kind: engine.SparkplugNumber, Bits: bits, Width: width}
+	var buf [24]byte
+	text, err := appendInt(buf[:0], bits, dt)
+	return engine.SparkplugValue{Kind: engine.SparkplugNumber, Bits: bits, Width: width, Text: string(text)}, err
+}
+
+// appendInt appends an integer's decimal text, read with dt, to dst.
+func appendInt(dst []byte, bits uint64, dt pb.DataType) ([]byte, error) {
 	switch dt {
 	case pb.DataType_Int8:
-		v.Text = strconv.FormatInt(int64(int8(bits)), 10)
+		return strconv.AppendInt(dst, int64(int8(bits)), 10), nil
 	case pb.DataType_Int16:
-		v.Text = strconv.FormatInt(int64(int16(bits)), 10)
+		return strconv.AppendInt(dst, int64(int16(bits)), 10), nil
 	case pb.DataType_Int32:
-		v.Text = strconv.FormatInt(int64(int32(bits)), 10)
+		return strconv.AppendInt(dst, int64(int32(bits)), 10), nil
 	case pb.DataType_Int64:
-		v.Text = strconv.FormatInt(int64(bits), 10)
+		return strconv.AppendInt(dst, int64(bits), 10), nil
 	case pb.DataType_Unknown, pb.DataType_UInt8, pb.DataType_UInt16, pb.DataType_UInt32, pb.DataType_UInt64, pb.DataType_DateTime:
-		v.Text = strconv.FormatUint(bits, 10)
-	default:
-		return v, fmt.Errorf("%w: datatype %s but an integer value", ErrValue, dt)
+		return strconv.AppendUint(dst, bits, 10), nil
 	}
-	return v, nil
+	return dst, fmt.Errorf("%w: datatype %s but an integer value", ErrValue, dt)
 }
 
 // floatValue writes a float in its shortest round-trip form; NaN and the

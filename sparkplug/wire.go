@@ -2,6 +2,7 @@ package sparkplug
 
 import (
 	"math"
+	"strconv"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -28,6 +29,11 @@ func decodeWire(b []byte) (engine.SparkplugPayload, bool) {
 		return engine.SparkplugPayload{}, false
 	}
 	out := engine.SparkplugPayload{Metrics: make([]engine.SparkplugMetric, 0, n)}
+	var (
+		textBuf [512]byte
+		spanBuf [16]wireSpans
+	)
+	t := wireText{buf: textBuf[:0], spans: spanBuf[:0]}
 	for len(b) > 0 {
 		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 {
@@ -51,7 +57,7 @@ func decodeWire(b []byte) (engine.SparkplugPayload, bool) {
 			if l < 0 {
 				return engine.SparkplugPayload{}, false
 			}
-			if !wireMetric(m, &out) {
+			if t, ok = wireMetric(m, &out, t); !ok {
 				return engine.SparkplugPayload{}, false
 			}
 			b = b[l:]
@@ -65,7 +71,32 @@ func decodeWire(b []byte) (engine.SparkplugPayload, bool) {
 			return engine.SparkplugPayload{}, false
 		}
 	}
+	t.place(out.Metrics)
 	return out, true
+}
+
+// wireText gathers the texts of a payload's metrics (names, strings and
+// numbers' decimals) in one buffer, made one string at the end: one
+// allocation a payload instead of one a metric.
+type wireText struct {
+	buf   []byte
+	spans []wireSpans // one per metric, in order
+}
+
+// wireSpans are where a metric's name and value text are in wireText.buf.
+type wireSpans struct{ name, text [2]int }
+
+// place sets the metrics' names and value texts from the buffer.
+func (t *wireText) place(ms []engine.SparkplugMetric) {
+	s := string(t.buf)
+	for i, sp := range t.spans {
+		if sp.name[1] > sp.name[0] {
+			ms[i].Name = s[sp.name[0]:sp.name[1]]
+		}
+		if sp.text[1] > sp.text[0] {
+			ms[i].Value.Text = s[sp.text[0]:sp.text[1]]
+		}
+	}
 }
 
 // countMetrics counts the payload's metrics fields, and reports whether
@@ -94,30 +125,33 @@ type wireValue struct {
 }
 
 // wireMetric reads one Metric message and appends it to out, as
-// DecodeSparkplug's loop does.
-func wireMetric(b []byte, out *engine.SparkplugPayload) bool {
+// DecodeSparkplug's loop does; its name and value text go to t. (t is
+// passed and returned by value, so that its buffers can stay on
+// decodeWire's stack.)
+func wireMetric(b []byte, out *engine.SparkplugPayload, t wireText) (wireText, bool) {
 	var (
 		m      engine.SparkplugMetric
+		name   []byte
 		val    wireValue
 		isNull bool
 	)
 	for len(b) > 0 {
 		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 {
-			return false
+			return t, false
 		}
 		b = b[l:]
 		switch {
 		case num == 1 || num == 15 || num == 16:
 			if typ != protowire.BytesType {
-				return false
+				return t, false
 			}
 			v, l := protowire.ConsumeBytes(b)
 			if l < 0 {
-				return false
+				return t, false
 			}
 			if num == 1 {
-				m.Name = string(v)
+				name = v
 			} else {
 				val = wireValue{field: num, bytes: v}
 			}
@@ -130,16 +164,16 @@ func wireMetric(b []byte, out *engine.SparkplugPayload) bool {
 			} else if num == 13 && typ == protowire.Fixed64Type {
 				v, l = protowire.ConsumeFixed64(b)
 			} else {
-				return false
+				return t, false
 			}
 			if l < 0 {
-				return false
+				return t, false
 			}
 			val, b = wireValue{field: num, bits: v}, b[l:]
 		case (num >= 2 && num <= 7 || num == 10 || num == 11 || num == 14) && typ == protowire.VarintType:
 			v, l := protowire.ConsumeVarint(b)
 			if l < 0 {
-				return false
+				return t, false
 			}
 			switch num {
 			case 2:
@@ -155,20 +189,28 @@ func wireMetric(b []byte, out *engine.SparkplugPayload) bool {
 			} // 5, 6: is_historical, is_transient, not read
 			b = b[l:]
 		default:
-			return false
+			return t, false
 		}
 	}
-	if !utf8.ValidString(m.Name) {
-		return false
+	if !utf8.Valid(name) {
+		return t, false
 	}
-	var err error
-	if m.Value, err = wireMetricValue(val, isNull, pb.DataType(m.Datatype)); err != nil {
-		return false
+	var (
+		sp  wireSpans
+		err error
+	)
+	sp.name[0] = len(t.buf)
+	t.buf = append(t.buf, name...)
+	sp.name[1] = len(t.buf)
+	if m.Value, t.buf, err = wireMetricValue(t.buf, val, isNull, pb.DataType(m.Datatype)); err != nil {
+		return t, false
 	}
-	if m.Name == "bdSeq" {
+	sp.text = [2]int{sp.name[1], len(t.buf)}
+	t.spans = append(t.spans, sp)
+	if string(name) == "bdSeq" {
 		v := m.Value
 		if v.Kind != engine.SparkplugNumber || v.Width == 0 {
-			return false
+			return t, false
 		}
 		out.BdSeq, out.HasBdSeq = v.Bits, true
 		if v.Width == 32 && m.Datatype == uint32(pb.DataType_Int32) {
@@ -176,27 +218,43 @@ func wireMetric(b []byte, out *engine.SparkplugPayload) bool {
 		}
 	}
 	out.Metrics = append(out.Metrics, m)
-	return true
+	return t, true
 }
 
-// wireMetricValue is metricValue on a value read from the wire.
-func wireMetricValue(v wireValue, isNull bool, dt pb.DataType) (engine.SparkplugValue, error) {
+// wireMetricValue is metricValue on a value read from the wire, but the
+// text of a number or a string is appended to text, not set.
+func wireMetricValue(text []byte, v wireValue, isNull bool, dt pb.DataType) (engine.SparkplugValue, []byte, error) {
 	if isNull || v.field == 0 {
-		return engine.SparkplugValue{Kind: engine.SparkplugNull}, nil
+		return engine.SparkplugValue{Kind: engine.SparkplugNull}, text, nil
 	}
+	var err error
 	switch v.field {
-	case 10:
-		return intValue(uint64(uint32(v.bits)), 32, dt)
-	case 11:
-		return intValue(v.bits, 64, dt)
-	case 12:
-		return floatValue(float64(math.Float32frombits(uint32(v.bits))), 32, dt)
-	case 13:
-		return floatValue(math.Float64frombits(v.bits), 64, dt)
+	case 10, 11:
+		val := engine.SparkplugValue{Kind: engine.SparkplugNumber, Bits: v.bits, Width: 64}
+		if v.field == 10 {
+			val.Bits, val.Width = uint64(uint32(v.bits)), 32
+		}
+		text, err = appendInt(text, val.Bits, dt)
+		return val, text, err
+	case 12, 13:
+		f, bits := math.Float64frombits(v.bits), 64
+		if v.field == 12 {
+			f, bits = float64(math.Float32frombits(uint32(v.bits))), 32
+		}
+		if err := wants(dt, "a floating-point", pb.DataType_Float, pb.DataType_Double); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			val, err := floatValue(f, bits, dt)
+			return val, text, err
+		}
+		return engine.SparkplugValue{Kind: engine.SparkplugNumber}, strconv.AppendFloat(text, f, 'g', -1, bits), nil
 	case 14:
-		return boolValue(protowire.DecodeBool(v.bits), dt)
+		val, err := boolValue(protowire.DecodeBool(v.bits), dt)
+		return val, text, err
 	case 15:
-		return stringValue(string(v.bytes), dt)
+		if err := wants(dt, "a string", pb.DataType_String, pb.DataType_Text, pb.DataType_UUID); err != nil || !utf8.Valid(v.bytes) {
+			val, err := stringValue(string(v.bytes), dt)
+			return val, text, err
+		}
+		return engine.SparkplugValue{Kind: engine.SparkplugString}, append(text, v.bytes...), nil
 	}
-	return unsupported(typeName(dt, "Bytes"), string(v.bytes)), nil
+	return unsupported(typeName(dt, "Bytes"), string(v.bytes)), text, nil
 }
