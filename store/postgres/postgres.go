@@ -95,6 +95,16 @@ var (
 	_ engine.StatsReporter     = (*Store)(nil)
 )
 
+// ApplicationName is the application_name the store's connections give
+// the server (pg_stat_activity shows it) when store.url sets none:
+// "replayguard" and the member id, if the handle writes as a member.
+func ApplicationName(member string) string {
+	if member == "" {
+		return "replayguard"
+	}
+	return "replayguard " + member
+}
+
 // Open connects to the server, checks that it is durable, creates or
 // migrates the schema and, with a member id, takes the member's lease and
 // starts the lease renewal and pruning tasks, which Close stops. A lease
@@ -114,6 +124,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		// of being parsed by the column's type.
 		return nil, fmt.Errorf("postgres store: store.url: default_query_exec_mode=exec types every argument as text, which the sql effects' numeric and boolean columns refuse; " +
 			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName(o.Member)
 	}
 	where := redacted(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

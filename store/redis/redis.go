@@ -134,6 +134,17 @@ var (
 	_ engine.StatsReporter     = (*Store)(nil)
 )
 
+// ClientName is the name the store's connections give the server (CLIENT
+// SETNAME; CLIENT LIST shows it) when store.url sets none: "replayguard" and
+// the member id, if the handle writes as a member. Redis names hold no
+// spaces: one in the member id becomes '_'.
+func ClientName(member string) string {
+	if member == "" {
+		return "replayguard"
+	}
+	return "replayguard-" + strings.ReplaceAll(member, " ", "_")
+}
+
 // Open connects to the server, checks that it is durable, creates or checks
 // the schema under the prefix and, for a member, takes its lease and starts
 // the lease renewal, pruning and lock release listening tasks, which Close
@@ -151,6 +162,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	// the update script too: a repeat of one that ran finds the chain head
 	// moved and writes nothing.
 	copt.ContextTimeoutEnabled = true
+	if copt.ClientName == "" {
+		copt.ClientName = ClientName(o.Member)
+	}
 	goredis.SetLogger(clientLog{o.Logger}) // the client's own complaints (dial failures) go where ours do
 	s := &Store{c: goredis.NewClient(copt), opts: o, k: newKeys(o.Prefix), url: redactURL(o.URL), member: o.Member, log: o.Logger}
 	if err := s.open(ctx); err != nil {
