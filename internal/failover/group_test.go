@@ -362,6 +362,7 @@ func (g *group) Resume() {
 func (g *group) Kill(d *daemon) {
 	g.t.Helper()
 	d.Kill()
+	waitDisconnected(g.t, d.setup, member(d))
 	g.from[d] = chainHead(g.t, d.setup, member(d))
 }
 
