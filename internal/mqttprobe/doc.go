@@ -15,6 +15,13 @@
 //
 //	v, err := mqttprobe.Negotiate(ctx, brokers, mqttprobe.Auto, opts)
 //
+// The CONNECT and the CONNACK's first two bytes are written and read here,
+// in a few lines, rather than through a client: the answer to probe is one
+// that neither paho library reads as a CONNACK of the version it asked for
+// (NATS answers MQTT 5 with a 3.1.1 CONNACK), and a reader of whole packets
+// would allocate whatever remaining length a non-MQTT listener's first
+// bytes happen to spell; this one reads at most 64 KiB of it.
+//
 // Negotiate and Probe are safe for concurrent use; they start no goroutine
 // that outlives them.
 package mqttprobe
