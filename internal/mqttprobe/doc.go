@@ -20,7 +20,8 @@
 // that neither paho library reads as a CONNACK of the version it asked for
 // (NATS answers MQTT 5 with a 3.1.1 CONNACK), and a reader of whole packets
 // would allocate whatever remaining length a non-MQTT listener's first
-// bytes happen to spell; this one reads at most 64 KiB of it.
+// bytes happen to spell; this one checks the CONNACK header and its
+// length, then reads two bytes.
 //
 // Negotiate and Probe are safe for concurrent use; they start no goroutine
 // that outlives them.
