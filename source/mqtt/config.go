@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/replayguard/replayguard/source/internal/consume"
@@ -29,10 +28,7 @@ const (
 )
 
 // Filter is one subscription.
-type Filter struct {
-	Topic string // MQTT topic filter, without any $share prefix
-	QoS   byte   // 1 or 2; QoS 0 is refused: it cannot be redelivered
-}
+type Filter = consume.Filter
 
 // Config configures a Consumer. Fields marked "required" have no default;
 // every other zero value means the default stated.
@@ -125,27 +121,8 @@ func (c *Config) setDefaults() {
 
 // Validate reports the first problem of a Config whose defaults are set.
 func (c *Config) Validate() error {
-	if len(c.Brokers) == 0 {
-		return fmt.Errorf("%w: no broker", ErrConfig)
-	}
-	for _, b := range c.Brokers {
-		if _, err := parseBroker(b); err != nil {
-			return err
-		}
-	}
-	if strings.TrimSpace(c.ClientID) == "" {
-		return fmt.Errorf("%w: empty client id: a persistent session needs a fixed one", ErrConfig)
-	}
-	if strings.ContainsAny(c.ShareGroup, "/+#") {
-		return fmt.Errorf("%w: share group %q contains /, + or #", ErrConfig, c.ShareGroup)
-	}
-	if len(c.Filters) == 0 {
-		return fmt.Errorf("%w: no topic filter", ErrConfig)
-	}
-	for _, f := range c.Filters {
-		if err := validFilter(f); err != nil {
-			return err
-		}
+	if err := consume.ValidSession(c.Brokers, c.ClientID, c.ShareGroup, c.Filters, ErrConfig); err != nil {
+		return err
 	}
 	if c.SessionExpiry < time.Second || c.SessionExpiry > math.MaxUint32*time.Second {
 		return fmt.Errorf("%w: session expiry %v outside 1s..2^32-1s", ErrConfig, c.SessionExpiry)
@@ -169,9 +146,6 @@ func (c *Config) Validate() error {
 }
 
 func parseBroker(s string) (*url.URL, error) { return consume.ParseBroker(s, ErrConfig) }
-
-// validFilter checks a topic filter and its QoS by the MQTT rules.
-func validFilter(f Filter) error { return consume.ValidFilter(f.Topic, f.QoS, ErrConfig) }
 
 // subscriptionTopic is the filter as subscribed: with the $share prefix
 // when the consumer is in a share group.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/replayguard/replayguard/source/internal/consume"
@@ -29,10 +28,7 @@ const (
 const stableAfter = time.Minute
 
 // Filter is one subscription.
-type Filter struct {
-	Topic string // MQTT topic filter, without any $share prefix
-	QoS   byte   // 1 or 2; QoS 0 is refused: it cannot be redelivered
-}
+type Filter = consume.Filter
 
 // Config configures a Consumer. Fields marked "required" have no default;
 // every other zero value means the default stated. MQTT 3.1.1 has no
@@ -111,27 +107,8 @@ func (c *Config) setDefaults() {
 
 // Validate reports the first problem of a Config whose defaults are set.
 func (c *Config) Validate() error {
-	if len(c.Brokers) == 0 {
-		return fmt.Errorf("%w: no broker", ErrConfig)
-	}
-	for _, b := range c.Brokers {
-		if _, err := parseBroker(b); err != nil {
-			return err
-		}
-	}
-	if strings.TrimSpace(c.ClientID) == "" {
-		return fmt.Errorf("%w: empty client id: a persistent session needs a fixed one", ErrConfig)
-	}
-	if strings.ContainsAny(c.ShareGroup, "/+#") {
-		return fmt.Errorf("%w: share group %q contains /, + or #", ErrConfig, c.ShareGroup)
-	}
-	if len(c.Filters) == 0 {
-		return fmt.Errorf("%w: no topic filter", ErrConfig)
-	}
-	for _, f := range c.Filters {
-		if err := validFilter(f); err != nil {
-			return err
-		}
+	if err := consume.ValidSession(c.Brokers, c.ClientID, c.ShareGroup, c.Filters, ErrConfig); err != nil {
+		return err
 	}
 	if c.KeepAlive < time.Second || c.KeepAlive > 65535*time.Second || c.KeepAlive%time.Second != 0 {
 		return fmt.Errorf("%w: keepalive %v is not a whole number of seconds from 1s to 65535s", ErrConfig, c.KeepAlive)
@@ -151,9 +128,6 @@ func (c *Config) Validate() error {
 }
 
 func parseBroker(s string) (*url.URL, error) { return consume.ParseBroker(s, ErrConfig) }
-
-// validFilter checks a topic filter and its QoS by the MQTT rules.
-func validFilter(f Filter) error { return consume.ValidFilter(f.Topic, f.QoS, ErrConfig) }
 
 // subscriptions are the filters as subscribed, by topic (two routes may
 // share one filter: the higher QoS wins), with the $share prefix in a

@@ -6,6 +6,41 @@ import (
 	"strings"
 )
 
+// Filter is one MQTT subscription of a consumer.
+type Filter struct {
+	Topic string // MQTT topic filter, without any $share prefix
+	QoS   byte   // 1 or 2; QoS 0 is refused: it cannot be redelivered
+}
+
+// ValidSession checks what both MQTT consumers need of a persistent
+// session: brokers, a fixed client id, a share group that is one topic
+// level, and valid filters. Its errors wrap errConfig.
+func ValidSession(brokers []string, clientID, shareGroup string, filters []Filter, errConfig error) error {
+	if len(brokers) == 0 {
+		return fmt.Errorf("%w: no broker", errConfig)
+	}
+	for _, b := range brokers {
+		if _, err := ParseBroker(b, errConfig); err != nil {
+			return err
+		}
+	}
+	if strings.TrimSpace(clientID) == "" {
+		return fmt.Errorf("%w: empty client id: a persistent session needs a fixed one", errConfig)
+	}
+	if strings.ContainsAny(shareGroup, "/+#") {
+		return fmt.Errorf("%w: share group %q contains /, + or #", errConfig, shareGroup)
+	}
+	if len(filters) == 0 {
+		return fmt.Errorf("%w: no topic filter", errConfig)
+	}
+	for _, f := range filters {
+		if err := ValidFilter(f.Topic, f.QoS, errConfig); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ParseBroker parses the URL of an MQTT broker, as both MQTT consumers
 // (5 and 3.1.1) take it. Its errors wrap errConfig, the caller's sentinel.
 func ParseBroker(s string, errConfig error) (*url.URL, error) {
