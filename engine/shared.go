@@ -229,17 +229,22 @@ func (e *Engine) Member() string { return e.member }
 // SharedStats are a shared store's counters since it was opened, for the
 // metrics (a shared store implements StatsReporter).
 type SharedStats struct {
-	Updates       uint64        // batches Update wrote
-	Retries       uint64        // decide calls repeated after another member won a race
-	Failures      uint64        // Update calls that returned an error
-	UpdateSeconds float64       // time spent in Update calls that wrote
-	Rows          uint64        // audit records written (batch sizes add up to it)
-	LockWaits     uint64        // waits for a row lock, where the store shows them
-	Durable       bool          // false when opened with a named durability opt-out
-	NotDurable    string        // the setting that makes it so, when !Durable
-	LastError     string        // the last Update or lease error, "" once one succeeds
-	LeaseExpires  time.Time     // when this member's lease ends unless renewed
-	LeaseTTL      time.Duration // how long a renewal holds the lease
+	Updates       uint64  // batches Update wrote
+	Retries       uint64  // decide calls repeated after another member won a race
+	Failures      uint64  // Update calls that returned an error
+	UpdateSeconds float64 // time spent in Update calls that wrote
+	Rows          uint64  // audit records written (batch sizes add up to it)
+	LockWaits     uint64  // waits for a row lock, where the store shows them
+	Durable       bool    // false when opened with a named durability opt-out
+	NotDurable    string  // the setting that makes it so, when !Durable
+	// AsyncReplication, when not empty, says how the store's server
+	// replicates without making a commit wait for a replica (accepted
+	// through store.allow_async_replication): a failover may lose
+	// acknowledged commits, which only the member's journal brings back.
+	AsyncReplication string
+	LastError        string        // the last Update or lease error, "" once one succeeds
+	LeaseExpires     time.Time     // when this member's lease ends unless renewed
+	LeaseTTL         time.Duration // how long a renewal holds the lease
 }
 
 // StatsReporter is implemented by shared stores.

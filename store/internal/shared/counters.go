@@ -19,6 +19,16 @@ type Counters struct {
 	mu      sync.Mutex
 	lastErr string
 	lease   time.Time
+	async   string
+}
+
+// Replicating records how the server replicates asynchronously, accepted
+// through store.allow_async_replication ("" when a commit waits for its
+// replicas, or there are none).
+func (c *Counters) Replicating(async string) {
+	c.mu.Lock()
+	c.async = async
+	c.mu.Unlock()
 }
 
 // Wrote counts an update that wrote rows audit records in d, and clears
@@ -70,5 +80,7 @@ func (c *Counters) Stats(notDurable string, leaseTTL time.Duration) engine.Share
 		LastError:     c.lastErr,
 		LeaseExpires:  c.lease,
 		LeaseTTL:      leaseTTL,
+
+		AsyncReplication: c.async,
 	}
 }
