@@ -31,6 +31,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		}
 	}
 	dec := e.decide(d, now, ref != 0)
+	if e.recovering {
+		dec.Reason = strings.TrimPrefix(dec.Reason+"; "+reasonRecovered, "; ")
+	}
 	if dec.Outcome.Effective() {
 		e.project(d, dec.version)
 		if d.sp != nil {
@@ -76,7 +79,10 @@ func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
 			c := src.clone()
 			src = &c
 		}
-		v := src.checkSequence(d, e.opts.SequenceSpan, e.opts.KeepEpochs, release)
+		// A delivery decided again from the journal was acknowledged: it
+		// is released from the below-window and old-epoch rules as an
+		// operator's release is (the key window still catches a copy).
+		v := src.checkSequence(d, e.opts.SequenceSpan, e.opts.KeepEpochs, release || e.recovering)
 		if refused && v.outcome.Effective() {
 			dec.Outcome, dec.Reason = Quarantined, refusal
 			return dec
@@ -231,7 +237,7 @@ func (e *Engine) held(ctx context.Context, id uint64) (QuarantineEntry, error) {
 func (e *Engine) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
 	now := e.opts.Now()
 	if e.shared != nil {
-		return e.update(ctx, e.reads(msgs, now), func() { fill(now) })
+		return e.update(ctx, e.reads(msgs, now), func() { fill(now) }, nil)
 	}
 	fill(now)
 	c := e.seal(ctx)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +42,15 @@ type Options struct {
 	// Sparkplug decodes the payloads of routes of kind sparkplug; required
 	// when there is one (package sparkplug has it). nil: none.
 	Sparkplug SparkplugDecoder
+	// Journal keeps, outside a shared store, the chain head and the
+	// deliveries of each commit, so that a store that fails over and
+	// comes back without them is found out and given them again (see
+	// Journal). nil: a loss is still found against the head in memory,
+	// but only an operator can accept it. Unused on a single-owner store.
+	Journal Journal
+	// StoreName names the store in messages about it (its kind and
+	// server). Default: its type.
+	StoreName string
 }
 
 // Observer hears about every durable commit.
@@ -120,6 +130,13 @@ type Engine struct {
 
 	headMu sync.Mutex
 	head   AuditHead // committed chain head
+
+	journal    Journal // nil: none, or a single-owner store
+	storeName  string
+	recovering bool // deciding lost batches again from the journal
+	lossMu     sync.Mutex
+	loss       *StoreLoss // a loss that stops deciding until recovered or accepted
+	lossStats  LossStats
 }
 
 type pending struct {
@@ -142,6 +159,11 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	e := &Engine{store: store, quar: quar, opts: opts, log: opts.Logger, maxPayload: opts.MaxPayload, ttl: opts.TTL}
 	if sh, ok := store.(SharedStore); ok {
 		e.shared, e.member, e.qbase = sh, sh.Member(), sh.QuarantineBase()
+		e.journal = opts.Journal
+	}
+	e.storeName = opts.StoreName
+	if e.storeName == "" {
+		e.storeName = fmt.Sprintf("%T", store)
 	}
 	names := map[string]bool{}
 	runner, _ := store.(SQLRunner)
@@ -168,8 +190,8 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		names[r.Name] = true
 		e.routes = append(e.routes, c)
 	}
-	if err := e.load(ctx); err != nil {
-		return nil, err
+	if err := e.load(ctx); err != nil && !errors.As(err, new(*StoreLoss)) {
+		return nil, err // a store loss leaves the engine stopped, not unopened: readiness says why
 	}
 	e.queue, e.stopped = make(chan *commitJob, 4), make(chan struct{})
 	go e.committer(e.queue)
@@ -209,14 +231,10 @@ func (o *Options) setDefaults() error {
 
 // load (re)builds the in-memory state from the store.
 func (e *Engine) load(ctx context.Context) error {
-	var snap *Snapshot
-	var err error
 	if e.shared != nil { // the store keeps the windows: only the chain head is this member's
-		snap = new(Snapshot)
-		snap.AuditHead, err = e.shared.Head(ctx)
-	} else {
-		snap, err = e.store.Load(ctx)
+		return e.loadShared(ctx)
 	}
+	snap, err := e.store.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("load store: %w", err)
 	}
@@ -240,6 +258,23 @@ func (e *Engine) load(ctx context.Context) error {
 	e.tail = snap.AuditHead
 	e.resetPending()
 	return nil
+}
+
+// loadShared reads this member's chain head from a shared store and
+// compares it with the one the member committed: a store that lost
+// commits is recovered, or stops the engine (the error is the
+// *StoreLoss).
+func (e *Engine) loadShared(ctx context.Context) error {
+	known := e.known() // before the head read here replaces the one in memory
+	head, err := e.shared.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("load store: %w", err)
+	}
+	e.keys = newKeyWindow(e.opts.MaxEntries, 0)
+	e.evicted = 0
+	e.sources = map[string]*SourceState{}
+	e.entities = map[string]*entity{}
+	return e.checkHead(ctx, head, known)
 }
 
 func (e *Engine) resetPending() {
@@ -385,6 +420,11 @@ func (e *Engine) commitOne(c *commitJob) error {
 func (e *Engine) ready(ctx context.Context) error {
 	if e.closed {
 		return ErrClosed
+	}
+	if l := e.Loss(); l != nil {
+		if err := e.retryLoss(ctx, l); err != nil {
+			return err
+		}
 	}
 	if !e.reload.Swap(false) {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -100,7 +101,7 @@ func (e *Engine) submitShared(ctx context.Context, msgs []Message) ([]Decision, 
 		for i := range msgs {
 			out[i] = e.decideOne(&msgs[i], now, 0, "")
 		}
-	})
+	}, msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +143,10 @@ func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 }
 
 // update has the shared store read r's rows, fills the pending batch by
-// deciding on them (fill) and has the store write it. Called with e.mu held.
-func (e *Engine) update(ctx context.Context, r *Reads, fill func()) error {
+// deciding on them (fill) and has the store write it, then journals the
+// batch with the deliveries it decided (msgs; nil for an operator's
+// action). Called with e.mu held.
+func (e *Engine) update(ctx context.Context, r *Reads, fill func(), msgs []Message) error {
 	start := e.tail
 	var b *Batch
 	err := e.shared.Update(ctx, r, func(rows *Rows) (*Batch, error) {
@@ -166,7 +169,26 @@ func (e *Engine) update(ctx context.Context, r *Reads, fill func()) error {
 	e.headMu.Lock()
 	e.head = e.tail
 	e.headMu.Unlock()
+	jerr := e.journalBatch(b, msgs)
 	e.observe(b)
+	return jerr
+}
+
+// journalBatch appends a committed batch to the journal. Its deliveries
+// are not acknowledged when it fails (the caller passes them again and
+// finds them duplicates): only what the journal holds is acknowledged.
+func (e *Engine) journalBatch(b *Batch, msgs []Message) error {
+	if e.journal == nil || len(b.Audit) == 0 {
+		return nil
+	}
+	je := JournalEntry{Kind: JournalBatch, Head: e.tail, First: b.Audit[0].Position, Time: e.opts.Now(), Messages: msgs}
+	if len(msgs) == 0 {
+		je.Action = b.Audit[0].Outcome
+	}
+	if err := e.journal.Append(je); err != nil {
+		e.log.Error("journal append failed: the batch is committed but not acknowledged", "err", err)
+		return fmt.Errorf("journal: %w", err)
+	}
 	return nil
 }
 

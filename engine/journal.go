@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Journal keeps, outside a shared store, what this member committed to it:
+// the chain head after each commit (the witness a store that failed over
+// is compared with) and the deliveries each batch decided, so that a
+// store that comes back without some of them can be given them again
+// (DESIGN.md, "A store that fails over"). Package journal has one on a
+// local directory.
+//
+// The engine calls Append after each commit to the store and before the
+// commit's caller hears of it (so before any delivery is acknowledged),
+// from one goroutine at a time; Last and Replay may be called between
+// Appends, never during one.
+type Journal interface {
+	// Append writes e durably: when it returns nil, e survives a crash of
+	// this process and of the machine.
+	Append(e JournalEntry) error
+	// Last returns the newest batch entry (zero when there is none) and,
+	// when a recovery was started and never finished, its start marker.
+	Last() (last JournalEntry, recovering *JournalEntry)
+	// Replay calls fn, in append order, for every batch appended after the
+	// newest batch whose Head is after; when no batch has that head, for
+	// every batch appended after the newest one at or below after's
+	// position (taking a few too many is safe: they are decided again as
+	// duplicates). Markers are skipped. uncovered is the part of the chain
+	// above after that the journal no longer holds (trimmed by its
+	// retention, or written before it existed); it is empty when the
+	// journal reaches down to after. fn nil only computes uncovered.
+	Replay(after AuditHead, fn func(JournalEntry) error) (uncovered Span, err error)
+}
+
+// JournalEntry is one record of a Journal: a committed batch, or a
+// recovery's start or end marker.
+type JournalEntry struct {
+	Kind JournalKind
+	// Head is the chain head after the batch; for a marker, the store's
+	// head the recovery starts from.
+	Head AuditHead
+	// First is the position of the batch's first record.
+	First uint64
+	Time  time.Time
+	// Messages are the deliveries the batch decided, in order (Topic,
+	// Payload, Dup, Broker, Invalid); none for an operator's action.
+	Messages []Message
+	// Action is, for a batch that decided no delivery, the outcome of its
+	// first record: "discarded", "released", a forward review, or the
+	// member's own "recovered" and "loss_accepted".
+	Action string
+	// Lost is, for a recovery's start marker, the head the member had
+	// committed before the store lost part of it.
+	Lost AuditHead
+}
+
+// JournalKind says what a JournalEntry records.
+type JournalKind uint8
+
+// The journal's entry kinds.
+const (
+	JournalBatch         JournalKind = iota + 1 // a committed batch
+	JournalRecoveryStart                        // deciding lost batches again began
+	JournalRecoveryDone                         // ... and ended: every lost batch has a new decision
+)
+
+// Span is an inclusive range of audit positions; empty when From > To,
+// and when To is 0 (positions start at 1), so its zero value is empty.
+type Span struct{ From, To uint64 }
+
+// Empty reports whether s holds no position.
+func (s Span) Empty() bool { return s.From > s.To || s.To == 0 }
+
+// Len is how many positions s holds.
+func (s Span) Len() uint64 {
+	if s.Empty() {
+		return 0
+	}
+	return s.To - s.From + 1
+}
+
+func (s Span) String() string {
+	switch {
+	case s.Empty():
+		return "none"
+	case s.From == s.To:
+		return fmt.Sprint(s.From)
+	}
+	return fmt.Sprintf("%d..%d", s.From, s.To)
+}
+
+// ErrStoreBehind is returned, while the loss is not recovered, for every
+// batch a member is given after it found its shared store without commits
+// it had made (a failover to a replica that had not received them). The
+// member decides and acknowledges nothing meanwhile.
+var ErrStoreBehind = errors.New("replayguard: the store lost commits this member made and acknowledged")
+
+// StoreLoss is a detected loss of this member's commits: the chain
+// positions the store no longer holds, and what of them no journal covers.
+type StoreLoss struct {
+	Store    string    // the store, as its handle names it
+	Member   string    // whose chain
+	Lost     Span      // positions committed, acknowledged, and no longer in the store
+	Head     AuditHead // the store's head of the member's chain when it was found
+	Known    AuditHead // the head this member had committed
+	Forked   bool      // the store holds another record at Known.Position: its chain forked
+	Detected time.Time
+	// Uncovered are the lost positions no journal holds: they can only be
+	// accepted by an operator (AcceptLoss). Empty when the journal covers
+	// the whole loss, which is then recovered without anyone.
+	Uncovered Span
+	// Reason is why recovery has not happened yet, when it has not: the
+	// error that stopped it.
+	Reason string
+
+	from AuditHead // the journal is replayed after this head
+}
+
+func (l *StoreLoss) Error() string {
+	what := fmt.Sprintf("the %s store holds member %q's chain up to position %d, but this member committed up to %d: positions %s were acknowledged and lost",
+		l.Store, l.Member, l.Head.Position, l.Known.Position, l.Lost)
+	if l.Forked {
+		what = fmt.Sprintf("the %s store holds another record at position %d of member %q's chain than the one this member committed: the chain forked (a store that lost commits was written on)",
+			l.Store, l.Known.Position, l.Member)
+	}
+	switch {
+	case !l.Uncovered.Empty():
+		what += fmt.Sprintf("; positions %s cannot be recovered (no journal holds them): an operator accepts the loss with `replayguard store accept-loss --operator NAME`", l.Uncovered)
+	case l.Reason != "":
+		what += "; recovery from the journal failed: " + l.Reason
+	}
+	return what
+}
+
+// Unwrap makes a StoreLoss an ErrStoreBehind.
+func (l *StoreLoss) Unwrap() error { return ErrStoreBehind }

@@ -1,0 +1,349 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Audit outcomes of what a member does about a store that lost its
+// commits: the recovery from its journal, and an operator's acceptance of
+// what no journal held.
+const (
+	OutcomeRecovered    = "recovered"
+	OutcomeLossAccepted = "loss_accepted"
+)
+
+// reasonRecovered ends the reason of every decision made again from the
+// journal.
+const reasonRecovered = "recovered from the journal: the store had lost it"
+
+// LossStats count what this engine found and did about store losses.
+type LossStats struct {
+	Detected  uint64 // losses found (a store head behind the journal's, or forked)
+	Recovered uint64 // deliveries decided again from the journal
+	Accepted  uint64 // losses an operator accepted
+}
+
+// Loss returns the store loss that keeps this member from deciding, or nil.
+func (e *Engine) Loss() *StoreLoss {
+	e.lossMu.Lock()
+	defer e.lossMu.Unlock()
+	if e.loss == nil {
+		return nil
+	}
+	l := *e.loss
+	return &l
+}
+
+// LossStats returns the store-loss counters.
+func (e *Engine) LossStats() LossStats {
+	e.lossMu.Lock()
+	defer e.lossMu.Unlock()
+	return e.lossStats
+}
+
+func (e *Engine) setLoss(l *StoreLoss) {
+	e.lossMu.Lock()
+	e.loss = l
+	e.lossMu.Unlock()
+}
+
+// CheckStore compares the shared store's head of this member's chain with
+// the one it committed and, when the store lost commits, recovers them
+// from the journal before it returns; run calls it every few seconds, so
+// that a member with nothing to decide finds a failover too. It returns
+// the loss while one keeps the member from deciding; nil on a
+// single-owner store.
+func (e *Engine) CheckStore(ctx context.Context) error {
+	if e.shared == nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	head, err := e.shared.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("read the store's chain head: %w", err)
+	}
+	if l := e.Loss(); l != nil {
+		return e.recoverLoss(ctx, l, head)
+	}
+	e.headMu.Lock()
+	same := e.head == head
+	e.headMu.Unlock()
+	if same && !e.reload.Load() {
+		return nil
+	}
+	return e.checkHead(ctx, head, e.known())
+}
+
+// retryLoss tries again to recover the loss that stops this member, on the
+// store's current head. Called with e.mu held before deciding.
+func (e *Engine) retryLoss(ctx context.Context, l *StoreLoss) error {
+	head, err := e.shared.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("%w (and reading the store's chain head again: %v)", l, err)
+	}
+	return e.recoverLoss(ctx, l, head)
+}
+
+// known is the head this member committed and had acknowledged: the
+// journal's, or without one the committed head in memory.
+func (e *Engine) known() AuditHead {
+	if e.journal != nil {
+		last, _ := e.journal.Last()
+		return last.Head
+	}
+	e.headMu.Lock()
+	defer e.headMu.Unlock()
+	return e.head
+}
+
+// checkHead compares the store's head with known, the one this member
+// committed, and makes the store's head the engine's when it holds
+// everything; otherwise it recovers the loss. Called with e.mu held.
+func (e *Engine) checkHead(ctx context.Context, head, known AuditHead) error {
+	if e.journal != nil {
+		if _, pending := e.journal.Last(); pending != nil {
+			// A recovery that did not finish (a crash during it): decide
+			// again everything from where it began.
+			l := &StoreLoss{Store: e.storeName, Member: e.member, Head: head, Known: pending.Lost,
+				Lost: Span{From: pending.Head.Position + 1, To: pending.Lost.Position}, Detected: e.opts.Now(), from: pending.Head}
+			e.noteLoss(l, "a recovery from the journal did not finish: resuming it")
+			return e.recoverLoss(ctx, l, head)
+		}
+	}
+	l, err := e.compare(ctx, head, known)
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		e.rebase(head)
+		return nil
+	}
+	e.noteLoss(l, "the store lost commits this member acknowledged: deciding and acknowledging stop until they are recovered")
+	return e.recoverLoss(ctx, l, head)
+}
+
+// compare returns the loss when the store's head is behind known, or the
+// store holds another record at known's position; nil when it holds
+// everything known names.
+func (e *Engine) compare(ctx context.Context, head, known AuditHead) (*StoreLoss, error) {
+	l := &StoreLoss{Store: e.storeName, Member: e.member, Head: head, Known: known, Detected: e.opts.Now(), from: head}
+	switch {
+	case known.Position == 0:
+		return nil, nil
+	case head.Position < known.Position:
+		l.Lost = Span{From: head.Position + 1, To: known.Position}
+		return l, nil
+	case head.Position == known.Position:
+		if head.Hash == known.Hash {
+			return nil, nil
+		}
+	default: // ahead: commits whose journal append never returned (never acknowledged); the record at known must be known's
+		rec, err := e.recordAt(ctx, known.Position)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Hash == known.Hash {
+			return nil, nil
+		}
+	}
+	l.Forked = true
+	l.Lost = Span{From: known.Position, To: known.Position}
+	l.Uncovered = l.Lost
+	return l, nil
+}
+
+// recordAt reads this member's record at pos from the store.
+func (e *Engine) recordAt(ctx context.Context, pos uint64) (AuditRecord, error) {
+	cs, ok := e.store.(ChainScanner)
+	if !ok {
+		return AuditRecord{}, fmt.Errorf("%w: store %T cannot read a member's chain", ErrConfig, e.store)
+	}
+	var rec AuditRecord
+	stop := errors.New("stop")
+	err := cs.ScanChain(ctx, e.member, pos, func(r AuditRecord) error { rec = r; return stop })
+	switch {
+	case errors.Is(err, stop) && rec.Position == pos:
+		return rec, nil
+	case err == nil || errors.Is(err, stop):
+		return AuditRecord{}, fmt.Errorf("the store holds no record at position %d of member %q's chain, below its head", pos, e.member)
+	}
+	return AuditRecord{}, fmt.Errorf("read position %d of member %q's chain: %w", pos, e.member, err)
+}
+
+// noteLoss makes l the loss that stops this member and says so.
+func (e *Engine) noteLoss(l *StoreLoss, what string) {
+	e.lossMu.Lock()
+	if e.loss == nil {
+		e.lossStats.Detected++
+	}
+	e.loss = l
+	e.lossMu.Unlock()
+	e.log.Error(what, "store", l.Store, "member", l.Member, "lost", l.Lost.String(), "store_head", l.Head.Position,
+		"committed_head", l.Known.Position, "forked", l.Forked)
+}
+
+// recoverLoss decides the lost batches again from the journal on the
+// store, whose head is head, when the journal holds all of them; audits
+// the recovery and clears the loss. Otherwise, or when recovery fails, it
+// returns the loss: the member stays stopped. Called with e.mu held.
+func (e *Engine) recoverLoss(ctx context.Context, l *StoreLoss, head AuditHead) error {
+	if e.journal == nil {
+		l.Uncovered = l.Lost
+	}
+	if l.Forked || !l.Uncovered.Empty() {
+		e.setLoss(l)
+		return l
+	}
+	uncovered, err := e.journal.Replay(l.from, nil)
+	if err != nil {
+		return e.recoveryFailed(l, err)
+	}
+	uncovered.To = min(uncovered.To, l.Lost.To)
+	if !uncovered.Empty() {
+		l.Uncovered = uncovered
+		e.setLoss(l)
+		e.log.Error("the journal does not hold every lost position: an operator must accept the loss of the rest",
+			"store", l.Store, "member", l.Member, "uncovered", uncovered.String(), "lost", l.Lost.String())
+		return l
+	}
+	e.rebase(head)
+	return e.replayJournal(ctx, l, "")
+}
+
+// replayJournal decides again every batch the journal holds after l.from,
+// on the store at the engine's head, then audits the recovery. Called with
+// e.mu held.
+func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss, accepted string) error {
+	if err := e.journal.Append(JournalEntry{Kind: JournalRecoveryStart, Head: l.from, Lost: l.Known, Time: e.opts.Now()}); err != nil {
+		return e.recoveryFailed(l, err)
+	}
+	var n int
+	var outcomes [numOutcomes]int
+	var actions []string
+	first := e.tail.Position + 1
+	e.recovering = true
+	_, err := e.journal.Replay(l.from, func(je JournalEntry) error {
+		if len(je.Messages) == 0 {
+			if je.Action != OutcomeRecovered && je.Action != OutcomeLossAccepted {
+				actions = append(actions, je.Action) // an operator's: not a delivery to decide again
+			}
+			return nil
+		}
+		out, err := e.submitShared(ctx, je.Messages)
+		if err != nil {
+			return err
+		}
+		n += len(out)
+		for _, d := range out {
+			outcomes[d.Outcome]++
+		}
+		return nil
+	})
+	e.recovering = false
+	if err != nil {
+		return e.recoveryFailed(l, err)
+	}
+	what := fmt.Sprintf("the %s store lost positions %s of member %q's chain (its head was %d, the member had committed up to %d); %d deliveries decided again from the journal at positions %s: %d applied, %d applied late, %d duplicate, %d held",
+		l.Store, l.Lost, l.Member, l.Head.Position, l.Known.Position, n, Span{From: first, To: e.tail.Position},
+		outcomes[Applied], outcomes[AppliedLate], outcomes[Duplicate], outcomes[Conflict]+outcomes[Quarantined]+outcomes[Malformed])
+	if len(actions) > 0 {
+		what += fmt.Sprintf("; %d lost operator actions (%s) are not deliveries and were not redone: do them again", len(actions), strings.Join(actions, ", "))
+	}
+	if accepted != "" {
+		what += "; " + accepted
+	}
+	err = e.update(ctx, &Reads{}, func() {
+		r := AuditRecord{Time: e.opts.Now().UTC(), Outcome: OutcomeRecovered, Reason: what}
+		e.appendAudit(&r)
+	}, nil)
+	if err == nil {
+		err = e.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: e.tail, Time: e.opts.Now()})
+	}
+	if err != nil {
+		return e.recoveryFailed(l, err)
+	}
+	e.lossMu.Lock()
+	e.loss = nil
+	e.lossStats.Recovered += uint64(n)
+	e.lossMu.Unlock()
+	e.log.Info("recovered what the store lost from the journal; deciding again", "store", l.Store, "member", l.Member,
+		"lost", l.Lost.String(), "deliveries", n, "applied", outcomes[Applied]+outcomes[AppliedLate], "duplicate", outcomes[Duplicate])
+	return nil
+}
+
+// rebase makes head the engine's committed head: the member's chain
+// continues from the store's. Called with e.mu held.
+func (e *Engine) rebase(head AuditHead) {
+	e.headMu.Lock()
+	e.head = head
+	e.headMu.Unlock()
+	e.tail = head
+	e.resetPending()
+}
+
+// recoveryFailed keeps the loss with why recovery stopped; the next batch
+// or check tries again.
+func (e *Engine) recoveryFailed(l *StoreLoss, err error) error {
+	l.Reason = err.Error()
+	e.setLoss(l)
+	e.log.Error("recovery from the journal failed; trying again with the next batch", "store", l.Store, "member", l.Member, "err", err)
+	return l
+}
+
+// AcceptLoss is an operator's acceptance of the loss that stops this
+// member: what no journal holds is gone. It writes an audit record naming
+// the lost positions and the operator, decides again what the journal does
+// hold, and lets the member decide again. operator is required.
+func (e *Engine) AcceptLoss(ctx context.Context, operator string) (StoreLoss, error) {
+	if operator == "" {
+		return StoreLoss{}, fmt.Errorf("%w: accepting a loss needs the operator's name", ErrConfig)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := e.Loss()
+	if l == nil {
+		return StoreLoss{}, ErrNoLoss
+	}
+	head, err := e.shared.Head(ctx)
+	if err != nil {
+		return *l, fmt.Errorf("read the store's chain head: %w", err)
+	}
+	e.rebase(head)
+	gone := l.Uncovered
+	if gone.Empty() {
+		gone = l.Lost
+	}
+	why := fmt.Sprintf("the %s store lost positions %s of member %q's chain (committed up to %d, the store's head was %d); positions %s are in no journal and are accepted as lost",
+		l.Store, l.Lost, l.Member, l.Known.Position, l.Head.Position, gone)
+	if l.Forked {
+		why = fmt.Sprintf("the %s store holds another record than member %q committed at position %d of its chain (a fork); the store's chain up to its head %d is accepted as the member's",
+			l.Store, l.Member, l.Known.Position, head.Position)
+	}
+	err = e.update(ctx, &Reads{}, func() {
+		r := AuditRecord{Time: e.opts.Now().UTC(), Outcome: OutcomeLossAccepted, Reason: why, Operator: operator}
+		e.appendAudit(&r)
+	}, nil)
+	if err != nil {
+		return *l, err
+	}
+	e.lossMu.Lock()
+	e.lossStats.Accepted++
+	e.lossMu.Unlock()
+	e.log.Warn("an operator accepted a store loss", "operator", operator, "store", l.Store, "member", l.Member, "lost", gone.String())
+	if e.journal == nil {
+		e.setLoss(nil)
+		return *l, nil
+	}
+	l.Uncovered, l.Forked = Span{From: 1}, false
+	return *l, e.replayJournal(ctx, l, fmt.Sprintf("positions %s accepted as lost by %s", gone, operator))
+}
+
+// ErrNoLoss is returned by AcceptLoss when no store loss stops the member.
+var ErrNoLoss = errors.New("replayguard: no store loss to accept: the store holds every commit this member made")

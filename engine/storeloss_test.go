@@ -1,0 +1,229 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/replayguard/replayguard/audit"
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/journal"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+// lossFeed is a meter reading (id route) and an incident update (sequenced)
+// per message number.
+func lossFeed(i int) []engine.Message {
+	return []engine.Message{
+		{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r-%d","kwh":0.25}`, i)},
+		{Topic: "incidents/7", Payload: fmt.Appendf(nil, `{"agency":"fd","source_id":"e7","sequence":%d,"boot_id":1,"incident_id":7,"casualty_delta":1}`, i)},
+	}
+}
+
+type lossGroup struct {
+	t  *testing.T
+	g  *memory.Group
+	m  *memory.Member
+	j  *journal.Journal
+	e  *engine.Engine
+	jd string
+}
+
+func newLossGroup(t *testing.T, withJournal bool) *lossGroup {
+	t.Helper()
+	lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
+	lg.open(withJournal)
+	return lg
+}
+
+func (lg *lossGroup) open(withJournal bool) {
+	lg.t.Helper()
+	var err error
+	if lg.m, err = lg.g.Open("m1"); err != nil {
+		lg.t.Fatal(err)
+	}
+	opts := engine.Options{Routes: []engine.Route{incidentRoute, meterRoute}, StoreName: "memory"}
+	if withJournal {
+		if lg.j, err = journal.Open(lg.jd, journal.Options{}); err != nil {
+			lg.t.Fatal(err)
+		}
+		opts.Journal = lg.j
+	}
+	if lg.e, err = engine.New(context.Background(), lg.m, opts); err != nil {
+		lg.t.Fatal(err)
+	}
+	lg.t.Cleanup(lg.close)
+}
+
+func (lg *lossGroup) close() {
+	lg.e.Close()
+	lg.m.Close()
+	if lg.j != nil {
+		lg.j.Close()
+	}
+}
+
+func (lg *lossGroup) feed(from, to int) error {
+	for i := from; i <= to; i++ {
+		if _, err := lg.e.Process(context.Background(), lossFeed(i)); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// check asserts the group's state is exactly messages 1..n applied once
+// and every chain verifies.
+func (lg *lossGroup) check(n int) {
+	lg.t.Helper()
+	ctx := context.Background()
+	st, err := lg.e.ReadState(ctx)
+	if err != nil {
+		lg.t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range st {
+		for f, v := range s.Fields {
+			got[s.Name+"."+f] = v.Num
+		}
+	}
+	kwh := fmt.Sprintf("%g", 0.25*float64(n))
+	if got["meter/m1.kwh"] != kwh || got["incident/7.casualties"] != fmt.Sprint(n) {
+		lg.t.Fatalf("state %v: want %s kWh and %d casualties", got, kwh, n)
+	}
+	if _, err := audit.VerifyChains(ctx, lg.m); err != nil {
+		lg.t.Fatalf("chains: %v", err)
+	}
+}
+
+func TestAStoreThatFailsOverWithoutTheLastCommitsIsGivenThemBackFromTheJournal(t *testing.T) {
+	lg := newLossGroup(t, true)
+	if err := lg.feed(1, 20); err != nil {
+		t.Fatal(err)
+	}
+	replica := lg.g.Checkpoint() // the replica stops receiving here
+	if err := lg.feed(21, 50); err != nil {
+		t.Fatal(err)
+	}
+	lg.g.FailOver(replica)
+
+	// The next batch finds the store behind: it fails, nothing of it is
+	// acknowledged, and the one after it recovers first.
+	err := lg.feed(51, 51)
+	if err == nil {
+		t.Fatal("the first batch after the failover committed on a store that had lost 60 records")
+	}
+	if err := lg.feed(51, 60); err != nil {
+		t.Fatal(err)
+	}
+	lg.check(60)
+	if s := lg.e.LossStats(); s.Detected != 1 || s.Recovered != 60 || lg.e.Loss() != nil {
+		t.Fatalf("loss stats %+v, loss %v: want 1 detected, 60 deliveries recovered, none left", s, lg.e.Loss())
+	}
+	var recovered []engine.AuditRecord
+	if err := lg.m.ScanChain(context.Background(), "m1", 1, func(r engine.AuditRecord) error {
+		if r.Outcome == engine.OutcomeRecovered {
+			recovered = append(recovered, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(recovered) != 1 || recovered[0].Reason == "" {
+		t.Fatalf("recovery records %+v: want one naming the range", recovered)
+	}
+	t.Log(recovered[0].Reason)
+}
+
+func TestAnIdleMemberFindsTheLossWhenItChecksTheStore(t *testing.T) {
+	lg := newLossGroup(t, true)
+	if err := lg.feed(1, 5); err != nil {
+		t.Fatal(err)
+	}
+	replica := lg.g.Checkpoint()
+	if err := lg.feed(6, 9); err != nil {
+		t.Fatal(err)
+	}
+	lg.g.FailOver(replica)
+	if err := lg.e.CheckStore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lg.check(9)
+	if err := lg.e.CheckStore(context.Background()); err != nil {
+		t.Fatalf("a second check after the recovery: %v", err)
+	}
+}
+
+func TestAMemberRestartedAfterTheFailoverRecoversFromItsJournalAtStart(t *testing.T) {
+	lg := newLossGroup(t, true)
+	if err := lg.feed(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	replica := lg.g.Checkpoint()
+	if err := lg.feed(11, 30); err != nil {
+		t.Fatal(err)
+	}
+	lg.close() // killed with the store
+	lg.g.FailOver(replica)
+	lg.open(true)
+	if l := lg.e.Loss(); l != nil {
+		t.Fatalf("after start: %v", l)
+	}
+	lg.check(30)
+	if err := lg.feed(31, 35); err != nil {
+		t.Fatal(err)
+	}
+	lg.check(35)
+}
+
+func TestALossNoJournalHoldsStopsTheMemberUntilAnOperatorAcceptsIt(t *testing.T) {
+	lg := newLossGroup(t, false)
+	if err := lg.feed(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	replica := lg.g.Checkpoint()
+	if err := lg.feed(11, 12); err != nil {
+		t.Fatal(err)
+	}
+	lg.g.FailOver(replica)
+	err := lg.e.CheckStore(context.Background())
+	var l *engine.StoreLoss
+	if !errors.As(err, &l) || !errors.Is(err, engine.ErrStoreBehind) {
+		t.Fatalf("CheckStore = %v, want the loss", err)
+	}
+	if l.Lost != (engine.Span{From: 21, To: 24}) || l.Uncovered != l.Lost {
+		t.Fatalf("loss %+v: want positions 21..24 lost and uncovered", l)
+	}
+	for range 2 {
+		if _, err := lg.e.Process(context.Background(), lossFeed(13)); !errors.Is(err, engine.ErrStoreBehind) {
+			t.Fatalf("Process while stopped = %v, want ErrStoreBehind", err)
+		}
+	}
+	if _, err := lg.e.AcceptLoss(context.Background(), ""); err == nil {
+		t.Fatal("AcceptLoss without an operator was taken")
+	}
+	if _, err := lg.e.AcceptLoss(context.Background(), "duty officer"); err != nil {
+		t.Fatal(err)
+	}
+	if lg.e.Loss() != nil {
+		t.Fatalf("still stopped: %v", lg.e.Loss())
+	}
+	if err := lg.feed(13, 14); err != nil {
+		t.Fatal(err)
+	}
+	// Messages 11 and 12 are gone for good: the state says so exactly.
+	var accepted *engine.AuditRecord
+	err = lg.m.ScanChain(context.Background(), "m1", 1, func(r engine.AuditRecord) error {
+		if r.Outcome == engine.OutcomeLossAccepted {
+			accepted = &r
+		}
+		return nil
+	})
+	if err != nil || accepted == nil || accepted.Operator != "duty officer" {
+		t.Fatalf("acceptance record %+v, %v: want one naming the operator", accepted, err)
+	}
+	if _, err := lg.e.AcceptLoss(context.Background(), "duty officer"); !errors.Is(err, engine.ErrNoLoss) {
+		t.Fatalf("a second AcceptLoss = %v, want ErrNoLoss", err)
+	}
+}

@@ -1,0 +1,157 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// A record on disk is a frame: 4 bytes little-endian length of the body, 4
+// bytes CRC-32C of the body, then the body:
+//
+//	version 1 byte | kind 1 byte | time unix nanos varint
+//	head position uvarint | head hash 32 bytes | first uvarint
+//	lost position uvarint | lost hash 32 bytes
+//	messages uvarint, each: topic, payload, broker, invalid (uvarint length + bytes), dup 1 byte
+//	action (uvarint length + bytes)
+//
+// A frame cut short or whose CRC does not match ends the segment: it is the
+// torn tail of an append that never returned.
+const (
+	frameHeader   = 8
+	recordVersion = 1
+	maxFrame      = 1 << 30
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var errCorrupt = errors.New("journal record does not decode")
+
+// appendFrame encodes e as one frame after buf.
+func appendFrame(buf []byte, e *engine.JournalEntry) []byte {
+	start := len(buf)
+	buf = append(buf, make([]byte, frameHeader)...)
+	buf = append(buf, recordVersion, byte(e.Kind))
+	buf = binary.AppendVarint(buf, e.Time.UnixNano())
+	buf = binary.AppendUvarint(buf, e.Head.Position)
+	buf = append(buf, e.Head.Hash[:]...)
+	buf = binary.AppendUvarint(buf, e.First)
+	buf = binary.AppendUvarint(buf, e.Lost.Position)
+	buf = append(buf, e.Lost.Hash[:]...)
+	buf = binary.AppendUvarint(buf, uint64(len(e.Messages)))
+	for i := range e.Messages {
+		m := &e.Messages[i]
+		buf = appendBytes(buf, m.Topic)
+		buf = appendBytes(buf, string(m.Payload))
+		buf = appendBytes(buf, m.Broker)
+		buf = appendBytes(buf, m.Invalid)
+		dup := byte(0)
+		if m.Dup {
+			dup = 1
+		}
+		buf = append(buf, dup)
+	}
+	buf = appendBytes(buf, e.Action)
+	body := buf[start+frameHeader:]
+	binary.LittleEndian.PutUint32(buf[start:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(buf[start+4:], crc32.Checksum(body, castagnoli))
+	return buf
+}
+
+func appendBytes(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+// decodeBody decodes a frame's body; with messages false it skips them
+// (the index needs only the head).
+func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
+	d := decoder{b: b}
+	var e engine.JournalEntry
+	if v := d.byte(); v != recordVersion {
+		return e, errCorrupt
+	}
+	e.Kind = engine.JournalKind(d.byte())
+	e.Time = time.Unix(0, d.varint())
+	e.Head.Position = d.uvarint()
+	d.hash(&e.Head.Hash)
+	e.First = d.uvarint()
+	e.Lost.Position = d.uvarint()
+	d.hash(&e.Lost.Hash)
+	n := d.uvarint()
+	if messages && d.err == nil && n <= uint64(len(b)) {
+		e.Messages = make([]engine.Message, n)
+		for i := range e.Messages {
+			m := &e.Messages[i]
+			m.Topic = string(d.bytes())
+			m.Payload = d.bytes()
+			m.Broker = string(d.bytes())
+			m.Invalid = string(d.bytes())
+			m.Dup = d.byte() == 1
+		}
+		e.Action = string(d.bytes())
+	}
+	if d.err != nil || e.Kind < engine.JournalBatch || e.Kind > engine.JournalRecoveryDone {
+		return e, errCorrupt
+	}
+	return e, nil
+}
+
+// decoder reads a body, remembering the first error.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.err = errCorrupt
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errCorrupt
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errCorrupt
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) hash(h *engine.Hash) {
+	if len(d.b) < len(h) {
+		d.err = errCorrupt
+		return
+	}
+	copy(h[:], d.b)
+	d.b = d.b[len(h):]
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.err = errCorrupt
+		return nil
+	}
+	v := append([]byte(nil), d.b[:n]...)
+	d.b = d.b[n:]
+	return v
+}

@@ -1,0 +1,486 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultRetention    = 15 * time.Minute
+	DefaultSegmentBytes = 64 << 20
+)
+
+// ErrCorrupt is returned by Open for a segment that does not decode before
+// its end: not a torn last append, but damage to what was written.
+var ErrCorrupt = errors.New("journal: a segment is damaged")
+
+// Options configure Open. The zero value of every field means its default.
+type Options struct {
+	// Retention is how long a batch stays in the journal after it was
+	// appended; a segment leaves once its newest entry is older. Default
+	// DefaultRetention. It bounds what a store failover can lose and still
+	// be recovered: keep it above the longest a failover takes to be
+	// noticed.
+	Retention time.Duration
+	// SegmentBytes is the size at which a segment is closed and the next
+	// begun; segments older than Retention are deleted whole. Default
+	// DefaultSegmentBytes.
+	SegmentBytes int64
+	// Logger receives trims and torn tails. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Journal is an engine.Journal in one directory of segment files. Create
+// it with Open; its methods are safe for concurrent use.
+type Journal struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	segs    []segment // oldest first; the last is the one appended to
+	index   []entry   // every entry of segs, in append order
+	f       *os.File  // the last segment, open for appending
+	buf     []byte
+	last    engine.JournalEntry  // the newest batch, messages left out
+	pending *engine.JournalEntry // an unfinished recovery's start marker
+	closed  bool
+}
+
+var _ engine.Journal = (*Journal)(nil)
+
+// segment is one file, named by a number one above its predecessor's.
+type segment struct {
+	seq    uint64
+	path   string
+	size   int64
+	begun  time.Time // the time of its first entry
+	newest time.Time // the time of its newest entry
+}
+
+// entry is what the index keeps of one record: all but its messages.
+type entry struct {
+	engine.JournalEntry
+	seg  int // index into segs when read; fixed up on trims by seq
+	sseq uint64
+	off  int64
+	size int
+}
+
+// Dir returns the journal directory of member under root: one per member,
+// so that several members on one machine can share a root.
+func Dir(root, member string) string {
+	return filepath.Join(root, url.PathEscape(member))
+}
+
+// Open opens or creates the journal in dir, reading every segment: a torn
+// last append (a crash during it) is cut off, as it was never
+// acknowledged.
+func Open(dir string, o Options) (*Journal, error) {
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	j := &Journal{dir: dir, opts: o, log: o.Logger}
+	if err := j.load(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// load reads the segments into the index.
+func (j *Journal) load() error {
+	des, err := os.ReadDir(j.dir)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	for _, de := range des {
+		name, ok := strings.CutSuffix(de.Name(), ".seg")
+		seq, err := strconv.ParseUint(name, 16, 64)
+		if !ok || err != nil || !de.Type().IsRegular() {
+			continue
+		}
+		j.segs = append(j.segs, segment{seq: seq, path: filepath.Join(j.dir, de.Name())})
+	}
+	slices.SortFunc(j.segs, func(a, b segment) int { return cmpUint(a.seq, b.seq) })
+	for i := range j.segs {
+		if err := j.read(i, i == len(j.segs)-1); err != nil {
+			return err
+		}
+	}
+	if len(j.segs) == 0 {
+		return j.roll()
+	}
+	f, err := os.OpenFile(j.segs[len(j.segs)-1].path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	j.f = f
+	return nil
+}
+
+// read indexes segment i; a bad frame in the last one is a torn tail and
+// is cut off.
+func (j *Journal) read(i int, last bool) error {
+	s := &j.segs[i]
+	b, err := os.ReadFile(s.path)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	var off int64
+	for int(off) < len(b) {
+		e, n, err := frameAt(b[off:])
+		if err != nil {
+			if !last {
+				return fmt.Errorf("%w: %s at offset %d: %v", ErrCorrupt, s.path, off, err)
+			}
+			j.log.Warn("journal: cutting off a torn last append", "segment", s.path, "offset", off, "bytes", len(b)-int(off))
+			if err := os.Truncate(s.path, off); err != nil {
+				return fmt.Errorf("journal: cut off a torn append: %w", err)
+			}
+			break
+		}
+		j.add(entry{JournalEntry: e, seg: i, sseq: s.seq, off: off, size: n})
+		off += int64(n)
+	}
+	s.size = off
+	return nil
+}
+
+// frameAt decodes the frame at the start of b, without its messages, and
+// returns its length.
+func frameAt(b []byte) (engine.JournalEntry, int, error) {
+	if len(b) < frameHeader {
+		return engine.JournalEntry{}, 0, io.ErrUnexpectedEOF
+	}
+	n := int(binary.LittleEndian.Uint32(b))
+	if n > maxFrame || len(b) < frameHeader+n {
+		return engine.JournalEntry{}, 0, io.ErrUnexpectedEOF
+	}
+	body := b[frameHeader : frameHeader+n]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+		return engine.JournalEntry{}, 0, errCorrupt
+	}
+	e, err := decodeBody(body, false)
+	return e, frameHeader + n, err
+}
+
+// add puts an entry read or appended into the index and the summary.
+func (j *Journal) add(e entry) {
+	j.index = append(j.index, e)
+	s := &j.segs[len(j.segs)-1]
+	if e.seg < len(j.segs) {
+		s = &j.segs[e.seg]
+	}
+	if s.begun.IsZero() {
+		s.begun = e.Time
+	}
+	s.newest = e.Time
+	switch e.Kind {
+	case engine.JournalBatch:
+		j.last = e.JournalEntry
+	case engine.JournalRecoveryStart:
+		m := e.JournalEntry
+		j.pending = &m
+	case engine.JournalRecoveryDone:
+		j.pending = nil
+	}
+}
+
+// Append writes e and syncs it to disk before it returns.
+func (j *Journal) Append(e engine.JournalEntry) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return engine.ErrClosed
+	}
+	if e.Time.IsZero() {
+		e.Time = j.opts.Now()
+	}
+	j.buf = appendFrame(j.buf[:0], &e)
+	s := &j.segs[len(j.segs)-1]
+	if _, err := j.f.Write(j.buf); err != nil {
+		// A partial write would be a torn frame that later appends hide
+		// behind: cut it off now, or stop appending.
+		if terr := j.f.Truncate(s.size); terr != nil {
+			j.closed = true
+		}
+		return fmt.Errorf("journal: append to %s: %w", s.path, err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("journal: sync %s: %w", s.path, err)
+	}
+	ent := entry{JournalEntry: e, seg: len(j.segs) - 1, sseq: s.seq, off: s.size, size: len(j.buf)}
+	ent.Messages = nil
+	j.add(ent)
+	s.size += int64(len(j.buf))
+	if s.size >= j.opts.SegmentBytes || e.Time.Sub(s.begun) >= j.opts.Retention/4 {
+		if err := j.f.Close(); err != nil {
+			return fmt.Errorf("journal: close %s: %w", s.path, err)
+		}
+		if err := j.roll(); err != nil {
+			return err
+		}
+		j.trim()
+	}
+	return nil
+}
+
+// roll starts a new segment after the last one.
+func (j *Journal) roll() error {
+	seq := uint64(1)
+	if n := len(j.segs); n > 0 {
+		seq = j.segs[n-1].seq + 1
+	}
+	path := filepath.Join(j.dir, fmt.Sprintf("%016x.seg", seq))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := syncDir(j.dir); err != nil {
+		f.Close()
+		return err
+	}
+	j.f = f
+	j.segs = append(j.segs, segment{seq: seq, path: path})
+	return nil
+}
+
+// firstOf is the index position of segment i's first entry.
+func (j *Journal) firstOf(i int) int {
+	k, _ := slices.BinarySearchFunc(j.index, i, func(e entry, i int) int { return e.seg - i })
+	return k
+}
+
+// trim deletes the oldest segments whose newest entry is older than the
+// retention, keeping the one appended to and the one before it (which
+// holds the newest batch when the last segment just began), and any that
+// holds an unfinished recovery's start marker.
+func (j *Journal) trim() {
+	cutoff := j.opts.Now().Add(-j.opts.Retention)
+	drop := 0
+	for drop < len(j.segs)-2 && j.segs[drop].newest.Before(cutoff) && !j.holdsPending(drop) {
+		drop++
+	}
+	if drop == 0 {
+		return
+	}
+	for _, s := range j.segs[:drop] {
+		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			j.log.Warn("journal: delete an expired segment", "segment", s.path, "err", err)
+		}
+	}
+	first := j.firstOf(drop)
+	j.index = slices.Delete(j.index, 0, first)
+	j.segs = slices.Delete(j.segs, 0, drop)
+	for i := range j.index {
+		j.index[i].seg -= drop
+	}
+	j.log.Debug("journal: expired segments deleted", "segments", drop, "entries", first)
+}
+
+func (j *Journal) holdsPending(seg int) bool {
+	if j.pending == nil {
+		return false
+	}
+	for _, e := range j.index[j.firstOf(seg):j.firstOf(seg+1)] {
+		if e.Kind == engine.JournalRecoveryStart {
+			return true
+		}
+	}
+	return false
+}
+
+// Last returns the newest batch, without its messages, and an unfinished
+// recovery's start marker.
+func (j *Journal) Last() (engine.JournalEntry, *engine.JournalEntry) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var p *engine.JournalEntry
+	if j.pending != nil {
+		c := *j.pending
+		p = &c
+	}
+	return j.last, p
+}
+
+// Replay: see engine.Journal.
+func (j *Journal) Replay(after engine.AuditHead, fn func(engine.JournalEntry) error) (engine.Span, error) {
+	j.mu.Lock()
+	start, uncovered := j.replayStart(after)
+	todo := slices.Clone(j.index[start:])
+	segs := slices.Clone(j.segs)
+	j.mu.Unlock()
+	if fn == nil {
+		return uncovered, nil
+	}
+	var f *os.File
+	var fseq uint64
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	for _, e := range todo {
+		if e.Kind != engine.JournalBatch {
+			continue
+		}
+		if f == nil || fseq != e.sseq {
+			if f != nil {
+				f.Close()
+			}
+			var err error
+			if f, err = openSegment(segs, e.sseq); err != nil {
+				return uncovered, err
+			}
+			fseq = e.sseq
+		}
+		full, err := readAt(f, e)
+		if err != nil {
+			return uncovered, err
+		}
+		if err := fn(full); err != nil {
+			return uncovered, err
+		}
+	}
+	return uncovered, nil
+}
+
+// replayStart finds where Replay begins and what it cannot cover. Called
+// with j.mu held.
+func (j *Journal) replayStart(after engine.AuditHead) (int, engine.Span) {
+	for i := len(j.index) - 1; i >= 0; i-- {
+		if e := &j.index[i]; e.Kind == engine.JournalBatch && e.Head == after {
+			return i + 1, engine.Span{From: 1, To: 0}
+		}
+	}
+	for i := len(j.index) - 1; i >= 0; i-- {
+		if e := &j.index[i]; e.Kind == engine.JournalBatch && e.Head.Position <= after.Position {
+			return i + 1, engine.Span{From: 1, To: 0}
+		}
+	}
+	// Nothing at or below after: the journal begins above it. What lies
+	// between is not here.
+	top := j.last.Head.Position
+	for _, e := range j.index {
+		if e.Kind == engine.JournalBatch {
+			top = e.First - 1
+			break
+		}
+	}
+	return 0, engine.Span{From: after.Position + 1, To: top}
+}
+
+func openSegment(segs []segment, seq uint64) (*os.File, error) {
+	for _, s := range segs {
+		if s.seq == seq {
+			f, err := os.Open(s.path)
+			if err != nil {
+				return nil, fmt.Errorf("journal: %w", err)
+			}
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("journal: segment %016x is gone", seq)
+}
+
+// readAt reads e's whole record, its messages included.
+func readAt(f *os.File, e entry) (engine.JournalEntry, error) {
+	b := make([]byte, e.size)
+	if _, err := f.ReadAt(b, e.off); err != nil {
+		return engine.JournalEntry{}, fmt.Errorf("journal: read %s at %d: %w", f.Name(), e.off, err)
+	}
+	full, err := decodeBody(b[frameHeader:], true)
+	if err != nil {
+		return engine.JournalEntry{}, fmt.Errorf("%w: %s at offset %d", ErrCorrupt, f.Name(), e.off)
+	}
+	return full, nil
+}
+
+// Stats describe the journal for the metrics.
+type Stats struct {
+	Segments int
+	Bytes    int64
+	Entries  int
+	Oldest   time.Time // the time of the oldest entry kept; zero when empty
+}
+
+// Stats returns the journal's size.
+func (j *Journal) Stats() Stats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	st := Stats{Segments: len(j.segs), Entries: len(j.index)}
+	for _, s := range j.segs {
+		st.Bytes += s.size
+	}
+	if len(j.index) > 0 {
+		st.Oldest = j.index[0].Time
+	}
+	return st
+}
+
+// Dir is the journal's directory.
+func (j *Journal) Dir() string { return j.dir }
+
+// Close closes the segment appended to. Later appends return
+// engine.ErrClosed.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil
+	}
+	j.closed = true
+	return j.f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("journal: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
