@@ -6,6 +6,9 @@ import "time"
 const (
 	DefaultStoreKind      = "embedded"
 	DefaultStorePath      = "./replayguard-data"
+	DefaultJournalPath    = "./replayguard-journal"
+	DefaultJournalRetain  = Duration(15 * time.Minute)
+	DefaultCommitTimeout  = Duration(30 * time.Second)
 	DefaultTTL            = Duration(2 * time.Hour)
 	DefaultMaxEntries     = 1_000_000
 	DefaultSequenceSpan   = 4096
@@ -101,7 +104,45 @@ type StoreConfig struct {
 	// server does not crash. Readiness and a metric say so. Default false:
 	// such a server is refused, naming the setting.
 	AllowNotDurable bool `yaml:"allow_not_durable,omitempty"`
+	// Journal is the member's local journal of what it committed to a
+	// shared store, outside the store: the witness a store that failed
+	// over is compared with, and the deliveries it lost, decided again
+	// from it. Default path ./replayguard-journal, retention 15m, for
+	// kinds redis and postgres; not used by other kinds.
+	Journal JournalConfig `yaml:"journal,omitempty"`
+	// AllowAsyncReplication starts on a shared store whose server
+	// replicates without making a commit wait for a replica (PostgreSQL
+	// streaming standbys with synchronous_standby_names empty; Redis
+	// replicas with wait_replicas 0): a failover can lose acknowledged
+	// commits, which only the journal brings back. Readiness and a metric
+	// say so. Default false: such a server is refused, naming the setting.
+	AllowAsyncReplication bool `yaml:"allow_async_replication,omitempty"`
+	// WaitReplicas is how many Redis replicas must acknowledge each commit
+	// (WAIT) before it counts. Default 0; kind redis only.
+	WaitReplicas int `yaml:"wait_replicas,omitempty"`
+	// CommitTimeout bounds one commit to a shared store, a wait for a
+	// synchronous standby or for replicas included: past it the commit
+	// counts as failed (nothing acknowledged) and the member is not ready,
+	// never silently stuck. Default 30s; kinds redis and postgres.
+	CommitTimeout Duration `yaml:"commit_timeout,omitempty"`
 }
+
+// JournalConfig places a shared-store member's journal.
+type JournalConfig struct {
+	// Path is the directory holding the journals of the members run on this
+	// machine (one subdirectory per member and store), or "off" for none:
+	// a store that fails over is then found out only while the member
+	// runs, and what it lost can only be accepted as lost. Default
+	// ./replayguard-journal.
+	Path string `yaml:"path,omitempty"`
+	// Retention is how long a committed batch stays in the journal: the
+	// longest a store failover can go unnoticed and still be recovered.
+	// At most window.ttl. Default 15m.
+	Retention Duration `yaml:"retention,omitempty"`
+}
+
+// JournalOff as store.journal.path keeps no journal.
+const JournalOff = "off"
 
 // Shared reports whether the store is one a consumer group shares.
 func (s StoreConfig) Shared() bool { return s.Kind == StoreRedis || s.Kind == StorePostgres }
@@ -348,6 +389,11 @@ func (c *Config) SetDefaults() {
 		setString(&c.Store.Schema, DefaultStoreSchema)
 	case StoreRedis:
 		setString(&c.Store.Prefix, DefaultStorePrefix)
+	}
+	if c.Store.Shared() {
+		setString(&c.Store.Journal.Path, DefaultJournalPath)
+		setDuration(&c.Store.Journal.Retention, DefaultJournalRetain)
+		setDuration(&c.Store.CommitTimeout, DefaultCommitTimeout)
 	}
 	setDuration(&c.Window.TTL, DefaultTTL)
 	setInt(&c.Window.MaxEntries, DefaultMaxEntries)

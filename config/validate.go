@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -37,6 +38,7 @@ func (c *Config) check(ps *problems) {
 	checkRoutes(ps, c.Routes)
 	c.checkSQLStore(ps)
 	c.checkSparkplugStore(ps)
+	c.checkJournal(ps)
 	c.MQTT.check(ps, field{}.dot("mqtt"))
 	c.HTTP.check(ps, field{}.dot("http"))
 	c.Audit.check(ps, field{}.dot("audit"), c.Store)
@@ -61,7 +63,8 @@ func (s StoreConfig) check(ps *problems, f field) {
 		for _, o := range []struct {
 			key string
 			set bool
-		}{{"member", s.Member != ""}, {"allow_not_durable", s.AllowNotDurable}} {
+		}{{"member", s.Member != ""}, {"allow_not_durable", s.AllowNotDurable}, {"allow_async_replication", s.AllowAsyncReplication},
+			{"journal", s.Journal != (JournalConfig{})}, {"commit_timeout", s.CommitTimeout != 0}} {
 			if o.set {
 				ps.add(f.dot(o.key), "%s is for a shared store (kind redis or postgres), not kind %s", o.key, s.Kind)
 			}
@@ -72,6 +75,9 @@ func (s StoreConfig) check(ps *problems, f field) {
 	}
 	if s.Prefix != "" && s.Kind != StoreRedis {
 		ps.add(f.dot("prefix"), "prefix is for kind redis, not kind %s", s.Kind)
+	}
+	if s.WaitReplicas != 0 && s.Kind != StoreRedis {
+		ps.add(f.dot("wait_replicas"), "wait_replicas is for kind redis, not kind %s", s.Kind)
 	}
 }
 
@@ -89,6 +95,27 @@ func (s StoreConfig) checkShared(ps *problems, f field) {
 		if err := CheckPrefix(s.Prefix); err != nil {
 			ps.add(f.dot("prefix"), "%v", err)
 		}
+	}
+	if s.WaitReplicas < 0 {
+		ps.add(f.dot("wait_replicas"), "wait_replicas %d is negative", s.WaitReplicas)
+	}
+	if s.CommitTimeout < 0 || (s.CommitTimeout > 0 && s.CommitTimeout < Duration(100*time.Millisecond)) {
+		ps.add(f.dot("commit_timeout"), "commit_timeout %v is below 100ms", s.CommitTimeout)
+	}
+	if s.Journal.Retention < 0 || (s.Journal.Retention > 0 && s.Journal.Retention < Duration(time.Second)) {
+		ps.add(f.dot("journal").dot("retention"), "retention %v is below a second", s.Journal.Retention)
+	}
+}
+
+// checkJournal holds the journal's retention within the key window: a
+// delivery decided again from the journal must still find its key, so
+// that one already in the store is a duplicate, never applied twice.
+func (c *Config) checkJournal(ps *problems) {
+	j := c.Store.Journal
+	if c.Store.Shared() && j.Path != JournalOff && j.Retention > c.Window.TTL && c.Window.TTL > 0 {
+		ps.add(field{}.dot("store").dot("journal").dot("retention"),
+			"retention %v is longer than window.ttl %v: a delivery decided again from the journal after its key left the key window could be applied twice; keep it at most window.ttl",
+			j.Retention, c.Window.TTL)
 	}
 }
 
