@@ -67,7 +67,8 @@ func appendBytes(buf []byte, s string) []byte {
 }
 
 // decodeBody decodes a frame's body; with messages false it skips them
-// (the index needs only the head).
+// (the index needs only the head and the action) but still checks their
+// framing, so that both modes accept the same bodies.
 func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 	d := decoder{b: b}
 	var e engine.JournalEntry
@@ -82,15 +83,32 @@ func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 	e.Lost.Position = d.uvarint()
 	d.hash(&e.Lost.Hash)
 	n := d.uvarint()
-	if messages && d.err == nil && n <= uint64(len(b)) {
-		e.Messages = make([]engine.Message, n)
-		for i := range e.Messages {
-			m := &e.Messages[i]
-			m.Topic = string(d.bytes())
-			m.Payload = d.bytes()
-			m.Broker = string(d.bytes())
-			m.Invalid = string(d.bytes())
-			m.Dup = d.byte() == 1
+	// Each message takes at least 5 bytes (four lengths and dup): a count
+	// above that is damage, not an allocation to make.
+	if d.err == nil && n > uint64(len(d.b))/5 {
+		d.err = errCorrupt
+	}
+	if d.err == nil {
+		if messages {
+			if n > 0 {
+				e.Messages = make([]engine.Message, n)
+			}
+			for i := range e.Messages {
+				m := &e.Messages[i]
+				m.Topic = string(d.bytes())
+				m.Payload = d.bytes()
+				m.Broker = string(d.bytes())
+				m.Invalid = string(d.bytes())
+				m.Dup = d.byte() == 1
+			}
+		} else {
+			for range n {
+				d.skip()
+				d.skip()
+				d.skip()
+				d.skip()
+				d.byte()
+			}
 		}
 		e.Action = string(d.bytes())
 	}
@@ -143,6 +161,16 @@ func (d *decoder) hash(h *engine.Hash) {
 	}
 	copy(h[:], d.b)
 	d.b = d.b[len(h):]
+}
+
+// skip passes over a length-prefixed field without copying it.
+func (d *decoder) skip() {
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.err = errCorrupt
+		return
+	}
+	d.b = d.b[n:]
 }
 
 func (d *decoder) bytes() []byte {

@@ -46,6 +46,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// ReadOnly opens an existing journal to read it while its member may
+	// be appending to it (audit verify): nothing is created, cut off or
+	// deleted, and Append returns engine.ErrClosed. A torn last append is
+	// left out of what is read.
+	ReadOnly bool
 }
 
 // Journal is an engine.Journal in one directory of segment files. Create
@@ -88,7 +93,16 @@ type entry struct {
 // Dir returns the journal directory of member under root: one per member,
 // so that several members on one machine can share a root.
 func Dir(root, member string) string {
-	return filepath.Join(root, url.PathEscape(member))
+	name := url.PathEscape(member)
+	switch name {
+	case "":
+		// "", "." and ".." would name root or its parent, not a directory
+		// of their own; PathEscape makes neither "%" nor "%2E".
+		name = "%"
+	case ".", "..":
+		name = strings.ReplaceAll(name, ".", "%2E")
+	}
+	return filepath.Join(root, name)
 }
 
 // Open opens or creates the journal in dir, reading every segment: a torn
@@ -107,10 +121,14 @@ func Open(dir string, o Options) (*Journal, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if o.ReadOnly {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("journal: %w", err)
+		}
+	} else if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}
-	j := &Journal{dir: dir, opts: o, log: o.Logger}
+	j := &Journal{dir: dir, opts: o, log: o.Logger, closed: o.ReadOnly}
 	if err := j.load(); err != nil {
 		return nil, err
 	}
@@ -137,6 +155,9 @@ func (j *Journal) load() error {
 			return err
 		}
 	}
+	if j.opts.ReadOnly {
+		return nil
+	}
 	if len(j.segs) == 0 {
 		return j.roll()
 	}
@@ -162,6 +183,9 @@ func (j *Journal) read(i int, last bool) error {
 		if err != nil {
 			if !last {
 				return fmt.Errorf("%w: %s at offset %d: %v", ErrCorrupt, s.path, off, err)
+			}
+			if j.opts.ReadOnly {
+				break
 			}
 			j.log.Warn("journal: cutting off a torn last append", "segment", s.path, "offset", off, "bytes", len(b)-int(off))
 			if err := os.Truncate(s.path, off); err != nil {
@@ -223,6 +247,9 @@ func (j *Journal) Append(e engine.JournalEntry) error {
 	if j.closed {
 		return engine.ErrClosed
 	}
+	if err := valid(&e); err != nil {
+		return err
+	}
 	if e.Time.IsZero() {
 		e.Time = j.opts.Now()
 	}
@@ -237,6 +264,12 @@ func (j *Journal) Append(e engine.JournalEntry) error {
 		return fmt.Errorf("journal: append to %s: %w", s.path, err)
 	}
 	if err := j.f.Sync(); err != nil {
+		// The frame is in the file but not in the index, and later
+		// entries would be indexed at the wrong offset: cut it off, or
+		// stop appending.
+		if terr := j.f.Truncate(s.size); terr != nil {
+			j.closed = true
+		}
 		return fmt.Errorf("journal: sync %s: %w", s.path, err)
 	}
 	ent := entry{JournalEntry: e, seg: len(j.segs) - 1, sseq: s.seq, off: s.size, size: len(j.buf)}
@@ -251,6 +284,19 @@ func (j *Journal) Append(e engine.JournalEntry) error {
 			return err
 		}
 		j.trim()
+	}
+	return nil
+}
+
+// valid rejects an entry that would not decode when read back: Open would
+// take it for a torn append and cut it off with everything after it, or
+// fail on it.
+func valid(e *engine.JournalEntry) error {
+	if e.Kind < engine.JournalBatch || e.Kind > engine.JournalRecoveryDone {
+		return fmt.Errorf("journal: entry kind %d is not one of the journal's", e.Kind)
+	}
+	if e.Kind == engine.JournalBatch && (e.First == 0 || e.First > e.Head.Position) {
+		return fmt.Errorf("journal: a batch's first position %d is not in 1..%d, its head's", e.First, e.Head.Position)
 	}
 	return nil
 }
@@ -282,13 +328,20 @@ func (j *Journal) firstOf(i int) int {
 }
 
 // trim deletes the oldest segments whose newest entry is older than the
-// retention, keeping the one appended to and the one before it (which
-// holds the newest batch when the last segment just began), and any that
+// retention, keeping the one appended to and the one before it, the one
+// that holds the newest batch (markers may have followed it), and any that
 // holds an unfinished recovery's start marker.
 func (j *Journal) trim() {
 	cutoff := j.opts.Now().Add(-j.opts.Retention)
+	keep := len(j.segs) - 2
+	for i := len(j.index) - 1; i >= 0; i-- {
+		if j.index[i].Kind == engine.JournalBatch {
+			keep = min(keep, j.index[i].seg)
+			break
+		}
+	}
 	drop := 0
-	for drop < len(j.segs)-2 && j.segs[drop].newest.Before(cutoff) && !j.holdsPending(drop) {
+	for drop < keep && j.segs[drop].newest.Before(cutoff) && !j.holdsPending(drop) {
 		drop++
 	}
 	if drop == 0 {
@@ -460,6 +513,9 @@ func (j *Journal) Close() error {
 		return nil
 	}
 	j.closed = true
+	if j.f == nil {
+		return nil
+	}
 	return j.f.Close()
 }
 
