@@ -23,6 +23,14 @@
 // Open refuses a server that could lose an acknowledged write: the
 // settings appendonly yes, appendfsync always and maxmemory-policy
 // noeviction are required unless Options.AllowNotDurable says otherwise.
+// Redis replicates asynchronously, so a member's store also refuses a
+// replica, and a primary with connected replicas unless each commit waits
+// for Options.WaitReplicas of them (WAIT, on the update script's own
+// connection; a commit they do not acknowledge within Options.WaitTimeout
+// fails) or Options.AllowAsyncReplication accepts the risk; every new
+// connection is checked again, so a reconnect after a failover is too.
+// store.url may name Sentinels (redis+sentinel://host:26379/MASTERNAME) to
+// follow a failover. Options.CommitTimeout bounds each Update and Commit.
 // Every key is under Options.Prefix, whose one hash tag keeps a group in one
 // Redis Cluster slot. A member's lease fences a second process with the same
 // member id; each member writes its own audit chain.

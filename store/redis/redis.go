@@ -33,11 +33,21 @@ const schemaVersion = 1
 // openTimeout bounds each step of Open that talks to the server.
 const openTimeout = 10 * time.Second
 
+// DefaultWaitTimeout bounds each WAIT for the replicas when
+// Options.WaitTimeout is zero.
+const DefaultWaitTimeout = 2 * time.Second
+
+// DefaultCommitTimeout bounds one Update or Commit when
+// Options.CommitTimeout is zero.
+const DefaultCommitTimeout = 30 * time.Second
+
 // Options configure Open. The zero value of every field but URL means its
 // documented default.
 type Options struct {
 	// URL is the server: redis://[user:password@]host:port/db, or
-	// rediss:// for TLS. Required.
+	// rediss:// for TLS; or the Sentinels that know it:
+	// redis+sentinel://[user:password@]host1:26379,host2:26379/MASTERNAME[/DB]
+	// (the user and password are the master's). Required.
 	URL string
 	// Member is the member id whose audit chain this handle writes. Empty
 	// opens a read-only handle: it takes no lease and refuses Commit and
@@ -63,6 +73,20 @@ type Options struct {
 	// acknowledged write (store.allow_not_durable); SharedStats then names
 	// the setting. Default false: Open refuses such a server.
 	AllowNotDurable bool
+	// WaitReplicas is how many replicas must acknowledge each update (WAIT)
+	// before it counts as committed (config store.wait_replicas). Open
+	// refuses a server with fewer replicas connected. Default 0: none.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT; a timeout is a failed commit (nothing
+	// acknowledged; the batch is retried). Default DefaultWaitTimeout (2s).
+	WaitTimeout time.Duration
+	// AllowAsyncReplication opens a server with connected replicas and
+	// WaitReplicas 0 (config store.allow_async_replication): SharedStats'
+	// AsyncReplication then says so. Default false: refused.
+	AllowAsyncReplication bool
+	// CommitTimeout bounds one Update or Commit. Default
+	// DefaultCommitTimeout (30s).
+	CommitTimeout time.Duration
 	// Logger receives lease, pruning and durability events. Default: discard.
 	Logger *slog.Logger
 }
@@ -80,6 +104,12 @@ func (o *Options) setDefaults() error {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = DefaultWaitTimeout
+	}
+	if o.CommitTimeout == 0 {
+		o.CommitTimeout = DefaultCommitTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -92,6 +122,12 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("redis store: window max_entries %d is negative", o.MaxEntries)
 	case o.LeaseTTL < 30*time.Millisecond:
 		return fmt.Errorf("redis store: lease ttl %v is below 30ms", o.LeaseTTL)
+	case o.WaitReplicas < 0:
+		return fmt.Errorf("redis store: store.wait_replicas %d is negative", o.WaitReplicas)
+	case o.WaitTimeout < time.Millisecond:
+		return fmt.Errorf("redis store: wait timeout %v is below a millisecond (WAIT counts milliseconds)", o.WaitTimeout)
+	case o.CommitTimeout < 0:
+		return fmt.Errorf("redis store: commit timeout %v is negative", o.CommitTimeout)
 	}
 	return checkPrefix(o.Prefix)
 }
@@ -124,6 +160,7 @@ type Store struct {
 	stats   shared.Counters
 	wake    wake
 	durable string // "" when durable, else the settings that are not
+	repl    replication
 }
 
 var (
@@ -154,19 +191,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	copt, err := goredis.ParseURL(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("redis store: store.url %s: %w", redactURL(o.URL), err)
-	}
-	// A command lost on a broken connection is sent again. That is safe for
-	// the update script too: a repeat of one that ran finds the chain head
-	// moved and writes nothing.
-	copt.ContextTimeoutEnabled = true
-	if copt.ClientName == "" {
-		copt.ClientName = ClientName(o.Member)
+	s := &Store{opts: o, k: newKeys(o.Prefix), url: redactURL(o.URL), member: o.Member, log: o.Logger}
+	var err error
+	if s.c, err = s.client(); err != nil {
+		return nil, err
 	}
 	goredis.SetLogger(clientLog{o.Logger}) // the client's own complaints (dial failures) go where ours do
-	s := &Store{c: goredis.NewClient(copt), opts: o, k: newKeys(o.Prefix), url: redactURL(o.URL), member: o.Member, log: o.Logger}
 	if err := s.open(ctx); err != nil {
 		_ = s.c.Close()
 		return nil, err
@@ -204,6 +234,11 @@ func (s *Store) open(ctx context.Context) error {
 		s.durable = problem
 		s.log.Warn("store is not durable: a commit could be lost after the broker was acknowledged", "url", s.url, "setting", problem)
 	}
+	if s.member != "" { // a read-only handle writes nothing a failover could lose
+		if err := s.checkReplicationAtOpen(ctx); err != nil {
+			return err
+		}
+	}
 	if err := s.schema(ctx); err != nil {
 		return err
 	}
@@ -213,13 +248,55 @@ func (s *Store) open(ctx context.Context) error {
 	return s.acquire(ctx)
 }
 
-// schema writes the layout version under a new prefix, or checks the one
-// there. Several members may run it at once: SET NX lets one write it.
-func (s *Store) schema(ctx context.Context) error {
-	if err := s.c.SetNX(ctx, s.k.schema, schemaVersion, 0).Err(); err != nil {
-		return s.fail("create schema", err)
+// client makes the Redis client for store.url: one server, or the master
+// that Sentinels name. A member's client checks the replication of every
+// connection it opens (onConnect).
+func (s *Store) client() (*goredis.Client, error) {
+	o := &s.opts
+	if isSentinelURL(o.URL) {
+		fo, err := parseSentinelURL(o.URL)
+		if err != nil {
+			return nil, err
+		}
+		s.url = fo.redacted
+		fo.opts.ContextTimeoutEnabled = true
+		fo.opts.ClientName = ClientName(o.Member)
+		fo.opts.ReadTimeout = s.readTimeout(fo.opts.ReadTimeout)
+		if s.member != "" {
+			fo.opts.OnConnect = s.onConnect
+		}
+		return goredis.NewFailoverClient(fo.opts), nil
 	}
+	copt, err := goredis.ParseURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: store.url %s: %w", redactURL(o.URL), err)
+	}
+	// A command lost on a broken connection is sent again. That is safe for
+	// the update script too: a repeat of one that ran finds the chain head
+	// moved and writes nothing.
+	copt.ContextTimeoutEnabled = true
+	if copt.ClientName == "" {
+		copt.ClientName = ClientName(o.Member)
+	}
+	copt.ReadTimeout = s.readTimeout(copt.ReadTimeout)
+	if s.member != "" {
+		copt.OnConnect = s.onConnect
+	}
+	return goredis.NewClient(copt), nil
+}
+
+// schema writes the layout version under a new prefix, or checks the one
+// there. Several members may run it at once: SET NX lets one write it. It
+// writes nothing under a prefix that has one, so that a read-only handle
+// opens on a replica.
+func (s *Store) schema(ctx context.Context) error {
 	v, err := s.c.Get(ctx, s.k.schema).Result()
+	if errors.Is(err, goredis.Nil) {
+		if err := s.c.SetNX(ctx, s.k.schema, schemaVersion, 0).Err(); err != nil {
+			return s.fail("create schema", err)
+		}
+		v, err = s.c.Get(ctx, s.k.schema).Result()
+	}
 	if err != nil {
 		return s.fail("read schema version", err)
 	}
@@ -292,6 +369,9 @@ func (s *Store) writer(op string) error {
 func (s *Store) fail(op string, err error) error {
 	if s.closed.Load() || errors.Is(err, goredis.ErrClosed) {
 		return engine.ErrClosed
+	}
+	if r, ok := errors.AsType[refusal](err); ok {
+		return r.error
 	}
 	return fmt.Errorf("redis store: %s at %s: %w", op, s.url, err)
 }

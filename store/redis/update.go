@@ -101,14 +101,20 @@ type read struct {
 // Update's and that this handle still holds the lease. When a check fails
 // it reads and decides again, at most maxAttempts times in all, then fails
 // with engine.ErrContention. decide may thus be called several times; only
-// the batch of the last call is written.
+// the batch of the last call is written. With Options.WaitReplicas, a write
+// that fewer replicas acknowledged within Options.WaitTimeout fails: it is
+// on the primary, but not counted as committed. The whole Update is bounded
+// by Options.CommitTimeout.
 func (s *Store) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
 	if err := s.writer("update"); err != nil {
 		return err
 	}
+	ctx, cancel := s.commitContext(ctx)
+	defer cancel()
 	start := time.Now()
 	n, err := s.update(ctx, r, decide)
 	if err != nil {
+		err = s.timedOut(ctx, "update", err)
 		s.stats.Failed(err)
 		return err
 	}
@@ -379,6 +385,7 @@ func decodeRows[T any](vs, ds []any, out *[]T) ([]string, error) {
 // but the lease and the chain head: its audit records must follow this
 // member's head, else it fails with engine.ErrAuditGap. EvictBelow and
 // NextKey mean nothing to a shared store: the pruning task bounds the keys.
+// It waits for the replicas and is bounded as Update is.
 func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if err := s.writer("commit"); err != nil {
 		return err
@@ -386,8 +393,11 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redis store: commit: %w", err)
 	}
+	ctx, cancel := s.commitContext(ctx)
+	defer cancel()
 	start := time.Now()
 	if _, err := s.write(ctx, b, nil); err != nil { // nothing checked: never to be decided again
+		err = s.timedOut(ctx, "commit", err)
 		s.stats.Failed(err)
 		return err
 	}
@@ -412,7 +422,7 @@ func (s *Store) write(ctx context.Context, b *engine.Batch, rd *read) (bool, err
 		return false, err
 	}
 	for range 2 {
-		res, err := updateScript.Run(ctx, s.c, keys, args...).StringSlice()
+		res, waitErr, err := s.runUpdate(ctx, keys, args)
 		if err != nil {
 			return false, s.fail("write the batch", err)
 		}
@@ -421,7 +431,7 @@ func (s *Store) write(ctx context.Context, b *engine.Batch, rd *read) (bool, err
 			if rd != nil {
 				rd.locks.held = false // the script deleted them
 			}
-			return false, nil
+			return false, waitErr // not acknowledged by the replicas: failed, and decided again
 		case "conflict":
 			return true, nil
 		case "gap":
