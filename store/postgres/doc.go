@@ -30,6 +30,17 @@
 // its transaction, that this handle still holds it. One member at a time
 // prunes the group's keys by age and count (a session advisory lock).
 //
+// A member's handle checks every new connection, in one round trip, so that
+// a reconnect after a failover checks again: a standby (a server in
+// recovery) is refused, and so is a primary with streaming standbys that a
+// commit does not wait for (synchronous_standby_names empty, or
+// synchronous_commit = local or off), on which a failover loses
+// acknowledged commits, unless Options.AllowAsyncReplication says so
+// (SharedStats' AsyncReplication then reports it). Every Update and Commit
+// is bounded by Options.CommitTimeout: a commit that waits for a
+// synchronous standby that never answers fails with an error that says so,
+// and that the commit may or may not have happened.
+//
 // The outbox of forward effects (schema version 2) is written in the
 // batch's own transaction: each member's pending entries, the held ones,
 // and the claims by which each member's outbox is drained by one process

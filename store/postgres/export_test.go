@@ -21,3 +21,7 @@ func SetSQLMode(s *Store, m sqlMode) { s.sqlMode = m }
 
 // SQLMode is how a store runs sql effects.
 type SQLMode = sqlMode
+
+// ResetPool closes s's idle connections and makes the pool forget the
+// others: the next use connects anew, as after a failover.
+func ResetPool(s *Store) { s.pool.Reset() }

@@ -27,6 +27,10 @@ const DefaultSchema = "replayguard"
 // Options.LeaseTTL is zero.
 const DefaultLeaseTTL = 15 * time.Second
 
+// DefaultCommitTimeout bounds one Update or Commit when
+// Options.CommitTimeout is zero.
+const DefaultCommitTimeout = 30 * time.Second
+
 // pruneEvery is how often the pruning task runs.
 const pruneEvery = 5 * time.Second
 
@@ -59,6 +63,21 @@ type Options struct {
 	// acknowledged (config store.allow_not_durable). SharedStats reports
 	// it. Default false: such a server is refused.
 	AllowNotDurable bool
+	// AllowAsyncReplication opens, for a member, a primary whose streaming
+	// standbys do not make a commit wait for them (synchronous_standby_names
+	// empty, or synchronous_commit = local or off), on which a commit
+	// acknowledged to the broker is lost when a standby that lacks it is
+	// promoted (config store.allow_async_replication). SharedStats'
+	// AsyncReplication then says so. Every new connection checks again.
+	// Default false: such a primary is refused, naming the setting.
+	// A standby (a server in recovery) is refused for a member either way;
+	// a read-only handle checks neither.
+	AllowAsyncReplication bool
+	// CommitTimeout bounds one Update or Commit, the commit's wait for a
+	// synchronous standby included (config store.commit_timeout); when it
+	// ends the call, the error says what the server was waiting for and
+	// whether the commit may have happened. Default DefaultCommitTimeout.
+	CommitTimeout time.Duration
 	// Logger receives lease, pruning and durability events. Default: discard.
 	Logger *slog.Logger
 }
@@ -85,6 +104,13 @@ type Store struct {
 
 	stats      shared.Counters
 	notDurable string // the setting accepted through store.allow_not_durable; "" when durable
+
+	commitTimeout time.Duration
+	allowAsync    bool        // store.allow_async_replication
+	opened        atomic.Bool // Open has returned the handle: a refused connection is logged
+	replMu        sync.Mutex
+	async         string // how the server replicates asynchronously, as last reported
+	hiddenWarned  bool   // walsenders whose state the role may not read were logged
 }
 
 var (
@@ -129,14 +155,19 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		cfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName(o.Member)
 	}
 	where := redacted(cfg)
+	s := &Store{
+		sql: newStatements(o.Schema), schema: o.Schema, where: where, member: o.Member,
+		ttl: o.TTL, maxKeys: o.MaxEntries, leaseTTL: o.LeaseTTL, log: o.Logger,
+		commitTimeout: o.CommitTimeout, allowAsync: o.AllowAsyncReplication,
+	}
+	if s.member != "" {
+		cfg.AfterConnect = s.afterConnect
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: connect to %s: %w", where, err)
 	}
-	s := &Store{
-		pool: pool, sql: newStatements(o.Schema), schema: o.Schema, where: where, member: o.Member,
-		ttl: o.TTL, maxKeys: o.MaxEntries, leaseTTL: o.LeaseTTL, log: o.Logger,
-	}
+	s.pool = pool
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	if err := s.open(ctx, o, where); err != nil {
 		s.bgCancel()
@@ -148,6 +179,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		go s.renewLoop()
 		go s.pruneLoop()
 	}
+	s.opened.Store(true)
 	return s, nil
 }
 
@@ -167,6 +199,9 @@ func (o *Options) setDefaults() error {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
+	if o.CommitTimeout == 0 {
+		o.CommitTimeout = DefaultCommitTimeout
+	}
 	switch {
 	case o.TTL < 0:
 		return fmt.Errorf("postgres store: window.ttl %v is negative", o.TTL)
@@ -174,6 +209,8 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("postgres store: window.max_entries %d is negative", o.MaxEntries)
 	case o.LeaseTTL < 30*time.Millisecond:
 		return fmt.Errorf("postgres store: lease ttl %v is too short", o.LeaseTTL)
+	case o.CommitTimeout < 0:
+		return fmt.Errorf("postgres store: store.commit_timeout %v is negative", o.CommitTimeout)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -184,6 +221,10 @@ func (o *Options) setDefaults() error {
 // open checks the server, the schema and the lease.
 func (s *Store) open(ctx context.Context, o Options, where string) error {
 	if err := s.pool.Ping(ctx); err != nil {
+		var refused refusedConn
+		if errors.As(err, &refused) { // afterConnect's own error names the server
+			return refused.err
+		}
 		return fmt.Errorf("postgres store: connect to %s: %w", where, err)
 	}
 	if err := s.checkDurable(ctx, o.AllowNotDurable); err != nil {
@@ -270,6 +311,10 @@ func (s *Store) conn(ctx context.Context) (*pgxpool.Conn, error) {
 	if err != nil {
 		if s.closed.Load() {
 			return nil, engine.ErrClosed
+		}
+		var refused refusedConn
+		if errors.As(err, &refused) {
+			return nil, refused.err
 		}
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}

@@ -37,7 +37,10 @@ func (s *Store) Update(ctx context.Context, r *engine.Reads, decide func(*engine
 		return ErrReadOnly
 	}
 	start := time.Now()
+	ctx, cancel := s.commitContext(ctx)
+	defer cancel()
 	n, err := s.update(ctx, r, decide)
+	err = s.timedOut(ctx, err)
 	s.account(start, n, err)
 	return err
 }
@@ -52,6 +55,8 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		return ErrReadOnly
 	}
 	start := time.Now()
+	ctx, cancel := s.commitContext(ctx)
+	defer cancel()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		head, err := s.lockMember(ctx, tx)
 		if err != nil {
@@ -62,6 +67,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		}
 		return s.runSQL(ctx, tx, b.SQL, false)
 	})
+	err = s.timedOut(ctx, err)
 	n := 0
 	if err == nil {
 		n = len(b.Audit)
@@ -179,12 +185,18 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		if c.Conn().IsClosed() { // the commit may or may not have happened
-			return fmt.Errorf("postgres store: the connection to %s broke during the commit, which may or may not have happened: %w", s.where, err)
+			return uncertainError{fmt.Errorf("postgres store: the connection to %s broke during the commit, which may or may not have happened: %w", s.where, err)}
 		}
 		return dbErr(err)
 	}
 	return nil
 }
+
+// uncertainError is a commit whose outcome the connection did not return.
+type uncertainError struct{ err error }
+
+func (e uncertainError) Error() string { return e.err.Error() }
+func (e uncertainError) Unwrap() error { return e.err }
 
 // retryable reports a lost race, a serialization failure or a deadlock.
 func retryable(err error) bool {
