@@ -16,7 +16,48 @@ var (
 	descStoreWaits    = prometheus.NewDesc("replayguard_store_lock_waits_total", "Row lock waits, where the store shows them.", storeLabels, nil)
 	descStoreDurable  = prometheus.NewDesc("replayguard_store_durable", "1 when the shared store's server commits durably; 0 when it was accepted through store.allow_not_durable.", storeLabels, nil)
 	descStoreLease    = prometheus.NewDesc("replayguard_store_lease_expiry_timestamp_seconds", "When this member's lease on its id ends unless renewed.", storeLabels, nil)
+	descStoreAsync    = prometheus.NewDesc("replayguard_store_async_replication", "1 when the shared store's server replicates without making commits wait for a replica, accepted through store.allow_async_replication: a failover can lose acknowledged commits, which the journal recovers.", storeLabels, nil)
+	descStoreBehind   = prometheus.NewDesc("replayguard_store_loss", "1 while this member has found the shared store without commits it made and acknowledged (a failover to a replica that lacked them), and decides nothing until they are recovered or accepted as lost.", storeLabels, nil)
+	descStoreLosses   = prometheus.NewDesc("replayguard_store_losses_total", "Times this member found the shared store without commits it had made and acknowledged.", storeLabels, nil)
+	descStoreRecover  = prometheus.NewDesc("replayguard_store_recovered_total", "Deliveries the store had lost that this member decided again from its journal (they are also counted in replayguard_decisions_total, but not in replayguard_received_total).", storeLabels, nil)
+	descStoreAccepted = prometheus.NewDesc("replayguard_store_losses_accepted_total", "Store losses an operator accepted (positions no journal held).", storeLabels, nil)
 )
+
+// LossReporter is the engine's account of store losses.
+type LossReporter interface {
+	Loss() *engine.StoreLoss
+	LossStats() engine.LossStats
+}
+
+// lossCollector reads a member's store-loss counters at scrape time.
+type lossCollector struct {
+	kind, member string
+	r            LossReporter
+}
+
+// WatchLoss adds the store-loss gauges and counters of a member of a
+// shared store to the metrics.
+func (m *Metrics) WatchLoss(kind, member string, r LossReporter) {
+	m.collectors = append(m.collectors, lossCollector{kind, member, r})
+}
+
+func (c lossCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descStoreBehind, descStoreLosses, descStoreRecover, descStoreAccepted} {
+		ch <- d
+	}
+}
+
+func (c lossCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.r.LossStats()
+	behind := 0.0
+	if c.r.Loss() != nil {
+		behind = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descStoreBehind, prometheus.GaugeValue, behind, c.kind, c.member)
+	ch <- prometheus.MustNewConstMetric(descStoreLosses, prometheus.CounterValue, float64(st.Detected), c.kind, c.member)
+	ch <- prometheus.MustNewConstMetric(descStoreRecover, prometheus.CounterValue, float64(st.Recovered), c.kind, c.member)
+	ch <- prometheus.MustNewConstMetric(descStoreAccepted, prometheus.CounterValue, float64(st.Accepted), c.kind, c.member)
+}
 
 // storeCollector reads a shared store's counters at scrape time.
 type storeCollector struct {
@@ -32,7 +73,7 @@ func (m *Metrics) WatchStore(kind, member string, s engine.StatsReporter) {
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStoreUpdates, descStoreRetries, descStoreFailures, descStoreSeconds,
-		descStoreRows, descStoreWaits, descStoreDurable, descStoreLease} {
+		descStoreRows, descStoreWaits, descStoreDurable, descStoreLease, descStoreAsync} {
 		ch <- d
 	}
 }
@@ -53,6 +94,11 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 		durable = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descStoreDurable, prometheus.GaugeValue, durable, c.kind, c.member)
+	async := 0.0
+	if st.AsyncReplication != "" {
+		async = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descStoreAsync, prometheus.GaugeValue, async, c.kind, c.member)
 	if !st.LeaseExpires.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descStoreLease, prometheus.GaugeValue, float64(st.LeaseExpires.UnixNano())/1e9, c.kind, c.member)
 	}

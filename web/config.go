@@ -208,6 +208,18 @@ type Deps struct {
 	// the dashboard; it must be safe for concurrent use and not block (the
 	// dashboard polls it). nil: no route forwards in this process.
 	Forward func() ForwardStatus
+	// Loss serves /api/v1/store/loss and accept-loss on a shared store;
+	// nil: they answer 404.
+	Loss LossReviewer
+}
+
+// LossReviewer tells whether the member found its shared store without
+// commits it made, and takes an operator's acceptance of what no journal
+// holds. *engine.Engine satisfies it; AcceptLoss may block while the
+// member decides the journal's batches again.
+type LossReviewer interface {
+	Loss() *engine.StoreLoss
+	AcceptLoss(ctx context.Context, operator string) (engine.StoreLoss, error)
 }
 
 // StoreStatus is a shared store's health as /readyz reports it.

@@ -2,13 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 
 	"github.com/replayguard/replayguard/audit"
+	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/app"
+	"github.com/replayguard/replayguard/journal"
 )
 
 func auditFlags(fs *flag.FlagSet) {
@@ -177,6 +182,68 @@ func verifyChains(e *env, cs engine.ChainScanner) error {
 	if err != nil {
 		return fmt.Errorf("%w (%d records verified before it)", err, total)
 	}
+	behind, err := chainsBehind(e, cs)
+	if err != nil {
+		return err
+	}
+	for _, b := range behind {
+		fmt.Fprintf(e.stdout, "member %s: %s\n", b.member, b.what)
+	}
+	if len(behind) > 0 {
+		return fmt.Errorf("%d of %d member chains are behind their witness: the store lost commits the members made and acknowledged", len(behind), len(res))
+	}
 	fmt.Fprintf(e.stdout, "audit chains intact: %d members, %d records\n", len(res), total)
 	return nil
+}
+
+type behindChain struct{ member, what string }
+
+// chainsBehind compares each member's chain head in the store with its
+// witness, the journal this machine keeps for it under store.journal.path
+// (members without one here are not checked): a store behind it, or
+// holding another record at the witness's position, lost what the member
+// committed and acknowledged.
+func chainsBehind(e *env, cs engine.ChainScanner) ([]behindChain, error) {
+	sc := e.cfg.Store
+	if sc.Journal.Path == "" || sc.Journal.Path == config.JournalOff {
+		return nil, nil
+	}
+	chains, err := cs.Chains(e.ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []behindChain
+	for _, c := range chains {
+		dir := app.JournalDir(sc, c.Member)
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			continue // no journal of this member on this machine
+		}
+		j, err := journal.Open(dir, journal.Options{ReadOnly: true})
+		if errors.Is(err, fs.ErrNotExist) { // the member deleted an expired segment while it was listed: list again
+			j, err = journal.Open(dir, journal.Options{ReadOnly: true})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("member %s: read its journal: %w", c.Member, err)
+		}
+		last, _ := j.Last()
+		j.Close()
+		w := last.Head
+		switch {
+		case w.Position == 0:
+		case c.Head.Position < w.Position:
+			out = append(out, behindChain{c.Member, fmt.Sprintf("audit chain BEHIND its witness: the store holds it up to position %d, the member's journal (%s) up to %d: positions %d..%d were committed, acknowledged and lost",
+				c.Head.Position, dir, w.Position, c.Head.Position+1, w.Position)})
+		default:
+			var rec engine.AuditRecord
+			stop := errors.New("stop")
+			if err := cs.ScanChain(e.ctx, c.Member, w.Position, func(r engine.AuditRecord) error { rec = r; return stop }); err != nil && !errors.Is(err, stop) {
+				return nil, err
+			}
+			if rec.Position != w.Position || rec.Hash != w.Hash {
+				out = append(out, behindChain{c.Member, fmt.Sprintf("audit chain FORKED from its witness: the store holds another record at position %d than the member's journal (%s) says it committed",
+					w.Position, dir)})
+			}
+		}
+	}
+	return out, nil
 }

@@ -99,6 +99,16 @@ func crashFeed(t *testing.T, rng *rand.Rand, n int) string {
 
 // storeConfig writes a test configuration whose store section is store, a
 // YAML flow mapping.
+// withJournal puts a shared store's member journal in dir (beside the
+// configuration), not in the package directory, where a journal left by
+// an earlier run would be compared with a new server's store.
+func withJournal(store, dir string) string {
+	if !strings.HasPrefix(store, "{kind: postgres") && !strings.HasPrefix(store, "{kind: redis") || strings.Contains(store, "journal:") {
+		return store
+	}
+	return strings.TrimSuffix(store, "}") + fmt.Sprintf(", journal: {path: %q}}", dir)
+}
+
 func storeConfig(t *testing.T, store string) string {
 	t.Helper()
 	path := testConfig(t, "")
@@ -106,6 +116,7 @@ func storeConfig(t *testing.T, store string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	store = withJournal(store, filepath.Join(filepath.Dir(path), "journal"))
 	cfg := regexp.MustCompile(`(?m)^store:.*$`).ReplaceAllLiteralString(string(b), "store: "+store)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -71,6 +71,7 @@ func outboxConfig(t *testing.T, broker, listen, hook, store string) string {
   tokens:
     - {name: j.doe, token_file: %s, role: operator}`, listen, tokenFile), 1)
 	if store != "" {
+		store = withJournal(store, filepath.Join(filepath.Dir(cfg), "journal"))
 		text = regexp.MustCompile(`(?m)^store:.*$`).ReplaceAllLiteralString(text, "store: "+store)
 	}
 	os.WriteFile(cfg, []byte(text), 0o644)

@@ -14,6 +14,7 @@ import (
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/forward"
+	"github.com/replayguard/replayguard/journal"
 	"github.com/replayguard/replayguard/sparkplug"
 	"github.com/replayguard/replayguard/store/embedded"
 	"github.com/replayguard/replayguard/store/memory"
@@ -41,6 +42,9 @@ type App struct {
 	// asked for them; nil otherwise. The caller runs them (Run or Flush);
 	// Close closes them.
 	Sinks *sink.Set
+	// Journal is the member's journal on a shared store, when
+	// Options.Journal asked for it and store.journal.path is not off.
+	Journal *journal.Journal
 	// Forward is the drainer of the forward effects' outbox, when a route
 	// forwards; nil otherwise. It is the engine's backpressure gate from
 	// the start; the caller runs it (RunForward) and stops it before Close,
@@ -72,6 +76,9 @@ type Options struct {
 	// OutputClientID is the MQTT output's client id when neither
 	// outputs.mqtt.client_id nor mqtt.client_id sets one.
 	OutputClientID string
+	// Journal keeps the member's journal on a shared store (run, whose
+	// member id is fixed). Unused by read-only opens.
+	Journal bool
 }
 
 // Open opens the configured store and, unless read-only, an engine on it.
@@ -101,12 +108,23 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	}
 	eo := EngineOptions(cfg)
 	eo.Logger = log
+	eo.StoreName = storeName(sc)
+	if opts.Journal {
+		if a.Journal, err = openJournal(sc, sc.Member, log); err != nil {
+			st.Close()
+			return nil, err
+		}
+		if a.Journal != nil {
+			eo.Journal = a.Journal
+		}
+	}
 	var obs observers
 	if opts.Observer != nil {
 		obs = append(obs, opts.Observer)
 	}
 	if opts.Sinks {
 		if a.Sinks, err = newSinks(ctx, cfg, st, a); err != nil {
+			a.closeJournal()
 			st.Close()
 			return nil, err
 		}
@@ -116,6 +134,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	}
 	if a.Forward, err = newDrainer(cfg, st, sc.Member, opts); err != nil {
 		a.closeSinks()
+		a.closeJournal()
 		st.Close()
 		return nil, err
 	}
@@ -136,6 +155,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	if a.Engine, err = engine.New(ctx, st, eo); err != nil {
 		a.closeForward()
 		a.closeSinks()
+		a.closeJournal()
 		st.Close()
 		return nil, err
 	}
@@ -172,14 +192,17 @@ func openStore(ctx context.Context, sc config.StoreConfig, w config.WindowConfig
 		return st, nil
 	case config.StorePostgres:
 		st, err := postgres.Open(ctx, postgres.Options{URL: sc.URL, Member: sc.Member, Schema: sc.Schema,
-			TTL: time.Duration(w.TTL), MaxEntries: w.MaxEntries, AllowNotDurable: sc.AllowNotDurable, Logger: log})
+			TTL: time.Duration(w.TTL), MaxEntries: w.MaxEntries, AllowNotDurable: sc.AllowNotDurable,
+			AllowAsyncReplication: sc.AllowAsyncReplication, CommitTimeout: time.Duration(sc.CommitTimeout), Logger: log})
 		if err != nil {
 			return nil, err
 		}
 		return st, nil
 	case config.StoreRedis:
 		st, err := redis.Open(ctx, redis.Options{URL: sc.URL, Member: sc.Member, Prefix: sc.Prefix,
-			TTL: time.Duration(w.TTL), MaxEntries: w.MaxEntries, AllowNotDurable: sc.AllowNotDurable, Logger: log})
+			TTL: time.Duration(w.TTL), MaxEntries: w.MaxEntries, AllowNotDurable: sc.AllowNotDurable,
+			AllowAsyncReplication: sc.AllowAsyncReplication, WaitReplicas: sc.WaitReplicas,
+			CommitTimeout: time.Duration(sc.CommitTimeout), Logger: log})
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +257,16 @@ func (a *App) Close() error {
 	}
 	a.closeForward()
 	a.closeSinks()
+	a.closeJournal()
 	return a.Store.Close()
+}
+
+func (a *App) closeJournal() {
+	if a.Journal != nil {
+		if err := a.Journal.Close(); err != nil {
+			a.Log.Warn("closing the journal", "err", err)
+		}
+	}
 }
 
 func (a *App) closeForward() {

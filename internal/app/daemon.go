@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	}
 	m := metrics.New(reg, build.Version, build.Commit, names...)
 	hub := web.NewHub()
-	opts := Options{Logger: log, Observer: observers{m, hub}, Member: runMember(cfg), Sinks: true, ClaimOutboxes: true}
+	opts := Options{Logger: log, Observer: observers{m, hub}, Member: RunMember(cfg), Sinks: true, ClaimOutboxes: true, Journal: true}
 	var fm *metrics.Forward
 	if kinds := cfg.ForwardKinds(); len(kinds) > 0 {
 		fm = metrics.NewForward(reg, kinds...)
@@ -125,6 +125,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		}()
 		log.Info("forwarding on", "outputs", strings.Join(cfg.ForwardKinds(), ","), "outbox_max_entries", cfg.Outbox.MaxEntries)
 	}
+	if cfg.Store.Shared() {
+		wg.Add(1)
+		go func() { // stopped by cancel, waited for before the store closes
+			defer wg.Done()
+			a.CheckStore(ctx)
+		}()
+	}
 	if retention != nil {
 		wg.Add(1)
 		go func() { // stopped by cancel, waited for before the store closes
@@ -150,8 +157,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		}
 		srv := web.New(web.Config{Listen: cfg.HTTP.Listen, CertFile: cfg.HTTP.TLS.CertFile, KeyFile: cfg.HTTP.TLS.KeyFile,
 			Tokens: tokens, AuthReads: cfg.HTTP.AuthReads, Version: build.Version, Logger: log},
-			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: func() bool { return consumer.Ready() && ready() }, Hub: hub, Store: storeStatus,
-				Outbox: a.Engine, Forward: a.ForwardStatus()})
+			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: func() bool { return consumer.Ready() && ready() && a.Engine.Loss() == nil }, Hub: hub, Store: storeStatus,
+				Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer()})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -267,6 +274,14 @@ func clientTLS(t config.TLSConfig) (*tls.Config, error) {
 	return c, nil
 }
 
+// lossReviewer is the engine on a shared store, nil on a single-owner one.
+func (a *App) lossReviewer() web.LossReviewer {
+	if !a.Config.Store.Shared() {
+		return nil
+	}
+	return a.Engine
+}
+
 // watchStore adds a shared store's counters to the metrics and returns its
 // status for /readyz (nil for a single-owner store).
 func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
@@ -276,9 +291,14 @@ func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
 	}
 	kind := a.Config.Store.Kind
 	m.WatchStore(kind, a.Engine.Member(), rep)
+	m.WatchLoss(kind, a.Engine.Member(), a.Engine)
 	if st := rep.SharedStats(); !st.Durable {
 		a.Log.Warn("the shared store may lose a commit after the broker was acknowledged: accepted through store.allow_not_durable",
 			"store", kind, "setting", st.NotDurable)
+	}
+	if a.Journal == nil {
+		a.Log.Warn("store.journal.path is off: a store failover that loses acknowledged commits is found only while this process runs, and can only be accepted as lost",
+			"store", kind)
 	}
 	return func() web.StoreStatus {
 		st := rep.SharedStats()
@@ -286,9 +306,17 @@ func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
 		if st.LastError != "" {
 			out.Error = fmt.Sprintf("%s store: %s", kind, st.LastError)
 		}
-		if !st.Durable {
-			out.Warning = fmt.Sprintf("%s store runs without durable commits (%s), accepted through store.allow_not_durable", kind, st.NotDurable)
+		if l := a.Engine.Loss(); l != nil {
+			out.Error = l.Error()
 		}
+		var warn []string
+		if !st.Durable {
+			warn = append(warn, fmt.Sprintf("%s store runs without durable commits (%s), accepted through store.allow_not_durable", kind, st.NotDurable))
+		}
+		if st.AsyncReplication != "" {
+			warn = append(warn, fmt.Sprintf("%s store replicates asynchronously (%s), accepted through store.allow_async_replication: a failover can lose acknowledged commits, which the journal recovers", kind, st.AsyncReplication))
+		}
+		out.Warning = strings.Join(warn, "; ")
 		return out
 	}
 }

@@ -24,9 +24,9 @@ type source interface {
 	Ready() bool
 }
 
-// runMember is run's member id on a shared store when store.member is not
-// set: the MQTT client id, or the JetStream consumer's name.
-func runMember(cfg *config.Config) string {
+// RunMember is the member id run writes a shared store's chain under when
+// store.member is not set: mqtt.client_id, or the JetStream consumer.
+func RunMember(cfg *config.Config) string {
 	if cfg.Input == config.InputJetStream && cfg.JetStream != nil {
 		return cfg.JetStream.Consumer
 	}

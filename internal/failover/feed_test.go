@@ -125,6 +125,7 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 	if o.ClientID == "" {
 		o.ClientID = testbroker.UniqueClientID("rg-failover")
 	}
+	o.Store = withJournal(o.Store, filepath.Join(dir, "journal"))
 	var feedExtra, routes, outputs, mqttExtra string
 	if o.IDRoute {
 		routes = idRouteTemplate
@@ -362,4 +363,14 @@ func publishTail(t testing.TB, pub *testbroker.Publisher, sources []string, n in
 			}
 		}
 	}
+}
+
+// withJournal puts a shared store's member journal in dir, not in the
+// test's working directory, where a journal left by an earlier run would
+// be compared with a new server's store.
+func withJournal(store, dir string) string {
+	if !strings.HasPrefix(store, "{kind: postgres") && !strings.HasPrefix(store, "{kind: redis") || strings.Contains(store, "journal:") {
+		return store
+	}
+	return strings.TrimSuffix(store, "}") + fmt.Sprintf(", journal: {path: %q}}", dir)
 }

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/app"
+)
+
+func storeFlags(fs *flag.FlagSet) {
+	fs.String("operator", "", "accept-loss: who accepts the loss, for the audit (default the OS user; through a running daemon's API with tokens, the token names the operator)")
+	fs.String("token-name", "", "through a running daemon's API: the http.tokens entry whose token to send (default $"+EnvToken+")")
+}
+
+// cmdStore is `replayguard store loss|accept-loss`: what a member found
+// missing from its shared store, and an operator's acceptance of what no
+// journal holds. It works through the running member's API when that holds
+// the member's lease, else opens the store as the member (store.member or
+// mqtt.client_id) with its journal.
+func cmdStore(e *env) error {
+	if len(e.args) != 1 || (e.args[0] != "loss" && e.args[0] != "accept-loss") {
+		return fmt.Errorf("%w: store takes loss or accept-loss", errUsage)
+	}
+	if !e.cfg.Store.Shared() {
+		return fmt.Errorf("store %s is for a shared store (kind redis or postgres), not kind %s", e.args[0], e.cfg.Store.Kind)
+	}
+	operator := ""
+	if e.args[0] == "accept-loss" {
+		var err error
+		if operator, err = localOperator(e.flagString("operator")); err != nil {
+			return err
+		}
+	}
+	a, err := app.Open(e.ctx, e.cfg, app.Options{Logger: e.log, Member: app.RunMember(e.cfg), Journal: true})
+	if errors.Is(err, engine.ErrMemberHeld) && e.cfg.HTTP.Enabled() {
+		return storeRemote(e, operator, err)
+	}
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	l := a.Engine.Loss()
+	if e.args[0] == "loss" {
+		if l == nil {
+			fmt.Fprintf(e.stdout, "member %s: the store holds every commit this member made\n", a.Engine.Member())
+			return nil
+		}
+		fmt.Fprintln(e.stdout, l.Error())
+		return nil
+	}
+	got, err := a.Engine.AcceptLoss(e.ctx, operator)
+	if err != nil {
+		return err
+	}
+	printAccepted(e, got, operator)
+	return nil
+}
+
+func printAccepted(e *env, l engine.StoreLoss, operator string) {
+	gone := l.Uncovered
+	if gone.Empty() {
+		gone = l.Lost
+	}
+	fmt.Fprintf(e.stdout, "member %s: %s accepted the loss of positions %s on the %s store; what the journal held was decided again\n",
+		l.Member, operator, gone, l.Store)
+}
+
+// storeRemote asks the member's running daemon.
+func storeRemote(e *env, operator string, held error) error {
+	token, err := e.apiToken()
+	if err != nil {
+		return fmt.Errorf("%v; and the API token: %w", held, err)
+	}
+	scheme := "http"
+	if e.cfg.HTTP.TLS.CertFile != "" {
+		scheme = "https"
+	}
+	r := &remote{base: scheme + "://" + e.cfg.HTTP.Listen, token: token, client: &http.Client{Timeout: 10 * time.Minute}} // accepting decides the journal's batches again
+	if e.args[0] == "loss" {
+		var out struct {
+			Loss *struct {
+				Error string `json:"error"`
+			} `json:"loss"`
+		}
+		if err := r.do("GET", "/api/v1/store/loss", nil, &out); err != nil {
+			return err
+		}
+		if out.Loss == nil {
+			fmt.Fprintln(e.stdout, "the store holds every commit the running member made")
+			return nil
+		}
+		fmt.Fprintln(e.stdout, out.Loss.Error)
+		return nil
+	}
+	var out struct {
+		Accepted struct {
+			Store, Member, Lost, Uncovered string
+		} `json:"accepted"`
+		Operator string `json:"operator"`
+	}
+	if err := r.do("POST", "/api/v1/store/accept-loss", map[string]string{"operator": operator}, &out); err != nil {
+		return err
+	}
+	gone := out.Accepted.Uncovered
+	if gone == "none" {
+		gone = out.Accepted.Lost
+	}
+	fmt.Fprintf(e.stdout, "member %s: %s accepted the loss of positions %s on the %s store; what the journal held was decided again\n",
+		out.Accepted.Member, out.Operator, gone, out.Accepted.Store)
+	return nil
+}

@@ -1,0 +1,90 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/journal"
+)
+
+// checkEvery is how often run compares the shared store's head of the
+// member's chain with the journal's, so that a member with nothing to
+// decide finds a failover too: a third of the lease, as often as the lease
+// is renewed.
+const checkEvery = 5 * time.Second
+
+// JournalDir is the directory of member's journal on the store sc names:
+// one per member and store under store.journal.path, so that pointing a
+// member at another store (or group) never compares it with the journal
+// of the first.
+func JournalDir(sc config.StoreConfig, member string) string {
+	return journal.Dir(sc.Journal.Path, member+"@"+storeID(sc))
+}
+
+// storeID names the store by its kind, server (without credentials),
+// schema and prefix, in 12 hex digits.
+func storeID(sc config.StoreConfig) string {
+	where := sc.URL
+	if u, err := url.Parse(sc.URL); err == nil && u.User != nil {
+		u.User = url.User(u.User.Username())
+		where = u.String()
+	}
+	sum := sha256.Sum256([]byte(sc.Kind + "\x00" + where + "\x00" + sc.Schema + "\x00" + sc.Prefix))
+	return hex.EncodeToString(sum[:6])
+}
+
+// openJournal opens the member's journal, or returns nil when the store is
+// not shared or store.journal.path is off.
+func openJournal(sc config.StoreConfig, member string, log *slog.Logger) (*journal.Journal, error) {
+	if !sc.Shared() || sc.Journal.Path == config.JournalOff || member == "" {
+		return nil, nil
+	}
+	dir := JournalDir(sc, member)
+	j, err := journal.Open(dir, journal.Options{Retention: time.Duration(sc.Journal.Retention), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("store.journal: %w", err)
+	}
+	last, _ := j.Last()
+	log.Info("journal open", "dir", dir, "retention", time.Duration(sc.Journal.Retention), "head", last.Head.Position)
+	return j, nil
+}
+
+// storeName names the store in the engine's messages: its kind and server.
+func storeName(sc config.StoreConfig) string {
+	if !sc.Shared() {
+		return sc.Kind
+	}
+	where := sc.URL
+	if u, err := url.Parse(sc.URL); err == nil {
+		where = u.Redacted()
+	}
+	return fmt.Sprintf("%s (%s)", sc.Kind, where)
+}
+
+// CheckStore compares the shared store's head of the member's chain with
+// the journal's every checkEvery until ctx is done (see
+// engine.Engine.CheckStore); a loss is logged by the engine.
+func (a *App) CheckStore(ctx context.Context) {
+	t := time.NewTicker(checkEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := a.Engine.CheckStore(ctx)
+		var l *engine.StoreLoss
+		if err != nil && !errors.As(err, &l) && ctx.Err() == nil {
+			a.Log.Warn("checking the store's chain head", "err", err)
+		}
+	}
+}
