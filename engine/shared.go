@@ -170,6 +170,11 @@ func (e *Engine) update(ctx context.Context, r *Reads, fill func(), msgs []Messa
 	e.head = e.tail
 	e.headMu.Unlock()
 	jerr := e.journalBatch(b, msgs)
+	if e.recovering { // before the observer counts the batch's decisions: see LossStats
+		e.lossMu.Lock()
+		e.lossStats.Recovered += uint64(len(msgs))
+		e.lossMu.Unlock()
+	}
 	e.observe(b)
 	return jerr
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Audit outcomes of what a member does about a store that lost its
@@ -15,6 +16,9 @@ const (
 	OutcomeLossAccepted = "loss_accepted"
 )
 
+// headReadTimeout bounds CheckStore's read of the store's head.
+const headReadTimeout = 5 * time.Second
+
 // reasonRecovered ends the reason of every decision made again from the
 // journal.
 const reasonRecovered = "recovered from the journal: the store had lost it"
@@ -22,7 +26,7 @@ const reasonRecovered = "recovered from the journal: the store had lost it"
 // LossStats count what this engine found and did about store losses.
 type LossStats struct {
 	Detected  uint64 // losses found (a store head behind the journal's, or forked)
-	Recovered uint64 // deliveries decided again from the journal
+	Recovered uint64 // deliveries decided again from the journal, counted before the observer hears of their commit
 	Accepted  uint64 // losses an operator accepted
 }
 
@@ -65,7 +69,9 @@ func (e *Engine) CheckStore(ctx context.Context) error {
 	if e.closed {
 		return ErrClosed
 	}
-	head, err := e.shared.Head(ctx)
+	hctx, cancel := context.WithTimeout(ctx, headReadTimeout) // decisions wait meanwhile: a store that does not answer must not hold them
+	head, err := e.shared.Head(hctx)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("read the store's chain head: %w", err)
 	}
@@ -269,10 +275,7 @@ func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss, accepted strin
 	if err != nil {
 		return e.recoveryFailed(l, err)
 	}
-	e.lossMu.Lock()
-	e.loss = nil
-	e.lossStats.Recovered += uint64(n)
-	e.lossMu.Unlock()
+	e.setLoss(nil)
 	e.log.Info("recovered what the store lost from the journal; deciding again", "store", l.Store, "member", l.Member,
 		"lost", l.Lost.String(), "deliveries", n, "applied", outcomes[Applied]+outcomes[AppliedLate], "duplicate", outcomes[Duplicate])
 	return nil

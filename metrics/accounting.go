@@ -28,7 +28,7 @@ var (
 	descAbandoned = prometheus.NewDesc("replayguard_abandoned_total",
 		"Deliveries left undecided and unacknowledged because shutdown could not commit them in time; the broker resends them.", nil, nil)
 	descInFlight = prometheus.NewDesc("replayguard_in_flight",
-		"Deliveries received whose decision is not committed yet: received_total - sum(decisions_total) - abandoned_total.", nil, nil)
+		"Deliveries received whose decision is not committed yet: received_total - (sum(decisions_total) - store_recovered_total) - abandoned_total.", nil, nil)
 	descResolved = prometheus.NewDesc("replayguard_quarantine_resolved_total",
 		"Held messages an operator released or discarded, by route and the outcome audited for it (applied, applied_late, duplicate, discarded).",
 		[]string{"route", "outcome"}, nil)
@@ -112,6 +112,9 @@ func (a *accounting) committed(records []engine.AuditRecord) int {
 			a.resolved[lp]++
 			continue
 		}
+		if r.Outcome == engine.OutcomeRecovered || r.Outcome == engine.OutcomeLossAccepted {
+			continue // what the member did about a store that lost its commits: no delivery's decision
+		}
 		a.decided[lp]++
 		n++
 	}
@@ -139,6 +142,13 @@ func (a *accounting) Collect(ch chan<- prometheus.Metric) {
 	}
 	w, q := a.windows, a.quarantine
 	a.mu.Unlock()
+	// Deliveries decided again from the journal after a store lost them
+	// were received by no source of this process (read after the
+	// decisions: the engine counts a recovered batch before its decisions,
+	// so in flight is never negative).
+	if lr, ok := w.(interface{ LossStats() engine.LossStats }); ok {
+		decided -= min(decided, lr.LossStats().Recovered)
+	}
 
 	ch <- prometheus.MustNewConstMetric(descReceived, prometheus.CounterValue, float64(recv))
 	ch <- prometheus.MustNewConstMetric(descAbandoned, prometheus.CounterValue, float64(dropped))

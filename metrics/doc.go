@@ -3,8 +3,12 @@
 //
 // Every delivery is counted once in exactly one bucket, so that
 //
-//	replayguard_received_total == sum(replayguard_decisions_total)
+//	replayguard_received_total == sum(replayguard_decisions_total) - replayguard_store_recovered_total
 //	                              + replayguard_abandoned_total + replayguard_in_flight
+//
+// (replayguard_store_recovered_total counts, on a shared store, the
+// deliveries a member decided again from its journal after the store lost
+// them: decisions without a delivery of this process.)
 //
 // holds in every single scrape: the received counter, the decision
 // counters, the abandoned counter and the in-flight gauge are read together

@@ -43,7 +43,7 @@ replayguard_received_total 14
 # HELP replayguard_abandoned_total Deliveries left undecided and unacknowledged because shutdown could not commit them in time; the broker resends them.
 # TYPE replayguard_abandoned_total counter
 replayguard_abandoned_total 2
-# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total - sum(decisions_total) - abandoned_total.
+# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total - (sum(decisions_total) - store_recovered_total) - abandoned_total.
 # TYPE replayguard_in_flight gauge
 replayguard_in_flight 3
 # HELP replayguard_decisions_total Deliveries decided and durably committed, by route and outcome.
@@ -77,7 +77,7 @@ replayguard_quarantine_resolved_total{outcome="discarded",route="meters"} 1
 	m.Committed(records("meters", "applied", "applied", "quarantined"), nil)
 	checkIdentity(t, reg)
 	inFlight := `
-# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total - sum(decisions_total) - abandoned_total.
+# HELP replayguard_in_flight Deliveries received whose decision is not committed yet: received_total - (sum(decisions_total) - store_recovered_total) - abandoned_total.
 # TYPE replayguard_in_flight gauge
 replayguard_in_flight 0
 `

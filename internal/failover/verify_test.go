@@ -77,6 +77,7 @@ type result struct {
 	AppliedIDs   map[seqKey]bool // every applied id: (meter, n) of msgId "meter-n"
 	Gaps         map[string][]engine.Range
 	SetAside     []engine.AuditRecord // the decisions on feed.SetAside's messages
+	Recoveries   []engine.AuditRecord // a member's recoveries of what the store lost, from its journal
 }
 
 func (r *result) String() string {
@@ -145,6 +146,10 @@ func checkFeed(t testing.TB, obs observed, f feed) *result {
 	}
 	for _, rec := range obs.Records {
 		r.Records = append(r.Records, rec)
+		if rec.Outcome == engine.OutcomeRecovered {
+			r.Recoveries = append(r.Recoveries, rec)
+			continue
+		}
 		if f.SetAside != "" && rec.Route == idRouteName && len(rec.Source) == 1 && rec.Source[0] == f.SetAside {
 			r.SetAside = append(r.SetAside, rec)
 			continue
