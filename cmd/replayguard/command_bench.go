@@ -26,6 +26,7 @@ func benchFlags(fs *flag.FlagSet) {
 	fs.String("dir", "", "embedded store directory (default: a temporary one, removed afterwards)")
 	fs.String("store", "", "a shared store's URL (postgres://… or redis://…) instead of the embedded store: a fresh schema or prefix on it")
 	fs.Int("members", 1, "with --store: group members in this process, each dealt every Nth message, as a shared subscription deals them")
+	fs.String("journal", "", "with --store: keep each member's journal under this directory, as run does (default: none)")
 }
 
 // cmdBench measures durable decisions end to end: a generated capture of
@@ -43,10 +44,13 @@ func cmdBench(e *env) error {
 		if members <= 0 {
 			return fmt.Errorf("%w: --members must be positive", errUsage)
 		}
-		return benchShared(e, url, members, benchfeed.Generate(n, sources, replays))
+		return benchShared(e, url, members, e.flagString("journal"), benchfeed.Generate(n, sources, replays))
 	}
 	if members != 1 {
 		return fmt.Errorf("%w: --members needs --store: members share a store", errUsage)
+	}
+	if e.flagString("journal") != "" {
+		return fmt.Errorf("%w: --journal needs --store: only a shared store's members keep one", errUsage)
 	}
 	dir := e.flagString("dir")
 	if dir == "" {
@@ -85,8 +89,9 @@ func cmdBench(e *env) error {
 // benchShared ingests the feed into a fresh schema (PostgreSQL) or prefix
 // (Redis) of the shared store at url, dealt round-robin to members engines
 // that each hold a member id, and reports the group's rate and how often a
-// batch lost a race to another member.
-func benchShared(e *env, url string, members int, msgs []benchfeed.Message) error {
+// batch lost a race to another member. With journal set, each member keeps
+// its journal under it (app.JournalDir), synced before every ack.
+func benchShared(e *env, url string, members int, journal string, msgs []benchfeed.Message) error {
 	kind, ok := map[string]string{"postgres": config.StorePostgres, "postgresql": config.StorePostgres,
 		"redis": config.StoreRedis, "rediss": config.StoreRedis}[strings.SplitN(url, "://", 2)[0]]
 	if !ok {
@@ -97,7 +102,7 @@ func benchShared(e *env, url string, members int, msgs []benchfeed.Message) erro
 	if err != nil {
 		return err
 	}
-	cfg.Store = config.StoreConfig{Kind: kind, URL: url}
+	cfg.Store = config.StoreConfig{Kind: kind, URL: url, Journal: config.JournalConfig{Path: journal}}
 	if kind == config.StorePostgres {
 		cfg.Store.Schema = run
 	} else {
@@ -111,7 +116,7 @@ func benchShared(e *env, url string, members int, msgs []benchfeed.Message) erro
 	for i := range apps {
 		c := *cfg
 		c.Store.Member = fmt.Sprintf("bench-%d", i+1)
-		if apps[i], err = app.Open(e.ctx, &c, app.Options{Logger: e.log}); err != nil {
+		if apps[i], err = app.Open(e.ctx, &c, app.Options{Logger: e.log, Journal: journal != ""}); err != nil {
 			return err
 		}
 		defer apps[i].Close()
@@ -150,6 +155,9 @@ func benchShared(e *env, url string, members int, msgs []benchfeed.Message) erro
 	where := "schema " + run
 	if kind == config.StoreRedis {
 		where = "prefix {" + run + "}:"
+	}
+	if journal != "" {
+		where += ", journal under " + journal
 	}
 	fmt.Fprintf(e.stdout, "%d messages in %.2f s: %.0f msg/s durable, %d member(s) on the %s store (%s)\n",
 		total, took.Seconds(), float64(total)/took.Seconds(), members, kind, where)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+// TestBenchKeepsAJournalOnASharedStore runs bench with --journal on each
+// shared store: every member must leave a journal directory with a segment
+// that holds the batches it committed.
+func TestBenchKeepsAJournalOnASharedStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and Redis")
+	}
+	for _, tt := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"on PostgreSQL", func(t *testing.T) string { return testbroker.StartPostgres(t, testbroker.PostgresOptions{}).URL() }},
+		{"on Redis", func(t *testing.T) string { return testbroker.StartRedis(t, testbroker.RedisOptions{}).URL() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "journal")
+			out := mustRun(t, "", "bench", "--store", tt.url(t), "--members", "2", "--messages", "3000", "--journal", dir)
+			if !strings.Contains(out, "msg/s durable, 2 member(s)") || !strings.Contains(out, "journal under "+dir) {
+				t.Fatalf("bench output %q", out)
+			}
+			for _, member := range []string{"bench-1", "bench-2"} {
+				segs, err := filepath.Glob(filepath.Join(dir, member+"@*", "*.seg"))
+				if err != nil || len(segs) == 0 {
+					t.Fatalf("no segment in %s's journal under %s: %v", member, dir, err)
+				}
+				if fi, err := os.Stat(segs[0]); err != nil || fi.Size() < 1500*200 {
+					t.Fatalf("%s's segment %s: %v, want ~1,500 messages of ~280 bytes", member, segs[0], err)
+				}
+			}
+		})
+	}
+}
+
+func TestBenchRefusesAJournalOnTheEmbeddedStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	_, errs, code := cli(t, "", "bench", "--messages", "100", "--dir", filepath.Join(t.TempDir(), "d"), "--journal", dir)
+	if code != exitUsage || !strings.Contains(errs, "--journal needs --store") {
+		t.Fatalf("exit %d, stderr %q; want exit %d and --journal refused", code, errs, exitUsage)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("journal directory %s: %v, want none", dir, err)
+	}
+}
