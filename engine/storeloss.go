@@ -340,12 +340,13 @@ func (e *Engine) AcceptLoss(ctx context.Context, operator string) (StoreLoss, er
 	e.lossStats.Accepted++
 	e.lossMu.Unlock()
 	e.log.Warn("an operator accepted a store loss", "operator", operator, "store", l.Store, "member", l.Member, "lost", gone.String())
+	accepted := *l
 	if e.journal == nil {
 		e.setLoss(nil)
-		return *l, nil
+		return accepted, nil
 	}
-	l.Uncovered, l.Forked = Span{From: 1}, false
-	return *l, e.replayJournal(ctx, l, fmt.Sprintf("positions %s accepted as lost by %s", gone, operator))
+	l.Uncovered, l.Forked = Span{}, false // what the journal holds is recovered now
+	return accepted, e.replayJournal(ctx, l, fmt.Sprintf("positions %s accepted as lost by %s", gone, operator))
 }
 
 // ErrNoLoss is returned by AcceptLoss when no store loss stops the member.

@@ -45,7 +45,12 @@ func cmdStore(e *env) error {
 	defer a.Close()
 	l := a.Engine.Loss()
 	if e.args[0] == "loss" {
-		if l == nil {
+		switch st := a.Engine.LossStats(); {
+		case l == nil && st.Detected > 0: // found and recovered when the member opened, as run would have
+			fmt.Fprintf(e.stdout, "member %s: the store had lost commits of this member; %d deliveries decided again from its journal (the recovered audit record names them)\n",
+				a.Engine.Member(), st.Recovered)
+			return nil
+		case l == nil:
 			fmt.Fprintf(e.stdout, "member %s: the store holds every commit this member made\n", a.Engine.Member())
 			return nil
 		}
