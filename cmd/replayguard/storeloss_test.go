@@ -163,4 +163,3 @@ func kwh(t *testing.T, cfgPath string) string {
 	v := rest[j+len(`"kwh": `):]
 	return strings.TrimSpace(v[:strings.IndexAny(v, ",}\n")])
 }
-
