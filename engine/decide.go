@@ -30,8 +30,8 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 			return e.record(m, dec, now, ref, by)
 		}
 	}
-	dec := e.decide(d, now, ref != 0)
-	if e.recovering {
+	dec := e.decide(d, now, ref != 0, m.recovery == recoveredApplied)
+	if m.recovery != 0 {
 		dec.Reason = strings.TrimPrefix(dec.Reason+"; "+reasonRecovered, "; ")
 	}
 	if dec.Outcome.Effective() {
@@ -58,8 +58,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 // the source window for sequenced routes. An effective outcome updates the
 // windows and runs the effects. release waives the below-window and
 // old-epoch rules and turns a conflict into a duplicate: a released message
-// is applied at most once.
-func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
+// is applied at most once. waive waives those rules alone (a delivery
+// first applied, decided again from the journal).
+func (e *Engine) decide(d *decoded, now time.Time, release, waive bool) Decision {
 	dec := Decision{Route: d.route.Name, Key: d.key, Digest: d.digest, Source: d.source,
 		Epoch: d.epoch, Sequence: d.seq, ID: d.id}
 	if dg, hit := e.keys.lookup(d.key); hit {
@@ -79,10 +80,7 @@ func (e *Engine) decide(d *decoded, now time.Time, release bool) Decision {
 			c := src.clone()
 			src = &c
 		}
-		// A delivery decided again from the journal was acknowledged: it
-		// is released from the below-window and old-epoch rules as an
-		// operator's release is (the key window still catches a copy).
-		v := src.checkSequence(d, e.opts.SequenceSpan, e.opts.KeepEpochs, release || e.recovering)
+		v := src.checkSequence(d, e.opts.SequenceSpan, e.opts.KeepEpochs, release || waive)
 		if refused && v.outcome.Effective() {
 			dec.Outcome, dec.Reason = Quarantined, refusal
 			return dec

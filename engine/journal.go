@@ -48,9 +48,15 @@ type JournalEntry struct {
 	// Messages are the deliveries the batch decided, in order (Topic,
 	// Payload, Dup, Broker, Invalid); none for an operator's action.
 	Messages []Message
+	// Effective says of each of Messages whether it was applied (or
+	// applied late): only those are let in below the window when they
+	// are decided again.
+	Effective []bool
 	// Action is, for a batch that decided no delivery, the outcome of its
 	// first record: "discarded", "released", a forward review, or the
-	// member's own "recovered" and "loss_accepted".
+	// member's own "recovered" and "loss_accepted"; for a recovery's start
+	// marker, "loss_accepted" when an operator accepted what no journal
+	// holds.
 	Action string
 	// Lost is, for a recovery's start marker, the head the member had
 	// committed before the store lost part of it.
@@ -116,7 +122,11 @@ type StoreLoss struct {
 	// error that stopped it.
 	Reason string
 
-	from AuditHead // the journal is replayed after this head
+	from         AuditHead // the journal is replayed after this head
+	marked       bool      // the journal holds this recovery's start
+	accepted     bool      // an operator accepted what no journal holds
+	acceptedSpan Span      // ... these positions
+	operator     string    // ... this operator
 }
 
 func (l *StoreLoss) Error() string {

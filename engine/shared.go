@@ -189,6 +189,12 @@ func (e *Engine) journalBatch(b *Batch, msgs []Message) error {
 	je := JournalEntry{Kind: JournalBatch, Head: e.tail, First: b.Audit[0].Position, Time: e.opts.Now(), Messages: msgs}
 	if len(msgs) == 0 {
 		je.Action = b.Audit[0].Outcome
+	} else if len(b.Audit) == len(msgs) { // one record a delivery, in order
+		je.Effective = make([]bool, len(msgs))
+		for i := range b.Audit {
+			o, _ := ParseOutcome(b.Audit[i].Outcome)
+			je.Effective[i] = o.Effective()
+		}
 	}
 	if err := e.journal.Append(je); err != nil {
 		e.log.Error("journal append failed: the batch is committed but not acknowledged", "err", err)

@@ -118,7 +118,8 @@ func (e *Engine) checkHead(ctx context.Context, head, known AuditHead) error {
 			// A recovery that did not finish (a crash during it): decide
 			// again everything from where it began.
 			l := &StoreLoss{Store: e.storeName, Member: e.member, Head: head, Known: pending.Lost,
-				Lost: Span{From: pending.Head.Position + 1, To: pending.Lost.Position}, Detected: e.opts.Now(), from: pending.Head}
+				Lost: Span{From: pending.Head.Position + 1, To: pending.Lost.Position}, Detected: e.opts.Now(), from: pending.Head,
+				marked: true, accepted: pending.Action == OutcomeLossAccepted}
 			e.noteLoss(l, "a recovery from the journal did not finish: resuming it")
 			return e.recoverLoss(ctx, l, head)
 		}
@@ -196,51 +197,109 @@ func (e *Engine) noteLoss(l *StoreLoss, what string) {
 }
 
 // recoverLoss decides the lost batches again from the journal on the
-// store, whose head is head, when the journal holds all of them; audits
-// the recovery and clears the loss. Otherwise, or when recovery fails, it
-// returns the loss: the member stays stopped. Called with e.mu held.
+// store, whose head is head, when the journal holds all of them (or an
+// operator accepted what it does not); audits the recovery and clears the
+// loss. Otherwise, or when recovery fails, it returns the loss: the member
+// stays stopped. Called with e.mu held.
 func (e *Engine) recoverLoss(ctx context.Context, l *StoreLoss, head AuditHead) error {
+	if !l.Forked {
+		// A store that came back with everything (a failback to the old
+		// primary) has lost nothing any more. A recovery's batches already
+		// written there would make it hold another record at l.Known.
+		if again, err := e.compare(ctx, head, l.Known); err == nil && again == nil {
+			if l.marked {
+				if err := e.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: head, Time: e.opts.Now()}); err != nil {
+					return e.recoveryFailed(l, err)
+				}
+			}
+			e.log.Info("the store holds this member's commits again: nothing to recover", "store", l.Store, "member", l.Member)
+			e.rebase(head)
+			e.setLoss(nil)
+			return nil
+		}
+	}
+	if head.Position < l.from.Position || (head.Position == l.from.Position && head.Hash != l.from.Hash) {
+		// The store fell back further (a second failover before the
+		// recovery was done): everything after its new head is lost.
+		l.from, l.Head = head, head
+		l.Lost.From = head.Position + 1
+		l.Uncovered, l.accepted = Span{}, false // an acceptance named positions of the first loss only
+	}
 	if e.journal == nil {
 		l.Uncovered = l.Lost
 	}
-	if l.Forked || !l.Uncovered.Empty() {
+	if !l.accepted && (l.Forked || !l.Uncovered.Empty()) {
 		e.setLoss(l)
 		return l
 	}
-	uncovered, err := e.journal.Replay(l.from, nil)
-	if err != nil {
-		return e.recoveryFailed(l, err)
-	}
-	uncovered.To = min(uncovered.To, l.Lost.To)
-	if !uncovered.Empty() {
-		l.Uncovered = uncovered
-		e.setLoss(l)
-		e.log.Error("the journal does not hold every lost position: an operator must accept the loss of the rest",
-			"store", l.Store, "member", l.Member, "uncovered", uncovered.String(), "lost", l.Lost.String())
-		return l
+	if !l.accepted {
+		uncovered, err := e.journal.Replay(l.from, nil)
+		if err != nil {
+			return e.recoveryFailed(l, err)
+		}
+		uncovered.To = min(uncovered.To, l.Lost.To)
+		if !uncovered.Empty() {
+			l.Uncovered = uncovered
+			e.setLoss(l)
+			e.log.Error("the journal does not hold every lost position: an operator must accept the loss of the rest",
+				"store", l.Store, "member", l.Member, "uncovered", uncovered.String(), "lost", l.Lost.String())
+			return l
+		}
 	}
 	e.rebase(head)
-	return e.replayJournal(ctx, l, "")
+	return e.replayJournal(ctx, l)
+}
+
+// markRecovery writes, once per loss, the journal's record that a recovery
+// began: until its end is written, a restart resumes it, and the journal
+// keeps every segment.
+func (e *Engine) markRecovery(l *StoreLoss) error {
+	if l.marked {
+		return nil
+	}
+	m := JournalEntry{Kind: JournalRecoveryStart, Head: l.from, Lost: l.Known, Time: e.opts.Now()}
+	if l.accepted {
+		m.Action = OutcomeLossAccepted
+	}
+	if err := e.journal.Append(m); err != nil {
+		return err
+	}
+	l.marked = true
+	return nil
 }
 
 // replayJournal decides again every batch the journal holds after l.from,
 // on the store at the engine's head, then audits the recovery. Called with
 // e.mu held.
-func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss, accepted string) error {
-	if err := e.journal.Append(JournalEntry{Kind: JournalRecoveryStart, Head: l.from, Lost: l.Known, Time: e.opts.Now()}); err != nil {
+func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss) error {
+	if err := e.markRecovery(l); err != nil {
 		return e.recoveryFailed(l, err)
 	}
-	var n int
+	var n, stale int
 	var outcomes [numOutcomes]int
 	var actions []string
 	first := e.tail.Position + 1
+	oldest := e.opts.Now().Add(-e.ttl)
 	e.recovering = true
 	_, err := e.journal.Replay(l.from, func(je JournalEntry) error {
-		if len(je.Messages) == 0 {
+		switch {
+		case len(je.Messages) == 0:
 			if je.Action != OutcomeRecovered && je.Action != OutcomeLossAccepted {
 				actions = append(actions, je.Action) // an operator's: not a delivery to decide again
 			}
 			return nil
+		case je.Time.Before(oldest):
+			// Its keys have left the key window: deciding it again could
+			// apply a copy the store does hold.
+			stale += len(je.Messages)
+			e.log.Error("a lost batch is older than window.ttl: it is not decided again", "first", je.First, "last", je.Head.Position, "time", je.Time)
+			return nil
+		}
+		for i := range je.Messages {
+			je.Messages[i].recovery = recoveredHeld
+			if i < len(je.Effective) && je.Effective[i] {
+				je.Messages[i].recovery = recoveredApplied
+			}
 		}
 		out, err := e.submitShared(ctx, je.Messages)
 		if err != nil {
@@ -262,8 +321,11 @@ func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss, accepted strin
 	if len(actions) > 0 {
 		what += fmt.Sprintf("; %d lost operator actions (%s) are not deliveries and were not redone: do them again", len(actions), strings.Join(actions, ", "))
 	}
-	if accepted != "" {
-		what += "; " + accepted
+	if stale > 0 {
+		what += fmt.Sprintf("; %d deliveries older than window.ttl were not decided again (their keys have left the window) and are lost", stale)
+	}
+	if l.accepted {
+		what += fmt.Sprintf("; positions %s were accepted as lost by %s", l.acceptedSpan, l.operator)
 	}
 	err = e.update(ctx, &Reads{}, func() {
 		r := AuditRecord{Time: e.opts.Now().UTC(), Outcome: OutcomeRecovered, Reason: what}
@@ -303,7 +365,9 @@ func (e *Engine) recoveryFailed(l *StoreLoss, err error) error {
 // AcceptLoss is an operator's acceptance of the loss that stops this
 // member: what no journal holds is gone. It writes an audit record naming
 // the lost positions and the operator, decides again what the journal does
-// hold, and lets the member decide again. operator is required.
+// hold, and lets the member decide again. operator is required. A loss the
+// journal holds whole is refused with ErrLossCovered: the member recovers
+// it by itself.
 func (e *Engine) AcceptLoss(ctx context.Context, operator string) (StoreLoss, error) {
 	if operator == "" {
 		return StoreLoss{}, fmt.Errorf("%w: accepting a loss needs the operator's name", ErrConfig)
@@ -311,43 +375,69 @@ func (e *Engine) AcceptLoss(ctx context.Context, operator string) (StoreLoss, er
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	l := e.Loss()
-	if l == nil {
+	switch {
+	case l == nil:
 		return StoreLoss{}, ErrNoLoss
+	case l.accepted:
+		return *l, fmt.Errorf("%w: positions %s were accepted by %s; the recovery of the rest is being retried: %s", ErrLossCovered, l.acceptedSpan, l.operator, l.Reason)
+	case e.journal != nil && !l.Forked && l.Uncovered.Empty():
+		return *l, fmt.Errorf("%w: the journal holds every lost position (%s); the member recovers them by itself as soon as the store takes its writes: %s", ErrLossCovered, l.Lost, l.Reason)
 	}
 	head, err := e.shared.Head(ctx)
 	if err != nil {
 		return *l, fmt.Errorf("read the store's chain head: %w", err)
 	}
-	e.rebase(head)
 	gone := l.Uncovered
-	if gone.Empty() {
-		gone = l.Lost
-	}
 	why := fmt.Sprintf("the %s store lost positions %s of member %q's chain (committed up to %d, the store's head was %d); positions %s are in no journal and are accepted as lost",
 		l.Store, l.Lost, l.Member, l.Known.Position, l.Head.Position, gone)
 	if l.Forked {
 		why = fmt.Sprintf("the %s store holds another record than member %q committed at position %d of its chain (a fork); the store's chain up to its head %d is accepted as the member's",
 			l.Store, l.Member, l.Known.Position, head.Position)
 	}
+	accepted := *l
+	l.accepted, l.acceptedSpan, l.operator = true, gone, operator
+	if e.journal != nil {
+		// Before the acceptance moves the journal's head: a crash after it
+		// resumes the recovery of what the journal holds.
+		if err := e.markRecovery(l); err != nil {
+			return accepted, err
+		}
+	}
+	e.rebase(head)
 	err = e.update(ctx, &Reads{}, func() {
 		r := AuditRecord{Time: e.opts.Now().UTC(), Outcome: OutcomeLossAccepted, Reason: why, Operator: operator}
 		e.appendAudit(&r)
 	}, nil)
 	if err != nil {
-		return *l, err
+		// The acceptance stands (the journal's start marker says so); the
+		// recovery record names it when the recovery is done.
+		e.setLoss(l)
+		return accepted, err
 	}
 	e.lossMu.Lock()
 	e.lossStats.Accepted++
 	e.lossMu.Unlock()
 	e.log.Warn("an operator accepted a store loss", "operator", operator, "store", l.Store, "member", l.Member, "lost", gone.String())
-	accepted := *l
 	if e.journal == nil {
 		e.setLoss(nil)
 		return accepted, nil
 	}
-	l.Uncovered, l.Forked = Span{}, false // what the journal holds is recovered now
-	return accepted, e.replayJournal(ctx, l, fmt.Sprintf("positions %s accepted as lost by %s", gone, operator))
+	l.Forked = false
+	e.setLoss(l)
+	return accepted, e.replayJournal(ctx, l)
 }
 
 // ErrNoLoss is returned by AcceptLoss when no store loss stops the member.
 var ErrNoLoss = errors.New("replayguard: no store loss to accept: the store holds every commit this member made")
+
+// ErrLossCovered is returned by AcceptLoss for a loss the journal holds
+// whole, or one already accepted: there is nothing for an operator to
+// accept.
+var ErrLossCovered = errors.New("replayguard: nothing to accept")
+
+// How a delivery decided again from the journal was first decided
+// (Message.recovery).
+const (
+	recoveredHeld    = 1 // first held, or a duplicate: the window rules apply as to any delivery
+	recoveredApplied = 2 // first applied: acknowledged as genuine, so the below-window and old-epoch rules are waived
+)

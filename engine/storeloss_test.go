@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/replayguard/replayguard/audit"
@@ -225,5 +226,153 @@ func TestALossNoJournalHoldsStopsTheMemberUntilAnOperatorAcceptsIt(t *testing.T)
 	}
 	if _, err := lg.e.AcceptLoss(context.Background(), "duty officer"); !errors.Is(err, engine.ErrNoLoss) {
 		t.Fatalf("a second AcceptLoss = %v, want ErrNoLoss", err)
+	}
+}
+
+// unreachable is a member's store handle whose writes fail while down is
+// set: a promoted store that does not take writes yet.
+type unreachable struct {
+	*groupMember // embedded under another name: a field named Member would hide the method
+	down         atomic.Bool
+}
+
+type groupMember = memory.Member
+
+var errUnreachable = errors.New("the store does not answer")
+
+func (u *unreachable) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
+	if u.down.Load() {
+		return errUnreachable
+	}
+	return u.groupMember.Update(ctx, r, decide)
+}
+
+// openUnreachable opens lg's member through an unreachable handle, with
+// a journal.
+func (lg *lossGroup) openUnreachable() *unreachable {
+	lg.t.Helper()
+	var err error
+	if lg.m, err = lg.g.Open("m1"); err != nil {
+		lg.t.Fatal(err)
+	}
+	u := &unreachable{groupMember: lg.m}
+	if lg.j, err = journal.Open(lg.jd, journal.Options{}); err != nil {
+		lg.t.Fatal(err)
+	}
+	if lg.e, err = engine.New(context.Background(), u, engine.Options{Routes: []engine.Route{incidentRoute, meterRoute}, StoreName: "memory", Journal: lg.j}); err != nil {
+		lg.t.Fatal(err)
+	}
+	lg.t.Cleanup(lg.close)
+	return u
+}
+
+func TestASecondFailoverBeforeTheRecoveryIsDoneLosesNothing(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(map[bool]string{false: "while the member runs", true: "with the member killed in between"}[crash], func(t *testing.T) {
+			lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
+			u := lg.openUnreachable()
+			if err := lg.feed(1, 10); err != nil {
+				t.Fatal(err)
+			}
+			older := lg.g.Checkpoint()
+			if err := lg.feed(11, 20); err != nil {
+				t.Fatal(err)
+			}
+			newer := lg.g.Checkpoint()
+			if err := lg.feed(21, 30); err != nil {
+				t.Fatal(err)
+			}
+			lg.g.FailOver(newer) // lost 21..30; the recovery cannot write
+			u.down.Store(true)
+			if err := lg.e.CheckStore(context.Background()); !errors.Is(err, engine.ErrStoreBehind) {
+				t.Fatalf("CheckStore on a store that takes no writes = %v, want the loss", err)
+			}
+			lg.g.FailOver(older) // and now 11..30
+			u.down.Store(false)
+			if crash {
+				lg.close()
+				lg.open(true)
+			} else if err := lg.e.CheckStore(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			lg.check(30)
+		})
+	}
+}
+
+func TestAHeldMessageIsHeldAgainWhenItIsDecidedAgain(t *testing.T) {
+	lg := newLossGroup(t, true)
+	ctx := context.Background()
+	incident := func(boot, seq int) []engine.Message {
+		return []engine.Message{{Topic: "incidents/7", Payload: fmt.Appendf(nil, `{"agency":"fd","source_id":"e7","sequence":%d,"boot_id":%d,"incident_id":7,"casualty_delta":1}`, seq, boot)}}
+	}
+	for s := 1; s <= 3; s++ {
+		if _, err := lg.e.Process(ctx, incident(2, s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replica := lg.g.Checkpoint()
+	out, err := lg.e.Process(ctx, incident(1, 99)) // from a boot older than those kept
+	if err != nil || out[0].Outcome != engine.Quarantined {
+		t.Fatalf("a message of an old boot: %+v, %v; want it quarantined", out, err)
+	}
+	if _, err := lg.e.Process(ctx, incident(2, 4)); err != nil {
+		t.Fatal(err)
+	}
+	lg.g.FailOver(replica)
+	if err := lg.e.CheckStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := lg.e.ReadState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Name == "incident/7" && s.Fields["casualties"].Num != "4" {
+			t.Fatalf("incident/7 casualties %s after the recovery, want 4: the held message must stay held", s.Fields["casualties"].Num)
+		}
+	}
+	var held int
+	if err := lg.m.ScanQuarantine(ctx, func(engine.QuarantineEntry) error { held++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if held != 1 {
+		t.Fatalf("%d quarantine entries after the recovery, want the old boot's message held again", held)
+	}
+}
+
+func TestAStoreThatComesBackWholeHasLostNothing(t *testing.T) {
+	lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
+	u := lg.openUnreachable()
+	if err := lg.feed(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	replica := lg.g.Checkpoint()
+	if err := lg.feed(11, 12); err != nil {
+		t.Fatal(err)
+	}
+	primary := lg.g.Checkpoint()
+	lg.g.FailOver(replica)
+	u.down.Store(true)
+	if err := lg.e.CheckStore(context.Background()); !errors.Is(err, engine.ErrStoreBehind) {
+		t.Fatalf("CheckStore = %v, want the loss", err)
+	}
+	lg.g.FailOver(primary) // failed back before the replica took a write
+	u.down.Store(false)
+	if err := lg.e.CheckStore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lg.check(12)
+	var recovered int
+	if err := lg.m.ScanChain(context.Background(), "m1", 1, func(r engine.AuditRecord) error {
+		if r.Outcome == engine.OutcomeRecovered {
+			recovered++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if recovered != 0 {
+		t.Fatalf("%d recovery records for a store that lost nothing in the end", recovered)
 	}
 }

@@ -66,6 +66,7 @@ type Message struct {
 
 	prepared *decoded // set by Engine.Prepare
 	prepErr  error
+	recovery uint8 // decided again from the journal: recoveredHeld or recoveredApplied; 0 for a delivery
 }
 
 // Hash is a SHA-256 value: an idempotency key, a content digest or an audit

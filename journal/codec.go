@@ -15,7 +15,8 @@ import (
 //	version 1 byte | kind 1 byte | time unix nanos varint
 //	head position uvarint | head hash 32 bytes | first uvarint
 //	lost position uvarint | lost hash 32 bytes
-//	messages uvarint, each: topic, payload, broker, invalid (uvarint length + bytes), dup 1 byte
+//	messages uvarint, each: topic, payload, broker, invalid (uvarint length + bytes),
+//	flags 1 byte (1: the DUP flag, 2: first applied)
 //	action (uvarint length + bytes)
 //
 // A frame cut short or whose CRC does not match ends the segment: it is the
@@ -27,6 +28,12 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// A message's flags.
+const (
+	flagDup       = 1 // the transport's DUP flag
+	flagEffective = 2 // first decided applied or applied_late
+)
 
 var errCorrupt = errors.New("journal record does not decode")
 
@@ -48,11 +55,14 @@ func appendFrame(buf []byte, e *engine.JournalEntry) []byte {
 		buf = appendBytes(buf, string(m.Payload))
 		buf = appendBytes(buf, m.Broker)
 		buf = appendBytes(buf, m.Invalid)
-		dup := byte(0)
+		flags := byte(0)
 		if m.Dup {
-			dup = 1
+			flags |= flagDup
 		}
-		buf = append(buf, dup)
+		if i < len(e.Effective) && e.Effective[i] {
+			flags |= flagEffective
+		}
+		buf = append(buf, flags)
 	}
 	buf = appendBytes(buf, e.Action)
 	body := buf[start+frameHeader:]
@@ -91,7 +101,7 @@ func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 	if d.err == nil {
 		if messages {
 			if n > 0 {
-				e.Messages = make([]engine.Message, n)
+				e.Messages, e.Effective = make([]engine.Message, n), make([]bool, n)
 			}
 			for i := range e.Messages {
 				m := &e.Messages[i]
@@ -99,7 +109,8 @@ func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 				m.Payload = d.bytes()
 				m.Broker = string(d.bytes())
 				m.Invalid = string(d.bytes())
-				m.Dup = d.byte() == 1
+				flags := d.byte()
+				m.Dup, e.Effective[i] = flags&flagDup != 0, flags&flagEffective != 0
 			}
 		} else {
 			for range n {

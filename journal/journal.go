@@ -330,9 +330,13 @@ func (j *Journal) firstOf(i int) int {
 
 // trim deletes the oldest segments whose newest entry is older than the
 // retention, keeping the one appended to and the one before it, the one
-// that holds the newest batch (markers may have followed it), and any that
-// holds an unfinished recovery's start marker.
+// that holds the newest batch (markers may have followed it), and every
+// one while a recovery is unfinished: it reads batches from before its
+// start marker.
 func (j *Journal) trim() {
+	if j.pending != nil {
+		return
+	}
 	cutoff := j.opts.Now().Add(-j.opts.Retention)
 	keep := len(j.segs) - 2
 	for i := len(j.index) - 1; i >= 0; i-- {

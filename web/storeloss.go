@@ -3,6 +3,9 @@ package web
 import (
 	"errors"
 	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -61,7 +64,11 @@ func (s *Server) acceptLoss(w http.ResponseWriter, r *http.Request, operator str
 		return
 	}
 	if operator == "" {
-		operator = body.Operator
+		operator = strings.TrimSpace(body.Operator)
+		if strings.ContainsFunc(operator, unicode.IsControl) || !utf8.ValidString(operator) {
+			writeError(w, http.StatusBadRequest, "operator %q has control characters or invalid UTF-8", operator)
+			return
+		}
 	}
 	if operator == "" {
 		writeError(w, http.StatusBadRequest, "accepting a store loss needs the operator's name: send {\"operator\": \"NAME\"}")
@@ -69,7 +76,7 @@ func (s *Server) acceptLoss(w http.ResponseWriter, r *http.Request, operator str
 	}
 	l, err := s.deps.Loss.AcceptLoss(r.Context(), operator)
 	switch {
-	case errors.Is(err, engine.ErrNoLoss):
+	case errors.Is(err, engine.ErrNoLoss), errors.Is(err, engine.ErrLossCovered):
 		writeError(w, http.StatusConflict, "%v", err)
 		return
 	case err != nil:

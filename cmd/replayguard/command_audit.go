@@ -212,7 +212,15 @@ func chainsBehind(e *env, cs engine.ChainScanner) ([]behindChain, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []behindChain
+	// The witnesses first, the store's heads after them: a running member
+	// commits before it journals, so a head read after its witness is
+	// never behind it unless the store lost commits.
+	type witness struct {
+		dir        string
+		head       engine.AuditHead
+		recovering bool
+	}
+	witnesses := map[string]witness{}
 	for _, c := range chains {
 		dir := app.JournalDir(sc, c.Member)
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
@@ -225,23 +233,32 @@ func chainsBehind(e *env, cs engine.ChainScanner) ([]behindChain, error) {
 		if err != nil {
 			return nil, fmt.Errorf("member %s: read its journal: %w", c.Member, err)
 		}
-		last, _ := j.Last()
+		last, pending := j.Last()
 		j.Close()
-		w := last.Head
+		witnesses[c.Member] = witness{dir, last.Head, pending != nil}
+	}
+	if chains, err = cs.Chains(e.ctx); err != nil {
+		return nil, err
+	}
+	var out []behindChain
+	for _, c := range chains {
+		w, ok := witnesses[c.Member]
 		switch {
-		case w.Position == 0:
-		case c.Head.Position < w.Position:
+		case !ok || w.head.Position == 0:
+		case w.recovering:
+			out = append(out, behindChain{c.Member, fmt.Sprintf("audit chain RECOVERING: the member's journal (%s) holds a recovery of what the store lost that has not finished; start the member (it resumes the recovery), or see `replayguard store loss`", w.dir)})
+		case c.Head.Position < w.head.Position:
 			out = append(out, behindChain{c.Member, fmt.Sprintf("audit chain BEHIND its witness: the store holds it up to position %d, the member's journal (%s) up to %d: positions %d..%d were committed, acknowledged and lost",
-				c.Head.Position, dir, w.Position, c.Head.Position+1, w.Position)})
+				c.Head.Position, w.dir, w.head.Position, c.Head.Position+1, w.head.Position)})
 		default:
 			var rec engine.AuditRecord
 			stop := errors.New("stop")
-			if err := cs.ScanChain(e.ctx, c.Member, w.Position, func(r engine.AuditRecord) error { rec = r; return stop }); err != nil && !errors.Is(err, stop) {
+			if err := cs.ScanChain(e.ctx, c.Member, w.head.Position, func(r engine.AuditRecord) error { rec = r; return stop }); err != nil && !errors.Is(err, stop) {
 				return nil, err
 			}
-			if rec.Position != w.Position || rec.Hash != w.Hash {
+			if rec.Position != w.head.Position || rec.Hash != w.head.Hash {
 				out = append(out, behindChain{c.Member, fmt.Sprintf("audit chain FORKED from its witness: the store holds another record at position %d than the member's journal (%s) says it committed",
-					w.Position, dir)})
+					w.head.Position, w.dir)})
 			}
 		}
 	}
