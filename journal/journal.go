@@ -278,15 +278,24 @@ func (j *Journal) Append(e engine.JournalEntry) error {
 	j.add(ent)
 	s.size += int64(len(j.buf))
 	if s.size >= j.opts.SegmentBytes || e.Time.Sub(s.begun) >= j.opts.Retention/4 {
-		if err := j.f.Close(); err != nil {
-			return fmt.Errorf("journal: close %s: %w", s.path, err)
-		}
-		if err := j.roll(); err != nil {
-			return err
-		}
-		j.trim()
+		j.rollOver()
 	}
 	return nil
+}
+
+// rollOver begins the next segment after a full one. The entries are
+// synced already: a segment that cannot be begun (a full disk) is logged
+// and the full one appended to meanwhile, never an append that fails.
+func (j *Journal) rollOver() {
+	full := j.f
+	if err := j.roll(); err != nil {
+		j.log.Warn("journal: cannot begin a new segment; appending to the full one meanwhile", "err", err)
+		return
+	}
+	if err := full.Close(); err != nil {
+		j.log.Warn("journal: close a full segment", "err", err)
+	}
+	j.trim()
 }
 
 // valid rejects an entry that would not decode when read back: Open would
@@ -315,6 +324,7 @@ func (j *Journal) roll() error {
 	}
 	if err := syncDir(j.dir); err != nil {
 		f.Close()
+		os.Remove(path) // or the next try finds it there
 		return err
 	}
 	j.f = f

@@ -729,6 +729,22 @@ func TestRetention(t *testing.T) {
 }
 
 func TestAppend(t *testing.T) {
+	t.Run("A segment that cannot be begun never fails an append: the full one takes it", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "j")
+		j := open(t, dir, journal.Options{SegmentBytes: 64})
+		appendAll(t, j, batch("a", 1, 1))
+		if err := os.RemoveAll(dir); err != nil { // no new segment file can be made there now
+			t.Fatal(err)
+		}
+		for p := uint64(2); p <= 5; p++ {
+			if err := j.Append(batch("a", p, p)); err != nil {
+				t.Fatalf("Append(%d) with no room for a new segment = %v, want nil", p, err)
+			}
+		}
+		if last, _ := j.Last(); last.Head != head("a", 5) {
+			t.Errorf("Last = %v, want the batch at 5", last.Head)
+		}
+	})
 	t.Run("Append after Close returns ErrClosed", func(t *testing.T) {
 		j := open(t, t.TempDir(), journal.Options{})
 		appendAll(t, j, batch("a", 1, 1))
