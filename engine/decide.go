@@ -235,7 +235,7 @@ func (e *Engine) held(ctx context.Context, id uint64) (QuarantineEntry, error) {
 func (e *Engine) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
 	now := e.opts.Now()
 	if e.shared != nil {
-		return e.update(ctx, e.reads(msgs, now), func() { fill(now) }, nil)
+		return e.update(ctx, e.reads(msgs, now), func() { fill(now) }, nil, nil)
 	}
 	fill(now)
 	c := e.seal(ctx)

@@ -131,12 +131,11 @@ type Engine struct {
 	headMu sync.Mutex
 	head   AuditHead // committed chain head
 
-	journal    Journal // nil: none, or a single-owner store
-	storeName  string
-	recovering bool // deciding lost batches again from the journal
-	lossMu     sync.Mutex
-	loss       *StoreLoss // a loss that stops deciding until recovered or accepted
-	lossStats  LossStats
+	journal   Journal // nil: none, or a single-owner store
+	storeName string
+	lossMu    sync.Mutex
+	loss      *StoreLoss // a loss that stops deciding until recovered or accepted
+	lossStats LossStats
 }
 
 type pending struct {

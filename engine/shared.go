@@ -101,7 +101,7 @@ func (e *Engine) submitShared(ctx context.Context, msgs []Message) ([]Decision, 
 		for i := range msgs {
 			out[i] = e.decideOne(&msgs[i], now, 0, "")
 		}
-	}, msgs)
+	}, msgs, out)
 	if err != nil {
 		return nil, err
 	}
@@ -144,9 +144,10 @@ func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 
 // update has the shared store read r's rows, fills the pending batch by
 // deciding on them (fill) and has the store write it, then journals the
-// batch with the deliveries it decided (msgs; nil for an operator's
-// action). Called with e.mu held.
-func (e *Engine) update(ctx context.Context, r *Reads, fill func(), msgs []Message) error {
+// batch with the deliveries it decided (msgs, and decided, which fill
+// fills with their decisions; both nil for an operator's action). Called
+// with e.mu held.
+func (e *Engine) update(ctx context.Context, r *Reads, fill func(), msgs []Message, decided []Decision) error {
 	start := e.tail
 	var b *Batch
 	err := e.shared.Update(ctx, r, func(rows *Rows) (*Batch, error) {
@@ -169,8 +170,8 @@ func (e *Engine) update(ctx context.Context, r *Reads, fill func(), msgs []Messa
 	e.headMu.Lock()
 	e.head = e.tail
 	e.headMu.Unlock()
-	jerr := e.journalBatch(b, msgs)
-	if e.recovering { // before the observer counts the batch's decisions: see LossStats
+	jerr := e.journalBatch(b, msgs, decided)
+	if len(msgs) > 0 && msgs[0].recovery != 0 { // before the observer counts the batch's decisions: see LossStats
 		e.lossMu.Lock()
 		e.lossStats.Recovered += uint64(len(msgs))
 		e.lossMu.Unlock()
@@ -182,18 +183,18 @@ func (e *Engine) update(ctx context.Context, r *Reads, fill func(), msgs []Messa
 // journalBatch appends a committed batch to the journal. Its deliveries
 // are not acknowledged when it fails (the caller passes them again and
 // finds them duplicates): only what the journal holds is acknowledged.
-func (e *Engine) journalBatch(b *Batch, msgs []Message) error {
+func (e *Engine) journalBatch(b *Batch, msgs []Message, decided []Decision) error {
 	if e.journal == nil || len(b.Audit) == 0 {
 		return nil
 	}
 	je := JournalEntry{Kind: JournalBatch, Head: e.tail, First: b.Audit[0].Position, Time: e.opts.Now(), Messages: msgs}
 	if len(msgs) == 0 {
 		je.Action = b.Audit[0].Outcome
-	} else if len(b.Audit) == len(msgs) { // one record a delivery, in order
-		je.Effective = make([]bool, len(msgs))
-		for i := range b.Audit {
-			o, _ := ParseOutcome(b.Audit[i].Outcome)
-			je.Effective[i] = o.Effective()
+	}
+	if len(decided) > 0 {
+		je.Effective = make([]bool, len(decided))
+		for i := range decided {
+			je.Effective[i] = decided[i].Outcome.Effective()
 		}
 	}
 	if err := e.journal.Append(je); err != nil {

@@ -280,7 +280,6 @@ func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss) error {
 	var actions []string
 	first := e.tail.Position + 1
 	oldest := e.opts.Now().Add(-e.ttl)
-	e.recovering = true
 	_, err := e.journal.Replay(l.from, func(je JournalEntry) error {
 		switch {
 		case len(je.Messages) == 0:
@@ -311,7 +310,6 @@ func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss) error {
 		}
 		return nil
 	})
-	e.recovering = false
 	if err != nil {
 		return e.recoveryFailed(l, err)
 	}
@@ -330,7 +328,7 @@ func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss) error {
 	err = e.update(ctx, &Reads{}, func() {
 		r := AuditRecord{Time: e.opts.Now().UTC(), Outcome: OutcomeRecovered, Reason: what}
 		e.appendAudit(&r)
-	}, nil)
+	}, nil, nil)
 	if err == nil {
 		err = e.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: e.tail, Time: e.opts.Now()})
 	}
@@ -407,7 +405,7 @@ func (e *Engine) AcceptLoss(ctx context.Context, operator string) (StoreLoss, er
 	err = e.update(ctx, &Reads{}, func() {
 		r := AuditRecord{Time: e.opts.Now().UTC(), Outcome: OutcomeLossAccepted, Reason: why, Operator: operator}
 		e.appendAudit(&r)
-	}, nil)
+	}, nil, nil)
 	if err != nil {
 		// The acceptance stands (the journal's start marker says so); the
 		// recovery record names it when the recovery is done.
