@@ -172,16 +172,25 @@ func (e *Engine) recordAt(ctx context.Context, pos uint64) (AuditRecord, error) 
 	if !ok {
 		return AuditRecord{}, fmt.Errorf("%w: store %T cannot read a member's chain", ErrConfig, e.store)
 	}
+	return ChainRecord(ctx, cs, e.member, pos)
+}
+
+// ErrNoRecord is returned by ChainRecord for a position its chain does not
+// hold.
+var ErrNoRecord = errors.New("replayguard: no audit record at that position")
+
+// ChainRecord reads member's record at pos from a shared store's chains.
+func ChainRecord(ctx context.Context, cs ChainScanner, member string, pos uint64) (AuditRecord, error) {
 	var rec AuditRecord
 	stop := errors.New("stop")
-	err := cs.ScanChain(ctx, e.member, pos, func(r AuditRecord) error { rec = r; return stop })
+	err := cs.ScanChain(ctx, member, pos, func(r AuditRecord) error { rec = r; return stop })
 	switch {
 	case errors.Is(err, stop) && rec.Position == pos:
 		return rec, nil
 	case err == nil || errors.Is(err, stop):
-		return AuditRecord{}, fmt.Errorf("the store holds no record at position %d of member %q's chain, below its head", pos, e.member)
+		return AuditRecord{}, fmt.Errorf("%w: position %d of member %q's chain", ErrNoRecord, pos, member)
 	}
-	return AuditRecord{}, fmt.Errorf("read position %d of member %q's chain: %w", pos, e.member, err)
+	return AuditRecord{}, fmt.Errorf("read position %d of member %q's chain: %w", pos, member, err)
 }
 
 // noteLoss makes l the loss that stops this member and says so.

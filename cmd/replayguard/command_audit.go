@@ -251,12 +251,11 @@ func chainsBehind(e *env, cs engine.ChainScanner) ([]behindChain, error) {
 			out = append(out, behindChain{c.Member, fmt.Sprintf("audit chain BEHIND its witness: the store holds it up to position %d, the member's journal (%s) up to %d: positions %d..%d were committed, acknowledged and lost",
 				c.Head.Position, w.dir, w.head.Position, c.Head.Position+1, w.head.Position)})
 		default:
-			var rec engine.AuditRecord
-			stop := errors.New("stop")
-			if err := cs.ScanChain(e.ctx, c.Member, w.head.Position, func(r engine.AuditRecord) error { rec = r; return stop }); err != nil && !errors.Is(err, stop) {
+			rec, err := engine.ChainRecord(e.ctx, cs, c.Member, w.head.Position)
+			if err != nil && !errors.Is(err, engine.ErrNoRecord) {
 				return nil, err
 			}
-			if rec.Position != w.head.Position || rec.Hash != w.head.Hash {
+			if rec.Hash != w.head.Hash {
 				out = append(out, behindChain{c.Member, fmt.Sprintf("audit chain FORKED from its witness: the store holds another record at position %d than the member's journal (%s) says it committed",
 					w.head.Position, w.dir)})
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -121,10 +120,9 @@ func loseLast(t *testing.T, cfg *config.Config, member string, n uint64) {
 		}
 	}
 	keep := head - n
-	var base engine.AuditRecord
-	stop := errors.New("stop")
-	if err := cs.ScanChain(ctx, member, keep, func(r engine.AuditRecord) error { base = r; return stop }); !errors.Is(err, stop) {
-		t.Fatalf("read record %d: %v", keep, err)
+	base, err := engine.ChainRecord(ctx, cs, member, keep)
+	if err != nil {
+		t.Fatal(err)
 	}
 	st.Close()
 	conn, err := pgx.Connect(ctx, cfg.Store.URL)
