@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
@@ -61,30 +60,23 @@ func cmdStore(e *env) error {
 	if err != nil {
 		return err
 	}
-	printAccepted(e, got, operator)
+	printAccepted(e, got.Member, operator, got.Uncovered.String(), got.Store)
 	return nil
 }
 
-func printAccepted(e *env, l engine.StoreLoss, operator string) {
-	gone := l.Uncovered
-	if gone.Empty() {
-		gone = l.Lost
-	}
+// printAccepted says what an operator accepted: gone are the positions no
+// journal held.
+func printAccepted(e *env, member, operator, gone, store string) {
 	fmt.Fprintf(e.stdout, "member %s: %s accepted the loss of positions %s on the %s store; what the journal held was decided again\n",
-		l.Member, operator, gone, l.Store)
+		member, operator, gone, store)
 }
 
 // storeRemote asks the member's running daemon.
 func storeRemote(e *env, operator string, held error) error {
-	token, err := e.apiToken()
+	r, err := e.remoteHolding(held, 10*time.Minute) // accepting decides the journal's batches again
 	if err != nil {
-		return fmt.Errorf("%v; and the API token: %w", held, err)
+		return err
 	}
-	scheme := "http"
-	if e.cfg.HTTP.TLS.CertFile != "" {
-		scheme = "https"
-	}
-	r := &remote{base: scheme + "://" + e.cfg.HTTP.Listen, token: token, client: &http.Client{Timeout: 10 * time.Minute}} // accepting decides the journal's batches again
 	if e.args[0] == "loss" {
 		var out struct {
 			Loss *struct {
@@ -110,11 +102,6 @@ func storeRemote(e *env, operator string, held error) error {
 	if err := r.do("POST", "/api/v1/store/accept-loss", map[string]string{"operator": operator}, &out); err != nil {
 		return err
 	}
-	gone := out.Accepted.Uncovered
-	if gone == "none" {
-		gone = out.Accepted.Lost
-	}
-	fmt.Fprintf(e.stdout, "member %s: %s accepted the loss of positions %s on the %s store; what the journal held was decided again\n",
-		out.Accepted.Member, out.Operator, gone, out.Accepted.Store)
+	printAccepted(e, out.Accepted.Member, out.Operator, out.Accepted.Uncovered, out.Accepted.Store)
 	return nil
 }

@@ -31,16 +31,22 @@ func (e *env) remoteFor(err error) (*remote, error) {
 	if !errors.Is(err, engine.ErrLocked) || !e.cfg.HTTP.Enabled() {
 		return nil, err
 	}
-	token, terr := e.apiToken()
-	if terr != nil {
-		return nil, fmt.Errorf("%v; and the API token: %w", err, terr)
+	return e.remoteHolding(err, 30*time.Second)
+}
+
+// remoteHolding returns the API of the running process that held is about
+// (a store or member it holds), each request bounded by timeout.
+func (e *env) remoteHolding(held error, timeout time.Duration) (*remote, error) {
+	token, err := e.apiToken()
+	if err != nil {
+		return nil, fmt.Errorf("%v; and the API token: %w", held, err)
 	}
 	scheme := "http"
 	if e.cfg.HTTP.TLS.CertFile != "" {
 		scheme = "https"
 	}
-	e.log.Info("store is held by a running process; using its API", "listen", e.cfg.HTTP.Listen)
-	return &remote{base: scheme + "://" + e.cfg.HTTP.Listen, token: token, client: &http.Client{Timeout: 30 * time.Second}}, nil
+	e.log.Info("held by a running process; using its API", "listen", e.cfg.HTTP.Listen)
+	return &remote{base: scheme + "://" + e.cfg.HTTP.Listen, token: token, client: &http.Client{Timeout: timeout}}, nil
 }
 
 // EnvToken is the environment variable holding the bearer token the
