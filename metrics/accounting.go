@@ -58,8 +58,13 @@ type accounting struct {
 	decided    map[labelPair]uint64
 	resolved   map[labelPair]uint64
 	windows    Windows
+	losses     lossCounter // the windows' engine on a shared store, nil otherwise
 	quarantine Quarantine
 }
+
+// lossCounter counts the deliveries an engine decided again after its
+// shared store lost them (*engine.Engine).
+type lossCounter interface{ LossStats() engine.LossStats }
 
 func newAccounting(routes []string) *accounting {
 	a := &accounting{decided: map[labelPair]uint64{}, resolved: map[labelPair]uint64{}}
@@ -76,6 +81,7 @@ func (a *accounting) setWindows(w Windows) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.windows = w
+	a.losses, _ = w.(lossCounter)
 }
 
 func (a *accounting) setQuarantine(q Quarantine) {
@@ -140,14 +146,14 @@ func (a *accounting) Collect(ch chan<- prometheus.Metric) {
 	for lp, n := range a.resolved {
 		ch <- prometheus.MustNewConstMetric(descResolved, prometheus.CounterValue, float64(n), lp.route, lp.outcome)
 	}
-	w, q := a.windows, a.quarantine
+	w, q, losses := a.windows, a.quarantine, a.losses
 	a.mu.Unlock()
 	// Deliveries decided again from the journal after a store lost them
 	// were received by no source of this process (read after the
 	// decisions: the engine counts a recovered batch before its decisions,
 	// so in flight is never negative).
-	if lr, ok := w.(interface{ LossStats() engine.LossStats }); ok {
-		decided -= min(decided, lr.LossStats().Recovered)
+	if losses != nil {
+		decided -= min(decided, losses.LossStats().Recovered)
 	}
 
 	ch <- prometheus.MustNewConstMetric(descReceived, prometheus.CounterValue, float64(recv))
