@@ -80,14 +80,6 @@ type Span struct{ From, To uint64 }
 // Empty reports whether s holds no position.
 func (s Span) Empty() bool { return s.From > s.To || s.To == 0 }
 
-// Len is how many positions s holds.
-func (s Span) Len() uint64 {
-	if s.Empty() {
-		return 0
-	}
-	return s.To - s.From + 1
-}
-
 func (s Span) String() string {
 	switch {
 	case s.Empty():

@@ -401,7 +401,7 @@ func (j *Journal) Last() (engine.JournalEntry, *engine.JournalEntry) {
 	return j.last, p
 }
 
-// Stats describe the journal for the metrics.
+// Stats describe the journal's size.
 type Stats struct {
 	Segments int
 	Bytes    int64
@@ -421,6 +421,13 @@ func (j *Journal) Stats() Stats {
 		st.Oldest = j.index[0].Time
 	}
 	return st
+}
+
+// Size is the bytes the journal holds and the time of its oldest entry,
+// for the metrics.
+func (j *Journal) Size() (int64, time.Time) {
+	st := j.Stats()
+	return st.Bytes, st.Oldest
 }
 
 // Dir is the journal's directory.

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replayguard/replayguard/engine"
@@ -21,7 +23,39 @@ var (
 	descStoreLosses   = prometheus.NewDesc("replayguard_store_losses_total", "Times this member found the shared store without commits it had made and acknowledged.", storeLabels, nil)
 	descStoreRecover  = prometheus.NewDesc("replayguard_store_recovered_total", "Deliveries the store had lost that this member decided again from its journal (they are also counted in replayguard_decisions_total, but not in replayguard_received_total).", storeLabels, nil)
 	descStoreAccepted = prometheus.NewDesc("replayguard_store_losses_accepted_total", "Store losses an operator accepted (positions no journal held).", storeLabels, nil)
+	descJournalBytes  = prometheus.NewDesc("replayguard_journal_bytes", "Bytes this member's journal holds on the local disk (store.journal).", storeLabels, nil)
+	descJournalOldest = prometheus.NewDesc("replayguard_journal_oldest_timestamp_seconds", "When the oldest batch this member's journal holds was committed: how far back a store failover can be recovered.", storeLabels, nil)
 )
+
+// JournalSizer is a member's journal as the metrics read it.
+type JournalSizer interface {
+	Size() (bytes int64, oldest time.Time)
+}
+
+// journalCollector reads a member's journal size at scrape time.
+type journalCollector struct {
+	kind, member string
+	j            JournalSizer
+}
+
+// WatchJournal adds the size of a shared-store member's journal to the
+// metrics.
+func (m *Metrics) WatchJournal(kind, member string, j JournalSizer) {
+	m.collectors = append(m.collectors, journalCollector{kind, member, j})
+}
+
+func (c journalCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descJournalBytes
+	ch <- descJournalOldest
+}
+
+func (c journalCollector) Collect(ch chan<- prometheus.Metric) {
+	n, oldest := c.j.Size()
+	ch <- prometheus.MustNewConstMetric(descJournalBytes, prometheus.GaugeValue, float64(n), c.kind, c.member)
+	if !oldest.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descJournalOldest, prometheus.GaugeValue, float64(oldest.UnixNano())/1e9, c.kind, c.member)
+	}
+}
 
 // LossReporter is the engine's account of store losses.
 type LossReporter interface {

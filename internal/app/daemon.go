@@ -292,6 +292,9 @@ func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
 	kind := a.Config.Store.Kind
 	m.WatchStore(kind, a.Engine.Member(), rep)
 	m.WatchLoss(kind, a.Engine.Member(), a.Engine)
+	if a.Journal != nil {
+		m.WatchJournal(kind, a.Engine.Member(), a.Journal)
+	}
 	if st := rep.SharedStats(); !st.Durable {
 		a.Log.Warn("the shared store may lose a commit after the broker was acknowledged: accepted through store.allow_not_durable",
 			"store", kind, "setting", st.NotDurable)

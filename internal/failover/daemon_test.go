@@ -249,7 +249,7 @@ func (d *daemon) Metrics() map[string]float64 {
 		if i := strings.IndexByte(name, '{'); i >= 0 {
 			if name[:i] != "replayguard_decisions_total" && name[:i] != "replayguard_forwarded_total" &&
 				name[:i] != "replayguard_store_update_failures_total" && !strings.HasPrefix(name[:i], "replayguard_store_loss") &&
-				name[:i] != "replayguard_store_recovered_total" {
+				name[:i] != "replayguard_store_recovered_total" && name[:i] != "replayguard_journal_bytes" {
 				continue
 			}
 			if m := outcomeLabel.FindStringSubmatch(name[i:]); m != nil {

@@ -134,6 +134,9 @@ func storeFailover(t *testing.T, kind string, sync bool) {
 	var losses, recovered float64
 	for _, d := range g.members {
 		m := d.Metrics()
+		if m["replayguard_journal_bytes"] <= 0 {
+			t.Errorf("member %s: replayguard_journal_bytes %.0f, want the journal it keeps", member(d), m["replayguard_journal_bytes"])
+		}
 		losses += m["replayguard_store_losses_total"]
 		recovered += m["replayguard_store_recovered_total"]
 		// Every delivery of the member's last run decided once; a
