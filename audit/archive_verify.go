@@ -163,9 +163,9 @@ type Verified struct {
 // position 1, then the store from its base, which must be the archive's
 // last record. A store trimmed past the archive's end is a missing segment,
 // named by its positions.
-func VerifyWithArchive(ctx context.Context, dir string, s engine.AuditScanner, head engine.AuditHead) (Verified, error) {
+func VerifyWithArchive(ctx context.Context, dir string, s engine.Store, head engine.AuditHead) (Verified, error) {
 	var out Verified
-	if t, ok := s.(engine.AuditTrimmer); ok {
+	if t := s.Capabilities().Trim; t != nil {
 		var err error
 		if out.Base, err = t.AuditBase(ctx); err != nil {
 			return out, err

@@ -97,9 +97,9 @@ func (v *Verifier) Head() engine.AuditHead {
 // the first stored record must link. When head is not zero (the chain head
 // the store keeps apart from the records) the last record must match it, so
 // a removed tail is caught too. It returns the number of records checked.
-func Verify(ctx context.Context, s engine.AuditScanner, head engine.AuditHead) (uint64, error) {
+func Verify(ctx context.Context, s engine.Store, head engine.AuditHead) (uint64, error) {
 	var base engine.AuditHead
-	if t, ok := s.(engine.AuditTrimmer); ok {
+	if t := s.Capabilities().Trim; t != nil {
 		var err error
 		if base, err = t.AuditBase(ctx); err != nil {
 			return 0, err

@@ -226,7 +226,7 @@ func (e *Engine) held(ctx context.Context, id uint64) (QuarantineEntry, error) {
 	if err := e.ready(ctx); err != nil {
 		return QuarantineEntry{}, err
 	}
-	return e.quar.Quarantined(ctx, id)
+	return e.store.Quarantined(ctx, id)
 }
 
 // act records an operator's action on msgs (what it decides again) with

@@ -86,11 +86,11 @@ func (e *Engine) observe(b *Batch) {
 	if len(b.Audit) > 0 {
 		o.Committed(b.Audit, b.Entities)
 	}
-	if oo, ok := o.(OutboxObserver); ok && len(b.Outbox) > 0 {
-		oo.OutboxCommitted(b.Outbox)
+	if e.outObs != nil && len(b.Outbox) > 0 {
+		e.outObs.OutboxCommitted(b.Outbox)
 	}
-	if ro, ok := o.(OutboxResolveObserver); ok && len(b.OutboxResolved) > 0 {
-		ro.OutboxResolved(b.OutboxResolved)
+	if e.resObs != nil && len(b.OutboxResolved) > 0 {
+		e.resObs.OutboxResolved(b.OutboxResolved)
 	}
 }
 
@@ -100,10 +100,12 @@ func (e *Engine) observe(b *Batch) {
 type Engine struct {
 	mu         sync.Mutex
 	store      Store
-	quar       QuarantineScanner
-	shared     SharedStore // nil on a single-owner store
-	member     string      // the shared store's member id, on every record
-	qbase      uint64      // added to audit positions to form quarantine ids
+	caps       Capabilities
+	outObs     OutboxObserver        // opts.Observer, when it is one
+	resObs     OutboxResolveObserver // opts.Observer, when it is one
+	shared     SharedStore           // caps.Shared: nil on a single-owner store
+	member     string                // the shared store's member id, on every record
+	qbase      uint64                // added to audit positions to form quarantine ids
 	opts       Options
 	log        *slog.Logger
 	routes     []*route
@@ -145,18 +147,17 @@ type pending struct {
 	seqs     []int64 // what the batch's audit records' Sequence point to
 }
 
-// New loads the store's state and returns an engine over it. The store
-// must also implement QuarantineScanner.
+// New loads the store's state and returns an engine over it, using what
+// the store's Capabilities declare.
 func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	quar, ok := store.(QuarantineScanner)
-	if !ok {
-		return nil, fmt.Errorf("%w: store %T cannot scan its quarantine", ErrConfig, store)
-	}
-	e := &Engine{store: store, quar: quar, opts: opts, log: opts.Logger, maxPayload: opts.MaxPayload, ttl: opts.TTL}
-	if sh, ok := store.(SharedStore); ok {
+	caps := store.Capabilities()
+	e := &Engine{store: store, caps: caps, opts: opts, log: opts.Logger, maxPayload: opts.MaxPayload, ttl: opts.TTL}
+	e.outObs, _ = opts.Observer.(OutboxObserver)
+	e.resObs, _ = opts.Observer.(OutboxResolveObserver)
+	if sh := caps.Shared; sh != nil {
 		e.shared, e.member, e.qbase = sh, sh.Member(), sh.QuarantineBase()
 		e.journal = opts.Journal
 	}
@@ -165,16 +166,15 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		e.storeName = fmt.Sprintf("%T", store)
 	}
 	names := map[string]bool{}
-	runner, _ := store.(SQLRunner)
 	for _, r := range opts.Routes {
 		c, err := compileRoute(r)
 		if err != nil {
 			return nil, err
 		}
-		if c.sqls > 0 && (runner == nil || !runner.RunsSQL()) {
+		if c.sqls > 0 && !caps.SQL {
 			return nil, fmt.Errorf("%w: route %q: a sql effect runs in the store's own transaction: it needs the postgres store, not %T", ErrConfig, r.Name, store)
 		}
-		if _, ok := store.(OutboxStore); c.forwards > 0 && !ok {
+		if c.forwards > 0 && caps.Outbox == nil {
 			return nil, fmt.Errorf("%w: route %q: store %T keeps no outbox for a forward effect", ErrConfig, r.Name, store)
 		}
 		if c.sparkplug && opts.Sparkplug == nil {

@@ -31,12 +31,13 @@ type OutboxReport struct {
 	Pending []OutboxDepth
 }
 
-// ReadOutbox reads the outbox of s, which must be an OutboxStore: on a
-// shared store (a ChainScanner) the pending entries of each member with
-// an audit chain, by member id, else the one outbox's.
+// ReadOutbox reads the outbox of s, which must keep one: on a shared store
+// (one that scans chains) the pending entries of each member with an audit
+// chain, by member id, else the one outbox's.
 func ReadOutbox(ctx context.Context, s Store) (OutboxReport, error) {
-	ob, ok := s.(OutboxStore)
-	if !ok {
+	caps := s.Capabilities()
+	ob := caps.Outbox
+	if ob == nil {
 		return OutboxReport{}, fmt.Errorf("%w: store %T keeps no outbox", ErrConfig, s)
 	}
 	var rep OutboxReport
@@ -45,7 +46,7 @@ func ReadOutbox(ctx context.Context, s Store) (OutboxReport, error) {
 		return OutboxReport{}, err
 	}
 	members := []string{""}
-	if cs, ok := s.(ChainScanner); ok {
+	if cs := caps.Chains; cs != nil {
 		chains, err := cs.Chains(ctx)
 		if err != nil {
 			return OutboxReport{}, err
@@ -105,8 +106,8 @@ func (e *Engine) DropForward(ctx context.Context, member string, id uint64, reas
 }
 
 func (e *Engine) resolveForward(ctx context.Context, res OutboxResolve, reason, operator string) (ForwardResolution, error) {
-	ob, ok := e.store.(OutboxStore)
-	if !ok {
+	ob := e.caps.Outbox
+	if ob == nil {
 		return ForwardResolution{}, fmt.Errorf("%w: store %T keeps no outbox", ErrConfig, e.store)
 	}
 	e.mu.Lock()

@@ -28,7 +28,7 @@ const (
 
 // SQLStatement is one sql effect of an applied message. The store runs
 // the batch's statements in the batch's own transaction, in order; a store
-// that cannot run them refuses a route that has any (see SQLRunner).
+// that cannot run them refuses a route that has any (see Capabilities.SQL).
 type SQLStatement struct {
 	Key    Hash   // the message's idempotency key: a refusal names it
 	Route  string // the route and the index of the effect, for messages
@@ -53,12 +53,6 @@ const (
 	ArgString
 	ArgBool
 )
-
-// SQLRunner is implemented by a store that runs sql effects inside its
-// commit. The engine refuses a route with a sql effect on any other store.
-type SQLRunner interface {
-	RunsSQL() bool
-}
 
 // SQLRefusals is what a store passes back through Rows when a statement
 // failed because of its message (SQLSTATE class 22 or 23): the message's

@@ -17,6 +17,10 @@ type discardStore struct{}
 func (discardStore) Load(context.Context) (*engine.Snapshot, error) { return &engine.Snapshot{}, nil }
 func (discardStore) Commit(context.Context, *engine.Batch) error    { return nil }
 func (discardStore) Close() error                                   { return nil }
+func (discardStore) Capabilities() engine.Capabilities              { return engine.Capabilities{} }
+func (discardStore) ScanAudit(context.Context, uint64, func(engine.AuditRecord) error) error {
+	return nil
+}
 func (discardStore) ScanQuarantine(context.Context, func(engine.QuarantineEntry) error) error {
 	return nil
 }

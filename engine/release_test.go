@@ -110,7 +110,6 @@ func TestRelease(t *testing.T) {
 // be made to produce on demand.
 type failingStore struct {
 	engine.Store
-	engine.QuarantineScanner
 	fail bool
 }
 
@@ -123,7 +122,7 @@ func (f *failingStore) Commit(ctx context.Context, b *engine.Batch) error {
 
 func TestACommitFailureLeavesNoTrace(t *testing.T) {
 	h := newHarness(t, engine.Options{})
-	fs := &failingStore{Store: h.store, QuarantineScanner: h.store}
+	fs := &failingStore{Store: h.store}
 	e, err := engine.New(context.Background(), fs, engine.Options{Routes: []engine.Route{incidentRoute}, Now: func() time.Time { return h.clock }})
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +145,7 @@ func TestACommitFailureLeavesNoTrace(t *testing.T) {
 
 func TestABatchSubmittedAfterAFailedOneIsAborted(t *testing.T) {
 	h := newHarness(t, engine.Options{})
-	fs := &failingStore{Store: h.store, QuarantineScanner: h.store}
+	fs := &failingStore{Store: h.store}
 	e, err := engine.New(context.Background(), fs, engine.Options{Routes: []engine.Route{incidentRoute}, Now: func() time.Time { return h.clock }})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,13 @@ type sharedBackend interface {
 	engine.QuarantineScanner
 }
 
+// Capabilities declares the wrapper in the store's place.
+func (f *flaky) Capabilities() engine.Capabilities {
+	c := f.sharedBackend.Capabilities()
+	c.Shared = f
+	return c
+}
+
 var errWrite = errors.New("the write did not reach the store")
 
 func (f *flaky) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {

@@ -21,7 +21,12 @@ type refusing struct {
 	decides int
 }
 
-func (s *refusing) RunsSQL() bool { return true }
+// Capabilities declares the wrapper in the store's place, running sql.
+func (s *refusing) Capabilities() engine.Capabilities {
+	c := s.sharedBackend.Capabilities()
+	c.Shared, c.SQL = s, true
+	return c
+}
 
 const refusal = "sql effects[1]: SQLSTATE 23505: duplicate key value violates unique constraint"
 

@@ -6,7 +6,8 @@ import (
 )
 
 // Store persists the engine's windows, entity state, audit log and
-// quarantine. Every backend runs the conformance suite in store/storetest.
+// quarantine. Every backend runs the conformance suite in store/storetest,
+// which reads Capabilities to choose the cases that apply.
 //
 // Load and Commit are called by one engine at a time per process; a backend
 // must still be safe for concurrent use, since read commands and the HTTP API
@@ -20,7 +21,41 @@ type Store interface {
 	// Commit writes the whole batch atomically and durably: when it returns
 	// nil every part is on stable storage, when it returns an error none is.
 	Commit(ctx context.Context, b *Batch) error
+	AuditScanner
+	QuarantineScanner
+	// Capabilities declares what the store does beyond this interface. It
+	// is read once, by New and by the commands when the store is opened,
+	// and returns the same value every time.
+	Capabilities() Capabilities
 	Close() error
+}
+
+// Capabilities is what a store declares it does beyond Store, each as the
+// interface that does it (nil: it does not), the way a database/sql driver's
+// optional interfaces are found once at open. A store fills it with itself
+// where it supports the part; a wrapper that intercepts one of these
+// interfaces declares itself in its place.
+type Capabilities struct {
+	// Shared is set on a consumer group's store: the store holds the
+	// windows and each member its own audit chain. nil: a single-owner
+	// store, whose windows the engine holds in memory.
+	Shared SharedStore
+	// Chains reads every member's audit chain (set with Shared).
+	Chains ChainScanner
+	// Trim lets audit retention drop the oldest records.
+	Trim AuditTrimmer
+	// Cursors keeps the audit sinks' cursors.
+	Cursors CursorStore
+	// Outbox keeps the forward effects' outbox; a route with a forward
+	// effect needs it.
+	Outbox OutboxStore
+	// Claims hands the outboxes of departed members to a live one.
+	Claims OutboxClaimer
+	// Stats reports a shared store's counters for the metrics.
+	Stats StatsReporter
+	// SQL says the store runs a batch's sql effects in the batch's own
+	// transaction; a route with a sql effect needs it.
+	SQL bool
 }
 
 // AuditScanner reads the audit log in position order.
@@ -59,8 +94,8 @@ type Batch struct {
 	Quarantine []QuarantineEntry // add
 	Resolved   []uint64          // remove these quarantine entries
 	// SQL are the sql effects of the batch's applied messages, in decision
-	// order, run in the batch's transaction by a store that is an
-	// SQLRunner; every other store gets none.
+	// order, run in the batch's transaction by a store that declares
+	// Capabilities.SQL; every other store gets none.
 	SQL []SQLStatement
 	// Outbox are the forward effects of the batch's applied messages, in
 	// ID order, added to the pending outbox of the member writing the

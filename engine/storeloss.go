@@ -168,8 +168,8 @@ func (e *Engine) compare(ctx context.Context, head, known AuditHead) (*StoreLoss
 
 // recordAt reads this member's record at pos from the store.
 func (e *Engine) recordAt(ctx context.Context, pos uint64) (AuditRecord, error) {
-	cs, ok := e.store.(ChainScanner)
-	if !ok {
+	cs := e.caps.Chains
+	if cs == nil {
 		return AuditRecord{}, fmt.Errorf("%w: store %T cannot read a member's chain", ErrConfig, e.store)
 	}
 	return ChainRecord(ctx, cs, e.member, pos)

@@ -240,6 +240,13 @@ type groupMember = memory.Member
 
 var errUnreachable = errors.New("the store does not answer")
 
+// Capabilities declares the wrapper in the store's place.
+func (u *unreachable) Capabilities() engine.Capabilities {
+	c := u.groupMember.Capabilities()
+	c.Shared = u
+	return c
+}
+
 func (u *unreachable) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
 	if u.down.Load() {
 		return errUnreachable

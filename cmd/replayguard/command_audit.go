@@ -42,7 +42,7 @@ func cmdAudit(e *env) error {
 			return r.audit(from, func(rec engine.AuditRecord) error { return enc.Encode(rec) })
 		}
 		defer a.Close()
-		if cs, ok := a.Store.(engine.ChainScanner); ok { // a group: every member's chain
+		if cs := a.Store.Capabilities().Chains; cs != nil { // a group: every member's chain
 			_, err = audit.ExportChains(e.ctx, cs, from, e.stdout)
 			return err
 		}
@@ -79,7 +79,7 @@ func auditVerify(e *env) error {
 		return verifyRemote(e, r, archive)
 	}
 	defer a.Close()
-	if cs, ok := a.Store.(engine.ChainScanner); ok {
+	if cs := a.Store.Capabilities().Chains; cs != nil {
 		if archive != "" {
 			return fmt.Errorf("%w: --archive is for a single-owner store (embedded, memory); the %s store keeps no archive yet", errUsage, e.cfg.Store.Kind)
 		}
@@ -100,7 +100,7 @@ func auditVerify(e *env) error {
 		return nil
 	}
 	var base engine.AuditHead
-	if t, ok := a.Store.(engine.AuditTrimmer); ok {
+	if t := a.Store.Capabilities().Trim; t != nil {
 		if base, err = t.AuditBase(e.ctx); err != nil {
 			return err
 		}

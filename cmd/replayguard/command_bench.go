@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/config"
-	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/app"
 	"github.com/replayguard/replayguard/internal/benchfeed"
 	"github.com/replayguard/replayguard/source/file"
@@ -147,7 +146,7 @@ func benchShared(e *env, url string, members int, journal string, msgs []benchfe
 		for o, n := range sums[i].Outcomes {
 			outcomes[o.String()] += n
 		}
-		if rep, ok := a.Store.(engine.StatsReporter); ok {
+		if rep := a.Store.Capabilities().Stats; rep != nil {
 			st := rep.SharedStats()
 			updates, retries, waits = updates+st.Updates, retries+st.Retries, waits+st.LockWaits
 		}

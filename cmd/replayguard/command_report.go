@@ -144,7 +144,7 @@ func buildReport(e *env, opts report.Options) (*report.Report, error) {
 		return report.Build(report.Scanned(func(fn func(engine.AuditRecord) error) error { return r.audit(1, fn) }), opts)
 	}
 	defer a.Close()
-	if cs, ok := a.Store.(engine.ChainScanner); ok {
+	if cs := a.Store.Capabilities().Chains; cs != nil {
 		recs, heads, err := report.Chains(e.ctx, cs)
 		if err != nil {
 			return nil, err
@@ -162,7 +162,7 @@ func buildReport(e *env, opts report.Options) (*report.Report, error) {
 		return nil, err
 	}
 	opts.Heads, opts.ReadPath = map[string]engine.AuditHead{"": snap.AuditHead}, "from the store"
-	if t, ok := a.Store.(engine.AuditTrimmer); ok { // retention archived the oldest records
+	if t := a.Store.Capabilities().Trim; t != nil { // retention archived the oldest records
 		base, err := t.AuditBase(e.ctx)
 		if err != nil {
 			return nil, err

@@ -25,12 +25,9 @@ import (
 // ErrStoreKind is returned for a store kind this build cannot open.
 var ErrStoreKind = errors.New("store kind not available")
 
-// Store is what the commands need of a backend.
-type Store interface {
-	engine.Store
-	engine.AuditScanner
-	engine.QuarantineScanner
-}
+// Store is what the commands need of a backend: engine.Store, whose
+// Capabilities say what else it does.
+type Store = engine.Store
 
 // App is an opened configuration: its store and, unless read-only, its engine.
 type App struct {

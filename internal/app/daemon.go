@@ -285,8 +285,8 @@ func (a *App) lossReviewer() web.LossReviewer {
 // watchStore adds a shared store's counters to the metrics and returns its
 // status for /readyz (nil for a single-owner store).
 func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
-	rep, ok := a.Store.(engine.StatsReporter)
-	if !ok {
+	rep := a.Store.Capabilities().Stats
+	if rep == nil {
 		return nil
 	}
 	kind := a.Config.Store.Kind

@@ -19,8 +19,8 @@ import (
 // route.
 func newDrainer(cfg *config.Config, st Store, member string, opts Options) (*forward.Drainer, error) {
 	kinds := cfg.ForwardKinds()
-	ob, ok := st.(engine.OutboxStore)
-	if len(kinds) == 0 || !ok {
+	ob := st.Capabilities().Outbox
+	if len(kinds) == 0 || ob == nil {
 		return nil, nil
 	}
 	outputs := map[string]forward.Output{}

@@ -63,6 +63,12 @@ var (
 	_ engine.QuarantineScanner = (*Store)(nil)
 )
 
+// Capabilities declares a single-owner store with audit retention, sink
+// cursors and an outbox.
+func (s *Store) Capabilities() engine.Capabilities {
+	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s}
+}
+
 // Open opens the store in dir, creating the directory and the store when
 // they do not exist (unless opts.ReadOnly). When another process holds the
 // directory, Open fails with an error wrapping engine.ErrLocked after about

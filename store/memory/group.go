@@ -62,6 +62,11 @@ var (
 	_ engine.ChainScanner      = (*Member)(nil)
 )
 
+// Capabilities declares a group's store.
+func (m *Member) Capabilities() engine.Capabilities {
+	return engine.Capabilities{Shared: m, Chains: m, Outbox: m, Claims: m}
+}
+
 // Open returns a handle writing member's chain, or a read-only handle when
 // member is empty. A member id with an open handle is refused.
 func (g *Group) Open(member string) (*Member, error) {

@@ -36,6 +36,12 @@ var (
 	_ engine.AuditTrimmer      = (*Store)(nil)
 )
 
+// Capabilities declares a single-owner store with audit retention, sink
+// cursors and an outbox.
+func (s *Store) Capabilities() engine.Capabilities {
+	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s}
+}
+
 // New returns an empty store.
 func New() *Store {
 	return &Store{

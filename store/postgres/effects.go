@@ -13,12 +13,6 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-var _ engine.SQLRunner = (*Store)(nil)
-
-// RunsSQL reports that the store runs a batch's sql effects in the batch's
-// own transaction (engine.SQLRunner).
-func (s *Store) RunsSQL() bool { return true }
-
 // refusedError is statements that failed because of their messages: the
 // transaction is rolled back and Update decides the batch again with
 // these keys refused.

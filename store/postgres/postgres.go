@@ -121,6 +121,12 @@ var (
 	_ engine.StatsReporter     = (*Store)(nil)
 )
 
+// Capabilities declares a group's store that runs sql effects in the
+// batch's own transaction.
+func (s *Store) Capabilities() engine.Capabilities {
+	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Stats: s, SQL: true}
+}
+
 // ApplicationName is the application_name the store's connections give
 // the server (pg_stat_activity shows it) when store.url sets none:
 // "replayguard" and the member id, if the handle writes as a member.

@@ -171,6 +171,11 @@ var (
 	_ engine.StatsReporter     = (*Store)(nil)
 )
 
+// Capabilities declares a group's store.
+func (s *Store) Capabilities() engine.Capabilities {
+	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Stats: s}
+}
+
 // ClientName is the name the store's connections give the server (CLIENT
 // SETNAME; CLIENT LIST shows it) when store.url sets none: "replayguard" and
 // the member id, if the handle writes as a member. Redis names hold no
