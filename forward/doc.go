@@ -21,6 +21,9 @@
 // committed by its own engine at once, and of one by another process at
 // its next poll.
 //
+// The MQTT output dials its broker, over TCP or TLS by the URL's scheme,
+// through package internal/mqttconn, as the MQTT consumers do.
+//
 // Backpressure instead of loss: Drainer.Admit, set as the engine's
 // Options.Admit, holds batches back while the outbox is full, so the
 // consumer stops acknowledging upstream until the drainer made room.

@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/mqttconn"
 )
 
 // Defaults of MQTTOptions.
@@ -101,23 +100,12 @@ func NewMQTT(opts MQTTOptions) (*MQTT, error) {
 	}
 	for _, b := range opts.Brokers {
 		u, err := url.Parse(b)
-		if err != nil || u.Host == "" || scheme(u) == "" {
+		if err != nil || u.Host == "" || !mqttconn.Dialable(u) {
 			return nil, fmt.Errorf("%w: mqtt output broker %q is not a tcp://, mqtt://, ssl://, tls:// or mqtts:// URL", ErrConfig, b)
 		}
 		m.urls = append(m.urls, u)
 	}
 	return m, nil
-}
-
-// scheme is "tcp" or "tls" for a broker URL the output dials, else "".
-func scheme(u *url.URL) string {
-	switch strings.ToLower(u.Scheme) {
-	case "tcp", "mqtt":
-		return "tcp"
-	case "ssl", "tls", "mqtts":
-		return "tls"
-	}
-	return ""
 }
 
 // Deliver implements Output.
@@ -236,15 +224,7 @@ func (m *MQTT) connection(ctx context.Context) (*mqttConn, error) {
 func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout)
 	defer cancel()
-	var conn net.Conn
-	var err error
-	if scheme(u) == "tls" {
-		d := tls.Dialer{Config: m.opts.TLS}
-		conn, err = d.DialContext(ctx, "tcp", u.Host)
-	} else {
-		var d net.Dialer
-		conn, err = d.DialContext(ctx, "tcp", u.Host)
-	}
+	conn, err := mqttconn.Dial(ctx, u, m.opts.TLS)
 	if err != nil {
 		return nil, err
 	}

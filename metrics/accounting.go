@@ -103,11 +103,12 @@ func (a *accounting) abandoned(n int) {
 }
 
 // committed counts the records of one commit and returns how many were
-// deliveries. A record with a Ref is an operator's release or discard.
-func (a *accounting) committed(records []engine.AuditRecord) int {
+// deliveries, and how many of those opened a gap (a sequenced source
+// skipped sequences). A record with a Ref is an operator's release or
+// discard.
+func (a *accounting) committed(records []engine.AuditRecord) (n, gaps int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	n := 0
 	for i := range records {
 		r := &records[i]
 		lp := labelPair{r.Route, r.Outcome}
@@ -123,8 +124,11 @@ func (a *accounting) committed(records []engine.AuditRecord) int {
 		}
 		a.decided[lp]++
 		n++
+		if r.Gap != nil {
+			gaps++
+		}
 	}
-	return n
+	return n, gaps
 }
 
 func (a *accounting) Describe(ch chan<- *prometheus.Desc) {

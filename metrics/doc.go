@@ -21,13 +21,22 @@
 // Gauges that mirror engine state (key window entries, sources, open gaps,
 // held messages) are read at scrape time from the engine and the store.
 //
+// The metrics hear two things, through two seams. As the engine's
+// engine.Observer they hear every durable commit: its audit records give
+// the decisions, and the gap ranges the decisions opened (AuditRecord.Gap,
+// counted in replayguard_gaps_total). As a source.Observer they hear what
+// a broker source did (connections, deliveries, commits, acknowledgements):
+// every source (source/mqtt, source/mqtt3, source/jetstream) reports the
+// same source.Event, so the metrics import package source only, never a
+// source backend.
+//
 //	reg := prometheus.NewRegistry()
 //	m := metrics.New(reg, "1.2.0", "abc123", "incidents", "meters")
 //	eng, err := engine.New(ctx, store, engine.Options{Routes: routes, Observer: m})
 //	m.Watch(eng)
 //	m.WatchQuarantine(store)
-//	consumer := mqtt.New(mqtt.Config{Observer: m, ...}, m.CountGaps(eng))
+//	consumer := mqtt.New(mqtt.Config{Observer: m, ...}, eng)
 //
 // A *Metrics is safe for concurrent use; its engine.Observer and
-// mqtt.Observer methods never block.
+// source.Observer methods never block.
 package metrics

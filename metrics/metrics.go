@@ -1,13 +1,12 @@
 package metrics
 
 import (
-	"context"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/source/mqtt"
+	"github.com/replayguard/replayguard/source"
 )
 
 // Unrouted is the route label of a message no route matched: it is
@@ -22,7 +21,7 @@ type Windows interface {
 }
 
 // Metrics holds replayguard's metrics. It implements engine.Observer,
-// mqtt.Observer and prometheus.Collector.
+// source.Observer and prometheus.Collector.
 type Metrics struct {
 	acct *accounting // received, decisions, in flight: one lock, one scrape
 
@@ -133,47 +132,52 @@ func (m *Metrics) Watch(w Windows) { m.acct.setWindows(w) }
 // at scrape time. Until it is called the gauge is absent.
 func (m *Metrics) WatchQuarantine(q Quarantine) { m.acct.setQuarantine(q) }
 
-// Committed counts the decisions of a durable commit. It implements
-// engine.Observer: it takes one short lock and never blocks.
+// Committed counts the decisions of a durable commit, and the gap ranges
+// they opened (their audit records' Gap) in replayguard_gaps_total. It
+// implements engine.Observer: it takes one short lock and never blocks.
 func (m *Metrics) Committed(records []engine.AuditRecord, _ []engine.EntityState) {
-	if n := m.acct.committed(records); n > 0 {
+	n, gaps := m.acct.committed(records)
+	if n > 0 {
 		m.batchSize.Observe(float64(n))
+	}
+	if gaps > 0 {
+		m.gapsOpened.Add(float64(gaps))
 	}
 }
 
 // Received counts n deliveries taken from a source, before they are
 // decided. A source calls it once per delivery, never again for a retry of
-// the same batch. The MQTT consumer reports them through Observe instead.
+// the same batch. The broker sources report them through Observe instead.
 func (m *Metrics) Received(n int) { m.acct.received(n) }
 
-// Observe records what the MQTT consumer did. It implements mqtt.Observer
+// Observe records what a broker source did. It implements source.Observer
 // and never blocks.
-func (m *Metrics) Observe(e mqtt.Event) {
+func (m *Metrics) Observe(e source.Event) {
 	switch e.Kind {
-	case mqtt.Connected:
+	case source.Connected:
 		m.connectionUp()
-	case mqtt.Disconnected:
+	case source.Disconnected:
 		m.connected.Set(0)
-	case mqtt.ConnectFailed:
+	case source.ConnectFailed:
 		m.connectErrors.Inc()
-	case mqtt.Stalled:
+	case source.Stalled:
 		m.stalls.Inc()
-	case mqtt.Received:
+	case source.Received:
 		m.acct.received(e.N)
-	case mqtt.Committed:
+	case source.Committed:
 		m.commitTime.Observe(e.Duration.Seconds())
-	case mqtt.CommitFailed:
+	case source.CommitFailed:
 		m.commitTime.Observe(e.Duration.Seconds())
 		m.storeErrors.Inc()
-	case mqtt.Acked:
+	case source.Acked:
 		m.acked.Add(float64(e.N))
 		lag := e.Lag.Seconds()
 		for range e.N {
 			m.ackLag.Observe(lag)
 		}
-	case mqtt.AckDropped:
+	case source.AckDropped:
 		m.ackDropped.Add(float64(e.N))
-	case mqtt.Abandoned:
+	case source.Abandoned:
 		m.acct.abandoned(e.N)
 	}
 }
@@ -188,36 +192,4 @@ func (m *Metrics) connectionUp() {
 	}
 	m.wasUp = true
 	m.connected.Set(1)
-}
-
-// Processor is what a source hands batches to. *engine.Engine satisfies it.
-type Processor interface {
-	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
-}
-
-// CountGaps returns p with the gap ranges its decisions open counted in
-// replayguard_gaps_total: hand the result to the source in p's place.
-func (m *Metrics) CountGaps(p Processor) Processor { return gapCounter{p, m.gapsOpened} }
-
-type gapCounter struct {
-	Processor
-	gaps prometheus.Counter
-}
-
-// Prepare passes msgs to the wrapped Processor's Prepare, if it has one,
-// so a source can still decode ahead through the wrapper.
-func (g gapCounter) Prepare(msgs []engine.Message) {
-	if p, ok := g.Processor.(interface{ Prepare([]engine.Message) }); ok {
-		p.Prepare(msgs)
-	}
-}
-
-func (g gapCounter) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
-	decs, err := g.Processor.Process(ctx, msgs)
-	for i := range decs {
-		if decs[i].Gap != nil {
-			g.gaps.Inc()
-		}
-	}
-	return decs, err
 }

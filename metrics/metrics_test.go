@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/metrics"
-	"github.com/replayguard/replayguard/source/mqtt"
+	"github.com/replayguard/replayguard/source"
 )
 
 func records(route string, outcomes ...string) []engine.AuditRecord {
@@ -27,8 +28,8 @@ func TestDecisionsAndInFlightAccountForEveryDelivery(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := metrics.New(reg, "v1", "abc", "incidents", "meters")
 
-	m.Observe(mqtt.Event{Kind: mqtt.Received, N: 14})
-	m.Observe(mqtt.Event{Kind: mqtt.Abandoned, N: 2}) // the connection died before they were decided
+	m.Observe(source.Event{Kind: source.Received, N: 14})
+	m.Observe(source.Event{Kind: source.Abandoned, N: 2}) // the connection died before they were decided
 	m.Committed(records("incidents", "applied", "applied", "applied_late", "duplicate", "conflict", "quarantined"), nil)
 	m.Committed(records("meters", "applied", "duplicate"), nil)
 	m.Committed(records("", "malformed"), nil)
@@ -191,23 +192,21 @@ func TestSourceHooks(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := metrics.New(reg, "1.2.3", "deadbeef", "incidents")
 
-	for _, e := range []mqtt.Event{
-		{Kind: mqtt.Connected}, {Kind: mqtt.Disconnected}, {Kind: mqtt.ConnectFailed, Err: errors.New("refused")},
-		{Kind: mqtt.Connected}, {Kind: mqtt.Stalled}, {Kind: mqtt.Disconnected}, {Kind: mqtt.Connected},
-		{Kind: mqtt.Received, N: 4},
-		{Kind: mqtt.CommitFailed, N: 4, Duration: time.Millisecond, Err: errors.New("io")},
-		{Kind: mqtt.Committed, N: 4, Duration: 3 * time.Millisecond},
-		{Kind: mqtt.Acked, N: 3, Lag: 20 * time.Millisecond},
-		{Kind: mqtt.AckDropped, N: 1},
+	for _, e := range []source.Event{
+		{Kind: source.Connected}, {Kind: source.Disconnected}, {Kind: source.ConnectFailed, Err: errors.New("refused")},
+		{Kind: source.Connected}, {Kind: source.Stalled}, {Kind: source.Disconnected}, {Kind: source.Connected},
+		{Kind: source.Received, N: 4},
+		{Kind: source.CommitFailed, N: 4, Duration: time.Millisecond, Err: errors.New("io")},
+		{Kind: source.Committed, N: 4, Duration: 3 * time.Millisecond},
+		{Kind: source.Acked, N: 3, Lag: 20 * time.Millisecond},
+		{Kind: source.AckDropped, N: 1},
 	} {
 		m.Observe(e)
 	}
 	gap := &engine.Range{From: 4, To: 6}
-	p := m.CountGaps(fixedDecisions{{Gap: gap}, {}, {Gap: gap}})
-	if _, err := p.Process(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	m.Committed(records("incidents", "applied", "applied", "duplicate"), nil)
+	opened := records("incidents", "applied", "applied", "duplicate")
+	opened[0].Gap, opened[1].Gap = gap, gap // two of the commit's decisions opened a gap
+	m.Committed(opened, nil)
 	m.Committed(records("incidents", "applied"), nil)
 	m.Committed([]engine.AuditRecord{{Route: "incidents", Outcome: "discarded", Ref: 1}}, nil)
 
@@ -268,12 +267,6 @@ replayguard_build_info{commit="deadbeef",version="1.2.3"} 1
 	}
 }
 
-type fixedDecisions []engine.Decision
-
-func (d fixedDecisions) Process(context.Context, []engine.Message) ([]engine.Decision, error) {
-	return d, nil
-}
-
 func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := metrics.New(reg, "v1", "abc", "incidents")
@@ -286,4 +279,30 @@ func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
+}
+
+func TestGapsAreCountedFromCommittedDeliveries(t *testing.T) {
+	gapsTotal := func(n int) string {
+		return `
+# HELP replayguard_gaps_total Gap ranges opened: a sequenced source skipped one or more sequences.
+# TYPE replayguard_gaps_total counter
+replayguard_gaps_total ` + strconv.Itoa(n) + "\n"
+	}
+	gap := &engine.Range{From: 2, To: 3}
+	t.Run("each committed delivery that opened a gap counts one", func(t *testing.T) {
+		m := metrics.New(prometheus.NewPedanticRegistry(), "v1", "abc", "incidents")
+		m.Committed([]engine.AuditRecord{{Route: "incidents", Outcome: "applied", Gap: gap}, {Route: "incidents", Outcome: "applied"}}, nil)
+		m.Committed([]engine.AuditRecord{{Route: "incidents", Outcome: "applied_late", Gap: gap}}, nil)
+		if err := testutil.CollectAndCompare(m, strings.NewReader(gapsTotal(2)), "replayguard_gaps_total"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("an operator's release and a recovery are no delivery and count none", func(t *testing.T) {
+		m := metrics.New(prometheus.NewPedanticRegistry(), "v1", "abc", "incidents")
+		m.Committed([]engine.AuditRecord{{Route: "incidents", Outcome: "applied", Ref: 4, Gap: gap}}, nil)
+		m.Committed([]engine.AuditRecord{{Outcome: engine.OutcomeRecovered, Gap: gap}}, nil)
+		if err := testutil.CollectAndCompare(m, strings.NewReader(gapsTotal(0)), "replayguard_gaps_total"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

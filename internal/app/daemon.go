@@ -19,6 +19,7 @@ import (
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/metrics"
+	rgsource "github.com/replayguard/replayguard/source" // events; app has a type named source
 	"github.com/replayguard/replayguard/source/mqtt"
 	"github.com/replayguard/replayguard/web"
 )
@@ -101,7 +102,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		ready = func() bool { return !a.Forward.Status().Full }
 	}
 
-	consumer, err := newSource(cfg, log, m, reg, m.CountGaps(a.Engine))
+	consumer, err := newSource(cfg, log, m, reg, a.Engine)
 	if err != nil {
 		return err
 	}
@@ -180,7 +181,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	return err
 }
 
-func consumerConfig(cfg *config.Config, log *slog.Logger, obs mqtt.Observer) (mqtt.Config, error) {
+func consumerConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) (mqtt.Config, error) {
 	mc := cfg.MQTT
 	c := mqtt.Config{Brokers: mc.Brokers, ClientID: mc.ClientID, SessionExpiry: time.Duration(mc.SessionExpiry),
 		CleanStart: mc.CleanStart, ShareGroup: mc.ShareGroup, Username: mc.Username,

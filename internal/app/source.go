@@ -10,7 +10,9 @@ import (
 
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/metrics"
+	rgsource "github.com/replayguard/replayguard/source" // events; app has a type named source
 	"github.com/replayguard/replayguard/source/jetstream"
+	"github.com/replayguard/replayguard/source/mqtt"
 )
 
 // source is what run consumes from: the MQTT consumer (5 or 3.1.1, see
@@ -34,7 +36,7 @@ func RunMember(cfg *config.Config) string {
 }
 
 // newSource builds the consumer that cfg.Input names, feeding p.
-func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg prometheus.Registerer, p metrics.Processor) (source, error) {
+func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg prometheus.Registerer, p mqtt.Processor) (source, error) {
 	if cfg.Input == config.InputJetStream {
 		jc, err := jetStreamConfig(cfg, log, m.JetStream(reg))
 		if err != nil {
@@ -49,7 +51,7 @@ func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg pro
 	return newMQTTSource(cfg, mc, p, log)
 }
 
-func jetStreamConfig(cfg *config.Config, log *slog.Logger, obs jetstream.Observer) (jetstream.Config, error) {
+func jetStreamConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) (jetstream.Config, error) {
 	j := cfg.JetStream
 	c := jetstream.Config{URL: j.URL, CredsFile: j.CredsFile, Stream: j.Stream, Consumer: j.Consumer,
 		Subjects: j.Subjects, MaxAckPending: j.MaxAckPending, AckWait: time.Duration(j.AckWait),

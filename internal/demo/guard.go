@@ -13,6 +13,7 @@ import (
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/app"
 	"github.com/replayguard/replayguard/metrics"
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/mqtt"
 	"github.com/replayguard/replayguard/web"
 )
@@ -105,7 +106,7 @@ func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
 		ShutdownTimeout: 5 * time.Second,
 		Logger:          cfg.log,
 		Observer:        consumerObservers{m, tallyObserver{t}},
-	}, m.CountGaps(g.eng))
+	}, g.eng)
 	if err != nil {
 		g.close()
 		return nil, err
@@ -260,9 +261,9 @@ func (os engineObservers) Committed(records []engine.AuditRecord, entities []eng
 }
 
 // consumerObservers tells each observer about every consumer event.
-type consumerObservers []mqtt.Observer
+type consumerObservers []source.Observer
 
-func (os consumerObservers) Observe(e mqtt.Event) {
+func (os consumerObservers) Observe(e source.Event) {
 	for _, o := range os {
 		o.Observe(e)
 	}
@@ -272,15 +273,15 @@ func (os consumerObservers) Observe(e mqtt.Event) {
 // its engine's commits.
 type tallyObserver struct{ t *tally }
 
-func (o tallyObserver) Observe(e mqtt.Event) {
+func (o tallyObserver) Observe(e source.Event) {
 	switch e.Kind {
-	case mqtt.Connected:
+	case source.Connected:
 		o.t.connected(e.Broker)
-	case mqtt.Disconnected:
+	case source.Disconnected:
 		o.t.disconnected()
-	case mqtt.Received:
+	case source.Received:
 		o.t.received(e.N)
-	case mqtt.Abandoned:
+	case source.Abandoned:
 		o.t.received(-e.N)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/app"
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/mqtt"
 )
 
@@ -199,11 +200,11 @@ type eventCounts struct {
 	n [16]atomic.Int64
 }
 
-func (c *eventCounts) Observe(e mqtt.Event) {
+func (c *eventCounts) Observe(e source.Event) {
 	if int(e.Kind) < len(c.n) {
 		c.n[e.Kind].Add(int64(max(e.N, 1)))
 	}
 }
 
 // Count is the sum of N over the events of kind k (1 for events without N).
-func (c *eventCounts) Count(k mqtt.EventKind) int64 { return c.n[k].Load() }
+func (c *eventCounts) Count(k source.EventKind) int64 { return c.n[k].Load() }

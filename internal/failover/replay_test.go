@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
-	"github.com/replayguard/replayguard/source/mqtt"
+	"github.com/replayguard/replayguard/source"
 )
 
 // TestReplayFromOlderSnapshot runs the consumer in the test process, where
@@ -55,7 +55,7 @@ func replayFromOlderSnapshot(t *testing.T, standby bool) {
 	g := startGuard(t, s)
 	pub := newPublisher(t, brokers, 20)
 	acked := func(n int) func() bool {
-		return func() bool { return g.Events.Count(mqtt.Acked) >= int64(n*len(sources)) }
+		return func() bool { return g.Events.Count(source.Acked) >= int64(n*len(sources)) }
 	}
 
 	publishEach(t, pub, sources, phase1)
@@ -69,7 +69,7 @@ func replayFromOlderSnapshot(t *testing.T, standby bool) {
 
 	g.Gate.Close()
 	publishEach(t, pub, sources, phase3)
-	inHand := func() int64 { return g.Events.Count(mqtt.Received) - int64((phase1+phase2)*len(sources)) }
+	inHand := func() int64 { return g.Events.Count(source.Received) - int64((phase1+phase2)*len(sources)) }
 	waitFor(t, "phase 3 deliveries in the consumer's hands", 10*time.Second, func() bool { return inHand() > 0 })
 	time.Sleep(100 * time.Millisecond) // let the broker fill its in-flight window
 	primary.Kill()
@@ -91,7 +91,7 @@ func replayFromOlderSnapshot(t *testing.T, standby bool) {
 	last := int64(phase1 + phase2 + phase3 + phase4)
 	g.waitHigh(t, sources, last)
 	waitStable(t, "deliveries", 500*time.Millisecond, 20*time.Second, func() uint64 {
-		return uint64(g.Events.Count(mqtt.Received))
+		return uint64(g.Events.Count(source.Received))
 	})
 	g.stop(t)
 
@@ -121,7 +121,7 @@ func replayFromOlderSnapshot(t *testing.T, standby bool) {
 	if r.Lost == 0 {
 		t.Error("the broker lost nothing: the gaps were not exercised")
 	}
-	if ev := g.Events; ev.Count(mqtt.Received) != ev.Count(mqtt.Committed)+ev.Count(mqtt.Abandoned) {
-		t.Errorf("received %d deliveries, committed %d, abandoned %d", ev.Count(mqtt.Received), ev.Count(mqtt.Committed), ev.Count(mqtt.Abandoned))
+	if ev := g.Events; ev.Count(source.Received) != ev.Count(source.Committed)+ev.Count(source.Abandoned) {
+		t.Errorf("received %d deliveries, committed %d, abandoned %d", ev.Count(source.Received), ev.Count(source.Committed), ev.Count(source.Abandoned))
 	}
 }

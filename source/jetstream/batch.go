@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
@@ -90,10 +91,7 @@ func (c *Consumer) takeReady(batch []delivery, in <-chan delivery) []delivery {
 // done.
 func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 	c.noteRedeliveries(batch)
-	msgs := make([]engine.Message, len(batch))
-	for i := range batch {
-		msgs[i] = batch[i].msg
-	}
+	msgs := consume.Messages(batch, func(d *delivery) engine.Message { return d.msg })
 	return c.commits.Commit(ctx, msgs, func() {
 		for i := range batch {
 			_ = batch[i].js.InProgress() // resets the server's AckWait
@@ -120,7 +118,7 @@ func (c *Consumer) noteRedeliveries(batch []delivery) {
 	}
 	c.log.Info("jetstream redelivered messages in the batch: recorded as dup, decided like any other",
 		"messages", n, "first_stream_seq", batch[first].streamSeq, "max_num_delivered", most)
-	c.obs.Observe(Event{Kind: Redelivered, N: n})
+	c.obs.Observe(source.Event{Kind: source.Redelivered, N: n})
 }
 
 // ack acknowledges a committed batch in delivery order. An ack is one
@@ -139,11 +137,11 @@ func (c *Consumer) ack(batch []delivery) {
 		acked++
 	}
 	if acked > 0 {
-		c.obs.Observe(Event{Kind: Acked, N: acked, Lag: time.Since(batch[0].at)})
+		c.obs.Observe(source.Event{Kind: source.Acked, N: acked, Lag: time.Since(batch[0].at)})
 	}
 	if dropped > 0 {
 		c.log.Warn("jetstream acks not sent; the server will deliver those messages again", "messages", dropped, "err", lastErr)
-		c.obs.Observe(Event{Kind: AckDropped, N: dropped})
+		c.obs.Observe(source.Event{Kind: source.AckDropped, N: dropped})
 	}
 }
 
@@ -189,5 +187,5 @@ func (c *Consumer) abandon(left []delivery) {
 	for i := range left {
 		_ = left[i].js.Nak()
 	}
-	c.obs.Observe(Event{Kind: Abandoned, N: len(left)})
+	c.obs.Observe(source.Event{Kind: source.Abandoned, N: len(left)})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
@@ -80,7 +81,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer is told about connections, messages, commits and acks.
 	// Default nil: nobody.
-	Observer Observer
+	Observer source.Observer
 }
 
 func (c *Config) setDefaults() {

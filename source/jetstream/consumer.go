@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
@@ -39,7 +40,7 @@ type Consumer struct {
 	p    Processor
 	prep preparer // p, when it can decode ahead; else nil
 	log  *slog.Logger
-	obs  Observer
+	obs  source.Observer
 
 	running   atomic.Bool
 	connected atomic.Bool
@@ -147,7 +148,7 @@ func (c *Consumer) connect() (*nats.Conn, error) {
 		nats.DisconnectErrHandler(c.down),
 		nats.ReconnectErrHandler(func(nc *nats.Conn, err error) {
 			c.log.Warn("jetstream reconnect failed", "server", c.cfg.URL, "err", err)
-			c.obs.Observe(Event{Kind: ConnectFailed, Broker: c.serverURL(), Err: err})
+			c.obs.Observe(source.Event{Kind: source.ConnectFailed, Broker: c.serverURL(), Err: err})
 		}),
 	}
 	if c.cfg.TLS != nil {
@@ -169,7 +170,7 @@ func (c *Consumer) up(nc *nats.Conn) {
 	c.server.Store(&u)
 	c.connected.Store(true)
 	c.log.Info("jetstream connected", "server", u, "consumer", c.cfg.Consumer)
-	c.obs.Observe(Event{Kind: Connected, Broker: u})
+	c.obs.Observe(source.Event{Kind: source.Connected, Broker: u})
 }
 
 func (c *Consumer) down(nc *nats.Conn, err error) {
@@ -177,7 +178,7 @@ func (c *Consumer) down(nc *nats.Conn, err error) {
 		return // the first connection never came up, or already noted
 	}
 	c.log.Warn("jetstream connection lost; reconnecting", "server", c.serverURL(), "err", err)
-	c.obs.Observe(Event{Kind: Disconnected, Broker: c.serverURL()})
+	c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: c.serverURL()})
 }
 
 func (c *Consumer) serverURL() string {
@@ -208,7 +209,7 @@ func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer,
 		wait := b.Delay(attempt)
 		c.log.Warn("jetstream cannot bind the consumer yet; trying again", "server", c.cfg.URL,
 			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "attempt", attempt, "wait", wait, "err", err)
-		c.obs.Observe(Event{Kind: ConnectFailed, Broker: c.serverURL(), Err: err})
+		c.obs.Observe(source.Event{Kind: source.ConnectFailed, Broker: c.serverURL(), Err: err})
 		if !consume.Sleep(ctx.Done(), wait) {
 			return nil, ctx.Err()
 		}
@@ -294,7 +295,7 @@ func (c *Consumer) receive(ctx context.Context, iter jetstream.MessagesContext, 
 		d := c.delivery(m)
 		select {
 		case in <- d:
-			c.obs.Observe(Event{Kind: Received, Broker: d.msg.Broker, N: 1})
+			c.obs.Observe(source.Event{Kind: source.Received, Broker: d.msg.Broker, N: 1})
 		case <-ctx.Done():
 			return // unacknowledged: the server delivers it again
 		}

@@ -57,7 +57,18 @@
 // has each message decoded on the goroutine that pulls, off the one that
 // decides and commits.
 //
+// # Events
+//
+// Config.Observer hears the events every source of replayguard reports
+// (package source), its Broker field naming the NATS server: Connected,
+// Disconnected, ConnectFailed (a (re)connect or a bind of the consumer),
+// Received, Committed, CommitFailed, Acked, AckDropped, Abandoned, and,
+// JetStream's own, Redelivered (messages the server delivered more than
+// once). nats.go reconnects after a Disconnected; an AckDropped message
+// (connection closed) is delivered again after AckWait; Abandoned messages
+// are negatively acknowledged, so the server delivers them again at once.
+//
 // Run must not be called again before it returns; Ready may be called from
 // any goroutine. The Observer is called from the consumer's and nats.go's
-// goroutines.
+// goroutines, possibly concurrently.
 package jetstream

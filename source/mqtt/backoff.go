@@ -115,7 +115,7 @@ func (r *reconnects) down(now time.Time) (held time.Duration, proved bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	held = now.Sub(r.upAt)
-	proved = held >= r.stableAfter || (r.live.Load() && !r.refused && held >= r.b.Min)
+	proved = consume.Proved(held, r.stableAfter, r.b.Min, r.live.Load() && !r.refused)
 	if proved {
 		r.flaps = 0
 	} else {

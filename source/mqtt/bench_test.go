@@ -12,6 +12,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/mqtt"
 )
 
@@ -50,8 +51,8 @@ type lagObserver struct {
 	lags []time.Duration
 }
 
-func (o *lagObserver) Observe(e mqtt.Event) {
-	if e.Kind == mqtt.Acked {
+func (o *lagObserver) Observe(e source.Event) {
+	if e.Kind == source.Acked {
 		o.mu.Lock()
 		o.lags = append(o.lags, e.Lag)
 		o.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
@@ -99,12 +100,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer is told about connections, deliveries, commits and acks.
 	// Default nil: nobody.
-	Observer Observer
+	Observer source.Observer
 }
-
-// stableAfter is how long a connection that delivered nothing must hold
-// before the reconnect backoff starts again from zero (a quiet feed).
-const stableAfter = time.Minute
 
 func (c *Config) setDefaults() {
 	consume.Default(&c.SessionExpiry, DefaultSessionExpiry)

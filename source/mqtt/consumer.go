@@ -16,6 +16,8 @@ import (
 	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/mqttconn"
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
@@ -44,13 +46,13 @@ type Consumer struct {
 	p          Processor
 	prep       preparer // p, when it can decode ahead; else nil
 	log        *slog.Logger
-	obs        Observer
+	obs        source.Observer
 	urls       []*url.URL
 	reconnects *reconnects
 	stall      *stallPinger
 	q          *consume.Queue[delivery]
-	gate       *ackGate // sends the acknowledgements; one per Run
-	leave      leaving  // set as Run disconnects
+	gate       *ackGate         // sends the acknowledgements; one per Run
+	leave      mqttconn.Leaving // set as Run disconnects
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -79,7 +81,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		p:          p,
 		log:        cfg.Logger,
 		obs:        cfg.Observer,
-		reconnects: &reconnects{b: consume.Backoff{Min: cfg.ConnectRetryMin, Max: cfg.ConnectRetryMax}, stableAfter: stableAfter},
+		reconnects: &reconnects{b: consume.Backoff{Min: cfg.ConnectRetryMin, Max: cfg.ConnectRetryMax}, stableAfter: consume.StableAfter},
 		q:          consume.NewQueue[delivery](),
 		fatal:      make(chan error, 1),
 	}
@@ -90,11 +92,11 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	}
 	c.stall = newStallPinger(func(err error) {
 		c.log.Warn("mqtt connection stalled: reconnecting", "broker", c.brokerURL(), "err", err)
-		c.obs.Observe(Event{Kind: Stalled, Broker: c.brokerURL(), Err: err})
+		c.obs.Observe(source.Event{Kind: source.Stalled, Broker: c.brokerURL(), Err: err})
 	}, c.reconnects.traffic)
 	c.commits = consume.NewCommitter("mqtt", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
 	c.batches = &consume.Batches[delivery]{Name: "mqtt", Queue: c.q, Size: cfg.BatchSize, Linger: cfg.BatchLinger,
-		Fatal: c.fatal, Commit: c.commit, BeforeAck: consume.BeforeAck, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
+		Fatal: c.fatal, Commit: consume.CommitMessages(c.commits, (*delivery).message), BeforeAck: consume.BeforeAck, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
 	return c, nil
 }
 
@@ -133,7 +135,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.reconnects.refusedBy()
 		}
 	}
-	c.leave.clear()
+	c.leave.Clear()
 	c.reconnects.reset() // autopaho reports no drop of the last Run's connection
 	subCtx, stopSubscribing := context.WithCancel(context.WithoutCancel(ctx))
 	cm, err := autopaho.NewConnection(context.WithoutCancel(ctx), c.clientConfig(subCtx))
@@ -148,9 +150,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer cancel()
 	c.batches.Drain(drainCtx, append(inHand, rest...))
 	// Disconnect cancels at once; the wait is for paho's goroutines, and
-	// for the broker to read the acknowledgements (bufferedConn.Close).
+	// for the broker to read the acknowledgements (mqttconn.Conn.Close).
 	if deadline, ok := drainCtx.Deadline(); ok {
-		c.leave.set(deadline)
+		c.leave.Set(deadline)
 	}
 	if err := cm.Disconnect(context.WithoutCancel(ctx)); err != nil {
 		c.log.Warn("mqtt disconnect", "err", err)
@@ -238,7 +240,7 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	c.connected.Store(true)
 	broker := c.brokerURL()
 	c.log.Info("mqtt connected", "broker", broker, "client_id", c.cfg.ClientID, "session_present", ca.SessionPresent)
-	c.obs.Observe(Event{Kind: Connected, Broker: broker})
+	c.obs.Observe(source.Event{Kind: source.Connected, Broker: broker})
 	// Subscribe on a Run's first connection (the filters may have changed),
 	// whenever the broker has no session, and, in a share group, on every
 	// connection: a session restored from a broker's persistence may lack
@@ -265,7 +267,7 @@ func (c *Consumer) connectionDown() bool {
 	// proved: the link carried traffic and held, so this is a failover and
 	// the next round over the brokers starts at once; else a flap, backed off.
 	c.log.Warn("mqtt connection lost", "broker", broker, "held", held.Round(time.Millisecond), "reconnect_at_once", proved)
-	c.obs.Observe(Event{Kind: Disconnected, Broker: broker})
+	c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: broker})
 	return true
 }
 
@@ -278,7 +280,7 @@ func (c *Consumer) connectError(err error) {
 	} else {
 		c.log.Warn("mqtt connect failed", "broker", broker, "err", err)
 	}
-	c.obs.Observe(Event{Kind: ConnectFailed, Broker: broker, Err: err})
+	c.obs.Observe(source.Event{Kind: source.ConnectFailed, Broker: broker, Err: err})
 }
 
 func (c *Consumer) clientError(err error) {
@@ -397,7 +399,7 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 		d.msg = one[0]
 	}
 	if c.q.Push(d) {
-		c.obs.Observe(Event{Kind: Received, Broker: d.msg.Broker, N: 1})
+		c.obs.Observe(source.Event{Kind: source.Received, Broker: d.msg.Broker, N: 1})
 	}
 	return true, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/mqtt"
 )
 
@@ -80,11 +81,11 @@ func TestAcknowledgement(t *testing.T) {
 		if readyDuringFailure.Load() {
 			t.Error("Ready while commits fail")
 		}
-		if got := ev.Sum(mqtt.CommitFailed); got != 2*len(calls[0]) {
+		if got := ev.Sum(source.CommitFailed); got != 2*len(calls[0]) {
 			t.Errorf("CommitFailed events cover %d messages, want %d", got, 2*len(calls[0]))
 		}
 		waitFor(t, "ready again", 5*time.Second, r.Load().Ready)
-		waitFor(t, "5 acks", 5*time.Second, func() bool { return ev.Sum(mqtt.Acked) == 5 })
+		waitFor(t, "5 acks", 5*time.Second, func() bool { return ev.Sum(source.Acked) == 5 })
 		if err := r.Load().stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -138,16 +139,16 @@ func TestAcknowledgement(t *testing.T) {
 		const n = 5
 		publish(t, testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{Window: n}), "a", n)
 		waitFor(t, "a Process call", 5*time.Second, func() bool { return len(rec.Calls()) > 0 })
-		waitFor(t, "every delivery in hand", 5*time.Second, func() bool { return ev.Sum(mqtt.Received) == n })
+		waitFor(t, "every delivery in hand", 5*time.Second, func() bool { return ev.Sum(source.Received) == n })
 
 		m.Stop() // saves the session, every delivery unacknowledged
 		m.Restart()
-		waitFor(t, "a reconnect", 10*time.Second, func() bool { return ev.Sum(mqtt.Connected) == 2 })
+		waitFor(t, "a reconnect", 10*time.Second, func() bool { return ev.Sum(source.Connected) == 2 })
 		close(restarted)
 		// The first connection's n deliveries, then the broker's n resends.
 		waitFor(t, "redeliveries committed", 10*time.Second, func() bool { return rec.Len() == 2*n })
 
-		if got := ev.Sum(mqtt.AckDropped); got != n {
+		if got := ev.Sum(source.AckDropped); got != n {
 			t.Errorf("%d acknowledgements dropped, want the dropped connection's %d", got, n)
 		}
 		for _, msg := range rec.Committed()[n:] {
@@ -242,13 +243,13 @@ func TestFailover(t *testing.T) {
 		rec := newRecorder(t)
 		r := start(t, cfg, rec)
 		r.waitReady(t)
-		if e, _ := ev.Last(mqtt.Connected); e.Broker != primary.URL() {
+		if e, _ := ev.Last(source.Connected); e.Broker != primary.URL() {
 			t.Fatalf("connected to %q first, want the primary %q", e.Broker, primary.URL())
 		}
 
 		primary.Kill()
 		waitFor(t, "a connection to the second broker", 10*time.Second, func() bool {
-			e, _ := ev.Last(mqtt.Connected)
+			e, _ := ev.Last(source.Connected)
 			return e.Broker == second.URL() && r.Ready()
 		})
 		publish(t, testbroker.NewPublisher(t, []string{second.URL()}, testbroker.PublisherOptions{}), "a", 5)
@@ -278,7 +279,7 @@ func TestFailover(t *testing.T) {
 
 		rec := newRecorder(t)
 		start(t, cfg, rec)
-		waitFor(t, "20 commits and acks", 10*time.Second, func() bool { return ev.Sum(mqtt.Acked) == 20 })
+		waitFor(t, "20 commits and acks", 10*time.Second, func() bool { return ev.Sum(source.Acked) == 20 })
 		primary.Kill()
 		testbroker.StartFromSnapshotWith(t, snap, testbroker.MosquittoOptions{Port: standbyPort})
 		waitFor(t, "20 replays", 10*time.Second, func() bool { return rec.Len() == 40 })
@@ -314,10 +315,10 @@ func TestFailover(t *testing.T) {
 
 		primary.Pause()
 		waitFor(t, "a connection to the second broker", 10*time.Second, func() bool {
-			e, _ := ev.Last(mqtt.Connected)
+			e, _ := ev.Last(source.Connected)
 			return e.Broker == second.URL()
 		})
-		if _, ok := ev.Last(mqtt.Stalled); !ok {
+		if _, ok := ev.Last(source.Stalled); !ok {
 			t.Error("no Stalled event")
 		}
 	})
@@ -343,9 +344,9 @@ func TestBackpressure(t *testing.T) {
 	r.waitReady(t)
 	publish(t, testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{Window: 50}), "a", 50)
 
-	waitFor(t, "ReceiveMaximum deliveries", 5*time.Second, func() bool { return ev.Sum(mqtt.Received) >= 10 })
+	waitFor(t, "ReceiveMaximum deliveries", 5*time.Second, func() bool { return ev.Sum(source.Received) >= 10 })
 	time.Sleep(300 * time.Millisecond)
-	if got := ev.Sum(mqtt.Received); got != 10 {
+	if got := ev.Sum(source.Received); got != 10 {
 		t.Fatalf("a stuck store holds %d deliveries, want ReceiveMaximum (10)", got)
 	}
 	close(release)
@@ -450,7 +451,7 @@ func TestSharedSubscriptionAfterFailoverToARestoredStandby(t *testing.T) {
 	primary.Kill()
 	testbroker.StartFromSnapshotWith(t, snapshot, testbroker.MosquittoOptions{Port: standbyPort})
 	for i, ev := range evs {
-		waitFor(t, fmt.Sprintf("member %d on the standby", i), 10*time.Second, func() bool { return ev.Sum(mqtt.Connected) == 2 })
+		waitFor(t, fmt.Sprintf("member %d on the standby", i), 10*time.Second, func() bool { return ev.Sum(source.Connected) == 2 })
 	}
 	if err := pub.AwaitConnection(context.Background()); err != nil { // on the standby
 		t.Fatal(err)

@@ -18,6 +18,9 @@ type delivery struct {
 	at   time.Time
 }
 
+// message is the engine message of the delivery: what its batch commits.
+func (d *delivery) message() engine.Message { return d.msg }
+
 // dead reports whether the delivery's connection is gone. Its packet id
 // then belongs to a session state the next connection may reuse for another
 // message, so it must never be acknowledged.

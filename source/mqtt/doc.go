@@ -54,7 +54,20 @@
 // has each message decoded in paho's receive callback, off the goroutine
 // that decides and commits.
 //
+// # Events
+//
+// Config.Observer hears the events every source of replayguard reports
+// (package source, so that one Observer, the metrics, serves them all).
+// This consumer reports Connected, Disconnected, ConnectFailed (one attempt
+// to one broker), Stalled (no PINGRESP within the keepalive), Received,
+// Committed, CommitFailed, Acked, AckDropped and Abandoned, each with the
+// Event fields source documents. A drop before an acknowledgement
+// (AckDropped) leaves packet ids that mean nothing to a new connection.
+// The connections to the brokers it dials itself (TCP, TLS) are
+// internal/mqttconn's, shared with the other MQTT consumer and the MQTT
+// output.
+//
 // Run must not be called again before it returns; Ready may be called from
 // any goroutine. The Observer is called from the consumer's and paho's
-// goroutines.
+// goroutines, possibly concurrently.
 package mqtt

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/mqtt"
 )
 
@@ -208,25 +209,25 @@ type trackedConn struct {
 	at     time.Time
 }
 
-func (c *connTracker) Observe(e mqtt.Event) {
+func (c *connTracker) Observe(e source.Event) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch e.Kind {
-	case mqtt.Connected:
+	case source.Connected:
 		c.conns = append(c.conns, trackedConn{e.Broker, now})
-	case mqtt.Disconnected:
+	case source.Disconnected:
 		c.downs = append(c.downs, c.received)
 		c.downAt = append(c.downAt, now)
-	case mqtt.Received:
+	case source.Received:
 		c.received += e.N
-	case mqtt.Committed:
+	case source.Committed:
 		c.committed += e.N
-	case mqtt.Abandoned:
+	case source.Abandoned:
 		c.abandoned += e.N
-	case mqtt.Acked:
+	case source.Acked:
 		c.acked += e.N
-	case mqtt.AckDropped:
+	case source.AckDropped:
 		c.ackDropped += e.N
 	}
 }

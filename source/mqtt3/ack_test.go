@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source"
 )
 
 // TestNoAckOnALaterConnection holds a committed batch before its
@@ -42,18 +43,18 @@ func TestNoAckOnALaterConnection(t *testing.T) {
 	<-held
 	// The first connection delivered all ten (none is acknowledged: the
 	// consumer is held on the first batch, the rest wait behind it).
-	waitFor(t, "the ten deliveries of the first connection", 10*time.Second, func() bool { return ev.Sum(Received) == 10 })
+	waitFor(t, "the ten deliveries of the first connection", 10*time.Second, func() bool { return ev.Sum(source.Received) == 10 })
 	px.Cut()
 	// The next connection is up and the broker sent the ten again.
 	waitFor(t, "the redelivery on a new connection", 10*time.Second, func() bool {
-		return len(px.Conns()) >= 2 && ev.Sum(Received) >= 20 && r.Ready()
+		return len(px.Conns()) >= 2 && ev.Sum(source.Received) >= 20 && r.Ready()
 	})
 	close(release)
-	waitFor(t, "the redelivered batch acknowledged", 10*time.Second, func() bool { return ev.Sum(Acked) >= 10 })
+	waitFor(t, "the redelivered batch acknowledged", 10*time.Second, func() bool { return ev.Sum(source.Acked) >= 10 })
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if got := ev.Sum(AckDropped); got != 10 {
+	if got := ev.Sum(source.AckDropped); got != 10 {
 		t.Errorf("%d acknowledgements dropped, want the first connection's 10", got)
 	}
 	for i, pc := range px.Conns() {

@@ -1,21 +1,8 @@
 package mqtt3
 
 import (
-	"context"
 	"time"
-
-	"github.com/replayguard/replayguard/engine"
 )
-
-// commit passes the batch to Process until it returns nil. It gives up
-// only when ctx is done, with nothing committed.
-func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
-	msgs := make([]engine.Message, len(batch))
-	for i := range batch {
-		msgs[i] = batch[i].msg
-	}
-	return c.commits.Commit(ctx, msgs, nil)
-}
 
 // ack acknowledges a committed batch in receive order, each delivery
 // through paho's Message.Ack on the connection that received it. A
@@ -31,9 +18,9 @@ func (c *Consumer) ack(batch []delivery) {
 		acked  int
 		oldest time.Time
 	)
-	if bc := c.conn.Load(); bc != nil {
-		bc.cork()
-		defer bc.uncork()
+	if cc := c.conn.Load(); cc != nil {
+		cc.cork()
+		defer cc.uncork()
 	}
 	for i := range batch {
 		d := &batch[i]
@@ -46,11 +33,5 @@ func (c *Consumer) ack(batch []delivery) {
 		d.m.Ack()
 		acked++
 	}
-	if acked > 0 {
-		c.obs.Observe(Event{Kind: Acked, N: acked, Lag: time.Since(oldest)})
-	}
-	if dropped := len(batch) - acked; dropped > 0 {
-		c.log.Info("mqtt connection dropped before acknowledgement; the broker will redeliver", "messages", dropped)
-		c.obs.Observe(Event{Kind: AckDropped, N: dropped})
-	}
+	c.batches.ReportAcks(len(batch), acked, oldest)
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
@@ -22,10 +23,6 @@ const (
 	DefaultCommitRetryMax  = consume.DefaultCommitRetryMax
 	DefaultShutdownTimeout = consume.DefaultShutdownTimeout
 )
-
-// stableAfter is how long a connection that delivered nothing must hold
-// before its drop counts as a failover rather than a flap.
-const stableAfter = time.Minute
 
 // Filter is one subscription.
 type Filter = consume.Filter
@@ -91,7 +88,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer is told about connections, deliveries, commits and acks.
 	// Default nil: nobody.
-	Observer Observer
+	Observer source.Observer
 }
 
 func (c *Config) setDefaults() {

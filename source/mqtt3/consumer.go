@@ -7,8 +7,9 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	"github.com/replayguard/replayguard/internal/mqttconn"
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
@@ -30,17 +31,17 @@ type Consumer struct {
 	p    Processor
 	prep preparer // p, when it can decode ahead; else nil
 	log  *slog.Logger
-	obs  Observer
+	obs  source.Observer
 	urls []*url.URL
 	q    *consume.Queue[delivery]
 
 	// cur is the generation of the connection being made or up, 0 when
 	// none: a delivery is acknowledged only while it is its own.
 	cur       atomic.Uint64
-	conn      atomic.Pointer[bufferedConn] // of the connection up, when the consumer dialed it
-	lastGen   uint64                       // the connection loop's
-	needClean bool                         // the connection loop's: CleanStart not yet done in this Run
-	leave     leaving
+	conn      atomic.Pointer[corkedConn] // of the connection up, when the consumer dialed it
+	lastGen   uint64                     // the connection loop's
+	needClean bool                       // the connection loop's: CleanStart not yet done in this Run
+	leave     mqttconn.Leaving
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -72,7 +73,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	}
 	c.commits = consume.NewCommitter("mqtt", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
 	c.batches = &consume.Batches[delivery]{Name: "mqtt", Queue: c.q, Size: cfg.BatchSize, Linger: cfg.BatchLinger,
-		Fatal: c.fatal, Commit: c.commit, BeforeAck: func() { c.beforeAck() }, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
+		Fatal: c.fatal, Commit: consume.CommitMessages(c.commits, (*delivery).message), BeforeAck: func() { c.beforeAck() }, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
 	return c, nil
 }
 
@@ -96,7 +97,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.q.Open()
 	c.subscribed.Store(false)
 	c.everSubbed.Store(false)
-	c.leave.clear()
+	c.leave.Clear()
 	c.needClean = c.cfg.CleanStart
 	select {
 	case <-c.fatal: // left by an earlier Run
@@ -112,7 +113,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer cancel()
 	c.batches.Drain(drainCtx, append(inHand, rest...))
 	if deadline, ok := drainCtx.Deadline(); ok {
-		c.leave.set(deadline)
+		c.leave.Set(deadline)
 	}
 	stopConnecting() // the loop disconnects and waits for the broker
 	wg.Wait()
@@ -130,12 +131,8 @@ func (c *Consumer) connectLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if wait := b.Delay(flaps + failed); wait > 0 {
 			c.log.Info("mqtt waiting before reconnecting", "wait", wait, "flaps", flaps, "failed_rounds", failed, "brokers", len(c.urls))
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !consume.Sleep(ctx.Done(), wait) {
 				return
-			case <-t.C:
 			}
 		}
 		l, present := c.round(ctx)
@@ -145,7 +142,10 @@ func (c *Consumer) connectLoop(ctx context.Context) {
 		}
 		held, delivered := c.serve(ctx, l, present)
 		failed = 0
-		if ctx.Err() == nil && proved(held, delivered, c.cfg.ConnectRetryMin) {
+		// MQTT 3.1.1 has no DISCONNECT from the broker, and paho does not
+		// report PINGRESPs, so only deliveries and time tell what a
+		// connection proved.
+		if ctx.Err() == nil && consume.Proved(held, consume.StableAfter, c.cfg.ConnectRetryMin, delivered) {
 			flaps = 0
 		} else {
 			flaps = min(flaps+1, consume.MaxFlaps)
@@ -163,7 +163,7 @@ func (c *Consumer) round(ctx context.Context) (*link, bool) {
 		if c.needClean {
 			if err := c.cleanSession(ctx, u); err != nil {
 				c.log.Warn("mqtt could not discard the session (clean_start)", "broker", u.Redacted(), "err", err)
-				c.obs.Observe(Event{Kind: ConnectFailed, Broker: u.Redacted(), Err: err})
+				c.obs.Observe(source.Event{Kind: source.ConnectFailed, Broker: u.Redacted(), Err: err})
 				continue
 			}
 			c.needClean = false
@@ -173,7 +173,7 @@ func (c *Consumer) round(ctx context.Context) (*link, bool) {
 			return l, present
 		}
 		c.log.Warn("mqtt connect failed", "broker", u.Redacted(), "err", err)
-		c.obs.Observe(Event{Kind: ConnectFailed, Broker: u.Redacted(), Err: err})
+		c.obs.Observe(source.Event{Kind: source.ConnectFailed, Broker: u.Redacted(), Err: err})
 	}
 	return nil, false
 }

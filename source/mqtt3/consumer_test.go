@@ -10,6 +10,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source"
 )
 
 func TestConsumeAndAcknowledge(t *testing.T) {
@@ -23,15 +24,15 @@ func TestConsumeAndAcknowledge(t *testing.T) {
 	pub := testbroker.NewPublisher(t, []string{b.URL()}, testbroker.PublisherOptions{})
 	publish(t, pub, "s1", 500)
 	waitFor(t, "500 commits", 10*time.Second, func() bool { return rec.Len() == 500 })
-	waitFor(t, "500 acks", 10*time.Second, func() bool { return ev.Sum(Acked) == 500 })
+	waitFor(t, "500 acks", 10*time.Second, func() bool { return ev.Sum(source.Acked) == 500 })
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := keys(t, rec.Committed()), seqs("s1", 1, 500); !slices.Equal(got, want) {
 		t.Fatalf("committed %s, want %s in order", fmtKeys(got), fmtKeys(want))
 	}
-	if ev.Sum(Received) != 500 || ev.Sum(Committed) != 500 || ev.Sum(AckDropped) != 0 {
-		t.Errorf("received %d, committed %d, ack dropped %d", ev.Sum(Received), ev.Sum(Committed), ev.Sum(AckDropped))
+	if ev.Sum(source.Received) != 500 || ev.Sum(source.Committed) != 500 || ev.Sum(source.AckDropped) != 0 {
+		t.Errorf("received %d, committed %d, ack dropped %d", ev.Sum(source.Received), ev.Sum(source.Committed), ev.Sum(source.AckDropped))
 	}
 	if left := drainSession(t, b.URL(), cfg.ClientID, 300*time.Millisecond); len(left) != 0 {
 		t.Errorf("the session still held %d messages: %s", len(left), fmtKeys(keys(t, left)))
@@ -78,7 +79,7 @@ func TestResubscribeWhenTheSessionIsGone(t *testing.T) {
 	r := start(t, cfg, rec)
 	r.waitReady(t)
 	b.Restart() // no persistence: the session and its subscription are gone
-	waitFor(t, "a reconnect", 10*time.Second, func() bool { return ev.Sum(Connected) >= 2 && r.Ready() })
+	waitFor(t, "a reconnect", 10*time.Second, func() bool { return ev.Sum(source.Connected) >= 2 && r.Ready() })
 	pub := testbroker.NewPublisher(t, []string{b.URL()}, testbroker.PublisherOptions{})
 	publish(t, pub, "s1", 20)
 	waitFor(t, "20 commits after the broker lost the session", 10*time.Second, func() bool { return rec.Len() == 20 })
@@ -150,12 +151,12 @@ func TestStallIsDetected(t *testing.T) {
 	r := start(t, cfg, newRecorder(t))
 	r.waitReady(t)
 	b.Pause()
-	waitFor(t, "the stall reported", 10*time.Second, func() bool { return ev.Sum(Stalled) == 1 })
+	waitFor(t, "the stall reported", 10*time.Second, func() bool { return ev.Sum(source.Stalled) == 1 })
 	if r.Ready() {
 		t.Error("ready while the broker answers nothing")
 	}
 	b.Resume()
-	waitFor(t, "a reconnect", 10*time.Second, func() bool { return ev.Sum(Connected) >= 2 && r.Ready() })
+	waitFor(t, "a reconnect", 10*time.Second, func() bool { return ev.Sum(source.Connected) >= 2 && r.Ready() })
 }
 
 // TestQoS0GrantEndsRun: a broker that grants the subscription at QoS 0

@@ -17,3 +17,6 @@ type delivery struct {
 	gen uint64
 	at  time.Time
 }
+
+// message is the engine message of the delivery: what its batch commits.
+func (d *delivery) message() engine.Message { return d.msg }

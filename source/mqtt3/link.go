@@ -15,6 +15,8 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/mqttconn"
+	"github.com/replayguard/replayguard/source"
 )
 
 // protocolName is what the logs call the protocol this package speaks.
@@ -72,7 +74,7 @@ func (c *Consumer) clientOptions(ctx context.Context, u *url.URL, clean bool, l 
 		SetStore(noStore{}).
 		SetDefaultPublishHandler(l.receive).
 		SetConnectionLostHandler(l.connectionLost)
-	if dialsItself(u) {
+	if mqttconn.DialsItself(u) {
 		o.SetCustomOpenConnectionFn(dialer(ctx, cfg.TLS, cfg.ConnectTimeout, cfg.KeepAlive, &c.leave, l.dialed))
 	}
 	return o
@@ -96,7 +98,7 @@ func (c *Consumer) connect(ctx context.Context, u *url.URL) (l *link, sessionPre
 	present := tok.(*paho.ConnectToken).SessionPresent()
 	c.connected.Store(true)
 	c.log.Info("mqtt connected", "broker", l.broker, "protocol", protocolName, "client_id", c.cfg.ClientID, "session_present", present)
-	c.obs.Observe(Event{Kind: Connected, Broker: l.broker})
+	c.obs.Observe(source.Event{Kind: source.Connected, Broker: l.broker})
 	return l, present, nil
 }
 
@@ -130,7 +132,7 @@ func (l *link) wait(ctx context.Context, tok paho.Token) error {
 	return tok.Error()
 }
 
-func (l *link) dialed(conn *bufferedConn) {
+func (l *link) dialed(conn *corkedConn) {
 	l.mu.Lock()
 	l.conn, l.dialOK = conn, true
 	l.mu.Unlock()
@@ -188,6 +190,6 @@ func (l *link) receive(_ paho.Client, m paho.Message) {
 		d.msg = one[0]
 	}
 	if c.q.Push(d) {
-		c.obs.Observe(Event{Kind: Received, Broker: l.broker, N: 1})
+		c.obs.Observe(source.Event{Kind: source.Received, Broker: l.broker, N: 1})
 	}
 }

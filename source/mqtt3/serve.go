@@ -11,6 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
@@ -49,17 +50,17 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	err := l.lostErr
 	if err != nil && strings.Contains(err.Error(), stallText) {
 		c.log.Warn("mqtt connection stalled: reconnecting", "broker", l.broker, "err", err)
-		c.obs.Observe(Event{Kind: Stalled, Broker: l.broker, Err: err})
+		c.obs.Observe(source.Event{Kind: source.Stalled, Broker: l.broker, Err: err})
 	}
 	c.log.Warn("mqtt connection lost", "broker", l.broker, "held", held.Round(time.Millisecond), "err", err)
-	c.obs.Observe(Event{Kind: Disconnected, Broker: l.broker})
+	c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: l.broker})
 	return held, l.delivered.Load()
 }
 
 // quiesce is paho's Disconnect wait in milliseconds: until the leave
 // deadline, at least 1.
 func (c *Consumer) quiesce() uint {
-	deadline, ok := c.leave.deadline()
+	deadline, ok := c.leave.Deadline()
 	if !ok {
 		return 1
 	}
@@ -102,12 +103,8 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, renewal bool) {
 		wait := b.Delay(attempt)
 		c.log.Warn("mqtt broker refused to renew the subscriptions; trying again",
 			"broker", l.broker, "err", err, "attempt", attempt, "wait", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !consume.Sleep(ctx.Done(), wait) {
 			return
-		case <-t.C:
 		}
 	}
 }

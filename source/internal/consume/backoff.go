@@ -27,6 +27,24 @@ func (b Backoff) Delay(n int) time.Duration {
 	return d
 }
 
+// StableAfter is how long a connection that carried no traffic must hold
+// to prove the link (a quiet feed): the reconnect backoff then starts again
+// from zero.
+const StableAfter = time.Minute
+
+// Proved reports whether a connection that held for held proved the link:
+// its drop is then a failover, and the next round over the brokers starts
+// at once. It did when it held stableAfter whatever it carried, or when it
+// carried the broker's traffic (traffic: a delivery, or a PINGRESP where
+// the client library reports one, and no refusal from the broker) and held
+// retryMin, the shortest wait. Any other connection is a flap (a broker
+// that accepts and drops the client, two consumers with one client id
+// taking the session from each other), and the wait before the next round
+// grows.
+func Proved(held, stableAfter, retryMin time.Duration, traffic bool) bool {
+	return held >= stableAfter || (traffic && held >= retryMin)
+}
+
 // MaxFlaps bounds a count of connections in a row that proved nothing
 // (flaps), which grows a reconnect wait: the wait is capped long before.
 const MaxFlaps = 64

@@ -47,3 +47,24 @@ func TestSleep(t *testing.T) {
 		}
 	})
 }
+
+func TestProved(t *testing.T) {
+	const stable, retryMin = time.Minute, 250 * time.Millisecond
+	for _, c := range []struct {
+		name    string
+		held    time.Duration
+		traffic bool
+		want    bool
+	}{
+		{"a connection that held stableAfter proved the link whatever it carried", stable, false, true},
+		{"a connection with traffic that held the shortest wait proved the link", retryMin, true, true},
+		{"a connection with traffic shorter than the shortest wait is a flap", retryMin - 1, true, false},
+		{"a connection without traffic shorter than stableAfter is a flap", stable - 1, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Proved(c.held, stable, retryMin, c.traffic); got != c.want {
+				t.Fatalf("Proved(%v, traffic %v) = %v, want %v", c.held, c.traffic, got, c.want)
+			}
+		})
+	}
+}

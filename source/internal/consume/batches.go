@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/replayguard/replayguard/source"
 )
 
 // Batches is the batching loop of a consumer fed through a Queue (the MQTT
@@ -26,7 +28,7 @@ type Batches[D any] struct {
 	// Ack acknowledges a committed batch in receive order.
 	Ack      func(batch []D)
 	Log      *slog.Logger
-	Observer Observer
+	Observer source.Observer
 }
 
 // Consume runs the batches: collect, commit, acknowledge, until ctx is
@@ -85,6 +87,19 @@ func (b *Batches[D]) collect(ctx context.Context) ([]D, error) {
 	}
 }
 
+// ReportAcks reports a committed batch of n deliveries, acked of which
+// were acknowledged, the oldest of those received at oldest: the others'
+// connection dropped first, and the broker sends them again.
+func (b *Batches[D]) ReportAcks(n, acked int, oldest time.Time) {
+	if acked > 0 {
+		b.Observer.Observe(source.Event{Kind: source.Acked, N: acked, Lag: time.Since(oldest)})
+	}
+	if dropped := n - acked; dropped > 0 {
+		b.Log.Info(b.Name+" connection dropped before acknowledgement; the broker will redeliver", "messages", dropped)
+		b.Observer.Observe(source.Event{Kind: source.AckDropped, N: dropped})
+	}
+}
+
 // Drain commits and acknowledges what is left at shutdown, in batches,
 // until ctx is done. What it cannot commit stays unacknowledged: the broker
 // sends it again to the next session.
@@ -97,7 +112,7 @@ func (b *Batches[D]) Drain(ctx context.Context, rest []D) {
 		if err := b.Commit(ctx, rest[:n]); err != nil {
 			b.Log.Error(b.Name+" stopping: deliveries left uncommitted and unacknowledged; the broker will redeliver them",
 				"messages", len(rest), "err", err)
-			b.Observer.Observe(Event{Kind: Abandoned, N: len(rest)})
+			b.Observer.Observe(source.Event{Kind: source.Abandoned, N: len(rest)})
 			return
 		}
 		b.Ack(rest[:n])

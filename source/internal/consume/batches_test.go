@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/replayguard/replayguard/source"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,7 +36,7 @@ func (r *recorder) batches(q *Queue[int], fatal chan error) *Batches[int] {
 		BeforeAck: func() { r.calls = append(r.calls, "before-ack") },
 		Ack:       func(b []int) { r.calls = append(r.calls, "ack"+sprint(b)) },
 		Log:       slog.New(slog.DiscardHandler),
-		Observer:  ObserverFunc(func(e Event) { r.calls = append(r.calls, e.Kind.String()) }),
+		Observer:  source.ObserverFunc(func(e source.Event) { r.calls = append(r.calls, e.Kind.String()) }),
 	}
 }
 
@@ -95,6 +97,33 @@ func TestBatches(t *testing.T) {
 		want := []string{"commit 1 2 3", "ack 1 2 3", "abandoned"}
 		if !slices.Equal(r.calls, want) {
 			t.Fatalf("calls %q, want %q", r.calls, want)
+		}
+	})
+}
+
+func TestReportAcks(t *testing.T) {
+	var got []source.Event
+	b := &Batches[int]{Name: "test", Log: slog.New(slog.DiscardHandler),
+		Observer: source.ObserverFunc(func(e source.Event) { got = append(got, e) })}
+	t.Run("a batch acknowledged whole is reported acked, with the oldest one's lag", func(t *testing.T) {
+		got = nil
+		b.ReportAcks(3, 3, time.Now().Add(-time.Second))
+		if len(got) != 1 || got[0].Kind != source.Acked || got[0].N != 3 || got[0].Lag < time.Second {
+			t.Fatalf("events %+v", got)
+		}
+	})
+	t.Run("deliveries whose connection dropped are reported dropped", func(t *testing.T) {
+		got = nil
+		b.ReportAcks(3, 1, time.Now())
+		if len(got) != 2 || got[0].Kind != source.Acked || got[0].N != 1 || got[1].Kind != source.AckDropped || got[1].N != 2 {
+			t.Fatalf("events %+v", got)
+		}
+	})
+	t.Run("a batch none of which was acknowledged is reported dropped only", func(t *testing.T) {
+		got = nil
+		b.ReportAcks(2, 0, time.Time{})
+		if len(got) != 1 || got[0].Kind != source.AckDropped || got[0].N != 2 {
+			t.Fatalf("events %+v", got)
 		}
 	})
 }

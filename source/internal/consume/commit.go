@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source"
 )
 
 // Processor decides and durably commits batches. *engine.Engine implements it.
@@ -24,6 +25,23 @@ type Preparer interface {
 	Prepare(msgs []engine.Message)
 }
 
+// Messages returns the engine message of each delivery of batch, in
+// order: what a source passes to Commit.
+func Messages[D any](batch []D, msg func(*D) engine.Message) []engine.Message {
+	msgs := make([]engine.Message, len(batch))
+	for i := range batch {
+		msgs[i] = msg(&batch[i])
+	}
+	return msgs
+}
+
+// CommitMessages returns a Batches.Commit that commits each batch's engine
+// messages (msg reads one delivery's) through c, with no call between
+// attempts.
+func CommitMessages[D any](c *Committer, msg func(*D) engine.Message) func(context.Context, []D) error {
+	return func(ctx context.Context, batch []D) error { return c.Commit(ctx, Messages(batch, msg), nil) }
+}
+
 // Committer passes each batch to a Processor until it commits, waiting a
 // jittered, growing delay between attempts, and remembers whether the last
 // attempt succeeded (a consumer is not ready while it failed). Commit is
@@ -31,7 +49,7 @@ type Preparer interface {
 type Committer struct {
 	p     Processor
 	retry Backoff
-	obs   Observer
+	obs   source.Observer
 	log   *slog.Logger
 	name  string // the source's name, first word of its log messages
 	ok    atomic.Bool
@@ -40,7 +58,7 @@ type Committer struct {
 // NewCommitter returns a Committer of batches to p that waits as retry
 // says between attempts, tells obs of every attempt, and logs on log with
 // messages that start with name ("mqtt", "jetstream").
-func NewCommitter(name string, p Processor, retry Backoff, obs Observer, log *slog.Logger) *Committer {
+func NewCommitter(name string, p Processor, retry Backoff, obs source.Observer, log *slog.Logger) *Committer {
 	c := &Committer{p: p, retry: retry, obs: obs, log: log, name: name}
 	c.ok.Store(true)
 	return c
@@ -59,7 +77,7 @@ func (c *Committer) Commit(ctx context.Context, msgs []engine.Message, retrying 
 		_, err := c.p.Process(ctx, msgs)
 		took := time.Since(start)
 		if err == nil {
-			c.obs.Observe(Event{Kind: Committed, N: len(msgs), Duration: took})
+			c.obs.Observe(source.Event{Kind: source.Committed, N: len(msgs), Duration: took})
 			if !c.ok.Swap(true) {
 				c.log.Info(c.name+" commit recovered", "attempts", attempt)
 			}
@@ -69,7 +87,7 @@ func (c *Committer) Commit(ctx context.Context, msgs []engine.Message, retrying 
 			return ctx.Err() // shutting down: the drain tries again
 		}
 		c.ok.Store(false)
-		c.obs.Observe(Event{Kind: CommitFailed, N: len(msgs), Duration: took, Err: err})
+		c.obs.Observe(source.Event{Kind: source.CommitFailed, N: len(msgs), Duration: took, Err: err})
 		wait := c.retry.Delay(attempt)
 		c.log.Error(c.name+" commit failed: nothing acknowledged, retrying the batch",
 			"messages", len(msgs), "attempt", attempt, "retry_in", wait, "err", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/source"
 )
 
 // failing fails its first n calls.
@@ -25,10 +26,10 @@ func TestCommitter(t *testing.T) {
 	retry := Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}
 	t.Run("retries a failing batch until it commits, and is not OK meanwhile", func(t *testing.T) {
 		p := &failing{n: 2}
-		var kinds []EventKind
+		var kinds []source.EventKind
 		var c *Committer
 		retried := 0
-		c = NewCommitter("test", p, retry, ObserverFunc(func(e Event) {
+		c = NewCommitter("test", p, retry, source.ObserverFunc(func(e source.Event) {
 			kinds = append(kinds, e.Kind)
 			if e.N != 3 {
 				t.Errorf("%v for %d messages, want 3", e.Kind, e.N)
@@ -43,7 +44,7 @@ func TestCommitter(t *testing.T) {
 		if err != nil || p.calls != 3 || retried != 2 || !c.OK() {
 			t.Fatalf("err %v after %d calls, %d retries, OK %v", err, p.calls, retried, c.OK())
 		}
-		want := []EventKind{CommitFailed, CommitFailed, Committed}
+		want := []source.EventKind{source.CommitFailed, source.CommitFailed, source.Committed}
 		if len(kinds) != len(want) || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
 			t.Fatalf("events %v, want %v", kinds, want)
 		}
@@ -51,7 +52,7 @@ func TestCommitter(t *testing.T) {
 	t.Run("gives up with nothing committed when ctx is done", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		c := NewCommitter("test", &failing{n: 1 << 30}, Backoff{Min: time.Hour, Max: time.Hour},
-			ObserverFunc(func(Event) { cancel() }), slog.New(slog.DiscardHandler))
+			source.ObserverFunc(func(source.Event) { cancel() }), slog.New(slog.DiscardHandler))
 		if err := c.Commit(ctx, make([]engine.Message, 1), nil); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Commit = %v, want context.Canceled", err)
 		}
@@ -59,4 +60,16 @@ func TestCommitter(t *testing.T) {
 			t.Fatal("OK after a failed attempt")
 		}
 	})
+}
+
+func TestMessages(t *testing.T) {
+	type delivery struct {
+		msg engine.Message
+		gen uint64
+	}
+	batch := []delivery{{msg: engine.Message{Topic: "a"}, gen: 1}, {msg: engine.Message{Topic: "b"}, gen: 2}}
+	msgs := Messages(batch, func(d *delivery) engine.Message { return d.msg })
+	if len(msgs) != 2 || msgs[0].Topic != "a" || msgs[1].Topic != "b" {
+		t.Fatalf("messages %+v, want the batch's in order", msgs)
+	}
 }

@@ -3,6 +3,8 @@ package consume
 import (
 	"log/slog"
 	"time"
+
+	"github.com/replayguard/replayguard/source"
 )
 
 // Defaults every source shares. DefaultBatchSize and DefaultBatchLinger
@@ -34,11 +36,11 @@ func DefaultRetry(lo, hi *time.Duration, defLo, defHi time.Duration) {
 
 // DefaultSinks sets a nil logger to one that discards, and a nil observer
 // to one that ignores every event.
-func DefaultSinks(log **slog.Logger, obs *Observer) {
+func DefaultSinks(log **slog.Logger, obs *source.Observer) {
 	if *log == nil {
 		*log = slog.New(slog.DiscardHandler)
 	}
 	if *obs == nil {
-		*obs = ObserverFunc(func(Event) {})
+		*obs = source.ObserverFunc(func(source.Event) {})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/replayguard/replayguard/source"
 )
 
 func TestDefaults(t *testing.T) {
@@ -30,12 +32,12 @@ func TestDefaults(t *testing.T) {
 	})
 	t.Run("nil sinks discard, set ones stay", func(t *testing.T) {
 		var log *slog.Logger
-		var obs Observer
+		var obs source.Observer
 		DefaultSinks(&log, &obs)
 		if log == nil || obs == nil {
 			t.Fatal("a sink is still nil")
 		}
-		obs.Observe(Event{Kind: Received})
+		obs.Observe(source.Event{Kind: source.Received})
 		mine := slog.Default()
 		DefaultSinks(&mine, &obs)
 		if mine != slog.Default() {

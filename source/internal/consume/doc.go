@@ -1,12 +1,17 @@
 // Package consume holds what every broker source of replayguard does the
-// same way, whatever its protocol: the jittered backoff between attempts,
-// the events a consumer reports to its Observer, the fault point between a
-// batch's commit and its acknowledgements, the retry of a batch's commit,
-// the settings' defaults, and, for the consumers fed by a client library's
-// callback (MQTT), the delivery queue and the batching loop, and the MQTT
-// consumers' broker URL and topic filter rules. A source (source/mqtt, source/mqtt3,
-// source/jetstream) keeps only what its protocol makes its own: how it
-// connects, receives and acknowledges.
+// same way, whatever its protocol: the jittered backoff between attempts
+// and the rule that tells a failover from a flap (Proved), the fault point
+// between a batch's commit and its acknowledgements, the retry of a
+// batch's commit and the messages it passes (Messages), the settings'
+// defaults, and, for the consumers fed by a client library's callback
+// (MQTT), the delivery queue, the batching loop with its report of the
+// acknowledgements (Batches.ReportAcks), and the MQTT consumers' broker URL
+// and topic filter rules. The events a source reports are package source's
+// (source.Event, source.Observer), public so that the metrics can hear
+// them without importing a source; how an MQTT consumer dials its broker
+// is package internal/mqttconn's, shared with the MQTT output. A source
+// (source/mqtt, source/mqtt3, source/jetstream) keeps only what its
+// protocol makes its own: how it connects, receives and acknowledges.
 //
 //	retry := consume.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 //	for attempt := 1; ; attempt++ {
@@ -18,6 +23,7 @@
 //		}
 //	}
 //
-// Concurrency: Backoff, Event and the functions of the package are safe for
-// concurrent use; an Observer says itself what it allows.
+// Concurrency: Backoff and the functions of the package are safe for
+// concurrent use; a Committer, a Queue and a Batches say themselves what
+// they allow.
 package consume

@@ -6,19 +6,16 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/replayguard/replayguard/source"
 )
 
-// FailpointBeforeAck names the environment variable that, in a binary built
-// with -tags failpoints, holds every committed batch this long before its
-// acknowledgements are sent (e.g. "20ms"), whichever source runs.
-const FailpointBeforeAck = "REPLAYGUARD_FAILPOINT_BEFORE_ACK"
-
 var beforeAckDelay = sync.OnceValue(func() time.Duration {
-	d, _ := time.ParseDuration(os.Getenv(FailpointBeforeAck))
+	d, _ := time.ParseDuration(os.Getenv(source.FailpointBeforeAck))
 	return d
 })
 
-// BeforeAck holds the batch for the FailpointBeforeAck delay, if any.
+// BeforeAck holds the batch for the source.FailpointBeforeAck delay, if any.
 func BeforeAck() {
 	if d := beforeAckDelay(); d > 0 {
 		time.Sleep(d)

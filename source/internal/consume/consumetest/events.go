@@ -3,24 +3,24 @@ package consumetest
 import (
 	"sync"
 
-	"github.com/replayguard/replayguard/source/internal/consume"
+	"github.com/replayguard/replayguard/source"
 )
 
 // Events is an Observer that records every event.
 type Events struct {
 	mu  sync.Mutex
-	all []consume.Event
+	all []source.Event
 }
 
 // Observe records ev.
-func (e *Events) Observe(ev consume.Event) {
+func (e *Events) Observe(ev source.Event) {
 	e.mu.Lock()
 	e.all = append(e.all, ev)
 	e.mu.Unlock()
 }
 
 // Sum adds N over the events of kind k (an event without N counts 1).
-func (e *Events) Sum(k consume.EventKind) int {
+func (e *Events) Sum(k source.EventKind) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
@@ -33,7 +33,7 @@ func (e *Events) Sum(k consume.EventKind) int {
 }
 
 // Last returns the last event of kind k.
-func (e *Events) Last(k consume.EventKind) (consume.Event, bool) {
+func (e *Events) Last(k source.EventKind) (source.Event, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := len(e.all) - 1; i >= 0; i-- {
@@ -41,5 +41,5 @@ func (e *Events) Last(k consume.EventKind) (consume.Event, bool) {
 			return e.all[i], true
 		}
 	}
-	return consume.Event{}, false
+	return source.Event{}, false
 }

@@ -1,10 +1,11 @@
-package consume
+package source
 
 import "time"
 
 // Observer is told what a consumer does, for metrics and health. Observe
 // is called from the consumer's goroutines and its client library's,
-// possibly concurrently, and must not block.
+// possibly concurrently, and must not block. Every source of replayguard
+// reports the same Event, so one Observer (the metrics) serves them all.
 //
 // The events let an operator check the delivery accounting:
 // Received = Committed + Abandoned + in hand, and Committed = Acked + AckDropped.

@@ -1,0 +1,26 @@
+package source_test
+
+import (
+	"testing"
+
+	"github.com/replayguard/replayguard/source"
+)
+
+func TestEventKindNames(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		kind source.EventKind
+		want string
+	}{
+		{"the first kind has its name", source.Connected, "connected"},
+		{"a kind of two words is snake case", source.AckDropped, "ack_dropped"},
+		{"the last kind has its name", source.Redelivered, "redelivered"},
+		{"a kind past the last is unknown", source.Redelivered + 1, "unknown"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.kind.String(); got != c.want {
+				t.Fatalf("String() = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
