@@ -66,46 +66,54 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 		return engine.Message{Payload: append([]byte(nil), raw...), Broker: name,
 			Invalid: fmt.Sprintf("capture line %d: ", lineNo) + fmt.Sprintf(format, a...)}
 	}
-	if len(raw) == 0 || raw[0] != '{' {
+	var c captureLine
+	if len(raw) == 0 || raw[0] != '{' || !c.scan(raw) {
 		return invalid("not a JSON object")
 	}
-	var (
-		topic, b64   []byte
-		payload      []byte
-		hasB64, hasP bool
-		dup          bool
-		bad          string
-		perr         error
-	)
-	members := [...]string{"topic", "payload", "payload_b64", "dup"}
-	var seen [len(members)]bool
-	visit := func(key, v []byte, vt jsonparser.ValueType) {
-		i := slices.Index(members[:], string(key))
-		switch {
-		case i < 0:
-			return // other members are ignored
-		case seen[i]:
-			bad = members[i] + " appears more than once"
-		case i == 0 && vt == jsonparser.String:
-			topic = v
-		case i == 0:
-			bad = "topic is not a string"
-		case i == 1:
-			payload, hasP = v, true
-			if vt == jsonparser.String { // v is the literal's escaped content: put its quotes back
-				payload = append(append([]byte{'"'}, v...), '"')
-			}
-		case i == 2 && vt == jsonparser.String:
-			b64, hasB64 = v, true
-		case i == 2:
-			bad = "payload_b64 is not a string"
-		case i == 3 && vt == jsonparser.Boolean:
-			dup = string(v) == "true"
-		case i == 3:
-			bad = "dup is not a boolean"
-		}
-		seen[i] = true
+	t, err := jsonparser.ParseString(c.topic)
+	switch {
+	case c.bad != "":
+		return invalid("%s", c.bad)
+	case err != nil || t == "":
+		return invalid("no topic")
+	case c.hasP && c.hasB64:
+		return invalid("both payload and payload_b64")
+	case !c.hasP && !c.hasB64:
+		return invalid("no payload or payload_b64")
 	}
+	m := engine.Message{Topic: t, Dup: c.dup, Broker: name}
+	if c.hasB64 {
+		s, err := jsonparser.ParseString(c.b64)
+		if err == nil {
+			m.Payload, err = base64.StdEncoding.DecodeString(s)
+		}
+		if err != nil {
+			return invalid("payload_b64: %v", err)
+		}
+		return m
+	}
+	m.Payload = append([]byte(nil), c.payload...)
+	return m
+}
+
+// captureMembers are the members of a capture line that Parse reads.
+var captureMembers = [...]string{"topic", "payload", "payload_b64", "dup"}
+
+// captureLine is what Parse read of a line's members; bad is the first
+// thing wrong with them.
+type captureLine struct {
+	topic, b64   []byte
+	payload      []byte
+	hasB64, hasP bool
+	dup          bool
+	bad          string
+	seen         [len(captureMembers)]bool
+}
+
+// scan reads the line's members in the pass that validates it: false when
+// it is not a JSON object.
+func (c *captureLine) scan(raw []byte) bool {
+	var perr error
 	valid := engine.ScanMembers(raw, func(key []byte, esc bool, v []byte) {
 		if perr != nil {
 			return // the members after a name that does not unescape are not read
@@ -120,38 +128,41 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 			key = k
 		}
 		v, vt := valueOf(v)
-		visit(key, v, vt)
+		c.visit(key, v, vt)
 	})
-	if !valid {
-		return invalid("not a JSON object")
+	if perr != nil && c.bad == "" {
+		c.bad = perr.Error()
 	}
-	if perr != nil && bad == "" {
-		bad = perr.Error()
-	}
-	t, err := jsonparser.ParseString(topic)
+	return valid
+}
+
+// visit takes one member of the line.
+func (c *captureLine) visit(key, v []byte, vt jsonparser.ValueType) {
+	i := slices.Index(captureMembers[:], string(key))
 	switch {
-	case bad != "":
-		return invalid("%s", bad)
-	case err != nil || t == "":
-		return invalid("no topic")
-	case hasP && hasB64:
-		return invalid("both payload and payload_b64")
-	case !hasP && !hasB64:
-		return invalid("no payload or payload_b64")
-	}
-	m := engine.Message{Topic: t, Dup: dup, Broker: name}
-	if hasB64 {
-		s, err := jsonparser.ParseString(b64)
-		if err == nil {
-			m.Payload, err = base64.StdEncoding.DecodeString(s)
+	case i < 0:
+		return // other members are ignored
+	case c.seen[i]:
+		c.bad = captureMembers[i] + " appears more than once"
+	case i == 0 && vt == jsonparser.String:
+		c.topic = v
+	case i == 0:
+		c.bad = "topic is not a string"
+	case i == 1:
+		c.payload, c.hasP = v, true
+		if vt == jsonparser.String { // v is the literal's escaped content: put its quotes back
+			c.payload = append(append([]byte{'"'}, v...), '"')
 		}
-		if err != nil {
-			return invalid("payload_b64: %v", err)
-		}
-		return m
+	case i == 2 && vt == jsonparser.String:
+		c.b64, c.hasB64 = v, true
+	case i == 2:
+		c.bad = "payload_b64 is not a string"
+	case i == 3 && vt == jsonparser.Boolean:
+		c.dup = string(v) == "true"
+	case i == 3:
+		c.bad = "dup is not a boolean"
 	}
-	m.Payload = append([]byte(nil), payload...)
-	return m
+	c.seen[i] = true
 }
 
 // valueOf returns a valid JSON value's bytes and type as jsonparser reports
