@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/internal/app"
 )
 
 // Exit codes.
@@ -24,7 +25,13 @@ const (
 )
 
 // errUsage marks a command-line mistake: exit status 2 and the usage text.
-var errUsage = errors.New("usage")
+// It is app's, so that a mistake app finds (a flag that does not fit the
+// store) exits the same way.
+var errUsage = app.ErrUsage
+
+// EnvToken is the environment variable holding the bearer token a command
+// sends to a running daemon's API (see app.Tool.Token).
+const EnvToken = app.EnvToken
 
 // env is what a command runs with.
 type env struct {
@@ -184,6 +191,13 @@ func (e *env) flagString(name string) string {
 		return f.Value.String()
 	}
 	return ""
+}
+
+// tool is what app needs to run a command: the configuration, the
+// logger, the output, and the API token to send to a running daemon.
+func (e *env) tool() *app.Tool {
+	return &app.Tool{Config: e.cfg, Log: e.log, Out: e.stdout, Err: e.stderr,
+		TokenName: e.flagString("token-name"), Token: os.Getenv(EnvToken)}
 }
 
 func jsonFlag(fs *flag.FlagSet) { fs.Bool("json", false, "print JSON") }

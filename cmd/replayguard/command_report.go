@@ -1,19 +1,12 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/internal/report"
+	"github.com/replayguard/replayguard/internal/app"
 )
 
 func reportFlags(fs *flag.FlagSet) {
@@ -32,44 +25,15 @@ func cmdReport(e *env) error {
 	if err != nil {
 		return err
 	}
-	format := e.flagString("format")
-	if format != "html" && format != "json" {
-		return fmt.Errorf("%w: --format wants html or json, not %q", errUsage, format)
+	if opts.Format != "html" && opts.Format != "json" {
+		return fmt.Errorf("%w: --format wants html or json, not %q", errUsage, opts.Format)
 	}
-	rep, err := buildReport(e, opts)
-	if err != nil {
-		return err
-	}
-	out := e.stdout
-	if path := e.flagString("o"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		out = f
-	}
-	if err := writeReport(out, rep, format); err != nil {
-		return err
-	}
-	if f, ok := out.(*os.File); ok && out != e.stdout {
-		return f.Close()
-	}
-	return nil
+	return e.tool().Report(e.ctx, opts)
 }
 
-func writeReport(w io.Writer, rep *report.Report, format string) error {
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	return report.RenderHTML(w, rep)
-}
-
-// reportOptions reads the flags and the configuration's digest.
-func reportOptions(e *env, now time.Time) (report.Options, error) {
-	opts := report.Options{Route: e.flagString("route"), Store: e.cfg.Store.Kind}
+// reportOptions reads the flags.
+func reportOptions(e *env, now time.Time) (app.ReportOptions, error) {
+	opts := app.ReportOptions{Route: e.flagString("route"), Format: e.flagString("format"), Output: e.flagString("o")}
 	var err error
 	if opts.From, err = parseWhen(e.flagString("from"), now); err != nil {
 		return opts, fmt.Errorf("%w: --from: %v", errUsage, err)
@@ -83,9 +47,6 @@ func reportOptions(e *env, now time.Time) (report.Options, error) {
 	if opts.Route != "" && !e.hasRoute(opts.Route) {
 		return opts, fmt.Errorf("%w: --route %q is not a route of %s", errUsage, opts.Route, e.cfgSrc)
 	}
-	if opts.ConfigDigest, err = configDigest(e); err != nil {
-		return opts, err
-	}
 	return opts, nil
 }
 
@@ -96,17 +57,6 @@ func (e *env) hasRoute(name string) bool {
 		}
 	}
 	return false
-}
-
-// configDigest is the SHA-256 of the configuration as `config print`
-// renders it.
-func configDigest(e *env) (string, error) {
-	b, err := e.cfg.Marshal()
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
 }
 
 // parseWhen reads an RFC 3339 time or a duration back from now.
@@ -122,52 +72,4 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-11-30T12:00:00Z) nor a duration back from now (2h)", s)
 	}
 	return now.Add(-d), nil
-}
-
-// quarantineBases is a shared store that names its members' quarantine
-// bases.
-type quarantineBases interface {
-	QuarantineBases(ctx context.Context) (map[string]uint64, error)
-}
-
-// buildReport reads the audit log read-only: a shared store's every
-// chain, a single-owner store's log, or, when `run` holds the embedded
-// store, the running process's API.
-func buildReport(e *env, opts report.Options) (*report.Report, error) {
-	a, err := openRead(e)
-	if err != nil {
-		r, rerr := e.remoteFor(err)
-		if rerr != nil {
-			return nil, rerr
-		}
-		opts.ReadPath = "through the API of the running process at " + e.cfg.HTTP.Listen + " (it holds the store)"
-		return report.Build(report.Scanned(func(fn func(engine.AuditRecord) error) error { return r.audit(1, fn) }), opts)
-	}
-	defer a.Close()
-	if cs := a.Store.Capabilities().Chains; cs != nil {
-		recs, heads, err := report.Chains(e.ctx, cs)
-		if err != nil {
-			return nil, err
-		}
-		opts.Heads, opts.ReadPath = heads, "from the store, every member's chain"
-		if qb, ok := a.Store.(quarantineBases); ok {
-			if opts.QuarantineBases, err = qb.QuarantineBases(e.ctx); err != nil {
-				return nil, err
-			}
-		}
-		return report.Build(recs, opts)
-	}
-	snap, err := a.Snapshot(e.ctx)
-	if err != nil {
-		return nil, err
-	}
-	opts.Heads, opts.ReadPath = map[string]engine.AuditHead{"": snap.AuditHead}, "from the store"
-	if t := a.Store.Capabilities().Trim; t != nil { // retention archived the oldest records
-		base, err := t.AuditBase(e.ctx)
-		if err != nil {
-			return nil, err
-		}
-		opts.Bases = map[string]engine.AuditHead{"": base}
-	}
-	return report.Build(report.Records(e.ctx, a.Store), opts)
 }

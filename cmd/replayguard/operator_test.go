@@ -6,6 +6,8 @@ import (
 	"os/user"
 	"strings"
 	"testing"
+
+	"github.com/replayguard/replayguard/internal/app"
 )
 
 // auditOperators returns the operator of each release and discard record
@@ -51,7 +53,7 @@ func TestQuarantineNamesTheOperator(t *testing.T) {
 	mustRun(t, "", "quarantine", "release", fmt.Sprint(hs[0].ID), "--operator", "duty officer", "-c", cfg)
 	mustRun(t, "", "quarantine", "discard", fmt.Sprint(hs[2].ID), "--reason", "bench rig", "--operator", "j.doe", "-c", cfg)
 	mustRun(t, "", "quarantine", "release", fmt.Sprint(hs[1].ID), "-c", cfg)
-	me, err := localOperator("")
+	me, err := app.LocalOperator("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +74,11 @@ func TestQuarantineNamesTheOperator(t *testing.T) {
 
 func TestLocalOperatorRefusesControlCharacters(t *testing.T) {
 	for _, name := range []string{"j.doe\x1b[31m", "duty\nofficer", "bad\xffname"} {
-		if _, err := localOperator(name); err == nil {
+		if _, err := app.LocalOperator(name); err == nil {
 			t.Errorf("--operator %q accepted", name)
 		}
 	}
-	if got, err := localOperator("  duty officer "); err != nil || got != "duty officer" {
+	if got, err := app.LocalOperator("  duty officer "); err != nil || got != "duty officer" {
 		t.Errorf("--operator with spaces around = %q, %v; want it trimmed", got, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replayguard/replayguard/internal/app"
 	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
@@ -55,7 +56,7 @@ func TestIngestWithADeadSinkEndsAndLeavesTheRestToTheCursor(t *testing.T) {
 	if code != 0 || !strings.Contains(errs, "sink siem delivered up to 0 of 20") {
 		t.Fatalf("ingest with a dead sink: exit %d\n%s\n%s", code, out, errs)
 	}
-	if d := time.Since(start); d > sinkFlushTimeout+5*time.Second {
+	if d := time.Since(start); d > app.SinkFlushTimeout+5*time.Second {
 		t.Fatalf("ingest took %s with a dead sink", d)
 	}
 }

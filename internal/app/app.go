@@ -22,9 +22,6 @@ import (
 	"github.com/replayguard/replayguard/store/redis"
 )
 
-// ErrStoreKind is returned for a store kind this build cannot open.
-var ErrStoreKind = errors.New("store kind not available")
-
 // Store is what the commands need of a backend: engine.Store, whose
 // Capabilities say what else it does.
 type Store = engine.Store
@@ -103,13 +100,27 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	if opts.ReadOnly {
 		return a, nil
 	}
-	eo := EngineOptions(cfg)
-	eo.Logger = log
+	if err := a.openEngine(ctx, sc, opts); err != nil {
+		a.closeForward()
+		a.closeSinks()
+		a.closeJournal()
+		st.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// openEngine opens the member's journal, the audit sinks and the forward
+// drainer that opts ask for, then the engine on the store, which they
+// observe; on an error the caller closes what it opened.
+func (a *App) openEngine(ctx context.Context, sc config.StoreConfig, opts Options) error {
+	eo := EngineOptions(a.Config)
+	eo.Logger = a.Log
 	eo.StoreName = storeName(sc)
+	var err error
 	if opts.Journal {
-		if a.Journal, err = openJournal(sc, sc.Member, log); err != nil {
-			st.Close()
-			return nil, err
+		if a.Journal, err = openJournal(sc, sc.Member, a.Log); err != nil {
+			return err
 		}
 		if a.Journal != nil {
 			eo.Journal = a.Journal
@@ -120,20 +131,15 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 		obs = append(obs, opts.Observer)
 	}
 	if opts.Sinks {
-		if a.Sinks, err = newSinks(ctx, cfg, st, a); err != nil {
-			a.closeJournal()
-			st.Close()
-			return nil, err
+		if a.Sinks, err = newSinks(ctx, a.Config, a.Store, a); err != nil {
+			return err
 		}
 		if a.Sinks != nil {
 			obs = append(obs, a.Sinks)
 		}
 	}
-	if a.Forward, err = newDrainer(cfg, st, sc.Member, opts); err != nil {
-		a.closeSinks()
-		a.closeJournal()
-		st.Close()
-		return nil, err
+	if a.Forward, err = newDrainer(a.Config, a.Store, sc.Member, opts); err != nil {
+		return err
 	}
 	if a.Forward != nil {
 		obs = append(obs, a.Forward)
@@ -142,24 +148,26 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 			eo.Admit = a.Forward.AdmitWithin(opts.AdmitWait)
 		}
 	}
-	switch len(obs) {
-	case 0:
-	case 1:
-		eo.Observer = obs[0]
-	default:
-		eo.Observer = obs
-	}
-	if a.Engine, err = engine.New(ctx, st, eo); err != nil {
-		a.closeForward()
-		a.closeSinks()
-		a.closeJournal()
-		st.Close()
-		return nil, err
+	eo.Observer = oneObserver(obs)
+	if a.Engine, err = engine.New(ctx, a.Store, eo); err != nil {
+		return err
 	}
 	if a.Sinks != nil {
 		a.Sinks.SetHead(a.Engine.Stats().Position)
 	}
-	return a, nil
+	return nil
+}
+
+// oneObserver is obs as the engine's observer: nil for none, the only one
+// as itself.
+func oneObserver(obs observers) engine.Observer {
+	switch len(obs) {
+	case 0:
+		return nil
+	case 1:
+		return obs[0]
+	}
+	return obs
 }
 
 // OpenStore opens the backend the store section names; a shared store

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"log/slog"
@@ -62,25 +60,16 @@ type Build struct{ Version, Commit string }
 
 // Run is `replayguard run`: consume from MQTT, serve the API, until ctx is
 // done; then stop receiving, commit and acknowledge what is in hand, and
-// close the store last.
+// close the store last. It checks the configuration (checkRun), wires the
+// metrics and the dashboard's hub into the app it opens, builds the source
+// and the HTTP server, and serves them (daemon.serve).
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build) error {
-	if err := cfg.ValidateRun(); err != nil {
+	if err := checkRun(cfg, log); err != nil {
 		return err
-	}
-	for _, w := range cfg.Warnings() {
-		log.Warn("configuration", "warning", w.String())
-	}
-	if ttl, exp := time.Duration(cfg.Window.TTL), time.Duration(cfg.MQTT.SessionExpiry); ttl < exp+ttlMargin && cfg.Input != config.InputJetStream {
-		log.Warn("window.ttl is shorter than mqtt.session_expiry plus a retry margin: a replay arriving after its key left the window cannot be caught on id routes",
-			"ttl", ttl, "session_expiry", exp, "margin", ttlMargin)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	names := make([]string, len(cfg.Routes))
-	for i, r := range cfg.Routes {
-		names[i] = r.Name
-	}
-	m := metrics.New(reg, build.Version, build.Commit, names...)
+	m := metrics.New(reg, build.Version, build.Commit, routeNames(cfg)...)
 	hub := web.NewHub()
 	opts := Options{Logger: log, Observer: observers{m, hub}, Member: RunMember(cfg), Sinks: true, ClaimOutboxes: true, Journal: true}
 	var fm *metrics.Forward
@@ -106,79 +95,16 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	if err != nil {
 		return err
 	}
-	retention, err := a.Retention()
-	if err != nil {
+	d := &daemon{app: a, log: log, reg: reg, consumer: consumer}
+	if d.retention, err = a.Retention(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	// The drainer outlives the consumer's stop: the deliveries in hand may
-	// wait for room in the outbox while the consumer commits them.
-	fctx, stopForward := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopForward()
-	if a.Forward != nil {
-		wg.Add(1)
-		go func() { // stopped after the consumer, waited for before the store closes
-			defer wg.Done()
-			a.RunForward(fctx)
-		}()
-		log.Info("forwarding on", "outputs", strings.Join(cfg.ForwardKinds(), ","), "outbox_max_entries", cfg.Outbox.MaxEntries)
+	// Built before anything starts, so that a token it refuses stops run
+	// with nothing to wait for.
+	if d.server, err = d.newServer(build, hub, storeStatus, ready); err != nil {
+		return err
 	}
-	if cfg.Store.Shared() {
-		wg.Add(1)
-		go func() { // stopped by cancel, waited for before the store closes
-			defer wg.Done()
-			a.CheckStore(ctx)
-		}()
-	}
-	if retention != nil {
-		wg.Add(1)
-		go func() { // stopped by cancel, waited for before the store closes
-			defer wg.Done()
-			_ = retention.Run(ctx, time.Duration(cfg.Audit.Retention.Interval))
-		}()
-		log.Info("audit retention on", "archive", cfg.Audit.Archive, "max_age", cfg.Audit.Retention.MaxAge,
-			"max_records", cfg.Audit.Retention.MaxRecords, "interval", cfg.Audit.Retention.Interval)
-	}
-	if a.Sinks != nil {
-		reg.MustRegister(a.Sinks)
-		wg.Add(1)
-		go func() { // stopped by cancel, waited for before the store closes
-			defer wg.Done()
-			a.Sinks.Run(ctx)
-		}()
-		log.Info("audit sinks on", "sinks", len(cfg.Audit.Sinks))
-	}
-	if cfg.HTTP.Enabled() {
-		tokens, err := HTTPTokens(cfg.HTTP)
-		if err != nil {
-			return err
-		}
-		srv := web.New(web.Config{Listen: cfg.HTTP.Listen, CertFile: cfg.HTTP.TLS.CertFile, KeyFile: cfg.HTTP.TLS.KeyFile,
-			Tokens: tokens, AuthReads: cfg.HTTP.AuthReads, Version: build.Version, Logger: log},
-			web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: reg, Ready: func() bool { return consumer.Ready() && ready() && a.Engine.Loss() == nil }, Hub: hub, Store: storeStatus,
-				Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer()})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Run(ctx); err != nil {
-				errs <- fmt.Errorf("http: %w", err)
-				cancel()
-			}
-		}()
-		log.Info("serving the API and dashboard", "url", "http://"+cfg.HTTP.Listen+"/")
-	}
-	err = consumer.Run(ctx)
-	cancel()
-	stopForward()
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		err = errors.Join(err, e)
-	}
-	return err
+	return d.serve(ctx)
 }
 
 func consumerConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) (mqtt.Config, error) {

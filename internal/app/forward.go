@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/replayguard/replayguard/config"
@@ -103,6 +104,23 @@ func (a *App) RunForward(ctx context.Context) {
 	if a.Forward != nil {
 		a.Forward.Run(ctx, a.Engine)
 	}
+}
+
+// startForward runs the drainer in a goroutine until ctx is done or stop
+// is called, and returns stop, which stops it and waits; safe to call more
+// than once. A no-op without a drainer.
+func (a *App) startForward(ctx context.Context) (stop func()) {
+	if a.Forward == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { // stopped and waited for by stop
+		defer close(done)
+		a.RunForward(ctx)
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
 }
 
 // FlushForward waits up to timeout for the outbox to empty while

@@ -37,6 +37,29 @@ var allowed = map[string][]string{
 	"metrics":                             {"engine", "source"},
 	"web":                                 {"engine"},
 	"internal/report":                     {"engine", "audit"},
+	// internal/app wires everything below it; nothing above it (cmd,
+	// internal/demo, the test and bench harnesses).
+	"internal/app": appDeps,
+	// cmd/replayguard reaches the components only through internal/app
+	// (and internal/demo, which is built on it): see direct below.
+	"cmd/replayguard": append([]string{"internal/app", "internal/demo"}, appDeps...),
+}
+
+// appDeps are the project packages internal/app depends on, directly or
+// not.
+var appDeps = []string{
+	"config", "engine", "audit", "audit/sink", "journal", "forward", "metrics", "web",
+	"sparkplug", "sparkplug/sparkplugpb",
+	"store/memory", "store/embedded", "store/postgres", "store/redis", "store/internal/shared",
+	"source", "source/file", "source/mqtt", "source/mqtt3", "source/jetstream", "source/internal/consume",
+	"internal/mqttconn", "internal/mqttprobe", "internal/report", "internal/benchfeed",
+}
+
+// direct lists, for a package whose transitive dependencies include
+// everything, the project packages it may import itself.
+var direct = map[string][]string{
+	// flags, configuration, signals and exit codes; the work is internal/app's.
+	"cmd/replayguard": {"config", "internal/app", "internal/demo"},
 }
 
 func TestImportsPointTowardTheEngine(t *testing.T) {
@@ -85,4 +108,19 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func TestCommandsImportOnlyTheAppLayer(t *testing.T) {
+	for name, want := range direct {
+		out, err := exec.Command("go", "list", "-f", "{{join .Imports \"\\n\"}}", "../../"+name).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", name, err)
+		}
+		for _, imp := range strings.Fields(string(out)) {
+			dep, ok := strings.CutPrefix(imp, module)
+			if ok && !contains(want, dep) {
+				t.Errorf("%s imports %s: only %v allowed; move the work into internal/app", name, dep, want)
+			}
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -7,15 +7,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/internal/app"
 	"github.com/replayguard/replayguard/web"
 )
+
+// EnvToken is the environment variable holding the bearer token a command
+// sends to a running daemon's API, for an operator who holds a token of
+// their own rather than the daemon's secret files. The command reads it
+// into Tool.Token; the API's refusals name it.
+const EnvToken = "REPLAYGUARD_TOKEN"
 
 // remote reads and reviews through a running `replayguard run`'s HTTP API,
 // for when that process holds the embedded store.
@@ -27,57 +32,53 @@ type remote struct {
 
 // remoteFor returns the API of the process that holds the store, when err
 // says the store is locked and the configuration names an HTTP listener.
-func (e *env) remoteFor(err error) (*remote, error) {
-	if !errors.Is(err, engine.ErrLocked) || !e.cfg.HTTP.Enabled() {
+func (t *Tool) remoteFor(err error) (*remote, error) {
+	if !errors.Is(err, engine.ErrLocked) || !t.Config.HTTP.Enabled() {
 		return nil, err
 	}
-	return e.remoteHolding(err, 30*time.Second)
+	return t.remoteHolding(err, 30*time.Second)
 }
 
 // remoteHolding returns the API of the running process that held is about
 // (a store or member it holds), each request bounded by timeout.
-func (e *env) remoteHolding(held error, timeout time.Duration) (*remote, error) {
-	token, err := e.apiToken()
+func (t *Tool) remoteHolding(held error, timeout time.Duration) (*remote, error) {
+	token, err := t.apiToken()
 	if err != nil {
 		return nil, fmt.Errorf("%v; and the API token: %w", held, err)
 	}
+	h := t.Config.HTTP
 	scheme := "http"
-	if e.cfg.HTTP.TLS.CertFile != "" {
+	if h.TLS.CertFile != "" {
 		scheme = "https"
 	}
-	e.log.Info("held by a running process; using its API", "listen", e.cfg.HTTP.Listen)
-	return &remote{base: scheme + "://" + e.cfg.HTTP.Listen, token: token, client: &http.Client{Timeout: timeout}}, nil
+	t.logger().Info("held by a running process; using its API", "listen", h.Listen)
+	return &remote{base: scheme + "://" + h.Listen, token: token, client: &http.Client{Timeout: timeout}}, nil
 }
 
-// EnvToken is the environment variable holding the bearer token the
-// command sends to a running daemon's API, for an operator who holds a
-// token of their own rather than the daemon's secret files.
-const EnvToken = "REPLAYGUARD_TOKEN"
-
 // apiToken picks the bearer token to send: the http.tokens entry named by
-// --token-name, else $REPLAYGUARD_TOKEN, else the single token_env or
-// token_file, else the only entry of http.tokens. With several entries and
-// none chosen it sends none: reads still work unless auth_reads is set.
-func (e *env) apiToken() (string, error) {
-	h := e.cfg.HTTP
-	if name := e.flagString("token-name"); name != "" {
+// TokenName, else Token, else the single token_env or token_file, else the
+// only entry of http.tokens. With several entries and none chosen it sends
+// none: reads still work unless auth_reads is set.
+func (t *Tool) apiToken() (string, error) {
+	h := t.Config.HTTP
+	if name := t.TokenName; name != "" {
 		var names []string
-		for _, t := range h.Tokens {
-			if t.Name == name {
-				return app.Secret(t.TokenEnv, t.TokenFile)
+		for _, tok := range h.Tokens {
+			if tok.Name == name {
+				return Secret(tok.TokenEnv, tok.TokenFile)
 			}
-			names = append(names, strconv.Quote(t.Name))
+			names = append(names, strconv.Quote(tok.Name))
 		}
 		if len(names) == 0 {
 			return "", fmt.Errorf("--token-name %q: the configuration has no http.tokens", name)
 		}
 		return "", fmt.Errorf("--token-name %q is not in http.tokens (%s)", name, strings.Join(names, ", "))
 	}
-	if v := os.Getenv(EnvToken); v != "" {
-		return v, nil
+	if t.Token != "" {
+		return t.Token, nil
 	}
 	if list := h.TokenList(); len(list) == 1 {
-		return app.Secret(list[0].TokenEnv, list[0].TokenFile)
+		return Secret(list[0].TokenEnv, list[0].TokenFile)
 	}
 	return "", nil
 }
@@ -123,6 +124,15 @@ func (e *apiError) Error() string {
 	}
 	return msg
 }
+
+// apiSaid is the API's message of an error the engine returns as err.
+type apiSaid struct {
+	msg string
+	err error
+}
+
+func (a apiSaid) Error() string { return a.msg }
+func (a apiSaid) Unwrap() error { return a.err }
 
 // pages walks a paged listing: each page has items and next (nil at the end).
 func (r *remote) pages(path string, from uint64, items string, fn func(raw json.RawMessage) error) error {
@@ -189,4 +199,45 @@ func (r *remote) resolve(action string, id uint64, reason string) (engine.Decisi
 	}
 	o, _ := engine.ParseOutcome(res.Outcome)
 	return engine.Decision{Outcome: o, Position: res.Position}, nil
+}
+
+// outbox walks GET /api/v1/outbox and returns the pending depths.
+func (r *remote) outbox(fn func(web.HeldItem) error) ([]engine.OutboxDepth, error) {
+	path := "/api/v1/outbox?limit=1000"
+	for {
+		var page web.OutboxPage
+		if err := r.do("GET", path, nil, &page); err != nil {
+			return nil, err
+		}
+		for _, it := range page.Held {
+			if err := fn(it); err != nil {
+				return nil, err
+			}
+		}
+		if page.Next == nil {
+			return page.Pending, nil
+		}
+		path = fmt.Sprintf("/api/v1/outbox?limit=1000&member=%s&from=%d", url.QueryEscape(page.Next.Member), page.Next.ID)
+	}
+}
+
+// resolveForward retries or drops through the API.
+func (r *remote) resolveForward(action, member string, id uint64, reason string) (forwardResult, error) {
+	var res forwardResult
+	body := map[string]string{}
+	if member != "" {
+		body["member"] = member
+	}
+	if reason != "" {
+		body["reason"] = reason
+	}
+	err := r.do("POST", fmt.Sprintf("/api/v1/outbox/%d/%s", id, action), body, &res)
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae) && ae.status == http.StatusNotFound:
+		return res, engine.ErrNotFound
+	case errors.As(err, &ae) && ae.status == http.StatusConflict:
+		return res, apiSaid{ae.msg, engine.ErrAmbiguous}
+	}
+	return res, err
 }

@@ -1,0 +1,203 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/replayguard/replayguard/audit"
+	"github.com/replayguard/replayguard/engine"
+)
+
+// AuditExport writes the audit log from position from on, one JSON record
+// a line: every member's chain of a shared store, a single-owner store's
+// log, or the log of the running process that holds the store.
+func (t *Tool) AuditExport(ctx context.Context, from uint64) error {
+	a, err := t.openRead(ctx)
+	if err != nil {
+		r, rerr := t.remoteFor(err)
+		if rerr != nil {
+			return rerr
+		}
+		enc := json.NewEncoder(t.Out)
+		return r.audit(from, func(rec engine.AuditRecord) error { return enc.Encode(rec) })
+	}
+	defer a.Close()
+	if cs := a.Store.Capabilities().Chains; cs != nil { // a group: every member's chain
+		_, err = audit.ExportChains(ctx, cs, from, t.Out)
+		return err
+	}
+	_, err = audit.Export(ctx, a.Store, from, t.Out)
+	return err
+}
+
+// AuditVerifyOptions say what AuditVerify checks besides the store.
+type AuditVerifyOptions struct {
+	// File is an exported JSONL file to verify instead of the store.
+	File string
+	// Archive is the audit archive directory, verified with the store as
+	// one chain (a single-owner store only).
+	Archive string
+}
+
+// AuditVerify checks the audit log's hash chain and prints how much it
+// verified; the error names the first record that breaks the chain. On a
+// shared store it checks every member's chain and compares each with its
+// witness, the member's journal on this machine.
+func (t *Tool) AuditVerify(ctx context.Context, opts AuditVerifyOptions) error {
+	if opts.File != "" {
+		return t.verifyFile(opts.File)
+	}
+	a, err := t.openRead(ctx)
+	if err != nil {
+		r, rerr := t.remoteFor(err)
+		if rerr != nil {
+			return rerr
+		}
+		return t.verifyRemote(ctx, r, opts.Archive)
+	}
+	defer a.Close()
+	if cs := a.Store.Capabilities().Chains; cs != nil {
+		if opts.Archive != "" {
+			return fmt.Errorf("%w: --archive is for a single-owner store (embedded, memory); the %s store keeps no archive yet", ErrUsage, t.Config.Store.Kind)
+		}
+		return t.verifyChains(ctx, cs)
+	}
+	snap, err := a.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Archive != "" {
+		return t.verifyWithArchive(ctx, a.Store, opts.Archive, snap.AuditHead)
+	}
+	return t.verifyStore(ctx, a.Store, snap.AuditHead)
+}
+
+func (t *Tool) verifyFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n, err := audit.VerifyJSONL(f)
+	if err != nil {
+		return fmt.Errorf("%w (%d records verified before it)", err, n)
+	}
+	fmt.Fprintf(t.Out, "audit chain intact: %d records\n", n)
+	return nil
+}
+
+// verifyWithArchive verifies the archive and the store up to head as one
+// chain.
+func (t *Tool) verifyWithArchive(ctx context.Context, st Store, archive string, head engine.AuditHead) error {
+	v, err := audit.VerifyWithArchive(ctx, archive, st, head)
+	if err != nil {
+		return fmt.Errorf("%w (%d archived and %d stored records verified before it)", err, v.Archive.Records, v.Stored)
+	}
+	t.printArchived(v.Archive)
+	fmt.Fprintf(t.Out, "store: positions %d..%d intact\n", v.Base.Position+1, head.Position)
+	fmt.Fprintf(t.Out, "audit chain intact: %d records, archive and store as one chain\n", head.Position)
+	return nil
+}
+
+// verifyStore verifies a single-owner store's log up to head, from its
+// base when retention archived the oldest records.
+func (t *Tool) verifyStore(ctx context.Context, st Store, head engine.AuditHead) error {
+	var base engine.AuditHead
+	if tr := st.Capabilities().Trim; tr != nil {
+		var err error
+		if base, err = tr.AuditBase(ctx); err != nil {
+			return err
+		}
+	}
+	n, err := audit.VerifyFrom(ctx, st, base, head)
+	if err != nil {
+		return fmt.Errorf("%w (%d records verified before it)", err, n)
+	}
+	if base.Position > 0 {
+		fmt.Fprintf(t.Out, "audit chain intact from the store's base: %d records, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
+			n, base.Position+1, head.Position, base.Position)
+		return nil
+	}
+	fmt.Fprintf(t.Out, "audit chain intact: %d records\n", n)
+	return nil
+}
+
+func (t *Tool) printArchived(ar audit.ArchiveResult) {
+	if ar.Segments == 0 {
+		fmt.Fprintln(t.Out, "archive: no segments")
+		return
+	}
+	fmt.Fprintf(t.Out, "archive: %d segments, positions 1..%d intact\n", ar.Segments, ar.Head.Position)
+}
+
+// verifyRemote verifies through the HTTP API of the process that holds
+// the store: after the archive when one is named, else from the first
+// record the store still holds.
+func (t *Tool) verifyRemote(ctx context.Context, r *remote, archive string) error {
+	var v *audit.Verifier
+	from := uint64(1)
+	if archive != "" {
+		av, ar, err := audit.VerifyArchive(ctx, archive, "")
+		if err != nil {
+			return fmt.Errorf("%w (%d archived records verified before it)", err, ar.Records)
+		}
+		t.printArchived(ar)
+		v, from = av, ar.Head.Position+1
+	}
+	first := uint64(0)
+	err := r.audit(from, func(rec engine.AuditRecord) error {
+		if v == nil { // the store's first record: its prev is the base
+			v = audit.NewVerifierFrom(engine.AuditHead{Position: rec.Position - 1, Hash: rec.Prev}, "")
+		}
+		if first == 0 {
+			first = rec.Position
+		}
+		return v.Check(rec)
+	})
+	n := uint64(0)
+	if v != nil {
+		n = v.Count()
+	}
+	if err != nil {
+		return fmt.Errorf("%w (%d records verified before it)", err, n)
+	}
+	switch {
+	case archive != "":
+		fmt.Fprintf(t.Out, "audit chain intact: %d records, archive and store as one chain\n", n)
+	case first > 1:
+		fmt.Fprintf(t.Out, "audit chain intact from position %d: %d records (the records before it are not in the store: add --archive DIR to verify them)\n", first, n)
+	default:
+		fmt.Fprintf(t.Out, "audit chain intact: %d records\n", n)
+	}
+	return nil
+}
+
+// verifyChains checks every member's chain of a shared store, printing one
+// line per chain.
+func (t *Tool) verifyChains(ctx context.Context, cs engine.ChainScanner) error {
+	res, err := audit.VerifyChains(ctx, cs)
+	total := uint64(0)
+	for i, r := range res {
+		total += r.Records
+		if err == nil || i < len(res)-1 {
+			fmt.Fprintf(t.Out, "member %s: audit chain intact: %d records\n", r.Member, r.Records)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w (%d records verified before it)", err, total)
+	}
+	behind, err := chainsBehind(ctx, t.Config.Store, cs)
+	if err != nil {
+		return err
+	}
+	for _, b := range behind {
+		fmt.Fprintf(t.Out, "member %s: %s\n", b.member, b.what)
+	}
+	if len(behind) > 0 {
+		return fmt.Errorf("%d of %d member chains are behind their witness: the store lost commits the members made and acknowledged", len(behind), len(res))
+	}
+	fmt.Fprintf(t.Out, "audit chains intact: %d members, %d records\n", len(res), total)
+	return nil
+}

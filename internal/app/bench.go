@@ -1,0 +1,228 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/internal/benchfeed"
+	"github.com/replayguard/replayguard/source/file"
+)
+
+// BenchOptions say what Bench generates and where it decides it.
+type BenchOptions struct {
+	Messages int     // distinct incident updates; positive
+	Sources  int     // producers, each with its own sequence; positive
+	Replays  float64 // fraction of updates delivered a second time, in [0, 1]
+	// Dir is the embedded store's directory; empty: a temporary one,
+	// removed afterwards.
+	Dir string
+	// Store is a shared store's URL (postgres://… or redis://…) to bench
+	// on instead of the embedded store, in a fresh schema or prefix.
+	Store string
+	// Members are the group members in this process with Store, each
+	// dealt every Nth message as a shared subscription deals them.
+	Members int
+	// Journal, with Store, keeps each member's journal under it, as run
+	// does; empty: none.
+	Journal string
+	Logger  *slog.Logger // default: discard
+}
+
+// Bench measures durable decisions end to end: a generated capture of
+// ~280-byte incident updates with replays is ingested into a fresh store
+// (the embedded one, fsync per batch, or a shared one), the way ingest
+// does it, and the rate is printed to w.
+func Bench(ctx context.Context, opts BenchOptions, w io.Writer) error {
+	msgs := benchfeed.Generate(opts.Messages, opts.Sources, opts.Replays)
+	if opts.Store != "" {
+		return benchShared(ctx, opts, msgs, w)
+	}
+	dir := opts.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "replayguard-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = filepath.Join(tmp, "data")
+	}
+	cfg, err := config.Parse(fmt.Appendf(nil, benchfeed.Route, dir), "(bench)", nil)
+	if err != nil {
+		return err
+	}
+	feed := benchfeed.Capture(msgs)
+	a, err := Open(ctx, cfg, Options{Logger: opts.Logger})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	start, cpu0 := time.Now(), processCPU()
+	sum, err := file.Ingest(ctx, a.Engine, bytes.NewReader(feed), file.Options{Name: "bench"})
+	took, cpu := time.Since(start), processCPU()-cpu0
+	if err != nil {
+		return err
+	}
+	perMsg := ""
+	if cpu0 >= 0 && sum.Lines > 0 {
+		perMsg = fmt.Sprintf(", %.2f µs CPU per message", float64(cpu.Microseconds())/float64(sum.Lines))
+	}
+	fmt.Fprintf(w, "%d messages (%d MB) in %.2f s: %.0f msg/s durable%s, embedded store at %s\n%s\n",
+		sum.Lines, len(feed)>>20, took.Seconds(), float64(sum.Lines)/took.Seconds(), perMsg, dir, sum)
+	return nil
+}
+
+// sharedBench is one run of Bench on a shared store.
+type sharedBench struct {
+	kind, run string // the store kind; the run's schema or prefix name
+	cfg       *config.Config
+}
+
+// benchShared ingests the feed into a fresh schema (PostgreSQL) or prefix
+// (Redis) of the shared store at opts.Store, dealt round-robin to
+// opts.Members engines that each hold a member id, and reports the group's
+// rate and how often a batch lost a race to another member. With
+// opts.Journal set, each member keeps its journal under it (JournalDir),
+// synced before every ack.
+func benchShared(ctx context.Context, opts BenchOptions, msgs []benchfeed.Message, w io.Writer) error {
+	b, err := newSharedBench(opts.Store, opts.Journal)
+	if err != nil {
+		return err
+	}
+	apps := make([]*App, opts.Members)
+	for i := range apps {
+		c := *b.cfg
+		c.Store.Member = fmt.Sprintf("bench-%d", i+1)
+		if apps[i], err = Open(ctx, &c, Options{Logger: opts.Logger, Journal: opts.Journal != ""}); err != nil {
+			return err
+		}
+		defer apps[i].Close()
+	}
+	feeds := deal(msgs, len(apps))
+	start := time.Now()
+	sums, err := ingestEach(ctx, apps, feeds)
+	if err != nil {
+		return err
+	}
+	b.print(w, apps, sums, time.Since(start), opts.Journal)
+	return nil
+}
+
+// newSharedBench configures a fresh schema or prefix on the store at url.
+func newSharedBench(url, journal string) (*sharedBench, error) {
+	kind, ok := map[string]string{"postgres": config.StorePostgres, "postgresql": config.StorePostgres,
+		"redis": config.StoreRedis, "rediss": config.StoreRedis}[strings.SplitN(url, "://", 2)[0]]
+	if !ok {
+		return nil, fmt.Errorf("%w: --store wants a postgres:// or redis:// URL", ErrUsage)
+	}
+	b := &sharedBench{kind: kind, run: fmt.Sprintf("bench_%d", time.Now().UnixNano())}
+	cfg, err := config.Parse(fmt.Appendf(nil, benchfeed.Route, "unused"), "(bench)", nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Store = config.StoreConfig{Kind: kind, URL: url, Journal: config.JournalConfig{Path: journal}}
+	if kind == config.StorePostgres {
+		cfg.Store.Schema = b.run
+	} else {
+		cfg.Store.Prefix = "{" + b.run + "}:"
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b.cfg = cfg
+	return b, nil
+}
+
+// deal deals msgs round-robin to n members, as a shared subscription
+// deals them.
+func deal(msgs []benchfeed.Message, n int) [][]benchfeed.Message {
+	feeds := make([][]benchfeed.Message, n)
+	for i, m := range msgs {
+		feeds[i%n] = append(feeds[i%n], m)
+	}
+	return feeds
+}
+
+// ingestEach ingests feeds[i] on apps[i], all at once.
+func ingestEach(ctx context.Context, apps []*App, feeds [][]benchfeed.Message) ([]file.Summary, error) {
+	sums := make([]file.Summary, len(apps))
+	errs := make([]error, len(apps))
+	var wg sync.WaitGroup
+	for i := range apps {
+		wg.Go(func() {
+			sums[i], errs[i] = file.Ingest(ctx, apps[i].Engine, bytes.NewReader(benchfeed.Capture(feeds[i])), file.Options{Name: "bench"})
+		})
+	}
+	wg.Wait()
+	return sums, errors.Join(errs...)
+}
+
+// print reports the group's rate, its batches' lost races and lock waits,
+// and the outcomes.
+func (b *sharedBench) print(w io.Writer, apps []*App, sums []file.Summary, took time.Duration, journal string) {
+	var total int64
+	var updates, retries, waits uint64
+	outcomes := map[string]int64{}
+	for i, a := range apps {
+		total += sums[i].Lines
+		for o, n := range sums[i].Outcomes {
+			outcomes[o.String()] += n
+		}
+		if rep := a.Store.Capabilities().Stats; rep != nil {
+			st := rep.SharedStats()
+			updates, retries, waits = updates+st.Updates, retries+st.Retries, waits+st.LockWaits
+		}
+	}
+	where := "schema " + b.run
+	if b.kind == config.StoreRedis {
+		where = "prefix {" + b.run + "}:"
+	}
+	if journal != "" {
+		where += ", journal under " + journal
+	}
+	fmt.Fprintf(w, "%d messages in %.2f s: %.0f msg/s durable, %d member(s) on the %s store (%s)\n",
+		total, took.Seconds(), float64(total)/took.Seconds(), len(apps), b.kind, where)
+	pct := 0.0
+	if updates > 0 {
+		pct = 100 * float64(retries) / float64(updates)
+	}
+	fmt.Fprintf(w, "batches %d, retried after a lost race %d (%.2f%%), waits for a row lock %d; outcomes applied=%d applied_late=%d duplicate=%d conflict=%d quarantined=%d malformed=%d\n",
+		updates, retries, pct, waits, outcomes["applied"], outcomes["applied_late"], outcomes["duplicate"], outcomes["conflict"],
+		outcomes["quarantined"], outcomes["malformed"])
+}
+
+// processCPU is the CPU time (user and system) the process used so far, read
+// from /proc/self/stat in clock ticks of 10 ms; -1 where there is no /proc.
+// On a shared machine it is steadier than the elapsed time.
+func processCPU() time.Duration {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return -1
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:])) // state is field 3; utime and stime are 14 and 15
+	if len(f) < 13 {
+		return -1
+	}
+	user, err1 := strconv.ParseInt(f[11], 10, 64)
+	sys, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(user+sys) * tick
+}

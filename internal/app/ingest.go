@@ -1,0 +1,129 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/replayguard/replayguard/source/file"
+)
+
+// IngestOptions say what Ingest decides and how.
+type IngestOptions struct {
+	Input io.Reader // a captured feed, JSON Lines
+	Name  string    // recorded as the messages' broker (the file, or "stdin")
+	// BatchSize is the messages per commit; default 1000.
+	BatchSize int
+	// Progress, when set, is called after each batch; Ingest ends its line
+	// on Tool.Err.
+	Progress func(lines, bytes int64)
+	// DrainTimeout bounds how long Ingest waits for room in a full outbox
+	// and, at the end, for the forward effects' downstream. Must be
+	// positive.
+	DrainTimeout time.Duration
+}
+
+// SinkFlushTimeout bounds how long Ingest waits for the audit sinks at its
+// end; what they did not take waits behind their cursors.
+const SinkFlushTimeout = 10 * time.Second
+
+// Ingest is `replayguard ingest`: it decides a captured feed on the
+// store, as the member MemberFor("ingest") on a shared one, prints the
+// summary to Out, then on Err what the forward effects' downstream and the
+// audit sinks took and what audit retention archived.
+func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
+	a, err := Open(ctx, t.Config, Options{Logger: t.Log, Member: MemberFor("ingest"), Sinks: true,
+		AdmitWait: opts.DrainTimeout, OutputClientID: MemberFor("ingest") + "-out"})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	stopForward := a.startForward(ctx)
+	defer stopForward()
+	if m := a.Engine.Member(); m != "" {
+		fmt.Fprintf(t.errOut(), "ingest: writing the audit chain of member %s on the %s store\n", m, t.Config.Store.Kind)
+	}
+	sum, err := file.Ingest(ctx, a.Engine, opts.Input, file.Options{Name: opts.Name, BatchSize: opts.BatchSize, Progress: opts.Progress})
+	if opts.Progress != nil {
+		fmt.Fprintln(t.errOut())
+	}
+	if err != nil {
+		stopForward()
+		t.reportForward(a, 0)
+		return fmt.Errorf("after %d messages: %w", sum.Lines, err)
+	}
+	fmt.Fprintln(t.Out, sum.String())
+	t.flushForward(ctx, a, opts.DrainTimeout)
+	stopForward()
+	t.flushSinks(ctx, a)
+	return t.applyRetention(ctx, a)
+}
+
+// flushSinks delivers what the audit sinks take within SinkFlushTimeout.
+// A sink that is down is not an error: its cursor keeps the rest for the
+// next run or ingest.
+func (t *Tool) flushSinks(ctx context.Context, a *App) {
+	if err := a.FlushSinks(ctx, SinkFlushTimeout); err != nil {
+		fmt.Fprintf(t.errOut(), "audit sinks: %v; the rest is delivered from the cursor by the next run or ingest\n", err)
+	}
+}
+
+// flushForward waits up to timeout for the downstream to take what ingest
+// forwarded, then says what it delivered and what is left.
+func (t *Tool) flushForward(ctx context.Context, a *App, timeout time.Duration) {
+	if a.Forward == nil {
+		return
+	}
+	pending, _ := a.FlushForward(ctx, timeout)
+	t.reportForward(a, pending)
+}
+
+// reportForward says on Err what the drainer delivered and held, and how
+// many entries wait in the outbox for a run.
+func (t *Tool) reportForward(a *App, pending int) {
+	if a.Forward == nil {
+		return
+	}
+	w := t.errOut()
+	st := a.Forward.Status()
+	var delivered, held uint64
+	for _, o := range st.Outputs {
+		delivered, held = delivered+o.Delivered, held+o.Held
+	}
+	if pending == 0 {
+		pending = st.Depth
+	}
+	fmt.Fprintf(w, "forward: %d entries delivered downstream", delivered)
+	if held > 0 {
+		fmt.Fprintf(w, ", %d refused and held for an operator (audit outcome forward_held)", held)
+	}
+	if pending > 0 {
+		fmt.Fprintf(w, "; %d still pending in the outbox for `replayguard run` to deliver", pending)
+		f := st.Warning()
+		if f == "" {
+			f = st.Blocked()
+		}
+		if f != "" {
+			fmt.Fprintf(w, " (%s)", f)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// applyRetention runs audit retention once, when it is configured.
+func (t *Tool) applyRetention(ctx context.Context, a *App) error {
+	r, err := a.Retention()
+	if err != nil || r == nil {
+		return err
+	}
+	res, err := r.Once(ctx)
+	if err != nil {
+		return fmt.Errorf("audit retention: %w", err)
+	}
+	if res.Records > 0 {
+		fmt.Fprintf(t.errOut(), "audit retention: %d records archived in %d segments to %s; the store keeps positions from %d\n",
+			res.Records, res.Segments, t.Config.Audit.Archive, res.Base.Position+1)
+	}
+	return nil
+}

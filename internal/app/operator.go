@@ -1,0 +1,54 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Resolve is an operator's decision on a held entry: a quarantined
+// message (release, discard) or a held outbox entry (retry, drop).
+type Resolve struct {
+	Action string // release or discard; retry or drop
+	ID     uint64
+	// Reason says why; required to discard or drop, a note for the audit
+	// on a retry.
+	Reason string
+	// Operator is who decides on a local store, for the audit (--operator;
+	// default the OS user, see LocalOperator). Through a running daemon's
+	// API the token names the operator, and a set Operator is refused.
+	Operator string
+	// Member is whose outbox holds the entry on a shared store (default
+	// the one member whose held entries have ID). Outbox entries only.
+	Member string
+}
+
+// LocalOperator is who decides on a local store: name (--operator),
+// trimmed, else the OS user (os/user, then $USER). The audit record
+// carries it as is, so a name with control characters or invalid UTF-8 is
+// refused with ErrUsage.
+func LocalOperator(name string) (string, error) {
+	if name := strings.TrimSpace(name); name != "" {
+		// The same rule as a token's name: the audit record shows it as is.
+		if strings.ContainsFunc(name, unicode.IsControl) || !utf8.ValidString(name) {
+			return "", fmt.Errorf("%w: --operator %q has control characters or invalid UTF-8", ErrUsage, name)
+		}
+		return name, nil
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username, nil
+	}
+	if name := os.Getenv("USER"); name != "" {
+		return name, nil
+	}
+	return "", fmt.Errorf("%w: cannot tell who you are (no OS user name, $USER unset): give --operator NAME", ErrUsage)
+}
+
+// errOperatorRemote refuses --operator through a running daemon's API.
+func errOperatorRemote() error {
+	return fmt.Errorf("%w: --operator is for a local store: the running daemon names the operator "+
+		"from the API token (choose it with --token-name or $%s)", ErrUsage, EnvToken)
+}

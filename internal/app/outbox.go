@@ -1,0 +1,118 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/web"
+)
+
+// OutboxList writes the outbox entries a downstream refused and that are
+// held for an operator, one JSON object a line, and to Err the pending
+// entries of each member that has some, and the totals.
+func (t *Tool) OutboxList(ctx context.Context) error {
+	enc := json.NewEncoder(t.Out)
+	var pending []engine.OutboxDepth
+	held := 0
+	a, err := t.openRead(ctx)
+	if err != nil {
+		r, rerr := t.remoteFor(err)
+		if rerr != nil {
+			return rerr
+		}
+		if pending, err = r.outbox(func(it web.HeldItem) error { held++; return enc.Encode(it) }); err != nil {
+			return err
+		}
+	} else {
+		defer a.Close()
+		rep, err := engine.ReadOutbox(ctx, a.Store)
+		if err != nil {
+			return err
+		}
+		for _, h := range rep.Held {
+			if err := enc.Encode(web.NewHeldItem(h)); err != nil {
+				return err
+			}
+		}
+		pending, held = rep.Pending, len(rep.Held)
+	}
+	total := 0
+	for _, p := range pending {
+		total += p.Pending
+		if p.Member != "" && p.Pending > 0 {
+			fmt.Fprintf(t.errOut(), "outbox of member %s: %d pending\n", p.Member, p.Pending)
+		}
+	}
+	fmt.Fprintf(t.errOut(), "outbox: %d pending, %d held for an operator\n", total, held)
+	return nil
+}
+
+// forwardResult is what a retry or drop says, locally or through the API.
+type forwardResult struct {
+	Member   string `json:"member"`
+	Output   string `json:"output"`
+	Target   string `json:"target"`
+	Position uint64 `json:"position"`
+	Chain    string `json:"chain"`
+}
+
+// OutboxResolve retries (makes pending again) or drops held outbox entry
+// rs.ID, on the local store or through the running daemon's API, and
+// prints the audit position of the decision.
+func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve) error {
+	if rs.Action == "drop" && rs.Reason == "" {
+		return fmt.Errorf("%w: drop needs --reason TEXT", ErrUsage)
+	}
+	var res forwardResult
+	a, err := t.open(ctx, "outbox")
+	if err != nil {
+		r, rerr := t.remoteFor(err)
+		if rerr != nil {
+			return rerr
+		}
+		if rs.Operator != "" {
+			return errOperatorRemote()
+		}
+		res, err = r.resolveForward(rs.Action, rs.Member, rs.ID, rs.Reason)
+	} else {
+		defer a.Close()
+		res, err = resolveForward(ctx, a.Engine, rs)
+	}
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return fmt.Errorf("no held outbox entry %d%s (outbox list shows them)", rs.ID, ofMember(rs.Member))
+	case errors.Is(err, engine.ErrAmbiguous):
+		return fmt.Errorf("%w: %v; give --member", ErrUsage, err)
+	case err != nil:
+		return err
+	}
+	where, chain := ofMember(res.Member), ofMember(res.Chain)
+	if rs.Action == "retry" {
+		fmt.Fprintf(t.Out, "outbox entry %d%s (%s %s) is pending again: the drainer delivers it (audit position %d%s)\n",
+			rs.ID, where, res.Output, res.Target, res.Position, chain)
+	} else {
+		fmt.Fprintf(t.Out, "outbox entry %d%s (%s %s) dropped (audit position %d%s)\n",
+			rs.ID, where, res.Output, res.Target, res.Position, chain)
+	}
+	return nil
+}
+
+// resolveForward decides on the local engine, as LocalOperator names the
+// operator.
+func resolveForward(ctx context.Context, e *engine.Engine, rs Resolve) (forwardResult, error) {
+	operator, err := LocalOperator(rs.Operator)
+	if err != nil {
+		return forwardResult{}, err
+	}
+	var fr engine.ForwardResolution
+	if rs.Action == "retry" {
+		fr, err = e.RetryForward(ctx, rs.Member, rs.ID, rs.Reason, operator)
+	} else {
+		fr, err = e.DropForward(ctx, rs.Member, rs.ID, rs.Reason, operator)
+	}
+	return forwardResult{Member: fr.Entry.Member, Output: fr.Entry.Output, Target: fr.Entry.Target,
+		Position: fr.Record.Position, Chain: fr.Record.Member}, err
+}

@@ -1,0 +1,124 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"time"
+
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/report"
+)
+
+// ReportOptions say what Report covers and how it writes it.
+type ReportOptions struct {
+	// From and To bound the period: a decision counts when From <= time
+	// < To. Zero: unbounded on that side.
+	From, To time.Time
+	// Route keeps only that route's decisions; empty: every route.
+	Route string
+	// Format is "json" for the report's JSON form; anything else renders
+	// HTML.
+	Format string
+	// Output is the file to write; empty: Tool.Out. The file is created
+	// only once the report is built.
+	Output string
+}
+
+// Report builds the after-action report from the audit log, read-only (a
+// shared store's every chain, a single-owner store's log, or, when `run`
+// holds the embedded store, the running process's API), and writes it.
+func (t *Tool) Report(ctx context.Context, opts ReportOptions) error {
+	ro := report.Options{From: opts.From, To: opts.To, Route: opts.Route, Store: t.Config.Store.Kind}
+	var err error
+	if ro.ConfigDigest, err = configDigest(t.Config); err != nil {
+		return err
+	}
+	rep, err := t.buildReport(ctx, ro)
+	if err != nil {
+		return err
+	}
+	if opts.Output == "" {
+		return writeReport(t.Out, rep, opts.Format)
+	}
+	f, err := os.Create(opts.Output)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := writeReport(f, rep, opts.Format); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func writeReport(w io.Writer, rep *report.Report, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return report.RenderHTML(w, rep)
+}
+
+// configDigest is the SHA-256 of the configuration as `config print`
+// renders it.
+func configDigest(cfg *config.Config) (string, error) {
+	b, err := cfg.Marshal()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// quarantineBases is a shared store that names its members' quarantine
+// bases.
+type quarantineBases interface {
+	QuarantineBases(ctx context.Context) (map[string]uint64, error)
+}
+
+// buildReport reads the audit log read-only: a shared store's every
+// chain, a single-owner store's log, or the running process's API.
+func (t *Tool) buildReport(ctx context.Context, opts report.Options) (*report.Report, error) {
+	a, err := t.openRead(ctx)
+	if err != nil {
+		r, rerr := t.remoteFor(err)
+		if rerr != nil {
+			return nil, rerr
+		}
+		opts.ReadPath = "through the API of the running process at " + t.Config.HTTP.Listen + " (it holds the store)"
+		return report.Build(report.Scanned(func(fn func(engine.AuditRecord) error) error { return r.audit(1, fn) }), opts)
+	}
+	defer a.Close()
+	if cs := a.Store.Capabilities().Chains; cs != nil {
+		recs, heads, err := report.Chains(ctx, cs)
+		if err != nil {
+			return nil, err
+		}
+		opts.Heads, opts.ReadPath = heads, "from the store, every member's chain"
+		if qb, ok := a.Store.(quarantineBases); ok {
+			if opts.QuarantineBases, err = qb.QuarantineBases(ctx); err != nil {
+				return nil, err
+			}
+		}
+		return report.Build(recs, opts)
+	}
+	snap, err := a.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts.Heads, opts.ReadPath = map[string]engine.AuditHead{"": snap.AuditHead}, "from the store"
+	if tr := a.Store.Capabilities().Trim; tr != nil { // retention archived the oldest records
+		base, err := tr.AuditBase(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts.Bases = map[string]engine.AuditHead{"": base}
+	}
+	return report.Build(report.Records(ctx, a.Store), opts)
+}

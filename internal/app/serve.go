@@ -1,0 +1,179 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replayguard/replayguard/audit"
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/web"
+)
+
+// checkRun refuses a configuration run cannot start with and logs its
+// warnings, and a key window shorter than the broker's redeliveries.
+func checkRun(cfg *config.Config, log *slog.Logger) error {
+	if err := cfg.ValidateRun(); err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration", "warning", w.String())
+	}
+	if ttl, exp := time.Duration(cfg.Window.TTL), time.Duration(cfg.MQTT.SessionExpiry); ttl < exp+ttlMargin && cfg.Input != config.InputJetStream {
+		log.Warn("window.ttl is shorter than mqtt.session_expiry plus a retry margin: a replay arriving after its key left the window cannot be caught on id routes",
+			"ttl", ttl, "session_expiry", exp, "margin", ttlMargin)
+	}
+	return nil
+}
+
+// routeNames are the configured routes' names, the metrics' route labels.
+func routeNames(cfg *config.Config) []string {
+	names := make([]string, len(cfg.Routes))
+	for i, r := range cfg.Routes {
+		names[i] = r.Name
+	}
+	return names
+}
+
+// daemon is `replayguard run` once its app is open and wired: the
+// consumer, and what serve runs beside it.
+type daemon struct {
+	app       *App
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	consumer  source
+	retention *audit.Retention // nil when audit.retention is off
+	server    *web.Server      // nil without http.listen
+}
+
+// newServer builds the HTTP API and dashboard over the app, or returns nil
+// when http.listen is not set. ready and storeStatus add the outbox's and
+// the shared store's state to /readyz.
+func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.StoreStatus, ready func() bool) (*web.Server, error) {
+	a, h := d.app, d.app.Config.HTTP
+	if !h.Enabled() {
+		return nil, nil
+	}
+	tokens, err := HTTPTokens(h)
+	if err != nil {
+		return nil, err
+	}
+	return web.New(web.Config{Listen: h.Listen, CertFile: h.TLS.CertFile, KeyFile: h.TLS.KeyFile,
+		Tokens: tokens, AuthReads: h.AuthReads, Version: build.Version, Logger: d.log},
+		web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: d.reg, Ready: func() bool { return d.consumer.Ready() && ready() && a.Engine.Loss() == nil }, Hub: hub, Store: storeStatus,
+			Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer()}), nil
+}
+
+// serve runs the consumer until ctx is done or it returns, with the
+// forward drainer, the shared store's check, audit retention, the audit
+// sinks and the HTTP server beside it. It stops the consumer first (which
+// commits and acknowledges what is in hand), the drainer after it, and
+// waits for every goroutine before it returns, so that the store closes
+// last.
+func (d *daemon) serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The drainer outlives the consumer's stop: the deliveries in hand may
+	// wait for room in the outbox while the consumer commits them.
+	stopForward := d.startForward(context.WithoutCancel(ctx))
+	defer stopForward()
+	var g goroutines
+	d.startStoreCheck(ctx, &g)
+	d.startRetention(ctx, &g)
+	d.startSinks(ctx, &g)
+	d.startServer(ctx, &g, cancel)
+	err := d.consumer.Run(ctx)
+	cancel()
+	stopForward()
+	return errors.Join(err, g.Wait())
+}
+
+// startForward runs the forward drainer until stop; it is stopped after
+// the consumer and waited for before the store closes.
+func (d *daemon) startForward(ctx context.Context) (stop func()) {
+	stop = d.app.startForward(ctx)
+	if d.app.Forward != nil {
+		cfg := d.app.Config
+		d.log.Info("forwarding on", "outputs", strings.Join(cfg.ForwardKinds(), ","), "outbox_max_entries", cfg.Outbox.MaxEntries)
+	}
+	return stop
+}
+
+// startStoreCheck compares a shared store's chain head with the journal's
+// until ctx is done.
+func (d *daemon) startStoreCheck(ctx context.Context, g *goroutines) {
+	if !d.app.Config.Store.Shared() {
+		return
+	}
+	g.Go(func() error { d.app.CheckStore(ctx); return nil })
+}
+
+// startRetention trims the audit log every audit.retention.interval until
+// ctx is done.
+func (d *daemon) startRetention(ctx context.Context, g *goroutines) {
+	if d.retention == nil {
+		return
+	}
+	ac := d.app.Config.Audit
+	g.Go(func() error { _ = d.retention.Run(ctx, time.Duration(ac.Retention.Interval)); return nil })
+	d.log.Info("audit retention on", "archive", ac.Archive, "max_age", ac.Retention.MaxAge,
+		"max_records", ac.Retention.MaxRecords, "interval", ac.Retention.Interval)
+}
+
+// startSinks delivers the audit log to the audit sinks until ctx is done,
+// their state in the metrics.
+func (d *daemon) startSinks(ctx context.Context, g *goroutines) {
+	if d.app.Sinks == nil {
+		return
+	}
+	d.reg.MustRegister(d.app.Sinks)
+	g.Go(func() error { d.app.Sinks.Run(ctx); return nil })
+	d.log.Info("audit sinks on", "sinks", len(d.app.Config.Audit.Sinks))
+}
+
+// startServer serves the HTTP API and dashboard until ctx is done; when
+// the server fails, cancel stops the daemon.
+func (d *daemon) startServer(ctx context.Context, g *goroutines, cancel context.CancelFunc) {
+	if d.server == nil {
+		return
+	}
+	g.Go(func() error {
+		if err := d.server.Run(ctx); err != nil {
+			cancel()
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	d.log.Info("serving the API and dashboard", "url", "http://"+d.app.Config.HTTP.Listen+"/")
+}
+
+// goroutines are the daemon's goroutines beside the consumer: each stops
+// when the daemon's context is done, and Wait waits for them all.
+type goroutines struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
+}
+
+// Go runs f in a goroutine; its error, if any, is Wait's.
+func (g *goroutines) Go(f func() error) {
+	g.wg.Go(func() {
+		if err := f(); err != nil {
+			g.mu.Lock()
+			g.errs = append(g.errs, err)
+			g.mu.Unlock()
+		}
+	})
+}
+
+// Wait waits for every goroutine and joins their errors.
+func (g *goroutines) Wait() error {
+	g.wg.Wait()
+	return errors.Join(g.errs...)
+}
