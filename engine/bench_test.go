@@ -16,7 +16,7 @@ func benchEngine(b *testing.B, routes []Route, maxKeys int) *Engine {
 	e := &Engine{maxPayload: DefaultMaxPayload}
 	e.opts = Options{SequenceSpan: DefaultSequenceSpan, KeepEpochs: DefaultKeepEpochs, MaxEntries: maxKeys}
 	for _, r := range routes {
-		c, err := compileRoute(r)
+		c, err := compileRoute(r, map[string]RouteKind{KindJSON: jsonKind{}}, false)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func BenchmarkDecide(b *testing.B) {
 			e := benchEngine(b, tc.routes, 1_000_000)
 			fill(e, 1_000_000)
 			const n = 50 * 82 // 82 messages for each of 50 sources
-			ds := make([]*decoded, n)
+			ds := make([]*Delivery, n)
 			for i := range ds {
 				var m Message
 				if tc.routes[0].ID != "" {

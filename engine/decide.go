@@ -25,8 +25,8 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		}
 		return e.record(m, dec, now, ref, by)
 	}
-	if d.sp != nil {
-		if dec, stop := e.placeSparkplug(d, m.Topic); stop {
+	if d.placer != nil {
+		if dec, stop := e.place(d, now); stop {
 			return e.record(m, dec, now, ref, by)
 		}
 	}
@@ -36,8 +36,8 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 	}
 	if dec.Outcome.Effective() {
 		e.project(d, dec.version)
-		if d.sp != nil {
-			e.sparkplugApplied(d, now)
+		if d.placer != nil {
+			e.placed(d, now)
 		}
 		e.external(m, d, now)
 	}
@@ -54,13 +54,43 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 	return e.record(m, dec, now, ref, by)
 }
 
+// place has d's kind place it against its source's committed state; stop
+// says it could not be (held, or malformed), with the decision to record.
+func (e *Engine) place(d *Delivery, now time.Time) (dec Decision, stop bool) {
+	d.seq, d.epoch, d.epochNum, d.epochInt = -1, "", true, 0
+	hold, err := d.placer.Place(d, &Placement{e: e, d: d, now: now})
+	switch {
+	case err != nil:
+		return Decision{Outcome: Malformed, Reason: err.Error(), Route: d.route.Name, Source: d.source, Sequence: -1}, true
+	case hold != "":
+		return Decision{Outcome: Quarantined, Reason: hold, Route: d.route.Name, Source: d.source, Sequence: -1}, true
+	}
+	return Decision{}, false
+}
+
+// placed tells d's kind that d was applied, and commits its source's
+// window when the kind changed its state.
+func (e *Engine) placed(d *Delivery, now time.Time) {
+	if d.placer.Applied(d, &Placement{e: e, d: d, now: now}) {
+		if src := e.lookupSource(d); src != nil {
+			e.pending.sources[src] = struct{}{}
+		}
+	}
+}
+
+// lookupSource returns the window of d's (route, source), or nil.
+func (e *Engine) lookupSource(d *Delivery) *SourceState {
+	var buf [128]byte
+	return e.sources[string(appendSourceID(buf[:0], d.route.Name, d.source))]
+}
+
 // decide is the decision proper, on a decoded message: the key window, then
 // the source window for sequenced routes. An effective outcome updates the
 // windows and runs the effects. release waives the below-window and
 // old-epoch rules and turns a conflict into a duplicate: a released message
 // is applied at most once. waive waives those rules alone (a delivery
 // first applied, decided again from the journal).
-func (e *Engine) decide(d *decoded, now time.Time, release, waive bool) Decision {
+func (e *Engine) decide(d *Delivery, now time.Time, release, waive bool) Decision {
 	dec := Decision{Route: d.route.Name, Key: d.key, Digest: d.digest, Source: d.source,
 		Epoch: d.epoch, Sequence: d.seq, ID: d.id}
 	if dg, hit := e.keys.lookup(d.key); hit {
@@ -116,7 +146,7 @@ func (e *Engine) decide(d *decoded, now time.Time, release, waive bool) Decision
 // external adds the sql statements and outbox entries of an effective
 // message to the pending batch; its audit record comes next, at
 // e.tail.Position+1.
-func (e *Engine) external(m *Message, d *decoded, now time.Time) {
+func (e *Engine) external(m *Message, d *Delivery, now time.Time) {
 	r := d.route
 	if r.sqls == 0 && r.forwards == 0 {
 		return
@@ -136,7 +166,7 @@ func (e *Engine) external(m *Message, d *decoded, now time.Time) {
 }
 
 // source returns the window of d's (route, source), creating it.
-func (e *Engine) source(d *decoded) *SourceState {
+func (e *Engine) source(d *Delivery) *SourceState {
 	var buf [128]byte
 	id := appendSourceID(buf[:0], d.route.Name, d.source)
 	s := e.sources[string(id)] // no allocation for the lookup
@@ -282,7 +312,7 @@ const OutcomeDiscarded = "discarded"
 // releasedEpochRank orders the `set` writes of a released message whose
 // epoch window is gone: an integer epoch by its value, a string one below
 // every kept epoch, so that it never overwrites newer state.
-func releasedEpochRank(d *decoded) int64 {
+func releasedEpochRank(d *Delivery) int64 {
 	if d.epochNum {
 		return d.epochInt
 	}

@@ -39,9 +39,9 @@ type value struct {
 // become store keys, which must stay small.
 const maxIdentityBytes = 1024
 
-// decoded is a message after extraction and validation: everything decide
+// Delivery is a message after extraction and validation: everything decide
 // and the effects need, nothing more.
-type decoded struct {
+type Delivery struct {
 	route    *route
 	vals     []value // one per route path
 	source   []string
@@ -53,11 +53,13 @@ type decoded struct {
 	key      Hash
 	digest   Hash
 
-	entities []string   // rendered entity name per route effect; "" skips it
-	targets  []string   // rendered forward target per route effect; "" skips it (nil without forwards)
-	err      error      // the first bad value extract met
-	text     string     // the payload as one string: values written plainly are substrings of it
-	sp       *spMessage // a sparkplug route's message; its identity is placed at decide time
+	entities []string // rendered entity name per route effect; "" skips it
+	targets  []string // rendered forward target per route effect; "" skips it (nil without forwards)
+	err      error    // the first bad value extract met
+	text     string   // the payload as one string: values written plainly are substrings of it
+	placer   Placer   // a kind's, whose identity is placed at decide time; nil for json
+	topic    string
+	payload  []byte // while its kind decodes it
 
 	valsBuf [12]value // backing arrays: one allocation per message
 	srcBuf  [4]string
@@ -87,14 +89,14 @@ func (e *Engine) Prepare(msgs []Message) {
 
 // decode extracts only the route's configured paths from the payload, or
 // returns what Prepare found.
-func (e *Engine) decode(m *Message) (*decoded, error) {
+func (e *Engine) decode(m *Message) (*Delivery, error) {
 	if m.prepared != nil || m.prepErr != nil {
 		return m.prepared, m.prepErr
 	}
 	return e.decodeFresh(m)
 }
 
-func (e *Engine) decodeFresh(m *Message) (*decoded, error) {
+func (e *Engine) decodeFresh(m *Message) (*Delivery, error) {
 	if m.Invalid != "" {
 		return nil, malformed("%s", m.Invalid)
 	}
@@ -105,32 +107,39 @@ func (e *Engine) decodeFresh(m *Message) (*decoded, error) {
 	if r == nil {
 		return nil, malformed("no route matches topic %q", m.Topic)
 	}
-	d := &decoded{route: r, seq: -1}
+	d := &Delivery{route: r, seq: -1, topic: m.Topic, payload: m.Payload}
 	d.entities = d.entBuf[:0]
-	if r.sparkplug {
-		return e.decodeSparkplug(m, d)
-	}
+	var err error
+	d.placer, err = r.reader.Decode(d)
+	d.payload = nil // the message holds it
+	return d, err
+}
+
+// Decode reads a JSON delivery: its paths in one pass over the payload,
+// then its identity, key and digest.
+func (jr *jsonReader) Decode(d *Delivery) (Placer, error) {
+	r := d.route
 	d.vals = d.valsBuf[:0]
 	if len(r.paths) > len(d.valsBuf) {
 		d.vals = make([]value, 0, len(r.paths))
 	}
 	d.vals = d.vals[:len(r.paths)]
-	if err := d.extract(m); err != nil {
-		return d, err
+	if err := d.extract(); err != nil {
+		return nil, err
 	}
-	if err := d.identity(m.Topic); err != nil {
-		return d, err
+	if err := d.identity(jr); err != nil {
+		return nil, err
 	}
-	d.hash()
-	return d, nil
+	d.hash(jr)
+	return nil, nil
 }
 
-func (d *decoded) extract(m *Message) error {
+func (d *Delivery) extract() error {
 	r := d.route
 	if len(r.payload) > 0 {
-		d.text = string(m.Payload) // one allocation for every plain value
+		d.text = string(d.payload) // one allocation for every plain value
 	}
-	if !scanJSON(m.Payload, r.trie, d) {
+	if !scanJSON(d.payload, r.trie, d) {
 		return malformed("payload is not valid JSON")
 	}
 	if d.err != nil {
@@ -142,7 +151,7 @@ func (d *decoded) extract(m *Message) error {
 			continue
 		}
 		if levels == nil {
-			levels = strings.Split(m.Topic, "/")
+			levels = strings.Split(d.topic, "/")
 		}
 		if p.topic < len(levels) {
 			d.vals[i] = value{kind: vString, text: levels[p.topic]}
@@ -154,7 +163,7 @@ func (d *decoded) extract(m *Message) error {
 // found takes the value of payload slot, payload[start:end], from the
 // scanner; ascii says the value is a string of printable ASCII without
 // escapes. The first error sticks.
-func (d *decoded) found(slot, start, end int, kind valueKind, ascii bool) {
+func (d *Delivery) found(slot, start, end int, kind valueKind, ascii bool) {
 	r := d.route
 	i := r.slots[slot]
 	switch {
@@ -199,14 +208,14 @@ func canonical(name string, raw string, kind valueKind) (value, error) {
 }
 
 // identity validates the identity fields and fills source, epoch, seq, id.
-func (d *decoded) identity(topic string) error {
+func (d *Delivery) identity(jr *jsonReader) error {
 	r := d.route
 	d.source = d.srcBuf[:0]
-	if len(r.source) > len(d.srcBuf) {
-		d.source = make([]string, 0, len(r.source))
+	if len(jr.source) > len(d.srcBuf) {
+		d.source = make([]string, 0, len(jr.source))
 	}
-	d.source = d.source[:len(r.source)]
-	for n, i := range r.source {
+	d.source = d.source[:len(jr.source)]
+	for n, i := range jr.source {
 		v := d.vals[i]
 		switch v.kind {
 		case vString, vNumber, vBool:
@@ -220,21 +229,21 @@ func (d *decoded) identity(topic string) error {
 			return malformed("source field %s: want a string or number, got %s", r.paths[i].text, kindNames[v.kind])
 		}
 	}
-	if r.sequence >= 0 {
-		s, err := sequenceOf(r.paths[r.sequence].text, d.vals[r.sequence])
+	if jr.sequence >= 0 {
+		s, err := sequenceOf(r.paths[jr.sequence].text, d.vals[jr.sequence])
 		if err != nil {
 			return err
 		}
 		d.seq = s
 	}
-	if r.epoch >= 0 {
-		if err := d.epochOf(r.paths[r.epoch].text, d.vals[r.epoch]); err != nil {
+	if jr.epoch >= 0 {
+		if err := d.epochOf(r.paths[jr.epoch].text, d.vals[jr.epoch]); err != nil {
 			return err
 		}
 	}
-	if r.id >= 0 {
-		v := d.vals[r.id]
-		name := r.paths[r.id].text
+	if jr.id >= 0 {
+		v := d.vals[jr.id]
+		name := r.paths[jr.id].text
 		switch {
 		case v.kind == vAbsent:
 			return malformed("id field %s is missing", name)
@@ -257,13 +266,13 @@ func (d *decoded) identity(topic string) error {
 			return malformed("field %s: want a scalar, got %s", r.paths[i].text, kindNames[v.kind])
 		}
 	}
-	return d.entityNames(topic)
+	return d.entityNames(d.topic)
 }
 
 // entityNames renders every effect's entity name ("" when a field it names
 // is absent: the effect is skipped). The rendered names share one
 // allocation.
-func (d *decoded) entityNames(topic string) error {
+func (d *Delivery) entityNames(topic string) error {
 	var buf [192]byte
 	var endBuf [8]int
 	b, ends := buf[:0], endBuf[:0] // where each effect's name ends in b, or one of:
@@ -314,7 +323,7 @@ func (d *decoded) entityNames(topic string) error {
 // forwardTargets renders every forward effect's topic or subject; one that
 // renders to something no downstream takes makes the message malformed,
 // before any decision.
-func (d *decoded) forwardTargets(topic string) error {
+func (d *Delivery) forwardTargets(topic string) error {
 	if d.route.forwards == 0 {
 		return nil
 	}
@@ -356,7 +365,7 @@ func sequenceOf(name string, v value) (int64, error) {
 	return s, nil
 }
 
-func (d *decoded) epochOf(name string, v value) error {
+func (d *Delivery) epochOf(name string, v value) error {
 	switch v.kind {
 	case vAbsent:
 		return malformed("epoch field %s is missing", name)
@@ -384,10 +393,10 @@ func (d *decoded) epochOf(name string, v value) error {
 // hash derives the idempotency key and the content digest. The digest
 // covers every value the route reads, in canonical form, so a re-serialised
 // payload with the same content has the same digest.
-func (d *decoded) hash() {
+func (d *Delivery) hash(jr *jsonReader) {
 	r := d.route
-	if r.sequence >= 0 {
-		d.key = SequencedKey(r.Name, d.source, d.epochTag(), d.seq)
+	if jr.sequence >= 0 {
+		d.key = SequencedKey(r.Name, d.source, d.epochTag(jr), d.seq)
 	} else {
 		d.key = IDKey(r.Name, d.source, d.id)
 	}
@@ -402,8 +411,8 @@ func (d *decoded) hash() {
 }
 
 // epochTag keeps numeric 5 and string "5" apart in the key.
-func (d *decoded) epochTag() string {
-	if d.route.epoch < 0 {
+func (d *Delivery) epochTag(jr *jsonReader) string {
+	if jr.epoch < 0 {
 		return ""
 	}
 	if d.epochNum {

@@ -5,8 +5,13 @@
 //
 // The pipeline, top to bottom:
 //
-//   - decode (decode.go, validjson.go): one pass over the payload validates
-//     the JSON and extracts only the route's configured paths;
+//   - decode (kind.go, kindjson.go, decode.go, validjson.go): a route's
+//     kind reads a delivery. A kind is a RouteKind: json is built in (one
+//     pass over the payload validates the JSON and extracts only the
+//     route's configured paths); Options.Kinds adds others, such as
+//     package sparkplug's, whose deliveries a Placer places against their
+//     source's committed state at decide time. Every kind is decided by
+//     the same code below;
 //   - identity (identity.go): a length-prefixed SHA-256 idempotency key over
 //     producer fields, and a canonical digest of every value the route reads;
 //   - decide (decide.go, keywindow.go, seqwindow.go): the key window (same

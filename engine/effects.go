@@ -22,7 +22,7 @@ type field struct {
 // project runs the route's effects of one effective message against the
 // entity states, marking what changed. Paths absent from the message do
 // nothing; an entity template naming an absent field skips the effect.
-func (e *Engine) project(d *decoded, ver Version) {
+func (e *Engine) project(d *Delivery, ver Version) {
 	for i, ef := range d.route.effects {
 		name := d.entities[i]
 		if name == "" {

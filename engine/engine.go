@@ -39,9 +39,10 @@ type Options struct {
 	// backpressure: it blocks while the outbox is full, until ctx is done.
 	// nil: every batch is admitted.
 	Admit func(ctx context.Context) error
-	// Sparkplug decodes the payloads of routes of kind sparkplug; required
-	// when there is one (package sparkplug has it). nil: none.
-	Sparkplug SparkplugDecoder
+	// Kinds are the route kinds besides the built-in json, by their Kind
+	// (package sparkplug's RouteKind reads Sparkplug B); a route of a kind
+	// not here is refused.
+	Kinds []RouteKind
 	// Journal keeps, outside a shared store, the chain head and the
 	// deliveries of each commit, so that a store that fails over and
 	// comes back without them is found out and given them again (see
@@ -165,9 +166,13 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	if e.storeName == "" {
 		e.storeName = fmt.Sprintf("%T", store)
 	}
+	kinds, err := kindsOf(opts.Kinds)
+	if err != nil {
+		return nil, err
+	}
 	names := map[string]bool{}
 	for _, r := range opts.Routes {
-		c, err := compileRoute(r)
+		c, err := compileRoute(r, kinds, caps.Shared != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -176,12 +181,6 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		}
 		if c.forwards > 0 && caps.Outbox == nil {
 			return nil, fmt.Errorf("%w: route %q: store %T keeps no outbox for a forward effect", ErrConfig, r.Name, store)
-		}
-		if c.sparkplug && opts.Sparkplug == nil {
-			return nil, fmt.Errorf("%w: route %q: kind sparkplug needs a Sparkplug payload decoder (Options.Sparkplug)", ErrConfig, r.Name)
-		}
-		if c.sparkplug && e.shared != nil {
-			return nil, fmt.Errorf("%w: route %q: %s", ErrConfig, r.Name, ErrSparkplugShared)
 		}
 		if names[r.Name] {
 			return nil, fmt.Errorf("%w: route %q defined twice", ErrConfig, r.Name)

@@ -42,9 +42,3 @@ var ErrTrimBase = errors.New("replayguard: audit trim base does not match the st
 // ErrTrimQuarantine is returned by TrimAudit when an open quarantine entry
 // still needs a record it would drop.
 var ErrTrimQuarantine = errors.New("replayguard: audit records below an open quarantine entry stay until it is resolved")
-
-// ErrSparkplugShared is why a sparkplug route is refused on a shared store:
-// its key depends on the edge's session, known only when it is decided,
-// while a shared store reads the rows a batch touches before deciding.
-var ErrSparkplugShared = errors.New("sparkplug routes are not yet available on a shared store: " +
-	"a Sparkplug message's key depends on its edge's session, which a shared store cannot read before deciding; use the embedded or memory store")

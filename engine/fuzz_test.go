@@ -19,7 +19,7 @@ func fuzzEngine(t testing.TB) *Engine {
 		{Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId",
 			Effects: []EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}},
 	} {
-		c, err := compileRoute(r)
+		c, err := compileRoute(r, map[string]RouteKind{KindJSON: jsonKind{}}, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,9 +54,10 @@ func IDKey(route string, source []string, id string) Hash {
 	return sha256.Sum256(b)
 }
 
-// SparkplugDeathKey derives the idempotency key of a Sparkplug NDEATH,
-// which carries no seq: (route, source, the session it ends).
-func SparkplugDeathKey(route string, source []string, epoch string) Hash {
+// EpochEndKey derives the idempotency key of a message that ends an epoch
+// and carries no sequence (a Sparkplug NDEATH ends its session): (route,
+// source, the epoch it ends).
+func EpochEndKey(route string, source []string, epoch string) Hash {
 	var buf [256]byte
 	b := appendSourceID(append(buf[:0], keyDeath), route, source)
 	b = appendField(b, epoch)

@@ -372,7 +372,7 @@ func checkTarget(output, t string) string {
 }
 
 // sqlArgs renders a statement's arguments for decision dec of d.
-func sqlArgs(s *sqlEffect, d *decoded, topic string) []SQLArg {
+func sqlArgs(s *sqlEffect, d *Delivery, topic string) []SQLArg {
 	out := make([]SQLArg, len(s.args))
 	for i, a := range s.args {
 		switch a.meta {

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,9 +19,9 @@ type Route struct {
 	Epoch    string // optional, with Sequence
 	ID       string // optional; an id route when Sequence is empty
 	Effects  []EffectSpec
-	// Kind is how payloads are read: KindJSON (the default, "") or
-	// KindSparkplug, whose source, sequence and epoch are implied and
-	// whose paths are metrics.<Name>, timestamp, seq and topic[N].
+	// Kind is how payloads are read: KindJSON (the default, "") or the
+	// Kind of one of Options.Kinds (such as package sparkplug's, whose
+	// source, sequence and epoch are implied).
 	Kind string
 }
 
@@ -82,24 +84,23 @@ type effect struct {
 // route is a compiled Route.
 type route struct {
 	Route
-	filter    []string
-	paths     []path     // every distinct path the route reads
-	payload   [][]string // payload paths, in slot order, for one-pass extraction
-	source    []int
-	forwards  int // forward effects
-	sqls      int // sql effects
-	sequence  int // -1 when absent
-	epoch     int
-	id        int
-	effects   []effect
-	numeric   []bool    // path i feeds add/max/min: must be a number when present
-	slots     []int     // payload slot -> path index, built once after compile
-	trie      *pathNode // the payload paths, for one-pass extraction
-	sparkplug bool      // Kind sparkplug
+	filter   []string
+	paths    []path     // every distinct path the route reads
+	payload  [][]string // payload paths, in slot order, for one-pass extraction
+	kind     RouteKind
+	reader   RouteReader
+	forwards int // forward effects
+	sqls     int // sql effects
+	effects  []effect
+	numeric  []bool    // path i feeds add/max/min: must be a number when present
+	slots    []int     // payload slot -> path index, built once after compile
+	trie     *pathNode // the payload paths, for one-pass extraction
 }
 
-func compileRoute(r Route) (*route, error) {
-	c := &route{Route: r, sequence: -1, epoch: -1, id: -1}
+// compileRoute compiles r with the reader its kind gives (kinds by name);
+// shared says the store is a consumer group's.
+func compileRoute(r Route, kinds map[string]RouteKind, shared bool) (*route, error) {
+	c := &route{Route: r}
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: route %q: %s", ErrConfig, r.Name, fmt.Sprintf(format, a...))
 	}
@@ -110,57 +111,37 @@ func compileRoute(r Route) (*route, error) {
 		return nil, bad("topic: %v", err)
 	}
 	c.filter = strings.Split(r.Topic, "/")
-	switch r.Kind {
-	case "", KindJSON:
-	case KindSparkplug:
-		if err := checkSparkplugRoute(r); err != nil {
-			return nil, bad("%v", err)
-		}
-		c.sparkplug = true
-		if err := c.compileEffects(r, bad); err != nil {
-			return nil, err
-		}
-		return c, nil
-	default:
-		return nil, bad("kind %q is not json or sparkplug", r.Kind)
+	name := r.Kind
+	if name == "" {
+		name = KindJSON
 	}
-	if len(r.Source) == 0 {
-		return nil, bad("source: empty")
+	kind, ok := kinds[name]
+	if !ok {
+		return nil, bad("kind %q is not %s", r.Kind, strings.Join(slices.Sorted(maps.Keys(kinds)), " or "))
 	}
-	if (r.Sequence == "") == (r.ID == "") {
-		return nil, bad("exactly one of sequence and id must be set")
+	c.kind = kind
+	reader, err := kind.Compile(r, &RoutePaths{c: c}, shared)
+	if err != nil {
+		return nil, bad("%v", err)
 	}
-	if r.Epoch != "" && r.Sequence == "" {
-		return nil, bad("epoch needs sequence")
-	}
-	for _, s := range r.Source {
-		i, err := c.ref(s)
-		if err != nil {
-			return nil, bad("source: %v", err)
-		}
-		c.source = append(c.source, i)
-	}
-	var err error
-	if r.Sequence != "" {
-		if c.sequence, err = c.ref(r.Sequence); err != nil {
-			return nil, bad("sequence: %v", err)
-		}
-	}
-	if r.Epoch != "" {
-		if c.epoch, err = c.ref(r.Epoch); err != nil {
-			return nil, bad("epoch: %v", err)
-		}
-	}
-	if r.ID != "" {
-		if c.id, err = c.ref(r.ID); err != nil {
-			return nil, bad("id: %v", err)
-		}
-	}
+	c.reader = reader
 	if err := c.compileEffects(r, bad); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
+
+// RoutePaths is a route's table of the paths it reads, as its kind
+// compiles the route.
+type RoutePaths struct{ c *route }
+
+// Ref returns the index of path p among the route's paths, adding it (with
+// the kind's ParsePath) the first time: the index of its value in a
+// Delivery.
+func (p *RoutePaths) Ref(path string) (int, error) { return p.c.ref(path) }
+
+// Text is the text of path i, for messages.
+func (p *RoutePaths) Text(i int) string { return p.c.paths[i].text }
 
 func (c *route) compileEffects(r Route, bad func(string, ...any) error) error {
 	for i, e := range r.Effects {
@@ -281,11 +262,7 @@ func (c *route) ref(p string) (int, error) {
 			return i, nil
 		}
 	}
-	parse := parsePath
-	if c.sparkplug {
-		parse = parseSparkplugPath
-	}
-	cp, err := parse(p)
+	cp, err := c.parse(p)
 	if err != nil {
 		return 0, err
 	}
@@ -298,7 +275,9 @@ func (c *route) ref(p string) (int, error) {
 	return len(c.paths) - 1, nil
 }
 
-func parsePath(p string) (path, error) {
+// parse parses a path: a topic level, "topic[N]", or one the route's kind
+// reads.
+func (c *route) parse(p string) (path, error) {
 	if rest, ok := strings.CutPrefix(p, "topic["); ok {
 		n, err := strconv.Atoi(strings.TrimSuffix(rest, "]"))
 		if !strings.HasSuffix(rest, "]") || err != nil || n < 0 {
@@ -306,11 +285,9 @@ func parsePath(p string) (path, error) {
 		}
 		return path{text: p, topic: n, slot: -1}, nil
 	}
-	segs := strings.Split(p, ".")
-	for _, s := range segs {
-		if s == "" {
-			return path{}, fmt.Errorf("bad payload path %q", p)
-		}
+	segs, err := c.kind.ParsePath(p)
+	if err != nil {
+		return path{}, err
 	}
 	return path{text: p, topic: -1, segs: segs}, nil
 }

@@ -39,7 +39,7 @@ const (
 // checkSequence decides a sequence against the source's windows and, for an
 // effective outcome, records it. waive lifts the below-window and
 // old-epoch rules (an operator's release).
-func (s *SourceState) checkSequence(d *decoded, span, keep int, waive bool) (v seqVerdict) {
+func (s *SourceState) checkSequence(d *Delivery, span, keep int, waive bool) (v seqVerdict) {
 	i := s.find(d.epoch, d.epochNum)
 	if i < 0 {
 		if !s.isNewEpoch(d) {
@@ -69,6 +69,15 @@ func (s *SourceState) checkSequence(d *decoded, span, keep int, waive bool) (v s
 	return v
 }
 
+// Kept returns the kept window of an integer epoch, nil when the source
+// keeps none: a route kind places its deliveries with it.
+func (s *SourceState) Kept(epoch string) *EpochWindow {
+	if i := s.find(epoch, true); i >= 0 {
+		return &s.Epochs[i]
+	}
+	return nil
+}
+
 func (s *SourceState) find(epoch string, numeric bool) int {
 	for i := range s.Epochs {
 		if s.Epochs[i].Epoch == epoch && s.Epochs[i].Numeric == numeric {
@@ -80,7 +89,7 @@ func (s *SourceState) find(epoch string, numeric bool) int {
 
 // isNewEpoch reports whether an epoch with no kept window is newer than the
 // current one: integers by value, strings by first appearance.
-func (s *SourceState) isNewEpoch(d *decoded) bool {
+func (s *SourceState) isNewEpoch(d *Delivery) bool {
 	if len(s.Epochs) == 0 {
 		return true
 	}
@@ -95,7 +104,7 @@ func (s *SourceState) isNewEpoch(d *decoded) bool {
 }
 
 // openEpoch makes d's epoch current and retires the previous current one.
-func (s *SourceState) openEpoch(d *decoded, span, keep int) {
+func (s *SourceState) openEpoch(d *Delivery, span, keep int) {
 	epoch := strings.Clone(d.epoch) // not a substring of the payload: it would keep the message alive
 	w := EpochWindow{Epoch: epoch, Numeric: d.epochNum, High: -1, First: d.seq, Bitmap: make([]uint64, span/64)}
 	switch {

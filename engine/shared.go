@@ -124,7 +124,7 @@ func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 			continue // malformed: it reads nothing
 		}
 		keys[d.key] = struct{}{}
-		if d.route.sequence >= 0 {
+		if d.seq >= 0 {
 			sources[sourceID(d.route.Name, d.source)] = struct{}{}
 		}
 		for _, name := range d.entities {

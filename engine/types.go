@@ -64,7 +64,7 @@ type Message struct {
 	// Payload holds the raw bytes.
 	Invalid string
 
-	prepared *decoded // set by Engine.Prepare
+	prepared *Delivery // set by Engine.Prepare
 	prepErr  error
 	recovery uint8 // decided again from the journal: recoveredHeld or recoveredApplied; 0 for a delivery
 }

@@ -82,9 +82,9 @@ func (p *jsonScanner) members(member func(name []byte, esc bool, value []byte)) 
 // b[start:end] the value's bytes (a string's without its quotes, still
 // escaped). Members
 // inside arrays are never matched. d may be nil when root is. It takes the
-// concrete *decoded rather than a callback: a closure would escape and cost
+// concrete *Delivery rather than a callback: a closure would escape and cost
 // two allocations a message.
-func scanJSON(b []byte, root *pathNode, d *decoded) bool {
+func scanJSON(b []byte, root *pathNode, d *Delivery) bool {
 	p := jsonScanner{b: b, sink: d}
 	p.space()
 	if !p.value(0, root) {
@@ -148,7 +148,7 @@ func (n *pathNode) childRaw(raw []byte, esc bool) *pathNode {
 type jsonScanner struct {
 	b    []byte
 	i    int
-	sink *decoded
+	sink *Delivery
 	esc  bool // the last string scanned holds an escape
 	high bool // the last string scanned holds a byte >= 0x80
 }

@@ -36,9 +36,9 @@ func BenchmarkDecodeNDATA(b *testing.B) {
 // BenchmarkDecideNDATA is the engine's whole path (decode, place, decide,
 // project, commit to the memory store) for NDATA of 10 metrics, 64 a batch.
 func BenchmarkDecideNDATA(b *testing.B) {
-	route := engine.Route{Name: "plant", Kind: engine.KindSparkplug, Topic: "spBv1.0/#",
+	route := engine.Route{Name: "plant", Kind: sparkplug.KindSparkplug, Topic: "spBv1.0/#",
 		Effects: []engine.EffectSpec{{Entity: "meter/{topic[3]}", Set: map[string]string{"e0": "metrics.Line/Meter 0/Energy", "e9": "metrics.Line/Meter 9/Energy"}}}}
-	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{route}, Sparkplug: sparkplug.Decoder{}})
+	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{route}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,16 +8,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/replayguard/replayguard/engine"
 	pb "github.com/replayguard/replayguard/sparkplug/sparkplugpb"
 )
 
-// Decoder decodes Sparkplug B payloads for the engine (it is an
-// engine.SparkplugDecoder). The zero value is ready; it is safe for
-// concurrent use.
+// Decoder decodes Sparkplug B payloads into plain terms, as RouteKind's
+// routes read them. The zero value is ready; it is safe for concurrent
+// use.
 type Decoder struct{}
-
-var _ engine.SparkplugDecoder = Decoder{}
 
 // canonical marshals unsupported values for the digest: the same value
 // always gives the same bytes.
@@ -26,7 +23,9 @@ var canonical = proto.MarshalOptions{Deterministic: true}
 // DecodeSparkplug decodes one payload: the common ones straight from the
 // wire (decodeWire), the rest, and every one it refuses, with the
 // generated types.
-func (Decoder) DecodeSparkplug(b []byte) (engine.SparkplugPayload, error) {
+func (Decoder) DecodeSparkplug(b []byte) (Payload, error) { return decodePayload(b) }
+
+func decodePayload(b []byte) (Payload, error) {
 	if p, ok := decodeWire(b); ok {
 		return p, nil
 	}
@@ -34,26 +33,26 @@ func (Decoder) DecodeSparkplug(b []byte) (engine.SparkplugPayload, error) {
 }
 
 // decodeMessage decodes a payload with the generated types.
-func decodeMessage(b []byte) (engine.SparkplugPayload, error) {
+func decodeMessage(b []byte) (Payload, error) {
 	var p pb.Payload
 	if err := proto.Unmarshal(b, &p); err != nil {
-		return engine.SparkplugPayload{}, fmt.Errorf("%w: %v", ErrPayload, err)
+		return Payload{}, fmt.Errorf("%w: %v", ErrPayload, err)
 	}
-	out := engine.SparkplugPayload{Timestamp: p.GetTimestamp(), HasTimestamp: p.Timestamp != nil,
-		Seq: p.GetSeq(), HasSeq: p.Seq != nil, Metrics: make([]engine.SparkplugMetric, 0, len(p.Metrics))}
+	out := Payload{Timestamp: p.GetTimestamp(), HasTimestamp: p.Timestamp != nil,
+		Seq: p.GetSeq(), HasSeq: p.Seq != nil, Metrics: make([]PayloadMetric, 0, len(p.Metrics))}
 	for i, m := range p.Metrics {
 		if !utf8.ValidString(m.GetName()) {
-			return engine.SparkplugPayload{}, fmt.Errorf("%w: metric %d: its name is not valid UTF-8", ErrValue, i)
+			return Payload{}, fmt.Errorf("%w: metric %d: its name is not valid UTF-8", ErrValue, i)
 		}
 		v, err := metricValue(m)
 		if err != nil {
-			return engine.SparkplugPayload{}, fmt.Errorf("metric %q: %w", metricLabel(m, i), err)
+			return Payload{}, fmt.Errorf("metric %q: %w", metricLabel(m, i), err)
 		}
-		out.Metrics = append(out.Metrics, engine.SparkplugMetric{Name: m.GetName(), Alias: m.GetAlias(), HasAlias: m.Alias != nil,
+		out.Metrics = append(out.Metrics, PayloadMetric{Name: m.GetName(), Alias: m.GetAlias(), HasAlias: m.Alias != nil,
 			Timestamp: m.GetTimestamp(), HasTimestamp: m.Timestamp != nil, Datatype: m.GetDatatype(), Value: v})
 		if m.GetName() == "bdSeq" {
-			if v.Kind != engine.SparkplugNumber || v.Width == 0 {
-				return engine.SparkplugPayload{}, fmt.Errorf("%w: the bdSeq metric is not an integer", ErrValue)
+			if v.Kind != ValueNumber || v.Width == 0 {
+				return Payload{}, fmt.Errorf("%w: the bdSeq metric is not an integer", ErrValue)
 			}
 			out.BdSeq, out.HasBdSeq = v.Bits, true
 			if v.Width == 32 && m.GetDatatype() == uint32(pb.DataType_Int32) {
@@ -75,10 +74,10 @@ func metricLabel(m *pb.Payload_Metric, i int) string {
 }
 
 // metricValue reads a metric's value with its datatype, when it has one.
-func metricValue(m *pb.Payload_Metric) (engine.SparkplugValue, error) {
+func metricValue(m *pb.Payload_Metric) (MetricValue, error) {
 	dt := pb.DataType(m.GetDatatype())
 	if m.GetIsNull() || m.Value == nil {
-		return engine.SparkplugValue{Kind: engine.SparkplugNull}, nil
+		return MetricValue{Kind: ValueNull}, nil
 	}
 	switch v := m.Value.(type) {
 	case *pb.Payload_Metric_IntValue:
@@ -105,24 +104,24 @@ func metricValue(m *pb.Payload_Metric) (engine.SparkplugValue, error) {
 		b, err := canonical.Marshal(v.ExtensionValue)
 		return unsupported("extension", string(b)), err
 	}
-	return engine.SparkplugValue{}, fmt.Errorf("%w: unknown value field", ErrValue)
+	return MetricValue{}, fmt.Errorf("%w: unknown value field", ErrValue)
 }
 
-func boolValue(b bool, dt pb.DataType) (engine.SparkplugValue, error) {
+func boolValue(b bool, dt pb.DataType) (MetricValue, error) {
 	if err := wants(dt, "a boolean", pb.DataType_Boolean); err != nil {
-		return engine.SparkplugValue{}, err
+		return MetricValue{}, err
 	}
-	return engine.SparkplugValue{Kind: engine.SparkplugBool, Text: strconv.FormatBool(b)}, nil
+	return MetricValue{Kind: ValueBool, Text: strconv.FormatBool(b)}, nil
 }
 
-func stringValue(s string, dt pb.DataType) (engine.SparkplugValue, error) {
+func stringValue(s string, dt pb.DataType) (MetricValue, error) {
 	if err := wants(dt, "a string", pb.DataType_String, pb.DataType_Text, pb.DataType_UUID); err != nil {
-		return engine.SparkplugValue{}, err
+		return MetricValue{}, err
 	}
 	if !utf8.ValidString(s) {
-		return engine.SparkplugValue{}, fmt.Errorf("%w: the string is not valid UTF-8", ErrValue)
+		return MetricValue{}, fmt.Errorf("%w: the string is not valid UTF-8", ErrValue)
 	}
-	return engine.SparkplugValue{Kind: engine.SparkplugString, Text: s}, nil
+	return MetricValue{Kind: ValueString, Text: s}, nil
 }
 
 func typeName(dt pb.DataType, fallback string) string {
@@ -132,8 +131,8 @@ func typeName(dt pb.DataType, fallback string) string {
 	return dt.String()
 }
 
-func unsupported(kind, content string) engine.SparkplugValue {
-	return engine.SparkplugValue{Kind: engine.SparkplugUnsupported, Text: kind, Content: content}
+func unsupported(kind, content string) MetricValue {
+	return MetricValue{Kind: ValueUnsupported, Text: kind, Content: content}
 }
 
 // wants refuses a value whose field does not fit the metric's datatype
@@ -152,10 +151,10 @@ func wants(dt pb.DataType, what string, ok ...pb.DataType) error {
 
 // intValue reads int_value (width 32) or long_value (64): signed datatypes
 // as two's complement of their width, the rest unsigned.
-func intValue(bits uint64, width uint8, dt pb.DataType) (engine.SparkplugValue, error) {
+func intValue(bits uint64, width uint8, dt pb.DataType) (MetricValue, error) {
 	var buf [24]byte
 	text, err := appendInt(buf[:0], bits, dt)
-	return engine.SparkplugValue{Kind: engine.SparkplugNumber, Bits: bits, Width: width, Text: string(text)}, err
+	return MetricValue{Kind: ValueNumber, Bits: bits, Width: width, Text: string(text)}, err
 }
 
 // appendInt appends an integer's decimal text, read with dt, to dst.
@@ -177,12 +176,12 @@ func appendInt(dst []byte, bits uint64, dt pb.DataType) ([]byte, error) {
 
 // floatValue writes a float in its shortest round-trip form; NaN and the
 // infinities have no decimal: unsupported as field values.
-func floatValue(f float64, bits int, dt pb.DataType) (engine.SparkplugValue, error) {
+func floatValue(f float64, bits int, dt pb.DataType) (MetricValue, error) {
 	if err := wants(dt, "a floating-point", pb.DataType_Float, pb.DataType_Double); err != nil {
-		return engine.SparkplugValue{}, err
+		return MetricValue{}, err
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return unsupported("non-finite float", strconv.FormatFloat(f, 'g', -1, bits)), nil
 	}
-	return engine.SparkplugValue{Kind: engine.SparkplugNumber, Text: strconv.FormatFloat(f, 'g', -1, bits)}, nil
+	return MetricValue{Kind: ValueNumber, Text: strconv.FormatFloat(f, 'g', -1, bits)}, nil
 }

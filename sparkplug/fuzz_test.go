@@ -21,7 +21,7 @@ func FuzzDecode(f *testing.F) {
 		edge.DeviceBirth("pump", c.next(), meterMetrics), edge.Death(c.next())} {
 		f.Add(m.Payload, uint8(0))
 	}
-	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{plantRoute}, Sparkplug: sparkplug.Decoder{}})
+	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{plantRoute}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var plantRoute = engine.Route{
-	Name: "plant", Kind: engine.KindSparkplug, Topic: "spBv1.0/#",
+	Name: "plant", Kind: sparkplug.KindSparkplug, Topic: "spBv1.0/#",
 	Effects: []engine.EffectSpec{
 		{Entity: "meter/{topic[3]}", Set: map[string]string{"kwh": "metrics.Energy", "temp": "metrics.Temperature"},
 			Add: map[string]string{"pulses": "metrics.Pulses"}},
@@ -40,7 +40,7 @@ func newHarness(t *testing.T, store engine.Store) *harness {
 	}
 	h := &harness{t: t, store: store, clock: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	e, err := engine.New(context.Background(), store, engine.Options{Routes: []engine.Route{plantRoute},
-		Sparkplug: sparkplug.Decoder{}, Now: func() time.Time { return h.clock }})
+		Kinds: []engine.RouteKind{sparkplug.RouteKind{}}, Now: func() time.Time { return h.clock }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,15 +25,15 @@ func TestASparkplugRouteIsRefused(t *testing.T) {
 		opts  engine.Options
 		want  string
 	}{
-		{"on a shared store", m, engine.Options{Routes: []engine.Route{plantRoute}, Sparkplug: sparkplug.Decoder{}},
+		{"on a shared store", m, engine.Options{Routes: []engine.Route{plantRoute}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}},
 			"sparkplug routes are not yet available on a shared store"},
-		{"without a decoder", memory.New(), engine.Options{Routes: []engine.Route{plantRoute}}, "needs a Sparkplug payload decoder"},
-		{"when it names a source", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: engine.KindSparkplug, Topic: "spBv1.0/#",
-			Source: []string{"a"}}}, Sparkplug: sparkplug.Decoder{}}, "sets no source, sequence, epoch or id: they are implied"},
-		{"outside the namespace", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: engine.KindSparkplug, Topic: "plant/#"}},
-			Sparkplug: sparkplug.Decoder{}}, "is under spBv1.0/"},
-		{"when it reads a json path", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: engine.KindSparkplug, Topic: "spBv1.0/#",
-			Effects: []engine.EffectSpec{{Entity: "m", Set: map[string]string{"k": "kwh"}}}}}, Sparkplug: sparkplug.Decoder{}}, "reads metrics.<Name>, timestamp, seq or topic[N]"},
+		{"without its route kind", memory.New(), engine.Options{Routes: []engine.Route{plantRoute}}, `kind "sparkplug" is not json`},
+		{"when it names a source", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug, Topic: "spBv1.0/#",
+			Source: []string{"a"}}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}}, "sets no source, sequence, epoch or id: they are implied"},
+		{"outside the namespace", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug, Topic: "plant/#"}},
+			Kinds: []engine.RouteKind{sparkplug.RouteKind{}}}, "is under spBv1.0/"},
+		{"when it reads a json path", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug, Topic: "spBv1.0/#",
+			Effects: []engine.EffectSpec{{Entity: "m", Set: map[string]string{"k": "kwh"}}}}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}}, "reads metrics.<Name>, timestamp, seq or topic[N]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

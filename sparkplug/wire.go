@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/replayguard/replayguard/engine"
 	pb "github.com/replayguard/replayguard/sparkplug/sparkplugpb"
 )
 
@@ -23,12 +22,12 @@ import (
 // succeeds its result is the generated path's (FuzzWireDecode checks it):
 // the last occurrence of a field wins, a oneof value replaces the previous
 // one.
-func decodeWire(b []byte) (engine.SparkplugPayload, bool) {
+func decodeWire(b []byte) (Payload, bool) {
 	n, ok := countMetrics(b)
 	if !ok {
-		return engine.SparkplugPayload{}, false
+		return Payload{}, false
 	}
-	out := engine.SparkplugPayload{Metrics: make([]engine.SparkplugMetric, 0, n)}
+	out := Payload{Metrics: make([]PayloadMetric, 0, n)}
 	var (
 		textBuf [512]byte
 		spanBuf [16]wireSpans
@@ -37,14 +36,14 @@ func decodeWire(b []byte) (engine.SparkplugPayload, bool) {
 	for len(b) > 0 {
 		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 {
-			return engine.SparkplugPayload{}, false
+			return Payload{}, false
 		}
 		b = b[l:]
 		switch {
 		case (num == 1 || num == 3) && typ == protowire.VarintType:
 			v, l := protowire.ConsumeVarint(b)
 			if l < 0 {
-				return engine.SparkplugPayload{}, false
+				return Payload{}, false
 			}
 			if num == 1 {
 				out.Timestamp, out.HasTimestamp = v, true
@@ -55,20 +54,20 @@ func decodeWire(b []byte) (engine.SparkplugPayload, bool) {
 		case num == 2 && typ == protowire.BytesType:
 			m, l := protowire.ConsumeBytes(b)
 			if l < 0 {
-				return engine.SparkplugPayload{}, false
+				return Payload{}, false
 			}
 			if t, ok = wireMetric(m, &out, t); !ok {
-				return engine.SparkplugPayload{}, false
+				return Payload{}, false
 			}
 			b = b[l:]
 		case (num == 4 || num == 5) && typ == protowire.BytesType: // uuid, body: not read
 			_, l := protowire.ConsumeBytes(b)
 			if l < 0 {
-				return engine.SparkplugPayload{}, false
+				return Payload{}, false
 			}
 			b = b[l:]
 		default:
-			return engine.SparkplugPayload{}, false
+			return Payload{}, false
 		}
 	}
 	t.place(out.Metrics)
@@ -87,7 +86,7 @@ type wireText struct {
 type wireSpans struct{ name, text [2]int }
 
 // place sets the metrics' names and value texts from the buffer.
-func (t *wireText) place(ms []engine.SparkplugMetric) {
+func (t *wireText) place(ms []PayloadMetric) {
 	s := string(t.buf)
 	for i, sp := range t.spans {
 		if sp.name[1] > sp.name[0] {
@@ -128,32 +127,36 @@ type wireValue struct {
 // DecodeSparkplug's loop does; its name and value text go to t. (t is
 // passed and returned by value, so that its buffers can stay on
 // decodeWire's stack.)
-func wireMetric(b []byte, out *engine.SparkplugPayload, t wireText) (wireText, bool) {
-	var (
-		m      engine.SparkplugMetric
-		name   []byte
-		val    wireValue
-		isNull bool
-	)
+// wireFields is one metric's fields as read from the wire.
+type wireFields struct {
+	m      PayloadMetric
+	name   []byte
+	val    wireValue
+	isNull bool
+}
+
+// readWireFields reads one metric's fields; false for anything but the
+// common ones, well formed.
+func readWireFields(b []byte) (f wireFields, ok bool) {
 	for len(b) > 0 {
 		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 {
-			return t, false
+			return f, false
 		}
 		b = b[l:]
 		switch {
 		case num == 1 || num == 15 || num == 16:
 			if typ != protowire.BytesType {
-				return t, false
+				return f, false
 			}
 			v, l := protowire.ConsumeBytes(b)
 			if l < 0 {
-				return t, false
+				return f, false
 			}
 			if num == 1 {
-				name = v
+				f.name = v
 			} else {
-				val = wireValue{field: num, bytes: v}
+				f.val = wireValue{field: num, bytes: v}
 			}
 			b = b[l:]
 		case num == 12 || num == 13:
@@ -164,34 +167,43 @@ func wireMetric(b []byte, out *engine.SparkplugPayload, t wireText) (wireText, b
 			} else if num == 13 && typ == protowire.Fixed64Type {
 				v, l = protowire.ConsumeFixed64(b)
 			} else {
-				return t, false
+				return f, false
 			}
 			if l < 0 {
-				return t, false
+				return f, false
 			}
-			val, b = wireValue{field: num, bits: v}, b[l:]
+			f.val, b = wireValue{field: num, bits: v}, b[l:]
 		case (num >= 2 && num <= 7 || num == 10 || num == 11 || num == 14) && typ == protowire.VarintType:
 			v, l := protowire.ConsumeVarint(b)
 			if l < 0 {
-				return t, false
+				return f, false
 			}
 			switch num {
 			case 2:
-				m.Alias, m.HasAlias = v, true
+				f.m.Alias, f.m.HasAlias = v, true
 			case 3:
-				m.Timestamp, m.HasTimestamp = v, true
+				f.m.Timestamp, f.m.HasTimestamp = v, true
 			case 4:
-				m.Datatype = uint32(v)
+				f.m.Datatype = uint32(v)
 			case 7:
-				isNull = protowire.DecodeBool(v)
+				f.isNull = protowire.DecodeBool(v)
 			case 10, 11, 14:
-				val = wireValue{field: num, bits: v}
+				f.val = wireValue{field: num, bits: v}
 			} // 5, 6: is_historical, is_transient, not read
 			b = b[l:]
 		default:
-			return t, false
+			return f, false
 		}
 	}
+	return f, true
+}
+
+func wireMetric(b []byte, out *Payload, t wireText) (wireText, bool) {
+	f, ok := readWireFields(b)
+	if !ok {
+		return t, false
+	}
+	m, name, val, isNull := f.m, f.name, f.val, f.isNull
 	if !utf8.Valid(name) {
 		return t, false
 	}
@@ -209,7 +221,7 @@ func wireMetric(b []byte, out *engine.SparkplugPayload, t wireText) (wireText, b
 	t.spans = append(t.spans, sp)
 	if string(name) == "bdSeq" {
 		v := m.Value
-		if v.Kind != engine.SparkplugNumber || v.Width == 0 {
+		if v.Kind != ValueNumber || v.Width == 0 {
 			return t, false
 		}
 		out.BdSeq, out.HasBdSeq = v.Bits, true
@@ -223,14 +235,14 @@ func wireMetric(b []byte, out *engine.SparkplugPayload, t wireText) (wireText, b
 
 // wireMetricValue is metricValue on a value read from the wire, but the
 // text of a number or a string is appended to text, not set.
-func wireMetricValue(text []byte, v wireValue, isNull bool, dt pb.DataType) (engine.SparkplugValue, []byte, error) {
+func wireMetricValue(text []byte, v wireValue, isNull bool, dt pb.DataType) (MetricValue, []byte, error) {
 	if isNull || v.field == 0 {
-		return engine.SparkplugValue{Kind: engine.SparkplugNull}, text, nil
+		return MetricValue{Kind: ValueNull}, text, nil
 	}
 	var err error
 	switch v.field {
 	case 10, 11:
-		val := engine.SparkplugValue{Kind: engine.SparkplugNumber, Bits: v.bits, Width: 64}
+		val := MetricValue{Kind: ValueNumber, Bits: v.bits, Width: 64}
 		if v.field == 10 {
 			val.Bits, val.Width = uint64(uint32(v.bits)), 32
 		}
@@ -245,7 +257,7 @@ func wireMetricValue(text []byte, v wireValue, isNull bool, dt pb.DataType) (eng
 			val, err := floatValue(f, bits, dt)
 			return val, text, err
 		}
-		return engine.SparkplugValue{Kind: engine.SparkplugNumber}, strconv.AppendFloat(text, f, 'g', -1, bits), nil
+		return MetricValue{Kind: ValueNumber}, strconv.AppendFloat(text, f, 'g', -1, bits), nil
 	case 14:
 		val, err := boolValue(protowire.DecodeBool(v.bits), dt)
 		return val, text, err
@@ -254,7 +266,7 @@ func wireMetricValue(text []byte, v wireValue, isNull bool, dt pb.DataType) (eng
 			val, err := stringValue(string(v.bytes), dt)
 			return val, text, err
 		}
-		return engine.SparkplugValue{Kind: engine.SparkplugString}, append(text, v.bytes...), nil
+		return MetricValue{Kind: ValueString}, append(text, v.bytes...), nil
 	}
 	return unsupported(typeName(dt, "Bytes"), string(v.bytes)), text, nil
 }

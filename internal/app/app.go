@@ -236,12 +236,10 @@ func EngineOptions(cfg *config.Config) engine.Options {
 		SequenceSpan: cfg.Window.SequenceSpan,
 		KeepEpochs:   cfg.Window.KeepEpochs,
 		MaxPayload:   int(cfg.Limits.MaxPayload),
+		Kinds:        []engine.RouteKind{sparkplug.RouteKind{}}, // json is built in
 	}
 	for _, r := range cfg.Routes {
 		er := engine.Route{Name: r.Name, Kind: r.Kind, Topic: r.Topic, Source: r.Source, Sequence: r.Sequence, Epoch: r.Epoch, ID: r.ID}
-		if r.Kind == config.RouteSparkplug {
-			o.Sparkplug = sparkplug.Decoder{}
-		}
 		for _, e := range r.Effects {
 			es := engine.EffectSpec{Entity: e.Entity, Add: e.Add, Set: e.Set, Max: e.Max, Min: e.Min, SQL: e.SQL, Args: e.Args}
 			if f := e.Forward; f != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/sparkplug"
 )
 
 // The plant story's own lines in the narration.
@@ -13,7 +14,7 @@ import (
 // plantIntro introduces the edge node and replayguard's route.
 func plantIntro(d *demo) {
 	d.out.plain("  edge node        %s/%s/{NBIRTH|NDATA}/%s: the plant's energy meter, a Sparkplug B edge node, QoS 1;",
-		engine.SparkplugNamespace, plantGroup, plantEdge)
+		sparkplug.Namespace, plantGroup, plantEdge)
 	d.out.plain("                   its NBIRTH carries bdSeq and names %s (each interval's energy, alias 1) and %s", energyMetric, statusMetric)
 	d.out.plain("                   (alias 2); NDATA sends %s by alias only; seq counts 0–255 and wraps", energyMetric)
 	d.out.plain("  route            kind sparkplug on %s: add {kwh: metrics.%s} to meter/{topic[3]};", d.story.filter, energyMetric)

@@ -1,67 +1,64 @@
-package engine
+package sparkplug
 
 import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"strconv"
+
+	"github.com/replayguard/replayguard/engine"
 )
 
-// placeSparkplug gives a Sparkplug message its identity against the edge's
+// Place gives a Sparkplug message its identity against the edge's
 // committed session, at decide time: its epoch (the session, from bdSeq or
-// from the birth it belongs to), its sequence (seq unwrapped in that epoch's
-// window), its metrics' names (aliases resolved with that birth's tables),
-// then its values, key and digest. A message that cannot be placed is held
-// (stop, with the decision to record); nothing is ever guessed.
-func (e *Engine) placeSparkplug(d *decoded, topic string) (dec Decision, stop bool) {
-	sp := d.sp
+// from the birth it belongs to), its sequence (seq unwrapped in that
+// epoch's window), its metrics' names (aliases resolved with that birth's
+// tables), then its values, key and digest. A message that cannot be
+// placed is held; nothing is ever guessed.
+func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string, err error) {
 	sp.birth, sp.newBirth, sp.rebirth, sp.bdSeq = -1, false, 0, 0
-	d.seq, d.epoch, d.epochNum, d.epochInt = -1, "", true, 0
-	hold := func(format string, a ...any) (Decision, bool) {
-		return Decision{Outcome: Quarantined, Reason: fmt.Sprintf(format, a...), Route: d.route.Name,
-			Source: d.source, Sequence: -1}, true
-	}
-	src := e.lookupSource(d)
-	var st *SparkplugState
+	sp.seq, sp.epoch, sp.epochInt = -1, "", 0
+	src := p.Window()
+	var st *engine.SparkplugState
 	if src != nil {
 		st = src.Sparkplug
 	}
 	var why string
 	switch sp.typ {
 	case spNBirth:
-		why = e.placeBirth(d, src, st)
+		why = sp.placeBirth(d, p, src, st)
 	case spNDeath:
-		why = e.placeDeath(d, st)
+		why = sp.placeDeath(st)
 	default:
-		why = e.placeData(d, src, st)
+		why = sp.placeData(d, p, src, st)
 	}
 	if why != "" {
-		return hold("%s", why)
+		return why, nil
 	}
-	if err := e.sparkplugValues(d, topic); err != nil {
-		return Decision{Outcome: Malformed, Reason: err.Error(), Route: d.route.Name, Source: d.source, Sequence: -1}, true
+	d.SetPlace(sp.epoch, sp.epochInt, sp.seq)
+	if err := d.SetValues(sp.pathValue); err != nil {
+		return "", err
 	}
 	if sp.typ == spNDeath {
-		d.key = SparkplugDeathKey(d.route.Name, d.source, "n"+d.epoch)
+		d.SetKey(engine.EpochEndKey(d.RouteName(), d.Source(), "n"+sp.epoch), sp.digest)
 	} else {
-		d.key = SequencedKey(d.route.Name, d.source, "n"+d.epoch, d.seq)
+		d.SetKey(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, sp.seq), sp.digest)
 	}
-	return Decision{}, false
+	return "", nil
 }
 
 // placeBirth places an NBIRTH: a newer bdSeq starts a session, the same
 // bdSeq with a later timestamp is a rebirth in it, and one matching a kept
 // birth's content is that birth again (its replay). Anything else is held.
-func (e *Engine) placeBirth(d *decoded, src *SourceState, st *SparkplugState) string {
-	sp := d.sp
+func (sp *spMessage) placeBirth(d *engine.Delivery, p *engine.Placement, src *engine.SourceState, st *engine.SparkplugState) string {
 	if why := sp.resolve(nil); why != "" {
 		return why
 	}
-	d.digest = sp.digest()
+	sp.digest = sp.contentDigest()
 	raw := int64(sp.p.BdSeq)
 	if st == nil || len(st.Births) == 0 {
 		sp.bdSeq, sp.newBirth = raw, true
-		return e.placeSeq(d, nil)
+		return sp.placeSeq(d, p, nil)
 	}
 	b, ok := unwrap8(raw, st.BdSeq)
 	switch {
@@ -71,9 +68,9 @@ func (e *Engine) placeBirth(d *decoded, src *SourceState, st *SparkplugState) st
 		return fmt.Sprintf("bdSeq %d cannot be placed: it would come before the edge's first session", raw)
 	}
 	sp.bdSeq = b
-	if i := st.findBirth(b, d.digest); i >= 0 {
+	if i := findBirth(st, b, sp.digest); i >= 0 {
 		sp.birth = i
-		return e.placeSeq(d, src)
+		return sp.placeSeq(d, p, src)
 	}
 	cur := st.Births[0]
 	switch {
@@ -85,15 +82,14 @@ func (e *Engine) placeBirth(d *decoded, src *SourceState, st *SparkplugState) st
 			return fmt.Sprintf("session %d has had too many rebirths to number another", b)
 		}
 	default:
-		return fmt.Sprintf("%s (bdSeq %d, raw %d) is neither a kept birth of the edge nor newer than its current one (%s)", reasonOldEpoch, b, raw, cur.Epoch)
+		return fmt.Sprintf("%s (bdSeq %d, raw %d) is neither a kept birth of the edge nor newer than its current one (%s)", engine.ReasonOldEpoch, b, raw, cur.Epoch)
 	}
-	return e.placeSeq(d, nil)
+	return sp.placeSeq(d, p, nil)
 }
 
 // placeDeath places an NDEATH by its bdSeq: its identity is (source,
 // session, NDEATH), so a replayed one is a duplicate.
-func (e *Engine) placeDeath(d *decoded, st *SparkplugState) string {
-	sp := d.sp
+func (sp *spMessage) placeDeath(st *engine.SparkplugState) string {
 	raw := int64(sp.p.BdSeq)
 	sp.bdSeq = raw
 	if st != nil && len(st.Births) > 0 {
@@ -112,33 +108,32 @@ func (e *Engine) placeDeath(d *decoded, st *SparkplugState) string {
 			}
 		}
 	}
-	d.epoch, d.epochInt = strconv.FormatInt(sp.bdSeq, 10), sp.bdSeq<<20
-	var node *SparkplugTable
+	sp.epoch, sp.epochInt = strconv.FormatInt(sp.bdSeq, 10), sp.bdSeq<<20
+	var node *engine.SparkplugTable
 	if sp.birth >= 0 {
 		node = &st.Births[sp.birth].Node
 	}
 	if why := sp.resolve(node); why != "" {
 		return why
 	}
-	d.digest = sp.digest()
+	sp.digest = sp.contentDigest()
 	return ""
 }
 
 // placeData places NDATA, DBIRTH, DDATA and DDEATH in the birth their
 // timestamp falls in, and resolves their aliases with its tables.
-func (e *Engine) placeData(d *decoded, src *SourceState, st *SparkplugState) string {
-	sp := d.sp
+func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *engine.SourceState, st *engine.SparkplugState) string {
 	if st == nil || len(st.Births) == 0 {
 		return fmt.Sprintf("no birth certificate seen for edge %q of group %q: an NBIRTH comes first", sp.edge, sp.group)
 	}
-	i := st.attribute(sp)
+	i := attribute(st, sp)
 	if i < 0 {
-		return fmt.Sprintf("%s: timestamp %d predates every kept birth of edge %q", reasonOldEpoch, sp.p.Timestamp, sp.edge)
+		return fmt.Sprintf("%s: timestamp %d predates every kept birth of edge %q", engine.ReasonOldEpoch, sp.p.Timestamp, sp.edge)
 	}
 	sp.birth = i
 	birth := &st.Births[i]
 	sp.bdSeq = birth.BdSeq
-	var table *SparkplugTable
+	var table *engine.SparkplugTable
 	switch sp.typ {
 	case spNData:
 		table = &birth.Node
@@ -152,8 +147,8 @@ func (e *Engine) placeData(d *decoded, src *SourceState, st *SparkplugState) str
 	if why := sp.resolve(table); why != "" {
 		return why
 	}
-	d.digest = sp.digest()
-	return e.placeSeq(d, src)
+	sp.digest = sp.contentDigest()
+	return sp.placeSeq(d, p, src)
 }
 
 // placeSeq sets d's epoch from the message's birth and unwraps its seq
@@ -164,29 +159,28 @@ func (e *Engine) placeData(d *decoded, src *SourceState, st *SparkplugState) str
 // takes the nearest placement, unless that is ambiguous (half the ring
 // away) or contradicts its timestamp (older than the highest's, yet above
 // it: a replay more than half the ring behind).
-func (e *Engine) placeSeq(d *decoded, src *SourceState) string {
-	sp := d.sp
+func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engine.SourceState) string {
 	if sp.newBirth {
-		d.epoch, d.epochInt = sparkplugEpoch(sp.bdSeq, sp.rebirth)
-		d.seq = sp.seqRaw
+		sp.epoch, sp.epochInt = epochOf(sp.bdSeq, sp.rebirth)
+		sp.seq = sp.seqRaw
 		return ""
 	}
 	b := &src.Sparkplug.Births[sp.birth]
-	d.epoch, d.epochInt = sparkplugEpoch(b.BdSeq, b.Rebirth)
-	i := src.find(d.epoch, true)
-	if i < 0 {
-		return fmt.Sprintf("%s: the window of session %s is no longer kept", reasonOldEpoch, d.epoch)
+	sp.epoch, sp.epochInt = epochOf(b.BdSeq, b.Rebirth)
+	w := src.Kept(sp.epoch)
+	if w == nil {
+		return fmt.Sprintf("%s: the window of session %s is no longer kept", engine.ReasonOldEpoch, sp.epoch)
 	}
-	h := src.Epochs[i].High
+	h := w.High
 	if h < 0 {
-		d.seq = sp.seqRaw
+		sp.seq = sp.seqRaw
 		return ""
 	}
 	s, ok := unwrap8(sp.seqRaw, h)
 	older := sp.p.HasTimestamp && sp.p.Timestamp < b.HighStamp
 	if !ok || s <= h || older {
-		if c, found := e.appliedAt(d, s, ok, h); found {
-			d.seq = c
+		if c, found := sp.appliedAt(d, p, s, ok, h); found {
+			sp.seq = c
 			return ""
 		}
 	}
@@ -199,19 +193,19 @@ func (e *Engine) placeSeq(d *decoded, src *SourceState) string {
 		return fmt.Sprintf("seq %d cannot be placed: its timestamp %d predates that of the session's highest, %d (seq %d), "+
 			"yet it would come after it: it is more than half the ring behind", sp.seqRaw, sp.p.Timestamp, h, h%256)
 	}
-	d.seq = s
+	sp.seq = s
 	return ""
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,
 // whose key the key window holds with d's digest.
-func (e *Engine) appliedAt(d *decoded, s int64, ok bool, h int64) (int64, bool) {
+func (sp *spMessage) appliedAt(d *engine.Delivery, p *engine.Placement, s int64, ok bool, h int64) (int64, bool) {
 	if !ok || s > h {
-		s = h - ((h-d.sp.seqRaw)%256+256)%256
+		s = h - ((h-sp.seqRaw)%256+256)%256
 	}
-	low := max(0, h-int64(e.opts.SequenceSpan))
+	low := max(0, h-int64(p.SequenceSpan()))
 	for c := s; c >= low; c -= 256 {
-		if dg, hit := e.keys.lookup(SequencedKey(d.route.Name, d.source, "n"+d.epoch, c)); hit && dg == digest64(d.digest) {
+		if p.Holds(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c), sp.digest) {
 			return c, true
 		}
 	}
@@ -220,7 +214,7 @@ func (e *Engine) appliedAt(d *decoded, s int64, ok bool, h int64) (int64, bool) 
 
 // resolve names every metric (by its name, or by its alias in table) and
 // reads its value with its datatype (the payload's, or the birth's).
-func (sp *spMessage) resolve(table *SparkplugTable) string {
+func (sp *spMessage) resolve(table *engine.SparkplugTable) string {
 	n := len(sp.p.Metrics)
 	if cap(sp.metrics) < n {
 		sp.metrics = make([]spResolved, n)
@@ -241,7 +235,7 @@ func (sp *spMessage) resolve(table *SparkplugTable) string {
 		if typ == 0 && table != nil {
 			typ = table.Types[name]
 		}
-		v, ok := metricValue(mt.Value, mt.Datatype == 0, typ)
+		v, ok := engineValue(mt.Value, mt.Datatype == 0, typ)
 		if !ok {
 			return fmt.Sprintf("metric %q: %s is not a number", name, mt.Value.Text)
 		}
@@ -258,29 +252,26 @@ const (
 	spInt64 = 4
 )
 
-// metricValue turns a decoded value into the engine's; reread applies
+// engineValue turns a decoded value into the engine's; reread applies
 // the birth's signed integer type to an integer whose payload left its
 // datatype out.
-func metricValue(v SparkplugValue, reread bool, typ uint32) (value, bool) {
+func engineValue(v MetricValue, reread bool, typ uint32) (engine.Value, bool) {
 	switch v.Kind {
-	case SparkplugNumber:
+	case ValueNumber:
 		text := v.Text
 		if reread && v.Width > 0 && typ >= spInt8 && typ <= spInt64 {
 			text = strconv.FormatInt(signed(v.Bits, typ), 10)
 		}
-		t, integer, err := canonicalNumber(text)
-		if err != nil {
-			return value{}, false
-		}
-		return value{kind: vNumber, text: t, integer: integer}, true
-	case SparkplugString:
-		return value{kind: vString, text: v.Text}, true
-	case SparkplugBool:
-		return value{kind: vBool, text: v.Text}, true
-	case SparkplugNull:
-		return value{kind: vNull, text: "null"}, true
+		n, err := engine.NumberValue(text)
+		return n, err == nil
+	case ValueString:
+		return engine.StringValue(v.Text), true
+	case ValueBool:
+		return engine.BoolValue(v.Text == "true"), true
+	case ValueNull:
+		return engine.NullValue(), true
 	}
-	return value{kind: vComposite, text: v.Text}, true
+	return engine.OpaqueValue(v.Text), true
 }
 
 func signed(bits uint64, typ uint32) int64 {
@@ -297,7 +288,7 @@ func signed(bits uint64, typ uint32) int64 {
 
 // digest covers the resolved content: type, device, timestamp, seq, and
 // each metric's resolved name, datatype, timestamp and value, in order.
-func (sp *spMessage) digest() Hash {
+func (sp *spMessage) contentDigest() engine.Hash {
 	h := sha256.New()
 	var buf [1024]byte // written to h whenever the next metric might not fit
 	b := append(buf[:0], byte(sp.typ))
@@ -306,69 +297,49 @@ func (sp *spMessage) digest() Hash {
 	b = binary.BigEndian.AppendUint64(b, uint64(sp.seqRaw))
 	for i, mt := range sp.p.Metrics {
 		r := &sp.metrics[i]
-		if len(b)+3*binary.MaxVarintLen64+13+len(r.name)+len(r.val.text)+len(mt.Value.Content) > cap(b) {
+		if len(b)+3*binary.MaxVarintLen64+13+len(r.name)+len(r.val.Text())+len(mt.Value.Content) > cap(b) {
 			h.Write(b)
 			b = b[:0]
 		}
 		b = appendField(b, r.name)
 		b = binary.BigEndian.AppendUint32(b, r.typ)
 		b = binary.BigEndian.AppendUint64(b, mt.Timestamp)
-		b = append(b, byte(r.val.kind))
-		b = appendField(b, r.val.text)
+		b = append(b, r.val.Code())
+		b = appendField(b, r.val.Text())
 		b = appendField(b, mt.Value.Content)
 	}
 	h.Write(b)
-	var out Hash
+	var out engine.Hash
 	h.Sum(out[:0])
 	return out
 }
 
-// sparkplugValues reads the route's paths from the placed message, then
-// renders its entity names and forward targets.
-func (e *Engine) sparkplugValues(d *decoded, topic string) error {
-	r, sp := d.route, d.sp
-	d.vals = d.valsBuf[:0]
-	if len(r.paths) > len(d.valsBuf) {
-		d.vals = make([]value, 0, len(r.paths))
-	}
-	d.vals = d.vals[:len(r.paths)]
-	for i, p := range r.paths {
-		d.vals[i] = sp.pathValue(p)
-	}
-	for i, v := range d.vals {
-		name := r.paths[i].text
-		switch {
-		case v.kind == vComposite:
-			return malformed("%s: a %s value is not a field value", name, v.text)
-		case r.numeric[i] && v.kind != vAbsent && v.kind != vNumber:
-			return malformed("effect field %s: want a number, got %s", name, kindNames[v.kind])
-		}
-	}
-	return d.entityNames(topic)
-}
-
-// pathValue is the value of one route path: a topic level, the payload's
+// pathValue is the value of one path of the route: the payload's
 // timestamp or seq, or a metric (its last value in the payload).
-func (sp *spMessage) pathValue(p path) value {
-	switch {
-	case p.topic >= 0:
-		if p.topic < len(sp.levels) {
-			return value{kind: vString, text: sp.levels[p.topic]}
-		}
-	case p.segs[0] == "timestamp":
+func (sp *spMessage) pathValue(segs []string) engine.Value {
+	switch segs[0] {
+	case "timestamp":
 		if sp.p.HasTimestamp {
-			return value{kind: vNumber, text: strconv.FormatUint(sp.p.Timestamp, 10), integer: true}
+			n, _ := engine.NumberValue(strconv.FormatUint(sp.p.Timestamp, 10))
+			return n
 		}
-	case p.segs[0] == "seq":
+	case "seq":
 		if sp.seqRaw >= 0 {
-			return value{kind: vNumber, text: strconv.FormatInt(sp.seqRaw, 10), integer: true}
+			n, _ := engine.NumberValue(strconv.FormatInt(sp.seqRaw, 10))
+			return n
 		}
 	default:
 		for i := len(sp.metrics) - 1; i >= 0; i-- {
-			if sp.metrics[i].name == p.segs[1] {
+			if sp.metrics[i].name == segs[1] {
 				return sp.metrics[i].val
 			}
 		}
 	}
-	return value{}
+	return engine.Value{}
+}
+
+// appendField appends s, length-prefixed, as the engine's digests do.
+func appendField(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
 }

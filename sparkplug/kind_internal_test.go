@@ -1,4 +1,4 @@
-package engine
+package sparkplug
 
 import (
 	"math/rand/v2"
@@ -57,10 +57,10 @@ func TestUnwrap8Property(t *testing.T) {
 }
 
 func TestSparkplugEpochOrders(t *testing.T) {
-	_, a := sparkplugEpoch(5, 0)
-	_, b := sparkplugEpoch(5, 1)
-	_, c := sparkplugEpoch(6, 0)
-	text, _ := sparkplugEpoch(5, 1)
+	_, a := epochOf(5, 0)
+	_, b := epochOf(5, 1)
+	_, c := epochOf(6, 0)
+	text, _ := epochOf(5, 1)
 	if !(a < b && b < c) || text != "5.1" {
 		t.Fatalf("epochs %d %d %d (%q): a rebirth must order after its session's birth and before the next session", a, b, c, text)
 	}

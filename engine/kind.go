@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// KindJSON is the built-in route kind, the default: a JSON payload whose
+// fields are read by dotted path.
+const KindJSON = "json"
+
+// RouteKind reads the deliveries of the routes of one kind (Route.Kind),
+// the way an image format or a database/sql driver plugs in: json is built
+// in, Options.Kinds adds others (package sparkplug has Eclipse Sparkplug
+// B). A kind turns a delivery into its identity and content; the engine
+// decides every kind with the same code. Its methods, and those of the
+// readers it returns, must be safe for concurrent use: Decode runs in
+// Prepare, on the source's goroutines.
+type RouteKind interface {
+	// Kind is the Route.Kind value it reads.
+	Kind() string
+	// ParsePath returns the segments of a path a route of this kind reads
+	// from its payloads. A "topic[N]" path never reaches it: the engine
+	// reads topic levels.
+	ParsePath(p string) ([]string, error)
+	// Compile checks r, a route of this kind, adds the paths its identity
+	// reads to paths (its effects' are added after), and returns the
+	// reader of its deliveries. shared says the store is a consumer
+	// group's: a kind that cannot run there refuses the route. An error
+	// says what is wrong with r; New adds the route's name.
+	Compile(r Route, paths *RoutePaths, shared bool) (RouteReader, error)
+}
+
+// RouteReader reads the deliveries of one route.
+type RouteReader interface {
+	// Decode is the stateless part of reading a delivery: it sets d's
+	// source. A reader whose deliveries carry their whole identity also
+	// sets their sequence or id, epoch, values, key and digest, and
+	// returns a nil Placer; one whose identity depends on the source's
+	// committed state returns the Placer that gives it at decide time.
+	// An error is the delivery's malformed reason. d must not be kept.
+	Decode(d *Delivery) (Placer, error)
+}
+
+// Placer gives one delivery its identity against its source's committed
+// state, at decide time: Place and Applied are called on the engine's
+// decision goroutine, in decision order, never concurrently.
+type Placer interface {
+	// Place sets d's epoch and sequence (or leaves it unsequenced), key,
+	// digest and values against p's source. A non-empty hold quarantines
+	// the delivery with that reason; an error makes it malformed. Nothing
+	// is ever guessed: what cannot be placed is held.
+	Place(d *Delivery, p *Placement) (hold string, err error)
+	// Applied updates the source's state after d was applied, and
+	// reports whether it changed it (the engine then commits the source).
+	Applied(d *Delivery, p *Placement) bool
+}
+
+// Delivery is a message as its route reads it: everything the decision and
+// the effects need. A route kind fills it through the methods below.
+func (d *Delivery) Topic() string { return d.topic }
+
+// Payload is the delivery's payload; it must not be kept.
+func (d *Delivery) Payload() []byte { return d.payload }
+
+// RouteName is the name of the delivery's route.
+func (d *Delivery) RouteName() string { return d.route.Name }
+
+// SetSource sets the source, the parts of its window's identity.
+func (d *Delivery) SetSource(parts ...string) {
+	d.source = append(d.srcBuf[:0], parts...)
+}
+
+// Source is the delivery's source.
+func (d *Delivery) Source() []string { return d.source }
+
+// Epoch is the delivery's epoch text, "" when it has none.
+func (d *Delivery) Epoch() string { return d.epoch }
+
+// Sequence is the delivery's sequence, -1 when it has none.
+func (d *Delivery) Sequence() int64 { return d.seq }
+
+// Digest is the delivery's content digest, once set.
+func (d *Delivery) Digest() Hash { return d.digest }
+
+// SetPlace places the delivery: an integer epoch (text, and its value,
+// which orders epochs) and a sequence in it, -1 for none.
+func (d *Delivery) SetPlace(epoch string, value int64, seq int64) {
+	d.epoch, d.epochNum, d.epochInt, d.seq = epoch, true, value, seq
+}
+
+// SetKey sets the delivery's idempotency key and content digest.
+func (d *Delivery) SetKey(key, digest Hash) { d.key, d.digest = key, digest }
+
+// SetValues reads each path the route's effects read from value (the
+// value of a path's segments; topic levels are the engine's), checks them
+// and renders the entity names and forward targets: the effects' inputs.
+func (d *Delivery) SetValues(read func(segs []string) Value) error {
+	r := d.route
+	d.vals = d.valsBuf[:0]
+	if len(r.paths) > len(d.valsBuf) {
+		d.vals = make([]value, 0, len(r.paths))
+	}
+	d.vals = d.vals[:len(r.paths)]
+	for i, p := range r.paths {
+		if p.topic < 0 {
+			d.vals[i] = read(p.segs).v
+		} else if lv, ok := topicLevel(d.topic, p.topic); ok {
+			d.vals[i] = value{kind: vString, text: lv}
+		}
+	}
+	for i, v := range d.vals {
+		name := r.paths[i].text
+		switch {
+		case v.kind == vComposite:
+			return malformed("%s: a %s value is not a field value", name, v.text)
+		case r.numeric[i] && v.kind != vAbsent && v.kind != vNumber:
+			return malformed("effect field %s: want a number, got %s", name, kindNames[v.kind])
+		}
+	}
+	return d.entityNames(d.topic)
+}
+
+// topicLevel returns level n of topic.
+func topicLevel(topic string, n int) (string, bool) {
+	for i := 0; ; i++ {
+		level, rest, more := strings.Cut(topic, "/")
+		if i == n {
+			return level, true
+		}
+		if !more {
+			return "", false
+		}
+		topic = rest
+	}
+}
+
+// Value is the value of a path a route kind reads; the zero Value is an
+// absent one (the effect reading it does nothing for that field).
+type Value struct{ v value }
+
+// Text is the value's canonical text: a number's exact decimal, a string,
+// "true", "false", "null", or an opaque value's type name.
+func (v Value) Text() string { return v.v.text }
+
+// Code is the value's kind as a number fixed for digests: 0 absent,
+// 1 string, 2 number, 3 boolean, 4 null, 5 opaque.
+func (v Value) Code() byte { return byte(v.v.kind) }
+
+// NumberValue is a number, from its decimal text; an error when it is not
+// one the engine can hold exactly.
+func NumberValue(text string) (Value, error) {
+	t, integer, err := canonicalNumber(text)
+	if err != nil {
+		return Value{}, err
+	}
+	return Value{value{kind: vNumber, text: t, integer: integer}}, nil
+}
+
+// StringValue is a string.
+func StringValue(s string) Value { return Value{value{kind: vString, text: s}} }
+
+// BoolValue is a boolean.
+func BoolValue(b bool) Value {
+	if b {
+		return Value{value{kind: vBool, text: "true"}}
+	}
+	return Value{value{kind: vBool, text: "false"}}
+}
+
+// NullValue is a null.
+func NullValue() Value { return Value{value{kind: vNull, text: "null"}} }
+
+// OpaqueValue is a value no effect may read (a dataset, an array), named by
+// its type: an effect reading it makes the delivery malformed.
+func OpaqueValue(typeName string) Value { return Value{value{kind: vComposite, text: typeName}} }
+
+// Placement is what a Placer sees of the engine when it places a delivery:
+// the source's committed window and the key window.
+type Placement struct {
+	e   *Engine
+	d   *Delivery
+	now time.Time
+}
+
+// Window is the delivery's source window, nil before its first applied
+// message. A Placer may change its Session in Applied; nothing else.
+func (p *Placement) Window() *SourceState { return p.e.lookupSource(p.d) }
+
+// Holds reports whether the key window holds key, applied with digest.
+func (p *Placement) Holds(key, digest Hash) bool {
+	dg, hit := p.e.keys.lookup(key)
+	return hit && dg == digest64(digest)
+}
+
+// SequenceSpan is the anti-replay window's span, in sequences.
+func (p *Placement) SequenceSpan() int { return p.e.opts.SequenceSpan }
+
+// Now is the decision's time.
+func (p *Placement) Now() time.Time { return p.now }
+
+// Position is the audit position the delivery's record takes.
+func (p *Placement) Position() uint64 { return p.e.tail.Position + 1 }
+
+// Reasons a route kind gives when it holds a delivery, shared with the
+// engine's own.
+const (
+	ReasonOldEpoch = reasonOldEpoch
+)
+
+// MaxIdentityBytes bounds each source part, id, epoch and entity name:
+// they become store keys, which must stay small.
+const MaxIdentityBytes = maxIdentityBytes
+
+// kinds returns the route kinds by name: json and opts'.
+func kindsOf(opts []RouteKind) (map[string]RouteKind, error) {
+	m := map[string]RouteKind{KindJSON: jsonKind{}}
+	for _, k := range opts {
+		if _, dup := m[k.Kind()]; dup {
+			return nil, fmt.Errorf("%w: route kind %q given twice", ErrConfig, k.Kind())
+		}
+		m[k.Kind()] = k
+	}
+	return m, nil
+}

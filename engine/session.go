@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"maps"
+	"time"
+)
+
+// SparkplugState is an edge node's Sparkplug session state, kept in its
+// source window (source [group, edge]) and committed with it.
+type SparkplugState struct {
+	BdSeq  int64 `json:"bdseq"`  // the current session's bdSeq, unwrapped (it grows past 255)
+	Online bool  `json:"online"` // an NBIRTH came, and no NDEATH of its session since
+	// Births are the NBIRTHs of the kept epochs, newest first, one per
+	// epoch window of the source.
+	Births []SparkplugBirth `json:"births"`
+}
+
+// SparkplugBirth is one NBIRTH: an epoch of the edge and the alias tables
+// its messages are read with.
+type SparkplugBirth struct {
+	Epoch    string    `json:"epoch"`   // "5" for session 5's first NBIRTH, "5.1" for its first rebirth
+	BdSeq    int64     `json:"bdseq"`   // unwrapped
+	Rebirth  int       `json:"rebirth"` // 0 for the session's first NBIRTH
+	Stamp    uint64    `json:"stamp"`   // the payload's timestamp, ms
+	Digest   Hash      `json:"digest"`  // its content: a replay of it is recognised
+	Time     time.Time `json:"time"`    // when it was applied
+	Position uint64    `json:"position"`
+	// HighStamp is the timestamp of the message at its window's highest
+	// sequence: a message older than it cannot be placed above it.
+	HighStamp uint64                     `json:"high_stamp,omitempty"`
+	Node      SparkplugTable             `json:"node"`
+	Devices   map[string]SparkplugDevice `json:"devices,omitempty"`
+}
+
+// SparkplugDevice is a device of an edge, from its DBIRTH.
+type SparkplugDevice struct {
+	Online bool           `json:"online"`
+	Stamp  uint64         `json:"stamp"` // the DBIRTH's timestamp, ms
+	Table  SparkplugTable `json:"table"`
+}
+
+// SparkplugTable maps a birth certificate's aliases to metric names and
+// names to datatypes. A birth replaces a table; one is never changed in
+// place.
+type SparkplugTable struct {
+	Aliases map[uint64]string `json:"aliases,omitempty"`
+	Types   map[string]uint32 `json:"types,omitempty"`
+}
+
+// Clone copies the state deeply enough that neither copy sees the other's
+// changes (tables are never changed in place: they are shared).
+func (s *SparkplugState) Clone() *SparkplugState {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Births = append([]SparkplugBirth(nil), s.Births...)
+	for i := range c.Births {
+		c.Births[i].Devices = maps.Clone(c.Births[i].Devices)
+	}
+	return &c
+}

@@ -1,0 +1,246 @@
+package sparkplug
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// KindSparkplug is the Route.Kind of Sparkplug B routes.
+const KindSparkplug = "sparkplug"
+
+// Namespace is the first topic level of every Sparkplug B topic.
+const Namespace = "spBv1.0"
+
+// ErrShared is why a sparkplug route is refused on a shared store.
+var ErrShared = errors.New("sparkplug routes are not yet available on a shared store: " +
+	"a Sparkplug message's key depends on its edge's session, which a shared store cannot read before deciding; use the embedded or memory store")
+
+// RouteKind is the engine's route kind for Eclipse Sparkplug B (an
+// engine.RouteKind): a route's source is the edge node ([group, edge]),
+// its epoch the edge's session (from bdSeq, and its rebirths), its
+// sequence seq unwrapped in that epoch, and its paths metrics.<Name>,
+// timestamp, seq and topic[N]. A message's identity depends on the edge's
+// committed session, so it is placed at decide time; what cannot be
+// placed is held. The zero value is ready; it is safe for concurrent use.
+type RouteKind struct{}
+
+var _ engine.RouteKind = RouteKind{}
+
+// Kind returns KindSparkplug.
+func (RouteKind) Kind() string { return KindSparkplug }
+
+// ParsePath parses a path of a sparkplug route: metrics.<Name> (the name
+// is the whole rest, '.' and '/' included), timestamp or seq.
+func (RouteKind) ParsePath(p string) ([]string, error) {
+	if name, ok := strings.CutPrefix(p, "metrics."); ok && name != "" {
+		return []string{"metrics", name}, nil
+	}
+	if p == "timestamp" || p == "seq" {
+		return []string{p}, nil
+	}
+	return nil, fmt.Errorf("bad sparkplug path %q: a sparkplug route reads metrics.<Name>, timestamp, seq or topic[N]", p)
+}
+
+// Compile checks what a sparkplug route must and must not set.
+func (RouteKind) Compile(r engine.Route, _ *engine.RoutePaths, shared bool) (engine.RouteReader, error) {
+	if shared {
+		return nil, ErrShared
+	}
+	if len(r.Source) > 0 || r.Sequence != "" || r.Epoch != "" || r.ID != "" {
+		return nil, fmt.Errorf("a sparkplug route sets no source, sequence, epoch or id: they are implied " +
+			"(source [group, edge], sequence seq, epoch the edge's session from bdSeq)")
+	}
+	first, rest, _ := strings.Cut(r.Topic, "/")
+	if first != Namespace || rest == "" {
+		return nil, fmt.Errorf("topic %q: a sparkplug route's topic is under %s/, like %s/+/+/#", r.Topic, Namespace, Namespace)
+	}
+	return reader{}, nil
+}
+
+// reader reads a sparkplug route's deliveries.
+type reader struct{}
+
+// Decode is the stateless part of a Sparkplug message's decode: the topic
+// and the payload. Its identity, aliases, key and digest depend on the
+// edge's session and are placed with it (spMessage.Place).
+func (reader) Decode(d *engine.Delivery) (engine.Placer, error) {
+	sp, err := parseTopic(d.Topic())
+	if err != nil {
+		return nil, err
+	}
+	if sp.p, err = decodePayload(d.Payload()); err != nil {
+		return nil, fmt.Errorf("payload is not a Sparkplug B payload: %v", err)
+	}
+	if err := sp.checkPayload(); err != nil {
+		return nil, err
+	}
+	d.SetSource(sp.group, sp.edge)
+	return sp, nil
+}
+
+// Sparkplug message types a route decides.
+type spType uint8
+
+const (
+	spNBirth spType = iota
+	spNData
+	spNDeath
+	spDBirth
+	spDData
+	spDDeath
+)
+
+var spTypeNames = [...]string{"NBIRTH", "NDATA", "NDEATH", "DBIRTH", "DDATA", "DDEATH"}
+
+func (t spType) String() string { return spTypeNames[t] }
+
+func (t spType) device() bool { return t >= spDBirth }
+
+// spMessage is a Sparkplug message after the stateless decode, and what
+// the decision resolves on it.
+type spMessage struct {
+	typ                 spType
+	group, edge, device string
+	levels              []string // the topic's, in levelBuf
+	levelBuf            [5]string
+	p                   Payload
+	metrics             []spResolved // one per metric of p, in order
+	bdSeq               int64        // unwrapped: NBIRTH and NDEATH
+	birth               int          // index in the session's births of the birth it belongs to; -1 for a new one
+	rebirth             int          // a new NBIRTH: its rebirth number in its session
+	newBirth            bool         // a new NBIRTH opens an epoch
+	seqRaw              int64
+
+	// Its placement: the epoch (text and value), the sequence in it (-1
+	// for an NDEATH) and the digest of its resolved content.
+	epoch    string
+	epochInt int64
+	seq      int64
+	digest   engine.Hash
+}
+
+// spResolved is a metric as a placement resolves it.
+type spResolved struct {
+	name string // its name, or its alias's in the birth
+	typ  uint32 // its datatype, from the payload or the birth
+	val  engine.Value
+}
+
+// parseTopic reads a Sparkplug B message topic.
+func parseTopic(topic string) (*spMessage, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("topic %q is not a Sparkplug B message topic (%s/{group}/{type}/{edge}[/{device}]): %s", topic, Namespace, why)
+	}
+	sp := &spMessage{birth: -1}
+	levels, ok := splitLevels(sp.levelBuf[:0], topic)
+	if !ok || len(levels) < 4 || levels[0] != Namespace {
+		return nil, bad("wrong levels")
+	}
+	sp.levels, sp.group, sp.edge = levels, levels[1], levels[3]
+	found := false
+	for i, n := range spTypeNames {
+		if levels[2] == n {
+			sp.typ, found = spType(i), true
+		}
+	}
+	switch {
+	case !found:
+		return nil, bad(fmt.Sprintf("message type %q is not one a route decides (NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH)", levels[2]))
+	case sp.typ.device() != (len(levels) == 5):
+		return nil, bad(fmt.Sprintf("a %s message names a device level if and only if it is a device message", sp.typ))
+	}
+	if len(levels) == 5 {
+		sp.device = levels[4]
+	}
+	for _, l := range levels[1:] {
+		if l == "" {
+			return nil, bad("an empty level")
+		}
+		if len(l) > engine.MaxIdentityBytes {
+			return nil, bad(fmt.Sprintf("a level of %d bytes, over %d", len(l), engine.MaxIdentityBytes))
+		}
+	}
+	return sp, nil
+}
+
+// splitLevels appends topic's levels to dst, within its capacity: false
+// when there are more.
+func splitLevels(dst []string, topic string) ([]string, bool) {
+	for {
+		level, rest, more := strings.Cut(topic, "/")
+		if len(dst) == cap(dst) {
+			return dst, false
+		}
+		dst = append(dst, level)
+		if !more {
+			return dst, true
+		}
+		topic = rest
+	}
+}
+
+// checkPayload refuses what no session could place: a missing or
+// out-of-range seq or bdSeq.
+func (sp *spMessage) checkPayload() error {
+	p := &sp.p
+	sp.seqRaw = -1
+	if sp.typ != spNDeath { // an NDEATH, the broker's Will, carries no seq
+		if !p.HasSeq {
+			return fmt.Errorf("%s has no seq", sp.typ)
+		}
+		if p.Seq > 255 {
+			return fmt.Errorf("seq %d is out of range (0–255)", p.Seq)
+		}
+		sp.seqRaw = int64(p.Seq)
+	}
+	if sp.typ == spNBirth || sp.typ == spNDeath {
+		if !p.HasBdSeq {
+			return fmt.Errorf("%s has no bdSeq metric", sp.typ)
+		}
+		if p.BdSeq > 255 {
+			return fmt.Errorf("bdSeq %d is out of range (0–255)", p.BdSeq)
+		}
+	}
+	for i, mt := range p.Metrics {
+		if mt.Name == "" && !mt.HasAlias {
+			return fmt.Errorf("metric %d has neither a name nor an alias", i)
+		}
+		if len(mt.Name) > engine.MaxIdentityBytes {
+			return fmt.Errorf("metric %d: its name is %d bytes, over %d", i, len(mt.Name), engine.MaxIdentityBytes)
+		}
+		if sp.typ == spNBirth || sp.typ == spDBirth {
+			if mt.Name == "" {
+				return fmt.Errorf("%s metric %d has no name: a birth certificate names every metric", sp.typ, i)
+			}
+		}
+	}
+	return nil
+}
+
+// unwrap8 places an 8-bit counter value raw next to h, an unwrapped value:
+// the value congruent to raw modulo 256 nearest h (RFC 1982 serial number
+// arithmetic). Exactly half the ring away it cannot be placed.
+func unwrap8(raw, h int64) (int64, bool) {
+	d := ((raw-h)%256 + 256) % 256
+	switch {
+	case d == 128:
+		return 0, false
+	case d < 128:
+		return h + d, true
+	}
+	return h + d - 256, true
+}
+
+// epochOf returns the epoch text and value of a birth: "5" for the first
+// NBIRTH of session 5, "5.1" for its first rebirth.
+func epochOf(bdSeq int64, rebirth int) (string, int64) {
+	v := bdSeq<<20 | int64(rebirth)
+	if rebirth == 0 {
+		return strconv.FormatInt(bdSeq, 10), v
+	}
+	return strconv.FormatInt(bdSeq, 10) + "." + strconv.Itoa(rebirth), v
+}

@@ -1,0 +1,118 @@
+package sparkplug
+
+import "github.com/replayguard/replayguard/engine"
+
+// tableOf builds the alias table of a birth's metrics.
+func tableOf(sp *spMessage) engine.SparkplugTable {
+	t := engine.SparkplugTable{Types: make(map[string]uint32, len(sp.p.Metrics))}
+	for i, mt := range sp.p.Metrics {
+		if mt.HasAlias {
+			if t.Aliases == nil {
+				t.Aliases = map[uint64]string{}
+			}
+			t.Aliases[mt.Alias] = sp.metrics[i].name
+		}
+		if mt.Datatype != 0 {
+			t.Types[sp.metrics[i].name] = mt.Datatype
+		}
+	}
+	return t
+}
+
+// attribute returns the index of the birth a data message belongs to: the
+// newest whose NBIRTH is not later than the message's timestamp (a replay
+// from an earlier session predates the current birth); without a
+// timestamp, the current one. -1: it predates every kept birth.
+func attribute(s *engine.SparkplugState, sp *spMessage) int {
+	if !sp.p.HasTimestamp {
+		return 0
+	}
+	for i, b := range s.Births {
+		if b.Stamp <= sp.p.Timestamp {
+			return i
+		}
+	}
+	return -1
+}
+
+// findBirth returns the index of the kept birth of bdSeq with digest dg.
+func findBirth(s *engine.SparkplugState, bdSeq int64, dg engine.Hash) int {
+	for i, b := range s.Births {
+		if b.BdSeq == bdSeq && b.Digest == dg {
+			return i
+		}
+	}
+	return -1
+}
+
+// Applied updates the edge's session after an effective decision: a new
+// NBIRTH opens a birth, NDEATH takes the edge offline, DBIRTH and DDEATH a
+// device on or off; the highest message of a birth's window raises its
+// HighStamp.
+func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
+	src := p.Window()
+	if src == nil {
+		return false
+	}
+	st := src.Sparkplug
+	changed := false
+	if sp.birth >= 0 && st != nil && sp.typ != spNDeath {
+		b := &st.Births[sp.birth]
+		if w := src.Kept(b.Epoch); w != nil && w.High == sp.seq && sp.p.Timestamp > b.HighStamp {
+			b.HighStamp = sp.p.Timestamp
+			changed = true
+		}
+	}
+	switch sp.typ {
+	case spNBirth:
+		if !sp.newBirth {
+			return changed
+		}
+		if st == nil {
+			st = &engine.SparkplugState{}
+			src.Sparkplug = st
+		}
+		b := engine.SparkplugBirth{Epoch: sp.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, HighStamp: sp.p.Timestamp,
+			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: tableOf(sp)}
+		st.BdSeq, st.Online = sp.bdSeq, true
+		st.Births = append([]engine.SparkplugBirth{b}, st.Births...)
+		keepBirths(st, src)
+	case spNDeath:
+		if st == nil || sp.bdSeq < st.BdSeq {
+			return changed // an older session's death changes nothing
+		}
+		st.Online = false
+		if len(st.Births) > 0 {
+			for name, dev := range st.Births[0].Devices {
+				dev.Online = false
+				st.Births[0].Devices[name] = dev
+			}
+		}
+	case spDBirth:
+		b := &st.Births[sp.birth]
+		if b.Devices == nil {
+			b.Devices = map[string]engine.SparkplugDevice{}
+		}
+		b.Devices[sp.device] = engine.SparkplugDevice{Online: true, Stamp: sp.p.Timestamp, Table: tableOf(sp)}
+	case spDDeath:
+		b := &st.Births[sp.birth]
+		if dev, ok := b.Devices[sp.device]; ok {
+			dev.Online = false
+			b.Devices[sp.device] = dev
+		}
+	default:
+		return changed
+	}
+	return true
+}
+
+// keepBirths drops the births whose epoch window the source no longer keeps.
+func keepBirths(s *engine.SparkplugState, src *engine.SourceState) {
+	kept := s.Births[:0]
+	for _, b := range s.Births {
+		if src.Kept(b.Epoch) != nil {
+			kept = append(kept, b)
+		}
+	}
+	s.Births = kept
+}
