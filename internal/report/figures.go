@@ -1,0 +1,204 @@
+package report
+
+import (
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// Options say what a report covers and where its records came from.
+type Options struct {
+	// From and To bound the period: a record counts when From <= time < To.
+	// Zero: unbounded on that side.
+	From, To time.Time
+	// Route keeps only that route's decisions; empty: every route. Broker
+	// changes are the connection's and are shown whatever the route.
+	Route string
+	// Heads are the chain heads the store keeps apart from the records, by
+	// member ("" on a single-owner store). A chain whose last record does
+	// not match its head is reported broken (a removed tail). Nil: the heads
+	// are not checked, and the report says so.
+	Heads map[string]engine.AuditHead
+	// QuarantineBases are a shared store's members' quarantine bases
+	// (engine.SharedStore.QuarantineBase), by member: a held decision's
+	// quarantine id is its member's base plus its position. Nil: the report
+	// learns a member's base from a resolution that names exactly one
+	// member's held decision, and shows the others by member and position.
+	QuarantineBases map[string]uint64
+	// Bases are where chains trimmed by audit retention now start, by
+	// member: the last archived record's position and hash. A chain with a
+	// base is verified from it; without, from position 1.
+	Bases map[string]engine.AuditHead
+	// Store is the store kind (memory, embedded, redis, postgres), ReadPath
+	// how the records were read (the store itself, or a running process's
+	// API) and ConfigDigest the SHA-256 of the effective configuration:
+	// shown as given.
+	Store, ReadPath, ConfigDigest string
+	// MaxBars bounds the timeline's bars: past it, a bar covers more than a
+	// minute (2, 5, 10, 15, 30 or 60 minutes, then hours). Default 360.
+	MaxBars int
+	// Now stamps the report. Default time.Now.
+	Now func() time.Time
+}
+
+// DefaultMaxBars is the timeline's default bound on bars.
+const DefaultMaxBars = 360
+
+// Report is the after-action report: every figure the HTML shows, and its
+// JSON form.
+type Report struct {
+	Generated    time.Time  `json:"generated"`
+	From         *time.Time `json:"from,omitempty"` // the period asked for
+	To           *time.Time `json:"to,omitempty"`
+	Route        string     `json:"route,omitempty"`
+	First        *time.Time `json:"first,omitempty"` // the first and last decision in the period
+	Last         *time.Time `json:"last,omitempty"`
+	Store        string     `json:"store"`
+	ReadPath     string     `json:"read_path"`
+	ConfigDigest string     `json:"config_digest"`
+
+	Totals        Counts           `json:"totals"`
+	Timeline      Timeline         `json:"timeline"`
+	BrokerChanges []BrokerChange   `json:"broker_changes"`
+	Sources       []SourceFigures  `json:"sources"`
+	Quarantine    []QuarantineItem `json:"quarantine"`
+	Verification  Verification     `json:"verification"`
+}
+
+// Outcomes counts decisions by outcome.
+type Outcomes struct {
+	Applied     uint64 `json:"applied"`
+	AppliedLate uint64 `json:"applied_late"`
+	Duplicate   uint64 `json:"duplicate"`
+	Conflict    uint64 `json:"conflict"`
+	Quarantined uint64 `json:"quarantined"`
+	Malformed   uint64 `json:"malformed"`
+}
+
+// Counts are the deliveries' outcomes and the operators' actions.
+type Counts struct {
+	Outcomes
+	Released  uint64 `json:"released"`  // quarantine entries an operator released
+	Discarded uint64 `json:"discarded"` // and discarded
+	// Forwards are the outbox entries a downstream refused for good, and
+	// what operators did with them.
+	Forwards Forwards `json:"forwards"`
+}
+
+// Forwards count the forward effects' audit records.
+type Forwards struct {
+	Held    uint64 `json:"held"`    // refused by the downstream, held for an operator
+	Retried uint64 `json:"retried"` // put back into the outbox by an operator
+	Dropped uint64 `json:"dropped"` // dropped by an operator
+}
+
+// count counts a forward record; it reports false for any other.
+func (f *Forwards) count(outcome string) bool {
+	switch outcome {
+	case engine.OutcomeForwardHeld:
+		f.Held++
+	case engine.OutcomeForwardRetried:
+		f.Retried++
+	case engine.OutcomeForwardDropped:
+		f.Dropped++
+	default:
+		return false
+	}
+	return true
+}
+
+// Timeline is decisions per bucket (a minute, unless the period needs
+// wider ones, or is under two minutes and gets seconds) by outcome, every
+// bucket of the period present.
+type Timeline struct {
+	BucketSeconds int64    `json:"bucket_seconds"`
+	Buckets       []Bucket `json:"buckets"`
+}
+
+// Bucket is one bar of the timeline: the deliveries decided in
+// [Start, Start+BucketSeconds).
+type Bucket struct {
+	Start time.Time `json:"start"`
+	Outcomes
+}
+
+// Total is the bucket's number of decisions.
+func (o Outcomes) Total() uint64 {
+	return o.Applied + o.AppliedLate + o.Duplicate + o.Conflict + o.Quarantined + o.Malformed
+}
+
+// BrokerChange is a delivery from another broker than the one before it
+// on the same chain (member): a failover, or the first broker seen (From
+// empty).
+type BrokerChange struct {
+	Time     time.Time `json:"time"`
+	Member   string    `json:"member,omitempty"`
+	Position uint64    `json:"position"` // the first record from the new broker
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+}
+
+// SourceFigures are one (route, source)'s decisions in the period.
+type SourceFigures struct {
+	Route  string   `json:"route"`
+	Source []string `json:"source"`
+	Counts
+	// GapsOpened counts decisions that skipped sequences (their audit
+	// record's gap); MissingSequences is how many they skipped; GapsClosed
+	// is how many of those gaps late fills in the period filled entirely.
+	GapsOpened       uint64 `json:"gaps_opened"`
+	MissingSequences uint64 `json:"missing_sequences"`
+	GapsClosed       uint64 `json:"gaps_closed"`
+}
+
+// QuarantineItem is a decision that held a message (conflict, quarantined,
+// malformed) and what became of it.
+type QuarantineItem struct {
+	// ID is the quarantine entry's id (what release and discard take); 0
+	// when the report cannot tell it (a shared store's member whose number
+	// no resolution revealed).
+	ID       uint64      `json:"id,omitempty"`
+	Member   string      `json:"member,omitempty"`
+	Position uint64      `json:"position"`
+	Time     time.Time   `json:"time"`
+	Route    string      `json:"route,omitempty"`
+	Topic    string      `json:"topic"`
+	Source   []string    `json:"source,omitempty"`
+	Sequence *int64      `json:"sequence,omitempty"`
+	Outcome  string      `json:"outcome"`
+	Reason   string      `json:"reason"`
+	Broker   string      `json:"broker,omitempty"`
+	Status   string      `json:"status"` // open, released or discarded
+	Resolved *Resolution `json:"resolution,omitempty"`
+}
+
+// Resolution is an operator's release or discard of a quarantine entry.
+type Resolution struct {
+	Action   string    `json:"action"` // released or discarded
+	Outcome  string    `json:"outcome"`
+	Time     time.Time `json:"time"`
+	Member   string    `json:"member,omitempty"`
+	Position uint64    `json:"position"`
+	Operator string    `json:"operator"`
+	Reason   string    `json:"reason,omitempty"`
+	ref      uint64
+	topic    string
+}
+
+// Verification is the hash chains' check: every record of every chain,
+// from position 1 or, where retention archived the oldest, from the base
+// the store keeps.
+type Verification struct {
+	Intact      bool          `json:"intact"`
+	HeadChecked bool          `json:"head_checked"` // against the heads the store keeps
+	Chains      []ChainStatus `json:"chains"`
+}
+
+// ChainStatus is one chain's check.
+type ChainStatus struct {
+	Member       string `json:"member,omitempty"`
+	Records      uint64 `json:"records"` // verified
+	HeadPosition uint64 `json:"head_position"`
+	HeadHash     string `json:"head_hash"`
+	Broken       string `json:"broken,omitempty"` // why and where, when not intact
+}
