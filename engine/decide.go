@@ -133,7 +133,7 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, waive bool) Decisio
 	}
 	ord := e.keys.insert(d.key, d.digest, now.UnixNano())
 	e.pending.batch.Keys = append(e.pending.batch.Keys, KeyEntry{Ordinal: ord, Key: d.key, Digest: d.digest, Time: now.UnixNano()})
-	if e.shared != nil {
+	if e.groupOrder {
 		// Audit positions are per member; key ordinals follow time across
 		// the group, so unsequenced `set` writers are ordered by when
 		// they were applied, whichever member applied them.
@@ -263,16 +263,7 @@ func (e *Engine) held(ctx context.Context, id uint64) (QuarantineEntry, error) {
 // fill and commits it. Called with e.mu held; on a single-owner store it is
 // released while the commit runs.
 func (e *Engine) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
-	now := e.opts.Now()
-	if e.shared != nil {
-		return e.update(ctx, e.reads(msgs, now), func() { fill(now) }, nil, nil)
-	}
-	fill(now)
-	c := e.seal(ctx)
-	e.mu.Unlock()
-	<-c.done
-	e.mu.Lock()
-	return c.err
+	return e.win.act(ctx, msgs, fill)
 }
 
 // Discard removes a quarantined message for good, auditing who (operator)

@@ -19,12 +19,24 @@
 //     the per-(route, source, epoch) RFC 6479 window;
 //   - project (effects.go): add, set, max, min on entity state, for applied
 //     messages only;
-//   - record and commit (engine.go, chain.go): hash-chained audit records,
-//     quarantine entries with raw bytes, one Batch per commit.
+//   - record and commit (decide.go, chain.go, owned.go, shared.go):
+//     hash-chained audit records, quarantine entries with raw bytes, one
+//     Batch per commit.
+//
+// Both kinds of store are behind one seam, the engine's windows
+// (windows.go), chosen once in New from Capabilities.Shared: on a
+// single-owner store the windows are the engine's memory, loaded once
+// from Store.Load, and each batch is sealed and queued to the committer
+// goroutine (owned.go); on a shared store they are the rows a batch
+// touches, read under the store's concurrency control for that batch by
+// SharedStore.Update and written with it, then journaled (shared.go, with
+// storeloss.go for a store that fails over). Either way each message is
+// decided by the same code, on the windows the seam put in place.
 //
 // Concurrency: an Engine is safe for concurrent use. Decisions are
-// serialised; commits run in submission order on the engine's committer
-// goroutine, which Close stops after the queued commits. A failed commit
+// serialised; commits run in submission order (on a single-owner store on
+// the engine's committer goroutine, which Close stops after the queued
+// commits; on a shared store within Submit). A failed commit
 // aborts every batch decided on top of it and the engine reloads the
 // committed state before deciding again.
 package engine

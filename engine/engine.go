@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,7 +103,7 @@ type Engine struct {
 	caps       Capabilities
 	outObs     OutboxObserver        // opts.Observer, when it is one
 	resObs     OutboxResolveObserver // opts.Observer, when it is one
-	shared     SharedStore           // caps.Shared: nil on a single-owner store
+	win        windows               // where the windows come from and batches go: chosen once, in New
 	member     string                // the shared store's member id, on every record
 	qbase      uint64                // added to audit positions to form quarantine ids
 	opts       Options
@@ -121,20 +120,16 @@ type Engine struct {
 	// resolution is being committed.
 	resolving map[OutboxResolve]bool
 	tail      AuditHead // chain head including decided, uncommitted records
-	evicted   uint64    // EvictBelow last sealed
 	pending   pending
 	closed    bool
-	gen       uint64 // state generation: bumped by every reload after a failed commit
-
-	queue        chan *commitJob // sealed batches, to the committer
-	stopped      chan struct{}   // closed when the committer returns
-	committedGen atomic.Uint64   // the generation the committer accepts
-	reload       atomic.Bool     // a commit failed: reload before deciding
+	// groupOrder: versions are ordered by key ordinal, which follows time
+	// across the group (set by sharedWindows), not by audit position.
+	groupOrder bool
+	reload     atomic.Bool // a commit failed: reload before deciding
 
 	headMu sync.Mutex
 	head   AuditHead // committed chain head
 
-	journal   Journal // nil: none, or a single-owner store
 	storeName string
 	lossMu    sync.Mutex
 	loss      *StoreLoss // a loss that stops deciding until recovered or accepted
@@ -158,10 +153,6 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	e := &Engine{store: store, caps: caps, opts: opts, log: opts.Logger, maxPayload: opts.MaxPayload, ttl: opts.TTL}
 	e.outObs, _ = opts.Observer.(OutboxObserver)
 	e.resObs, _ = opts.Observer.(OutboxResolveObserver)
-	if sh := caps.Shared; sh != nil {
-		e.shared, e.member, e.qbase = sh, sh.Member(), sh.QuarantineBase()
-		e.journal = opts.Journal
-	}
 	e.storeName = opts.StoreName
 	if e.storeName == "" {
 		e.storeName = fmt.Sprintf("%T", store)
@@ -188,11 +179,15 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		names[r.Name] = true
 		e.routes = append(e.routes, c)
 	}
-	if err := e.load(ctx); err != nil && !errors.As(err, new(*StoreLoss)) {
+	if sh := caps.Shared; sh != nil {
+		e.win = newSharedWindows(e, sh, opts.Journal)
+	} else {
+		e.win = newOwnedWindows(e)
+	}
+	if err := e.win.load(ctx); err != nil && !errors.As(err, new(*StoreLoss)) {
+		e.win.close()
 		return nil, err // a store loss leaves the engine stopped, not unopened: readiness says why
 	}
-	e.queue, e.stopped = make(chan *commitJob, 4), make(chan struct{})
-	go e.committer(e.queue)
 	return e, nil
 }
 
@@ -225,54 +220,6 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("%w: sequence_span %d is not a positive multiple of 64", ErrConfig, o.SequenceSpan)
 	}
 	return nil
-}
-
-// load (re)builds the in-memory state from the store.
-func (e *Engine) load(ctx context.Context) error {
-	if e.shared != nil { // the store keeps the windows: only the chain head is this member's
-		return e.loadShared(ctx)
-	}
-	snap, err := e.store.Load(ctx)
-	if err != nil {
-		return fmt.Errorf("load store: %w", err)
-	}
-	e.keys = newKeyWindow(e.opts.MaxEntries, snap.NextKey)
-	for _, k := range snap.Keys {
-		e.keys.add(k.Key, k.Digest, k.Time, k.Ordinal)
-	}
-	e.evicted = 0
-	e.sources = make(map[string]*SourceState, len(snap.Sources))
-	for i := range snap.Sources {
-		s := snap.Sources[i]
-		e.sources[s.ID()] = &s
-	}
-	e.entities = make(map[string]*entity, len(snap.Entities))
-	for _, st := range snap.Entities {
-		e.entities[st.Name] = entityFromState(st)
-	}
-	e.headMu.Lock()
-	e.head = snap.AuditHead
-	e.headMu.Unlock()
-	e.tail = snap.AuditHead
-	e.resetPending()
-	return nil
-}
-
-// loadShared reads this member's chain head from a shared store and
-// compares it with the one the member committed: a store that lost
-// commits is recovered, or stops the engine (the error is the
-// *StoreLoss).
-func (e *Engine) loadShared(ctx context.Context) error {
-	known := e.known() // before the head read here replaces the one in memory
-	head, err := e.shared.Head(ctx)
-	if err != nil {
-		return fmt.Errorf("load store: %w", err)
-	}
-	e.keys = newKeyWindow(e.opts.MaxEntries, 0)
-	e.evicted = 0
-	e.sources = map[string]*SourceState{}
-	e.entities = map[string]*entity{}
-	return e.checkHead(ctx, head, known)
 }
 
 func (e *Engine) resetPending() {
@@ -318,46 +265,7 @@ func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Dec
 	if err := e.ready(ctx); err != nil {
 		return nil, err
 	}
-	if e.shared != nil {
-		out, err := e.submitShared(ctx, msgs)
-		return func() ([]Decision, error) { return out, err }, nil
-	}
-	now := e.opts.Now()
-	e.keys.expire(now.Add(-e.ttl).UnixNano())
-	out := make([]Decision, len(msgs))
-	if b := &e.pending.batch; b.Audit == nil { // room for the batch: no copying as it grows
-		b.Audit, b.Keys = make([]AuditRecord, 0, len(msgs)), make([]KeyEntry, 0, len(msgs))
-	}
-	for i := range msgs {
-		out[i] = e.decideOne(&msgs[i], now, 0, "")
-	}
-	c := e.seal(ctx)
-	return func() ([]Decision, error) {
-		<-c.done
-		if c.err != nil {
-			return nil, c.err
-		}
-		return out, nil
-	}, nil
-}
-
-// commitJob is one sealed batch on its way to the store.
-type commitJob struct {
-	ctx   context.Context
-	batch *Batch
-	gen   uint64 // the state generation it was decided in
-	head  AuditHead
-	done  chan struct{}
-	err   error
-}
-
-// seal turns the pending changes into a batch and queues it for the
-// committer. Called with e.mu held.
-func (e *Engine) seal(ctx context.Context) *commitJob {
-	b := e.takeBatch()
-	c := &commitJob{ctx: ctx, batch: b, gen: e.gen, head: e.tail, done: make(chan struct{})}
-	e.queue <- c
-	return c
+	return e.win.submit(ctx, msgs)
 }
 
 // takeBatch turns the pending changes into a batch and starts a new one.
@@ -365,13 +273,6 @@ func (e *Engine) seal(ctx context.Context) *commitJob {
 func (e *Engine) takeBatch() *Batch {
 	b := new(Batch)
 	*b = e.pending.batch // resetPending below starts new slices
-	if e.shared == nil { // a shared store prunes its own keys
-		b.NextKey = e.keys.next
-		if old := e.keys.oldest(); old > e.evicted {
-			b.EvictBelow = old
-			e.evicted = old
-		}
-	}
 	for s := range e.pending.sources {
 		b.Sources = append(b.Sources, s.clone())
 	}
@@ -382,56 +283,22 @@ func (e *Engine) takeBatch() *Batch {
 	return b
 }
 
-// committer writes sealed batches in order. It is the only caller of
-// store.Commit, and stops when the queue is closed.
-func (e *Engine) committer(queue <-chan *commitJob) {
-	defer close(e.stopped)
-	for c := range queue {
-		c.err = e.commitOne(c)
-		close(c.done)
-	}
-}
-
-func (e *Engine) commitOne(c *commitJob) error {
-	if c.gen != e.committedGen.Load() {
-		return fmt.Errorf("%w: a batch before it failed to commit", ErrAborted)
-	}
-	if err := e.store.Commit(c.ctx, c.batch); err != nil {
-		// Batches decided on top of this one fail from now on; the next
-		// caller to take the engine's lock reloads the committed state.
-		// Taking the lock here could deadlock with a caller that holds it
-		// while waiting for room in the queue.
-		e.log.Error("commit failed; the committed state will be reloaded", "err", err, "records", len(c.batch.Audit))
-		e.committedGen.Add(1)
-		e.reload.Store(true)
-		return fmt.Errorf("commit: %w", err)
-	}
-	e.headMu.Lock()
-	e.head = c.head
-	e.headMu.Unlock()
-	e.observe(c.batch)
-	return nil
-}
-
 // ready reloads the committed state after a failed commit. Called with e.mu
 // held before deciding anything.
 func (e *Engine) ready(ctx context.Context) error {
 	if e.closed {
 		return ErrClosed
 	}
-	if l := e.Loss(); l != nil {
-		if err := e.retryLoss(ctx, l); err != nil {
-			return err
-		}
+	if err := e.win.retryLoss(ctx); err != nil {
+		return err
 	}
 	if !e.reload.Swap(false) {
 		return nil
 	}
-	if err := e.load(context.WithoutCancel(ctx)); err != nil {
+	if err := e.win.load(context.WithoutCancel(ctx)); err != nil {
 		e.reload.Store(true)
 		return fmt.Errorf("reload after a failed commit: %w", err)
 	}
-	e.gen = e.committedGen.Load()
 	return nil
 }
 
@@ -439,18 +306,13 @@ func (e *Engine) ready(ctx context.Context) error {
 // the store, which the caller owns.
 func (e *Engine) Close() error {
 	e.mu.Lock()
-	if e.closed && e.queue == nil {
+	if e.closed {
 		e.mu.Unlock()
 		return nil
 	}
 	e.closed = true
-	q := e.queue
-	e.queue = nil
 	e.mu.Unlock()
-	if q != nil {
-		close(q)
-		<-e.stopped
-	}
+	e.win.close()
 	return nil
 }
 
@@ -458,40 +320,40 @@ func (e *Engine) Close() error {
 // store it is ReadState's, empty when the store cannot be read (the error is
 // logged).
 func (e *Engine) State() []EntityState {
-	if e.shared != nil {
-		st, err := e.ReadState(context.Background())
-		if err != nil {
-			e.log.Error("read the group's state", "err", err)
-		}
-		return st
+	st, err := e.win.readState(context.Background())
+	if err != nil {
+		e.log.Error("read the group's state", "err", err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]EntityState, 0, len(e.entities))
-	for name, ent := range e.entities {
-		out = append(out, ent.state(name))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return st
+}
+
+// ReadState returns every entity's state, sorted by name: on a shared
+// store the group's, read from the store.
+func (e *Engine) ReadState(ctx context.Context) ([]EntityState, error) {
+	return e.win.readState(ctx)
 }
 
 // Sources returns every source window, as reported by `sources`. On a
 // shared store it is ReadSources', empty when the store cannot be read.
 func (e *Engine) Sources() []SourceReport {
-	if e.shared != nil {
-		r, err := e.ReadSources(context.Background())
-		if err != nil {
-			e.log.Error("read the group's sources", "err", err)
-		}
-		return r
+	r, err := e.win.readSources(context.Background())
+	if err != nil {
+		e.log.Error("read the group's sources", "err", err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	states := make([]SourceState, 0, len(e.sources))
-	for _, s := range e.sources {
-		states = append(states, *s)
-	}
-	return SourceReports(states)
+	return r
+}
+
+// ReadSources returns every source window: on a shared store the group's,
+// read from the store.
+func (e *Engine) ReadSources(ctx context.Context) ([]SourceReport, error) {
+	return e.win.readSources(ctx)
+}
+
+// Member is the shared store's member id whose chain this engine writes;
+// empty on a single-owner store.
+func (e *Engine) Member() string {
+	id, _ := e.win.member()
+	return id
 }
 
 // Stats are the engine's window sizes.
@@ -505,15 +367,4 @@ type Stats struct {
 
 // Stats returns the current window sizes. On a shared store, whose windows
 // the engine does not hold, only Position is set: this member's.
-func (e *Engine) Stats() Stats {
-	if e.shared != nil {
-		e.headMu.Lock()
-		defer e.headMu.Unlock()
-		return Stats{Position: e.head.Position, Shared: true}
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.headMu.Lock()
-	defer e.headMu.Unlock()
-	return Stats{Keys: e.keys.len(), Sources: len(e.sources), Entities: len(e.entities), Position: e.head.Position}
-}
+func (e *Engine) Stats() Stats { return e.win.stats() }

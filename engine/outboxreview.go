@@ -136,7 +136,7 @@ func (e *Engine) resolveForward(ctx context.Context, res OutboxResolve, reason, 
 	if res.Requeue {
 		outcome = OutcomeForwardRetried
 	}
-	if e.shared != nil && h.Member != e.member {
+	if id, group := e.win.member(); group && h.Member != id {
 		reason = strings.TrimSuffix("outbox of member "+h.Member+": "+reason, ": ")
 	}
 	var r AuditRecord
@@ -163,9 +163,10 @@ func (e *Engine) heldForward(ctx context.Context, ob OutboxStore, member string,
 	if err != nil {
 		return HeldEntry{}, err
 	}
+	_, group := e.win.member()
 	var found []HeldEntry
 	for _, h := range hs {
-		if h.ID == id && (h.Member == member || (member == "" && e.shared != nil)) {
+		if h.ID == id && (h.Member == member || (member == "" && group)) {
 			found = append(found, h)
 		}
 	}

@@ -92,12 +92,67 @@ var ErrMemberHeld = errors.New("replayguard: member id held by another live proc
 // races for its rows through every retry.
 var ErrContention = errors.New("replayguard: batch lost every retry to other members")
 
-// submitShared decides and commits one batch on a shared store. Called
-// with e.mu held.
-func (e *Engine) submitShared(ctx context.Context, msgs []Message) ([]Decision, error) {
+// sharedWindows are the windows of a consumer group's store: the engine
+// keeps none between batches. For each batch (or operator action) the
+// store reads the rows it touches under its concurrency control, the
+// engine makes them its whole window state and decides on them, and the
+// store writes the batch atomically with the reads; the batch is then
+// journaled. The store's head of this member's chain is compared with the
+// journal's at start and whenever it may have failed over (storeloss.go).
+type sharedWindows struct {
+	e       *Engine
+	store   SharedStore
+	journal Journal // nil: none
+}
+
+// newSharedWindows makes e a member of sh's group: its records name the
+// member, its quarantine ids are the member's, its versions are ordered
+// across the group.
+func newSharedWindows(e *Engine, sh SharedStore, journal Journal) *sharedWindows {
+	e.member, e.qbase, e.groupOrder = sh.Member(), sh.QuarantineBase(), true
+	return &sharedWindows{e: e, store: sh, journal: journal}
+}
+
+// load reads this member's chain head from the store and compares it with
+// the one the member committed: a store that lost commits is recovered,
+// or stops the engine (the error is the *StoreLoss). The windows are the
+// store's: the engine's stay empty between batches.
+func (w *sharedWindows) load(ctx context.Context) error {
+	e := w.e
+	known := w.known() // before the head read here replaces the one in memory
+	head, err := w.store.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("load store: %w", err)
+	}
+	e.keys = newKeyWindow(e.opts.MaxEntries, 0)
+	e.sources = map[string]*SourceState{}
+	e.entities = map[string]*entity{}
+	return w.checkHead(ctx, head, known)
+}
+
+// submit commits before it returns: wait only hands over the outcome.
+func (w *sharedWindows) submit(ctx context.Context, msgs []Message) (func() ([]Decision, error), error) {
+	out, err := w.decideBatch(ctx, msgs)
+	return func() ([]Decision, error) { return out, err }, nil
+}
+
+func (w *sharedWindows) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
+	now := w.e.opts.Now()
+	return w.update(ctx, w.e.reads(msgs, now), func() { fill(now) }, nil, nil)
+}
+
+func (w *sharedWindows) member() (string, bool) { return w.e.member, true }
+
+// close has nothing to stop: every batch was committed before its submit
+// returned.
+func (w *sharedWindows) close() {}
+
+// decideBatch decides and commits one batch. Called with e.mu held.
+func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Decision, error) {
+	e := w.e
 	now := e.opts.Now()
 	out := make([]Decision, len(msgs))
-	err := e.update(ctx, e.reads(msgs, now), func() {
+	err := w.update(ctx, e.reads(msgs, now), func() {
 		for i := range msgs {
 			out[i] = e.decideOne(&msgs[i], now, 0, "")
 		}
@@ -147,10 +202,11 @@ func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 // batch with the deliveries it decided (msgs, and decided, which fill
 // fills with their decisions; both nil for an operator's action). Called
 // with e.mu held.
-func (e *Engine) update(ctx context.Context, r *Reads, fill func(), msgs []Message, decided []Decision) error {
+func (w *sharedWindows) update(ctx context.Context, r *Reads, fill func(), msgs []Message, decided []Decision) error {
+	e := w.e
 	start := e.tail
 	var b *Batch
-	err := e.shared.Update(ctx, r, func(rows *Rows) (*Batch, error) {
+	err := w.store.Update(ctx, r, func(rows *Rows) (*Batch, error) {
 		e.tail = start // a retry decides the batch again from the same chain head
 		e.resetPending()
 		e.loadRows(rows, r.KeyCutoff)
@@ -170,7 +226,7 @@ func (e *Engine) update(ctx context.Context, r *Reads, fill func(), msgs []Messa
 	e.headMu.Lock()
 	e.head = e.tail
 	e.headMu.Unlock()
-	jerr := e.journalBatch(b, msgs, decided)
+	jerr := w.journalBatch(b, msgs, decided)
 	if len(msgs) > 0 && msgs[0].recovery != 0 { // before the observer counts the batch's decisions: see LossStats
 		e.lossMu.Lock()
 		e.lossStats.Recovered += uint64(len(msgs))
@@ -183,8 +239,9 @@ func (e *Engine) update(ctx context.Context, r *Reads, fill func(), msgs []Messa
 // journalBatch appends a committed batch to the journal. Its deliveries
 // are not acknowledged when it fails (the caller passes them again and
 // finds them duplicates): only what the journal holds is acknowledged.
-func (e *Engine) journalBatch(b *Batch, msgs []Message, decided []Decision) error {
-	if e.journal == nil || len(b.Audit) == 0 {
+func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decision) error {
+	e := w.e
+	if w.journal == nil || len(b.Audit) == 0 {
 		return nil
 	}
 	je := JournalEntry{Kind: JournalBatch, Head: e.tail, First: b.Audit[0].Position, Time: e.opts.Now(), Messages: msgs}
@@ -197,7 +254,7 @@ func (e *Engine) journalBatch(b *Batch, msgs []Message, decided []Decision) erro
 			je.Effective[i] = decided[i].Outcome.Effective()
 		}
 	}
-	if err := e.journal.Append(je); err != nil {
+	if err := w.journal.Append(je); err != nil {
 		e.log.Error("journal append failed: the batch is committed but not acknowledged", "err", err)
 		return fmt.Errorf("journal: %w", err)
 	}
@@ -229,13 +286,9 @@ func (e *Engine) loadRows(rows *Rows, cutoff int64) {
 	e.refused = rows.Refused
 }
 
-// ReadState returns every entity's state, sorted by name: on a shared
-// store the group's, read from the store.
-func (e *Engine) ReadState(ctx context.Context) ([]EntityState, error) {
-	if e.shared == nil {
-		return e.State(), nil
-	}
-	snap, err := e.shared.Load(ctx)
+// readState reads the group's entities from the store, sorted by name.
+func (w *sharedWindows) readState(ctx context.Context) ([]EntityState, error) {
+	snap, err := w.store.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -243,22 +296,22 @@ func (e *Engine) ReadState(ctx context.Context) ([]EntityState, error) {
 	return snap.Entities, nil
 }
 
-// ReadSources returns every source window: on a shared store the group's,
-// read from the store.
-func (e *Engine) ReadSources(ctx context.Context) ([]SourceReport, error) {
-	if e.shared == nil {
-		return e.Sources(), nil
-	}
-	snap, err := e.shared.Load(ctx)
+// readSources reads the group's source windows from the store.
+func (w *sharedWindows) readSources(ctx context.Context) ([]SourceReport, error) {
+	snap, err := w.store.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return SourceReports(snap.Sources), nil
 }
 
-// Member is the shared store's member id whose chain this engine writes;
-// empty on a single-owner store.
-func (e *Engine) Member() string { return e.member }
+// stats has only this member's position: the windows are the store's.
+func (w *sharedWindows) stats() Stats {
+	e := w.e
+	e.headMu.Lock()
+	defer e.headMu.Unlock()
+	return Stats{Position: e.head.Position, Shared: true}
+}
 
 // SharedStats are a shared store's counters since it was opened, for the
 // metrics (a shared store implements StatsReporter).

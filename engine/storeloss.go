@@ -60,23 +60,23 @@ func (e *Engine) setLoss(l *StoreLoss) {
 // that a member with nothing to decide finds a failover too. It returns
 // the loss while one keeps the member from deciding; nil on a
 // single-owner store.
-func (e *Engine) CheckStore(ctx context.Context) error {
-	if e.shared == nil {
-		return nil
-	}
+func (e *Engine) CheckStore(ctx context.Context) error { return e.win.checkStore(ctx) }
+
+func (w *sharedWindows) checkStore(ctx context.Context) error {
+	e := w.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return ErrClosed
 	}
 	hctx, cancel := context.WithTimeout(ctx, headReadTimeout) // decisions wait meanwhile: a store that does not answer must not hold them
-	head, err := e.shared.Head(hctx)
+	head, err := w.store.Head(hctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("read the store's chain head: %w", err)
 	}
 	if l := e.Loss(); l != nil {
-		return e.recoverLoss(ctx, l, head)
+		return w.recoverLoss(ctx, l, head)
 	}
 	e.headMu.Lock()
 	same := e.head == head
@@ -84,24 +84,30 @@ func (e *Engine) CheckStore(ctx context.Context) error {
 	if same && !e.reload.Load() {
 		return nil
 	}
-	return e.checkHead(ctx, head, e.known())
+	return w.checkHead(ctx, head, w.known())
 }
 
-// retryLoss tries again to recover the loss that stops this member, on the
-// store's current head. Called with e.mu held before deciding.
-func (e *Engine) retryLoss(ctx context.Context, l *StoreLoss) error {
-	head, err := e.shared.Head(ctx)
+// retryLoss tries again to recover the loss that stops this member, if
+// one does, on the store's current head. Called with e.mu held before
+// deciding.
+func (w *sharedWindows) retryLoss(ctx context.Context) error {
+	l := w.e.Loss()
+	if l == nil {
+		return nil
+	}
+	head, err := w.store.Head(ctx)
 	if err != nil {
 		return fmt.Errorf("%w (and reading the store's chain head again: %v)", l, err)
 	}
-	return e.recoverLoss(ctx, l, head)
+	return w.recoverLoss(ctx, l, head)
 }
 
 // known is the head this member committed and had acknowledged: the
 // journal's, or without one the committed head in memory.
-func (e *Engine) known() AuditHead {
-	if e.journal != nil {
-		last, _ := e.journal.Last()
+func (w *sharedWindows) known() AuditHead {
+	e := w.e
+	if w.journal != nil {
+		last, _ := w.journal.Last()
 		return last.Head
 	}
 	e.headMu.Lock()
@@ -112,16 +118,17 @@ func (e *Engine) known() AuditHead {
 // checkHead compares the store's head with known, the one this member
 // committed, and makes the store's head the engine's when it holds
 // everything; otherwise it recovers the loss. Called with e.mu held.
-func (e *Engine) checkHead(ctx context.Context, head, known AuditHead) error {
-	if e.journal != nil {
-		if _, pending := e.journal.Last(); pending != nil {
+func (w *sharedWindows) checkHead(ctx context.Context, head, known AuditHead) error {
+	e := w.e
+	if w.journal != nil {
+		if _, pending := w.journal.Last(); pending != nil {
 			// A recovery that did not finish (a crash during it): decide
 			// again everything from where it began.
 			l := &StoreLoss{Store: e.storeName, Member: e.member, Head: head, Known: pending.Lost,
 				Lost: Span{From: pending.Head.Position + 1, To: pending.Lost.Position}, Detected: e.opts.Now(), from: pending.Head,
 				marked: true, accepted: pending.Action == OutcomeLossAccepted}
 			e.noteLoss(l, "a recovery from the journal did not finish: resuming it")
-			return e.recoverLoss(ctx, l, head)
+			return w.recoverLoss(ctx, l, head)
 		}
 	}
 	l, err := e.compare(ctx, head, known)
@@ -133,7 +140,7 @@ func (e *Engine) checkHead(ctx context.Context, head, known AuditHead) error {
 		return nil
 	}
 	e.noteLoss(l, "the store lost commits this member acknowledged: deciding and acknowledging stop until they are recovered")
-	return e.recoverLoss(ctx, l, head)
+	return w.recoverLoss(ctx, l, head)
 }
 
 // compare returns the loss when the store's head is behind known, or the
@@ -210,14 +217,15 @@ func (e *Engine) noteLoss(l *StoreLoss, what string) {
 // operator accepted what it does not); audits the recovery and clears the
 // loss. Otherwise, or when recovery fails, it returns the loss: the member
 // stays stopped. Called with e.mu held.
-func (e *Engine) recoverLoss(ctx context.Context, l *StoreLoss, head AuditHead) error {
+func (w *sharedWindows) recoverLoss(ctx context.Context, l *StoreLoss, head AuditHead) error {
+	e := w.e
 	if !l.Forked {
 		// A store that came back with everything (a failback to the old
 		// primary) has lost nothing any more. A recovery's batches already
 		// written there would make it hold another record at l.Known.
 		if again, err := e.compare(ctx, head, l.Known); err == nil && again == nil {
 			if l.marked {
-				if err := e.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: head, Time: e.opts.Now()}); err != nil {
+				if err := w.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: head, Time: e.opts.Now()}); err != nil {
 					return e.recoveryFailed(l, err)
 				}
 			}
@@ -234,7 +242,7 @@ func (e *Engine) recoverLoss(ctx context.Context, l *StoreLoss, head AuditHead) 
 		l.Lost.From = head.Position + 1
 		l.Uncovered, l.accepted = Span{}, false // an acceptance named positions of the first loss only
 	}
-	if e.journal == nil {
+	if w.journal == nil {
 		l.Uncovered = l.Lost
 	}
 	if !l.accepted && (l.Forked || !l.Uncovered.Empty()) {
@@ -242,7 +250,7 @@ func (e *Engine) recoverLoss(ctx context.Context, l *StoreLoss, head AuditHead) 
 		return l
 	}
 	if !l.accepted {
-		uncovered, err := e.journal.Replay(l.from, nil)
+		uncovered, err := w.journal.Replay(l.from, nil)
 		if err != nil {
 			return e.recoveryFailed(l, err)
 		}
@@ -256,21 +264,21 @@ func (e *Engine) recoverLoss(ctx context.Context, l *StoreLoss, head AuditHead) 
 		}
 	}
 	e.rebase(head)
-	return e.replayJournal(ctx, l)
+	return w.replayJournal(ctx, l)
 }
 
 // markRecovery writes, once per loss, the journal's record that a recovery
 // began: until its end is written, a restart resumes it, and the journal
 // keeps every segment.
-func (e *Engine) markRecovery(l *StoreLoss) error {
+func (w *sharedWindows) markRecovery(l *StoreLoss) error {
 	if l.marked {
 		return nil
 	}
-	m := JournalEntry{Kind: JournalRecoveryStart, Head: l.from, Lost: l.Known, Time: e.opts.Now()}
+	m := JournalEntry{Kind: JournalRecoveryStart, Head: l.from, Lost: l.Known, Time: w.e.opts.Now()}
 	if l.accepted {
 		m.Action = OutcomeLossAccepted
 	}
-	if err := e.journal.Append(m); err != nil {
+	if err := w.journal.Append(m); err != nil {
 		return err
 	}
 	l.marked = true
@@ -280,8 +288,9 @@ func (e *Engine) markRecovery(l *StoreLoss) error {
 // replayJournal decides again every batch the journal holds after l.from,
 // on the store at the engine's head, then audits the recovery. Called with
 // e.mu held.
-func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss) error {
-	if err := e.markRecovery(l); err != nil {
+func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
+	e := w.e
+	if err := w.markRecovery(l); err != nil {
 		return e.recoveryFailed(l, err)
 	}
 	var n, stale int
@@ -289,7 +298,7 @@ func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss) error {
 	var actions []string
 	first := e.tail.Position + 1
 	oldest := e.opts.Now().Add(-e.ttl)
-	_, err := e.journal.Replay(l.from, func(je JournalEntry) error {
+	_, err := w.journal.Replay(l.from, func(je JournalEntry) error {
 		switch {
 		case len(je.Messages) == 0:
 			if je.Action != OutcomeRecovered && je.Action != OutcomeLossAccepted {
@@ -309,7 +318,7 @@ func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss) error {
 				je.Messages[i].recovery = recoveredApplied
 			}
 		}
-		out, err := e.submitShared(ctx, je.Messages)
+		out, err := w.decideBatch(ctx, je.Messages)
 		if err != nil {
 			return err
 		}
@@ -334,12 +343,12 @@ func (e *Engine) replayJournal(ctx context.Context, l *StoreLoss) error {
 	if l.accepted {
 		what += fmt.Sprintf("; positions %s were accepted as lost by %s", l.acceptedSpan, l.operator)
 	}
-	err = e.update(ctx, &Reads{}, func() {
+	err = w.update(ctx, &Reads{}, func() {
 		r := AuditRecord{Time: e.opts.Now().UTC(), Outcome: OutcomeRecovered, Reason: what}
 		e.appendAudit(&r)
 	}, nil, nil)
 	if err == nil {
-		err = e.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: e.tail, Time: e.opts.Now()})
+		err = w.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: e.tail, Time: e.opts.Now()})
 	}
 	if err != nil {
 		return e.recoveryFailed(l, err)
@@ -381,16 +390,21 @@ func (e *Engine) AcceptLoss(ctx context.Context, operator string) (StoreLoss, er
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.win.acceptLoss(ctx, operator)
+}
+
+func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreLoss, error) {
+	e := w.e
 	l := e.Loss()
 	switch {
 	case l == nil:
 		return StoreLoss{}, ErrNoLoss
 	case l.accepted:
 		return *l, fmt.Errorf("%w: positions %s were accepted by %s; the recovery of the rest is being retried: %s", ErrLossCovered, l.acceptedSpan, l.operator, l.Reason)
-	case e.journal != nil && !l.Forked && l.Uncovered.Empty():
+	case w.journal != nil && !l.Forked && l.Uncovered.Empty():
 		return *l, fmt.Errorf("%w: the journal holds every lost position (%s); the member recovers them by itself as soon as the store takes its writes: %s", ErrLossCovered, l.Lost, l.Reason)
 	}
-	head, err := e.shared.Head(ctx)
+	head, err := w.store.Head(ctx)
 	if err != nil {
 		return *l, fmt.Errorf("read the store's chain head: %w", err)
 	}
@@ -403,15 +417,15 @@ func (e *Engine) AcceptLoss(ctx context.Context, operator string) (StoreLoss, er
 	}
 	accepted := *l
 	l.accepted, l.acceptedSpan, l.operator = true, gone, operator
-	if e.journal != nil {
+	if w.journal != nil {
 		// Before the acceptance moves the journal's head: a crash after it
 		// resumes the recovery of what the journal holds.
-		if err := e.markRecovery(l); err != nil {
+		if err := w.markRecovery(l); err != nil {
 			return accepted, err
 		}
 	}
 	e.rebase(head)
-	err = e.update(ctx, &Reads{}, func() {
+	err = w.update(ctx, &Reads{}, func() {
 		r := AuditRecord{Time: e.opts.Now().UTC(), Outcome: OutcomeLossAccepted, Reason: why, Operator: operator}
 		e.appendAudit(&r)
 	}, nil, nil)
@@ -425,13 +439,13 @@ func (e *Engine) AcceptLoss(ctx context.Context, operator string) (StoreLoss, er
 	e.lossStats.Accepted++
 	e.lossMu.Unlock()
 	e.log.Warn("an operator accepted a store loss", "operator", operator, "store", l.Store, "member", l.Member, "lost", gone.String())
-	if e.journal == nil {
+	if w.journal == nil {
 		e.setLoss(nil)
 		return accepted, nil
 	}
 	l.Forked = false
 	e.setLoss(l)
-	return accepted, e.replayJournal(ctx, l)
+	return accepted, w.replayJournal(ctx, l)
 }
 
 // ErrNoLoss is returned by AcceptLoss when no store loss stops the member.

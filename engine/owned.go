@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+)
+
+// ownedWindows are the windows of a single-owner store: the engine's
+// memory, loaded once from Store.Load. The store is this process's alone,
+// so nothing changes them behind the engine's back: each batch is decided
+// on them, sealed, and queued to the committer goroutine, which writes the
+// batches in order while the next ones are decided.
+type ownedWindows struct {
+	noLosses
+	e *Engine
+
+	queue        chan *commitJob // sealed batches, to the committer
+	stopped      chan struct{}   // closed when the committer returns
+	committedGen atomic.Uint64   // the generation the committer accepts
+	gen          uint64          // state generation: bumped by every reload after a failed commit; under e.mu
+	evicted      uint64          // EvictBelow last sealed; under e.mu
+}
+
+// newOwnedWindows starts the committer; close stops it.
+func newOwnedWindows(e *Engine) *ownedWindows {
+	w := &ownedWindows{e: e, queue: make(chan *commitJob, 4), stopped: make(chan struct{})}
+	go w.committer()
+	return w
+}
+
+// load (re)builds the in-memory state from the store.
+func (w *ownedWindows) load(ctx context.Context) error {
+	e := w.e
+	snap, err := e.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load store: %w", err)
+	}
+	e.keys = newKeyWindow(e.opts.MaxEntries, snap.NextKey)
+	for _, k := range snap.Keys {
+		e.keys.add(k.Key, k.Digest, k.Time, k.Ordinal)
+	}
+	w.evicted = 0
+	e.sources = make(map[string]*SourceState, len(snap.Sources))
+	for i := range snap.Sources {
+		s := snap.Sources[i]
+		e.sources[s.ID()] = &s
+	}
+	e.entities = make(map[string]*entity, len(snap.Entities))
+	for _, st := range snap.Entities {
+		e.entities[st.Name] = entityFromState(st)
+	}
+	e.headMu.Lock()
+	e.head = snap.AuditHead
+	e.headMu.Unlock()
+	e.tail = snap.AuditHead
+	e.resetPending()
+	w.gen = w.committedGen.Load()
+	return nil
+}
+
+func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (func() ([]Decision, error), error) {
+	e := w.e
+	now := e.opts.Now()
+	e.keys.expire(now.Add(-e.ttl).UnixNano())
+	out := make([]Decision, len(msgs))
+	if b := &e.pending.batch; b.Audit == nil { // room for the batch: no copying as it grows
+		b.Audit, b.Keys = make([]AuditRecord, 0, len(msgs)), make([]KeyEntry, 0, len(msgs))
+	}
+	for i := range msgs {
+		out[i] = e.decideOne(&msgs[i], now, 0, "")
+	}
+	c := w.seal(ctx)
+	return func() ([]Decision, error) {
+		<-c.done
+		if c.err != nil {
+			return nil, c.err
+		}
+		return out, nil
+	}, nil
+}
+
+// act lets e.mu go while the commit runs.
+func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
+	fill(w.e.opts.Now())
+	c := w.seal(ctx)
+	w.e.mu.Unlock()
+	<-c.done
+	w.e.mu.Lock()
+	return c.err
+}
+
+// commitJob is one sealed batch on its way to the store.
+type commitJob struct {
+	ctx   context.Context
+	batch *Batch
+	gen   uint64 // the state generation it was decided in
+	head  AuditHead
+	done  chan struct{}
+	err   error
+}
+
+// seal turns the pending changes into a batch, with the key window's
+// evictions, and queues it for the committer. Called with e.mu held.
+func (w *ownedWindows) seal(ctx context.Context) *commitJob {
+	e := w.e
+	b := e.takeBatch()
+	b.NextKey = e.keys.next
+	if old := e.keys.oldest(); old > w.evicted {
+		b.EvictBelow = old
+		w.evicted = old
+	}
+	c := &commitJob{ctx: ctx, batch: b, gen: w.gen, head: e.tail, done: make(chan struct{})}
+	w.queue <- c
+	return c
+}
+
+// committer writes sealed batches in order. It is the only caller of
+// store.Commit, and stops when the queue is closed.
+func (w *ownedWindows) committer() {
+	defer close(w.stopped)
+	for c := range w.queue {
+		c.err = w.commitOne(c)
+		close(c.done)
+	}
+}
+
+func (w *ownedWindows) commitOne(c *commitJob) error {
+	e := w.e
+	if c.gen != w.committedGen.Load() {
+		return fmt.Errorf("%w: a batch before it failed to commit", ErrAborted)
+	}
+	if err := e.store.Commit(c.ctx, c.batch); err != nil {
+		// Batches decided on top of this one fail from now on; the next
+		// caller to take the engine's lock reloads the committed state.
+		// Taking the lock here could deadlock with a caller that holds it
+		// while waiting for room in the queue.
+		e.log.Error("commit failed; the committed state will be reloaded", "err", err, "records", len(c.batch.Audit))
+		w.committedGen.Add(1)
+		e.reload.Store(true)
+		return fmt.Errorf("commit: %w", err)
+	}
+	e.headMu.Lock()
+	e.head = c.head
+	e.headMu.Unlock()
+	e.observe(c.batch)
+	return nil
+}
+
+func (w *ownedWindows) close() {
+	close(w.queue)
+	<-w.stopped
+}
+
+func (w *ownedWindows) member() (string, bool) { return "", false }
+
+func (w *ownedWindows) readState(context.Context) ([]EntityState, error) {
+	e := w.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]EntityState, 0, len(e.entities))
+	for name, ent := range e.entities {
+		out = append(out, ent.state(name))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (w *ownedWindows) readSources(context.Context) ([]SourceReport, error) {
+	e := w.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	states := make([]SourceState, 0, len(e.sources))
+	for _, s := range e.sources {
+		states = append(states, *s)
+	}
+	return SourceReports(states), nil
+}
+
+func (w *ownedWindows) stats() Stats {
+	e := w.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.headMu.Lock()
+	defer e.headMu.Unlock()
+	return Stats{Keys: e.keys.len(), Sources: len(e.sources), Entities: len(e.entities), Position: e.head.Position}
+}
