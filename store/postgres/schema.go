@@ -2,8 +2,12 @@ package postgres
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -11,42 +15,69 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// The schema's layout is the numbered migrations in migrations/, as River
+// keeps its own: NNN_name.up.sql takes a schema from version NNN-1 to NNN,
+// and a schema's version is the one row of its schema_version table. In a
+// migration, templateSchema stands before every table name and is replaced
+// with the quoted schema and a dot; left as it is, a comment, the file runs
+// in the search_path's schema.
+//
+//go:embed migrations/*.up.sql
+var migrationFiles embed.FS
+
+const templateSchema = "/* TEMPLATE: schema */"
+
+// migration is one numbered step of the schema.
+type migration struct {
+	version int
+	name    string // the file name
+	sql     string
+}
+
+// migrations are every step, by version from 1.
+var migrations = mustMigrations(loadMigrations(migrationFiles, "migrations"))
+
 // schemaVersion is the newest layout this build knows: the number of
 // migrations. Open refuses a schema written by a newer build.
-const schemaVersion = 2
+var schemaVersion = len(migrations)
 
-// migrations[i] takes a schema from version i to i+1. "{s}" stands for the
-// quoted schema name. Identifiers and names are bytea: a source id is
-// binary, and bytea orders bytewise, as the engine sorts them.
-var migrations = []string{
-	`CREATE TABLE {s}.members (
-		member        text COLLATE "C" PRIMARY KEY,
-		number        bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-		holder        text NOT NULL DEFAULT '',
-		lease_expires timestamptz NOT NULL DEFAULT '-infinity',
-		head_position bigint NOT NULL DEFAULT 0,
-		head_hash     bytea NOT NULL DEFAULT '\x'
-	);
-	CREATE TABLE {s}.keys (
-		key     bytea PRIMARY KEY,
-		digest  bytea NOT NULL,
-		time    bigint NOT NULL,
-		ordinal bigint NOT NULL
-	);
-	-- The one index pruning needs: ordinals are at least the time a key
-	-- was applied (engine.loadRows), so keys older than the ttl are found
-	-- among those with ordinals below the cutoff.
-	CREATE INDEX keys_ordinal ON {s}.keys (ordinal);
-	CREATE TABLE {s}.sources (id bytea PRIMARY KEY, state bytea NOT NULL);
-	CREATE TABLE {s}.entities (name bytea PRIMARY KEY, state bytea NOT NULL);
-	CREATE TABLE {s}.audit (
-		member   bigint NOT NULL, -- members.number
-		position bigint NOT NULL,
-		record   bytea NOT NULL,
-		PRIMARY KEY (member, position)
-	);
-	CREATE TABLE {s}.quarantine (id bigint PRIMARY KEY, entry bytea NOT NULL, payload bytea NOT NULL);`,
-	outboxMigration,
+// loadMigrations reads the NNN_name.up.sql files of dir, which must be
+// numbered 1, 2, … without a gap.
+func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
+	names, err := fs.Glob(fsys, path.Join(dir, "*.up.sql"))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]migration, 0, len(names))
+	for i, name := range names { // Glob sorts them
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || len(num) != 3 || v != i+1 {
+			return nil, fmt.Errorf("postgres store: migration %s: want %03d_name.up.sql", base, i+1)
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: base, sql: string(b)})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("postgres store: no migrations in %s", dir)
+	}
+	return out, nil
+}
+
+func mustMigrations(ms []migration, err error) []migration {
+	if err != nil {
+		panic(err)
+	}
+	return ms
+}
+
+// in returns the migration's SQL for the schema s (quoted).
+func (m migration) in(s string) string {
+	return strings.ReplaceAll(m.sql, templateSchema, s+".")
 }
 
 // migrate creates the schema or brings it to schemaVersion, in one
@@ -61,24 +92,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, readOnly bo
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if !readOnly {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('replayguard migrate ' || $1))`, schema); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s+`;
-			CREATE TABLE IF NOT EXISTS `+s+`.schema_version (
-				one     boolean PRIMARY KEY DEFAULT true CHECK (one),
-				version integer NOT NULL
-			);
-			INSERT INTO `+s+`.schema_version (version) VALUES (0) ON CONFLICT DO NOTHING`); err != nil {
+		if err := createVersionTable(ctx, tx, schema, s); err != nil {
 			return err
 		}
 	}
-	var v int
-	err = tx.QueryRow(ctx, `SELECT version FROM `+s+`.schema_version`).Scan(&v)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
-		return fmt.Errorf("schema %q holds no replayguard store (open it with a member id once to create it)", schema)
-	}
+	v, err := readVersion(ctx, tx, schema, s)
 	if err != nil {
 		return err
 	}
@@ -90,13 +108,39 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, readOnly bo
 	case readOnly:
 		return fmt.Errorf("schema %q has version %d, older than this build's %d: open it with a member id to migrate it", schema, v, schemaVersion)
 	}
-	for ; v < schemaVersion; v++ {
-		if _, err := tx.Exec(ctx, strings.ReplaceAll(migrations[v], "{s}", s)); err != nil {
-			return fmt.Errorf("migrate schema %q to version %d: %w", schema, v+1, err)
+	for _, m := range migrations[v:] {
+		if _, err := tx.Exec(ctx, m.in(s)); err != nil {
+			return fmt.Errorf("migrate schema %q to version %d (%s): %w", schema, m.version, m.name, err)
 		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE `+s+`.schema_version SET version = $1`, v); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE `+s+`.schema_version SET version = $1`, schemaVersion); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// createVersionTable takes the migration lock and creates the schema and
+// its version table at version 0 when they are missing.
+func createVersionTable(ctx context.Context, tx pgx.Tx, schema, s string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('replayguard migrate ' || $1))`, schema); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s+`;
+		CREATE TABLE IF NOT EXISTS `+s+`.schema_version (
+			one     boolean PRIMARY KEY DEFAULT true CHECK (one),
+			version integer NOT NULL
+		);
+		INSERT INTO `+s+`.schema_version (version) VALUES (0) ON CONFLICT DO NOTHING`)
+	return err
+}
+
+// readVersion returns the schema's version.
+func readVersion(ctx context.Context, tx pgx.Tx, schema, s string) (int, error) {
+	var v int
+	err := tx.QueryRow(ctx, `SELECT version FROM `+s+`.schema_version`).Scan(&v)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+		return 0, fmt.Errorf("schema %q holds no replayguard store (open it with a member id once to create it)", schema)
+	}
+	return v, err
 }

@@ -1,0 +1,98 @@
+package postgres_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// createWithGoStrings creates g's schema with the DDL replayguard ran
+// before its migrations were embedded .sql files, at version 2.
+func createWithGoStrings(t *testing.T, g *group) {
+	t.Helper()
+	ddl, err := os.ReadFile("testdata/schema_v2_go_strings.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, g.url, strings.ReplaceAll(string(ddl), "{s}", pgx.Identifier{g.schema}.Sanitize()))
+}
+
+func testSchemaGoStrings(t *testing.T, g *group) {
+	createWithGoStrings(t, g)
+	recs := records("m1", 1, 2)
+	for round := range 2 { // opened, closed and opened again
+		s := g.mustOpen("m1")
+		if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != 2 {
+			t.Fatalf("open %d: schema version %d, want 2: the schema was not taken as current", round, n)
+		}
+		e := engine.OutboxEntry{ID: engine.OutboxID(uint64(round+1), 0), Output: engine.OutputMQTT, Target: "clean/x", Route: "meters",
+			Topic: "plant/m1/energy", Key: recs[round].Key, Sequence: -1, Time: recs[round].Time, Payload: []byte(`{"kwh":1}`)}
+		if err := s.Commit(t.Context(), &engine.Batch{Audit: recs[round : round+1], Outbox: []engine.OutboxEntry{e}}); err != nil {
+			t.Fatalf("open %d: Commit: %v", round, err)
+		}
+		if h, err := s.Head(t.Context()); err != nil || h.Position != uint64(round+1) {
+			t.Fatalf("open %d: head %+v, %v", round, h, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ro, err := g.open("")
+	if err != nil {
+		t.Fatalf("read-only open: %v", err)
+	}
+	if es, err := ro.Outbox(t.Context(), "m1", 0, 10); err != nil || len(es) != 2 {
+		t.Fatalf("outbox = %d entries, %v; want 2", len(es), err)
+	}
+}
+
+func testSchemaSameCatalog(t *testing.T, g *group) {
+	g.mustOpen("m1").Close()
+	old := newGroup(t, g.url)
+	createWithGoStrings(t, old)
+	got, want := catalog(t, g.url, g.schema), catalog(t, g.url, old.schema)
+	if !slices.Equal(got, want) {
+		t.Fatalf("the migrations made:\n%s\nthe Go-string DDL made:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(got) < 30 {
+		t.Fatalf("the catalog of the schema lists %d lines:\n%s", len(got), strings.Join(got, "\n"))
+	}
+}
+
+// catalog describes schema's columns, constraints and indexes, without
+// naming the schema.
+func catalog(t *testing.T, url, schema string) []string {
+	t.Helper()
+	c, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	rows, err := c.Query(t.Context(), `
+		SELECT format('column %s.%s #%s %s collation=%s null=%s default=%s identity=%s %s', table_name, column_name,
+			ordinal_position, data_type, coalesce(collation_name, '-'), is_nullable, coalesce(column_default, '-'),
+			is_identity, coalesce(identity_generation, '-'))
+		FROM information_schema.columns WHERE table_schema = $1
+		UNION ALL
+		SELECT format('constraint %s.%s %s', t.relname, k.conname, pg_get_constraintdef(k.oid))
+		FROM pg_constraint k JOIN pg_class t ON t.oid = k.conrelid JOIN pg_namespace n ON n.oid = t.relnamespace
+		WHERE n.nspname = $1
+		UNION ALL
+		SELECT format('index %s', replace(indexdef, quote_ident(schemaname) || '.', ''))
+		FROM pg_indexes WHERE schemaname = $1`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
