@@ -13,6 +13,11 @@
 // directory with each other but not with a writer, so read commands against
 // a running daemon should go through its HTTP API.
 //
+// A Store declares, in its Capabilities, audit retention (Trim), the audit
+// sinks' cursors (Cursors) and the outbox of forward effects (Outbox). Its
+// conformance test runs storetest.Run with Features{Durable: true}: the
+// suite reopens a directory, and checks its lock.
+//
 // A Store is safe for concurrent use. Reads run in their own transactions
 // and never block a commit for longer than one chunk of a scan; commits are
 // serialised.

@@ -17,14 +17,19 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// TestConformance runs the conformance suite on a store in a directory of
+// its own per case: single-owner and durable.
 func TestConformance(t *testing.T) {
-	storetest.RunDurable(t, func(t *testing.T, dir string) (engine.Store, error) {
-		s, err := embedded.Open(dir, embedded.Options{Logger: testLogger(t)})
-		if err != nil {
-			return nil, err
+	storetest.Run(t, storetest.Features{Durable: true}, func(t *testing.T) storetest.Open {
+		dir := t.TempDir()
+		return func(string) (engine.Store, error) {
+			s, err := embedded.Open(dir, embedded.Options{Logger: testLogger(t)})
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s, nil
 		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s, nil
 	})
 }
 
@@ -117,10 +122,4 @@ func TestRefusesAnotherLayout(t *testing.T) {
 		_ = s.Close()
 		t.Fatal("Open accepted a store with layout version 9")
 	}
-}
-
-func TestOutbox(t *testing.T) {
-	storetest.RunOutbox(t, func(t *testing.T, dir string) engine.Store {
-		return open(t, dir, embedded.Options{})
-	}, true)
 }

@@ -13,11 +13,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// TestConformance runs the conformance suite on a Store: single-owner,
+// keeping nothing once closed.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) engine.Store {
-		s := memory.New()
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+	storetest.Run(t, storetest.Features{}, func(t *testing.T) storetest.Open {
+		return func(string) (engine.Store, error) {
+			s := memory.New()
+			t.Cleanup(func() { _ = s.Close() })
+			return s, nil
+		}
 	})
 }
 

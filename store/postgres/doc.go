@@ -41,11 +41,23 @@
 // synchronous standby that never answers fails with an error that says so,
 // and that the commit may or may not have happened.
 //
+// The schema is the numbered migrations in migrations/, NNN_name.up.sql
+// files embedded in the build as River keeps its own: Open applies those a
+// schema lacks, in order, in one transaction under an advisory lock (members
+// opening at once wait for each other), and records in the schema's
+// schema_version table how many have run. A schema of a newer version is
+// refused; a read-only handle only checks the version.
+//
 // The outbox of forward effects (schema version 2) is written in the
 // batch's own transaction: each member's pending entries, the held ones,
 // and the claims by which each member's outbox is drained by one process
 // at a time, a dead member's by another once its lease expired
 // (engine.OutboxClaimer; a claim lasts Options.LeaseTTL).
+//
+// A Store declares, in its Capabilities, a group's store (Shared, Chains),
+// the outbox and its claims (Outbox, Claims), SharedStats (Stats), and sql
+// effects run in the batch's transaction (SQL). Its conformance test runs
+// storetest.Run with Features{Members, Durable, Kill}, a schema per case.
 //
 // A Store is safe for concurrent use; its connections come from a pool.
 package postgres

@@ -102,21 +102,17 @@ func TestStore(t *testing.T) {
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
 	url := pg.URL()
 	t.Run("conformance", func(t *testing.T) {
-		storetest.RunShared(t, func(t *testing.T) storetest.Opener {
+		features := storetest.Features{Members: true, Durable: true, Kill: func(s engine.Store) { postgres.Kill(s.(*postgres.Store)) }}
+		storetest.Run(t, features, func(t *testing.T) storetest.Open {
 			g := newGroup(t, url)
-			return func(member string) (engine.SharedStore, error) { return g.open(member) }
-		})
-	})
-	t.Run("outbox", func(t *testing.T) {
-		storetest.RunSharedOutbox(t, func(t *testing.T) storetest.OutboxGroup {
-			g := newGroup(t, url)
-			return storetest.OutboxGroup{
-				Open: func(member string) (engine.SharedStore, error) {
-					o := g.options(member)
-					o.LeaseTTL = time.Second
-					return g.openWith(o)
-				},
-				Kill: func(s engine.SharedStore) { postgres.Kill(s.(*postgres.Store)) },
+			return func(member string) (engine.Store, error) {
+				o := g.options(member)
+				o.LeaseTTL = time.Second // the claim cases wait for leases to expire
+				s, err := g.openWith(o)
+				if err != nil {
+					return nil, err
+				}
+				return s, nil
 			}
 		})
 	})
@@ -127,6 +123,8 @@ func TestStore(t *testing.T) {
 		{"the schema is created once by members opening at once", testSchemaConcurrent},
 		{"a schema of version 1 is migrated, its rows kept", testSchemaMigrated},
 		{"a schema of a newer version is refused", testSchemaNewer},
+		{"a schema the Go-string DDL created opens as current, twice", testSchemaGoStrings},
+		{"the migrations create the tables, constraints and indexes the Go-string DDL did", testSchemaSameCatalog},
 		{"a dead holder on this host is taken over at once", testLeaseDeadHolder},
 		{"a stolen lease fences updates", testLeaseFenced},
 		{"the lease is renewed in the background", testLeaseRenewed},

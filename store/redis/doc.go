@@ -47,6 +47,11 @@
 // lease's TTL, hands it to one drainer at a time, a dead member's to
 // another once its lease is gone (engine.OutboxClaimer).
 //
+// A Store declares, in its Capabilities, a group's store (Shared, Chains),
+// the outbox and its claims (Outbox, Claims) and SharedStats (Stats); sql
+// effects need a SQL store. Its conformance test runs storetest.Run with
+// Features{Members, Durable, Kill}, a key prefix per case.
+//
 // A Store is safe for concurrent use. Its Update and Commit calls write one
 // chain and are meant to come one at a time, as the engine makes them: two
 // at once would write the same positions, and one fails with

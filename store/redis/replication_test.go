@@ -27,101 +27,127 @@ func TestParseReplication(t *testing.T) {
 	}
 }
 
+// replicated is a primary with one replica and a group on it, which the
+// steps of TestReplication share, in order.
+type replicated struct {
+	srv, rep *testbroker.Redis
+	g        *group
+}
+
 func TestReplication(t *testing.T) {
 	srv := testbroker.StartRedis(t, testbroker.RedisOptions{})
-	rep := srv.StartReplica(t)
-	g := newGroup(srv)
+	r := replicated{srv: srv, rep: srv.StartReplica(t), g: newGroup(srv)}
+	for _, step := range []struct {
+		name string
+		fn   func(t *testing.T, r replicated)
+	}{
+		{"a connected replica with store.wait_replicas 0 is refused", testReplicaRefusedAsync},
+		{"a read-only handle opens beside a replica", testReplicaReadOnly},
+		{"store.allow_async_replication opens and says so", testReplicaAllowAsync},
+		{"store.wait_replicas above the replicas connected is refused", testReplicaTooFew},
+		{"a replica's URL is refused", testReplicaURLRefused},
+		{"with store.wait_replicas 1 a commit the paused replica did not acknowledge fails", testReplicaUnacknowledged},
+		{"a batch the replicas did not acknowledge is decided again, as a duplicate", testReplicaDecidedAgain},
+	} {
+		t.Run(step.name, func(t *testing.T) { step.fn(t, r) })
+	}
+}
 
-	t.Run("a connected replica with store.wait_replicas 0 is refused", func(t *testing.T) {
-		_, err := g.open(t, "a")
-		if err == nil {
-			t.Fatal("opened")
+func testReplicaRefusedAsync(t *testing.T, r replicated) {
+	_, err := r.g.open(t, "a")
+	if err == nil {
+		t.Fatal("opened")
+	}
+	for _, want := range []string{"1 replica is connected to " + r.srv.URL(), "store.wait_replicas is 0",
+		"set store.wait_replicas: 1", "store.allow_async_replication: true"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("open: %v; want an error saying %q", err, want)
 		}
-		for _, want := range []string{"1 replica is connected to " + srv.URL(), "store.wait_replicas is 0",
-			"set store.wait_replicas: 1", "store.allow_async_replication: true"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Fatalf("open: %v; want an error saying %q", err, want)
-			}
-		}
-		t.Logf("refused: %v", err)
-	})
-	t.Run("a read-only handle opens beside a replica", func(t *testing.T) {
-		g.must(t, "")
-	})
-	t.Run("store.allow_async_replication opens and says so", func(t *testing.T) {
-		s := g.must(t, "a", func(o *Options) { o.AllowAsyncReplication = true })
-		st := s.SharedStats()
-		if !strings.Contains(st.AsyncReplication, "1 replica is connected") {
-			t.Fatalf("AsyncReplication %q", st.AsyncReplication)
-		}
-		if err := s.Commit(t.Context(), batchAfter(t, s, 1)); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Run("store.wait_replicas above the replicas connected is refused", func(t *testing.T) {
-		_, err := g.open(t, "b", func(o *Options) { o.WaitReplicas = 2 })
-		if err == nil || !strings.Contains(err.Error(), "store.wait_replicas is 2 but 1 replica is connected") {
-			t.Fatalf("open: %v", err)
-		}
-	})
-	t.Run("a replica's URL is refused", func(t *testing.T) {
-		rg := &group{srv: rep, prefix: g.prefix}
-		_, err := rg.open(t, "c", func(o *Options) { o.WaitReplicas = 1 })
-		if err == nil || !strings.Contains(err.Error(), rep.URL()+" is a replica") ||
-			!strings.Contains(err.Error(), "point store.url at the primary or use Sentinel") {
-			t.Fatalf("open: %v", err)
-		}
-		rg.must(t, "") // a read-only handle may read a replica
-	})
-	t.Run("with store.wait_replicas 1 a commit the paused replica did not acknowledge fails", func(t *testing.T) {
-		const wait = 300 * time.Millisecond
-		s := g.must(t, "w", func(o *Options) { o.WaitReplicas, o.WaitTimeout = 1, wait })
-		if err := s.Commit(t.Context(), batchAfter(t, s, 1)); err != nil {
-			t.Fatal(err)
-		}
-		pause(t, rep)
-		start := time.Now()
-		err := s.Commit(t.Context(), batchAfter(t, s, 1))
-		took := time.Since(start)
-		want := "redis store: only 0 of 1 replicas acknowledged the commit within 300ms (store.wait_replicas): " +
-			"it is not counted as committed; nothing acknowledged"
-		if err == nil || err.Error() != want {
-			t.Fatalf("commit with the replica paused: %v; want %q", err, want)
-		}
-		if took < wait || took > wait+2*time.Second {
-			t.Fatalf("the commit failed after %v, want about %v", took, wait)
-		}
-		if st := s.SharedStats(); st.Failures != 1 || st.LastError != want {
-			t.Fatalf("stats %+v: want the failure counted", st)
-		}
-		resume(t, srv, rep)
-		if err := s.Commit(t.Context(), batchAfter(t, s, 1)); err != nil {
-			t.Fatalf("commit after the replica resumed: %v", err)
-		}
-		if st := s.SharedStats(); st.LastError != "" || st.AsyncReplication != "" || st.Updates != 2 {
-			t.Fatalf("stats %+v after a success", st)
-		}
-	})
-	t.Run("a batch the replicas did not acknowledge is decided again, as a duplicate", func(t *testing.T) {
-		s := g.must(t, "e", func(o *Options) { o.WaitReplicas, o.WaitTimeout = 1, 300*time.Millisecond })
-		e := newEngine(t, s)
-		if _, err := e.Process(t.Context(), []engine.Message{meterMsg(1, "before")}); err != nil {
-			t.Fatal(err)
-		}
-		pause(t, rep)
-		_, err := e.Process(t.Context(), []engine.Message{meterMsg(1, "during")})
-		if err == nil || !strings.Contains(err.Error(), "only 0 of 1 replicas acknowledged") {
-			t.Fatalf("process with the replica paused: %v", err)
-		}
-		resume(t, srv, rep)
-		d, err := e.Process(t.Context(), []engine.Message{meterMsg(1, "during"), meterMsg(1, "after")})
-		if err != nil {
-			t.Fatalf("process after the replica resumed: %v", err)
-		}
-		if d[0].Outcome != engine.Duplicate || d[1].Outcome != engine.Applied {
-			t.Fatalf("decided %v, %v; want duplicate (written, not acknowledged), applied", d[0].Outcome, d[1].Outcome)
-		}
-	})
+	}
+	t.Logf("refused: %v", err)
+}
+
+func testReplicaReadOnly(t *testing.T, r replicated) {
+	r.g.must(t, "")
+}
+
+func testReplicaAllowAsync(t *testing.T, r replicated) {
+	s := r.g.must(t, "a", func(o *Options) { o.AllowAsyncReplication = true })
+	st := s.SharedStats()
+	if !strings.Contains(st.AsyncReplication, "1 replica is connected") {
+		t.Fatalf("AsyncReplication %q", st.AsyncReplication)
+	}
+	if err := s.Commit(t.Context(), batchAfter(t, s, 1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testReplicaTooFew(t *testing.T, r replicated) {
+	_, err := r.g.open(t, "b", func(o *Options) { o.WaitReplicas = 2 })
+	if err == nil || !strings.Contains(err.Error(), "store.wait_replicas is 2 but 1 replica is connected") {
+		t.Fatalf("open: %v", err)
+	}
+}
+
+func testReplicaURLRefused(t *testing.T, r replicated) {
+	rg := &group{srv: r.rep, prefix: r.g.prefix}
+	_, err := rg.open(t, "c", func(o *Options) { o.WaitReplicas = 1 })
+	if err == nil || !strings.Contains(err.Error(), r.rep.URL()+" is a replica") ||
+		!strings.Contains(err.Error(), "point store.url at the primary or use Sentinel") {
+		t.Fatalf("open: %v", err)
+	}
+	rg.must(t, "") // a read-only handle may read a replica
+}
+
+func testReplicaUnacknowledged(t *testing.T, r replicated) {
+	const wait = 300 * time.Millisecond
+	s := r.g.must(t, "w", func(o *Options) { o.WaitReplicas, o.WaitTimeout = 1, wait })
+	if err := s.Commit(t.Context(), batchAfter(t, s, 1)); err != nil {
+		t.Fatal(err)
+	}
+	pause(t, r.rep)
+	start := time.Now()
+	err := s.Commit(t.Context(), batchAfter(t, s, 1))
+	took := time.Since(start)
+	want := "redis store: only 0 of 1 replicas acknowledged the commit within 300ms (store.wait_replicas): " +
+		"it is not counted as committed; nothing acknowledged"
+	if err == nil || err.Error() != want {
+		t.Fatalf("commit with the replica paused: %v; want %q", err, want)
+	}
+	if took < wait || took > wait+2*time.Second {
+		t.Fatalf("the commit failed after %v, want about %v", took, wait)
+	}
+	if st := s.SharedStats(); st.Failures != 1 || st.LastError != want {
+		t.Fatalf("stats %+v: want the failure counted", st)
+	}
+	resume(t, r.srv, r.rep)
+	if err := s.Commit(t.Context(), batchAfter(t, s, 1)); err != nil {
+		t.Fatalf("commit after the replica resumed: %v", err)
+	}
+	if st := s.SharedStats(); st.LastError != "" || st.AsyncReplication != "" || st.Updates != 2 {
+		t.Fatalf("stats %+v after a success", st)
+	}
+}
+
+func testReplicaDecidedAgain(t *testing.T, r replicated) {
+	s := r.g.must(t, "e", func(o *Options) { o.WaitReplicas, o.WaitTimeout = 1, 300*time.Millisecond })
+	e := newEngine(t, s)
+	if _, err := e.Process(t.Context(), []engine.Message{meterMsg(1, "before")}); err != nil {
+		t.Fatal(err)
+	}
+	pause(t, r.rep)
+	_, err := e.Process(t.Context(), []engine.Message{meterMsg(1, "during")})
+	if err == nil || !strings.Contains(err.Error(), "only 0 of 1 replicas acknowledged") {
+		t.Fatalf("process with the replica paused: %v", err)
+	}
+	resume(t, r.srv, r.rep)
+	d, err := e.Process(t.Context(), []engine.Message{meterMsg(1, "during"), meterMsg(1, "after")})
+	if err != nil {
+		t.Fatalf("process after the replica resumed: %v", err)
+	}
+	if d[0].Outcome != engine.Duplicate || d[1].Outcome != engine.Applied {
+		t.Fatalf("decided %v, %v; want duplicate (written, not acknowledged), applied", d[0].Outcome, d[1].Outcome)
+	}
 }
 
 // resume resumes the replica and waits until it has caught up with the

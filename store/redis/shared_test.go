@@ -9,36 +9,20 @@ import (
 	"github.com/replayguard/replayguard/store/storetest"
 )
 
-// TestShared runs the shared stores' conformance suite, a group per
-// subtest under a prefix of its own on one server.
-func TestShared(t *testing.T) {
+// TestConformance runs the conformance suite, a group per case under a
+// prefix of its own on one server.
+func TestConformance(t *testing.T) {
 	srv := testbroker.StartRedis(t, testbroker.RedisOptions{})
-	storetest.RunShared(t, func(t *testing.T) storetest.Opener {
+	features := storetest.Features{Members: true, Durable: true, Kill: func(s engine.Store) { kill(s.(*Store)) }}
+	storetest.Run(t, features, func(t *testing.T) storetest.Open {
 		g := newGroup(srv)
-		return func(member string) (engine.SharedStore, error) {
-			s, err := g.open(t, member)
+		return func(member string) (engine.Store, error) {
+			// The claim cases wait for leases to expire.
+			s, err := g.open(t, member, func(o *Options) { o.LeaseTTL = time.Second })
 			if err != nil {
 				return nil, err
 			}
 			return s, nil
-		}
-	})
-}
-
-// TestSharedOutbox runs the outbox suite, a group per subtest.
-func TestSharedOutbox(t *testing.T) {
-	srv := testbroker.StartRedis(t, testbroker.RedisOptions{})
-	storetest.RunSharedOutbox(t, func(t *testing.T) storetest.OutboxGroup {
-		g := newGroup(srv)
-		return storetest.OutboxGroup{
-			Open: func(member string) (engine.SharedStore, error) {
-				s, err := g.open(t, member, func(o *Options) { o.LeaseTTL = time.Second })
-				if err != nil {
-					return nil, err
-				}
-				return s, nil
-			},
-			Kill: func(s engine.SharedStore) { kill(s.(*Store)) },
 		}
 	})
 }

@@ -13,7 +13,8 @@ import (
 // chain builds sealed audit records that follow one another, as the engine
 // would, so that every backend sees valid positions and hashes.
 type chain struct {
-	head engine.AuditHead
+	head   engine.AuditHead
+	member string // whose chain: "" on a single-owner store
 }
 
 // records returns n sealed records following the chain's head and advances it.
@@ -22,6 +23,7 @@ func (c *chain) records(t testing.TB, n int) []engine.AuditRecord {
 	out := make([]engine.AuditRecord, n)
 	for i := range out {
 		out[i] = auditRecord(c.head.Position + 1)
+		out[i].Member = c.member
 		if err := engine.Seal(&out[i], c.head.Hash); err != nil {
 			t.Fatalf("seal record %d: %v", out[i].Position, err)
 		}
@@ -64,11 +66,12 @@ func keyHash(n uint64) engine.Hash {
 	return h
 }
 
-// keyEntries returns entries with ordinals from..to inclusive.
-func keyEntries(from, to uint64) []engine.KeyEntry {
+// keyEntriesAt returns entries with ordinals from..to inclusive, each
+// applied at base plus its ordinal.
+func keyEntriesAt(base int64, from, to uint64) []engine.KeyEntry {
 	var out []engine.KeyEntry
 	for o := from; o <= to; o++ {
-		out = append(out, engine.KeyEntry{Ordinal: o, Key: keyHash(o), Digest: keyHash(o + 7), Time: 1_700_000_000_000_000_000 + int64(o)})
+		out = append(out, engine.KeyEntry{Ordinal: o, Key: keyHash(o), Digest: keyHash(o + 7), Time: base + int64(o)})
 	}
 	return out
 }

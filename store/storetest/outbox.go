@@ -13,69 +13,35 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// RunOutbox runs the outbox suite on a single-owner store: what a batch
-// adds to the outbox, OutboxDone, holds and their resolutions, and an
-// engine with forward routes. open opens the store in dir (a fresh one per subtest), creating
-// it when empty, and registers a t.Cleanup that closes it, ignoring the
-// error. durable says the store keeps its data across Close, so that
-// opening dir again finds it: the cases that reopen run only then.
-func RunOutbox(t *testing.T, open func(t *testing.T, dir string) engine.Store, durable bool) {
-	t.Helper()
-	for _, tc := range append(outboxCases, outboxCase{"a member other than \"\" is refused", testOutboxSingleOwner}) {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			h := &outboxHarness{s: open(t, dir)}
-			if durable {
-				h.reopen = func() engine.Store {
-					closeStore(t, h.s)
-					return open(t, dir)
-				}
-			}
-			tc.fn(t, h)
-		})
+// onOutbox runs fn on a harness around the store's first handle, which
+// reopens it when the store is durable.
+func onOutbox(fn func(t *testing.T, h *outboxHarness)) func(t *testing.T, p *place) {
+	return func(t *testing.T, p *place) {
+		s := p.first(t)
+		h := &outboxHarness{s: s, member: s.member}
+		if p.f.Durable {
+			h.reopen = func() *handle { return p.reopen(t, h.s) }
+		}
+		fn(t, h)
 	}
-}
-
-// outboxCase is one case of the outbox suite, which single-owner and
-// shared stores run alike.
-type outboxCase struct {
-	name string
-	fn   func(t *testing.T, h *outboxHarness)
-}
-
-var outboxCases = []outboxCase{
-	{"entries committed with a batch are listed in id order, fields and payloads exact", testOutboxList},
-	{"a failed commit writes no entry", testOutboxFailed},
-	{"an entry that names no record of its batch fails the whole batch", testOutboxBadID},
-	{"done removes delivered entries and is idempotent", testOutboxDone},
-	{"a hold moves an entry to the held ones with its reason", testOutboxHold},
-	{"pending and held entries survive reopening", testOutboxReopen},
-	{"the store keeps its own copies", testOutboxCopies},
-	{"a listing limit below one is refused", testOutboxLimit},
-	{"an engine with forward routes writes an entry per applied forward", testOutboxEngine},
-	{"a retry puts a held entry back with its id and bytes; a drop removes it", testOutboxResolve},
-	{"resolving an entry that is not held fails the whole batch", testOutboxResolveNotHeld},
-	{"two resolutions of one held entry at once: exactly one commits", testOutboxResolveRace},
-	{"the engine retries and drops held entries, each with an audit record", testOutboxEngineResolve},
-	{"outbox methods return ErrClosed after close", testOutboxClosed},
 }
 
 // outboxHarness is one store handle under test: a single-owner store, or
 // one member of a group store.
 type outboxHarness struct {
-	s      engine.Store
-	member string              // "" on a single-owner store
-	c      chain               // the member's chain
-	reopen func() engine.Store // closes s and opens its store again; nil when it keeps nothing
+	s      *handle
+	member string         // "" on a single-owner store
+	c      chain          // the member's chain
+	reopen func() *handle // closes s and opens its store again; nil when it keeps nothing
 }
 
+// ob is the handle's declared outbox.
 func (h *outboxHarness) ob(t *testing.T) engine.OutboxStore {
 	t.Helper()
-	o, ok := h.s.(engine.OutboxStore)
-	if !ok {
-		t.Fatalf("%T does not implement engine.OutboxStore", h.s)
+	if h.s.caps.Outbox == nil {
+		t.Fatalf("%T declares no Capabilities.Outbox", h.s.Store)
 	}
-	return o
+	return h.s.caps.Outbox
 }
 
 // records returns n sealed records of the member's chain.
@@ -271,9 +237,9 @@ func testOutboxFailed(t *testing.T, h *outboxHarness) {
 		t.Fatal("Commit with a cancelled context succeeded")
 	}
 	// An Update whose decide fails.
-	if sh, ok := h.s.(engine.SharedStore); ok {
+	if h.s.shared() {
 		boom := errors.New("boom")
-		err := sh.Update(t.Context(), &engine.Reads{}, func(*engine.Rows) (*engine.Batch, error) { return nil, boom })
+		err := h.s.Update(t.Context(), &engine.Reads{}, func(*engine.Rows) (*engine.Batch, error) { return nil, boom })
 		if !errors.Is(err, boom) {
 			t.Fatalf("Update = %v, want decide's error", err)
 		}
@@ -319,7 +285,7 @@ func testOutboxBadID(t *testing.T, h *outboxHarness) {
 	if n := depth(t, o, h.member); n != 0 {
 		t.Fatalf("refused batches left %d entries", n)
 	}
-	if snap := load(t, h.s.(Backend)); snap.AuditHead != before.head || len(snap.Entities) != 0 {
+	if snap := load(t, h.s); snap.AuditHead != before.head || len(snap.Entities) != 0 {
 		t.Fatalf("a refused batch was written: head %+v, %d entities", snap.AuditHead, len(snap.Entities))
 	}
 }
@@ -345,131 +311,4 @@ func testOutboxDone(t *testing.T, h *outboxHarness) {
 	e := outboxEntry(recs[0], 0, []byte("after"))
 	h.commit(t, &engine.Batch{Audit: recs, Outbox: []engine.OutboxEntry{e}})
 	equalEntries(t, "pending after a new batch", pending(t, o, h.member), []engine.OutboxEntry{e})
-}
-
-// holdTwo holds all[1] and all[3] (and an unknown id, left alone) in a
-// batch of one record, and returns the held entries expected.
-func holdTwo(t *testing.T, h *outboxHarness, all []engine.OutboxEntry) []engine.HeldEntry {
-	t.Helper()
-	h.commit(t, &engine.Batch{Audit: h.records(t, 1), OutboxHeld: []engine.OutboxHold{
-		{Member: h.member, ID: all[1].ID, Reason: "webhook https://cop.example/hooks: 422 Unprocessable Entity: {\"error\":\"unit unknown\"}"},
-		{Member: h.member, ID: all[3].ID, Reason: "nats cop: refused"},
-		{Member: h.member, ID: 1 << 60, Reason: "never written"},
-	}})
-	return []engine.HeldEntry{
-		{OutboxEntry: all[1], Member: h.member, Reason: "webhook https://cop.example/hooks: 422 Unprocessable Entity: {\"error\":\"unit unknown\"}"},
-		{OutboxEntry: all[3], Member: h.member, Reason: "nats cop: refused"},
-	}
-}
-
-func equalHeld(t *testing.T, what string, got, want []engine.HeldEntry) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d held entries, want %d: %+v", what, len(got), len(want), got)
-	}
-	for i := range got {
-		if got[i].Member != want[i].Member || got[i].Reason != want[i].Reason {
-			t.Fatalf("%s: held entry %d of %q, %q; want of %q, %q", what, got[i].ID, got[i].Member, got[i].Reason, want[i].Member, want[i].Reason)
-		}
-		equalEntries(t, what, []engine.OutboxEntry{got[i].OutboxEntry}, []engine.OutboxEntry{want[i].OutboxEntry})
-	}
-}
-
-func testOutboxHold(t *testing.T, h *outboxHarness) {
-	o := h.ob(t)
-	all := threeBatches(t, h)
-	wantHeld := holdTwo(t, h, all)
-	equalHeld(t, "held", held(t, o), wantHeld)
-	want := append([]engine.OutboxEntry{all[0], all[2]}, all[4:]...)
-	equalEntries(t, "pending after the holds", pending(t, o, h.member), want)
-	if n := depth(t, o, h.member); n != len(want) {
-		t.Fatalf("OutboxDepth = %d, want %d: held entries are not pending", n, len(want))
-	}
-	// Done of a held entry leaves it held; a hold of a delivered entry is
-	// left alone.
-	done(t, o, h.member, all[1].ID, all[0].ID)
-	h.commit(t, &engine.Batch{Audit: h.records(t, 1), OutboxHeld: []engine.OutboxHold{{Member: h.member, ID: all[0].ID, Reason: "late"}}})
-	equalHeld(t, "held after done", held(t, o), wantHeld)
-	equalEntries(t, "pending after done", pending(t, o, h.member), want[1:])
-}
-
-func testOutboxReopen(t *testing.T, h *outboxHarness) {
-	if h.reopen == nil {
-		t.Skip("the store keeps nothing across close")
-	}
-	all := threeBatches(t, h)
-	wantHeld := holdTwo(t, h, all)
-	done(t, h.ob(t), h.member, all[0].ID)
-	want := append([]engine.OutboxEntry{all[2]}, all[4:]...)
-	h.s = h.reopen()
-	o := h.ob(t)
-	equalEntries(t, "pending after reopening", pending(t, o, h.member), want)
-	equalHeld(t, "held after reopening", held(t, o), wantHeld)
-	if n := depth(t, o, h.member); n != len(want) {
-		t.Fatalf("OutboxDepth after reopening = %d, want %d", n, len(want))
-	}
-	// The reopened store goes on: a new batch's entries follow.
-	recs := h.records(t, 1)
-	e := outboxEntry(recs[0], 0, []byte("after reopening"))
-	h.commit(t, &engine.Batch{Audit: recs, Outbox: []engine.OutboxEntry{e}})
-	equalEntries(t, "pending after a new batch", pending(t, o, h.member), append(want, e))
-}
-
-func testOutboxCopies(t *testing.T, h *outboxHarness) {
-	o := h.ob(t)
-	recs := h.records(t, 1)
-	e := outboxEntry(recs[0], 0, []byte("original"))
-	e.Source = []string{"fd", "e1"}
-	b := &engine.Batch{Audit: recs, Outbox: []engine.OutboxEntry{e}}
-	b.Outbox[0].Payload, b.Outbox[0].Source = []byte("original"), []string{"fd", "e1"}
-	h.commit(t, b)
-	b.Outbox[0].Payload[0], b.Outbox[0].Source[0] = 'X', "XX" // the caller's slices, after the commit
-	got := pending(t, o, h.member)
-	equalEntries(t, "after the caller changed its batch", got, []engine.OutboxEntry{e})
-	got[0].Payload[0], got[0].Source[0] = 'Y', "YY"
-	equalEntries(t, "after the caller changed a listed entry", pending(t, o, h.member), []engine.OutboxEntry{e})
-}
-
-func testOutboxLimit(t *testing.T, h *outboxHarness) {
-	threeBatches(t, h)
-	for _, limit := range []int{0, -1} {
-		if es, err := h.ob(t).Outbox(t.Context(), h.member, 0, limit); err == nil {
-			t.Errorf("Outbox(limit %d) = %d entries, nil; want an error", limit, len(es))
-		}
-	}
-}
-
-func testOutboxSingleOwner(t *testing.T, h *outboxHarness) {
-	o := h.ob(t)
-	threeBatches(t, h)
-	if _, err := o.Outbox(t.Context(), "m1", 0, 10); err == nil {
-		t.Error("Outbox of member m1 on a single-owner store: no error")
-	}
-	if err := o.OutboxDone(t.Context(), "m1", []uint64{1}); err == nil {
-		t.Error("OutboxDone of member m1 on a single-owner store: no error")
-	}
-	if _, err := o.OutboxDepth(t.Context(), "m1"); err == nil {
-		t.Error("OutboxDepth of member m1 on a single-owner store: no error")
-	}
-	err := h.s.Commit(t.Context(), &engine.Batch{Audit: h.records(t, 1), OutboxHeld: []engine.OutboxHold{{Member: "m1", ID: 1, Reason: "x"}}})
-	if err == nil {
-		t.Error("a hold naming member m1 on a single-owner store was committed")
-	}
-}
-
-func testOutboxClosed(t *testing.T, h *outboxHarness) {
-	o := h.ob(t)
-	threeBatches(t, h)
-	closeStore(t, h.s)
-	ctx := t.Context()
-	for name, err := range map[string]error{
-		"Outbox":      func() error { _, err := o.Outbox(ctx, h.member, 0, 10); return err }(),
-		"OutboxDone":  o.OutboxDone(ctx, h.member, []uint64{1}),
-		"OutboxDepth": func() error { _, err := o.OutboxDepth(ctx, h.member); return err }(),
-		"OutboxHeld":  func() error { _, err := o.OutboxHeld(ctx); return err }(),
-	} {
-		if !errors.Is(err, engine.ErrClosed) {
-			t.Errorf("%s after Close = %v, want ErrClosed", name, err)
-		}
-	}
 }

@@ -60,7 +60,7 @@ func incidentMsg(seq int, incident string, extra string) engine.Message {
 
 func testOutboxEngine(t *testing.T, h *outboxHarness) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.FixedZone("CET", 3600))
-	e, err := engine.New(t.Context(), h.s, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour, Now: func() time.Time { return now }})
+	e, err := engine.New(t.Context(), h.s.Store, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatalf("engine with forward routes: %v", err)
 	}
@@ -107,9 +107,7 @@ func testOutboxEngine(t *testing.T, h *outboxHarness) {
 
 	// A released message that applies forwards too, under its release's position.
 	qid := ds[6].Position
-	if sh, ok := h.s.(engine.SharedStore); ok {
-		qid += sh.QuarantineBase()
-	}
+	qid += h.s.qbase
 	rel, err := e.Release(t.Context(), qid, "duty officer")
 	if err != nil || !rel.Outcome.Effective() {
 		t.Fatalf("Release = %v (%s), %v", rel.Outcome, rel.Reason, err)
@@ -141,7 +139,7 @@ func testOutboxEngine(t *testing.T, h *outboxHarness) {
 func lastRecord(t *testing.T, h *outboxHarness) engine.AuditRecord {
 	t.Helper()
 	var last engine.AuditRecord
-	err := h.s.(engine.AuditScanner).ScanAudit(t.Context(), 0, func(r engine.AuditRecord) error {
+	err := h.s.ScanAudit(t.Context(), 0, func(r engine.AuditRecord) error {
 		last = r
 		return nil
 	})

@@ -13,7 +13,7 @@ import (
 )
 
 // The cases of Batch.OutboxResolved, on one handle (outboxCases) and
-// between members of a group (RunSharedOutbox).
+// between members of a group (the group outbox suite).
 
 func testOutboxResolve(t *testing.T, h *outboxHarness) {
 	o := h.ob(t)
@@ -91,7 +91,7 @@ func testOutboxResolveNotHeld(t *testing.T, h *outboxHarness) {
 	equalHeld(t, "held after refused batches", held(t, o), wantHeld)
 	want := append([]engine.OutboxEntry{all[0]}, all[4:]...)
 	equalEntries(t, "pending after refused batches", pending(t, o, h.member), want)
-	if snap := load(t, h.s.(Backend)); snap.AuditHead != before.head || len(snap.Entities) != 0 {
+	if snap := load(t, h.s); snap.AuditHead != before.head || len(snap.Entities) != 0 {
 		t.Fatalf("a refused batch was written: head %+v, %d entities", snap.AuditHead, len(snap.Entities))
 	}
 	// Resolved once, not twice; and never twice in one batch.
@@ -170,7 +170,7 @@ func oneWon(t *testing.T, what string, errs []error) int {
 // testOutboxEngineResolve has the engine hold an entry, retry it, hold it
 // again and drop it, and resolve one entry from two goroutines at once.
 func testOutboxEngineResolve(t *testing.T, h *outboxHarness) {
-	e, err := engine.New(t.Context(), h.s, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour})
+	e, err := engine.New(t.Context(), h.s.Store, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +250,8 @@ func testOutboxEngineResolve(t *testing.T, h *outboxHarness) {
 // testOutboxResolveMembers has a member resolve another's held entry,
 // and two members resolve one entry at once, through their stores and
 // through engines.
-func testOutboxResolveMembers(t *testing.T, g OutboxGroup) {
-	a, b := openOutboxMember(t, g, "a"), openOutboxMember(t, g, "b")
+func testOutboxResolveMembers(t *testing.T, p *place) {
+	a, b := openOutboxMember(t, p, "a"), openOutboxMember(t, p, "b")
 	eb := withEntries(t, b)
 	b.h.commit(t, &engine.Batch{Audit: b.h.records(t, 1), OutboxHeld: []engine.OutboxHold{{Member: "b", ID: eb[0].ID, Reason: "refused"}}})
 	// a's batch, b's outbox; a's own outbox has no such entry.
@@ -324,9 +324,9 @@ func testOutboxResolveMembers(t *testing.T, g OutboxGroup) {
 }
 
 // engineOn is an engine with forward routes on a member's handle.
-func engineOn(t *testing.T, s engine.Store) *engine.Engine {
+func engineOn(t *testing.T, s *handle) *engine.Engine {
 	t.Helper()
-	e, err := engine.New(t.Context(), s, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour})
+	e, err := engine.New(t.Context(), s.Store, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,21 +7,11 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// trimmer is a backend whose audit log retention trims.
-func trimmer(t *testing.T, s Backend) engine.AuditTrimmer {
-	t.Helper()
-	tr, ok := s.(engine.AuditTrimmer)
-	if !ok {
-		t.Skipf("%T does not trim its audit log", s)
-	}
-	return tr
-}
-
 // trimmedLog commits 300 records in batches of 100, 150 and 50, so that a
 // trim cuts inside a batch's records.
-func trimmedLog(t *testing.T, s Backend) []engine.AuditRecord {
+func trimmedLog(t *testing.T, s *handle) []engine.AuditRecord {
 	t.Helper()
-	var c chain
+	c := s.chain()
 	var all []engine.AuditRecord
 	for _, n := range []int{100, 150, 50} {
 		recs := c.records(t, n)
@@ -35,8 +25,8 @@ func baseOf(r engine.AuditRecord) engine.AuditHead {
 	return engine.AuditHead{Position: r.Position, Hash: r.Hash}
 }
 
-func testTrim(t *testing.T, s Backend) {
-	tr := trimmer(t, s)
+func testTrim(t *testing.T, s *handle) {
+	tr := s.caps.Trim
 	all := trimmedLog(t, s)
 	if b, err := tr.AuditBase(t.Context()); err != nil || b != (engine.AuditHead{}) {
 		t.Fatalf("AuditBase before a trim = %v, %v; want zero", b, err)
@@ -60,7 +50,7 @@ func testTrim(t *testing.T, s Backend) {
 	if head := load(t, s).AuditHead; head != baseOf(all[len(all)-1]) {
 		t.Fatalf("the chain head moved with the trim: %v", head)
 	}
-	c := chain{head: baseOf(all[len(all)-1])}
+	c := chain{head: baseOf(all[len(all)-1]), member: s.member}
 	more := c.records(t, 5)
 	commit(t, s, &engine.Batch{Audit: more})
 	if got := scanAudit(t, s, 0); got[len(got)-1].Position != 305 || len(got) != 55 {
@@ -68,10 +58,10 @@ func testTrim(t *testing.T, s Backend) {
 	}
 }
 
-func testTrimRefuses(t *testing.T, s Backend) {
-	tr := trimmer(t, s)
+func testTrimRefuses(t *testing.T, s *handle) {
+	tr := s.caps.Trim
 	all := trimmedLog(t, s)
-	commit(t, s, &engine.Batch{Quarantine: []engine.QuarantineEntry{quarantineEntry(200, []byte(`{}`))}})
+	commit(t, s, &engine.Batch{Quarantine: []engine.QuarantineEntry{quarantineEntry(s.q(200), []byte(`{}`))}})
 	wrong := baseOf(all[98])
 	wrong.Hash[0] ^= 1
 	cases := []struct {
@@ -100,7 +90,7 @@ func testTrimRefuses(t *testing.T, s Backend) {
 	if err := tr.TrimAudit(t.Context(), 150, baseOf(all[148])); !errors.Is(err, engine.ErrTrimBase) {
 		t.Fatalf("a trim below the base = %v, want ErrTrimBase", err)
 	}
-	commit(t, s, &engine.Batch{Resolved: []uint64{200}})
+	commit(t, s, &engine.Batch{Resolved: []uint64{s.q(200)}})
 	if err := tr.TrimAudit(t.Context(), 301, baseOf(all[299])); err != nil {
 		t.Fatalf("a trim of everything once the entry is resolved: %v", err)
 	}

@@ -1,0 +1,119 @@
+package storetest
+
+import "testing"
+
+// suite is a group of cases on one concept; the whole group is skipped
+// when a store lacks what it needs.
+type suite struct {
+	name  string
+	needs need
+	cases []testCase
+}
+
+// testCase is one case. single, when set, says why the case does not hold
+// on a group's store: it runs on single-owner stores only.
+type testCase struct {
+	name   string
+	needs  need
+	single string
+	fn     func(t *testing.T, p *place)
+}
+
+// onFirst runs fn on the store's first handle: the single-owner store, or
+// member m1 of a group's.
+func onFirst(fn func(t *testing.T, h *handle)) func(t *testing.T, p *place) {
+	return func(t *testing.T, p *place) { fn(t, p.first(t)) }
+}
+
+// Why a case of engine.Store does not hold on a group's store.
+const (
+	whyNextKey = "NextKey means nothing to a group's store (engine.SharedStore): its Load returns zero"
+	whyEvict   = "EvictBelow means nothing to a group's store (engine.SharedStore): the store prunes its keys by age and count " +
+		"(group/an expired key lets its message apply again, and each backend's pruning tests)"
+	whyLocked = "a group's store is opened by many processes at once; a member id held by a live handle is refused instead " +
+		"(group/a member id held by a live handle is refused)"
+	whyOneOwner = "the case checks that a single-owner store refuses what names a member"
+)
+
+// suites are every case of the suite, by concept.
+var suites = []suite{
+	{name: "store", cases: []testCase{
+		{name: "a new store loads empty", fn: onFirst(testEmpty)},
+		{name: "load returns what commit wrote", fn: onFirst(testRoundTrip)},
+		{name: "keys come back in ordinal order across batches", fn: onFirst(testKeyOrder)},
+		{name: "sources are upserted by route and source identity", fn: onFirst(testSourceUpsert)},
+		{name: "entities are upserted by name", fn: onFirst(testEntityUpsert)},
+		{name: "the audit head is the last record written", fn: onFirst(testAuditHead)},
+		{name: "next key never goes backwards", single: whyNextKey, fn: onFirst(testNextKey)},
+		{name: "evict below deletes older key entries", single: whyEvict, fn: onFirst(testEvict)},
+		{name: "an audit gap fails the whole batch", fn: onFirst(testAuditGap)},
+		{name: "a cancelled context writes nothing", fn: onFirst(testCancelled)},
+		{name: "scan audit starts at a position and keeps order", fn: onFirst(testScanAudit)},
+		{name: "scan audit stops at the first callback error", fn: onFirst(testScanAuditStops)},
+		{name: "quarantine lists open entries in id order", fn: onFirst(testQuarantineList)},
+		{name: "resolved entries leave the quarantine", fn: onFirst(testQuarantineResolve)},
+		{name: "an unknown quarantine id is not found", fn: onFirst(testQuarantineUnknown)},
+		{name: "scan quarantine stops at the first callback error", fn: onFirst(testScanQuarantineStops)},
+		{name: "payload bytes round-trip exactly", fn: onFirst(testPayloads)},
+		{name: "the store keeps its own copies", fn: onFirst(testCopies)},
+		{name: "every method returns ErrClosed after close", fn: onFirst(testClosed)},
+		{name: "scans run safely while commits land", fn: onFirst(testConcurrent)},
+		{name: "a trimmed audit log starts after its base", needs: needTrim, fn: onFirst(testTrim)},
+		{name: "a trim that would break the chain or drop a held record is refused", needs: needTrim, fn: onFirst(testTrimRefuses)},
+		{name: "sink cursors are kept by name", needs: needCursors, fn: testCursors},
+	}},
+	{name: "durable", needs: needDurable, cases: []testCase{
+		{name: "committed data survives close and reopen", fn: testDurable},
+		{name: "a failed commit leaves nothing behind after reopen", fn: testDurableFailed},
+		{name: "a trimmed audit log keeps its base after reopen", needs: needTrim, fn: testDurableTrim},
+		{name: "a second open of a held directory fails with ErrLocked", single: whyLocked, fn: testDurableLocked},
+	}},
+	{name: "group", needs: needMembers, cases: []testCase{
+		{name: "a new group loads empty", fn: testSharedEmpty},
+		{name: "load returns the group's rows and the member's head", fn: testSharedRoundTrip},
+		{name: "each member writes its own chain", fn: testSharedChains},
+		{name: "an audit gap fails the whole batch", fn: testSharedAuditGap},
+		{name: "update hands decide the stored rows it names", fn: testSharedUpdateReads},
+		{name: "a resolved entry that is not open fails the whole batch", fn: testSharedResolveGone},
+		{name: "an error from decide writes nothing", fn: testSharedDecideError},
+		{name: "a member id held by a live handle is refused", fn: testSharedMemberHeld},
+		{name: "quarantine ids are unique in the group", fn: testSharedQuarantineBase},
+		{name: "a read-only handle reads and writes nothing", fn: testSharedReadOnly},
+		{name: "payload bytes round-trip exactly", fn: testSharedPayloads},
+		{name: "every method returns ErrClosed after close", fn: testSharedClosed},
+		{name: "one replay at two members at once applies once", fn: testSharedSameReplay},
+		{name: "two members racing on one source's window", fn: testSharedSourceRace},
+		{name: "two members creating one entity add both", fn: testSharedEntityRace},
+		{name: "two concurrent releases of one entry apply once", fn: testSharedConcurrentRelease},
+		{name: "an expired key lets its message apply again", fn: testSharedExpiredKey},
+	}},
+	{name: "outbox", needs: needOutbox, cases: []testCase{
+		{name: "entries committed with a batch are listed in id order, fields and payloads exact", fn: onOutbox(testOutboxList)},
+		{name: "a failed commit writes no entry", fn: onOutbox(testOutboxFailed)},
+		{name: "an entry that names no record of its batch fails the whole batch", fn: onOutbox(testOutboxBadID)},
+		{name: "done removes delivered entries and is idempotent", fn: onOutbox(testOutboxDone)},
+		{name: "a hold moves an entry to the held ones with its reason", fn: onOutbox(testOutboxHold)},
+		{name: "pending and held entries survive reopening", needs: needDurable, fn: onOutbox(testOutboxReopen)},
+		{name: "the store keeps its own copies", fn: onOutbox(testOutboxCopies)},
+		{name: "a listing limit below one is refused", fn: onOutbox(testOutboxLimit)},
+		{name: "an engine with forward routes writes an entry per applied forward", fn: onOutbox(testOutboxEngine)},
+		{name: "a retry puts a held entry back with its id and bytes; a drop removes it", fn: onOutbox(testOutboxResolve)},
+		{name: "resolving an entry that is not held fails the whole batch", fn: onOutbox(testOutboxResolveNotHeld)},
+		{name: "two resolutions of one held entry at once: exactly one commits", fn: onOutbox(testOutboxResolveRace)},
+		{name: "the engine retries and drops held entries, each with an audit record", fn: onOutbox(testOutboxEngineResolve)},
+		{name: "outbox methods return ErrClosed after close", fn: onOutbox(testOutboxClosed)},
+		{name: "a member other than \"\" is refused", single: whyOneOwner, fn: onOutbox(testOutboxSingleOwner)},
+	}},
+	{name: "group outbox", needs: needMembers | needOutbox, cases: []testCase{
+		{name: "each member's outbox is its own; a hold may name another member's", fn: testOutboxMembers},
+		{name: "a read-only handle lists every outbox and claims nothing", needs: needClaims, fn: testOutboxReadOnly},
+		{name: "a member resolves another's held entry; of two members resolving one, one commits", fn: testOutboxResolveMembers},
+	}},
+	{name: "claims", needs: needMembers | needClaims, cases: []testCase{
+		{name: "a live member's outbox is claimed by itself only", fn: testClaimLive},
+		{name: "a dead member's outbox is claimed by one other member once its lease expired", needs: needKill, fn: testClaimDead},
+		{name: "a restarted member waits for its outbox's claimant, then drains it", needs: needKill, fn: testClaimRestart},
+		{name: "a claim that is not released expires", needs: needKill, fn: testClaimExpires},
+		{name: "two members claiming one outbox at once: one gets it", needs: needKill, fn: testClaimRace},
+	}},
+}
