@@ -26,7 +26,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		return e.record(m, dec, now, ref, by)
 	}
 	if d.placer != nil {
-		if dec, stop := e.place(d, now); stop {
+		if dec, stop := e.place(d, m.Topic, now); stop {
 			return e.record(m, dec, now, ref, by)
 		}
 	}
@@ -37,7 +37,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 	if dec.Outcome.Effective() {
 		e.project(d, dec.version)
 		if d.placer != nil {
-			e.placed(d, now)
+			e.placed(d, m.Topic, now)
 		}
 		e.external(m, d, now)
 	}
@@ -56,9 +56,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 
 // place has d's kind place it against its source's committed state; stop
 // says it could not be (held, or malformed), with the decision to record.
-func (e *Engine) place(d *Delivery, now time.Time) (dec Decision, stop bool) {
+func (e *Engine) place(d *Delivery, topic string, now time.Time) (dec Decision, stop bool) {
 	d.seq, d.epoch, d.epochNum, d.epochInt = -1, "", true, 0
-	hold, err := d.placer.Place(d, &Placement{e: e, d: d, now: now})
+	hold, err := d.placer.Place(d, &Placement{e: e, d: d, topic: topic, now: now})
 	switch {
 	case err != nil:
 		return Decision{Outcome: Malformed, Reason: err.Error(), Route: d.route.Name, Source: d.source, Sequence: -1}, true
@@ -70,8 +70,8 @@ func (e *Engine) place(d *Delivery, now time.Time) (dec Decision, stop bool) {
 
 // placed tells d's kind that d was applied, and commits its source's
 // window when the kind changed its state.
-func (e *Engine) placed(d *Delivery, now time.Time) {
-	if d.placer.Applied(d, &Placement{e: e, d: d, now: now}) {
+func (e *Engine) placed(d *Delivery, topic string, now time.Time) {
+	if d.placer.Applied(d, &Placement{e: e, d: d, topic: topic, now: now}) {
 		if src := e.lookupSource(d); src != nil {
 			e.pending.sources[src] = struct{}{}
 		}

@@ -39,8 +39,9 @@ type RouteReader interface {
 	// sets their sequence or id, epoch, values, key and digest, and
 	// returns a nil Placer; one whose identity depends on the source's
 	// committed state returns the Placer that gives it at decide time.
-	// An error is the delivery's malformed reason. d must not be kept.
-	Decode(d *Delivery) (Placer, error)
+	// An error is the delivery's malformed reason. Neither d nor m may be
+	// kept, and m must not be changed.
+	Decode(d *Delivery, m *Message) (Placer, error)
 }
 
 // Placer gives one delivery its identity against its source's committed
@@ -56,13 +57,6 @@ type Placer interface {
 	// reports whether it changed it (the engine then commits the source).
 	Applied(d *Delivery, p *Placement) bool
 }
-
-// Delivery is a message as its route reads it: everything the decision and
-// the effects need. A route kind fills it through the methods below.
-func (d *Delivery) Topic() string { return d.topic }
-
-// Payload is the delivery's payload; it must not be kept.
-func (d *Delivery) Payload() []byte { return d.payload }
 
 // RouteName is the name of the delivery's route.
 func (d *Delivery) RouteName() string { return d.route.Name }
@@ -93,20 +87,21 @@ func (d *Delivery) SetPlace(epoch string, value int64, seq int64) {
 // SetKey sets the delivery's idempotency key and content digest.
 func (d *Delivery) SetKey(key, digest Hash) { d.key, d.digest = key, digest }
 
-// SetValues reads each path the route's effects read from value (the
-// value of a path's segments; topic levels are the engine's), checks them
-// and renders the entity names and forward targets: the effects' inputs.
-func (d *Delivery) SetValues(read func(segs []string) Value) error {
+// SetValues reads each path the route's effects read from read (the value
+// of a path's segments; topic levels are the engine's), checks them and
+// renders the entity names and forward targets: the effects' inputs.
+func (p *Placement) SetValues(read func(segs []string) Value) error {
+	d := p.d
 	r := d.route
 	d.vals = d.valsBuf[:0]
 	if len(r.paths) > len(d.valsBuf) {
 		d.vals = make([]value, 0, len(r.paths))
 	}
 	d.vals = d.vals[:len(r.paths)]
-	for i, p := range r.paths {
-		if p.topic < 0 {
-			d.vals[i] = read(p.segs).v
-		} else if lv, ok := topicLevel(d.topic, p.topic); ok {
+	for i, path := range r.paths {
+		if path.topic < 0 {
+			d.vals[i] = read(path.segs).v
+		} else if lv, ok := topicLevel(p.topic, path.topic); ok {
 			d.vals[i] = value{kind: vString, text: lv}
 		}
 	}
@@ -119,7 +114,7 @@ func (d *Delivery) SetValues(read func(segs []string) Value) error {
 			return malformed("effect field %s: want a number, got %s", name, kindNames[v.kind])
 		}
 	}
-	return d.entityNames(d.topic)
+	return d.entityNames(p.topic)
 }
 
 // topicLevel returns level n of topic.
@@ -179,10 +174,14 @@ func OpaqueValue(typeName string) Value { return Value{value{kind: vComposite, t
 // Placement is what a Placer sees of the engine when it places a delivery:
 // the source's committed window and the key window.
 type Placement struct {
-	e   *Engine
-	d   *Delivery
-	now time.Time
+	e     *Engine
+	d     *Delivery
+	topic string
+	now   time.Time
 }
+
+// Topic is the delivery's topic.
+func (p *Placement) Topic() string { return p.topic }
 
 // Window is the delivery's source window, nil before its first applied
 // message. A Placer may change its Session in Applied; nothing else.

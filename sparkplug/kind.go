@@ -67,12 +67,12 @@ type reader struct{}
 // Decode is the stateless part of a Sparkplug message's decode: the topic
 // and the payload. Its identity, aliases, key and digest depend on the
 // edge's session and are placed with it (spMessage.Place).
-func (reader) Decode(d *engine.Delivery) (engine.Placer, error) {
-	sp, err := parseTopic(d.Topic())
+func (reader) Decode(d *engine.Delivery, m *engine.Message) (engine.Placer, error) {
+	sp, err := parseTopic(m.Topic)
 	if err != nil {
 		return nil, err
 	}
-	if sp.p, err = decodePayload(d.Payload()); err != nil {
+	if sp.p, err = decodePayload(m.Payload); err != nil {
 		return nil, fmt.Errorf("payload is not a Sparkplug B payload: %v", err)
 	}
 	if err := sp.checkPayload(); err != nil {

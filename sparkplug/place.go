@@ -36,7 +36,7 @@ func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string
 		return why, nil
 	}
 	d.SetPlace(sp.epoch, sp.epochInt, sp.seq)
-	if err := d.SetValues(sp.pathValue); err != nil {
+	if err := p.SetValues(sp.pathValue); err != nil {
 		return "", err
 	}
 	if sp.typ == spNDeath {
