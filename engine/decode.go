@@ -117,12 +117,7 @@ func (e *Engine) decodeFresh(m *Message) (*Delivery, error) {
 // Decode reads a JSON delivery: its paths in one pass over the payload,
 // then its identity, key and digest.
 func (jr *jsonReader) Decode(d *Delivery, m *Message) (Placer, error) {
-	r := d.route
-	d.vals = d.valsBuf[:0]
-	if len(r.paths) > len(d.valsBuf) {
-		d.vals = make([]value, 0, len(r.paths))
-	}
-	d.vals = d.vals[:len(r.paths)]
+	d.clearVals()
 	if err := d.extract(m); err != nil {
 		return nil, err
 	}
@@ -131,6 +126,17 @@ func (jr *jsonReader) Decode(d *Delivery, m *Message) (Placer, error) {
 	}
 	d.hash(jr)
 	return nil, nil
+}
+
+// clearVals makes room for a value per route path, all absent: in the
+// Delivery itself unless the route reads more than it holds.
+func (d *Delivery) clearVals() {
+	n := len(d.route.paths)
+	d.vals = d.valsBuf[:0]
+	if n > len(d.valsBuf) {
+		d.vals = make([]value, 0, n)
+	}
+	d.vals = d.vals[:n]
 }
 
 func (d *Delivery) extract(m *Message) error {

@@ -93,17 +93,15 @@ func (d *Delivery) SetKey(key, digest Hash) { d.key, d.digest = key, digest }
 func (p *Placement) SetValues(read func(segs []string) Value) error {
 	d := p.d
 	r := d.route
-	d.vals = d.valsBuf[:0]
-	if len(r.paths) > len(d.valsBuf) {
-		d.vals = make([]value, 0, len(r.paths))
-	}
-	d.vals = d.vals[:len(r.paths)]
+	d.clearVals()
 	for i, path := range r.paths {
+		var v value // absent, also when placed again
 		if path.topic < 0 {
-			d.vals[i] = read(path.segs).v
+			v = read(path.segs).v
 		} else if lv, ok := topicLevel(p.topic, path.topic); ok {
-			d.vals[i] = value{kind: vString, text: lv}
+			v = value{kind: vString, text: lv}
 		}
+		d.vals[i] = v
 	}
 	for i, v := range d.vals {
 		name := r.paths[i].text
