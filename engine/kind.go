@@ -69,15 +69,6 @@ func (d *Delivery) SetSource(parts ...string) {
 // Source is the delivery's source.
 func (d *Delivery) Source() []string { return d.source }
 
-// Epoch is the delivery's epoch text, "" when it has none.
-func (d *Delivery) Epoch() string { return d.epoch }
-
-// Sequence is the delivery's sequence, -1 when it has none.
-func (d *Delivery) Sequence() int64 { return d.seq }
-
-// Digest is the delivery's content digest, once set.
-func (d *Delivery) Digest() Hash { return d.digest }
-
 // SetPlace places the delivery: an integer epoch (text, and its value,
 // which orders epochs) and a sequence in it, -1 for none.
 func (d *Delivery) SetPlace(epoch string, value int64, seq int64) {
@@ -182,7 +173,9 @@ type Placement struct {
 func (p *Placement) Topic() string { return p.topic }
 
 // Window is the delivery's source window, nil before its first applied
-// message. A Placer may change its Session in Applied; nothing else.
+// message. A Placer may change the state its kind keeps there (a
+// Sparkplug edge's session, SourceState.Sparkplug) in Applied; nothing
+// else.
 func (p *Placement) Window() *SourceState { return p.e.lookupSource(p.d) }
 
 // Holds reports whether the key window holds key, applied with digest.
@@ -210,7 +203,7 @@ const (
 // they become store keys, which must stay small.
 const MaxIdentityBytes = maxIdentityBytes
 
-// kinds returns the route kinds by name: json and opts'.
+// kindsOf returns the route kinds by name: json and opts'.
 func kindsOf(opts []RouteKind) (map[string]RouteKind, error) {
 	m := map[string]RouteKind{KindJSON: jsonKind{}}
 	for _, k := range opts {

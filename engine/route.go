@@ -140,9 +140,6 @@ type RoutePaths struct{ c *route }
 // Delivery.
 func (p *RoutePaths) Ref(path string) (int, error) { return p.c.ref(path) }
 
-// Text is the text of path i, for messages.
-func (p *RoutePaths) Text(i int) string { return p.c.paths[i].text }
-
 func (c *route) compileEffects(r Route, bad func(string, ...any) error) error {
 	for i, e := range r.Effects {
 		ce, err := c.compileEffect(e)
