@@ -37,6 +37,9 @@ func (r *Redis) StartReplica(tb testing.TB) *Redis {
 		replica, err2 := rep.Do("INFO", "replication")
 		if err1 == nil && err2 == nil && strings.Contains(fmt.Sprint(primary), online) &&
 			strings.Contains(fmt.Sprint(replica), "master_link_status:up") {
+			if err := r.awaitStream(rep.port); err != nil {
+				tb.Fatalf("testbroker: the replica on port %d is online but acknowledges no write: %v", rep.port, err)
+			}
 			return rep
 		}
 		if time.Now().After(deadline) {
@@ -44,6 +47,39 @@ func (r *Redis) StartReplica(tb testing.TB) *Redis {
 				rep.port, startTimeout, err1, err2, primary, replica)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// awaitStream waits until the primary streams its writes to the replica
+// on port: after a diskless sync the replica is online at once, but the
+// primary sends it nothing until the replica's first REPLCONF ACK, up to a
+// second later, and a write made meanwhile reaches it only then. A write
+// to database 15, which no test reads, acknowledged by WAIT shows the
+// stream flowing.
+func (r *Redis) awaitStream(port int) error {
+	c, err := dialRESP(r.Addr(), startTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Do("SELECT", "15"); err != nil {
+		return err
+	}
+	if _, err := c.Do("SET", "testbroker:replica", strconv.Itoa(port)); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		n, err := c.Do("WAIT", "1", "100")
+		if err != nil {
+			return err
+		}
+		if v, ok := n.(int64); ok && v >= 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("WAIT 1 answered %v for %v", n, startTimeout)
+		}
 	}
 }
 
