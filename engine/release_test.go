@@ -107,13 +107,18 @@ func TestRelease(t *testing.T) {
 }
 
 // failingStore fails the commits it is told to: a fault a real store cannot
-// be made to produce on demand.
+// be made to produce on demand. A commit waits for gate, when set, to be
+// closed.
 type failingStore struct {
 	engine.Store
 	fail bool
+	gate chan struct{}
 }
 
 func (f *failingStore) Commit(ctx context.Context, b *engine.Batch) error {
+	if f.gate != nil {
+		<-f.gate
+	}
 	if f.fail {
 		return errors.New("injected commit failure")
 	}
@@ -153,7 +158,10 @@ func TestABatchSubmittedAfterAFailedOneIsAborted(t *testing.T) {
 	defer e.Close()
 	a := []engine.Message{inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`)}
 	b := []engine.Message{inc("fd", "e1", 1, 2, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`)}
-	fs.fail = true
+	// A's commit fails only once B is submitted: B is decided on top of it.
+	// (Submitted after A failed, B would be decided on the state reloaded
+	// without A, and commit.)
+	fs.fail, fs.gate = true, make(chan struct{})
 	waitA, err := e.Submit(context.Background(), a)
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +170,7 @@ func TestABatchSubmittedAfterAFailedOneIsAborted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	close(fs.gate)
 	if _, err := waitA(); err == nil {
 		t.Fatal("a failed commit returned no error")
 	}
