@@ -140,7 +140,10 @@ func checkJetStreamStore(t testing.TB, s *setup, sources []string, perSource int
 // delivers again what was applied), and starts it again each time on the
 // same store and durable consumer. The server never fails, so every
 // message is applied exactly once, and the copies it delivered again carry
-// their delivery count, recorded as dup.
+// their delivery count, recorded as dup. The feed is paced to last through
+// every kill (about 10 s), as the MQTT test's feeder does: published at
+// once, it was consumed after two or three kills, and the kills after it
+// could not land between a commit and its acks.
 func TestJetStreamConsumerKilled(t *testing.T) {
 	skipShort(t)
 	t.Setenv("REPLAYGUARD_FAILPOINT_BEFORE_ACK", "20ms")
@@ -152,7 +155,7 @@ func TestJetStreamConsumerKilled(t *testing.T) {
 	s := newJetStreamSetup(t, n)
 	d := startDaemon(t, s)
 	d.WaitReady()
-	pub, err := testbroker.PublishJS(n.URL(), jsFeed(sources, perSource))
+	pub, err := testbroker.PublishJSPaced(n.URL(), jsFeed(sources, perSource), 2*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,9 +86,16 @@ type JSPublisher struct {
 	done  chan error
 }
 
-// PublishJS starts publishing msgs to the server at url, in order. Wait
-// returns when every one is acknowledged.
+// PublishJS starts publishing msgs to the server at url, in order, as
+// fast as the server acknowledges them. Wait returns when every one is
+// acknowledged.
 func PublishJS(url string, msgs []JSMessage) (*JSPublisher, error) {
+	return PublishJSPaced(url, msgs, 0)
+}
+
+// PublishJSPaced is PublishJS with a pause of every after each
+// acknowledged message: a steady feed that lasts, rather than a burst.
+func PublishJSPaced(url string, msgs []JSMessage, every time.Duration) (*JSPublisher, error) {
 	nc, err := nats.Connect(url, nats.Name("testbroker publisher"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
@@ -100,11 +107,11 @@ func PublishJS(url string, msgs []JSMessage) (*JSPublisher, error) {
 		return nil, err
 	}
 	p := &JSPublisher{nc: nc, js: js, done: make(chan error, 1)}
-	go func() { p.done <- p.run(msgs) }()
+	go func() { p.done <- p.run(msgs, every) }()
 	return p, nil
 }
 
-func (p *JSPublisher) run(msgs []JSMessage) error {
+func (p *JSPublisher) run(msgs []JSMessage, every time.Duration) error {
 	defer p.nc.Close()
 	deadline := time.Now().Add(2 * time.Minute)
 	for _, m := range msgs {
@@ -121,6 +128,9 @@ func (p *JSPublisher) run(msgs []JSMessage) error {
 			time.Sleep(20 * time.Millisecond)
 		}
 		p.acked.Add(1)
+		if every > 0 {
+			time.Sleep(every)
+		}
 	}
 	return nil
 }
