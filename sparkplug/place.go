@@ -60,12 +60,9 @@ func (sp *spMessage) placeBirth(d *engine.Delivery, p *engine.Placement, src *en
 		sp.bdSeq, sp.newBirth = raw, true
 		return sp.placeSeq(d, p, nil)
 	}
-	b, ok := unwrap8(raw, st.BdSeq)
-	switch {
-	case !ok:
-		return fmt.Sprintf("bdSeq %d cannot be placed: 128 from the edge's current session %d", raw, st.BdSeq)
-	case b < 0:
-		return fmt.Sprintf("bdSeq %d cannot be placed: it would come before the edge's first session", raw)
+	b, why := unwrapBdSeq(raw, st, "bdSeq")
+	if why != "" {
+		return why
 	}
 	sp.bdSeq = b
 	if i := findBirth(st, b, sp.digest); i >= 0 {
@@ -87,18 +84,28 @@ func (sp *spMessage) placeBirth(d *engine.Delivery, p *engine.Placement, src *en
 	return sp.placeSeq(d, p, nil)
 }
 
+// unwrapBdSeq places raw, a message's 8-bit bdSeq (named what in the
+// reason), next to the edge's current session; a reason when it cannot.
+func unwrapBdSeq(raw int64, st *engine.SparkplugState, what string) (int64, string) {
+	b, ok := unwrap8(raw, st.BdSeq)
+	switch {
+	case !ok:
+		return 0, fmt.Sprintf("%s %d cannot be placed: 128 from the edge's current session %d", what, raw, st.BdSeq)
+	case b < 0:
+		return 0, fmt.Sprintf("%s %d cannot be placed: it would come before the edge's first session", what, raw)
+	}
+	return b, ""
+}
+
 // placeDeath places an NDEATH by its bdSeq: its identity is (source,
 // session, NDEATH), so a replayed one is a duplicate.
 func (sp *spMessage) placeDeath(st *engine.SparkplugState) string {
 	raw := int64(sp.p.BdSeq)
 	sp.bdSeq = raw
 	if st != nil && len(st.Births) > 0 {
-		b, ok := unwrap8(raw, st.BdSeq)
-		switch {
-		case !ok:
-			return fmt.Sprintf("NDEATH bdSeq %d cannot be placed: 128 from the edge's current session %d", raw, st.BdSeq)
-		case b < 0:
-			return fmt.Sprintf("NDEATH bdSeq %d cannot be placed: it would come before the edge's first session", raw)
+		b, why := unwrapBdSeq(raw, st, "NDEATH bdSeq")
+		if why != "" {
+			return why
 		}
 		sp.bdSeq = b
 		for i, birth := range st.Births {
