@@ -71,8 +71,9 @@ func (e *Engine) place(d *Delivery, topic string, now time.Time) (dec Decision, 
 // placed tells d's kind that d was applied, and commits its source's
 // window when the kind changed its state.
 func (e *Engine) placed(d *Delivery, topic string, now time.Time) {
-	if d.placer.Applied(d, &Placement{e: e, d: d, topic: topic, now: now}) {
-		if src := e.lookupSource(d); src != nil {
+	p := &Placement{e: e, d: d, topic: topic, now: now}
+	if d.placer.Applied(d, p) {
+		if src := p.Window(); src != nil { // the window Applied changed, looked up once
 			e.pending.sources[src] = struct{}{}
 		}
 	}

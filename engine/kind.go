@@ -163,10 +163,12 @@ func OpaqueValue(typeName string) Value { return Value{value{kind: vComposite, t
 // Placement is what a Placer sees of the engine when it places a delivery:
 // the source's committed window and the key window.
 type Placement struct {
-	e     *Engine
-	d     *Delivery
-	topic string
-	now   time.Time
+	e      *Engine
+	d      *Delivery
+	topic  string
+	now    time.Time
+	src    *SourceState // the source window, once looked up
+	looked bool
 }
 
 // Topic is the delivery's topic.
@@ -176,7 +178,12 @@ func (p *Placement) Topic() string { return p.topic }
 // message. A Placer may change the state its kind keeps there (a
 // Sparkplug edge's session, SourceState.Sparkplug) in Applied; nothing
 // else.
-func (p *Placement) Window() *SourceState { return p.e.lookupSource(p.d) }
+func (p *Placement) Window() *SourceState {
+	if !p.looked {
+		p.src, p.looked = p.e.lookupSource(p.d), true
+	}
+	return p.src
+}
 
 // Holds reports whether the key window holds key, applied with digest.
 func (p *Placement) Holds(key, digest Hash) bool {
