@@ -84,6 +84,51 @@ type Chain struct {
 	Head   AuditHead
 }
 
+// ChainKeeper is what audit retention and the audit sinks need of a shared
+// store, chain by chain: each member trims, archives and streams its own
+// audit chain, and a live member takes over the chain of one that is gone
+// (its lease expired), as it takes over its outbox.
+//
+// The methods on one member's chain behave as AuditTrimmer and
+// CursorStore do on a single-owner store's log. Safe for concurrent use.
+type ChainKeeper interface {
+	// ChainBase returns the last dropped record of member's chain (its
+	// position and hash); zero when nothing was dropped or the member has
+	// no chain.
+	ChainBase(ctx context.Context, member string) (AuditHead, error)
+	// TrimChain drops every record of member's chain with position <
+	// below, atomically, and makes base its new base: base must be the
+	// stored record at below-1 (ErrTrimBase otherwise), and an open
+	// quarantine entry of that member whose record is below below refuses
+	// the trim with ErrTrimQuarantine. ScanChain then begins after the
+	// base. Nothing changes on error. A read-only handle fails.
+	TrimChain(ctx context.Context, member string, below uint64, base AuditHead) error
+	// ChainCursor returns the cursor of sink on member's chain: the
+	// position of the last record the sink delivered; 0 when none.
+	ChainCursor(ctx context.Context, member, sink string) (uint64, error)
+	// SetChainCursor records pos as that cursor, durably when it returns
+	// nil. A read-only handle fails.
+	SetChainCursor(ctx context.Context, member, sink string, pos uint64) error
+	// QuarantineBases returns every member's quarantine base (see
+	// SharedStore.QuarantineBase), by member id: an open entry's id minus
+	// its member's base is its record's position in that member's chain.
+	QuarantineBases(ctx context.Context) (map[string]uint64, error)
+	// ClaimChains takes or renews this handle's chain claims and returns,
+	// sorted, the members whose chains it may trim and stream now: the
+	// claim of its own member, unless another live handle holds it; and
+	// that of every other member with a chain whose member lease is
+	// expired or free, when that claim is free, expired or already this
+	// handle's. The rules are OutboxClaimer's (a claim lasts ClaimTTL
+	// unless renewed; a member that holds its lease again gets its claim
+	// back once this handle stops renewing it, within ClaimTTL; Close
+	// releases the handle's claims), with chains in place of outboxes.
+	// A read-only handle fails.
+	ClaimChains(ctx context.Context) ([]string, error)
+	// ReleaseChain gives up this handle's claim on member's chain; a claim
+	// it does not hold is left alone.
+	ReleaseChain(ctx context.Context, member string) error
+}
+
 // ErrMemberHeld is returned when a shared store is opened under a member
 // id whose lease another live process holds.
 var ErrMemberHeld = errors.New("replayguard: member id held by another live process")

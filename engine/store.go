@@ -51,6 +51,9 @@ type Capabilities struct {
 	Outbox OutboxStore
 	// Claims hands the outboxes of departed members to a live one.
 	Claims OutboxClaimer
+	// Keeper trims each member's chain and keeps the audit sinks' cursors
+	// per chain, on a shared store (set with Shared).
+	Keeper ChainKeeper
 	// Stats reports a shared store's counters for the metrics.
 	Stats StatsReporter
 	// SQL says the store runs a batch's sql effects in the batch's own
