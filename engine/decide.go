@@ -94,7 +94,11 @@ func (e *Engine) lookupSource(d *Delivery) *SourceState {
 func (e *Engine) decide(d *Delivery, now time.Time, release, waive bool) Decision {
 	dec := Decision{Route: d.route.Name, Key: d.key, Digest: d.digest, Source: d.source,
 		Epoch: d.epoch, Sequence: d.seq, ID: d.id}
-	if dg, hit := e.keys.lookup(d.key); hit {
+	dg, hit := e.keys.lookup(d.key)
+	if !hit && e.unread != nil {
+		e.unread.key(d.key)
+	}
+	if hit {
 		switch {
 		case dg == digest64(d.digest) || release:
 			dec.Outcome, dec.Reason = Duplicate, reasonKeySeen

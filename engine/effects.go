@@ -30,6 +30,9 @@ func (e *Engine) project(d *Delivery, ver Version) {
 		}
 		ent := e.entities[name]
 		if ent == nil {
+			if e.unread != nil {
+				e.unread.entity(name)
+			}
 			ent = &entity{fields: map[string]*field{}}
 			e.entities[strings.Clone(name)] = ent // name shares its bytes with the message's other names
 		}

@@ -116,6 +116,10 @@ type Engine struct {
 	sources  map[string]*SourceState
 	entities map[string]*entity
 	refused  SQLRefusals // keys whose sql effects the store refused, for this batch
+	// unread, on a shared store while a batch holds deliveries a kind
+	// places, collects the rows deciding looked for that the batch's
+	// Reads did not name (sharedreads.go).
+	unread *unreadRows
 	// resolving are the held outbox entries (Requeue false) whose
 	// resolution is being committed.
 	resolving map[OutboxResolve]bool

@@ -188,6 +188,9 @@ func (p *Placement) Window() *SourceState {
 // Holds reports whether the key window holds key, applied with digest.
 func (p *Placement) Holds(key, digest Hash) bool {
 	dg, hit := p.e.keys.lookup(key)
+	if !hit && p.e.unread != nil {
+		p.e.unread.key(key)
+	}
 	return hit && dg == digest64(digest)
 }
 

@@ -47,7 +47,7 @@ type SharedStore interface {
 	// at or after r.KeyCutoff is such a lost race: it is never overwritten.
 	// A Resolved quarantine entry that is no longer open fails Update with
 	// ErrNotFound and nothing is written; an error from decide is returned
-	// as it is, with nothing written.
+	// as it is, with nothing written (ErrReadAgain is not a failure).
 	Update(ctx context.Context, r *Reads, decide func(*Rows) (*Batch, error)) error
 }
 
@@ -210,10 +210,12 @@ func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Deci
 
 // reads decodes msgs (keeping what it found for decideOne) and names every
 // row deciding them can touch: each key, each sequenced (route, source),
-// each entity an effect names.
+// each entity an effect names. A delivery its kind places names its
+// source alone: the rest is found by deciding (unreadRows).
 func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 	r := &Reads{KeyCutoff: now.Add(-e.ttl).UnixNano()}
 	keys, sources, entities := map[Hash]struct{}{}, map[string]struct{}{}, map[string]struct{}{}
+	placing := false
 	for i := range msgs {
 		m := &msgs[i]
 		if m.prepared == nil && m.prepErr == nil {
@@ -222,6 +224,11 @@ func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 		d := m.prepared
 		if m.prepErr != nil || d == nil {
 			continue // malformed: it reads nothing
+		}
+		if d.placer != nil { // its key and entities follow from its source's row
+			placing = true
+			sources[sourceID(d.route.Name, d.source)] = struct{}{}
+			continue
 		}
 		keys[d.key] = struct{}{}
 		if d.seq >= 0 {
@@ -239,6 +246,9 @@ func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 	slices.SortFunc(r.Keys, func(a, b Hash) int { return bytes.Compare(a[:], b[:]) })
 	r.Sources = slices.Sorted(maps.Keys(sources))
 	r.Entities = slices.Sorted(maps.Keys(entities))
+	if placing {
+		e.unread = newUnreadRows(r)
+	}
 	return r
 }
 
@@ -249,16 +259,36 @@ func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 // with e.mu held.
 func (w *sharedWindows) update(ctx context.Context, r *Reads, fill func(), msgs []Message, decided []Decision) error {
 	e := w.e
+	defer func() { e.unread = nil }()
 	start := e.tail
 	var b *Batch
-	err := w.store.Update(ctx, r, func(rows *Rows) (*Batch, error) {
-		e.tail = start // a retry decides the batch again from the same chain head
+	var err error
+	for round := 0; ; round++ {
+		err = w.store.Update(ctx, r, func(rows *Rows) (*Batch, error) {
+			e.tail = start // a retry decides the batch again from the same chain head
+			e.resetPending()
+			e.loadRows(rows, r.KeyCutoff)
+			if e.unread != nil {
+				e.unread.start()
+			}
+			fill()
+			if e.unread != nil && e.unread.missed() {
+				return nil, ErrReadAgain
+			}
+			b = e.takeBatch()
+			return b, nil
+		})
+		if !errors.Is(err, ErrReadAgain) {
+			break
+		}
+		e.tail = start
 		e.resetPending()
-		e.loadRows(rows, r.KeyCutoff)
-		fill()
-		b = e.takeBatch()
-		return b, nil
-	})
+		if round+1 == maxReadRounds {
+			err = fmt.Errorf("%w: the batch's rows kept changing through %d reads", ErrContention, maxReadRounds)
+			break
+		}
+		e.unread.widen(r)
+	}
 	e.refused = nil
 	if err != nil {
 		// Whether a failed write reached the store may be unknown: the

@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,8 +43,12 @@ func (c *Counters) Wrote(d time.Duration, rows int) {
 	c.mu.Unlock()
 }
 
-// Failed counts an update that failed with err.
+// Failed counts an update that failed with err; engine.ErrReadAgain, a
+// decide asking for wider reads, is no failure.
 func (c *Counters) Failed(err error) {
+	if errors.Is(err, engine.ErrReadAgain) {
+		return
+	}
 	c.failures.Add(1)
 	c.Noted(err)
 }
