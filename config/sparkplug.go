@@ -41,16 +41,3 @@ func checkSparkplugPath(ps *problems, f field, p, filter string) bool {
 	ps.add(f, "%q: a sparkplug route reads metrics.<Name> (like metrics.Energy), timestamp, seq or topic[N]", p)
 	return false
 }
-
-// checkSparkplugStore refuses sparkplug routes on a shared store.
-func (c *Config) checkSparkplugStore(ps *problems) {
-	if c.Store.Kind != StoreRedis && c.Store.Kind != StorePostgres {
-		return
-	}
-	for i, r := range c.Routes {
-		if r.Kind == RouteSparkplug {
-			ps.add(field{}.dot("routes").index(i).dot("kind"), "sparkplug routes are not yet available on a shared store (kind %s): "+
-				"a Sparkplug message's key depends on its edge's session, known only when it is decided; use the embedded or memory store", c.Store.Kind)
-		}
-	}
-}

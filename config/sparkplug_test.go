@@ -25,9 +25,9 @@ func TestSparkplugRoutes(t *testing.T) {
 		{"an unknown kind is refused",
 			"routes:\n  - name: plant\n    kind: avro\n    topic: a/#\n    source: [a]\n    id: i",
 			[]string{r + `.kind: kind "avro" is not json or sparkplug`}},
-		{"a sparkplug route on a shared store is refused",
-			"store: {kind: postgres, url: 'postgres://h/db'}\nroutes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/#",
-			[]string{"routes[0].kind: sparkplug routes are not yet available on a shared store (kind postgres): a Sparkplug message's key depends on its edge's session, known only when it is decided; use the embedded or memory store"}},
+		{"a sparkplug route on a shared store is accepted",
+			"store: {kind: postgres, url: 'postgres://h/db'}\nroutes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/#\n    effects: [{entity: m, add: {kwh: metrics.Energy}}]",
+			nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkProblems(t, c.file, c.want...) })

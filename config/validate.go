@@ -37,7 +37,6 @@ func (c *Config) check(ps *problems) {
 	c.Limits.check(ps, field{}.dot("limits"))
 	checkRoutes(ps, c.Routes)
 	c.checkSQLStore(ps)
-	c.checkSparkplugStore(ps)
 	c.checkJournal(ps)
 	c.MQTT.check(ps, field{}.dot("mqtt"))
 	c.HTTP.check(ps, field{}.dot("http"))

@@ -8,8 +8,10 @@ import (
 	"github.com/replayguard/replayguard/sparkplug"
 )
 
-func TestSeqCrossesTheWrapWithReplaysOnBothSides(t *testing.T) {
-	h := newHarness(t, nil)
+func TestSeqCrossesTheWrapWithReplaysOnBothSides(t *testing.T) { onEveryStore(t, testSeqCrossesTheWrapWithReplaysOnBothSides) }
+
+func testSeqCrossesTheWrapWithReplaysOnBothSides(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 7)
 	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))
@@ -40,8 +42,10 @@ func TestSeqCrossesTheWrapWithReplaysOnBothSides(t *testing.T) {
 	}
 }
 
-func TestSeqExactlyHalfTheRingAwayIsHeld(t *testing.T) {
-	h := newHarness(t, nil)
+func TestSeqExactlyHalfTheRingAwayIsHeld(t *testing.T) { onEveryStore(t, testSeqExactlyHalfTheRingAwayIsHeld) }
+
+func testSeqExactlyHalfTheRingAwayIsHeld(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
 	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))
@@ -57,8 +61,10 @@ func TestSeqExactlyHalfTheRingAwayIsHeld(t *testing.T) {
 	}
 }
 
-func TestRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays(t *testing.T) {
-	h := newHarness(t, nil)
+func TestRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays(t *testing.T) { onEveryStore(t, testRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays) }
+
+func testRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 3)
 	first := edge.Birth(c.next(), meterMetrics)
@@ -94,8 +100,10 @@ func TestRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays(t *testing.T) {
 	}
 }
 
-func TestRebirthInTheSameSessionIsANewEpoch(t *testing.T) {
-	h := newHarness(t, nil)
+func TestRebirthInTheSameSessionIsANewEpoch(t *testing.T) { onEveryStore(t, testRebirthInTheSameSessionIsANewEpoch) }
+
+func testRebirthInTheSameSessionIsANewEpoch(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 9)
 	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))
@@ -117,8 +125,10 @@ func TestRebirthInTheSameSessionIsANewEpoch(t *testing.T) {
 	}
 }
 
-func TestBdSeqWrapsAndStillOrdersSessions(t *testing.T) {
-	h := newHarness(t, nil)
+func TestBdSeqWrapsAndStillOrdersSessions(t *testing.T) { onEveryStore(t, testBdSeqWrapsAndStillOrdersSessions) }
+
+func testBdSeqWrapsAndStillOrdersSessions(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 254)
 	var births []sparkplug.Message
@@ -143,8 +153,10 @@ func TestBdSeqWrapsAndStillOrdersSessions(t *testing.T) {
 	}
 }
 
-func TestAliasTableChangeAtRebirth(t *testing.T) {
-	h := newHarness(t, nil)
+func TestAliasTableChangeAtRebirth(t *testing.T) { onEveryStore(t, testAliasTableChangeAtRebirth) }
+
+func testAliasTableChangeAtRebirth(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 1)
 	h.expect(engine.Applied, edge.Birth(c.next(), []sparkplug.Metric{
@@ -174,8 +186,10 @@ func TestAliasTableChangeAtRebirth(t *testing.T) {
 	}
 }
 
-func TestDataBeforeBirthAndUnknownAliasAreHeld(t *testing.T) {
-	h := newHarness(t, nil)
+func TestDataBeforeBirthAndUnknownAliasAreHeld(t *testing.T) { onEveryStore(t, testDataBeforeBirthAndUnknownAliasAreHeld) }
+
+func testDataBeforeBirthAndUnknownAliasAreHeld(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
 	early := edge.Data(c.next(), pulse())
@@ -198,8 +212,10 @@ func TestDataBeforeBirthAndUnknownAliasAreHeld(t *testing.T) {
 	}
 }
 
-func TestDeathsAndDevicesShowOnSources(t *testing.T) {
-	h := newHarness(t, nil)
+func TestDeathsAndDevicesShowOnSources(t *testing.T) { onEveryStore(t, testDeathsAndDevicesShowOnSources) }
+
+func testDeathsAndDevicesShowOnSources(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 5)
 	oldDeath := edge.Death(c.next())
@@ -232,8 +248,10 @@ func TestDeathsAndDevicesShowOnSources(t *testing.T) {
 // A replay more than half the ring behind the highest is placed where its
 // content was applied (a proven duplicate), never above the highest; one
 // that was never applied there cannot be placed and is held.
-func TestAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain(t *testing.T) {
-	h := newHarness(t, nil)
+func TestAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain(t *testing.T) { onEveryStore(t, testAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain) }
+
+func testAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
 	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))

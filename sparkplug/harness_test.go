@@ -49,6 +49,25 @@ func newHarness(t *testing.T, store engine.Store) *harness {
 	return h
 }
 
+// keyTTL is the group store's key TTL in these tests: it prunes keys by the
+// wall clock, and the harness's clock is a fixed day in the past.
+const keyTTL = 100 * 365 * 24 * time.Hour
+
+// onEveryStore runs test on a single-owner store and on a member of a
+// consumer group's store, where each batch reads the edge's session row
+// before the keys and entities its messages imply.
+func onEveryStore(t *testing.T, test func(t *testing.T, store engine.Store)) {
+	t.Run("single-owner", func(t *testing.T) { test(t, memory.New()) })
+	t.Run("group", func(t *testing.T) {
+		m, err := memory.NewGroup(keyTTL, 10_000).Open("m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		test(t, m)
+	})
+}
+
 // send decides msgs in one batch.
 func (h *harness) send(msgs ...sparkplug.Message) []engine.Decision {
 	h.t.Helper()

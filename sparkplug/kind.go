@@ -1,7 +1,6 @@
 package sparkplug
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,10 +13,6 @@ const KindSparkplug = "sparkplug"
 
 // Namespace is the first topic level of every Sparkplug B topic.
 const Namespace = "spBv1.0"
-
-// ErrShared is why a sparkplug route is refused on a shared store.
-var ErrShared = errors.New("sparkplug routes are not yet available on a shared store: " +
-	"a Sparkplug message's key depends on its edge's session, which a shared store cannot read before deciding; use the embedded or memory store")
 
 // RouteKind is the engine's route kind for Eclipse Sparkplug B (an
 // engine.RouteKind): a route's source is the edge node ([group, edge]),
@@ -46,10 +41,9 @@ func (RouteKind) ParsePath(p string) ([]string, error) {
 }
 
 // Compile checks what a sparkplug route must and must not set.
-func (RouteKind) Compile(r engine.Route, _ *engine.RoutePaths, shared bool) (engine.RouteReader, error) {
-	if shared {
-		return nil, ErrShared
-	}
+// It runs on every store: on a shared one, the engine reads an edge's
+// session row before the keys and entities its messages imply.
+func (RouteKind) Compile(r engine.Route, _ *engine.RoutePaths, _ bool) (engine.RouteReader, error) {
 	if len(r.Source) > 0 || r.Sequence != "" || r.Epoch != "" || r.ID != "" {
 		return nil, fmt.Errorf("a sparkplug route sets no source, sequence, epoch or id: they are implied " +
 			"(source [group, edge], sequence seq, epoch the edge's session from bdSeq)")

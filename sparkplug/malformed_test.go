@@ -20,8 +20,10 @@ func encode(t *testing.T, p *pb.Payload) []byte {
 	return b
 }
 
-func TestMalformedSparkplugIsHeldWithItsReason(t *testing.T) {
-	h := newHarness(t, nil)
+func TestMalformedSparkplugIsHeldWithItsReason(t *testing.T) { onEveryStore(t, testMalformedSparkplugIsHeldWithItsReason) }
+
+func testMalformedSparkplugIsHeldWithItsReason(t *testing.T, store engine.Store) {
+	h := newHarness(t, store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
 	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))

@@ -25,9 +25,7 @@ func TestASparkplugRouteIsRefused(t *testing.T) {
 		opts  engine.Options
 		want  string
 	}{
-		{"on a shared store", m, engine.Options{Routes: []engine.Route{plantRoute}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}},
-			"sparkplug routes are not yet available on a shared store"},
-		{"without its route kind", memory.New(), engine.Options{Routes: []engine.Route{plantRoute}}, `kind "sparkplug" is not json`},
+		{"without its route kind", m, engine.Options{Routes: []engine.Route{plantRoute}}, `kind "sparkplug" is not json`},
 		{"when it names a source", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug, Topic: "spBv1.0/#",
 			Source: []string{"a"}}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}}, "sets no source, sequence, epoch or id: they are implied"},
 		{"outside the namespace", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug, Topic: "plant/#"}},
