@@ -118,7 +118,9 @@ func consumerConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer)
 		if r.QoS != nil {
 			qos = *r.QoS
 		}
-		c.Filters = append(c.Filters, mqtt.Filter{Topic: r.Topic, QoS: byte(qos)})
+		// A Sparkplug route's messages reach every member of a share
+		// group, each in its edge's order (mqtt.Filter.Unshared).
+		c.Filters = append(c.Filters, mqtt.Filter{Topic: r.Topic, QoS: byte(qos), Unshared: r.Kind == config.RouteSparkplug})
 	}
 	var err error
 	if c.Password, err = Secret(mc.PasswordEnv, mc.PasswordFile); err != nil {

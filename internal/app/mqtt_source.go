@@ -43,9 +43,7 @@ func mqtt3Config(mc mqtt.Config) mqtt3.Config {
 	c := mqtt3.Config{Brokers: mc.Brokers, ClientID: mc.ClientID, CleanStart: mc.CleanStart, ShareGroup: mc.ShareGroup,
 		Username: mc.Username, Password: mc.Password, TLS: mc.TLS, KeepAlive: mc.KeepAlive,
 		BatchSize: mc.BatchSize, BatchLinger: mc.BatchLinger, Logger: mc.Logger, Observer: mc.Observer}
-	for _, f := range mc.Filters {
-		c.Filters = append(c.Filters, mqtt3.Filter{Topic: f.Topic, QoS: f.QoS})
-	}
+	c.Filters = append(c.Filters, mc.Filters...)
 	return c
 }
 

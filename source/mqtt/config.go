@@ -145,9 +145,9 @@ func (c *Config) Validate() error {
 func parseBroker(s string) (*url.URL, error) { return consume.ParseBroker(s, ErrConfig) }
 
 // subscriptionTopic is the filter as subscribed: with the $share prefix
-// when the consumer is in a share group.
+// when the consumer is in a share group and the filter is not Unshared.
 func (c *Config) subscriptionTopic(f Filter) string {
-	if c.ShareGroup == "" {
+	if c.ShareGroup == "" || f.Unshared {
 		return f.Topic
 	}
 	return "$share/" + c.ShareGroup + "/" + f.Topic

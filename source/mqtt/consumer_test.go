@@ -210,18 +210,38 @@ func TestStop(t *testing.T) {
 	})
 }
 
+// TestSharedSubscription splits a filter's messages over a share group's
+// members, and gives each member every message of an Unshared filter.
 func TestSharedSubscription(t *testing.T) {
 	m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true})
 	recs := []*recorder{newRecorder(t), newRecorder(t)}
 	for _, rec := range recs {
 		cfg := testConfig(t, m.URL())
 		cfg.ShareGroup = "workers"
+		cfg.Filters = append(cfg.Filters, mqtt.Filter{Topic: "replayguard/plain/#", QoS: 1, Unshared: true})
 		start(t, cfg, rec).waitReady(t)
 	}
 	publish(t, testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{}), "a", 40)
-	waitFor(t, "40 commits", 10*time.Second, func() bool { return recs[0].Len()+recs[1].Len() == 40 })
+	plain := testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{Topic: func(s string) string { return "replayguard/plain/" + s }})
+	publish(t, plain, "p", 10)
+	waitFor(t, "40 commits and 10 to each", 10*time.Second, func() bool { return recs[0].Len()+recs[1].Len() == 60 })
 
-	a, b := keys(t, recs[0].Committed()), keys(t, recs[1].Committed())
+	var a, b []key
+	for i, rec := range recs {
+		var got []key
+		for _, k := range keys(t, rec.Committed()) {
+			if k.Source == "p" {
+				got = append(got, k)
+			} else if i == 0 {
+				a = append(a, k)
+			} else {
+				b = append(b, k)
+			}
+		}
+		if want := seqs("p", 1, 10); !slices.Equal(got, want) {
+			t.Fatalf("member %d got %s of the unshared filter, want %s in order", i+1, fmtKeys(got), fmtKeys(want))
+		}
+	}
 	t.Logf("split %d / %d", len(a), len(b))
 	if len(a) == 0 || len(b) == 0 {
 		t.Fatalf("one member got everything: %d / %d", len(a), len(b))

@@ -128,12 +128,12 @@ func parseBroker(s string) (*url.URL, error) { return consume.ParseBroker(s, Err
 
 // subscriptions are the filters as subscribed, by topic (two routes may
 // share one filter: the higher QoS wins), with the $share prefix in a
-// share group.
+// share group unless the filter is Unshared.
 func (c *Config) subscriptions() map[string]byte {
 	subs := make(map[string]byte, len(c.Filters))
 	for _, f := range c.Filters {
 		topic := f.Topic
-		if c.ShareGroup != "" {
+		if c.ShareGroup != "" && !f.Unshared {
 			topic = "$share/" + c.ShareGroup + "/" + f.Topic
 		}
 		subs[topic] = max(subs[topic], f.QoS)

@@ -10,6 +10,12 @@ import (
 type Filter struct {
 	Topic string // MQTT topic filter, without any $share prefix
 	QoS   byte   // 1 or 2; QoS 0 is refused: it cannot be redelivered
+	// Unshared subscribes to the filter without the share group, in one:
+	// every member receives each of its messages, in its publisher's
+	// order. A Sparkplug route's are: an edge's data is placed in the
+	// session its last birth opened, so a member must see the birth
+	// first; the group's store makes each message applied once.
+	Unshared bool
 }
 
 // ValidSession checks what both MQTT consumers need of a persistent
