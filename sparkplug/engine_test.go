@@ -8,7 +8,9 @@ import (
 	"github.com/replayguard/replayguard/sparkplug"
 )
 
-func TestSeqCrossesTheWrapWithReplaysOnBothSides(t *testing.T) { onEveryStore(t, testSeqCrossesTheWrapWithReplaysOnBothSides) }
+func TestSeqCrossesTheWrapWithReplaysOnBothSides(t *testing.T) {
+	onEveryStore(t, testSeqCrossesTheWrapWithReplaysOnBothSides)
+}
 
 func testSeqCrossesTheWrapWithReplaysOnBothSides(t *testing.T, store engine.Store) {
 	h := newHarness(t, store)
@@ -42,7 +44,9 @@ func testSeqCrossesTheWrapWithReplaysOnBothSides(t *testing.T, store engine.Stor
 	}
 }
 
-func TestSeqExactlyHalfTheRingAwayIsHeld(t *testing.T) { onEveryStore(t, testSeqExactlyHalfTheRingAwayIsHeld) }
+func TestSeqExactlyHalfTheRingAwayIsHeld(t *testing.T) {
+	onEveryStore(t, testSeqExactlyHalfTheRingAwayIsHeld)
+}
 
 func testSeqExactlyHalfTheRingAwayIsHeld(t *testing.T, store engine.Store) {
 	h := newHarness(t, store)
@@ -61,7 +65,9 @@ func testSeqExactlyHalfTheRingAwayIsHeld(t *testing.T, store engine.Store) {
 	}
 }
 
-func TestRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays(t *testing.T) { onEveryStore(t, testRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays) }
+func TestRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays(t *testing.T) {
+	onEveryStore(t, testRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays)
+}
 
 func testRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays(t *testing.T, store engine.Store) {
 	h := newHarness(t, store)
@@ -100,7 +106,9 @@ func testRebirthWithANewBdSeqRestartsTheSeqAndCatchesOldReplays(t *testing.T, st
 	}
 }
 
-func TestRebirthInTheSameSessionIsANewEpoch(t *testing.T) { onEveryStore(t, testRebirthInTheSameSessionIsANewEpoch) }
+func TestRebirthInTheSameSessionIsANewEpoch(t *testing.T) {
+	onEveryStore(t, testRebirthInTheSameSessionIsANewEpoch)
+}
 
 func testRebirthInTheSameSessionIsANewEpoch(t *testing.T, store engine.Store) {
 	h := newHarness(t, store)
@@ -125,7 +133,9 @@ func testRebirthInTheSameSessionIsANewEpoch(t *testing.T, store engine.Store) {
 	}
 }
 
-func TestBdSeqWrapsAndStillOrdersSessions(t *testing.T) { onEveryStore(t, testBdSeqWrapsAndStillOrdersSessions) }
+func TestBdSeqWrapsAndStillOrdersSessions(t *testing.T) {
+	onEveryStore(t, testBdSeqWrapsAndStillOrdersSessions)
+}
 
 func testBdSeqWrapsAndStillOrdersSessions(t *testing.T, store engine.Store) {
 	h := newHarness(t, store)
@@ -186,7 +196,9 @@ func testAliasTableChangeAtRebirth(t *testing.T, store engine.Store) {
 	}
 }
 
-func TestDataBeforeBirthAndUnknownAliasAreHeld(t *testing.T) { onEveryStore(t, testDataBeforeBirthAndUnknownAliasAreHeld) }
+func TestDataBeforeBirthAndUnknownAliasAreHeld(t *testing.T) {
+	onEveryStore(t, testDataBeforeBirthAndUnknownAliasAreHeld)
+}
 
 func testDataBeforeBirthAndUnknownAliasAreHeld(t *testing.T, store engine.Store) {
 	h := newHarness(t, store)
@@ -212,7 +224,9 @@ func testDataBeforeBirthAndUnknownAliasAreHeld(t *testing.T, store engine.Store)
 	}
 }
 
-func TestDeathsAndDevicesShowOnSources(t *testing.T) { onEveryStore(t, testDeathsAndDevicesShowOnSources) }
+func TestDeathsAndDevicesShowOnSources(t *testing.T) {
+	onEveryStore(t, testDeathsAndDevicesShowOnSources)
+}
 
 func testDeathsAndDevicesShowOnSources(t *testing.T, store engine.Store) {
 	h := newHarness(t, store)
@@ -248,7 +262,9 @@ func testDeathsAndDevicesShowOnSources(t *testing.T, store engine.Store) {
 // A replay more than half the ring behind the highest is placed where its
 // content was applied (a proven duplicate), never above the highest; one
 // that was never applied there cannot be placed and is held.
-func TestAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain(t *testing.T) { onEveryStore(t, testAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain) }
+func TestAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain(t *testing.T) {
+	onEveryStore(t, testAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain)
+}
 
 func testAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain(t *testing.T, store engine.Store) {
 	h := newHarness(t, store)

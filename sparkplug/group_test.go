@@ -87,4 +87,3 @@ func edgeFeed() ([]sparkplug.Message, map[string]string) {
 	}
 	return out, map[string]string{"m1": "330", "m2": "330"}
 }
-

@@ -20,7 +20,9 @@ func encode(t *testing.T, p *pb.Payload) []byte {
 	return b
 }
 
-func TestMalformedSparkplugIsHeldWithItsReason(t *testing.T) { onEveryStore(t, testMalformedSparkplugIsHeldWithItsReason) }
+func TestMalformedSparkplugIsHeldWithItsReason(t *testing.T) {
+	onEveryStore(t, testMalformedSparkplugIsHeldWithItsReason)
+}
 
 func testMalformedSparkplugIsHeldWithItsReason(t *testing.T, store engine.Store) {
 	h := newHarness(t, store)
