@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -27,14 +28,20 @@ type Group struct {
 	held       map[string]bool   // member ids with an open handle
 	ttl        time.Duration
 	maxEntries int
-	outboxes   map[string]*outbox // by member
-	claims     map[string]claim   // outbox claims, by member
+	outboxes   map[string]*outbox   // by member
+	claims     map[claimKey]claim   // outbox and chain claims
+	cursors    map[chainSink]uint64 // audit sinks' cursors, per member's chain
 	claimTTL   time.Duration
 }
 
+// chain is one member's audit chain: its records from base on (the pages
+// below base are dropped by TrimChain; see auditLog), its head and its
+// base, the last record audit retention dropped. The head stays where the
+// member's last batch left it, also when every record was trimmed.
 type chain struct {
 	log  auditLog
 	head engine.AuditHead
+	base engine.AuditHead
 }
 
 // NewGroup returns an empty group store whose key window is bounded by ttl
@@ -44,7 +51,7 @@ func NewGroup(ttl time.Duration, maxEntries int) *Group {
 		entities: map[string]engine.EntityState{}, chains: map[string]*chain{},
 		quarantine: map[uint64]engine.QuarantineEntry{}, numbers: map[string]uint64{}, held: map[string]bool{},
 		ttl: cmp.Or(ttl, engine.DefaultTTL), maxEntries: cmp.Or(maxEntries, engine.DefaultMaxEntries),
-		outboxes: map[string]*outbox{}, claims: map[string]claim{}, claimTTL: DefaultClaimTTL}
+		outboxes: map[string]*outbox{}, claims: map[claimKey]claim{}, cursors: map[chainSink]uint64{}, claimTTL: DefaultClaimTTL}
 }
 
 // Member is one member's handle on a Group.
@@ -62,9 +69,13 @@ var (
 	_ engine.ChainScanner      = (*Member)(nil)
 )
 
+// ErrReadOnly is returned by the methods that write, on a handle opened
+// without a member id.
+var ErrReadOnly = errors.New("memory: a read-only handle writes nothing")
+
 // Capabilities declares a group's store.
 func (m *Member) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: m, Chains: m, Outbox: m, Claims: m}
+	return engine.Capabilities{Shared: m, Chains: m, Outbox: m, Claims: m, Keeper: m}
 }
 
 // Open returns a handle writing member's chain, or a read-only handle when
@@ -99,6 +110,19 @@ func (m *Member) lock() error {
 	if m.closed {
 		m.g.mu.Unlock()
 		return engine.ErrClosed
+	}
+	return nil
+}
+
+// lockWriter takes the group's lock for a handle that is open and writes
+// as a member; op names what a read-only handle is refused.
+func (m *Member) lockWriter(op string) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	if m.member == "" {
+		m.g.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrReadOnly, op)
 	}
 	return nil
 }
@@ -139,13 +163,10 @@ func (m *Member) Update(ctx context.Context, r *engine.Reads, decide func(*engin
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: update: %w", err)
 	}
-	if err := m.lock(); err != nil {
+	if err := m.lockWriter("update"); err != nil {
 		return err
 	}
 	defer m.g.mu.Unlock()
-	if m.member == "" {
-		return fmt.Errorf("memory: update: a read-only handle writes nothing")
-	}
 	g := m.g
 	rows := &engine.Rows{}
 	for _, k := range r.Keys {
@@ -180,13 +201,10 @@ func (m *Member) Commit(ctx context.Context, b *engine.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: commit: %w", err)
 	}
-	if err := m.lock(); err != nil {
+	if err := m.lockWriter("commit"); err != nil {
 		return err
 	}
 	defer m.g.mu.Unlock()
-	if m.member == "" {
-		return fmt.Errorf("memory: commit: a read-only handle writes nothing")
-	}
 	return m.write(b)
 }
 
@@ -265,18 +283,20 @@ func (m *Member) Chains(ctx context.Context) ([]engine.Chain, error) {
 	return out, nil
 }
 
-// ScanChain calls fn with each record of member's chain from position from.
+// ScanChain calls fn with each record of member's chain from position from,
+// or from the first after the chain's base when from is below it.
 func (m *Member) ScanChain(ctx context.Context, member string, from uint64, fn func(engine.AuditRecord) error) error {
 	if err := m.lock(); err != nil {
 		return err
 	}
 	c := m.g.chains[member]
 	var view auditLog
+	var base engine.AuditHead
 	if c != nil {
-		view = c.log.view()
+		view, base = c.log.view(), c.base
 	}
 	m.g.mu.Unlock()
-	return view.scan(max(from, 1), func(r *engine.AuditRecord) error {
+	return view.scan(max(from, base.Position+1, 1), func(r *engine.AuditRecord) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -325,8 +345,8 @@ func (m *Member) Quarantined(ctx context.Context, id uint64) (engine.QuarantineE
 	return q, nil
 }
 
-// Close releases the member id and the handle's outbox claims; the
-// group's data stays.
+// Close releases the member id and the handle's outbox and chain claims;
+// the group's data stays.
 func (m *Member) Close() error {
 	m.g.mu.Lock()
 	defer m.g.mu.Unlock()

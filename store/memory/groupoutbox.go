@@ -16,14 +16,29 @@ const DefaultClaimTTL = 15 * time.Second
 
 var _ engine.OutboxClaimer = (*Member)(nil)
 
-// claim is a handle's claim of one member's outbox.
+// claimKind is what a claim hands over: a member's outbox, or its audit
+// chain (engine.ChainKeeper).
+type claimKind uint8
+
+const (
+	outboxClaim claimKind = iota
+	chainClaim
+)
+
+// claimKey names one claim: what, of which member.
+type claimKey struct {
+	kind   claimKind
+	member string
+}
+
+// claim is a handle's claim of one member's outbox or chain.
 type claim struct {
 	by      *Member
 	expires time.Time
 }
 
-// SetClaimTTL sets how long an outbox claim holds without renewal (tests
-// of a takeover shorten it). d must be positive.
+// SetClaimTTL sets how long an outbox or chain claim holds without renewal
+// (tests of a takeover shorten it). d must be positive.
 func (g *Group) SetClaimTTL(d time.Duration) {
 	if d <= 0 {
 		panic(fmt.Sprintf("memory: claim ttl %v is not positive", d))
@@ -35,7 +50,8 @@ func (g *Group) SetClaimTTL(d time.Duration) {
 
 // Kill ends the handle as a killed process ends: it frees the member id at
 // once (a group in memory has no lease to wait out), but leaves its outbox
-// claims to expire. Every later call on it returns engine.ErrClosed.
+// and chain claims to expire. Every later call on it returns
+// engine.ErrClosed.
 func (m *Member) Kill() {
 	m.g.mu.Lock()
 	defer m.g.mu.Unlock()
@@ -95,13 +111,10 @@ func (m *Member) Outbox(ctx context.Context, member string, after uint64, limit 
 // OutboxDone removes delivered entries of member's outbox; IDs no longer
 // pending are ignored. A read-only handle writes nothing.
 func (m *Member) OutboxDone(ctx context.Context, member string, ids []uint64) error {
-	if err := m.lock(); err != nil {
+	if err := m.lockWriter("outbox done"); err != nil {
 		return err
 	}
 	defer m.g.mu.Unlock()
-	if m.member == "" {
-		return fmt.Errorf("memory: outbox done: a read-only handle writes nothing")
-	}
 	if o := m.g.outboxes[member]; o != nil {
 		o.done(ids)
 	}
@@ -137,52 +150,60 @@ func (m *Member) OutboxHeld(ctx context.Context) ([]engine.HeldEntry, error) {
 // engine.OutboxClaimer. A member is live while a handle on it is open
 // (not closed or killed).
 func (m *Member) ClaimOutboxes(ctx context.Context) ([]string, error) {
-	if err := m.lock(); err != nil {
+	if err := m.lockWriter("claim outboxes"); err != nil {
 		return nil, err
 	}
 	defer m.g.mu.Unlock()
-	if m.member == "" {
-		return nil, fmt.Errorf("memory: claim outboxes: a read-only handle claims nothing")
-	}
-	g, now := m.g, time.Now()
-	var out []string
-	for _, member := range slices.Sorted(maps.Keys(g.outboxes)) {
-		if member != m.member && (g.held[member] || len(g.outboxes[member].pending) == 0) {
-			continue
+	pending := func(member string) bool { return len(m.g.outboxes[member].pending) > 0 }
+	return m.claimEach(outboxClaim, slices.Collect(maps.Keys(m.g.outboxes)), pending), nil
+}
+
+// claimEach takes or renews the claims of kind of m's own member and of
+// each member of others that no live handle holds and that has something
+// to hand over (has); it returns the members whose claims m holds now,
+// sorted. Called with g.mu held.
+func (m *Member) claimEach(kind claimKind, others []string, has func(member string) bool) []string {
+	cands := []string{m.member}
+	for _, member := range others {
+		if member != m.member && !m.g.held[member] && has(member) {
+			cands = append(cands, member)
 		}
-		if m.take(member, now) {
+	}
+	slices.Sort(cands)
+	now := time.Now()
+	var out []string
+	for _, member := range cands {
+		if m.take(claimKey{kind, member}, now) {
 			out = append(out, member)
 		}
 	}
-	if g.outboxes[m.member] == nil && m.take(m.member, now) { // its outbox is empty yet
-		out = append(out, m.member)
-		slices.Sort(out)
-	}
-	return out, nil
+	return out
 }
 
-// take takes or renews the claim of member's outbox when it is free,
-// expired or already m's. Called with g.mu held.
-func (m *Member) take(member string, now time.Time) bool {
-	c, ok := m.g.claims[member]
+// take takes or renews claim k when it is free, expired or already m's.
+// Called with g.mu held.
+func (m *Member) take(k claimKey, now time.Time) bool {
+	c, ok := m.g.claims[k]
 	if ok && c.by != m && now.Before(c.expires) {
 		return false
 	}
-	m.g.claims[member] = claim{by: m, expires: now.Add(m.g.claimTTL)}
+	m.g.claims[k] = claim{by: m, expires: now.Add(m.g.claimTTL)}
 	return true
 }
 
 // ReleaseOutbox gives up this handle's claim of member's outbox.
 func (m *Member) ReleaseOutbox(ctx context.Context, member string) error {
-	if err := m.lock(); err != nil {
+	return m.release("release outbox", claimKey{outboxClaim, member})
+}
+
+// release gives up claim k when m holds it.
+func (m *Member) release(op string, k claimKey) error {
+	if err := m.lockWriter(op); err != nil {
 		return err
 	}
 	defer m.g.mu.Unlock()
-	if m.member == "" {
-		return fmt.Errorf("memory: release outbox: a read-only handle claims nothing")
-	}
-	if c, ok := m.g.claims[member]; ok && c.by == m {
-		delete(m.g.claims, member)
+	if c, ok := m.g.claims[k]; ok && c.by == m {
+		delete(m.g.claims, k)
 	}
 	return nil
 }
@@ -196,5 +217,5 @@ func (m *Member) ClaimTTL() time.Duration {
 
 // releaseClaims drops every claim m holds. Called with g.mu held.
 func (m *Member) releaseClaims() {
-	maps.DeleteFunc(m.g.claims, func(_ string, c claim) bool { return c.by == m })
+	maps.DeleteFunc(m.g.claims, func(_ claimKey, c claim) bool { return c.by == m })
 }

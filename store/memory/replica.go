@@ -18,6 +18,7 @@ type Checkpoint struct {
 	quarantine map[uint64]engine.QuarantineEntry
 	numbers    map[string]uint64
 	outboxes   map[string]*outbox
+	cursors    map[chainSink]uint64
 }
 
 // Checkpoint copies the group's state as it is now.
@@ -25,7 +26,8 @@ func (g *Group) Checkpoint() *Checkpoint {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := &Checkpoint{keys: maps.Clone(g.keys), sources: map[string]engine.SourceState{}, entities: map[string]engine.EntityState{},
-		chains: map[string]chain{}, quarantine: maps.Clone(g.quarantine), numbers: maps.Clone(g.numbers), outboxes: map[string]*outbox{}}
+		chains: map[string]chain{}, quarantine: maps.Clone(g.quarantine), numbers: maps.Clone(g.numbers), outboxes: map[string]*outbox{},
+		cursors: maps.Clone(g.cursors)}
 	for id, s := range g.sources {
 		c.sources[id] = copySource(s)
 	}
@@ -33,7 +35,7 @@ func (g *Group) Checkpoint() *Checkpoint {
 		c.entities[name] = copyEntity(e)
 	}
 	for m, ch := range g.chains {
-		c.chains[m] = chain{log: ch.log.view(), head: ch.head}
+		c.chains[m] = chain{log: ch.log.view(), head: ch.head, base: ch.base}
 	}
 	for m, o := range g.outboxes {
 		c.outboxes[m] = o.clone()
@@ -44,12 +46,14 @@ func (g *Group) Checkpoint() *Checkpoint {
 // FailOver replaces the group's state with c's, the way a replica promoted
 // after its primary died replaces it: every commit made after the
 // checkpoint is gone. Open handles stay open, as a client that reconnects
-// to the promoted server does; their leases and outbox claims are kept.
+// to the promoted server does; their leases and their outbox and chain
+// claims are kept.
 // It is fault injection for tests of what a store failover loses.
 func (g *Group) FailOver(c *Checkpoint) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.keys, g.quarantine, g.numbers = maps.Clone(c.keys), maps.Clone(c.quarantine), maps.Clone(c.numbers)
+	g.cursors = maps.Clone(c.cursors)
 	g.sources, g.entities = map[string]engine.SourceState{}, map[string]engine.EntityState{}
 	for id, s := range c.sources {
 		g.sources[id] = copySource(s)
@@ -59,7 +63,7 @@ func (g *Group) FailOver(c *Checkpoint) {
 	}
 	g.chains = map[string]*chain{}
 	for m, ch := range c.chains {
-		g.chains[m] = &chain{log: auditLog{pages: clonePages(ch.log.pages), dropped: ch.log.dropped}, head: ch.head}
+		g.chains[m] = &chain{log: auditLog{pages: clonePages(ch.log.pages), dropped: ch.log.dropped}, head: ch.head, base: ch.base}
 	}
 	g.outboxes = map[string]*outbox{}
 	for m, o := range c.outboxes {

@@ -54,9 +54,18 @@
 // at a time, a dead member's by another once its lease expired
 // (engine.OutboxClaimer; a claim lasts Options.LeaseTTL).
 //
+// What audit retention and the audit sinks keep of each member's chain
+// (schema version 3, engine.ChainKeeper) are rows of their own, never the
+// member's row, so that they never wait for its batches: the chain's base
+// (the last record a trim deleted; the head stays in the member's row, also
+// when every record was trimmed), each sink's cursor on it, and the claims
+// that hand a member's chain to one process at a time, by the outbox
+// claims' rules and statements.
+//
 // A Store declares, in its Capabilities, a group's store (Shared, Chains),
-// the outbox and its claims (Outbox, Claims), SharedStats (Stats), and sql
-// effects run in the batch's transaction (SQL). Its conformance test runs
+// the outbox and its claims (Outbox, Claims), the chains' retention,
+// cursors and claims (Keeper), SharedStats (Stats), and sql effects run in
+// the batch's transaction (SQL). Its conformance test runs
 // storetest.Run with Features{Members, Durable, Kill}, a schema per case.
 //
 // A Store is safe for concurrent use; its connections come from a pool.

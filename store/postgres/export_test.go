@@ -1,5 +1,8 @@
 package postgres
 
+// SchemaVersion is the newest schema layout this build knows.
+var SchemaVersion = schemaVersion
+
 // Kill ends s as kill -9 ends its process: the lease is no longer renewed
 // and nothing is released, neither the lease nor the outbox claims.
 func Kill(s *Store) {

@@ -3,16 +3,13 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/store/internal/shared"
 )
 
 // The outbox: each member's pending entries, the held ones, and the claims
@@ -27,7 +24,7 @@ var (
 // outboxStatements are the outbox's SQL texts of one schema.
 type outboxStatements struct {
 	insert, hold, resolve, list, done, depth, held string
-	claim, claimHolder, release, releaseAll        string
+	claims                                         claimStatements
 }
 
 func newOutboxStatements(q func(string) string) outboxStatements {
@@ -63,26 +60,7 @@ func newOutboxStatements(q func(string) string) outboxStatements {
 		held: q(`SELECT m.member, h.entry, h.payload, h.reason FROM {s}.outbox_held h
 			JOIN {s}.members m ON m.number = h.member ORDER BY m.member, h.id`),
 
-		// The candidates: this member, and every member whose lease is gone
-		// and whose outbox holds entries; each claim is taken when free,
-		// expired, this holder's, or (this member's only) held by $4, a
-		// holder found dead. In member order, so that two claimants never
-		// deadlock.
-		claim: q(`WITH cand AS (
-				SELECT number FROM {s}.members m
-				WHERE number = $1 OR ((holder = '' OR lease_expires < now())
-					AND EXISTS (SELECT 1 FROM {s}.outbox o WHERE o.member = m.number))),
-			claimed AS (
-				INSERT INTO {s}.outbox_claims AS c (member, holder, expires)
-				SELECT number, $2, now() + $3::bigint * interval '1 microsecond' FROM cand ORDER BY number
-				ON CONFLICT (member) DO UPDATE SET holder = excluded.holder, expires = excluded.expires
-				WHERE c.holder = excluded.holder OR c.expires < now() OR (c.member = $1 AND c.holder = $4)
-				RETURNING member)
-			SELECT m.member FROM claimed JOIN {s}.members m ON m.number = claimed.member ORDER BY m.member`),
-		claimHolder: q(`SELECT holder FROM {s}.outbox_claims WHERE member = $1`),
-		release: q(`UPDATE {s}.outbox_claims SET holder = '', expires = '-infinity'
-			WHERE member = (SELECT number FROM {s}.members WHERE member = $1) AND holder = $2`),
-		releaseAll: q(`UPDATE {s}.outbox_claims SET holder = '', expires = '-infinity' WHERE holder = $1`),
+		claims: newClaimStatements(q, "outbox", "outbox_claims", "EXISTS (SELECT 1 FROM {s}.outbox o WHERE o.member = m.number)"),
 	}
 }
 
@@ -262,60 +240,13 @@ func (s *Store) OutboxHeld(ctx context.Context) ([]engine.HeldEntry, error) {
 // member's outbox held by a process on this host that has died is taken
 // over at once, as the lease is.
 func (s *Store) ClaimOutboxes(ctx context.Context) ([]string, error) {
-	if s.member == "" {
-		return nil, fmt.Errorf("%w: claim outboxes", ErrReadOnly)
-	}
-	var out []string
-	err := s.query(ctx, func(c *pgx.Conn) error {
-		var err error
-		if out, err = s.claim(ctx, c, ""); err != nil || slices.Contains(out, s.member) {
-			return err
-		}
-		var holder string
-		err = c.QueryRow(ctx, s.sql.outbox.claimHolder, s.number).Scan(&holder)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !shared.DeadHere(holder)) {
-			return nil
-		}
-		if err != nil {
-			return dbErr(err)
-		}
-		s.log.Warn("taking over the outbox claim of a dead process on this host", "member", s.member, "holder", holder)
-		out, err = s.claim(ctx, c, holder)
-		return err
-	})
-	return out, err
-}
-
-func (s *Store) claim(ctx context.Context, c *pgx.Conn, dead string) ([]string, error) {
-	rs, err := c.Query(ctx, s.sql.outbox.claim, s.number, s.holder, s.leaseTTL.Microseconds(), dead)
-	if err != nil {
-		return nil, dbErr(err)
-	}
-	out, err := pgx.CollectRows(rs, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("postgres store: claim outboxes of member %q: %w", s.member, dbErr(err))
-	}
-	return out, nil
+	return s.claimEach(ctx, s.sql.outbox.claims)
 }
 
 // ReleaseOutbox gives up this handle's claim of member's outbox.
 func (s *Store) ReleaseOutbox(ctx context.Context, member string) error {
-	if s.member == "" {
-		return fmt.Errorf("%w: release outbox", ErrReadOnly)
-	}
-	return s.query(ctx, func(c *pgx.Conn) error {
-		_, err := c.Exec(ctx, s.sql.outbox.release, member, s.holder)
-		return dbErr(err)
-	})
+	return s.releaseClaim(ctx, s.sql.outbox.claims, member)
 }
 
 // ClaimTTL is how long a claim holds without renewal: the lease TTL.
 func (s *Store) ClaimTTL() time.Duration { return s.leaseTTL }
-
-// releaseClaims gives up every claim of this handle, for Close.
-func (s *Store) releaseClaims(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, s.sql.outbox.releaseAll, s.holder); err != nil {
-		return fmt.Errorf("postgres store: release the outbox claims of member %q: %w", s.member, err)
-	}
-	return nil
-}

@@ -124,7 +124,7 @@ var (
 // Capabilities declares a group's store that runs sql effects in the
 // batch's own transaction.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Stats: s, SQL: true}
+	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, SQL: true}
 }
 
 // ApplicationName is the application_name the store's connections give
@@ -287,8 +287,8 @@ func (s *Store) QuarantineBase() uint64 { return uint64(s.number) << 40 }
 // Schema is the schema holding the group's tables.
 func (s *Store) Schema() string { return s.schema }
 
-// Close stops the background tasks, releases the outbox claims and the
-// lease and closes the connections. Every later call returns engine.ErrClosed.
+// Close stops the background tasks, releases the outbox and chain claims
+// and the lease and closes the connections. Every later call returns engine.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return engine.ErrClosed

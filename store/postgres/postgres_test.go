@@ -123,8 +123,8 @@ func TestStore(t *testing.T) {
 		{"the schema is created once by members opening at once", testSchemaConcurrent},
 		{"a schema of version 1 is migrated, its rows kept", testSchemaMigrated},
 		{"a schema of a newer version is refused", testSchemaNewer},
-		{"a schema the Go-string DDL created opens as current, twice", testSchemaGoStrings},
-		{"the migrations create the tables, constraints and indexes the Go-string DDL did", testSchemaSameCatalog},
+		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},
+		{"the migrations create the tables, constraints and indexes the Go-string DDL and the later migrations did", testSchemaSameCatalog},
 		{"a dead holder on this host is taken over at once", testLeaseDeadHolder},
 		{"a stolen lease fences updates", testLeaseFenced},
 		{"the lease is renewed in the background", testLeaseRenewed},
@@ -151,8 +151,8 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 	}
-	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version = 2`); n != 1 {
-		t.Fatalf("%d schema_version rows at version 2", n)
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version = $1`, postgres.SchemaVersion); n != 1 {
+		t.Fatalf("%d schema_version rows at version %d", n, postgres.SchemaVersion)
 	}
 	if n := count(t, g.url, `SELECT count(DISTINCT number) FROM `+g.schema+`.members`); n != 4 {
 		t.Fatalf("%d member numbers for 4 members", n)
@@ -245,15 +245,18 @@ func testSchemaMigrated(t *testing.T, g *group) {
 		t.Fatal(err)
 	}
 	s.Close()
-	// The schema as version 1 left it: no outbox.
-	run(t, g.url, `DROP TABLE `+g.schema+`.outbox, `+g.schema+`.outbox_held, `+g.schema+`.outbox_claims;
+	// The schema as version 1 left it: no outbox, no chain bases, cursors
+	// or claims.
+	run(t, g.url, `DROP TABLE `+g.schema+`.outbox, `+g.schema+`.outbox_held, `+g.schema+`.outbox_claims,
+			`+g.schema+`.chain_bases, `+g.schema+`.chain_cursors, `+g.schema+`.chain_claims;
 		UPDATE `+g.schema+`.schema_version SET version = 1`)
-	if _, err := g.open(""); err == nil || !strings.Contains(err.Error(), "version 1, older than this build's 2") {
+	want := fmt.Sprintf("version 1, older than this build's %d", postgres.SchemaVersion)
+	if _, err := g.open(""); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("read-only open of a version 1 schema = %v", err)
 	}
 	s = g.mustOpen("m1")
-	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != 2 {
-		t.Fatalf("schema version %d after the migration, want 2", n)
+	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != int64(postgres.SchemaVersion) {
+		t.Fatalf("schema version %d after the migration, want %d", n, postgres.SchemaVersion)
 	}
 	if h, err := s.Head(t.Context()); err != nil || h.Position != 3 {
 		t.Fatalf("head after the migration = %+v, %v", h, err)

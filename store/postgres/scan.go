@@ -64,12 +64,14 @@ func queryStates[T any](ctx context.Context, tx pgx.Tx, sql string) ([]T, error)
 	return out, dbErr(rs.Err())
 }
 
+// readHead reads a position and a hash, as sql returns them for arg (a
+// member id or number): a chain's head or base; zero when there is none.
 func readHead(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, sql, member string) (engine.AuditHead, error) {
+}, sql string, arg any) (engine.AuditHead, error) {
 	var pos int64
 	var hash []byte
-	err := q.QueryRow(ctx, sql, member).Scan(&pos, &hash)
+	err := q.QueryRow(ctx, sql, arg).Scan(&pos, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return engine.AuditHead{}, nil
 	}

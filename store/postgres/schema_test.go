@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/postgres"
 )
 
 // createWithGoStrings creates g's schema with the DDL replayguard ran
@@ -26,10 +27,10 @@ func createWithGoStrings(t *testing.T, g *group) {
 func testSchemaGoStrings(t *testing.T, g *group) {
 	createWithGoStrings(t, g)
 	recs := records("m1", 1, 2)
-	for round := range 2 { // opened, closed and opened again
+	for round := range 2 { // opened (and migrated), closed and opened again
 		s := g.mustOpen("m1")
-		if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != 2 {
-			t.Fatalf("open %d: schema version %d, want 2: the schema was not taken as current", round, n)
+		if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != int64(postgres.SchemaVersion) {
+			t.Fatalf("open %d: schema version %d, want %d: the schema was not migrated", round, n, postgres.SchemaVersion)
 		}
 		e := engine.OutboxEntry{ID: engine.OutboxID(uint64(round+1), 0), Output: engine.OutputMQTT, Target: "clean/x", Route: "meters",
 			Topic: "plant/m1/energy", Key: recs[round].Key, Sequence: -1, Time: recs[round].Time, Payload: []byte(`{"kwh":1}`)}
@@ -50,15 +51,29 @@ func testSchemaGoStrings(t *testing.T, g *group) {
 	if es, err := ro.Outbox(t.Context(), "m1", 0, 10); err != nil || len(es) != 2 {
 		t.Fatalf("outbox = %d entries, %v; want 2", len(es), err)
 	}
+	// The chain written before the migration is trimmed like a new one,
+	// and keeps its head.
+	s := g.mustOpen("m1")
+	base := engine.AuditHead{Position: 1, Hash: recs[0].Hash}
+	if err := s.TrimChain(t.Context(), "m1", 2, base); err != nil {
+		t.Fatalf("TrimChain on the migrated schema: %v", err)
+	}
+	if b, err := ro.ChainBase(t.Context(), "m1"); err != nil || b != base {
+		t.Fatalf("ChainBase = %+v, %v; want %+v", b, err, base)
+	}
+	if h, err := s.Head(t.Context()); err != nil || h != (engine.AuditHead{Position: 2, Hash: recs[1].Hash}) {
+		t.Fatalf("head after the trim = %+v, %v", h, err)
+	}
 }
 
 func testSchemaSameCatalog(t *testing.T, g *group) {
 	g.mustOpen("m1").Close()
 	old := newGroup(t, g.url)
 	createWithGoStrings(t, old)
+	old.mustOpen("m1").Close() // migrated from version 2
 	got, want := catalog(t, g.url, g.schema), catalog(t, g.url, old.schema)
 	if !slices.Equal(got, want) {
-		t.Fatalf("the migrations made:\n%s\nthe Go-string DDL made:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Fatalf("the migrations made:\n%s\nthe Go-string DDL and the migrations after it made:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if len(got) < 30 {
 		t.Fatalf("the catalog of the schema lists %d lines:\n%s", len(got), strings.Join(got, "\n"))

@@ -21,6 +21,7 @@ type statements struct {
 	// pruning
 	pruneAge, pruneCutoff, pruneCount string
 	outbox                            outboxStatements
+	chain                             chainStatements
 }
 
 func newStatements(schema string) statements {
@@ -87,5 +88,6 @@ func newStatements(schema string) statements {
 		pruneCount:  q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal <= $1 LIMIT $2)`),
 
 		outbox: newOutboxStatements(q),
+		chain:  newChainStatements(q),
 	}
 }

@@ -47,9 +47,17 @@
 // lease's TTL, hands it to one drainer at a time, a dead member's to
 // another once its lease is gone (engine.OutboxClaimer).
 //
+// Each member's chain keeps, beside its records and head, what audit
+// retention and the audit sinks need (engine.ChainKeeper): its base, the
+// last record a trim dropped (one script checks the trim and drops the
+// batches below it, storing the batch that straddles it again from there),
+// each sink's cursor on it, and a claim per chain, taken by the outbox
+// claims' script.
+//
 // A Store declares, in its Capabilities, a group's store (Shared, Chains),
-// the outbox and its claims (Outbox, Claims) and SharedStats (Stats); sql
-// effects need a SQL store. Its conformance test runs storetest.Run with
+// the outbox and its claims (Outbox, Claims), the chains' retention,
+// cursors and claims (Keeper) and SharedStats (Stats); sql effects need a
+// SQL store. Its conformance test runs storetest.Run with
 // Features{Members, Durable, Kill}, a key prefix per case.
 //
 // A Store is safe for concurrent use. Its Update and Commit calls write one

@@ -37,11 +37,20 @@ import (
 //	                      row lock, PX; neither in the AOF nor on a replica
 //	P unlocked            pub/sub channel: told whenever an Update deletes its row locks
 //	P outbox…:<member>    the member's outbox and its claim, see outbox.go
+//	P chainbases          hash: member id → its chain's base, "<position> <hex hash>": the
+//	                      last record audit retention dropped; absent until the first trim
+//	P chaincursors:<member>
+//	                      hash: audit sink name → the position of the last record of the
+//	                      member's chain the sink delivered
+//	P chainclaim:<member> string: the holder that keeps the member's chain, PX the lease TTL
+//
+// The chain keys came after version 1 without changing it: absent, they
+// read as a chain never trimmed, cursors never set and claims free.
 type keys struct {
 	prefix                   string
 	schema                   string
 	members, membersLast     string
-	heads                    string
+	heads, chainBases        string
 	keyIndex, keyCount       string
 	sources, sourceVersions  string
 	entities, entityVersions string
@@ -57,6 +66,7 @@ func newKeys(p string) keys {
 		members:        p + "members",
 		membersLast:    p + "members:last",
 		heads:          p + "heads",
+		chainBases:     p + "chainbases",
 		keyIndex:       p + "keys",
 		keyCount:       p + "keys:count",
 		sources:        p + "source",
@@ -73,6 +83,10 @@ func newKeys(p string) keys {
 func (k *keys) lease(member string) string      { return k.prefix + "lease:" + member }
 func (k *keys) chain(member string) string      { return k.prefix + "chain:" + member }
 func (k *keys) chainIndex(member string) string { return k.prefix + "chainindex:" + member }
+func (k *keys) chainCursors(member string) string {
+	return k.prefix + "chaincursors:" + member
+}
+func (k *keys) chainClaim(member string) string { return k.prefix + "chainclaim:" + member }
 func (k *keys) keyPrefix() string               { return k.prefix + "key:" }
 func (k *keys) keySetPrefix() string            { return k.prefix + "keyset:" }
 func (k *keys) sourceLock(id string) string     { return k.prefix + "lock:s:" + id }

@@ -13,7 +13,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/store/internal/shared"
 )
 
 // The outbox's keys, one set per member, none of which expires but the
@@ -276,110 +275,18 @@ func (s *Store) members(ctx context.Context) ([]string, error) {
 	return ms, nil
 }
 
-// claimScript takes or renews a handle's outbox claims.
-//
-// KEYS, for each member (in ARGV order): its lease, its outbox claim, its
-// outbox ids. ARGV[1] the holder, [2] the claims' PX milliseconds, [3] this
-// handle's member, [4] a holder found dead whose claim of this member's
-// outbox may be taken ("" for none), from [5] the members.
-//
-// A member is a candidate when it is this handle's, or when its lease is
-// gone and its outbox holds entries; its claim is taken when free, this
-// holder's or (this member's only) ARGV[4]'s. Returns {the members
-// claimed, in ARGV order; the holder of this member's claim when another
-// holds it, else ""}.
-var claimScript = goredis.NewScript(`
-local out, other = {}, ''
-for i = 5, #ARGV do
-  local j = 3 * (i - 5)
-  local m = ARGV[i]
-  local own = m == ARGV[3]
-  if own or (redis.call('EXISTS', KEYS[j + 1]) == 0 and redis.call('ZCARD', KEYS[j + 3]) > 0) then
-    local cur = redis.call('GET', KEYS[j + 2])
-    if not cur or cur == ARGV[1] or (own and cur == ARGV[4]) then
-      redis.call('SET', KEYS[j + 2], ARGV[1], 'PX', ARGV[2])
-      out[#out + 1] = m
-    elseif own then
-      other = cur
-    end
-  end
-end
-return {out, other}
-`)
-
 // ClaimOutboxes takes or renews this handle's outbox claims for ClaimTTL;
 // see engine.OutboxClaimer. A claim of this member's outbox held by a
 // process on this host that has died is taken over at once, as the lease
 // is.
 func (s *Store) ClaimOutboxes(ctx context.Context) ([]string, error) {
-	if err := s.writer("claim outboxes"); err != nil {
-		return nil, err
-	}
-	members, err := s.members(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !slices.Contains(members, s.member) {
-		return nil, fmt.Errorf("redis store: member %q has no number in the group", s.member)
-	}
-	keys := make([]string, 0, 3*len(members))
-	args := []any{s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, ""}
-	for _, m := range members {
-		keys = append(keys, s.k.lease(m), s.k.outboxClaim(m), s.k.outboxIDs(m))
-		args = append(args, m)
-	}
-	out, other, err := s.claim(ctx, keys, args)
-	if err != nil || other == "" || !shared.DeadHere(other) {
-		return out, err
-	}
-	s.log.Warn("taking over the outbox claim of a member process that no longer runs", "member", s.member, "holder", other)
-	args[3] = other
-	out, _, err = s.claim(ctx, keys, args)
-	return out, err
-}
-
-// claim runs the claim script: the members claimed, and the holder of this
-// member's claim when another holds it.
-func (s *Store) claim(ctx context.Context, keys []string, args []any) ([]string, string, error) {
-	res, err := claimScript.Run(ctx, s.c, keys, args...).Slice()
-	if err != nil {
-		return nil, "", s.fail("claim outboxes", err)
-	}
-	list, _ := res[0].([]any)
-	out := make([]string, 0, len(list))
-	for _, m := range list {
-		m, _ := m.(string)
-		out = append(out, m)
-	}
-	other, _ := res[1].(string)
-	return out, other, nil
+	return s.claimEach(ctx, outboxClaims)
 }
 
 // ReleaseOutbox gives up this handle's claim of member's outbox.
 func (s *Store) ReleaseOutbox(ctx context.Context, member string) error {
-	if err := s.writer("release outbox"); err != nil {
-		return err
-	}
-	if err := releaseScript.Run(ctx, s.c, []string{s.k.outboxClaim(member)}, s.holder).Err(); err != nil {
-		return s.fail("release the outbox claim of "+member, err)
-	}
-	return nil
+	return s.releaseClaim(ctx, outboxClaims, member)
 }
 
 // ClaimTTL is how long a claim holds without renewal: the lease TTL.
 func (s *Store) ClaimTTL() time.Duration { return s.opts.LeaseTTL }
-
-// releaseClaims gives up every outbox claim of this handle, for Close.
-func (s *Store) releaseClaims(ctx context.Context) error {
-	ms, err := s.c.HKeys(ctx, s.k.members).Result()
-	if err != nil {
-		return err
-	}
-	_, err = s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, m := range ms {
-			releaseScript.Eval(ctx, p, []string{s.k.outboxClaim(m)}, s.holder)
-		}
-		return nil
-	})
-	return err
-}

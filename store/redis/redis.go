@@ -173,7 +173,7 @@ var (
 
 // Capabilities declares a group's store.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Stats: s}
+	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s}
 }
 
 // ClientName is the name the store's connections give the server (CLIENT
@@ -324,8 +324,8 @@ func (s *Store) Member() string { return s.member }
 // quarantine ids are this plus its audit positions. Zero when read-only.
 func (s *Store) QuarantineBase() uint64 { return s.qbase }
 
-// Close stops the background tasks, releases the outbox claims and the
-// lease and closes the connections. Every later call returns engine.ErrClosed.
+// Close stops the background tasks, releases the outbox and chain claims
+// and the lease and closes the connections. Every later call returns engine.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return engine.ErrClosed
@@ -336,7 +336,7 @@ func (s *Store) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 		defer cancel()
 		if err := s.releaseClaims(ctx); err != nil {
-			s.log.Warn("release the outbox claims", "member", s.member, "err", err)
+			s.log.Warn("release the outbox and chain claims", "member", s.member, "err", err)
 		}
 		if err := releaseScript.Run(ctx, s.c, []string{s.k.lease(s.member)}, s.holder).Err(); err != nil {
 			s.log.Warn("release the member's lease", "member", s.member, "err", err)

@@ -98,17 +98,47 @@ func (s *Store) ScanAudit(ctx context.Context, from uint64, fn func(engine.Audit
 
 // ScanChain calls fn for each record of member's chain with position >=
 // from, in order, until fn returns an error (which ScanChain returns) or the
-// chain ends. An unknown member has an empty chain.
+// chain ends. An unknown member has an empty chain. A trim while it reads
+// (TrimChain) ends the records it dropped: the scan goes on after the new
+// base.
 func (s *Store) ScanChain(ctx context.Context, member string, from uint64, fn func(engine.AuditRecord) error) error {
 	if err := s.check(); err != nil {
 		return err
 	}
 	from = max(from, 1)
+	for {
+		next, err := s.scanChain(ctx, member, from, fn)
+		var gone errBatchGone
+		if !errors.As(err, &gone) {
+			return err
+		}
+		base, err := s.ChainBase(ctx, member)
+		if err != nil {
+			return err
+		}
+		if base.Position < gone.first { // not trimmed: lost
+			return fmt.Errorf("redis store: the audit chain of %q lacks the records from position %d", member, gone.first)
+		}
+		from = max(next, base.Position+1)
+	}
+}
+
+// errBatchGone is a batch of records the chain index listed and the chain
+// no longer held when it was read.
+type errBatchGone struct{ first uint64 }
+
+func (e errBatchGone) Error() string {
+	return fmt.Sprintf("the batch from position %d is gone", e.first)
+}
+
+// scanChain is ScanChain until it finds a batch gone; then it returns the
+// position after the last record it passed to fn, and the errBatchGone.
+func (s *Store) scanChain(ctx context.Context, member string, from uint64, fn func(engine.AuditRecord) error) (uint64, error) {
 	// The batch holding from starts at or before it.
 	starts, err := s.c.ZRangeArgs(ctx, goredis.ZRangeArgs{Key: s.k.chainIndex(member), ByScore: true, Rev: true,
 		Start: strconv.FormatUint(from, 10), Stop: "-inf", Count: 1}).Result()
 	if err != nil {
-		return s.fail("read the audit chain index of "+member, err)
+		return from, s.fail("read the audit chain index of "+member, err)
 	}
 	cursor := "-inf"
 	if len(starts) == 1 {
@@ -118,26 +148,27 @@ func (s *Store) ScanChain(ctx context.Context, member string, from uint64, fn fu
 		starts, err := s.c.ZRangeArgs(ctx, goredis.ZRangeArgs{Key: s.k.chainIndex(member), ByScore: true,
 			Start: cursor, Stop: "+inf", Count: chainBatches}).Result()
 		if err != nil {
-			return s.fail("read the audit chain index of "+member, err)
+			return from, s.fail("read the audit chain index of "+member, err)
 		}
 		if len(starts) == 0 {
-			return nil
+			return from, nil
 		}
 		blobs, err := s.c.HMGet(ctx, s.k.chain(member), starts...).Result()
 		if err != nil {
-			return s.fail("read the audit chain of "+member, err)
+			return from, s.fail("read the audit chain of "+member, err)
 		}
 		for i, v := range blobs {
 			v, ok := v.(string)
 			if !ok {
-				return fmt.Errorf("redis store: the audit chain of %q lacks the records from position %s", member, starts[i])
+				first, _ := strconv.ParseUint(starts[i], 10, 64)
+				return from, errBatchGone{first}
 			}
-			if err := scanRecords(ctx, member, v, from, fn); err != nil {
-				return err
+			if from, err = scanRecords(ctx, member, v, from, fn); err != nil {
+				return from, err
 			}
 		}
 		if len(starts) < chainBatches {
-			return nil
+			return from, nil
 		}
 		cursor = "(" + starts[len(starts)-1]
 	}
@@ -147,24 +178,26 @@ func (s *Store) ScanChain(ctx context.Context, member string, from uint64, fn fu
 const chainBatches = 8
 
 // scanRecords decodes one batch's records, one JSON a line, and calls fn
-// with those at or after from.
-func scanRecords(ctx context.Context, member, blob string, from uint64, fn func(engine.AuditRecord) error) error {
+// with those at or after from; it returns the position after the last one
+// fn was called with (from when none).
+func scanRecords(ctx context.Context, member, blob string, from uint64, fn func(engine.AuditRecord) error) (uint64, error) {
 	for line := range strings.SplitSeq(blob, "\n") {
 		var r engine.AuditRecord
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			return fmt.Errorf("redis store: decode an audit record of %q: %w", member, err)
+			return from, fmt.Errorf("redis store: decode an audit record of %q: %w", member, err)
 		}
 		if r.Position < from {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return from, err
 		}
 		if err := fn(r); err != nil {
-			return err
+			return from, err
 		}
+		from = r.Position + 1
 	}
-	return nil
+	return from, nil
 }
 
 // Chains returns every member's chain head, ordered by member id.

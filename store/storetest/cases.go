@@ -116,4 +116,22 @@ var suites = []suite{
 		{name: "a claim that is not released expires", needs: needKill, fn: testClaimExpires},
 		{name: "two members claiming one outbox at once: one gets it", needs: needKill, fn: testClaimRace},
 	}},
+	{name: "chain keeper", needs: needMembers | needKeeper, cases: []testCase{
+		{name: "each member's chain is trimmed on its own and starts after its base", fn: testChainTrim},
+		{name: "a chain trimmed of every record keeps its head and takes the next batch", fn: testChainTrimAll},
+		{name: "a trim that would break a chain or drop its member's held record is refused", fn: testChainTrimRefuses},
+		{name: "scans of a chain run safely while it is trimmed", fn: testChainTrimScans},
+		{name: "an engine on a chain trimmed of every record goes on after its head", fn: testChainTrimmedEngine},
+		{name: "sink cursors are kept per member's chain and sink", fn: testChainCursors},
+		{name: "every member's quarantine base is listed", fn: testChainQuarantineBases},
+		{name: "a read-only handle reads bases and cursors and changes nothing", fn: testChainReadOnly},
+		{name: "chain keeper methods return ErrClosed after close", fn: testChainClosed},
+	}},
+	{name: "chain claims", needs: needMembers | needKeeper | needClaims, cases: []testCase{
+		{name: "a live member's chain is claimed by itself only, and freed by its close", fn: testChainClaimLive},
+		{name: "a dead member's chain is claimed by one other member once its lease expired", needs: needKill, fn: testChainClaimDead},
+		{name: "a restarted member waits for its chain's claimant, then keeps it", needs: needKill, fn: testChainClaimRestart},
+		{name: "a chain claim that is not released expires", needs: needKill, fn: testChainClaimExpires},
+		{name: "two members claiming one chain at once: one gets it", needs: needKill, fn: testChainClaimRace},
+	}},
 }

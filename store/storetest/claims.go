@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 
 // The cases of engine.OutboxClaimer: each member's outbox is drained by one
 // process at a time, a dead member's by another once its lease expired.
+// The helpers serve the chain claims of engine.ChainKeeper too
+// (chainclaims.go), which follow the same rules.
 
 // claimer is the handle's declared Claims.
 func claimer(t *testing.T, s *handle) engine.OutboxClaimer {
@@ -20,23 +23,55 @@ func claimer(t *testing.T, s *handle) engine.OutboxClaimer {
 	return s.caps.Claims
 }
 
-func claims(t *testing.T, s *handle) []string {
+// claimKind is one kind of claim: of outboxes or of chains.
+type claimKind struct {
+	name string // what a claim is on: "outbox" or "chain"
+	take func(ctx context.Context, s *handle) ([]string, error)
+	give func(ctx context.Context, s *handle, member string) error
+}
+
+var (
+	outboxClaims = claimKind{
+		name: "outbox",
+		take: func(ctx context.Context, s *handle) ([]string, error) { return s.caps.Claims.ClaimOutboxes(ctx) },
+		give: func(ctx context.Context, s *handle, m string) error { return s.caps.Claims.ReleaseOutbox(ctx, m) },
+	}
+	chainClaims = claimKind{
+		name: "chain",
+		take: func(ctx context.Context, s *handle) ([]string, error) { return s.caps.Keeper.ClaimChains(ctx) },
+		give: func(ctx context.Context, s *handle, m string) error { return s.caps.Keeper.ReleaseChain(ctx, m) },
+	}
+)
+
+// claims takes or renews s's claims of kind k and returns them.
+func (k claimKind) claims(t *testing.T, s *handle) []string {
 	t.Helper()
-	got, err := claimer(t, s).ClaimOutboxes(t.Context())
+	got, err := k.take(t.Context(), s)
 	if err != nil {
-		t.Fatalf("ClaimOutboxes: %v", err)
+		t.Fatalf("claim %ss of %s: %v", k.name, s.member, err)
 	}
 	if !slices.IsSorted(got) {
-		t.Fatalf("ClaimOutboxes = %v, not sorted", got)
+		t.Fatalf("%s claimed %ss %v, not sorted", s.member, k.name, got)
 	}
 	return got
 }
 
+// release gives up s's claim of kind k on member.
+func (k claimKind) release(t *testing.T, s *handle, member string) {
+	t.Helper()
+	if err := k.give(t.Context(), s, member); err != nil {
+		t.Fatalf("release the %s claim of %q: %v", k.name, member, err)
+	}
+}
+
+func claims(t *testing.T, s *handle) []string {
+	t.Helper()
+	return outboxClaims.claims(t, s)
+}
+
 func release(t *testing.T, s *handle, member string) {
 	t.Helper()
-	if err := claimer(t, s).ReleaseOutbox(t.Context(), member); err != nil {
-		t.Fatalf("ReleaseOutbox(%q): %v", member, err)
-	}
+	outboxClaims.release(t, s, member)
 }
 
 // eventually polls ok until it holds, failing after what leases and claims
@@ -78,32 +113,42 @@ func testClaimLive(t *testing.T, p *place) {
 	}
 }
 
-// claimOf has one of ms claim target's outbox, and returns which; never
+// claimOf has one of hs claim target's outbox, and returns which; never
 // two at once, never a member in never.
 func claimOf(t *testing.T, target string, never []string, ms ...member) int {
 	t.Helper()
-	ttl := claimer(t, ms[0].s).ClaimTTL()
+	hs := make([]*handle, len(ms))
+	for i := range ms {
+		hs[i] = ms[i].s
+	}
+	return outboxClaims.claimOf(t, target, never, hs...)
+}
+
+// claimOf has one of hs claim target's k, and returns which; never two at
+// once, never a member in never, and each always its own.
+func (k claimKind) claimOf(t *testing.T, target string, never []string, hs ...*handle) int {
+	t.Helper()
+	ttl := claimer(t, hs[0]).ClaimTTL()
 	winner := -1
-	eventually(t, ttl, "the outbox of "+target+" claimed", func() bool {
-		got := make([][]string, len(ms))
+	eventually(t, ttl, "the "+k.name+" of "+target+" claimed", func() bool {
+		got := make([][]string, len(hs))
 		var fns []func()
-		for i := range ms {
-			c := claimer(t, ms[i].s)
-			fns = append(fns, func() { got[i], _ = c.ClaimOutboxes(t.Context()) })
+		for i := range hs {
+			fns = append(fns, func() { got[i], _ = k.take(t.Context(), hs[i]) })
 		}
 		together(fns...)
 		for i, g := range got {
-			if g == nil || !slices.Contains(g, ms[i].h.member) {
-				t.Fatalf("%s claimed %v: not its own outbox", ms[i].h.member, g)
+			if g == nil || !slices.Contains(g, hs[i].member) {
+				t.Fatalf("%s claimed %ss %v: not its own %s", hs[i].member, k.name, g, k.name)
 			}
 			for _, n := range never {
 				if slices.Contains(g, n) {
-					t.Fatalf("%s claimed %v, with %s", ms[i].h.member, g, n)
+					t.Fatalf("%s claimed %ss %v, with %s", hs[i].member, k.name, g, n)
 				}
 			}
 			if slices.Contains(g, target) {
 				if winner >= 0 {
-					t.Fatalf("%s and %s both claimed the outbox of %s", ms[winner].h.member, ms[i].h.member, target)
+					t.Fatalf("%s and %s both claimed the %s of %s", hs[winner].member, hs[i].member, k.name, target)
 				}
 				winner = i
 			}
@@ -117,15 +162,22 @@ func claimOf(t *testing.T, target string, never []string, ms ...member) int {
 // holder's claim, renewed at start, lives.
 func stillHeld(t *testing.T, target string, holder, loser *handle) {
 	t.Helper()
+	outboxClaims.stillHeld(t, target, holder, loser)
+}
+
+// stillHeld checks that loser does not get target's k while holder's
+// claim, renewed at start, lives.
+func (k claimKind) stillHeld(t *testing.T, target string, holder, loser *handle) {
+	t.Helper()
 	start := time.Now()
-	if got := claims(t, holder); !slices.Contains(got, target) {
-		t.Fatalf("the claimant of %s's outbox could not renew it: %v", target, got)
+	if got := k.claims(t, holder); !slices.Contains(got, target) {
+		t.Fatalf("the claimant of %s's %s could not renew it: %v", target, k.name, got)
 	}
 	ttl := claimer(t, holder).ClaimTTL()
 	for range 3 {
-		got := claims(t, loser)
+		got := k.claims(t, loser)
 		if slices.Contains(got, target) && time.Since(start) < ttl {
-			t.Fatalf("%s's outbox claimed (%v) while another's claim of it lived", target, got)
+			t.Fatalf("%s's %s claimed (%v) while another's claim of it lived", target, k.name, got)
 		}
 	}
 }

@@ -22,7 +22,8 @@
 // Run chooses the cases from two sources. What the store can do is what it
 // declares in engine.Capabilities where it is opened: Trim brings the audit
 // retention cases, Cursors the sink cursors', Outbox the outbox's, Claims
-// the outbox claims'; every case reaches those parts through the declared
+// the outbox claims', Keeper the per-member chain retention, cursors and
+// chain claims'; every case reaches those parts through the declared
 // interfaces, never by a type assertion. What Capabilities cannot say is
 // in Features: Members (a consumer group's store, opened under member ids;
 // it must declare Shared and Chains, and a single-owner store neither),
@@ -52,6 +53,10 @@
 //     two members racing on keys, windows, entities and releases.
 //   - outbox, group outbox, claims: engine.OutboxStore on one handle, then
 //     between members, then engine.OutboxClaimer's takeovers.
+//   - chain keeper, chain claims: engine.ChainKeeper: each member's chain
+//     trimmed on its own, its head kept when every record is trimmed, the
+//     sinks' cursors per chain and sink, and the chain claims' takeovers,
+//     by the outbox claims' rules (their ClaimTTL).
 //
 // Cases run one after another, each on a fresh store; some start goroutines
 // that commit while others read, so run a backend's suite under -race at

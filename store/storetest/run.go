@@ -112,6 +112,8 @@ func checkCapabilities(t *testing.T, f Features, s engine.Store, c engine.Capabi
 		t.Fatalf("%T declares Claims without Outbox: the claims hand out outboxes", s)
 	case c.Stats != nil && c.Shared == nil:
 		t.Fatalf("%T declares Stats without Shared: they are a shared store's counters", s)
+	case c.Keeper != nil && c.Shared == nil:
+		t.Fatalf("%T declares Keeper without Shared: it keeps the members' chains", s)
 	}
 }
 
@@ -126,6 +128,7 @@ var capabilityFields = []struct {
 	{"Cursors", func(c engine.Capabilities) any { return c.Cursors }},
 	{"Outbox", func(c engine.Capabilities) any { return c.Outbox }},
 	{"Claims", func(c engine.Capabilities) any { return c.Claims }},
+	{"Keeper", func(c engine.Capabilities) any { return c.Keeper }},
 	{"Stats", func(c engine.Capabilities) any { return c.Stats }},
 }
 
@@ -155,6 +158,7 @@ const (
 	needCursors                  // Capabilities.Cursors
 	needOutbox                   // Capabilities.Outbox
 	needClaims                   // Capabilities.Claims
+	needKeeper                   // Capabilities.Keeper
 )
 
 // missing returns why a store lacks what n needs; "" when it has all.
@@ -171,6 +175,7 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needCursors, c.Cursors != nil, "the store does not declare Capabilities.Cursors"},
 		{needOutbox, c.Outbox != nil, "the store does not declare Capabilities.Outbox"},
 		{needClaims, c.Claims != nil, "the store does not declare Capabilities.Claims"},
+		{needKeeper, c.Keeper != nil, "the store does not declare Capabilities.Keeper"},
 	} {
 		if n&r.bit != 0 && !r.has {
 			return r.why

@@ -2,7 +2,8 @@
 -- .sql files (store/postgres/schema.go and outbox.go at commit 1968789),
 -- at version 2: the bookkeeping table and both migrations, verbatim. "{s}"
 -- stands for the quoted schema name. The compatibility test creates a
--- schema with it and checks that Open takes it as current.
+-- schema with it and checks that Open takes it as version 2 and migrates
+-- it from there.
 CREATE SCHEMA IF NOT EXISTS {s};
 			CREATE TABLE IF NOT EXISTS {s}.schema_version (
 				one     boolean PRIMARY KEY DEFAULT true CHECK (one),

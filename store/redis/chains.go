@@ -1,0 +1,172 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// What audit retention and the audit sinks need of each member's chain
+// (engine.ChainKeeper): its base, its trim, the sinks' cursors on it, and
+// the claims that hand a departed member's chain to one live handle
+// (claims.go). The keys are in keys.go.
+
+var _ engine.ChainKeeper = (*Store)(nil)
+
+// trimScript drops the records of a member's chain below a position and
+// records the chain's new base, after checking, before any write, that the
+// base is the stored record below that position and that no open
+// quarantine entry of the member holds a record it drops. The batch that
+// straddles the position is stored again from it on, under it.
+//
+// KEYS[1] the chain heads, [2] the chain bases, [3] the member's chain,
+// [4] its chain index, [5] the quarantine ids. ARGV[1] the member, [2]
+// below, [3] the base's position, [4] its hash in hex, [5] and [6] the
+// bounds of the member's quarantine ids that refuse the trim, as
+// ZRANGEBYLEX takes them; [7] the base as the chain bases hold it.
+//
+// Returns {"ok"}; {"base", old base position, head position} when the
+// positions do not fit; {"record", why} when the stored record at the
+// base's position is missing or has another hash; {"held", hex id} for an
+// open quarantine entry in the way.
+var trimScript = goredis.NewScript(`
+local below, bpos = tonumber(ARGV[2]), tonumber(ARGV[3])
+local function pos(v)
+  if not v then return 0 end
+  return tonumber(string.match(v, '^%d+'))
+end
+local head, old = pos(redis.call('HGET', KEYS[1], ARGV[1])), pos(redis.call('HGET', KEYS[2], ARGV[1]))
+if below ~= bpos + 1 or bpos <= old or bpos > head then return {'base', tostring(old), tostring(head)} end
+local held = redis.call('ZRANGEBYLEX', KEYS[5], ARGV[5], ARGV[6], 'LIMIT', 0, 1)[1]
+if held then return {'held', held} end
+-- line returns where the n-th line of s (from 0) starts, nil past the last.
+local function line(s, n)
+  local i = 1
+  for _ = 1, n do
+    i = string.find(s, '\n', i, true)
+    if not i then return nil end
+    i = i + 1
+  end
+  return i
+end
+local first = redis.call('ZREVRANGEBYSCORE', KEYS[4], bpos, '-inf', 'LIMIT', 0, 1)[1]
+local blob = first and redis.call('HGET', KEYS[3], first)
+local at = blob and line(blob, bpos - tonumber(first))
+if not at then return {'record', 'missing'} end
+local stop = string.find(blob, '\n', at, true)
+local ok, rec = pcall(cjson.decode, string.sub(blob, at, (stop or 0) - 1))
+if not ok or rec.position ~= bpos or rec.hash ~= ARGV[4] then return {'record', 'hash'} end
+if stop then -- the batch goes on past the base: its records from below stay
+  redis.call('HSET', KEYS[3], below, string.sub(blob, stop + 1))
+  redis.call('ZADD', KEYS[4], below, below)
+end
+while true do
+  local starts = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. below, 'LIMIT', 0, 1000)
+  if #starts == 0 then break end
+  redis.call('HDEL', KEYS[3], unpack(starts))
+  redis.call('ZREM', KEYS[4], unpack(starts))
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[7])
+return {'ok'}
+`)
+
+// ChainBase returns the last dropped record of member's chain; zero when
+// none was dropped or the member has no chain.
+func (s *Store) ChainBase(ctx context.Context, member string) (engine.AuditHead, error) {
+	if err := s.check(); err != nil {
+		return engine.AuditHead{}, err
+	}
+	v, err := s.c.HGet(ctx, s.k.chainBases, member).Result()
+	if errors.Is(err, goredis.Nil) {
+		return engine.AuditHead{}, nil
+	}
+	if err != nil {
+		return engine.AuditHead{}, s.fail("read the chain base of "+member, err)
+	}
+	h, err := decodeHead(v)
+	if err != nil {
+		return engine.AuditHead{}, fmt.Errorf("redis store: the base of member %q: %w", member, err)
+	}
+	return h, nil
+}
+
+// TrimChain drops the records of member's chain below below and makes base
+// its base, in one script; see engine.ChainKeeper. Any member's handle may
+// trim any member's chain. A read-only handle fails.
+func (s *Store) TrimChain(ctx context.Context, member string, below uint64, base engine.AuditHead) error {
+	if err := s.writer("trim chain"); err != nil {
+		return err
+	}
+	n, err := s.c.HGet(ctx, s.k.members, member).Uint64()
+	if errors.Is(err, goredis.Nil) {
+		return fmt.Errorf("%w: redis store: the group has no member %q", engine.ErrTrimBase, member)
+	}
+	if err != nil {
+		return s.fail("read the number of member "+member, err)
+	}
+	qbase := n << 40
+	keys := []string{s.k.heads, s.k.chainBases, s.k.chain(member), s.k.chainIndex(member), s.k.quarIDs}
+	res, err := trimScript.Run(ctx, s.c, keys, member, below, base.Position, base.Hash.String(),
+		"("+quarantineID(qbase), "("+quarantineID(qbase+min(below, 1<<40)), encodeHead(base)).StringSlice()
+	if err != nil {
+		return s.fail("trim the chain of "+member, err)
+	}
+	switch res[0] {
+	case "ok":
+		return nil
+	case "base":
+		return fmt.Errorf("%w: redis store: member %q: base at position %d for a trim below %d, with the stored chain after %s up to %s",
+			engine.ErrTrimBase, member, base.Position, below, res[1], res[2])
+	case "record":
+		return fmt.Errorf("%w: redis store: member %q: the stored record at position %d: %s", engine.ErrTrimBase, member, base.Position, res[1])
+	case "held":
+		id, _ := strconv.ParseUint(res[1], 16, 64)
+		return fmt.Errorf("%w: redis store: member %q: entry %d", engine.ErrTrimQuarantine, member, id)
+	}
+	return fmt.Errorf("redis store: the trim script answered %q", res)
+}
+
+// ChainCursor returns sink's cursor on member's chain; 0 when none.
+func (s *Store) ChainCursor(ctx context.Context, member, sink string) (uint64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	pos, err := s.c.HGet(ctx, s.k.chainCursors(member), sink).Uint64()
+	if errors.Is(err, goredis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.fail("read the cursor of "+sink+" on the chain of "+member, err)
+	}
+	return pos, nil
+}
+
+// SetChainCursor records pos as sink's cursor on member's chain. A
+// read-only handle fails.
+func (s *Store) SetChainCursor(ctx context.Context, member, sink string, pos uint64) error {
+	if err := s.writer("set chain cursor"); err != nil {
+		return err
+	}
+	if err := s.c.HSet(ctx, s.k.chainCursors(member), sink, pos).Err(); err != nil {
+		return s.fail("write the cursor of "+sink+" on the chain of "+member, err)
+	}
+	return nil
+}
+
+// ClaimChains takes or renews this handle's chain claims for ClaimTTL: its
+// own member's, and that of every member with a chain whose lease is gone;
+// see engine.ChainKeeper. A claim of this member's chain held by a process
+// on this host that has died is taken over at once, as the lease is.
+func (s *Store) ClaimChains(ctx context.Context) ([]string, error) {
+	return s.claimEach(ctx, chainClaims)
+}
+
+// ReleaseChain gives up this handle's claim of member's chain.
+func (s *Store) ReleaseChain(ctx context.Context, member string) error {
+	return s.releaseClaim(ctx, chainClaims, member)
+}
