@@ -27,6 +27,19 @@ type ArchiveResult struct {
 // returns what it checked up to the first break, and a Verifier that
 // continues the chain after the last archived record.
 func VerifyArchive(ctx context.Context, dir, member string) (*Verifier, ArchiveResult, error) {
+	return scanArchive(ctx, dir, member, nil)
+}
+
+// ScanArchive calls fn for each record of member's chain in archive dir, in
+// position order, verifying as VerifyArchive does: a record reaches fn only
+// once its hash and its place in the chain are checked. An error from fn
+// stops the scan and is returned.
+func ScanArchive(ctx context.Context, dir, member string, fn func(engine.AuditRecord) error) (ArchiveResult, error) {
+	_, res, err := scanArchive(ctx, dir, member, fn)
+	return res, err
+}
+
+func scanArchive(ctx context.Context, dir, member string, fn func(engine.AuditRecord) error) (*Verifier, ArchiveResult, error) {
 	res := ArchiveResult{Member: member}
 	v := NewChainVerifier(member)
 	cdir := ChainDir(dir, member)
@@ -51,7 +64,12 @@ func VerifyArchive(ctx context.Context, dir, member string) (*Verifier, ArchiveR
 			err = checkPlace(v, m, last)
 		}
 		if err == nil {
-			err = readSegment(filepath.Join(cdir, m.Segment), m, v.Check)
+			err = readSegment(filepath.Join(cdir, m.Segment), m, func(r engine.AuditRecord) error {
+				if err := v.Check(r); err != nil || fn == nil {
+					return err
+				}
+				return fn(r)
+			})
 			err = segmentError(err, m, v)
 		}
 		if err == nil {
@@ -164,23 +182,30 @@ type Verified struct {
 // last record. A store trimmed past the archive's end is a missing segment,
 // named by its positions.
 func VerifyWithArchive(ctx context.Context, dir string, s engine.Store, head engine.AuditHead) (Verified, error) {
-	var out Verified
+	var base engine.AuditHead
 	if t := s.Capabilities().Trim; t != nil {
 		var err error
-		if out.Base, err = t.AuditBase(ctx); err != nil {
-			return out, err
+		if base, err = t.AuditBase(ctx); err != nil {
+			return Verified{Base: base}, err
 		}
 	}
-	av, ar, err := VerifyArchive(ctx, dir, "")
+	return verifyJoined(ctx, dir, "", base, head, s)
+}
+
+// verifyJoined verifies member's archive in dir and its stored chain
+// (scanned by s, from base, up to head) as one chain.
+func verifyJoined(ctx context.Context, dir, member string, base, head engine.AuditHead, s engine.AuditScanner) (Verified, error) {
+	out := Verified{Base: base}
+	av, ar, err := VerifyArchive(ctx, dir, member)
 	out.Archive = ar
 	if err != nil {
 		return out, err
 	}
-	sv, err := joinStore(av, out.Base, "")
+	sv, err := joinStore(av, base, member)
 	if err != nil {
 		return out, err
 	}
-	err = s.ScanAudit(ctx, out.Base.Position+1, sv.Check)
+	err = s.ScanAudit(ctx, base.Position+1, sv.Check)
 	out.Stored = sv.Count()
 	if err != nil {
 		return out, err

@@ -164,31 +164,57 @@ func scanJSONL(r io.Reader, fn func(engine.AuditRecord) error) (uint64, error) {
 // ChainResult is one member's verified chain.
 type ChainResult struct {
 	Member  string
-	Records uint64
+	Base    engine.AuditHead // where the stored chain begins: zero unless retention trimmed it
+	Records uint64           // records verified in the store
+	Head    engine.AuditHead // the chain head the store keeps
 }
 
-// VerifyChains walks every member's chain of a shared store, each against
-// its stored head. It returns what it verified, chain by chain, up to the
-// first break.
-func VerifyChains(ctx context.Context, s engine.ChainScanner) ([]ChainResult, error) {
+// ChainBases says where each member's chain of a shared store begins once
+// audit retention trimmed it (engine.ChainKeeper does).
+type ChainBases interface {
+	// ChainBase returns the last dropped record of member's chain; zero
+	// when nothing was dropped.
+	ChainBase(ctx context.Context, member string) (engine.AuditHead, error)
+}
+
+// VerifyChains walks every member's chain of a shared store, each from its
+// base (bases; nil: every chain from position 1), to which the first
+// stored record must link, against its stored head. It returns what it
+// verified, chain by chain, up to the first break, whose chain is the last.
+func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) ([]ChainResult, error) {
 	chains, err := s.Chains(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []ChainResult
 	for _, c := range chains {
-		v := NewChainVerifier(c.Member)
-		err := s.ScanChain(ctx, c.Member, 1, v.Check)
-		out = append(out, ChainResult{Member: c.Member, Records: v.Count()})
+		base, err := chainBase(ctx, bases, c.Member)
+		if err != nil {
+			return append(out, ChainResult{Member: c.Member, Head: c.Head}), err
+		}
+		v := NewVerifierFrom(base, c.Member)
+		err = s.ScanChain(ctx, c.Member, base.Position+1, v.Check)
+		out = append(out, ChainResult{Member: c.Member, Base: base, Records: v.Count(), Head: c.Head})
+		if err == nil {
+			err = v.checkHead(c.Head)
+		}
 		if err != nil {
 			return out, err
 		}
-		if v.Head() != c.Head {
-			return out, &BrokenError{Position: v.Count() + 1, Member: c.Member,
-				Reason: fmt.Sprintf("log ends at position %d but the chain head is at %d", v.Count(), c.Head.Position)}
-		}
 	}
 	return out, nil
+}
+
+// chainBase is member's base; zero without bases.
+func chainBase(ctx context.Context, bases ChainBases, member string) (engine.AuditHead, error) {
+	if bases == nil {
+		return engine.AuditHead{}, nil
+	}
+	base, err := bases.ChainBase(ctx, member)
+	if err != nil {
+		return base, fmt.Errorf("read the base of member %s's chain: %w", member, err)
+	}
+	return base, nil
 }
 
 // ExportChains writes every member's chain of a shared store as JSON

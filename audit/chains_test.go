@@ -49,8 +49,9 @@ func group(t *testing.T, n int) (*memory.Member, []string) {
 
 func TestVerifyChainsOfAGroup(t *testing.T) {
 	ro, lines := group(t, 4)
-	res, err := audit.VerifyChains(context.Background(), ro)
-	if err != nil || len(res) != 2 || res[0] != (audit.ChainResult{Member: "m1", Records: 4}) || res[1] != (audit.ChainResult{Member: "m2", Records: 4}) {
+	res, err := audit.VerifyChains(context.Background(), ro, nil)
+	if err != nil || len(res) != 2 || res[0].Member != "m1" || res[0].Records != 4 || res[1].Member != "m2" || res[1].Records != 4 ||
+		res[0].Head.Position != 4 || res[0].Base != (engine.AuditHead{}) {
 		t.Fatalf("VerifyChains = %+v, %v", res, err)
 	}
 	// The second member's replays of the first's readings were duplicates,

@@ -26,11 +26,17 @@ type RetainStore interface {
 	engine.QuarantineScanner
 }
 
-// RetentionOptions configure NewRetention.
+// RetentionOptions configure NewRetention and NewChainRetention.
 type RetentionOptions struct {
 	// Archive is the directory that receives the sealed segments. Required:
 	// records never leave the store unarchived.
 	Archive string
+	// Member is the member whose chain of a shared store NewChainRetention
+	// trims: its segments go to ChainDir(Archive, Member) and their
+	// manifests name it. Required by NewChainRetention; NewRetention (a
+	// single-owner store, whose records name no member) refuses it.
+	// Default "".
+	Member string
 	// MaxAge drops records older than this. Default 0: no age limit.
 	MaxAge time.Duration
 	// MaxRecords keeps at most this many records in the store. Default 0:
@@ -38,8 +44,9 @@ type RetentionOptions struct {
 	MaxRecords uint64
 	// SegmentRecords bounds a segment. Default DefaultSegmentRecords.
 	SegmentRecords int
-	// Head returns the position of the store's committed chain head (the
-	// engine's Stats().Position). Required.
+	// Head returns the position retention may trim up to: the chain's
+	// committed head (the engine's Stats().Position), held back to what
+	// every audit sink delivered. Required.
 	Head func(ctx context.Context) (uint64, error)
 	// Now is the clock MaxAge is measured on. Default time.Now.
 	Now func() time.Time
@@ -48,20 +55,33 @@ type RetentionOptions struct {
 	Logger *slog.Logger
 }
 
-// Retention moves the oldest audit records of a single-owner store into
-// sealed segments of an archive and then drops them from the store, so the
-// store stays bounded and archive plus store verify as one chain
-// (VerifyWithArchive). A record leaves when it is older than MaxAge or
-// beyond the newest MaxRecords, and never while an open quarantine entry
-// is at or below it: a held message and the records up to it stay until
-// it is released or discarded.
+// Retention moves the oldest audit records of one chain — a single-owner
+// store's log, or one member's chain of a shared store — into sealed
+// segments of an archive and then drops them from the store, so the store
+// stays bounded and archive plus store verify as one chain
+// (VerifyWithArchive, VerifyChainsWithArchive). A record leaves when it is
+// older than MaxAge or beyond the newest MaxRecords, never above Head, and
+// never while an open quarantine entry of its chain is at or below it: a
+// held message and the records up to it stay until it is released or
+// discarded.
 //
-// Once and Run must not run concurrently with each other (one task owns
-// the archive); both run alongside the engine's commits.
+// Once and Run must not run concurrently with each other, nor with another
+// Retention of the same chain and archive (one task owns a chain's
+// archive); both run alongside the engine's commits.
 type Retention struct {
-	store RetainStore
+	store trimLog
+	dir   string // the chain's directory of the archive
 	opts  RetentionOptions
 	log   *slog.Logger
+}
+
+// trimLog is the one chain a Retention trims.
+type trimLog interface {
+	engine.AuditScanner
+	engine.AuditTrimmer
+	// quarantineFloor is the position of the chain's oldest record that
+	// an open quarantine entry holds; math.MaxUint64 when none is open.
+	quarantineFloor(ctx context.Context) (uint64, error)
 }
 
 // TrimResult is what one pass of retention moved.
@@ -71,8 +91,16 @@ type TrimResult struct {
 	Base     engine.AuditHead // the store's audit base after the pass
 }
 
-// NewRetention returns retention for s under opts.
+// NewRetention returns retention for the log of s, a single-owner store,
+// under opts.
 func NewRetention(s RetainStore, opts RetentionOptions) (*Retention, error) {
+	if opts.Member != "" {
+		return nil, fmt.Errorf("%w: member %q: a member's chain of a shared store is NewChainRetention's", ErrRetention, opts.Member)
+	}
+	return newRetention(ownerLog{s}, opts)
+}
+
+func newRetention(s trimLog, opts RetentionOptions) (*Retention, error) {
 	switch {
 	case opts.Archive == "":
 		return nil, fmt.Errorf("%w: no archive directory", ErrRetention)
@@ -91,7 +119,10 @@ func NewRetention(s RetainStore, opts RetentionOptions) (*Retention, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Retention{store: s, opts: opts, log: log}, nil
+	if opts.Member != "" {
+		log = log.With("member", opts.Member)
+	}
+	return &Retention{store: s, dir: ChainDir(opts.Archive, opts.Member), opts: opts, log: log}, nil
 }
 
 // Run calls Once now and then every interval until ctx is done, logging
@@ -126,11 +157,11 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 	if err != nil {
 		return res, err
 	}
-	floor, err := r.quarantineFloor(ctx)
+	floor, err := r.store.quarantineFloor(ctx)
 	if err != nil {
 		return res, err
 	}
-	if err := clearFrom(r.opts.Archive, base.Position+1); err != nil {
+	if err := clearFrom(r.dir, base.Position+1); err != nil {
 		return res, err
 	}
 	p := pass{limit: min(head, floor-1), ageCut: r.opts.Now().Add(-r.opts.MaxAge)}
@@ -161,11 +192,15 @@ type pass struct {
 	ageCut   time.Time
 }
 
+// ownerLog is a single-owner store's log, whose quarantine ids are its
+// records' positions.
+type ownerLog struct{ RetainStore }
+
 // quarantineFloor is the position of the oldest open quarantine entry's
 // record (math.MaxUint64 when none is open): nothing at or above it leaves.
-func (r *Retention) quarantineFloor(ctx context.Context) (uint64, error) {
+func (s ownerLog) quarantineFloor(ctx context.Context) (uint64, error) {
 	floor := uint64(math.MaxUint64)
-	err := r.store.ScanQuarantine(ctx, func(q engine.QuarantineEntry) error {
+	err := s.ScanQuarantine(ctx, func(q engine.QuarantineEntry) error {
 		floor = q.ID // in ID order: the first is the oldest
 		return errStop
 	})
@@ -182,11 +217,11 @@ var errStop = errors.New("stop")
 // the chain as it goes: a broken chain is never archived as if whole.
 func (r *Retention) segment(ctx context.Context, base engine.AuditHead, p pass) (uint64, engine.AuditHead, error) {
 	upto := min(p.limit, base.Position+uint64(r.opts.SegmentRecords))
-	w, err := newSegment(r.opts.Archive, "", base)
+	w, err := newSegment(r.dir, r.opts.Member, base)
 	if err != nil {
 		return 0, base, err
 	}
-	v := NewVerifierFrom(base, "")
+	v := NewVerifierFrom(base, r.opts.Member)
 	err = r.store.ScanAudit(ctx, base.Position+1, func(rec engine.AuditRecord) error {
 		if rec.Position > upto || (rec.Position > p.countCut && (r.opts.MaxAge <= 0 || !rec.Time.Before(p.ageCut))) {
 			return errStop

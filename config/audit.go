@@ -15,10 +15,16 @@ type AuditConfig struct {
 	Retention RetentionConfig `yaml:"retention,omitempty"`
 	// Archive is the directory that receives the sealed segments of the
 	// records retention moves out of the store; audit verify --archive
-	// reads it. Required with retention. Default "" (none).
+	// reads it. On a shared store each member's chain has its own
+	// subdirectory, member-<id>, written by whichever member trims that
+	// chain (its own, or a departed member's it took over): give every
+	// member the same directory (a shared file system) so that the archive
+	// of a chain stays whole. Required with retention. Default "" (none).
 	Archive string `yaml:"archive,omitempty"`
 	// Sinks receive every committed audit record, at least once and in
-	// order. Default none.
+	// order (on a shared store in order per member's chain, each chain
+	// streamed by the member that writes it, or by another once that
+	// member is gone). Default none.
 	Sinks []SinkConfig `yaml:"sinks,omitempty"`
 }
 
@@ -68,8 +74,5 @@ func (a AuditConfig) check(ps *problems, f field, store StoreConfig) {
 	if a.Archive != "" && store.Kind == StoreEmbedded && store.Path != "" && filepath.Clean(a.Archive) == filepath.Clean(store.Path) {
 		ps.add(f.dot("archive"), "archive %s is the store's directory: give the archive a directory of its own", a.Archive)
 	}
-	if r.Enabled() && store.Shared() {
-		ps.add(rf, "retention is not yet available on a shared store (kind %s): it trims the embedded and memory stores", store.Kind)
-	}
-	checkSinks(ps, f.dot("sinks"), a.Sinks, store)
+	checkSinks(ps, f.dot("sinks"), a.Sinks)
 }

@@ -80,11 +80,7 @@ func (s *SinkConfig) setDefaults() {
 	}
 }
 
-func checkSinks(ps *problems, f field, sinks []SinkConfig, store StoreConfig) {
-	if len(sinks) > 0 && store.Shared() {
-		ps.add(f, "sinks are not yet available on a shared store (kind %s): they stream the embedded and memory stores", store.Kind)
-		return
-	}
+func checkSinks(ps *problems, f field, sinks []SinkConfig) {
 	first := map[string]int{}
 	for i, s := range sinks {
 		sf := f.index(i)

@@ -92,10 +92,7 @@ type Chain struct {
 // The methods on one member's chain behave as AuditTrimmer and
 // CursorStore do on a single-owner store's log. Safe for concurrent use.
 type ChainKeeper interface {
-	// ChainBase returns the last dropped record of member's chain (its
-	// position and hash); zero when nothing was dropped or the member has
-	// no chain.
-	ChainBase(ctx context.Context, member string) (AuditHead, error)
+	ChainBaser
 	// TrimChain drops every record of member's chain with position <
 	// below, atomically, and makes base its new base: base must be the
 	// stored record at below-1 (ErrTrimBase otherwise), and an open
@@ -127,6 +124,15 @@ type ChainKeeper interface {
 	// ReleaseChain gives up this handle's claim on member's chain; a claim
 	// it does not hold is left alone.
 	ReleaseChain(ctx context.Context, member string) error
+}
+
+// ChainBaser says where audit retention left each member's chain of a
+// shared store beginning.
+type ChainBaser interface {
+	// ChainBase returns the last dropped record of member's chain (its
+	// position and hash); zero when nothing was dropped or the member has
+	// no chain.
+	ChainBase(ctx context.Context, member string) (AuditHead, error)
 }
 
 // ErrMemberHeld is returned when a shared store is opened under a member

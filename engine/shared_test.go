@@ -74,7 +74,7 @@ func TestASharedBatchThatFailedIsDecidedAgain(t *testing.T) {
 	if ds[0].Outcome != engine.Applied || ds[1].Outcome != engine.Duplicate || ds[0].Position != 2 {
 		t.Fatalf("decided again: %+v", ds)
 	}
-	res, err := audit.VerifyChains(ctx, m)
+	res, err := audit.VerifyChains(ctx, m, nil)
 	if err != nil || len(res) != 1 || res[0].Records != 3 {
 		t.Fatalf("chains %+v, %v: want one intact chain of 3 records", res, err)
 	}

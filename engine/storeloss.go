@@ -159,11 +159,21 @@ func (e *Engine) compare(ctx context.Context, head, known AuditHead) (*StoreLoss
 			return nil, nil
 		}
 	default: // ahead: commits whose journal append never returned (never acknowledged); the record at known must be known's
-		rec, err := e.recordAt(ctx, known.Position)
+		cs := e.caps.Chains
+		if cs == nil {
+			return nil, fmt.Errorf("%w: store %T cannot read a member's chain", ErrConfig, e.store)
+		}
+		link, archived, err := ChainLink(ctx, cs, e.caps.Keeper, e.member, known.Position)
 		if err != nil {
 			return nil, err
 		}
-		if rec.Hash == known.Hash {
+		if archived {
+			// Retention (another member's, which took over this chain)
+			// moved it into the archive: the store cannot show it.
+			e.log.Warn("the journal's head is archived: compared with the store's head only", "position", known.Position)
+			return nil, nil
+		}
+		if link.Hash == known.Hash {
 			return nil, nil
 		}
 	}
@@ -173,13 +183,30 @@ func (e *Engine) compare(ctx context.Context, head, known AuditHead) (*StoreLoss
 	return l, nil
 }
 
-// recordAt reads this member's record at pos from the store.
-func (e *Engine) recordAt(ctx context.Context, pos uint64) (AuditRecord, error) {
-	cs := e.caps.Chains
-	if cs == nil {
-		return AuditRecord{}, fmt.Errorf("%w: store %T cannot read a member's chain", ErrConfig, e.store)
+// ChainLink returns the link (position and hash) of member's record at
+// pos in a shared store: the record's, or the chain's base when audit
+// retention trimmed the chain up to pos. archived says that retention
+// moved the record into the archive, below the base: the store cannot show
+// it. keep may be nil (a store that trims nothing).
+func ChainLink(ctx context.Context, cs ChainScanner, keep ChainBaser, member string, pos uint64) (link AuditHead, archived bool, err error) {
+	for try := 0; ; try++ {
+		if keep != nil {
+			base, err := keep.ChainBase(ctx, member)
+			switch {
+			case err != nil:
+				return AuditHead{}, false, err
+			case pos > 0 && pos == base.Position:
+				return base, false, nil
+			case pos < base.Position:
+				return AuditHead{}, true, nil
+			}
+		}
+		rec, err := ChainRecord(ctx, cs, member, pos)
+		if errors.Is(err, ErrNoRecord) && keep != nil && try == 0 {
+			continue // trimmed between the two reads: read the base again
+		}
+		return AuditHead{Position: rec.Position, Hash: rec.Hash}, false, err
 	}
-	return ChainRecord(ctx, cs, e.member, pos)
 }
 
 // ErrNoRecord is returned by ChainRecord for a position its chain does not

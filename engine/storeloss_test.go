@@ -93,7 +93,7 @@ func (lg *lossGroup) check(n int) {
 	if got["meter/m1.kwh"] != kwh || got["incident/7.casualties"] != fmt.Sprint(n) {
 		lg.t.Fatalf("state %v: want %s kWh and %d casualties", got, kwh, n)
 	}
-	if _, err := audit.VerifyChains(ctx, lg.m); err != nil {
+	if _, err := audit.VerifyChains(ctx, lg.m, nil); err != nil {
 		lg.t.Fatalf("chains: %v", err)
 	}
 }

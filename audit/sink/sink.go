@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +40,7 @@ type Exporter interface {
 	Close(ctx context.Context) error
 }
 
-// Store is what the sinks read and write in the store.
+// Store is what the sinks read and write in a single-owner store.
 type Store interface {
 	engine.AuditScanner
 	engine.CursorStore
@@ -50,9 +53,14 @@ type Sink struct {
 	Exporter Exporter
 }
 
-// Options configure New.
+// Options configure New and NewChains.
 type Options struct {
 	Sinks []Sink
+	// Member is the member whose chain this process writes, on a shared
+	// store (NewChains): SetHead advances its chain's head, and Status
+	// reports the cursors on it. Default "" (a single-owner store's log,
+	// which New requires).
+	Member string
 	// Head is the position of the committed chain head at start; Committed
 	// advances it. Default 0.
 	Head uint64
@@ -69,28 +77,48 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Set runs the configured sinks over one store. It implements
-// engine.Observer and, for its metrics, prometheus.Collector.
+// Set runs the configured sinks over the chains it is given: a
+// single-owner store's log (New), or the members' chains of a shared store
+// that SetChains hands it (NewChains). Each sink delivers every chain on
+// one goroutine, in position order per chain, and keeps a cursor per chain
+// in the store. It implements engine.Observer and, for its metrics,
+// prometheus.Collector.
 type Set struct {
-	store Store
+	logs  chainLogs
 	opts  Options
 	log   *slog.Logger
-	head  atomic.Uint64
 	sinks []*runner
+
+	mu     sync.Mutex
+	chains []string          // the chains to deliver, ascending
+	heads  map[string]uint64 // each chain's committed head, as far as known
 }
 
 // runner is one sink's delivery state.
 type runner struct {
 	Sink
 	wake      chan struct{}
-	cursor    atomic.Uint64
-	loaded    bool
+	mu        sync.Mutex
+	cursors   map[string]uint64 // by chain, once read from the store
 	delivered atomic.Uint64
 	failures  atomic.Uint64
 }
 
-// New returns a set of sinks over store. Names must be unique and not empty.
+// New returns a set of sinks over a single-owner store. Names must be
+// unique and not empty.
 func New(store Store, opts Options) (*Set, error) {
+	if opts.Member != "" {
+		return nil, fmt.Errorf("audit sink: member %q: a member's chain of a shared store is NewChains'", opts.Member)
+	}
+	s, err := newSet(ownerLogs{store}, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.chains = []string{""}
+	return s, nil
+}
+
+func newSet(logs chainLogs, opts Options) (*Set, error) {
 	if opts.Batch <= 0 {
 		opts.Batch = DefaultBatch
 	}
@@ -103,28 +131,46 @@ func New(store Store, opts Options) (*Set, error) {
 	if opts.Tick <= 0 {
 		opts.Tick = DefaultTick
 	}
-	s := &Set{store: store, opts: opts, log: opts.Logger}
+	s := &Set{logs: logs, opts: opts, log: opts.Logger, heads: map[string]uint64{opts.Member: opts.Head}}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s.head.Store(opts.Head)
 	seen := map[string]bool{}
 	for _, k := range opts.Sinks {
 		if k.Name == "" || seen[k.Name] || k.Exporter == nil {
 			return nil, fmt.Errorf("audit sink: name %q is empty, repeated or has no exporter", k.Name)
 		}
 		seen[k.Name] = true
-		s.sinks = append(s.sinks, &runner{Sink: k, wake: make(chan struct{}, 1)})
+		s.sinks = append(s.sinks, &runner{Sink: k, wake: make(chan struct{}, 1), cursors: map[string]uint64{}})
 	}
 	return s, nil
 }
 
-// Committed advances the head and wakes every sink. It never blocks.
+// Committed advances the head of the records' chain and wakes every sink.
+// It never blocks.
 func (s *Set) Committed(recs []engine.AuditRecord, _ []engine.EntityState) {
 	if len(recs) == 0 {
 		return
 	}
-	s.SetHead(recs[len(recs)-1].Position)
+	last := recs[len(recs)-1]
+	s.raise(last.Member, last.Position)
+	s.wakeAll()
+}
+
+// SetHead raises the head of the member's own chain (Options.Member), the
+// one the backlog is measured against, to pos.
+func (s *Set) SetHead(pos uint64) { s.raise(s.opts.Member, pos) }
+
+// raise raises chain's head to pos.
+func (s *Set) raise(chain string, pos uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pos > s.heads[chain] {
+		s.heads[chain] = pos
+	}
+}
+
+func (s *Set) wakeAll() {
 	for _, r := range s.sinks {
 		select {
 		case r.wake <- struct{}{}:
@@ -133,14 +179,11 @@ func (s *Set) Committed(recs []engine.AuditRecord, _ []engine.EntityState) {
 	}
 }
 
-// SetHead raises the head the backlog is measured against to pos.
-func (s *Set) SetHead(pos uint64) {
-	for {
-		h := s.head.Load()
-		if pos <= h || s.head.CompareAndSwap(h, pos) {
-			return
-		}
-	}
+// given returns the chains to deliver now.
+func (s *Set) given() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.chains)
 }
 
 // Run delivers on one goroutine per sink until ctx is done, then returns
@@ -191,42 +234,53 @@ func (s *Set) sleep(ctx context.Context, d time.Duration) {
 }
 
 // catchUp delivers batches until the store has no record after the
-// cursor, or one fails.
+// sink's cursor on any chain it is given, or one fails. It takes a batch
+// of each chain in turn, so that a long backlog on one chain does not
+// hold up the others.
 func (s *Set) catchUp(ctx context.Context, r *runner) error {
 	for {
-		n, err := s.deliver(ctx, r)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.failures.Add(1)
-				s.log.Error("audit sink delivery failed; retrying from its cursor", "sink", r.Name,
-					"cursor", r.cursor.Load(), "err", err)
+		moved := false
+		for _, chain := range s.given() {
+			n, err := s.deliver(ctx, r, chain)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.failures.Add(1)
+					s.log.Error("audit sink delivery failed; retrying from its cursor", append(sinkAttrs(r.Name, chain),
+						"cursor", r.cursor(chain), "err", err)...)
+				}
+				return err
 			}
-			return err
+			moved = moved || n > 0
 		}
-		if n == 0 {
+		if !moved {
 			return nil
 		}
 	}
 }
 
+// sinkAttrs name a sink and, on a shared store, the member whose chain it
+// delivers, in a log line.
+func sinkAttrs(sink, chain string) []any {
+	if chain == "" {
+		return []any{"sink", sink}
+	}
+	return []any{"sink", sink, "member", chain}
+}
+
 // errBatchFull stops a scan once a batch is full.
 var errBatchFull = errors.New("batch full")
 
-// deliver exports the next batch after the cursor and then advances the
-// cursor in the store. It returns how many records it delivered.
-func (s *Set) deliver(ctx context.Context, r *runner) (int, error) {
-	if !r.loaded {
-		c, err := s.store.Cursor(ctx, r.Name)
-		if err != nil {
-			return 0, fmt.Errorf("read cursor: %w", err)
-		}
-		r.cursor.Store(c)
-		s.SetHead(c)
-		r.loaded = true
+// deliver exports the next batch of chain after the sink's cursor and then
+// advances the cursor in the store. It returns how many records it
+// delivered.
+func (s *Set) deliver(ctx context.Context, r *runner, chain string) (int, error) {
+	c, err := s.loadCursor(ctx, r, chain)
+	if err != nil {
+		return 0, fmt.Errorf("read cursor: %w", err)
 	}
-	from := r.cursor.Load() + 1
+	from := c + 1
 	batch := make([]engine.AuditRecord, 0, min(s.opts.Batch, 64))
-	err := s.store.ScanAudit(ctx, from, func(rec engine.AuditRecord) error {
+	err = s.logs.scan(ctx, chain, from, func(rec engine.AuditRecord) error {
 		batch = append(batch, rec)
 		if len(batch) >= s.opts.Batch {
 			return errBatchFull
@@ -242,29 +296,72 @@ func (s *Set) deliver(ctx context.Context, r *runner) (int, error) {
 	if batch[0].Position != from {
 		// Retention dropped records this sink never delivered: say so
 		// loudly, and go on from what the store still holds.
-		s.log.Error("audit sink missed records the store no longer holds (they are in the audit archive)", "sink", r.Name,
-			"from", from, "to", batch[0].Position-1)
+		s.log.Error("audit sink missed records the store no longer holds (they are in the audit archive)",
+			append(sinkAttrs(r.Name, chain), "from", from, "to", batch[0].Position-1)...)
 	}
 	if err := r.Exporter.Export(ctx, batch); err != nil {
 		return 0, err
 	}
 	last := batch[len(batch)-1].Position
-	if err := s.store.SetCursor(ctx, r.Name, last); err != nil {
+	if err := s.logs.setCursor(ctx, chain, r.Name, last); err != nil {
 		return 0, fmt.Errorf("save cursor %d: %w", last, err)
 	}
-	r.cursor.Store(last)
+	r.advance(chain, last)
 	r.delivered.Add(uint64(len(batch)))
-	s.SetHead(last)
+	s.raise(chain, last)
 	return len(batch), nil
 }
 
+// loadCursor returns the sink's cursor on chain, read from the store the
+// first time the chain is delivered since it was given.
+func (s *Set) loadCursor(ctx context.Context, r *runner, chain string) (uint64, error) {
+	r.mu.Lock()
+	c, ok := r.cursors[chain]
+	r.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := s.logs.cursor(ctx, chain, r.Name)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	if slices.Contains(s.chains, chain) { // else taken away meanwhile: read it again when given again
+		r.mu.Lock()
+		r.cursors[chain] = c
+		r.mu.Unlock()
+	}
+	s.mu.Unlock()
+	s.raise(chain, c)
+	return c, nil
+}
+
+// advance moves the sink's cursor on chain to pos, unless the chain was
+// taken away meanwhile.
+func (r *runner) advance(chain string, pos uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.cursors[chain]; ok {
+		r.cursors[chain] = pos
+	}
+}
+
+// cursor is the sink's cursor on chain as far as it knows; 0 before it
+// read it.
+func (r *runner) cursor(chain string) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cursors[chain]
+}
+
 // Flush delivers, on the calling goroutine, what every sink can up to the
-// current head before ctx ends, each sink on its own. It returns
-// ErrUndelivered naming the sinks left behind; their cursors keep the rest.
+// current head of every chain it is given before ctx ends, each sink on
+// its own. It returns ErrUndelivered naming the sinks left behind; their
+// cursors keep the rest.
 func (s *Set) Flush(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(s.sinks))
-	head := s.head.Load()
+	heads := s.givenHeads()
 	for i, r := range s.sinks {
 		wg.Add(1)
 		go func() {
@@ -272,19 +369,47 @@ func (s *Set) Flush(ctx context.Context) error {
 			backoff := s.opts.MinBackoff
 			for {
 				err := s.catchUp(ctx, r)
-				if r.cursor.Load() >= head || ctx.Err() != nil || err == nil {
+				if r.behind(heads) == "" || ctx.Err() != nil || err == nil {
 					break
 				}
 				s.sleep(ctx, backoff)
 				backoff = min(2*backoff, s.opts.MaxBackoff)
 			}
-			if c := r.cursor.Load(); c < head {
-				errs[i] = fmt.Errorf("%w: sink %s delivered up to %d of %d", ErrUndelivered, r.Name, c, head)
+			if b := r.behind(heads); b != "" {
+				errs[i] = fmt.Errorf("%w: sink %s delivered %s", ErrUndelivered, r.Name, b)
 			}
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// givenHeads are the heads of the chains given now.
+func (s *Set) givenHeads() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(s.chains))
+	for _, c := range s.chains {
+		out[c] = s.heads[c]
+	}
+	return out
+}
+
+// behind says which chains the sink has not delivered up to heads: ""
+// when none.
+func (r *runner) behind(heads map[string]uint64) string {
+	var out []string
+	for _, chain := range slices.Sorted(maps.Keys(heads)) {
+		c, h := r.cursor(chain), heads[chain]
+		switch {
+		case c >= h:
+		case chain == "":
+			out = append(out, fmt.Sprintf("up to %d of %d", c, h))
+		default:
+			out = append(out, fmt.Sprintf("member %s's chain up to %d of %d", chain, c, h))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // Close closes every exporter.
@@ -300,18 +425,26 @@ func (s *Set) Close(ctx context.Context) error {
 
 // Status is one sink's delivery state.
 type Status struct {
-	Name                string
-	Cursor, Backlog     uint64
+	Name string
+	// Cursor is the sink's cursor on the member's own chain
+	// (Options.Member; a single-owner store's log).
+	Cursor uint64
+	// Backlog is what the sink has yet to deliver, summed over the chains
+	// it is given.
+	Backlog             uint64
 	Delivered, Failures uint64
 }
 
 // Status returns every sink's state, in configuration order.
 func (s *Set) Status() []Status {
-	head := s.head.Load()
+	heads := s.givenHeads()
 	out := make([]Status, len(s.sinks))
 	for i, r := range s.sinks {
-		c := r.cursor.Load()
-		out[i] = Status{Name: r.Name, Cursor: c, Backlog: head - min(c, head), Delivered: r.delivered.Load(), Failures: r.failures.Load()}
+		st := Status{Name: r.Name, Cursor: r.cursor(s.opts.Member), Delivered: r.delivered.Load(), Failures: r.failures.Load()}
+		for chain, h := range heads {
+			st.Backlog += h - min(r.cursor(chain), h)
+		}
+		out[i] = st
 	}
 	return out
 }

@@ -11,7 +11,7 @@ import (
 func auditFlags(fs *flag.FlagSet) {
 	fs.String("from", "1", "export: first position")
 	fs.String("file", "", "verify: an exported JSONL file instead of the store")
-	fs.String("archive", "", "verify: the audit archive directory too, with the store as one chain")
+	fs.String("archive", "", "verify: the audit archive directory too, with the store as one chain (on a shared store: each member's chain with its part of the archive)")
 }
 
 func cmdAudit(e *env) error {

@@ -96,6 +96,15 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openOn(ctx, cfg, sc, st, opts, log)
+}
+
+// openOn is Open on st, the opened store sc names (tests pass a store of
+// their own). It closes st when it fails.
+func openOn(ctx context.Context, cfg *config.Config, sc config.StoreConfig, st Store, opts Options, log *slog.Logger) (*App, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	a := &App{Config: cfg, Store: st, Log: log}
 	if opts.ReadOnly {
 		return a, nil
@@ -131,7 +140,7 @@ func (a *App) openEngine(ctx context.Context, sc config.StoreConfig, opts Option
 		obs = append(obs, opts.Observer)
 	}
 	if opts.Sinks {
-		if a.Sinks, err = newSinks(ctx, a.Config, a.Store, a); err != nil {
+		if a.Sinks, err = newSinks(ctx, a.Config, a.Store, sc.Member, a); err != nil {
 			return err
 		}
 		if a.Sinks != nil {

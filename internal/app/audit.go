@@ -37,7 +37,8 @@ type AuditVerifyOptions struct {
 	// File is an exported JSONL file to verify instead of the store.
 	File string
 	// Archive is the audit archive directory, verified with the store as
-	// one chain (a single-owner store only).
+	// one chain (on a shared store: each member's part of it with that
+	// member's chain).
 	Archive string
 }
 
@@ -59,10 +60,7 @@ func (t *Tool) AuditVerify(ctx context.Context, opts AuditVerifyOptions) error {
 	}
 	defer a.Close()
 	if cs := a.Store.Capabilities().Chains; cs != nil {
-		if opts.Archive != "" {
-			return fmt.Errorf("%w: --archive is for a single-owner store (embedded, memory); the %s store keeps no archive yet", ErrUsage, t.Config.Store.Kind)
-		}
-		return t.verifyChains(ctx, cs)
+		return t.verifyChains(ctx, cs, chainBases(a.Store), opts.Archive)
 	}
 	snap, err := a.Snapshot(ctx)
 	if err != nil {
@@ -174,21 +172,22 @@ func (t *Tool) verifyRemote(ctx context.Context, r *remote, archive string) erro
 	return nil
 }
 
-// verifyChains checks every member's chain of a shared store, printing one
-// line per chain.
-func (t *Tool) verifyChains(ctx context.Context, cs engine.ChainScanner) error {
-	res, err := audit.VerifyChains(ctx, cs)
-	total := uint64(0)
-	for i, r := range res {
-		total += r.Records
-		if err == nil || i < len(res)-1 {
-			fmt.Fprintf(t.Out, "member %s: audit chain intact: %d records\n", r.Member, r.Records)
-		}
+// verifyChains checks every member's chain of a shared store, each from
+// its base, or with archive each member's archive and stored chain as one
+// chain, printing one line per chain; then each chain against its witness.
+func (t *Tool) verifyChains(ctx context.Context, cs engine.ChainScanner, bases audit.ChainBases, archive string) error {
+	var members int
+	var total uint64
+	var err error
+	if archive != "" {
+		members, total, err = t.verifyChainArchives(ctx, cs, bases, archive)
+	} else {
+		members, total, err = t.verifyStoredChains(ctx, cs, bases)
 	}
 	if err != nil {
-		return fmt.Errorf("%w (%d records verified before it)", err, total)
+		return err
 	}
-	behind, err := chainsBehind(ctx, t.Config.Store, cs)
+	behind, err := chainsBehind(ctx, t.Config.Store, cs, bases)
 	if err != nil {
 		return err
 	}
@@ -196,8 +195,65 @@ func (t *Tool) verifyChains(ctx context.Context, cs engine.ChainScanner) error {
 		fmt.Fprintf(t.Out, "member %s: %s\n", b.member, b.what)
 	}
 	if len(behind) > 0 {
-		return fmt.Errorf("%d of %d member chains are behind their witness: the store lost commits the members made and acknowledged", len(behind), len(res))
+		return fmt.Errorf("%d of %d member chains are behind their witness: the store lost commits the members made and acknowledged", len(behind), members)
 	}
-	fmt.Fprintf(t.Out, "audit chains intact: %d members, %d records\n", len(res), total)
+	if archive != "" {
+		fmt.Fprintf(t.Out, "audit chains intact: %d members, %d records, archive and store as one chain each\n", members, total)
+		return nil
+	}
+	fmt.Fprintf(t.Out, "audit chains intact: %d members, %d records\n", members, total)
 	return nil
+}
+
+// verifyStoredChains verifies what the store holds of every member's
+// chain, printing a line per chain, and returns how many chains and
+// records it verified.
+func (t *Tool) verifyStoredChains(ctx context.Context, cs engine.ChainScanner, bases audit.ChainBases) (int, uint64, error) {
+	res, err := audit.VerifyChains(ctx, cs, bases)
+	total := uint64(0)
+	for i, r := range res {
+		total += r.Records
+		switch {
+		case err != nil && i == len(res)-1:
+		case r.Base.Position > 0 && r.Records == 0:
+			fmt.Fprintf(t.Out, "member %s: audit chain intact: all its records, 1..%d, were archived by retention: add --archive DIR to verify them\n",
+				r.Member, r.Base.Position)
+		case r.Base.Position > 0:
+			fmt.Fprintf(t.Out, "member %s: audit chain intact from the store's base: %d records, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
+				r.Member, r.Records, r.Base.Position+1, r.Head.Position, r.Base.Position)
+		default:
+			fmt.Fprintf(t.Out, "member %s: audit chain intact: %d records\n", r.Member, r.Records)
+		}
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w (%d records verified before it)", err, total)
+	}
+	return len(res), total, nil
+}
+
+// verifyChainArchives verifies each member's archive and stored chain as
+// one chain, printing a line per chain, and returns how many chains and
+// records (archived and stored) it verified.
+func (t *Tool) verifyChainArchives(ctx context.Context, cs engine.ChainScanner, bases audit.ChainBases, archive string) (int, uint64, error) {
+	res, err := audit.VerifyChainsWithArchive(ctx, archive, cs, bases)
+	total := uint64(0)
+	for i, r := range res {
+		if err != nil && i == len(res)-1 {
+			return 0, 0, fmt.Errorf("%w (%d archived and %d stored records of member %s verified before it)", err, r.Archive.Records, r.Stored, r.Member)
+		}
+		segments := "no segments"
+		if r.Archive.Segments > 0 {
+			segments = fmt.Sprintf("%d segments, positions 1..%d intact", r.Archive.Segments, r.Archive.Head.Position)
+		}
+		stored := fmt.Sprintf("positions %d..%d intact", r.Base.Position+1, r.Head.Position)
+		if r.Stored == 0 {
+			stored = "nothing after the archive"
+		}
+		fmt.Fprintf(t.Out, "member %s: archive: %s; store: %s; %d records as one chain\n", r.Member, segments, stored, r.Head.Position)
+		total += r.Head.Position
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(res), total, nil
 }

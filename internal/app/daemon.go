@@ -96,8 +96,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		return err
 	}
 	d := &daemon{app: a, log: log, reg: reg, consumer: consumer}
-	if d.retention, err = a.Retention(); err != nil {
+	if d.chains, err = a.chainWork(); err != nil {
 		return err
+	}
+	if d.chains == nil {
+		if d.retention, err = a.Retention(); err != nil {
+			return err
+		}
 	}
 	// Built before anything starts, so that a token it refuses stops run
 	// with nothing to wait for.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/source/file"
 )
 
@@ -31,7 +32,8 @@ const SinkFlushTimeout = 10 * time.Second
 // Ingest is `replayguard ingest`: it decides a captured feed on the
 // store, as the member MemberFor("ingest") on a shared one, prints the
 // summary to Out, then on Err what the forward effects' downstream and the
-// audit sinks took and what audit retention archived.
+// audit sinks took and what audit retention archived (on a shared store:
+// of each chain it claims, see finishChains).
 func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
 	a, err := Open(ctx, t.Config, Options{Logger: t.Log, Member: MemberFor("ingest"), Sinks: true,
 		AdmitWait: opts.DrainTimeout, OutputClientID: MemberFor("ingest") + "-out"})
@@ -56,8 +58,38 @@ func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
 	fmt.Fprintln(t.Out, sum.String())
 	t.flushForward(ctx, a, opts.DrainTimeout)
 	stopForward()
+	c, err := a.chainWork()
+	if err != nil {
+		return err
+	}
+	if c != nil {
+		return t.finishChains(ctx, c)
+	}
 	t.flushSinks(ctx, a)
 	return t.applyRetention(ctx, a)
+}
+
+// finishChains is the end of an ingest on a shared store with audit sinks
+// or retention: it claims the members' chains it may stream and trim (its
+// own, and those of members that are gone), delivers them to the sinks,
+// applies retention to each, and releases them.
+func (t *Tool) finishChains(ctx context.Context, c *chains) error {
+	defer c.releaseAll(ctx)
+	if err := c.claim(ctx); err != nil {
+		return fmt.Errorf("audit: claim the members' chains: %w", err)
+	}
+	t.flushSinks(ctx, c.a)
+	res, err := c.trim(ctx)
+	for _, r := range res {
+		if r.Records > 0 {
+			fmt.Fprintf(t.errOut(), "audit retention: %d records of member %s's chain archived in %d segments to %s; the store keeps its positions from %d\n",
+				r.Records, r.Member, r.Segments, audit.ChainDir(t.Config.Audit.Archive, r.Member), r.Base.Position+1)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("audit retention: %w", err)
+	}
+	return nil
 }
 
 // flushSinks delivers what the audit sinks take within SinkFlushTimeout.

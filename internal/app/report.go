@@ -101,6 +101,9 @@ func (t *Tool) buildReport(ctx context.Context, opts report.Options) (*report.Re
 			return nil, err
 		}
 		opts.Heads, opts.ReadPath = heads, "from the store, every member's chain"
+		if opts.Bases, err = trimmedChains(ctx, a.Store); err != nil { // retention archived their oldest records
+			return nil, err
+		}
 		if qb, ok := a.Store.(quarantineBases); ok {
 			if opts.QuarantineBases, err = qb.QuarantineBases(ctx); err != nil {
 				return nil, err

@@ -48,7 +48,8 @@ type daemon struct {
 	log       *slog.Logger
 	reg       *prometheus.Registry
 	consumer  source
-	retention *audit.Retention // nil when audit.retention is off
+	retention *audit.Retention // nil when audit.retention is off, or on a shared store
+	chains    *chains          // a shared store's chains, when audit.retention or audit.sinks is on
 	server    *web.Server      // nil without http.listen
 }
 
@@ -72,7 +73,8 @@ func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.Sto
 
 // serve runs the consumer until ctx is done or it returns, with the
 // forward drainer, the shared store's check, audit retention, the audit
-// sinks and the HTTP server beside it. It stops the consumer first (which
+// sinks (on a shared store both over the chains this member claims) and
+// the HTTP server beside it. It stops the consumer first (which
 // commits and acknowledges what is in hand), the drainer after it, and
 // waits for every goroutine before it returns, so that the store closes
 // last.
@@ -87,6 +89,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	d.startStoreCheck(ctx, &g)
 	d.startRetention(ctx, &g)
 	d.startSinks(ctx, &g)
+	d.startChains(ctx, &g)
 	d.startServer(ctx, &g, cancel)
 	err := d.consumer.Run(ctx)
 	cancel()
@@ -133,8 +136,23 @@ func (d *daemon) startSinks(ctx context.Context, g *goroutines) {
 		return
 	}
 	d.reg.MustRegister(d.app.Sinks)
-	g.Go(func() error { d.app.Sinks.Run(ctx); return nil })
+	if d.chains == nil { // else they run over the claimed chains (startChains)
+		g.Go(func() error { d.app.Sinks.Run(ctx); return nil })
+	}
 	d.log.Info("audit sinks on", "sinks", len(d.app.Config.Audit.Sinks))
+}
+
+// startChains streams and trims the members' chains of a shared store that
+// this member claims until ctx is done, then releases them.
+func (d *daemon) startChains(ctx context.Context, g *goroutines) {
+	if d.chains == nil {
+		return
+	}
+	g.Go(func() error { d.chains.Run(ctx); return nil })
+	if ac := d.app.Config.Audit; ac.Retention.Enabled() {
+		d.log.Info("audit retention on, chain by chain", "archive", ac.Archive, "max_age", ac.Retention.MaxAge,
+			"max_records", ac.Retention.MaxRecords, "interval", ac.Retention.Interval)
+	}
 }
 
 // startServer serves the HTTP API and dashboard until ctx is done; when

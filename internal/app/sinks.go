@@ -11,13 +11,16 @@ import (
 )
 
 // newSinks builds the audit sinks audit.sinks configures over st; nil when
-// there are none.
-func newSinks(ctx context.Context, cfg *config.Config, st Store, a *App) (*sink.Set, error) {
+// there are none. On a shared store they stream the members' chains that
+// member's process claims (see chains), with a cursor per chain in the
+// store.
+func newSinks(ctx context.Context, cfg *config.Config, st Store, member string, a *App) (*sink.Set, error) {
 	if len(cfg.Audit.Sinks) == 0 {
 		return nil, nil
 	}
-	ss, ok := st.(sink.Store)
-	if !ok {
+	g, shared := groupOf(st)
+	ss, single := st.(sink.Store)
+	if !shared && (!single || st.Capabilities().Shared != nil) {
 		return nil, fmt.Errorf("audit.sinks: the %s store cannot keep the sinks' cursors", cfg.Store.Kind)
 	}
 	opts := sink.Options{Logger: a.Log}
@@ -30,6 +33,10 @@ func newSinks(ctx context.Context, cfg *config.Config, st Store, a *App) (*sink.
 			return nil, fmt.Errorf("audit.sinks[%d] (%s): %w", i, sc.Name, err)
 		}
 		opts.Sinks = append(opts.Sinks, sink.Sink{Name: sc.Name, Exporter: exp})
+	}
+	if shared {
+		opts.Member = member
+		return sink.NewChains(g, opts)
 	}
 	return sink.New(ss, opts)
 }
@@ -47,9 +54,10 @@ func newExporter(ctx context.Context, sc config.SinkConfig) (sink.Exporter, erro
 	return nil, fmt.Errorf("kind %q is not one of otlp, syslog, file", sc.Kind)
 }
 
-// auditHead is the position audit retention may trim up to: the committed
-// head, held back to the lowest sink cursor, so a record leaves the store
-// only once every sink delivered it.
+// auditHead is the position audit retention may trim a single-owner
+// store's log up to: the committed head, held back to the lowest sink
+// cursor, so a record leaves the store only once every sink delivered it.
+// (A shared store's chains: chains.trimHead.)
 func (a *App) auditHead() uint64 {
 	pos := a.Engine.Stats().Position
 	if a.Sinks != nil {

@@ -27,7 +27,7 @@ type witness struct {
 // (members without one here are not checked): a store behind it, or
 // holding another record at the witness's position, lost what the member
 // committed and acknowledged.
-func chainsBehind(ctx context.Context, sc config.StoreConfig, cs engine.ChainScanner) ([]behindChain, error) {
+func chainsBehind(ctx context.Context, sc config.StoreConfig, cs engine.ChainScanner, keep engine.ChainBaser) ([]behindChain, error) {
 	if sc.Journal.Path == "" || sc.Journal.Path == config.JournalOff {
 		return nil, nil
 	}
@@ -51,7 +51,7 @@ func chainsBehind(ctx context.Context, sc config.StoreConfig, cs engine.ChainSca
 		if !ok || w.head.Position == 0 {
 			continue
 		}
-		what, err := behindWitness(ctx, cs, c, w)
+		what, err := behindWitness(ctx, cs, keep, c, w)
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +87,7 @@ func readWitnesses(sc config.StoreConfig, chains []engine.Chain) (map[string]wit
 
 // behindWitness says how the store's chain c lost what its witness w
 // holds, or "" when it did not.
-func behindWitness(ctx context.Context, cs engine.ChainScanner, c engine.Chain, w witness) (string, error) {
+func behindWitness(ctx context.Context, cs engine.ChainScanner, keep engine.ChainBaser, c engine.Chain, w witness) (string, error) {
 	switch {
 	case w.recovering:
 		return fmt.Sprintf("audit chain RECOVERING: the member's journal (%s) holds a recovery of what the store lost that has not finished; start the member (it resumes the recovery), or see `replayguard store loss`", w.dir), nil
@@ -95,11 +95,11 @@ func behindWitness(ctx context.Context, cs engine.ChainScanner, c engine.Chain, 
 		return fmt.Sprintf("audit chain BEHIND its witness: the store holds it up to position %d, the member's journal (%s) up to %d: positions %d..%d were committed, acknowledged and lost",
 			c.Head.Position, w.dir, w.head.Position, c.Head.Position+1, w.head.Position), nil
 	}
-	rec, err := engine.ChainRecord(ctx, cs, c.Member, w.head.Position)
+	link, archived, err := engine.ChainLink(ctx, cs, keep, c.Member, w.head.Position)
 	if err != nil && !errors.Is(err, engine.ErrNoRecord) {
 		return "", err
 	}
-	if rec.Hash != w.head.Hash {
+	if !archived && link.Hash != w.head.Hash { // an archived one is checked by audit verify --archive
 		return fmt.Sprintf("audit chain FORKED from its witness: the store holds another record at position %d than the member's journal (%s) says it committed",
 			w.head.Position, w.dir), nil
 	}

@@ -1,0 +1,287 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/replayguard/replayguard/audit"
+	"github.com/replayguard/replayguard/audit/sink"
+	"github.com/replayguard/replayguard/engine"
+)
+
+// defaultClaimTTL is how long a chain claim is taken to last when the
+// store does not say (it declares no OutboxClaimer).
+const defaultClaimTTL = 15 * time.Second
+
+// groupStore is a shared store's members' chains, as audit retention
+// (audit.ChainStore) and the audit sinks (sink.ChainStore) use them.
+type groupStore struct {
+	engine.QuarantineScanner
+	engine.ChainScanner
+	engine.ChainKeeper
+}
+
+// groupOf returns the chains of st, a shared store; false when it cannot
+// trim them or keep the sinks' cursors on them.
+func groupOf(st Store) (groupStore, bool) {
+	caps := st.Capabilities()
+	if caps.Shared == nil || caps.Chains == nil || caps.Keeper == nil {
+		return groupStore{}, false
+	}
+	return groupStore{st, caps.Chains, caps.Keeper}, true
+}
+
+// chains runs audit retention and the audit sinks over the members' chains
+// of a shared store that this process claims (engine.ChainKeeper): its
+// member's own, and the chain of each member whose lease expired, until
+// that member is back. claim renews the claims and hands the chains to the
+// sinks and to retention; trim applies retention to each claimed chain,
+// every chain with a Retention of its own, held back to the lowest cursor
+// the sinks keep on it.
+type chains struct {
+	a      *App
+	g      groupStore
+	member string        // this process's member
+	sinks  *sink.Set     // nil: no audit sinks
+	retain bool          // audit.retention is on
+	every  time.Duration // how often claim runs: a third of the claims' lifetime
+
+	mu      sync.Mutex
+	claimed []string                    // as ClaimChains last answered, sorted
+	trims   map[string]*audit.Retention // by member, of the claimed chains
+}
+
+// chainWork returns the chains this process streams and trims on a shared
+// store when audit.sinks or audit.retention is configured; nil otherwise.
+// Call it on an app opened for writing, with Options.Sinks when there are
+// sinks.
+func (a *App) chainWork() (*chains, error) {
+	ac := a.Config.Audit
+	if !a.Config.Store.Shared() || (a.Sinks == nil && !ac.Retention.Enabled()) {
+		return nil, nil
+	}
+	g, ok := groupOf(a.Store)
+	if !ok || a.Engine == nil {
+		return nil, fmt.Errorf("audit: the %s store cannot trim its members' chains or keep the sinks' cursors on them here", a.Config.Store.Kind)
+	}
+	ttl := defaultClaimTTL
+	if c := a.Store.Capabilities().Claims; c != nil && c.ClaimTTL() > 0 {
+		ttl = c.ClaimTTL()
+	}
+	return &chains{a: a, g: g, member: a.Engine.Member(), sinks: a.Sinks, retain: ac.Retention.Enabled(),
+		every: ttl / 3, trims: map[string]*audit.Retention{}}, nil
+}
+
+// Run claims the chains at once and then every c.every, runs the sinks
+// over them and, every audit.retention.interval, retention, until ctx is
+// done; then it waits for the sinks and retention to stop and releases
+// its claims, so that another process takes the chains over at once.
+func (c *chains) Run(ctx context.Context) {
+	c.claim(ctx)
+	var wg sync.WaitGroup
+	if c.sinks != nil {
+		wg.Go(func() { c.sinks.Run(ctx) })
+	}
+	if c.retain {
+		wg.Go(func() { c.runRetention(ctx, time.Duration(c.a.Config.Audit.Retention.Interval)) })
+	}
+	tick := time.NewTicker(c.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			c.releaseAll(context.WithoutCancel(ctx))
+			return
+		case <-tick.C:
+			c.claim(ctx)
+		}
+	}
+}
+
+// runRetention trims every claimed chain now and then every interval
+// until ctx is done, logging what fails (the next pass tries again).
+func (c *chains) runRetention(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := c.trim(ctx); err != nil && ctx.Err() == nil {
+			c.a.Log.Error("audit retention", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// claim takes or renews the chain claims, hands the claimed chains to the
+// sinks (each with its head as the store keeps it) and releases the
+// chains no longer claimed. When the claims cannot be renewed, the last
+// ones stand until they expire; the error is logged and returned.
+func (c *chains) claim(ctx context.Context) error {
+	members, err := c.g.ClaimChains(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.a.Log.Warn("audit: cannot claim the members' chains to stream and trim; the last claims stand until they expire", "err", err)
+		}
+		return err
+	}
+	heads, err := c.heads(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.a.Log.Warn("audit: cannot read the chains' heads; the sinks keep the chains they had", "err", err)
+		}
+		return err
+	}
+	given := make([]engine.Chain, len(members))
+	for i, m := range members {
+		given[i] = engine.Chain{Member: m, Head: heads[m]} // zero: no record yet
+	}
+	c.mu.Lock()
+	before := c.claimed
+	c.claimed = members
+	for m := range c.trims {
+		if !slices.Contains(members, m) {
+			delete(c.trims, m)
+		}
+	}
+	c.mu.Unlock()
+	if c.sinks != nil {
+		c.sinks.SetChains(given)
+	}
+	c.logChanges(ctx, before, members)
+	return nil
+}
+
+// heads reads every chain's head from the store.
+func (c *chains) heads(ctx context.Context) (map[string]engine.AuditHead, error) {
+	all, err := c.g.Chains(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("audit: read the members' chain heads: %w", err)
+	}
+	out := make(map[string]engine.AuditHead, len(all))
+	for _, ch := range all {
+		out[ch.Member] = ch.Head
+	}
+	return out, nil
+}
+
+// logChanges releases the chains claimed before and no longer (the sinks
+// were already taken off them), and says which chains it took and gave up.
+func (c *chains) logChanges(ctx context.Context, before, now []string) {
+	for _, m := range before {
+		if slices.Contains(now, m) {
+			continue
+		}
+		if err := c.g.ReleaseChain(ctx, m); err != nil && ctx.Err() == nil {
+			c.a.Log.Warn("audit: cannot release a chain claim; it expires by itself", "member", m, "err", err)
+		}
+		c.a.Log.Info("audit: no longer streaming and trimming a member's chain", "member", m, "own", m == c.member)
+	}
+	for _, m := range now {
+		switch {
+		case slices.Contains(before, m):
+		case m == c.member:
+			c.a.Log.Info("audit: streaming and trimming this member's chain", "member", m)
+		default:
+			c.a.Log.Info("audit: streaming and trimming the chain of a member whose lease expired", "member", m)
+		}
+	}
+}
+
+// releaseAll gives up every claim, within a few seconds.
+func (c *chains) releaseAll(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	claimed := c.claimed
+	c.claimed = nil
+	c.mu.Unlock()
+	if c.sinks != nil {
+		c.sinks.SetChains(nil)
+	}
+	for _, m := range claimed {
+		if err := c.g.ReleaseChain(ctx, m); err != nil {
+			c.a.Log.Warn("audit: cannot release a chain claim; it expires by itself", "member", m, "err", err)
+		}
+	}
+}
+
+// chainTrim is what one pass of retention did to one member's chain.
+type chainTrim struct {
+	Member string
+	audit.TrimResult
+}
+
+// trim applies retention once to each claimed chain, one after the other.
+// A chain that fails does not stop the others; the errors are joined.
+func (c *chains) trim(ctx context.Context) ([]chainTrim, error) {
+	if !c.retain {
+		return nil, nil
+	}
+	c.mu.Lock()
+	claimed := c.claimed
+	c.mu.Unlock()
+	var out []chainTrim
+	var errs []error
+	for _, m := range claimed {
+		r, err := c.retention(m)
+		if err != nil {
+			return out, err
+		}
+		res, err := r.Once(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("member %s's chain: %w", m, err))
+		}
+		out = append(out, chainTrim{Member: m, TrimResult: res})
+	}
+	return out, errors.Join(errs...)
+}
+
+// retention returns the Retention of member's chain, made the first time.
+func (c *chains) retention(member string) (*audit.Retention, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.trims[member]; r != nil {
+		return r, nil
+	}
+	ac := c.a.Config.Audit
+	r, err := audit.NewChainRetention(c.g, audit.RetentionOptions{
+		Archive:    ac.Archive,
+		Member:     member,
+		MaxAge:     time.Duration(ac.Retention.MaxAge),
+		MaxRecords: uint64(ac.Retention.MaxRecords),
+		Head:       func(ctx context.Context) (uint64, error) { return c.trimHead(ctx, member) },
+		Logger:     c.a.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.trims[member] = r
+	return r, nil
+}
+
+// trimHead is the position retention may trim member's chain up to: its
+// head as the store keeps it, held back to the lowest cursor the sinks
+// keep on it, so that a record leaves only once every sink delivered it.
+func (c *chains) trimHead(ctx context.Context, member string) (uint64, error) {
+	heads, err := c.heads(ctx)
+	if err != nil {
+		return 0, err
+	}
+	pos := heads[member].Position
+	if c.sinks != nil {
+		floor, err := c.sinks.Floor(ctx, member)
+		if err != nil {
+			return 0, err
+		}
+		pos = min(pos, floor)
+	}
+	return pos, nil
+}

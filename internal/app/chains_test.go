@@ -1,0 +1,264 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/audit"
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/report"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+// groupMember opens the app of member on g, as `run` would on a shared
+// store, with audit retention keeping 10 records of each chain and a file
+// sink named jsonl writing sinkPath.
+func groupMember(t *testing.T, g *memory.Group, member, archive, sinkPath string) *App {
+	t.Helper()
+	yaml := fmt.Sprintf(`store: {kind: postgres, url: 'postgres://db/rg', member: %s}
+routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
+audit:
+  retention: {max_records: 10, interval: 20ms}
+  archive: %s
+  sinks: [{name: jsonl, kind: file, path: %s}]
+`, member, archive, sinkPath)
+	cfg, err := config.Parse([]byte(yaml), "rg.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := g.Open(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := openOn(t.Context(), cfg, cfg.Store, h, Options{Sinks: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// decide has the app decide n fresh readings of its own meter, 10 a batch.
+func decide(t *testing.T, a *App, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i += 10 {
+		msgs := make([]engine.Message, 0, 10)
+		for j := i; j < min(i+10, from+n); j++ {
+			msgs = append(msgs, engine.Message{Topic: "plant/" + a.Engine.Member() + "/energy",
+				Payload: fmt.Appendf(nil, `{"msgId":"%s-%d"}`, a.Engine.Member(), j)})
+		}
+		if _, err := a.Engine.Process(t.Context(), msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runChains runs the app's chains until the returned stop is called.
+func runChains(t *testing.T, a *App) (stop func()) {
+	t.Helper()
+	c, err := a.chainWork()
+	if err != nil || c == nil {
+		t.Fatalf("chainWork = %v, %v", c, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// sinkChains reads the file sink's records, chain by chain, checking each
+// line is a record.
+func sinkChains(t *testing.T, paths ...string) map[string][]uint64 {
+	t.Helper()
+	out := map[string][]uint64{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			var r engine.AuditRecord
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			out[r.Member] = append(out[r.Member], r.Position)
+		}
+	}
+	return out
+}
+
+// inOrder reports whether got holds 1..head, each record once at least,
+// and once a position was passed never goes back but to resend.
+func inOrder(got []uint64, head uint64) string {
+	high := uint64(0)
+	for i, p := range got {
+		if p > high+1 {
+			return fmt.Sprintf("position %d (index %d) after %d: a record skipped", p, i, high)
+		}
+		high = max(high, p)
+	}
+	if high != head {
+		return fmt.Sprintf("up to %d of %d", high, head)
+	}
+	return ""
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+	}
+}
+
+// TestGroupMembersStreamAndTrimTheirChainsAndTakeOverAGoneOnes runs two
+// members of a group in memory, each with retention and a file sink. m2's
+// sink cannot write, so its chain stays whole in the store; once m2 is
+// killed and its chain claim expired, m1 streams m2's chain from its
+// cursor into its own file and trims it into m2's part of the archive.
+func TestGroupMembersStreamAndTrimTheirChainsAndTakeOverAGoneOnes(t *testing.T) {
+	dir := t.TempDir()
+	archive, file1 := filepath.Join(dir, "archive"), filepath.Join(dir, "m1.jsonl")
+	g := memory.NewGroup(0, 0)
+	g.SetClaimTTL(300 * time.Millisecond)
+	a1 := groupMember(t, g, "m1", archive, file1)
+	a2 := groupMember(t, g, "m2", archive, filepath.Join(dir, "missing", "m2.jsonl"))
+	ro, _ := g.Open("")
+	base := func(member string) uint64 {
+		b, err := ro.ChainBase(t.Context(), member)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Position
+	}
+	decide(t, a1, 0, 60)
+	decide(t, a2, 0, 40)
+	runChains(t, a1)
+	kill2 := runChains(t, a2)
+	decide(t, a1, 60, 40) // woken by the commits
+	eventually(t, "m1's chain delivered and trimmed to 10 records", func() bool { return base("m1") == 90 })
+	if base("m2") != 0 {
+		t.Fatalf("m2's chain was trimmed to %d while its sink had delivered nothing", base("m2"))
+	}
+
+	a2.Store.(*memory.Member).Kill() // its claims stay until they expire
+	kill2()
+	eventually(t, "m2's chain taken over, delivered and trimmed", func() bool { return base("m2") == 30 })
+	decide(t, a1, 100, 15)
+	eventually(t, "m1's chain trimmed again", func() bool { return base("m1") == 105 })
+
+	got := sinkChains(t, file1)
+	for member, head := range map[string]uint64{"m1": 115, "m2": 40} {
+		if why := inOrder(got[member], head); why != "" {
+			t.Errorf("the file sink holds %s's chain %s: %v", member, why, got[member])
+		}
+	}
+	res, err := audit.VerifyChainsWithArchive(t.Context(), archive, ro, ro)
+	if err != nil {
+		t.Fatalf("VerifyChainsWithArchive = %+v, %v", res, err)
+	}
+	if len(res) != 2 || res[0].Archive.Records != 105 || res[1].Archive.Records != 30 || res[1].Stored != 10 {
+		t.Fatalf("verified %+v; want 105 archived records of m1's chain, 30 of m2's with 10 stored", res)
+	}
+	bases, err := trimmedChains(t.Context(), ro)
+	if err != nil || bases["m1"].Position != 105 || bases["m2"].Position != 30 {
+		t.Fatalf("trimmedChains = %v, %v", bases, err)
+	}
+}
+
+// TestIngestEndOnAGroupStreamsAndTrimsEveryChainItClaims is the end of an
+// ingest on a shared store: it claims its own chain and that of a member
+// that is gone, flushes both to the sink, trims both, and releases them.
+func TestIngestEndOnAGroupStreamsAndTrimsEveryChainItClaims(t *testing.T) {
+	dir := t.TempDir()
+	archive, file := filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl")
+	g := memory.NewGroup(0, 0)
+	gone := groupMember(t, g, "ingest-1", archive, file)
+	decide(t, gone, 0, 25)
+	gone.Close() // ended without delivering or trimming (a sink was down, say)
+	a := groupMember(t, g, "ingest-2", archive, file)
+	decide(t, a, 0, 35)
+	c, err := a.chainWork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs strings.Builder
+	tool := &Tool{Config: a.Config, Err: &errs}
+	if err := tool.finishChains(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"audit retention: 15 records of member ingest-1's chain archived in 1 segments to " + audit.ChainDir(archive, "ingest-1") + "; the store keeps its positions from 16\n",
+		"audit retention: 25 records of member ingest-2's chain archived in 1 segments to " + audit.ChainDir(archive, "ingest-2") + "; the store keeps its positions from 26\n",
+	} {
+		if !strings.Contains(errs.String(), want) {
+			t.Errorf("ingest said:\n%s\nwant the line\n%s", errs.String(), want)
+		}
+	}
+	got := sinkChains(t, file)
+	if inOrder(got["ingest-1"], 25) != "" || inOrder(got["ingest-2"], 35) != "" {
+		t.Fatalf("the sink holds %v", got)
+	}
+	if claimed, err := a.Store.Capabilities().Keeper.ClaimChains(t.Context()); err != nil || len(claimed) != 2 {
+		t.Fatalf("after the ingest released its claims, its handle claims %v, %v; want both chains again", claimed, err)
+	}
+	ro, _ := g.Open("")
+	if _, err := audit.VerifyChainsWithArchive(t.Context(), archive, ro, ro); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReportOfTrimmedChainsVerifiesFromTheirBases: an after-action report
+// of a group whose chains retention trimmed verifies each from its base
+// when given the bases trimmedChains reads, and finds them broken without.
+func TestReportOfTrimmedChainsVerifiesFromTheirBases(t *testing.T) {
+	dir := t.TempDir()
+	g := memory.NewGroup(0, 0)
+	a := groupMember(t, g, "m1", filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl"))
+	decide(t, a, 0, 40)
+	c, _ := a.chainWork()
+	if err := (&Tool{Config: a.Config}).finishChains(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	ro, _ := g.Open("")
+	build := func(bases map[string]engine.AuditHead) report.Verification {
+		recs, heads, err := report.Chains(t.Context(), ro)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := report.Build(recs, report.Options{Heads: heads, Bases: bases})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Verification
+	}
+	if v := build(nil); v.Intact {
+		t.Fatalf("a report without the bases found the trimmed chain intact: %+v", v)
+	}
+	bases, err := trimmedChains(t.Context(), ro)
+	if err != nil || bases["m1"].Position != 30 {
+		t.Fatalf("trimmedChains = %v, %v", bases, err)
+	}
+	if v := build(bases); !v.Intact {
+		t.Fatalf("a report with the bases: %+v; want the trimmed chain intact", v)
+	}
+}
