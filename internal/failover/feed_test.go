@@ -102,6 +102,10 @@ type setupOptions struct {
 	// each applied message is published to this broker (outputs.mqtt) on
 	// cleanPrefix + its topic. Empty: no forward.
 	Downstream string
+	// Sparkplug adds the Sparkplug route of spGroup (spRoute).
+	Sparkplug bool
+	// Audit is the audit section, YAML; empty: none.
+	Audit string
 }
 
 // newSetup writes a configuration consuming brokers (in failover order)
@@ -143,6 +147,10 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 		}
 		outputs = fmt.Sprintf(outputsTemplate, o.Downstream)
 	}
+	if o.Sparkplug {
+		routes += spRoute
+	}
+	outputs += o.Audit
 	if o.ShareGroup != "" {
 		mqttExtra += fmt.Sprintf("  share_group: %s\n", o.ShareGroup)
 	}

@@ -21,17 +21,20 @@ import (
 const (
 	spGroup, spNode = "plant", "m1"
 	spEntity        = "meter/" + spNode
-	spConfig        = `store: {kind: embedded, path: %q}
-window: {ttl: 2h, max_entries: 1000000, sequence_span: 4096}
-routes:
-  - name: plant
+	// spRoute is the Sparkplug route of spGroup's edges.
+	spRoute = `  - name: ` + spRouteName + `
     kind: sparkplug
     topic: "spBv1.0/` + spGroup + `/#"
     effects:
       - entity: "meter/{topic[3]}"
         add: {kwh: metrics.Energy}
         set: {temperature: metrics.Temperature}
-mqtt:
+`
+	spRouteName = "plant"
+	spConfig    = `store: {kind: embedded, path: %q}
+window: {ttl: 2h, max_entries: 1000000, sequence_span: 4096}
+routes:
+` + spRoute + `mqtt:
   brokers: [%s]
   client_id: %s
   session_expiry: 1h
@@ -210,18 +213,22 @@ func sendData(t *testing.T, e *spEdge, n int) {
 // datatype).
 func spValues(n int64) (quarters, temp int64) { return 1 + n%4, -10 + n%40 }
 
-// spFeeder publishes session 2's data steadily until stopped.
+// spFeeder publishes the session's data steadily (250 a second) until
+// stopped.
 type spFeeder struct {
 	done chan struct{}
 	quit chan struct{}
 	once sync.Once
 }
 
-func startSpFeeder(t *testing.T, e *spEdge) *spFeeder {
+func startSpFeeder(t *testing.T, e *spEdge) *spFeeder { return startSpFeederEvery(t, e, 4*time.Millisecond) }
+
+// startSpFeederEvery publishes an NDATA every period until stopped.
+func startSpFeederEvery(t *testing.T, e *spEdge, period time.Duration) *spFeeder {
 	f := &spFeeder{done: make(chan struct{}), quit: make(chan struct{})}
 	go func() {
 		defer close(f.done)
-		tick := time.NewTicker(4 * time.Millisecond) // 250 a second
+		tick := time.NewTicker(period)
 		defer tick.Stop()
 		for {
 			select {
