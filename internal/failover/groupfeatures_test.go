@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -166,7 +167,7 @@ func groupFeatures(t *testing.T, kind string) {
 	checkSink(t, "otlp", [][]engine.AuditRecord{otlp.Records()}, full)
 	var obs observed
 	var spRecs []engine.AuditRecord
-	for _, m := range slices.Sorted(mapKeys(full)) {
+	for _, m := range slices.Sorted(maps.Keys(full)) {
 		for _, r := range full[m] {
 			if r.Route == spRouteName {
 				spRecs = append(spRecs, r)
@@ -380,7 +381,7 @@ func checkSink(t *testing.T, name string, streams [][]engine.AuditRecord, chains
 func fileStreams(t testing.TB, files map[string]string) [][]engine.AuditRecord {
 	t.Helper()
 	var out [][]engine.AuditRecord
-	for _, m := range slices.Sorted(mapKeys(files)) {
+	for _, m := range slices.Sorted(maps.Keys(files)) {
 		f, err := os.Open(files[m])
 		if os.IsNotExist(err) {
 			continue
@@ -445,32 +446,11 @@ func stateOf(t *testing.T, d *daemon, skip string) ([]engine.EntityState, []engi
 func checkGroupSparkplug(t *testing.T, d *daemon, recs []engine.AuditRecord, e *spEdge) {
 	t.Helper()
 	sent := e.Sent()
-	truth := make(map[spKey]bool, len(sent))
+	truth := make(map[spKey]spSent, len(sent))
 	for _, m := range sent {
-		truth[m.spKey] = true
+		truth[m.spKey] = m
 	}
-	applied, dups := map[spKey]int{}, map[spKey]int{}
-	for _, r := range recs {
-		k := recordKey(r)
-		switch r.Outcome {
-		case engine.Applied.String(), engine.AppliedLate.String():
-			applied[k]++
-		case engine.Duplicate.String():
-			dups[k]++
-		default:
-			t.Errorf("%s (%s, member %s): %s, %s", k, r.Topic, r.Member, r.Outcome, r.Reason)
-		}
-	}
-	for k, n := range applied {
-		if !truth[k] || n != 1 {
-			t.Errorf("%s applied %d times in the group; acknowledged: %v", k, n, truth[k])
-		}
-	}
-	for k := range truth {
-		if applied[k] == 0 {
-			t.Errorf("%s acknowledged by the broker, never applied: lost", k)
-		}
-	}
+	_, dups := spOutcomes(t, recs, truth)
 	copies, n := e.Copies()
 	for k, c := range copies {
 		if dups[k] < c {
@@ -479,16 +459,6 @@ func checkGroupSparkplug(t *testing.T, d *daemon, recs []engine.AuditRecord, e *
 	}
 	t.Logf("Sparkplug: %d messages acknowledged, %d copies, %d records in the group", len(sent), n, len(recs))
 	checkMeter(t, d, sent)
-}
-
-func mapKeys[M ~map[string]V, V any](m M) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // otlpReceiver is an OTLP/HTTP log receiver: it keeps the audit record of

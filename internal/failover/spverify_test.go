@@ -53,29 +53,8 @@ func verifySparkplug(t *testing.T, d *daemon, s *setup, e *spEdge) {
 	for _, m := range sent {
 		truth[m.spKey] = m
 	}
-	applied, dups := map[spKey]int{}, map[spKey]int{}
+	applied, dups := spOutcomes(t, recs, truth)
 	redelivered := map[string]int{} // duplicates beyond the copies, per session
-	for _, r := range recs {
-		k := recordKey(r)
-		switch r.Outcome {
-		case engine.Applied.String(), engine.AppliedLate.String():
-			applied[k]++
-		case engine.Duplicate.String():
-			dups[k]++
-		default:
-			t.Errorf("%s (%s): %s, %s", k, r.Topic, r.Outcome, r.Reason)
-		}
-	}
-	for k, n := range applied {
-		if _, ok := truth[k]; !ok || n != 1 {
-			t.Errorf("%s applied %d times; published: %v", k, n, ok)
-		}
-	}
-	for k := range truth {
-		if applied[k] == 0 {
-			t.Errorf("%s acknowledged by the broker, never applied: lost", k)
-		}
-	}
 	for k, n := range dups {
 		if applied[k] == 0 {
 			t.Errorf("%s: %d duplicates of a message never applied", k, n)
@@ -98,6 +77,37 @@ func verifySparkplug(t *testing.T, d *daemon, s *setup, e *spEdge) {
 	}
 	checkMeter(t, d, sent)
 	checkSession(t, d, false)
+}
+
+// spOutcomes counts the applied and duplicate records of each message,
+// and fails the test on any other outcome, on a message applied more than
+// once or never published, and on one acknowledged (truth) and never
+// applied.
+func spOutcomes(t *testing.T, recs []engine.AuditRecord, truth map[spKey]spSent) (applied, dups map[spKey]int) {
+	t.Helper()
+	applied, dups = map[spKey]int{}, map[spKey]int{}
+	for _, r := range recs {
+		k := recordKey(r)
+		switch r.Outcome {
+		case engine.Applied.String(), engine.AppliedLate.String():
+			applied[k]++
+		case engine.Duplicate.String():
+			dups[k]++
+		default:
+			t.Errorf("%s (%s, member %q): %s, %s", k, r.Topic, r.Member, r.Outcome, r.Reason)
+		}
+	}
+	for k, n := range applied {
+		if _, ok := truth[k]; !ok || n != 1 {
+			t.Errorf("%s applied %d times; published: %v", k, n, ok)
+		}
+	}
+	for k := range truth {
+		if applied[k] == 0 {
+			t.Errorf("%s acknowledged by the broker, never applied: lost", k)
+		}
+	}
+	return applied, dups
 }
 
 // spRecords verifies the store's audit chain and returns its records.
