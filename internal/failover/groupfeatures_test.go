@@ -523,4 +523,3 @@ func (o *otlpReceiver) Records() []engine.AuditRecord {
 	defer o.mu.Unlock()
 	return slices.Clone(o.recs)
 }
-

@@ -221,7 +221,9 @@ type spFeeder struct {
 	once sync.Once
 }
 
-func startSpFeeder(t *testing.T, e *spEdge) *spFeeder { return startSpFeederEvery(t, e, 4*time.Millisecond) }
+func startSpFeeder(t *testing.T, e *spEdge) *spFeeder {
+	return startSpFeederEvery(t, e, 4*time.Millisecond)
+}
 
 // startSpFeederEvery publishes an NDATA every period until stopped.
 func startSpFeederEvery(t *testing.T, e *spEdge, period time.Duration) *spFeeder {
