@@ -32,7 +32,9 @@ func TestChainLinkReadsPastRetention(t *testing.T) {
 	if err := m.ScanChain(ctx, "m1", 1, func(r engine.AuditRecord) error { recs = append(recs, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	link := func(r engine.AuditRecord) engine.AuditHead { return engine.AuditHead{Position: r.Position, Hash: r.Hash} }
+	link := func(r engine.AuditRecord) engine.AuditHead {
+		return engine.AuditHead{Position: r.Position, Hash: r.Hash}
+	}
 	if err := m.TrimChain(ctx, "m1", 6, link(recs[4])); err != nil {
 		t.Fatal(err)
 	}
