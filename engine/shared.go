@@ -57,6 +57,12 @@ type Reads struct {
 	Sources   []string // SourceState.ID() of each (route, source), ascending, unique
 	Entities  []string // entity names, ascending, unique
 	KeyCutoff int64    // unix nanoseconds: a key applied before it has expired
+	// SkipHeld lets the store leave out a source or entity row that
+	// another member's Update holds, instead of waiting for it, and name
+	// it in Rows.Held: the engine then decides only the deliveries that
+	// touch none of them, and the rest in a batch of their own. A store
+	// that cannot tell a held row waits for it, as without SkipHeld.
+	SkipHeld bool
 }
 
 // Rows are the stored rows a batch's Reads name; absent rows are left out.
@@ -68,7 +74,21 @@ type Rows struct {
 	// earlier call of this Update's decide: each such message is
 	// quarantined with its reason instead of applied.
 	Refused SQLRefusals
+	// Held names the rows left out because another Update held them
+	// (Reads.SkipHeld): neither read nor locked, so the batch must not
+	// touch them.
+	Held HeldRows
 }
+
+// HeldRows are the source and entity rows an Update with Reads.SkipHeld
+// left out because another Update held them.
+type HeldRows struct {
+	Sources  []string // SourceState.ID()
+	Entities []string
+}
+
+// Empty reports whether no row was left out.
+func (h HeldRows) Empty() bool { return len(h.Sources)+len(h.Entities) == 0 }
 
 // ChainScanner reads the per-member audit chains of a shared store.
 type ChainScanner interface {
@@ -199,19 +219,118 @@ func (w *sharedWindows) member() (string, bool) { return w.e.member, true }
 func (w *sharedWindows) close() {}
 
 // decideBatch decides and commits one batch. Called with e.mu held.
+//
+// A batch that touches a row another member's batch holds does not wait
+// for it with every row it holds itself (Reads.SkipHeld): it commits the
+// deliveries that touch none of the held rows first, then the others in a
+// batch of their own, which waits for the rows. Deliveries that share a
+// source window, an entity or a key keep their order (splitHeld); the
+// audit chain records the second batch's after the first's.
 func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Decision, error) {
 	e := w.e
 	now := e.opts.Now()
 	out := make([]Decision, len(msgs))
-	err := w.update(ctx, e.reads(msgs, now), func() {
-		for i := range msgs {
+	r := e.reads(msgs, now)
+	// Not a batch its kind places (its rows are found while deciding), nor
+	// a recovery's (decided again as the journal holds it).
+	r.SkipHeld = e.unread == nil && len(msgs) > 1 && msgs[0].recovery == 0
+	var first, later []int // with rows held: the deliveries decided now, and after
+	err := w.updateWith(ctx, r, func(rows *Rows) {
+		first, later = splitHeld(msgs, rows.Held)
+		if later == nil {
+			for i := range msgs {
+				out[i] = e.decideOne(&msgs[i], now, 0, "")
+			}
+			return
+		}
+		for _, i := range first {
 			out[i] = e.decideOne(&msgs[i], now, 0, "")
 		}
-	}, msgs, out)
+	}, func() ([]Message, []Decision) {
+		if later == nil {
+			return msgs, out
+		}
+		return pick(msgs, first), pick(out, first)
+	})
 	if err != nil {
 		return nil, err
 	}
+	if later == nil {
+		return out, nil
+	}
+	rest := pick(msgs, later)
+	decided := make([]Decision, len(rest))
+	err = w.update(ctx, e.reads(rest, now), func() {
+		for i := range rest {
+			decided[i] = e.decideOne(&rest[i], now, 0, "")
+		}
+	}, rest, decided)
+	if err != nil {
+		// The first part is committed and journaled: delivered again, its
+		// deliveries are found duplicates of themselves, as after a commit
+		// whose outcome was unknown.
+		return nil, err
+	}
+	for j, i := range later {
+		msgs[i], out[i] = rest[j], decided[j]
+	}
 	return out, nil
+}
+
+// splitHeld returns, when held names rows, which of msgs to decide now
+// and which to leave to a batch after this one: each delivery that touches
+// a held row (its source window, an entity its effects name), and each
+// after it that touches a row or key one left behind touches. It returns
+// nil, nil when nothing is held: every delivery is decided now.
+func splitHeld(msgs []Message, held HeldRows) (now, later []int) {
+	if held.Empty() {
+		return nil, nil
+	}
+	busy := make(map[string]bool, len(held.Sources)+len(held.Entities))
+	for _, id := range held.Sources {
+		busy["s"+id] = true
+	}
+	for _, name := range held.Entities {
+		busy["e"+name] = true
+	}
+	var touched []string
+	for i := range msgs {
+		d := msgs[i].prepared
+		if msgs[i].prepErr != nil || d == nil { // malformed: it touches no row
+			now = append(now, i)
+			continue
+		}
+		touched = append(touched[:0], "k"+string(d.key[:]))
+		if d.seq >= 0 {
+			touched = append(touched, "s"+sourceID(d.route.Name, d.source))
+		}
+		for _, name := range d.entities {
+			if name != "" {
+				touched = append(touched, "e"+name)
+			}
+		}
+		if !slices.ContainsFunc(touched, func(t string) bool { return busy[t] }) {
+			now = append(now, i)
+			continue
+		}
+		later = append(later, i)
+		for _, t := range touched {
+			busy[t] = true
+		}
+	}
+	if later == nil { // the held rows were named by no delivery
+		return nil, nil
+	}
+	return now, later
+}
+
+// pick returns the elements of s at the indexes idx, in their order.
+func pick[T any](s []T, idx []int) []T {
+	out := make([]T, len(idx))
+	for j, i := range idx {
+		out[j] = s[i]
+	}
+	return out
 }
 
 // reads decodes msgs (keeping what it found for decideOne) and names every
@@ -264,6 +383,13 @@ func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 // fills with their decisions; both nil for an operator's action). Called
 // with e.mu held.
 func (w *sharedWindows) update(ctx context.Context, r *Reads, fill func(), msgs []Message, decided []Decision) error {
+	return w.updateWith(ctx, r, func(*Rows) { fill() }, func() ([]Message, []Decision) { return msgs, decided })
+}
+
+// updateWith is update with a fill that sees the rows read (their Held),
+// and the deliveries to journal, with their decisions, asked of
+// journaled once the batch is committed.
+func (w *sharedWindows) updateWith(ctx context.Context, r *Reads, fill func(*Rows), journaled func() ([]Message, []Decision)) error {
 	e := w.e
 	defer func() { e.unread = nil }()
 	start := e.tail
@@ -277,7 +403,7 @@ func (w *sharedWindows) update(ctx context.Context, r *Reads, fill func(), msgs 
 			if e.unread != nil {
 				e.unread.start()
 			}
-			fill()
+			fill(rows)
 			if e.unread != nil && e.unread.missed() {
 				return nil, ErrReadAgain
 			}
@@ -307,6 +433,7 @@ func (w *sharedWindows) update(ctx context.Context, r *Reads, fill func(), msgs 
 	e.headMu.Lock()
 	e.head = e.tail
 	e.headMu.Unlock()
+	msgs, decided := journaled()
 	jerr := w.journalBatch(b, msgs, decided)
 	if len(msgs) > 0 && msgs[0].recovery != 0 { // before the observer counts the batch's decisions: see LossStats
 		e.lossMu.Lock()
@@ -403,6 +530,7 @@ type SharedStats struct {
 	UpdateSeconds float64 // time spent in Update calls that wrote
 	Rows          uint64  // audit records written (batch sizes add up to it)
 	LockWaits     uint64  // waits for a row lock, where the store shows them
+	HeldRows      uint64  // rows an Update left out because another member held them (Reads.SkipHeld)
 	Durable       bool    // false when opened with a named durability opt-out
 	NotDurable    string  // the setting that makes it so, when !Durable
 	// AsyncReplication, when not empty, says how the store's server

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/replayguard/replayguard/audit"
@@ -111,4 +113,136 @@ func TestEveryRecordOfASharedStoreNamesItsMember(t *testing.T) {
 	if n != 3 || e.Member() != "plant-a-1" {
 		t.Fatalf("%d records, member %q", n, e.Member())
 	}
+}
+
+// holding stands for another member whose batch holds rows: the first
+// Update asked with Reads.SkipHeld after hold is set leaves hold's rows out
+// of the rows it reads and names them held, as a store does that skips
+// locked rows.
+type holding struct {
+	sharedBackend
+	hold  engine.HeldRows
+	skips []bool // Reads.SkipHeld of each Update
+}
+
+func (h *holding) Capabilities() engine.Capabilities {
+	c := h.sharedBackend.Capabilities()
+	c.Shared = h
+	return c
+}
+
+func (h *holding) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
+	h.skips = append(h.skips, r.SkipHeld)
+	hold := h.hold
+	if !r.SkipHeld || hold.Empty() {
+		return h.sharedBackend.Update(ctx, r, decide)
+	}
+	h.hold = engine.HeldRows{}
+	return h.sharedBackend.Update(ctx, r, func(rows *engine.Rows) (*engine.Batch, error) {
+		rows.Sources = slices.DeleteFunc(rows.Sources, func(s engine.SourceState) bool { return slices.Contains(hold.Sources, s.ID()) })
+		rows.Entities = slices.DeleteFunc(rows.Entities, func(e engine.EntityState) bool { return slices.Contains(hold.Entities, e.Name) })
+		rows.Held = engine.HeldRows{
+			Sources:  slices.DeleteFunc(slices.Clone(hold.Sources), func(id string) bool { return !slices.Contains(r.Sources, id) }),
+			Entities: slices.DeleteFunc(slices.Clone(hold.Entities), func(n string) bool { return !slices.Contains(r.Entities, n) }),
+		}
+		return decide(rows)
+	})
+}
+
+// unitUpdate is an incident update from unit src of fire agency "fd".
+func unitUpdate(src string, seq int, incident string, delta int) engine.Message {
+	return engine.Message{Topic: "incidents/fire", Payload: fmt.Appendf(nil,
+		`{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"incident_id":%q,"casualty_delta":%d,"unit_id":%q,"unit_status":"s%d"}`,
+		src, seq, incident, delta, src, seq)}
+}
+
+func TestABatchLeavesWhatTouchesRowsAnotherMemberHoldsToABatchAfterIt(t *testing.T) {
+	ctx := context.Background()
+	src := func(unit string) string {
+		s := engine.SourceState{Route: "incidents", Source: []string{"fd", unit}}
+		return s.ID()
+	}
+	batch := []engine.Message{
+		unitUpdate("e1", 1, "7", 1), // 0: its source is held
+		unitUpdate("e2", 1, "8", 2), // 1
+		unitUpdate("e1", 2, "7", 1), // 2: the same source, after 0
+		unitUpdate("e3", 1, "7", 5), // 3: the incident 0 and 2 add to
+		unitUpdate("e2", 1, "8", 2), // 4: a replay of 1
+		unitUpdate("e4", 1, "9", 3), // 5
+		unitUpdate("e5", 1, "9", 1), // 6: its unit's entity is held
+	}
+	for _, tc := range []struct {
+		name        string
+		hold        engine.HeldRows
+		first       []int // the deliveries in the first batch, in order
+		wantUpdates int
+	}{
+		{"rows held", engine.HeldRows{Sources: []string{src("e1")}, Entities: []string{"unit/e5"}}, []int{1, 4, 5}, 2},
+		{"every row held", engine.HeldRows{Sources: []string{src("e1"), src("e2"), src("e3"), src("e4"), src("e5")}}, nil, 2},
+		{"held rows the batch does not name", engine.HeldRows{Sources: []string{src("e9")}}, []int{0, 1, 2, 3, 4, 5, 6}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The same batch on a member whose rows nobody holds.
+			ref, _ := memory.NewGroup(0, 0).Open("m1")
+			re, err := engine.New(ctx, ref, engine.Options{Routes: []engine.Route{incidentRoute}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer re.Close()
+			want, err := re.Process(ctx, slices.Clone(batch))
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			m, _ := memory.NewGroup(0, 0).Open("m1")
+			st := &holding{sharedBackend: m, hold: tc.hold}
+			e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{incidentRoute}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			st.skips = nil
+			got, err := e.Process(ctx, slices.Clone(batch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.skips) != tc.wantUpdates || !st.skips[0] || (len(st.skips) == 2 && st.skips[1]) {
+				t.Fatalf("updates asked with SkipHeld %v, want %d, the first skipping held rows and no other", st.skips, tc.wantUpdates)
+			}
+			// Every delivery has the outcome it has where nothing is held;
+			// the first batch's come first in the chain, each part in
+			// delivery order.
+			order := slices.Clone(tc.first)
+			for i := range batch {
+				if !slices.Contains(tc.first, i) {
+					order = append(order, i)
+				}
+			}
+			for pos, i := range order {
+				if got[i].Outcome != want[i].Outcome || got[i].Position != uint64(pos+1) {
+					t.Errorf("delivery %d: %s at position %d, want %s at %d", i, got[i].Outcome, got[i].Position, want[i].Outcome, pos+1)
+				}
+			}
+			gs, _ := e.ReadState(ctx)
+			ws, _ := re.ReadState(ctx)
+			if !reflect.DeepEqual(entityValues(gs), entityValues(ws)) {
+				t.Errorf("state %v, want %v", entityValues(gs), entityValues(ws))
+			}
+			res, err := audit.VerifyChains(ctx, m, nil)
+			if err != nil || len(res) != 1 || res[0].Records != uint64(len(batch)) {
+				t.Fatalf("chains %+v, %v: want one intact chain of %d records", res, err, len(batch))
+			}
+		})
+	}
+}
+
+// entityValues flattens a state to "entity.field" → value.
+func entityValues(st []engine.EntityState) map[string]string {
+	out := map[string]string{}
+	for _, e := range st {
+		for f, v := range e.Fields {
+			out[e.Name+"."+f] = v.Num + v.Str
+		}
+	}
+	return out
 }
