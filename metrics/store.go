@@ -16,6 +16,7 @@ var (
 	descStoreSeconds  = prometheus.NewDesc("replayguard_store_update_seconds_total", "Time spent in store updates that wrote, reading, deciding and committing.", storeLabels, nil)
 	descStoreRows     = prometheus.NewDesc("replayguard_store_records_total", "Audit records written to the shared store: divided by updates, the mean batch size.", storeLabels, nil)
 	descStoreWaits    = prometheus.NewDesc("replayguard_store_lock_waits_total", "Row lock waits, where the store shows them.", storeLabels, nil)
+	descStoreHeld     = prometheus.NewDesc("replayguard_store_held_rows_total", "Rows a batch found held by another member's batch and did not wait for: the messages that touch them were decided in a batch after it (PostgreSQL).", storeLabels, nil)
 	descStoreDurable  = prometheus.NewDesc("replayguard_store_durable", "1 when the shared store's server commits durably; 0 when it was accepted through store.allow_not_durable.", storeLabels, nil)
 	descStoreLease    = prometheus.NewDesc("replayguard_store_lease_expiry_timestamp_seconds", "When this member's lease on its id ends unless renewed.", storeLabels, nil)
 	descStoreAsync    = prometheus.NewDesc("replayguard_store_async_replication", "1 when the shared store's server replicates without making commits wait for a replica, accepted through store.allow_async_replication: a failover can lose acknowledged commits, which the journal recovers.", storeLabels, nil)
@@ -107,7 +108,7 @@ func (m *Metrics) WatchStore(kind, member string, s engine.StatsReporter) {
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStoreUpdates, descStoreRetries, descStoreFailures, descStoreSeconds,
-		descStoreRows, descStoreWaits, descStoreDurable, descStoreLease, descStoreAsync} {
+		descStoreRows, descStoreWaits, descStoreHeld, descStoreDurable, descStoreLease, descStoreAsync} {
 		ch <- d
 	}
 }
@@ -123,6 +124,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descStoreSeconds, st.UpdateSeconds)
 	counter(descStoreRows, float64(st.Rows))
 	counter(descStoreWaits, float64(st.LockWaits))
+	counter(descStoreHeld, float64(st.HeldRows))
 	durable := 0.0
 	if st.Durable {
 		durable = 1

@@ -4,15 +4,26 @@
 //
 // Every Update is one transaction: the touched source and entity rows are
 // locked with SELECT … FOR UPDATE in one canonical order (sources by id,
-// then entities by name, both bytewise), the keys are read by key, the
-// engine decides, and the batch is written with array parameters, keys
-// first. A key or row that another member inserted in between is a lost
-// race: the transaction is rolled back and the batch decided again on
-// fresh rows, a bounded number of times, as it is on a serialization
-// failure or a deadlock. A batch costs four round trips whatever its size
-// (begin, the locking reads, the writes, commit). SharedStats counts the
-// batches that found a row locked by another member (LockWaits): rows are
-// first asked for with NOWAIT, and waited for after that fails.
+// then entities by name, both bytewise), and those absent are claimed,
+// inserted in the same order with an empty state that the Update writes
+// over or deletes before it commits; the keys are read by key, the engine
+// decides, and the batch is written with array parameters, keys first. A
+// member whose batch names a row another member is creating thus waits
+// for it, as for a locked row, and reads it once it is there. A key that
+// another member inserted in between is a lost race: the transaction is
+// rolled back and the batch decided again on fresh rows, a bounded number
+// of times, as it is on a serialization failure or a deadlock. A batch
+// costs four round trips whatever its size (begin, the locking reads, the
+// writes, commit). SharedStats counts the batches that found a row locked
+// by another member (LockWaits: rows are first asked for with NOWAIT, and
+// waited for after that fails) or created by one while they read it.
+//
+// An Update asked with engine.Reads.SkipHeld locks with SKIP LOCKED
+// instead: a row another transaction holds (or created while it read) is
+// neither read nor locked nor claimed but named in Rows.Held, and the
+// engine decides only the messages that touch no such row, leaving the
+// rest to a batch after it (SharedStats.HeldRows counts those rows). A row
+// another transaction is still creating is waited for, as without it.
 //
 // A route's sql effects (engine.SQLStatement) run in the same transaction,
 // after the writes found the batch's keys this member's: one round trip

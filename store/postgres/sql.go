@@ -12,7 +12,8 @@ type statements struct {
 	addMember, takeLease, takeOver, readLease, renew, release string
 	// Update and Commit
 	lockMember, lockSources, lockEntities, readKeys                                  string
-	lockSourcesNowait, lockEntitiesNowait                                            string
+	lockSourcesNowait, lockEntitiesNowait, dropSourceClaims, dropEntityClaims        string
+	lockSourcesSkip, lockEntitiesSkip                                                string
 	insertKeys, upsertKeys, insertSources, updateSources, upsertSources              string
 	insertEntities, updateEntities, upsertEntities, insertAudit, setHead, insertQuar string
 	resolve, resolveAny                                                              string
@@ -39,10 +40,14 @@ func newStatements(schema string) statements {
 		release: q(`UPDATE {s}.members SET holder = '', lease_expires = '-infinity' WHERE member = $1 AND holder = $2`),
 
 		lockMember:         q(`SELECT holder, head_position, head_hash FROM {s}.members WHERE member = $1 FOR UPDATE`),
-		lockSources:        q(`SELECT state FROM {s}.sources WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
-		lockEntities:       q(`SELECT state FROM {s}.entities WHERE name = ANY($1) ORDER BY name FOR UPDATE`),
-		lockSourcesNowait:  q(`SELECT state FROM {s}.sources WHERE id = ANY($1) ORDER BY id FOR UPDATE NOWAIT`),
-		lockEntitiesNowait: q(`SELECT state FROM {s}.entities WHERE name = ANY($1) ORDER BY name FOR UPDATE NOWAIT`),
+		lockSources:        q(lockOrClaim("sources", "id", "")),
+		lockEntities:       q(lockOrClaim("entities", "name", "")),
+		lockSourcesNowait:  q(lockOrClaim("sources", "id", " NOWAIT")),
+		lockEntitiesNowait: q(lockOrClaim("entities", "name", " NOWAIT")),
+		lockSourcesSkip:    q(lockOrClaim("sources", "id", " SKIP LOCKED")),
+		lockEntitiesSkip:   q(lockOrClaim("entities", "name", " SKIP LOCKED")),
+		dropSourceClaims:   q(`DELETE FROM {s}.sources WHERE id = ANY($1) AND state = ''::bytea`),
+		dropEntityClaims:   q(`DELETE FROM {s}.entities WHERE name = ANY($1) AND state = ''::bytea`),
 		readKeys:           q(`SELECT key, digest, time, ordinal FROM {s}.keys WHERE key = ANY($1)`),
 
 		insertKeys: q(`INSERT INTO {s}.keys AS k (key, digest, time, ordinal)
@@ -90,4 +95,24 @@ func newStatements(schema string) statements {
 		outbox: newOutboxStatements(q),
 		chain:  newChainStatements(q),
 	}
+}
+
+// lockOrClaim is the statement by which an Update takes the rows of table
+// that $1 names: it locks those present (FOR UPDATE, in key order) and
+// returns each one's name and state, then claims the absent ones by
+// inserting each, in key order, with an empty state, which no committed
+// row has: each claim is returned with an empty state. A row another
+// transaction is inserting is waited for, not raced; one it committed after
+// this statement's snapshot is neither locked nor claimed, which the
+// caller sees as a name not returned, and reads again. So is, with SKIP
+// LOCKED, a row another transaction holds: the insert finds it there and
+// neither waits nor claims it. The claims are the Update's until it
+// commits: it writes their states or deletes them (dropSourceClaims,
+// dropEntityClaims), so no other transaction ever sees an empty state.
+func lockOrClaim(table, key, lock string) string {
+	return `WITH l AS (SELECT ` + key + `, state FROM {s}.` + table + ` WHERE ` + key + ` = ANY($1) ORDER BY ` + key + ` FOR UPDATE` + lock + `),
+		c AS (INSERT INTO {s}.` + table + ` (` + key + `, state)
+			SELECT u.n, ''::bytea FROM unnest($1::bytea[]) AS u(n) WHERE u.n NOT IN (SELECT ` + key + ` FROM l) ORDER BY u.n
+			ON CONFLICT DO NOTHING RETURNING ` + key + `)
+		SELECT ` + key + `, state FROM l UNION ALL SELECT ` + key + `, ''::bytea FROM c`
 }

@@ -24,14 +24,19 @@ var errLostRace = errors.New("another member wrote first")
 // errLocked is a row lock another transaction held when asked for with NOWAIT.
 var errLocked = errors.New("row locked")
 
+// errCreated is a row that another transaction created while this one
+// read: it was neither locked nor claimed, and is locked by reading again.
+var errCreated = errors.New("row created by another member while read")
+
 // decideError carries an error from decide, which Update returns as it is.
 type decideError struct{ err error }
 
 func (e decideError) Error() string { return e.err.Error() }
 
-// Update reads the rows r names under row locks, calls decide and writes
-// its batch in the same transaction; see engine.SharedStore. decide may be
-// called several times, each time with fresh rows.
+// Update reads the rows r names under row locks (each absent one claimed:
+// see lockOrClaim), calls decide and writes its batch in the same
+// transaction; see engine.SharedStore. decide may be called several times,
+// each time with fresh rows.
 func (s *Store) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
 	if s.member == "" {
 		return ErrReadOnly
@@ -89,6 +94,7 @@ func (s *Store) account(start time.Time, n int, err error) {
 // are spent. It returns how many audit records it wrote.
 func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) (int, error) {
 	wait := false // row locks are asked for with NOWAIT until one was held
+	created := 0  // reads again because a row was created meanwhile: at most once a row
 	var last error
 	var refused engine.SQLRefusals // keys whose sql effects failed because of their messages
 	decideRefused := func(rows *engine.Rows) (*engine.Batch, error) {
@@ -118,6 +124,11 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 			s.stats.LockWaits.Add(1)
 			wait = true
 			continue
+		case errors.Is(err, errCreated) && created < len(r.Sources)+len(r.Entities): // read again: it is there now
+			created++
+			s.stats.LockWaits.Add(1)
+			wait = true // its creator may still hold rows the batch names
+			continue
 		case !retryable(err):
 			return 0, err
 		}
@@ -140,18 +151,12 @@ func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide 
 	if err != nil {
 		return 0, err
 	}
-	known := make(map[string]bool, len(rows.Sources)+len(rows.Entities))
-	for i := range rows.Sources {
-		known["s"+rows.Sources[i].ID()] = true
-	}
-	for _, e := range rows.Entities {
-		known["e"+e.Name] = true
-	}
+	u := newUpdate(r, rows)
 	b, err := decide(rows)
 	if err != nil {
 		return 0, decideError{err}
 	}
-	if err := s.write(ctx, tx, b, head, &update{cutoff: r.KeyCutoff, known: known}); err != nil {
+	if err := s.write(ctx, tx, b, head, u); err != nil {
 		return 0, err
 	}
 	if err := s.runSQL(ctx, tx, b.SQL, len(rows.Refused) > 0); err != nil {
@@ -200,7 +205,7 @@ func (e uncertainError) Unwrap() error { return e.err }
 
 // retryable reports a lost race, a serialization failure or a deadlock.
 func retryable(err error) bool {
-	if errors.Is(err, errLostRace) {
+	if errors.Is(err, errLostRace) || errors.Is(err, errCreated) {
 		return true
 	}
 	var pe *pgconn.PgError
@@ -257,11 +262,17 @@ func lockErr(err error) error {
 	return dbErr(err)
 }
 
-// read locks the member row, the sources and the entities r names, in
-// that order, and reads r's keys: one round trip.
+// read locks the member row, then the sources and the entities r names,
+// each present one locked and each absent one claimed (lockOrClaim), and
+// reads r's keys: one round trip. A row another transaction created while
+// it read fails it with errCreated; with r.SkipHeld, such a row and one
+// another transaction holds are left out and named in the rows' Held.
 func (s *Store) read(ctx context.Context, tx pgx.Tx, r *engine.Reads, wait bool) (*engine.Rows, engine.AuditHead, error) {
 	lockSources, lockEntities := s.sql.lockSourcesNowait, s.sql.lockEntitiesNowait
-	if wait {
+	switch {
+	case r.SkipHeld:
+		lockSources, lockEntities = s.sql.lockSourcesSkip, s.sql.lockEntitiesSkip
+	case wait:
 		lockSources, lockEntities = s.sql.lockSources, s.sql.lockEntities
 	}
 	var q pgx.Batch
@@ -283,10 +294,10 @@ func (s *Store) read(ctx context.Context, tx pgx.Tx, r *engine.Reads, wait bool)
 	rows := &engine.Rows{}
 	head, err := scanMember(br.QueryRow(), s)
 	if err == nil && len(r.Sources) > 0 {
-		rows.Sources, err = scanStates[engine.SourceState](br)
+		rows.Sources, rows.Held.Sources, err = scanStates[engine.SourceState](br, r.Sources, r.SkipHeld, "source")
 	}
 	if err == nil && len(r.Entities) > 0 {
-		rows.Entities, err = scanStates[engine.EntityState](br)
+		rows.Entities, rows.Held.Entities, err = scanStates[engine.EntityState](br, r.Entities, r.SkipHeld, "entity")
 	}
 	if err == nil && len(r.Keys) > 0 {
 		rows.Keys, err = scanKeys(br)
@@ -294,32 +305,53 @@ func (s *Store) read(ctx context.Context, tx pgx.Tx, r *engine.Reads, wait bool)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = lockErr(cerr)
 	}
+	if n := len(rows.Held.Sources) + len(rows.Held.Entities); err == nil && n > 0 {
+		s.stats.HeldRows.Add(uint64(n))
+	}
 	return rows, head, err
 }
 
-// scanStates decodes the JSON states a batched query returns.
-func scanStates[T any](br pgx.BatchResults) ([]T, error) {
+// scanStates decodes the JSON states a lock-or-claim statement returns
+// for names (ascending). Unless every name was either locked or claimed
+// (an empty state), it fails with errCreated, or with skip returns the
+// names left out.
+func scanStates[T any](br pgx.BatchResults, names []string, skip bool, what string) (out []T, left []string, err error) {
 	rs, err := br.Query()
 	if err != nil {
-		return nil, lockErr(err)
+		return nil, nil, lockErr(err)
 	}
-	var out []T
+	got := make(map[string]bool, len(names))
 	for rs.Next() {
 		var v T
-		var b []byte
-		if err := rs.Scan(&b); err != nil {
-			return nil, dbErr(err)
+		var name, b []byte
+		if err := rs.Scan(&name, &b); err != nil {
+			return nil, nil, dbErr(err)
+		}
+		got[string(name)] = true
+		if len(b) == 0 {
+			continue // claimed
 		}
 		if err := json.Unmarshal(b, &v); err != nil {
 			rs.Close()
-			return nil, fmt.Errorf("postgres store: decode a stored row: %w", err)
+			return nil, nil, fmt.Errorf("postgres store: decode a stored row: %w", err)
 		}
 		out = append(out, v)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, lockErr(err)
+		return nil, nil, lockErr(err)
 	}
-	return out, nil
+	if len(got) == len(names) {
+		return out, nil, nil
+	}
+	for _, name := range names {
+		if !got[name] {
+			left = append(left, name)
+		}
+	}
+	if !skip {
+		return nil, nil, fmt.Errorf("%w: %d of %d %s rows", errCreated, len(left), len(names), what)
+	}
+	return out, left, nil
 }
 
 func scanKeys(br pgx.BatchResults) ([]engine.KeyEntry, error) {

@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -76,31 +79,145 @@ func testLostKeyRace(t *testing.T, g *group) {
 	}
 }
 
-func testLostSourceRace(t *testing.T, g *group) {
+// testCreatingSourceWaited: a member whose batch names a source that
+// another member's Update is creating (it claimed the absent row) waits for
+// that Update and decides once, on the row it wrote: it neither races nor
+// decides again.
+func testCreatingSourceWaited(t *testing.T, g *group) {
 	a, b := g.mustOpen("m1"), g.mustOpen("m2")
-	id := sourceID()
-	r := &engine.Reads{Sources: []string{id}}
-	var seen []int64
+	r := &engine.Reads{Sources: []string{sourceID()}}
+	var wg sync.WaitGroup
+	var bSaw []int64
 	err := a.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
-		if len(rows.Sources) == 0 {
-			seen = append(seen, -1)
-			if err := b.Update(t.Context(), r, func(*engine.Rows) (*engine.Batch, error) {
-				return &engine.Batch{Sources: []engine.SourceState{source(5)}}, nil
+		if len(rows.Sources) != 0 {
+			t.Errorf("m1 read %+v, want no source", rows.Sources)
+		}
+		wg.Go(func() {
+			if err := b.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+				high := int64(-1)
+				if len(rows.Sources) == 1 {
+					high = rows.Sources[0].Epochs[0].High
+				}
+				bSaw = append(bSaw, high)
+				return &engine.Batch{Sources: []engine.SourceState{source(high + 1)}}, nil
 			}); err != nil {
 				t.Errorf("m2: %v", err)
 			}
-			return &engine.Batch{Sources: []engine.SourceState{source(3)}}, nil
-		}
-		seen = append(seen, rows.Sources[0].Epochs[0].High)
-		return &engine.Batch{Sources: []engine.SourceState{source(rows.Sources[0].Epochs[0].High + 1)}}, nil
+		})
+		waitForLockWait(t, g)
+		return &engine.Batch{Sources: []engine.SourceState{source(3)}}, nil
 	})
-	if err != nil || fmt.Sprint(seen) != "[-1 5]" {
-		t.Fatalf("Update = %v, decides saw %v, want [-1 5]", err, seen)
+	wg.Wait()
+	if err != nil || fmt.Sprint(bSaw) != "[3]" {
+		t.Fatalf("Update = %v, m2's decides saw %v, want [3]: m1's row, once", err, bSaw)
 	}
 	snap, err := b.Load(t.Context())
-	if err != nil || len(snap.Sources) != 1 || snap.Sources[0].Epochs[0].High != 6 {
-		t.Fatalf("source after the race: %+v, %v", snap, err)
+	if err != nil || len(snap.Sources) != 1 || snap.Sources[0].Epochs[0].High != 4 {
+		t.Fatalf("source after both: %+v, %v", snap, err)
 	}
+	if st := b.SharedStats(); st.Retries != 0 || st.LockWaits != 1 || st.Updates != 1 {
+		t.Fatalf("m2 stats %+v, want one wait and no retry", st)
+	}
+}
+
+// waitForLockWait waits until one session of the server waits for a lock.
+func waitForLockWait(t *testing.T, g *group) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if count(t, g.url, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no session ever waited for a lock")
+		}
+	}
+}
+
+// testUnwrittenClaimsDropped: the rows an Update claimed (absent when read)
+// and did not write are gone when it commits, and no row with an empty
+// state is ever left.
+func testUnwrittenClaimsDropped(t *testing.T, g *group) {
+	a := g.mustOpen("m1")
+	r := &engine.Reads{Sources: []string{sourceID()}, Entities: []string{"meter/a", "meter/b"}}
+	err := a.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+		return &engine.Batch{Entities: []engine.EntityState{{Name: "meter/b", Fields: map[string]engine.FieldValue{}}},
+			Audit: records("m1", 1, 1)}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := a.Load(t.Context())
+	if err != nil || len(snap.Sources) != 0 || len(snap.Entities) != 1 || snap.Entities[0].Name != "meter/b" {
+		t.Fatalf("after the update: %+v, %v; want meter/b alone", snap, err)
+	}
+	for _, table := range []string{"sources", "entities"} {
+		if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.`+table+` WHERE state = ''::bytea`); n != 0 {
+			t.Fatalf("%d claims left in %s", n, table)
+		}
+	}
+}
+
+// testCreatingRowsNoRaces: members whose batches create overlapping sets
+// of rows, in every order, wait for each other: no batch loses a race or
+// deadlocks (either would be a retry), and every add is counted once.
+func testCreatingRowsNoRaces(t *testing.T, g *group) {
+	const members, batches, names = 3, 30, 40
+	stores := make([]*postgres.Store, members)
+	for i := range stores {
+		stores[i] = g.mustOpen(fmt.Sprintf("m%d", i+1))
+	}
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for n := range batches {
+				var r engine.Reads
+				for _, k := range rng.Perm(names)[:names/2] {
+					r.Entities = append(r.Entities, fmt.Sprintf("meter/%03d", k+n)) // new ones each batch
+				}
+				slices.Sort(r.Entities)
+				err := s.Update(t.Context(), &r, func(rows *engine.Rows) (*engine.Batch, error) {
+					return &engine.Batch{Entities: added(r.Entities, rows.Entities), Audit: records(fmt.Sprintf("m%d", i+1), uint64(n+1), 1)}, nil
+				})
+				if err != nil {
+					t.Errorf("m%d batch %d: %v", i+1, n, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	snap, err := stores[0].Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, e := range snap.Entities {
+		n, _ := strconv.Atoi(e.Fields["n"].Num)
+		total += n
+	}
+	if want := members * batches * names / 2; total != want {
+		t.Errorf("%d adds counted, want %d", total, want)
+	}
+	for i, s := range stores {
+		if st := s.SharedStats(); st.Retries != 0 || st.Failures != 0 {
+			t.Errorf("m%d stats %+v, want no retry", i+1, st)
+		}
+	}
+}
+
+// added is each of names with its field n one more than in rows.
+func added(names []string, rows []engine.EntityState) []engine.EntityState {
+	have := map[string]engine.EntityState{}
+	for _, e := range rows {
+		have[e.Name] = e
+	}
+	out := make([]engine.EntityState, len(names))
+	for i, name := range names {
+		n, _ := strconv.Atoi(have[name].Fields["n"].Num)
+		out[i] = engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{"n": {Kind: engine.KindNumber, Num: strconv.Itoa(n + 1)}}}
+	}
+	return out
 }
 
 func testContention(t *testing.T, g *group) {
@@ -237,5 +354,61 @@ func testCancelled(t *testing.T, g *group) {
 	}
 	if err := s.Commit(t.Context(), &engine.Batch{Audit: records("m1", 1, 1)}); err != nil {
 		t.Fatalf("Commit after a cancelled Update: %v", err)
+	}
+}
+
+// testSkipHeld: an Update asked with Reads.SkipHeld does not wait for the
+// rows another Update holds: it names them held, reads and locks the
+// others, claims the absent ones, and writes what it decided.
+func testSkipHeld(t *testing.T, g *group) {
+	a, b := g.mustOpen("m1"), g.mustOpen("m2")
+	entity := func(name string, n int) engine.EntityState {
+		return engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{"n": {Kind: engine.KindNumber, Num: strconv.Itoa(n)}}}
+	}
+	if err := a.Commit(t.Context(), &engine.Batch{Sources: []engine.SourceState{source(1)},
+		Entities: []engine.EntityState{entity("meter/a", 1), entity("meter/c", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	var bRows engine.Rows
+	err := a.Update(t.Context(), &engine.Reads{Sources: []string{sourceID()}, Entities: []string{"meter/a"}},
+		func(rows *engine.Rows) (*engine.Batch, error) {
+			done := make(chan error, 1)
+			go func() {
+				r := &engine.Reads{Sources: []string{sourceID()}, Entities: []string{"meter/a", "meter/b", "meter/c"}, SkipHeld: true}
+				done <- b.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+					bRows = *rows
+					return &engine.Batch{Entities: []engine.EntityState{entity("meter/b", 2), entity("meter/c", 2)}}, nil
+				})
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("m2: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("m2 waited for the rows m1 holds")
+			}
+			return &engine.Batch{Sources: []engine.SourceState{source(2)}, Entities: []engine.EntityState{entity("meter/a", 3)}}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(bRows.Held.Sources) != fmt.Sprint([]string{sourceID()}) || fmt.Sprint(bRows.Held.Entities) != "[meter/a]" ||
+		len(bRows.Sources) != 0 || len(bRows.Entities) != 1 || bRows.Entities[0].Name != "meter/c" {
+		t.Fatalf("m2 read %+v: want the source and meter/a held, meter/c read, meter/b absent", bRows)
+	}
+	snap, err := b.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range snap.Entities {
+		got[e.Name] = e.Fields["n"].Num
+	}
+	if fmt.Sprint(got) != "map[meter/a:3 meter/b:2 meter/c:2]" || len(snap.Sources) != 1 || snap.Sources[0].Epochs[0].High != 2 {
+		t.Fatalf("after both: entities %v, sources %+v", got, snap.Sources)
+	}
+	if st := b.SharedStats(); st.HeldRows != 2 || st.LockWaits != 0 || st.Retries != 0 || st.Updates != 1 {
+		t.Fatalf("m2 stats %+v, want 2 held rows, no wait, no retry", st)
 	}
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,18 +12,55 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// update is what Update adds to a write: the key cutoff, and which
-// sources ("s"+id) and entities ("e"+name) were read as present. A write
-// without it (Commit) upserts.
+// update is what Update adds to a write: the key cutoff, which sources
+// ("s"+id) and entities ("e"+name) were read as present, and which were
+// claimed (read absent: the read inserted each with an empty state),
+// with how many claims of each kind there are. A write without it
+// (Commit) upserts.
 type update struct {
-	cutoff int64
-	known  map[string]bool
+	cutoff  int64
+	known   map[string]bool
+	claimed map[string]bool
+	claims  map[string]int // by kind, "s" or "e"
+}
+
+// newUpdate returns the update of an Update that read r and found rows.
+func newUpdate(r *engine.Reads, rows *engine.Rows) *update {
+	u := &update{cutoff: r.KeyCutoff, known: make(map[string]bool, len(rows.Sources)+len(rows.Entities)),
+		claimed: map[string]bool{}, claims: map[string]int{}}
+	for i := range rows.Sources {
+		u.known["s"+rows.Sources[i].ID()] = true
+	}
+	for _, e := range rows.Entities {
+		u.known["e"+e.Name] = true
+	}
+	u.claim("s", r.Sources, rows.Held.Sources)
+	u.claim("e", r.Entities, rows.Held.Entities)
+	return u
+}
+
+// heldName reports whether name is among held (ascending).
+func heldName(held []string, name string) bool {
+	_, ok := slices.BinarySearch(held, name)
+	return ok
+}
+
+// claim records which of names of kind were neither read as present nor
+// left out as held by another transaction: the read claimed each of them.
+func (u *update) claim(kind string, names, held []string) {
+	for _, name := range names {
+		if !u.known[kind+name] && !heldName(held, name) {
+			u.claimed[kind+name] = true
+			u.claims[kind]++
+		}
+	}
 }
 
 // write writes b in tx after the member's head: one round trip, keys
-// first. In an Update, a key or new row another member wrote first fails
-// it with errLostRace, an open quarantine entry that is gone with
-// engine.ErrNotFound.
+// first. In an Update, a key another member wrote first fails it with
+// errLostRace, an open quarantine entry that is gone with
+// engine.ErrNotFound; the rows it read or claimed are updated, and the
+// claims it does not write are deleted.
 func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engine.AuditHead, u *update) error {
 	newHead, err := engine.NextHead(head, b.Audit)
 	if err != nil {
@@ -46,12 +84,12 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 	if err != nil {
 		return err
 	}
-	s.queueRows(queue, u, "s", srcIDs, srcStates, s.sql.insertSources, s.sql.updateSources, s.sql.upsertSources)
+	s.queueRows(queue, u, "s", srcIDs, srcStates, rowStatements{s.sql.insertSources, s.sql.updateSources, s.sql.upsertSources, s.sql.dropSourceClaims})
 	entNames, entStates, err := entityColumns(b.Entities)
 	if err != nil {
 		return err
 	}
-	s.queueRows(queue, u, "e", entNames, entStates, s.sql.insertEntities, s.sql.updateEntities, s.sql.upsertEntities)
+	s.queueRows(queue, u, "e", entNames, entStates, rowStatements{s.sql.insertEntities, s.sql.updateEntities, s.sql.upsertEntities, s.sql.dropEntityClaims})
 	if len(b.Audit) > 0 {
 		pos, recs, from, n, err := auditColumns(b.Audit)
 		if err != nil {
@@ -96,31 +134,77 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 	return err
 }
 
-// queueRows queues the writes of sources or entities: in an Update new
-// ones are inserted (one another member inserted first is a lost race)
-// and the ones read are updated; Commit upserts them all.
+// rowStatements are the statements that write sources or entities.
+type rowStatements struct{ insert, update, upsert, dropClaims string }
+
+// queueRows queues the writes of sources or entities: in an Update, the
+// rows it read or claimed are updated (each must be there: this Update
+// holds them), any other is inserted (one another member inserted first
+// is a lost race), and the claims it does not write are deleted; Commit
+// upserts them all.
 func (s *Store) queueRows(queue func(func(pgx.BatchResults) error, string, ...any), u *update, kind string,
-	ids, states [][]byte, insert, update, upsert string) {
-	if len(ids) == 0 {
-		return
-	}
+	ids, states [][]byte, st rowStatements) {
 	if u == nil {
-		queue(execd, upsert, ids, states)
+		if len(ids) > 0 {
+			queue(execd, st.upsert, ids, states)
+		}
 		return
 	}
-	var newIDs, newStates, oldIDs, oldStates [][]byte
+	what := map[string]string{"s": "source", "e": "entity"}[kind]
+	var newIDs, newStates, heldIDs, heldStates [][]byte
+	claims := 0 // claims written
 	for i, id := range ids {
-		if u.known[kind+string(id)] {
-			oldIDs, oldStates = append(oldIDs, id), append(oldStates, states[i])
+		name := kind + string(id)
+		if u.claimed[name] {
+			claims++
+		}
+		if u.known[name] || u.claimed[name] {
+			heldIDs, heldStates = append(heldIDs, id), append(heldStates, states[i])
 		} else {
 			newIDs, newStates = append(newIDs, id), append(newStates, states[i])
 		}
 	}
 	if len(newIDs) > 0 {
-		queue(returned(len(newIDs), map[string]string{"s": "source", "e": "entity"}[kind]), insert, newIDs, newStates)
+		queue(returned(len(newIDs), what), st.insert, newIDs, newStates)
 	}
-	if len(oldIDs) > 0 {
-		queue(execd, update, oldIDs, oldStates)
+	if len(heldIDs) > 0 {
+		queue(held(len(heldIDs), what), st.update, heldIDs, heldStates)
+	}
+	if claims < u.claims[kind] {
+		drop := u.unwritten(kind, ids)
+		queue(held(len(drop), what+" claim"), st.dropClaims, drop)
+	}
+}
+
+// unwritten returns the claims of kind that ids does not name, in key
+// order, as every writer takes rows.
+func (u *update) unwritten(kind string, ids [][]byte) [][]byte {
+	written := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		written[string(id)] = true
+	}
+	var out [][]byte
+	for name := range u.claimed {
+		if name[:1] == kind && !written[name[1:]] {
+			out = append(out, []byte(name[1:]))
+		}
+	}
+	slices.SortFunc(out, bytes.Compare)
+	return out
+}
+
+// held checks that a statement on n rows this Update holds (read under a
+// lock, or claimed) found every one of them.
+func held(n int, what string) func(pgx.BatchResults) error {
+	return func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return dbErr(err)
+		}
+		if got := tag.RowsAffected(); got != int64(n) {
+			return fmt.Errorf("%w: %d of the %d %s rows this update holds are gone", errLostRace, int64(n)-got, n, what)
+		}
+		return nil
 	}
 }
 

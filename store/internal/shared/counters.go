@@ -12,10 +12,10 @@ import (
 // Counters are what a shared store's SharedStats reports, updated without a
 // lock but for the last error and the lease's end.
 type Counters struct {
-	Retries, LockWaits atomic.Uint64
-	updates, failures  atomic.Uint64
-	rows               atomic.Uint64
-	nanos              atomic.Int64
+	Retries, LockWaits, HeldRows atomic.Uint64
+	updates, failures            atomic.Uint64
+	rows                         atomic.Uint64
+	nanos                        atomic.Int64
 
 	mu      sync.Mutex
 	lastErr string
@@ -80,6 +80,7 @@ func (c *Counters) Stats(notDurable string, leaseTTL time.Duration) engine.Share
 		UpdateSeconds: time.Duration(c.nanos.Load()).Seconds(),
 		Rows:          c.rows.Load(),
 		LockWaits:     c.LockWaits.Load(),
+		HeldRows:      c.HeldRows.Load(),
 		Durable:       notDurable == "",
 		NotDurable:    notDurable,
 		LastError:     c.lastErr,
