@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -64,36 +65,79 @@ func (s *Store) readArgs(r *engine.Reads, l *locks, n int) ([]string, []any) {
 // readLocked runs the read script until it has taken the locks: at first
 // with an MGET of the keys names beside it, and once it found a lock held,
 // reading the keys itself, since their values must come after the wait.
-// It returns the script's answer and the keys' values (nil when the script
-// read them).
+// After the script found a lock held, it waits until that lock is gone
+// (an EXISTS of it after each release or sleep) before it runs the script
+// again: each run names every lock and row of the batch, and costs the
+// server far more. It returns the script's answer and the keys' values
+// (nil when the script read them).
 func (s *Store) readLocked(ctx context.Context, keys []string, args []any, names []string, deadline time.Time) (res, kv []any, err error) {
+	held := "" // the lock the last run found held
 	for wait := lockWaitBase; ; wait = min(2*wait, lockWaitMax) {
 		woken := s.wake.next() // a release after this ends the wait below
-		if wait == lockWaitBase {
+		if held != "" {
+			if held, err = s.stillHeld(ctx, held); err != nil {
+				return nil, nil, err
+			}
+		}
+		switch {
+		case held != "":
+		case wait == lockWaitBase:
 			res, kv, err = s.readBeside(ctx, keys, args, names)
-		} else {
+		default:
 			args[3], kv = len(names), nil
 			res, err = readScript.Run(ctx, s.c, append(keys, names...), args...).Slice()
 		}
 		if err != nil {
 			return nil, nil, s.fail("read the batch's rows", err)
 		}
-		if len(res) == 6 {
-			return res, kv, nil
+		if held == "" {
+			if len(res) == 6 {
+				return res, kv, nil
+			}
+			if held, err = heldLock(res, keys); err != nil {
+				return nil, nil, err
+			}
+			s.stats.LockWaits.Add(1)
 		}
-		if st, _ := res[0].(string); st != "held" {
-			return nil, nil, fmt.Errorf("redis store: the read script answered %v", res)
-		}
-		s.stats.LockWaits.Add(1)
-		d := wait/2 + rand.N(wait/2+1)
-		if time.Now().Add(d).After(deadline) {
-			return nil, nil, fmt.Errorf("%w: member %q: rows stayed locked by other members for %v",
-				engine.ErrContention, s.member, lockWaitTTLs*s.lockTTL())
-		}
-		if err := sleepUnless(ctx, d, woken); err != nil {
+		if err := s.pause(ctx, wait, deadline, woken); err != nil {
 			return nil, nil, err
 		}
 	}
+}
+
+// heldLock is the name of the lock that the read script's "held" answer
+// res names among keys (the script's KEYS).
+func heldLock(res []any, keys []string) (string, error) {
+	if st, _ := res[0].(string); st == "held" && len(res) == 2 {
+		if i, err := strconv.Atoi(fmt.Sprint(res[1])); err == nil && i >= 1 && 4+i <= len(keys) {
+			return keys[3+i], nil
+		}
+	}
+	return "", fmt.Errorf("redis store: the read script answered %v", res)
+}
+
+// stillHeld returns lock when another Update still holds it, and "" when
+// it is gone.
+func (s *Store) stillHeld(ctx context.Context, lock string) (string, error) {
+	n, err := s.c.Exists(ctx, lock).Result()
+	if err != nil {
+		return "", s.fail("read a row lock", err)
+	}
+	if n == 0 {
+		return "", nil
+	}
+	return lock, nil
+}
+
+// pause sleeps a jittered while below wait, or until woken is closed; it
+// fails with engine.ErrContention when that would pass deadline.
+func (s *Store) pause(ctx context.Context, wait time.Duration, deadline time.Time, woken <-chan struct{}) error {
+	d := wait/2 + rand.N(wait/2+1)
+	if time.Now().Add(d).After(deadline) {
+		return fmt.Errorf("%w: member %q: rows stayed locked by other members for %v",
+			engine.ErrContention, s.member, lockWaitTTLs*s.lockTTL())
+	}
+	return sleepUnless(ctx, d, woken)
 }
 
 // decodeRead decodes the read script's answer res and the keys' values

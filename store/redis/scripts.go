@@ -173,9 +173,10 @@ var updateScript = goredis.NewScript(updateSource)
 // many sources, [6] how many entities, from [7] the source ids, then the
 // entity names.
 //
-// Returns {"held"} when another token holds a lock, else {"ok", the keys'
-// values, the sources' versions, the sources, the entities' versions, the
-// entities}, each in the order asked, an absent one false.
+// Returns {"held", i} when another token holds a lock, i the first such
+// among the locks (from 1), else {"ok", the keys' values, the sources'
+// versions, the sources, the entities' versions, the entities}, each in the
+// order asked, an absent one false.
 const readSource = `
 redis.replicate_commands()
 local a = ARGV
@@ -197,10 +198,10 @@ local function many(cmd, key, list, from, n)
 end
 if nl > 0 then
   local held = many('MGET', nil, KEYS, 5, nl)
-  local busy = false
+  local busy = nil
   for i = 1, nl do
     if held[i] and held[i] ~= a[1] then
-      busy = true
+      busy = i
       break
     end
   end
@@ -209,7 +210,7 @@ if nl > 0 then
     for i = 1, nl do
       if held[i] == a[1] then redis.call('DEL', KEYS[4 + i]) end
     end
-    return {'held'}
+    return {'held', tostring(busy)}
   end
   for i = 1, nl do redis.call('SET', KEYS[4 + i], a[1], 'PX', a[2]) end
   redis.set_repl(redis.REPL_ALL)
