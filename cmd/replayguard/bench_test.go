@@ -52,3 +52,12 @@ func TestBenchRefusesAJournalOnTheEmbeddedStore(t *testing.T) {
 		t.Fatalf("journal directory %s: %v, want none", dir, err)
 	}
 }
+
+func TestBenchRefusesABatchThatIsNotPositive(t *testing.T) {
+	for _, n := range []string{"0", "-5"} {
+		_, errs, code := cli(t, "", "bench", "--messages", "100", "--batch", n)
+		if code != exitUsage || !strings.Contains(errs, "--batch must be positive") {
+			t.Fatalf("--batch %s: exit %d, stderr %q; want exit %d and --batch refused", n, code, errs, exitUsage)
+		}
+	}
+}

@@ -24,6 +24,7 @@ type BenchOptions struct {
 	Messages int     // distinct incident updates; positive
 	Sources  int     // producers, each with its own sequence; positive
 	Replays  float64 // fraction of updates delivered a second time, in [0, 1]
+	Batch    int     // messages a member decides and commits at once; default 1000
 	// Dir is the embedded store's directory; empty: a temporary one,
 	// removed afterwards.
 	Dir string
@@ -68,7 +69,7 @@ func Bench(ctx context.Context, opts BenchOptions, w io.Writer) error {
 	}
 	defer a.Close()
 	start, cpu0 := time.Now(), processCPU()
-	sum, err := file.Ingest(ctx, a.Engine, bytes.NewReader(feed), file.Options{Name: "bench"})
+	sum, err := file.Ingest(ctx, a.Engine, bytes.NewReader(feed), file.Options{Name: "bench", BatchSize: opts.Batch})
 	took, cpu := time.Since(start), processCPU()-cpu0
 	if err != nil {
 		return err
@@ -108,13 +109,20 @@ func benchShared(ctx context.Context, opts BenchOptions, msgs []benchfeed.Messag
 		}
 		defer apps[i].Close()
 	}
-	feeds := deal(msgs, len(apps))
-	start := time.Now()
-	sums, err := ingestEach(ctx, apps, feeds)
+	captures := make([][]byte, len(apps))
+	for i, feed := range deal(msgs, len(apps)) {
+		captures[i] = benchfeed.Capture(feed)
+	}
+	start, cpu0 := time.Now(), processCPU()
+	sums, err := ingestEach(ctx, apps, captures, opts.Batch)
+	took, cpu := time.Since(start), processCPU()-cpu0
 	if err != nil {
 		return err
 	}
-	b.print(w, apps, sums, time.Since(start), opts.Journal)
+	if cpu0 < 0 {
+		cpu = -1
+	}
+	b.print(w, apps, sums, took, cpu, opts.Journal)
 	return nil
 }
 
@@ -154,25 +162,27 @@ func deal(msgs []benchfeed.Message, n int) [][]benchfeed.Message {
 	return feeds
 }
 
-// ingestEach ingests feeds[i] on apps[i], all at once.
-func ingestEach(ctx context.Context, apps []*App, feeds [][]benchfeed.Message) ([]file.Summary, error) {
+// ingestEach ingests captures[i] on apps[i], all at once, batch messages a
+// commit.
+func ingestEach(ctx context.Context, apps []*App, captures [][]byte, batch int) ([]file.Summary, error) {
 	sums := make([]file.Summary, len(apps))
 	errs := make([]error, len(apps))
 	var wg sync.WaitGroup
 	for i := range apps {
 		wg.Go(func() {
-			sums[i], errs[i] = file.Ingest(ctx, apps[i].Engine, bytes.NewReader(benchfeed.Capture(feeds[i])), file.Options{Name: "bench"})
+			sums[i], errs[i] = file.Ingest(ctx, apps[i].Engine, bytes.NewReader(captures[i]), file.Options{Name: "bench", BatchSize: batch})
 		})
 	}
 	wg.Wait()
 	return sums, errors.Join(errs...)
 }
 
-// print reports the group's rate, its batches' lost races and lock waits,
-// and the outcomes.
-func (b *sharedBench) print(w io.Writer, apps []*App, sums []file.Summary, took time.Duration, journal string) {
+// print reports the group's rate, the CPU this process (every member: the
+// client side) took per message (cpu < 0: unknown), its batches' lost races,
+// lock waits and rows found held, and the outcomes.
+func (b *sharedBench) print(w io.Writer, apps []*App, sums []file.Summary, took, cpu time.Duration, journal string) {
 	var total int64
-	var updates, retries, waits uint64
+	var updates, retries, waits, held uint64
 	outcomes := map[string]int64{}
 	for i, a := range apps {
 		total += sums[i].Lines
@@ -181,7 +191,7 @@ func (b *sharedBench) print(w io.Writer, apps []*App, sums []file.Summary, took 
 		}
 		if rep := a.Store.Capabilities().Stats; rep != nil {
 			st := rep.SharedStats()
-			updates, retries, waits = updates+st.Updates, retries+st.Retries, waits+st.LockWaits
+			updates, retries, waits, held = updates+st.Updates, retries+st.Retries, waits+st.LockWaits, held+st.HeldRows
 		}
 	}
 	where := "schema " + b.run
@@ -191,14 +201,18 @@ func (b *sharedBench) print(w io.Writer, apps []*App, sums []file.Summary, took 
 	if journal != "" {
 		where += ", journal under " + journal
 	}
-	fmt.Fprintf(w, "%d messages in %.2f s: %.0f msg/s durable, %d member(s) on the %s store (%s)\n",
-		total, took.Seconds(), float64(total)/took.Seconds(), len(apps), b.kind, where)
+	perMsg := ""
+	if cpu >= 0 && total > 0 {
+		perMsg = fmt.Sprintf(", %.2f µs CPU per message in this process", float64(cpu.Microseconds())/float64(total))
+	}
+	fmt.Fprintf(w, "%d messages in %.2f s: %.0f msg/s durable, %d member(s) on the %s store (%s)%s\n",
+		total, took.Seconds(), float64(total)/took.Seconds(), len(apps), b.kind, where, perMsg)
 	pct := 0.0
 	if updates > 0 {
 		pct = 100 * float64(retries) / float64(updates)
 	}
-	fmt.Fprintf(w, "batches %d, retried after a lost race %d (%.2f%%), waits for a row lock %d; outcomes applied=%d applied_late=%d duplicate=%d conflict=%d quarantined=%d malformed=%d\n",
-		updates, retries, pct, waits, outcomes["applied"], outcomes["applied_late"], outcomes["duplicate"], outcomes["conflict"],
+	fmt.Fprintf(w, "batches %d, retried after a lost race %d (%.2f%%), waits for a row lock %d, rows found held by another member (their messages decided in a batch after) %d; outcomes applied=%d applied_late=%d duplicate=%d conflict=%d quarantined=%d malformed=%d\n",
+		updates, retries, pct, waits, held, outcomes["applied"], outcomes["applied_late"], outcomes["duplicate"], outcomes["conflict"],
 		outcomes["quarantined"], outcomes["malformed"])
 }
 

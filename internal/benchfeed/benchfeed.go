@@ -1,6 +1,8 @@
 // Package benchfeed generates the benchmark feed: incident updates of about
 // 280 bytes from many producers, each with its own sequence, some of them
-// delivered a second time in failover bursts. `replayguard bench` ingests
+// delivered a second time in failover bursts. Each update adds to an
+// incident's casualties and sets its producer's unit status (see
+// Incident for which incident). `replayguard bench` ingests
 // it; the peer benchmarks in bench/ give the same messages to replayguard
 // and to what a user would pick instead. Generation is deterministic and
 // the package holds no state: it is safe for concurrent use.
@@ -50,6 +52,27 @@ func (m *Message) Key() string {
 	return Agency + "/mdt-" + fmt.Sprintf("%03d", m.Source) + "/1/" + strconv.FormatInt(m.Seq, 10)
 }
 
+// SharedIncidents is the most producers a feed has whose producers all
+// report on the same incidents: up to it, every producer's update with
+// sequence seq is about incident seq%97, as the feed always was.
+const SharedIncidents = 50
+
+// Incident is the number of the incident (incident_id INC-%04d) that the
+// update with sequence seq of producer source is about, in a feed of
+// sources producers. With up to SharedIncidents producers it is seq%97 for
+// all of them: producers at the same sequence, as round-robin producers
+// are, report on the same incident, and every batch adds to that one row.
+// With more, each producer works incidents of its own, one at a time, the
+// next one every 97 updates (97·source + seq/97%97), as units on separate
+// calls do: two producers never share an incident, so batches of different
+// members share a row only where they share a producer.
+func Incident(source int, seq int64, sources int) int64 {
+	if sources <= SharedIncidents {
+		return seq % 97
+	}
+	return 97*int64(source) + seq/97%97
+}
+
 // Generate returns n distinct updates round-robin over the sources, each
 // delivered again later with probability replays: the held updates come
 // back in bursts, as after a failover, and at the end.
@@ -64,7 +87,7 @@ func Generate(n, sources int, replays float64) []Message {
 		m := Message{Topic: fmt.Sprintf("incidents/%s/mdt-%03d", Agency, s), Source: s, Seq: seq[s], Unique: i}
 		m.Payload = fmt.Appendf(nil, `{"agency":%q,"source_id":"mdt-%03d",`+
 			`"boot_id":1,"sequence":%d,"incident_id":"INC-%04d","unit_id":"E%d","unit_status":"enroute","casualty_delta":%d,`+
-			`"lat":38.8977,"lon":-77.0365,"note":"structure fire, 2nd alarm"}`, Agency, s, seq[s], seq[s]%97, s, rng.IntN(2))
+			`"lat":38.8977,"lon":-77.0365,"note":"structure fire, 2nd alarm"}`, Agency, s, seq[s], Incident(s, seq[s], sources), s, rng.IntN(2))
 		out = append(out, m)
 		if rng.Float64() < replays {
 			m.Replay = true
@@ -82,6 +105,11 @@ func Generate(n, sources int, replays float64) []Message {
 // the topic and the payload), the input of `replayguard ingest`.
 func Capture(msgs []Message) []byte {
 	var b bytes.Buffer
+	n := 0
+	for i := range msgs {
+		n += len(msgs[i].Topic) + len(msgs[i].Payload) + len(`{"topic":"","payload":}`+"\n")
+	}
+	b.Grow(n)
 	for i := range msgs {
 		b.WriteString(`{"topic":"`)
 		b.WriteString(msgs[i].Topic)
