@@ -242,8 +242,11 @@ func (e *Engine) routeFor(topic string) *route {
 // Process decides a batch of messages and commits the decisions, their
 // effects and audit records in one durable transaction. On error nothing
 // of the batch was committed and the in-memory windows are as they were
-// before it: the caller may pass the same batch again. Decisions are
-// returned in message order.
+// before it: the caller may pass the same batch again. (On a shared store
+// a batch may commit in two parts, see Reads.SkipHeld: when the second
+// fails, the first is committed, and the same messages passed again keep
+// the decisions it committed instead of being decided twice.) Decisions
+// are returned in message order.
 func (e *Engine) Process(ctx context.Context, msgs []Message) ([]Decision, error) {
 	wait, err := e.Submit(ctx, msgs)
 	if err != nil {

@@ -227,6 +227,9 @@ func (w *sharedWindows) close() {}
 // source window, an entity or a key keep their order (splitHeld); the
 // audit chain records the second batch's after the first's.
 func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Decision, error) {
+	if todo := uncommitted(msgs); len(todo) < len(msgs) {
+		return w.decideRest(ctx, msgs, todo)
+	}
 	e := w.e
 	now := e.opts.Now()
 	out := make([]Decision, len(msgs))
@@ -258,6 +261,12 @@ func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Deci
 	if later == nil {
 		return out, nil
 	}
+	// The first part is committed: passed again after the second fails,
+	// its deliveries keep their decisions (the caller passes the same
+	// messages until the batch commits).
+	for _, i := range first {
+		msgs[i].committed = &out[i]
+	}
 	rest := pick(msgs, later)
 	decided := make([]Decision, len(rest))
 	err = w.update(ctx, e.reads(rest, now), func() {
@@ -266,13 +275,53 @@ func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Deci
 		}
 	}, rest, decided)
 	if err != nil {
-		// The first part is committed and journaled: delivered again, its
-		// deliveries are found duplicates of themselves, as after a commit
-		// whose outcome was unknown.
 		return nil, err
+	}
+	for _, i := range first {
+		msgs[i].committed = nil
 	}
 	for j, i := range later {
 		msgs[i], out[i] = rest[j], decided[j]
+	}
+	return out, nil
+}
+
+// uncommitted returns the indexes of msgs that no earlier attempt of the
+// batch committed.
+func uncommitted(msgs []Message) []int {
+	todo := make([]int, 0, len(msgs))
+	for i := range msgs {
+		if msgs[i].committed == nil {
+			todo = append(todo, i)
+		}
+	}
+	return todo
+}
+
+// decideRest decides the deliveries of msgs at todo, the others having
+// been committed by an earlier attempt whose second part failed, and
+// returns every delivery's decision.
+func (w *sharedWindows) decideRest(ctx context.Context, msgs []Message, todo []int) ([]Decision, error) {
+	rest := pick(msgs, todo)
+	var decided []Decision
+	var err error
+	if len(rest) > 0 {
+		decided, err = w.decideBatch(ctx, rest)
+	}
+	for j, i := range todo { // what the attempt committed stays marked
+		msgs[i] = rest[j]
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Decision, len(msgs))
+	for i := range msgs {
+		if msgs[i].committed != nil {
+			out[i], msgs[i].committed = *msgs[i].committed, nil
+		}
+	}
+	for j, i := range todo {
+		out[i] = decided[j]
 	}
 	return out, nil
 }

@@ -121,8 +121,9 @@ func TestEveryRecordOfASharedStoreNamesItsMember(t *testing.T) {
 // locked rows.
 type holding struct {
 	sharedBackend
-	hold  engine.HeldRows
-	skips []bool // Reads.SkipHeld of each Update
+	hold      engine.HeldRows
+	skips     []bool // Reads.SkipHeld of each Update
+	failWaits int    // Updates without SkipHeld left to fail, writing nothing
 }
 
 func (h *holding) Capabilities() engine.Capabilities {
@@ -133,6 +134,10 @@ func (h *holding) Capabilities() engine.Capabilities {
 
 func (h *holding) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
 	h.skips = append(h.skips, r.SkipHeld)
+	if !r.SkipHeld && h.failWaits > 0 {
+		h.failWaits--
+		return errWrite
+	}
 	hold := h.hold
 	if !r.SkipHeld || hold.Empty() {
 		return h.sharedBackend.Update(ctx, r, decide)
@@ -245,4 +250,54 @@ func entityValues(st []engine.EntityState) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestASplitBatchWhoseSecondPartFailedIsNotDecidedTwice: when the part of
+// a batch left for the rows another member held fails, the first part is
+// committed; passed again, the same messages keep the first part's
+// decisions and only the rest is decided, once.
+func TestASplitBatchWhoseSecondPartFailedIsNotDecidedTwice(t *testing.T) {
+	ctx := context.Background()
+	m, _ := memory.NewGroup(0, 0).Open("m1")
+	held := engine.SourceState{Route: "incidents", Source: []string{"fd", "e1"}}
+	st := &holding{sharedBackend: m, hold: engine.HeldRows{Sources: []string{held.ID()}}, failWaits: 1}
+	counts := recordCounts{}
+	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{incidentRoute}, Observer: counts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	batch := []engine.Message{unitUpdate("e1", 1, "7", 1), unitUpdate("e2", 1, "8", 2), unitUpdate("e3", 1, "9", 3)}
+	if _, err := e.Process(ctx, batch); !errors.Is(err, errWrite) {
+		t.Fatalf("Process = %v, want the second part's failure", err)
+	}
+	got, err := e.Process(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []uint64{3, 1, 2} // e2 and e3 committed first, e1 after
+	for i, d := range got {
+		if d.Outcome != engine.Applied || d.Position != want[i] {
+			t.Errorf("delivery %d: %s at position %d, want applied at %d", i, d.Outcome, d.Position, want[i])
+		}
+	}
+	if counts["applied"] != 3 || len(counts) != 1 {
+		t.Errorf("decisions observed %v, want 3 applied and nothing else", counts)
+	}
+	res, err := audit.VerifyChains(ctx, m, nil)
+	if err != nil || len(res) != 1 || res[0].Records != 3 {
+		t.Fatalf("chains %+v, %v: want one intact chain of 3 records", res, err)
+	}
+	if st, _ := e.ReadState(ctx); fmt.Sprint(entityValues(st)) != "map[incident/7.casualties:1 incident/8.casualties:2 incident/9.casualties:3 unit/e1.status:s1 unit/e2.status:s1 unit/e3.status:s1]" {
+		t.Fatalf("state %v", entityValues(st))
+	}
+}
+
+// recordCounts counts the committed audit records by outcome.
+type recordCounts map[string]int
+
+func (c recordCounts) Committed(records []engine.AuditRecord, _ []engine.EntityState) {
+	for _, r := range records {
+		c[r.Outcome]++
+	}
 }

@@ -67,6 +67,10 @@ type Message struct {
 	prepared *Delivery // set by Engine.Prepare
 	prepErr  error
 	recovery uint8 // decided again from the journal: recoveredHeld or recoveredApplied; 0 for a delivery
+	// committed is the decision an earlier attempt of this batch committed
+	// when the batch was split and its other part failed (a shared store:
+	// see sharedWindows.decideBatch); passed again, it is not decided again.
+	committed *Decision
 }
 
 // Hash is a SHA-256 value: an idempotency key, a content digest or an audit

@@ -13,8 +13,10 @@ import (
 // Processor decides and durably commits batches. *engine.Engine implements it.
 type Processor interface {
 	// Process decides and durably commits a batch; nil means every message
-	// has a durable decision. On error nothing was committed; the same
-	// batch may be passed again. Calls never overlap.
+	// has a durable decision. On error none of the batch is to be
+	// acknowledged, and the same batch (the same messages) is passed
+	// again: what was committed of it is not decided twice (see
+	// engine.Engine.Process). Calls never overlap.
 	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
 }
 
