@@ -97,6 +97,10 @@ type Store struct {
 	log      *slog.Logger
 	closed   atomic.Bool
 	sqlMode  sqlMode // how runSQL finds refused messages; a benchmark varies it
+	// heldLast is set when an Update with Reads.SkipHeld found rows held:
+	// the next Update is most likely the batch of the messages on them,
+	// and asks for its rows waiting at once rather than with NOWAIT first.
+	heldLast atomic.Bool
 
 	bgCtx    context.Context // cancelled by Close: the background tasks return
 	bgCancel context.CancelFunc

@@ -93,8 +93,10 @@ func (s *Store) account(start time.Time, n int, err error) {
 // update runs attempts until one commits, decide fails, or the retries
 // are spent. It returns how many audit records it wrote.
 func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) (int, error) {
-	wait := false // row locks are asked for with NOWAIT until one was held
-	created := 0  // reads again because a row was created meanwhile: at most once a row
+	// Row locks are asked for with NOWAIT until one was held, unless the
+	// last Update found rows held (heldLast).
+	wait := s.heldLast.Swap(false) && !r.SkipHeld
+	created := 0 // reads again because a row was created meanwhile: at most once a row
 	var last error
 	var refused engine.SQLRefusals // keys whose sql effects failed because of their messages
 	decideRefused := func(rows *engine.Rows) (*engine.Batch, error) {
@@ -307,6 +309,7 @@ func (s *Store) read(ctx context.Context, tx pgx.Tx, r *engine.Reads, wait bool)
 	}
 	if n := len(rows.Held.Sources) + len(rows.Held.Entities); err == nil && n > 0 {
 		s.stats.HeldRows.Add(uint64(n))
+		s.heldLast.Store(true)
 	}
 	return rows, head, err
 }
