@@ -38,6 +38,7 @@ type Metrics struct {
 	stalls        prometheus.Counter
 
 	collectors []prometheus.Collector
+	reg        prometheus.Registerer // for what is registered after New (WatchReady)
 
 	mu    sync.Mutex
 	wasUp bool // a connection came up before: the next one is a reconnect
@@ -50,6 +51,7 @@ type Metrics struct {
 func New(reg prometheus.Registerer, version, commit string, routes ...string) *Metrics {
 	m := &Metrics{
 		acct: newAccounting(routes),
+		reg:  reg,
 		acked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "replayguard_acked_total",
 			Help: "Deliveries acknowledged to the broker after their decision was committed.",

@@ -272,6 +272,7 @@ func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
 	m := metrics.New(reg, "v1", "abc", "incidents")
 	m.Watch(fakeWindows{})
 	m.WatchQuarantine(fakeQuarantine{})
+	m.WatchReady(func() bool { return true })
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatal(err)

@@ -85,10 +85,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	m.Watch(a.Engine)
 	m.WatchQuarantine(a.Store)
 	storeStatus := a.readiness(a.watchStore(m))
-	ready := func() bool { return true }
 	if a.Forward != nil {
 		fm.WatchOutbox(a.Forward)
-		ready = func() bool { return !a.Forward.Status().Full }
 	}
 
 	consumer, err := newSource(cfg, log, m, reg, a.Engine)
@@ -96,6 +94,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		return err
 	}
 	d := &daemon{app: a, log: log, reg: reg, consumer: consumer}
+	m.WatchReady(d.ready)
 	if d.chains, err = a.chainWork(); err != nil {
 		return err
 	}
@@ -106,7 +105,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	}
 	// Built before anything starts, so that a token it refuses stops run
 	// with nothing to wait for.
-	if d.server, err = d.newServer(build, hub, storeStatus, ready); err != nil {
+	if d.server, err = d.newServer(build, hub, storeStatus); err != nil {
 		return err
 	}
 	return d.serve(ctx)

@@ -53,10 +53,20 @@ type daemon struct {
 	server    *web.Server      // nil without http.listen
 }
 
+// ready reports whether the member takes and acknowledges deliveries: the
+// source connected and committing, room in the outbox, and no acknowledged
+// commits found lost by the shared store. /readyz and replayguard_ready
+// both answer from it, so they never disagree. It is safe from any
+// goroutine and does not block.
+func (d *daemon) ready() bool {
+	a := d.app
+	return d.consumer.Ready() && (a.Forward == nil || !a.Forward.Status().Full) && a.Engine.Loss() == nil
+}
+
 // newServer builds the HTTP API and dashboard over the app, or returns nil
-// when http.listen is not set. ready and storeStatus add the outbox's and
-// the shared store's state to /readyz.
-func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.StoreStatus, ready func() bool) (*web.Server, error) {
+// when http.listen is not set. /readyz answers from d.ready; storeStatus
+// adds why the outbox or the shared store holds it back.
+func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.StoreStatus) (*web.Server, error) {
 	a, h := d.app, d.app.Config.HTTP
 	if !h.Enabled() {
 		return nil, nil
@@ -67,7 +77,7 @@ func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.Sto
 	}
 	return web.New(web.Config{Listen: h.Listen, CertFile: h.TLS.CertFile, KeyFile: h.TLS.KeyFile,
 		Tokens: tokens, AuthReads: h.AuthReads, Version: build.Version, Logger: d.log},
-		web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: d.reg, Ready: func() bool { return d.consumer.Ready() && ready() && a.Engine.Loss() == nil }, Hub: hub, Store: storeStatus,
+		web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: d.reg, Ready: d.ready, Hub: hub, Store: storeStatus,
 			Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer()}), nil
 }
 
