@@ -66,7 +66,7 @@ func init() {
 		"audit":      {summary: "export the audit log (JSONL) or verify its hash chain", usage: "export [--from N] | verify [--file F | --archive DIR]", flags: auditFlags, run: cmdAudit},
 		"quarantine": {summary: "list, release or discard held messages", usage: "list | release ID [--operator NAME] | discard ID --reason TEXT [--operator NAME] [--token-name NAME]", flags: quarantineFlags, run: cmdQuarantine},
 		"outbox":     {summary: "list, retry or drop forward entries a downstream refused", usage: "list | retry ID [--member M] [--reason TEXT] [--operator NAME] | drop ID --reason TEXT [--member M] [--operator NAME] [--token-name NAME]", flags: outboxFlags, run: cmdOutbox},
-		"report":     {summary: "write the after-action report (HTML or JSON) from the audit log", usage: "[--from T] [--to T] [--route NAME] [-o FILE] [--format html|json]", flags: reportFlags, run: cmdReport},
+		"report":     {summary: "write the after-action report (HTML or JSON) from the audit log", usage: "[--from T] [--to T] [--route NAME] [--archive DIR] [-o FILE] [--format html|json]", flags: reportFlags, run: cmdReport},
 		"store":      {summary: "show or accept what a shared store lost of this member's commits at a failover", usage: "loss | accept-loss [--operator NAME] [--token-name NAME]", flags: storeFlags, run: cmdStore},
 		"lint":       {summary: "validate the configuration; list every problem", run: cmdLint},
 		"config":     {summary: "print the effective configuration with all defaults", usage: "print", run: cmdConfig},

@@ -15,6 +15,7 @@ func reportFlags(fs *flag.FlagSet) {
 	fs.String("route", "", "one route's decisions only")
 	fs.String("o", "", "write to FILE instead of stdout")
 	fs.String("format", "html", "html or json")
+	fs.String("archive", "", "the audit archive to read what retention moved out of the store from (default: audit.archive)")
 }
 
 func cmdReport(e *env) error {
@@ -33,7 +34,7 @@ func cmdReport(e *env) error {
 
 // reportOptions reads the flags.
 func reportOptions(e *env, now time.Time) (app.ReportOptions, error) {
-	opts := app.ReportOptions{Route: e.flagString("route"), Format: e.flagString("format"), Output: e.flagString("o")}
+	opts := app.ReportOptions{Route: e.flagString("route"), Format: e.flagString("format"), Output: e.flagString("o"), Archive: e.flagString("archive")}
 	var err error
 	if opts.From, err = parseWhen(e.flagString("from"), now); err != nil {
 		return opts, fmt.Errorf("%w: --from: %v", errUsage, err)

@@ -45,20 +45,35 @@ func TestIngestAppliesRetentionAndVerifyChecksTheArchive(t *testing.T) {
 	if n := strings.Count(mustRun(t, "", "audit", "export", "-c", cfg), "\n"); n != 500 {
 		t.Fatalf("export after retention: %d records, want the 500 the store keeps", n)
 	}
+	// The report reads the archive (audit.archive) before the store: every
+	// decision of both ingests, one chain from position 1.
 	var rep struct {
+		Archive string `json:"archive"`
+		Totals  struct {
+			Applied uint64 `json:"applied"`
+		} `json:"totals"`
 		Verification struct {
 			Intact bool `json:"intact"`
 			Chains []struct {
-				Records uint64 `json:"records"`
-				Broken  string `json:"broken"`
+				Records       uint64 `json:"records"`
+				Archived      uint64 `json:"archived"`
+				FirstPosition uint64 `json:"first_position"`
+				LastPosition  uint64 `json:"last_position"`
+				Broken        string `json:"broken"`
 			} `json:"chains"`
 		} `json:"verification"`
 	}
 	if err := json.Unmarshal([]byte(mustRun(t, "", "report", "--format", "json", "-c", cfg)), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if v := rep.Verification; !v.Intact || len(v.Chains) != 1 || v.Chains[0].Records != 500 {
-		t.Fatalf("report of the trimmed store: %+v, want one intact chain of the 500 kept records", v)
+	if v := rep.Verification; !v.Intact || len(v.Chains) != 1 || v.Chains[0].Records != 4000 || v.Chains[0].Archived != 3500 ||
+		v.Chains[0].FirstPosition != 1 || v.Chains[0].LastPosition != 4000 || rep.Totals.Applied != 4000 || rep.Archive != archive {
+		t.Fatalf("report of the trimmed store with its archive: %+v, want one intact chain of 4000 records, 3500 from %s, 4000 applied", rep, archive)
+	}
+	empty := t.TempDir()
+	_, errs, code = cli(t, "", "report", "--archive", empty, "-c", cfg)
+	if code == 0 || !strings.Contains(errs, "positions 1..3500 of the audit chain are in neither the archive "+empty+" nor the store") {
+		t.Fatalf("report with an archive that lacks them: exit %d\n%s", code, errs)
 	}
 
 	first, _ := filepath.Glob(filepath.Join(archive, "audit-00000000000000000001-*"))
@@ -68,6 +83,10 @@ func TestIngestAppliesRetentionAndVerifyChecksTheArchive(t *testing.T) {
 	_, errs, code = cli(t, "", "audit", "verify", "--archive", archive, "-c", cfg)
 	if code == 0 || !strings.Contains(errs, "audit chain broken at position 1: positions 1..2500 are in no segment") {
 		t.Fatalf("verify --archive with the first segment gone: exit %d\n%s", code, errs)
+	}
+	_, errs, code = cli(t, "", "report", "-c", cfg)
+	if code == 0 || !strings.Contains(errs, "positions 1..2500 are in no segment") {
+		t.Fatalf("report with the first segment gone: exit %d\n%s", code, errs)
 	}
 }
 

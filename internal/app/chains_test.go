@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -227,38 +228,53 @@ func TestIngestEndOnAGroupStreamsAndTrimsEveryChainItClaims(t *testing.T) {
 	}
 }
 
-// TestReportOfTrimmedChainsVerifiesFromTheirBases: an after-action report
-// of a group whose chains retention trimmed verifies each from its base
-// when given the bases trimmedChains reads, and finds them broken without.
-func TestReportOfTrimmedChainsVerifiesFromTheirBases(t *testing.T) {
+// TestReportOfTrimmedChains: an after-action report of a group whose
+// chains retention trimmed reads each member's archive and store as one
+// chain; without the archive a period that reaches before the store is
+// refused, and one after the store's first record is verified from the
+// bases trimmedChains reads (broken without them).
+func TestReportOfTrimmedChains(t *testing.T) {
 	dir := t.TempDir()
+	archive := filepath.Join(dir, "archive")
 	g := memory.NewGroup(0, 0)
-	a := groupMember(t, g, "m1", filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl"))
+	a := groupMember(t, g, "m1", archive, filepath.Join(dir, "audit.jsonl"))
 	decide(t, a, 0, 40)
 	c, _ := a.chainWork()
 	if err := (&Tool{Config: a.Config}).finishChains(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
 	ro, _ := g.Open("")
-	build := func(bases map[string]engine.AuditHead) report.Verification {
-		recs, heads, err := report.Chains(t.Context(), ro)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := report.Build(recs, report.Options{Heads: heads, Bases: bases})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep.Verification
-	}
-	if v := build(nil); v.Intact {
-		t.Fatalf("a report without the bases found the trimmed chain intact: %+v", v)
-	}
 	bases, err := trimmedChains(t.Context(), ro)
 	if err != nil || bases["m1"].Position != 30 {
 		t.Fatalf("trimmedChains = %v, %v", bases, err)
 	}
-	if v := build(bases); !v.Intact {
-		t.Fatalf("a report with the bases: %+v; want the trimmed chain intact", v)
+	build := func(o report.Options, archive report.Archive) (report.Verification, error) {
+		recs, heads, err := report.Chains(t.Context(), ro, archive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Heads = heads
+		rep, err := report.Build(recs, o)
+		if err != nil {
+			return report.Verification{}, err
+		}
+		return rep.Verification, nil
+	}
+	if _, err := build(report.Options{Bases: bases}, nil); err == nil || !strings.Contains(err.Error(), "positions 1..30 are not in the store") {
+		t.Fatalf("a report of the whole log without the archive: %v; want the archived positions named", err)
+	}
+	v, err := build(report.Options{Bases: bases, Archive: archive}, archiveReader(archive))
+	if err != nil || !v.Intact || v.Chains[0].Records != 40 || v.Chains[0].Archived != 30 {
+		t.Fatalf("with the archive: %+v, %v; want one intact chain of 40 records, 30 from the archive", v, err)
+	}
+	var first time.Time
+	ro.ScanChain(t.Context(), "m1", 1, func(r engine.AuditRecord) error { first = r.Time; return errors.New("first only") })
+	after := report.Options{From: first.Add(time.Nanosecond)}
+	if v, err := build(after, nil); err != nil || v.Intact {
+		t.Fatalf("after the store's first record, without the bases: %+v, %v; want the trimmed chain broken", v, err)
+	}
+	after.Bases = bases
+	if v, err := build(after, nil); err != nil || !v.Intact || v.Chains[0].Records != 10 {
+		t.Fatalf("after the store's first record, with the bases: %+v, %v; want the 10 stored records intact", v, err)
 	}
 }

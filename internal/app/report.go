@@ -1,14 +1,17 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"time"
 
+	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/report"
@@ -27,13 +30,22 @@ type ReportOptions struct {
 	// Output is the file to write; empty: Tool.Out. The file is created
 	// only once the report is built.
 	Output string
+	// Archive is the audit archive to read the records audit retention
+	// moved out of the store from; empty: audit.archive of the
+	// configuration, if any.
+	Archive string
 }
 
 // Report builds the after-action report from the audit log, read-only (a
 // shared store's every chain, a single-owner store's log, or, when `run`
 // holds the embedded store, the running process's API), and writes it.
 func (t *Tool) Report(ctx context.Context, opts ReportOptions) error {
-	ro := report.Options{From: opts.From, To: opts.To, Route: opts.Route, Store: t.Config.Store.Kind}
+	ro := report.Options{From: opts.From, To: opts.To, Route: opts.Route, Store: t.Config.Store.Kind, Archive: cmp.Or(opts.Archive, t.Config.Audit.Archive)}
+	if ro.Archive != "" {
+		if _, err := os.Stat(ro.Archive); err != nil {
+			return fmt.Errorf("the audit archive: %w", err)
+		}
+	}
 	var err error
 	if ro.ConfigDigest, err = configDigest(t.Config); err != nil {
 		return err
@@ -92,11 +104,12 @@ func (t *Tool) buildReport(ctx context.Context, opts report.Options) (*report.Re
 			return nil, rerr
 		}
 		opts.ReadPath = "through the API of the running process at " + t.Config.HTTP.Listen + " (it holds the store)"
-		return report.Build(report.Scanned(func(fn func(engine.AuditRecord) error) error { return r.audit(1, fn) }), opts)
+		return report.Build(report.Scanned(report.WithArchive(ctx, "", archiveReader(opts.Archive),
+			func(fn func(engine.AuditRecord) error) error { return r.audit(1, fn) })), opts)
 	}
 	defer a.Close()
 	if cs := a.Store.Capabilities().Chains; cs != nil {
-		recs, heads, err := report.Chains(ctx, cs)
+		recs, heads, err := report.Chains(ctx, cs, archiveReader(opts.Archive))
 		if err != nil {
 			return nil, err
 		}
@@ -123,5 +136,17 @@ func (t *Tool) buildReport(ctx context.Context, opts report.Options) (*report.Re
 		}
 		opts.Bases = map[string]engine.AuditHead{"": base}
 	}
-	return report.Build(report.Records(ctx, a.Store), opts)
+	return report.Build(report.Records(ctx, a.Store, archiveReader(opts.Archive)), opts)
+}
+
+// archiveReader reads the chains of audit archive dir, each record
+// verified (audit.ScanArchive); nil when dir is empty.
+func archiveReader(dir string) report.Archive {
+	if dir == "" {
+		return nil
+	}
+	return func(ctx context.Context, member string, fn func(engine.AuditRecord) error) error {
+		_, err := audit.ScanArchive(ctx, dir, member, fn)
+		return err
+	}
 }

@@ -39,7 +39,7 @@ func (d *demo) renderReport(ctx context.Context, path string) error {
 		sum := sha256.Sum256(b)
 		opts.ConfigDigest = hex.EncodeToString(sum[:])
 	}
-	rep, err := aar.Build(aar.Records(ctx, d.guard.store), opts)
+	rep, err := aar.Build(aar.Records(ctx, d.guard.store, nil), opts)
 	if err != nil {
 		return err
 	}

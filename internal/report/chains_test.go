@@ -62,7 +62,7 @@ func TestChainsOfAGroup(t *testing.T) {
 		"a": chain(t, "a", rec(10, "applied", primary, 1), rec(70, "applied", primary, 2), release),
 		"b": chain(t, "b", rec(20, "duplicate", primary, 1), rec(130, "conflict", standby, 3), rec(140, "malformed", standby, 4)),
 	}
-	recs, heads, err := report.Chains(context.Background(), g)
+	recs, heads, err := report.Chains(context.Background(), g, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestChainsOfAGroup(t *testing.T) {
 	if fmt.Sprint(order) != "[a1 b1 a2 b2 b3 a3]" {
 		t.Fatalf("merged %v, want by time", order)
 	}
-	recs, _, _ = report.Chains(context.Background(), g)
+	recs, _, _ = report.Chains(context.Background(), g, nil)
 	rep, err := report.Build(recs, report.Options{Heads: heads})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestChainsOfAGroup(t *testing.T) {
 	})
 	t.Run("a member's chain with a hole is broken, naming the member", func(t *testing.T) {
 		g2 := group{"a": g["a"], "b": append([]engine.AuditRecord{g["b"][0]}, g["b"][2])}
-		recs, heads, _ := report.Chains(context.Background(), g2)
+		recs, heads, _ := report.Chains(context.Background(), g2, nil)
 		rep, err := report.Build(recs, report.Options{Heads: heads})
 		if err != nil || rep.Verification.Intact || rep.Verification.Chains[0].Broken != "" || rep.Verification.Chains[1].Broken == "" {
 			t.Fatalf("%+v %v", rep.Verification, err)

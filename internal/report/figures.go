@@ -25,10 +25,18 @@ type Options struct {
 	// learns a member's base from a resolution that names exactly one
 	// member's held decision, and shows the others by member and position.
 	QuarantineBases map[string]uint64
-	// Bases are where chains trimmed by audit retention now start, by
-	// member: the last archived record's position and hash. A chain with a
-	// base is verified from it; without, from position 1.
+	// Bases are where chains trimmed by audit retention now start in the
+	// store, by member: the last archived record's position and hash. A
+	// chain whose records begin after its base is verified from it; one
+	// whose records begin at position 1 (read from the archive first) is
+	// verified from there, and the records at or below its base are
+	// counted as archived.
 	Bases map[string]engine.AuditHead
+	// Archive is the directory the archived records were read from, shown
+	// as given; empty: none was read. A period that reaches before a
+	// chain's first record read, when that is not position 1, is an error
+	// naming the positions missing, never a smaller report.
+	Archive string
 	// Store is the store kind (memory, embedded, redis, postgres), ReadPath
 	// how the records were read (the store itself, or a running process's
 	// API) and ConfigDigest the SHA-256 of the effective configuration:
@@ -55,6 +63,7 @@ type Report struct {
 	Last         *time.Time `json:"last,omitempty"`
 	Store        string     `json:"store"`
 	ReadPath     string     `json:"read_path"`
+	Archive      string     `json:"archive,omitempty"` // the archive read before the store, when one was
 	ConfigDigest string     `json:"config_digest"`
 
 	Totals        Counts           `json:"totals"`
@@ -194,11 +203,16 @@ type Verification struct {
 	Chains      []ChainStatus `json:"chains"`
 }
 
-// ChainStatus is one chain's check.
+// ChainStatus is one chain's check, and what of it was read.
 type ChainStatus struct {
-	Member       string `json:"member,omitempty"`
-	Records      uint64 `json:"records"` // verified
-	HeadPosition uint64 `json:"head_position"`
-	HeadHash     string `json:"head_hash"`
-	Broken       string `json:"broken,omitempty"` // why and where, when not intact
+	Member        string     `json:"member,omitempty"`
+	FirstPosition uint64     `json:"first_position,omitempty"` // the first record read
+	First         *time.Time `json:"first,omitempty"`          // its time
+	LastPosition  uint64     `json:"last_position,omitempty"`  // the last record read
+	Last          *time.Time `json:"last,omitempty"`           // its time
+	Archived      uint64     `json:"archived,omitempty"`       // records read from the archive
+	Records       uint64     `json:"records"`                  // verified
+	HeadPosition  uint64     `json:"head_position"`
+	HeadHash      string     `json:"head_hash"`
+	Broken        string     `json:"broken,omitempty"` // why and where, when not intact
 }

@@ -47,7 +47,7 @@ func TestForwardRecordsAreCountedApartFromTheQuarantine(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap, _ := st.Load(ctx)
-	rep, err := report.Build(report.Records(ctx, st), report.Options{Heads: map[string]engine.AuditHead{"": snap.AuditHead},
+	rep, err := report.Build(report.Records(ctx, st, nil), report.Options{Heads: map[string]engine.AuditHead{"": snap.AuditHead},
 		Now: func() time.Time { return start.Add(time.Hour) }})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 
 	"github.com/replayguard/replayguard/engine"
@@ -27,15 +28,60 @@ func Scanned(scan func(fn func(engine.AuditRecord) error) error) iter.Seq2[engin
 	}
 }
 
-// Records is a single-owner store's log from its first record.
-func Records(ctx context.Context, s engine.AuditScanner) iter.Seq2[engine.AuditRecord, error] {
-	return Scanned(func(fn func(engine.AuditRecord) error) error { return s.ScanAudit(ctx, 1, fn) })
+// Records is a single-owner store's log from its first record: the
+// records archive holds (nil: none), then the store's.
+func Records(ctx context.Context, s engine.AuditScanner, archive Archive) iter.Seq2[engine.AuditRecord, error] {
+	return Scanned(WithArchive(ctx, "", archive, func(fn func(engine.AuditRecord) error) error { return s.ScanAudit(ctx, 1, fn) }))
+}
+
+// Archive reads member's records that audit retention moved out of the
+// store ("" on a single-owner store), in position order, each verified
+// before fn sees it: audit.ScanArchive over one directory.
+type Archive func(ctx context.Context, member string, fn func(engine.AuditRecord) error) error
+
+// WithArchive returns the scan of member's whole chain: the records
+// archive holds (nil: none), then those of stored (a scan of the store's
+// chain) that follow the last of them. A record both hold (a trim that
+// stopped after sealing its segment) is read from the archive; the
+// store's copy of the archive's last record must have the same hash.
+func WithArchive(ctx context.Context, member string, archive Archive, stored func(fn func(engine.AuditRecord) error) error) func(fn func(engine.AuditRecord) error) error {
+	if archive == nil {
+		return stored
+	}
+	return func(fn func(engine.AuditRecord) error) error {
+		var last engine.AuditHead
+		err := archive(ctx, member, func(r engine.AuditRecord) error {
+			last = engine.AuditHead{Position: r.Position, Hash: r.Hash}
+			return fn(r)
+		})
+		if err != nil {
+			return err
+		}
+		return stored(func(r engine.AuditRecord) error {
+			switch {
+			case r.Position > last.Position:
+				return fn(r)
+			case r.Position == last.Position && r.Hash != last.Hash:
+				return fmt.Errorf("%s: the store's record at position %d differs from the archive's", chainName(member), r.Position)
+			}
+			return nil
+		})
+	}
+}
+
+// chainName names member's chain in a message.
+func chainName(member string) string {
+	if member == "" {
+		return "the audit chain"
+	}
+	return fmt.Sprintf("member %q's chain", member)
 }
 
 // Chains is every member's chain of a shared store, each from its first
-// record, merged by time (ties by member, then position), with the chain
-// heads the store keeps for Options.Heads.
-func Chains(ctx context.Context, cs engine.ChainScanner) (iter.Seq2[engine.AuditRecord, error], map[string]engine.AuditHead, error) {
+// record (from archive, nil: none, then from the store), merged by time
+// (ties by member, then position), with the chain heads the store keeps
+// for Options.Heads.
+func Chains(ctx context.Context, cs engine.ChainScanner, archive Archive) (iter.Seq2[engine.AuditRecord, error], map[string]engine.AuditHead, error) {
 	chains, err := cs.Chains(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -47,9 +93,9 @@ func Chains(ctx context.Context, cs engine.ChainScanner) (iter.Seq2[engine.Audit
 	return func(yield func(engine.AuditRecord, error) bool) {
 		var curs []*cursor
 		for _, c := range chains {
-			next, stop := iter.Pull2(Scanned(func(fn func(engine.AuditRecord) error) error {
+			next, stop := iter.Pull2(Scanned(WithArchive(ctx, c.Member, archive, func(fn func(engine.AuditRecord) error) error {
 				return cs.ScanChain(ctx, c.Member, 1, fn)
-			}))
+			})))
 			defer stop()
 			curs = append(curs, &cursor{next: next})
 		}

@@ -29,7 +29,9 @@ func Build(records iter.Seq2[engine.AuditRecord, error], opts Options) (*Report,
 		if err != nil {
 			return nil, err
 		}
-		b.add(&r)
+		if err := b.add(&r); err != nil {
+			return nil, err
+		}
 	}
 	return b.finish(), nil
 }
@@ -57,15 +59,17 @@ type openGap struct {
 }
 
 type chainAcc struct {
-	v      *audit.Verifier
-	broken string
-	broker string // the last delivery's
+	v           *audit.Verifier
+	broken      string
+	broker      string // the last delivery's
+	archived    uint64 // records read at or below the store's base
+	first, last *engine.AuditRecord
 }
 
 func newBuilder(opts Options) *builder {
 	b := &builder{opts: opts, minutes: map[int64]*Outcomes{}, seconds: map[int64]*Outcomes{}, sources: map[string]*sourceAcc{}, chains: map[string]*chainAcc{}}
 	b.rep = Report{Generated: opts.Now().UTC(), Route: opts.Route, Store: opts.Store, ReadPath: opts.ReadPath,
-		ConfigDigest: opts.ConfigDigest, BrokerChanges: []BrokerChange{}, Sources: []SourceFigures{}, Quarantine: []QuarantineItem{}}
+		Archive: opts.Archive, ConfigDigest: opts.ConfigDigest, BrokerChanges: []BrokerChange{}, Sources: []SourceFigures{}, Quarantine: []QuarantineItem{}}
 	if !opts.From.IsZero() {
 		t := opts.From.UTC()
 		b.rep.From = &t
@@ -81,8 +85,51 @@ func (b *builder) inPeriod(t time.Time) bool {
 	return (b.opts.From.IsZero() || !t.Before(b.opts.From)) && (b.opts.To.IsZero() || t.Before(b.opts.To))
 }
 
-func (b *builder) add(r *engine.AuditRecord) {
+func (b *builder) add(r *engine.AuditRecord) error {
+	if err := b.read(r); err != nil {
+		return err
+	}
 	b.verify(r)
+	b.count(r)
+	return nil
+}
+
+// read notes r as its chain's next record read. A chain whose first
+// record read is not position 1 lacks the records before it: that is an
+// error when the period reaches them (it may hold records with r's time).
+func (b *builder) read(r *engine.AuditRecord) error {
+	c := b.chain(r.Member)
+	if c.first == nil {
+		first := *r
+		c.first = &first
+		if r.Position == 1 {
+			c.v = audit.NewChainVerifier(r.Member) // read from the archive, if the chain has a base
+		} else if b.opts.From.IsZero() || !b.opts.From.After(r.Time) {
+			return b.notCovered(r)
+		}
+	}
+	if base := b.opts.Bases[r.Member]; c.first.Position == 1 && r.Position <= base.Position {
+		c.archived++
+	}
+	last := *r
+	c.last = &last
+	return nil
+}
+
+// notCovered is the error of a period that reaches before r, its chain's
+// first record read.
+func (b *builder) notCovered(r *engine.AuditRecord) error {
+	when := r.Time.UTC().Format(time.RFC3339Nano)
+	if b.opts.Archive == "" {
+		return fmt.Errorf("the period reaches before the first record the store holds of %s (position %d, %s): positions 1..%d are not in the store (audit retention archived them); "+
+			"give their archive (--archive DIR, or audit.archive in the configuration), or a --from after %s", chainName(r.Member), r.Position, when, r.Position-1, when)
+	}
+	return fmt.Errorf("positions 1..%d of %s are in neither the archive %s nor the store, and the period reaches before position %d (%s); give a --from after %s",
+		r.Position-1, chainName(r.Member), b.opts.Archive, r.Position, when, when)
+}
+
+// count adds r to the figures of the period.
+func (b *builder) count(r *engine.AuditRecord) {
 	period := b.inPeriod(r.Time)
 	if forward := (&Forwards{}).count(r.Outcome); forward { // its ref is an outbox entry, no quarantine entry
 		if period && (b.opts.Route == "" || r.Route == b.opts.Route) {
@@ -348,7 +395,11 @@ func (b *builder) verification() Verification {
 	}) {
 		c := b.chain(m)
 		h := c.v.Head()
-		st := ChainStatus{Member: m, Records: c.v.Count(), HeadPosition: h.Position, HeadHash: h.Hash.String(), Broken: c.broken}
+		st := ChainStatus{Member: m, Records: c.v.Count(), HeadPosition: h.Position, HeadHash: h.Hash.String(), Broken: c.broken, Archived: c.archived}
+		if c.first != nil {
+			f, l := c.first.Time.UTC(), c.last.Time.UTC()
+			st.FirstPosition, st.First, st.LastPosition, st.Last = c.first.Position, &f, c.last.Position, &l
+		}
 		if want, ok := b.opts.Heads[m]; ok && st.Broken == "" && want != h {
 			st.Broken = fmt.Sprintf("log ends at position %d but the chain head is at %d", h.Position, want.Position)
 			if want.Position == h.Position {

@@ -142,7 +142,7 @@ func (f *feed) build(t *testing.T, opts report.Options) *report.Report {
 	}
 	opts.Heads = map[string]engine.AuditHead{"": snap.AuditHead}
 	opts.Now = func() time.Time { return start.Add(time.Hour) }
-	rep, err := report.Build(report.Records(context.Background(), f.store), opts)
+	rep, err := report.Build(report.Records(context.Background(), f.store, nil), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestAlteredRecordIsReportedBroken(t *testing.T) {
 	f := story(t)
 	snap, _ := f.store.Load(context.Background())
 	altered := func(yield func(engine.AuditRecord, error) bool) {
-		for r, err := range report.Records(context.Background(), f.store) {
+		for r, err := range report.Records(context.Background(), f.store, nil) {
 			if r.Position == 12 {
 				r.Outcome = "applied" // was a duplicate, or anything: the hash no longer matches
 				r.Reason = "altered"
@@ -424,7 +424,7 @@ func TestAlteredRecordIsReportedBroken(t *testing.T) {
 		t.Fatalf("verification %+v", v)
 	}
 	var tail iter.Seq2[engine.AuditRecord, error] = func(yield func(engine.AuditRecord, error) bool) {
-		for r, err := range report.Records(context.Background(), f.store) {
+		for r, err := range report.Records(context.Background(), f.store, nil) {
 			if r.Position < snap.AuditHead.Position && !yield(r, err) {
 				return
 			}
