@@ -227,8 +227,8 @@ func (w *sharedWindows) close() {}
 // source window, an entity or a key keep their order (splitHeld); the
 // audit chain records the second batch's after the first's.
 func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Decision, error) {
-	if todo := uncommitted(msgs); len(todo) < len(msgs) {
-		return w.decideRest(ctx, msgs, todo)
+	if partlyCommitted(msgs) {
+		return w.decideRest(ctx, msgs, uncommitted(msgs))
 	}
 	e := w.e
 	now := e.opts.Now()
@@ -284,6 +284,17 @@ func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Deci
 		msgs[i], out[i] = rest[j], decided[j]
 	}
 	return out, nil
+}
+
+// partlyCommitted reports whether an earlier attempt of the batch msgs
+// committed some of them.
+func partlyCommitted(msgs []Message) bool {
+	for i := range msgs {
+		if msgs[i].committed != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // uncommitted returns the indexes of msgs that no earlier attempt of the
