@@ -123,3 +123,28 @@ func TestRunAppliesRetention(t *testing.T) {
 		t.Fatalf("audit verify --archive on the stopped store: %q", out)
 	}
 }
+
+// TestReportOfAnUntrimmedStoreNeedsNoArchive: where retention trimmed
+// nothing, the report reads the store alone, whether or not the
+// configured archive is there; an --archive that does not exist is
+// refused.
+func TestReportOfAnUntrimmedStoreNeedsNoArchive(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "archive")
+	cfg := testConfig(t, fmt.Sprintf("audit: {retention: {max_records: 500}, archive: %s}\n", archive))
+	mustRun(t, "", "ingest", "-c", cfg, meterFeed(t, 0, 100))
+	if err := os.RemoveAll(archive); err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Totals struct {
+			Applied uint64 `json:"applied"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, "", "report", "--format", "json", "-c", cfg)), &rep); err != nil || rep.Totals.Applied != 100 {
+		t.Fatalf("report: %+v, %v; want the 100 applied", rep, err)
+	}
+	_, errs, code := cli(t, "", "report", "--archive", archive, "-c", cfg)
+	if code == 0 || !strings.Contains(errs, "--archive: stat "+archive) {
+		t.Fatalf("report --archive of a directory that does not exist: exit %d\n%s", code, errs)
+	}
+}

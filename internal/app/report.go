@@ -41,9 +41,9 @@ type ReportOptions struct {
 // holds the embedded store, the running process's API), and writes it.
 func (t *Tool) Report(ctx context.Context, opts ReportOptions) error {
 	ro := report.Options{From: opts.From, To: opts.To, Route: opts.Route, Store: t.Config.Store.Kind, Archive: cmp.Or(opts.Archive, t.Config.Audit.Archive)}
-	if ro.Archive != "" {
-		if _, err := os.Stat(ro.Archive); err != nil {
-			return fmt.Errorf("the audit archive: %w", err)
+	if opts.Archive != "" { // named: it must be there (audit.archive is made by the first trim)
+		if _, err := os.Stat(opts.Archive); err != nil {
+			return fmt.Errorf("--archive: %w", err)
 		}
 	}
 	var err error
