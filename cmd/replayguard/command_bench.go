@@ -14,7 +14,7 @@ func benchFlags(fs *flag.FlagSet) {
 	fs.Float64("replays", 0.1, "fraction of updates delivered a second time, as after a failover")
 	fs.Int("batch", 1000, "messages decided and committed at once (by each member)")
 	fs.String("dir", "", "embedded store directory (default: a temporary one, removed afterwards)")
-	fs.String("store", "", "a shared store's URL (postgres://… or redis://…) instead of the embedded store: a fresh schema or prefix on it")
+	fs.String("store", "", "a shared store's URL (postgres://… or redis://…) instead of the embedded store: a fresh schema or prefix on it, dropped when the run ends")
 	fs.Int("members", 1, "with --store: group members in this process, each dealt every Nth message, as a shared subscription deals them")
 	fs.String("journal", "", "with --store: keep each member's journal under this directory, as run does (default: none)")
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/benchfeed"
 	"github.com/replayguard/replayguard/source/file"
+	"github.com/replayguard/replayguard/store/postgres"
+	"github.com/replayguard/replayguard/store/redis"
 )
 
 // BenchOptions say what Bench generates and where it decides it.
@@ -29,7 +31,7 @@ type BenchOptions struct {
 	// removed afterwards.
 	Dir string
 	// Store is a shared store's URL (postgres://… or redis://…) to bench
-	// on instead of the embedded store, in a fresh schema or prefix.
+	// on instead of the embedded store, in a fresh schema or prefix, dropped when the run ends.
 	Store string
 	// Members are the group members in this process with Store, each
 	// dealt every Nth message as a shared subscription deals them.
@@ -94,12 +96,14 @@ type sharedBench struct {
 // opts.Members engines that each hold a member id, and reports the group's
 // rate and how often a batch lost a race to another member. With
 // opts.Journal set, each member keeps its journal under it (JournalDir),
-// synced before every ack.
-func benchShared(ctx context.Context, opts BenchOptions, msgs []benchfeed.Message, w io.Writer) error {
+// synced before every ack. The schema or prefix is dropped when it ends.
+func benchShared(ctx context.Context, opts BenchOptions, msgs []benchfeed.Message, w io.Writer) (err error) {
 	b, err := newSharedBench(opts.Store, opts.Journal)
 	if err != nil {
 		return err
 	}
+	// After every member closed (deferred below, so run before this).
+	defer func() { err = errors.Join(err, b.drop(context.WithoutCancel(ctx), w)) }()
 	apps := make([]*App, opts.Members)
 	for i := range apps {
 		c := *b.cfg
@@ -123,6 +127,24 @@ func benchShared(ctx context.Context, opts BenchOptions, msgs []benchfeed.Messag
 		cpu = -1
 	}
 	b.print(w, apps, sums, took, cpu, opts.Journal)
+	return nil
+}
+
+// drop removes the run's schema or prefix from the store, and says so.
+func (b *sharedBench) drop(ctx context.Context, w io.Writer) error {
+	url := b.cfg.Store.URL
+	if b.kind == config.StorePostgres {
+		if err := postgres.DropSchema(ctx, url, b.run); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "schema %s dropped\n", b.run)
+		return nil
+	}
+	n, err := redis.DropPrefix(ctx, url, b.cfg.Store.Prefix)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "prefix %s deleted: %d keys\n", b.cfg.Store.Prefix, n)
 	return nil
 }
 
