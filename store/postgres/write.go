@@ -196,16 +196,9 @@ func (u *update) unwritten(kind string, ids [][]byte) [][]byte {
 // held checks that a statement on n rows this Update holds (read under a
 // lock, or claimed) found every one of them.
 func held(n int, what string) func(pgx.BatchResults) error {
-	return func(br pgx.BatchResults) error {
-		tag, err := br.Exec()
-		if err != nil {
-			return dbErr(err)
-		}
-		if got := tag.RowsAffected(); got != int64(n) {
-			return fmt.Errorf("%w: %d of the %d %s rows this update holds are gone", errLostRace, int64(n)-got, n, what)
-		}
-		return nil
-	}
+	return affected(n, func(missing int64) string {
+		return fmt.Sprintf("%d of the %d %s rows this update holds are gone", missing, n, what)
+	})
 }
 
 // execd checks a statement that returns nothing.
@@ -217,13 +210,19 @@ func execd(br pgx.BatchResults) error {
 // returned checks that an insert … RETURNING returned all n rows: a row
 // missing was written by another member first.
 func returned(n int, what string) func(pgx.BatchResults) error {
+	return affected(n, func(missing int64) string { return fmt.Sprintf("%d of %d %s rows", missing, n, what) })
+}
+
+// affected checks that a statement affected n rows; fewer are a lost race,
+// which why describes from how many are missing.
+func affected(n int, why func(missing int64) string) func(pgx.BatchResults) error {
 	return func(br pgx.BatchResults) error {
 		tag, err := br.Exec()
 		if err != nil {
 			return dbErr(err)
 		}
 		if got := tag.RowsAffected(); got != int64(n) {
-			return fmt.Errorf("%w: %d of %d %s rows", errLostRace, int64(n)-got, n, what)
+			return fmt.Errorf("%w: %s", errLostRace, why(int64(n)-got))
 		}
 		return nil
 	}
