@@ -78,12 +78,46 @@ func appendRecord(b []byte, r *AuditRecord, chain bool) []byte {
 		b = strconv.AppendInt(b, r.Gap.To, 10)
 		b = append(b, '}')
 	}
+	if len(r.Effects) > 0 {
+		b = appendChanges(append(b, `,"effects":`...), r.Effects)
+	}
 	b = appendHash(append(b, `,"prev":`...), r.Prev)
 	if chain {
 		return append(b, `,"hash":""}`...)
 	}
 	b = appendHash(append(b, `,"hash":`...), r.Hash)
 	return append(b, '}')
+}
+
+// appendChanges appends cs as encoding/json writes them. Their values are
+// written as they are: the engine writes them compact and HTML-safe, as
+// encoding/json would, and a record read back keeps the bytes it was
+// hashed with.
+func appendChanges(b []byte, cs []Change) []byte {
+	b = append(b, '[')
+	for i := range cs {
+		c := &cs[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(append(b, `{"entity":`...), c.Entity)
+		b = appendString(append(b, `,"field":`...), c.Field)
+		b = appendString(append(b, `,"op":`...), c.Op)
+		b = appendRaw(append(b, `,"value":`...), c.Value)
+		b = appendRaw(append(b, `,"after":`...), c.After)
+		if c.Lost {
+			b = append(b, `,"lost":true`...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+func appendRaw(b []byte, v []byte) []byte {
+	if len(v) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, v...)
 }
 
 // appendHash appends h as a JSON string of hex digits.

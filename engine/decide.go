@@ -35,7 +35,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		dec.Reason = strings.TrimPrefix(dec.Reason+"; "+reasonRecovered, "; ")
 	}
 	if dec.Outcome.Effective() {
-		e.project(d, dec.version)
+		dec.changes = e.project(d, dec.version)
 		if d.placer != nil {
 			e.placed(d, m.Topic, now)
 		}
@@ -191,6 +191,9 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64, by 
 	r := AuditRecord{Position: dec.Position, Time: now.UTC(), Route: dec.Route, Topic: m.Topic,
 		Source: dec.Source, Epoch: dec.Epoch, ID: dec.ID, Outcome: dec.Outcome.String(),
 		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Ref: ref, Operator: by, Gap: dec.Gap}
+	if len(dec.changes) > 0 {
+		r.Effects = dec.changes
+	}
 	if dec.Sequence >= 0 {
 		// The batch's sequences share a slab instead of an allocation each;
 		// a full slab is left to the records that point into it, and the

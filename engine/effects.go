@@ -20,9 +20,12 @@ type field struct {
 }
 
 // project runs the route's effects of one effective message against the
-// entity states, marking what changed. Paths absent from the message do
-// nothing; an entity template naming an absent field skips the effect.
-func (e *Engine) project(d *Delivery, ver Version) {
+// entity states, marking what changed, and returns what each operation did
+// for the message's audit record. Paths absent from the message do nothing;
+// an entity template naming an absent field skips the effect.
+func (e *Engine) project(d *Delivery, ver Version) []Change {
+	p := &e.pending
+	start := len(p.changes)
 	for i, ef := range d.route.effects {
 		name := d.entities[i]
 		if name == "" {
@@ -34,7 +37,8 @@ func (e *Engine) project(d *Delivery, ver Version) {
 				e.unread.entity(name)
 			}
 			ent = &entity{fields: map[string]*field{}}
-			e.entities[strings.Clone(name)] = ent // name shares its bytes with the message's other names
+			name = strings.Clone(name) // name shares its bytes with the message's other names
+			e.entities[name] = ent
 		}
 		changed := false
 		for _, o := range ef.ops {
@@ -42,14 +46,66 @@ func (e *Engine) project(d *Delivery, ver Version) {
 			if v.kind == vAbsent {
 				continue
 			}
-			if ent.apply(o, v, ver) {
-				changed = true
+			ok := ent.apply(o, v, ver)
+			changed = changed || ok
+			if len(p.changes) == cap(p.changes) {
+				// A full slab is left to the records that point into it,
+				// as the sequences' is.
+				n := len(p.changes) - start
+				c := make([]Change, n, max(16, 2*cap(p.changes)))
+				copy(c, p.changes[start:])
+				p.changes, start = c, 0
 			}
+			p.changes = append(p.changes, Change{Entity: name, Field: o.field, Op: o.kind.String(),
+				Value: p.json(v.kind, v.text), After: p.fieldJSON(ent.fields[o.field]), Lost: !ok && o.kind == opSet})
 		}
 		if changed {
-			e.pending.entities[name] = struct{}{}
+			p.entities[name] = struct{}{}
 		}
 	}
+	return p.changes[start:len(p.changes):len(p.changes)]
+}
+
+// json returns a message's value as JSON, in the batch's slab of values.
+func (p *pending) json(k valueKind, text string) json.RawMessage {
+	if k == vString {
+		return p.rawOf(appendString(p.slab(len(text)+2), text))
+	}
+	return p.rawOf(append(p.slab(len(text)), text...))
+}
+
+// fieldJSON returns a field's value as JSON, in the batch's slab of values.
+func (p *pending) fieldJSON(f *field) json.RawMessage {
+	switch f.kind {
+	case KindNumber:
+		var r apd.Decimal
+		r.Reduce(&f.num)
+		if r.IsZero() {
+			return p.rawOf(append(p.slab(1), '0'))
+		}
+		return p.rawOf(r.Append(p.slab(8), 'f'))
+	case KindString:
+		return p.rawOf(appendString(p.slab(len(f.str)+2), f.str))
+	default:
+		return p.rawOf(append(p.slab(len(f.str)), f.str...))
+	}
+}
+
+// slab returns the free end of the values' slab, with room for n bytes
+// at least (a value may outgrow it; rawOf keeps what was written).
+func (p *pending) slab(n int) []byte {
+	if cap(p.raw)-len(p.raw) < n {
+		p.raw = make([]byte, 0, max(4096, 2*n))
+	}
+	return p.raw[len(p.raw):]
+}
+
+// rawOf takes b, written at the free end of the slab, into it.
+func (p *pending) rawOf(b []byte) json.RawMessage {
+	if len(p.raw) < cap(p.raw) && len(b) > 0 && &b[0] == &p.raw[:len(p.raw)+1][len(p.raw)] {
+		p.raw = p.raw[:len(p.raw)+len(b)]
+	}
+	return b[:len(b):len(b)]
 }
 
 // appendName appends the entity name the template renders from vals, or

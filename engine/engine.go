@@ -144,7 +144,9 @@ type pending struct {
 	batch    Batch
 	sources  map[*SourceState]struct{}
 	entities map[string]struct{}
-	seqs     []int64 // what the batch's audit records' Sequence point to
+	seqs     []int64  // what the batch's audit records' Sequence point to
+	changes  []Change // what the batch's audit records' Effects point into
+	raw      []byte   // the JSON values of those changes
 }
 
 // New loads the store's state and returns an engine over it, using what

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -147,7 +148,8 @@ type Decision struct {
 	ID       string
 	Gap      *Range // sequences skipped by this message, if any
 
-	version Version // orders this message's `set` writes
+	version Version  // orders this message's `set` writes
+	changes []Change // what an effective message changed, for its audit record
 }
 
 // Range is an inclusive range of sequence numbers.
@@ -268,8 +270,27 @@ type AuditRecord struct {
 	// and left out of the JSON then, like Operator.
 	Member string `json:"member,omitempty"`
 	Gap    *Range `json:"gap,omitempty"` // sequences this message skipped: a gap opened
-	Prev   Hash   `json:"prev"`
-	Hash   Hash   `json:"hash"`
+	// Effects says what an applied message changed, one entry per
+	// operation on an entity's field, in the route's order; empty for every
+	// other decision and left out of the JSON then, so records written
+	// before it existed keep their bytes and their hashes.
+	Effects []Change `json:"effects,omitempty"`
+	Prev    Hash     `json:"prev"`
+	Hash    Hash     `json:"hash"`
+}
+
+// Change is what one operation of an applied message did to one field of an
+// entity: the lineage `explain` reads. Value and After are JSON scalars, the
+// way `state --json` prints a field.
+type Change struct {
+	Entity string          `json:"entity"`
+	Field  string          `json:"field"`
+	Op     string          `json:"op"`    // add, set, max or min
+	Value  json.RawMessage `json:"value"` // the message's value
+	After  json.RawMessage `json:"after"` // the field's value after the operation
+	// Lost marks a `set` older than the field's value (by epoch, then
+	// sequence): it left the field as it was, and After is the newer value.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // QuarantineEntry is a held message with its raw bytes. Its ID is the audit

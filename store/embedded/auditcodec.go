@@ -27,7 +27,14 @@ import (
 // may hold one as a string of 64 lowercase hex digits; it decodes the same.
 // The operator of a release or discard is there only with flagOperator, so
 // records written before it existed decode as they were, with none.
-const auditFormat = 1
+//
+// A record with effects is format 2: format 1 followed by uvarint
+// len(effects) and, for each, entity | field | op | value | after | lost (1
+// byte, 0 or 1). Records without effects stay format 1, byte for byte.
+const (
+	auditFormat        = 1
+	auditFormatEffects = 2
+)
 
 const (
 	flagSequence = 1 << iota
@@ -125,7 +132,11 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 			flags |= flagKeyRaw << i
 		}
 	}
-	dst = append(dst, auditFormat, flags)
+	format := byte(auditFormat)
+	if len(r.Effects) > 0 {
+		format = auditFormatEffects
+	}
+	dst = append(dst, format, flags)
 	dst = binary.AppendVarint(dst, r.Time.Unix())
 	dst = binary.AppendUvarint(dst, uint64(r.Time.Nanosecond()))
 	dst = binary.AppendUvarint(dst, r.Ref)
@@ -157,12 +168,28 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 			dst = append(dst, 0) // the empty string
 		}
 	}
+	if len(r.Effects) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(r.Effects)))
+		for i := range r.Effects {
+			c := &r.Effects[i]
+			for _, s := range [...]string{c.Entity, c.Field, c.Op} {
+				dst = appendString(dst, s)
+			}
+			dst = appendBytes(dst, c.Value)
+			dst = appendBytes(dst, c.After)
+			lost := byte(0)
+			if c.Lost {
+				lost = 1
+			}
+			dst = append(dst, lost)
+		}
+	}
 	return dst
 }
 
 func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 	r := engine.AuditRecord{Position: pos}
-	if len(v) < 2 || v[0] != auditFormat {
+	if len(v) < 2 || v[0] != auditFormat && v[0] != auditFormatEffects {
 		return r, errCorruptAudit
 	}
 	flags := v[1]
@@ -204,10 +231,38 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 			d.fail() // text the hash type cannot hold: not a record the engine wrote
 		}
 	}
+	if v[0] == auditFormatEffects {
+		n := d.uvarint()
+		if n == 0 || n > uint64(len(d.b)) { // each effect takes a byte at least
+			d.fail()
+			n = 0
+		}
+		r.Effects = make([]engine.Change, n)
+		for i := range r.Effects {
+			c := &r.Effects[i]
+			c.Entity, c.Field, c.Op = d.str(), d.str(), d.str()
+			c.Value, c.After = d.bytes(), d.bytes()
+			switch d.raw(1)[0] {
+			case 0:
+			case 1:
+				c.Lost = true
+			default:
+				d.fail()
+			}
+		}
+		if d.err != nil {
+			r.Effects = nil
+		}
+	}
 	if d.err != nil || len(d.b) != 0 {
 		return r, errCorruptAudit
 	}
 	return r, nil
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -263,4 +318,18 @@ func (d *decoder) str() string {
 		return ""
 	}
 	return string(d.raw(int(n)))
+}
+
+// bytes reads what appendBytes wrote, as a copy (a value read from the
+// store is only valid inside its transaction), or nil when it is empty.
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	return append([]byte(nil), d.raw(int(n))...)
 }

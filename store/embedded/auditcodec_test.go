@@ -15,7 +15,7 @@ import (
 
 // The codec names every field; a new field must be added to it.
 func TestAuditCodecCoversEveryField(t *testing.T) {
-	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Ref Operator Member Gap Prev Hash"
+	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Ref Operator Member Gap Effects Prev Hash"
 	typ := reflect.TypeFor[engine.AuditRecord]()
 	var names []string
 	for i := range typ.NumField() {
@@ -50,6 +50,11 @@ func TestAuditCodecRoundTrips(t *testing.T) {
 			Route: "r", Topic: "a/\xff/b", Source: []string{"", "x|y"}, Epoch: "e", Sequence: &seq, ID: "id",
 			Outcome: "conflict", Reason: "digest differs", Dup: true, Broker: "tcp://h:1", Ref: 99, Prev: hash,
 			Gap: &engine.Range{From: 3, To: -9}},
+		"effects": {Position: 8, Outcome: "applied", Prev: hash, Hash: hash, Effects: []engine.Change{
+			{Entity: "incident/7", Field: "casualties", Op: "add", Value: json.RawMessage("3"), After: json.RawMessage("5")},
+			{Entity: "incident/7", Field: "status", Op: "set", Value: json.RawMessage(`"assigned"`), After: json.RawMessage(`"available"`), Lost: true},
+			{Entity: "", Field: "", Op: ""},
+		}},
 		"a discard naming its operator": {Position: 6, Outcome: engine.OutcomeDiscarded, Reason: "bench rig noise",
 			Ref: 4, Operator: "j.doe", Prev: hash, Hash: hash},
 	}
@@ -110,11 +115,29 @@ func FuzzAuditCodec(f *testing.F) {
 			r.Sequence = &seq
 			r.Gap = &engine.Range{From: seq, To: nanos}
 		}
+		if operator != "" {
+			r.Effects = []engine.Change{{Entity: source, Field: operator, Op: "set",
+				Value: rawOrNil(strings.ToLower(hash)), After: rawOrNil(epoch), Lost: dup}}
+		}
 		roundTrip(t, r)
 		// Any bytes decode to a record or an error, never a panic.
 		_, _ = decodeAudit(pos, []byte(topic))
 		_, _ = decodeAudit(pos, append([]byte{auditFormat}, source...))
+		enc := appendAudit(nil, &r)
+		for n := range len(enc) { // a record with its effects cut short is corrupt
+			if _, err := decodeAudit(pos, enc[:n]); err == nil && len(r.Effects) > 0 {
+				t.Fatalf("a record cut to %d of %d bytes decoded", n, len(enc))
+			}
+		}
 	})
+}
+
+// rawOrNil is what an effect's value decodes to: nil when empty.
+func rawOrNil(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }
 
 // BenchmarkAuditCodec compares the binary codec with encoding/json on a

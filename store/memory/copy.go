@@ -22,6 +22,14 @@ func copyRecord(r engine.AuditRecord) engine.AuditRecord {
 		gap := *r.Gap
 		r.Gap = &gap
 	}
+	if r.Effects != nil {
+		r.Effects = slices.Clone(r.Effects)
+		for i := range r.Effects {
+			c := &r.Effects[i]
+			c.Entity = strings.Clone(c.Entity) // the engine's shares the message's names
+			c.Value, c.After = slices.Clone(c.Value), slices.Clone(c.After)
+		}
+	}
 	return r
 }
 

@@ -13,7 +13,7 @@ import (
 // maps); a new one must be added to them.
 func TestCopiesCoverEveryReference(t *testing.T) {
 	known := map[string]string{
-		"AuditRecord":     "Source Sequence Gap",
+		"AuditRecord":     "Source Sequence Gap Effects",
 		"SourceState":     "Source Epochs Seen Sparkplug",
 		"EpochWindow":     "Bitmap Gaps",
 		"EntityState":     "Fields",
