@@ -16,6 +16,22 @@ func reportFlags(fs *flag.FlagSet) {
 	fs.String("o", "", "write to FILE instead of stdout")
 	fs.String("format", "html", "html or json")
 	fs.String("archive", "", "the audit archive to read what retention moved out of the store from (default: audit.archive)")
+	fs.Var(&entityList{}, "entity", "add a lineage section for this entity (as `state` names it); repeat it, or separate names with commas")
+}
+
+// entityList is --entity: repeated, or names separated by commas.
+type entityList []string
+
+func (l *entityList) String() string { return strings.Join(*l, ",") }
+
+func (l *entityList) Set(s string) error {
+	for name := range strings.SplitSeq(s, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			return fmt.Errorf("an empty entity name in %q", s)
+		}
+		*l = append(*l, name)
+	}
+	return nil
 }
 
 func cmdReport(e *env) error {
@@ -34,7 +50,8 @@ func cmdReport(e *env) error {
 
 // reportOptions reads the flags.
 func reportOptions(e *env, now time.Time) (app.ReportOptions, error) {
-	opts := app.ReportOptions{Route: e.flagString("route"), Format: e.flagString("format"), Output: e.flagString("o"), Archive: e.flagString("archive")}
+	opts := app.ReportOptions{Route: e.flagString("route"), Format: e.flagString("format"), Output: e.flagString("o"), Archive: e.flagString("archive"),
+		Entities: *e.flags.Lookup("entity").Value.(*entityList)}
 	var err error
 	if opts.From, err = parseWhen(e.flagString("from"), now); err != nil {
 		return opts, fmt.Errorf("%w: --from: %v", errUsage, err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/replayguard/replayguard/audit"
@@ -34,6 +35,9 @@ type ReportOptions struct {
 	// moved out of the store from; empty: audit.archive of the
 	// configuration, if any.
 	Archive string
+	// Entities get a lineage section each, before those of the most
+	// replayed entities; an entity no decision changed is an error.
+	Entities []string
 }
 
 // Report builds the after-action report from the audit log, read-only (a
@@ -54,6 +58,9 @@ func (t *Tool) Report(ctx context.Context, opts ReportOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := t.reportLineages(ctx, rep, opts.Entities, ro.Archive, opts.To); err != nil {
+		return err
+	}
 	if opts.Output == "" {
 		return writeReport(t.Out, rep, opts.Format)
 	}
@@ -66,6 +73,35 @@ func (t *Tool) Report(ctx context.Context, opts ReportOptions) error {
 		return err
 	}
 	return f.Close()
+}
+
+// reportLineages gives rep a lineage section for each of the named
+// entities, then for each of the most replayed, up to the period's end.
+func (t *Tool) reportLineages(ctx context.Context, rep *report.Report, named []string, archive string, to time.Time) error {
+	entities := slices.Clone(named)
+	for _, r := range rep.Replayed {
+		if !slices.Contains(entities, r.Entity) {
+			entities = append(entities, r.Entity)
+		}
+	}
+	if len(entities) == 0 {
+		return nil
+	}
+	var at time.Time
+	if !to.IsZero() {
+		at = to.Add(-time.Nanosecond) // the period ends before To
+	}
+	ls, err := t.Lineages(ctx, report.LineageOptions{Entities: entities, At: at}, archive)
+	if err != nil {
+		return err
+	}
+	for _, l := range ls[:len(named)] {
+		if len(l.Changes) == 0 {
+			return fmt.Errorf("--entity %s: %w", l.Entity, explainNone(l))
+		}
+	}
+	rep.Lineages = ls
+	return nil
 }
 
 func writeReport(w io.Writer, rep *report.Report, format string) error {

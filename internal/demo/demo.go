@@ -150,6 +150,7 @@ func run(ctx context.Context, stdout io.Writer, opts Options) (*result, error) {
 	}
 	d.stopFeed()
 	res := d.conclude(ctx)
+	d.sayLineage(ctx)
 	d.writeReport(ctx)
 	d.hold(ctx)
 	return res, res.verdict()

@@ -130,6 +130,12 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 		regexp.MustCompile(`replayguard's and the dispatch board's are exact`),
 		regexp.MustCompile(`replayguard suppressed \d+ replays? as duplicates \(\d+ arrived with DUP=0\)`),
 		regexp.MustCompile(`dashboard\s+http://127\.0\.0\.1:\d+/`),
+		// The lineage after the table: the two casualty reports, each with
+		// its replay from the standby beside it.
+		regexp.MustCompile(`incident/7: \d+ changes, \d+ replays suppressed\n`),
+		regexp.MustCompile(`casualties add 2 -> 2\n\s+suppressed #\d+ .* broker tcp://127\.0\.0\.1:\d+`),
+		regexp.MustCompile(`casualties add 1 -> 3\n\s+suppressed #\d+ `),
+		regexp.MustCompile(`state: casualties 3 `),
 	} {
 		if !want.MatchString(text) {
 			t.Errorf("output lacks %v", want)
@@ -143,7 +149,7 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(page), `<rect class="bar o-duplicate"`) || !strings.Contains(string(page), `class="failover"`) ||
-		!strings.Contains(string(page), `id="verdict">intact<`) {
+		!strings.Contains(string(page), `id="verdict">intact<`) || !strings.Contains(string(page), `data-entity="incident/7">Lineage of`) {
 		t.Errorf("the report shows no replay burst, no failover or no intact chain:\n%.3000s", page)
 	}
 }

@@ -79,7 +79,7 @@ func newIncidentStory() story {
 		name: StoryIncident, noun: "report", link: "dispatch link", filter: "incidents/#", config: incidentConfig, clean: true,
 		producer:     "demo-field-gateway",
 		title:        "replayguard demo: a structure fire, a broker failover, and a standby that replays what was already applied",
-		pictureTitle: "The common operating picture after the failover:", truthColumn: "truth (each report once)",
+		pictureTitle: "The common operating picture after the failover:", truthColumn: "truth (each report once)", lineage: "incident/7",
 		newApplier: func() applier { return incidentApplier{} },
 		held: []feedMsg{
 			cad.next(report{IncidentID: 7, IncidentStatus: "reported", says: "structure fire reported, 14 Harbour St"}),

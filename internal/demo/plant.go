@@ -126,7 +126,7 @@ func newPlantStory() story {
 		name: StoryPlant, noun: "message", link: "site link", filter: "spBv1.0/" + plantGroup + "/#", config: plantConfig,
 		producer: "demo-edge-" + plantEdge, connected: true, held: held, live: live, after: after,
 		title:        "replayguard demo --story plant: an energy meter over Sparkplug B, a broker failover, and a standby that replays readings already billed",
-		pictureTitle: "The meter after the failover:", truthColumn: "truth (the meter's own register)",
+		pictureTitle: "The meter after the failover:", truthColumn: "truth (the meter's own register)", lineage: "meter/" + plantEdge,
 		newApplier: func() applier { return newMeterHost() },
 		truth:      picture{"meter/" + plantEdge: {"kwh": m.register, "status": "running"}},
 		intro:      plantIntro, restarted: plantRestarted, replayed: plantReplayed, notice: plantNotice,

@@ -67,6 +67,9 @@ type story struct {
 	truth      picture
 	// pictureTitle heads the table; truthColumn names its truth column.
 	pictureTitle, truthColumn string
+	// lineage is the entity whose lineage the demo prints after the table,
+	// as `replayguard explain` does.
+	lineage string
 	// intro, restarted, replayed and notice add the story's own lines to
 	// the narration (each may be nil): after the set-up, after the
 	// checkpoint, after the standby's resend, and after the table.

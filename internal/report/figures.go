@@ -72,6 +72,19 @@ type Report struct {
 	Sources       []SourceFigures  `json:"sources"`
 	Quarantine    []QuarantineItem `json:"quarantine"`
 	Verification  Verification     `json:"verification"`
+	// Replayed are the entities with the most replays suppressed in the
+	// period, most first (ten at most): each a link to its lineage.
+	Replayed []EntityReplays `json:"replayed"`
+	// Lineages are the entities a reviewer named, then the most replayed:
+	// each one's lineage up to the period's end (see Lineages).
+	Lineages []*Lineage `json:"lineages"`
+}
+
+// EntityReplays is how many replays of the messages that changed an entity
+// were suppressed in the period.
+type EntityReplays struct {
+	Entity     string `json:"entity"`
+	Suppressed uint64 `json:"suppressed"`
 }
 
 // Outcomes counts decisions by outcome.

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"html/template"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -17,6 +18,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"join":   func(s []string) string { return strings.Join(s, "/") },
 	"seq":    func(p *int64) string { return seqText(p) },
 	"member": func(s string) string { return memberText(s) },
+	"anchor": anchor,
 }).Parse(pageText))
 
 // RenderHTML writes the report as one self-contained HTML page: inline
@@ -29,6 +31,17 @@ func RenderHTML(w io.Writer, r *Report) error {
 		Legend   []legendItem
 		Shared   bool
 	}{r, timelineSVG(r), legend(r), shared(r)})
+}
+
+// anchor is the id of entity's lineage section in r, or "" when it has
+// none.
+func anchor(r *Report, entity string) string {
+	for i, l := range r.Lineages {
+		if l.Entity == entity {
+			return "lineage-" + strconv.Itoa(i)
+		}
+	}
+	return ""
 }
 
 func shared(r *Report) bool {

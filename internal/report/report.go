@@ -46,6 +46,7 @@ type builder struct {
 	chains      map[string]*chainAcc
 	resolutions []*Resolution
 	first, last time.Time
+	replays     replays
 }
 
 type sourceAcc struct {
@@ -69,7 +70,8 @@ type chainAcc struct {
 func newBuilder(opts Options) *builder {
 	b := &builder{opts: opts, minutes: map[int64]*Outcomes{}, seconds: map[int64]*Outcomes{}, sources: map[string]*sourceAcc{}, chains: map[string]*chainAcc{}}
 	b.rep = Report{Generated: opts.Now().UTC(), Route: opts.Route, Store: opts.Store, ReadPath: opts.ReadPath,
-		Archive: opts.Archive, ConfigDigest: opts.ConfigDigest, BrokerChanges: []BrokerChange{}, Sources: []SourceFigures{}, Quarantine: []QuarantineItem{}}
+		Archive: opts.Archive, ConfigDigest: opts.ConfigDigest, BrokerChanges: []BrokerChange{}, Sources: []SourceFigures{}, Quarantine: []QuarantineItem{},
+		Replayed: []EntityReplays{}, Lineages: []*Lineage{}}
 	if !opts.From.IsZero() {
 		t := opts.From.UTC()
 		b.rep.From = &t
@@ -141,7 +143,11 @@ func (b *builder) count(r *engine.AuditRecord) {
 		b.resolutions = append(b.resolutions, resolution(r))
 	}
 	b.broker(r, period)
-	if !period || (b.opts.Route != "" && r.Route != b.opts.Route) {
+	if b.opts.Route != "" && r.Route != b.opts.Route {
+		return
+	}
+	b.replays.note(r, period)
+	if !period {
 		return
 	}
 	if b.first.IsZero() || r.Time.Before(b.first) {
@@ -319,6 +325,7 @@ func (b *builder) finish() *Report {
 	slices.SortStableFunc(rep.BrokerChanges, func(x, y BrokerChange) int { return x.Time.Compare(y.Time) })
 	slices.SortStableFunc(rep.Quarantine, func(x, y QuarantineItem) int { return x.Time.Compare(y.Time) })
 	b.resolve()
+	rep.Replayed = b.replays.top(topReplayed)
 	rep.Timeline = b.timeline()
 	rep.Verification = b.verification()
 	return rep

@@ -458,7 +458,12 @@ func TestJSONCarriesTheFigures(t *testing.T) {
 }
 
 func TestHTMLIsSelfContained(t *testing.T) {
-	rep := story(t).build(t, report.Options{Store: "memory", ReadPath: "from the store", ConfigDigest: strings.Repeat("ab", 32)})
+	f := story(t)
+	rep := f.build(t, report.Options{Store: "memory", ReadPath: "from the store", ConfigDigest: strings.Repeat("ab", 32)})
+	var err error
+	if rep.Lineages, err = report.Lineages(report.Records(context.Background(), f.store, nil), report.LineageOptions{Entities: []string{"meter/meter-3", "incident/7"}}); err != nil {
+		t.Fatal(err)
+	}
 	var b bytes.Buffer
 	if err := report.RenderHTML(&b, rep); err != nil {
 		t.Fatal(err)
@@ -481,6 +486,14 @@ func TestHTMLIsSelfContained(t *testing.T) {
 	for _, o := range []string{"applied", "applied_late", "duplicate", "conflict", "quarantined", "malformed"} {
 		if !kinds[o] {
 			t.Errorf("no %s bar in the timeline", o)
+		}
+	}
+	// The most replayed entities link to their lineage sections.
+	for _, s := range []string{`<tr data-entity="incident/7"><td class="mono">incident/7</td><td class="n">11</td><td><a href="#lineage-1">lineage</a>`,
+		`<h2 id="lineage-0" class="lineage" data-entity="meter/meter-3">`, `<h2 id="lineage-1" class="lineage" data-entity="incident/7">`,
+		`<b>kwh</b> add <code>0.5</code> → <code>0.75</code>`, `conflict #31`} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the page does not hold %s", s)
 		}
 	}
 	for _, s := range []string{"duty officer", "bench rig noise", standby, strings.Repeat("ab", 32), rep.Verification.Chains[0].HeadHash} {

@@ -1,0 +1,219 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/report"
+)
+
+// ExplainOptions say whose lineage Explain prints and how.
+type ExplainOptions struct {
+	Entity string
+	// Field keeps only that field's changes; empty: every field.
+	Field string
+	// At shows the entity as the picture showed it then; zero: now.
+	At time.Time
+	// JSON prints the lineage as JSON instead of text.
+	JSON bool
+	// Archive is the audit archive to read what retention moved out of the
+	// store from; empty: audit.archive of the configuration, if any.
+	Archive string
+}
+
+// Explain prints an entity's lineage, read-only from the store and the
+// archive (on a shared store, every member's chain), or through the API of
+// the running process that holds the embedded store. An entity no record
+// changed is an error.
+func (t *Tool) Explain(ctx context.Context, opts ExplainOptions) error {
+	if opts.Archive != "" { // named: it must be there (audit.archive is made by the first trim)
+		if _, err := os.Stat(opts.Archive); err != nil {
+			return fmt.Errorf("--archive: %w", err)
+		}
+	}
+	ls, err := t.Lineages(ctx, report.LineageOptions{Entities: []string{opts.Entity}, Field: opts.Field, At: opts.At}, cmp.Or(opts.Archive, t.Config.Audit.Archive))
+	if err != nil {
+		return err
+	}
+	l := ls[0]
+	if len(l.Changes) == 0 {
+		return explainNone(l)
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(t.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(l)
+	}
+	return WriteLineage(t.Out, l)
+}
+
+// explainNone says why a lineage is empty.
+func explainNone(l *report.Lineage) error {
+	what := fmt.Sprintf("entity %q", l.Entity)
+	if l.Field != "" {
+		what += fmt.Sprintf(" (field %q)", l.Field)
+	}
+	when := ""
+	if l.At != nil {
+		when = " up to " + l.At.Format(time.RFC3339Nano)
+	}
+	msg := fmt.Sprintf("no decision changed %s in the %d audit records read%s", what, l.Read.Records, when)
+	if n := l.Read.WithoutEffects; n > 0 {
+		msg += fmt.Sprintf("; %d applied records were written before records said what they changed", n)
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+// Lineages reads the lineages of opts.Entities from the audit log and the
+// archive dir ("": none), as Report reads the log.
+func (t *Tool) Lineages(ctx context.Context, opts report.LineageOptions, archive string) ([]*report.Lineage, error) {
+	recs, done, err := t.auditRecords(ctx, archive)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return report.Lineages(recs, opts)
+}
+
+// auditRecords is the whole audit log, read-only: a shared store's every
+// chain merged by time, a single-owner store's log, or the running
+// process's API; each from the archive dir ("": none) where retention
+// moved its oldest records. done closes the store.
+func (t *Tool) auditRecords(ctx context.Context, archive string) (iter.Seq2[engine.AuditRecord, error], func(), error) {
+	a, err := t.openRead(ctx)
+	if err != nil {
+		r, rerr := t.remoteFor(err)
+		if rerr != nil {
+			return nil, nil, rerr
+		}
+		return report.Scanned(report.WithArchive(ctx, "", archiveReader(archive),
+			func(fn func(engine.AuditRecord) error) error { return r.audit(1, fn) })), func() {}, nil
+	}
+	recs, err := storeRecords(ctx, a.Store, archive)
+	if err != nil {
+		a.Close()
+		return nil, nil, err
+	}
+	return recs, func() { a.Close() }, nil
+}
+
+// storeRecords is the whole audit log of s: a shared store's every chain
+// merged by time, or a single-owner store's log; each from the archive dir
+// ("": none) where retention moved its oldest records.
+func storeRecords(ctx context.Context, s engine.Store, archive string) (iter.Seq2[engine.AuditRecord, error], error) {
+	if cs := s.Capabilities().Chains; cs != nil {
+		recs, _, err := report.Chains(ctx, cs, archiveReader(archive))
+		return recs, err
+	}
+	return report.Records(ctx, s, archiveReader(archive)), nil
+}
+
+// StoreLineages reads the lineages of opts.Entities from s and the
+// archive dir ("": none): what the daemon's API serves.
+func StoreLineages(ctx context.Context, s engine.Store, archive string, opts report.LineageOptions) ([]*report.Lineage, error) {
+	recs, err := storeRecords(ctx, s, archive)
+	if err != nil {
+		return nil, err
+	}
+	return report.Lineages(recs, opts)
+}
+
+// WriteLineage prints a lineage as text: each change with its effects and
+// the deliveries of its key beside it, then the entity's state.
+func WriteLineage(w io.Writer, l *report.Lineage) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d changes", l.Entity, len(l.Changes))
+	if l.Field != "" {
+		fmt.Fprintf(&b, " to %s", l.Field)
+	}
+	fmt.Fprintf(&b, ", %d replays suppressed", l.Suppressed)
+	if l.At != nil {
+		fmt.Fprintf(&b, ", up to %s", l.At.Format(time.RFC3339Nano))
+	}
+	b.WriteString("\n")
+	for _, c := range l.Changes {
+		fmt.Fprintf(&b, "\n%s  %s  %s", c.Where(), c.Time.UTC().Format(time.RFC3339Nano), c.Outcome)
+		if c.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", c.Reason)
+		}
+		if c.Operator != "" {
+			fmt.Fprintf(&b, " by %s", c.Operator)
+		}
+		fmt.Fprintf(&b, "\n    route %s  topic %s", c.Route, c.Topic)
+		if len(c.Source) > 0 {
+			fmt.Fprintf(&b, "  source %s", strings.Join(c.Source, "/"))
+		}
+		if c.Epoch != "" {
+			fmt.Fprintf(&b, "  epoch %s", c.Epoch)
+		}
+		if c.Sequence != nil {
+			fmt.Fprintf(&b, "  sequence %d", *c.Sequence)
+		}
+		if c.ID != "" {
+			fmt.Fprintf(&b, "  id %s", c.ID)
+		}
+		if c.Broker != "" {
+			fmt.Fprintf(&b, "  broker %s", c.Broker)
+		}
+		if c.Key != "" {
+			fmt.Fprintf(&b, "\n    key %s", c.Key)
+		}
+		for _, e := range c.Effects {
+			fmt.Fprintf(&b, "\n    %s %s %s -> %s", e.Field, e.Op, e.Value, e.After)
+			if e.Lost {
+				b.WriteString("  (older than the field's value: it stays)")
+			}
+		}
+		for _, d := range c.Suppressed {
+			fmt.Fprintf(&b, "\n    suppressed %s  %s  %s%s", d.Where(), d.Time.UTC().Format(time.RFC3339Nano), brokerText(d.Broker), dupText(d.Dup))
+		}
+		for _, d := range c.Held {
+			fmt.Fprintf(&b, "\n    %s %s  %s", d.Outcome, d.Where(), d.Time.UTC().Format(time.RFC3339Nano))
+			if d.Reason != "" {
+				fmt.Fprintf(&b, "  (%s)", d.Reason)
+			}
+			if d.Operator != "" {
+				fmt.Fprintf(&b, " by %s", d.Operator)
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nstate")
+	if l.At != nil {
+		b.WriteString(" at " + l.At.Format(time.RFC3339Nano))
+	}
+	b.WriteString(":")
+	for _, f := range slices.Sorted(maps.Keys(l.State)) {
+		fmt.Fprintf(&b, " %s %s", f, l.State[f])
+	}
+	b.WriteString("\n")
+	if n := l.Read.WithoutEffects; n > 0 {
+		fmt.Fprintf(&b, "note: %d of the %d records read are applied decisions written before records said what they changed; their changes are not listed\n", n, l.Read.Records)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func brokerText(b string) string {
+	if b == "" {
+		return "broker -"
+	}
+	return "broker " + b
+}
+
+func dupText(dup bool) string {
+	if dup {
+		return "  DUP"
+	}
+	return ""
+}

@@ -1,0 +1,210 @@
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// LineageOptions say whose lineage to read and up to when.
+type LineageOptions struct {
+	// Entities are the entities to explain; one at least.
+	Entities []string
+	// Field keeps only that field's changes; empty: every field.
+	Field string
+	// At shows the entities as the picture showed them at that moment:
+	// decisions after it are left out. Zero: up to the last record read.
+	At time.Time
+}
+
+// Lineage is one entity's history as the audit log holds it: every decision
+// that changed it, in the order the log holds them (by time across a
+// group's chains), and beside each the other deliveries of the same key.
+type Lineage struct {
+	Entity string     `json:"entity"`
+	Field  string     `json:"field,omitempty"`
+	At     *time.Time `json:"at,omitempty"`
+	// State is the entity as the picture showed it at At (or after the last
+	// record read): each field's value after the last change to it.
+	State   map[string]json.RawMessage `json:"state"`
+	Changes []Change                   `json:"changes"`
+	// Suppressed counts the deliveries of the changes' keys that were
+	// suppressed as duplicates: the replays the entity did not take.
+	Suppressed int `json:"suppressed"`
+	// Read is what the lineage was read from: how many records, and how
+	// many applied ones carry no effects (written before records said what
+	// they changed; a lineage that counts any may miss changes).
+	Read LineageRead `json:"read"`
+}
+
+// LineageRead says what a lineage was read from.
+type LineageRead struct {
+	Records        uint64 `json:"records"`
+	WithoutEffects uint64 `json:"applied_without_effects"`
+}
+
+// Change is one decision that changed the entity.
+type Change struct {
+	Decision
+	Route    string          `json:"route"`
+	Topic    string          `json:"topic"`
+	Source   []string        `json:"source,omitempty"`
+	Epoch    string          `json:"epoch,omitempty"`
+	Sequence *int64          `json:"sequence,omitempty"`
+	ID       string          `json:"id,omitempty"`
+	Key      string          `json:"key"`
+	Effects  []engine.Change `json:"effects"`
+	// Suppressed are the deliveries of the same key decided duplicate.
+	Suppressed []Decision `json:"suppressed"`
+	// Held are the deliveries of the same key that were held (a conflict,
+	// a quarantined or malformed message) and the operator decisions on
+	// them (a discard); the release that applied one is the change itself,
+	// its Ref naming the held entry.
+	Held []Decision `json:"held"`
+}
+
+// Decision is one audit record as a lineage shows it.
+type Decision struct {
+	Position uint64    `json:"position"`
+	Member   string    `json:"member,omitempty"`
+	Time     time.Time `json:"time"`
+	Outcome  string    `json:"outcome"`
+	Reason   string    `json:"reason,omitempty"`
+	Broker   string    `json:"broker,omitempty"`
+	Dup      bool      `json:"dup"`
+	Ref      uint64    `json:"ref,omitempty"`
+	Operator string    `json:"operator,omitempty"`
+}
+
+func decisionOf(r *engine.AuditRecord) Decision {
+	return Decision{Position: r.Position, Member: r.Member, Time: r.Time, Outcome: r.Outcome, Reason: r.Reason,
+		Broker: r.Broker, Dup: r.Dup, Ref: r.Ref, Operator: r.Operator}
+}
+
+// ErrNoEntity is a lineage asked of no entity.
+var ErrNoEntity = errors.New("report: no entity named")
+
+// Lineages reads records twice (it must be a scan that can run again, as
+// Records and Chains are): once for the decisions that changed the
+// entities, once for the other deliveries of their keys. They come back in
+// the order opts names the entities.
+func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions) ([]*Lineage, error) {
+	if len(opts.Entities) == 0 {
+		return nil, ErrNoEntity
+	}
+	out := make([]*Lineage, len(opts.Entities))
+	byName := make(map[string]*Lineage, len(out))
+	for i, name := range opts.Entities {
+		l := &Lineage{Entity: name, Field: opts.Field, State: map[string]json.RawMessage{}, Changes: []Change{}}
+		if !opts.At.IsZero() {
+			at := opts.At.UTC()
+			l.At = &at
+		}
+		out[i], byName[name] = l, l
+	}
+	type ref struct {
+		l *Lineage
+		i int
+	}
+	byKey := map[engine.Hash][]ref{}
+	var read LineageRead
+	last := map[string]uint64{} // each chain's last position read
+	for r, err := range records {
+		if err != nil {
+			return nil, err
+		}
+		switch prev, ok := last[r.Member]; {
+		case !ok && r.Position != 1:
+			return nil, fmt.Errorf("%s begins at position %d in the store: positions 1..%d are not in it (audit retention archived them), and a lineage without them would be a part of one; "+
+				"give their archive (--archive DIR, or audit.archive in the configuration)", chainName(r.Member), r.Position, r.Position-1)
+		case ok && r.Position != prev+1:
+			return nil, fmt.Errorf("%s: positions %d..%d were not read (audit retention moved them to the archive while they were read?); read again", chainName(r.Member), prev+1, r.Position-1)
+		}
+		last[r.Member] = r.Position
+		if !opts.At.IsZero() && r.Time.After(opts.At) {
+			continue // a group's chains interleave by time: read on
+		}
+		read.Records++
+		if o, ok := engine.ParseOutcome(r.Outcome); ok && o.Effective() && len(r.Effects) == 0 {
+			read.WithoutEffects++
+		}
+		for name, effects := range entityEffects(&r, byName, opts.Field) {
+			l := byName[name]
+			c := Change{Decision: decisionOf(&r), Route: r.Route, Topic: r.Topic, Source: r.Source, Epoch: r.Epoch,
+				Sequence: cloneSeq(r.Sequence), ID: r.ID, Effects: effects, Suppressed: []Decision{}, Held: []Decision{}}
+			if !r.Key.IsZero() {
+				c.Key = r.Key.String()
+				byKey[r.Key] = append(byKey[r.Key], ref{l, len(l.Changes)})
+			}
+			l.Changes = append(l.Changes, c)
+			for _, e := range effects {
+				l.State[e.Field] = e.After
+			}
+		}
+	}
+	if len(byKey) > 0 {
+		for r, err := range records {
+			if err != nil {
+				return nil, err
+			}
+			refs := byKey[r.Key]
+			if r.Key.IsZero() || len(refs) == 0 || len(r.Effects) > 0 || !opts.At.IsZero() && r.Time.After(opts.At) {
+				continue
+			}
+			o, known := engine.ParseOutcome(r.Outcome)
+			for _, x := range refs {
+				c := &x.l.Changes[x.i]
+				if known && o == engine.Duplicate {
+					c.Suppressed = append(c.Suppressed, decisionOf(&r))
+					x.l.Suppressed++
+				} else if !known || !o.Effective() { // held, or an operator's discard
+					c.Held = append(c.Held, decisionOf(&r))
+				}
+			}
+		}
+	}
+	for _, l := range out {
+		l.Read = read
+	}
+	return out, nil
+}
+
+// entityEffects returns r's effects on each of the entities, those on
+// field alone when it is set.
+func entityEffects(r *engine.AuditRecord, entities map[string]*Lineage, field string) iter.Seq2[string, []engine.Change] {
+	return func(yield func(string, []engine.Change) bool) {
+		if len(r.Effects) == 0 {
+			return
+		}
+		var seen []string
+		for i, e := range r.Effects {
+			if entities[e.Entity] == nil || slices.Contains(seen, e.Entity) {
+				continue
+			}
+			seen = append(seen, e.Entity)
+			var mine []engine.Change
+			for _, f := range r.Effects[i:] {
+				if f.Entity == e.Entity && (field == "" || f.Field == field) {
+					mine = append(mine, f)
+				}
+			}
+			if len(mine) > 0 && !yield(e.Entity, mine) {
+				return
+			}
+		}
+	}
+}
+
+// Where names a decision in a message: its position, and its member on a
+// shared store.
+func (d Decision) Where() string {
+	if d.Member == "" {
+		return fmt.Sprintf("#%d", d.Position)
+	}
+	return fmt.Sprintf("%s#%d", d.Member, d.Position)
+}
