@@ -76,3 +76,48 @@ func find(t *testing.T, lines []string, s string) string {
 	t.Fatalf("README shows no %q command", s)
 	return ""
 }
+
+// The README's explain example prints what the README shows, "…" standing
+// for what differs from run to run (times) or is cut short (keys).
+func TestTheReadmeExplainExampleRunsAsWritten(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := after(t, string(b), "## Why a value is what it is")
+	commands := strings.Split(strings.TrimSpace(block(t, section, "```sh\n")), "\n")
+	cfg := testConfig(t, "")
+	t.Chdir("../..") // the README's commands run there: the capture's name is the broker the records name
+	mustRun(t, "", "ingest", "-c", cfg, "examples/incidents.jsonl")
+	line := find(t, commands, "replayguard explain ")
+	_, rest, _ := strings.Cut(line, "replayguard explain -c examples/replayguard.yaml ")
+	out := mustRun(t, "", append([]string{"explain", "-c", cfg}, strings.Fields(rest)...)...)
+	lines := strings.Split(out, "\n")
+	at := 0
+	for _, want := range strings.Split(strings.TrimSpace(block(t, section, "```text\n")), "\n") {
+		for ; at < len(lines) && !matches(lines[at], want); at++ {
+		}
+		if at == len(lines) {
+			t.Fatalf("README shows %q; explain printed, in this order, nothing like it:\n%s", want, out)
+		}
+		at++
+	}
+}
+
+// matches reports whether line holds the parts of want between its "…",
+// in order, want's first part at line's start.
+func matches(line, want string) bool {
+	parts := strings.Split(want, "…")
+	if !strings.HasPrefix(line, parts[0]) {
+		return false
+	}
+	line = line[len(parts[0]):]
+	for _, p := range parts[1:] {
+		i := strings.Index(line, p)
+		if i < 0 {
+			return false
+		}
+		line = line[i+len(p):]
+	}
+	return len(parts) > 1 || line == ""
+}
