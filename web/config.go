@@ -211,6 +211,12 @@ type Deps struct {
 	// Loss serves /api/v1/store/loss and accept-loss on a shared store;
 	// nil: they answer 404.
 	Loss LossReviewer
+	// Explain serves /api/v1/explain/{entity}: the entity's lineage, read
+	// from the audit log, as a value written as JSON. It returns an error
+	// wrapping ErrNoLineage when no record changed the entity (404); any
+	// other error is a 500. It must be safe for concurrent use. nil: the
+	// endpoint answers 404.
+	Explain func(ctx context.Context, q ExplainQuery) (any, error)
 }
 
 // LossReviewer tells whether the member found its shared store without

@@ -15,6 +15,8 @@
 //	                                       window (default 5m, 1s to 15m)
 //	GET  /api/v1/audit                     {records, next}; key, source, outcome,
 //	                                       route, since, until, from, limit
+//	GET  /api/v1/explain/{entity...}       an entity's lineage (replayguard explain
+//	                                       --json); field, at; 404 when nothing changed it
 //	GET  /api/v1/quarantine                {entries, total, next}; from, limit
 //	GET  /api/v1/quarantine/{id}           one held message
 //	POST /api/v1/quarantine/{id}/release   body {} or empty

@@ -122,6 +122,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/api/v1/forward", s.only("GET", s.reads(s.forward)))
 	mux.HandleFunc("/api/v1/store/loss", s.only("GET", s.reads(s.storeLoss)))
 	mux.HandleFunc("/api/v1/store/accept-loss", s.only("POST", s.writes("accept a store loss", s.acceptLoss)))
+	mux.HandleFunc("/api/v1/explain/{entity...}", s.only("GET", s.reads(s.explain)))
 	mux.HandleFunc("/api/v1/events", s.only("GET", s.reads(s.events)))
 	mux.HandleFunc("/{$}", s.only("GET", s.dashboard))
 	mux.Handle("/assets/", s.assets())

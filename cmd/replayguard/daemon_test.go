@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replayguard/replayguard/internal/report"
 	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
@@ -69,10 +71,28 @@ func TestRunServesTheCLIWhileItHoldsTheStore(t *testing.T) {
 		rep.Verification.Chains[0].Records != 4 || len(rep.Quarantine) != 1 || rep.Quarantine[0].Status != "released" {
 		t.Fatalf("report through the API: %+v", rep)
 	}
+	// explain reads the log through the API, and the daemon serves the
+	// lineage itself: three adds, the released one naming its entry.
+	remoteLineage := mustRun(t, "", "explain", "incident/I1", "--json", "-c", cfg)
+	if l := explainJSON(t, "incident/I1", "-c", cfg); len(l.Changes) != 3 || string(l.State["casualties"]) != "3" || l.Changes[2].Ref != held[0].ID {
+		t.Fatalf("explain through the API: %s", remoteLineage)
+	}
+	resp, err := http.Get("http://" + listen + "/api/v1/explain/incident/I1?field=casualties")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served report.Lineage
+	if err := json.NewDecoder(resp.Body).Decode(&served); err != nil || resp.StatusCode != http.StatusOK || len(served.Changes) != 3 {
+		t.Fatalf("GET /api/v1/explain: %d, %v, %+v", resp.StatusCode, err, served)
+	}
+	resp.Body.Close()
 
 	stopRun(t, daemon, exited)
 	if local := mustRun(t, "", "state", "--json", "-c", cfg); local != remoteState {
 		t.Fatalf("state read from the store %s differs from the API's %s", local, remoteState)
+	}
+	if local := mustRun(t, "", "explain", "incident/I1", "--json", "-c", cfg); local != remoteLineage {
+		t.Fatalf("the lineage read from the store %s differs from the API's %s", local, remoteLineage)
 	}
 	if local := mustRun(t, "", "sources", "-c", cfg); local != remoteSources {
 		t.Fatalf("sources read from the store %q differ from the API's %q", local, remoteSources)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/internal/report"
 	"github.com/replayguard/replayguard/web"
 )
 
@@ -78,7 +79,18 @@ func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.Sto
 	return web.New(web.Config{Listen: h.Listen, CertFile: h.TLS.CertFile, KeyFile: h.TLS.KeyFile,
 		Tokens: tokens, AuthReads: h.AuthReads, Version: build.Version, Logger: d.log},
 		web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: d.reg, Ready: d.ready, Hub: hub, Store: storeStatus,
-			Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer()}), nil
+			Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer(),
+			Explain: func(ctx context.Context, q web.ExplainQuery) (any, error) {
+				ls, err := StoreLineages(ctx, a.Store, a.Config.Audit.Archive,
+					report.LineageOptions{Entities: []string{q.Entity}, Field: q.Field, At: q.At})
+				if err != nil {
+					return nil, err
+				}
+				if len(ls[0].Changes) == 0 { // the same words as `replayguard explain`
+					return nil, fmt.Errorf("%w: %v", web.ErrNoLineage, explainNone(ls[0]))
+				}
+				return ls[0], nil
+			}}), nil
 }
 
 // serve runs the consumer until ctx is done or it returns, with the

@@ -148,6 +148,8 @@ function renderEntities(changed) {
     for (const name of list) {
       const card = el("div", "entity" + (changed.has(name) ? " changed" : ""));
       card.dataset.name = name;
+      card.tabIndex = 0;
+      card.title = "Show how " + name + " came to be";
       const i = name.indexOf("/");
       card.append(el("div", "name", i > 0 ? name.slice(i + 1) : name));
       const dl = el("dl");
@@ -300,7 +302,10 @@ function flush() {
   const b = batch;
   batch = newBatch();
   renderCounts(b.bumped);
-  if (b.changed.size) renderEntities(b.changed);
+  if (b.changed.size) {
+    renderEntities(b.changed);
+    onLineageChanged(b.changed);
+  }
   renderAudit(b.fresh);
   soon("rates", drawRates, 250);
   if (b.sources) soon("sources", loadSources, 300);
@@ -419,6 +424,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("discard-cancel").addEventListener("click", () => $("discard-dialog").close());
   $("discard-reason").addEventListener("keydown", (e) => { if (e.key === "Enter") confirmDiscard(); });
   startOutbox();
+  startLineage();
   tick();
   setInterval(tick, 1000);
   setInterval(() => soon("stats", loadStats, 0), 30000);
