@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +119,71 @@ func TestReportNamesEntities(t *testing.T) {
 			t.Errorf("--to just after the first change lists one at %s", c.Time)
 		}
 	}
+}
+
+// The state captured between two ingests is what explain --at that moment
+// prints, for every entity; an exported record whose effects were altered
+// fails audit verify.
+func TestExplainAtAMomentAndAlteredEffects(t *testing.T) {
+	cfg := testConfig(t, "")
+	lines, err := os.ReadFile("../../examples/meters.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.SplitAfter(strings.TrimSpace(string(lines)), "\n")
+	half := len(all) / 2
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "first.jsonl"), filepath.Join(dir, "second.jsonl")
+	os.WriteFile(first, []byte(strings.Join(all[:half], "")), 0o644)
+	os.WriteFile(second, []byte(strings.Join(all[half:], "")), 0o644)
+	mustRun(t, "", "ingest", "-c", cfg, first)
+	var mid map[string]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(mustRun(t, "", "state", "--json", "-c", cfg)), &mid); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC()
+	time.Sleep(10 * time.Millisecond)
+	mustRun(t, "", "ingest", "-c", cfg, second)
+	var final map[string]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(mustRun(t, "", "state", "--json", "-c", cfg)), &final); err != nil {
+		t.Fatal(err)
+	}
+	changed := 0
+	for entity := range final {
+		if mid[entity] == nil {
+			continue // not there yet: nothing changed it before at
+		}
+		l := explainJSON(t, entity, "--at", at.Format(time.RFC3339Nano), "-c", cfg)
+		if b, _ := json.Marshal(l.State); string(b) != mustJSON(t, mid[entity]) {
+			t.Errorf("%s: explain --at %s says %s; state then was %s", entity, at, b, mustJSON(t, mid[entity]))
+		}
+		if mustJSON(t, mid[entity]) != mustJSON(t, final[entity]) {
+			changed++
+		}
+	}
+	if changed == 0 {
+		t.Fatal("no entity changed after the first half: the test proves nothing")
+	}
+
+	export := filepath.Join(dir, "audit.jsonl")
+	os.WriteFile(export, []byte(mustRun(t, "", "audit", "export", "-c", cfg)), 0o644)
+	mustRun(t, "", "audit", "verify", "--file", export, "-c", cfg)
+	b, _ := os.ReadFile(export)
+	altered := strings.Replace(string(b), `"op":"add","value":0.25`, `"op":"add","value":0.5`, 1)
+	if altered == string(b) {
+		t.Fatal("the export has no add of 0.25 to alter")
+	}
+	os.WriteFile(export, []byte(altered), 0o644)
+	if _, errs, code := cli(t, "", "audit", "verify", "--file", export, "-c", cfg); code == 0 || !strings.Contains(errs, "position") {
+		t.Errorf("an export with an altered effect: exit %d, %s", code, errs)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
