@@ -291,6 +291,33 @@ type MQTTConfig struct {
 	// 1024, or 4 × batch_size when that is more; 1 to 65535, at least
 	// batch_size.
 	ReceiveMaximum int `yaml:"receive_maximum"`
+	// Feeds are redundant broker paths consumed at the same time into one
+	// engine, each its own persistent session: a message's copy from the
+	// other path is a duplicate, and a message one path lost comes from
+	// the other. When set, Brokers stays empty. Default none.
+	Feeds []MQTTFeed `yaml:"feeds,omitempty"`
+}
+
+// MQTTFeed is one broker path of mqtt.feeds. What it leaves unset it takes
+// from mqtt (protocol, username, password, TLS); its session settings
+// (expiry, keep-alive, batches) are mqtt's.
+type MQTTFeed struct {
+	// Name names the feed in audit records, metrics and logs. Required:
+	// letters, digits, '-' and '_'.
+	Name string `yaml:"name"`
+	// Brokers are tried in order, as mqtt.brokers are. Required.
+	Brokers []string `yaml:"brokers"`
+	// ClientID keeps the feed's persistent session. Default
+	// <mqtt.client_id>-<name>.
+	ClientID string `yaml:"client_id,omitempty"`
+	// Protocol is 5, 3.1.1 or auto, negotiated per feed. Default
+	// mqtt.protocol.
+	Protocol string `yaml:"protocol,omitempty"`
+	// Username, PasswordEnv, PasswordFile and TLS default to mqtt's.
+	Username     string     `yaml:"username,omitempty"`
+	PasswordEnv  string     `yaml:"password_env,omitempty"`
+	PasswordFile string     `yaml:"password_file,omitempty"`
+	TLS          *TLSConfig `yaml:"tls,omitempty"`
 }
 
 // TLSConfig holds file names for a TLS connection; the files are read by
@@ -410,10 +437,13 @@ func (c *Config) SetDefaults() {
 		}
 	}
 	m := &c.MQTT
-	if len(m.Brokers) == 0 {
+	if len(m.Brokers) == 0 && len(m.Feeds) == 0 {
 		m.Brokers = []string{DefaultBroker}
 	}
 	setString(&m.Protocol, DefaultMQTTProtocol)
+	for i := range m.Feeds {
+		m.Feeds[i].setDefaults(m)
+	}
 	setDuration(&m.SessionExpiry, DefaultSessionExpiry)
 	setDuration(&m.KeepAlive, DefaultKeepAlive)
 	setInt(&m.BatchSize, DefaultBatchSize)
@@ -423,6 +453,22 @@ func (c *Config) SetDefaults() {
 	c.Audit.setDefaults()
 	c.setOutputDefaults()
 	c.setInputDefaults()
+}
+
+// setDefaults fills what the feed leaves unset from mqtt's settings.
+func (f *MQTTFeed) setDefaults(m *MQTTConfig) {
+	if f.ClientID == "" && m.ClientID != "" && f.Name != "" {
+		f.ClientID = m.ClientID + "-" + f.Name
+	}
+	setString(&f.Protocol, m.Protocol)
+	setString(&f.Username, m.Username)
+	if f.PasswordEnv == "" && f.PasswordFile == "" {
+		f.PasswordEnv, f.PasswordFile = m.PasswordEnv, m.PasswordFile
+	}
+	if f.TLS == nil {
+		t := m.TLS
+		f.TLS = &t
+	}
 }
 
 func setString(p *string, v string) {

@@ -105,6 +105,9 @@ func (c *Config) checkInput(ps *problems) {
 	if c.JetStream != nil {
 		c.JetStream.check(ps, field{}.dot("jetstream"))
 	}
+	if c.Input == InputJetStream && len(c.MQTT.Feeds) > 0 {
+		ps.add(field{}.dot("mqtt").dot("feeds"), "feeds are MQTT broker paths: input is jetstream")
+	}
 }
 
 func (j *JetStreamConfig) check(ps *problems, f field) {

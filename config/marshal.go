@@ -23,6 +23,11 @@ func (c *Config) Marshal() ([]byte, error) {
 	for i, b := range d.MQTT.Brokers {
 		d.MQTT.Brokers[i] = redactURL(b)
 	}
+	for _, f := range d.MQTT.Feeds {
+		for i, b := range f.Brokers {
+			f.Brokers[i] = redactURL(b)
+		}
+	}
 	if o := d.Outputs.MQTT; o != nil {
 		for i, b := range o.Brokers {
 			o.Brokers[i] = redactURL(b)
@@ -58,6 +63,14 @@ func (c *Config) clone() *Config {
 		}
 	}
 	d.MQTT.Brokers = slices.Clone(c.MQTT.Brokers)
+	d.MQTT.Feeds = slices.Clone(c.MQTT.Feeds)
+	for i, f := range d.MQTT.Feeds {
+		d.MQTT.Feeds[i].Brokers = slices.Clone(f.Brokers)
+		if f.TLS != nil {
+			t := *f.TLS
+			d.MQTT.Feeds[i].TLS = &t
+		}
+	}
 	d.HTTP.Tokens = slices.Clone(c.HTTP.Tokens)
 	if o := c.Outputs.MQTT; o != nil {
 		m := *o

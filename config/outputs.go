@@ -119,6 +119,9 @@ func (c *Config) setOutputDefaults() {
 	if o := c.Outputs.MQTT; o != nil {
 		if len(o.Brokers) == 0 {
 			o.Brokers = append([]string(nil), c.MQTT.Brokers...)
+			if len(c.MQTT.Feeds) > 0 { // no brokers of its own: the first feed's
+				o.Brokers = append(o.Brokers, c.MQTT.Feeds[0].Brokers...)
+			}
 		}
 		if o.ClientID == "" && c.MQTT.ClientID != "" {
 			o.ClientID = c.MQTT.ClientID + OutputClientIDSuffix

@@ -17,9 +17,13 @@ const maxSessionExpiry = Duration((1<<32 - 1) * time.Second)
 var brokerSchemes = map[string]bool{"tcp": true, "mqtt": true, "ssl": true, "mqtts": true, "ws": true, "wss": true}
 
 func (m MQTTConfig) check(ps *problems, f field) {
-	if len(m.Brokers) == 0 {
+	switch {
+	case len(m.Feeds) > 0 && len(m.Brokers) > 0:
+		ps.add(f.dot("brokers"), "brokers and feeds are both set: with feeds, each feed lists its own brokers")
+	case len(m.Feeds) == 0 && len(m.Brokers) == 0:
 		ps.add(f.dot("brokers"), "brokers is empty: list at least one, like tcp://127.0.0.1:1883")
 	}
+	m.checkFeeds(ps, f.dot("feeds"))
 	for i, b := range m.Brokers {
 		checkBroker(ps, f.dot("brokers").index(i), b)
 	}
@@ -58,6 +62,49 @@ func (m MQTTConfig) check(ps *problems, f field) {
 		ps.add(f.dot("receive_maximum"), "receive_maximum %d is below batch_size %d: the broker stops sending before a batch can fill", r, m.BatchSize)
 	}
 	m.TLS.checkPair(ps, f.dot("tls"))
+}
+
+// feedName is what a feed may be called: it labels metrics and audit
+// records.
+var feedName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func (m MQTTConfig) checkFeeds(ps *problems, f field) {
+	names, ids := map[string]int{}, map[string]int{}
+	for i, fd := range m.Feeds {
+		fi := f.index(i)
+		switch j, dup := names[fd.Name]; {
+		case fd.Name == "":
+			ps.add(fi.dot("name"), "name is required: it names the feed in audit records and metrics, like a or site-b")
+		case !feedName.MatchString(fd.Name):
+			ps.add(fi.dot("name"), "name %q may hold only letters, digits, '-' and '_' (at most 64)", fd.Name)
+		case dup:
+			ps.add(fi.dot("name"), "name %q is also feeds[%d]'s: each feed needs its own", fd.Name, j)
+		default:
+			names[fd.Name] = i
+		}
+		if len(fd.Brokers) == 0 {
+			ps.add(fi.dot("brokers"), "brokers is empty: list the feed's brokers, like tcp://site-b-1:1883")
+		}
+		for j, b := range fd.Brokers {
+			checkBroker(ps, fi.dot("brokers").index(j), b)
+		}
+		if j, dup := ids[fd.ClientID]; dup && fd.ClientID != "" {
+			ps.add(fi.dot("client_id"), "client_id %q is also feeds[%d]'s: each feed is its own session and needs its own id", fd.ClientID, j)
+		} else {
+			ids[fd.ClientID] = i
+		}
+		switch fd.Protocol {
+		case ProtocolMQTT5, ProtocolMQTT311, ProtocolAuto:
+		default:
+			ps.add(fi.dot("protocol"), "protocol %q is not one of 5, 3.1.1 or auto", fd.Protocol)
+		}
+		if fd.PasswordEnv != "" && fd.PasswordFile != "" {
+			ps.add(fi, "password_env and password_file are both set: keep one")
+		}
+		if fd.TLS != nil {
+			fd.TLS.checkPair(ps, fi.dot("tls"))
+		}
+	}
 }
 
 func checkBroker(ps *problems, f field, s string) {
@@ -187,8 +234,17 @@ func (c *Config) checkRun(ps *problems) {
 		c.checkRunJetStream(ps)
 		return
 	}
-	f := field{}.dot("mqtt").dot("client_id")
-	id := c.MQTT.ClientID
+	if len(c.MQTT.Feeds) > 0 {
+		for i, fd := range c.MQTT.Feeds {
+			checkClientID(ps, field{}.dot("mqtt").dot("feeds").index(i).dot("client_id"), fd.ClientID)
+		}
+		return
+	}
+	checkClientID(ps, field{}.dot("mqtt").dot("client_id"), c.MQTT.ClientID)
+}
+
+// checkClientID refuses an id a persistent session cannot keep.
+func checkClientID(ps *problems, f field, id string) {
 	switch {
 	case strings.TrimSpace(id) == "":
 		ps.add(f, "client_id is empty: a persistent session needs a fixed client id, like replayguard-1 (or set REPLAYGUARD_MQTT_CLIENT_ID)")

@@ -65,6 +65,7 @@ func appendRecord(b []byte, r *AuditRecord, chain bool) []byte {
 	b = append(b, `,"dup":`...)
 	b = strconv.AppendBool(b, r.Dup)
 	b = appendOpt(b, `,"broker":`, r.Broker)
+	b = appendOpt(b, `,"feed":`, r.Feed)
 	if r.Ref != 0 {
 		b = append(b, `,"ref":`...)
 		b = strconv.AppendUint(b, r.Ref, 10)

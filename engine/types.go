@@ -60,6 +60,9 @@ type Message struct {
 	Payload []byte
 	Dup     bool   // the transport's redelivery flag, logged only
 	Broker  string // where the delivery came from (broker URL, file name)
+	// Feed names the redundant broker path (mqtt.feeds) that delivered the
+	// message; empty with one path. Recorded in the audit trail.
+	Feed string
 	// Invalid, when set, is why the transport could not even frame the
 	// message (a broken capture line): it is malformed for that reason and
 	// Payload holds the raw bytes.
@@ -259,7 +262,11 @@ type AuditRecord struct {
 	Reason   string    `json:"reason,omitempty"`
 	Dup      bool      `json:"dup"`
 	Broker   string    `json:"broker,omitempty"`
-	Ref      uint64    `json:"ref,omitempty"` // the quarantine entry a release or discard acts on
+	// Feed names the redundant broker path that delivered the message
+	// (mqtt.feeds); empty with one path, and left out of the JSON then, so
+	// records written before it existed keep their bytes and hashes.
+	Feed string `json:"feed,omitempty"`
+	Ref  uint64 `json:"ref,omitempty"` // the quarantine entry a release or discard acts on
 	// Operator names who released or discarded (the API token's name, or
 	// the CLI's --operator); empty for every other decision, and left out
 	// of the JSON then, so records written before it existed keep their

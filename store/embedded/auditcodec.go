@@ -28,9 +28,9 @@ import (
 // The operator of a release or discard is there only with flagOperator, so
 // records written before it existed decode as they were, with none.
 //
-// A record with effects is format 2: format 1 followed by uvarint
-// len(effects) and, for each, entity | field | op | value | after | lost (1
-// byte, 0 or 1). Records without effects stay format 1, byte for byte.
+// A record with a feed or effects is format 2: format 1 followed by feed,
+// uvarint len(effects) and, for each, entity | field | op | value | after |
+// lost (1 byte, 0 or 1). Records with neither stay format 1, byte for byte.
 const (
 	auditFormat        = 1
 	auditFormatEffects = 2
@@ -133,7 +133,7 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 		}
 	}
 	format := byte(auditFormat)
-	if len(r.Effects) > 0 {
+	if len(r.Effects) > 0 || r.Feed != "" {
 		format = auditFormatEffects
 	}
 	dst = append(dst, format, flags)
@@ -168,7 +168,8 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 			dst = append(dst, 0) // the empty string
 		}
 	}
-	if len(r.Effects) > 0 {
+	if format == auditFormatEffects {
+		dst = appendString(dst, r.Feed)
 		dst = binary.AppendUvarint(dst, uint64(len(r.Effects)))
 		for i := range r.Effects {
 			c := &r.Effects[i]
@@ -232,12 +233,18 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 		}
 	}
 	if v[0] == auditFormatEffects {
+		r.Feed = d.str()
 		n := d.uvarint()
-		if n == 0 || n > uint64(len(d.b)) { // each effect takes a byte at least
+		switch {
+		case n == 0 && r.Feed == "": // the encoder writes format 2 only for one of them
+			d.fail()
+		case n > uint64(len(d.b)): // each effect takes a byte at least
 			d.fail()
 			n = 0
 		}
-		r.Effects = make([]engine.Change, n)
+		if n > 0 {
+			r.Effects = make([]engine.Change, n)
+		}
 		for i := range r.Effects {
 			c := &r.Effects[i]
 			c.Entity, c.Field, c.Op = d.str(), d.str(), d.str()

@@ -15,7 +15,7 @@ import (
 
 // The codec names every field; a new field must be added to it.
 func TestAuditCodecCoversEveryField(t *testing.T) {
-	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Ref Operator Member Gap Effects Prev Hash"
+	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Feed Ref Operator Member Gap Effects Prev Hash"
 	typ := reflect.TypeFor[engine.AuditRecord]()
 	var names []string
 	for i := range typ.NumField() {
@@ -55,6 +55,8 @@ func TestAuditCodecRoundTrips(t *testing.T) {
 			{Entity: "incident/7", Field: "status", Op: "set", Value: json.RawMessage(`"assigned"`), After: json.RawMessage(`"available"`), Lost: true},
 			{Entity: "", Field: "", Op: ""},
 		}},
+		"a feed":             {Position: 9, Outcome: "duplicate", Feed: "b", Prev: hash, Hash: hash},
+		"a feed and effects": {Position: 10, Outcome: "applied", Feed: "a", Prev: hash, Hash: hash, Effects: []engine.Change{{Entity: "m", Field: "kwh", Op: "add", Value: json.RawMessage("1"), After: json.RawMessage("1")}}},
 		"a discard naming its operator": {Position: 6, Outcome: engine.OutcomeDiscarded, Reason: "bench rig noise",
 			Ref: 4, Operator: "j.doe", Prev: hash, Hash: hash},
 	}
@@ -115,6 +117,7 @@ func FuzzAuditCodec(f *testing.F) {
 			r.Sequence = &seq
 			r.Gap = &engine.Range{From: seq, To: nanos}
 		}
+		r.Feed = epoch
 		if operator != "" {
 			r.Effects = []engine.Change{{Entity: source, Field: operator, Op: "set",
 				Value: rawOrNil(strings.ToLower(hash)), After: rawOrNil(epoch), Lost: dup}}
