@@ -251,8 +251,9 @@ type Forward struct {
 // MQTTConfig is how replayguard run connects to the broker.
 type MQTTConfig struct {
 	// Brokers are tried in order. Default [tcp://127.0.0.1:1883]. Schemes
-	// tcp, mqtt, ssl, mqtts, ws, wss; host and port required.
-	Brokers []string `yaml:"brokers"`
+	// tcp, mqtt, ssl, mqtts, ws, wss; host and port required. Empty
+	// with Feeds.
+	Brokers []string `yaml:"brokers,omitempty"`
 	// Protocol is the MQTT version run speaks: 5, 3.1.1 or auto. Default
 	// auto: at start each broker of the list is asked in turn for MQTT 5,
 	// then for 3.1.1 when it refuses 5; the first broker that accepts one

@@ -31,6 +31,7 @@ func exported(t *testing.T) map[string][]string {
 	m.WatchLoss("postgres", "rg-1", losses{})
 	m.WatchJournal("postgres", "rg-1", journal{})
 	m.WatchReady(func() bool { return true })
+	m.Feed("a")
 	m.JetStream(reg)
 	m.Committed([]engine.AuditRecord{{Route: "incidents", Outcome: "applied", Ref: 1}}, nil) // an operator's release
 	fm := metrics.NewForward(reg, "webhook")

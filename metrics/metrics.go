@@ -37,6 +37,7 @@ type Metrics struct {
 	connectErrors prometheus.Counter
 	stalls        prometheus.Counter
 
+	feeds      *feeds
 	collectors []prometheus.Collector
 	reg        prometheus.Registerer // for what is registered after New (WatchReady)
 
@@ -106,8 +107,9 @@ func New(reg prometheus.Registerer, version, commit string, routes ...string) *M
 		ConstLabels: prometheus.Labels{"version": version, "commit": commit},
 	})
 	info.Set(1)
-	m.collectors = []prometheus.Collector{m.acct, m.acked, m.ackLag, m.gapsOpened, m.batchSize,
-		m.commitTime, m.connected, m.reconnects, m.storeErrors, m.ackDropped, m.connectErrors, m.stalls, info}
+	m.feeds = newFeeds()
+	m.collectors = append([]prometheus.Collector{m.acct, m.acked, m.ackLag, m.gapsOpened, m.batchSize,
+		m.commitTime, m.connected, m.reconnects, m.storeErrors, m.ackDropped, m.connectErrors, m.stalls, info}, m.feeds.collectors()...)
 	reg.MustRegister(m)
 	return m
 }
@@ -145,6 +147,7 @@ func (m *Metrics) Committed(records []engine.AuditRecord, _ []engine.EntityState
 	if gaps > 0 {
 		m.gapsOpened.Add(float64(gaps))
 	}
+	m.countFeeds(records)
 }
 
 // Received counts n deliveries taken from a source, before they are

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/mqttprobe"
 	"github.com/replayguard/replayguard/source/mqtt"
 	"github.com/replayguard/replayguard/source/mqtt3"
@@ -25,7 +24,7 @@ type mqttSource struct {
 	cur  atomic.Pointer[source]
 }
 
-func newMQTTSource(cfg *config.Config, mc mqtt.Config, p mqtt.Processor, log *slog.Logger) (*mqttSource, error) {
+func newMQTTSource(want mqttprobe.Choice, mc mqtt.Config, p mqtt.Processor, log *slog.Logger) (*mqttSource, error) {
 	v5, err := mqtt.New(mc, p)
 	if err != nil {
 		return nil, err
@@ -34,7 +33,7 @@ func newMQTTSource(cfg *config.Config, mc mqtt.Config, p mqtt.Processor, log *sl
 	if err != nil {
 		return nil, err
 	}
-	return &mqttSource{v5: v5, v311: v311, cfg: mc, want: mqttprobe.Choice(cfg.MQTT.Protocol), log: log}, nil
+	return &mqttSource{v5: v5, v311: v311, cfg: mc, want: want, log: log}, nil
 }
 
 // mqtt3Config is the MQTT 3.1.1 consumer's share of the MQTT 5 consumer's

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/internal/mqttprobe"
 	"github.com/replayguard/replayguard/metrics"
 	rgsource "github.com/replayguard/replayguard/source" // events; app has a type named source
 	"github.com/replayguard/replayguard/source/jetstream"
@@ -44,11 +45,14 @@ func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg pro
 		}
 		return jetstream.New(jc, p)
 	}
+	if len(cfg.MQTT.Feeds) > 0 {
+		return newFeedsSource(cfg, log, m, p)
+	}
 	mc, err := consumerConfig(cfg, log, m)
 	if err != nil {
 		return nil, err
 	}
-	return newMQTTSource(cfg, mc, p, log)
+	return newMQTTSource(mqttprobe.Choice(cfg.MQTT.Protocol), mc, p, log)
 }
 
 func jetStreamConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) (jetstream.Config, error) {

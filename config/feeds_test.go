@@ -1,0 +1,85 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const twoFeeds = `mqtt:
+  client_id: replayguard-1
+  feeds:
+    - {name: a, brokers: [tcp://site-a-1:1883, tcp://site-a-2:1883]}
+    - {name: b, brokers: [tcp://site-b-1:1883], client_id: replayguard-1-dr, protocol: "3.1.1", username: dr}
+`
+
+// Each feed is its own session: <client_id>-<name> unless set, mqtt's
+// protocol and credentials unless set; mqtt.brokers stays empty, and
+// config print reads back.
+func TestFeedsDefaults(t *testing.T) {
+	c, err := Parse([]byte(twoFeeds+"  username: ops\n  password_env: MQTT_PASS\n"+route(ok)), "f.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := c.MQTT.Feeds[0], c.MQTT.Feeds[1]
+	if len(c.MQTT.Brokers) != 0 {
+		t.Errorf("mqtt.brokers defaulted to %v beside feeds", c.MQTT.Brokers)
+	}
+	if a.ClientID != "replayguard-1-a" || a.Protocol != ProtocolAuto || a.Username != "ops" || a.PasswordEnv != "MQTT_PASS" {
+		t.Errorf("feed a: %+v", a)
+	}
+	if b.ClientID != "replayguard-1-dr" || b.Protocol != ProtocolMQTT311 || b.Username != "dr" || b.PasswordEnv != "MQTT_PASS" {
+		t.Errorf("feed b: %+v", b)
+	}
+	if err := c.ValidateRun(); err != nil {
+		t.Errorf("ValidateRun: %v", err)
+	}
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(out, "print.yaml", nil)
+	if err != nil || !equalConfig(back, c) {
+		t.Fatalf("config print does not read back: %v\n%s", err, out)
+	}
+}
+
+func TestFeedsRules(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want []string
+	}{
+		{"feeds beside brokers", "mqtt:\n  brokers: [tcp://x:1883]\n  feeds: [{name: a, brokers: [tcp://y:1883]}]\n",
+			[]string{"mqtt.brokers: brokers and feeds are both set: with feeds, each feed lists its own brokers"}},
+		{"a feed without a name or brokers", "mqtt:\n  feeds: [{brokers: [tcp://y:1883]}, {name: b}]\n",
+			[]string{"mqtt.feeds[0].name: name is required: it names the feed in audit records and metrics, like a or site-b",
+				"mqtt.feeds[1].brokers: brokers is empty: list the feed's brokers, like tcp://site-b-1:1883"}},
+		{"two feeds with one name", "mqtt:\n  feeds: [{name: a, brokers: [tcp://y:1883]}, {name: a, brokers: [tcp://z:1883]}]\n",
+			[]string{`mqtt.feeds[1].name: name "a" is also feeds[0]'s: each feed needs its own`}},
+		{"a name that cannot label a metric", "mqtt:\n  feeds: [{name: site a, brokers: [tcp://y:1883]}]\n",
+			[]string{`mqtt.feeds[0].name: name "site a" may hold only letters, digits, '-' and '_' (at most 64)`}},
+		{"two feeds on one session", "mqtt:\n  feeds: [{name: a, brokers: [tcp://y:1883], client_id: rg}, {name: b, brokers: [tcp://z:1883], client_id: rg}]\n",
+			[]string{`mqtt.feeds[1].client_id: client_id "rg" is also feeds[0]'s: each feed is its own session and needs its own id`}},
+		{"a bad broker and protocol", "mqtt:\n  feeds: [{name: a, brokers: [nope], protocol: '4'}]\n",
+			[]string{`mqtt.feeds[0].brokers[0]: broker "nope" is not a URL like tcp://127.0.0.1:1883`,
+				`mqtt.feeds[0].protocol: protocol "4" is not one of 5, 3.1.1 or auto`}},
+		{"feeds with input jetstream", "input: jetstream\njetstream: {stream: S, consumer: c}\nmqtt:\n  feeds: [{name: a, brokers: [tcp://y:1883]}]\n",
+			[]string{"mqtt.feeds: feeds are MQTT broker paths: input is jetstream"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { checkProblems(t, tt.file+route(ok), tt.want...) })
+	}
+}
+
+// run needs a session id for every feed: one from mqtt.client_id, or the
+// feed's own.
+func TestFeedsNeedClientIDs(t *testing.T) {
+	c, err := Parse([]byte("mqtt:\n  feeds: [{name: a, brokers: [tcp://y:1883], client_id: rg-a}, {name: b, brokers: [tcp://z:1883]}]\n"+route(ok)), "f.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.ValidateRun()
+	if err == nil || !strings.Contains(err.Error(), "mqtt.feeds[1].client_id: client_id is empty") || strings.Contains(err.Error(), "feeds[0]") {
+		t.Fatalf("ValidateRun = %v; want feed b's missing id named, and only it", err)
+	}
+}

@@ -1,0 +1,155 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/mqttprobe"
+	"github.com/replayguard/replayguard/metrics"
+	"github.com/replayguard/replayguard/source/mqtt"
+	"github.com/replayguard/replayguard/web"
+)
+
+// feedsSource consumes every path of mqtt.feeds at the same time into one
+// engine, each its own session on its own connection. The engine decides a
+// message's copy from the other path duplicate (its key was applied), and a
+// message one path lost is applied from the other, late if it comes after
+// its successors. Each delivery is acknowledged on its own path, after its
+// commit.
+type feedsSource struct {
+	feeds []*feedSource
+}
+
+// feedSource is one path: its consumer and its name.
+type feedSource struct {
+	name string
+	src  *mqttSource
+}
+
+// newFeedsSource builds one MQTT consumer per feed, each passing its
+// deliveries, named by its feed, to p one batch at a time.
+func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p mqtt.Processor) (*feedsSource, error) {
+	one := &oneAtATime{p: p}
+	s := &feedsSource{}
+	for _, f := range cfg.MQTT.Feeds {
+		flog := log.With("feed", f.Name)
+		mc, err := consumerConfig(cfg, flog, m.Feed(f.Name))
+		if err != nil {
+			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
+		}
+		mc.Brokers, mc.ClientID, mc.Username = f.Brokers, f.ClientID, f.Username
+		if mc.Password, err = Secret(f.PasswordEnv, f.PasswordFile); err != nil {
+			return nil, fmt.Errorf("feed %s: mqtt password: %w", f.Name, err)
+		}
+		if f.TLS != nil {
+			if mc.TLS, err = clientTLS(*f.TLS); err != nil {
+				return nil, fmt.Errorf("feed %s: %w", f.Name, err)
+			}
+		}
+		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, &feedProcessor{name: f.Name, one: one}, flog)
+		if err != nil {
+			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
+		}
+		s.feeds = append(s.feeds, &feedSource{name: f.Name, src: src})
+	}
+	return s, nil
+}
+
+// Run runs every feed until ctx is done. A feed that returns early (a
+// permanent refusal) stops the others: the configuration needs a person.
+func (s *feedsSource) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(s.feeds))
+	var wg sync.WaitGroup
+	for i, f := range s.feeds {
+		wg.Go(func() {
+			defer cancel()
+			if err := f.src.Run(ctx); err != nil {
+				errs[i] = fmt.Errorf("feed %s: %w", f.name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Ready reports whether at least one feed is connected and committing.
+func (s *feedsSource) Ready() bool {
+	for _, f := range s.feeds {
+		if f.src.Ready() {
+			return true
+		}
+	}
+	return false
+}
+
+// Warning names the feeds that are not ready while another is: the
+// consumer goes on, on one path.
+func (s *feedsSource) Warning() string {
+	var down []string
+	for _, f := range s.feeds {
+		if !f.src.Ready() {
+			down = append(down, f.name)
+		}
+	}
+	if len(down) == 0 || len(down) == len(s.feeds) {
+		return ""
+	}
+	return fmt.Sprintf("feed %s is not connected: consuming from the other path", strings.Join(down, ", "))
+}
+
+// withWarning adds warning's text to what status says.
+func withWarning(status func() web.StoreStatus, warning func() string) func() web.StoreStatus {
+	return func() web.StoreStatus {
+		var st web.StoreStatus
+		if status != nil {
+			st = status()
+		}
+		st.Warning = joinNonEmpty(st.Warning, warning())
+		return st
+	}
+}
+
+// feedProcessor names its feed on each delivery and passes the batch on.
+type feedProcessor struct {
+	name string
+	one  *oneAtATime
+}
+
+func (f *feedProcessor) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	for i := range msgs {
+		msgs[i].Feed = f.name
+	}
+	return f.one.Process(ctx, msgs)
+}
+
+// Prepare decodes ahead of Process when the engine can: each feed's
+// consumer calls it on its own goroutine.
+func (f *feedProcessor) Prepare(msgs []engine.Message) {
+	for i := range msgs {
+		msgs[i].Feed = f.name
+	}
+	if p, ok := f.one.p.(interface{ Prepare([]engine.Message) }); ok {
+		p.Prepare(msgs)
+	}
+}
+
+// oneAtATime passes the feeds' batches to the engine one at a time: a
+// consumer's calls never overlap, and the feeds share one engine.
+type oneAtATime struct {
+	mu sync.Mutex
+	p  mqtt.Processor
+}
+
+func (o *oneAtATime) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.p.Process(ctx, msgs)
+}
