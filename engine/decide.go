@@ -39,6 +39,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		if d.placer != nil {
 			e.placed(d, m.Topic, now)
 		}
+		if m.Feed != "" {
+			e.fedBy(d, m.Feed)
+		}
 		e.external(m, d, now)
 	}
 	if ref != 0 {
@@ -76,6 +79,15 @@ func (e *Engine) placed(d *Delivery, topic string, now time.Time) {
 		if src := p.Window(); src != nil { // the window Applied changed, looked up once
 			e.pending.sources[src] = struct{}{}
 		}
+	}
+}
+
+// fedBy notes feed as the path that delivered the last message applied of
+// d's source.
+func (e *Engine) fedBy(d *Delivery, feed string) {
+	if src := e.lookupSource(d); src != nil && src.Feed != feed {
+		src.Feed = feed
+		e.pending.sources[src] = struct{}{}
 	}
 }
 

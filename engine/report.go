@@ -18,6 +18,9 @@ type SourceReport struct {
 	Older  []EpochReport `json:"older_epochs,omitempty"`
 	// Sparkplug is the edge node's session, for a sparkplug route's source.
 	Sparkplug *SparkplugReport `json:"sparkplug,omitempty"`
+	// Feed is the redundant broker path that delivered the source's last
+	// message applied (mqtt.feeds); empty with one path.
+	Feed string `json:"feed,omitempty"`
 }
 
 // SparkplugReport is an edge node's Sparkplug session as `sources` shows it.
@@ -72,7 +75,7 @@ func (r SourceReport) OpenGaps() int64 {
 func SourceReports(states []SourceState) []SourceReport {
 	out := make([]SourceReport, 0, len(states))
 	for _, s := range states {
-		r := SourceReport{Route: s.Route, Source: s.Source, High: -1, Gaps: []Range{}, Sparkplug: sparkplugReport(s.Sparkplug)}
+		r := SourceReport{Route: s.Route, Source: s.Source, High: -1, Gaps: []Range{}, Sparkplug: sparkplugReport(s.Sparkplug), Feed: s.Feed}
 		for i, w := range s.Epochs {
 			gaps := w.OpenGaps()
 			if gaps == nil {

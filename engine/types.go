@@ -195,6 +195,9 @@ type SourceState struct {
 	// Sparkplug is the edge node's session of a sparkplug route's source
 	// (route, [group, edge]); nil for every other route.
 	Sparkplug *SparkplugState `json:"sparkplug,omitempty"`
+	// Feed is the redundant broker path (mqtt.feeds) whose delivery the
+	// source's last message applied was; empty with one path.
+	Feed string `json:"feed,omitempty"`
 }
 
 // ID is the store key of the source: route and parts, length-prefixed.

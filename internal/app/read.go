@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,15 +87,22 @@ func (t *Tool) printSources(reps []engine.SourceReport, asJSON bool) error {
 	}
 	tw := tabwriter.NewWriter(t.Out, 0, 4, 2, ' ', 0)
 	sessions := slices.ContainsFunc(reps, func(r engine.SourceReport) bool { return r.Sparkplug != nil })
+	feeds := slices.ContainsFunc(reps, func(r engine.SourceReport) bool { return r.Feed != "" })
+	fmt.Fprint(tw, "ROUTE\tSOURCE\tEPOCH\tHIGH\tOPEN GAPS")
 	if sessions {
-		fmt.Fprintln(tw, "ROUTE\tSOURCE\tEPOCH\tHIGH\tOPEN GAPS\tSESSION")
-	} else {
-		fmt.Fprintln(tw, "ROUTE\tSOURCE\tEPOCH\tHIGH\tOPEN GAPS")
+		fmt.Fprint(tw, "\tSESSION")
 	}
+	if feeds {
+		fmt.Fprint(tw, "\tLAST FEED")
+	}
+	fmt.Fprintln(tw)
 	for _, r := range reps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s", r.Route, strings.Join(r.Source, "/"), r.Epoch, r.High, gapText(r))
 		if sessions {
 			fmt.Fprintf(tw, "\t%s", sessionText(r.Sparkplug))
+		}
+		if feeds {
+			fmt.Fprintf(tw, "\t%s", cmp.Or(r.Feed, "-"))
 		}
 		fmt.Fprintln(tw)
 	}
