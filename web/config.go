@@ -208,6 +208,10 @@ type Deps struct {
 	// the dashboard; it must be safe for concurrent use and not block (the
 	// dashboard polls it). nil: no route forwards in this process.
 	Forward func() ForwardStatus
+	// Feeds reports the redundant broker paths (mqtt.feeds) for
+	// /api/v1/feeds and the dashboard; it must be safe for concurrent use
+	// and not block. nil: one path, and /api/v1/feeds lists none.
+	Feeds func() []FeedStatus
 	// Loss serves /api/v1/store/loss and accept-loss on a shared store;
 	// nil: they answer 404.
 	Loss LossReviewer

@@ -26,6 +26,8 @@
 //	                                       from, limit
 //	POST /api/v1/outbox/{id}/retry         body {} or {"member": "...", "reason": "..."}
 //	POST /api/v1/outbox/{id}/drop          body {"reason": "...", "member": "..."}
+//	GET  /api/v1/feeds                     {feeds}: Deps.Feeds, the redundant broker
+//	                                       paths; none with one path
 //	GET  /api/v1/forward                   ForwardStatus: Deps.Forward, the drainer's
 //	                                       depth, bound and outputs
 //	GET  /api/v1/events                    hello, decision, state, resync events

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
@@ -26,10 +27,11 @@ type feedsSource struct {
 	feeds []*feedSource
 }
 
-// feedSource is one path: its consumer and its name.
+// feedSource is one path: its consumer, its name and what it delivered.
 type feedSource struct {
 	name string
 	src  *mqttSource
+	proc *feedProcessor
 }
 
 // newFeedsSource builds one MQTT consumer per feed, each passing its
@@ -52,11 +54,12 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 				return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 			}
 		}
-		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, &feedProcessor{name: f.Name, one: one}, flog)
+		proc := &feedProcessor{name: f.Name, one: one}
+		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, proc, flog)
 		if err != nil {
 			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 		}
-		s.feeds = append(s.feeds, &feedSource{name: f.Name, src: src})
+		s.feeds = append(s.feeds, &feedSource{name: f.Name, src: src, proc: proc})
 	}
 	return s, nil
 }
@@ -117,17 +120,48 @@ func withWarning(status func() web.StoreStatus, warning func() string) func() we
 	}
 }
 
-// feedProcessor names its feed on each delivery and passes the batch on.
+// Status reports each feed for the API and the dashboard.
+func (s *feedsSource) Status() []web.FeedStatus {
+	out := make([]web.FeedStatus, len(s.feeds))
+	for i, f := range s.feeds {
+		out[i] = web.FeedStatus{Name: f.name, Connected: f.src.Ready(), Deliveries: f.proc.deliveries.Load(),
+			First: f.proc.first.Load(), Duplicates: f.proc.duplicates.Load()}
+	}
+	return out
+}
+
+// feedProcessor names its feed on each delivery and passes the batch on,
+// counting what the feed's deliveries were decided.
 type feedProcessor struct {
 	name string
 	one  *oneAtATime
+	// deliveries counts the deliveries committed, once each (a batch that
+	// failed is counted when it is passed again and commits); first and
+	// duplicates their decisions.
+	deliveries, first, duplicates atomic.Uint64
 }
 
 func (f *feedProcessor) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
 	for i := range msgs {
 		msgs[i].Feed = f.name
 	}
-	return f.one.Process(ctx, msgs)
+	ds, err := f.one.Process(ctx, msgs)
+	if err != nil {
+		return ds, err
+	}
+	var first, dups uint64
+	for _, d := range ds {
+		switch {
+		case d.Outcome.Effective():
+			first++
+		case d.Outcome == engine.Duplicate:
+			dups++
+		}
+	}
+	f.deliveries.Add(uint64(len(msgs)))
+	f.first.Add(first)
+	f.duplicates.Add(dups)
+	return ds, nil
 }
 
 // Prepare decodes ahead of Process when the engine can: each feed's

@@ -64,6 +64,15 @@ func (d *daemon) ready() bool {
 	return d.consumer.Ready() && (a.Forward == nil || !a.Forward.Status().Full) && a.Engine.Loss() == nil
 }
 
+// feedStatus is the redundant feeds' state for the API, or nil with one
+// path.
+func (d *daemon) feedStatus() func() []web.FeedStatus {
+	if f, ok := d.consumer.(*feedsSource); ok {
+		return f.Status
+	}
+	return nil
+}
+
 // newServer builds the HTTP API and dashboard over the app, or returns nil
 // when http.listen is not set. /readyz answers from d.ready; storeStatus
 // adds why the outbox or the shared store holds it back.
@@ -79,7 +88,7 @@ func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.Sto
 	return web.New(web.Config{Listen: h.Listen, CertFile: h.TLS.CertFile, KeyFile: h.TLS.KeyFile,
 		Tokens: tokens, AuthReads: h.AuthReads, Version: build.Version, Logger: d.log},
 		web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: d.reg, Ready: d.ready, Hub: hub, Store: storeStatus,
-			Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer(),
+			Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer(), Feeds: d.feedStatus(),
 			Explain: func(ctx context.Context, q web.ExplainQuery) (any, error) {
 				ls, err := StoreLineages(ctx, a.Store, a.Config.Audit.Archive,
 					report.LineageOptions{Entities: []string{q.Entity}, Field: q.Field, At: q.At})

@@ -425,6 +425,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("discard-reason").addEventListener("keydown", (e) => { if (e.key === "Enter") confirmDiscard(); });
   startOutbox();
   startLineage();
+  startFeeds();
   tick();
   setInterval(tick, 1000);
   setInterval(() => soon("stats", loadStats, 0), 30000);

@@ -1,0 +1,45 @@
+// replayguard dashboard: the redundant broker paths (mqtt.feeds). Each
+// feed's connection and the share of messages it delivered first (the path
+// that is winning), beside the live badge. GET /api/v1/feeds is polled
+// while the process consumes more than one path; with one path the strip
+// stays hidden. Loaded before app.js, whose helpers (el, api, $) it uses,
+// and which calls startFeeds.
+"use strict";
+
+const FEEDS_POLL = 2000; // ms between reads while feeds are configured
+
+async function loadFeeds() {
+  let st;
+  try {
+    st = await api("/api/v1/feeds");
+  } catch (e) {
+    if (e.status === 404) return false; // a server without the endpoint
+    throw e;
+  }
+  renderFeeds(st.feeds || []);
+  return st.feeds && st.feeds.length > 0;
+}
+
+function renderFeeds(feeds) {
+  const strip = $("feeds");
+  strip.hidden = feeds.length === 0;
+  const firsts = feeds.reduce((n, f) => n + f.first, 0);
+  strip.replaceChildren(...feeds.map((f) => {
+    const share = firsts > 0 ? Math.round(100 * f.first / firsts) : 0;
+    const item = el("span", "feed " + (f.connected ? "up" : "down"));
+    item.dataset.feed = f.name;
+    item.title = `${f.deliveries.toLocaleString()} deliveries, ${f.first.toLocaleString()} first, ${f.duplicates.toLocaleString()} duplicates`;
+    item.append(el("b", "", "feed " + f.name), el("span", "state", f.connected ? "connected" : "DOWN"),
+      el("span", "share", share + "% first"));
+    return item;
+  }));
+}
+
+function startFeeds() {
+  const poll = async () => {
+    let again = false;
+    try { again = await loadFeeds(); } catch (e) { again = true; }
+    if (again) setTimeout(poll, FEEDS_POLL);
+  };
+  poll();
+}

@@ -1,0 +1,26 @@
+package web
+
+import "net/http"
+
+// FeedStatus is one redundant broker path (mqtt.feeds) as GET
+// /api/v1/feeds and the dashboard show it.
+type FeedStatus struct {
+	Name      string `json:"name"`
+	Connected bool   `json:"connected"` // connected and committing
+	// Deliveries counts what the feed delivered since start; First those
+	// it delivered first (applied or applied late: the messages it won),
+	// Duplicates those decided duplicate (mostly the twin of a message the
+	// other feed delivered first).
+	Deliveries uint64 `json:"deliveries"`
+	First      uint64 `json:"first"`
+	Duplicates uint64 `json:"duplicates"`
+}
+
+// feeds answers the redundant feeds' state; {"feeds": []} with one path.
+func (s *Server) feeds(w http.ResponseWriter, r *http.Request) {
+	out := []FeedStatus{}
+	if s.deps.Feeds != nil {
+		out = append(out, s.deps.Feeds()...)
+	}
+	writeJSON(w, http.StatusOK, map[string][]FeedStatus{"feeds": out})
+}
