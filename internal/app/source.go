@@ -28,10 +28,14 @@ type source interface {
 }
 
 // RunMember is the member id run writes a shared store's chain under when
-// store.member is not set: mqtt.client_id, or the JetStream consumer.
+// store.member is not set: mqtt.client_id (with mqtt.feeds and no
+// mqtt.client_id, the first feed's), or the JetStream consumer.
 func RunMember(cfg *config.Config) string {
 	if cfg.Input == config.InputJetStream && cfg.JetStream != nil {
 		return cfg.JetStream.Consumer
+	}
+	if cfg.MQTT.ClientID == "" && len(cfg.MQTT.Feeds) > 0 {
+		return cfg.MQTT.Feeds[0].ClientID
 	}
 	return cfg.MQTT.ClientID
 }
