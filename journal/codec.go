@@ -16,7 +16,8 @@ import (
 //	head position uvarint | head hash 32 bytes | first uvarint
 //	lost position uvarint | lost hash 32 bytes
 //	messages uvarint, each: topic, payload, broker, invalid (uvarint length + bytes),
-//	flags 1 byte (1: the DUP flag, 2: first applied)
+//	flags 1 byte (1: the DUP flag, 2: first applied, 4: a feed follows),
+//	[feed (uvarint length + bytes)]
 //	action (uvarint length + bytes)
 //
 // A frame cut short or whose CRC does not match ends the segment: it is the
@@ -33,6 +34,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 const (
 	flagDup       = 1 // the transport's DUP flag
 	flagEffective = 2 // first decided applied or applied_late
+	flagFeed      = 4 // the redundant path that delivered it (mqtt.feeds) follows
 )
 
 var errCorrupt = errors.New("journal record does not decode")
@@ -62,7 +64,13 @@ func appendFrame(buf []byte, e *engine.JournalEntry) []byte {
 		if i < len(e.Effective) && e.Effective[i] {
 			flags |= flagEffective
 		}
+		if m.Feed != "" {
+			flags |= flagFeed
+		}
 		buf = append(buf, flags)
+		if m.Feed != "" {
+			buf = appendBytes(buf, m.Feed)
+		}
 	}
 	buf = appendBytes(buf, e.Action)
 	body := buf[start+frameHeader:]
@@ -111,6 +119,9 @@ func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 				m.Invalid = string(d.bytes())
 				flags := d.byte()
 				m.Dup, e.Effective[i] = flags&flagDup != 0, flags&flagEffective != 0
+				if flags&flagFeed != 0 {
+					m.Feed = string(d.bytes())
+				}
 			}
 		} else {
 			for range n {
@@ -118,7 +129,9 @@ func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 				d.skip()
 				d.skip()
 				d.skip()
-				d.byte()
+				if d.byte()&flagFeed != 0 {
+					d.skip()
+				}
 			}
 		}
 		e.Action = string(d.bytes())

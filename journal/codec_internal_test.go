@@ -42,7 +42,7 @@ func randomEntry(r *rand.Rand) engine.JournalEntry {
 	}
 	for range r.IntN(4) * r.IntN(4) {
 		e.Messages = append(e.Messages, engine.Message{Topic: text(40), Payload: []byte(text(600)),
-			Dup: r.IntN(2) == 0, Broker: text(30), Invalid: text(r.IntN(2) * 20)})
+			Dup: r.IntN(2) == 0, Broker: text(30), Invalid: text(r.IntN(2) * 20), Feed: text(r.IntN(2) * 8)})
 	}
 	if r.IntN(2) == 0 {
 		e.Action = text(20)
@@ -73,7 +73,7 @@ func sameEntries(a, b engine.JournalEntry, messages bool) string {
 	}
 	for i, m := range a.Messages {
 		w := b.Messages[i]
-		if m.Topic != w.Topic || !bytes.Equal(m.Payload, w.Payload) || m.Dup != w.Dup || m.Broker != w.Broker || m.Invalid != w.Invalid {
+		if m.Topic != w.Topic || !bytes.Equal(m.Payload, w.Payload) || m.Dup != w.Dup || m.Broker != w.Broker || m.Invalid != w.Invalid || m.Feed != w.Feed {
 			return fmt.Sprintf("message %d is %+v, want %+v", i, m, w)
 		}
 	}
