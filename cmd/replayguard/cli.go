@@ -71,7 +71,7 @@ func init() {
 		"store":      {summary: "show or accept what a shared store lost of this member's commits at a failover", usage: "loss | accept-loss [--operator NAME] [--token-name NAME]", flags: storeFlags, run: cmdStore},
 		"lint":       {summary: "validate the configuration; list every problem", run: cmdLint},
 		"config":     {summary: "print the effective configuration with all defaults", usage: "print", run: cmdConfig},
-		"demo":       {summary: "a failover story end to end on embedded brokers", usage: "[--story incident|plant] [--hold 5m] [--listen ADDR] [--pace D] [--report FILE]", flags: demoFlags, noCfg: true, run: cmdDemo},
+		"demo":       {summary: "a failover story end to end on embedded brokers", usage: "[--story incident|plant|redundant] [--hold 5m] [--listen ADDR] [--pace D] [--report FILE]", flags: demoFlags, noCfg: true, run: cmdDemo},
 		"version":    {summary: "print the version", noCfg: true, run: cmdVersion},
 		"bench":      {summary: "measure durable decisions on a generated feed (embedded store, or a shared one)", usage: "[--messages N] [--sources N] [--replays F] [--batch N] [--dir DIR | --store URL [--members N] [--journal DIR]]", flags: benchFlags, noCfg: true, run: cmdBench},
 	}

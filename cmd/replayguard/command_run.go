@@ -19,7 +19,7 @@ func cmdRun(e *env) error {
 }
 
 func demoFlags(fs *flag.FlagSet) {
-	fs.String("story", demo.StoryIncident, "the story told: "+strings.Join(demo.Stories, " or "))
+	fs.String("story", demo.StoryIncident, "the story told: "+strings.Join(demo.Stories, ", "))
 	fs.String("listen", demo.DefaultListen, "dashboard address (loopback; a free port when taken)")
 	fs.Duration("hold", 0, "keep the dashboard up this long after the story (e.g. 5m)")
 	fs.Duration("pace", demo.DefaultPace, "pause between the story's steps")
@@ -29,7 +29,7 @@ func demoFlags(fs *flag.FlagSet) {
 func cmdDemo(e *env) error {
 	story := e.flagString("story")
 	if !slices.Contains(demo.Stories, story) {
-		return fmt.Errorf("%w: --story %q: the stories are %s", errUsage, story, strings.Join(demo.Stories, " and "))
+		return fmt.Errorf("%w: --story %q: the stories are %s", errUsage, story, storyList())
 	}
 	hold, _ := time.ParseDuration(e.flagString("hold"))
 	pace, _ := time.ParseDuration(e.flagString("pace"))
@@ -39,4 +39,13 @@ func cmdDemo(e *env) error {
 	}
 	return demo.Run(e.ctx, e.stdout, demo.Options{Story: story, Listen: e.flagString("listen"), Hold: hold, Pace: pace,
 		Report: e.flagString("report"), Version: version, Logger: log})
+}
+
+// storyList names the demo's stories as a sentence does: "a, b and c".
+func storyList() string {
+	n := len(demo.Stories)
+	if n < 2 {
+		return strings.Join(demo.Stories, "")
+	}
+	return strings.Join(demo.Stories[:n-1], ", ") + " and " + demo.Stories[n-1]
 }

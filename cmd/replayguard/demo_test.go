@@ -22,7 +22,7 @@ func TestDemoRefusesAnUnknownStory(t *testing.T) {
 	if code != exitUsage {
 		t.Errorf("demo --story nope: exit %d, want %d (usage)", code, exitUsage)
 	}
-	if want := `replayguard demo: usage: --story "nope": the stories are incident and plant`; !strings.Contains(errs, want) {
+	if want := `replayguard demo: usage: --story "nope": the stories are incident, plant and redundant`; !strings.Contains(errs, want) {
 		t.Errorf("demo --story nope: stderr %q, want it to contain %q", errs, want)
 	}
 	if out != "" {

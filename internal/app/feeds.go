@@ -31,15 +31,19 @@ type feedsSource struct {
 type feedSource struct {
 	name string
 	src  *mqttSource
-	proc *feedProcessor
+	proc *FeedProcessor
 }
 
 // newFeedsSource builds one MQTT consumer per feed, each passing its
 // deliveries, named by its feed, to p one batch at a time.
 func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p mqtt.Processor) (*feedsSource, error) {
-	one := &oneAtATime{p: p}
+	names := make([]string, len(cfg.MQTT.Feeds))
+	for i, f := range cfg.MQTT.Feeds {
+		names[i] = f.Name
+	}
+	procs := FeedProcessors(p, names)
 	s := &feedsSource{}
-	for _, f := range cfg.MQTT.Feeds {
+	for i, f := range cfg.MQTT.Feeds {
 		flog := log.With("feed", f.Name)
 		mc, err := consumerConfig(cfg, flog, m.Feed(f.Name))
 		if err != nil {
@@ -54,7 +58,7 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 				return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 			}
 		}
-		proc := &feedProcessor{name: f.Name, one: one}
+		proc := procs[i]
 		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, proc, flog)
 		if err != nil {
 			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
@@ -124,15 +128,16 @@ func withWarning(status func() web.StoreStatus, warning func() string) func() we
 func (s *feedsSource) Status() []web.FeedStatus {
 	out := make([]web.FeedStatus, len(s.feeds))
 	for i, f := range s.feeds {
-		out[i] = web.FeedStatus{Name: f.name, Connected: f.src.Ready(), Deliveries: f.proc.deliveries.Load(),
-			First: f.proc.first.Load(), Duplicates: f.proc.duplicates.Load()}
+		deliveries, first, dups := f.proc.Counts()
+		out[i] = web.FeedStatus{Name: f.name, Connected: f.src.Ready(), Deliveries: deliveries, First: first, Duplicates: dups}
 	}
 	return out
 }
 
-// feedProcessor names its feed on each delivery and passes the batch on,
-// counting what the feed's deliveries were decided.
-type feedProcessor struct {
+// FeedProcessor is one feed's processor (FeedProcessors): it names its
+// feed on each delivery and passes the batch on, counting what the feed's
+// deliveries were decided.
+type FeedProcessor struct {
 	name string
 	one  *oneAtATime
 	// deliveries counts the deliveries committed, once each (a batch that
@@ -141,7 +146,20 @@ type feedProcessor struct {
 	deliveries, first, duplicates atomic.Uint64
 }
 
-func (f *feedProcessor) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+// FeedProcessors returns one processor per feed of names, all passing
+// their batches to p one at a time: each feed's consumer calls its own
+// from its own goroutine, and p's calls must not overlap.
+func FeedProcessors(p mqtt.Processor, names []string) []*FeedProcessor {
+	one := &oneAtATime{p: p}
+	out := make([]*FeedProcessor, len(names))
+	for i, name := range names {
+		out[i] = &FeedProcessor{name: name, one: one}
+	}
+	return out
+}
+
+// Process names the feed on msgs and passes them on.
+func (f *FeedProcessor) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
 	for i := range msgs {
 		msgs[i].Feed = f.name
 	}
@@ -164,9 +182,9 @@ func (f *feedProcessor) Process(ctx context.Context, msgs []engine.Message) ([]e
 	return ds, nil
 }
 
-// Prepare decodes ahead of Process when the engine can: each feed's
+// Prepare decodes ahead of Process when the processor can: each feed's
 // consumer calls it on its own goroutine.
-func (f *feedProcessor) Prepare(msgs []engine.Message) {
+func (f *FeedProcessor) Prepare(msgs []engine.Message) {
 	for i := range msgs {
 		msgs[i].Feed = f.name
 	}
@@ -175,8 +193,13 @@ func (f *feedProcessor) Prepare(msgs []engine.Message) {
 	}
 }
 
-// oneAtATime passes the feeds' batches to the engine one at a time: a
-// consumer's calls never overlap, and the feeds share one engine.
+// Counts returns the deliveries committed, those decided first (applied
+// or applied late) and those decided duplicate.
+func (f *FeedProcessor) Counts() (deliveries, first, duplicates uint64) {
+	return f.deliveries.Load(), f.first.Load(), f.duplicates.Load()
+}
+
+// oneAtATime passes the feeds' batches to the engine one at a time.
 type oneAtATime struct {
 	mu sync.Mutex
 	p  mqtt.Processor

@@ -7,6 +7,9 @@ import (
 
 // play runs the story's acts.
 func (d *demo) play(ctx context.Context) error {
+	if d.story.paths {
+		return d.playPaths(ctx)
+	}
 	for _, act := range []func(context.Context) error{d.subscribe, d.holdMessages, d.checkpoint, d.deliver, d.failOver, d.continueOnStandby} {
 		if err := act(ctx); err != nil {
 			return err

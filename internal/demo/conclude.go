@@ -28,18 +28,20 @@ func (d *demo) conclude(ctx context.Context) *result {
 	res.applied = applied + late
 	res.audited, res.auditErr = d.verifyAudit(ctx)
 
-	noun := d.story.noun
+	if d.story.paths {
+		res.paths = true
+		res.feeds, res.feedsErr = d.feedCounts(ctx)
+		res.freshWithin = d.freshWithin
+	}
+
 	d.out.plain("\n%s\n", d.story.pictureTitle)
 	printTable(d.out.w, res.rows, res.clean, d.story.truthColumn)
 	d.out.plain("")
-	d.out.plain("  naive consumer: %s delivered, %d of them replays it applied again", plural(n.deliveries, noun), n.replays)
-	forwarded := ""
-	if res.clean {
-		forwarded = fmt.Sprintf("; %s forwarded, each PUBACKed by the COP broker", copies(res.forwarded))
+	if d.story.summary != nil {
+		d.story.summary(d, res)
+	} else {
+		d.sayDeliveries(res, n, g)
 	}
-	d.out.plain("  replayguard:    %s delivered: %d applied, %d duplicate%s", plural(g.deliveries, noun), res.applied, res.duplicates, forwarded)
-	d.out.plain("  replayguard suppressed %s as duplicates (%d arrived with DUP=0)", plural(res.duplicates, "replay"), res.dupZero)
-	d.out.plain("  DUP=1 also marked %d first deliveries: the flag proves nothing either way", g.firstDup)
 	if res.clean {
 		d.sayClean(res)
 	}
@@ -48,6 +50,19 @@ func (d *demo) conclude(ctx context.Context) *result {
 	}
 	d.sayVerdict(res)
 	return res
+}
+
+// sayDeliveries tells what each consumer was delivered and did with it.
+func (d *demo) sayDeliveries(res *result, n, g counts) {
+	noun := d.story.noun
+	d.out.plain("  naive consumer: %s delivered, %d of them replays it applied again", plural(n.deliveries, noun), n.replays)
+	forwarded := ""
+	if res.clean {
+		forwarded = fmt.Sprintf("; %s forwarded, each PUBACKed by the COP broker", copies(res.forwarded))
+	}
+	d.out.plain("  replayguard:    %s delivered: %d applied, %d duplicate%s", plural(g.deliveries, noun), res.applied, res.duplicates, forwarded)
+	d.out.plain("  replayguard suppressed %s as duplicates (%d arrived with DUP=0)", plural(res.duplicates, "replay"), res.dupZero)
+	d.out.plain("  DUP=1 also marked %d first deliveries: the flag proves nothing either way", g.firstDup)
 }
 
 // verifyAudit checks replayguard's hash chain from its first record to
@@ -99,8 +114,9 @@ func guardOf(r row) string { return r.guard }
 func boardOf(r row) string { return r.board }
 
 // verdict is nil when replayguard's picture (and the dispatch board's, with
-// a clean stream) is the truth, replayguard's audit chain verifies, and
-// the naive picture is not the truth: the replays were real, replayguard
+// a clean stream) is the truth, replayguard's audit chain verifies (and,
+// on two paths, its records name both feeds), and the naive picture is not
+// the truth: the replays were real, replayguard
 // caught them, and the clean stream carried each applied report to the
 // board, which applied it once.
 func (r *result) verdict() error {
@@ -117,6 +133,11 @@ func (r *result) verdict() error {
 		if c := r.cleanCounts; c.keys != r.applied || c.unkeyed > 0 || c.invalid > 0 {
 			return fmt.Errorf("%w: %d distinct keys for %d reports applied (%d copies without a key, %d not a report)",
 				ErrWrongClean, c.keys, r.applied, c.unkeyed, c.invalid)
+		}
+	}
+	if r.paths {
+		if err := r.bothPaths(); err != nil {
+			return err
 		}
 	}
 	if wrongRows(r.rows, naiveOf) == 0 {

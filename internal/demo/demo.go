@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -37,7 +36,8 @@ const stepTimeout = 15 * time.Second
 // Options tune Run. The zero value runs the incident story at its normal
 // pace.
 type Options struct {
-	// Story is the story told: StoryIncident or StoryPlant (see Stories).
+	// Story is the story told: StoryIncident, StoryPlant or
+	// StoryRedundant (see Stories).
 	// Default StoryIncident.
 	Story string
 	// Listen is the dashboard's address. It must be loopback; when its
@@ -81,7 +81,7 @@ func (o *Options) setDefaults() error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if !slices.Contains(Stories, o.Story) {
-		return fmt.Errorf("%w: story %q: the stories are %s", ErrOptions, o.Story, strings.Join(Stories, " and "))
+		return fmt.Errorf("%w: story %q: the stories are %s", ErrOptions, o.Story, storyNames())
 	}
 	if o.Pace < 0 || o.Hold < 0 {
 		return fmt.Errorf("%w: negative pace or hold", ErrOptions)
@@ -122,6 +122,13 @@ type result struct {
 	audited                    uint64 // audit records verified
 	auditErr                   error  // why the audit chain did not verify
 	sources                    []engine.SourceReport
+	// In a story on two paths: what each feed delivered, from replayguard's
+	// audit records (or why they could not be read), and how soon the
+	// reports published while path a was down were applied.
+	paths       bool // the story runs on two paths
+	feeds       map[string]feedCount
+	feedsErr    error
+	freshWithin time.Duration
 }
 
 // cleanCounts are the copies the dispatch board received on the clean
@@ -165,6 +172,7 @@ type demo struct {
 	out   *narrator
 
 	primary, standby       *broker
+	pathB                  *broker    // path b's broker, in a story on two paths; nil otherwise
 	cop                    *broker    // the dispatch centre's broker, for the clean stream; nil without one
 	links                  []*link    // the consumers' network: to the primary, to the standby
 	producer               *publisher // the producer's connection a story keeps open (story.connected)
@@ -172,6 +180,8 @@ type demo struct {
 	guard                  *guard
 	board                  *board // nil without a clean stream
 	naiveT, guardT, boardT *tally
+
+	freshWithin time.Duration // set by publishWhileADown
 
 	webURL  string
 	stopWeb context.CancelFunc
@@ -198,7 +208,14 @@ func (d *demo) setUp(ctx context.Context) error {
 		}
 		d.links = append(d.links, l)
 	}
-	d.links[0].connect(d.primary.addr)
+	if d.story.paths { // path a's link comes up in the story (naiveOnPathB)
+		if d.pathB, err = d.startBroker("path-b"); err != nil {
+			return err
+		}
+		d.links[1].connect(d.pathB.addr)
+	} else {
+		d.links[0].connect(d.primary.addr)
+	}
 	brokers := []string{d.links[0].URL(), d.links[1].URL()}
 	retry := min(d.opts.Pace/4, 100*time.Millisecond) + 10*time.Millisecond
 	d.naive = newNaive(subscriberConfig{name: "naive consumer", brokers: brokers, clientID: naiveClientID, filter: d.story.filter,
@@ -224,6 +241,10 @@ func (d *demo) setUp(ctx context.Context) error {
 func (d *demo) introduce(brokers []string) {
 	d.out.plain("%s\n", d.story.title)
 	d.out.plain("  dashboard        %s", d.webURL)
+	if d.story.paths {
+		d.introducePaths(brokers)
+		return
+	}
 	d.out.plain("  primary broker   %s   mochi-mqtt, sessions in a bbolt file written synchronously", d.primary.URL())
 	d.out.plain("  standby broker   started at failover from the primary's last checkpoint")
 	d.out.plain("  consumers        %q applies every delivery, %q is replayguard;", naiveClientID, d.guard.clientID())

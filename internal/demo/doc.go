@@ -1,5 +1,5 @@
 // Package demo plays replayguard's failover stories end to end, in-process,
-// with nothing to install: `replayguard demo [--story incident|plant]`.
+// with nothing to install: `replayguard demo [--story incident|plant|redundant]`.
 //
 // A story is data and a few hooks (story): the messages of its three acts,
 // replayguard's configuration, how a consumer that trusts every delivery
@@ -54,6 +54,17 @@
 // is no clean stream in this story. The edge node registers no NDEATH Will:
 // the in-process primary would publish it at the checkpoint's restart and
 // even at its crash, which a crashed broker cannot.
+//
+// The redundant story: the incident story's reports on two broker paths,
+// each a broker of its own with no standby. The field gateway publishes
+// each report to path a, then to path b; replayguard consumes both at once
+// (mqtt.feeds, a runner of its own here like internal/app's), so b's copy
+// of each report is a duplicate; the naive consumer reads one path at a
+// time and kept a session on b from before the story. When a's primary
+// dies, the naive consumer fails over to b, whose old session resends what
+// it applied; replayguard goes on from b, and the narration counts each
+// feed's firsts and duplicates from its audit records and how soon the
+// reports published while a was down were applied.
 //
 //	err := demo.Run(ctx, os.Stdout, demo.Options{Story: demo.StoryPlant, Hold: 5 * time.Minute})
 //

@@ -23,4 +23,7 @@ var (
 	// clean stream keyed on replayguard-key, differs from what the field
 	// devices reported, or its keys are not the reports replayguard applied.
 	ErrWrongClean = errors.New("demo: the clean stream's picture is wrong")
+	// ErrOnePath: in a story on two paths, replayguard's audit records do
+	// not name both feeds, so it did not consume both paths.
+	ErrOnePath = errors.New("demo: replayguard did not consume both paths")
 )

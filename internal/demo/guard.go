@@ -36,7 +36,8 @@ type guard struct {
 	cfg      *config.Config
 	store    app.Store
 	eng      *engine.Engine
-	consumer *mqtt.Consumer
+	consumer runner // source/mqtt's consumer, or feeds
+	feeds    feeds  // the paths of mqtt.feeds; nil on one path
 	hub      *web.Hub
 	reg      *prometheus.Registry
 	tally    *tally
@@ -51,7 +52,7 @@ type guard struct {
 type guardConfig struct {
 	yaml    string   // the story's configuration, with ${DEMO_*} variables
 	dir     string   // the store's directory
-	brokers []string // the consumer's: the dispatch links to primary and standby
+	brokers []string // the consumer's: the dispatch links to primary and standby, or to paths a and b
 	cop     string   // the broker the clean stream is published to; "" for none
 	version string
 	retry   time.Duration // first reconnect delay
@@ -61,7 +62,8 @@ type guardConfig struct {
 // configVars are the values of the configuration's ${DEMO_*} variables.
 func (cfg guardConfig) configVars() func(string) (string, bool) {
 	vars := map[string]string{"DEMO_STORE": cfg.dir, "DEMO_PRIMARY_LINK": cfg.brokers[0],
-		"DEMO_STANDBY_LINK": cfg.brokers[1], "DEMO_COP_BROKER": cfg.cop}
+		"DEMO_STANDBY_LINK": cfg.brokers[1], "DEMO_PATH_A_LINK": cfg.brokers[0], "DEMO_PATH_B_LINK": cfg.brokers[1],
+		"DEMO_COP_BROKER": cfg.cop}
 	return func(name string) (string, bool) {
 		v, ok := vars[name]
 		return v, ok
@@ -95,7 +97,25 @@ func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
 	if a.Forward != nil {
 		fm.WatchOutbox(a.Forward)
 	}
-	g.consumer, err = mqtt.New(mqtt.Config{
+	if len(c.MQTT.Feeds) > 0 {
+		err = g.openFeeds(cfg, m)
+	} else {
+		mc := consumerConfig(c, cfg)
+		mc.Observer = consumerObservers{m, tallyObserver{t}}
+		g.consumer, err = mqtt.New(mc, g.eng)
+	}
+	if err != nil {
+		g.close()
+		return nil, err
+	}
+	g.startForward()
+	return g, nil
+}
+
+// consumerConfig is the consumer's configuration on the brokers of mqtt
+// (a feed sets its own brokers, client id and observer).
+func consumerConfig(c *config.Config, cfg guardConfig) mqtt.Config {
+	return mqtt.Config{
 		Brokers:         c.MQTT.Brokers,
 		ClientID:        c.MQTT.ClientID,
 		SessionExpiry:   time.Duration(c.MQTT.SessionExpiry),
@@ -105,14 +125,32 @@ func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
 		ConnectTimeout:  5 * time.Second,
 		ShutdownTimeout: 5 * time.Second,
 		Logger:          cfg.log,
-		Observer:        consumerObservers{m, tallyObserver{t}},
-	}, g.eng)
-	if err != nil {
-		g.close()
-		return nil, err
 	}
-	g.startForward()
-	return g, nil
+}
+
+// openFeeds builds a consumer per path of mqtt.feeds, each its own
+// session, counted under its feed's name in the metrics.
+func (g *guard) openFeeds(cfg guardConfig, m *metrics.Metrics) error {
+	names := make([]string, len(g.cfg.MQTT.Feeds))
+	for i, f := range g.cfg.MQTT.Feeds {
+		names[i] = f.Name
+	}
+	procs := app.FeedProcessors(g.eng, names) // as run passes each feed's batches
+	for i, f := range g.cfg.MQTT.Feeds {
+		gf := &guardFeed{name: f.Name, clientID: f.ClientID}
+		mc := consumerConfig(g.cfg, cfg)
+		mc.Brokers, mc.ClientID = f.Brokers, f.ClientID
+		mc.Logger = cfg.log.With("feed", f.Name)
+		mc.Observer = consumerObservers{m.Feed(f.Name), receiptObserver{g.tally}, gf}
+		c, err := mqtt.New(mc, procs[i])
+		if err != nil {
+			return fmt.Errorf("feed %s: %w", f.Name, err)
+		}
+		gf.consumer = c
+		g.feeds = append(g.feeds, gf)
+	}
+	g.consumer = g.feeds
+	return nil
 }
 
 // clientID is the consumer's: its session on the brokers.

@@ -131,7 +131,7 @@ func fetchSources(t *testing.T, output string) []servedSource {
 
 func TestAnUnknownStoryIsRefused(t *testing.T) {
 	o := Options{Story: "nope"}
-	if err := o.setDefaults(); !errors.Is(err, ErrOptions) || !regexp.MustCompile(`story "nope": the stories are incident and plant`).MatchString(err.Error()) {
+	if err := o.setDefaults(); !errors.Is(err, ErrOptions) || !regexp.MustCompile(`story "nope": the stories are incident, plant and redundant$`).MatchString(err.Error()) {
 		t.Errorf("Story nope: err = %v, want ErrOptions naming the stories", err)
 	}
 }

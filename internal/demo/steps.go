@@ -178,6 +178,9 @@ func (d *demo) stopFeed() {
 	if d.standby != nil {
 		d.standby.close()
 	}
+	if d.pathB != nil {
+		d.pathB.close()
+	}
 	if d.primary != nil {
 		d.primary.close()
 	}

@@ -10,10 +10,22 @@ import (
 const (
 	StoryIncident = "incident" // the default: a structure fire on the common operating picture
 	StoryPlant    = "plant"    // a plant's energy meter over Sparkplug B
+	// StoryRedundant: the structure fire on two broker paths at once
+	// (mqtt.feeds), one of which dies.
+	StoryRedundant = "redundant"
 )
 
 // Stories lists the stories by name, the default first.
-var Stories = []string{StoryIncident, StoryPlant}
+var Stories = []string{StoryIncident, StoryPlant, StoryRedundant}
+
+// storyNames lists Stories in a sentence: "incident, plant and redundant".
+func storyNames() string {
+	last := len(Stories) - 1
+	if last == 0 {
+		return Stories[0]
+	}
+	return strings.Join(Stories[:last], ", ") + " and " + Stories[last]
+}
 
 // msgID names one message by what its producer controls, as replayguard's
 // audit record names it: the source's parts joined by '/', the epoch's
@@ -55,7 +67,12 @@ type story struct {
 	filter, config string
 	// clean adds the COP broker, replayguard's forward effect to it, and a
 	// dispatch board that keys on replayguard-key.
-	clean             bool
+	clean bool
+	// paths tells the story on two broker paths, a and b, each a broker of
+	// its own and neither with a standby: the producer publishes to both,
+	// replayguard consumes both at once (mqtt.feeds), the naive consumer
+	// one at a time; its acts are playPaths'.
+	paths             bool
 	held, live, after []feedMsg
 	// producer is the client id the messages are published with.
 	producer string
@@ -77,6 +94,9 @@ type story struct {
 	restarted func(d *demo)
 	replayed  func(d *demo, naive counts)
 	notice    func(d *demo, res *result)
+	// summary, when set, replaces the lines on what each consumer was
+	// delivered that follow the table.
+	summary func(d *demo, res *result)
 
 	byPayload map[string]msgID // the observers name a delivery by its bytes
 }
@@ -84,8 +104,11 @@ type story struct {
 // newStoryNamed returns the story called name, one of Stories, indexed.
 func newStoryNamed(name string) *story {
 	s := newIncidentStory()
-	if name == StoryPlant {
+	switch name {
+	case StoryPlant:
 		s = newPlantStory()
+	case StoryRedundant:
+		s = newRedundantStory()
 	}
 	s.byPayload = map[string]msgID{}
 	for _, m := range s.all() {
