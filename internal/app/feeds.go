@@ -199,14 +199,92 @@ func (f *FeedProcessor) Counts() (deliveries, first, duplicates uint64) {
 	return f.deliveries.Load(), f.first.Load(), f.duplicates.Load()
 }
 
-// oneAtATime passes the feeds' batches to the engine one at a time.
+// oneAtATime passes the feeds' batches to the engine one call at a time,
+// and combines into one call the batches that arrive while another is
+// being committed: the twin of a message usually arrives in the other
+// feed's batch at the same moment, and one commit (one fsync) then decides
+// both. The first caller that finds the engine idle commits what is
+// waiting, its own batch first; the callers it committed for return with
+// their decisions, and one that arrived meanwhile commits next.
 type oneAtATime struct {
-	mu sync.Mutex
-	p  mqtt.Processor
+	p     mqtt.Processor
+	mu    sync.Mutex
+	busy  bool
+	queue []*feedBatch
+}
+
+// feedBatch is one feed's Process call, waiting to be committed.
+type feedBatch struct {
+	ctx  context.Context
+	msgs []engine.Message
+	ds   []engine.Decision
+	err  error
+	// wake says the batch was committed (done), or that its caller is to
+	// commit what waits.
+	wake chan struct{}
+	done bool
 }
 
 func (o *oneAtATime) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	b := &feedBatch{ctx: ctx, msgs: msgs, wake: make(chan struct{}, 1)}
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.p.Process(ctx, msgs)
+	o.queue = append(o.queue, b)
+	if o.busy {
+		o.mu.Unlock()
+		// No giving up on ctx here: the committing caller's Process
+		// returns when its own context is done, and wakes this one.
+		<-b.wake
+		if b.done {
+			return b.ds, b.err
+		}
+	} else {
+		o.busy = true
+		o.mu.Unlock()
+	}
+	o.mu.Lock()
+	batches := o.queue
+	o.queue = nil
+	o.mu.Unlock()
+	o.commit(batches)
+	o.mu.Lock()
+	if len(o.queue) > 0 {
+		o.queue[0].wake <- struct{}{} // its caller commits next
+	} else {
+		o.busy = false
+	}
+	o.mu.Unlock()
+	return b.ds, b.err
+}
+
+// commit decides batches in one Process call, in order, and gives each its
+// decisions; the messages go back to their callers as Process left them
+// (a message keeps what an earlier attempt committed of it).
+func (o *oneAtATime) commit(batches []*feedBatch) {
+	msgs := batches[0].msgs
+	if len(batches) > 1 {
+		n := 0
+		for _, b := range batches {
+			n += len(b.msgs)
+		}
+		msgs = make([]engine.Message, 0, n)
+		for _, b := range batches {
+			msgs = append(msgs, b.msgs...)
+		}
+	}
+	ds, err := o.p.Process(batches[0].ctx, msgs)
+	at := 0
+	for _, b := range batches {
+		if len(batches) > 1 {
+			copy(b.msgs, msgs[at:at+len(b.msgs)])
+		}
+		if err == nil {
+			b.ds = ds[at : at+len(b.msgs) : at+len(b.msgs)]
+		}
+		b.err = err
+		at += len(b.msgs)
+	}
+	for _, b := range batches[1:] {
+		b.done = true
+		b.wake <- struct{}{}
+	}
 }

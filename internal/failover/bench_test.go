@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -161,4 +162,66 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkRedundantFeeds compares `replayguard run` consuming one broker
+// with `run` consuming two redundant paths (mqtt.feeds, two Mosquittos)
+// that both carry every message, each as a backlog drained from a fresh
+// start, three rounds alternating: the rate of distinct messages (the
+// twins' decisions done too) and the CPU time per distinct message.
+//
+//	go test ./internal/failover -run '^$' -bench RedundantFeeds -benchtime 1x
+func BenchmarkRedundantFeeds(b *testing.B) {
+	n := 50000
+	if v := os.Getenv(BenchMessagesEnv); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("%s=%q: %v", BenchMessagesEnv, v, err)
+		}
+	}
+	for b.Loop() {
+		var one, two, cpuOne, cpuTwo []float64
+		for round := range 3 {
+			r1, c1 := benchRun(b, n)
+			r2, c2 := benchRunFeeds(b, n)
+			one, two = append(one, r1.PerSecond()), append(two, r2.PerSecond())
+			cpuOne, cpuTwo = append(cpuOne, c1.Seconds()*1e6), append(cpuTwo, c2.Seconds()*1e6)
+			b.Logf("round %d: one path %.0f msg/s (%.1f µs CPU/msg), two paths %.0f distinct msg/s (%.1f µs CPU per distinct msg)",
+				round+1, one[round], cpuOne[round], two[round], cpuTwo[round])
+		}
+		b.Logf("backlog, %d messages of %d bytes: two paths %.2f× the rate of one, %.2f× its CPU per distinct message",
+			n, benchPayloadSize, median(two)/median(one), median(cpuTwo)/median(cpuOne))
+		b.ReportMetric(median(one), "one-path-msg/s")
+		b.ReportMetric(median(two), "two-paths-distinct-msg/s")
+		b.ReportMetric(median(two)/median(one), "rate-ratio")
+		b.ReportMetric(median(cpuTwo)/median(cpuOne), "cpu-ratio")
+	}
+}
+
+// benchRunFeeds measures `replayguard run` on two paths, each a broker of
+// its own holding the same n messages as a backlog: the time runs from the
+// start of the process until every delivery of both paths is decided (n
+// applied and n duplicate); the CPU time is per distinct message.
+func benchRunFeeds(b *testing.B, n int) (testbroker.Rate, time.Duration) {
+	a, c := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{}), testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
+	defer a.Kill()
+	defer c.Kill()
+	s := feedsSetup(b, map[string][]string{"a": {a.URL()}, "b": {c.URL()}}, setupOptions{API: true})
+	d := startDaemon(b, s) // creates both sessions and their subscriptions
+	d.WaitReady()
+	d.Stop()
+	for _, broker := range []*testbroker.Mosquitto{a, c} {
+		pub := benchPublisher(b, broker.URL())
+		if got := pub.Publish(context.Background(), "bench", n); got != n {
+			b.Fatalf("%s acknowledged %d of %d backlog messages", broker.URL(), got, n)
+		}
+		pub.Close()
+	}
+	begin := time.Now()
+	d.Start()
+	testbroker.WaitReceived(b, testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) }), int64(2*n), 2*time.Minute)
+	rate := testbroker.Rate{Messages: int64(n), Elapsed: time.Since(begin)}
+	cpu := d.Metrics()["process_cpu_seconds_total"]
+	d.Stop()
+	return rate, time.Duration(cpu / float64(n) * float64(time.Second))
 }

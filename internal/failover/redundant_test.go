@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -109,30 +110,41 @@ func (p *path) brokers() []string { return []string{p.primary.URL(), p.standbyUR
 // one feed per path, in place of mqtt.brokers.
 func newFeedsSetup(t *testing.T, paths []*path) *setup {
 	t.Helper()
-	const placeholder = "tcp://127.0.0.1:1"
+	feeds := map[string][]string{}
+	for _, p := range paths {
+		feeds[p.name] = p.brokers()
+	}
 	// A receive maximum (group_test.go's) below the lost part: the primary
 	// sends the frozen consumer that many and queues the rest.
-	s := newSetupWith(t, []string{placeholder}, setupOptions{API: true, ReceiveMaximum: receiveMaximum})
+	return feedsSetup(t, feeds, setupOptions{API: true, ReceiveMaximum: receiveMaximum})
+}
+
+// feedsSetup writes the failover tests' configuration with o and
+// mqtt.feeds (name → brokers, in name order) in place of mqtt.brokers.
+func feedsSetup(tb testing.TB, feeds map[string][]string, o setupOptions) *setup {
+	tb.Helper()
+	const placeholder = "tcp://127.0.0.1:1"
+	s := newSetupWith(tb, []string{placeholder}, o)
 	text, err := os.ReadFile(s.Path)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	feeds := "  feeds:\n"
-	for _, p := range paths {
-		feeds += fmt.Sprintf("    - {name: %s, brokers: [%s]}\n", p.name, strings.Join(p.brokers(), ", "))
+	lines := "  feeds:\n"
+	for _, name := range slices.Sorted(maps.Keys(feeds)) {
+		lines += fmt.Sprintf("    - {name: %s, brokers: [%s]}\n", name, strings.Join(feeds[name], ", "))
 	}
-	out := strings.Replace(string(text), "  brokers: ["+placeholder+"]\n", feeds, 1)
+	out := strings.Replace(string(text), "  brokers: ["+placeholder+"]\n", lines, 1)
 	if out == string(text) {
-		t.Fatalf("no mqtt.brokers line to replace in:\n%s", text)
+		tb.Fatalf("no mqtt.brokers line to replace in:\n%s", text)
 	}
 	if err := os.WriteFile(s.Path, []byte(out), 0o600); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if s.Config, err = config.Load(s.Path); err != nil {
-		t.Fatalf("configuration:\n%s\n%v", out, err)
+		tb.Fatalf("configuration:\n%s\n%v", out, err)
 	}
 	if err := s.Config.ValidateRun(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return s
 }

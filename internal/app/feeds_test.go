@@ -1,0 +1,166 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// echo is a processor that decides each message applied, naming it by its
+// topic in the decision's ID, and fails when told to; it counts its calls
+// and fails the test when two overlap.
+type echo struct {
+	t        *testing.T
+	inCall   atomic.Bool
+	calls    atomic.Int64
+	combined atomic.Int64 // calls that held more than one feed's batch
+	fail     atomic.Bool
+}
+
+func (e *echo) Process(_ context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	if !e.inCall.CompareAndSwap(false, true) {
+		e.t.Error("two Process calls overlap")
+	}
+	defer e.inCall.Store(false)
+	e.calls.Add(1)
+	feeds := map[string]bool{}
+	ds := make([]engine.Decision, len(msgs))
+	for i, m := range msgs {
+		feeds[m.Feed] = true
+		ds[i] = engine.Decision{Outcome: engine.Applied, ID: m.Topic}
+	}
+	if len(feeds) > 1 {
+		e.combined.Add(1)
+	}
+	if e.fail.Load() {
+		return nil, errors.New("store down")
+	}
+	return ds, nil
+}
+
+// The feeds' processors never call the engine at once, combine the
+// batches that wait into one call, and give each caller its own messages'
+// decisions, named by its feed; a failed call fails every batch in it.
+func TestFeedProcessorsCommitOneCallAtATime(t *testing.T) {
+	p := &echo{t: t}
+	procs := FeedProcessors(p, []string{"a", "b", "c"})
+	var wg sync.WaitGroup
+	for _, f := range procs {
+		wg.Go(func() {
+			for round := range 300 {
+				msgs := make([]engine.Message, 1+round%7)
+				for i := range msgs {
+					msgs[i].Topic = fmt.Sprintf("%s/%d/%d", f.name, round, i)
+				}
+				ds, err := f.Process(context.Background(), msgs)
+				if err != nil || len(ds) != len(msgs) {
+					t.Errorf("feed %s round %d: %d decisions for %d messages, %v", f.name, round, len(ds), len(msgs), err)
+					return
+				}
+				for i, d := range ds {
+					if d.ID != msgs[i].Topic || msgs[i].Feed != f.name {
+						t.Errorf("feed %s: decision %q for message %q of feed %q", f.name, d.ID, msgs[i].Topic, msgs[i].Feed)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range procs {
+		if deliveries, first, _ := f.Counts(); first != deliveries || deliveries != countRounds(300) {
+			t.Errorf("feed %s counted %d deliveries, %d first", f.name, deliveries, first)
+		}
+	}
+	if p.combined.Load() == 0 {
+		t.Logf("no call combined two feeds' batches in %d calls (the scheduler never made them wait)", p.calls.Load())
+	}
+
+	p.fail.Store(true)
+	var failed atomic.Int64
+	for _, f := range procs {
+		wg.Go(func() {
+			if _, err := f.Process(context.Background(), []engine.Message{{Topic: f.name}}); err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() != 3 {
+		t.Fatalf("%d of 3 batches failed with the store down", failed.Load())
+	}
+}
+
+// countRounds is how many messages a feed sends over rounds rounds of
+// 1+round%7 messages.
+func countRounds(rounds int) uint64 {
+	n := 0
+	for r := range rounds {
+		n += 1 + r%7
+	}
+	return uint64(n)
+}
+
+// gated is echo whose calls wait for a gate to open.
+type gated struct {
+	echo
+	gate chan struct{}
+}
+
+func (g *gated) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	<-g.gate
+	return g.echo.Process(ctx, msgs)
+}
+
+// The batches that arrive while a call commits are committed together in
+// the next call, in the order they came, each getting its own decisions.
+func TestWaitingBatchesAreCombined(t *testing.T) {
+	g := &gated{echo: echo{t: t}, gate: make(chan struct{})}
+	procs := FeedProcessors(g, []string{"a", "b", "c"})
+	one := procs[0].one
+	results := make([][]engine.Decision, 3)
+	var wg sync.WaitGroup
+	call := func(i int) {
+		wg.Go(func() {
+			ds, err := procs[i].Process(context.Background(), []engine.Message{{Topic: fmt.Sprint(i, "-1")}, {Topic: fmt.Sprint(i, "-2")}})
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = ds
+		})
+	}
+	call(0)
+	waitFor(t, func() bool { one.mu.Lock(); defer one.mu.Unlock(); return one.busy && len(one.queue) == 0 }) // a's call commits
+	call(1)
+	call(2)
+	waitFor(t, func() bool { one.mu.Lock(); defer one.mu.Unlock(); return len(one.queue) == 2 }) // b and c wait
+	close(g.gate)
+	wg.Wait()
+	if calls, combined := g.calls.Load(), g.combined.Load(); calls != 2 || combined != 1 {
+		t.Fatalf("%d calls, %d combining feeds; want a's alone, then b's and c's in one", calls, combined)
+	}
+	for i, ds := range results {
+		if len(ds) != 2 || ds[0].ID != fmt.Sprint(i, "-1") || ds[1].ID != fmt.Sprint(i, "-2") {
+			t.Errorf("feed %d got %+v", i, ds)
+		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 5000 {
+		if cond() {
+			return
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("the condition never held")
+}
