@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replayguard/replayguard/engine"
@@ -13,6 +15,7 @@ type feeds struct {
 	connected  *prometheus.GaugeVec
 	first      *prometheus.CounterVec
 	duplicates *prometheus.CounterVec
+	behind     *prometheus.HistogramVec
 	up, wasUp  map[string]bool // by feed, under Metrics.mu
 }
 
@@ -34,13 +37,18 @@ func newFeeds() *feeds {
 			Name: "replayguard_feed_duplicates_total",
 			Help: "Deliveries of the feed decided duplicate: mostly the twin of a message the other feed delivered first.",
 		}, []string{"feed"}),
+		behind: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "replayguard_feed_behind_seconds",
+			Help:    "How long after the other feed's copy each twin the feed delivered arrived: how far the feed trails.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"feed"}),
 		up:    map[string]bool{},
 		wasUp: map[string]bool{},
 	}
 }
 
 func (f *feeds) collectors() []prometheus.Collector {
-	return []prometheus.Collector{f.deliveries, f.connected, f.first, f.duplicates}
+	return []prometheus.Collector{f.deliveries, f.connected, f.first, f.duplicates, f.behind}
 }
 
 // Feed returns the source.Observer of one feed of mqtt.feeds: its
@@ -55,6 +63,7 @@ func (m *Metrics) Feed(name string) source.Observer {
 	m.feeds.connected.WithLabelValues(name).Set(0)
 	m.feeds.first.WithLabelValues(name)
 	m.feeds.duplicates.WithLabelValues(name)
+	m.feeds.behind.WithLabelValues(name)
 	return source.ObserverFunc(func(e source.Event) { m.observeFeed(name, e) })
 }
 
@@ -80,6 +89,12 @@ func (m *Metrics) observeFeed(name string, e source.Event) {
 		m.feeds.deliveries.WithLabelValues(name).Add(float64(e.N))
 	}
 	m.Observe(e)
+}
+
+// FeedBehind records that a twin of feed arrived d after the other feed's
+// copy.
+func (m *Metrics) FeedBehind(feed string, d time.Duration) {
+	m.feeds.behind.WithLabelValues(feed).Observe(d.Seconds())
 }
 
 // countFeeds counts the committed decisions of each feed's deliveries.

@@ -14,6 +14,9 @@ type FeedStatus struct {
 	Deliveries uint64 `json:"deliveries"`
 	First      uint64 `json:"first"`
 	Duplicates uint64 `json:"duplicates"`
+	// BehindSeconds is how long after the other feed's copy the last twin
+	// this feed delivered arrived: how far the feed trails; 0 before any.
+	BehindSeconds float64 `json:"behind_seconds"`
 }
 
 // feeds answers the redundant feeds' state; {"feeds": []} with one path.

@@ -28,12 +28,12 @@ func TestFeedsOnTheAPIAndTheDashboard(t *testing.T) {
 	var bDown atomic.Bool
 	feeds := func() []FeedStatus {
 		return []FeedStatus{{Name: "a", Connected: true, Deliveries: 120, First: 90, Duplicates: 30},
-			{Name: "b", Connected: !bDown.Load(), Deliveries: 110, First: 10, Duplicates: 100}}
+			{Name: "b", Connected: !bDown.Load(), Deliveries: 110, First: 10, Duplicates: 100, BehindSeconds: 0.012}}
 	}
 	f := newFeedsFixture(t, feeds)
 	var got struct{ Feeds []FeedStatus }
 	f.get("/api/v1/feeds").want(t, 200, &got)
-	if len(got.Feeds) != 2 || got.Feeds[1] != (FeedStatus{Name: "b", Connected: true, Deliveries: 110, First: 10, Duplicates: 100}) {
+	if len(got.Feeds) != 2 || got.Feeds[1] != (FeedStatus{Name: "b", Connected: true, Deliveries: 110, First: 10, Duplicates: 100, BehindSeconds: 0.012}) {
 		t.Fatalf("feeds %+v", got.Feeds)
 	}
 	one := newFixture(t, Config{Version: "one-path"})
@@ -47,6 +47,9 @@ func TestFeedsOnTheAPIAndTheDashboard(t *testing.T) {
 	b.waitFor("both feeds shown", `document.querySelectorAll('#feeds .feed.up').length === 2`)
 	if txt := b.eval(`document.querySelector('#feeds [data-feed="a"]').textContent`); !strings.Contains(txt, "90% first") {
 		t.Errorf("feed a shows %q, want 90%% first", txt)
+	}
+	if txt := b.eval(`document.querySelector('#feeds [data-feed="b"]').textContent`); !strings.Contains(txt, "trails 12 ms") {
+		t.Errorf("feed b shows %q, want it to trail by 12 ms", txt)
 	}
 	bDown.Store(true)
 	b.waitFor("feed b shown down", `(() => { const e = document.querySelector('#feeds [data-feed="b"]'); return !!e && e.classList.contains('down') && e.textContent.includes('DOWN'); })()`)

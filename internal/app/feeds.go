@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
@@ -41,7 +42,7 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 	for i, f := range cfg.MQTT.Feeds {
 		names[i] = f.Name
 	}
-	procs := FeedProcessors(p, names)
+	procs := FeedProcessors(p, names, m.FeedBehind)
 	s := &feedsSource{}
 	for i, f := range cfg.MQTT.Feeds {
 		flog := log.With("feed", f.Name)
@@ -129,7 +130,8 @@ func (s *feedsSource) Status() []web.FeedStatus {
 	out := make([]web.FeedStatus, len(s.feeds))
 	for i, f := range s.feeds {
 		deliveries, first, dups := f.proc.Counts()
-		out[i] = web.FeedStatus{Name: f.name, Connected: f.src.Ready(), Deliveries: deliveries, First: first, Duplicates: dups}
+		out[i] = web.FeedStatus{Name: f.name, Connected: f.src.Ready(), Deliveries: deliveries, First: first, Duplicates: dups,
+			BehindSeconds: f.proc.Behind().Seconds()}
 	}
 	return out
 }
@@ -144,13 +146,15 @@ type FeedProcessor struct {
 	// failed is counted when it is passed again and commits); first and
 	// duplicates their decisions.
 	deliveries, first, duplicates atomic.Uint64
+	behind                        atomic.Int64 // nanoseconds: the last twin's delay behind the other feed's copy
 }
 
 // FeedProcessors returns one processor per feed of names, all passing
 // their batches to p one at a time: each feed's consumer calls its own
-// from its own goroutine, and p's calls must not overlap.
-func FeedProcessors(p mqtt.Processor, names []string) []*FeedProcessor {
-	one := &oneAtATime{p: p}
+// from its own goroutine, and p's calls must not overlap. behind, when not
+// nil, is told how long after the other feed's copy each twin arrived.
+func FeedProcessors(p mqtt.Processor, names []string, behind func(feed string, d time.Duration)) []*FeedProcessor {
+	one := &oneAtATime{p: p, firsts: newArrivals(recentArrivals), behind: behind}
 	out := make([]*FeedProcessor, len(names))
 	for i, name := range names {
 		out[i] = &FeedProcessor{name: name, one: one}
@@ -163,7 +167,7 @@ func (f *FeedProcessor) Process(ctx context.Context, msgs []engine.Message) ([]e
 	for i := range msgs {
 		msgs[i].Feed = f.name
 	}
-	ds, err := f.one.Process(ctx, msgs)
+	ds, err := f.one.Process(ctx, f, msgs)
 	if err != nil {
 		return ds, err
 	}
@@ -199,6 +203,40 @@ func (f *FeedProcessor) Counts() (deliveries, first, duplicates uint64) {
 	return f.deliveries.Load(), f.first.Load(), f.duplicates.Load()
 }
 
+// Behind is how long after the other feed's copy the last twin this feed
+// delivered arrived; 0 before any.
+func (f *FeedProcessor) Behind() time.Duration { return time.Duration(f.behind.Load()) }
+
+// recentArrivals bounds the keys whose first arrival a twin is timed
+// against: a twin that comes later than that many messages after its first
+// copy is not timed.
+const recentArrivals = 1 << 16
+
+// arrivals remembers which feed delivered each recent key first, and when.
+type arrivals struct {
+	at   map[engine.Hash]arrival
+	ring []engine.Hash // insertion order, for eviction
+	next int
+}
+
+type arrival struct {
+	feed *FeedProcessor
+	at   time.Time
+}
+
+func newArrivals(n int) *arrivals {
+	return &arrivals{at: make(map[engine.Hash]arrival, n), ring: make([]engine.Hash, n)}
+}
+
+func (a *arrivals) add(key engine.Hash, x arrival) {
+	if old := a.ring[a.next]; !old.IsZero() {
+		delete(a.at, old)
+	}
+	a.ring[a.next] = key
+	a.next = (a.next + 1) % len(a.ring)
+	a.at[key] = x
+}
+
 // oneAtATime passes the feeds' batches to the engine one call at a time,
 // and combines into one call the batches that arrive while another is
 // being committed: the twin of a message usually arrives in the other
@@ -211,10 +249,16 @@ type oneAtATime struct {
 	mu    sync.Mutex
 	busy  bool
 	queue []*feedBatch
+	// firsts and behind are the committing caller's alone: they time each
+	// twin against its first copy.
+	firsts *arrivals
+	behind func(feed string, d time.Duration)
 }
 
 // feedBatch is one feed's Process call, waiting to be committed.
 type feedBatch struct {
+	feed *FeedProcessor
+	at   time.Time // when the feed passed it: its deliveries' arrival
 	ctx  context.Context
 	msgs []engine.Message
 	ds   []engine.Decision
@@ -225,8 +269,8 @@ type feedBatch struct {
 	done bool
 }
 
-func (o *oneAtATime) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
-	b := &feedBatch{ctx: ctx, msgs: msgs, wake: make(chan struct{}, 1)}
+func (o *oneAtATime) Process(ctx context.Context, feed *FeedProcessor, msgs []engine.Message) ([]engine.Decision, error) {
+	b := &feedBatch{feed: feed, at: time.Now(), ctx: ctx, msgs: msgs, wake: make(chan struct{}, 1)}
 	o.mu.Lock()
 	o.queue = append(o.queue, b)
 	if o.busy {
@@ -283,8 +327,36 @@ func (o *oneAtATime) commit(batches []*feedBatch) {
 		b.err = err
 		at += len(b.msgs)
 	}
+	if err == nil {
+		o.time(batches)
+	}
 	for _, b := range batches[1:] {
 		b.done = true
 		b.wake <- struct{}{}
+	}
+}
+
+// time notes the first copy of each message applied, and times each twin
+// against the other feed's copy.
+func (o *oneAtATime) time(batches []*feedBatch) {
+	for _, b := range batches {
+		for i := range b.ds {
+			d := &b.ds[i]
+			switch {
+			case d.Key.IsZero():
+			case d.Outcome.Effective():
+				o.firsts.add(d.Key, arrival{feed: b.feed, at: b.at})
+			case d.Outcome == engine.Duplicate:
+				first, ok := o.firsts.at[d.Key]
+				if !ok || first.feed == b.feed {
+					continue
+				}
+				late := max(0, b.at.Sub(first.at))
+				b.feed.behind.Store(int64(late))
+				if o.behind != nil {
+					o.behind(b.feed.name, late)
+				}
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"runtime"
@@ -50,7 +51,7 @@ func (e *echo) Process(_ context.Context, msgs []engine.Message) ([]engine.Decis
 // decisions, named by its feed; a failed call fails every batch in it.
 func TestFeedProcessorsCommitOneCallAtATime(t *testing.T) {
 	p := &echo{t: t}
-	procs := FeedProcessors(p, []string{"a", "b", "c"})
+	procs := FeedProcessors(p, []string{"a", "b", "c"}, nil)
 	var wg sync.WaitGroup
 	for _, f := range procs {
 		wg.Go(func() {
@@ -123,7 +124,7 @@ func (g *gated) Process(ctx context.Context, msgs []engine.Message) ([]engine.De
 // the next call, in the order they came, each getting its own decisions.
 func TestWaitingBatchesAreCombined(t *testing.T) {
 	g := &gated{echo: echo{t: t}, gate: make(chan struct{})}
-	procs := FeedProcessors(g, []string{"a", "b", "c"})
+	procs := FeedProcessors(g, []string{"a", "b", "c"}, nil)
 	one := procs[0].one
 	results := make([][]engine.Decision, 3)
 	var wg sync.WaitGroup
@@ -163,4 +164,46 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("the condition never held")
+}
+
+// window decides a message applied the first time its topic comes, and
+// duplicate after, keyed by the topic.
+type window struct{ seen map[string]bool }
+
+func (w *window) Process(_ context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	ds := make([]engine.Decision, len(msgs))
+	for i, m := range msgs {
+		ds[i] = engine.Decision{Outcome: engine.Applied, Key: sha256.Sum256([]byte(m.Topic))}
+		if w.seen[m.Topic] {
+			ds[i].Outcome = engine.Duplicate
+		}
+		w.seen[m.Topic] = true
+	}
+	return ds, nil
+}
+
+// A twin is timed against the other feed's copy: the feed that trails
+// says by how much; a replay on the feed that came first is no twin.
+func TestATwinIsTimedAgainstTheOtherFeedsCopy(t *testing.T) {
+	var told []string
+	procs := FeedProcessors(&window{seen: map[string]bool{}}, []string{"a", "b"}, func(feed string, d time.Duration) {
+		told = append(told, fmt.Sprintf("%s %v", feed, d > 0))
+	})
+	a, b := procs[0], procs[1]
+	msg := func(topic string) []engine.Message { return []engine.Message{{Topic: topic}} }
+	if _, err := a.Process(context.Background(), msg("m1")); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	for time.Since(before) < 2*time.Millisecond { // b's copy comes measurably later
+		runtime.Gosched()
+	}
+	b.Process(context.Background(), msg("m1"))
+	a.Process(context.Background(), msg("m1")) // a replay on a: no twin of b's
+	if b.Behind() < 2*time.Millisecond || a.Behind() != 0 {
+		t.Fatalf("behind: a %v, b %v; want b at least 2ms behind, a not", a.Behind(), b.Behind())
+	}
+	if fmt.Sprint(told) != "[b true]" {
+		t.Fatalf("told %v", told)
+	}
 }

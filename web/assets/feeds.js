@@ -1,6 +1,7 @@
 // replayguard dashboard: the redundant broker paths (mqtt.feeds). Each
 // feed's connection and the share of messages it delivered first (the path
-// that is winning), beside the live badge. GET /api/v1/feeds is polled
+// that is winning) and how far it trails the other (its last twin's delay),
+// beside the live badge. GET /api/v1/feeds is polled
 // while the process consumes more than one path; with one path the strip
 // stays hidden. Loaded before app.js, whose helpers (el, api, $) it uses,
 // and which calls startFeeds.
@@ -31,8 +32,14 @@ function renderFeeds(feeds) {
     item.title = `${f.deliveries.toLocaleString()} deliveries, ${f.first.toLocaleString()} first, ${f.duplicates.toLocaleString()} duplicates`;
     item.append(el("b", "", "feed " + f.name), el("span", "state", f.connected ? "connected" : "DOWN"),
       el("span", "share", share + "% first"));
+    if (f.behind_seconds > 0) item.append(el("span", "behind", "trails " + behindText(f.behind_seconds)));
     return item;
   }));
+}
+
+// behindText writes how far a feed trails: milliseconds, or seconds.
+function behindText(s) {
+  return s < 1 ? Math.round(s * 1000) + " ms" : s.toFixed(1) + " s";
 }
 
 function startFeeds() {
