@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -90,10 +91,9 @@ func appendRecord(b []byte, r *AuditRecord, chain bool) []byte {
 	return append(b, '}')
 }
 
-// appendChanges appends cs as encoding/json writes them. Their values are
-// written as they are: the engine writes them compact and HTML-safe, as
-// encoding/json would, and a record read back keeps the bytes it was
-// hashed with.
+// appendChanges appends cs as encoding/json writes them for the engine's
+// records: their values are scalars the engine writes compact, with strings
+// escaped as appendString escapes them.
 func appendChanges(b []byte, cs []Change) []byte {
 	b = append(b, '[')
 	for i := range cs {
@@ -114,11 +114,36 @@ func appendChanges(b []byte, cs []Change) []byte {
 	return append(b, ']')
 }
 
+// appendRaw appends a change's value as the chain hashes it: a string
+// written again the way appendString writes one, so that an export a tool
+// escaped otherwise (jq writes "<" for "\u003c", others "\u00e9" for "é")
+// hashes as the engine wrote it; a number, true, false or null as it is.
 func appendRaw(b []byte, v []byte) []byte {
 	if len(v) == 0 {
 		return append(b, "null"...)
 	}
-	return append(b, v...)
+	if v[0] != '"' || plainString(v) {
+		return append(b, v...)
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return append(b, v...) // not a string the engine wrote: hashed as it is
+	}
+	return appendString(b, s)
+}
+
+// plainString reports whether v, a JSON string, holds only the ASCII bytes
+// appendString writes as they are: it is written again unchanged.
+func plainString(v []byte) bool {
+	if len(v) < 2 || v[len(v)-1] != '"' {
+		return false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		if !jsonSafe[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // appendHash appends h as a JSON string of hex digits.

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cockroachdb/apd/v3"
 )
@@ -69,7 +70,7 @@ func (e *Engine) project(d *Delivery, ver Version) []Change {
 // json returns a message's value as JSON, in the batch's slab of values.
 func (p *pending) json(k valueKind, text string) json.RawMessage {
 	if k == vString {
-		return p.rawOf(appendString(p.slab(len(text)+2), text))
+		return p.rawOf(appendString(p.slab(len(text)+2), validText(text)))
 	}
 	return p.rawOf(append(p.slab(len(text)), text...))
 }
@@ -85,10 +86,20 @@ func (p *pending) fieldJSON(f *field) json.RawMessage {
 		}
 		return p.rawOf(r.Append(p.slab(8), 'f'))
 	case KindString:
-		return p.rawOf(appendString(p.slab(len(f.str)+2), f.str))
+		return p.rawOf(appendString(p.slab(len(f.str)+2), validText(f.str)))
 	default:
 		return p.rawOf(append(p.slab(len(f.str)), f.str...))
 	}
+}
+
+// validText is s with each invalid UTF-8 byte replaced by U+FFFD, written
+// as is: the form appendRaw writes again unchanged (appendString would
+// escape an invalid byte as \ufffd, which reads back as U+FFFD).
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // slab returns the free end of the values' slab, with room for n bytes
