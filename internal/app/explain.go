@@ -69,7 +69,7 @@ func explainNone(l *report.Lineage) error {
 	}
 	msg := fmt.Sprintf("no decision changed %s in the %d audit records read%s", what, l.Read.Records, when)
 	if n := l.Read.WithoutEffects; n > 0 {
-		msg += fmt.Sprintf("; %d applied records were written before records said what they changed", n)
+		msg += fmt.Sprintf("; %d applied records say nothing of what they changed (written before records did, or of a route that changes no entity)", n)
 	}
 	return fmt.Errorf("%s", msg)
 }
@@ -165,6 +165,9 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 		if c.Broker != "" {
 			fmt.Fprintf(&b, "  broker %s", c.Broker)
 		}
+		if c.Feed != "" {
+			fmt.Fprintf(&b, "  feed %s", c.Feed)
+		}
 		if c.Key != "" {
 			fmt.Fprintf(&b, "\n    key %s", c.Key)
 		}
@@ -175,7 +178,7 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 			}
 		}
 		for _, d := range c.Suppressed {
-			fmt.Fprintf(&b, "\n    suppressed %s  %s  %s%s", d.Where(), d.Time.UTC().Format(time.RFC3339Nano), brokerText(d.Broker), dupText(d.Dup))
+			fmt.Fprintf(&b, "\n    suppressed %s  %s  %s%s%s", d.Where(), d.Time.UTC().Format(time.RFC3339Nano), brokerText(d.Broker), feedText(d.Feed), dupText(d.Dup))
 		}
 		for _, d := range c.Held {
 			fmt.Fprintf(&b, "\n    %s %s  %s", d.Outcome, d.Where(), d.Time.UTC().Format(time.RFC3339Nano))
@@ -198,7 +201,7 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 	}
 	b.WriteString("\n")
 	if n := l.Read.WithoutEffects; n > 0 {
-		fmt.Fprintf(&b, "note: %d of the %d records read are applied decisions written before records said what they changed; their changes are not listed\n", n, l.Read.Records)
+		fmt.Fprintf(&b, "note: %d of the %d records read are applied decisions that say nothing of what they changed (written before records did, or of a route that changes no entity); any change of theirs is not listed\n", n, l.Read.Records)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -209,6 +212,13 @@ func brokerText(b string) string {
 		return "broker -"
 	}
 	return "broker " + b
+}
+
+func feedText(feed string) string {
+	if feed == "" {
+		return ""
+	}
+	return "  feed " + feed
 }
 
 func dupText(dup bool) string {

@@ -37,8 +37,10 @@ type Lineage struct {
 	// suppressed as duplicates: the replays the entity did not take.
 	Suppressed int `json:"suppressed"`
 	// Read is what the lineage was read from: how many records, and how
-	// many applied ones carry no effects (written before records said what
-	// they changed; a lineage that counts any may miss changes).
+	// many applied ones carry no effects before the first that does, in
+	// their chain (written before records said what they changed, or of
+	// routes that change no entity; a lineage that counts any may miss
+	// changes).
 	Read LineageRead `json:"read"`
 }
 
@@ -76,6 +78,7 @@ type Decision struct {
 	Outcome  string    `json:"outcome"`
 	Reason   string    `json:"reason,omitempty"`
 	Broker   string    `json:"broker,omitempty"`
+	Feed     string    `json:"feed,omitempty"` // the redundant path that delivered it (mqtt.feeds)
 	Dup      bool      `json:"dup"`
 	Ref      uint64    `json:"ref,omitempty"`
 	Operator string    `json:"operator,omitempty"`
@@ -83,7 +86,7 @@ type Decision struct {
 
 func decisionOf(r *engine.AuditRecord) Decision {
 	return Decision{Position: r.Position, Member: r.Member, Time: r.Time, Outcome: r.Outcome, Reason: r.Reason,
-		Broker: r.Broker, Dup: r.Dup, Ref: r.Ref, Operator: r.Operator}
+		Broker: r.Broker, Feed: r.Feed, Dup: r.Dup, Ref: r.Ref, Operator: r.Operator}
 }
 
 // ErrNoEntity is a lineage asked of no entity.
@@ -100,6 +103,10 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 	out := make([]*Lineage, len(opts.Entities))
 	byName := make(map[string]*Lineage, len(out))
 	for i, name := range opts.Entities {
+		if l := byName[name]; l != nil { // named twice: one lineage
+			out[i] = l
+			continue
+		}
 		l := &Lineage{Entity: name, Field: opts.Field, State: map[string]json.RawMessage{}, Changes: []Change{}}
 		if !opts.At.IsZero() {
 			at := opts.At.UTC()
@@ -107,30 +114,32 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 		}
 		out[i], byName[name] = l, l
 	}
+	// ref is a change of a key: its lineage, its index there, and the
+	// ordinal of its record in the scan.
 	type ref struct {
-		l *Lineage
-		i int
+		l  *Lineage
+		i  int
+		at uint64
 	}
 	byKey := map[engine.Hash][]ref{}
 	var read LineageRead
-	last := map[string]uint64{} // each chain's last position read
+	var chains chainsRead
+	withEffects := map[string]bool{} // chains that have had a record with effects
 	for r, err := range records {
 		if err != nil {
 			return nil, err
 		}
-		switch prev, ok := last[r.Member]; {
-		case !ok && r.Position != 1:
-			return nil, fmt.Errorf("%s begins at position %d in the store: positions 1..%d are not in it (audit retention archived them), and a lineage without them would be a part of one; "+
-				"give their archive (--archive DIR, or audit.archive in the configuration)", chainName(r.Member), r.Position, r.Position-1)
-		case ok && r.Position != prev+1:
-			return nil, fmt.Errorf("%s: positions %d..%d were not read (audit retention moved them to the archive while they were read?); read again", chainName(r.Member), prev+1, r.Position-1)
+		ord, err := chains.next(&r)
+		if err != nil {
+			return nil, err
 		}
-		last[r.Member] = r.Position
 		if !opts.At.IsZero() && r.Time.After(opts.At) {
 			continue // a group's chains interleave by time: read on
 		}
 		read.Records++
-		if o, ok := engine.ParseOutcome(r.Outcome); ok && o.Effective() && len(r.Effects) == 0 {
+		if len(r.Effects) > 0 {
+			withEffects[r.Member] = true
+		} else if o, ok := engine.ParseOutcome(r.Outcome); ok && o.Effective() && !withEffects[r.Member] {
 			read.WithoutEffects++
 		}
 		for name, effects := range entityEffects(&r, byName, opts.Field) {
@@ -139,7 +148,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 				Sequence: cloneSeq(r.Sequence), ID: r.ID, Effects: effects, Suppressed: []Decision{}, Held: []Decision{}}
 			if !r.Key.IsZero() {
 				c.Key = r.Key.String()
-				byKey[r.Key] = append(byKey[r.Key], ref{l, len(l.Changes)})
+				byKey[r.Key] = append(byKey[r.Key], ref{l, len(l.Changes), ord})
 			}
 			l.Changes = append(l.Changes, c)
 			for _, e := range effects {
@@ -148,7 +157,12 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 		}
 	}
 	if len(byKey) > 0 {
+		chains = chainsRead{}
 		for r, err := range records {
+			if err != nil {
+				return nil, err
+			}
+			ord, err := chains.next(&r)
 			if err != nil {
 				return nil, err
 			}
@@ -157,7 +171,19 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 				continue
 			}
 			o, known := engine.ParseOutcome(r.Outcome)
+			// A key applied more than once (its window entry expired, or a
+			// held copy was released) has a change each time: a delivery
+			// belongs, in each lineage, to the last change before it.
+			var owners []ref
 			for _, x := range refs {
+				switch j := slices.IndexFunc(owners, func(y ref) bool { return y.l == x.l }); {
+				case j < 0:
+					owners = append(owners, x)
+				case x.at < ord:
+					owners[j] = x
+				}
+			}
+			for _, x := range owners {
 				c := &x.l.Changes[x.i]
 				if known && o == engine.Duplicate {
 					c.Suppressed = append(c.Suppressed, decisionOf(&r))
@@ -168,10 +194,34 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 			}
 		}
 	}
-	for _, l := range out {
+	for _, l := range byName {
 		l.Read = read
 	}
 	return out, nil
+}
+
+// chainsRead follows the chains of a scan: each must begin at position 1
+// and skip none, or the lineage would be a part of one.
+type chainsRead struct {
+	last map[string]uint64 // each chain's last position read
+	n    uint64            // records read
+}
+
+// next checks r and returns its ordinal in the scan.
+func (c *chainsRead) next(r *engine.AuditRecord) (uint64, error) {
+	if c.last == nil {
+		c.last = map[string]uint64{}
+	}
+	switch prev, ok := c.last[r.Member]; {
+	case !ok && r.Position != 1:
+		return 0, fmt.Errorf("%s begins at position %d in the store: positions 1..%d are not in it (audit retention archived them), and a lineage without them would be a part of one; "+
+			"give their archive (--archive DIR, or audit.archive in the configuration)", chainName(r.Member), r.Position, r.Position-1)
+	case ok && r.Position != prev+1:
+		return 0, fmt.Errorf("%s: positions %d..%d were not read (audit retention moved them to the archive while they were read?); read again", chainName(r.Member), prev+1, r.Position-1)
+	}
+	c.last[r.Member] = r.Position
+	c.n++
+	return c.n, nil
 }
 
 // entityEffects returns r's effects on each of the entities, those on

@@ -289,3 +289,30 @@ func TestALineageWithPositionsMissingIsAnError(t *testing.T) {
 		t.Errorf("a whole chain: %v", err)
 	}
 }
+
+// A key applied twice (its window entry expired in between) has a change
+// each time; a later duplicate belongs to the later change alone, and
+// counts once. An entity named twice is one lineage.
+func TestADuplicateBelongsToTheLastChangeOfItsKey(t *testing.T) {
+	key := engine.Hash{1}
+	rec := func(pos uint64, outcome string, effects bool) engine.AuditRecord {
+		r := engine.AuditRecord{Position: pos, Outcome: outcome, Key: key, Feed: "b"}
+		if effects {
+			r.Effects = []engine.Change{{Entity: "meter/a", Field: "kwh", Op: "add", Value: json.RawMessage("1"), After: json.RawMessage(fmt.Sprint(pos))}}
+		}
+		return r
+	}
+	recs := []engine.AuditRecord{rec(1, "applied", true), rec(2, "duplicate", false), rec(3, "applied", true), rec(4, "duplicate", false)}
+	ls, err := report.Lineages(report.Scanned(scan(recs)), report.LineageOptions{Entities: []string{"meter/a", "meter/a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls[0] != ls[1] {
+		t.Fatal("an entity named twice gave two lineages")
+	}
+	l := ls[0]
+	if l.Suppressed != 2 || len(l.Changes) != 2 || len(l.Changes[0].Suppressed) != 1 || l.Changes[0].Suppressed[0].Position != 2 ||
+		len(l.Changes[1].Suppressed) != 1 || l.Changes[1].Suppressed[0].Position != 4 || l.Changes[1].Suppressed[0].Feed != "b" {
+		t.Fatalf("lineage %s", jsonOf(l))
+	}
+}

@@ -69,8 +69,8 @@ function renderLineage() {
   }
   body.append(lineageState(l));
   if (l.read.applied_without_effects > 0) {
-    body.append(el("div", "banner note", l.read.applied_without_effects + " applied records were written before records said " +
-      "what they changed: their changes are not listed."));
+    body.append(el("div", "banner note", l.read.applied_without_effects + " applied records say nothing of what they changed " +
+      "(written before records did, or of a route that changes no entity): any change of theirs is not listed."));
   }
   const table = el("table", "changes");
   const head = el("tr");
@@ -131,7 +131,7 @@ function changeRow(c) {
   tr.append(el("td", "num", where(c)), el("td", "", dateTimeOf(c.time)), el("td", "", c.route || "—"),
     el("td", "", (c.source || []).join("/") || "—"), el("td", "", c.epoch || "—"),
     el("td", "num", c.sequence !== undefined ? String(c.sequence) : (c.id || "—")), outcome, effects);
-  tr.title = c.topic + (c.key ? "\nkey " + c.key : "") + (c.broker ? "\nbroker " + c.broker : "");
+  tr.title = c.topic + (c.key ? "\nkey " + c.key : "") + (c.broker ? "\nbroker " + c.broker : "") + (c.feed ? "\nfeed " + c.feed : "");
   return tr;
 }
 
@@ -146,7 +146,7 @@ function otherDeliveries(c) {
   for (const d of c.suppressed) {
     const line = el("div", "other suppressed");
     line.append(el("span", "badge duplicate", "suppressed"), el("span", "num", where(d)), el("span", "", dateTimeOf(d.time)),
-      el("span", "", "broker " + (d.broker || "—")));
+      el("span", "", "broker " + (d.broker || "—") + (d.feed ? " · feed " + d.feed : "")));
     if (d.dup) line.append(el("span", "dup", "DUP"));
     td.append(line);
   }
