@@ -26,13 +26,15 @@ import (
 // commit.
 type feedsSource struct {
 	feeds []*feedSource
+	log   *slog.Logger
 }
 
 // feedSource is one path: its consumer, its name and what it delivered.
 type feedSource struct {
-	name string
-	src  *mqttSource
-	proc *FeedProcessor
+	name   string
+	src    source
+	proc   *FeedProcessor
+	failed atomic.Pointer[error] // why its consumer stopped early; nil while it runs
 }
 
 // newFeedsSource builds one MQTT consumer per feed, each passing its
@@ -43,7 +45,7 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		names[i] = f.Name
 	}
 	procs := FeedProcessors(p, names, m.FeedBehind)
-	s := &feedsSource{}
+	s := &feedsSource{log: log}
 	for i, f := range cfg.MQTT.Feeds {
 		flog := log.With("feed", f.Name)
 		mc, err := consumerConfig(cfg, flog, m.Feed(f.Name))
@@ -70,21 +72,27 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 }
 
 // Run runs every feed until ctx is done. A feed that returns early (a
-// permanent refusal) stops the others: the configuration needs a person.
+// permanent refusal: its broker refused the subscription, or no version
+// could be negotiated) is logged and reported down while the others go
+// on: a standby promoted on one path without the consumer's ACL must not
+// stop the path that works. Run returns nil when ctx is done, or every
+// feed's error once none is left.
 func (s *feedsSource) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	errs := make([]error, len(s.feeds))
 	var wg sync.WaitGroup
 	for i, f := range s.feeds {
 		wg.Go(func() {
-			defer cancel()
-			if err := f.src.Run(ctx); err != nil {
+			if err := f.src.Run(ctx); err != nil && ctx.Err() == nil {
 				errs[i] = fmt.Errorf("feed %s: %w", f.name, err)
+				f.failed.Store(&errs[i])
+				s.log.Error("feed stopped: the other feeds go on without it", "feed", f.name, "err", err)
 			}
 		})
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		return nil // stopped: a feed that failed before was logged and reported
+	}
 	return errors.Join(errs...)
 }
 
@@ -99,18 +107,28 @@ func (s *feedsSource) Ready() bool {
 }
 
 // Warning names the feeds that are not ready while another is: the
-// consumer goes on, on one path.
+// consumer goes on, on one path. A feed that stopped says why.
 func (s *feedsSource) Warning() string {
-	var down []string
+	var down, stopped []string
 	for _, f := range s.feeds {
-		if !f.src.Ready() {
+		switch {
+		case f.failed.Load() != nil:
+			stopped = append(stopped, (*f.failed.Load()).Error())
+		case !f.src.Ready():
 			down = append(down, f.name)
 		}
 	}
-	if len(down) == 0 || len(down) == len(s.feeds) {
+	if len(down)+len(stopped) == 0 || len(down)+len(stopped) == len(s.feeds) {
 		return ""
 	}
-	return fmt.Sprintf("feed %s is not connected: consuming from the other path", strings.Join(down, ", "))
+	var parts []string
+	if len(down) > 0 {
+		parts = append(parts, fmt.Sprintf("feed %s is not connected", strings.Join(down, ", ")))
+	}
+	if len(stopped) > 0 {
+		parts = append(parts, "stopped until run restarts: "+strings.Join(stopped, "; "))
+	}
+	return strings.Join(parts, "; ") + ": consuming from the other path"
 }
 
 // withWarning adds warning's text to what status says.

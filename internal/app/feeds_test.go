@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -207,3 +208,57 @@ func TestATwinIsTimedAgainstTheOtherFeedsCopy(t *testing.T) {
 		t.Fatalf("told %v", told)
 	}
 }
+
+// fakeSource is a feed's consumer that is ready until it stops with err,
+// or runs until its context is done.
+type fakeSource struct {
+	err   error
+	ready atomic.Bool
+}
+
+func (f *fakeSource) Run(ctx context.Context) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.ready.Store(true)
+	<-ctx.Done()
+	f.ready.Store(false)
+	return nil
+}
+
+func (f *fakeSource) Ready() bool { return f.ready.Load() }
+
+// A feed that stops for good (its broker refused the subscription) leaves
+// the others running, ready, with a warning that says why.
+func TestAFeedThatStopsLeavesTheOthersRunning(t *testing.T) {
+	good := &fakeSource{}
+	s := &feedsSource{log: discardLogger(), feeds: []*feedSource{
+		{name: "a", src: &fakeSource{err: errors.New("subscription to incidents/# refused: not authorized")}},
+		{name: "b", src: good},
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	waitFor(t, func() bool { return s.feeds[0].failed.Load() != nil && good.Ready() })
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while feed b runs: %v", err)
+	default:
+	}
+	if !s.Ready() || s.Warning() != "stopped until run restarts: feed a: subscription to incidents/# refused: not authorized: consuming from the other path" {
+		t.Fatalf("ready %v, warning %q", s.Ready(), s.Warning())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run stopped = %v; want nil (feed a's failure was reported when it came)", err)
+	}
+
+	// Every feed stopped: Run returns with their errors.
+	s = &feedsSource{log: discardLogger(), feeds: []*feedSource{
+		{name: "a", src: &fakeSource{err: errors.New("refused")}}, {name: "b", src: &fakeSource{err: errors.New("refused too")}}}}
+	if err := s.Run(context.Background()); err == nil || err.Error() != "feed a: refused\nfeed b: refused too" {
+		t.Fatalf("Run with every feed stopped = %v", err)
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
