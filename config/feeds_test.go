@@ -83,3 +83,29 @@ func TestFeedsNeedClientIDs(t *testing.T) {
 		t.Fatalf("ValidateRun = %v; want feed b's missing id named, and only it", err)
 	}
 }
+
+// The forward output connects as the first feed does unless told
+// otherwise, and may not take a feed's session.
+func TestFeedsAndTheForwardOutput(t *testing.T) {
+	const fwd = `routes:
+  - name: r
+    topic: a/+/c
+    source: [dev]
+    sequence: seq
+    effects: [{forward: {topic: "clean/{topic}"}}]
+`
+	c, err := Parse([]byte(`mqtt:
+  feeds:
+    - {name: a, brokers: [tcp://site-a:1883], client_id: rg-a, username: ops, password_file: /etc/rg/pass, tls: {ca_file: /etc/rg/ca.pem}}
+    - {name: b, brokers: [tcp://site-b:1883], client_id: rg-b}
+`+fwd), "f.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Outputs.MQTT
+	if strings.Join(o.Brokers, ",") != "tcp://site-a:1883" || o.ClientID != "rg-a-out" || o.Username != "ops" || o.PasswordFile != "/etc/rg/pass" || o.TLS.CAFile != "/etc/rg/ca.pem" {
+		t.Fatalf("output %+v", o)
+	}
+	checkProblems(t, "mqtt:\n  client_id: rg\n  feeds: [{name: out, brokers: [tcp://y:1883]}, {name: b, brokers: [tcp://z:1883]}]\n"+fwd,
+		`outputs.mqtt.client_id: client_id "rg-out" is mqtt.feeds[0]'s (out): two connections with one id take the session from each other; name the feed otherwise, or set outputs.mqtt.client_id`)
+}

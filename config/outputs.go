@@ -112,19 +112,29 @@ func (c *Config) ForwardKinds() []string {
 func (c *Config) setOutputDefaults() {
 	setInt(&c.Outbox.MaxEntries, DefaultOutboxMaxEntries)
 	kinds := c.ForwardKinds()
+	// With mqtt.feeds the output connects as the first feed does, unless
+	// told otherwise: its brokers, credentials and TLS.
+	m := c.MQTT
+	brokers, clientID := m.Brokers, m.ClientID
+	if len(m.Feeds) > 0 {
+		f := m.Feeds[0]
+		brokers, m.Username, m.PasswordEnv, m.PasswordFile = f.Brokers, f.Username, f.PasswordEnv, f.PasswordFile
+		if f.TLS != nil {
+			m.TLS = *f.TLS
+		}
+		if clientID == "" {
+			clientID = f.ClientID
+		}
+	}
 	if c.Outputs.MQTT == nil && contains(kinds, "mqtt") {
-		m := c.MQTT
 		c.Outputs.MQTT = &OutputMQTTConfig{Username: m.Username, PasswordEnv: m.PasswordEnv, PasswordFile: m.PasswordFile, TLS: m.TLS}
 	}
 	if o := c.Outputs.MQTT; o != nil {
 		if len(o.Brokers) == 0 {
-			o.Brokers = append([]string(nil), c.MQTT.Brokers...)
-			if len(c.MQTT.Feeds) > 0 { // no brokers of its own: the first feed's
-				o.Brokers = append(o.Brokers, c.MQTT.Feeds[0].Brokers...)
-			}
+			o.Brokers = append([]string(nil), brokers...)
 		}
-		if o.ClientID == "" && c.MQTT.ClientID != "" {
-			o.ClientID = c.MQTT.ClientID + OutputClientIDSuffix
+		if o.ClientID == "" && clientID != "" {
+			o.ClientID = clientID + OutputClientIDSuffix
 		}
 		setDuration(&o.KeepAlive, c.MQTT.KeepAlive)
 	}
@@ -185,6 +195,11 @@ func (c *Config) checkOutputMQTT(ps *problems, f field, o *OutputMQTTConfig) {
 	}
 	if o.ClientID != "" && o.ClientID == c.MQTT.ClientID {
 		ps.add(f.dot("client_id"), "client_id %q is the consumer's own: two connections with one id take the session from each other", o.ClientID)
+	}
+	for i, fd := range c.MQTT.Feeds {
+		if o.ClientID != "" && o.ClientID == fd.ClientID {
+			ps.add(f.dot("client_id"), "client_id %q is mqtt.feeds[%d]'s (%s): two connections with one id take the session from each other; name the feed otherwise, or set outputs.mqtt.client_id", o.ClientID, i, fd.Name)
+		}
 	}
 	if o.PasswordEnv != "" && o.PasswordFile != "" {
 		ps.add(f, "password_env and password_file are both set: keep one")
