@@ -191,7 +191,7 @@ func killDuringIngest(t *testing.T, bin, feed string, rng *rand.Rand, groups gro
 	}
 
 	crashed := groups(t, "killed")
-	kills, named := killIngests(t, bin, crashed, feed, rng, cleanTook)
+	kills, named := killIngests(t, bin, crashed, feed, rng, cleanTook, func() bool { return readResult(t, bin, crashed).records() > 0 })
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "ingest", "-c", crashed, "--batch", "200", feed)
 	cmd.Stderr = &stderr
@@ -241,13 +241,17 @@ func killDuringIngest(t *testing.T, bin, feed string, rng *rand.Rand, groups gro
 }
 
 // killIngests starts five ingests of feed one after the other and kills
-// each with SIGKILL at a random moment. It returns how many were killed
-// before they ended, and the member ids they named.
-func killIngests(t *testing.T, bin, cfg, feed string, rng *rand.Rand, cleanTook time.Duration) (int, map[string]bool) {
+// each with SIGKILL at a random moment. Until one of them has committed
+// something (committed says), the moments are taken later: a machine
+// slower than it was for the clean run must not kill every ingest before
+// its first commit, which would prove nothing. It returns how many were
+// killed before they ended, and the member ids they named.
+func killIngests(t *testing.T, bin, cfg, feed string, rng *rand.Rand, cleanTook time.Duration, committed func() bool) (int, map[string]bool) {
 	t.Helper()
 	kills := 0
 	named := map[string]bool{}
-	for round := 0; round < 5; round++ {
+	proven, later := false, time.Duration(0) // later is added to each moment while nothing was committed
+	for round := 0; round < 5 || !proven && round < 10; round++ {
 		var stderr bytes.Buffer
 		cmd := exec.Command(bin, "ingest", "-c", cfg, "--batch", "200", feed)
 		cmd.Stderr = &stderr
@@ -257,7 +261,7 @@ func killIngests(t *testing.T, bin, cfg, feed string, rng *rand.Rand, cleanTook 
 		// Between a tenth and a half of a clean run's time: past the
 		// first commits, and short of the end even when the rounds
 		// before have done most of the work.
-		delay := cleanTook/10 + time.Duration(rng.Int64N(int64(cleanTook*2/5)))
+		delay := later + cleanTook/10 + time.Duration(rng.Int64N(int64(cleanTook*2/5)))
 		time.Sleep(delay)
 		cmd.Process.Signal(syscall.SIGKILL)
 		err := cmd.Wait()
@@ -268,6 +272,11 @@ func killIngests(t *testing.T, bin, cfg, feed string, rng *rand.Rand, cleanTook 
 			named[m] = true
 		}
 		t.Logf("round %d: killed after %s (%v)", round, delay, err)
+		if round >= 3 && !proven {
+			if proven = committed(); !proven {
+				later += cleanTook / 2
+			}
+		}
 	}
 	if kills == 0 {
 		t.Fatal("no ingest was killed mid-way: the test proved nothing")
