@@ -230,7 +230,7 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64, by 
 		}
 		b.Quarantine = append(b.Quarantine, QuarantineEntry{ID: e.qbase + dec.Position, Time: r.Time,
 			Outcome: r.Outcome, Reason: dec.Reason, Route: dec.Route, Topic: m.Topic, Key: key,
-			Dup: m.Dup, Broker: m.Broker, Payload: append([]byte(nil), m.Payload...)})
+			Dup: m.Dup, Broker: m.Broker, Feed: m.Feed, Payload: append([]byte(nil), m.Payload...)})
 	}
 	return dec
 }
@@ -255,7 +255,7 @@ func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decis
 	if err != nil {
 		return Decision{}, err
 	}
-	m := Message{Topic: q.Topic, Payload: q.Payload, Dup: q.Dup, Broker: q.Broker}
+	m := Message{Topic: q.Topic, Payload: q.Payload, Dup: q.Dup, Broker: q.Broker, Feed: q.Feed}
 	if m.prepared, m.prepErr = e.decodeFresh(&m); m.prepErr != nil { // decideOne reuses it
 		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, m.prepErr)
 	}
@@ -307,7 +307,7 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason, operator string
 	var r AuditRecord
 	discard := func(now time.Time) {
 		r = AuditRecord{Time: now.UTC(), Route: q.Route, Topic: q.Topic, Key: key,
-			Outcome: OutcomeDiscarded, Reason: reason, Dup: q.Dup, Broker: q.Broker, Ref: id, Operator: operator}
+			Outcome: OutcomeDiscarded, Reason: reason, Dup: q.Dup, Broker: q.Broker, Feed: q.Feed, Ref: id, Operator: operator}
 		e.appendAudit(&r)
 		e.pending.batch.Resolved = append(e.pending.batch.Resolved, id)
 	}

@@ -40,3 +40,28 @@ func TestTwinsFromTwoFeeds(t *testing.T) {
 		t.Fatalf("state %s", s)
 	}
 }
+
+// A held message keeps the feed that delivered it: its entry, and the
+// record of its release, name it.
+func TestAHeldMessageKeepsItsFeed(t *testing.T) {
+	h := newHarness(t, engine.Options{})
+	first, other := meter("m1", "r1", "0.25"), meter("m1", "r1", "0.5")
+	first.Feed, other.Feed = "a", "b"
+	ds := h.feed(first, other)
+	if ds[1].Outcome != engine.Conflict {
+		t.Fatalf("the other reading: %s", ds[1].Outcome)
+	}
+	q, err := h.store.Quarantined(context.Background(), ds[1].Position)
+	if err != nil || q.Feed != "b" {
+		t.Fatalf("entry %+v, %v; want feed b", q, err)
+	}
+	rel, err := h.e.Release(context.Background(), ds[1].Position, "j.doe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var feed string
+	h.store.ScanAudit(context.Background(), rel.Position, func(r engine.AuditRecord) error { feed = r.Feed; return nil })
+	if feed != "b" {
+		t.Fatalf("the release's record names feed %q, want b", feed)
+	}
+}

@@ -315,6 +315,7 @@ type QuarantineEntry struct {
 	Key     string    `json:"key,omitempty"`
 	Dup     bool      `json:"dup"`
 	Broker  string    `json:"broker,omitempty"`
+	Feed    string    `json:"feed,omitempty"` // the redundant path that delivered it (mqtt.feeds)
 	Payload []byte    `json:"payload"`
 }
 

@@ -86,6 +86,7 @@ type QuarantineItem struct {
 	Time       time.Time       `json:"time"`
 	Dup        bool            `json:"dup"`
 	Broker     string          `json:"broker,omitempty"`
+	Feed       string          `json:"feed,omitempty"`
 	Payload    json.RawMessage `json:"payload"`
 	PayloadB64 string          `json:"payload_b64"`
 }
@@ -93,7 +94,7 @@ type QuarantineItem struct {
 // NewQuarantineItem returns e as the API lists it.
 func NewQuarantineItem(e engine.QuarantineEntry) QuarantineItem {
 	it := QuarantineItem{ID: e.ID, Outcome: e.Outcome, Reason: e.Reason, Route: e.Route, Topic: e.Topic,
-		Key: e.Key, Time: e.Time, Dup: e.Dup, Broker: e.Broker, Payload: json.RawMessage("null"),
+		Key: e.Key, Time: e.Time, Dup: e.Dup, Broker: e.Broker, Feed: e.Feed, Payload: json.RawMessage("null"),
 		PayloadB64: base64.StdEncoding.EncodeToString(e.Payload)}
 	if json.Valid(e.Payload) {
 		it.Payload = e.Payload
