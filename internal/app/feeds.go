@@ -240,6 +240,7 @@ type arrivals struct {
 type arrival struct {
 	feed *FeedProcessor
 	at   time.Time
+	slot int // its place in ring: a key added again has a newer one
 }
 
 func newArrivals(n int) *arrivals {
@@ -247,12 +248,13 @@ func newArrivals(n int) *arrivals {
 }
 
 func (a *arrivals) add(key engine.Hash, x arrival) {
-	if old := a.ring[a.next]; !old.IsZero() {
+	if old := a.ring[a.next]; !old.IsZero() && a.at[old].slot == a.next {
 		delete(a.at, old)
 	}
 	a.ring[a.next] = key
-	a.next = (a.next + 1) % len(a.ring)
+	x.slot = a.next
 	a.at[key] = x
+	a.next = (a.next + 1) % len(a.ring)
 }
 
 // oneAtATime passes the feeds' batches to the engine one call at a time,

@@ -262,3 +262,17 @@ func TestAFeedThatStopsLeavesTheOthersRunning(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// A key remembered again keeps its newer arrival when its older place in
+// the ring is reused.
+func TestArrivalsKeepAKeyAddedAgain(t *testing.T) {
+	a := newArrivals(2)
+	k1, k2 := engine.Hash{1}, engine.Hash{2}
+	t0 := time.Unix(100, 0)
+	a.add(k1, arrival{at: t0})
+	a.add(k1, arrival{at: t0.Add(time.Second)}) // applied again (its window entry expired)
+	a.add(k2, arrival{at: t0})                  // reuses k1's first place
+	if x, ok := a.at[k1]; !ok || !x.at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("k1 %+v, %v; want its second arrival kept", x, ok)
+	}
+}
