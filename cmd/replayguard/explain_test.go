@@ -187,3 +187,19 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// An entity named twice gets one section.
+func TestReportNamesAnEntityOnce(t *testing.T) {
+	cfg := testConfig(t, "")
+	mustRun(t, "", "ingest", "-c", cfg, "../../examples/incidents.jsonl")
+	rep := reportJSON(t, "-c", cfg, "--entity", "unit/M3,unit/M3", "--entity", "unit/M3")
+	n := 0
+	for _, l := range rep.Lineages {
+		if l.Entity == "unit/M3" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("unit/M3 has %d sections", n)
+	}
+}

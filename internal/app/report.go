@@ -78,7 +78,13 @@ func (t *Tool) Report(ctx context.Context, opts ReportOptions) error {
 // reportLineages gives rep a lineage section for each of the named
 // entities, then for each of the most replayed, up to the period's end.
 func (t *Tool) reportLineages(ctx context.Context, rep *report.Report, named []string, archive string, to time.Time) error {
-	entities := slices.Clone(named)
+	var entities []string
+	for _, name := range named {
+		if !slices.Contains(entities, name) {
+			entities = append(entities, name)
+		}
+	}
+	nNamed := len(entities)
 	for _, r := range rep.Replayed {
 		if !slices.Contains(entities, r.Entity) {
 			entities = append(entities, r.Entity)
@@ -95,14 +101,21 @@ func (t *Tool) reportLineages(ctx context.Context, rep *report.Report, named []s
 	if err != nil {
 		return err
 	}
-	for _, l := range ls[:len(named)] {
+	for _, l := range ls[:nNamed] {
 		if len(l.Changes) == 0 {
 			return fmt.Errorf("--entity %s: %w", l.Entity, explainNone(l))
 		}
 	}
+	for _, l := range ls {
+		l.Trim(reportChanges) // a busy meter's whole lineage is explain's to show
+	}
 	rep.Lineages = ls
 	return nil
 }
+
+// reportChanges bounds the changes a lineage section of the report shows:
+// the last ones.
+const reportChanges = 200
 
 func writeReport(w io.Writer, rep *report.Report, format string) error {
 	if format == "json" {

@@ -33,6 +33,9 @@ type Lineage struct {
 	// record read): each field's value after the last change to it.
 	State   map[string]json.RawMessage `json:"state"`
 	Changes []Change                   `json:"changes"`
+	// Omitted counts the earlier changes left out of Changes (Trim): the
+	// report's sections hold the last ones; explain holds every one.
+	Omitted int `json:"omitted,omitempty"`
 	// Suppressed counts the deliveries of the changes' keys that were
 	// suppressed as duplicates: the replays the entity did not take.
 	Suppressed int `json:"suppressed"`
@@ -198,6 +201,15 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 		l.Read = read
 	}
 	return out, nil
+}
+
+// Trim keeps the last n changes of l, counting those it leaves out in
+// Omitted; its state and counts stay those of the whole lineage.
+func (l *Lineage) Trim(n int) {
+	if len(l.Changes) > n {
+		l.Omitted += len(l.Changes) - n
+		l.Changes = l.Changes[len(l.Changes)-n:]
+	}
 }
 
 // chainsRead follows the chains of a scan: each must begin at position 1

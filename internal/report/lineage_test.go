@@ -316,3 +316,28 @@ func TestADuplicateBelongsToTheLastChangeOfItsKey(t *testing.T) {
 		t.Fatalf("lineage %s", jsonOf(l))
 	}
 }
+
+// A section trimmed to its last changes says how many it leaves out and
+// where to read them all.
+func TestATrimmedSectionSaysWhatItLeavesOut(t *testing.T) {
+	f := story(t)
+	rep := f.build(t, report.Options{})
+	ls, err := report.Lineages(report.Records(context.Background(), f.store, nil), report.LineageOptions{Entities: []string{"incident/7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := len(ls[0].Changes)
+	last := ls[0].Changes[all-1].Position
+	ls[0].Trim(3)
+	if len(ls[0].Changes) != 3 || ls[0].Omitted != all-3 || ls[0].Changes[2].Position != last {
+		t.Fatalf("trimmed to %d changes, %d omitted, the last at %d", len(ls[0].Changes), ls[0].Omitted, ls[0].Changes[2].Position)
+	}
+	rep.Lineages = ls
+	var b strings.Builder
+	if err := report.RenderHTML(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("The last 3 changes; %d earlier ones are left out here: <code>replayguard explain incident/7</code> lists every one.", all-3); !strings.Contains(b.String(), want) {
+		t.Fatalf("the page does not say %q", want)
+	}
+}
