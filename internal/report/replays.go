@@ -11,14 +11,22 @@ import (
 // topReplayed bounds Report.Replayed.
 const topReplayed = 10
 
+// replayKeys bounds the applied keys replays remembers: about 60 MB. A
+// replay of a message older than that many applications is not counted
+// (the key window forgets keys too: such a replay is applied again, and
+// its lineage shows it).
+const replayKeys = 1 << 20
+
 // replays counts, per entity, the duplicates of the keys whose applied
-// records changed it. It keeps each applied key with the entities it
-// changed, interned: a key is 32 bytes and an index.
+// records changed it. It keeps the last replayKeys applied keys with the
+// entities they changed, interned: a key is 32 bytes and an index.
 type replays struct {
 	keys     map[engine.Hash]int32 // → sets
-	sets     [][]string            // the entities one applied record changed
-	setIndex map[string]int32      // a set's names joined by NUL → its index
-	counts   map[string]uint64     // entity → suppressed in the period
+	order    []engine.Hash         // keys in the order applied, a ring of replayKeys
+	next     int
+	sets     [][]string        // the entities one applied record changed
+	setIndex map[string]int32  // a set's names joined by NUL → its index
+	counts   map[string]uint64 // entity → suppressed in the period
 }
 
 // note reads r: an applied record's key and entities, or a duplicate of
@@ -44,7 +52,7 @@ func (p *replays) note(r *engine.AuditRecord, period bool) {
 			p.sets = append(p.sets, names)
 			p.setIndex[id] = i
 		}
-		p.keys[r.Key] = i
+		p.remember(r.Key, i)
 		return
 	}
 	if !period || r.Outcome != engine.Duplicate.String() {
@@ -55,6 +63,21 @@ func (p *replays) note(r *engine.AuditRecord, period bool) {
 			p.counts[name]++
 		}
 	}
+}
+
+// remember keeps key's entities, forgetting the oldest key beyond
+// replayKeys.
+func (p *replays) remember(key engine.Hash, set int32) {
+	if len(p.order) < replayKeys {
+		p.order = append(p.order, key)
+	} else {
+		if old := p.order[p.next]; old != key {
+			delete(p.keys, old)
+		}
+		p.order[p.next] = key
+		p.next = (p.next + 1) % replayKeys
+	}
+	p.keys[key] = set
 }
 
 // top returns the n entities with the most replays suppressed, most first
