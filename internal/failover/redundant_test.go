@@ -518,13 +518,17 @@ func checkFailover(t *testing.T, r *result, fo failover, sources []string) {
 			neverOnPath++
 		}
 	}
-	// Mosquitto sends the frozen consumer receiveMaximum of them at most,
-	// and queues the rest: those only the other path delivered.
+	// Mosquitto sends the frozen consumer about receiveMaximum of them
+	// and queues the rest, which only the other path delivered. It is not
+	// exact: a consumer that reconnected after a kill has been sent up to
+	// 140 of 300 (2.0.11, one run in ten). That the path lost a share of
+	// them is the premise of the test; that none is missing is checked
+	// above, whichever path brought it.
 	t.Logf("path %s: %d of the %d messages its primary acknowledged after the snapshot never came through it",
 		fo.path, neverOnPath, len(lost))
-	if neverOnPath < len(lost)-receiveMaximum {
-		fail("path %s: %d of the %d messages its primary lost never came through it, want all but the %d it could send",
-			fo.path, neverOnPath, len(lost), receiveMaximum)
+	if neverOnPath < len(lost)/3 {
+		fail("path %s: %d of the %d messages its primary lost never came through it, want a third at least: the path lost too little for the test to prove anything",
+			fo.path, neverOnPath, len(lost))
 	}
 	for _, k := range fo.replayed.keys(sources) {
 		if !slices.ContainsFunc(byKey[k], func(rec engine.AuditRecord) bool {
