@@ -274,12 +274,16 @@ func dashboardURL(t *testing.T, output string) string {
 }
 
 // fetchMetrics reads /metrics from the dashboard the output names.
-func fetchMetrics(t *testing.T, output string) string {
+func fetchMetrics(t *testing.T, output string) string { return fetchDashboard(t, output, "metrics") }
+
+// fetchDashboard reads path from the dashboard the output names; "" when
+// the output names none.
+func fetchDashboard(t *testing.T, output, path string) string {
 	u := dashboardURL(t, output)
 	if u == "" {
 		return ""
 	}
-	resp, err := http.Get(u + "metrics")
+	resp, err := http.Get(u + path)
 	if err != nil {
 		t.Errorf("dashboard: %v", err)
 		return ""
@@ -287,7 +291,7 @@ func fetchMetrics(t *testing.T, output string) string {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("dashboard: GET /metrics: %s, %v", resp.Status, err)
+		t.Errorf("dashboard: GET /%s: %s, %v", path, resp.Status, err)
 	}
 	return string(b)
 }

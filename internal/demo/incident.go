@@ -18,7 +18,12 @@ mqtt:
   session_expiry: 1h
 outputs:
   mqtt: {brokers: ['${DEMO_COP_BROKER}']}   # client id: demo-replayguard-out
-routes:
+` + incidentRoutes + `      - forward: {topic: "clean/{topic}"}
+`
+
+// incidentRoutes is the incidents route of examples/replayguard.yaml, its
+// effects list last, open for a story to add one.
+const incidentRoutes = `routes:
   - name: incidents
     topic: incidents/#
     source: [agency, source_id]
@@ -30,7 +35,6 @@ routes:
         set: {status: incident_status}
       - entity: "unit/{unit_id}"
         set: {status: unit_status}
-      - forward: {topic: "clean/{topic}"}
 `
 
 // report is one incident update from a field device, as published.

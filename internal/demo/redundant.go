@@ -21,19 +21,7 @@ mqtt:
   feeds:
     - {name: a, brokers: ['${DEMO_PATH_A_LINK}']}
     - {name: b, brokers: ['${DEMO_PATH_B_LINK}']}
-routes:
-  - name: incidents
-    topic: incidents/#
-    source: [agency, source_id]
-    sequence: sequence
-    epoch: boot_id
-    effects:
-      - entity: "incident/{incident_id}"
-        add: {casualties: casualty_delta}
-        set: {status: incident_status}
-      - entity: "unit/{unit_id}"
-        set: {status: unit_status}
-`
+` + incidentRoutes
 
 // The redundant story's feeds, as its configuration names them.
 const (

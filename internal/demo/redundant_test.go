@@ -2,8 +2,6 @@ package demo
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"testing"
@@ -92,20 +90,4 @@ func TestRedundantPathsKeepReplayguardExactAndCurrentWhenPathADies(t *testing.T)
 }
 
 // fetchAudit reads /api/v1/audit from the dashboard the output names.
-func fetchAudit(t *testing.T, output string) string {
-	u := dashboardURL(t, output)
-	if u == "" {
-		return ""
-	}
-	resp, err := http.Get(u + "api/v1/audit")
-	if err != nil {
-		t.Errorf("dashboard: %v", err)
-		return ""
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("dashboard: GET /api/v1/audit: %s, %v", resp.Status, err)
-	}
-	return string(b)
-}
+func fetchAudit(t *testing.T, output string) string { return fetchDashboard(t, output, "api/v1/audit") }
