@@ -123,6 +123,7 @@ func TestStore(t *testing.T) {
 		{"the schema is created once by members opening at once", testSchemaConcurrent},
 		{"a schema of version 1 is migrated, its rows kept", testSchemaMigrated},
 		{"a schema of a newer version is refused", testSchemaNewer},
+		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},
 		{"the migrations create the tables, constraints and indexes the Go-string DDL and the later migrations did", testSchemaSameCatalog},
 		{"a dead holder on this host is taken over at once", testLeaseDeadHolder},

@@ -43,7 +43,7 @@ func (s *Store) Load(ctx context.Context) (*engine.Snapshot, error) {
 	return snap, nil
 }
 
-func queryStates[T any](ctx context.Context, tx pgx.Tx, sql string) ([]T, error) {
+func queryStates[T any, P row[T]](ctx context.Context, tx pgx.Tx, sql string) ([]T, error) {
 	rs, err := tx.Query(ctx, sql)
 	if err != nil {
 		return nil, dbErr(err)
@@ -55,9 +55,9 @@ func queryStates[T any](ctx context.Context, tx pgx.Tx, sql string) ([]T, error)
 		if err := rs.Scan(&b); err != nil {
 			return nil, dbErr(err)
 		}
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := P(&v).UnmarshalBinary(b); err != nil {
 			rs.Close()
-			return nil, fmt.Errorf("postgres store: decode a stored row: %w", err)
+			return nil, fmt.Errorf("postgres store: %w", err)
 		}
 		out = append(out, v)
 	}

@@ -2,7 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -110,4 +112,48 @@ func catalog(t *testing.T, url, schema string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// testSchemaJSONRows writes the rows of a source and an entity as a schema
+// of version 3 held them (JSON), and checks that a member migrates the
+// schema, reads them on Load and in Update, and writes them back binary.
+func testSchemaJSONRows(t *testing.T, g *group) {
+	src := source(7)
+	ent := engine.EntityState{Name: "incident/7", Fields: map[string]engine.FieldValue{
+		"casualties": {Kind: engine.KindNumber, Num: "3", Version: engine.Version{Epoch: 1, Sequence: 7, Ordinal: 7}}}}
+	g.mustOpen("m1").Close()
+	sj, _ := json.Marshal(&src)
+	ej, _ := json.Marshal(&ent)
+	run(t, g.url, `INSERT INTO `+g.schema+`.sources (id, state) VALUES ($1, $2)`, []byte(src.ID()), sj)
+	run(t, g.url, `INSERT INTO `+g.schema+`.entities (name, state) VALUES ($1, $2)`, []byte(ent.Name), ej)
+	run(t, g.url, `UPDATE `+g.schema+`.schema_version SET version = 3`)
+
+	s := g.mustOpen("m1")
+	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != int64(postgres.SchemaVersion) {
+		t.Fatalf("schema version %d, want %d", n, postgres.SchemaVersion)
+	}
+	snap, err := s.Load(t.Context())
+	if err != nil || len(snap.Sources) != 1 || len(snap.Entities) != 1 ||
+		!reflect.DeepEqual(snap.Sources[0], src) || !reflect.DeepEqual(snap.Entities[0], ent) {
+		t.Fatalf("Load of JSON rows = %+v, %v; want %+v and %+v", snap, err, src, ent)
+	}
+	r := &engine.Reads{Sources: []string{src.ID()}, Entities: []string{ent.Name}}
+	err = s.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+		if len(rows.Sources) != 1 || !reflect.DeepEqual(rows.Sources[0], src) || len(rows.Entities) != 1 || !reflect.DeepEqual(rows.Entities[0], ent) {
+			t.Errorf("Update read %+v, want the JSON rows", rows)
+		}
+		next := source(8)
+		return &engine.Batch{Sources: []engine.SourceState{next}, Entities: []engine.EntityState{ent}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"sources", "entities"} {
+		if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.`+table+` WHERE get_byte(state, 0) = 1`); n != 1 {
+			t.Errorf("%s: %d binary rows after the write, want 1", table, n)
+		}
+	}
+	if snap, err := s.Load(t.Context()); err != nil || snap.Sources[0].Epochs[0].High != 8 || !reflect.DeepEqual(snap.Entities[0], ent) {
+		t.Fatalf("Load of the rows written binary = %+v, %v", snap, err)
+	}
 }

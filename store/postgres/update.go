@@ -2,7 +2,7 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
+	"encoding"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -314,11 +314,18 @@ func (s *Store) read(ctx context.Context, tx pgx.Tx, r *engine.Reads, wait bool)
 	return rows, head, err
 }
 
-// scanStates decodes the JSON states a lock-or-claim statement returns
+// row is a source's or an entity's state, as its row holds it.
+type row[T any] interface {
+	*T
+	encoding.BinaryMarshaler
+	encoding.BinaryUnmarshaler
+}
+
+// scanStates decodes the states a lock-or-claim statement returns
 // for names (ascending). Unless every name was either locked or claimed
 // (an empty state), it fails with errCreated, or with skip returns the
 // names left out.
-func scanStates[T any](br pgx.BatchResults, names []string, skip bool, what string) (out []T, left []string, err error) {
+func scanStates[T any, P row[T]](br pgx.BatchResults, names []string, skip bool, what string) (out []T, left []string, err error) {
 	rs, err := br.Query()
 	if err != nil {
 		return nil, nil, lockErr(err)
@@ -334,9 +341,9 @@ func scanStates[T any](br pgx.BatchResults, names []string, skip bool, what stri
 		if len(b) == 0 {
 			continue // claimed
 		}
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := P(&v).UnmarshalBinary(b); err != nil {
 			rs.Close()
-			return nil, nil, fmt.Errorf("postgres store: decode a stored row: %w", err)
+			return nil, nil, fmt.Errorf("postgres store: %w", err)
 		}
 		out = append(out, v)
 	}

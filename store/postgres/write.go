@@ -274,7 +274,7 @@ func sourceColumns(ss []engine.SourceState) (ids, states [][]byte, err error) {
 	ids, states = make([][]byte, len(ss)), make([][]byte, len(ss))
 	for i := range ss {
 		ids[i] = []byte(ss[i].ID())
-		if states[i], err = json.Marshal(&ss[i]); err != nil {
+		if states[i], err = ss[i].MarshalBinary(); err != nil {
 			return nil, nil, fmt.Errorf("postgres store: encode source %q: %w", ss[i].Route, err)
 		}
 	}
@@ -285,7 +285,7 @@ func entityColumns(es []engine.EntityState) (names, states [][]byte, err error) 
 	names, states = make([][]byte, len(es)), make([][]byte, len(es))
 	for i := range es {
 		names[i] = []byte(es[i].Name)
-		if states[i], err = json.Marshal(&es[i]); err != nil {
+		if states[i], err = es[i].MarshalBinary(); err != nil {
 			return nil, nil, fmt.Errorf("postgres store: encode entity %q: %w", es[i].Name, err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// The layout, schema version 1. Every key starts with the prefix P, whose
+// The layout, schema version 2. Every key starts with the prefix P, whose
 // hash tag puts the group in one Redis Cluster slot:
 //
 //	P schema              string: the schema version
@@ -26,7 +26,8 @@ import (
 //	P keys                sorted set, all scores 0: "<first ordinal, 8 bytes><id>:<size>" per
 //	                      key set, so in ordinal order
 //	P keys:count          string: the keys the key sets hold
-//	P source, P entity    hash: SourceState.ID() / entity name → JSON
+//	P source, P entity    hash: SourceState.ID() / entity name → engine's binary row
+//	                      (JSON under version 1, still read)
 //	P source:version,
 //	P entity:version      hash: the same ids → version, incremented by each write
 //	P quarantine          hash: 16 hex digits of the id → entry JSON (payload base64)
@@ -44,6 +45,7 @@ import (
 //	                      member's chain the sink delivered
 //	P chainclaim:<member> string: the holder that keeps the member's chain, PX the lease TTL
 //
+// Version 2 only changed how the source and entity rows are written.
 // The chain keys came after version 1 without changing it: absent, they
 // read as a chain never trimmed, cursors never set and claims free.
 type keys struct {

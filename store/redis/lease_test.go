@@ -1,8 +1,10 @@
 package redis
 
 import (
+	"encoding/json"
 	"fmt"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -96,7 +98,7 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 	}
-	if v := g.do(t, "GET", g.prefix+"schema"); v != "1" {
+	if v := g.do(t, "GET", g.prefix+"schema"); v != "2" {
 		t.Fatalf("schema %v", v)
 	}
 	nums := g.do(t, "HVALS", g.prefix+"members").([]any)
@@ -107,9 +109,63 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 }
 
 func testSchemaNewer(t *testing.T, g *group) {
-	g.do(t, "SET", g.prefix+"schema", "2")
+	g.do(t, "SET", g.prefix+"schema", "3")
 	_, err := g.open(t, "a")
-	if err == nil || !strings.Contains(err.Error(), "schema version 2") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 3") {
 		t.Fatalf("open: %v", err)
+	}
+}
+
+// testSchemaJSONRows writes a source's and an entity's rows as version 1
+// held them (JSON) and checks that a member raises the version, reads them
+// on Load and in Update, and writes them back binary.
+func testSchemaJSONRows(t *testing.T, g *group) {
+	src := engine.SourceState{Route: "incidents", Source: []string{"fd", "e1"},
+		Epochs: []engine.EpochWindow{{Epoch: "1", Numeric: true, Value: 1, High: 7, Bitmap: []uint64{0xff}}}}
+	ent := engine.EntityState{Name: "incident/7", Fields: map[string]engine.FieldValue{
+		"casualties": {Kind: engine.KindNumber, Num: "3", Version: engine.Version{Epoch: 1, Sequence: 7, Ordinal: 7}}}}
+	sj, _ := json.Marshal(&src)
+	ej, _ := json.Marshal(&ent)
+	g.do(t, "SET", g.prefix+"schema", "1")
+	g.do(t, "HSET", g.prefix+"source", src.ID(), string(sj))
+	g.do(t, "HSET", g.prefix+"source:version", src.ID(), "1")
+	g.do(t, "HSET", g.prefix+"entity", ent.Name, string(ej))
+	g.do(t, "HSET", g.prefix+"entity:version", ent.Name, "1")
+
+	ro := g.must(t, "")
+	if v := g.do(t, "GET", g.prefix+"schema"); v != "1" {
+		t.Fatalf("a read-only handle wrote schema %v", v)
+	}
+	if snap, err := ro.Load(t.Context()); err != nil || len(snap.Sources) != 1 || !reflect.DeepEqual(snap.Sources[0], src) {
+		t.Fatalf("read-only Load of JSON rows = %+v, %v", snap, err)
+	}
+	s := g.must(t, "a")
+	if v := g.do(t, "GET", g.prefix+"schema"); v != "2" {
+		t.Fatalf("schema %v after a member opened, want 2", v)
+	}
+	snap, err := s.Load(t.Context())
+	if err != nil || len(snap.Sources) != 1 || len(snap.Entities) != 1 ||
+		!reflect.DeepEqual(snap.Sources[0], src) || !reflect.DeepEqual(snap.Entities[0], ent) {
+		t.Fatalf("Load of JSON rows = %+v, %v; want %+v and %+v", snap, err, src, ent)
+	}
+	r := &engine.Reads{Sources: []string{src.ID()}, Entities: []string{ent.Name}}
+	err = s.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+		if len(rows.Sources) != 1 || !reflect.DeepEqual(rows.Sources[0], src) || len(rows.Entities) != 1 || !reflect.DeepEqual(rows.Entities[0], ent) {
+			t.Errorf("Update read %+v, want the JSON rows", rows)
+		}
+		next := src
+		next.Epochs = []engine.EpochWindow{{Epoch: "1", Numeric: true, Value: 1, High: 8, Bitmap: []uint64{0x1ff}}}
+		return &engine.Batch{Sources: []engine.SourceState{next}, Entities: []engine.EntityState{ent}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range [][2]string{{"source", src.ID()}, {"entity", ent.Name}} {
+		if v, _ := g.do(t, "HGET", g.prefix+k[0], k[1]).(string); v == "" || v[0] != 1 {
+			t.Errorf("%s row after the write starts %q, want the binary format", k[0], v[:min(len(v), 8)])
+		}
+	}
+	if snap, err := s.Load(t.Context()); err != nil || snap.Sources[0].Epochs[0].High != 8 || !reflect.DeepEqual(snap.Entities[0], ent) {
+		t.Fatalf("Load of the rows written binary = %+v, %v", snap, err)
 	}
 }

@@ -2,7 +2,7 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
+	"encoding"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -185,7 +185,7 @@ func answerList(res []any, i, n int) ([]any, error) {
 
 // decodeAnswerRows decodes n rows whose versions are res[at] and whose
 // data are res[at+1] into out, and returns their versions.
-func decodeAnswerRows[T any](res []any, at, n int, out *[]T) ([]string, error) {
+func decodeAnswerRows[T any, P row[T]](res []any, at, n int, out *[]T) ([]string, error) {
 	vs, err := answerList(res, at, n)
 	if err != nil {
 		return nil, err
@@ -194,7 +194,7 @@ func decodeAnswerRows[T any](res []any, at, n int, out *[]T) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeRows(vs, ds, out)
+	return decodeRows[T, P](vs, ds, out)
 }
 
 // readBeside runs the read script, which reads no keys, and an MGET of
@@ -232,9 +232,15 @@ func (s *Store) readBeside(ctx context.Context, keys []string, args []any, names
 	return nil, nil, err
 }
 
+// row is a source's or an entity's state, as its hash field holds it.
+type row[T any] interface {
+	*T
+	encoding.BinaryUnmarshaler
+}
+
 // decodeRows appends the present rows of data and returns the version of
 // each ("0" for an absent one).
-func decodeRows[T any](vs, ds []any, out *[]T) ([]string, error) {
+func decodeRows[T any, P row[T]](vs, ds []any, out *[]T) ([]string, error) {
 	versions := make([]string, len(vs))
 	for i, v := range vs {
 		versions[i] = "0"
@@ -245,11 +251,11 @@ func decodeRows[T any](vs, ds []any, out *[]T) ([]string, error) {
 		if !ok {
 			continue
 		}
-		var row T
-		if err := json.Unmarshal([]byte(d), &row); err != nil {
-			return nil, fmt.Errorf("redis store: decode %T: %w", row, err)
+		var v T
+		if err := P(&v).UnmarshalBinary([]byte(d)); err != nil {
+			return nil, fmt.Errorf("redis store: %w", err)
 		}
-		*out = append(*out, row)
+		*out = append(*out, v)
 	}
 	return versions, nil
 }

@@ -28,7 +28,9 @@ const DefaultLeaseTTL = 15 * time.Second
 
 // schemaVersion is the layout of the keys described in keys.go. Open writes
 // it under a new prefix and refuses a prefix written with a newer one.
-const schemaVersion = 1
+// Version 2 writes sources and entities as engine's binary rows, not JSON:
+// it reads both, and the version keeps a build that reads only JSON out.
+const schemaVersion = 2
 
 // openTimeout bounds each step of Open that talks to the server.
 const openTimeout = 10 * time.Second
@@ -291,9 +293,9 @@ func (s *Store) client() (*goredis.Client, error) {
 }
 
 // schema writes the layout version under a new prefix, or checks the one
-// there. Several members may run it at once: SET NX lets one write it. It
-// writes nothing under a prefix that has one, so that a read-only handle
-// opens on a replica.
+// there. Several members may run it at once: SET NX lets one write it. A
+// read-only handle writes nothing under a prefix that has one, so that it
+// opens on a replica; a member raises an older version to this one.
 func (s *Store) schema(ctx context.Context) error {
 	v, err := s.c.Get(ctx, s.k.schema).Result()
 	if errors.Is(err, goredis.Nil) {
@@ -313,8 +315,14 @@ func (s *Store) schema(ctx context.Context) error {
 	case n > schemaVersion:
 		return fmt.Errorf("redis store: the keys under store.prefix %q have schema version %d, newer than this build's %d: "+
 			"upgrade replayguard", s.opts.Prefix, n, schemaVersion)
+	case n < schemaVersion && s.member != "":
+		// Version 1's JSON rows are read as they are and rewritten
+		// binary when next written: only the number changes.
+		if err := s.c.Set(ctx, s.k.schema, schemaVersion, 0).Err(); err != nil {
+			return s.fail("migrate schema", err)
+		}
 	}
-	return nil // version 1 is the only layout so far: nothing to migrate
+	return nil
 }
 
 // Member is the member id whose chain this handle writes; "" when read-only.

@@ -40,8 +40,8 @@ func (s *Store) Load(ctx context.Context) (*engine.Snapshot, error) {
 	return snap, nil
 }
 
-// scanHash decodes every value of a hash of JSON rows, HSCAN by HSCAN.
-func scanHash[T any](ctx context.Context, s *Store, key string) ([]T, error) {
+// scanHash decodes every value of a hash of rows, HSCAN by HSCAN.
+func scanHash[T any, P row[T]](ctx context.Context, s *Store, key string) ([]T, error) {
 	var out []T
 	var cursor uint64
 	for {
@@ -50,11 +50,11 @@ func scanHash[T any](ctx context.Context, s *Store, key string) ([]T, error) {
 			return nil, s.fail("read "+key, err)
 		}
 		for i := 1; i < len(kv); i += 2 {
-			var row T
-			if err := json.Unmarshal([]byte(kv[i]), &row); err != nil {
-				return nil, fmt.Errorf("redis store: decode %s field %q: %w", key, kv[i-1], err)
+			var v T
+			if err := P(&v).UnmarshalBinary([]byte(kv[i])); err != nil {
+				return nil, fmt.Errorf("redis store: %s field %q: %w", key, kv[i-1], err)
 			}
-			out = append(out, row)
+			out = append(out, v)
 		}
 		if cursor = next; cursor == 0 {
 			return out, nil

@@ -152,19 +152,19 @@ func appendStrings(args []any, lists ...[]string) []any {
 	return args
 }
 
-// appendRowArgs appends (id, JSON) of each source, (name, JSON) of each
-// entity and (hex id, JSON) of each quarantine entry b writes, then the
+// appendRowArgs appends (id, row) of each source, (name, row) of each
+// entity (engine's binary rows) and (hex id, JSON) of each quarantine entry b writes, then the
 // hex id of each entry it resolves.
 func appendRowArgs(args []any, b *engine.Batch) ([]any, error) {
 	for i := range b.Sources {
-		j, err := json.Marshal(&b.Sources[i])
+		j, err := b.Sources[i].MarshalBinary()
 		if err != nil {
 			return nil, fmt.Errorf("redis store: encode source: %w", err)
 		}
 		args = append(args, b.Sources[i].ID(), j)
 	}
 	for i := range b.Entities {
-		j, err := json.Marshal(&b.Entities[i])
+		j, err := b.Entities[i].MarshalBinary()
 		if err != nil {
 			return nil, fmt.Errorf("redis store: encode entity %q: %w", b.Entities[i].Name, err)
 		}
