@@ -133,6 +133,7 @@ func TestStore(t *testing.T) {
 		{"a source another member is creating is waited for, and decided once", testCreatingSourceWaited},
 		{"the rows an update claimed and did not write are dropped", testUnwrittenClaimsDropped},
 		{"an update that may skip held rows names them and does not wait", testSkipHeld},
+		{"an update that may skip held rows does not wait for a row written and not committed", testSkipHeldWritten},
 		{"members creating the same rows in any order neither race nor deadlock", testCreatingRowsNoRaces},
 		{"a batch that loses every race fails with ErrContention", testContention},
 		{"a row lock held by another member is waited for and counted", testLockWait},

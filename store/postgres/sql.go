@@ -105,14 +105,19 @@ func newStatements(schema string) statements {
 // transaction is inserting is waited for, not raced; one it committed after
 // this statement's snapshot is neither locked nor claimed, which the
 // caller sees as a name not returned, and reads again. So is, with SKIP
-// LOCKED, a row another transaction holds: the insert finds it there and
-// neither waits nor claims it. The claims are the Update's until it
+// LOCKED, a row another transaction holds: the insert leaves out every
+// row the snapshot has, as an insert that met the row would wait for a
+// holder that wrote it and has not committed. The claims are the Update's until it
 // commits: it writes their states or deletes them (dropSourceClaims,
 // dropEntityClaims), so no other transaction ever sees an empty state.
 func lockOrClaim(table, key, lock string) string {
+	absent := `u.n NOT IN (SELECT ` + key + ` FROM l)`
+	if lock == " SKIP LOCKED" {
+		absent = `NOT EXISTS (SELECT FROM {s}.` + table + ` t WHERE t.` + key + ` = u.n)`
+	}
 	return `WITH l AS (SELECT ` + key + `, state FROM {s}.` + table + ` WHERE ` + key + ` = ANY($1) ORDER BY ` + key + ` FOR UPDATE` + lock + `),
 		c AS (INSERT INTO {s}.` + table + ` (` + key + `, state)
-			SELECT u.n, ''::bytea FROM unnest($1::bytea[]) AS u(n) WHERE u.n NOT IN (SELECT ` + key + ` FROM l) ORDER BY u.n
+			SELECT u.n, ''::bytea FROM unnest($1::bytea[]) AS u(n) WHERE ` + absent + ` ORDER BY u.n
 			ON CONFLICT DO NOTHING RETURNING ` + key + `)
 		SELECT ` + key + `, state FROM l UNION ALL SELECT ` + key + `, ''::bytea FROM c`
 }

@@ -412,3 +412,43 @@ func testSkipHeld(t *testing.T, g *group) {
 		t.Fatalf("m2 stats %+v, want 2 held rows, no wait, no retry", st)
 	}
 }
+
+// testSkipHeldWritten holds a source row that another transaction wrote
+// and has not committed, as a member's batch does between its write and its
+// commit: an update that may skip held rows names it, and does not wait.
+func testSkipHeldWritten(t *testing.T, g *group) {
+	b := g.mustOpen("m2")
+	if err := b.Commit(t.Context(), &engine.Batch{Sources: []engine.SourceState{source(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(t.Context()))
+	if _, err := tx.Exec(t.Context(), `UPDATE `+g.schema+`.sources SET state = state WHERE id = $1`, []byte(sourceID())); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var held []string
+	go func() {
+		r := &engine.Reads{Sources: []string{sourceID()}, SkipHeld: true}
+		done <- b.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+			held = rows.Held.Sources
+			return &engine.Batch{}, nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil || fmt.Sprint(held) != fmt.Sprint([]string{sourceID()}) {
+			t.Fatalf("Update = %v, held %q: want the written row held", err, held)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the update waited for the transaction that wrote the row")
+	}
+}
