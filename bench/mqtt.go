@@ -99,13 +99,18 @@ type daemon struct {
 // newDaemon configures app.Run on brokerURL; protocol is mqtt.protocol
 // (empty: the default).
 func newDaemon(h *harness, brokerURL, protocol string) *daemon {
-	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(h))
 	if protocol == "" {
 		protocol = config.DefaultMQTTProtocol
 	}
+	return newDaemonMQTT(h, fmt.Sprintf("{brokers: [%q], protocol: %q, client_id: %q, session_expiry: 1h}",
+		brokerURL, protocol, testbroker.UniqueClientID("rg-peers")))
+}
+
+// newDaemonMQTT configures app.Run with mqtt, a YAML flow mapping.
+func newDaemonMQTT(h *harness, mqtt string) *daemon {
+	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(h))
 	text := fmt.Sprintf(benchfeed.Route, filepath.Join(h.TempDir(), "data")) +
-		fmt.Sprintf("mqtt: {brokers: [%q], protocol: %q, client_id: %q, session_expiry: 1h}\nhttp: {listen: %q}\n",
-			brokerURL, protocol, testbroker.UniqueClientID("rg-peers"), listen)
+		fmt.Sprintf("mqtt: %s\nhttp: {listen: %q}\n", mqtt, listen)
 	cfg, err := config.Parse([]byte(text), "(bench)", nil)
 	if err != nil {
 		h.Fatalf("configuration:\n%s\n%v", text, err)

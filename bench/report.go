@@ -161,6 +161,11 @@ const method = `How each side runs:
   the publisher's window reordered a source's sequences). The no-op consumer is paho's autopaho with
   automatic acknowledgements and a counter; it deduplicates nothing, its check is that every
   delivery arrived.
+- MQTT, two paths: replayguard as in the backlog row, with ` + "`mqtt.feeds`" + ` a and b, each path a
+  fresh Mosquitto whose session holds every delivery, as a producer that publishes to both leaves
+  them; the timer runs from its start until both paths' deliveries are decided (each second copy a
+  duplicate), and the rate counts the feed's deliveries once. The peer is replayguard draining the
+  same backlog from one path: the ratio is what the second path costs.
 - MQTT 3.1.1: the live row over MQTT 3.1.1 (the publisher stays on MQTT 5). replayguard is
   ` + "`app.Run`" + ` with ` + "`mqtt.protocol: 3.1.1`" + ` (source/mqtt3, Eclipse paho.mqtt.golang, manual acknowledgement
   after each commit); without a receive maximum, Mosquitto's 100 in flight bound its batches. The

@@ -63,6 +63,12 @@ func buildRows(o options, feed, mqttFeed []benchfeed.Message, sp spFeed, m machi
 			{short: "replayguard", name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, true) }},
 			{short: "no-op paho", name: "no-op auto-acking paho consumer", run: func(h *harness) result { return mqttNoop(h, mqttFeed, true) }},
 		}},
+		{id: "redundant", what: "MQTT, backlog drain from two paths (distinct messages)", goal: 0.8, sides: []side{
+			{short: "two paths", name: "`replayguard run` with `mqtt.feeds` a and b, each a Mosquitto holding the whole feed (embedded store)",
+				run: func(h *harness) result { return mqttRedundant(h, mqttFeed) }},
+			{short: "one path", name: "`replayguard run` on one Mosquitto holding the feed (embedded store)",
+				run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, true) }},
+		}},
 		{id: "mqtt311", what: "MQTT 3.1.1 end to end", goal: 0.8, sides: []side{
 			{short: "replayguard", name: "`replayguard run` with `mqtt.protocol: 3.1.1` (embedded store)", run: func(h *harness) result { return mqtt311Replayguard(h, mqttFeed, false) }},
 			{short: "no-op paho.mqtt.golang", name: "no-op auto-acking paho.mqtt.golang " + m.pahoMQTT + " consumer", run: func(h *harness) result { return mqtt311Noop(h, mqttFeed, false) }},
