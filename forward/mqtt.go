@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"time"
 
@@ -73,6 +74,7 @@ type MQTT struct {
 // mqttConn is one connection and the session that tracks its PUBACKs.
 type mqttConn struct {
 	client *paho.Client
+	raw    net.Conn
 	sess   *pubSession
 	broker string
 	quota  int    // in flight at most
@@ -152,6 +154,7 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 		if deadline == nil {
 			deadline = time.NewTimer(m.opts.AckTimeout)
 		}
+		mqttconn.QuickAck(c.raw) // nothing to write: the broker's PUBACKs must not wait for our ACK
 		select {
 		case rc := <-acks[acked]:
 			if rc >= 0x80 {
@@ -228,7 +231,7 @@ func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &mqttConn{sess: newPubSession(), broker: u.Redacted()}
+	c := &mqttConn{sess: newPubSession(), broker: u.Redacted(), raw: conn}
 	c.client = paho.NewClient(paho.ClientConfig{
 		ClientID:      m.opts.ClientID,
 		Conn:          packets.NewThreadSafeConn(conn),
