@@ -74,7 +74,8 @@ type MQTT struct {
 // mqttConn is one connection and the session that tracks its PUBACKs.
 type mqttConn struct {
 	client *paho.Client
-	raw    net.Conn
+	raw    net.Conn  // the TCP or TLS connection
+	cork   *corkConn // what paho writes on
 	sess   *pubSession
 	broker string
 	quota  int    // in flight at most
@@ -127,7 +128,9 @@ func (m *MQTT) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, 
 }
 
 // publish writes entries in order with up to c.quota in flight, and
-// returns how many of them, from the first, have their PUBACK.
+// returns how many of them, from the first, have their PUBACK. It tops the
+// window up once per wake, with every PUBACK that has come by then taken,
+// and writes the publishes of a top-up in one write.
 func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.OutboxEntry) (int, error) {
 	acks := make([]chan byte, len(entries))
 	sent, acked := 0, 0
@@ -138,18 +141,9 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 		}
 	}()
 	for acked < len(entries) {
-		for sent < len(entries) && sent-acked < c.quota {
-			if size := publishSize(entries[sent]); c.limit > 0 && size > int(c.limit) {
-				if sent == acked { // every entry before it is delivered: hold it
-					return acked, tooLarge(entries[sent], size, c.limit, c.broker, sent)
-				}
-				break // wait for the PUBACKs of the entries before it
-			}
-			acks[sent] = make(chan byte, 1)
-			if err := c.send(ctx, entries[sent], acks[sent]); err != nil {
-				return acked, fmt.Errorf("mqtt publish to %s on %s: %w", entries[sent].Target, c.broker, err)
-			}
-			sent++
+		var err error
+		if sent, err = c.fill(ctx, entries, acks, sent, acked); err != nil {
+			return acked, err
 		}
 		if deadline == nil {
 			deadline = time.NewTimer(m.opts.AckTimeout)
@@ -161,6 +155,11 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 				return acked, pubackError(entries[acked], rc, acked)
 			}
 			acked++
+			for ; acked < sent && len(acks[acked]) > 0; acked++ { // those that came meanwhile
+				if rc := <-acks[acked]; rc >= 0x80 {
+					return acked, pubackError(entries[acked], rc, acked)
+				}
+			}
 			deadline.Reset(m.opts.AckTimeout) // the next oldest gets its own time
 		case <-c.client.Done():
 			return acked, fmt.Errorf("mqtt connection to %s lost with %d publishes awaiting PUBACK", c.broker, sent-acked)
@@ -171,6 +170,32 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 		}
 	}
 	return acked, nil
+}
+
+// fill publishes entries from sent on while fewer than c.quota await their
+// PUBACK, each with its channel in acks, in one write, and returns the new
+// sent. An entry larger than the broker takes is held back until those
+// before it are delivered, then refused.
+func (c *mqttConn) fill(ctx context.Context, entries []engine.OutboxEntry, acks []chan byte, sent, acked int) (int, error) {
+	c.cork.Cork()
+	defer c.cork.Uncork()
+	for sent < len(entries) && sent-acked < c.quota {
+		if size := publishSize(entries[sent]); c.limit > 0 && size > int(c.limit) {
+			if sent == acked { // every entry before it is delivered: hold it
+				return sent, tooLarge(entries[sent], size, c.limit, c.broker, sent)
+			}
+			break // wait for the PUBACKs of the entries before it
+		}
+		acks[sent] = make(chan byte, 1)
+		if err := c.send(ctx, entries[sent], acks[sent]); err != nil {
+			return sent, fmt.Errorf("mqtt publish to %s on %s: %w", entries[sent].Target, c.broker, err)
+		}
+		sent++
+	}
+	if err := c.cork.Uncork(); err != nil {
+		return sent, fmt.Errorf("mqtt publish on %s: %w", c.broker, err)
+	}
+	return sent, nil
 }
 
 // pubackError is what a PUBACK reason code of 0x80 or more means: a
@@ -227,14 +252,14 @@ func (m *MQTT) connection(ctx context.Context) (*mqttConn, error) {
 func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout)
 	defer cancel()
-	conn, err := mqttconn.Dial(ctx, u, m.opts.TLS)
+	conn, err := mqttconn.DialBuffered(ctx, u, m.opts.TLS, 0, nil) // paho reads a PUBACK in three reads
 	if err != nil {
 		return nil, err
 	}
-	c := &mqttConn{sess: newPubSession(), broker: u.Redacted(), raw: conn}
+	c := &mqttConn{sess: newPubSession(), broker: u.Redacted(), raw: conn.Conn, cork: &corkConn{Conn: conn}}
 	c.client = paho.NewClient(paho.ClientConfig{
 		ClientID:      m.opts.ClientID,
-		Conn:          packets.NewThreadSafeConn(conn),
+		Conn:          packets.NewThreadSafeConn(c.cork),
 		Session:       c.sess,
 		PacketTimeout: m.opts.AckTimeout,
 		OnClientError: func(err error) { m.log.Warn("forward: mqtt output connection error", "broker", c.broker, "err", err) },
