@@ -84,7 +84,10 @@ func (w *EpochWindow) appendBinary(b []byte) []byte {
 func (s *SourceState) UnmarshalBinary(b []byte) error {
 	if len(b) > 0 && b[0] == '{' {
 		*s = SourceState{}
-		return json.Unmarshal(b, s)
+		if err := json.Unmarshal(b, s); err != nil {
+			return fmt.Errorf("decode a stored source row (JSON): %w", err)
+		}
+		return nil
 	}
 	r := rowReader{b: b}
 	r.format()
@@ -167,7 +170,10 @@ func (e *EntityState) AppendBinary(b []byte) ([]byte, error) {
 func (e *EntityState) UnmarshalBinary(b []byte) error {
 	if len(b) > 0 && b[0] == '{' {
 		*e = EntityState{}
-		return json.Unmarshal(b, e)
+		if err := json.Unmarshal(b, e); err != nil {
+			return fmt.Errorf("decode a stored entity row (JSON): %w", err)
+		}
+		return nil
 	}
 	r := rowReader{b: b}
 	r.format()

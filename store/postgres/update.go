@@ -317,7 +317,6 @@ func (s *Store) read(ctx context.Context, tx pgx.Tx, r *engine.Reads, wait bool)
 // row is a source's or an entity's state, as its row holds it.
 type row[T any] interface {
 	*T
-	encoding.BinaryMarshaler
 	encoding.BinaryUnmarshaler
 }
 
