@@ -13,8 +13,8 @@ import (
 // false) holds every PUBACK after the first until the first is
 // acknowledged, and with nothing written the acknowledgement waits for the
 // timer. The kernel leaves quick mode on its own, so a waiter calls it
-// each time it waits. It does nothing on a connection that is not TCP
-// (or TLS over TCP), and to one of Conn, whose reads go through a buffer.
+// each time it waits. conn is the TCP connection or the TLS one over it
+// (a Conn's own Conn, not the Conn); on anything else it does nothing.
 func QuickAck(conn net.Conn) {
 	if tc, ok := conn.(*tls.Conn); ok {
 		conn = tc.NetConn()
