@@ -55,7 +55,7 @@ func main() {
 	flag.IntVar(&o.sources, "sources", 50, "producers in the feed, each with its own sequence")
 	flag.Float64Var(&o.replays, "replays", 0.1, "fraction of updates delivered a second time, as after a failover")
 	flag.IntVar(&o.rounds, "rounds", 5, "alternating rounds per row; the table shows medians")
-	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,redundant,mqtt311,mqtt311-backlog,jetstream,sparkplug,sparkplug-backlog,engine,decide", "rows to run, comma-separated")
+	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,forward,redundant,mqtt311,mqtt311-backlog,jetstream,sparkplug,sparkplug-backlog,engine,decide", "rows to run, comma-separated")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness's process (the in-process sides: replayguard run, the peers' clients) to this file")
 	flag.StringVar(&o.out, "o", "", "BENCHMARKS.md to rewrite the peers section of (default: print only)")
 	flag.Parse()
@@ -119,7 +119,7 @@ func selectRows(names string, all []row) ([]row, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("-rows: no row %q (ingest, live, backlog, redundant, mqtt311, mqtt311-backlog, jetstream, sparkplug, sparkplug-backlog, engine, decide)", n)
+			return nil, fmt.Errorf("-rows: no row %q (ingest, live, backlog, forward, redundant, mqtt311, mqtt311-backlog, jetstream, sparkplug, sparkplug-backlog, engine, decide)", n)
 		}
 	}
 	return out, nil

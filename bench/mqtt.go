@@ -108,9 +108,14 @@ func newDaemon(h *harness, brokerURL, protocol string) *daemon {
 
 // newDaemonMQTT configures app.Run with mqtt, a YAML flow mapping.
 func newDaemonMQTT(h *harness, mqtt string) *daemon {
+	return newDaemonConfig(h, fmt.Sprintf(benchfeed.Route, filepath.Join(h.TempDir(), "data")), mqtt)
+}
+
+// newDaemonConfig configures app.Run with the store and routes of
+// storeRoutes (YAML) and mqtt, a YAML flow mapping.
+func newDaemonConfig(h *harness, storeRoutes, mqtt string) *daemon {
 	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(h))
-	text := fmt.Sprintf(benchfeed.Route, filepath.Join(h.TempDir(), "data")) +
-		fmt.Sprintf("mqtt: %s\nhttp: {listen: %q}\n", mqtt, listen)
+	text := storeRoutes + fmt.Sprintf("mqtt: %s\nhttp: {listen: %q}\n", mqtt, listen)
 	cfg, err := config.Parse([]byte(text), "(bench)", nil)
 	if err != nil {
 		h.Fatalf("configuration:\n%s\n%v", text, err)

@@ -63,6 +63,11 @@ func buildRows(o options, feed, mqttFeed []benchfeed.Message, sp spFeed, m machi
 			{short: "replayguard", name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, true) }},
 			{short: "no-op paho", name: "no-op auto-acking paho consumer", run: func(h *harness) result { return mqttNoop(h, mqttFeed, true) }},
 		}},
+		{id: "forward", what: "MQTT end to end, live feed, with a clean stream", goal: 0.8, sides: []side{
+			{short: "with forward", name: "`replayguard run` with `- forward: {topic: \"clean/{topic}\"}` on its route, a downstream paho consumer on the same Mosquitto (embedded store)",
+				run: func(h *harness) result { return mqttForward(h, mqttFeed) }},
+			{short: "without", name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, false) }},
+		}},
 		{id: "redundant", what: "MQTT, backlog drain from two paths (distinct messages)", goal: 0.8, sides: []side{
 			{short: "two paths", name: "`replayguard run` with `mqtt.feeds` a and b, each a Mosquitto holding the whole feed (embedded store)",
 				run: func(h *harness) result { return mqttRedundant(h, mqttFeed) }},
