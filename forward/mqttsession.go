@@ -2,11 +2,14 @@ package forward
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"sync"
 
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho/session"
 	"github.com/eclipse/paho.golang/paho/session/state"
+	"github.com/eclipse/paho.golang/paho/store/memory"
 )
 
 // pubSession is paho's in-memory session state of one connection, which
@@ -27,8 +30,23 @@ type pubSession struct {
 }
 
 func newPubSession() *pubSession {
-	return &pubSession{SessionManager: state.NewInMemory(), waiting: map[uint16]chan<- byte{}}
+	return &pubSession{SessionManager: state.New(unkept{}, memory.New()), waiting: map[uint16]chan<- byte{}}
 }
+
+// unkept is the store of the publishes paho would resend on a connection
+// that resumes its session. The output's connections never do (a clean
+// session that ends with them: the outbox sends again what had no PUBACK),
+// so it keeps none: paho's in-memory store copied every PUBLISH into it.
+type unkept struct{}
+
+func (unkept) Put(uint16, byte, io.WriterTo) error { return nil }
+func (unkept) Get(id uint16) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("publish %d was not kept: the output resends from its outbox", id)
+}
+func (unkept) Delete(uint16) error     { return nil }
+func (unkept) Quarantine(uint16) error { return nil }
+func (unkept) List() ([]uint16, error) { return nil, nil }
+func (unkept) Reset() error            { return nil }
 
 // expect names the channel (buffered, one slot) that receives the reason
 // code of the next PUBLISH's PUBACK.
