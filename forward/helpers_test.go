@@ -29,8 +29,16 @@ type rig struct {
 
 func newRig(t *testing.T, fwd engine.ForwardSpec, outputs map[string]forward.Output, opts forward.Options) *rig {
 	t.Helper()
+	return newRigWith(t, fwd, outputs, opts, func(s *memory.Store) engine.OutboxStore { return s })
+}
+
+// newRigWith is newRig with the drainer reading the store through what
+// wrap returns.
+func newRigWith(t *testing.T, fwd engine.ForwardSpec, outputs map[string]forward.Output, opts forward.Options,
+	wrap func(*memory.Store) engine.OutboxStore) *rig {
+	t.Helper()
 	r := &rig{t: t, store: memory.New()}
-	opts.Store, opts.Outputs = r.store, outputs
+	opts.Store, opts.Outputs = wrap(r.store), outputs
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
 	}

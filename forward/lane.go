@@ -32,8 +32,10 @@ type lane struct {
 	wake  chan struct{}
 	after uint64 // entries up to here are delivered, held or of another kind
 	// rewind has the next catch-up read from the start of the outbox: an
-	// entry below after is pending again (an operator retried it).
+	// entry below after is pending again (an operator retried it, or its
+	// mark failed).
 	rewind atomic.Bool
+	mark   *marker // while runLane runs
 
 	mu sync.Mutex
 	st OutputStatus
@@ -64,6 +66,8 @@ func (d *Drainer) maxBackoff(kind string) time.Duration {
 // jittered, doubling backoff, whatever commits meanwhile; otherwise it
 // waits for a commit that concerns it or for the poll.
 func (d *Drainer) runLane(ctx context.Context, l *lane) {
+	l.mark = d.startMarker(ctx, l)
+	defer l.mark.stop()
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		err := d.catchUp(ctx, l)
@@ -103,7 +107,11 @@ func sleep(ctx context.Context, d time.Duration) {
 // cursor after the last entry done, so that the next attempt sends the
 // rest again. A rewound lane reads from the start.
 func (d *Drainer) catchUp(ctx context.Context, l *lane) error {
+	if err := l.mark.takeErr(); err != nil {
+		return err
+	}
 	if l.rewind.Swap(false) {
+		l.mark.wait() // what was delivered is marked first, not sent again
 		l.after = 0
 	}
 	for {
@@ -121,6 +129,9 @@ func (d *Drainer) catchUp(ctx context.Context, l *lane) error {
 			}
 		}
 		if err := d.deliver(ctx, l, mine); err != nil {
+			return err
+		}
+		if err := l.mark.takeErr(); err != nil {
 			return err
 		}
 		l.after = page[len(page)-1].ID
@@ -160,8 +171,9 @@ func (d *Drainer) deliver(ctx context.Context, l *lane, entries []engine.OutboxE
 	return nil
 }
 
-// done counts delivered entries, then marks them done in the store: a
-// copy that is sent again after a failure here counts again.
+// done counts delivered entries, then hands them to the lane's marker,
+// which marks them done in the store: a copy that is sent again after its
+// mark failed counts again.
 func (d *Drainer) done(ctx context.Context, l *lane, entries []engine.OutboxEntry) error {
 	ids := make([]uint64, len(entries))
 	now := time.Now()
@@ -173,14 +185,8 @@ func (d *Drainer) done(ctx context.Context, l *lane, entries []engine.OutboxEntr
 	l.mu.Lock()
 	l.st.Delivered += uint64(len(entries))
 	l.mu.Unlock()
-	if err := d.opts.Store.OutboxDone(ctx, l.id.member, ids); err != nil {
-		return fmt.Errorf("mark %d delivered entries done (they are sent again): %w", len(ids), err)
-	}
 	l.after = ids[len(ids)-1]
-	if l.own {
-		d.removed(len(entries))
-	}
-	return nil
+	return l.mark.add(ctx, ids)
 }
 
 // hold holds an entry its downstream refused for good.
