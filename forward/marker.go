@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// markAhead is how many delivered pages a lane may hand its marker before
-// it waits for their marks: so many are sent again after a crash.
+// markAhead is how many delivered pages may wait for the marker, besides
+// those it is marking, before the lane waits: so many more are sent again
+// after a crash.
 const markAhead = 4
 
 // markFlush bounds how long a stopping lane's marker goes on marking what
@@ -17,9 +18,9 @@ const markFlush = 10 * time.Second
 
 // marker marks a lane's delivered entries done off the lane's path: the
 // lane hands each delivered page over and goes on to the next while the
-// marker commits, in one OutboxDone, every page waiting by then. A commit
-// that waited behind the engine's (one writer at a time, each synced)
-// held the lane for as long before. A mark that fails rewinds the lane, so
+// marker commits, in one OutboxDone, every page waiting by then. Before,
+// the lane made that commit itself, and on the embedded store it waited
+// behind the engine's (one writer at a time, each synced). A mark that fails rewinds the lane, so
 // the entries it left pending are sent again.
 type marker struct {
 	d       *Drainer
