@@ -16,7 +16,7 @@ import (
 // a store written before the outbox existed keeps its layout version:
 //
 //	outbox      big-endian id -> uvarint n | n bytes of entry meta | raw payload, the meta
-//	            outboxFormat and the entry's fields (appendOutboxMeta), or, written
+//	            outboxFormat and the entry's fields (appendOutboxEntry), or, written
 //	            before it, the entry's JSON without payload (still read)
 //	outboxheld  big-endian id -> uvarint n | n bytes of HeldEntry JSON without payload | raw payload
 //	meta        "outboxdepth" -> big-endian count of the outbox's entries
@@ -56,8 +56,8 @@ func encodeOutbox(b *engine.Batch) ([][]byte, error) {
 
 // outboxFormat is the first byte of an entry's binary meta: never '{', the
 // first byte of the JSON meta written before it. Deciding a message with
-// a forward effect encodes its entry and draining the outbox decodes it;
-// JSON was a tenth of what forwarding cost.
+// a forward effect encodes its entry and draining the outbox decodes it:
+// 4.7-4.9 µs an entry as JSON, 0.7 µs so (BenchmarkOutboxEntry).
 const outboxFormat = 1
 
 // appendOutboxEntry appends e as an outbox value: its meta, length first,
@@ -113,7 +113,7 @@ func decodeOutboxEntry(v []byte) (engine.OutboxEntry, error) {
 	}
 	copy(e.Key[:], d.raw(len(e.Key)))
 	e.Epoch, e.Sequence = d.str(), d.varint()
-	if err := e.Time.UnmarshalBinary(d.raw(int(min(d.uvarint(), uint64(len(d.b)+1))))); err != nil {
+	if t := d.bytes(); d.err == nil && e.Time.UnmarshalBinary(t) != nil {
 		d.fail()
 	}
 	if d.err != nil || len(d.b) > 0 {
