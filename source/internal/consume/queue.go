@@ -69,6 +69,19 @@ func (q *Queue[D]) Push(d D) bool {
 func (q *Queue[D]) Take(dst []D, n int) []D {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.take(dst, n)
+}
+
+// Close stops accepting deliveries and returns those left.
+func (q *Queue[D]) Close() []D {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	return q.take(make([]D, 0, q.n), q.n)
+}
+
+// take is Take with mu held.
+func (q *Queue[D]) take(dst []D, n int) []D {
 	for n = min(n, q.n); n > 0; {
 		b := q.blocks[0]
 		taken := b[q.head:min(len(b), q.head+n)]
@@ -85,15 +98,6 @@ func (q *Queue[D]) Take(dst []D, n int) []D {
 		q.signal()
 	}
 	return dst
-}
-
-// Close stops accepting deliveries and returns those left.
-func (q *Queue[D]) Close() []D {
-	q.mu.Lock()
-	n := q.n
-	q.closed = true
-	q.mu.Unlock()
-	return q.Take(make([]D, 0, n), n)
 }
 
 // block returns an empty block. Called with mu held.
