@@ -21,9 +21,10 @@ const replayKeys = 1 << 20
 // records changed it. It keeps the last replayKeys applied keys with the
 // entities they changed, interned: a key is 32 bytes and an index.
 type replays struct {
-	keys     map[engine.Hash]int32 // → sets
-	order    []engine.Hash         // keys in the order applied, a ring of replayKeys
+	keys     map[engine.Hash]keySet
+	order    []engine.Hash // keys in the order applied, a ring of limit
 	next     int
+	limit    int               // replayKeys when 0
 	sets     [][]string        // the entities one applied record changed
 	setIndex map[string]int32  // a set's names joined by NUL → its index
 	counts   map[string]uint64 // entity → suppressed in the period
@@ -44,7 +45,7 @@ func (p *replays) note(r *engine.AuditRecord, period bool) {
 		}
 		id := strings.Join(names, "\x00")
 		if p.keys == nil {
-			p.keys, p.setIndex, p.counts = map[engine.Hash]int32{}, map[string]int32{}, map[string]uint64{}
+			p.keys, p.setIndex, p.counts = map[engine.Hash]keySet{}, map[string]int32{}, map[string]uint64{}
 		}
 		i, ok := p.setIndex[id]
 		if !ok {
@@ -58,26 +59,36 @@ func (p *replays) note(r *engine.AuditRecord, period bool) {
 	if !period || r.Outcome != engine.Duplicate.String() {
 		return
 	}
-	if i, ok := p.keys[r.Key]; ok {
-		for _, name := range p.sets[i] {
+	if k, ok := p.keys[r.Key]; ok {
+		for _, name := range p.sets[k.set] {
 			p.counts[name]++
 		}
 	}
 }
 
-// remember keeps key's entities, forgetting the oldest key beyond
-// replayKeys.
+// keySet is an applied key's entities (an index into sets) and its place
+// in order: a key applied again has a newer place, which the reuse of its
+// older one must not forget.
+type keySet struct{ set, slot int32 }
+
+// remember keeps key's entities, forgetting the oldest key beyond the
+// limit.
 func (p *replays) remember(key engine.Hash, set int32) {
-	if len(p.order) < replayKeys {
-		p.order = append(p.order, key)
-	} else {
-		if old := p.order[p.next]; old != key {
-			delete(p.keys, old)
-		}
-		p.order[p.next] = key
-		p.next = (p.next + 1) % replayKeys
+	limit := p.limit
+	if limit == 0 {
+		limit = replayKeys
 	}
-	p.keys[key] = set
+	if len(p.order) < limit {
+		p.order = append(p.order, key)
+		p.keys[key] = keySet{set, int32(len(p.order) - 1)}
+		return
+	}
+	if old := p.order[p.next]; p.keys[old].slot == int32(p.next) {
+		delete(p.keys, old)
+	}
+	p.order[p.next] = key
+	p.keys[key] = keySet{set, int32(p.next)}
+	p.next = (p.next + 1) % limit
 }
 
 // top returns the n entities with the most replays suppressed, most first
