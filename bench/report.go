@@ -164,8 +164,7 @@ const method = `How each side runs:
 - MQTT with a clean stream: replayguard as in the live row, its route with a ` + "`forward`" + ` effect that
   publishes each applied message's copy to ` + "`clean/<topic>`" + ` on the same Mosquitto, where a
   downstream paho consumer with automatic acknowledgements takes them; the timer runs until every
-  delivery is decided and every distinct update's copy reached the downstream (fewer copies count
-  as dropped). The peer is replayguard without the effect: the ratio is what the clean stream costs
+  delivery is decided and every distinct update's copy reached the downstream. The peer is replayguard without the effect: the ratio is what the clean stream costs
   on one machine that also runs the broker and the downstream.
 - MQTT, two paths: replayguard as in the backlog row, with ` + "`mqtt.feeds`" + ` a and b, each path a
   fresh Mosquitto whose session holds every delivery, as a producer that publishes to both leaves
