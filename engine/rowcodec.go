@@ -10,10 +10,10 @@ import (
 	"slices"
 )
 
-// The binary row format of a source's window and an entity's state, which the
-// shared stores keep: a member decodes every row its batch touches, and JSON
+// The binary row format of a source's window and an entity's state, which
+// every store keeps: a member decodes every row its batch touches, and JSON
 // decoding was a third of its CPU. The first byte is rowFormat; a row that
-// starts with '{' is the JSON these stores wrote before, and is still read.
+// starts with '{' is the JSON the stores wrote before, and is still read.
 //
 //	source: rowFormat | str route | list(str) source | list(epoch) epochs |
 //	        n str seen | bytes sparkplug JSON (empty when nil) | str feed
@@ -30,7 +30,7 @@ const rowFormat = 1
 
 var errRowShort = errors.New("row ends early")
 
-// MarshalBinary encodes the window as a row of the shared stores.
+// MarshalBinary encodes the window as a row of the stores.
 func (s *SourceState) MarshalBinary() ([]byte, error) { return s.AppendBinary(nil) }
 
 // AppendBinary appends the window's row encoding to b.
@@ -79,7 +79,7 @@ func (w *EpochWindow) appendBinary(b []byte) []byte {
 	return b
 }
 
-// UnmarshalBinary decodes a row of the shared stores: the binary encoding,
+// UnmarshalBinary decodes a stored row: the binary encoding,
 // or the JSON written before it.
 func (s *SourceState) UnmarshalBinary(b []byte) error {
 	if len(b) > 0 && b[0] == '{' {
@@ -144,7 +144,7 @@ func (r *rowReader) epoch() EpochWindow {
 	return w
 }
 
-// MarshalBinary encodes the entity as a row of the shared stores.
+// MarshalBinary encodes the entity as a row of the stores.
 func (e *EntityState) MarshalBinary() ([]byte, error) { return e.AppendBinary(nil) }
 
 // AppendBinary appends the entity's row encoding to b.
@@ -165,7 +165,7 @@ func (e *EntityState) AppendBinary(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// UnmarshalBinary decodes a row of the shared stores: the binary encoding,
+// UnmarshalBinary decodes a stored row: the binary encoding,
 // or the JSON written before it.
 func (e *EntityState) UnmarshalBinary(b []byte) error {
 	if len(b) > 0 && b[0] == '{' {

@@ -10,15 +10,15 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// The layout, one bucket per table (schemaVersion 1):
+// The layout, one bucket per table (schemaVersion 2):
 //
 //	audit       big-endian position of the chunk's first record ->
 //	            a chunk of consecutive records of one batch, see auditcodec.go
 //	keys        big-endian ordinal of the chunk's first entry when written ->
 //	            a chunk of up to chunkEntries consecutive entries of one batch,
 //	            each big-endian ordinal (8) | key (32) | digest (32) | big-endian unix nanos (8)
-//	sources     engine.SourceID     -> SourceState JSON
-//	entities    name                -> EntityState JSON
+//	sources     engine.SourceID     -> SourceState row (SourceState.AppendBinary)
+//	entities    name                -> EntityState row (EntityState.AppendBinary)
 //	quarantine  big-endian id       -> uvarint n | n bytes of entry JSON without payload | raw payload
 //	meta        "version" -> big-endian schemaVersion
 //	            "head"    -> big-endian position (8) | hash (32)
@@ -133,16 +133,30 @@ func decodeQuarantine(v []byte) (engine.QuarantineEntry, error) {
 	return q, nil
 }
 
-// decodeAll decodes every JSON value of the bucket name.
-func decodeAll[T any](tx *bolt.Tx, name []byte) ([]T, error) {
+// row is a source's or an entity's state, which the store keeps in the
+// engine's binary row encoding; rows a version 1 store wrote are JSON,
+// which the same decoder reads.
+type row[T any] interface {
+	*T
+	UnmarshalBinary([]byte) error
+}
+
+// decodeRow decodes the row v of key k in bucket name.
+func decodeRow[T any, P row[T]](name, k, v []byte) (T, error) {
+	var x T
+	if err := P(&x).UnmarshalBinary(v); err != nil {
+		return x, fmt.Errorf("embedded: corrupt value %q in %s: %w", k, name, err)
+	}
+	return x, nil
+}
+
+// decodeAll decodes every row of the bucket name.
+func decodeAll[T any, P row[T]](tx *bolt.Tx, name []byte) ([]T, error) {
 	var out []T
 	err := tx.Bucket(name).ForEach(func(k, v []byte) error {
-		var x T
-		if err := json.Unmarshal(v, &x); err != nil {
-			return fmt.Errorf("embedded: corrupt value %q in %s: %w", k, name, err)
-		}
+		x, err := decodeRow[T, P](name, k, v)
 		out = append(out, x)
-		return nil
+		return err
 	})
 	return out, err
 }

@@ -3,7 +3,6 @@ package embedded
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -41,12 +40,12 @@ func encode(b *engine.Batch) (*encoded, error) {
 	}
 	var err error
 	for i := range b.Sources {
-		if e.sources[i], err = json.Marshal(&b.Sources[i]); err != nil {
+		if e.sources[i], err = b.Sources[i].AppendBinary(nil); err != nil {
 			return nil, fmt.Errorf("embedded: encode source %q: %w", b.Sources[i].Route, err)
 		}
 	}
 	for i := range b.Entities {
-		if e.entities[i], err = json.Marshal(&b.Entities[i]); err != nil {
+		if e.entities[i], err = b.Entities[i].AppendBinary(nil); err != nil {
 			return nil, fmt.Errorf("embedded: encode entity %q: %w", b.Entities[i].Name, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -26,8 +27,12 @@ const FileName = "replayguard.db"
 const lockTimeout = time.Second
 
 // schemaVersion is the layout of the buckets described in codec.go. Open
-// refuses a store written with another layout.
-const schemaVersion = 1
+// refuses a store written with another layout, except version 1, whose
+// source and entity rows were JSON: the row decoder still reads those, so
+// a writer raises it to 2 (and rewrites each row binary when it next
+// writes it), and a reader reads it as it is. A build before version 2
+// refuses a store raised to it, rather than misread its rows.
+const schemaVersion = 2
 
 // ErrReadOnly is returned by Commit on a store opened with Options.ReadOnly.
 var ErrReadOnly = errors.New("embedded: store opened read-only")
@@ -117,8 +122,9 @@ func (s *Store) init() error {
 		if m == nil {
 			return fmt.Errorf("embedded: %s is not an initialised store", s.path)
 		}
-		if v := m.Get(keyVersion); len(v) != 8 || binary.BigEndian.Uint64(v) != schemaVersion {
-			return fmt.Errorf("embedded: %s has an unknown layout (version %x, want %d)", s.path, v, schemaVersion)
+		v := m.Get(keyVersion)
+		if len(v) != 8 || binary.BigEndian.Uint64(v) == 0 || binary.BigEndian.Uint64(v) > schemaVersion {
+			return fmt.Errorf("embedded: %s has an unknown layout (version %x, want %d): a newer replayguard wrote it, upgrade this one", s.path, v, schemaVersion)
 		}
 		return nil
 	}
@@ -126,17 +132,25 @@ func (s *Store) init() error {
 		return s.db.View(check)
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
+		version := binary.BigEndian.AppendUint64(nil, schemaVersion)
 		if tx.Bucket(bucketMeta) == nil {
 			for _, name := range allBuckets {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return fmt.Errorf("embedded: create bucket %s: %w", name, err)
 				}
 			}
-			if err := tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, schemaVersion)); err != nil {
+			if err := tx.Bucket(bucketMeta).Put(keyVersion, version); err != nil {
 				return err
 			}
 		}
-		return check(tx)
+		if err := check(tx); err != nil {
+			return err
+		}
+		if m := tx.Bucket(bucketMeta); !bytes.Equal(m.Get(keyVersion), version) {
+			s.log.Info("store layout raised", "path", s.path, "from", binary.BigEndian.Uint64(m.Get(keyVersion)), "to", schemaVersion)
+			return m.Put(keyVersion, version)
+		}
+		return nil
 	})
 }
 

@@ -1,10 +1,13 @@
 package embedded_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -121,5 +124,99 @@ func TestRefusesAnotherLayout(t *testing.T) {
 	if s, err := embedded.Open(dir, embedded.Options{}); err == nil {
 		_ = s.Close()
 		t.Fatal("Open accepted a store with layout version 9")
+	}
+}
+
+// A version 1 store kept its sources and entities as JSON: a reader reads
+// them as they are, a writer raises the layout to 2, reads the same, and
+// writes the rows it changes binary.
+func TestReadsVersion1Rows(t *testing.T) {
+	dir := t.TempDir()
+	src := engine.SourceState{Route: "r", Source: []string{"a", "1"}, Feed: "b",
+		Epochs: []engine.EpochWindow{{Epoch: "7", Numeric: true, Value: 7, High: 3, First: 1, Bitmap: []uint64{0b1110, 0}}}}
+	ent := engine.EntityState{Name: "unit/1", Fields: map[string]engine.FieldValue{
+		"status": {Kind: engine.KindString, Str: "released", Version: engine.Version{Epoch: 7, Sequence: 3, Ordinal: 2}}}}
+	s, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, embedded.FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		sj, _ := json.Marshal(&src)
+		ej, _ := json.Marshal(&ent)
+		return errors.Join(tx.Bucket([]byte("meta")).Put([]byte("version"), []byte{0, 0, 0, 0, 0, 0, 0, 1}),
+			tx.Bucket([]byte("sources")).Put([]byte(src.ID()), sj),
+			tx.Bucket([]byte("entities")).Put([]byte(ent.Name), ej))
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() (version, srcRow, entRow []byte) {
+		t.Helper()
+		db, err := bolt.Open(filepath.Join(dir, embedded.FileName), 0o600, &bolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		_ = db.View(func(tx *bolt.Tx) error {
+			version = bytes.Clone(tx.Bucket([]byte("meta")).Get([]byte("version")))
+			srcRow = bytes.Clone(tx.Bucket([]byte("sources")).Get([]byte(src.ID())))
+			entRow = bytes.Clone(tx.Bucket([]byte("entities")).Get([]byte(ent.Name)))
+			return nil
+		})
+		return
+	}
+	check := func(s *embedded.Store) {
+		t.Helper()
+		snap, err := s.Load(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Sources) != 1 || !reflect.DeepEqual(snap.Sources[0], src) {
+			t.Errorf("sources = %+v, want %+v", snap.Sources, src)
+		}
+		if len(snap.Entities) != 1 || !reflect.DeepEqual(snap.Entities[0], ent) {
+			t.Errorf("entities = %+v, want %+v", snap.Entities, ent)
+		}
+	}
+
+	r, err := embedded.Open(dir, embedded.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(r)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := stored(); v[7] != 1 {
+		t.Fatalf("a read-only open changed the layout to %x", v)
+	}
+
+	w, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	check(w)
+	src.Epochs[0].High, src.Epochs[0].Bitmap[0] = 4, 0b11110
+	if err := w.Commit(t.Context(), &engine.Batch{Sources: []engine.SourceState{src}}); err != nil {
+		t.Fatal(err)
+	}
+	check(w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, sr, er := stored()
+	if v[7] != 2 {
+		t.Errorf("layout after a writer's open = %x, want 2", v)
+	}
+	if sr[0] == '{' || er[0] != '{' {
+		t.Errorf("rows after one write: source %q, entity %q; want the source binary and the entity left as it was", sr, er)
 	}
 }
