@@ -94,7 +94,11 @@ func (e *Engine) fedBy(d *Delivery, feed string) {
 // lookupSource returns the window of d's (route, source), or nil.
 func (e *Engine) lookupSource(d *Delivery) *SourceState {
 	var buf [128]byte
-	return e.sources[string(appendSourceID(buf[:0], d.route.Name, d.source))]
+	id := appendSourceID(buf[:0], d.route.Name, d.source)
+	if s := e.sources[string(id)]; s != nil || e.rows == nil {
+		return s
+	}
+	return e.readSource(id)
 }
 
 // decide is the decision proper, on a decoded message: the key window, then
@@ -187,6 +191,11 @@ func (e *Engine) source(d *Delivery) *SourceState {
 	var buf [128]byte
 	id := appendSourceID(buf[:0], d.route.Name, d.source)
 	s := e.sources[string(id)] // no allocation for the lookup
+	if s == nil && e.rows != nil {
+		if s = e.readSource(id); s == nil {
+			e.rows.sources++
+		}
+	}
 	if s == nil {
 		// Copies, not d.srcBuf and substrings of the payload: they would
 		// keep the message alive.

@@ -33,6 +33,11 @@ func (e *Engine) project(d *Delivery, ver Version) []Change {
 			continue
 		}
 		ent := e.entities[name]
+		if ent == nil && e.rows != nil {
+			if ent = e.readEntity(name); ent == nil {
+				e.rows.entities++
+			}
+		}
 		if ent == nil {
 			if e.unread != nil {
 				e.unread.entity(name)

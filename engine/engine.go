@@ -17,6 +17,7 @@ const (
 	DefaultMaxEntries   = 1_000_000
 	DefaultSequenceSpan = 4096
 	DefaultKeepEpochs   = 2
+	DefaultCachedRows   = 100_000
 )
 
 // Options configures an Engine. The zero value of every field but Routes
@@ -51,6 +52,11 @@ type Options struct {
 	// StoreName names the store in messages about it (its kind and
 	// server). Default: its type.
 	StoreName string
+	// CachedRows bounds the sources and entities kept in memory between
+	// batches on a store that reads them one at a time
+	// (Capabilities.Rows); past it the rows the last commits wrote are
+	// let go and read again when a batch needs them. Default 100,000.
+	CachedRows int
 }
 
 // Observer hears about every durable commit.
@@ -115,7 +121,11 @@ type Engine struct {
 	keys     *keyWindow
 	sources  map[string]*SourceState
 	entities map[string]*entity
-	refused  SQLRefusals // keys whose sql effects the store refused, for this batch
+	// rows, on a store that reads rows one at a time, reads the sources
+	// and entities missing from sources and entities (lazy.go); nil when
+	// they hold every row.
+	rows    *lazyRows
+	refused SQLRefusals // keys whose sql effects the store refused, for this batch
 	// unread, on a shared store while a batch holds deliveries a kind
 	// places, collects the rows deciding looked for that the batch's
 	// Reads did not name (sharedreads.go).
@@ -188,6 +198,9 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	if sh := caps.Shared; sh != nil {
 		e.win = newSharedWindows(e, sh, opts.Journal)
 	} else {
+		if caps.Rows != nil {
+			e.rows = &lazyRows{r: caps.Rows, limit: opts.CachedRows}
+		}
 		e.win = newOwnedWindows(e)
 	}
 	if err := e.win.load(ctx); err != nil && !errors.As(err, new(*StoreLoss)) {
@@ -213,6 +226,9 @@ func (o *Options) setDefaults() error {
 	if o.MaxPayload == 0 {
 		o.MaxPayload = DefaultMaxPayload
 	}
+	if o.CachedRows == 0 {
+		o.CachedRows = DefaultCachedRows
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -220,7 +236,7 @@ func (o *Options) setDefaults() error {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	switch {
-	case o.TTL < 0 || o.MaxEntries < 0 || o.MaxPayload < 0 || o.KeepEpochs < 0:
+	case o.TTL < 0 || o.MaxEntries < 0 || o.MaxPayload < 0 || o.KeepEpochs < 0 || o.CachedRows < 0:
 		return fmt.Errorf("%w: negative window or limit", ErrConfig)
 	case o.SequenceSpan < 64 || o.SequenceSpan%64 != 0:
 		return fmt.Errorf("%w: sequence_span %d is not a positive multiple of 64", ErrConfig, o.SequenceSpan)

@@ -22,6 +22,7 @@ type ownedWindows struct {
 	committedGen atomic.Uint64   // the generation the committer accepts
 	gen          uint64          // state generation: bumped by every reload after a failed commit; under e.mu
 	evicted      uint64          // EvictBelow last sealed; under e.mu
+	last         *commitJob      // the batch sealed last; under e.mu
 }
 
 // newOwnedWindows starts the committer; close stops it.
@@ -34,7 +35,16 @@ func newOwnedWindows(e *Engine) *ownedWindows {
 // load (re)builds the in-memory state from the store.
 func (w *ownedWindows) load(ctx context.Context) error {
 	e := w.e
-	snap, err := e.store.Load(ctx)
+	var snap *Snapshot
+	var err error
+	if e.rows != nil {
+		snap, err = e.rows.r.LoadKeys(ctx)
+		if err == nil {
+			e.rows.sources, e.rows.entities, err = e.rows.r.CountRows(ctx)
+		}
+	} else {
+		snap, err = e.store.Load(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("load store: %w", err)
 	}
@@ -63,14 +73,24 @@ func (w *ownedWindows) load(ctx context.Context) error {
 
 func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (func() ([]Decision, error), error) {
 	e := w.e
+	w.trim()
+	if err := e.ready(ctx); err != nil { // trim found a failed commit
+		return nil, err
+	}
 	now := e.opts.Now()
 	e.keys.expire(now.Add(-e.ttl).UnixNano())
 	out := make([]Decision, len(msgs))
 	if b := &e.pending.batch; b.Audit == nil { // room for the batch: no copying as it grows
 		b.Audit, b.Keys = make([]AuditRecord, 0, len(msgs)), make([]KeyEntry, 0, len(msgs))
 	}
+	if e.rows != nil {
+		e.rows.begin(ctx)
+	}
 	for i := range msgs {
 		out[i] = e.decideOne(&msgs[i], now, 0, "")
+	}
+	if err := w.settleRows(); err != nil {
+		return nil, err
 	}
 	c := w.seal(ctx)
 	return func() ([]Decision, error) {
@@ -84,7 +104,13 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (func() ([]De
 
 // act lets e.mu go while the commit runs.
 func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
+	if w.e.rows != nil {
+		w.e.rows.begin(ctx)
+	}
 	fill(w.e.opts.Now())
+	if err := w.settleRows(); err != nil {
+		return err
+	}
 	c := w.seal(ctx)
 	w.e.mu.Unlock()
 	<-c.done
@@ -114,7 +140,16 @@ func (w *ownedWindows) seal(ctx context.Context) *commitJob {
 	}
 	c := &commitJob{ctx: ctx, batch: b, gen: w.gen, head: e.tail, done: make(chan struct{})}
 	w.queue <- c
+	w.last = c
 	return c
+}
+
+// drain waits until every batch sealed so far is committed or failed. The
+// committer never takes e.mu, so it may be called with e.mu held.
+func (w *ownedWindows) drain() {
+	if w.last != nil {
+		<-w.last.done
+	}
 }
 
 // committer writes sealed batches in order. It is the only caller of
@@ -156,8 +191,15 @@ func (w *ownedWindows) close() {
 
 func (w *ownedWindows) member() (string, bool) { return "", false }
 
-func (w *ownedWindows) readState(context.Context) ([]EntityState, error) {
+func (w *ownedWindows) readState(ctx context.Context) ([]EntityState, error) {
 	e := w.e
+	if e.rows != nil { // memory holds some rows only: read the store's
+		snap, err := e.store.Load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return snap.Entities, nil
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]EntityState, 0, len(e.entities))
@@ -168,8 +210,15 @@ func (w *ownedWindows) readState(context.Context) ([]EntityState, error) {
 	return out, nil
 }
 
-func (w *ownedWindows) readSources(context.Context) ([]SourceReport, error) {
+func (w *ownedWindows) readSources(ctx context.Context) ([]SourceReport, error) {
 	e := w.e
+	if e.rows != nil {
+		snap, err := e.store.Load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return SourceReports(snap.Sources), nil
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	states := make([]SourceState, 0, len(e.sources))
@@ -185,5 +234,9 @@ func (w *ownedWindows) stats() Stats {
 	defer e.mu.Unlock()
 	e.headMu.Lock()
 	defer e.headMu.Unlock()
-	return Stats{Keys: e.keys.len(), Sources: len(e.sources), Entities: len(e.entities), Position: e.head.Position}
+	st := Stats{Keys: e.keys.len(), Sources: len(e.sources), Entities: len(e.entities), Position: e.head.Position}
+	if e.rows != nil {
+		st.Sources, st.Entities = e.rows.sources, e.rows.entities
+	}
+	return st
 }

@@ -97,53 +97,101 @@ func (m *model) decide(g genuine) string {
 // compares every outcome and the final state with the model. The seed is
 // printed; REPLAYGUARD_SEED replays one.
 func TestDecisionsMatchAReferenceModel(t *testing.T) {
+	seed, rng := propertySeed(t)
+	for round := 0; round < 30; round++ {
+		opts := randomOptions(rng)
+		h := newHarness(t, opts)
+		checkModel(t, fmt.Sprintf("seed %d round %d", seed, round), rng, opts, randomFeed(rng, 3),
+			func() *engine.Engine { return h.e }, nil)
+	}
+}
+
+// propertySeed returns the seed of a random test, printed, and its source.
+func propertySeed(t *testing.T) (uint64, *rand.Rand) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("REPLAYGUARD_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
 	t.Logf("seed %d (set REPLAYGUARD_SEED to replay)", seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
-	for round := 0; round < 30; round++ {
-		opts := engine.Options{SequenceSpan: 64 * (1 + rng.IntN(2)), MaxEntries: 1 + rng.IntN(300), KeepEpochs: 1 + rng.IntN(2)}
-		h := newHarness(t, opts)
-		m := &model{span: opts.SequenceSpan, keep: opts.KeepEpochs, maxKeys: opts.MaxEntries,
-			keys: map[string]int{}, epochs: map[string][]*modelEpoch{}, sums: map[string]int{}}
-		feed := randomFeed(rng)
-		for start := 0; start < len(feed); {
-			n := min(1+rng.IntN(40), len(feed)-start)
-			batch := feed[start : start+n]
-			msgs := make([]engine.Message, n)
-			for i, g := range batch {
-				msgs[i] = g.msg()
+	return seed, rand.New(rand.NewPCG(seed, 2))
+}
+
+func randomOptions(rng *rand.Rand) engine.Options {
+	return engine.Options{SequenceSpan: 64 * (1 + rng.IntN(2)), MaxEntries: 1 + rng.IntN(300), KeepEpochs: 1 + rng.IntN(2)}
+}
+
+// checkModel feeds feed in random batches to the engine e returns, up to
+// four submitted before their commits are waited for, calling restart
+// (when not nil) now and then between two batches, and compares every
+// outcome and the final state with the model's.
+func checkModel(t *testing.T, name string, rng *rand.Rand, opts engine.Options, feed []genuine, e func() *engine.Engine, restart func()) {
+	t.Helper()
+	m := &model{span: opts.SequenceSpan, keep: opts.KeepEpochs, maxKeys: opts.MaxEntries,
+		keys: map[string]int{}, epochs: map[string][]*modelEpoch{}, sums: map[string]int{}}
+	type submitted struct {
+		wait  func() ([]engine.Decision, error)
+		start int
+	}
+	var inFlight []submitted
+	settle := func() {
+		t.Helper()
+		for _, s := range inFlight {
+			ds, err := s.wait()
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
 			}
-			if rng.IntN(2) == 0 {
-				h.e.Prepare(msgs) // decoding ahead must not change a decision
-			}
-			for i, d := range h.feed(msgs...) {
-				if want := m.decide(batch[i]); d.Outcome.String() != want {
-					t.Fatalf("seed %d round %d delivery %d %+v: got %s (%s), model says %s", seed, round, start+i, batch[i], d.Outcome, d.Reason, want)
+			for i, d := range ds {
+				g := feed[s.start+i]
+				if want := m.decide(g); d.Outcome.String() != want {
+					t.Fatalf("%s delivery %d %+v: got %s (%s), model says %s", name, s.start+i, g, d.Outcome, d.Reason, want)
 				}
 			}
-			start += n
 		}
-		want := map[string]map[string]int{}
-		for src, sum := range m.sums {
-			want["incident/"+src] = map[string]int{"casualties": sum}
+		inFlight = inFlight[:0]
+	}
+	for start := 0; start < len(feed); {
+		n := min(1+rng.IntN(40), len(feed)-start)
+		msgs := make([]engine.Message, n)
+		for i, g := range feed[start : start+n] {
+			msgs[i] = g.msg()
 		}
-		wb, _ := json.Marshal(want)
-		if got := h.state(); got != string(wb) {
-			t.Fatalf("seed %d round %d: state %s, model %s", seed, round, got, wb)
+		if restart != nil && rng.IntN(10) == 0 {
+			settle()
+			restart()
 		}
+		if rng.IntN(2) == 0 {
+			e().Prepare(msgs) // decoding ahead must not change a decision
+		}
+		wait, err := e().Submit(t.Context(), msgs)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		inFlight = append(inFlight, submitted{wait, start})
+		if len(inFlight) == 4 || rng.IntN(3) == 0 {
+			settle()
+		}
+		start += n
+	}
+	settle()
+	want := map[string]map[string]int{}
+	for src, sum := range m.sums {
+		want["incident/"+src] = map[string]int{"casualties": sum}
+	}
+	wb, _ := json.Marshal(want)
+	got, _ := json.Marshal(engine.StateJSON(e().State()))
+	if string(got) != string(wb) {
+		t.Fatalf("%s: state %s, model %s", name, got, wb)
 	}
 }
 
-func randomFeed(rng *rand.Rand) []genuine {
+// randomFeed is a feed of sources producers.
+func randomFeed(rng *rand.Rand, sources int) []genuine {
 	var sent, feed []genuine
 	var held []genuine
 	boots := map[string]int{}
 	seqs := map[string]int{}
 	for i := 0; i < 400; i++ {
-		src := fmt.Sprintf("s%d", rng.IntN(3))
+		src := fmt.Sprintf("s%d", rng.IntN(sources))
 		if boots[src] == 0 || rng.IntN(120) == 0 {
 			boots[src]++
 			seqs[src] = 0

@@ -59,6 +59,36 @@ type Capabilities struct {
 	// SQL says the store runs a batch's sql effects in the batch's own
 	// transaction; a route with a sql effect needs it.
 	SQL bool
+	// Rows reads a single-owner store's sources and entities one row at a
+	// time: the engine then loads neither at start and keeps in memory
+	// only the rows its recent batches touched (Options.CachedRows). nil:
+	// Load returns every row and the engine holds them all.
+	Rows RowReader
+}
+
+// RowReader reads the rows of a single-owner store on demand, so that
+// what the engine holds and loads at start does not grow with the number
+// of sources and entities (a meter fleet has one source per meter).
+type RowReader interface {
+	// LoadKeys is Load without Sources and Entities.
+	LoadKeys(ctx context.Context) (*Snapshot, error)
+	// CountRows returns the number of stored sources and entities.
+	CountRows(ctx context.Context) (sources, entities int, err error)
+	// ReadRows begins a consistent read of the committed rows, which
+	// RowTx.Close ends. The engine ends it before it queues a commit, and
+	// never holds two.
+	ReadRows(ctx context.Context) (RowTx, error)
+}
+
+// RowTx is one read of a store's committed rows.
+type RowTx interface {
+	// Source returns the window stored under SourceID; found is false when
+	// there is none.
+	Source(id string) (s SourceState, found bool, err error)
+	// Entity returns the entity stored under name; found is false when
+	// there is none.
+	Entity(name string) (e EntityState, found bool, err error)
+	Close()
 }
 
 // AuditScanner reads the audit log in position order.

@@ -69,9 +69,9 @@ var (
 )
 
 // Capabilities declares a single-owner store with audit retention, sink
-// cursors and an outbox.
+// cursors, an outbox, and rows read one at a time.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s}
+	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s, Rows: s}
 }
 
 // Open opens the store in dir, creating the directory and the store when
@@ -185,6 +185,16 @@ func closedErr(err error) error {
 
 // Load reads the key window, every source and entity, and the chain head.
 func (s *Store) Load(ctx context.Context) (*engine.Snapshot, error) {
+	return s.load(ctx, true)
+}
+
+// LoadKeys reads the key window and the chain head: the engine reads the
+// sources and entities its batches touch with ReadRows.
+func (s *Store) LoadKeys(ctx context.Context) (*engine.Snapshot, error) {
+	return s.load(ctx, false)
+}
+
+func (s *Store) load(ctx context.Context, rows bool) (*engine.Snapshot, error) {
 	snap := &engine.Snapshot{}
 	err := s.view(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
@@ -201,6 +211,9 @@ func (s *Store) Load(ctx context.Context) (*engine.Snapshot, error) {
 			if snap.Keys, err = decodeChunk(snap.Keys, k, v); err != nil {
 				return err
 			}
+		}
+		if !rows {
+			return nil
 		}
 		if snap.Sources, err = decodeAll[engine.SourceState](tx, bucketSources); err != nil {
 			return err

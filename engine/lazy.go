@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// lazyRows reads, for the windows of a single-owner store that declares
+// Capabilities.Rows, the sources and entities a batch needs that the
+// engine's memory lacks; the engine then loads none at start, and keeps
+// in memory about Options.CachedRows of them.
+//
+// Rows are let go (trim) only once every batch sealed before is
+// committed: a row missing from memory has no write in flight, so the
+// committed row the store returns is its state. A read that fails fails
+// the batch it was made for: nothing decided in it is committed, and the
+// engine reloads before deciding again.
+type lazyRows struct {
+	r     RowReader
+	limit int
+	ctx   context.Context // of the batch being decided
+	tx    RowTx           // open while a batch is decided, from its first miss
+	err   error           // the first failed read of the batch
+	// sources and entities count the stored rows and those created
+	// since, for Stats; a reload counts them again.
+	sources, entities int
+}
+
+// begin starts the reads of a batch.
+func (l *lazyRows) begin(ctx context.Context) { l.ctx, l.err = ctx, nil }
+
+// end closes the batch's read and returns its first error.
+func (l *lazyRows) end() error {
+	if l.tx != nil {
+		l.tx.Close()
+		l.tx = nil
+	}
+	err := l.err
+	l.ctx, l.err = nil, nil
+	return err
+}
+
+// read opens the batch's read at its first miss; false after a failed read.
+func (l *lazyRows) read() bool {
+	if l.err != nil {
+		return false
+	}
+	if l.tx == nil {
+		if l.ctx == nil {
+			l.err = fmt.Errorf("%w: a row was looked for outside a batch", ErrAborted)
+			return false
+		}
+		tx, err := l.r.ReadRows(l.ctx)
+		if err != nil {
+			l.err = fmt.Errorf("read the store's rows: %w", err)
+			return false
+		}
+		l.tx = tx
+	}
+	return true
+}
+
+// readSource reads the window stored under id into e.sources; nil when the
+// store has none (or the read failed, which fails the batch).
+func (e *Engine) readSource(id []byte) *SourceState {
+	l := e.rows
+	if !l.read() {
+		return nil
+	}
+	st, found, err := l.tx.Source(string(id))
+	if err != nil {
+		l.err = fmt.Errorf("read source %q: %w", id, err)
+		return nil
+	}
+	if !found {
+		return nil
+	}
+	s := &st
+	e.sources[string(id)] = s
+	return s
+}
+
+// readEntity reads the entity stored under name into e.entities; nil when
+// the store has none (or the read failed, which fails the batch).
+func (e *Engine) readEntity(name string) *entity {
+	l := e.rows
+	if !l.read() {
+		return nil
+	}
+	st, found, err := l.tx.Entity(name)
+	if err != nil {
+		l.err = fmt.Errorf("read entity %q: %w", name, err)
+		return nil
+	}
+	if !found {
+		return nil
+	}
+	ent := entityFromState(st)
+	e.entities[st.Name] = ent
+	return ent
+}
+
+// trim lets rows go, down to three quarters of the limit, once memory
+// holds more than the limit: only when nothing sealed is in flight, and
+// never a row of the pending batch. Called with e.mu held, before a batch
+// is decided.
+func (w *ownedWindows) trim() {
+	e := w.e
+	l := e.rows
+	if l == nil || len(e.sources)+len(e.entities) <= l.limit {
+		return
+	}
+	w.drain()
+	if e.reload.Load() {
+		return // a commit failed: the reload starts afresh
+	}
+	keep := l.limit * 3 / 4
+	n := len(e.sources) + len(e.entities)
+	for id, s := range e.sources { // map order: a random choice
+		if n <= keep {
+			return
+		}
+		if _, ok := e.pending.sources[s]; !ok {
+			delete(e.sources, id)
+			n--
+		}
+	}
+	for name := range e.entities {
+		if n <= keep {
+			return
+		}
+		if _, ok := e.pending.entities[name]; !ok {
+			delete(e.entities, name)
+			n--
+		}
+	}
+}
+
+// settleRows ends the batch's reads. When one failed, the batch decided on
+// it is dropped, the commits before it are waited for, and the engine
+// reloads before it decides again. Called with e.mu held, before seal.
+func (w *ownedWindows) settleRows() error {
+	e := w.e
+	if e.rows == nil {
+		return nil
+	}
+	err := e.rows.end()
+	if err == nil {
+		return nil
+	}
+	e.resetPending()
+	w.drain()
+	e.reload.Store(true)
+	e.log.Error("reading the store failed; the batch is dropped and the committed state reloaded", "err", err)
+	return err
+}

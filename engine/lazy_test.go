@@ -1,0 +1,212 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/embedded"
+)
+
+// rowStore is an embedded store whose row reads are counted, and fail
+// while fail is set.
+type rowStore struct {
+	*embedded.Store
+	loads, keyLoads atomic.Int64
+	reread          atomic.Int64 // rows read that were found
+	fail            atomic.Bool
+}
+
+func openRowStore(t *testing.T, dir string) *rowStore {
+	t.Helper()
+	s, err := embedded.Open(dir, embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &rowStore{Store: s}
+}
+
+func (s *rowStore) Capabilities() engine.Capabilities {
+	c := s.Store.Capabilities()
+	c.Rows = s
+	return c
+}
+
+func (s *rowStore) Load(ctx context.Context) (*engine.Snapshot, error) {
+	s.loads.Add(1)
+	return s.Store.Load(ctx)
+}
+
+func (s *rowStore) LoadKeys(ctx context.Context) (*engine.Snapshot, error) {
+	s.keyLoads.Add(1)
+	return s.Store.LoadKeys(ctx)
+}
+
+var errInjected = errors.New("injected read failure")
+
+func (s *rowStore) ReadRows(ctx context.Context) (engine.RowTx, error) {
+	tx, err := s.Store.ReadRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &countedTx{RowTx: tx, s: s}, nil
+}
+
+type countedTx struct {
+	engine.RowTx
+	s *rowStore
+}
+
+func (c *countedTx) Source(id string) (engine.SourceState, bool, error) {
+	if c.s.fail.Load() {
+		return engine.SourceState{}, false, errInjected
+	}
+	st, found, err := c.RowTx.Source(id)
+	if found {
+		c.s.reread.Add(1)
+	}
+	return st, found, err
+}
+
+func (c *countedTx) Entity(name string) (engine.EntityState, bool, error) {
+	if c.s.fail.Load() {
+		return engine.EntityState{}, false, errInjected
+	}
+	st, found, err := c.RowTx.Entity(name)
+	if found {
+		c.s.reread.Add(1)
+	}
+	return st, found, err
+}
+
+// On a store that reads rows one at a time, an engine that keeps only a
+// few of them in memory, and is restarted now and then, decides as the
+// model does: rows let go and read again are the rows committed.
+func TestRowsReadAgainMatchAReferenceModel(t *testing.T) {
+	seed, rng := propertySeed(t)
+	var reread int64
+	for round := 0; round < 30; round++ {
+		opts := randomOptions(rng)
+		opts.Routes = []engine.Route{incidentRoute}
+		opts.CachedRows = 1 + rng.IntN(6)
+		s := openRowStore(t, t.TempDir())
+		open := func() *engine.Engine {
+			e, err := engine.New(t.Context(), s, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		e := open()
+		checkModel(t, fmt.Sprintf("seed %d round %d (%d rows cached)", seed, round, opts.CachedRows), rng, opts,
+			randomFeed(rng, 2+rng.IntN(10)), func() *engine.Engine { return e },
+			func() { e.Close(); e = open() })
+		e.Close()
+		if n := s.loads.Load(); n != 1 { // State, at the end, reads every row
+			t.Fatalf("every row was loaded %d times, want once (by State)", n)
+		}
+		reread += s.reread.Load()
+	}
+	if reread == 0 {
+		t.Fatal("no row was ever read again: the cache was never trimmed")
+	}
+}
+
+// A row read that fails fails its batch: nothing of it is committed, and
+// the same batch passed again is decided on the committed rows.
+func TestFailedRowReadDropsTheBatch(t *testing.T) {
+	s := openRowStore(t, t.TempDir())
+	opts := engine.Options{Routes: []engine.Route{incidentRoute}, CachedRows: 1}
+	e, err := engine.New(t.Context(), s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	first := []engine.Message{
+		inc("fd", "a", 1, 1, `"incident_id":"7","casualty_delta":3`),
+		inc("fd", "b", 1, 1, `"incident_id":"7","casualty_delta":2`),
+	}
+	if _, err := e.Process(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	// a's rows were let go at the limit of one: the next batch reads them.
+	next := []engine.Message{
+		inc("fd", "a", 1, 2, `"incident_id":"7","casualty_delta":1`),
+		inc("fd", "a", 1, 1, `"incident_id":"7","casualty_delta":3`), // a replay
+	}
+	s.fail.Store(true)
+	if _, err := e.Process(t.Context(), next); !errors.Is(err, errInjected) {
+		t.Fatalf("Process with a failed read = %v, want the read's error", err)
+	}
+	s.fail.Store(false)
+	ds, err := e.Process(t.Context(), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ds[0].Outcome.String() + " " + ds[1].Outcome.String(); got != "applied duplicate" {
+		t.Errorf("outcomes after the failed read = %s, want applied duplicate", got)
+	}
+	if got, want := stateJSON(t, e), `{"incident/7":{"casualties":6}}`; got != want {
+		t.Errorf("state = %s, want %s", got, want)
+	}
+	if st := e.Stats(); st.Sources != 2 || st.Entities != 1 {
+		t.Errorf("stats: %d sources, %d entities; want 2, 1", st.Sources, st.Entities)
+	}
+}
+
+// An engine opened on a store of many sources loads none of them, and
+// counts them all.
+func TestStartLoadsNoRows(t *testing.T) {
+	dir := t.TempDir()
+	s := openRowStore(t, dir)
+	opts := engine.Options{Routes: []engine.Route{incidentRoute}, CachedRows: 10}
+	e, err := engine.New(t.Context(), s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []engine.Message
+	for i := range 100 {
+		msgs = append(msgs, inc("fd", fmt.Sprint(i), 1, 1, fmt.Sprintf(`"incident_id":"%d","casualty_delta":1`, i%40)))
+	}
+	if _, err := e.Process(t.Context(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	e, err = engine.New(t.Context(), s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if n := s.loads.Load(); n != 0 {
+		t.Errorf("the engine loaded every row %d times", n)
+	}
+	if st := e.Stats(); st.Sources != 100 || st.Entities != 40 {
+		t.Errorf("stats after a start: %d sources, %d entities; want 100, 40", st.Sources, st.Entities)
+	}
+	ds, err := e.Process(t.Context(), msgs[:3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range ds {
+		if d.Outcome != engine.Duplicate {
+			t.Errorf("delivery %d again after a start: %s, want duplicate", i, d.Outcome)
+		}
+	}
+	if got := len(e.State()); got != 40 {
+		t.Errorf("State holds %d entities, want 40", got)
+	}
+}
+
+func stateJSON(t *testing.T, e *engine.Engine) string {
+	t.Helper()
+	b, err := json.Marshal(engine.StateJSON(e.State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
