@@ -18,15 +18,34 @@ import (
 //	source: rowFormat | str route | list(str) source | list(epoch) epochs |
 //	        n str seen | bytes sparkplug JSON (empty when nil) | str feed
 //	epoch:  str epoch | numeric byte | varint value, high, first |
-//	        n words of bitmap, 8 bytes little-endian each | varint floor |
-//	        n (varint from, varint to) gaps
+//	        bitmap | varint floor | n (varint from, varint to) gaps
+//	bitmap: uvarint words, then runs covering them: uvarint (length<<2 |
+//	        kind), kind 0 a run of zero words, 1 of all-ones words, 2 of
+//	        words that follow, 8 bytes little-endian each
+//	        (format 1: n words, 8 bytes little-endian each)
 //	entity: rowFormat | str name | list fields: str name | kind byte |
 //	        str num | str str | varint epoch, sequence | uvarint ordinal
 //
 // str is a uvarint length and the bytes; n is a uvarint count; list is a
 // uvarint count plus one, 0 standing for nil, where JSON tells null from
 // empty (the fields without omitempty).
-const rowFormat = 1
+//
+// Format 2 writes the bitmap in runs: a source that sends in order has a
+// window of all-ones words behind its high-water mark and zero words ahead
+// of it, a few bytes where format 1 wrote sequence_span/8. Format 1 rows
+// are still read.
+const rowFormat = 2
+
+// maxBitmapWords bounds the bitmap a row may claim (sequence_span 2^24),
+// so that a corrupt row is a fault, not an allocation.
+const maxBitmapWords = 1 << 18
+
+// The kinds of a bitmap's runs.
+const (
+	runZeros = iota
+	runOnes
+	runWords
+)
 
 var errRowShort = errors.New("row ends early")
 
@@ -66,15 +85,41 @@ func (w *EpochWindow) appendBinary(b []byte) []byte {
 	b = binary.AppendVarint(b, w.Value)
 	b = binary.AppendVarint(b, w.High)
 	b = binary.AppendVarint(b, w.First)
-	b = binary.AppendUvarint(b, uint64(len(w.Bitmap)))
-	for _, word := range w.Bitmap {
-		b = binary.LittleEndian.AppendUint64(b, word)
-	}
+	b = appendBitmap(b, w.Bitmap)
 	b = binary.AppendVarint(b, w.Floor)
 	b = binary.AppendUvarint(b, uint64(len(w.Gaps)))
 	for _, g := range w.Gaps {
 		b = binary.AppendVarint(b, g.From)
 		b = binary.AppendVarint(b, g.To)
+	}
+	return b
+}
+
+func runKind(w uint64) int {
+	switch w {
+	case 0:
+		return runZeros
+	case math.MaxUint64:
+		return runOnes
+	}
+	return runWords
+}
+
+func appendBitmap(b []byte, words []uint64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(words)))
+	for i := 0; i < len(words); {
+		kind := runKind(words[i])
+		j := i + 1
+		for j < len(words) && runKind(words[j]) == kind {
+			j++
+		}
+		b = binary.AppendUvarint(b, uint64(j-i)<<2|uint64(kind))
+		if kind == runWords {
+			for _, w := range words[i:j] {
+				b = binary.LittleEndian.AppendUint64(b, w)
+			}
+		}
+		i = j
 	}
 	return b
 }
@@ -127,12 +172,16 @@ func (s *SourceState) UnmarshalBinary(b []byte) error {
 func (r *rowReader) epoch() EpochWindow {
 	w := EpochWindow{Epoch: r.str(), Numeric: r.byte() != 0}
 	w.Value, w.High, w.First = r.varint(), r.varint(), r.varint()
-	if n := r.count(); n > 0 && r.need(8*n) {
-		w.Bitmap = make([]uint64, n)
-		for i := range w.Bitmap {
-			w.Bitmap[i] = binary.LittleEndian.Uint64(r.b[8*i:])
+	if r.version == 1 {
+		if n := r.count(); n > 0 && r.need(8*n) {
+			w.Bitmap = make([]uint64, n)
+			for i := range w.Bitmap {
+				w.Bitmap[i] = binary.LittleEndian.Uint64(r.b[8*i:])
+			}
+			r.b = r.b[8*n:]
 		}
-		r.b = r.b[8*n:]
+	} else {
+		w.Bitmap = r.bitmap()
 	}
 	w.Floor = r.varint()
 	if n := r.count(); n > 0 {
@@ -218,8 +267,50 @@ func boolByte(v bool) byte {
 // rowReader reads a row; the first fault sticks, and every read after it
 // returns a zero value, so a decoder checks once, at the end.
 type rowReader struct {
-	b   []byte
-	err error
+	b       []byte
+	err     error
+	version byte // the row's format
+}
+
+// bitmap reads a format 2 bitmap; nil when it has no words.
+func (r *rowReader) bitmap() []uint64 {
+	n := r.uvarint()
+	if n > maxBitmapWords {
+		r.fail(fmt.Errorf("a bitmap of %d words", n))
+		return nil
+	}
+	if n == 0 || r.err != nil {
+		return nil
+	}
+	words := make([]uint64, n)
+	for i := 0; i < len(words) && r.err == nil; {
+		run := r.uvarint()
+		length := run >> 2
+		if length == 0 || length > uint64(len(words)-i) {
+			r.fail(fmt.Errorf("a bitmap run of %d words at word %d of %d", length, i, n))
+			break
+		}
+		end := i + int(length)
+		switch run & 3 {
+		case runZeros:
+		case runOnes:
+			for k := i; k < end; k++ {
+				words[k] = math.MaxUint64
+			}
+		case runWords:
+			if !r.need(8 * int(length)) {
+				break
+			}
+			for k := i; k < end; k++ {
+				words[k] = binary.LittleEndian.Uint64(r.b)
+				r.b = r.b[8:]
+			}
+		default:
+			r.fail(fmt.Errorf("a bitmap run of kind %d", run&3))
+		}
+		i = end
+	}
+	return words
 }
 
 func (r *rowReader) fail(err error) {
@@ -239,10 +330,11 @@ func (r *rowReader) need(n int) bool {
 
 func (r *rowReader) format() {
 	if r.need(1) {
-		if r.b[0] != rowFormat {
-			r.fail(fmt.Errorf("row format %d, not one this build reads (%d): upgrade replayguard", r.b[0], rowFormat))
+		if r.b[0] == 0 || r.b[0] > rowFormat {
+			r.fail(fmt.Errorf("row format %d, not one this build reads (1 to %d): upgrade replayguard", r.b[0], rowFormat))
 			return
 		}
+		r.version = r.b[0]
 		r.b = r.b[1:]
 	}
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -171,8 +173,11 @@ func TestRandomRowsDecodeAsTheirJSONDid(t *testing.T) {
 		}
 		for range rng.IntN(3) {
 			w := EpochWindow{Epoch: str(), Numeric: rng.IntN(2) == 0, Value: num(), High: num(), First: num(), Floor: num()}
-			for range rng.IntN(20) {
-				w.Bitmap = append(w.Bitmap, rng.Uint64())
+			for range rng.IntN(20) { // runs of zero, all-ones and other words
+				word := [...]uint64{0, math.MaxUint64, rng.Uint64()}[rng.IntN(3)]
+				for range 1 + rng.IntN(3) {
+					w.Bitmap = append(w.Bitmap, word)
+				}
 			}
 			for range rng.IntN(4) {
 				w.Gaps = append(w.Gaps, Range{From: num(), To: num()})
@@ -231,4 +236,62 @@ func FuzzRowDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Rows of format 1, written by the build before format 2 (the first two
+// samples and the first entity), decode as they did.
+func TestFormat1RowsDecode(t *testing.T) {
+	sources, entities := rowCodecSamples()
+	for i, h := range []string{
+		"0109696e636964656e747303026664026531030137010e84020204ffffffffffffffff00000000000000000000000000000080050000000000000000000136010cd08c010100807d02827d867d09feffffffffffffffff010206626f6f742d6106626f6f742d62000162",
+		"01066d65746572730101000000",
+	} {
+		row, _ := hex.DecodeString(h)
+		var got SourceState
+		if err := got.UnmarshalBinary(row); err != nil || !reflect.DeepEqual(got, jsonRoundTrip(t, &sources[i])) {
+			t.Errorf("format 1 source %d: %+v (%v), want %+v", i, got, err, sources[i])
+		}
+	}
+	row, _ := hex.DecodeString("010a696e636964656e742f370406616374697665020004747275650000000a63617375616c74696573000133000e046306737461747573010009617661696c61626c650501ffffffffffffffffff01")
+	var got EntityState
+	if err := got.UnmarshalBinary(row); err != nil || !reflect.DeepEqual(got, jsonRoundTrip(t, &entities[0])) {
+		t.Errorf("format 1 entity: %+v (%v), want %+v", got, err, entities[0])
+	}
+}
+
+// A source that sends in order keeps a row of a few dozen bytes, not the
+// sequence_span/8 of its bitmap.
+func TestInOrderSourceRowIsSmall(t *testing.T) {
+	const span = DefaultSequenceSpan
+	for _, high := range []int64{0, 1, 63, 1000, span - 1, span, 5*span + 17, 1 << 40} {
+		s := SourceState{Route: "meters", Source: []string{"meter-000123"}}
+		for seq := max(0, high-span+1); seq <= high; seq++ {
+			s.checkSequence(&Delivery{epoch: "1", epochNum: true, epochInt: 1, seq: seq}, span, 2, false)
+		}
+		row, _ := s.MarshalBinary()
+		if len(row) > 48 {
+			t.Errorf("high-water mark %d: a row of %d bytes", high, len(row))
+		}
+		var back SourceState
+		if err := back.UnmarshalBinary(row); err != nil || !reflect.DeepEqual(back, s) {
+			t.Errorf("high-water mark %d: came back %+v (%v)", high, back, err)
+		}
+	}
+}
+
+func TestBitmapRunsAreChecked(t *testing.T) {
+	for name, bitmap := range map[string][]byte{
+		"a run longer than the words": {4, 5<<2 | runZeros},
+		"a run of no words":           {4, 0<<2 | runOnes, 4<<2 | runOnes},
+		"a run of another kind":       {1, 1<<2 | 3},
+		"words that are not there":    {2, 2<<2 | runWords, 1, 2, 3},
+		"too many words":              binary.AppendUvarint(nil, maxBitmapWords+1),
+	} {
+		row := append([]byte{rowFormat, 0, 1, 2, 1, '1', 1, 2, 2, 2}, bitmap...)
+		row = append(row, 0, 0, 0, 0, 0)
+		var s SourceState
+		if err := s.UnmarshalBinary(row); err == nil {
+			t.Errorf("%s: decoded %+v", name, s)
+		}
+	}
 }
