@@ -47,31 +47,36 @@ type BenchOptions struct {
 // (the embedded one, fsync per batch, or a shared one), the way ingest
 // does it, and the rate is printed to w.
 func Bench(ctx context.Context, opts BenchOptions, w io.Writer) error {
-	msgs := benchfeed.Generate(opts.Messages, opts.Sources, opts.Replays)
 	if opts.Store != "" {
-		return benchShared(ctx, opts, msgs, w)
+		return benchShared(ctx, opts, benchfeed.Generate(opts.Messages, opts.Sources, opts.Replays), w)
 	}
+	tmp, err := os.MkdirTemp("", "replayguard-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
 	dir := opts.Dir
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "replayguard-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
 		dir = filepath.Join(tmp, "data")
 	}
 	cfg, err := config.Parse(fmt.Appendf(nil, benchfeed.Route, dir), "(bench)", nil)
 	if err != nil {
 		return err
 	}
-	feed := benchfeed.Capture(msgs)
+	// The feed is written to a file first and read from it, as ingest
+	// reads a capture: the process holds neither.
+	feed, size, err := writeFeed(tmp, opts)
+	if err != nil {
+		return err
+	}
+	defer feed.Close()
 	a, err := Open(ctx, cfg, Options{Logger: opts.Logger})
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	start, cpu0 := time.Now(), processCPU()
-	sum, err := file.Ingest(ctx, a.Engine, bytes.NewReader(feed), file.Options{Name: "bench", BatchSize: opts.Batch})
+	sum, err := file.Ingest(ctx, a.Engine, feed, file.Options{Name: "bench", BatchSize: opts.Batch})
 	took, cpu := time.Since(start), processCPU()-cpu0
 	if err != nil {
 		return err
@@ -81,8 +86,26 @@ func Bench(ctx context.Context, opts BenchOptions, w io.Writer) error {
 		perMsg = fmt.Sprintf(", %.2f µs CPU per message", float64(cpu.Microseconds())/float64(sum.Lines))
 	}
 	fmt.Fprintf(w, "%d messages (%d MB) in %.2f s: %.0f msg/s durable%s, embedded store at %s\n%s\n",
-		sum.Lines, len(feed)>>20, took.Seconds(), float64(sum.Lines)/took.Seconds(), perMsg, dir, sum)
+		sum.Lines, size>>20, took.Seconds(), float64(sum.Lines)/took.Seconds(), perMsg, dir, sum)
 	return nil
+}
+
+// writeFeed writes the generated capture to a file in dir and returns it
+// open at its start, with its size.
+func writeFeed(dir string, opts BenchOptions) (*os.File, int64, error) {
+	f, err := os.Create(filepath.Join(dir, "feed.jsonl"))
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := benchfeed.WriteCapture(f, benchfeed.Each(opts.Messages, opts.Sources, opts.Replays))
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, 0, fmt.Errorf("write the bench feed: %w", err)
+	}
+	return f, size, nil
 }
 
 // sharedBench is one run of Bench on a shared store.

@@ -9,8 +9,10 @@
 package benchfeed
 
 import (
-	"bytes"
+	"bufio"
 	"fmt"
+	"io"
+	"iter"
 	"math/rand/v2"
 	"strconv"
 )
@@ -77,47 +79,87 @@ func Incident(source int, seq int64, sources int) int64 {
 // delivered again later with probability replays: the held updates come
 // back in bursts, as after a failover, and at the end.
 func Generate(n, sources int, replays float64) []Message {
-	rng := rand.New(rand.NewPCG(1, 2))
 	out := make([]Message, 0, n+int(float64(n)*replays)+1)
-	var held []Message
-	seq := make([]int64, sources)
-	for i := 0; i < n; i++ {
-		s := i % sources
-		seq[s]++
-		m := Message{Topic: fmt.Sprintf("incidents/%s/mdt-%03d", Agency, s), Source: s, Seq: seq[s], Unique: i}
-		m.Payload = fmt.Appendf(nil, `{"agency":%q,"source_id":"mdt-%03d",`+
-			`"boot_id":1,"sequence":%d,"incident_id":"INC-%04d","unit_id":"E%d","unit_status":"enroute","casualty_delta":%d,`+
-			`"lat":38.8977,"lon":-77.0365,"note":"structure fire, 2nd alarm"}`, Agency, s, seq[s], Incident(s, seq[s], sources), s, rng.IntN(2))
+	for m := range Each(n, sources, replays) {
 		out = append(out, m)
-		if rng.Float64() < replays {
-			m.Replay = true
-			held = append(held, m)
+	}
+	return out
+}
+
+// Each yields the messages Generate returns, one at a time, holding only
+// the updates waiting to be delivered again.
+func Each(n, sources int, replays float64) iter.Seq[Message] {
+	return func(yield func(Message) bool) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		var held []Message
+		seq := make([]int64, sources)
+		for i := 0; i < n; i++ {
+			s := i % sources
+			seq[s]++
+			m := Message{Topic: fmt.Sprintf("incidents/%s/mdt-%03d", Agency, s), Source: s, Seq: seq[s], Unique: i}
+			m.Payload = fmt.Appendf(nil, `{"agency":%q,"source_id":"mdt-%03d",`+
+				`"boot_id":1,"sequence":%d,"incident_id":"INC-%04d","unit_id":"E%d","unit_status":"enroute","casualty_delta":%d,`+
+				`"lat":38.8977,"lon":-77.0365,"note":"structure fire, 2nd alarm"}`, Agency, s, seq[s], Incident(s, seq[s], sources), s, rng.IntN(2))
+			if !yield(m) {
+				return
+			}
+			if rng.Float64() < replays {
+				m.Replay = true
+				held = append(held, m)
+			}
+			if len(held) > 0 && rng.IntN(100) == 0 { // a failover burst
+				for _, h := range held {
+					if !yield(h) {
+						return
+					}
+				}
+				held = held[:0]
+			}
 		}
-		if len(held) > 0 && rng.IntN(100) == 0 { // a failover burst
-			out = append(out, held...)
-			held = held[:0]
+		for _, h := range held {
+			if !yield(h) {
+				return
+			}
 		}
 	}
-	return append(out, held...)
 }
 
 // Capture renders messages as capture lines (one JSON object a line with
 // the topic and the payload), the input of `replayguard ingest`.
 func Capture(msgs []Message) []byte {
-	var b bytes.Buffer
 	n := 0
 	for i := range msgs {
 		n += len(msgs[i].Topic) + len(msgs[i].Payload) + len(`{"topic":"","payload":}`+"\n")
 	}
-	b.Grow(n)
+	b := make([]byte, 0, n)
 	for i := range msgs {
-		b.WriteString(`{"topic":"`)
-		b.WriteString(msgs[i].Topic)
-		b.WriteString(`","payload":`)
-		b.Write(msgs[i].Payload)
-		b.WriteString("}\n")
+		b = appendLine(b, &msgs[i])
 	}
-	return b.Bytes()
+	return b
+}
+
+// WriteCapture writes the capture lines of msgs to w as they come, and
+// returns how many bytes it wrote.
+func WriteCapture(w io.Writer, msgs iter.Seq[Message]) (int64, error) {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	var line []byte
+	var n int64
+	for m := range msgs {
+		line = appendLine(line[:0], &m)
+		if _, err := bw.Write(line); err != nil {
+			return n, err
+		}
+		n += int64(len(line))
+	}
+	return n, bw.Flush()
+}
+
+func appendLine(b []byte, m *Message) []byte {
+	b = append(b, `{"topic":"`...)
+	b = append(b, m.Topic...)
+	b = append(b, `","payload":`...)
+	b = append(b, m.Payload...)
+	return append(b, "}\n"...)
 }
 
 // Unique counts the distinct updates among msgs.

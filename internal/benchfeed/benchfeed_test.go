@@ -116,3 +116,15 @@ func TestConcurrentBatchesShareRows(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteCaptureStreamsTheSameFeed(t *testing.T) {
+	var b bytes.Buffer
+	n, err := WriteCapture(&b, Each(3000, 40, 0.1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Capture(Generate(3000, 40, 0.1))
+	if !bytes.Equal(b.Bytes(), want) || n != int64(len(want)) {
+		t.Errorf("WriteCapture wrote %d bytes (returned %d), not Capture's %d", b.Len(), n, len(want))
+	}
+}
