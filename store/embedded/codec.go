@@ -25,6 +25,7 @@ import (
 //	            "nextkey" -> big-endian ordinal
 //	            "base"    -> big-endian position (8) | hash (32) of the last
 //	                         record audit retention dropped (see trim.go)
+//	            "rows"    -> big-endian number of sources (8) | of entities (8)
 //	outbox, outboxheld   the outbox, see outbox.go
 //	cursors              audit sinks' cursors, see cursor.go
 var (
@@ -39,6 +40,7 @@ var (
 	keyVersion = []byte("version")
 	keyHead    = []byte("head")
 	keyNextKey = []byte("nextkey")
+	keyRows    = []byte("rows")
 )
 
 const keyEntrySize = 8 + 32 + 32 + 8

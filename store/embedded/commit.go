@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -185,17 +187,55 @@ func putKeys(keys *bolt.Bucket, b *engine.Batch, chunks [][]byte) error {
 
 func putStates(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 	sources, entities := tx.Bucket(bucketSources), tx.Bucket(bucketEntities)
+	// Rows are written in key order, and pages split nearly full: a batch's
+	// rows come in no order, and most of a fleet's rows, once written, are
+	// rewritten in place rather than joined by new neighbours.
+	sources.FillPercent, entities.FillPercent = rowFill, rowFill
+	ids := make([]string, len(b.Sources))
 	for i := range b.Sources {
-		if err := sources.Put([]byte(b.Sources[i].ID()), enc.sources[i]); err != nil {
+		ids[i] = b.Sources[i].ID()
+	}
+	var added rowCount
+	for _, i := range sortedBy(len(ids), func(i int) string { return ids[i] }) {
+		if sources.Get([]byte(ids[i])) == nil {
+			added.sources++
+		}
+		if err := sources.Put([]byte(ids[i]), enc.sources[i]); err != nil {
 			return err
 		}
 	}
-	for i := range b.Entities {
+	for _, i := range sortedBy(len(b.Entities), func(i int) string { return b.Entities[i].Name }) {
+		if entities.Get([]byte(b.Entities[i].Name)) == nil {
+			added.entities++
+		}
 		if err := entities.Put([]byte(b.Entities[i].Name), enc.entities[i]); err != nil {
 			return err
 		}
 	}
-	return nil
+	if added == (rowCount{}) {
+		return nil
+	}
+	meta := tx.Bucket(bucketMeta)
+	n, err := readRowCount(meta)
+	if err != nil {
+		return err
+	}
+	n.sources += added.sources
+	n.entities += added.entities
+	return meta.Put(keyRows, n.encode())
+}
+
+// rowFill is how full a page of sources or entities is left when it splits.
+const rowFill = 0.9
+
+// sortedBy returns 0…n-1 ordered by key.
+func sortedBy(n int, key func(int) string) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(key(a), key(b)) })
+	return order
 }
 
 func putQuarantine(q *bolt.Bucket, b *engine.Batch, enc [][]byte) error {

@@ -146,7 +146,13 @@ func (s *Store) init() error {
 		if err := check(tx); err != nil {
 			return err
 		}
-		if m := tx.Bucket(bucketMeta); !bytes.Equal(m.Get(keyVersion), version) {
+		m := tx.Bucket(bucketMeta)
+		if m.Get(keyRows) == nil { // a new store, or one of version 1
+			if err := m.Put(keyRows, countRows(tx).encode()); err != nil {
+				return err
+			}
+		}
+		if !bytes.Equal(m.Get(keyVersion), version) {
 			s.log.Info("store layout raised", "path", s.path, "from", binary.BigEndian.Uint64(m.Get(keyVersion)), "to", schemaVersion)
 			return m.Put(keyVersion, version)
 		}

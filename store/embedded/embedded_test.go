@@ -151,6 +151,7 @@ func TestReadsVersion1Rows(t *testing.T) {
 		sj, _ := json.Marshal(&src)
 		ej, _ := json.Marshal(&ent)
 		return errors.Join(tx.Bucket([]byte("meta")).Put([]byte("version"), []byte{0, 0, 0, 0, 0, 0, 0, 1}),
+			tx.Bucket([]byte("meta")).Delete([]byte("rows")), // version 1 kept no count
 			tx.Bucket([]byte("sources")).Put([]byte(src.ID()), sj),
 			tx.Bucket([]byte("entities")).Put([]byte(ent.Name), ej))
 	})
@@ -186,11 +187,18 @@ func TestReadsVersion1Rows(t *testing.T) {
 		}
 	}
 
+	counts := func(s *embedded.Store, sources, entities int) {
+		t.Helper()
+		if ns, ne, err := s.CountRows(t.Context()); err != nil || ns != sources || ne != entities {
+			t.Errorf("CountRows = %d, %d, %v; want %d, %d", ns, ne, err, sources, entities)
+		}
+	}
 	r, err := embedded.Open(dir, embedded.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	check(r)
+	counts(r, 1, 1)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +212,13 @@ func TestReadsVersion1Rows(t *testing.T) {
 	}
 	defer w.Close()
 	check(w)
+	counts(w, 1, 1)
 	src.Epochs[0].High, src.Epochs[0].Bitmap[0] = 4, 0b11110
 	if err := w.Commit(t.Context(), &engine.Batch{Sources: []engine.SourceState{src}}); err != nil {
 		t.Fatal(err)
 	}
 	check(w)
+	counts(w, 1, 1)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,5 +228,41 @@ func TestReadsVersion1Rows(t *testing.T) {
 	}
 	if sr[0] == '{' || er[0] != '{' {
 		t.Errorf("rows after one write: source %q, entity %q; want the source binary and the entity left as it was", sr, er)
+	}
+}
+
+// The store counts its rows as it writes them: a row written again is
+// not counted twice, and the count is the same after a reopen.
+func TestCountsRows(t *testing.T) {
+	dir := t.TempDir()
+	s, err := embedded.Open(dir, embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := func(id string) engine.SourceState { return engine.SourceState{Route: "r", Source: []string{id}} }
+	ent := func(name string) engine.EntityState { return engine.EntityState{Name: name} }
+	batches := []engine.Batch{
+		{Sources: []engine.SourceState{src("c"), src("a"), src("b")}, Entities: []engine.EntityState{ent("x")}},
+		{Sources: []engine.SourceState{src("b"), src("d")}, Entities: []engine.EntityState{ent("x"), ent("y")}},
+		{Sources: []engine.SourceState{src("a")}},
+	}
+	for i := range batches {
+		if err := s.Commit(t.Context(), &batches[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ns, ne, err := s.CountRows(t.Context()); err != nil || ns != 4 || ne != 2 {
+		t.Errorf("CountRows = %d, %d, %v; want 4, 2", ns, ne, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := embedded.Open(dir, embedded.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if ns, ne, err := r.CountRows(t.Context()); err != nil || ns != 4 || ne != 2 {
+		t.Errorf("CountRows after a reopen = %d, %d, %v; want 4, 2", ns, ne, err)
 	}
 }

@@ -2,6 +2,8 @@ package embedded
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -11,14 +13,47 @@ import (
 
 var _ engine.RowReader = (*Store)(nil)
 
-// CountRows returns the number of stored sources and entities.
+// CountRows returns the number of stored sources and entities, which
+// each commit keeps in the meta bucket.
 func (s *Store) CountRows(ctx context.Context) (sources, entities int, err error) {
+	var n rowCount
 	err = s.view(func(tx *bolt.Tx) error {
-		sources = tx.Bucket(bucketSources).Stats().KeyN
-		entities = tx.Bucket(bucketEntities).Stats().KeyN
-		return ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err = readRowCount(tx.Bucket(bucketMeta))
+		if errors.Is(err, errNoRowCount) { // a version 1 store a writer has not opened since
+			n = countRows(tx)
+			return nil
+		}
+		return err
 	})
-	return sources, entities, err
+	return int(n.sources), int(n.entities), err
+}
+
+// rowCount is the number of stored sources and entities.
+type rowCount struct{ sources, entities uint64 }
+
+var errNoRowCount = errors.New("embedded: the store keeps no row count")
+
+func readRowCount(meta *bolt.Bucket) (rowCount, error) {
+	v := meta.Get(keyRows)
+	switch {
+	case v == nil:
+		return rowCount{}, errNoRowCount
+	case len(v) != 16:
+		return rowCount{}, fmt.Errorf("embedded: corrupt row count %x", v)
+	}
+	return rowCount{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, nil
+}
+
+func (n rowCount) encode() []byte {
+	return binary.BigEndian.AppendUint64(u64(n.sources), n.entities)
+}
+
+// countRows counts the rows by walking every page of their buckets.
+func countRows(tx *bolt.Tx) rowCount {
+	return rowCount{uint64(tx.Bucket(bucketSources).Stats().KeyN), uint64(tx.Bucket(bucketEntities).Stats().KeyN)}
 }
 
 // ReadRows begins a read transaction over the committed rows. While it is
