@@ -24,9 +24,30 @@ import (
 // of each outcome. The check is on those counts: applied and applied late
 // must be the distinct updates and the rest duplicates.
 func ingestReplayguard(h *harness, bin *built, o options, feed []benchfeed.Message) result {
+	return benchReplayguard(h, bin, o.messages, o.sources, o.replays, len(feed), benchfeed.Unique(feed))
+}
+
+// ingestFleet is ingestReplayguard on the fleet row's feed: o.fleetMessages
+// updates from sources producers. The deliveries and distinct updates it
+// is checked against are counted as the feed is generated, not held.
+func ingestFleet(h *harness, bin *built, o options, sources int) result {
+	total, unique := 0, 0
+	for m := range benchfeed.Each(o.fleetMessages, sources, o.replays) {
+		total++
+		if !m.Replay {
+			unique++
+		}
+	}
+	return benchReplayguard(h, bin, o.fleetMessages, sources, o.replays, total, unique)
+}
+
+// benchReplayguard runs `replayguard bench` on the feed of messages updates
+// from sources producers, which holds total deliveries of unique distinct
+// updates.
+func benchReplayguard(h *harness, bin *built, messages, sources int, replays float64, total, unique int) result {
 	path := bin.get(h, "replayguard", "build", "./cmd/replayguard")
-	out, err := exec.Command(path, "bench", "--messages", fmt.Sprint(o.messages), "--sources", fmt.Sprint(o.sources),
-		"--replays", fmt.Sprint(o.replays)).CombinedOutput()
+	out, err := exec.Command(path, "bench", "--messages", fmt.Sprint(messages), "--sources", fmt.Sprint(sources),
+		"--replays", fmt.Sprint(replays)).CombinedOutput()
 	if err != nil {
 		h.Fatalf("replayguard bench: %v\n%s", err, out)
 	}
@@ -40,8 +61,8 @@ func ingestReplayguard(h *harness, bin *built, o options, feed []benchfeed.Messa
 	for _, kv := range benchOutcome.FindAllSubmatch(out, -1) {
 		outcomes[string(kv[1])], _ = strconv.Atoi(string(kv[2]))
 	}
-	if outcomes["total"] != len(feed) {
-		h.Fatalf("replayguard bench decided %d deliveries, the harness's feed has %d:\n%s", outcomes["total"], len(feed), out)
+	if outcomes["total"] != total {
+		h.Fatalf("replayguard bench decided %d deliveries, the harness's feed has %d:\n%s", outcomes["total"], total, out)
 	}
 	if held := outcomes["conflict"] + outcomes["quarantined"] + outcomes["malformed"]; held > 0 {
 		h.Fatalf("replayguard bench held %d deliveries of a clean feed:\n%s", held, out)
@@ -49,7 +70,7 @@ func ingestReplayguard(h *harness, bin *built, o options, feed []benchfeed.Messa
 	// With every delivery applied, applied late or duplicate, the applied
 	// count alone says whether a replay was taken for new or an update for
 	// a replay.
-	c := countCheck(len(feed), benchfeed.Unique(feed), outcomes["applied"]+outcomes["applied_late"])
+	c := countCheck(total, unique, outcomes["applied"]+outcomes["applied_late"])
 	return result{rate: rate, cpu: cpu / 1e6, check: c}
 }
 

@@ -3,6 +3,7 @@
 //
 //   - durable dedup ingest: `replayguard bench`'s path against NATS
 //     JetStream (file store, async publish with Nats-Msg-Id);
+//   - the same at a million sources (a meter fleet) against 50 sources;
 //   - MQTT end to end, live and backlog drain: `replayguard run` against a
 //     no-op auto-acking paho consumer, each on a fresh Mosquitto;
 //   - MQTT 3.1.1 end to end, live and backlog drain: `replayguard run`
@@ -44,6 +45,7 @@ import (
 
 type options struct {
 	messages, mqttMessages, sources, rounds int
+	fleetMessages, fleetSources             int
 	replays                                 float64
 	rows, out, cpuProfile                   string
 }
@@ -53,9 +55,11 @@ func main() {
 	flag.IntVar(&o.messages, "messages", 200000, "distinct updates in the feed (ingest and decide rows)")
 	flag.IntVar(&o.mqttMessages, "mqtt-messages", 50000, "deliveries in the MQTT, JetStream and Sparkplug rows: the feed's first ones, replays included")
 	flag.IntVar(&o.sources, "sources", 50, "producers in the feed, each with its own sequence")
+	flag.IntVar(&o.fleetMessages, "fleet-messages", 1000000, "distinct updates in the fleet row's feeds")
+	flag.IntVar(&o.fleetSources, "fleet-sources", 1000000, "producers in the fleet row's large feed (its other feed has 50)")
 	flag.Float64Var(&o.replays, "replays", 0.1, "fraction of updates delivered a second time, as after a failover")
 	flag.IntVar(&o.rounds, "rounds", 5, "alternating rounds per row; the table shows medians")
-	flag.StringVar(&o.rows, "rows", "ingest,live,backlog,forward,redundant,mqtt311,mqtt311-backlog,jetstream,sparkplug,sparkplug-backlog,engine,decide", "rows to run, comma-separated")
+	flag.StringVar(&o.rows, "rows", "ingest,fleet,live,backlog,forward,redundant,mqtt311,mqtt311-backlog,jetstream,sparkplug,sparkplug-backlog,engine,decide", "rows to run, comma-separated")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness's process (the in-process sides: replayguard run, the peers' clients) to this file")
 	flag.StringVar(&o.out, "o", "", "BENCHMARKS.md to rewrite the peers section of (default: print only)")
 	flag.Parse()
@@ -66,7 +70,8 @@ func main() {
 }
 
 func run(o options, args []string) error {
-	if o.messages <= 0 || o.mqttMessages <= 0 || o.sources <= 0 || o.rounds <= 0 || o.replays < 0 || o.replays > 1 {
+	if o.messages <= 0 || o.mqttMessages <= 0 || o.sources <= 0 || o.fleetMessages <= 0 || o.fleetSources <= 0 ||
+		o.rounds <= 0 || o.replays < 0 || o.replays > 1 {
 		return fmt.Errorf("sizes and -rounds must be positive, -replays in [0, 1]")
 	}
 	m := machine()
@@ -119,7 +124,7 @@ func selectRows(names string, all []row) ([]row, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("-rows: no row %q (ingest, live, backlog, forward, redundant, mqtt311, mqtt311-backlog, jetstream, sparkplug, sparkplug-backlog, engine, decide)", n)
+			return nil, fmt.Errorf("-rows: no row %q (ingest, fleet, live, backlog, forward, redundant, mqtt311, mqtt311-backlog, jetstream, sparkplug, sparkplug-backlog, engine, decide)", n)
 		}
 	}
 	return out, nil

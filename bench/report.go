@@ -150,6 +150,10 @@ const method = `How each side runs:
   acknowledgement; nats-server syncs to disk on its own interval, not per message. A delivery
   counts as kept when its acknowledgement is not a duplicate, and the stream's count must agree.
   CPU time per delivery: replayguard's process; the JetStream client's plus nats-server's.
+- A source per meter: ` + "`replayguard bench`" + ` as in the ingest row, on the fleet feed (` + "`-fleet-messages`" + `
+  updates) from ` + "`-fleet-sources`" + ` producers, each a source with its own two entities (an incident
+  and a unit), against the same number of updates from 50 producers: the ratio is what a fleet
+  costs. Its check is on the outcome counts, against the feed's counted as it is generated.
 - MQTT: each side on a fresh Mosquitto (internal/testbroker: interval persistence, unlimited
   queue, 100 in flight), one publisher with 100 publishes awaiting PUBACK, the feed's payloads in
   order, replays included. Live: the consumer is subscribed before the first publish, and the

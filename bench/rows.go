@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/replayguard/replayguard/internal/benchfeed"
 )
 
@@ -54,6 +56,12 @@ func buildRows(o options, feed, mqttFeed []benchfeed.Message, sp spFeed, m machi
 				run: func(h *harness) result {
 					return ingestJetStream(h, startNATS(h), feed)
 				}},
+		}},
+		{id: "fleet", what: "durable dedup ingest, a source per meter", goal: 0.5, sides: []side{
+			{short: "1 M sources", name: fmt.Sprintf("`replayguard bench` on %d updates from %d sources (embedded store)", o.fleetMessages, o.fleetSources),
+				run: func(h *harness) result { return ingestFleet(h, rg, o, o.fleetSources) }},
+			{short: "50 sources", name: fmt.Sprintf("the same on %d updates from 50 sources", o.fleetMessages),
+				run: func(h *harness) result { return ingestFleet(h, rg, o, 50) }},
 		}},
 		{id: "live", what: "MQTT end to end, live feed", goal: 0.9, sides: []side{
 			{short: "replayguard", name: "`replayguard run` (embedded store)", run: func(h *harness) result { return mqttReplayguard(h, mqttFeed, false) }},
