@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -47,14 +48,14 @@ type BenchOptions struct {
 // (the embedded one, fsync per batch, or a shared one), the way ingest
 // does it, and the rate is printed to w.
 func Bench(ctx context.Context, opts BenchOptions, w io.Writer) error {
-	if opts.Store != "" {
-		return benchShared(ctx, opts, benchfeed.Generate(opts.Messages, opts.Sources, opts.Replays), w)
-	}
 	tmp, err := os.MkdirTemp("", "replayguard-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	if opts.Store != "" {
+		return benchShared(ctx, opts, tmp, w)
+	}
 	dir := opts.Dir
 	if dir == "" {
 		dir = filepath.Join(tmp, "data")
@@ -65,10 +66,11 @@ func Bench(ctx context.Context, opts BenchOptions, w io.Writer) error {
 	}
 	// The feed is written to a file first and read from it, as ingest
 	// reads a capture: the process holds neither.
-	feed, size, err := writeFeed(tmp, opts)
+	feeds, size, err := writeFeeds(tmp, opts, 1)
 	if err != nil {
 		return err
 	}
+	feed := feeds[0]
 	defer feed.Close()
 	a, err := Open(ctx, cfg, Options{Logger: opts.Logger})
 	if err != nil {
@@ -90,22 +92,46 @@ func Bench(ctx context.Context, opts BenchOptions, w io.Writer) error {
 	return nil
 }
 
-// writeFeed writes the generated capture to a file in dir and returns it
-// open at its start, with its size.
-func writeFeed(dir string, opts BenchOptions) (*os.File, int64, error) {
-	f, err := os.Create(filepath.Join(dir, "feed.jsonl"))
-	if err != nil {
-		return nil, 0, err
-	}
-	size, err := benchfeed.WriteCapture(f, benchfeed.Each(opts.Messages, opts.Sources, opts.Replays))
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
-	}
-	if err != nil {
-		_ = f.Close()
+// writeFeeds writes the generated capture to files in dir, dealt
+// round-robin to n of them as a shared subscription deals the deliveries
+// to n members, and returns them open at their start, with their size.
+func writeFeeds(dir string, opts BenchOptions, n int) ([]*os.File, int64, error) {
+	files := make([]*os.File, 0, n)
+	fail := func(err error) ([]*os.File, int64, error) {
+		for _, f := range files {
+			_ = f.Close()
+		}
 		return nil, 0, fmt.Errorf("write the bench feed: %w", err)
 	}
-	return f, size, nil
+	bufs := make([]*bufio.Writer, n)
+	for i := range n {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("feed-%d.jsonl", i+1)))
+		if err != nil {
+			return fail(err)
+		}
+		files = append(files, f)
+		bufs[i] = bufio.NewWriterSize(f, 1<<16)
+	}
+	var size int64
+	var line []byte
+	k := 0
+	for m := range benchfeed.Each(opts.Messages, opts.Sources, opts.Replays) {
+		line = benchfeed.AppendLine(line[:0], &m)
+		if _, err := bufs[k%n].Write(line); err != nil {
+			return fail(err)
+		}
+		size += int64(len(line))
+		k++
+	}
+	for i, f := range files {
+		if err := bufs[i].Flush(); err != nil {
+			return fail(err)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return fail(err)
+		}
+	}
+	return files, size, nil
 }
 
 // sharedBench is one run of Bench on a shared store.
@@ -120,7 +146,7 @@ type sharedBench struct {
 // rate and how often a batch lost a race to another member. With
 // opts.Journal set, each member keeps its journal under it (JournalDir),
 // synced before every ack. The schema or prefix is dropped when it ends.
-func benchShared(ctx context.Context, opts BenchOptions, msgs []benchfeed.Message, w io.Writer) (err error) {
+func benchShared(ctx context.Context, opts BenchOptions, tmp string, w io.Writer) (err error) {
 	b, err := newSharedBench(opts.Store, opts.Journal)
 	if err != nil {
 		return err
@@ -136,12 +162,15 @@ func benchShared(ctx context.Context, opts BenchOptions, msgs []benchfeed.Messag
 		}
 		defer apps[i].Close()
 	}
-	captures := make([][]byte, len(apps))
-	for i, feed := range deal(msgs, len(apps)) {
-		captures[i] = benchfeed.Capture(feed)
+	feeds, _, err := writeFeeds(tmp, opts, len(apps))
+	if err != nil {
+		return err
+	}
+	for _, f := range feeds {
+		defer f.Close()
 	}
 	start, cpu0 := time.Now(), processCPU()
-	sums, err := ingestEach(ctx, apps, captures, opts.Batch)
+	sums, err := ingestEach(ctx, apps, feeds, opts.Batch)
 	took, cpu := time.Since(start), processCPU()-cpu0
 	if err != nil {
 		return err
@@ -157,11 +186,17 @@ func benchShared(ctx context.Context, opts BenchOptions, msgs []benchfeed.Messag
 func (b *sharedBench) drop(ctx context.Context, w io.Writer) error {
 	url := b.cfg.Store.URL
 	if b.kind == config.StorePostgres {
+		if n, err := postgres.SchemaSize(ctx, url, b.run); err == nil {
+			fmt.Fprintf(w, "schema %s held %d MB\n", b.run, n>>20)
+		}
 		if err := postgres.DropSchema(ctx, url, b.run); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "schema %s dropped\n", b.run)
 		return nil
+	}
+	if n, err := redis.PrefixSize(ctx, url, b.cfg.Store.Prefix); err == nil {
+		fmt.Fprintf(w, "prefix %s held %d MB (MEMORY USAGE)\n", b.cfg.Store.Prefix, n>>20)
 	}
 	n, err := redis.DropPrefix(ctx, url, b.cfg.Store.Prefix)
 	if err != nil {
@@ -197,25 +232,15 @@ func newSharedBench(url, journal string) (*sharedBench, error) {
 	return b, nil
 }
 
-// deal deals msgs round-robin to n members, as a shared subscription
-// deals them.
-func deal(msgs []benchfeed.Message, n int) [][]benchfeed.Message {
-	feeds := make([][]benchfeed.Message, n)
-	for i, m := range msgs {
-		feeds[i%n] = append(feeds[i%n], m)
-	}
-	return feeds
-}
-
 // ingestEach ingests captures[i] on apps[i], all at once, batch messages a
 // commit.
-func ingestEach(ctx context.Context, apps []*App, captures [][]byte, batch int) ([]file.Summary, error) {
+func ingestEach(ctx context.Context, apps []*App, captures []*os.File, batch int) ([]file.Summary, error) {
 	sums := make([]file.Summary, len(apps))
 	errs := make([]error, len(apps))
 	var wg sync.WaitGroup
 	for i := range apps {
 		wg.Go(func() {
-			sums[i], errs[i] = file.Ingest(ctx, apps[i].Engine, bytes.NewReader(captures[i]), file.Options{Name: "bench", BatchSize: batch})
+			sums[i], errs[i] = file.Ingest(ctx, apps[i].Engine, captures[i], file.Options{Name: "bench", BatchSize: batch})
 		})
 	}
 	wg.Wait()

@@ -9,9 +9,7 @@
 package benchfeed
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"iter"
 	"math/rand/v2"
 	"strconv"
@@ -133,28 +131,13 @@ func Capture(msgs []Message) []byte {
 	}
 	b := make([]byte, 0, n)
 	for i := range msgs {
-		b = appendLine(b, &msgs[i])
+		b = AppendLine(b, &msgs[i])
 	}
 	return b
 }
 
-// WriteCapture writes the capture lines of msgs to w as they come, and
-// returns how many bytes it wrote.
-func WriteCapture(w io.Writer, msgs iter.Seq[Message]) (int64, error) {
-	bw := bufio.NewWriterSize(w, 1<<16)
-	var line []byte
-	var n int64
-	for m := range msgs {
-		line = appendLine(line[:0], &m)
-		if _, err := bw.Write(line); err != nil {
-			return n, err
-		}
-		n += int64(len(line))
-	}
-	return n, bw.Flush()
-}
-
-func appendLine(b []byte, m *Message) []byte {
+// AppendLine appends m's capture line to b.
+func AppendLine(b []byte, m *Message) []byte {
 	b = append(b, `{"topic":"`...)
 	b = append(b, m.Topic...)
 	b = append(b, `","payload":`...)

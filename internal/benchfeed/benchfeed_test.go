@@ -117,14 +117,12 @@ func TestConcurrentBatchesShareRows(t *testing.T) {
 	}
 }
 
-func TestWriteCaptureStreamsTheSameFeed(t *testing.T) {
-	var b bytes.Buffer
-	n, err := WriteCapture(&b, Each(3000, 40, 0.1))
-	if err != nil {
-		t.Fatal(err)
+func TestEachLinesAreTheCapture(t *testing.T) {
+	var b []byte
+	for m := range Each(3000, 40, 0.1) {
+		b = AppendLine(b, &m)
 	}
-	want := Capture(Generate(3000, 40, 0.1))
-	if !bytes.Equal(b.Bytes(), want) || n != int64(len(want)) {
-		t.Errorf("WriteCapture wrote %d bytes (returned %d), not Capture's %d", b.Len(), n, len(want))
+	if want := Capture(Generate(3000, 40, 0.1)); !bytes.Equal(b, want) {
+		t.Errorf("the lines of Each are %d bytes, not Capture's %d", len(b), len(want))
 	}
 }

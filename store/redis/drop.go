@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -49,3 +50,27 @@ func DropPrefix(ctx context.Context, url, prefix string) (int, error) {
 
 // globEscaper escapes what SCAN's MATCH pattern would read as a glob.
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
+
+// PrefixSize returns the bytes the server at url spends on the keys under
+// prefix (MEMORY USAGE of each, every element counted).
+func PrefixSize(ctx context.Context, url, prefix string) (int64, error) {
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		return 0, fmt.Errorf("redis store: size of prefix %s: %w", prefix, err)
+	}
+	c := goredis.NewClient(opt)
+	defer c.Close()
+	var n int64
+	it := c.Scan(ctx, 0, globEscaper.Replace(prefix)+"*", 1000).Iterator()
+	for it.Next(ctx) {
+		m, err := c.MemoryUsage(ctx, it.Val(), 0).Result()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return n, fmt.Errorf("redis store: size of prefix %s: %w", prefix, err)
+		}
+		n += m
+	}
+	if err := it.Err(); err != nil {
+		return n, fmt.Errorf("redis store: size of prefix %s: %w", prefix, err)
+	}
+	return n, nil
+}
