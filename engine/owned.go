@@ -153,26 +153,115 @@ func (w *ownedWindows) drain() {
 }
 
 // committer writes sealed batches in order. It is the only caller of
-// store.Commit, and stops when the queue is closed.
+// store.Commit, and stops when the queue is closed. The batches that wait
+// in the queue behind the one it takes go with it in one commit (see
+// groupable): when commits are what holds the feed back, a fleet's
+// batches rewrite many of the same pages, and sync once.
 func (w *ownedWindows) committer() {
 	defer close(w.stopped)
-	for c := range w.queue {
-		c.err = w.commitOne(c)
-		close(c.done)
+	var next *commitJob
+	for open := true; open || next != nil; {
+		c := next
+		if c == nil {
+			if c, open = <-w.queue; !open {
+				return
+			}
+		}
+		group := []*commitJob{c}
+		next = nil
+	gather:
+		for open && groupable(c, c) {
+			select {
+			case n, ok := <-w.queue:
+				if !ok {
+					open = false
+					break gather
+				}
+				if !groupable(c, n) {
+					next = n
+					break gather
+				}
+				group = append(group, n)
+			default:
+				break gather
+			}
+		}
+		err := w.commitGroup(group)
+		for i, j := range group {
+			j.err = err
+			if err != nil && i > 0 {
+				j.err = fmt.Errorf("%w: written with a batch before it, whose commit failed: %v", ErrAborted, err)
+			}
+			close(j.done)
+		}
 	}
 }
 
-func (w *ownedWindows) commitOne(c *commitJob) error {
+// groupable reports whether batch n may be written in one commit with
+// first, the first of a group: decided in the same state generation for
+// the same caller, and neither resolving held entries (whose order
+// against the batch's other writes a store keeps).
+func groupable(first, n *commitJob) bool {
+	b := n.batch
+	return n.gen == first.gen && n.ctx == first.ctx &&
+		len(b.Resolved) == 0 && len(b.OutboxHeld) == 0 && len(b.OutboxResolved) == 0 && len(b.SQL) == 0
+}
+
+// mergeBatches is the one batch that writes what bs write in order: the
+// later write of a row wins.
+func mergeBatches(bs []*commitJob) *Batch {
+	m := new(Batch)
+	sources, entities := map[string]int{}, map[string]int{}
+	for _, j := range bs {
+		b := j.batch
+		m.Keys = append(m.Keys, b.Keys...)
+		m.EvictBelow = max(m.EvictBelow, b.EvictBelow)
+		m.NextKey = max(m.NextKey, b.NextKey)
+		for _, s := range b.Sources {
+			id := s.ID()
+			if i, ok := sources[id]; ok {
+				m.Sources[i] = s
+				continue
+			}
+			sources[id] = len(m.Sources)
+			m.Sources = append(m.Sources, s)
+		}
+		for _, st := range b.Entities {
+			if i, ok := entities[st.Name]; ok {
+				m.Entities[i] = st
+				continue
+			}
+			entities[st.Name] = len(m.Entities)
+			m.Entities = append(m.Entities, st)
+		}
+		m.Audit = append(m.Audit, b.Audit...)
+		m.Quarantine = append(m.Quarantine, b.Quarantine...)
+		m.Outbox = append(m.Outbox, b.Outbox...)
+	}
+	return m
+}
+
+// commitGroup writes the group's batches in one commit.
+func (w *ownedWindows) commitGroup(group []*commitJob) error {
+	c := group[len(group)-1]
+	if len(group) == 1 {
+		return w.commitOne(c, c.batch, group)
+	}
+	return w.commitOne(c, mergeBatches(group), group)
+}
+
+// commitOne commits b, the batches of group, whose last is c.
+func (w *ownedWindows) commitOne(c *commitJob, b *Batch, group []*commitJob) error {
 	e := w.e
 	if c.gen != w.committedGen.Load() {
 		return fmt.Errorf("%w: a batch before it failed to commit", ErrAborted)
 	}
-	if err := e.store.Commit(c.ctx, c.batch); err != nil {
+	if err := e.store.Commit(c.ctx, b); err != nil {
 		// Batches decided on top of this one fail from now on; the next
 		// caller to take the engine's lock reloads the committed state.
 		// Taking the lock here could deadlock with a caller that holds it
 		// while waiting for room in the queue.
-		e.log.Error("commit failed; the committed state will be reloaded", "err", err, "records", len(c.batch.Audit))
+		e.log.Error("commit failed; the committed state will be reloaded", "err", err, "records", len(b.Audit), "batches", len(group))
 		w.committedGen.Add(1)
 		e.reload.Store(true)
 		return fmt.Errorf("commit: %w", err)
@@ -180,7 +269,9 @@ func (w *ownedWindows) commitOne(c *commitJob) error {
 	e.headMu.Lock()
 	e.head = c.head
 	e.headMu.Unlock()
-	e.observe(c.batch)
+	for _, j := range group {
+		e.observe(j.batch)
+	}
 	return nil
 }
 
