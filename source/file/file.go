@@ -210,14 +210,18 @@ func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summar
 	}()
 	sum := Summary{Outcomes: map[engine.Outcome]int64{}}
 	var err error
-	var inFlight func() error // the previous batch's commit
-	settle := func() {
-		if inFlight != nil {
-			if werr := inFlight(); werr != nil && err == nil {
+	// The batches submitted whose commits are not waited for yet, oldest
+	// first: while commits are what holds the ingest back, the next ones
+	// are decided meanwhile, and the engine writes those that wait in one
+	// commit.
+	var inFlight []func() error
+	settle := func(keep int) {
+		for len(inFlight) > keep {
+			if werr := inFlight[0](); werr != nil && err == nil {
 				err = werr
 				cancel()
 			}
-			inFlight = nil
+			inFlight = inFlight[1:]
 		}
 	}
 	for b := range batches {
@@ -225,15 +229,16 @@ func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summar
 			continue // drain so the reader can finish
 		}
 		wait, serr := submit(ctx, p, b.msgs)
-		settle()
+		settle(maxInFlight - 1)
 		if serr != nil && err == nil {
 			err = serr
 			cancel()
 		}
 		if err != nil {
+			settle(0)
 			continue
 		}
-		inFlight = func() error {
+		inFlight = append(inFlight, func() error {
 			ds, err := wait()
 			if err != nil {
 				return err
@@ -246,15 +251,19 @@ func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summar
 				opts.Progress(sum.Lines, b.read)
 			}
 			return nil
-		}
+		})
 	}
-	settle()
+	settle(0)
 	<-done
 	if err != nil {
 		return sum, err
 	}
 	return sum, readErr
 }
+
+// maxInFlight bounds the batches Ingest has submitted and not yet seen
+// committed.
+const maxInFlight = 4
 
 // submit starts a batch through the Submitter path when p has one.
 func submit(ctx context.Context, p Processor, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
