@@ -14,7 +14,7 @@ func ChainHash(r AuditRecord) (Hash, error) {
 func chainHash(r *AuditRecord) Hash {
 	t := r.Time
 	r.Time = r.Time.UTC()
-	var buf [640]byte
+	var buf [2048]byte // a record with a long source and effects passes 640 bytes
 	b := append(buf[:0], r.Prev[:]...)
 	b = appendRecord(b, r, true)
 	r.Time = t

@@ -196,19 +196,22 @@ func putStates(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 		ids[i] = b.Sources[i].ID()
 	}
 	var added rowCount
+	sc, ec := sources.Cursor(), entities.Cursor() // one cursor a bucket: Get makes one each time
 	for _, i := range sortedBy(len(ids), func(i int) string { return ids[i] }) {
-		if sources.Get([]byte(ids[i])) == nil {
+		key := []byte(ids[i])
+		if k, _ := sc.Seek(key); !bytes.Equal(k, key) {
 			added.sources++
 		}
-		if err := sources.Put([]byte(ids[i]), enc.sources[i]); err != nil {
+		if err := sources.Put(key, enc.sources[i]); err != nil {
 			return err
 		}
 	}
 	for _, i := range sortedBy(len(b.Entities), func(i int) string { return b.Entities[i].Name }) {
-		if entities.Get([]byte(b.Entities[i].Name)) == nil {
+		key := []byte(b.Entities[i].Name)
+		if k, _ := ec.Seek(key); !bytes.Equal(k, key) {
 			added.entities++
 		}
-		if err := entities.Put([]byte(b.Entities[i].Name), enc.entities[i]); err != nil {
+		if err := entities.Put(key, enc.entities[i]); err != nil {
 			return err
 		}
 	}

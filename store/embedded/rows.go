@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -70,17 +71,26 @@ func (s *Store) ReadRows(ctx context.Context) (engine.RowTx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: read rows: %w", closedErr(err))
 	}
-	return &rowTx{tx: tx, sources: tx.Bucket(bucketSources), entities: tx.Bucket(bucketEntities)}, nil
+	return &rowTx{tx: tx, sources: tx.Bucket(bucketSources).Cursor(), entities: tx.Bucket(bucketEntities).Cursor()}, nil
 }
 
-// rowTx is one read of the rows, in one bbolt read transaction.
+// rowTx is one read of the rows, in one bbolt read transaction, with a
+// cursor on each bucket (Bucket.Get makes a cursor for each read).
 type rowTx struct {
 	tx                *bolt.Tx
-	sources, entities *bolt.Bucket
+	sources, entities *bolt.Cursor
+}
+
+// get returns the value of key in c's bucket; nil when there is none.
+func get(c *bolt.Cursor, key []byte) []byte {
+	if k, v := c.Seek(key); bytes.Equal(k, key) {
+		return v
+	}
+	return nil
 }
 
 func (r *rowTx) Source(id string) (engine.SourceState, bool, error) {
-	v := r.sources.Get([]byte(id))
+	v := get(r.sources, []byte(id))
 	if v == nil {
 		return engine.SourceState{}, false, nil
 	}
@@ -89,7 +99,7 @@ func (r *rowTx) Source(id string) (engine.SourceState, bool, error) {
 }
 
 func (r *rowTx) Entity(name string) (engine.EntityState, bool, error) {
-	v := r.entities.Get([]byte(name))
+	v := get(r.entities, []byte(name))
 	if v == nil {
 		return engine.EntityState{}, false, nil
 	}
