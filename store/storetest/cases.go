@@ -61,6 +61,7 @@ var suites = []suite{
 		{name: "a trimmed audit log starts after its base", needs: needTrim, fn: onFirst(testTrim)},
 		{name: "a trim that would break the chain or drop a held record is refused", needs: needTrim, fn: onFirst(testTrimRefuses)},
 		{name: "sink cursors are kept by name", needs: needCursors, fn: testCursors},
+		{name: "rows are read one at a time and counted", needs: needRows, fn: onFirst(testRows)},
 	}},
 	{name: "durable", needs: needDurable, cases: []testCase{
 		{name: "committed data survives close and reopen", fn: testDurable},

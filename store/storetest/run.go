@@ -159,6 +159,7 @@ const (
 	needOutbox                   // Capabilities.Outbox
 	needClaims                   // Capabilities.Claims
 	needKeeper                   // Capabilities.Keeper
+	needRows                     // Capabilities.Rows
 )
 
 // missing returns why a store lacks what n needs; "" when it has all.
@@ -176,6 +177,7 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needOutbox, c.Outbox != nil, "the store does not declare Capabilities.Outbox"},
 		{needClaims, c.Claims != nil, "the store does not declare Capabilities.Claims"},
 		{needKeeper, c.Keeper != nil, "the store does not declare Capabilities.Keeper"},
+		{needRows, c.Rows != nil, "the store does not declare Capabilities.Rows"},
 	} {
 		if n&r.bit != 0 && !r.has {
 			return r.why

@@ -1,0 +1,61 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// testRows checks Capabilities.Rows: LoadKeys is Load without sources and
+// entities, CountRows counts each row once however often it was written,
+// and a read returns each committed row by its identity, and nothing for
+// an identity never written.
+func testRows(t *testing.T, s *handle) {
+	rr := s.caps.Rows
+	a, b := sourceState("r", []string{"a|b", "c"}, 1), sourceState("r", []string{"a", "b|c"}, 1)
+	commit(t, s, &engine.Batch{Sources: []engine.SourceState{a, b}, Entities: []engine.EntityState{entityState("incident/7", 1)},
+		Keys: s.keys(1, 2), NextKey: 3})
+	a = sourceState("r", []string{"a|b", "c"}, 2)
+	commit(t, s, &engine.Batch{Sources: []engine.SourceState{a}, Entities: []engine.EntityState{entityState("incident/7", 2), entityState("unit/12", 1)}})
+
+	full := load(t, s)
+	snap, err := rr.LoadKeys(t.Context())
+	if err != nil {
+		t.Fatalf("LoadKeys: %v", err)
+	}
+	if len(snap.Sources)+len(snap.Entities) != 0 {
+		t.Errorf("LoadKeys returned %d sources and %d entities, want none", len(snap.Sources), len(snap.Entities))
+	}
+	equal(t, "LoadKeys keys", snap.Keys, full.Keys)
+	equal(t, "LoadKeys head", snap.AuditHead, full.AuditHead)
+	if ns, ne, err := rr.CountRows(t.Context()); err != nil || ns != 2 || ne != 2 {
+		t.Errorf("CountRows = %d, %d, %v; want 2, 2", ns, ne, err)
+	}
+
+	tx, err := rr.ReadRows(t.Context())
+	if err != nil {
+		t.Fatalf("ReadRows: %v", err)
+	}
+	defer tx.Close()
+	for _, want := range []engine.SourceState{a, b} {
+		got, found, err := tx.Source(want.ID())
+		if err != nil || !found {
+			t.Fatalf("Source(%v) = found %v, %v", want.Source, found, err)
+		}
+		equal(t, "source read", normalize(&engine.Snapshot{Sources: []engine.SourceState{got}}).Sources,
+			normalize(&engine.Snapshot{Sources: []engine.SourceState{want}}).Sources)
+	}
+	never := sourceState("r", []string{"a", "b", "c"}, 1)
+	if _, found, err := tx.Source(never.ID()); err != nil || found {
+		t.Errorf("a source never written: found %v, %v", found, err)
+	}
+	got, found, err := tx.Entity("incident/7")
+	if err != nil || !found {
+		t.Fatalf("Entity(incident/7) = found %v, %v", found, err)
+	}
+	equal(t, "entity read", got, entityState("incident/7", 2))
+	if _, found, err := tx.Entity("incident/8"); err != nil || found {
+		t.Errorf("an entity never written: found %v, %v", found, err)
+	}
+	tx.Close()
+}
