@@ -285,7 +285,7 @@ func (w *ownedWindows) member() (string, bool) { return "", false }
 func (w *ownedWindows) readState(ctx context.Context) ([]EntityState, error) {
 	e := w.e
 	if e.rows != nil { // memory holds some rows only: read the store's
-		snap, err := e.store.Load(ctx)
+		snap, err := e.rows.r.LoadRows(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -304,7 +304,7 @@ func (w *ownedWindows) readState(ctx context.Context) ([]EntityState, error) {
 func (w *ownedWindows) readSources(ctx context.Context) ([]SourceReport, error) {
 	e := w.e
 	if e.rows != nil {
-		snap, err := e.store.Load(ctx)
+		snap, err := e.rows.r.LoadRows(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -72,6 +72,9 @@ type Capabilities struct {
 type RowReader interface {
 	// LoadKeys is Load without Sources and Entities.
 	LoadKeys(ctx context.Context) (*Snapshot, error)
+	// LoadRows is Load of Sources and Entities only, for State and
+	// Sources.
+	LoadRows(ctx context.Context) (*Snapshot, error)
 	// CountRows returns the number of stored sources and entities.
 	CountRows(ctx context.Context) (sources, entities int, err error)
 	// ReadRows begins a consistent read of the committed rows, which

@@ -191,16 +191,21 @@ func closedErr(err error) error {
 
 // Load reads the key window, every source and entity, and the chain head.
 func (s *Store) Load(ctx context.Context) (*engine.Snapshot, error) {
-	return s.load(ctx, true)
+	return s.load(ctx, true, true)
 }
 
 // LoadKeys reads the key window and the chain head: the engine reads the
 // sources and entities its batches touch with ReadRows.
 func (s *Store) LoadKeys(ctx context.Context) (*engine.Snapshot, error) {
-	return s.load(ctx, false)
+	return s.load(ctx, true, false)
 }
 
-func (s *Store) load(ctx context.Context, rows bool) (*engine.Snapshot, error) {
+// LoadRows reads every source and entity, and the chain head.
+func (s *Store) LoadRows(ctx context.Context) (*engine.Snapshot, error) {
+	return s.load(ctx, false, true)
+}
+
+func (s *Store) load(ctx context.Context, keys, rows bool) (*engine.Snapshot, error) {
 	snap := &engine.Snapshot{}
 	err := s.view(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
@@ -210,12 +215,14 @@ func (s *Store) load(ctx context.Context, rows bool) (*engine.Snapshot, error) {
 		if snap.AuditHead, snap.NextKey, err = readMeta(tx.Bucket(bucketMeta)); err != nil {
 			return err
 		}
-		c := tx.Bucket(bucketKeys).Cursor()
-		k, v := c.First()
-		snap.Keys = make([]engine.KeyEntry, 0, windowSize(v, snap.NextKey))
-		for ; k != nil; k, v = c.Next() {
-			if snap.Keys, err = decodeChunk(snap.Keys, k, v); err != nil {
-				return err
+		if keys {
+			c := tx.Bucket(bucketKeys).Cursor()
+			k, v := c.First()
+			snap.Keys = make([]engine.KeyEntry, 0, windowSize(v, snap.NextKey))
+			for ; k != nil; k, v = c.Next() {
+				if snap.Keys, err = decodeChunk(snap.Keys, k, v); err != nil {
+					return err
+				}
 			}
 		}
 		if !rows {

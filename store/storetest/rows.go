@@ -7,7 +7,7 @@ import (
 )
 
 // testRows checks Capabilities.Rows: LoadKeys is Load without sources and
-// entities, CountRows counts each row once however often it was written,
+// entities, LoadRows Load of sources and entities only, CountRows counts each row once however often it was written,
 // and a read returns each committed row by its identity, and nothing for
 // an identity never written.
 func testRows(t *testing.T, s *handle) {
@@ -28,6 +28,15 @@ func testRows(t *testing.T, s *handle) {
 	}
 	equal(t, "LoadKeys keys", snap.Keys, full.Keys)
 	equal(t, "LoadKeys head", snap.AuditHead, full.AuditHead)
+	rows, err := rr.LoadRows(t.Context())
+	if err != nil {
+		t.Fatalf("LoadRows: %v", err)
+	}
+	if len(rows.Keys) != 0 {
+		t.Errorf("LoadRows returned %d keys, want none", len(rows.Keys))
+	}
+	equal(t, "LoadRows sources", normalize(rows).Sources, normalize(full).Sources)
+	equal(t, "LoadRows entities", normalize(rows).Entities, normalize(full).Entities)
 	if ns, ne, err := rr.CountRows(t.Context()); err != nil || ns != 2 || ne != 2 {
 		t.Errorf("CountRows = %d, %d, %v; want 2, 2", ns, ne, err)
 	}
