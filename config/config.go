@@ -83,6 +83,11 @@ type StoreConfig struct {
 	// Path is the embedded store's directory. Default ./replayguard-data
 	// when Kind is embedded; not used by other kinds.
 	Path string `yaml:"path,omitempty"`
+	// CachedRows bounds the sources and entities the engine keeps in
+	// memory on the embedded store, which reads the others as batches
+	// need them. Default 100000 (engine.DefaultCachedRows); kind embedded
+	// only.
+	CachedRows int `yaml:"cached_rows,omitempty"`
 	// URL locates the redis or postgres server. No default; required for
 	// those kinds.
 	URL string `yaml:"url,omitempty"`

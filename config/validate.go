@@ -69,6 +69,12 @@ func (s StoreConfig) check(ps *problems, f field) {
 			}
 		}
 	}
+	switch {
+	case s.CachedRows < 0:
+		ps.add(f.dot("cached_rows"), "cached_rows %d is negative", s.CachedRows)
+	case s.CachedRows != 0 && s.Kind != StoreEmbedded:
+		ps.add(f.dot("cached_rows"), "cached_rows is for kind embedded, not kind %s", s.Kind)
+	}
 	if s.Schema != "" && s.Kind != StorePostgres {
 		ps.add(f.dot("schema"), "schema is for kind postgres, not kind %s", s.Kind)
 	}

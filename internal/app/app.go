@@ -245,6 +245,7 @@ func EngineOptions(cfg *config.Config) engine.Options {
 		SequenceSpan: cfg.Window.SequenceSpan,
 		KeepEpochs:   cfg.Window.KeepEpochs,
 		MaxPayload:   int(cfg.Limits.MaxPayload),
+		CachedRows:   cfg.Store.CachedRows,
 		Kinds:        []engine.RouteKind{sparkplug.RouteKind{}}, // json is built in
 	}
 	for _, r := range cfg.Routes {

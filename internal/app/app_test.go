@@ -82,3 +82,13 @@ func TestOpenMapsTheConfigurationOntoTheEngine(t *testing.T) {
 		t.Fatalf("state %v", st)
 	}
 }
+
+func TestEngineOptionsCarryCachedRows(t *testing.T) {
+	cfg, err := config.Parse([]byte("store: {kind: embedded, path: d, cached_rows: 2500}\nroutes: [{name: m, topic: 'm/#', source: ['topic[1]'], id: id}]\n"), "(test)", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := EngineOptions(cfg).CachedRows; got != 2500 {
+		t.Errorf("CachedRows = %d, want 2500", got)
+	}
+}
