@@ -231,13 +231,14 @@ func putStates(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 // rowFill is how full a page of sources or entities is left when it splits.
 const rowFill = 0.9
 
-// sortedBy returns 0…n-1 ordered by key.
+// sortedBy returns 0…n-1 ordered by key, keeping the order of equal keys:
+// a row a batch names twice is written as it names it last.
 func sortedBy(n int, key func(int) string) []int {
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(key(a), key(b)) })
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(key(a), key(b)) })
 	return order
 }
 

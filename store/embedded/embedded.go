@@ -123,8 +123,11 @@ func (s *Store) init() error {
 			return fmt.Errorf("embedded: %s is not an initialised store", s.path)
 		}
 		v := m.Get(keyVersion)
-		if len(v) != 8 || binary.BigEndian.Uint64(v) == 0 || binary.BigEndian.Uint64(v) > schemaVersion {
-			return fmt.Errorf("embedded: %s has an unknown layout (version %x, want %d): a newer replayguard wrote it, upgrade this one", s.path, v, schemaVersion)
+		switch {
+		case len(v) != 8 || binary.BigEndian.Uint64(v) == 0:
+			return fmt.Errorf("embedded: %s has an unknown layout (version %x, want %d)", s.path, v, schemaVersion)
+		case binary.BigEndian.Uint64(v) > schemaVersion:
+			return fmt.Errorf("embedded: %s has layout %d, newer than this build's %d: upgrade replayguard", s.path, binary.BigEndian.Uint64(v), schemaVersion)
 		}
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -124,6 +125,8 @@ func TestRefusesAnotherLayout(t *testing.T) {
 	if s, err := embedded.Open(dir, embedded.Options{}); err == nil {
 		_ = s.Close()
 		t.Fatal("Open accepted a store with layout version 9")
+	} else if !strings.Contains(err.Error(), "newer than this build's 2: upgrade replayguard") {
+		t.Errorf("Open of a store with layout version 9: %v", err)
 	}
 }
 
@@ -264,5 +267,35 @@ func TestCountsRows(t *testing.T) {
 	defer r.Close()
 	if ns, ne, err := r.CountRows(t.Context()); err != nil || ns != 4 || ne != 2 {
 		t.Errorf("CountRows after a reopen = %d, %d, %v; want 4, 2", ns, ne, err)
+	}
+}
+
+// A batch that names a row twice leaves it as it names it last (rows are
+// written sorted by key).
+func TestARowNamedTwiceIsWrittenAsNamedLast(t *testing.T) {
+	s, err := embedded.Open(t.TempDir(), embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := func(feed string) engine.SourceState {
+		return engine.SourceState{Route: "r", Source: []string{"x"}, Feed: feed}
+	}
+	e := func(s string) engine.EntityState {
+		return engine.EntityState{Name: "n", Fields: map[string]engine.FieldValue{"f": {Kind: engine.KindString, Str: s}}}
+	}
+	b := &engine.Batch{Sources: []engine.SourceState{v("1"), v("2"), v("3")}, Entities: []engine.EntityState{e("1"), e("2"), e("3")}}
+	if err := s.Commit(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Sources) != 1 || snap.Sources[0].Feed != "3" || len(snap.Entities) != 1 || snap.Entities[0].Fields["f"].Str != "3" {
+		t.Errorf("rows named three times: %+v, %+v; want the third of each", snap.Sources, snap.Entities)
+	}
+	if ns, ne, err := s.CountRows(t.Context()); err != nil || ns != 1 || ne != 1 {
+		t.Errorf("CountRows = %d, %d, %v; want 1, 1", ns, ne, err)
 	}
 }
