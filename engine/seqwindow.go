@@ -58,7 +58,7 @@ func (s *SourceState) checkSequence(d *Delivery, span, keep int, waive bool) (v 
 	}
 	w := &s.Epochs[i]
 	if i == 0 {
-		v = w.checkCurrent(d.seq, span, waive)
+		v = w.checkCurrent(d.seq, w.span(span), waive)
 	} else {
 		v = w.checkOlder(d.seq, waive)
 	}
@@ -120,12 +120,26 @@ func (s *SourceState) openEpoch(d *Delivery, span, keep int) {
 		}
 	}
 	if len(s.Epochs) > 0 {
-		s.Epochs[0].retire(span)
+		s.Epochs[0].retire(s.Epochs[0].span(span))
 	}
 	s.Epochs = append([]EpochWindow{w}, s.Epochs...)
 	if len(s.Epochs) > keep+1 {
 		s.Epochs = s.Epochs[:keep+1]
 	}
+}
+
+// span is the span of the current epoch's window: the one it was opened
+// with, which its bitmap holds, whatever sequence_span says now. A change
+// of sequence_span applies to the windows opened after it (a new source, a
+// new epoch): a sequence seen at the old span cannot be placed in a bitmap
+// of another, and a window read as wider than it was would take the
+// sequences below its old reach for never seen. configured is the span of
+// a window without a bitmap.
+func (w *EpochWindow) span(configured int) int {
+	if n := 64 * len(w.Bitmap); n > 0 {
+		return n
+	}
+	return configured
 }
 
 func (w *EpochWindow) bit(seq int64, span int) (word int, mask uint64) {
