@@ -31,13 +31,20 @@ func (l *lazyRows) begin(ctx context.Context) { l.ctx, l.err = ctx, nil }
 
 // end closes the batch's read and returns its first error.
 func (l *lazyRows) end() error {
+	l.release()
+	err := l.err
+	l.ctx, l.err = nil, nil
+	return err
+}
+
+// release closes the batch's read if it is open. Deferred by who begins
+// one, for a decision that panics: the read left open, the store's Close,
+// deferred on the way out, would wait for it forever.
+func (l *lazyRows) release() {
 	if l.tx != nil {
 		l.tx.Close()
 		l.tx = nil
 	}
-	err := l.err
-	l.ctx, l.err = nil, nil
-	return err
 }
 
 // read opens the batch's read at its first miss; false after a failed read.

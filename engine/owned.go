@@ -85,6 +85,7 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (func() ([]De
 	}
 	if e.rows != nil {
 		e.rows.begin(ctx)
+		defer e.rows.release()
 	}
 	for i := range msgs {
 		out[i] = e.decideOne(&msgs[i], now, 0, "")
@@ -106,6 +107,7 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (func() ([]De
 func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
 	if w.e.rows != nil {
 		w.e.rows.begin(ctx)
+		defer w.e.rows.release()
 	}
 	fill(w.e.opts.Now())
 	if err := w.settleRows(); err != nil {
