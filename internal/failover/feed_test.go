@@ -102,6 +102,11 @@ type setupOptions struct {
 	// each applied message is published to this broker (outputs.mqtt) on
 	// cleanPrefix + its topic. Empty: no forward.
 	Downstream string
+	// Forward, a forward effect's target as a YAML flow mapping
+	// ({webhook: "…"} or {nats: "…"}), adds that effect to every route,
+	// and Outputs is then the outputs section (YAML, may be empty): the
+	// webhook and NATS outputs, where Downstream is the MQTT one.
+	Forward, Outputs string
 	// Sparkplug adds the Sparkplug route of spGroup (spRoute).
 	Sparkplug bool
 	// Audit is the audit section, YAML; empty: none.
@@ -146,6 +151,14 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 			routes += forwardEffect
 		}
 		outputs = fmt.Sprintf(outputsTemplate, o.Downstream)
+	}
+	if o.Forward != "" {
+		effect := "      - forward: " + o.Forward + "\n"
+		feedExtra += effect
+		if o.IDRoute {
+			routes += effect
+		}
+		outputs = o.Outputs
 	}
 	if o.Sparkplug {
 		routes += spRoute

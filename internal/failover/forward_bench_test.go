@@ -1,13 +1,20 @@
 package failover
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
@@ -24,6 +31,13 @@ const BenchFeedEnv = "REPLAYGUARD_BENCH_FEED"
 // copies count once the broker acknowledged them (and drops them, as
 // nobody subscribes).
 const BenchDownstreamEnv = "REPLAYGUARD_BENCH_DOWNSTREAM"
+
+// BenchOutputEnv names the environment variable that picks the output
+// BenchmarkForwardRate forwards to: mqtt (the default), webhook (a
+// receiver in this process that answers every POST 204) or nats (a
+// nats-server of its own beside the broker, its JetStream stream taking
+// clean.>, the copies counted in the stream).
+const BenchOutputEnv = "REPLAYGUARD_BENCH_OUTPUT"
 
 // BenchmarkForwardRate compares `replayguard run` (durable embedded store)
 // without a forward effect and with one forwarding every applied message
@@ -134,13 +148,10 @@ func benchForwardRun(b *testing.B, live, forward bool, n int) forwardRun {
 	broker := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
 	defer broker.Kill()
 	o := setupOptions{API: true}
-	var down *testbroker.AutoAckConsumer
+	var down *benchDownstream
 	if forward {
-		o.Downstream = broker.URL()
-		if os.Getenv(BenchDownstreamEnv) != "0" {
-			down = testbroker.StartAutoAckConsumer(b, broker.URL(), testbroker.UniqueClientID("rg-bench-down"), cleanPrefix+"#")
-			defer down.Close()
-		}
+		down = startBenchDownstream(b, broker, &o)
+		defer down.close()
 	}
 	d := startDaemon(b, newSetupWith(b, []string{broker.URL()}, o)) // creates the session and its subscription
 	d.WaitReady()
@@ -152,7 +163,7 @@ func benchForwardRun(b *testing.B, live, forward bool, n int) forwardRun {
 
 	var decidedAt time.Time
 	position := testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) })
-	if forward && down == nil {
+	if down != nil && down.received == nil {
 		position = testbroker.Throttle(20*time.Millisecond, func() int64 {
 			m := d.Metrics()
 			if p := int64(m["replayguard_decisions_total"]); p < int64(n) {
@@ -169,22 +180,26 @@ func benchForwardRun(b *testing.B, live, forward bool, n int) forwardRun {
 		if decidedAt.IsZero() && p >= int64(n) {
 			decidedAt = time.Now()
 		}
-		if down != nil {
-			p = min(p, down.Received())
+		if down != nil && down.received != nil {
+			p = min(p, down.received())
 		}
 		return p
+	}
+	brokerCPU := broker.CPU
+	if down != nil && down.cpu != nil {
+		brokerCPU = func() time.Duration { return broker.CPU() + down.cpu() }
 	}
 	var began time.Time
 	var rate testbroker.Rate
 	var rg0 float64
 	var broker0, harness0 time.Duration
 	if live {
-		rg0, broker0, harness0 = d.Metrics()["process_cpu_seconds_total"], broker.CPU(), processCPU()
+		rg0, broker0, harness0 = d.Metrics()["process_cpu_seconds_total"], brokerCPU(), processCPU()
 		began = time.Now()
 		rate = testbroker.MeasureLive(b, pub, n, received)
 	} else {
 		rate = testbroker.MeasureBacklog(b, pub, n, func() func() int64 {
-			broker0, harness0 = broker.CPU(), processCPU()
+			broker0, harness0 = brokerCPU(), processCPU()
 			began = time.Now()
 			d.Start()
 			return received
@@ -195,11 +210,75 @@ func benchForwardRun(b *testing.B, live, forward bool, n int) forwardRun {
 		Decided:    testbroker.Rate{Messages: int64(n), Elapsed: decidedAt.Sub(began)},
 		Delivered:  rate,
 		CPU:        perMsg(time.Duration((d.Metrics()["process_cpu_seconds_total"] - rg0) * float64(time.Second))),
-		BrokerCPU:  perMsg(broker.CPU() - broker0),
+		BrokerCPU:  perMsg(brokerCPU() - broker0),
 		HarnessCPU: perMsg(processCPU() - harness0),
 	}
 	d.Stop()
 	return r
+}
+
+// benchDownstream takes one run's clean stream.
+type benchDownstream struct {
+	// received counts the copies it holds; nil when nothing takes them
+	// (the MQTT output with BenchDownstreamEnv=0): a copy then counts once
+	// the output has it acknowledged.
+	received func() int64
+	cpu      func() time.Duration // of a server of its own beside the broker; nil: none
+	close    func()
+}
+
+// startBenchDownstream starts what takes the clean stream of the output
+// BenchOutputEnv names, and sets o to forward every applied message to it.
+func startBenchDownstream(b *testing.B, broker *testbroker.Mosquitto, o *setupOptions) *benchDownstream {
+	switch out := os.Getenv(BenchOutputEnv); out {
+	case "", "mqtt":
+		o.Downstream = broker.URL()
+		if os.Getenv(BenchDownstreamEnv) == "0" {
+			return &benchDownstream{close: func() {}}
+		}
+		c := testbroker.StartAutoAckConsumer(b, broker.URL(), testbroker.UniqueClientID("rg-bench-down"), cleanPrefix+"#")
+		return &benchDownstream{received: c.Received, close: c.Close}
+	case "webhook":
+		// A receiver that takes every POST: the output sends one at a
+		// time and waits for each answer.
+		var posts atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.Copy(io.Discard, r.Body); err != nil {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			posts.Add(1)
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		o.Forward, o.Outputs = fmt.Sprintf("{webhook: %q}", srv.URL+"/hook"), ""
+		return &benchDownstream{received: posts.Load, close: srv.Close}
+	case "nats":
+		ns := testbroker.StartNATS(b, testbroker.NATSOptions{})
+		ns.CreateStream("CLEAN", "clean.>")
+		nc, err := nats.Connect(ns.URL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stored := func() int64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			st, err := js.Stream(ctx, "CLEAN")
+			if err != nil {
+				b.Errorf("stream CLEAN: %v", err)
+				return 0
+			}
+			return int64(st.CachedInfo().State.Msgs)
+		}
+		o.Forward, o.Outputs = `{nats: "clean.{source_id}"}`, fmt.Sprintf("outputs: {nats: {url: %q}}\n", ns.URL())
+		return &benchDownstream{received: stored, cpu: ns.CPU, close: func() { nc.Close(); ns.Kill() }}
+	default:
+		b.Fatalf("%s=%q: mqtt, webhook or nats", BenchOutputEnv, out)
+		return nil
+	}
 }
 
 // processCPU is the CPU time this process has used, user and system.

@@ -105,6 +105,15 @@ func (n *NATS) Log() string { return n.log.String() }
 // Running reports whether the server process is alive.
 func (n *NATS) Running() bool { return n.proc.running() }
 
+// CPU is the processor time the running server has used so far, user and
+// system, in steps of 10 ms (Linux); 0 when it is not running.
+func (n *NATS) CPU() time.Duration {
+	if !n.proc.running() {
+		return 0
+	}
+	return procCPU(n.proc.pid())
+}
+
 // Kill ends the server with SIGKILL.
 func (n *NATS) Kill() { n.tb.Helper(); n.proc.signalAndWait(syscall.SIGKILL) }
 
