@@ -37,12 +37,25 @@ type NATSOptions struct {
 	Logger *slog.Logger
 }
 
+// natsWindow is how many publishes the NATS output has awaiting their
+// PubAck at once.
+const natsWindow = 256
+
 // NATS publishes each entry's payload to JetStream on its subject (the
-// entry's Target), one at a time, in order, with Nats-Msg-Id set to the
-// entry's key, so that the stream's duplicate window drops a copy sent
-// again, and the replayguard-* headers (see Properties). The PubAck
-// acknowledges the entry (a duplicate's too). A subject no stream takes
-// fails the attempt with ErrNoStream: the entry waits until a stream does.
+// entry's Target), in order, with Nats-Msg-Id set to the entry's key, so
+// that the stream's duplicate window drops a copy sent again, and the
+// replayguard-* headers (see Properties). The PubAck acknowledges the entry
+// (a duplicate's too); an entry is done once it and every one before it
+// have theirs. A subject no stream takes fails the attempt with
+// ErrNoStream: the entry waits until a stream does.
+//
+// Up to natsWindow publishes are written before their PubAcks are awaited,
+// on one connection, which a stream stores in the order written. Nothing
+// is buffered across a reconnect: what the server had not read when the
+// connection dropped is lost with everything written after it, never
+// stored behind a later entry, and is sent again (under its key) by the
+// next Deliver. A publish that failed is not retried by the client, which
+// would send it after the ones behind it.
 //
 // It connects on the first Deliver and reconnects by itself.
 type NATS struct {
@@ -82,6 +95,7 @@ func (n *NATS) connect() (jetstream.JetStream, error) {
 	opts := []nats.Option{
 		nats.Name(n.opts.Name),
 		nats.MaxReconnects(-1),
+		nats.ReconnectBufSize(-1), // see NATS: a publish while reconnecting fails
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			n.log.Warn("forward: nats connection lost; reconnecting", "err", err)
 		}),
@@ -94,7 +108,8 @@ func (n *NATS) connect() (jetstream.JetStream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nats connect %s: %w", n.opts.URL, err)
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(n.opts.AckTimeout),
+		jetstream.WithPublishAsyncMaxPending(natsWindow))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats jetstream: %w", err)
@@ -103,41 +118,62 @@ func (n *NATS) connect() (jetstream.JetStream, error) {
 	return js, nil
 }
 
-// Deliver implements Output.
+// Deliver implements Output: it writes up to natsWindow entries, then
+// waits for their PubAcks in order.
 func (n *NATS) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, error) {
 	js, err := n.connect()
 	if err != nil {
 		return 0, err
 	}
-	for i, e := range entries {
-		if err := n.publish(ctx, js, e); err != nil {
-			var ref *RefusedError
-			if errors.As(err, &ref) {
-				ref.Index = i
+	acks := make([]jetstream.PubAckFuture, 0, min(len(entries), natsWindow))
+	done := 0
+	for done < len(entries) {
+		acks = acks[:0]
+		var failed error // of the publish of entries[done+len(acks)]
+		for _, e := range entries[done:min(len(entries), done+natsWindow)] {
+			f, err := js.PublishMsgAsync(natsMsg(e), jetstream.WithMsgID(e.Key.String()), jetstream.WithRetryAttempts(0))
+			if err != nil {
+				failed = err
+				break
 			}
-			return i, err
+			acks = append(acks, f)
+		}
+		for _, f := range acks {
+			select {
+			case <-f.Ok():
+				done++
+			case err := <-f.Err():
+				return done, n.failed(entries, done, err)
+			case <-ctx.Done():
+				return done, ctx.Err()
+			}
+		}
+		if failed != nil {
+			return done, n.failed(entries, done, failed)
 		}
 	}
 	return len(entries), nil
 }
 
-func (n *NATS) publish(ctx context.Context, js jetstream.JetStream, e engine.OutboxEntry) error {
+func natsMsg(e engine.OutboxEntry) *nats.Msg {
 	m := nats.NewMsg(e.Target)
 	m.Data = e.Payload
 	for _, p := range Properties(e) {
 		m.Header.Set(p.Name, p.Value)
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.opts.AckTimeout)
-	defer cancel()
-	_, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(e.Key.String()))
+	return m
+}
+
+// failed says why entries[i] was not delivered: a *RefusedError with its
+// index when it never will be.
+func (n *NATS) failed(entries []engine.OutboxEntry, i int, err error) error {
+	e := entries[i]
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Errorf("%w: %q (create a stream with this subject)", ErrNoStream, e.Target)
 	case errors.Is(err, nats.ErrMaxPayload):
-		return &RefusedError{Reason: fmt.Sprintf("nats: %v (%d bytes)", err, len(e.Payload))}
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return &RefusedError{Index: i, Reason: fmt.Sprintf("nats: %v (%d bytes)", err, len(e.Payload))}
+	case errors.Is(err, jetstream.ErrAsyncPublishTimeout):
 		return fmt.Errorf("nats publish to %q: no PubAck within %s", e.Target, n.opts.AckTimeout)
 	}
 	return fmt.Errorf("nats publish to %q: %w", e.Target, err)

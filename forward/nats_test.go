@@ -2,6 +2,7 @@ package forward_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -102,4 +103,112 @@ func streamMessages(t *testing.T, ctx context.Context, s jetstream.Stream, n int
 		out = append(out, m)
 	}
 	return out
+}
+
+// More entries than the output has awaiting PubAcks at once, one of them
+// too large for the server: those before it are stored in order, it is
+// refused by its index, none after it is stored by that call, and the
+// next call delivers the rest behind them.
+func TestNATSWindowKeepsTheOrderAndStopsAtARefusedEntry(t *testing.T) {
+	srv := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	ctx := context.Background()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CLEAN", Subjects: []string{"clean.>"}, Duplicates: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := forward.NewNATS(forward.NATSOptions{URL: srv.URL(), AckTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+
+	const total, large = 700, 600 // past two windows of publishes
+	entries := make([]engine.OutboxEntry, total)
+	for i := range entries {
+		e := &entries[i]
+		e.Target, e.Route, e.Sequence = fmt.Sprintf("clean.s%d", i%7), "incidents", int64(i)
+		e.Payload = fmt.Appendf(nil, `{"n":%d}`, i)
+		e.Key[0], e.Key[1] = byte(i>>8), byte(i)
+	}
+	entries[large].Payload = make([]byte, 2<<20) // over the server's 1 MiB max_payload
+
+	n, err := out.Deliver(ctx, entries)
+	var ref *forward.RefusedError
+	if n != large || !errors.As(err, &ref) || ref.Index != large {
+		t.Fatalf("Deliver: %d, %v; want %d and entry %d refused", n, err, large, large)
+	}
+	if n, err := out.Deliver(ctx, entries[large+1:]); n != total-large-1 || err != nil {
+		t.Fatalf("Deliver of the rest: %d, %v", n, err)
+	}
+	msgs := streamMessages(t, ctx, stream, total-1)
+	for i, m := range msgs {
+		want := i
+		if i >= large {
+			want = i + 1
+		}
+		if m.Header.Get(forward.HeaderKey) != entries[want].Key.String() || string(m.Data) != string(entries[want].Payload) {
+			t.Fatalf("stream message %d is %s (key %s), want entry %d", i+1, m.Data, m.Header.Get(forward.HeaderKey), want)
+		}
+	}
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != total-1 {
+		t.Fatalf("the stream holds %v messages (%v), want %d", info.State.Msgs, err, total-1)
+	}
+}
+
+// A call while the server is down fails, as nothing waits in a reconnect
+// buffer to be sent behind what was lost; once it is back, a later call
+// delivers the rest behind the first call's entries.
+func TestNATSDeliversAgainOnceTheServerIsBack(t *testing.T) {
+	srv := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	ctx := context.Background()
+	srv.CreateStream("CLEAN", "clean.>")
+	out, err := forward.NewNATS(forward.NATSOptions{URL: srv.URL(), AckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	entries := make([]engine.OutboxEntry, 20)
+	for i := range entries {
+		e := &entries[i]
+		e.Target, e.Route, e.Sequence, e.Payload = "clean.s", "incidents", int64(i), fmt.Appendf(nil, `{"n":%d}`, i)
+		e.Key[0] = byte(i + 1)
+	}
+	if n, err := out.Deliver(ctx, entries[:10]); n != 10 || err != nil {
+		t.Fatalf("Deliver: %d, %v", n, err)
+	}
+	srv.Stop()
+	if n, err := out.Deliver(ctx, entries[10:]); n != 0 || err == nil {
+		t.Fatalf("Deliver with the server down: %d, %v; want 0 and an error", n, err)
+	}
+	srv.Restart()
+	done := 10
+	waitFor(t, "the rest delivered", func() bool {
+		n, _ := out.Deliver(ctx, entries[done:])
+		done += n
+		return done == len(entries)
+	})
+	if got := srv.StreamMessages("CLEAN"); got != 20 {
+		t.Fatalf("the stream holds %d messages, want 20", got)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	stream, err := js.Stream(ctx, "CLEAN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range streamMessages(t, ctx, stream, 20) {
+		if string(m.Data) != string(entries[i].Payload) {
+			t.Fatalf("stream message %d is %s, want %s", i+1, m.Data, entries[i].Payload)
+		}
+	}
 }
