@@ -108,8 +108,9 @@ func (n *NATS) connect() (jetstream.JetStream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nats connect %s: %w", n.opts.URL, err)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(n.opts.AckTimeout),
-		jetstream.WithPublishAsyncMaxPending(natsWindow))
+	// The client's own bound on publishes awaiting PubAcks (4,000) stays
+	// above the window, with room for a window a cancelled Deliver left.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(n.opts.AckTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats jetstream: %w", err)
