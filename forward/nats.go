@@ -50,12 +50,22 @@ const natsWindow = 256
 // ErrNoStream: the entry waits until a stream does.
 //
 // Up to natsWindow publishes are written before their PubAcks are awaited,
-// on one connection, which a stream stores in the order written. Nothing
-// is buffered across a reconnect: what the server had not read when the
-// connection dropped is lost with everything written after it, never
-// stored behind a later entry, and is sent again (under its key) by the
-// next Deliver. A publish that failed is not retried by the client, which
-// would send it after the ones behind it.
+// on one connection, which a stream stores in the order written. No entry
+// that fails may have a later one stored before it in its stream:
+//   - Each Deliver sends its first entry alone, and fills a window only
+//     once it has its PubAck. Entries that wait for a stream (no stream
+//     took their subject) are thus taken first to last by a stream
+//     created meanwhile.
+//   - A publish that fails ends the window, and the client does not retry
+//     it (it would send it after the ones behind it).
+//   - Nothing is buffered across a reconnect, and a window ends where the
+//     connection changed: what the server had not read when the
+//     connection dropped is lost with everything written after it, and
+//     is sent again (under its key) by the next Deliver.
+//
+// What a window can still reorder: entries of two streams in one window,
+// the second stream created in the instant between the publish of its
+// first entry (refused: no stream) and the next.
 //
 // It connects on the first Deliver and reconnects by itself.
 type NATS struct {
@@ -86,11 +96,11 @@ func NewNATS(opts NATSOptions) (*NATS, error) {
 	return n, nil
 }
 
-func (n *NATS) connect() (jetstream.JetStream, error) {
+func (n *NATS) connect() (*nats.Conn, jetstream.JetStream, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.js != nil {
-		return n.js, nil
+		return n.nc, n.js, nil
 	}
 	opts := []nats.Option{
 		nats.Name(n.opts.Name),
@@ -106,32 +116,36 @@ func (n *NATS) connect() (jetstream.JetStream, error) {
 	}
 	nc, err := nats.Connect(n.opts.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats connect %s: %w", n.opts.URL, err)
+		return nil, nil, fmt.Errorf("nats connect %s: %w", n.opts.URL, err)
 	}
 	// The client's own bound on publishes awaiting PubAcks (4,000) stays
 	// above the window, with room for a window a cancelled Deliver left.
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(n.opts.AckTimeout))
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("nats jetstream: %w", err)
+		return nil, nil, fmt.Errorf("nats jetstream: %w", err)
 	}
 	n.nc, n.js = nc, js
-	return js, nil
+	return nc, js, nil
 }
 
-// Deliver implements Output: it writes up to natsWindow entries, then
-// waits for their PubAcks in order.
+// Deliver implements Output: it writes a window of entries (the first
+// alone, then up to natsWindow), then waits for their PubAcks in order.
 func (n *NATS) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, error) {
-	js, err := n.connect()
+	nc, js, err := n.connect()
 	if err != nil {
 		return 0, err
 	}
 	acks := make([]jetstream.PubAckFuture, 0, min(len(entries), natsWindow))
-	done := 0
+	done, window := 0, 1
 	for done < len(entries) {
 		acks = acks[:0]
 		var failed error // of the publish of entries[done+len(acks)]
-		for _, e := range entries[done:min(len(entries), done+natsWindow)] {
+		conn := nc.Stats().Reconnects
+		for _, e := range entries[done:min(len(entries), done+window)] {
+			if nc.Stats().Reconnects != conn {
+				break // the window's first publishes may be lost with the old connection
+			}
 			f, err := js.PublishMsgAsync(natsMsg(e), jetstream.WithMsgID(e.Key.String()), jetstream.WithRetryAttempts(0))
 			if err != nil {
 				failed = err
@@ -139,6 +153,7 @@ func (n *NATS) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, 
 			}
 			acks = append(acks, f)
 		}
+		window = natsWindow
 		for _, f := range acks {
 			select {
 			case <-f.Ok():
@@ -174,6 +189,8 @@ func (n *NATS) failed(entries []engine.OutboxEntry, i int, err error) error {
 		return fmt.Errorf("%w: %q (create a stream with this subject)", ErrNoStream, e.Target)
 	case errors.Is(err, nats.ErrMaxPayload):
 		return &RefusedError{Index: i, Reason: fmt.Sprintf("nats: %v (%d bytes)", err, len(e.Payload))}
+	case errors.Is(err, nats.ErrReconnectBufExceeded): // nothing is buffered while reconnecting
+		return fmt.Errorf("nats publish to %q: the connection is down, reconnecting", e.Target)
 	case errors.Is(err, jetstream.ErrAsyncPublishTimeout):
 		return fmt.Errorf("nats publish to %q: no PubAck within %s", e.Target, n.opts.AckTimeout)
 	}

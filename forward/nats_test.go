@@ -186,6 +186,11 @@ func TestNATSDeliversAgainOnceTheServerIsBack(t *testing.T) {
 	if n, err := out.Deliver(ctx, entries[10:]); n != 0 || err == nil {
 		t.Fatalf("Deliver with the server down: %d, %v; want 0 and an error", n, err)
 	}
+	// Once the client knows, a publish fails at once, saying why.
+	waitFor(t, "the client to see the connection down", func() bool {
+		_, err := out.Deliver(ctx, entries[10:])
+		return err != nil && strings.Contains(err.Error(), "the connection is down, reconnecting")
+	})
 	srv.Restart()
 	done := 10
 	waitFor(t, "the rest delivered", func() bool {
