@@ -65,7 +65,9 @@ const natsWindow = 256
 //
 // What a window can still reorder: entries of two streams in one window,
 // the second stream created in the instant between the publish of its
-// first entry (refused: no stream) and the next.
+// first entry (refused: no stream) and the next; and an entry the server
+// answers with a passing error (a PubAck error, not a lost connection)
+// while it stores the next.
 //
 // It connects on the first Deliver and reconnects by itself.
 type NATS struct {
