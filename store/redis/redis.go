@@ -150,6 +150,7 @@ func checkPrefix(p string) error {
 // Store is a shared engine.Store on a Redis server. Create it with Open.
 type Store struct {
 	c       *goredis.Client
+	bufs    argBufs // of writes, kept between them
 	opts    Options
 	k       keys
 	url     string // redacted, for errors
@@ -199,7 +200,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, k: newKeys(o.Prefix), url: redactURL(o.URL), member: o.Member, log: o.Logger}
+	s := &Store{opts: o, k: newKeys(o.Prefix), url: redactURL(o.URL), member: o.Member, log: o.Logger, bufs: make(argBufs, 2)}
 	var err error
 	if s.c, err = s.client(); err != nil {
 		return nil, err

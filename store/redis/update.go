@@ -128,8 +128,8 @@ func (s *Store) write(ctx context.Context, b *engine.Batch, rd *read) (bool, err
 	if err := contiguous(s.member, b.Audit); err != nil {
 		return false, err
 	}
-	buf := bufs.Get().(*[]byte)
-	defer bufs.Put(buf)
+	buf := s.bufs.get()
+	defer s.bufs.put(buf)
 	keys, args, err := s.scriptArgs(b, rd, buf)
 	if err != nil {
 		return false, err

@@ -9,15 +9,33 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/replayguard/replayguard/engine"
 )
 
-// bufs hold the key sets and audit records of batches being written: they
-// are the bulk of a batch, and go-redis is done with them once the script
-// has answered.
-var bufs = sync.Pool{New: func() any { return new([]byte) }}
+// argBufs keeps, between writes, the buffers that hold the key sets and
+// audit records of batches being written: they are the bulk of a batch
+// (about 0.7 MB for 1000 records), and go-redis is done with them once the
+// script has answered. Unlike a sync.Pool, which the collector emptied
+// every few batches, it keeps them, so a member does not allocate and zero
+// them again. Its zero value keeps none.
+type argBufs chan *[]byte
+
+func (f argBufs) get() *[]byte {
+	select {
+	case b := <-f:
+		return b
+	default:
+		return new([]byte)
+	}
+}
+
+func (f argBufs) put(b *[]byte) {
+	select {
+	case f <- b:
+	default:
+	}
+}
 
 // scriptArgs lays b out as the update script's KEYS and ARGV (see
 // updateSource); the key set and the audit records are in *buf.
