@@ -18,8 +18,13 @@ import (
 // (about 0.7 MB for 1000 records), and go-redis is done with them once the
 // script has answered. Unlike a sync.Pool, which the collector emptied
 // every few batches, it keeps them, so a member does not allocate and zero
-// them again. Its zero value keeps none.
+// them again. It lets go of a buffer a batch grew past maxKeptBuf. Its
+// zero value keeps none.
 type argBufs chan *[]byte
+
+// maxKeptBuf bounds what argBufs keeps between writes: a batch of large
+// records does not leave its buffer behind for good.
+const maxKeptBuf = 8 << 20
 
 func (f argBufs) get() *[]byte {
 	select {
@@ -31,6 +36,9 @@ func (f argBufs) get() *[]byte {
 }
 
 func (f argBufs) put(b *[]byte) {
+	if cap(*b) > maxKeptBuf {
+		return
+	}
 	select {
 	case f <- b:
 	default:
