@@ -180,11 +180,13 @@ func (c *mqttConn) fill(ctx context.Context, entries []engine.OutboxEntry, acks 
 	c.cork.Cork()
 	defer c.cork.Uncork()
 	for sent < len(entries) && sent-acked < c.quota {
-		if size := publishSize(entries[sent]); c.limit > 0 && size > int(c.limit) {
-			if sent == acked { // every entry before it is delivered: hold it
-				return sent, tooLarge(entries[sent], size, c.limit, c.broker, sent)
+		if c.limit > 0 { // the broker set a Maximum Packet Size
+			if size := publishSize(entries[sent]); size > int(c.limit) {
+				if sent == acked { // every entry before it is delivered: hold it
+					return sent, tooLarge(entries[sent], size, c.limit, c.broker, sent)
+				}
+				break // wait for the PUBACKs of the entries before it
 			}
-			break // wait for the PUBACKs of the entries before it
 		}
 		acks[sent] = make(chan byte, 1)
 		if err := c.send(ctx, entries[sent], acks[sent]); err != nil {
