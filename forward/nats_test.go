@@ -44,13 +44,7 @@ func TestNATSWaitsForItsStreamThenDeliversOnceUnderJetStreamDedup(t *testing.T) 
 		t.Fatalf("%d entries pending without a stream, want 30", n)
 	}
 
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DISPATCH", Subjects: []string{"dispatch.>"}, Duplicates: time.Minute})
+	stream, err := jetStreamOf(t, srv).CreateStream(ctx, jetstream.StreamConfig{Name: "DISPATCH", Subjects: []string{"dispatch.>"}, Duplicates: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +86,21 @@ func TestNATSWaitsForItsStreamThenDeliversOnceUnderJetStreamDedup(t *testing.T) 
 	}
 }
 
+// jetStreamOf connects to srv for the rest of the test.
+func jetStreamOf(t *testing.T, srv *testbroker.NATS) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 func streamMessages(t *testing.T, ctx context.Context, s jetstream.Stream, n int) []*jetstream.RawStreamMsg {
 	t.Helper()
 	var out []*jetstream.RawStreamMsg
@@ -112,13 +121,7 @@ func streamMessages(t *testing.T, ctx context.Context, s jetstream.Stream, n int
 func TestNATSWindowKeepsTheOrderAndStopsAtARefusedEntry(t *testing.T) {
 	srv := testbroker.StartNATS(t, testbroker.NATSOptions{})
 	ctx := context.Background()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CLEAN", Subjects: []string{"clean.>"}, Duplicates: time.Minute})
+	stream, err := jetStreamOf(t, srv).CreateStream(ctx, jetstream.StreamConfig{Name: "CLEAN", Subjects: []string{"clean.>"}, Duplicates: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,13 +204,7 @@ func TestNATSDeliversAgainOnceTheServerIsBack(t *testing.T) {
 	if got := srv.StreamMessages("CLEAN"); got != 20 {
 		t.Fatalf("the stream holds %d messages, want 20", got)
 	}
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	stream, err := js.Stream(ctx, "CLEAN")
+	stream, err := jetStreamOf(t, srv).Stream(ctx, "CLEAN")
 	if err != nil {
 		t.Fatal(err)
 	}
