@@ -153,10 +153,10 @@ type Engine struct {
 type pending struct {
 	batch    Batch
 	sources  map[*SourceState]struct{}
-	entities map[string]struct{}
-	seqs     []int64  // what the batch's audit records' Sequence point to
-	changes  []Change // what the batch's audit records' Effects point into
-	raw      []byte   // the JSON values of those changes
+	entities map[string]*entity // changed, by name
+	seqs     []int64            // what the batch's audit records' Sequence point to
+	changes  []Change           // what the batch's audit records' Effects point into
+	raw      []byte             // the JSON values of those changes
 }
 
 // New loads the store's state and returns an engine over it, using what
@@ -245,7 +245,7 @@ func (o *Options) setDefaults() error {
 }
 
 func (e *Engine) resetPending() {
-	e.pending = pending{sources: map[*SourceState]struct{}{}, entities: map[string]struct{}{}}
+	e.pending = pending{sources: map[*SourceState]struct{}{}, entities: map[string]*entity{}}
 }
 
 func (e *Engine) routeFor(topic string) *route {
@@ -298,11 +298,17 @@ func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Dec
 func (e *Engine) takeBatch() *Batch {
 	b := new(Batch)
 	*b = e.pending.batch // resetPending below starts new slices
+	if n := len(e.pending.sources); n > 0 {
+		b.Sources = make([]SourceState, 0, n)
+	}
+	if n := len(e.pending.entities); n > 0 {
+		b.Entities = make([]EntityState, 0, n)
+	}
 	for s := range e.pending.sources {
 		b.Sources = append(b.Sources, s.clone())
 	}
-	for name := range e.pending.entities {
-		b.Entities = append(b.Entities, e.entities[name].state(name))
+	for name, ent := range e.pending.entities {
+		b.Entities = append(b.Entities, ent.state(name))
 	}
 	e.resetPending()
 	return b
