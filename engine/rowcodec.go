@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 )
@@ -201,7 +200,13 @@ func (e *EntityState) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, rowFormat)
 	b = appendStr(b, e.Name)
 	b = appendList(b, e.Fields == nil, len(e.Fields))
-	for _, name := range slices.Sorted(maps.Keys(e.Fields)) { // one state, one row
+	var buf [8]string // an entity has a few fields: their names sort on the stack
+	names := buf[:0]
+	for name := range e.Fields {
+		names = append(names, name)
+	}
+	slices.Sort(names) // one state, one row
+	for _, name := range names {
 		f := e.Fields[name]
 		b = appendStr(b, name)
 		b = append(b, byte(f.Kind))

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -234,11 +235,24 @@ const rowFill = 0.9
 // sortedBy returns 0…n-1 ordered by key, keeping the order of equal keys:
 // a row a batch names twice is written as it names it last.
 func sortedBy(n int, key func(int) string) []int {
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
+	type keyed struct {
+		key string
+		i   int
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(key(a), key(b)) })
+	rows := make([]keyed, n)
+	for i := range rows {
+		rows[i] = keyed{key(i), i}
+	}
+	slices.SortFunc(rows, func(a, b keyed) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	order := make([]int, n)
+	for j, r := range rows {
+		order[j] = r.i
+	}
 	return order
 }
 
