@@ -13,7 +13,8 @@ import (
 // finds one faster than a map would, and a fleet's entities cost the
 // collector one slice each rather than a map and a field apiece.
 type entity struct {
-	fields []namedField
+	fields    []namedField
+	changedIn uint64 // the pending batch that last changed it (pending.gen)
 }
 
 type namedField struct {
@@ -91,7 +92,7 @@ func (e *Engine) project(d *Delivery, ver Version) []Change {
 				Value: p.json(v.kind, v.text), After: p.fieldJSON(ent.field(o.field)), Lost: !ok && o.kind == opSet})
 		}
 		if changed {
-			p.entities[name] = ent
+			p.changed(name, ent)
 		}
 	}
 	return p.changes[start:len(p.changes):len(p.changes)]

@@ -153,10 +153,11 @@ type Engine struct {
 type pending struct {
 	batch    Batch
 	sources  map[*SourceState]struct{}
-	entities map[string]*entity // changed, by name
-	seqs     []int64            // what the batch's audit records' Sequence point to
-	changes  []Change           // what the batch's audit records' Effects point into
-	raw      []byte             // the JSON values of those changes
+	entities []changedEntity // in the order they first changed
+	gen      uint64          // marks the entities this batch changed
+	seqs     []int64         // what the batch's audit records' Sequence point to
+	changes  []Change        // what the batch's audit records' Effects point into
+	raw      []byte          // the JSON values of those changes
 }
 
 // New loads the store's state and returns an engine over it, using what
@@ -244,8 +245,25 @@ func (o *Options) setDefaults() error {
 	return nil
 }
 
+// changedEntity is an entity the pending batch changed.
+type changedEntity struct {
+	name string
+	ent  *entity
+}
+
+// changed adds ent to the entities the pending batch changed, once.
+func (p *pending) changed(name string, ent *entity) {
+	if ent.changedIn != p.gen {
+		ent.changedIn = p.gen
+		p.entities = append(p.entities, changedEntity{name, ent})
+	}
+}
+
+// holds reports whether the pending batch changed ent.
+func (p *pending) holds(ent *entity) bool { return ent.changedIn == p.gen }
+
 func (e *Engine) resetPending() {
-	e.pending = pending{sources: map[*SourceState]struct{}{}, entities: map[string]*entity{}}
+	e.pending = pending{sources: map[*SourceState]struct{}{}, gen: e.pending.gen + 1}
 }
 
 func (e *Engine) routeFor(topic string) *route {
@@ -307,8 +325,8 @@ func (e *Engine) takeBatch() *Batch {
 	for s := range e.pending.sources {
 		b.Sources = append(b.Sources, s.clone())
 	}
-	for name, ent := range e.pending.entities {
-		b.Entities = append(b.Entities, ent.state(name))
+	for _, c := range e.pending.entities {
+		b.Entities = append(b.Entities, c.ent.state(c.name))
 	}
 	e.resetPending()
 	return b

@@ -132,11 +132,11 @@ func (w *ownedWindows) trim() {
 			n--
 		}
 	}
-	for name := range e.entities {
+	for name, ent := range e.entities {
 		if n <= keep {
 			return
 		}
-		if _, ok := e.pending.entities[name]; !ok {
+		if !e.pending.holds(ent) {
 			delete(e.entities, name)
 			n--
 		}
