@@ -142,6 +142,15 @@ func (w *EpochWindow) span(configured int) int {
 	return configured
 }
 
+// own gives the window a bitmap of its own before it changes one a
+// batch's copy shares.
+func (w *EpochWindow) own() {
+	if w.lent {
+		w.Bitmap = slices.Clone(w.Bitmap)
+		w.lent = false
+	}
+}
+
 func (w *EpochWindow) bit(seq int64, span int) (word int, mask uint64) {
 	b := int(seq % int64(span))
 	return b / 64, 1 << (b % 64)
@@ -167,6 +176,7 @@ func (w *EpochWindow) checkCurrent(seq int64, span int, waive bool) seqVerdict {
 	if w.Bitmap[word]&mask != 0 {
 		return seqVerdict{outcome: Duplicate, reason: reasonSeqSeen}
 	}
+	w.own()
 	w.Bitmap[word] |= mask
 	w.fillGap(seq)
 	return seqVerdict{outcome: AppliedLate, reason: reasonLate}
@@ -184,6 +194,7 @@ func (w *EpochWindow) advance(seq int64, span int) {
 			w.addGap(Range{From: w.High + 1, To: out})
 		}
 	}
+	w.own()
 	if w.High < 0 || seq-w.High >= int64(span) {
 		clear(w.Bitmap)
 	} else {

@@ -184,6 +184,12 @@ type EpochWindow struct {
 	Bitmap  []uint64 `json:"bitmap,omitempty"` // current epoch only: bit s%span set when s was seen
 	Floor   int64    `json:"floor"`            // older epochs: sequences <= Floor cannot be proven
 	Gaps    []Range  `json:"gaps,omitempty"`   // open gaps, ascending
+
+	// lent is set on a window and its copy when they share a Bitmap
+	// (SourceState.clone): either copies the bitmap before it changes it.
+	// A fleet's source is seldom changed again before the batch that
+	// copied it commits, so the bitmap is seldom copied at all.
+	lent bool
 }
 
 // SourceState is the persisted window of one (route, source).
@@ -325,8 +331,9 @@ type AuditHead struct {
 	Hash     Hash
 }
 
-// clone copies the state deeply, so the committer can encode it while the
-// engine goes on deciding.
+// clone copies the state, so the committer can encode it while the engine
+// goes on deciding: deeply, but for the windows' bitmaps, which the two
+// share until either changes its own (EpochWindow.own).
 func (s *SourceState) clone() SourceState {
 	c := *s
 	c.Source = append([]string(nil), s.Source...)
@@ -334,7 +341,9 @@ func (s *SourceState) clone() SourceState {
 	c.Sparkplug = s.Sparkplug.Clone()
 	c.Epochs = make([]EpochWindow, len(s.Epochs))
 	for i, w := range s.Epochs {
-		w.Bitmap = append([]uint64(nil), w.Bitmap...)
+		if w.Bitmap != nil { // shared, and copied before a change (EpochWindow.own)
+			s.Epochs[i].lent, w.lent = true, true
+		}
 		w.Gaps = append([]Range(nil), w.Gaps...)
 		c.Epochs[i] = w
 	}
