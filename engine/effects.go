@@ -33,10 +33,9 @@ func (ent *entity) field(name string) *field {
 	return nil
 }
 
-// add appends the field called name, absent from the entity, and returns it.
-func (ent *entity) add(name string, f field) *field {
+// add appends f as the field called name, absent from the entity.
+func (ent *entity) add(name string, f field) {
 	ent.fields = append(ent.fields, namedField{name: name, field: f})
-	return &ent.fields[len(ent.fields)-1].field
 }
 
 type field struct {

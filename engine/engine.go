@@ -196,6 +196,7 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		names[r.Name] = true
 		e.routes = append(e.routes, c)
 	}
+	e.resetPending() // the first batch is number 1: no entity's mark, 0 at first, is one
 	if sh := caps.Shared; sh != nil {
 		e.win = newSharedWindows(e, sh, opts.Journal)
 	} else {
