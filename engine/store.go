@@ -20,6 +20,8 @@ type Store interface {
 	Load(ctx context.Context) (*Snapshot, error)
 	// Commit writes the whole batch atomically and durably: when it returns
 	// nil every part is on stable storage, when it returns an error none is.
+	// It must not change the batch: a source's window bitmap in it is the
+	// engine's own until the engine next changes that window.
 	Commit(ctx context.Context, b *Batch) error
 	AuditScanner
 	QuarantineScanner
