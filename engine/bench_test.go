@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -153,13 +152,13 @@ func BenchmarkWindowMemory(b *testing.B) {
 		after := heapInUse()
 		b.ReportMetric(float64(after-before)/1e6, "B/key")
 
+		e := benchEngine(b, []Route{benchIncidents}, 10)
 		before = heapInUse()
 		srcs := make([]*SourceState, 1000)
-		e := benchEngine(b, []Route{benchIncidents}, 10)
 		for s := range srcs {
 			m := Message{Topic: "incidents/fire", Payload: incidentPayload(s, 1)}
 			d, _ := e.decode(&m)
-			srcs[s] = &SourceState{Route: "incidents", Source: slices.Clone(d.source)}
+			srcs[s] = &SourceState{Route: "incidents", Source: cloneStrings(d.source)}
 			srcs[s].checkSequence(d, DefaultSequenceSpan, DefaultKeepEpochs, false)
 		}
 		after = heapInUse()
