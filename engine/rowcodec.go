@@ -31,9 +31,12 @@ import (
 //
 // Format 2 writes the bitmap in runs: a source that sends in order has a
 // window of all-ones words behind its high-water mark and zero words ahead
-// of it, a few bytes where format 1 wrote sequence_span/8. Format 1 rows
-// are still read.
-const rowFormat = 2
+// of it, a few bytes where format 1 wrote sequence_span/8. Format 3 has the
+// same layout, but its current epoch may have no bitmap at all (a run, with
+// its Floor): a build that reads only format 2 would index a bitmap the
+// window does not have, so the number keeps it out. Format 1 and 2 rows are still
+// read.
+const rowFormat = 3
 
 // maxBitmapWords bounds the bitmap a row may claim (sequence_span 2^24),
 // so that a corrupt row is a fault, not an allocation.

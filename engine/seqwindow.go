@@ -106,7 +106,8 @@ func (s *SourceState) isNewEpoch(d *Delivery) bool {
 // openEpoch makes d's epoch current and retires the previous current one.
 func (s *SourceState) openEpoch(d *Delivery, span, keep int) {
 	epoch := strings.Clone(d.epoch) // not a substring of the payload: it would keep the message alive
-	w := EpochWindow{Epoch: epoch, Numeric: d.epochNum, High: -1, First: d.seq, Bitmap: make([]uint64, span/64)}
+	// A run, until a sequence comes out of order.
+	w := EpochWindow{Epoch: epoch, Numeric: d.epochNum, High: -1, First: d.seq, Floor: -1}
 	switch {
 	case d.epochNum:
 		w.Value = d.epochInt
@@ -134,12 +135,72 @@ func (s *SourceState) openEpoch(d *Delivery, span, keep int) {
 // new epoch): a sequence seen at the old span cannot be placed in a bitmap
 // of another, and a window read as wider than it was would take the
 // sequences below its old reach for never seen. configured is the span of
-// a window without a bitmap.
+// a run, which holds no bitmap: it reads the same at any span, as far down
+// as its Floor.
 func (w *EpochWindow) span(configured int) int {
 	if n := 64 * len(w.Bitmap); n > 0 {
 		return n
 	}
 	return configured
+}
+
+// A current window without a bitmap is a run: inside the window, above
+// Floor, it has seen every sequence from First to High and none below
+// First. A source that sends in order keeps its window so, in a few
+// words: a fleet of a million meters would otherwise hold a million
+// sequence_span bitmaps of all-ones words. The first sequence out of order
+// gives it a bitmap (bitmap); a bitmap with no open gap left in its window
+// becomes a run again (compact). Floor is -1 for a run that never held a
+// bitmap; for one that did, it is where that bitmap's window ended, so that
+// a wider sequence_span does not take a sequence that left it unseen for a
+// duplicate.
+
+// bitmap gives a run the bitmap it stands for, at the configured span or,
+// where its Floor is nearer, the widest span above it, and returns that
+// span.
+func (w *EpochWindow) bitmap(span int) int {
+	if w.Floor >= 0 {
+		span = int(min(int64(span), (w.High-w.Floor)/64*64))
+	}
+	w.Bitmap, w.lent = make([]uint64, span/64), false
+	lo := max(w.First, w.High-int64(span)+1, 0)
+	for off := int64(0); off <= w.High-lo; { // by offset: High may be 2^63-1
+		word, mask := w.bit(lo+off, span)
+		if mask == 1 && w.High-lo-off >= 63 { // a whole word of the run
+			w.Bitmap[word] = ^uint64(0)
+			off += 64
+			continue
+		}
+		w.Bitmap[word] |= mask
+		off++
+	}
+	return span
+}
+
+// compact makes a window whose bitmap has no open gap from First up a run
+// again, with Floor where the bitmap's window ends.
+func (w *EpochWindow) compact(span int) {
+	bottom := w.High - int64(span) + 1
+	if n := len(w.Gaps); n > 0 && w.Gaps[n-1].To >= bottom { // listed inside the window (an older store's)
+		return
+	}
+	lo := max(w.First, bottom, 0)
+	for off := int64(0); off <= w.High-lo; { // by offset: High may be 2^63-1
+		word, mask := w.bit(lo+off, span)
+		if mask == 1 && w.High-lo-off >= 63 {
+			if w.Bitmap[word] != ^uint64(0) {
+				return
+			}
+			off += 64
+			continue
+		}
+		if w.Bitmap[word]&mask == 0 {
+			return
+		}
+		off++
+	}
+	w.Floor = max(bottom-1, -1)
+	w.Bitmap, w.lent = nil, false
 }
 
 // own gives the window a bitmap of its own before it changes one a
@@ -165,12 +226,25 @@ func (w *EpochWindow) checkCurrent(seq int64, span int, waive bool) seqVerdict {
 		}
 		w.advance(seq, span)
 		return v
-	case seq <= w.High-int64(span):
+	case seq <= w.High-int64(span), w.Bitmap == nil && seq <= w.Floor:
 		if waive {
+			if w.Bitmap == nil {
+				w.bitmap(span) // First goes below the run
+			}
 			w.fillGap(seq)
 			return seqVerdict{outcome: Applied, reason: reasonReleased}
 		}
 		return seqVerdict{outcome: Quarantined, reason: reasonBelowWindow}
+	}
+	if w.Bitmap == nil {
+		switch {
+		case seq >= w.First:
+			return seqVerdict{outcome: Duplicate, reason: reasonSeqSeen}
+		case seq == w.First-1: // still a run, from seq
+			w.fillGap(seq)
+			return seqVerdict{outcome: AppliedLate, reason: reasonLate}
+		}
+		span = w.bitmap(span)
 	}
 	word, mask := w.bit(seq, span)
 	if w.Bitmap[word]&mask != 0 {
@@ -185,6 +259,13 @@ func (w *EpochWindow) checkCurrent(seq int64, span int, waive bool) seqVerdict {
 // advance moves the high-water mark to seq, clearing the bits of the
 // sequences it passes over, then marks seq seen.
 func (w *EpochWindow) advance(seq int64, span int) {
+	if w.Bitmap == nil {
+		if w.High < 0 || seq == w.High+1 {
+			w.High = seq // the run goes on
+			return
+		}
+		span = w.bitmap(span)
+	}
 	if w.High >= 0 {
 		// Sequences at or below seq-span leave the window: the never-seen
 		// ones become listed gaps, as do skipped ones that never entered it.
@@ -206,6 +287,9 @@ func (w *EpochWindow) advance(seq int64, span int) {
 	word, mask := w.bit(seq, span)
 	w.Bitmap[word] = w.Bitmap[word]&^mask | mask
 	w.High = seq
+	if mask == 1<<63 { // a word filled: perhaps the whole window
+		w.compact(span)
+	}
 }
 
 func (w *EpochWindow) checkOlder(seq int64, waive bool) seqVerdict {
@@ -231,22 +315,18 @@ func (w *EpochWindow) checkOlder(seq int64, waive bool) seqVerdict {
 }
 
 // retire turns the current window into an older one: the bitmap's clear
-// bits inside the window become exact gaps, then the bitmap goes.
+// bits inside the window (a run's sequences below First) become exact
+// gaps, then the bitmap goes.
 func (w *EpochWindow) retire(span int) {
-	w.Floor = w.High - int64(span)
 	var inWindow []Range
-	lo := max(w.Floor+1, 0)
-	for off := int64(0); off <= w.High-lo; off++ { // by offset: High may be 2^63-1
-		s := lo + off
-		word, mask := w.bit(s, span)
-		if w.Bitmap[word]&mask != 0 {
-			continue
+	if w.Bitmap == nil {
+		w.Floor = max(w.Floor, w.High-int64(span))
+		if lo := max(w.Floor+1, 0); lo < w.First && w.High >= 0 {
+			inWindow = []Range{{From: lo, To: w.First - 1}}
 		}
-		if n := len(inWindow); n > 0 && inWindow[n-1].To == s-1 {
-			inWindow[n-1].To = s
-		} else {
-			inWindow = append(inWindow, Range{From: s, To: s})
-		}
+	} else {
+		w.Floor = w.High - int64(span)
+		inWindow = w.unseen(max(w.Floor+1, 0), span)
 	}
 	if len(inWindow) > maxGaps/2 {
 		inWindow = inWindow[len(inWindow)-maxGaps/2:]
@@ -263,6 +343,24 @@ func (w *EpochWindow) retire(span int) {
 		w.Gaps = w.Gaps[len(w.Gaps)-maxGaps:]
 	}
 	w.Bitmap = nil
+}
+
+// unseen returns the never-seen sequences of the bitmap from lo up to High.
+func (w *EpochWindow) unseen(lo int64, span int) []Range {
+	var out []Range
+	for off := int64(0); off <= w.High-lo; off++ { // by offset: High may be 2^63-1
+		s := lo + off
+		word, mask := w.bit(s, span)
+		if w.Bitmap[word]&mask != 0 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].To == s-1 {
+			out[n-1].To = s
+		} else {
+			out = append(out, Range{From: s, To: s})
+		}
+	}
+	return out
 }
 
 // slideOut lists as gaps the never-seen sequences of the window, from its

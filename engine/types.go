@@ -171,18 +171,20 @@ type KeyEntry struct {
 
 // EpochWindow is the anti-replay state of one (route, source, epoch).
 //
-// The current epoch keeps an RFC 6479 bitmap of the last span sequences.
-// An older epoch keeps no bitmap: its sequences in (Floor, High] that were
-// never seen are exactly its in-window Gaps, so a sequence there that is in
-// no gap was seen; sequences at or below Floor cannot be proven either way.
+// The current epoch keeps an RFC 6479 bitmap of the last span sequences,
+// or, while it has seen every sequence from First to High, no bitmap: a
+// run (seqwindow.go). An older epoch keeps no bitmap: its sequences in
+// (Floor, High] that were never seen are exactly its in-window Gaps, so a
+// sequence there that is in no gap was seen; sequences at or below Floor
+// cannot be proven either way.
 type EpochWindow struct {
 	Epoch   string   `json:"epoch"`
 	Numeric bool     `json:"numeric"`          // the epoch is an integer, ordered numerically
 	Value   int64    `json:"value"`            // the integer, or the rank of a string epoch by first appearance
 	High    int64    `json:"high"`             // highest sequence seen; -1 before the first
 	First   int64    `json:"first"`            // lowest sequence seen: reports leave out never-seen sequences below it
-	Bitmap  []uint64 `json:"bitmap,omitempty"` // current epoch only: bit s%span set when s was seen
-	Floor   int64    `json:"floor"`            // older epochs: sequences <= Floor cannot be proven
+	Bitmap  []uint64 `json:"bitmap,omitempty"` // current epoch only, nil for a run: bit s%span set when s was seen
+	Floor   int64    `json:"floor"`            // older epochs and runs: sequences <= Floor cannot be proven
 	Gaps    []Range  `json:"gaps,omitempty"`   // open gaps, ascending
 
 	// lent is set on a window and its copy when they share a Bitmap

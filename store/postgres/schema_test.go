@@ -149,7 +149,7 @@ func testSchemaJSONRows(t *testing.T, g *group) {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"sources", "entities"} {
-		if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.`+table+` WHERE get_byte(state, 0) = 2`); n != 1 {
+		if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.`+table+` WHERE get_byte(state, 0) = 3`); n != 1 {
 			t.Errorf("%s: %d binary rows after the write, want 1", table, n)
 		}
 	}

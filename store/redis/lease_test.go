@@ -98,7 +98,7 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 	}
-	if v := g.do(t, "GET", g.prefix+"schema"); v != "3" {
+	if v := g.do(t, "GET", g.prefix+"schema"); v != "4" {
 		t.Fatalf("schema %v", v)
 	}
 	nums := g.do(t, "HVALS", g.prefix+"members").([]any)
@@ -109,9 +109,9 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 }
 
 func testSchemaNewer(t *testing.T, g *group) {
-	g.do(t, "SET", g.prefix+"schema", "4")
+	g.do(t, "SET", g.prefix+"schema", "5")
 	_, err := g.open(t, "a")
-	if err == nil || !strings.Contains(err.Error(), "schema version 4") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 5") {
 		t.Fatalf("open: %v", err)
 	}
 }
@@ -140,8 +140,8 @@ func testSchemaJSONRows(t *testing.T, g *group) {
 		t.Fatalf("read-only Load of JSON rows = %+v, %v", snap, err)
 	}
 	s := g.must(t, "a")
-	if v := g.do(t, "GET", g.prefix+"schema"); v != "3" {
-		t.Fatalf("schema %v after a member opened, want 3", v)
+	if v := g.do(t, "GET", g.prefix+"schema"); v != "4" {
+		t.Fatalf("schema %v after a member opened, want 4", v)
 	}
 	snap, err := s.Load(t.Context())
 	if err != nil || len(snap.Sources) != 1 || len(snap.Entities) != 1 ||
@@ -161,7 +161,7 @@ func testSchemaJSONRows(t *testing.T, g *group) {
 		t.Fatal(err)
 	}
 	for _, k := range [][2]string{{"source", src.ID()}, {"entity", ent.Name}} {
-		if v, _ := g.do(t, "HGET", g.prefix+k[0], k[1]).(string); v == "" || v[0] != 2 {
+		if v, _ := g.do(t, "HGET", g.prefix+k[0], k[1]).(string); v == "" || v[0] != 3 {
 			t.Errorf("%s row after the write starts %q, want the binary format", k[0], v[:min(len(v), 8)])
 		}
 	}

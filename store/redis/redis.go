@@ -29,9 +29,11 @@ const DefaultLeaseTTL = 15 * time.Second
 // schemaVersion is the layout of the keys described in keys.go. Open writes
 // it under a new prefix and refuses a prefix written with a newer one.
 // Version 2 writes sources and entities as engine's binary rows, not JSON;
-// version 3 writes row format 2, whose bitmaps are runs. Each reads the
-// rows of the versions before, and keeps a build that reads only those out.
-const schemaVersion = 3
+// version 3 writes row format 2, whose bitmaps are runs; version 4 row
+// format 3, whose windows of a source that sends in order have no bitmap.
+// Each reads the rows of the versions before, and keeps a build that reads
+// only those out.
+const schemaVersion = 4
 
 // openTimeout bounds each step of Open that talks to the server.
 const openTimeout = 10 * time.Second
@@ -318,9 +320,9 @@ func (s *Store) schema(ctx context.Context) error {
 		return fmt.Errorf("redis store: the keys under store.prefix %q have schema version %d, newer than this build's %d: "+
 			"upgrade replayguard", s.opts.Prefix, n, schemaVersion)
 	case n < schemaVersion && s.member != "":
-		// The rows of versions 1 (JSON) and 2 (format 1) are read as
-		// they are and rewritten when next written: only the number
-		// changes.
+		// The rows of versions 1 (JSON), 2 (format 1) and 3 (format 2)
+		// are read as they are and rewritten when next written: only
+		// the number changes.
 		if err := s.c.Set(ctx, s.k.schema, schemaVersion, 0).Err(); err != nil {
 			return s.fail("migrate schema", err)
 		}

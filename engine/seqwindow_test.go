@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// seenModel is a current epoch's window with unbounded memory: every
+// sequence it has seen.
+type seenModel struct {
+	span        int64
+	high, first int64
+	seen        map[int64]bool
+}
+
+func (m *seenModel) decide(seq int64) Outcome {
+	switch {
+	case m.high < 0 || seq > m.high:
+		m.high = seq
+	case seq <= m.high-m.span:
+		return Quarantined
+	case m.seen[seq]:
+		return Duplicate
+	default:
+		m.first = min(m.first, seq)
+		m.seen[seq] = true
+		return AppliedLate
+	}
+	if len(m.seen) == 0 {
+		m.first = seq
+	}
+	m.seen[seq] = true
+	return Applied
+}
+
+// gaps are the never-seen sequences from the lowest seen to the highest.
+func (m *seenModel) gaps() []Range {
+	var out []Range
+	for s := m.first; s <= m.high; s++ {
+		if m.seen[s] {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].To == s-1 {
+			out[n-1].To = s
+		} else {
+			out = append(out, Range{From: s, To: s})
+		}
+	}
+	return out
+}
+
+// windowFeed is a producer's sequences as a broker delivers them: mostly
+// in order, with drops, swaps, replayed bursts, jumps past the window and
+// stragglers from below it.
+func windowFeed(rng *rand.Rand, span int64) []int64 {
+	next := int64(rng.IntN(3)) * span
+	var out []int64
+	for range 1 + rng.IntN(400) {
+		switch r := rng.IntN(100); {
+		case r < 3: // dropped
+			next++
+		case r < 4: // a jump past the window
+			next += span + int64(rng.IntN(int(span)))
+		}
+		out = append(out, next)
+		next++
+		switch r := rng.IntN(100); {
+		case r < 4 && len(out) > 1:
+			i := len(out) - 1 - rng.IntN(min(8, len(out)-1))
+			out[i], out[len(out)-1] = out[len(out)-1], out[i]
+		case r < 6:
+			from := max(0, len(out)-1-rng.IntN(int(2*span)))
+			out = append(out, out[from:from+min(1+rng.IntN(10), len(out)-from)]...)
+		case r < 7:
+			out = append(out, max(0, next-int64(rng.IntN(int(3*span)))))
+		}
+	}
+	return out
+}
+
+// A window that keeps its sequences as a run until one comes out of order,
+// and becomes a run again when its gaps leave it, decides every sequence as
+// a set of every sequence seen does; its open gaps are that set's, and
+// retired, it decides as that set does below its high-water mark.
+func TestARunDecidesAsEverySequenceSeen(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("REPLAYGUARD_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (set REPLAYGUARD_SEED to replay)", seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	runs := 0
+	for round := range 300 {
+		span := int64(64 << rng.IntN(3))
+		m := &seenModel{span: span, high: -1, seen: map[int64]bool{}}
+		var src SourceState
+		for i, seq := range windowFeed(rng, span) {
+			d := &Delivery{epoch: "1", epochNum: true, epochInt: 1, seq: seq}
+			got, want := src.checkSequence(d, int(span), 1, false).outcome, m.decide(seq)
+			if got != want {
+				t.Fatalf("seed %d round %d span %d, delivery %d (seq %d): %v, want %v", seed, round, span, i, seq, got, want)
+			}
+			if src.Epochs[0].Bitmap == nil {
+				runs++
+			}
+		}
+		w := &src.Epochs[0]
+		if got, want := w.OpenGaps(), m.gaps(); !slices.Equal(got, want) {
+			t.Fatalf("seed %d round %d span %d: open gaps %v, want %v", seed, round, span, got, want)
+		}
+		src.checkSequence(&Delivery{epoch: "2", epochNum: true, epochInt: 2, seq: 0}, int(span), 1, false)
+		old := src.Epochs[1]
+		for seq := max(0, m.high-2*span); seq <= m.high+1; seq++ {
+			want := AppliedLate
+			switch {
+			case seq <= m.high-span:
+				want = Quarantined
+			case m.seen[seq]:
+				want = Duplicate
+			}
+			o := old
+			o.Gaps = slices.Clone(old.Gaps)
+			if got := o.checkOlder(seq, false).outcome; got != want {
+				t.Fatalf("seed %d round %d span %d, retired at %d, gaps %v: seq %d %v, want %v", seed, round, span, m.high, old.Gaps, seq, got, want)
+			}
+		}
+	}
+	if runs == 0 {
+		t.Fatal("no window was a run after any delivery")
+	}
+}
+
+// A source that sends in order holds no bitmap: after its first message,
+// after a message out of order once its gap has left the window, and in
+// the row the stores keep.
+func TestASourceThatSendsInOrderHoldsNoBitmap(t *testing.T) {
+	var src SourceState
+	feed := func(seqs ...int64) {
+		for _, seq := range seqs {
+			src.checkSequence(&Delivery{epoch: "1", epochNum: true, epochInt: 1, seq: seq}, 64, 1, false)
+		}
+	}
+	w := func() *EpochWindow { return &src.Epochs[0] }
+	feed(10, 11, 12)
+	if w().Bitmap != nil {
+		t.Fatalf("in order: bitmap %b", w().Bitmap)
+	}
+	feed(9, 8)
+	if w().Bitmap != nil || w().First != 8 {
+		t.Fatalf("late, each the one below the first: bitmap %b, first %d", w().Bitmap, w().First)
+	}
+	feed(14, 13)
+	if w().Bitmap == nil {
+		t.Fatal("a sequence out of order: no bitmap")
+	}
+	for seq := int64(15); seq < 64; seq++ {
+		feed(seq)
+	}
+	if w().Bitmap != nil || w().Floor != -1 {
+		t.Fatalf("its gap filled, a word complete: bitmap %b, floor %d, want a run", w().Bitmap, w().Floor)
+	}
+	feed(66) // 64 and 65 skipped
+	for seq := int64(67); seq < 192; seq++ {
+		feed(seq)
+	}
+	if w().Bitmap != nil || w().Floor != 127 {
+		t.Fatalf("its gap left the window: bitmap %b, floor %d, want a run above 127", w().Bitmap, w().Floor)
+	}
+	if got := w().OpenGaps(); !slices.Equal(got, []Range{{From: 64, To: 65}}) {
+		t.Fatalf("open gaps %v, want 64-65", got)
+	}
+	row, err := src.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back SourceState
+	if err := back.UnmarshalBinary(row); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(back) != fmt.Sprint(src) || len(row) > 40 {
+		t.Fatalf("the row (%d bytes) reads back as %+v, want %+v", len(row), back, src)
+	}
+}
+
+// A run that held a bitmap keeps, in its Floor, where that bitmap's window
+// ended: raised, sequence_span does not make a sequence that left the old
+// window unseen a duplicate, and the bitmap the run takes again stays
+// above it.
+func TestARunKeepsItsFloorWhenSequenceSpanWidens(t *testing.T) {
+	var src SourceState
+	check := func(seq int64, span int) Outcome {
+		return src.checkSequence(&Delivery{epoch: "1", epochNum: true, epochInt: 1, seq: seq}, span, 1, false).outcome
+	}
+	for seq := int64(0); seq < 192; seq++ {
+		if seq != 50 {
+			check(seq, 64)
+		}
+	}
+	if w := src.Epochs[0]; w.Bitmap != nil || w.Floor != 63 { // a run since 127, 50 left behind
+		t.Fatalf("at span 64: bitmap %b, floor %d, want a run above 63", w.Bitmap, w.Floor)
+	}
+	got := []Outcome{check(50, 4096), check(51, 4096), check(150, 4096), check(195, 4096), check(193, 4096), check(128, 4096)}
+	want := []Outcome{Quarantined, Quarantined, Duplicate, Applied, AppliedLate, Duplicate}
+	if !slices.Equal(got, want) {
+		t.Fatalf("at span 4096: %v, want %v", got, want)
+	}
+	if n := len(src.Epochs[0].Bitmap); n != 2 { // 128 of the 132 above the floor
+		t.Fatalf("the bitmap taken again has %d words, want 2 (above the floor)", n)
+	}
+}
+
+// A run and its bitmap reach the last sequence there is, 2^63-1, without
+// wrapping past it: a bitmap that becomes a run there, and a run there
+// that takes a bitmap.
+func TestARunReachesTheLastSequence(t *testing.T) {
+	const top = math.MaxInt64
+	for _, c := range []struct {
+		name  string
+		seqs  []int64
+		want  string
+		isRun bool
+	}{
+		{"a gap filled in the last word", append(append([]int64{top - 40, top - 38}, span(top-37, top-2)...), top-39, top-1, top),
+			"applied applied " + strings.Repeat("applied ", 36) + "applied_late applied applied ", true},
+		{"a late sequence below a run at the top", []int64{top - 3, top - 2, top - 1, top, top - 10, top - 10, top - 5},
+			"applied applied applied applied applied_late duplicate applied_late ", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var src SourceState
+			got := ""
+			for _, seq := range c.seqs {
+				got += src.checkSequence(&Delivery{epoch: "1", epochNum: true, epochInt: 1, seq: seq}, 64, 1, false).outcome.String() + " "
+			}
+			if got != c.want {
+				t.Fatalf("%s, want %s", got, c.want)
+			}
+			if w := src.Epochs[0]; (w.Bitmap == nil) != c.isRun || w.High != top {
+				t.Fatalf("high %d, bitmap %b: a run %v, want %v", w.High, w.Bitmap, w.Bitmap == nil, c.isRun)
+			}
+		})
+	}
+}
+
+// span returns the sequences from one to another.
+func span(from, to int64) []int64 {
+	var out []int64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
