@@ -159,8 +159,8 @@ func (w *EpochWindow) span(configured int) int {
 // where its Floor is nearer, the widest span above it, and returns that
 // span.
 func (w *EpochWindow) bitmap(span int) int {
-	if w.Floor >= 0 {
-		span = int(min(int64(span), (w.High-w.Floor)/64*64))
+	if w.Floor >= 0 { // at least a word: only a corrupt row has a run's Floor nearer its High
+		span = int(min(int64(span), max(64, (w.High-w.Floor)/64*64)))
 	}
 	w.Bitmap, w.lent = make([]uint64, span/64), false
 	lo := max(w.First, w.High-int64(span)+1, 0)
