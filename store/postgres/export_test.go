@@ -28,3 +28,7 @@ type SQLMode = sqlMode
 // ResetPool closes s's idle connections and makes the pool forget the
 // others: the next use connects anew, as after a failover.
 func ResetPool(s *Store) { s.pool.Reset() }
+
+// AnalyzeAfter is how many keys a new group's table holds when Prune
+// analyzes it.
+const AnalyzeAfter = analyzeAfter

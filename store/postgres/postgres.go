@@ -95,6 +95,7 @@ type Store struct {
 	maxKeys  int
 	leaseTTL time.Duration
 	log      *slog.Logger
+	analyzed atomic.Bool // the group's tables have been analyzed once (analyzeNew)
 	closed   atomic.Bool
 	sqlMode  sqlMode // how runSQL finds refused messages; a benchmark varies it
 	// heldLast is set when an Update with Reads.SkipHeld found rows held:

@@ -138,6 +138,7 @@ func TestStore(t *testing.T) {
 		{"a batch that loses every race fails with ErrContention", testContention},
 		{"a row lock held by another member is waited for and counted", testLockWait},
 		{"keys are pruned by age and by count", testPrune},
+		{"a new group's tables are analyzed once its keys are many", testAnalyzeNew},
 		{"a context cancelled mid-update writes nothing", testCancelled},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newGroup(t, url)) })

@@ -64,6 +64,9 @@ func (s *Store) Prune(ctx context.Context) (int64, error) {
 }
 
 func (s *Store) prune(ctx context.Context, c *pgx.Conn) (int64, error) {
+	if err := s.analyzeNew(ctx, c); err != nil {
+		return 0, fmt.Errorf("postgres store: analyze a new group's tables: %w", err)
+	}
 	cutoff := time.Now().Add(-s.ttl).UnixNano()
 	n, err := deleteChunks(ctx, c, s.sql.pruneAge, cutoff)
 	if err != nil {
@@ -82,6 +85,36 @@ func (s *Store) prune(ctx context.Context, c *pgx.Conn) (int64, error) {
 		return n + m, fmt.Errorf("postgres store: prune keys by count: %w", err)
 	}
 	return n + m, nil
+}
+
+// analyzeAfter is how many keys a new group's keys table holds when the
+// pruning task analyzes it, if autovacuum has not yet.
+const analyzeAfter = 5000
+
+// analyzeNew analyzes the group's keys, sources and entities once the keys
+// table, never analyzed, holds analyzeAfter keys. A key read's generic plan
+// (a member's prepared statement, planned for any keys after its first
+// executions) is made while a new group's table is small: a scan of the
+// whole table, which every batch then runs, until the table's first ANALYZE
+// has the plan made again, as an index scan. Autovacuum's comes about a
+// minute after the table's creation; at 100,000 keys a read of 256 took
+// 24 ms on that plan, 1.7 ms on the index.
+func (s *Store) analyzeNew(ctx context.Context, c *pgx.Conn) error {
+	if s.analyzed.Load() {
+		return nil
+	}
+	var analyzed, due bool
+	if err := c.QueryRow(ctx, s.sql.analyzeDue, analyzeAfter, pgx.Identifier{s.schema, "keys"}.Sanitize()).Scan(&analyzed, &due); err != nil {
+		return err
+	}
+	if !analyzed && due {
+		if _, err := c.Exec(ctx, s.sql.analyze); err != nil {
+			return err
+		}
+		analyzed = true
+	}
+	s.analyzed.Store(analyzed)
+	return nil
 }
 
 // deleteChunks runs a chunked delete until it deletes less than a chunk.

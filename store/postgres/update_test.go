@@ -339,6 +339,49 @@ func testPrune(t *testing.T, g *group) {
 	}
 }
 
+// A new group's tables are analyzed by the pruning task once the keys
+// table holds AnalyzeAfter keys, not before, and once.
+func testAnalyzeNew(t *testing.T, g *group) {
+	s := g.mustOpen("m1")
+	c, err := pgx.Connect(t.Context(), g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	for _, table := range []string{"keys", "sources", "entities"} { // only Prune analyzes
+		if _, err := c.Exec(t.Context(), `ALTER TABLE `+g.schema+`.`+table+` SET (autovacuum_enabled = false)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	analyzed := func() int64 {
+		return count(t, g.url, `SELECT count(*) FROM pg_class WHERE reltuples >= 0 AND oid IN ('`+g.schema+`.keys'::regclass, '`+
+			g.schema+`.sources'::regclass, '`+g.schema+`.entities'::regclass)`)
+	}
+	commit := func(from, to int) {
+		var keys []engine.KeyEntry
+		for i := from; i <= to; i++ {
+			keys = append(keys, keyEntry(i, time.Now()))
+		}
+		if err := s.Commit(t.Context(), &engine.Batch{Keys: keys}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(1, postgres.AnalyzeAfter-1)
+	if _, err := s.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := analyzed(); n != 0 {
+		t.Fatalf("%d tables analyzed at %d keys, want none", n, postgres.AnalyzeAfter-1)
+	}
+	commit(postgres.AnalyzeAfter, postgres.AnalyzeAfter)
+	if _, err := s.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := analyzed(); n != 3 {
+		t.Fatalf("%d of the 3 tables analyzed at %d keys, want all", n, postgres.AnalyzeAfter)
+	}
+}
+
 func testCancelled(t *testing.T, g *group) {
 	s := g.mustOpen("m1")
 	ctx, cancel := context.WithCancel(t.Context())
