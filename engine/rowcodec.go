@@ -34,8 +34,8 @@ import (
 // of it, a few bytes where format 1 wrote sequence_span/8. Format 3 has the
 // same layout, but its current epoch may have no bitmap at all (a run, with
 // its Floor): a build that reads only format 2 would index a bitmap the
-// window does not have, so the number keeps it out. Format 1 and 2 rows are still
-// read.
+// window does not have, so the number keeps it out. Format 1 and 2 rows
+// are still read.
 const rowFormat = 3
 
 // maxBitmapWords bounds the bitmap a row may claim (sequence_span 2^24),

@@ -340,7 +340,7 @@ func testPrune(t *testing.T, g *group) {
 }
 
 // A new group's tables are analyzed by the pruning task once the keys
-// table holds AnalyzeAfter keys, not before, and once.
+// table holds AnalyzeAfter keys, not before.
 func testAnalyzeNew(t *testing.T, g *group) {
 	s := g.mustOpen("m1")
 	c, err := pgx.Connect(t.Context(), g.url)
