@@ -351,6 +351,10 @@ func (w *EpochWindow) unseen(lo int64, span int) []Range {
 	for off := int64(0); off <= w.High-lo; off++ { // by offset: High may be 2^63-1
 		s := lo + off
 		word, mask := w.bit(s, span)
+		if w.Bitmap[word] == ^uint64(0) { // a whole word seen: skip to its end
+			off += 63 - s%64
+			continue
+		}
 		if w.Bitmap[word]&mask != 0 {
 			continue
 		}
@@ -408,25 +412,9 @@ func (w *EpochWindow) OpenGaps() []Range {
 		}
 		out = append(out, g)
 	}
-	span := int64(64 * len(w.Bitmap))
-	lo := max(w.High-span+1, w.First, 0)
 	var inWindow []Range
-	if span > 0 && w.High >= 0 {
-		for s := lo; s <= w.High; s++ {
-			word, mask := w.bit(s, int(span))
-			if w.Bitmap[word] == ^uint64(0) { // a whole word seen: skip to its end
-				s += 63 - s%64
-				continue
-			}
-			if w.Bitmap[word]&mask != 0 {
-				continue
-			}
-			if n := len(inWindow); n > 0 && inWindow[n-1].To == s-1 {
-				inWindow[n-1].To = s
-			} else {
-				inWindow = append(inWindow, Range{From: s, To: s})
-			}
-		}
+	if span := 64 * len(w.Bitmap); span > 0 && w.High >= 0 {
+		inWindow = w.unseen(max(w.High-int64(span)+1, w.First, 0), span)
 	}
 	// Listed gaps (below the window, or inside it as stores written before
 	// the bitmap held them may list) and the window's, in order.

@@ -226,11 +226,13 @@ func TestARunReachesTheLastSequence(t *testing.T) {
 		seqs  []int64
 		want  string
 		isRun bool
+		gaps  []Range
 	}{
 		{"a gap filled in the last word", append(append([]int64{top - 40, top - 38}, span(top-37, top-2)...), top-39, top-1, top),
-			"applied applied " + strings.Repeat("applied ", 36) + "applied_late applied applied ", true},
+			"applied applied " + strings.Repeat("applied ", 36) + "applied_late applied applied ", true, nil},
 		{"a late sequence below a run at the top", []int64{top - 3, top - 2, top - 1, top, top - 10, top - 10, top - 5},
-			"applied applied applied applied applied_late duplicate applied_late ", false},
+			"applied applied applied applied applied_late duplicate applied_late ", false,
+			[]Range{{From: top - 9, To: top - 6}, {From: top - 4, To: top - 4}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var src SourceState
@@ -241,8 +243,12 @@ func TestARunReachesTheLastSequence(t *testing.T) {
 			if got != c.want {
 				t.Fatalf("%s, want %s", got, c.want)
 			}
-			if w := src.Epochs[0]; (w.Bitmap == nil) != c.isRun || w.High != top {
+			w := src.Epochs[0]
+			if (w.Bitmap == nil) != c.isRun || w.High != top {
 				t.Fatalf("high %d, bitmap %b: a run %v, want %v", w.High, w.Bitmap, w.Bitmap == nil, c.isRun)
+			}
+			if got := w.OpenGaps(); !slices.Equal(got, c.gaps) {
+				t.Fatalf("open gaps %v, want %v", got, c.gaps)
 			}
 		})
 	}
