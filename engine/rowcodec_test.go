@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
-	"math/rand/v2"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -158,12 +156,7 @@ func TestACutOrForeignRowIsAnErrorNotAPanic(t *testing.T) {
 // TestRandomRowsDecodeAsTheirJSONDid checks windows the samples do not
 // think of. The seed is printed; REPLAYGUARD_SEED replays it.
 func TestRandomRowsDecodeAsTheirJSONDid(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("REPLAYGUARD_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (set REPLAYGUARD_SEED to replay)", seed)
-	rng := rand.New(rand.NewPCG(seed, 3))
+	seed, rng := seeded(t)
 	num := func() int64 { return rng.Int64() >> rng.IntN(64) * int64(1-2*rng.IntN(2)) }
 	str := func() string { s := strconv.FormatInt(num(), 36); return s[:min(len(s), rng.IntN(4))] }
 	for round := range 2000 {

@@ -85,17 +85,23 @@ func windowFeed(rng *rand.Rand, span int64) []int64 {
 	return out
 }
 
-// A window that keeps its sequences as a run until one comes out of order,
-// and becomes a run again when its gaps leave it, decides every sequence as
-// a set of every sequence seen does; its open gaps are that set's, and
-// retired, it decides as that set does below its high-water mark.
-func TestARunDecidesAsEverySequenceSeen(t *testing.T) {
+// seeded returns a random source and its seed, printed; REPLAYGUARD_SEED
+// replays one.
+func seeded(t *testing.T) (uint64, *rand.Rand) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("REPLAYGUARD_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
 	t.Logf("seed %d (set REPLAYGUARD_SEED to replay)", seed)
-	rng := rand.New(rand.NewPCG(seed, 3))
+	return seed, rand.New(rand.NewPCG(seed, 3))
+}
+
+// A window that keeps its sequences as a run until one comes out of order,
+// and becomes a run again when its gaps leave it, decides every sequence as
+// a set of every sequence seen does; its open gaps are that set's, and
+// retired, it decides as that set does below its high-water mark.
+func TestARunDecidesAsEverySequenceSeen(t *testing.T) {
+	seed, rng := seeded(t)
 	runs := 0
 	for round := range 300 {
 		span := int64(64 << rng.IntN(3))
