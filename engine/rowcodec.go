@@ -134,7 +134,7 @@ func (s *SourceState) UnmarshalBinary(b []byte) error {
 		if err := json.Unmarshal(b, s); err != nil {
 			return fmt.Errorf("decode a stored source row (JSON): %w", err)
 		}
-		return nil
+		return s.checkEpochs()
 	}
 	r := rowReader{b: b}
 	r.format()
@@ -167,7 +167,23 @@ func (s *SourceState) UnmarshalBinary(b []byte) error {
 	if err := r.done("source"); err != nil {
 		return err
 	}
+	if err := out.checkEpochs(); err != nil {
+		return err
+	}
 	*s = out
+	return nil
+}
+
+// checkEpochs refuses a window no build writes: a high-water mark is -1
+// before the first sequence and never lower (sequences are not negative).
+// Deciding on a lower one would index the window's bitmap with a negative
+// sequence.
+func (s *SourceState) checkEpochs() error {
+	for _, w := range s.Epochs {
+		if w.High < -1 {
+			return fmt.Errorf("decode a stored source row: epoch %q has high-water mark %d, below -1", w.Epoch, w.High)
+		}
+	}
 	return nil
 }
 

@@ -165,7 +165,7 @@ func TestRandomRowsDecodeAsTheirJSONDid(t *testing.T) {
 			s.Source = append(s.Source, str())
 		}
 		for range rng.IntN(3) {
-			w := EpochWindow{Epoch: str(), Numeric: rng.IntN(2) == 0, Value: num(), High: num(), First: num(), Floor: num()}
+			w := EpochWindow{Epoch: str(), Numeric: rng.IntN(2) == 0, Value: num(), High: max(num(), -1), First: num(), Floor: num()}
 			for range rng.IntN(20) { // runs of zero, all-ones and other words
 				word := [...]uint64{0, math.MaxUint64, rng.Uint64()}[rng.IntN(3)]
 				for range 1 + rng.IntN(3) {
@@ -286,5 +286,77 @@ func TestBitmapRunsAreChecked(t *testing.T) {
 		if err := s.UnmarshalBinary(row); err == nil {
 			t.Errorf("%s: decoded %+v", name, s)
 		}
+	}
+}
+
+// A row whose window has a high-water mark below -1 (no build writes one:
+// sequences are not negative) is refused, as a binary row and as JSON: a
+// new epoch would retire it with a negative sequence into its bitmap.
+func TestARowWithAHighWaterMarkBelowMinusOneIsRefused(t *testing.T) {
+	for _, high := range []int64{-2, math.MinInt64 + 64, math.MinInt64} {
+		s := SourceState{Route: "r", Source: []string{"s"}, Epochs: []EpochWindow{{Epoch: "1", Numeric: true, Value: 1, High: high, First: 2, Floor: -1, Bitmap: []uint64{0, 0}}}}
+		row, err := s.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := json.Marshal(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stored := range [][]byte{row, js} {
+			var back SourceState
+			if err := back.UnmarshalBinary(stored); err == nil || !strings.Contains(err.Error(), "below -1") {
+				t.Errorf("high %d, row %q: %v, want refused", high, stored, err)
+			}
+		}
+	}
+}
+
+// Rows of format 2, as the build before runs wrote them, decide as they
+// did there: a current window with its bitmap (and Floor 0, as format 2
+// wrote it), a run once its gaps leave it, an older epoch.
+func TestFormat2RowsDecideAsTheyDid(t *testing.T) {
+	decode := func(h string) *SourceState {
+		t.Helper()
+		row, err := hex.DecodeString(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s SourceState
+		if err := s.UnmarshalBinary(row); err != nil {
+			t.Fatal(err)
+		}
+		return &s
+	}
+	check := func(s *SourceState, epoch, seq int64) Outcome {
+		return s.checkSequence(&Delivery{epoch: strconv.FormatInt(epoch, 10), epochNum: true, epochInt: epoch, seq: seq}, 64, 2, false).outcome
+	}
+	// Seen at span 64: 100-103, 105, 106, 110, and 200-259 but 230.
+	a := decode("02017202016102013101028604c80101060fffffffbfffffff0003d001d001d601da01de018603000000")
+	if got := a.Epochs[0].OpenGaps(); !reflect.DeepEqual(got, []Range{{104, 104}, {107, 109}, {111, 199}, {230, 230}}) {
+		t.Fatalf("open gaps %v", got)
+	}
+	got := []Outcome{check(a, 1, 229), check(a, 1, 195), check(a, 1, 230), check(a, 1, 230)}
+	for seq := int64(260); seq < 320; seq++ {
+		got = append(got, check(a, 1, seq))
+	}
+	if w := a.Epochs[0]; w.Bitmap != nil || w.Floor != 255 {
+		t.Fatalf("every sequence of the window seen at 319: bitmap %x, floor %d; want a run above 255", w.Bitmap, w.Floor)
+	}
+	got = append(got, check(a, 1, 256), check(a, 1, 255), check(a, 1, 104))
+	want := []Outcome{Duplicate, Quarantined, AppliedLate, Duplicate}
+	for range 60 {
+		want = append(want, Applied)
+	}
+	want = append(want, Duplicate, Quarantined, Quarantined)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("source a: %v, want %v", got, want)
+	}
+	// Epoch 1: 5-299, older; epoch 2: 7-19, current, Floor 0.
+	b := decode("0201720201620301320104260e010680ff0f0000000000000001310102d6040a00d60300000000")
+	got = []Outcome{check(b, 2, 19), check(b, 2, 0), check(b, 2, 6), check(b, 2, 6), check(b, 1, 250), check(b, 1, 235), check(b, 1, 236), check(b, 1, 301), check(b, 1, 300)}
+	want = []Outcome{Duplicate, AppliedLate, AppliedLate, Duplicate, Duplicate, Quarantined, Duplicate, AppliedLate, AppliedLate}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("source b: %v, want %v", got, want)
 	}
 }

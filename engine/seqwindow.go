@@ -227,14 +227,7 @@ func (w *EpochWindow) checkCurrent(seq int64, span int, waive bool) seqVerdict {
 		w.advance(seq, span)
 		return v
 	case seq <= w.High-int64(span), w.Bitmap == nil && seq <= w.Floor:
-		if waive {
-			if w.Bitmap == nil {
-				w.bitmap(span) // First goes below the run
-			}
-			w.fillGap(seq)
-			return seqVerdict{outcome: Applied, reason: reasonReleased}
-		}
-		return seqVerdict{outcome: Quarantined, reason: reasonBelowWindow}
+		return w.belowWindow(seq, span, waive)
 	}
 	if w.Bitmap == nil {
 		switch {
@@ -244,7 +237,12 @@ func (w *EpochWindow) checkCurrent(seq int64, span int, waive bool) seqVerdict {
 			w.fillGap(seq)
 			return seqVerdict{outcome: AppliedLate, reason: reasonLate}
 		}
-		span = w.bitmap(span)
+		// A Floor nearer than sequence_span makes the bitmap narrower
+		// than the window the run was checked against: a sequence below
+		// it is below the window (the one this window was opened with).
+		if span = w.bitmap(span); seq <= w.High-int64(span) {
+			return w.belowWindow(seq, span, waive)
+		}
 	}
 	word, mask := w.bit(seq, span)
 	if w.Bitmap[word]&mask != 0 {
@@ -254,6 +252,19 @@ func (w *EpochWindow) checkCurrent(seq int64, span int, waive bool) seqVerdict {
 	w.Bitmap[word] |= mask
 	w.fillGap(seq)
 	return seqVerdict{outcome: AppliedLate, reason: reasonLate}
+}
+
+// belowWindow decides a sequence below the current window: quarantined,
+// unless an operator released it.
+func (w *EpochWindow) belowWindow(seq int64, span int, waive bool) seqVerdict {
+	if !waive {
+		return seqVerdict{outcome: Quarantined, reason: reasonBelowWindow}
+	}
+	if w.Bitmap == nil {
+		w.bitmap(span) // First goes below the run
+	}
+	w.fillGap(seq)
+	return seqVerdict{outcome: Applied, reason: reasonReleased}
 }
 
 // advance moves the high-water mark to seq, clearing the bits of the
