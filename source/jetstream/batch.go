@@ -91,12 +91,17 @@ func (c *Consumer) takeReady(batch []delivery, in <-chan delivery) []delivery {
 // done.
 func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 	c.noteRedeliveries(batch)
-	msgs := consume.Messages(batch, func(d *delivery) engine.Message { return d.msg })
-	return c.commits.Commit(ctx, msgs, func() {
+	msg := func(d *delivery) *engine.Message { return &d.msg }
+	msgs := consume.Messages(batch, msg)
+	err := c.commits.Commit(ctx, msgs, func() {
 		for i := range batch {
 			_ = batch[i].js.InProgress() // resets the server's AckWait
 		}
 	})
+	if err != nil {
+		consume.Keep(batch, msgs, msg) // for the drain: see consume.Keep
+	}
+	return err
 }
 
 // noteRedeliveries logs the batch's messages that the server delivered

@@ -19,7 +19,7 @@ type delivery struct {
 }
 
 // message is the engine message of the delivery: what its batch commits.
-func (d *delivery) message() engine.Message { return d.msg }
+func (d *delivery) message() *engine.Message { return &d.msg }
 
 // dead reports whether the delivery's connection is gone. Its packet id
 // then belongs to a session state the next connection may reuse for another

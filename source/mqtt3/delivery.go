@@ -19,4 +19,4 @@ type delivery struct {
 }
 
 // message is the engine message of the delivery: what its batch commits.
-func (d *delivery) message() engine.Message { return d.msg }
+func (d *delivery) message() *engine.Message { return &d.msg }

@@ -27,21 +27,41 @@ type Preparer interface {
 	Prepare(msgs []engine.Message)
 }
 
-// Messages returns the engine message of each delivery of batch, in
-// order: what a source passes to Commit.
-func Messages[D any](batch []D, msg func(*D) engine.Message) []engine.Message {
+// Messages returns the engine message of each delivery of batch (msg
+// points at one delivery's), in order: what a source passes to Commit.
+func Messages[D any](batch []D, msg func(*D) *engine.Message) []engine.Message {
 	msgs := make([]engine.Message, len(batch))
 	for i := range batch {
-		msgs[i] = msg(&batch[i])
+		msgs[i] = *msg(&batch[i])
 	}
 	return msgs
 }
 
+// Keep writes msgs, taken from batch by Messages, back into its
+// deliveries after a Commit that did not commit them: an attempt may have
+// committed part of the batch (a shared store commits the deliveries
+// whose rows another member holds in a batch of their own), which the
+// engine notes in the messages, and the batch passed again, by the drain
+// at a stop, must carry that so as not to decide that part twice
+// (Processor).
+func Keep[D any](batch []D, msgs []engine.Message, msg func(*D) *engine.Message) {
+	for i := range batch {
+		*msg(&batch[i]) = msgs[i]
+	}
+}
+
 // CommitMessages returns a Batches.Commit that commits each batch's engine
-// messages (msg reads one delivery's) through c, with no call between
+// messages (msg points at one delivery's) through c, with no call between
 // attempts.
-func CommitMessages[D any](c *Committer, msg func(*D) engine.Message) func(context.Context, []D) error {
-	return func(ctx context.Context, batch []D) error { return c.Commit(ctx, Messages(batch, msg), nil) }
+func CommitMessages[D any](c *Committer, msg func(*D) *engine.Message) func(context.Context, []D) error {
+	return func(ctx context.Context, batch []D) error {
+		msgs := Messages(batch, msg)
+		err := c.Commit(ctx, msgs, nil)
+		if err != nil {
+			Keep(batch, msgs, msg)
+		}
+		return err
+	}
 }
 
 // Committer passes each batch to a Processor until it commits, waiting a

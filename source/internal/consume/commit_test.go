@@ -68,8 +68,49 @@ func TestMessages(t *testing.T) {
 		gen uint64
 	}
 	batch := []delivery{{msg: engine.Message{Topic: "a"}, gen: 1}, {msg: engine.Message{Topic: "b"}, gen: 2}}
-	msgs := Messages(batch, func(d *delivery) engine.Message { return d.msg })
+	msgs := Messages(batch, func(d *delivery) *engine.Message { return &d.msg })
 	if len(msgs) != 2 || msgs[0].Topic != "a" || msgs[1].Topic != "b" {
 		t.Fatalf("messages %+v, want the batch's in order", msgs)
+	}
+}
+
+// marking notes in the messages it is given, as the engine notes what a
+// batch's first part committed, then fails, ending ctx; later calls record
+// what they are given and succeed.
+type marking struct {
+	cancel context.CancelFunc
+	calls  int
+	got    []engine.Message
+}
+
+func (m *marking) Process(_ context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	if m.calls++; m.calls == 1 {
+		msgs[0].Broker = "noted by the first attempt"
+		m.cancel()
+		return nil, errors.New("the second part failed")
+	}
+	m.got = msgs
+	return nil, nil
+}
+
+// A batch whose commit ends with the stop keeps in its deliveries what
+// the attempts noted in its messages, so that the drain passes the same
+// messages again (Processor: what was committed of a batch is not decided
+// twice).
+func TestACommitThatStopsKeepsWhatItNotedInTheDeliveries(t *testing.T) {
+	type delivery struct{ msg engine.Message }
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &marking{cancel: cancel}
+	commit := CommitMessages(NewCommitter("test", p, Backoff{Min: time.Hour, Max: time.Hour}, source.ObserverFunc(func(source.Event) {}),
+		slog.New(slog.DiscardHandler)), func(d *delivery) *engine.Message { return &d.msg })
+	batch := []delivery{{engine.Message{Topic: "a"}}, {engine.Message{Topic: "b"}}}
+	if err := commit(ctx, batch); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first commit: %v, want context.Canceled", err)
+	}
+	if err := commit(context.Background(), batch); err != nil { // the drain
+		t.Fatal(err)
+	}
+	if len(p.got) != 2 || p.got[0].Broker != "noted by the first attempt" || p.got[1].Topic != "b" {
+		t.Fatalf("the drain passed %+v, not the messages the first attempt noted in", p.got)
 	}
 }
