@@ -116,6 +116,23 @@ func testSchemaNewer(t *testing.T, g *group) {
 	}
 }
 
+// testSchemaRaisedUpward runs the raise a member makes after it read an
+// older version: from 3 it writes this build's, but where a newer build's
+// member wrote a higher one since the read, that one stays and is returned.
+func testSchemaRaisedUpward(t *testing.T, g *group) {
+	s := g.must(t, "a")
+	for _, c := range []struct{ stored, want string }{{"3", fmt.Sprint(schemaVersion)}, {fmt.Sprint(schemaVersion + 1), fmt.Sprint(schemaVersion + 1)}} {
+		g.do(t, "SET", g.prefix+"schema", c.stored)
+		now, err := raiseSchemaScript.Run(t.Context(), s.c, []string{s.k.schema}, schemaVersion).Int()
+		if err != nil || fmt.Sprint(now) != c.want {
+			t.Fatalf("raise over %s: %d, %v; want %s", c.stored, now, err, c.want)
+		}
+		if v := g.do(t, "GET", g.prefix+"schema"); v != c.want {
+			t.Fatalf("raise over %s left %v, want %s", c.stored, v, c.want)
+		}
+	}
+}
+
 // testSchemaJSONRows writes a source's and an entity's rows as version 1
 // held them (JSON) and checks that a member raises the version, reads them
 // on Load and in Update, and writes them back binary.

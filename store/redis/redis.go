@@ -322,13 +322,31 @@ func (s *Store) schema(ctx context.Context) error {
 	case n < schemaVersion && s.member != "":
 		// The rows of versions 1 (JSON), 2 (format 1) and 3 (format 2)
 		// are read as they are and rewritten when next written: only
-		// the number changes.
-		if err := s.c.Set(ctx, s.k.schema, schemaVersion, 0).Err(); err != nil {
+		// the number changes, and only upward: a newer build's member
+		// may have raised it past this one's meanwhile.
+		now, err := raiseSchemaScript.Run(ctx, s.c, []string{s.k.schema}, schemaVersion).Int()
+		if err != nil {
 			return s.fail("migrate schema", err)
+		}
+		if now > schemaVersion {
+			return fmt.Errorf("redis store: the keys under store.prefix %q have schema version %d, newer than this build's %d: "+
+				"upgrade replayguard", s.opts.Prefix, now, schemaVersion)
 		}
 	}
 	return nil
 }
+
+// raiseSchemaScript sets KEYS[1] to the version ARGV[1] unless it holds
+// a higher one, and returns the version it holds then.
+var raiseSchemaScript = goredis.NewScript(`
+local v = tonumber(redis.call('GET', KEYS[1]))
+local want = tonumber(ARGV[1])
+if v == nil or v < want then
+	redis.call('SET', KEYS[1], ARGV[1])
+	return want
+end
+return v
+`)
 
 // Member is the member id whose chain this handle writes; "" when read-only.
 func (s *Store) Member() string { return s.member }

@@ -64,6 +64,7 @@ func TestStore(t *testing.T) {
 		{"the lease is renewed while the handle is open", testLeaseRenewed},
 		{"concurrent opens create the schema once", testSchemaConcurrent},
 		{"a newer schema is refused", testSchemaNewer},
+		{"a member raises an older schema, never a newer one set meanwhile", testSchemaRaisedUpward},
 		{"rows written as JSON under version 1 are read, and written back binary", testSchemaJSONRows},
 		{"keys leave by ttl", testPruneTTL},
 		{"keys beyond max entries leave oldest first", testPruneMaxEntries},
