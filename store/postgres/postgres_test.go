@@ -139,6 +139,7 @@ func TestStore(t *testing.T) {
 		{"a row lock held by another member is waited for and counted", testLockWait},
 		{"keys are pruned by age and by count", testPrune},
 		{"a new group's tables are analyzed once its keys are many", testAnalyzeNew},
+		{"a failing analyze does not stop the pruning", testAnalyzeFailsPruneGoesOn},
 		{"a context cancelled mid-update writes nothing", testCancelled},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newGroup(t, url)) })

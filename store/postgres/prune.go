@@ -64,8 +64,8 @@ func (s *Store) Prune(ctx context.Context) (int64, error) {
 }
 
 func (s *Store) prune(ctx context.Context, c *pgx.Conn) (int64, error) {
-	if err := s.analyzeNew(ctx, c); err != nil {
-		return 0, fmt.Errorf("postgres store: analyze a new group's tables: %w", err)
+	if err := s.analyzeNew(ctx, c); err != nil { // the plans wait for autovacuum's; the keys must not wait
+		s.log.Warn("analyzing a new group's tables failed; pruning goes on", "err", err)
 	}
 	cutoff := time.Now().Add(-s.ttl).UnixNano()
 	n, err := deleteChunks(ctx, c, s.sql.pruneAge, cutoff)
@@ -92,7 +92,10 @@ func (s *Store) prune(ctx context.Context, c *pgx.Conn) (int64, error) {
 const analyzeAfter = 5000
 
 // analyzeNew analyzes the group's keys, sources and entities once the keys
-// table, never analyzed, holds analyzeAfter keys. A key read's generic plan
+// table, never analyzed (by anyone: pg_stat_user_tables), holds
+// analyzeAfter keys, and checks again each time until the table's
+// statistics say it was: an ANALYZE by a role that does not own the
+// tables is skipped with a warning. A key read's generic plan
 // (a member's prepared statement, planned for any keys after its first
 // executions) is made while a new group's table is small: a scan of the
 // whole table, which every batch then runs, until the table's first ANALYZE
@@ -108,10 +111,8 @@ func (s *Store) analyzeNew(ctx context.Context, c *pgx.Conn) error {
 		return err
 	}
 	if !analyzed && due {
-		if _, err := c.Exec(ctx, s.sql.analyze); err != nil {
-			return err
-		}
-		analyzed = true
+		_, err := c.Exec(ctx, s.sql.analyze)
+		return err
 	}
 	s.analyzed.Store(analyzed)
 	return nil

@@ -92,10 +92,11 @@ func newStatements(schema string) statements {
 		pruneAge:    q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal < $1 AND time < $1 LIMIT $2)`),
 		pruneCutoff: q(`SELECT ordinal FROM {s}.keys ORDER BY ordinal DESC OFFSET $1 LIMIT 1`),
 		pruneCount:  q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal <= $1 LIMIT $2)`),
-		// reltuples is -1 until a table is first analyzed (by autovacuum
-		// or by analyzeNew); the count stops at $1 rows.
-		analyzeDue: q(`SELECT c.reltuples >= 0, (SELECT count(*) FROM (SELECT FROM {s}.keys LIMIT $1) k) >= $1
-			FROM pg_class c WHERE c.oid = to_regclass($2)`),
+		// Whether the table was ever analyzed (by autovacuum or by
+		// analyzeNew), and whether it holds $1 keys (the count stops there).
+		analyzeDue: q(`SELECT coalesce(t.last_analyze, t.last_autoanalyze) IS NOT NULL,
+			(SELECT count(*) FROM (SELECT FROM {s}.keys LIMIT $1) k) >= $1
+			FROM pg_stat_user_tables t WHERE t.relid = to_regclass($2)`),
 		analyze: q(`ANALYZE {s}.keys, {s}.sources, {s}.entities`),
 
 		outbox: newOutboxStatements(q),

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -353,10 +355,7 @@ func testAnalyzeNew(t *testing.T, g *group) {
 			t.Fatal(err)
 		}
 	}
-	analyzed := func() int64 {
-		return count(t, g.url, `SELECT count(*) FROM pg_class WHERE reltuples >= 0 AND oid IN ('`+g.schema+`.keys'::regclass, '`+
-			g.schema+`.sources'::regclass, '`+g.schema+`.entities'::regclass)`)
-	}
+	analyzed := func() int64 { return analyzedTables(t, g) }
 	commit := func(from, to int) {
 		var keys []engine.KeyEntry
 		for i := from; i <= to; i++ {
@@ -493,5 +492,72 @@ func testSkipHeldWritten(t *testing.T, g *group) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the update waited for the transaction that wrote the row")
+	}
+}
+
+// analyzedTables counts the group's keys, sources and entities tables
+// that were ever analyzed.
+func analyzedTables(t *testing.T, g *group) int64 {
+	return count(t, g.url, `SELECT count(*) FROM pg_stat_user_tables WHERE coalesce(last_analyze, last_autoanalyze) IS NOT NULL AND relid IN ('`+
+		g.schema+`.keys'::regclass, '`+g.schema+`.sources'::regclass, '`+g.schema+`.entities'::regclass)`)
+}
+
+// testAnalyzeFailsPruneGoesOn holds a lock ANALYZE waits for while a
+// member whose lock_timeout is short prunes: its analyze fails, and the
+// keys past MaxEntries are pruned all the same; the next prune analyzes.
+func testAnalyzeFailsPruneGoesOn(t *testing.T, g *group) {
+	o := g.options("m1")
+	o.MaxEntries = postgres.AnalyzeAfter
+	u, err := url.Parse(g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("options", "-c lock_timeout=200")
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads a + as itself
+	o.URL = u.String()
+	s, err := g.openWith(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []engine.KeyEntry
+	for i := 1; i <= postgres.AnalyzeAfter+100; i++ {
+		keys = append(keys, keyEntry(i, time.Now()))
+	}
+	if err := s.Commit(t.Context(), &engine.Batch{Keys: keys}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(t.Context(), g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	for _, table := range []string{"keys", "sources", "entities"} { // only Prune analyzes
+		if _, err := c.Exec(t.Context(), `ALTER TABLE `+g.schema+`.`+table+` SET (autovacuum_enabled = false)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := c.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `LOCK TABLE `+g.schema+`.keys IN SHARE UPDATE EXCLUSIVE MODE`); err != nil { // as ANALYZE takes
+		t.Fatal(err)
+	}
+	n, err := s.Prune(t.Context())
+	if err != nil || n != 100 {
+		t.Fatalf("prune with the analyze failing: %d keys, %v; want 100 pruned", n, err)
+	}
+	if n := analyzedTables(t, g); n != 0 {
+		t.Fatalf("%d tables analyzed under the lock", n)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := analyzedTables(t, g); n != 3 {
+		t.Fatalf("%d of the 3 tables analyzed once the lock went", n)
 	}
 }
