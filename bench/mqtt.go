@@ -136,12 +136,19 @@ func (d *daemon) start(h *harness) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan error, 1)
 	go func() { d.done <- app.Run(ctx, d.cfg, slog.New(slog.DiscardHandler), app.Build{Version: "bench"}) }()
-	d.wait(h, "/healthz")
+	d.wait(h, "/healthz", false)
 }
 
-func (d *daemon) waitReady(h *harness) { d.wait(h, "/readyz") }
+func (d *daemon) waitReady(h *harness) { d.wait(h, "/readyz", false) }
 
-func (d *daemon) wait(h *harness, path string) {
+// waitFeedsReady waits until every path of mqtt.feeds is ready: /readyz is
+// 200 once one is, and a path not yet subscribed when the daemon stops
+// would lose what is published to it meanwhile.
+func (d *daemon) waitFeedsReady(h *harness) { d.wait(h, "/readyz", true) }
+
+// wait waits until path answers 200 and, with noWarning, its JSON body
+// carries no warning.
+func (d *daemon) wait(h *harness, path string, noWarning bool) {
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		select {
 		case err := <-d.done:
@@ -150,8 +157,14 @@ func (d *daemon) wait(h *harness, path string) {
 		default:
 		}
 		if resp, err := d.client.Get(d.url(path)); err == nil {
+			var body struct {
+				Warning string `json:"warning"`
+			}
+			if noWarning {
+				_ = json.NewDecoder(resp.Body).Decode(&body)
+			}
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && body.Warning == "" {
 				return
 			}
 		}

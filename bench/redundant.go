@@ -23,7 +23,7 @@ func mqttRedundant(h *harness, feed []benchfeed.Message) result {
 	d := newDaemonMQTT(h, fmt.Sprintf("{client_id: %q, session_expiry: 1h, feeds: [{name: a, brokers: [%q]}, {name: b, brokers: [%q]}]}",
 		testbroker.UniqueClientID("rg-peers"), a.URL(), b.URL()))
 	d.start(h) // both sessions and their subscriptions
-	d.waitReady(h)
+	d.waitFeedsReady(h)
 	d.stop(h)
 	for _, broker := range []*testbroker.Mosquitto{a, b} {
 		pub := feedPublisher(h, broker.URL(), feed)

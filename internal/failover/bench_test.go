@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,9 +167,12 @@ func median(xs []float64) float64 {
 
 // BenchmarkRedundantFeeds compares `replayguard run` consuming one broker
 // with `run` consuming two redundant paths (mqtt.feeds, two Mosquittos)
-// that both carry every message, each as a backlog drained from a fresh
-// start, three rounds alternating: the rate of distinct messages (the
-// twins' decisions done too) and the CPU time per distinct message.
+// that both carry every message, three rounds alternating, in two
+// settings: live (the process is up and subscribed, and the producer
+// publishes each message to every path, one publisher a path), and
+// backlog (every path holds the messages, drained from a fresh start).
+// It reports the rate of distinct messages (the twins' decisions done
+// too) and the CPU time per distinct message.
 //
 //	go test ./internal/failover -run '^$' -bench RedundantFeeds -benchtime 1x
 func BenchmarkRedundantFeeds(b *testing.B) {
@@ -180,22 +184,63 @@ func BenchmarkRedundantFeeds(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		var one, two, cpuOne, cpuTwo []float64
-		for round := range 3 {
-			r1, c1 := benchRun(b, n)
-			r2, c2 := benchRunFeeds(b, n)
-			one, two = append(one, r1.PerSecond()), append(two, r2.PerSecond())
-			cpuOne, cpuTwo = append(cpuOne, c1.Seconds()*1e6), append(cpuTwo, c2.Seconds()*1e6)
-			b.Logf("round %d: one path %.0f msg/s (%.1f µs CPU/msg), two paths %.0f distinct msg/s (%.1f µs CPU per distinct msg)",
-				round+1, one[round], cpuOne[round], two[round], cpuTwo[round])
-		}
-		b.Logf("backlog, %d messages of %d bytes: two paths %.2f× the rate of one, %.2f× its CPU per distinct message",
-			n, benchPayloadSize, median(two)/median(one), median(cpuTwo)/median(cpuOne))
-		b.ReportMetric(median(one), "one-path-msg/s")
-		b.ReportMetric(median(two), "two-paths-distinct-msg/s")
-		b.ReportMetric(median(two)/median(one), "rate-ratio")
-		b.ReportMetric(median(cpuTwo)/median(cpuOne), "cpu-ratio")
+		benchCompareFeeds(b, "live", n, benchRunLive, benchRunFeedsLive)
+		benchCompareFeeds(b, "backlog", n, benchRun, benchRunFeeds)
 	}
+}
+
+// benchCompareFeeds runs one path and two paths three times each,
+// alternating, and reports the medians and their ratios under the given
+// setting's name.
+func benchCompareFeeds(b *testing.B, setting string, n int, runOne, runTwo func(*testing.B, int) (testbroker.Rate, time.Duration)) {
+	var one, two, cpuOne, cpuTwo []float64
+	for round := range 3 {
+		r1, c1 := runOne(b, n)
+		r2, c2 := runTwo(b, n)
+		one, two = append(one, r1.PerSecond()), append(two, r2.PerSecond())
+		cpuOne, cpuTwo = append(cpuOne, c1.Seconds()*1e6), append(cpuTwo, c2.Seconds()*1e6)
+		b.Logf("%s round %d: one path %.0f msg/s (%.1f µs CPU/msg), two paths %.0f distinct msg/s (%.1f µs CPU per distinct msg)",
+			setting, round+1, one[round], cpuOne[round], two[round], cpuTwo[round])
+	}
+	b.Logf("%s, %d messages of %d bytes: two paths %.2f× the rate of one, %.2f× its CPU per distinct message",
+		setting, n, benchPayloadSize, median(two)/median(one), median(cpuTwo)/median(cpuOne))
+	b.ReportMetric(median(one), setting+"-one-path-msg/s")
+	b.ReportMetric(median(two), setting+"-two-paths-distinct-msg/s")
+	b.ReportMetric(median(two)/median(one), setting+"-rate-ratio")
+	b.ReportMetric(median(cpuTwo)/median(cpuOne), setting+"-cpu-ratio")
+}
+
+// benchRunFeedsLive measures `replayguard run` on two paths, each a broker
+// of its own, while the producer publishes the same n messages to both,
+// one publisher a path, at once; the process is up and subscribed before
+// the first publish. The time runs from the first publish until every
+// delivery of both paths is decided (n applied and n duplicate); the CPU
+// time, start included, is per distinct message.
+func benchRunFeedsLive(b *testing.B, n int) (testbroker.Rate, time.Duration) {
+	a, c := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{}), testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
+	defer a.Kill()
+	defer c.Kill()
+	d := startDaemon(b, feedsSetup(b, map[string][]string{"a": {a.URL()}, "b": {c.URL()}}, setupOptions{API: true}))
+	waitFeedsReady(b, d)
+	pubs := []*testbroker.Publisher{benchPublisher(b, a.URL()), benchPublisher(b, c.URL())}
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for _, pub := range pubs {
+		wg.Go(func() {
+			if got := pub.Publish(context.Background(), "bench", n); got != n {
+				b.Errorf("a path acknowledged %d of %d messages", got, n)
+			}
+		})
+	}
+	testbroker.WaitReceived(b, testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) }), int64(2*n), 2*time.Minute)
+	rate := testbroker.Rate{Messages: int64(n), Elapsed: time.Since(begin)}
+	wg.Wait()
+	for _, pub := range pubs {
+		pub.Close()
+	}
+	cpu := d.Metrics()["process_cpu_seconds_total"]
+	d.Stop()
+	return rate, time.Duration(cpu / float64(n) * float64(time.Second))
 }
 
 // benchRunFeeds measures `replayguard run` on two paths, each a broker of
@@ -208,7 +253,7 @@ func benchRunFeeds(b *testing.B, n int) (testbroker.Rate, time.Duration) {
 	defer c.Kill()
 	s := feedsSetup(b, map[string][]string{"a": {a.URL()}, "b": {c.URL()}}, setupOptions{API: true})
 	d := startDaemon(b, s) // creates both sessions and their subscriptions
-	d.WaitReady()
+	waitFeedsReady(b, d)   // /readyz is 200 once one path is
 	d.Stop()
 	for _, broker := range []*testbroker.Mosquitto{a, c} {
 		pub := benchPublisher(b, broker.URL())

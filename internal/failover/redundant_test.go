@@ -310,7 +310,7 @@ func readiness(d *daemon) (bool, string) {
 
 // waitFeedsReady waits until every feed is connected, subscribed and
 // committing: /readyz is 200 and names no feed that is down.
-func waitFeedsReady(t *testing.T, d *daemon) {
+func waitFeedsReady(t testing.TB, d *daemon) {
 	t.Helper()
 	waitFor(t, "every feed ready", 30*time.Second, func() bool {
 		ready, warning := readiness(d)
