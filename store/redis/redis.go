@@ -339,7 +339,11 @@ func (s *Store) schema(ctx context.Context) error {
 // raiseSchemaScript sets KEYS[1] to the version ARGV[1] unless it holds
 // a higher one, and returns the version it holds then.
 var raiseSchemaScript = goredis.NewScript(`
-local v = tonumber(redis.call('GET', KEYS[1]))
+local held = redis.call('GET', KEYS[1])
+local v = tonumber(held)
+if held and not v then
+	return redis.error_reply('the schema key holds ' .. held .. ', not a version')
+end
 local want = tonumber(ARGV[1])
 if v == nil or v < want then
 	redis.call('SET', KEYS[1], ARGV[1])
