@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -41,12 +43,12 @@ func newStatements(schema string) statements {
 		release: q(`UPDATE {s}.members SET holder = '', lease_expires = '-infinity' WHERE member = $1 AND holder = $2`),
 
 		lockMember:         q(`SELECT holder, head_position, head_hash FROM {s}.members WHERE member = $1 FOR UPDATE`),
-		lockSources:        q(lockOrClaim("sources", "id", "")),
-		lockEntities:       q(lockOrClaim("entities", "name", "")),
-		lockSourcesNowait:  q(lockOrClaim("sources", "id", " NOWAIT")),
-		lockEntitiesNowait: q(lockOrClaim("entities", "name", " NOWAIT")),
-		lockSourcesSkip:    q(lockOrClaim("sources", "id", " SKIP LOCKED")),
-		lockEntitiesSkip:   q(lockOrClaim("entities", "name", " SKIP LOCKED")),
+		lockSources:        q(lockOrClaim("sources", "id", "", claimClass(schema, "sources"))),
+		lockEntities:       q(lockOrClaim("entities", "name", "", claimClass(schema, "entities"))),
+		lockSourcesNowait:  q(lockOrClaim("sources", "id", " NOWAIT", claimClass(schema, "sources"))),
+		lockEntitiesNowait: q(lockOrClaim("entities", "name", " NOWAIT", claimClass(schema, "entities"))),
+		lockSourcesSkip:    q(lockOrClaim("sources", "id", " SKIP LOCKED", claimClass(schema, "sources"))),
+		lockEntitiesSkip:   q(lockOrClaim("entities", "name", " SKIP LOCKED", claimClass(schema, "entities"))),
 		dropSourceClaims:   q(`DELETE FROM {s}.sources WHERE id = ANY($1) AND state = ''::bytea`),
 		dropEntityClaims:   q(`DELETE FROM {s}.entities WHERE name = ANY($1) AND state = ''::bytea`),
 		readKeys:           q(`SELECT key, digest, time, ordinal FROM {s}.keys WHERE key = ANY($1)`),
@@ -104,6 +106,14 @@ func newStatements(schema string) statements {
 	}
 }
 
+// claimClass is the first key of the advisory locks by which claims of
+// table's rows in schema are taken: one a group's table.
+func claimClass(schema, table string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte("replayguard claim " + schema + "." + table))
+	return int32(h.Sum32())
+}
+
 // lockOrClaim is the statement by which an Update takes the rows of table
 // that $1 names: it locks those present (FOR UPDATE, in key order) and
 // returns each one's name and state, then claims the absent ones by
@@ -117,14 +127,24 @@ func newStatements(schema string) statements {
 // holder that wrote it and has not committed. The claims are the Update's until it
 // commits: it writes their states or deletes them (dropSourceClaims,
 // dropEntityClaims), so no other transaction ever sees an empty state.
-func lockOrClaim(table, key, lock string) string {
+//
+// Each claim first takes an advisory lock of its name (in class, the
+// table's) for the transaction, in $1's order (ascending): waiting for it,
+// or with SKIP LOCKED trying it and leaving the name out when another
+// transaction holds it. An insert that meets another transaction's
+// uncommitted claim waits for that transaction to end, which SKIP LOCKED
+// cannot skip; the advisory lock is how it sees such a claim.
+func lockOrClaim(table, key, lock string, class int32) string {
+	name := strconv.Itoa(int(class)) + `, hashtext(encode(u.n, 'hex'))`
 	absent := `u.n NOT IN (SELECT ` + key + ` FROM l)`
+	claim := `(SELECT true FROM pg_advisory_xact_lock(` + name + `))`
 	if lock == " SKIP LOCKED" {
 		absent = `NOT EXISTS (SELECT FROM {s}.` + table + ` t WHERE t.` + key + ` = u.n)`
+		claim = `pg_try_advisory_xact_lock(` + name + `)`
 	}
 	return `WITH l AS (SELECT ` + key + `, state FROM {s}.` + table + ` WHERE ` + key + ` = ANY($1) ORDER BY ` + key + ` FOR UPDATE` + lock + `),
 		c AS (INSERT INTO {s}.` + table + ` (` + key + `, state)
-			SELECT u.n, ''::bytea FROM unnest($1::bytea[]) AS u(n) WHERE ` + absent + ` ORDER BY u.n
+			SELECT u.n, ''::bytea FROM unnest($1::bytea[]) AS u(n) WHERE CASE WHEN ` + absent + ` THEN ` + claim + ` ELSE false END ORDER BY u.n
 			ON CONFLICT DO NOTHING RETURNING ` + key + `)
 		SELECT ` + key + `, state FROM l UNION ALL SELECT ` + key + `, ''::bytea FROM c`
 }

@@ -455,6 +455,56 @@ func testSkipHeld(t *testing.T, g *group) {
 	}
 }
 
+// testSkipHeldClaimed: an Update asked with Reads.SkipHeld does not wait
+// for a row another Update is creating (its claim, not yet committed): it
+// names it held, as it does a locked row.
+func testSkipHeldClaimed(t *testing.T, g *group) {
+	a, b := g.mustOpen("m1"), g.mustOpen("m2")
+	entity := func(name string, n int) engine.EntityState {
+		return engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{"n": {Kind: engine.KindNumber, Num: strconv.Itoa(n)}}}
+	}
+	if err := a.Commit(t.Context(), &engine.Batch{Entities: []engine.EntityState{entity("meter/c", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	var bRows engine.Rows
+	err := a.Update(t.Context(), &engine.Reads{Entities: []string{"meter/new"}}, func(rows *engine.Rows) (*engine.Batch, error) {
+		done := make(chan error, 1)
+		go func() {
+			r := &engine.Reads{Entities: []string{"meter/c", "meter/new"}, SkipHeld: true}
+			done <- b.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+				bRows = *rows
+				return &engine.Batch{Entities: []engine.EntityState{entity("meter/c", 2)}}, nil
+			})
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("m2: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("m2 waited for the row m1 is creating")
+		}
+		return &engine.Batch{Entities: []engine.EntityState{entity("meter/new", 1)}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(bRows.Held.Entities) != "[meter/new]" || len(bRows.Entities) != 1 || bRows.Entities[0].Name != "meter/c" {
+		t.Fatalf("m2 read %+v: want meter/new held, meter/c read", bRows)
+	}
+	snap, err := b.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range snap.Entities {
+		got[e.Name] = e.Fields["n"].Num
+	}
+	if fmt.Sprint(got) != "map[meter/c:2 meter/new:1]" {
+		t.Fatalf("after both: entities %v", got)
+	}
+}
+
 // testSkipHeldWritten holds a source row that another transaction wrote
 // and has not committed, as a member's batch does between its write and its
 // commit: an update that may skip held rows names it, and does not wait.
