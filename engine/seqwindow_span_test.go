@@ -90,15 +90,7 @@ func TestWindowsStaySafeThroughSpanChangesAndRestarts(t *testing.T) {
 			switch r := rng.IntN(1000); {
 			case r < 30: // a restart with another span
 				span = spans[rng.IntN(len(spans))]
-				row, err := src.MarshalBinary()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var back SourceState
-				if err := back.UnmarshalBinary(row); err != nil {
-					t.Fatal(err)
-				}
-				src = back
+				src, _ = roundTrip(t, &src)
 				log = append(log, fmt.Sprintf("restart at span %d", span))
 				continue
 			case r < 36:

@@ -85,6 +85,21 @@ func windowFeed(rng *rand.Rand, span int64) []int64 {
 	return out
 }
 
+// roundTrip writes src as a store's row and reads it back, as a restart
+// does; it returns the state read and the row.
+func roundTrip(t *testing.T, src *SourceState) (SourceState, []byte) {
+	t.Helper()
+	row, err := src.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back SourceState
+	if err := back.UnmarshalBinary(row); err != nil {
+		t.Fatal(err)
+	}
+	return back, row
+}
+
 // seeded returns a random source and its seed, printed; REPLAYGUARD_SEED
 // replays one.
 func seeded(t *testing.T) (uint64, *rand.Rand) {
@@ -182,14 +197,7 @@ func TestASourceThatSendsInOrderHoldsNoBitmap(t *testing.T) {
 	if got := w().OpenGaps(); !slices.Equal(got, []Range{{From: 64, To: 65}}) {
 		t.Fatalf("open gaps %v, want 64-65", got)
 	}
-	row, err := src.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back SourceState
-	if err := back.UnmarshalBinary(row); err != nil {
-		t.Fatal(err)
-	}
+	back, row := roundTrip(t, &src)
 	if fmt.Sprint(back) != fmt.Sprint(src) || len(row) > 40 {
 		t.Fatalf("the row (%d bytes) reads back as %+v, want %+v", len(row), back, src)
 	}

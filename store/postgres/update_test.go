@@ -399,38 +399,51 @@ func testCancelled(t *testing.T, g *group) {
 	}
 }
 
+// counted is an entity whose field n is the number n.
+func counted(name string, n int) engine.EntityState {
+	return engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{"n": {Kind: engine.KindNumber, Num: strconv.Itoa(n)}}}
+}
+
+// updateWithin runs an Update of s reading r and writing batch, from
+// inside another member's Update (which holds its rows meanwhile), and
+// returns the rows it read; it fails the test if the Update fails or
+// waits 10 s for the other member.
+func updateWithin(t *testing.T, s *postgres.Store, r *engine.Reads, batch *engine.Batch) engine.Rows {
+	t.Helper()
+	var read engine.Rows
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+			read = *rows
+			return batch, nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s: %v", s.Member(), err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s waited for the rows the other member holds or is creating", s.Member())
+	}
+	return read
+}
+
 // testSkipHeld: an Update asked with Reads.SkipHeld does not wait for the
 // rows another Update holds: it names them held, reads and locks the
 // others, claims the absent ones, and writes what it decided.
 func testSkipHeld(t *testing.T, g *group) {
 	a, b := g.mustOpen("m1"), g.mustOpen("m2")
-	entity := func(name string, n int) engine.EntityState {
-		return engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{"n": {Kind: engine.KindNumber, Num: strconv.Itoa(n)}}}
-	}
 	if err := a.Commit(t.Context(), &engine.Batch{Sources: []engine.SourceState{source(1)},
-		Entities: []engine.EntityState{entity("meter/a", 1), entity("meter/c", 1)}}); err != nil {
+		Entities: []engine.EntityState{counted("meter/a", 1), counted("meter/c", 1)}}); err != nil {
 		t.Fatal(err)
 	}
 	var bRows engine.Rows
 	err := a.Update(t.Context(), &engine.Reads{Sources: []string{sourceID()}, Entities: []string{"meter/a"}},
 		func(rows *engine.Rows) (*engine.Batch, error) {
-			done := make(chan error, 1)
-			go func() {
-				r := &engine.Reads{Sources: []string{sourceID()}, Entities: []string{"meter/a", "meter/b", "meter/c"}, SkipHeld: true}
-				done <- b.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
-					bRows = *rows
-					return &engine.Batch{Entities: []engine.EntityState{entity("meter/b", 2), entity("meter/c", 2)}}, nil
-				})
-			}()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("m2: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("m2 waited for the rows m1 holds")
-			}
-			return &engine.Batch{Sources: []engine.SourceState{source(2)}, Entities: []engine.EntityState{entity("meter/a", 3)}}, nil
+			bRows = updateWithin(t, b, &engine.Reads{Sources: []string{sourceID()}, Entities: []string{"meter/a", "meter/b", "meter/c"}, SkipHeld: true},
+				&engine.Batch{Entities: []engine.EntityState{counted("meter/b", 2), counted("meter/c", 2)}})
+			return &engine.Batch{Sources: []engine.SourceState{source(2)}, Entities: []engine.EntityState{counted("meter/a", 3)}}, nil
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -460,31 +473,14 @@ func testSkipHeld(t *testing.T, g *group) {
 // names it held, as it does a locked row.
 func testSkipHeldClaimed(t *testing.T, g *group) {
 	a, b := g.mustOpen("m1"), g.mustOpen("m2")
-	entity := func(name string, n int) engine.EntityState {
-		return engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{"n": {Kind: engine.KindNumber, Num: strconv.Itoa(n)}}}
-	}
-	if err := a.Commit(t.Context(), &engine.Batch{Entities: []engine.EntityState{entity("meter/c", 1)}}); err != nil {
+	if err := a.Commit(t.Context(), &engine.Batch{Entities: []engine.EntityState{counted("meter/c", 1)}}); err != nil {
 		t.Fatal(err)
 	}
 	var bRows engine.Rows
 	err := a.Update(t.Context(), &engine.Reads{Entities: []string{"meter/new"}}, func(rows *engine.Rows) (*engine.Batch, error) {
-		done := make(chan error, 1)
-		go func() {
-			r := &engine.Reads{Entities: []string{"meter/c", "meter/new"}, SkipHeld: true}
-			done <- b.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
-				bRows = *rows
-				return &engine.Batch{Entities: []engine.EntityState{entity("meter/c", 2)}}, nil
-			})
-		}()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("m2: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("m2 waited for the row m1 is creating")
-		}
-		return &engine.Batch{Entities: []engine.EntityState{entity("meter/new", 1)}}, nil
+		bRows = updateWithin(t, b, &engine.Reads{Entities: []string{"meter/c", "meter/new"}, SkipHeld: true},
+			&engine.Batch{Entities: []engine.EntityState{counted("meter/c", 2)}})
+		return &engine.Batch{Entities: []engine.EntityState{counted("meter/new", 1)}}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
