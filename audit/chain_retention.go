@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -27,6 +28,10 @@ type ChainStore interface {
 func NewChainRetention(s ChainStore, opts RetentionOptions) (*Retention, error) {
 	if opts.Member == "" {
 		return nil, fmt.Errorf("%w: no member: a shared store's retention trims one member's chain", ErrRetention)
+	}
+	if strings.ContainsAny(opts.Member, `/\`) {
+		return nil, fmt.Errorf("%w: member id %q holds a path separator: its segments would not be in one directory of the archive (%s)",
+			ErrRetention, opts.Member, ChainDir(opts.Archive, opts.Member))
 	}
 	return newRetention(memberLog{s: s, member: opts.Member}, opts)
 }

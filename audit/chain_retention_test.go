@@ -267,6 +267,12 @@ func TestNewRetentionRefusesTheWrongKindOfChain(t *testing.T) {
 	if _, err := audit.NewChainRetention(f.ro, audit.RetentionOptions{Archive: t.TempDir(), MaxRecords: 1, Head: head}); !errors.Is(err, audit.ErrRetention) {
 		t.Fatalf("NewChainRetention without a member = %v", err)
 	}
+	for _, m := range []string{"site-a/rg-1", `site-a\rg-1`, "../../x"} {
+		_, err := audit.NewChainRetention(f.ro, audit.RetentionOptions{Archive: t.TempDir(), MaxRecords: 1, Head: head, Member: m})
+		if !errors.Is(err, audit.ErrRetention) || !strings.Contains(err.Error(), "path separator") {
+			t.Errorf("NewChainRetention of member %q = %v", m, err)
+		}
+	}
 	_, err := audit.NewRetention(memory.New(), audit.RetentionOptions{Archive: t.TempDir(), MaxRecords: 1, Head: head, Member: "m1"})
 	if !errors.Is(err, audit.ErrRetention) || !strings.Contains(err.Error(), "NewChainRetention") {
 		t.Fatalf("NewRetention with a member = %v", err)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -73,6 +74,9 @@ func (a AuditConfig) check(ps *problems, f field, store StoreConfig) {
 	}
 	if a.Archive != "" && store.Kind == StoreEmbedded && store.Path != "" && filepath.Clean(a.Archive) == filepath.Clean(store.Path) {
 		ps.add(f.dot("archive"), "archive %s is the store's directory: give the archive a directory of its own", a.Archive)
+	}
+	if a.Archive != "" && store.Shared() && strings.ContainsAny(store.Member, `/\`) {
+		ps.add(field{}.dot("store").dot("member"), "member id %q holds a path separator: the archive keeps each member's segments in a directory named after its id; give the member an id without / or \\", store.Member)
 	}
 	checkSinks(ps, f.dot("sinks"), a.Sinks)
 }

@@ -206,6 +206,9 @@ func TestComponentRules(t *testing.T) {
 		{"the store's own directory as archive is refused", "store: {path: /data}\naudit: {retention: {max_records: 5}, archive: /data/}",
 			[]string{"audit.archive: archive /data/ is the store's directory: give the archive a directory of its own"}},
 		{"retention on a shared store is accepted", "store: {kind: redis, url: 'redis://h'}\naudit: {retention: {max_records: 5}, archive: /a}", nil},
+		{"a member id with a path separator is refused beside an archive", "store: {kind: redis, url: 'redis://h', member: 'site-a/rg-1'}\naudit: {retention: {max_records: 5}, archive: /a}",
+			[]string{`store.member: member id "site-a/rg-1" holds a path separator: the archive keeps each member's segments in a directory named after its id; give the member an id without / or \`}},
+		{"a member id with a path separator is accepted without an archive", "store: {kind: redis, url: 'redis://h', member: 'site-a/rg-1'}", nil},
 		{"retention on a shared store without an archive is refused", "store: {kind: postgres, url: 'postgres://h/d'}\naudit: {retention: {max_age: 24h}}",
 			[]string{"audit.archive: archive is required with audit.retention: name the directory that keeps the records the store drops, so the chain stays verifiable"}},
 		{"one sink of each kind is accepted", "audit: {sinks: [{name: otel, kind: otlp, endpoint: 'https://c:4318/v1/logs', headers: {X-Api-Key: k}, timeout: 5s}, " +

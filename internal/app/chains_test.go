@@ -359,3 +359,28 @@ audit:
 		t.Fatalf("without the archive: %v", err)
 	}
 }
+
+func TestAMemberIDThatIsNoDirectoryIsRefusedBeforeRetention(t *testing.T) {
+	cfg, err := config.Parse([]byte(`store: {kind: postgres, url: 'postgres://db/rg'}
+routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
+audit:
+  retention: {max_records: 10}
+  archive: `+t.TempDir()+`
+`), "rg.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := memory.NewGroup(0, 0).Open("site-a/rg-1") // the member id as the MQTT client id gives it
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := openOn(t.Context(), cfg, cfg.Store, h, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.chainWork(); err == nil || !strings.Contains(err.Error(), `member id "site-a/rg-1" holds a path separator`) {
+		t.Fatalf("chainWork = %v", err)
+	}
+}
