@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -276,5 +277,60 @@ func TestNewRetentionRefusesTheWrongKindOfChain(t *testing.T) {
 	_, err := audit.NewRetention(memory.New(), audit.RetentionOptions{Archive: t.TempDir(), MaxRecords: 1, Head: head, Member: "m1"})
 	if !errors.Is(err, audit.ErrRetention) || !strings.Contains(err.Error(), "NewChainRetention") {
 		t.Fatalf("NewRetention with a member = %v", err)
+	}
+}
+
+func TestChainRetentionStopsOnceTheChainIsNoLongerOwned(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		owned    int // calls of Owned that answer true
+		segments int // sealed and trimmed
+		files    []string
+	}{
+		{"never owned: nothing cleared, archived or trimmed", 0, 0, []string{".tmp-segment-left"}},
+		{"lost while the second segment is read: it is not sealed", 5, 1, []string{"1..100"}},
+		{"lost after the second segment is sealed: it is not trimmed", 6, 1, []string{"1..100", "101..200"}},
+		{"owned throughout", 1 << 30, 3, []string{"1..100", "101..200", "201..300"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, dir := newGroupFeed(t, "m1"), t.TempDir()
+			f.decide(t, "m1", 301)
+			stale := filepath.Join(audit.ChainDir(dir, "m1"), ".tmp-segment-left")
+			os.MkdirAll(filepath.Dir(stale), 0o700)
+			os.WriteFile(stale, nil, 0o600)
+			calls := 0
+			r := f.retention(t, f.members["m1"].m, dir, "m1", audit.RetentionOptions{MaxRecords: 1, SegmentRecords: 100,
+				Owned: func() bool { calls++; return calls <= tc.owned }})
+			res := once(t, r)
+			if res.Segments != tc.segments || res.Base.Position != uint64(100*tc.segments) {
+				t.Fatalf("pass = %+v, want %d segments", res, tc.segments)
+			}
+			base, _ := f.ro.ChainBase(t.Context(), "m1")
+			if base.Position != uint64(100*tc.segments) {
+				t.Fatalf("the store's base is %d, want %d", base.Position, 100*tc.segments)
+			}
+			var want, got []string
+			for _, f := range tc.files {
+				if a, b, ok := strings.Cut(f, ".."); ok {
+					var first, last uint64
+					fmt.Sscan(a, &first)
+					fmt.Sscan(b, &last)
+					want = append(want, audit.SegmentName(first, last), audit.ManifestName(first, last))
+				} else {
+					want = append(want, f)
+				}
+			}
+			entries, _ := os.ReadDir(audit.ChainDir(dir, "m1"))
+			for _, e := range entries {
+				got = append(got, e.Name())
+			}
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("the archive holds %v, want %v", got, want)
+			}
+			if _, err := audit.VerifyChainsWithArchive(t.Context(), dir, f.ro, f.ro); err != nil {
+				t.Fatalf("archive and store: %v", err)
+			}
+		})
 	}
 }

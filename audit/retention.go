@@ -48,6 +48,13 @@ type RetentionOptions struct {
 	// committed head (the engine's Stats().Position), held back to what
 	// every audit sink delivered. Required.
 	Head func(ctx context.Context) (uint64, error)
+	// Owned reports whether this process still owns the chain's archive
+	// and trim, as a claim of a shared store's chain says. Once asks it
+	// before it clears what an interrupted pass left, before each segment
+	// and before each trim, and stops without error once it answers
+	// false: another process may be archiving the chain by then. Default:
+	// always owned.
+	Owned func() bool
 	// Now is the clock MaxAge is measured on. Default time.Now.
 	Now func() time.Time
 	// Logger receives a line per archived segment and the errors of Run.
@@ -115,6 +122,9 @@ func newRetention(s trimLog, opts RetentionOptions) (*Retention, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Owned == nil {
+		opts.Owned = func() bool { return true }
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -145,7 +155,8 @@ func (r *Retention) Run(ctx context.Context, every time.Duration) error {
 
 // Once archives and drops every record the limits let go, a segment at a
 // time: each segment is sealed in the archive before the store drops its
-// records.
+// records. It stops, with what it did so far, once opts.Owned says the
+// chain is no longer this process's.
 func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 	var res TrimResult
 	base, err := r.store.AuditBase(ctx)
@@ -161,6 +172,9 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 	if err != nil {
 		return res, err
 	}
+	if !r.opts.Owned() {
+		return res, nil
+	}
 	if err := clearFrom(r.dir, base.Position+1); err != nil {
 		return res, err
 	}
@@ -168,10 +182,13 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 	if n := r.opts.MaxRecords; n > 0 && head > n {
 		p.countCut = head - n
 	}
-	for base.Position < p.limit {
+	for base.Position < p.limit && r.opts.Owned() {
 		n, next, err := r.segment(ctx, base, p)
 		if err != nil || n == 0 {
 			return res, err
+		}
+		if !r.opts.Owned() { // its records stay; the chain's owner clears the segment and writes it again
+			return res, nil
 		}
 		if err := r.store.TrimAudit(ctx, next.Position+1, next); err != nil {
 			return res, err
@@ -213,8 +230,10 @@ func (s ownerLog) quarantineFloor(ctx context.Context) (uint64, error) {
 var errStop = errors.New("stop")
 
 // segment archives the records after base that p lets go, up to a
-// segment's worth, and returns how many and the last one's link. It checks
-// the chain as it goes: a broken chain is never archived as if whole.
+// segment's worth, and returns how many and the last one's link: none when
+// there are none or the chain is no longer this process's to archive. It
+// checks the chain as it goes: a broken chain is never archived as if
+// whole.
 func (r *Retention) segment(ctx context.Context, base engine.AuditHead, p pass) (uint64, engine.AuditHead, error) {
 	upto := min(p.limit, base.Position+uint64(r.opts.SegmentRecords))
 	w, err := newSegment(r.dir, r.opts.Member, base)
@@ -235,7 +254,7 @@ func (r *Retention) segment(ctx context.Context, base engine.AuditHead, p pass) 
 		w.abort()
 		return 0, base, err
 	}
-	if v.Count() == 0 {
+	if v.Count() == 0 || !r.opts.Owned() {
 		w.abort()
 		return 0, base, nil
 	}

@@ -49,11 +49,14 @@ type chains struct {
 	member string        // this process's member
 	sinks  *sink.Set     // nil: no audit sinks
 	retain bool          // audit.retention is on
+	ttl    time.Duration // the claims' lifetime
 	every  time.Duration // how often claim runs: a third of the claims' lifetime
 
-	mu      sync.Mutex
-	claimed []string                    // as ClaimChains last answered, sorted
-	trims   map[string]*audit.Retention // by member, of the claimed chains
+	mu        sync.Mutex
+	claimed   []string                    // as ClaimChains last answered, sorted
+	claimedAt time.Time                   // when the ClaimChains that answered it began
+	trims     map[string]*audit.Retention // by member, of the claimed chains
+	passes    map[string]*sync.Mutex      // by member: held while retention trims the chain
 }
 
 // chainWork returns the chains this process streams and trims on a shared
@@ -77,7 +80,7 @@ func (a *App) chainWork() (*chains, error) {
 		ttl = c.ClaimTTL()
 	}
 	return &chains{a: a, g: g, member: a.Engine.Member(), sinks: a.Sinks, retain: ac.Retention.Enabled(),
-		every: ttl / 3, trims: map[string]*audit.Retention{}}, nil
+		ttl: ttl, every: ttl / 3, trims: map[string]*audit.Retention{}, passes: map[string]*sync.Mutex{}}, nil
 }
 
 // Run claims the chains at once and then every c.every, runs the sinks
@@ -127,12 +130,16 @@ func (c *chains) runRetention(ctx context.Context, every time.Duration) {
 // claim takes or renews the chain claims, hands the claimed chains to the
 // sinks (each with its head as the store keeps it) and releases the
 // chains no longer claimed. When the claims cannot be renewed, the last
-// ones stand until they expire; the error is logged and returned.
+// ones stand until a third of their lifetime is left, by this process's
+// clock: then it stops streaming and trimming them, before another
+// process may claim them. The error is logged and returned.
 func (c *chains) claim(ctx context.Context) error {
+	began := time.Now()
 	members, err := c.g.ClaimChains(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.a.Log.Warn("audit: cannot claim the members' chains to stream and trim; the last claims stand until they expire", "err", err)
+			c.a.Log.Warn("audit: cannot claim the members' chains to stream and trim; the last claims stand until they are about to expire", "err", err)
+			c.lapse()
 		}
 		return err
 	}
@@ -149,7 +156,7 @@ func (c *chains) claim(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	before := c.claimed
-	c.claimed = members
+	c.claimed, c.claimedAt = members, began
 	for m := range c.trims {
 		if !slices.Contains(members, m) {
 			delete(c.trims, m)
@@ -161,6 +168,53 @@ func (c *chains) claim(ctx context.Context) error {
 	}
 	c.logChanges(ctx, before, members)
 	return nil
+}
+
+// owned reports whether member's chain is claimed with more than a third
+// of the claim's lifetime left, by this process's clock: retention goes on
+// archiving and trimming it only then.
+func (c *chains) owned(member string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.claimed, member) && time.Since(c.claimedAt) < c.ttl-c.every
+}
+
+// lapse gives up the chains, without releasing their claims, once the
+// last renewal is too old for them to be owned: the sinks stop streaming
+// them and retention stops trimming them.
+func (c *chains) lapse() {
+	c.mu.Lock()
+	claimed := c.claimed
+	if claimed == nil || time.Since(c.claimedAt) < c.ttl-c.every {
+		c.mu.Unlock()
+		return
+	}
+	c.claimed = nil
+	c.mu.Unlock()
+	if c.sinks != nil {
+		c.sinks.SetChains(nil)
+	}
+	c.a.Log.Warn("audit: the chain claims could not be renewed in time; no longer streaming and trimming them", "chains", claimed)
+}
+
+// waitPass waits until retention is not trimming member's chain: a pass
+// on it stops at its next step once the chain is no longer owned.
+func (c *chains) waitPass(member string) {
+	mu := c.pass(member)
+	mu.Lock()
+	defer mu.Unlock()
+}
+
+// pass returns the lock retention holds while it trims member's chain.
+func (c *chains) pass(member string) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mu := c.passes[member]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		c.passes[member] = mu
+	}
+	return mu
 }
 
 // heads reads every chain's head from the store.
@@ -177,12 +231,14 @@ func (c *chains) heads(ctx context.Context) (map[string]engine.AuditHead, error)
 }
 
 // logChanges releases the chains claimed before and no longer (the sinks
-// were already taken off them), and says which chains it took and gave up.
+// were already taken off them), each once retention stopped trimming it,
+// and says which chains it took and gave up.
 func (c *chains) logChanges(ctx context.Context, before, now []string) {
 	for _, m := range before {
 		if slices.Contains(now, m) {
 			continue
 		}
+		c.waitPass(m)
 		if err := c.g.ReleaseChain(ctx, m); err != nil && ctx.Err() == nil {
 			c.a.Log.Warn("audit: cannot release a chain claim; it expires by itself", "member", m, "err", err)
 		}
@@ -199,7 +255,8 @@ func (c *chains) logChanges(ctx context.Context, before, now []string) {
 	}
 }
 
-// releaseAll gives up every claim, within a few seconds.
+// releaseAll gives up every claim, within a few seconds; retention has
+// stopped by then.
 func (c *chains) releaseAll(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -239,7 +296,10 @@ func (c *chains) trim(ctx context.Context) ([]chainTrim, error) {
 		if err != nil {
 			return out, err
 		}
+		mu := c.pass(m)
+		mu.Lock()
 		res, err := r.Once(ctx)
+		mu.Unlock()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("member %s's chain: %w", m, err))
 		}
@@ -262,6 +322,7 @@ func (c *chains) retention(member string) (*audit.Retention, error) {
 		MaxAge:     time.Duration(ac.Retention.MaxAge),
 		MaxRecords: uint64(ac.Retention.MaxRecords),
 		Head:       func(ctx context.Context) (uint64, error) { return c.trimHead(ctx, member) },
+		Owned:      func() bool { return c.owned(member) },
 		Logger:     c.a.Log,
 	})
 	if err != nil {

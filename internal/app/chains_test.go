@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -382,5 +383,88 @@ audit:
 	defer a.Close()
 	if _, err := a.chainWork(); err == nil || !strings.Contains(err.Error(), `member id "site-a/rg-1" holds a path separator`) {
 		t.Fatalf("chainWork = %v", err)
+	}
+}
+
+// keeperFailing is a chain keeper whose claims fail while fail is set,
+// and that notes its releases.
+type keeperFailing struct {
+	engine.ChainKeeper
+	mu       sync.Mutex
+	fail     bool
+	released []string
+}
+
+func (k *keeperFailing) ClaimChains(ctx context.Context) ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.fail {
+		return nil, errors.New("statement timeout")
+	}
+	return k.ChainKeeper.ClaimChains(ctx)
+}
+
+func (k *keeperFailing) ReleaseChain(ctx context.Context, member string) error {
+	k.mu.Lock()
+	k.released = append(k.released, member)
+	k.mu.Unlock()
+	return k.ChainKeeper.ReleaseChain(ctx, member)
+}
+
+// TestChainsAreGivenUpBeforeTheirClaimsCanExpire: claims that cannot be
+// renewed stand while more than a third of their lifetime is left, then
+// the process stops streaming and trimming the chains, before another
+// process could claim them; a chain given up is released only once the
+// retention pass on it stopped.
+func TestChainsAreGivenUpBeforeTheirClaimsCanExpire(t *testing.T) {
+	dir := t.TempDir()
+	g := memory.NewGroup(0, 0)
+	a := groupMember(t, g, "m1", filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl"))
+	decide(t, a, 0, 10)
+	c, err := a.chainWork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &keeperFailing{ChainKeeper: c.g.ChainKeeper}
+	c.g.ChainKeeper = k
+	c.ttl, c.every = 600*time.Millisecond, 200*time.Millisecond
+	if err := c.claim(t.Context()); err != nil || !c.owned("m1") {
+		t.Fatalf("claim = %v, owned %v", err, c.owned("m1"))
+	}
+	k.mu.Lock()
+	k.fail = true
+	k.mu.Unlock()
+	if err := c.claim(t.Context()); err == nil || !c.owned("m1") {
+		t.Fatalf("a failed renewal at once: %v, owned %v; want the claim to stand", err, c.owned("m1"))
+	}
+	time.Sleep(c.ttl - c.every)
+	if c.owned("m1") {
+		t.Fatal("the chain is still owned with a third of its claim's lifetime left")
+	}
+	c.claim(t.Context())
+	if c.claimed != nil {
+		t.Fatalf("after the claims lapsed the process still claims %v", c.claimed)
+	}
+
+	// Claimed again; a pass on m1 holds its lock while the store stops
+	// giving the chain to this process.
+	k.mu.Lock()
+	k.fail = false
+	k.mu.Unlock()
+	if err := c.claim(t.Context()); err != nil || !c.owned("m1") {
+		t.Fatalf("claim = %v, owned %v", err, c.owned("m1"))
+	}
+	pass := c.pass("m1")
+	pass.Lock()
+	released := make(chan struct{})
+	go func() { defer close(released); c.logChanges(t.Context(), []string{"m1"}, nil) }()
+	time.Sleep(50 * time.Millisecond)
+	k.mu.Lock()
+	early := slices.Clone(k.released)
+	k.mu.Unlock()
+	pass.Unlock()
+	<-released
+	if len(early) != 0 || !slices.Equal(k.released, []string{"m1"}) {
+		t.Fatalf("released %v while the pass ran, %v after it", early, k.released)
 	}
 }
