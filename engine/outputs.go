@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ForwardSpec is a forward effect: where an applied message's original
@@ -364,11 +365,29 @@ func checkTarget(output, t string) string {
 		return fmt.Sprintf("is %d bytes, over %d", len(t), maxIdentityBytes*4)
 	case output == OutputMQTT && strings.ContainsAny(t, "+#\x00"):
 		return fmt.Sprintf("%q holds a wildcard or NUL", t)
+	case output == OutputMQTT && !mqttText(t):
+		return fmt.Sprintf("%q holds a control character, a noncharacter or bytes that are not UTF-8, which a broker answers by closing the connection", t)
 	case output == OutputNATS && (strings.ContainsAny(t, " \t\r\n*>") || strings.Contains(t, "..") ||
 		strings.HasPrefix(t, ".") || strings.HasSuffix(t, ".")):
 		return fmt.Sprintf("%q is not a valid subject", t)
 	}
 	return ""
+}
+
+// mqttText reports whether t is UTF-8 without the code points a broker may
+// refuse in a topic (MQTT 5 section 1.5.4; Mosquitto closes the connection
+// on them): the controls U+0001..U+001F and U+007F..U+009F, and the
+// noncharacters U+FDD0..U+FDEF and U+nFFFE, U+nFFFF.
+func mqttText(t string) bool {
+	if !utf8.ValidString(t) {
+		return false
+	}
+	for _, r := range t {
+		if r <= 0x1F || r >= 0x7F && r <= 0x9F || r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
+			return false
+		}
+	}
+	return true
 }
 
 // sqlArgs renders a statement's arguments for decision dec of d.

@@ -159,3 +159,36 @@ func TestSQLAndForwardEffectsAreCheckedAtCompile(t *testing.T) {
 		}
 	}
 }
+
+// TestAForwardTopicABrokerWouldRefuseIsQuarantined: a producer's field that
+// renders an MQTT topic with a control character or a noncharacter (valid
+// JSON, valid UTF-8) would have the broker close the output's connection
+// at each attempt, and its lane would wait behind it for good; the message
+// is quarantined at its decision instead, as malformed.
+func TestAForwardTopicABrokerWouldRefuseIsQuarantined(t *testing.T) {
+	r := engine.Route{Name: "incidents", Topic: "incidents/#", Source: []string{"source_id"}, ID: "msgId",
+		Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Topic: "clean/{source_id}"}}}}
+	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{r}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i, tc := range []struct {
+		id      string // as JSON text
+		refused bool
+	}{
+		{`a\u0001b`, true}, {`a\u001fb`, true}, {`a\u007fb`, true}, {`a\u0085b`, true}, {`a\u009fb`, true},
+		{`a\ufdd0b`, true}, {`a\ufffeb`, true}, {`a\uffffb`, true}, {`a\ud83f\udffeb`, true},
+		{`a\u00a0b`, false}, {`unit-é`, false}, {`a\ufffdb`, false}, {`a\ufdf0b`, false}, {`a\ud83d\ude92b`, false},
+	} {
+		msg := engine.Message{Topic: "incidents/x", Payload: fmt.Appendf(nil, `{"msgId":"m%d","source_id":"%s"}`, i, tc.id)}
+		d, err := e.Process(context.Background(), []engine.Message{msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refused := d[0].Outcome == engine.Malformed; refused != tc.refused ||
+			refused && !strings.Contains(d[0].Reason, "control character, a noncharacter") {
+			t.Errorf("source_id %s: %s %q", tc.id, d[0].Outcome, d[0].Reason)
+		}
+	}
+}
