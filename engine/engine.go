@@ -296,8 +296,10 @@ func (e *Engine) Process(ctx context.Context, msgs []Message) ([]Decision, error
 // commit is durable (or failed). Batches commit in the order they were
 // submitted, so a caller may submit the next batch while the previous one
 // commits. When a commit fails, every batch submitted after it fails too
-// (they were decided on top of it) and the engine reloads the committed
-// state: the caller may submit all of them again, in order.
+// (they were decided on top of it, or are refused with ErrAborted until a
+// wait has returned the failure) and the engine reloads the committed
+// state: the caller may submit all of them again, in order. A caller that
+// submits ahead must call every wait it was given.
 func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Decision, error), err error) {
 	if e.opts.Admit != nil {
 		if err := e.opts.Admit(ctx); err != nil {

@@ -20,9 +20,13 @@ type ownedWindows struct {
 	queue        chan *commitJob // sealed batches, to the committer
 	stopped      chan struct{}   // closed when the committer returns
 	committedGen atomic.Uint64   // the generation the committer accepts
-	gen          uint64          // state generation: bumped by every reload after a failed commit; under e.mu
-	evicted      uint64          // EvictBelow last sealed; under e.mu
-	last         *commitJob      // the batch sealed last; under e.mu
+	// untold is set when a commit fails and cleared when a wait returns a
+	// commit's error: until then the caller has not seen the failure, and
+	// a batch it submits now would commit ahead of the failed one.
+	untold  atomic.Bool
+	gen     uint64     // state generation: bumped by every reload after a failed commit; under e.mu
+	evicted uint64     // EvictBelow last sealed; under e.mu
+	last    *commitJob // the batch sealed last; under e.mu
 }
 
 // newOwnedWindows starts the committer; close stops it.
@@ -77,6 +81,9 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (func() ([]De
 	if err := e.ready(ctx); err != nil { // trim found a failed commit
 		return nil, err
 	}
+	if w.untold.Load() {
+		return nil, fmt.Errorf("%w: a batch submitted before this one failed to commit, and its wait has not returned the error yet", ErrAborted)
+	}
 	now := e.opts.Now()
 	e.keys.expire(now.Add(-e.ttl).UnixNano())
 	out := make([]Decision, len(msgs))
@@ -97,6 +104,7 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (func() ([]De
 	return func() ([]Decision, error) {
 		<-c.done
 		if c.err != nil {
+			w.untold.Store(false)
 			return nil, c.err
 		}
 		return out, nil
@@ -117,6 +125,9 @@ func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now ti
 	w.e.mu.Unlock()
 	<-c.done
 	w.e.mu.Lock()
+	if c.err != nil {
+		w.untold.Store(false)
+	}
 	return c.err
 }
 
@@ -263,6 +274,7 @@ func (w *ownedWindows) commitOne(c *commitJob, b *Batch, group []*commitJob) err
 		// caller to take the engine's lock reloads the committed state.
 		// Taking the lock here could deadlock with a caller that holds it
 		// while waiting for room in the queue.
+		w.untold.Store(true) // before the reload is asked for: a batch decided on the reloaded state sees it
 		e.log.Error("commit failed; the committed state will be reloaded", "err", err, "records", len(b.Audit), "batches", len(group))
 		w.committedGen.Add(1)
 		e.reload.Store(true)

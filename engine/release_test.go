@@ -1,10 +1,13 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,5 +188,60 @@ func TestABatchSubmittedAfterAFailedOneIsAborted(t *testing.T) {
 	}
 	if got, _ := json.Marshal(engine.StateJSON(e.State())); string(got) != `{"incident/1":{"casualties":2}}` {
 		t.Fatalf("state after resubmitting both: %s", got)
+	}
+}
+
+// logSignal closes failed when the engine logs a failed commit.
+type logSignal struct {
+	once   sync.Once
+	failed chan struct{}
+}
+
+func (l *logSignal) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("commit failed")) {
+		l.once.Do(func() { close(l.failed) })
+	}
+	return len(p), nil
+}
+
+// TestABatchSubmittedAfterAFailureNotYetTakenIsRefused: a caller that
+// submits ahead (as ingest does) may submit the next batch after the
+// previous one's commit failed but before its wait returned the failure.
+// Decided on the reloaded state, that batch would commit ahead of the
+// failed one: an older update over a newer, a sequence below the window
+// when the failed batch comes again. It is refused until the failure is
+// taken; then both, submitted again in order, apply in order.
+func TestABatchSubmittedAfterAFailureNotYetTakenIsRefused(t *testing.T) {
+	h := newHarness(t, engine.Options{})
+	fs := &failingStore{Store: h.store, fail: true}
+	sig := &logSignal{failed: make(chan struct{})}
+	e, err := engine.New(context.Background(), fs, engine.Options{Routes: []engine.Route{incidentRoute}, SequenceSpan: 64,
+		Now: func() time.Time { return h.clock }, Logger: slog.New(slog.NewTextHandler(sig, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	a := []engine.Message{inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`)}
+	b := []engine.Message{inc("fd", "e1", 1, 100, `"incident_id":1,"casualty_delta":2`)}
+	waitA, err := e.Submit(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sig.failed
+	fs.fail = false
+	if _, err := e.Submit(context.Background(), b); !errors.Is(err, engine.ErrAborted) {
+		t.Fatalf("a batch submitted after a failure not yet taken: %v, want ErrAborted", err)
+	}
+	if _, err := waitA(); err == nil {
+		t.Fatal("the failed commit returned no error")
+	}
+	for i, batch := range [][]engine.Message{a, b} {
+		ds, err := e.Process(context.Background(), batch)
+		if err != nil || ds[0].Outcome != engine.Applied {
+			t.Fatalf("batch %d again: %+v, %v", i, ds, err)
+		}
+	}
+	if st, _ := json.Marshal(engine.StateJSON(e.State())); !strings.Contains(string(st), `"casualties":3`) {
+		t.Fatalf("state %s, want 3 casualties", st)
 	}
 }

@@ -229,13 +229,12 @@ func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summar
 			continue // drain so the reader can finish
 		}
 		wait, serr := submit(ctx, p, b.msgs)
-		settle(maxInFlight - 1)
-		if serr != nil && err == nil {
-			err = serr
-			cancel()
-		}
-		if err != nil {
-			settle(0)
+		if serr != nil {
+			settle(0) // an earlier batch's failure comes first
+			if err == nil {
+				err = serr
+				cancel()
+			}
 			continue
 		}
 		inFlight = append(inFlight, func() error {
@@ -252,6 +251,10 @@ func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summar
 			}
 			return nil
 		})
+		settle(maxInFlight)
+		if err != nil {
+			settle(0)
+		}
 	}
 	settle(0)
 	<-done

@@ -3,6 +3,7 @@ package file_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -94,5 +95,41 @@ func TestIngestStopsOnACommitError(t *testing.T) {
 	_, err := file.Ingest(context.Background(), r, strings.NewReader(strings.Repeat("{\"topic\":\"a\",\"payload\":1}\n", 5000)), file.Options{BatchSize: 10})
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("got %v, want the commit error", err)
+	}
+}
+
+// submitter is an engine that commits ahead: its first batch's commit
+// fails, and it counts the waits called of the batches it took.
+type submitter struct {
+	submitted, waited int
+}
+
+func (s *submitter) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	return nil, errors.New("Process called: Ingest should submit")
+}
+
+func (s *submitter) Submit(_ context.Context, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+	s.submitted++
+	first := s.submitted == 1
+	return func() ([]engine.Decision, error) {
+		s.waited++
+		if first {
+			return nil, errors.New("disk error")
+		}
+		return nil, fmt.Errorf("%w: a batch before it failed to commit", engine.ErrAborted)
+	}, nil
+}
+
+// TestIngestWaitsForEveryBatchItSubmitted: a batch submitted before the
+// failure of an earlier one is seen is waited for too, so none commits
+// unseen, and the error is the first batch's.
+func TestIngestWaitsForEveryBatchItSubmitted(t *testing.T) {
+	s := &submitter{}
+	sum, err := file.Ingest(context.Background(), s, strings.NewReader(strings.Repeat("{\"topic\":\"a\",\"payload\":1}\n", 50)), file.Options{BatchSize: 1})
+	if err == nil || !strings.Contains(err.Error(), "disk error") {
+		t.Fatalf("got %v, want the first commit's error", err)
+	}
+	if s.waited != s.submitted || sum.Lines != 0 {
+		t.Fatalf("%d batches submitted, %d waited for, %d lines counted", s.submitted, s.waited, sum.Lines)
 	}
 }
