@@ -260,10 +260,11 @@ func (e *Engine) appendAudit(r *AuditRecord) {
 func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decision, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	q, err := e.held(ctx, id)
+	q, done, err := e.held(ctx, id)
 	if err != nil {
 		return Decision{}, err
 	}
+	defer done()
 	m := Message{Topic: q.Topic, Payload: q.Payload, Dup: q.Dup, Broker: q.Broker, Feed: q.Feed}
 	if m.prepared, m.prepErr = e.decodeFresh(&m); m.prepErr != nil { // decideOne reuses it
 		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, m.prepErr)
@@ -279,13 +280,26 @@ func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decis
 	return dec, nil
 }
 
-// held returns quarantine entry id for an operator's action. Called with
-// e.mu held.
-func (e *Engine) held(ctx context.Context, id uint64) (QuarantineEntry, error) {
+// held returns quarantine entry id for an operator's action, and done to
+// call once the action is committed or failed. Called with e.mu held. On a
+// single-owner store act lets the lock go while the commit runs: a second
+// action on the entry meanwhile still finds it held in the store (a
+// release would apply a message just discarded), and is refused here.
+func (e *Engine) held(ctx context.Context, id uint64) (q QuarantineEntry, done func(), err error) {
 	if err := e.ready(ctx); err != nil {
-		return QuarantineEntry{}, err
+		return QuarantineEntry{}, nil, err
 	}
-	return e.store.Quarantined(ctx, id)
+	if q, err = e.store.Quarantined(ctx, id); err != nil {
+		return QuarantineEntry{}, nil, err
+	}
+	if e.acting[id] {
+		return QuarantineEntry{}, nil, fmt.Errorf("%w: quarantine entry #%d is being released or discarded by another request", ErrNotFound, id)
+	}
+	if e.acting == nil {
+		e.acting = map[uint64]bool{}
+	}
+	e.acting[id] = true
+	return q, func() { delete(e.acting, id) }, nil
 }
 
 // act records an operator's action on msgs (what it decides again) with
@@ -303,10 +317,11 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason, operator string
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	q, err := e.held(ctx, id)
+	q, done, err := e.held(ctx, id)
 	if err != nil {
 		return Decision{}, err
 	}
+	defer done()
 	var key Hash
 	if q.Key != "" {
 		if key, err = ParseHash(q.Key); err != nil {

@@ -133,9 +133,12 @@ type Engine struct {
 	// resolving are the held outbox entries (Requeue false) whose
 	// resolution is being committed.
 	resolving map[OutboxResolve]bool
-	tail      AuditHead // chain head including decided, uncommitted records
-	pending   pending
-	closed    bool
+	// acting are the quarantine entries whose release or discard is being
+	// committed.
+	acting  map[uint64]bool
+	tail    AuditHead // chain head including decided, uncommitted records
+	pending pending
+	closed  bool
 	// groupOrder: versions are ordered by key ordinal, which follows time
 	// across the group (set by sharedWindows), not by audit position.
 	groupOrder bool

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/memory"
 )
 
 func TestKeyWindowAge(t *testing.T) {
@@ -243,5 +244,68 @@ func TestABatchSubmittedAfterAFailureNotYetTakenIsRefused(t *testing.T) {
 	}
 	if st, _ := json.Marshal(engine.StateJSON(e.State())); !strings.Contains(string(st), `"casualties":3`) {
 		t.Fatalf("state %s, want 3 casualties", st)
+	}
+}
+
+// gatedStore holds every commit until gate is closed; entered is closed at
+// the first.
+type gatedStore struct {
+	engine.Store
+	once    sync.Once
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gatedStore) Commit(ctx context.Context, b *engine.Batch) error {
+	g.once.Do(func() { close(g.entered) })
+	<-g.gate
+	return g.Store.Commit(ctx, b)
+}
+
+// TestAHeldMessageBeingDiscardedCannotBeReleased: while an operator's
+// discard commits (the engine's lock let go), the entry is still held in
+// the store; a release of it then is refused, not applied.
+func TestAHeldMessageBeingDiscardedCannotBeReleased(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	opts := engine.Options{Routes: []engine.Route{incidentRoute}, SequenceSpan: 64}
+	e0, err := engine.New(ctx, mem, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := e0.Process(ctx, []engine.Message{inc("fd", "e1", 1, 100, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 5, `"incident_id":1,"casualty_delta":2`)})
+	if err != nil || ds[1].Outcome != engine.Quarantined {
+		t.Fatalf("%+v, %v", ds, err)
+	}
+	e0.Close()
+	id := ds[1].Position
+	g := &gatedStore{Store: mem, entered: make(chan struct{}), gate: make(chan struct{})}
+	e, err := engine.New(ctx, g, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	discarded := make(chan error, 1)
+	go func() { _, err := e.Discard(ctx, id, "bench noise", "alice"); discarded <- err }()
+	<-g.entered
+	released := make(chan error, 1)
+	go func() { _, err := e.Release(ctx, id, "bob"); released <- err }()
+	select {
+	case err := <-released:
+		if !errors.Is(err, engine.ErrNotFound) || !strings.Contains(err.Error(), "being released or discarded") {
+			t.Errorf("release during the discard: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the release waited for the discard's commit")
+	}
+	close(g.gate)
+	if err := <-discarded; err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := json.Marshal(engine.StateJSON(e.State())); strings.Contains(string(st), `"casualties":3`) {
+		t.Fatalf("the discarded message was applied: %s", st)
+	}
+	if _, err := e.Release(ctx, id, "bob"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("a release after the discard: %v", err)
 	}
 }
