@@ -26,6 +26,7 @@ import (
 // commit.
 type feedsSource struct {
 	feeds []*feedSource
+	one   *oneAtATime // the feeds' commits; nil: not known
 	log   *slog.Logger
 }
 
@@ -46,6 +47,9 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 	}
 	procs := FeedProcessors(p, names, m.FeedBehind)
 	s := &feedsSource{log: log}
+	if len(procs) > 0 {
+		s.one = procs[0].one
+	}
 	for i, f := range cfg.MQTT.Feeds {
 		flog := log.With("feed", f.Name)
 		mc, err := consumerConfig(cfg, flog, m.Feed(f.Name))
@@ -96,8 +100,14 @@ func (s *feedsSource) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Ready reports whether at least one feed is connected and committing.
+// Ready reports whether at least one feed is connected and committing,
+// and the last commit succeeded: a commit is the engine's, whichever feed
+// delivered the batch, so a feed with nothing to commit meanwhile does not
+// make the consumer ready while the store refuses every commit.
 func (s *feedsSource) Ready() bool {
+	if s.failing() != nil {
+		return false
+	}
 	for _, f := range s.feeds {
 		if f.src.Ready() {
 			return true
@@ -106,9 +116,25 @@ func (s *feedsSource) Ready() bool {
 	return false
 }
 
-// Warning names the feeds that are not ready while another is: the
-// consumer goes on, on one path. A feed that stopped says why.
+// failing returns the error of the feeds' last commit; nil when it
+// succeeded.
+func (s *feedsSource) failing() error {
+	if s.one == nil {
+		return nil
+	}
+	if err := s.one.failed.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// Warning says why the consumer is not ready, or which feeds are not while
+// another is: the consumer goes on, on one path. A feed that stopped says
+// why, whatever the others do.
 func (s *feedsSource) Warning() string {
+	if err := s.failing(); err != nil {
+		return "commits are failing, the deliveries wait unacknowledged: " + err.Error()
+	}
 	var down, stopped []string
 	for _, f := range s.feeds {
 		switch {
@@ -118,17 +144,21 @@ func (s *feedsSource) Warning() string {
 			down = append(down, f.name)
 		}
 	}
-	if len(down)+len(stopped) == 0 || len(down)+len(stopped) == len(s.feeds) {
-		return ""
-	}
+	ready := len(s.feeds) - len(down) - len(stopped)
 	var parts []string
-	if len(down) > 0 {
+	if len(down) > 0 && ready > 0 {
 		parts = append(parts, fmt.Sprintf("feed %s is not connected", strings.Join(down, ", ")))
 	}
 	if len(stopped) > 0 {
 		parts = append(parts, "stopped until run restarts: "+strings.Join(stopped, "; "))
 	}
-	return strings.Join(parts, "; ") + ": consuming from the other path"
+	if len(parts) == 0 {
+		return ""
+	}
+	if ready > 0 {
+		parts[len(parts)-1] += ": consuming from the other path"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // withWarning adds warning's text to what status says.
@@ -265,10 +295,11 @@ func (a *arrivals) add(key engine.Hash, x arrival) {
 // waiting, its own batch first; the callers it committed for return with
 // their decisions, and one that arrived meanwhile commits next.
 type oneAtATime struct {
-	p     mqtt.Processor
-	mu    sync.Mutex
-	busy  bool
-	queue []*feedBatch
+	p      mqtt.Processor
+	failed atomic.Pointer[error] // the last call's error; nil when it succeeded
+	mu     sync.Mutex
+	busy   bool
+	queue  []*feedBatch
 	// firsts and behind are the committing caller's alone: they time each
 	// twin against its first copy.
 	firsts *arrivals
@@ -336,6 +367,12 @@ func (o *oneAtATime) commit(batches []*feedBatch) {
 		}
 	}
 	ds, err := o.p.Process(batches[0].ctx, msgs)
+	switch {
+	case err == nil:
+		o.failed.Store(nil)
+	case batches[0].ctx.Err() == nil: // not a stop
+		o.failed.Store(&err)
+	}
 	at := 0
 	for _, b := range batches {
 		if len(batches) > 1 {

@@ -276,3 +276,51 @@ func TestArrivalsKeepAKeyAddedAgain(t *testing.T) {
 		t.Fatalf("k1 %+v, %v; want its second arrival kept", x, ok)
 	}
 }
+
+// failingProc fails every call while fail is set.
+type failingProc struct{ fail atomic.Bool }
+
+func (f *failingProc) Process(_ context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	if f.fail.Load() {
+		return nil, errors.New("store not writable")
+	}
+	return make([]engine.Decision, len(msgs)), nil
+}
+
+// TestFeedsAreNotReadyWhileCommitsFail: a commit is the engine's, whichever
+// feed's batch it carried; feed b having nothing to commit meanwhile does
+// not make the consumer ready while feed a's commits fail.
+func TestFeedsAreNotReadyWhileCommitsFail(t *testing.T) {
+	p := &failingProc{}
+	procs := FeedProcessors(p, []string{"a", "b"}, nil)
+	a, b := &fakeSource{}, &fakeSource{}
+	a.ready.Store(true)
+	b.ready.Store(true)
+	s := &feedsSource{log: discardLogger(), one: procs[0].one, feeds: []*feedSource{{name: "a", src: a, proc: procs[0]}, {name: "b", src: b, proc: procs[1]}}}
+	p.fail.Store(true)
+	if _, err := procs[0].Process(context.Background(), []engine.Message{{Topic: "t"}}); err == nil {
+		t.Fatal("the failing commit returned no error")
+	}
+	a.ready.Store(false) // its consumer's last commit failed
+	if s.Ready() || s.Warning() != "commits are failing, the deliveries wait unacknowledged: store not writable" {
+		t.Fatalf("while commits fail: ready %v, warning %q", s.Ready(), s.Warning())
+	}
+	p.fail.Store(false)
+	if _, err := procs[0].Process(context.Background(), []engine.Message{{Topic: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	a.ready.Store(true)
+	if !s.Ready() || s.Warning() != "" {
+		t.Fatalf("once a commit succeeded: ready %v, warning %q", s.Ready(), s.Warning())
+	}
+
+	// Every feed down, one of them stopped for good: not ready, and the
+	// warning still says which stopped and why.
+	a.ready.Store(false)
+	b.ready.Store(false)
+	err := errors.New("feed b: subscription refused")
+	s.feeds[1].failed.Store(&err)
+	if s.Ready() || s.Warning() != "stopped until run restarts: feed b: subscription refused" {
+		t.Fatalf("every feed down: ready %v, warning %q", s.Ready(), s.Warning())
+	}
+}
