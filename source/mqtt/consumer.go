@@ -160,7 +160,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	stopSubscribing()
 	c.wg.Wait()
 	_ = c.gate.Close()
-	c.connected.Store(false)
+	// autopaho reports no connection down after Disconnect: the observers
+	// (a feed's connected metric) hear it here, also when Run ends early.
+	if c.connected.Swap(false) {
+		c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: c.brokerURL()})
+	}
 	return runErr
 }
 

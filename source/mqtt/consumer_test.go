@@ -390,7 +390,10 @@ func TestSubscription(t *testing.T) {
 
 	t.Run("a broker granting only QoS 0 ends Run with ErrSubscribe", func(t *testing.T) {
 		m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true, Extra: []string{"max_qos 0"}})
-		r := start(t, testConfig(t, m.URL()), newRecorder(t))
+		cfg := testConfig(t, m.URL())
+		tr := &connTracker{}
+		cfg.Observer = tr
+		r := start(t, cfg, newRecorder(t))
 		select {
 		case <-r.run.Done():
 			if err := r.run.Err(); !errors.Is(err, mqtt.ErrSubscribe) {
@@ -398,6 +401,13 @@ func TestSubscription(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("Run still consuming from a broker that grants QoS 0")
+		}
+		// A feed's connected metric hears the end, though autopaho
+		// reports no connection down after a Disconnect.
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		if len(tr.conns) != 1 || len(tr.downs) != 1 {
+			t.Fatalf("%d connections, %d disconnections observed; want one of each", len(tr.conns), len(tr.downs))
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,7 +165,17 @@ func TestStallIsDetected(t *testing.T) {
 // ACL denies, so that is no refusal) could not redeliver what it loses.
 func TestQoS0GrantEndsRun(t *testing.T) {
 	b := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{Extra: []string{"max_qos 0"}})
-	c, err := New(testConfig(t, b.URL()), newRecorder(t))
+	cfg := testConfig(t, b.URL())
+	var ups, downs atomic.Int32
+	cfg.Observer = source.ObserverFunc(func(e source.Event) {
+		switch e.Kind {
+		case source.Connected:
+			ups.Add(1)
+		case source.Disconnected:
+			downs.Add(1)
+		}
+	})
+	c, err := New(cfg, newRecorder(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +183,9 @@ func TestQoS0GrantEndsRun(t *testing.T) {
 	defer cancel()
 	if err := c.Run(ctx); !errors.Is(err, ErrSubscribe) || !strings.Contains(err.Error(), "granted at QoS 0") {
 		t.Fatalf("Run: %v, want the refusal of a QoS 0 grant", err)
+	}
+	if ups.Load() != 1 || downs.Load() != 1 { // a feed's connected metric hears the end
+		t.Fatalf("%d connections, %d disconnections observed; want one of each", ups.Load(), downs.Load())
 	}
 }
 

@@ -45,6 +45,7 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	held = time.Since(l.upAt)
 	if ctx.Err() != nil {
 		l.client.Disconnect(c.quiesce())
+		c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: l.broker})
 		return held, l.delivered.Load()
 	}
 	err := l.lostErr
