@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,14 +29,23 @@ type feedsSource struct {
 	feeds []*feedSource
 	one   *oneAtATime // the feeds' commits; nil: not known
 	log   *slog.Logger
+	// retryMin and retryMax bound the pause before a feed that returned
+	// early is run again.
+	retryMin, retryMax time.Duration
 }
+
+// The pauses before a feed that returned early is run again.
+const (
+	feedRetryMin = time.Second
+	feedRetryMax = time.Minute
+)
 
 // feedSource is one path: its consumer, its name and what it delivered.
 type feedSource struct {
 	name   string
 	src    source
 	proc   *FeedProcessor
-	failed atomic.Pointer[error] // why its consumer stopped early; nil while it runs
+	failed atomic.Pointer[error] // why its consumer stopped early; nil while it runs, or is run again
 }
 
 // newFeedsSource builds one MQTT consumer per feed, each passing its
@@ -46,7 +56,7 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		names[i] = f.Name
 	}
 	procs := FeedProcessors(p, names, m.FeedBehind)
-	s := &feedsSource{log: log}
+	s := &feedsSource{log: log, retryMin: feedRetryMin, retryMax: feedRetryMax}
 	if len(procs) > 0 {
 		s.one = procs[0].one
 	}
@@ -75,26 +85,55 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 	return s, nil
 }
 
-// Run runs every feed until ctx is done. A feed that returns early (a
-// permanent refusal: its broker refused the subscription, or no version
-// could be negotiated) is logged and reported down while the others go
-// on: a standby promoted on one path without the consumer's ACL must not
-// stop the path that works. Run returns nil when ctx is done, or every
-// feed's error once none is left.
+// Run runs every feed until ctx is done. A feed that returns early (its
+// broker refused the subscription, or no version could be negotiated, as
+// when its address closes each connection at once) is logged, reported
+// down and run again after a pause that doubles up to feedRetryMax, while
+// the others go on: a standby promoted on one path without the consumer's
+// ACL, or a path's load balancer with no broker behind it for a while,
+// must neither stop the path that works nor leave the consumer on one path
+// until run restarts. Run returns nil when ctx is done, or every feed's
+// error once they all failed at the same time.
 func (s *feedsSource) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	errs := make([]error, len(s.feeds))
+	var mu sync.Mutex
+	failing, allFailed := 0, false
 	var wg sync.WaitGroup
 	for i, f := range s.feeds {
 		wg.Go(func() {
-			if err := f.src.Run(ctx); err != nil && ctx.Err() == nil {
+			pause, most := cmp.Or(s.retryMin, feedRetryMin), cmp.Or(s.retryMax, feedRetryMax)
+			for {
+				err := f.src.Run(ctx)
+				if err == nil || ctx.Err() != nil {
+					return
+				}
+				mu.Lock()
 				errs[i] = fmt.Errorf("feed %s: %w", f.name, err)
 				f.failed.Store(&errs[i])
-				s.log.Error("feed stopped: the other feeds go on without it", "feed", f.name, "err", err)
+				failing++
+				if failing == len(s.feeds) {
+					allFailed = true
+					cancel()
+				}
+				mu.Unlock()
+				s.log.Error("feed stopped: the other feeds go on without it; it is tried again", "feed", f.name, "err", err, "again_in", pause)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, most)
+				mu.Lock()
+				failing--
+				f.failed.Store(nil)
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
+	if !allFailed {
 		return nil // stopped: a feed that failed before was logged and reported
 	}
 	return errors.Join(errs...)
@@ -150,7 +189,7 @@ func (s *feedsSource) Warning() string {
 		parts = append(parts, fmt.Sprintf("feed %s is not connected", strings.Join(down, ", ")))
 	}
 	if len(stopped) > 0 {
-		parts = append(parts, "stopped until run restarts: "+strings.Join(stopped, "; "))
+		parts = append(parts, "stopped, tried again shortly: "+strings.Join(stopped, "; "))
 	}
 	if len(parts) == 0 {
 		return ""

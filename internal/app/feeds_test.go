@@ -209,15 +209,18 @@ func TestATwinIsTimedAgainstTheOtherFeedsCopy(t *testing.T) {
 	}
 }
 
-// fakeSource is a feed's consumer that is ready until it stops with err,
-// or runs until its context is done.
+// fakeSource is a feed's consumer that stops with err (its first fails
+// runs only, when fails is set), or is ready and runs until its context
+// is done.
 type fakeSource struct {
 	err   error
+	fails int
+	runs  atomic.Int32
 	ready atomic.Bool
 }
 
 func (f *fakeSource) Run(ctx context.Context) error {
-	if f.err != nil {
+	if n := int(f.runs.Add(1)); f.err != nil && (f.fails == 0 || n <= f.fails) {
 		return f.err
 	}
 	f.ready.Store(true)
@@ -228,11 +231,11 @@ func (f *fakeSource) Run(ctx context.Context) error {
 
 func (f *fakeSource) Ready() bool { return f.ready.Load() }
 
-// A feed that stops for good (its broker refused the subscription) leaves
-// the others running, ready, with a warning that says why.
+// A feed that stops (its broker refused the subscription) leaves the
+// others running, ready, with a warning that says why.
 func TestAFeedThatStopsLeavesTheOthersRunning(t *testing.T) {
 	good := &fakeSource{}
-	s := &feedsSource{log: discardLogger(), feeds: []*feedSource{
+	s := &feedsSource{log: discardLogger(), retryMin: time.Hour, feeds: []*feedSource{
 		{name: "a", src: &fakeSource{err: errors.New("subscription to incidents/# refused: not authorized")}},
 		{name: "b", src: good},
 	}}
@@ -245,7 +248,7 @@ func TestAFeedThatStopsLeavesTheOthersRunning(t *testing.T) {
 		t.Fatalf("Run returned while feed b runs: %v", err)
 	default:
 	}
-	if !s.Ready() || s.Warning() != "stopped until run restarts: feed a: subscription to incidents/# refused: not authorized: consuming from the other path" {
+	if !s.Ready() || s.Warning() != "stopped, tried again shortly: feed a: subscription to incidents/# refused: not authorized: consuming from the other path" {
 		t.Fatalf("ready %v, warning %q", s.Ready(), s.Warning())
 	}
 	cancel()
@@ -258,6 +261,27 @@ func TestAFeedThatStopsLeavesTheOthersRunning(t *testing.T) {
 		{name: "a", src: &fakeSource{err: errors.New("refused")}}, {name: "b", src: &fakeSource{err: errors.New("refused too")}}}}
 	if err := s.Run(context.Background()); err == nil || err.Error() != "feed a: refused\nfeed b: refused too" {
 		t.Fatalf("Run with every feed stopped = %v", err)
+	}
+}
+
+// TestAFeedThatStoppedIsTriedAgain: a feed whose address closed each
+// connection at once (no version could be negotiated) is run again after
+// a pause, and serves once its broker is back; the consumer is not left on
+// one path until run restarts.
+func TestAFeedThatStoppedIsTriedAgain(t *testing.T) {
+	back := &fakeSource{err: errors.New("no broker accepts the MQTT protocol"), fails: 3}
+	s := &feedsSource{log: discardLogger(), retryMin: time.Millisecond, retryMax: 4 * time.Millisecond, feeds: []*feedSource{
+		{name: "a", src: &fakeSource{}}, {name: "b", src: back}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	waitFor(t, func() bool { return back.Ready() })
+	if n := back.runs.Load(); n != 4 || s.feeds[1].failed.Load() != nil || s.Warning() != "" {
+		t.Fatalf("feed b ran %d times, failed %v, warning %q; want it serving at its fourth run", n, s.feeds[1].failed.Load(), s.Warning())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -320,7 +344,7 @@ func TestFeedsAreNotReadyWhileCommitsFail(t *testing.T) {
 	b.ready.Store(false)
 	err := errors.New("feed b: subscription refused")
 	s.feeds[1].failed.Store(&err)
-	if s.Ready() || s.Warning() != "stopped until run restarts: feed b: subscription refused" {
+	if s.Ready() || s.Warning() != "stopped, tried again shortly: feed b: subscription refused" {
 		t.Fatalf("every feed down: ready %v, warning %q", s.Ready(), s.Warning())
 	}
 }
