@@ -443,7 +443,7 @@ func (c *Config) SetDefaults() {
 		}
 	}
 	m := &c.MQTT
-	if len(m.Brokers) == 0 && len(m.Feeds) == 0 {
+	if len(m.Brokers) == 0 && m.Feeds == nil {
 		m.Brokers = []string{DefaultBroker}
 	}
 	setString(&m.Protocol, DefaultMQTTProtocol)

@@ -15,6 +15,9 @@ const (
 	// OutputClientIDSuffix follows mqtt.client_id in the default client id
 	// of outputs.mqtt.
 	OutputClientIDSuffix = "-out"
+	// ProbeClientIDSuffix follows a consumer's client id in the id its
+	// MQTT version probe connects under, with a clean start.
+	ProbeClientIDSuffix = "-probe"
 )
 
 // OutputsConfig says how the forward effects reach their downstream

@@ -18,6 +18,8 @@ var brokerSchemes = map[string]bool{"tcp": true, "mqtt": true, "ssl": true, "mqt
 
 func (m MQTTConfig) check(ps *problems, f field) {
 	switch {
+	case m.Feeds != nil && len(m.Feeds) == 0:
+		ps.add(f.dot("feeds"), "feeds is empty: list the broker paths to consume at once, or remove it and list mqtt.brokers")
 	case len(m.Feeds) > 0 && len(m.Brokers) > 0:
 		ps.add(f.dot("brokers"), "brokers and feeds are both set: with feeds, each feed lists its own brokers")
 	case len(m.Feeds) == 0 && len(m.Brokers) == 0:
@@ -92,6 +94,12 @@ func (m MQTTConfig) checkFeeds(ps *problems, f field) {
 			ps.add(fi.dot("client_id"), "client_id %q is also feeds[%d]'s: each feed is its own session and needs its own id", fd.ClientID, j)
 		} else {
 			ids[fd.ClientID] = i
+		}
+		for j, other := range m.Feeds {
+			if fd.ClientID != "" && other.ClientID == fd.ClientID+ProbeClientIDSuffix {
+				ps.add(fi.dot("client_id"), "client_id %q with %q is feeds[%d]'s client id: the feed's version probe connects under it with a clean start, which would end that feed's session",
+					fd.ClientID, ProbeClientIDSuffix, j)
+			}
 		}
 		switch fd.Protocol {
 		case ProtocolMQTT5, ProtocolMQTT311, ProtocolAuto:

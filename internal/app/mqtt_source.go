@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/mqttprobe"
 	"github.com/replayguard/replayguard/source/mqtt"
 	"github.com/replayguard/replayguard/source/mqtt3"
@@ -65,7 +66,7 @@ func (s *mqttSource) Run(ctx context.Context) error {
 	if timeout == 0 {
 		timeout = mqtt.DefaultConnectTimeout
 	}
-	opts := mqttprobe.Options{ClientID: s.cfg.ClientID + "-probe", Username: s.cfg.Username, Password: s.cfg.Password,
+	opts := mqttprobe.Options{ClientID: s.cfg.ClientID + config.ProbeClientIDSuffix, Username: s.cfg.Username, Password: s.cfg.Password,
 		TLS: s.cfg.TLS, Timeout: timeout}
 	v, err := mqttprobe.Negotiate(ctx, s.cfg.Brokers, s.want, opts,
 		mqttprobe.Retry{Min: mqtt.DefaultConnectRetryMin, Max: mqtt.DefaultConnectRetryMax}, s.log)
