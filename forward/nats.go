@@ -63,6 +63,8 @@ const natsWindow = 256
 //     connection dropped is lost with everything written after it, and
 //     is sent again (under its key) by the next Deliver.
 //
+// An entry its stream refuses for good (over the stream's max_msg_size) is
+// refused (a *RefusedError): held, as one over the server's max_payload.
 // What a window can still reorder: entries of two streams in one window,
 // the second stream created in the instant between the publish of its
 // first entry (refused: no stream) and the next; and an entry the server
@@ -191,12 +193,24 @@ func (n *NATS) failed(entries []engine.OutboxEntry, i int, err error) error {
 		return fmt.Errorf("%w: %q (create a stream with this subject)", ErrNoStream, e.Target)
 	case errors.Is(err, nats.ErrMaxPayload):
 		return &RefusedError{Index: i, Reason: fmt.Sprintf("nats: %v (%d bytes)", err, len(e.Payload))}
+	case apiErrorCode(err) == jetstream.JSErrCodeStreamMessageExceedsMaximum: // the stream's max_msg_size: for good
+		return &RefusedError{Index: i, Reason: fmt.Sprintf("nats: the stream of %q refuses it: %v (%d bytes)", e.Target, err, len(e.Payload))}
 	case errors.Is(err, nats.ErrReconnectBufExceeded): // nothing is buffered while reconnecting
 		return fmt.Errorf("nats publish to %q: the connection is down, reconnecting", e.Target)
 	case errors.Is(err, jetstream.ErrAsyncPublishTimeout):
 		return fmt.Errorf("nats publish to %q: no PubAck within %s", e.Target, n.opts.AckTimeout)
 	}
 	return fmt.Errorf("nats publish to %q: %w", e.Target, err)
+}
+
+// apiErrorCode is the JetStream error code of a PubAck's error; 0 when it
+// carries none.
+func apiErrorCode(err error) jetstream.ErrorCode {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode
+	}
+	return 0
 }
 
 // Close implements Output: it closes the connection.

@@ -214,3 +214,47 @@ func TestNATSDeliversAgainOnceTheServerIsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestNATSHoldsAnEntryItsStreamRefusesForGood: an entry over the stream's
+// max_msg_size (under the server's max_payload) is refused by its PubAck:
+// it is held, not sent again forever with the lane waiting behind it, and
+// the entries after it are delivered, in order.
+func TestNATSHoldsAnEntryItsStreamRefusesForGood(t *testing.T) {
+	srv := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	ctx := context.Background()
+	stream, err := jetStreamOf(t, srv).CreateStream(ctx, jetstream.StreamConfig{Name: "CLEAN", Subjects: []string{"clean.>"},
+		Duplicates: time.Minute, MaxMsgSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := forward.NewNATS(forward.NATSOptions{URL: srv.URL(), AckTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	const total, large = 10, 5
+	entries := make([]engine.OutboxEntry, total)
+	for i := range entries {
+		e := &entries[i]
+		e.Target, e.Route, e.Sequence, e.Payload = "clean.s", "incidents", int64(i), fmt.Appendf(nil, `{"n":%d}`, i)
+		e.Key[0] = byte(i + 1)
+	}
+	entries[large].Payload = make([]byte, 2048)
+	n, err := out.Deliver(ctx, entries)
+	var ref *forward.RefusedError
+	if n != large || !errors.As(err, &ref) || ref.Index != large || !strings.Contains(ref.Reason, "message size exceeds maximum") {
+		t.Fatalf("Deliver: %d, %v; want %d and entry %d refused for good", n, err, large, large)
+	}
+	if n, err := out.Deliver(ctx, entries[large+1:]); n != total-large-1 || err != nil {
+		t.Fatalf("Deliver of the rest: %d, %v", n, err)
+	}
+	for i, m := range streamMessages(t, ctx, stream, total-1) {
+		want := i
+		if i >= large {
+			want = i + 1
+		}
+		if string(m.Data) != string(entries[want].Payload) {
+			t.Fatalf("stream message %d is %s, want entry %d", i+1, m.Data, want)
+		}
+	}
+}
