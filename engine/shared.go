@@ -124,7 +124,9 @@ type ChainKeeper interface {
 	// position of the last record the sink delivered; 0 when none.
 	ChainCursor(ctx context.Context, member, sink string) (uint64, error)
 	// SetChainCursor records pos as that cursor, durably when it returns
-	// nil. A read-only handle fails.
+	// nil, unless the cursor is already past it (a handle whose claim of
+	// the chain ended cannot take it back). A member the group never had
+	// fails it with ErrNotFound, a read-only handle fails.
 	SetChainCursor(ctx context.Context, member, sink string, pos uint64) error
 	// QuarantineBases returns every member's quarantine base (see
 	// SharedStore.QuarantineBase), by member id: an open entry's id minus

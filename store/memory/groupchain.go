@@ -80,7 +80,11 @@ func (m *Member) SetChainCursor(ctx context.Context, member, sink string, pos ui
 		return err
 	}
 	defer m.g.mu.Unlock()
-	m.g.cursors[chainSink{member, sink}] = pos
+	if _, ok := m.g.numbers[member]; !ok {
+		return fmt.Errorf("%w: memory store: set the cursor of sink %q: the group has no member %q", engine.ErrNotFound, sink, member)
+	}
+	k := chainSink{member, sink}
+	m.g.cursors[k] = max(m.g.cursors[k], pos)
 	return nil
 }
 

@@ -42,7 +42,7 @@ func newChainStatements(q func(string) string) chainStatements {
 			JOIN {s}.members m ON m.number = c.member WHERE m.member = $1 AND c.sink = $2`),
 		setCursor: q(`INSERT INTO {s}.chain_cursors (member, sink, position)
 			SELECT number, $2, $3 FROM {s}.members WHERE member = $1
-			ON CONFLICT (member, sink) DO UPDATE SET position = excluded.position`),
+			ON CONFLICT (member, sink) DO UPDATE SET position = GREATEST(chain_cursors.position, excluded.position)`),
 		claims: newClaimStatements(q, "chain", "chain_claims", "m.head_position > 0"),
 	}
 }
@@ -146,8 +146,11 @@ func (s *Store) ChainCursor(ctx context.Context, member, sink string) (uint64, e
 }
 
 // SetChainCursor records pos as sink's cursor on member's chain, durably
-// when it returns nil. A member the group never had fails it with
-// engine.ErrNotFound; a read-only handle with ErrReadOnly.
+// when it returns nil, unless the cursor is already past it: a process
+// whose claim of the chain ended while it delivered cannot take the cursor
+// back from the one that claimed the chain next. A member the group never
+// had fails it with engine.ErrNotFound; a read-only handle with
+// ErrReadOnly.
 func (s *Store) SetChainCursor(ctx context.Context, member, sink string, pos uint64) error {
 	if s.member == "" {
 		return fmt.Errorf("%w: set chain cursor", ErrReadOnly)

@@ -146,14 +146,32 @@ func (s *Store) ChainCursor(ctx context.Context, member, sink string) (uint64, e
 	return pos, nil
 }
 
-// SetChainCursor records pos as sink's cursor on member's chain. A
-// read-only handle fails.
+// setCursorScript moves a sink's cursor on a member's chain forward, never
+// back: KEYS[1] the members, KEYS[2] the chain's cursors; ARGV[1] the
+// member, ARGV[2] the sink, ARGV[3] the position. Returns 0, or -1 when
+// the group has no such member.
+var setCursorScript = goredis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
+local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
+if tonumber(ARGV[3]) > cur then redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) end
+return 0
+`)
+
+// SetChainCursor records pos as sink's cursor on member's chain, unless
+// the cursor is already past it: a process whose claim of the chain ended
+// while it delivered cannot take the cursor back from the one that claimed
+// the chain next. A member the group never had fails it with
+// engine.ErrNotFound; a read-only handle fails.
 func (s *Store) SetChainCursor(ctx context.Context, member, sink string, pos uint64) error {
 	if err := s.writer("set chain cursor"); err != nil {
 		return err
 	}
-	if err := s.c.HSet(ctx, s.k.chainCursors(member), sink, pos).Err(); err != nil {
+	n, err := setCursorScript.Run(ctx, s.c, []string{s.k.members, s.k.chainCursors(member)}, member, sink, pos).Int()
+	if err != nil {
 		return s.fail("write the cursor of "+sink+" on the chain of "+member, err)
+	}
+	if n < 0 {
+		return fmt.Errorf("%w: redis store: set the cursor of sink %q: the group has no member %q", engine.ErrNotFound, sink, member)
 	}
 	return nil
 }

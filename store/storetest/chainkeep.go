@@ -249,6 +249,15 @@ func testChainCursors(t *testing.T, p *place) {
 	}
 	want = map[sinkCursor]uint64{{"a", "siem"}: 43, {"b", "siem"}: 7, {"a", "otel"}: 3, {"b", "otel"}: 0, {"c", "siem"}: 0}
 	checkCursors(t, "through a", a, want)
+	// A handle whose claim of a's chain ended while it delivered writes
+	// the cursor it reached: it cannot take it back from the next.
+	if err := keeper(t, b).SetChainCursor(t.Context(), "a", "siem", 40); err != nil {
+		t.Fatalf("SetChainCursor below the cursor: %v", err)
+	}
+	checkCursors(t, "after a cursor set below it", a, want)
+	if err := keeper(t, a).SetChainCursor(t.Context(), "c", "siem", 1); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("SetChainCursor of a member the group never had = %v, want ErrNotFound", err)
+	}
 	checkCursors(t, "through b", b, want)
 	checkCursors(t, "through a read-only handle", p.handle(t, ""), want)
 	if p.f.Durable {
