@@ -179,7 +179,9 @@ type ChainBases interface {
 
 // VerifyChains walks every member's chain of a shared store, each from its
 // base (bases; nil: every chain from position 1), to which the first
-// stored record must link, against its stored head. It returns what it
+// stored record must link, against its stored head. Members may run
+// meanwhile: a chain is verified up to the head read before its records,
+// and again when retention trimmed it between the reads. It returns what it
 // verified, chain by chain, up to the first break, whose chain is the last.
 func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) ([]ChainResult, error) {
 	chains, err := s.Chains(ctx)
@@ -188,16 +190,15 @@ func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) 
 	}
 	var out []ChainResult
 	for _, c := range chains {
-		base, err := chainBase(ctx, bases, c.Member)
-		if err != nil {
-			return append(out, ChainResult{Member: c.Member, Head: c.Head}), err
-		}
-		v := NewVerifierFrom(base, c.Member)
-		err = s.ScanChain(ctx, c.Member, base.Position+1, v.Check)
-		out = append(out, ChainResult{Member: c.Member, Base: base, Records: v.Count(), Head: c.Head})
-		if err == nil {
-			err = v.checkHead(c.Head)
-		}
+		r, _, err := againWhileTrimmed(ctx, s, bases, c.Member, c.Head, func(base, head engine.AuditHead) (ChainResult, error) {
+			v := NewVerifierFrom(base, c.Member)
+			err := chainScanner{s, c.Member, head.Position}.ScanAudit(ctx, base.Position+1, v.Check)
+			if err == nil {
+				err = v.checkHead(head)
+			}
+			return ChainResult{Member: c.Member, Base: base, Records: v.Count(), Head: head}, err
+		})
+		out = append(out, r)
 		if err != nil {
 			return out, err
 		}
@@ -226,7 +227,7 @@ func ExportChains(ctx context.Context, s engine.ChainScanner, from uint64, w io.
 	}
 	total := uint64(0)
 	for _, c := range chains {
-		n, err := Export(ctx, chainScanner{s, c.Member}, from, w)
+		n, err := Export(ctx, chainScanner{s, c.Member, c.Head.Position}, from, w)
 		total += n
 		if err != nil {
 			return total, err
@@ -239,10 +240,61 @@ func ExportChains(ctx context.Context, s engine.ChainScanner, from uint64, w io.
 type chainScanner struct {
 	s      engine.ChainScanner
 	member string
+	upto   uint64 // the head read before the scan: records a member commits after it are not scanned
 }
 
 func (c chainScanner) ScanAudit(ctx context.Context, from uint64, fn func(engine.AuditRecord) error) error {
-	return c.s.ScanChain(ctx, c.member, from, fn)
+	err := c.s.ScanChain(ctx, c.member, from, func(r engine.AuditRecord) error {
+		if c.upto != 0 && r.Position > c.upto {
+			return errStop
+		}
+		return fn(r)
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// againWhileTrimmed verifies member's chain with check, from its base up
+// to its head, and once more (twice at most) when check failed and the
+// chain's base moved meanwhile: retention of a running group trimmed it
+// between the reads of the base and of the records, which is no break. A
+// break that stays where it was is reported. head is the chain's head as
+// read with the chains; a run again reads it again.
+func againWhileTrimmed[T any](ctx context.Context, s engine.ChainScanner, bases ChainBases, member string, head engine.AuditHead,
+	check func(base, head engine.AuditHead) (T, error)) (T, engine.AuditHead, error) {
+	for again := 0; ; again++ {
+		base, err := chainBase(ctx, bases, member)
+		if err != nil {
+			var zero T
+			return zero, head, err
+		}
+		got, err := check(base, head)
+		if err == nil || bases == nil || again == 2 {
+			return got, head, err
+		}
+		if now, berr := chainBase(ctx, bases, member); berr != nil || now == base {
+			return got, head, err
+		}
+		if head, err = chainHead(ctx, s, member); err != nil {
+			return got, head, err
+		}
+	}
+}
+
+// chainHead reads member's chain head.
+func chainHead(ctx context.Context, s engine.ChainScanner, member string) (engine.AuditHead, error) {
+	chains, err := s.Chains(ctx)
+	if err != nil {
+		return engine.AuditHead{}, err
+	}
+	for _, c := range chains {
+		if c.Member == member {
+			return c.Head, nil
+		}
+	}
+	return engine.AuditHead{}, fmt.Errorf("member %s has no chain any more", member)
 }
 
 // Export writes the records with position >= from as JSON Lines.

@@ -334,3 +334,50 @@ func TestChainRetentionStopsOnceTheChainIsNoLongerOwned(t *testing.T) {
 		})
 	}
 }
+
+// runningGroup is a read-only handle on a group whose members go on while
+// audit verify reads it: between runs once between the reads of the heads
+// and bases and the scan of a chain.
+type runningGroup struct {
+	*memory.Member
+	between func()
+}
+
+func (g *runningGroup) ScanChain(ctx context.Context, member string, from uint64, fn func(engine.AuditRecord) error) error {
+	if f := g.between; f != nil {
+		g.between = nil
+		f()
+	}
+	return g.Member.ScanChain(ctx, member, from, fn)
+}
+
+// TestVerifyOfARunningGroup: a member that commits, or retention that
+// trims, between the verifier's reads of a chain's head and base and its
+// scan is no break; a record removed meanwhile still is.
+func TestVerifyOfARunningGroup(t *testing.T) {
+	f, dir := newGroupFeed(t, "m1"), t.TempDir()
+	f.decide(t, "m1", 300)
+	once(t, f.retention(t, f.ro2(t), dir, "m1", audit.RetentionOptions{MaxRecords: 100}))
+	g := &runningGroup{Member: f.ro, between: func() { f.decide(t, "m1", 5) }}
+	if _, err := audit.VerifyChainsWithArchive(t.Context(), dir, g, f.ro); err != nil {
+		t.Errorf("archive and store, 5 records committed meanwhile: %v", err)
+	}
+	g.between = func() { f.decide(t, "m1", 5) }
+	if res, err := audit.VerifyChains(t.Context(), g, f.ro); err != nil || res[0].Records != 105 || res[0].Head.Position != 305 {
+		t.Errorf("the store, 5 records committed meanwhile: %+v, %v; want the 105 up to the head read, 305", res, err)
+	}
+	g.between = func() { once(t, f.retention(t, f.ro2(t), dir, "m1", audit.RetentionOptions{MaxRecords: 10})) }
+	if _, err := audit.VerifyChainsWithArchive(t.Context(), dir, g, f.ro); err != nil {
+		t.Errorf("archive and store, trimmed meanwhile: %v", err)
+	}
+	g.between = func() { f.decide(t, "m1", 20); once(t, f.retention(t, f.ro2(t), dir, "m1", audit.RetentionOptions{MaxRecords: 10})) }
+	if _, err := audit.VerifyChains(t.Context(), g, f.ro); err != nil {
+		t.Errorf("the store, trimmed meanwhile: %v", err)
+	}
+	// A break that does not move is still one: the stored chain without
+	// its archive starts after its base.
+	g.between = func() { f.decide(t, "m1", 5) }
+	if _, err := audit.VerifyChains(t.Context(), g, nil); err == nil {
+		t.Error("a trimmed chain verified from position 1 without its base")
+	}
+}

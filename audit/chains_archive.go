@@ -22,8 +22,9 @@ type ChainVerified struct {
 // with its part of archive dir (ChainDir(dir, member)), each as one chain,
 // as VerifyWithArchive does a single-owner store's: the member's archive
 // from position 1, then its stored chain from its base (bases) up to its
-// head. A member directory in the archive whose member has no chain in
-// the store is an error: the archive is not this group's. It returns what
+// head. Members may run meanwhile, as for VerifyChains. A member directory
+// in the archive whose member has no chain in the store is an error: the
+// archive is not this group's. It returns what
 // it verified, chain by chain, up to the first break, whose chain is the
 // last.
 func VerifyChainsWithArchive(ctx context.Context, dir string, s engine.ChainScanner, bases ChainBases) ([]ChainVerified, error) {
@@ -36,12 +37,10 @@ func VerifyChainsWithArchive(ctx context.Context, dir string, s engine.ChainScan
 	}
 	var out []ChainVerified
 	for _, c := range chains {
-		base, err := chainBase(ctx, bases, c.Member)
-		if err != nil {
-			return append(out, ChainVerified{Member: c.Member, Head: c.Head}), err
-		}
-		v, err := verifyJoined(ctx, dir, c.Member, base, c.Head, chainScanner{s, c.Member})
-		out = append(out, ChainVerified{Member: c.Member, Head: c.Head, Verified: v})
+		v, head, err := againWhileTrimmed(ctx, s, bases, c.Member, c.Head, func(base, head engine.AuditHead) (Verified, error) {
+			return verifyJoined(ctx, dir, c.Member, base, head, chainScanner{s, c.Member, head.Position})
+		})
+		out = append(out, ChainVerified{Member: c.Member, Head: head, Verified: v})
 		if err != nil {
 			return out, err
 		}
