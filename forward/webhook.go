@@ -36,10 +36,12 @@ type WebhookOptions struct {
 // at a time, in order: Content-Type application/json, Idempotency-Key the
 // entry's key, and the replayguard-* headers (see Properties).
 //
-// A 2xx acknowledges the entry. A 5xx, a 408, a 429, a timeout or a
-// connection error fails the attempt: the drainer backs off and sends it
-// again. Any other status refuses the entry for good (a *RefusedError
-// with the status and the start of the body): it is held for an operator.
+// A 2xx acknowledges the entry. A 5xx, a timeout, a connection error, or
+// a 4xx that is the endpoint's (401, 403, 404, 405, 407, 408, 409, 421,
+// 425, 429: endpointStatus) fails the attempt: the drainer backs off and
+// sends it again. Any other status (400, 413, 422...) refuses the entry for
+// good (a *RefusedError with the status and the start of the body): it is
+// held for an operator.
 type Webhook struct {
 	client  *http.Client
 	timeout time.Duration
@@ -97,11 +99,28 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 	switch c := resp.StatusCode; {
 	case c >= 200 && c < 300:
 		return nil
-	case c >= 500 || c == http.StatusRequestTimeout || c == http.StatusTooManyRequests:
+	case c >= 500 || endpointStatus[c]:
 		return fmt.Errorf("POST %s: %s%s", redactURL(e.Target), resp.Status, excerpt(body))
 	default:
 		return &RefusedError{Reason: fmt.Sprintf("HTTP %s%s", resp.Status, excerpt(body))}
 	}
+}
+
+// endpointStatus are the 4xx answers that say nothing of the entry: the
+// endpoint, its credentials or its timing are wrong, and every entry would
+// get the same answer. They fail the attempt, as a 5xx does, instead of
+// holding one entry after another (out of order once retried).
+var endpointStatus = map[int]bool{
+	http.StatusUnauthorized:       true, // 401
+	http.StatusForbidden:          true, // 403
+	http.StatusNotFound:           true, // 404
+	http.StatusMethodNotAllowed:   true, // 405
+	http.StatusProxyAuthRequired:  true, // 407
+	http.StatusRequestTimeout:     true, // 408
+	http.StatusConflict:           true, // 409: the same Idempotency-Key still being processed
+	http.StatusMisdirectedRequest: true, // 421
+	http.StatusTooEarly:           true, // 425
+	http.StatusTooManyRequests:    true, // 429
 }
 
 // excerpt renders the start of a response body for a reason: ": text",

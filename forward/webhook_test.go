@@ -2,6 +2,7 @@ package forward_test
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -234,4 +235,29 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestWebhookTellsTheEndpointsAnswersFromTheEntrys: a 4xx that says the
+// endpoint, its credentials or its timing are wrong fails the attempt (the
+// next entries would get it too: holding one after another would pile
+// them up and reorder them once retried); one about the entry holds it.
+func TestWebhookTellsTheEndpointsAnswersFromTheEntrys(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		held   bool
+	}{
+		{401, false}, {403, false}, {404, false}, {405, false}, {407, false}, {408, false}, {409, false},
+		{421, false}, {425, false}, {429, false}, {500, false}, {503, false},
+		{400, true}, {413, true}, {415, true}, {422, true},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(tc.status) }))
+		wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+		n, err := wh.Deliver(context.Background(), []engine.OutboxEntry{{ID: 1, Target: srv.URL, Payload: []byte(`{}`)}})
+		var ref *forward.RefusedError
+		if held := errors.As(err, &ref); n != 0 || err == nil || held != tc.held {
+			t.Errorf("HTTP %d: %d delivered, %v; want held %v", tc.status, n, err, tc.held)
+		}
+		wh.Close()
+		srv.Close()
+	}
 }
