@@ -474,6 +474,14 @@ func (f *MQTTFeed) setDefaults(m *MQTTConfig) {
 	if f.TLS == nil {
 		t := m.TLS
 		f.TLS = &t
+		return
+	}
+	// A feed's tls block sets what differs: a CA file, or a certificate and
+	// its key, it leaves unset are mqtt's; it verifies its broker unless it
+	// says otherwise itself.
+	setString(&f.TLS.CAFile, m.TLS.CAFile)
+	if f.TLS.CertFile == "" && f.TLS.KeyFile == "" {
+		f.TLS.CertFile, f.TLS.KeyFile = m.TLS.CertFile, m.TLS.KeyFile
 	}
 }
 

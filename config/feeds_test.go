@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -112,4 +113,34 @@ func TestFeedsAndTheForwardOutput(t *testing.T) {
 	}
 	checkProblems(t, "mqtt:\n  client_id: rg\n  feeds: [{name: out, brokers: [tcp://y:1883]}, {name: b, brokers: [tcp://z:1883]}]\n"+fwd,
 		`outputs.mqtt.client_id: client_id "rg-out" is mqtt.feeds[0]'s (out): two connections with one id take the session from each other; name the feed otherwise, or set outputs.mqtt.client_id`)
+}
+
+// A feed's tls block sets what differs from mqtt.tls: the CA file, or the
+// certificate and key, it leaves unset are mqtt's; whether it verifies its
+// broker is its own, and a feed that does not is warned of.
+func TestAFeedsTLSTakesWhatItLeavesUnsetFromMQTT(t *testing.T) {
+	c, err := Parse([]byte(`mqtt:
+  client_id: rg
+  tls: {ca_file: /etc/rg/ca.pem, cert_file: /etc/rg/c.pem, key_file: /etc/rg/k.pem}
+  feeds:
+    - {name: a, brokers: ['ssl://site-a:8883']}
+    - {name: b, brokers: ['ssl://site-b:8883'], tls: {insecure_skip_verify: true}}
+    - {name: c, brokers: ['ssl://site-c:8883'], tls: {ca_file: /etc/rg/c-ca.pem, cert_file: /etc/rg/c2.pem, key_file: /etc/rg/k2.pem}}
+`+route(ok)), "f.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TLSConfig{
+		{CAFile: "/etc/rg/ca.pem", CertFile: "/etc/rg/c.pem", KeyFile: "/etc/rg/k.pem"},
+		{CAFile: "/etc/rg/ca.pem", CertFile: "/etc/rg/c.pem", KeyFile: "/etc/rg/k.pem", InsecureSkipVerify: true},
+		{CAFile: "/etc/rg/c-ca.pem", CertFile: "/etc/rg/c2.pem", KeyFile: "/etc/rg/k2.pem"},
+	}
+	for i, f := range c.MQTT.Feeds {
+		if *f.TLS != want[i] {
+			t.Errorf("feed %s: tls %+v, want %+v", f.Name, *f.TLS, want[i])
+		}
+	}
+	if ws := fmt.Sprint(c.Warnings()); !strings.Contains(ws, "mqtt.feeds[1].tls.insecure_skip_verify") {
+		t.Errorf("warnings %s", ws)
+	}
 }

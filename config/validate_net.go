@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"net/url"
 	"regexp"
@@ -286,6 +287,11 @@ func (c *Config) Warnings() []Problem {
 	}
 	if c.MQTT.TLS.InsecureSkipVerify {
 		warn("mqtt.tls.insecure_skip_verify", "the broker's certificate is not verified")
+	}
+	for i, f := range c.MQTT.Feeds {
+		if f.TLS != nil && f.TLS.InsecureSkipVerify && !c.MQTT.TLS.InsecureSkipVerify {
+			warn(fmt.Sprintf("mqtt.feeds[%d].tls.insecure_skip_verify", i), "feed "+f.Name+": its broker's certificate is not verified")
+		}
 	}
 	if h := c.HTTP; h.Enabled() && !h.HasToken() && !loopback(h.Listen) {
 		warn("http.listen", "listening on "+h.Listen+" without a token: anyone who can reach it may release or discard quarantined messages")

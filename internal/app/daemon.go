@@ -115,6 +115,18 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 }
 
 func consumerConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) (mqtt.Config, error) {
+	c := consumerBase(cfg, log, obs)
+	var err error
+	if c.Password, err = Secret(cfg.MQTT.PasswordEnv, cfg.MQTT.PasswordFile); err != nil {
+		return c, fmt.Errorf("mqtt password: %w", err)
+	}
+	c.TLS, err = clientTLS(cfg.MQTT.TLS)
+	return c, err
+}
+
+// consumerBase is consumerConfig without the password and the TLS
+// settings, which a feed of mqtt.feeds has of its own.
+func consumerBase(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) mqtt.Config {
 	mc := cfg.MQTT
 	c := mqtt.Config{Brokers: mc.Brokers, ClientID: mc.ClientID, SessionExpiry: time.Duration(mc.SessionExpiry),
 		CleanStart: mc.CleanStart, ShareGroup: mc.ShareGroup, Username: mc.Username,
@@ -129,12 +141,7 @@ func consumerConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer)
 		// group, each in its edge's order (mqtt.Filter.Unshared).
 		c.Filters = append(c.Filters, mqtt.Filter{Topic: r.Topic, QoS: byte(qos), Unshared: r.Kind == config.RouteSparkplug})
 	}
-	var err error
-	if c.Password, err = Secret(mc.PasswordEnv, mc.PasswordFile); err != nil {
-		return c, fmt.Errorf("mqtt password: %w", err)
-	}
-	c.TLS, err = clientTLS(mc.TLS)
-	return c, err
+	return c
 }
 
 // HTTPTokens reads the secret of every configured HTTP token (the single

@@ -62,18 +62,18 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 	}
 	for i, f := range cfg.MQTT.Feeds {
 		flog := log.With("feed", f.Name)
-		mc, err := consumerConfig(cfg, flog, m.Feed(f.Name))
-		if err != nil {
-			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
-		}
+		mc := consumerBase(cfg, flog, m.Feed(f.Name)) // a feed has its password and TLS of its own, or mqtt's
 		mc.Brokers, mc.ClientID, mc.Username = f.Brokers, f.ClientID, f.Username
+		var err error
 		if mc.Password, err = Secret(f.PasswordEnv, f.PasswordFile); err != nil {
 			return nil, fmt.Errorf("feed %s: mqtt password: %w", f.Name, err)
 		}
+		tlsCfg := cfg.MQTT.TLS
 		if f.TLS != nil {
-			if mc.TLS, err = clientTLS(*f.TLS); err != nil {
-				return nil, fmt.Errorf("feed %s: %w", f.Name, err)
-			}
+			tlsCfg = *f.TLS
+		}
+		if mc.TLS, err = clientTLS(tlsCfg); err != nil {
+			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 		}
 		proc := procs[i]
 		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, proc, flog)

@@ -12,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/metrics"
 )
 
 // echo is a processor that decides each message applied, naming it by its
@@ -346,5 +350,28 @@ func TestFeedsAreNotReadyWhileCommitsFail(t *testing.T) {
 	s.feeds[1].failed.Store(&err)
 	if s.Ready() || s.Warning() != "stopped, tried again shortly: feed b: subscription refused" {
 		t.Fatalf("every feed down: ready %v, warning %q", s.Ready(), s.Warning())
+	}
+}
+
+// With feeds, the consumers take each feed's password and TLS settings:
+// mqtt's own are read only through the feeds that leave theirs unset, so a
+// password variable only mqtt names, unset here, fails nothing.
+func TestFeedsReadTheirOwnSecrets(t *testing.T) {
+	t.Setenv("RG_FEED_PASS", "s3cret")
+	cfg, err := config.Parse([]byte(`mqtt:
+  client_id: rg
+  password_env: RG_UNSET_PASS
+  feeds:
+    - {name: a, brokers: [tcp://127.0.0.1:1], password_env: RG_FEED_PASS}
+    - {name: b, brokers: [tcp://127.0.0.1:2], password_env: RG_FEED_PASS}
+routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
+`), "rg.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newFeedsSource(cfg, discardLogger(), metrics.New(prometheus.NewRegistry(), "test", "test"), &failingProc{})
+	if err != nil || len(s.feeds) != 2 {
+		t.Fatalf("newFeedsSource = %v, %v", s, err)
 	}
 }
