@@ -59,11 +59,10 @@ func (e *Engine) project(d *Delivery, ver Version) []Change {
 		}
 		ent := e.entities[name]
 		if ent == nil && e.rows != nil {
-			if ent = e.readEntity(name); ent == nil {
-				e.rows.entities++
-			}
+			ent = e.readEntity(name)
 		}
-		if ent == nil {
+		created := ent == nil
+		if created {
 			if e.unread != nil {
 				e.unread.entity(name)
 			}
@@ -90,8 +89,14 @@ func (e *Engine) project(d *Delivery, ver Version) []Change {
 			p.changes = append(p.changes, Change{Entity: name, Field: o.field, Op: o.kind.String(),
 				Value: p.json(v.kind, v.text), After: p.fieldJSON(ent.field(o.field)), Lost: !ok && o.kind == opSet})
 		}
-		if changed {
+		switch {
+		case changed:
 			p.changed(name, ent)
+			if created && e.rows != nil {
+				e.rows.entities++
+			}
+		case created: // every path of its operations absent: nothing to create, show or count
+			delete(e.entities, name)
 		}
 	}
 	return p.changes[start:len(p.changes):len(p.changes)]

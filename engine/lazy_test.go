@@ -10,6 +10,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/embedded"
+	"github.com/replayguard/replayguard/store/memory"
 )
 
 // rowStore is an embedded store whose row reads are counted, and fail
@@ -218,4 +219,48 @@ func stateJSON(t *testing.T, e *engine.Engine) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestAnEntityNothingWroteIsNeitherCountedNorShown: a message names an
+// entity whose effect finds none of its paths (a unit with no status): the
+// entity is not created, so what the engine counts and shows is what the
+// store holds, before and after a restart, and the count does not grow
+// each time the message comes again.
+func TestAnEntityNothingWroteIsNeitherCountedNorShown(t *testing.T) {
+	ctx := context.Background()
+	opts := engine.Options{Routes: []engine.Route{incidentRoute}}
+	msg := func(seq int64) engine.Message {
+		return inc("fd", "e1", 1, seq, `"incident_id":1,"casualty_delta":1,"unit_id":"E7"`) // no unit_status
+	}
+	s, err := embedded.Open(t.TempDir(), embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := engine.New(ctx, s, engine.Options{Routes: opts.Routes, CachedRows: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(1); seq <= 5; seq++ { // the unit's row looked for again as the cache lets it go
+		if _, err := e.Process(ctx, []engine.Message{msg(seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := e.Stats()
+	e.Close()
+	e2, err := engine.New(ctx, s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := e2.Stats()
+	e2.Close()
+	if before.Entities != 1 || after.Entities != 1 {
+		t.Fatalf("embedded: %d entities counted, %d after a restart; want the incident alone", before.Entities, after.Entities)
+	}
+	m, _ := engine.New(ctx, memory.New(), opts)
+	defer m.Close()
+	m.Process(ctx, []engine.Message{msg(1)})
+	if st, _ := json.Marshal(engine.StateJSON(m.State())); string(st) != `{"incident/1":{"casualties":1}}` {
+		t.Fatalf("memory: state %s", st)
+	}
 }
