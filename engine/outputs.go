@@ -139,8 +139,10 @@ type OutboxStore interface {
 //
 // The drainer calls ClaimOutboxes at least every ClaimTTL/3, drains only
 // the members of its last answer, stops draining a member missing from it
-// and then calls ReleaseOutbox, which gives up the claim at once (also when
-// a member's outbox is drained empty). Close releases the handle's claims;
+// and, once those lanes stopped, calls ReleaseOutbox, which gives up the
+// claim at once (also when a member's outbox is drained empty). When its
+// claims cannot be renewed it stops draining with a third of ClaimTTL
+// left since the last renewal. Close releases the handle's claims;
 // those of a killed process expire. The claim spares duplicate deliveries;
 // it does not fence Outbox, OutboxDone or holds: a drainer stalled beyond
 // ClaimTTL may overlap the next claimant, which delivery at least once, each

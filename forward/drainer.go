@@ -211,27 +211,41 @@ func (d *Drainer) Run(ctx context.Context, h Holder) {
 	_ = d.refresh(ctx)
 	d.watchHeld(ctx)
 	var wg sync.WaitGroup
-	running := map[laneID]context.CancelFunc{}
+	running := map[laneID]laneRun{}
 	start := func(l *lane) {
 		lctx, cancel := context.WithCancel(ctx)
-		running[l.id] = cancel
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		done := make(chan struct{})
+		running[l.id] = laneRun{cancel, done}
+		wg.Go(func() {
+			defer close(done)
 			d.runLane(lctx, l)
-		}()
+		})
+	}
+	// claim releases a member's claim once its lanes have stopped (and
+	// flushed their marks), so that the next claimant starts where they
+	// ended.
+	release := func(ctx context.Context, member string, lanes []chan struct{}) {
+		wg.Go(func() {
+			for _, done := range lanes {
+				<-done
+			}
+			if err := d.opts.Claimer.ReleaseOutbox(context.WithoutCancel(ctx), member); err != nil && ctx.Err() == nil {
+				d.log.Warn("forward: cannot release a claim; it expires by itself", "member", member, "err", err)
+			}
+		})
 	}
 	for _, l := range d.snapshotLanes() {
 		start(l)
 	}
 	tick := time.NewTicker(d.opts.Poll)
 	defer tick.Stop()
+	var claimed time.Time // when the last ClaimOutboxes that answered began
 	for {
-		d.claim(ctx, running, start)
+		d.claim(ctx, running, start, release, &claimed)
 		select {
 		case <-ctx.Done():
-			for _, cancel := range running {
-				cancel()
+			for _, r := range running {
+				r.cancel()
 			}
 			wg.Wait()
 			return
@@ -245,21 +259,46 @@ func (d *Drainer) Run(ctx context.Context, h Holder) {
 	}
 }
 
+// laneRun is a running lane's goroutine: cancel stops it, done is closed
+// when it has returned.
+type laneRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
 // claim starts an output goroutine for each kind of every member the
 // Claimer hands over, and stops and releases those of members it no
-// longer does and of other members whose outbox is empty.
-func (d *Drainer) claim(ctx context.Context, running map[laneID]context.CancelFunc, start func(*lane)) {
+// longer does and of other members whose outbox is empty. When the claims
+// cannot be renewed, the lanes go on until a third of the claims'
+// lifetime is left since the last renewal (*claimed, by this process's
+// clock), then stop, before another process may claim their outboxes.
+func (d *Drainer) claim(ctx context.Context, running map[laneID]laneRun, start func(*lane),
+	release func(context.Context, string, []chan struct{}), claimed *time.Time) {
 	c := d.opts.Claimer
 	if c == nil {
 		return
 	}
+	began := time.Now()
 	members, err := c.ClaimOutboxes(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			d.log.Warn("forward: cannot claim the outboxes to drain; the last claims stand until they expire", "err", err)
+		if ctx.Err() != nil {
+			return
 		}
+		if ttl := c.ClaimTTL(); ttl <= 0 || claimed.IsZero() || time.Since(*claimed) < ttl-ttl/3 || len(running) == 0 {
+			d.log.Warn("forward: cannot claim the outboxes to drain; the last claims stand until they are about to expire", "err", err)
+			return
+		}
+		d.log.Warn("forward: the outbox claims could not be renewed in time; stopped draining until they are", "err", err)
+		d.mu.Lock()
+		for id, r := range running {
+			delete(d.lanes, id)
+			r.cancel()
+			delete(running, id)
+		}
+		d.mu.Unlock()
 		return
 	}
+	*claimed = began
 	want := map[string]bool{}
 	for _, m := range members {
 		want[m] = true
@@ -282,22 +321,22 @@ func (d *Drainer) claim(ctx context.Context, running map[laneID]context.CancelFu
 			}
 		}
 	}
-	released := map[string]bool{}
+	released := map[string][]chan struct{}{}
 	for id := range d.lanes {
 		if !want[id.member] {
 			delete(d.lanes, id)
-			if cancel := running[id]; cancel != nil {
-				cancel()
+			stopped := released[id.member]
+			if r, ok := running[id]; ok {
+				r.cancel()
 				delete(running, id)
+				stopped = append(stopped, r.done)
 			}
-			released[id.member] = true
+			released[id.member] = stopped
 		}
 	}
 	d.mu.Unlock()
-	for m := range released {
-		if err := c.ReleaseOutbox(ctx, m); err != nil && ctx.Err() == nil {
-			d.log.Warn("forward: cannot release a claim; it expires by itself", "member", m, "err", err)
-		}
+	for m, lanes := range released {
+		release(ctx, m, lanes)
 		d.log.Info("forward: stopped draining a member's outbox", "member", m, "own", m == d.opts.Member)
 	}
 	for _, l := range added {

@@ -94,3 +94,49 @@ func TestAnotherMemberDrainsADeadMembersOutbox(t *testing.T) {
 		return true
 	})
 }
+
+// failingClaims is a member's claimer whose claims fail while fail is set.
+type failingClaims struct {
+	*memory.Member
+	fail atomic.Bool
+}
+
+func (f *failingClaims) ClaimOutboxes(ctx context.Context) ([]string, error) {
+	if f.fail.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return f.Member.ClaimOutboxes(ctx)
+}
+
+// TestADrainerWhoseClaimsLapseStopsDraining: claims that cannot be renewed
+// stand a while, then the drainer stops its lanes before another process
+// may claim the outboxes, and drains again once they are renewed.
+func TestADrainerWhoseClaimsLapseStopsDraining(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	g := memory.NewGroup(time.Hour, 1000)
+	g.SetClaimTTL(300 * time.Millisecond)
+	m, err := g.Open("m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c := &failingClaims{Member: m}
+	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+	d, err := forward.New(forward.Options{Store: m, Member: "m1", Claimer: c, Logger: testLogger(t),
+		Outputs: map[string]forward.Output{engine.OutputWebhook: wh}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+	draining := func() bool { return len(d.Status().Outputs) > 0 }
+	waitFor(t, "the drainer drains its member's outbox", draining)
+	c.fail.Store(true)
+	waitFor(t, "the drainer stops once its claims lapse", func() bool { return !draining() })
+	c.fail.Store(false)
+	waitFor(t, "the drainer drains again once its claims are renewed", draining)
+}
