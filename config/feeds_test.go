@@ -144,3 +144,22 @@ func TestAFeedsTLSTakesWhatItLeavesUnsetFromMQTT(t *testing.T) {
 		t.Errorf("warnings %s", ws)
 	}
 }
+
+// In a share group, a feed's client id of its own is warned of: members
+// given one file would share that feed's session.
+func TestAFeedsOwnClientIDInAShareGroupIsWarnedOf(t *testing.T) {
+	c, err := Parse([]byte(`mqtt:
+  client_id: rg-1
+  share_group: plant
+  feeds:
+    - {name: a, brokers: [tcp://site-a:1883]}
+    - {name: b, brokers: [tcp://site-b:1883], client_id: rg-dr}
+`+route(ok)), "f.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := fmt.Sprint(c.Warnings())
+	if !strings.Contains(ws, "mqtt.feeds[1].client_id") || strings.Contains(ws, "mqtt.feeds[0].client_id") {
+		t.Errorf("warnings %s", ws)
+	}
+}

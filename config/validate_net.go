@@ -289,6 +289,9 @@ func (c *Config) Warnings() []Problem {
 		warn("mqtt.tls.insecure_skip_verify", "the broker's certificate is not verified")
 	}
 	for i, f := range c.MQTT.Feeds {
+		if c.MQTT.ShareGroup != "" && c.MQTT.ClientID != "" && f.ClientID != c.MQTT.ClientID+"-"+f.Name {
+			warn(fmt.Sprintf("mqtt.feeds[%d].client_id", i), "feed "+f.Name+" has a client id of its own in a share group: members given the same file or environment share its session and take it from each other; leave it unset to derive it from mqtt.client_id")
+		}
 		if f.TLS != nil && f.TLS.InsecureSkipVerify && !c.MQTT.TLS.InsecureSkipVerify {
 			warn(fmt.Sprintf("mqtt.feeds[%d].tls.insecure_skip_verify", i), "feed "+f.Name+": its broker's certificate is not verified")
 		}
