@@ -261,7 +261,7 @@ func (c chainScanner) ScanAudit(ctx context.Context, from uint64, fn func(engine
 // chain's base moved meanwhile: retention of a running group trimmed it
 // between the reads of the base and of the records, which is no break. A
 // break that stays where it was is reported. head is the chain's head as
-// read with the chains; a run again reads it again.
+// read with the chains; with bases it is read again after each base.
 func againWhileTrimmed[T any](ctx context.Context, s engine.ChainScanner, bases ChainBases, member string, head engine.AuditHead,
 	check func(base, head engine.AuditHead) (T, error)) (T, engine.AuditHead, error) {
 	for again := 0; ; again++ {
@@ -270,14 +270,17 @@ func againWhileTrimmed[T any](ctx context.Context, s engine.ChainScanner, bases 
 			var zero T
 			return zero, head, err
 		}
+		if bases != nil { // read after the base: a trim between them leaves the head above it
+			if head, err = chainHead(ctx, s, member); err != nil {
+				var zero T
+				return zero, head, err
+			}
+		}
 		got, err := check(base, head)
 		if err == nil || bases == nil || again == 2 {
 			return got, head, err
 		}
 		if now, berr := chainBase(ctx, bases, member); berr != nil || now == base {
-			return got, head, err
-		}
-		if head, err = chainHead(ctx, s, member); err != nil {
 			return got, head, err
 		}
 	}

@@ -370,7 +370,10 @@ func TestVerifyOfARunningGroup(t *testing.T) {
 	if _, err := audit.VerifyChainsWithArchive(t.Context(), dir, g, f.ro); err != nil {
 		t.Errorf("archive and store, trimmed meanwhile: %v", err)
 	}
-	g.between = func() { f.decide(t, "m1", 20); once(t, f.retention(t, f.ro2(t), dir, "m1", audit.RetentionOptions{MaxRecords: 10})) }
+	g.between = func() {
+		f.decide(t, "m1", 20)
+		once(t, f.retention(t, f.ro2(t), dir, "m1", audit.RetentionOptions{MaxRecords: 10}))
+	}
 	if _, err := audit.VerifyChains(t.Context(), g, f.ro); err != nil {
 		t.Errorf("the store, trimmed meanwhile: %v", err)
 	}
@@ -379,5 +382,42 @@ func TestVerifyOfARunningGroup(t *testing.T) {
 	g.between = func() { f.decide(t, "m1", 5) }
 	if _, err := audit.VerifyChains(t.Context(), g, nil); err == nil {
 		t.Error("a trimmed chain verified from position 1 without its base")
+	}
+}
+
+// basesRead is a read-only handle on a group whose members go on while
+// audit verify reads it: between runs once when a chain's base is read,
+// after the heads were.
+type basesRead struct {
+	*memory.Member
+	between func()
+}
+
+func (b *basesRead) ChainBase(ctx context.Context, member string) (engine.AuditHead, error) {
+	if f := b.between; f != nil {
+		b.between = nil
+		f()
+	}
+	return b.Member.ChainBase(ctx, member)
+}
+
+// TestVerifyOfAGroupTrimmedPastTheHeadsRead: a member commits and
+// retention trims past the head read with the chains, before the chain's
+// base is read: no break.
+func TestVerifyOfAGroupTrimmedPastTheHeadsRead(t *testing.T) {
+	f, dir := newGroupFeed(t, "m1"), t.TempDir()
+	f.decide(t, "m1", 300)
+	once(t, f.retention(t, f.ro2(t), dir, "m1", audit.RetentionOptions{MaxRecords: 100}))
+	goOn := func() {
+		f.decide(t, "m1", 200)
+		once(t, f.retention(t, f.ro2(t), dir, "m1", audit.RetentionOptions{MaxRecords: 10}))
+	}
+	b := &basesRead{Member: f.ro, between: goOn}
+	if _, err := audit.VerifyChains(t.Context(), f.ro, b); err != nil {
+		t.Errorf("the store: %v", err)
+	}
+	b.between = goOn
+	if _, err := audit.VerifyChainsWithArchive(t.Context(), dir, f.ro, b); err != nil {
+		t.Errorf("archive and store: %v", err)
 	}
 }

@@ -476,10 +476,10 @@ func (f *MQTTFeed) setDefaults(m *MQTTConfig) {
 		f.TLS = &t
 		return
 	}
-	// A feed's tls block sets what differs: a CA file, or a certificate and
-	// its key, it leaves unset are mqtt's; it verifies its broker unless it
-	// says otherwise itself.
-	setString(&f.TLS.CAFile, m.TLS.CAFile)
+	// A feed's tls block is its own but for the client certificate: one it
+	// leaves unset is mqtt's. Its ca_file is its own (unset: the system's
+	// roots, for a path whose broker has a public certificate), and so is
+	// whether it verifies its broker.
 	if f.TLS.CertFile == "" && f.TLS.KeyFile == "" {
 		f.TLS.CertFile, f.TLS.KeyFile = m.TLS.CertFile, m.TLS.KeyFile
 	}

@@ -115,10 +115,11 @@ func TestFeedsAndTheForwardOutput(t *testing.T) {
 		`outputs.mqtt.client_id: client_id "rg-out" is mqtt.feeds[0]'s (out): two connections with one id take the session from each other; name the feed otherwise, or set outputs.mqtt.client_id`)
 }
 
-// A feed's tls block sets what differs from mqtt.tls: the CA file, or the
-// certificate and key, it leaves unset are mqtt's; whether it verifies its
-// broker is its own, and a feed that does not is warned of.
-func TestAFeedsTLSTakesWhatItLeavesUnsetFromMQTT(t *testing.T) {
+// A feed's tls block is its own but for the client certificate and key,
+// which it takes from mqtt.tls when it sets neither; its CA file (unset:
+// the system's roots) and whether it verifies its broker are its own, and
+// a feed that does not verify is warned of.
+func TestAFeedsTLSTakesItsClientCertificateFromMQTT(t *testing.T) {
 	c, err := Parse([]byte(`mqtt:
   client_id: rg
   tls: {ca_file: /etc/rg/ca.pem, cert_file: /etc/rg/c.pem, key_file: /etc/rg/k.pem}
@@ -132,7 +133,7 @@ func TestAFeedsTLSTakesWhatItLeavesUnsetFromMQTT(t *testing.T) {
 	}
 	want := []TLSConfig{
 		{CAFile: "/etc/rg/ca.pem", CertFile: "/etc/rg/c.pem", KeyFile: "/etc/rg/k.pem"},
-		{CAFile: "/etc/rg/ca.pem", CertFile: "/etc/rg/c.pem", KeyFile: "/etc/rg/k.pem", InsecureSkipVerify: true},
+		{CertFile: "/etc/rg/c.pem", KeyFile: "/etc/rg/k.pem", InsecureSkipVerify: true}, // the system's roots: a public certificate
 		{CAFile: "/etc/rg/c-ca.pem", CertFile: "/etc/rg/c2.pem", KeyFile: "/etc/rg/k2.pem"},
 	}
 	for i, f := range c.MQTT.Feeds {

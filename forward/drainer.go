@@ -221,15 +221,17 @@ func (d *Drainer) Run(ctx context.Context, h Holder) {
 			d.runLane(lctx, l)
 		})
 	}
-	// claim releases a member's claim once its lanes have stopped (and
+	// release gives up a member's claim once its lanes have stopped (and
 	// flushed their marks), so that the next claimant starts where they
-	// ended.
+	// ended; within a few seconds, as the store may not answer.
 	release := func(ctx context.Context, member string, lanes []chan struct{}) {
 		wg.Go(func() {
 			for _, done := range lanes {
 				<-done
 			}
-			if err := d.opts.Claimer.ReleaseOutbox(context.WithoutCancel(ctx), member); err != nil && ctx.Err() == nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := d.opts.Claimer.ReleaseOutbox(rctx, member); err != nil && ctx.Err() == nil {
 				d.log.Warn("forward: cannot release a claim; it expires by itself", "member", member, "err", err)
 			}
 		})
@@ -259,6 +261,18 @@ func (d *Drainer) Run(ctx context.Context, h Holder) {
 	}
 }
 
+// claimWithin calls claim, given a third of the claims' lifetime ttl to
+// answer (no bound when ttl is not positive): a store that does not answer
+// fails the renewal in time for the lanes to stop before the claims expire.
+func claimWithin(ctx context.Context, ttl time.Duration, claim func(context.Context) ([]string, error)) ([]string, error) {
+	if ttl <= 0 {
+		return claim(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, ttl/3)
+	defer cancel()
+	return claim(ctx)
+}
+
 // laneRun is a running lane's goroutine: cancel stops it, done is closed
 // when it has returned.
 type laneRun struct {
@@ -279,7 +293,7 @@ func (d *Drainer) claim(ctx context.Context, running map[laneID]laneRun, start f
 		return
 	}
 	began := time.Now()
-	members, err := c.ClaimOutboxes(ctx)
+	members, err := claimWithin(ctx, c.ClaimTTL(), c.ClaimOutboxes)
 	if err != nil {
 		if ctx.Err() != nil {
 			return

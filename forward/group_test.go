@@ -95,15 +95,21 @@ func TestAnotherMemberDrainsADeadMembersOutbox(t *testing.T) {
 	})
 }
 
-// failingClaims is a member's claimer whose claims fail while fail is set.
+// failingClaims is a member's claimer whose claims fail while fail is set,
+// and do not answer until their context ends while hang is (a store that
+// does not answer).
 type failingClaims struct {
 	*memory.Member
-	fail atomic.Bool
+	fail, hang atomic.Bool
 }
 
 func (f *failingClaims) ClaimOutboxes(ctx context.Context) ([]string, error) {
-	if f.fail.Load() {
+	switch {
+	case f.fail.Load():
 		return nil, context.DeadlineExceeded
+	case f.hang.Load():
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	return f.Member.ClaimOutboxes(ctx)
 }
@@ -139,4 +145,65 @@ func TestADrainerWhoseClaimsLapseStopsDraining(t *testing.T) {
 	waitFor(t, "the drainer stops once its claims lapse", func() bool { return !draining() })
 	c.fail.Store(false)
 	waitFor(t, "the drainer drains again once its claims are renewed", draining)
+	c.hang.Store(true)
+	waitFor(t, "the drainer stops once its claims lapse, the store not answering", func() bool { return !draining() })
+	c.hang.Store(false)
+	waitFor(t, "the drainer drains again once the store answers", draining)
+}
+
+// stuckRelease hands over another member's outbox, m2, once, and its
+// ReleaseOutbox does not answer until its context ends.
+type stuckRelease struct {
+	*memory.Member
+	asked atomic.Int32
+}
+
+func (s *stuckRelease) ClaimOutboxes(ctx context.Context) ([]string, error) {
+	if _, err := s.Member.ClaimOutboxes(ctx); err != nil {
+		return nil, err
+	}
+	return []string{"m1", "m2"}, nil
+}
+
+func (s *stuckRelease) OutboxDepth(ctx context.Context, member string) (int, error) {
+	if member == "m2" && s.asked.Add(1) == 1 {
+		return 1, nil // then drained: released
+	}
+	return s.Member.OutboxDepth(ctx, member)
+}
+
+func (s *stuckRelease) ReleaseOutbox(ctx context.Context, member string) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestADrainerStopsWhileAReleaseWaits: the release of a drained outbox,
+// made once its lanes stopped, is bounded: Run returns after its context
+// ends though the store does not answer.
+func TestADrainerStopsWhileAReleaseWaits(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	m, err := memory.NewGroup(time.Hour, 1000).Open("m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s := &stuckRelease{Member: m}
+	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+	d, err := forward.New(forward.Options{Store: s, Member: "m1", Claimer: s, Logger: testLogger(t), Poll: 20 * time.Millisecond,
+		Outputs: map[string]forward.Output{engine.OutputWebhook: wh}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx, nil) }()
+	waitFor(t, "m2's outbox drained and let go", func() bool { return s.asked.Load() >= 2 && len(d.Status().Outputs) == 1 })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run has not returned 30s after its context ended: a release waits on a store that does not answer")
+	}
 }

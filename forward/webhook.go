@@ -37,10 +37,10 @@ type WebhookOptions struct {
 // entry's key, and the replayguard-* headers (see Properties).
 //
 // A 2xx acknowledges the entry. A 5xx, a timeout, a connection error, or
-// a 4xx that is the endpoint's (401, 403, 404, 405, 407, 408, 409, 421,
-// 425, 429: endpointStatus) fails the attempt: the drainer backs off and
-// sends it again. Any other status (400, 413, 422...) refuses the entry for
-// good (a *RefusedError with the status and the start of the body): it is
+// a 4xx that is not the entry's (401, 407, 408, 409, 425, 429:
+// endpointStatus) fails the attempt: the drainer backs off and sends it
+// again. Any other status (400, 403, 404, 413, 422...) refuses the entry
+// for good (a *RefusedError with the status and the start of the body): it is
 // held for an operator.
 type Webhook struct {
 	client  *http.Client
@@ -107,20 +107,18 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 }
 
 // endpointStatus are the 4xx answers that say nothing of the entry: the
-// endpoint, its credentials or its timing are wrong, and every entry would
-// get the same answer. They fail the attempt, as a 5xx does, instead of
-// holding one entry after another (out of order once retried).
+// output's credentials or the receiver's timing. They fail the attempt, as
+// a 5xx does, instead of holding one entry after another (out of order
+// once retried). A 403 or a 404 stays the entry's: routes post to URLs of
+// their own through one lane, and one route's wrong URL must not stop the
+// others.
 var endpointStatus = map[int]bool{
-	http.StatusUnauthorized:       true, // 401
-	http.StatusForbidden:          true, // 403
-	http.StatusNotFound:           true, // 404
-	http.StatusMethodNotAllowed:   true, // 405
-	http.StatusProxyAuthRequired:  true, // 407
-	http.StatusRequestTimeout:     true, // 408
-	http.StatusConflict:           true, // 409: the same Idempotency-Key still being processed
-	http.StatusMisdirectedRequest: true, // 421
-	http.StatusTooEarly:           true, // 425
-	http.StatusTooManyRequests:    true, // 429
+	http.StatusUnauthorized:      true, // 401
+	http.StatusProxyAuthRequired: true, // 407
+	http.StatusRequestTimeout:    true, // 408
+	http.StatusConflict:          true, // 409: the same Idempotency-Key still being processed
+	http.StatusTooEarly:          true, // 425
+	http.StatusTooManyRequests:   true, // 429
 }
 
 // excerpt renders the start of a response body for a reason: ": text",

@@ -238,17 +238,17 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 // TestWebhookTellsTheEndpointsAnswersFromTheEntrys: a 4xx that says the
-// endpoint, its credentials or its timing are wrong fails the attempt (the
-// next entries would get it too: holding one after another would pile
-// them up and reorder them once retried); one about the entry holds it.
+// output's credentials or the receiver's timing are wrong fails the
+// attempt (the next entries would get it too: holding one after another
+// would pile them up and reorder them once retried); one about the entry,
+// or its route's URL, holds it.
 func TestWebhookTellsTheEndpointsAnswersFromTheEntrys(t *testing.T) {
 	for _, tc := range []struct {
 		status int
 		held   bool
 	}{
-		{401, false}, {403, false}, {404, false}, {405, false}, {407, false}, {408, false}, {409, false},
-		{421, false}, {425, false}, {429, false}, {500, false}, {503, false},
-		{400, true}, {413, true}, {415, true}, {422, true},
+		{401, false}, {407, false}, {408, false}, {409, false}, {425, false}, {429, false}, {500, false}, {503, false},
+		{400, true}, {403, true}, {404, true}, {413, true}, {415, true}, {422, true},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(tc.status) }))
 		wh, _ := forward.NewWebhook(forward.WebhookOptions{})

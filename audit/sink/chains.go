@@ -18,7 +18,8 @@ type ChainStore interface {
 	ScanChain(ctx context.Context, member string, from uint64, fn func(engine.AuditRecord) error) error
 	// ChainCursor returns sink's cursor on member's chain; 0 when none.
 	ChainCursor(ctx context.Context, member, sink string) (uint64, error)
-	// SetChainCursor records it, durably when it returns nil.
+	// SetChainCursor records it, durably when it returns nil, unless the
+	// cursor is already past it.
 	SetChainCursor(ctx context.Context, member, sink string, pos uint64) error
 }
 

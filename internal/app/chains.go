@@ -135,7 +135,9 @@ func (c *chains) runRetention(ctx context.Context, every time.Duration) {
 // process may claim them. The error is logged and returned.
 func (c *chains) claim(ctx context.Context) error {
 	began := time.Now()
-	members, err := c.g.ClaimChains(ctx)
+	cctx, cancel := context.WithTimeout(ctx, c.every) // a store that does not answer fails the renewal in time
+	members, err := c.g.ClaimChains(cctx)
+	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
 			c.a.Log.Warn("audit: cannot claim the members' chains to stream and trim; the last claims stand until they are about to expire", "err", err)
@@ -294,7 +296,8 @@ func (c *chains) trim(ctx context.Context) ([]chainTrim, error) {
 	for _, m := range claimed {
 		r, err := c.retention(m)
 		if err != nil {
-			return out, err
+			errs = append(errs, fmt.Errorf("member %s's chain: %w", m, err))
+			continue
 		}
 		mu := c.pass(m)
 		mu.Lock()

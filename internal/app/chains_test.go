@@ -468,3 +468,41 @@ func TestChainsAreGivenUpBeforeTheirClaimsCanExpire(t *testing.T) {
 		t.Fatalf("released %v while the pass ran, %v after it", early, k.released)
 	}
 }
+
+// TestAChainRetentionCannotTrimLeavesTheOthersTrimmed: a departed member
+// whose id holds a slash (it ran without retention) has a chain retention
+// refuses; retention goes on to the chains after it.
+func TestAChainRetentionCannotTrimLeavesTheOthersTrimmed(t *testing.T) {
+	dir := t.TempDir()
+	g := memory.NewGroup(0, 0)
+	cfg, err := config.Parse([]byte(`store: {kind: postgres, url: 'postgres://db/rg', member: 'a/old'}
+routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
+`), "rg.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := g.Open("a/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := openOn(t.Context(), cfg, cfg.Store, h, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide(t, old, 0, 30)
+	old.Close()
+	a := groupMember(t, g, "m1", filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl"))
+	decide(t, a, 0, 50)
+	c, err := a.chainWork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.claim(t.Context()); err != nil || !slices.Equal(c.claimed, []string{"a/old", "m1"}) {
+		t.Fatalf("claimed %v, %v", c.claimed, err)
+	}
+	res, err := c.trim(t.Context())
+	if err == nil || !strings.Contains(err.Error(), `member a/old's chain`) || len(res) != 1 || res[0].Member != "m1" {
+		t.Fatalf("trim = %+v, %v; want m1's chain passed on and a/old's refused", res, err)
+	}
+}

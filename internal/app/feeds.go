@@ -110,8 +110,9 @@ func (s *feedsSource) Run(ctx context.Context) error {
 					return
 				}
 				mu.Lock()
-				errs[i] = fmt.Errorf("feed %s: %w", f.name, err)
-				f.failed.Store(&errs[i])
+				ferr := fmt.Errorf("feed %s: %w", f.name, err)
+				errs[i] = ferr
+				f.failed.Store(&ferr)
 				failing++
 				if failing == len(s.feeds) {
 					allFailed = true
@@ -176,9 +177,9 @@ func (s *feedsSource) Warning() string {
 	}
 	var down, stopped []string
 	for _, f := range s.feeds {
-		switch {
-		case f.failed.Load() != nil:
-			stopped = append(stopped, (*f.failed.Load()).Error())
+		switch failed := f.failed.Load(); {
+		case failed != nil:
+			stopped = append(stopped, (*failed).Error())
 		case !f.src.Ready():
 			down = append(down, f.name)
 		}

@@ -73,8 +73,9 @@ func (m *Member) ChainCursor(ctx context.Context, member, sink string) (uint64, 
 	return m.g.cursors[chainSink{member, sink}], nil
 }
 
-// SetChainCursor records pos as sink's cursor on member's chain. A
-// read-only handle fails with ErrReadOnly.
+// SetChainCursor records pos as sink's cursor on member's chain, unless
+// the cursor is already past it. A member the group never had fails it
+// with engine.ErrNotFound, a read-only handle with ErrReadOnly.
 func (m *Member) SetChainCursor(ctx context.Context, member, sink string, pos uint64) error {
 	if err := m.lockWriter("set chain cursor"); err != nil {
 		return err
