@@ -66,6 +66,8 @@ func TestFeedsRules(t *testing.T) {
 				`mqtt.feeds[0].protocol: protocol "4" is not one of 5, 3.1.1 or auto`}},
 		{"an empty list of feeds", "mqtt:\n  feeds: []\n",
 			[]string{"mqtt.feeds: feeds is empty: list the broker paths to consume at once, or remove it and list mqtt.brokers"}},
+		{"feeds with nothing after it", "mqtt:\n  feeds:\n",
+			[]string{"mqtt.feeds: feeds is empty: list the broker paths to consume at once, or remove it and list mqtt.brokers"}},
 		{"a feed's id is another's probe id", "mqtt:\n  client_id: rg\n  feeds: [{name: a, brokers: [tcp://y:1883]}, {name: a-probe, brokers: [tcp://z:1883]}]\n",
 			[]string{`mqtt.feeds[0].client_id: client_id "rg-a" with "-probe" is feeds[1]'s client id: the feed's version probe connects under it with a clean start, which would end that feed's session`}},
 		{"feeds with input jetstream", "input: jetstream\njetstream: {stream: S, consumer: c}\nmqtt:\n  feeds: [{name: a, brokers: [tcp://y:1883]}]\n",

@@ -51,6 +51,9 @@ func Parse(data []byte, name string, getenv func(string) (string, bool)) (*Confi
 		c.HTTP.Listen = ListenOff
 	}
 	ps.origin.env = c.applyEnv(getenv)
+	if _, written := ps.origin.lines["mqtt.feeds"]; written && c.MQTT.Feeds == nil {
+		c.MQTT.Feeds = []MQTTFeed{} // feeds: with nothing after it (a template that expanded to nothing): refused as empty
+	}
 	c.checkGivenZeros(ps, given)
 	c.SetDefaults()
 	c.check(ps)
