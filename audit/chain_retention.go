@@ -29,11 +29,19 @@ func NewChainRetention(s ChainStore, opts RetentionOptions) (*Retention, error) 
 	if opts.Member == "" {
 		return nil, fmt.Errorf("%w: no member: a shared store's retention trims one member's chain", ErrRetention)
 	}
-	if strings.ContainsAny(opts.Member, `/\`) {
-		return nil, fmt.Errorf("%w: member id %q holds a path separator: its segments would not be in one directory of the archive (%s)",
-			ErrRetention, opts.Member, ChainDir(opts.Archive, opts.Member))
+	if err := CheckChainDir(opts.Member); err != nil {
+		return nil, fmt.Errorf("%w: %v (%s)", ErrRetention, err, ChainDir(opts.Archive, opts.Member))
 	}
 	return newRetention(memberLog{s: s, member: opts.Member}, opts)
+}
+
+// CheckChainDir refuses a member id that cannot name its directory of an
+// archive (ChainDir): one holding a path separator.
+func CheckChainDir(member string) error {
+	if strings.ContainsAny(member, `/\`) {
+		return fmt.Errorf("member id %q holds a path separator: the archive keeps each member's segments in a directory named after its id", member)
+	}
+	return nil
 }
 
 // memberLog is one member's chain of a shared store as a trimLog.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -72,8 +71,8 @@ func (a *App) chainWork() (*chains, error) {
 	if !ok || a.Engine == nil {
 		return nil, fmt.Errorf("audit: the %s store cannot trim its members' chains or keep the sinks' cursors on them here", a.Config.Store.Kind)
 	}
-	if m := a.Engine.Member(); ac.Retention.Enabled() && strings.ContainsAny(m, `/\`) {
-		return nil, fmt.Errorf("audit: member id %q holds a path separator: the archive keeps each member's segments in a directory named after its id; set store.member to an id without / or \\", m)
+	if err := audit.CheckChainDir(a.Engine.Member()); ac.Retention.Enabled() && err != nil {
+		return nil, fmt.Errorf("audit: %w; set store.member to an id without / or \\", err)
 	}
 	ttl := defaultClaimTTL
 	if c := a.Store.Capabilities().Claims; c != nil && c.ClaimTTL() > 0 {
