@@ -118,8 +118,6 @@ func (f *failingClaims) ClaimOutboxes(ctx context.Context) ([]string, error) {
 // stand a while, then the drainer stops its lanes before another process
 // may claim the outboxes, and drains again once they are renewed.
 func TestADrainerWhoseClaimsLapseStopsDraining(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	defer srv.Close()
 	g := memory.NewGroup(time.Hour, 1000)
 	g.SetClaimTTL(300 * time.Millisecond)
 	m, err := g.Open("m1")
@@ -128,16 +126,7 @@ func TestADrainerWhoseClaimsLapseStopsDraining(t *testing.T) {
 	}
 	defer m.Close()
 	c := &failingClaims{Member: m}
-	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
-	d, err := forward.New(forward.Options{Store: m, Member: "m1", Claimer: c, Logger: testLogger(t),
-		Outputs: map[string]forward.Output{engine.OutputWebhook: wh}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx, nil) }()
+	d, cancel, done := runDrainer(t, forward.Options{Store: m, Claimer: c})
 	defer func() { cancel(); <-done }()
 	draining := func() bool { return len(d.Status().Outputs) > 0 }
 	waitFor(t, "the drainer drains its member's outbox", draining)
@@ -181,24 +170,13 @@ func (s *stuckRelease) ReleaseOutbox(ctx context.Context, member string) error {
 // made once its lanes stopped, is bounded: Run returns after its context
 // ends though the store does not answer.
 func TestADrainerStopsWhileAReleaseWaits(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	defer srv.Close()
 	m, err := memory.NewGroup(time.Hour, 1000).Open("m1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	s := &stuckRelease{Member: m}
-	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
-	d, err := forward.New(forward.Options{Store: s, Member: "m1", Claimer: s, Logger: testLogger(t), Poll: 20 * time.Millisecond,
-		Outputs: map[string]forward.Output{engine.OutputWebhook: wh}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx, nil) }()
+	d, cancel, done := runDrainer(t, forward.Options{Store: s, Claimer: s, Poll: 20 * time.Millisecond})
 	waitFor(t, "m2's outbox drained and let go", func() bool { return s.asked.Load() >= 2 && len(d.Status().Outputs) == 1 })
 	cancel()
 	select {
@@ -206,4 +184,21 @@ func TestADrainerStopsWhileAReleaseWaits(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run has not returned 30s after its context ended: a release waits on a store that does not answer")
 	}
+}
+
+// runDrainer runs a drainer of member m1 under opts with a webhook output
+// until cancel; done is closed once Run has returned.
+func runDrainer(t *testing.T, opts forward.Options) (d *forward.Drainer, cancel func(), done chan struct{}) {
+	t.Helper()
+	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+	opts.Member, opts.Logger, opts.Outputs = "m1", testLogger(t), map[string]forward.Output{engine.OutputWebhook: wh}
+	d, err := forward.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan struct{})
+	go func() { defer close(done); d.Run(ctx, nil) }()
+	return d, cancel, done
 }

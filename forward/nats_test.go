@@ -119,9 +119,21 @@ func streamMessages(t *testing.T, ctx context.Context, s jetstream.Stream, n int
 // refused by its index, none after it is stored by that call, and the
 // next call delivers the rest behind them.
 func TestNATSWindowKeepsTheOrderAndStopsAtARefusedEntry(t *testing.T) {
+	// past two windows of publishes, entry 600 over the server's 1 MiB max_payload
+	deliverAroundARefusal(t, jetstream.StreamConfig{}, 700, 600, 2<<20, 7, "")
+}
+
+// deliverAroundARefusal has a NATS output deliver total entries on subjects
+// subjects of one stream (cfg, named CLEAN on clean.>), entry large of
+// size bytes, which the output must refuse (for a reason holding reason);
+// then the entries after it: the stream must hold every other entry, in
+// order.
+func deliverAroundARefusal(t *testing.T, cfg jetstream.StreamConfig, total, large, size, subjects int, reason string) {
+	t.Helper()
 	srv := testbroker.StartNATS(t, testbroker.NATSOptions{})
 	ctx := context.Background()
-	stream, err := jetStreamOf(t, srv).CreateStream(ctx, jetstream.StreamConfig{Name: "CLEAN", Subjects: []string{"clean.>"}, Duplicates: time.Minute})
+	cfg.Name, cfg.Subjects, cfg.Duplicates = "CLEAN", []string{"clean.>"}, time.Minute
+	stream, err := jetStreamOf(t, srv).CreateStream(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,20 +143,19 @@ func TestNATSWindowKeepsTheOrderAndStopsAtARefusedEntry(t *testing.T) {
 	}
 	defer out.Close()
 
-	const total, large = 700, 600 // past two windows of publishes
 	entries := make([]engine.OutboxEntry, total)
 	for i := range entries {
 		e := &entries[i]
-		e.Target, e.Route, e.Sequence = fmt.Sprintf("clean.s%d", i%7), "incidents", int64(i)
+		e.Target, e.Route, e.Sequence = fmt.Sprintf("clean.s%d", i%subjects), "incidents", int64(i)
 		e.Payload = fmt.Appendf(nil, `{"n":%d}`, i)
 		e.Key[0], e.Key[1] = byte(i>>8), byte(i)
 	}
-	entries[large].Payload = make([]byte, 2<<20) // over the server's 1 MiB max_payload
+	entries[large].Payload = make([]byte, size)
 
 	n, err := out.Deliver(ctx, entries)
 	var ref *forward.RefusedError
-	if n != large || !errors.As(err, &ref) || ref.Index != large {
-		t.Fatalf("Deliver: %d, %v; want %d and entry %d refused", n, err, large, large)
+	if n != large || !errors.As(err, &ref) || ref.Index != large || !strings.Contains(ref.Reason, reason) {
+		t.Fatalf("Deliver: %d, %v; want %d and entry %d refused for good", n, err, large, large)
 	}
 	if n, err := out.Deliver(ctx, entries[large+1:]); n != total-large-1 || err != nil {
 		t.Fatalf("Deliver of the rest: %d, %v", n, err)
@@ -159,7 +170,7 @@ func TestNATSWindowKeepsTheOrderAndStopsAtARefusedEntry(t *testing.T) {
 			t.Fatalf("stream message %d is %s (key %s), want entry %d", i+1, m.Data, m.Header.Get(forward.HeaderKey), want)
 		}
 	}
-	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != total-1 {
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != uint64(total-1) {
 		t.Fatalf("the stream holds %v messages (%v), want %d", info.State.Msgs, err, total-1)
 	}
 }
@@ -220,41 +231,5 @@ func TestNATSDeliversAgainOnceTheServerIsBack(t *testing.T) {
 // it is held, not sent again forever with the lane waiting behind it, and
 // the entries after it are delivered, in order.
 func TestNATSHoldsAnEntryItsStreamRefusesForGood(t *testing.T) {
-	srv := testbroker.StartNATS(t, testbroker.NATSOptions{})
-	ctx := context.Background()
-	stream, err := jetStreamOf(t, srv).CreateStream(ctx, jetstream.StreamConfig{Name: "CLEAN", Subjects: []string{"clean.>"},
-		Duplicates: time.Minute, MaxMsgSize: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := forward.NewNATS(forward.NATSOptions{URL: srv.URL(), AckTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	const total, large = 10, 5
-	entries := make([]engine.OutboxEntry, total)
-	for i := range entries {
-		e := &entries[i]
-		e.Target, e.Route, e.Sequence, e.Payload = "clean.s", "incidents", int64(i), fmt.Appendf(nil, `{"n":%d}`, i)
-		e.Key[0] = byte(i + 1)
-	}
-	entries[large].Payload = make([]byte, 2048)
-	n, err := out.Deliver(ctx, entries)
-	var ref *forward.RefusedError
-	if n != large || !errors.As(err, &ref) || ref.Index != large || !strings.Contains(ref.Reason, "message size exceeds maximum") {
-		t.Fatalf("Deliver: %d, %v; want %d and entry %d refused for good", n, err, large, large)
-	}
-	if n, err := out.Deliver(ctx, entries[large+1:]); n != total-large-1 || err != nil {
-		t.Fatalf("Deliver of the rest: %d, %v", n, err)
-	}
-	for i, m := range streamMessages(t, ctx, stream, total-1) {
-		want := i
-		if i >= large {
-			want = i + 1
-		}
-		if string(m.Data) != string(entries[want].Payload) {
-			t.Fatalf("stream message %d is %s, want entry %d", i+1, m.Data, want)
-		}
-	}
+	deliverAroundARefusal(t, jetstream.StreamConfig{MaxMsgSize: 512}, 10, 5, 2048, 1, "message size exceeds maximum")
 }

@@ -153,14 +153,7 @@ func testRefused(t *testing.T, x *sqlSetup) {
 	if n := x.count(`SELECT count(*) FROM {app}.readings`); got != 7 || n != 8 {
 		t.Errorf("readings: %d of the 7 applied, %d rows with the seed", got, n)
 	}
-	snap, err := x.s.Load(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kwh := map[string]string{}
-	for _, e := range snap.Entities {
-		kwh[e.Name] = e.Fields["kwh"].Num
-	}
+	kwh := fieldOf(loaded(t, x.s), "kwh")
 	if fmt.Sprint(kwh) != "map[meter/m0:0.75 meter/m1:1]" {
 		t.Errorf("entities %v: the refused messages' projections must not apply", kwh)
 	}

@@ -404,6 +404,25 @@ func counted(name string, n int) engine.EntityState {
 	return engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{"n": {Kind: engine.KindNumber, Num: strconv.Itoa(n)}}}
 }
 
+// loaded is what s loads.
+func loaded(t *testing.T, s *postgres.Store) *engine.Snapshot {
+	t.Helper()
+	snap, err := s.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// fieldOf is the numeric field of each entity of snap, by entity name.
+func fieldOf(snap *engine.Snapshot, field string) map[string]string {
+	out := map[string]string{}
+	for _, e := range snap.Entities {
+		out[e.Name] = e.Fields[field].Num
+	}
+	return out
+}
+
 // updateWithin runs an Update of s reading r and writing batch, from
 // inside another member's Update (which holds its rows meanwhile), and
 // returns the rows it read; it fails the test if the Update fails or
@@ -452,14 +471,8 @@ func testSkipHeld(t *testing.T, g *group) {
 		len(bRows.Sources) != 0 || len(bRows.Entities) != 1 || bRows.Entities[0].Name != "meter/c" {
 		t.Fatalf("m2 read %+v: want the source and meter/a held, meter/c read, meter/b absent", bRows)
 	}
-	snap, err := b.Load(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, e := range snap.Entities {
-		got[e.Name] = e.Fields["n"].Num
-	}
+	snap := loaded(t, b)
+	got := fieldOf(snap, "n")
 	if fmt.Sprint(got) != "map[meter/a:3 meter/b:2 meter/c:2]" || len(snap.Sources) != 1 || snap.Sources[0].Epochs[0].High != 2 {
 		t.Fatalf("after both: entities %v, sources %+v", got, snap.Sources)
 	}
@@ -488,14 +501,8 @@ func testSkipHeldClaimed(t *testing.T, g *group) {
 	if fmt.Sprint(bRows.Held.Entities) != "[meter/new]" || len(bRows.Entities) != 1 || bRows.Entities[0].Name != "meter/c" {
 		t.Fatalf("m2 read %+v: want meter/new held, meter/c read", bRows)
 	}
-	snap, err := b.Load(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, e := range snap.Entities {
-		got[e.Name] = e.Fields["n"].Num
-	}
+	snap := loaded(t, b)
+	got := fieldOf(snap, "n")
 	if fmt.Sprint(got) != "map[meter/c:2 meter/new:1]" {
 		t.Fatalf("after both: entities %v", got)
 	}
