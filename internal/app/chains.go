@@ -177,8 +177,12 @@ func (c *chains) claim(ctx context.Context) error {
 func (c *chains) owned(member string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Contains(c.claimed, member) && time.Since(c.claimedAt) < c.ttl-c.every
+	return slices.Contains(c.claimed, member) && c.fresh()
 }
+
+// fresh reports whether the claims were renewed with more than a third of
+// their lifetime left. Called with c.mu held.
+func (c *chains) fresh() bool { return time.Since(c.claimedAt) < c.ttl-c.every }
 
 // lapse gives up the chains, without releasing their claims, once the
 // last renewal is too old for them to be owned: the sinks stop streaming
@@ -186,7 +190,7 @@ func (c *chains) owned(member string) bool {
 func (c *chains) lapse() {
 	c.mu.Lock()
 	claimed := c.claimed
-	if claimed == nil || time.Since(c.claimedAt) < c.ttl-c.every {
+	if claimed == nil || c.fresh() {
 		c.mu.Unlock()
 		return
 	}
