@@ -30,7 +30,7 @@ type feedsSource struct {
 	one   *oneAtATime // the feeds' commits; nil: not known
 	log   *slog.Logger
 	// retryMin and retryMax bound the pause before a feed that returned
-	// early is run again.
+	// early is run again; zero: feedRetryMin and feedRetryMax.
 	retryMin, retryMax time.Duration
 }
 
@@ -56,7 +56,7 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		names[i] = f.Name
 	}
 	procs := FeedProcessors(p, names, m.FeedBehind)
-	s := &feedsSource{log: log, retryMin: feedRetryMin, retryMax: feedRetryMax}
+	s := &feedsSource{log: log}
 	if len(procs) > 0 {
 		s.one = procs[0].one
 	}
