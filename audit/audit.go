@@ -190,7 +190,7 @@ func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) 
 	}
 	var out []ChainResult
 	for _, c := range chains {
-		r, _, err := againWhileTrimmed(ctx, s, bases, c.Member, c.Head, func(base, head engine.AuditHead) (ChainResult, error) {
+		r, head, err := againWhileTrimmed(ctx, s, bases, c.Member, c.Head, func(base, head engine.AuditHead) (ChainResult, error) {
 			v := NewVerifierFrom(base, c.Member)
 			err := chainScanner{s, c.Member, head.Position}.ScanAudit(ctx, base.Position+1, v.Check)
 			if err == nil {
@@ -198,6 +198,7 @@ func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) 
 			}
 			return ChainResult{Member: c.Member, Base: base, Records: v.Count(), Head: head}, err
 		})
+		r.Member, r.Head = c.Member, head // also when the base could not be read
 		out = append(out, r)
 		if err != nil {
 			return out, err
