@@ -13,32 +13,29 @@ import (
 // errPullEnded: the pull subscription closed by itself.
 var errPullEnded = errors.New("jetstream: the pull subscription ended")
 
-// consume runs the batches: collect, commit, ack, until ctx is done or the
-// consumer is lost. It returns the messages it holds uncommitted then.
+// consume runs the batches (consume.Loop): collect, commit, ack, until ctx
+// is done or the consumer is lost, the next batch collected and decided
+// while one commits. It returns the messages it holds uncommitted then.
 func (c *Consumer) consume(ctx context.Context, in <-chan delivery, fatal <-chan error) ([]delivery, error) {
-	for {
-		batch, err := c.collect(ctx, in, fatal)
-		if ctx.Err() != nil {
-			return batch, nil
-		}
-		if len(batch) > 0 {
-			if c.commit(ctx, batch) != nil {
-				return batch, err
-			}
-			consume.BeforeAck()
-			c.ack(batch)
-		}
-		if err != nil {
-			c.log.Error("jetstream consumer lost", "err", err)
-			return nil, err
-		}
+	l := consume.Loop[delivery]{Size: c.cfg.BatchSize,
+		Collect: func(ctx context.Context, landed <-chan struct{}) ([]delivery, error) {
+			batch, err := c.collect(ctx, in, fatal, landed)
+			c.noteRedeliveries(batch)
+			return batch, err
+		},
+		Commit: c.commit, Submit: consume.SubmitMessages(c.commits, (*delivery).message), Land: c.commits.Land,
+		BeforeAck: consume.BeforeAck, Ack: c.ack}
+	inHand, err := l.Run(ctx)
+	if err != nil {
+		c.log.Error("jetstream consumer lost", "err", err)
 	}
+	return inHand, err
 }
 
 // collect waits for a first message, then for more until the batch is full
 // or BatchLinger has passed. It returns early, possibly with a partial
-// batch, when ctx is done or the pull ends.
-func (c *Consumer) collect(ctx context.Context, in <-chan delivery, fatal <-chan error) ([]delivery, error) {
+// batch, when ctx is done, the pull ends, or landed is closed.
+func (c *Consumer) collect(ctx context.Context, in <-chan delivery, fatal <-chan error, landed <-chan struct{}) ([]delivery, error) {
 	batch := make([]delivery, 0, c.cfg.BatchSize)
 	var linger <-chan time.Time
 	for {
@@ -60,6 +57,8 @@ func (c *Consumer) collect(ctx context.Context, in <-chan delivery, fatal <-chan
 				linger = t.C
 			}
 		case <-linger:
+			return c.takeReady(batch, in), nil
+		case <-landed:
 			return c.takeReady(batch, in), nil
 		case <-ctx.Done():
 			return batch, nil
@@ -90,8 +89,7 @@ func (c *Consumer) takeReady(batch []delivery, in <-chan delivery) []delivery {
 // it is not delivered again while in hand. It gives up only when ctx is
 // done.
 func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
-	c.noteRedeliveries(batch)
-	msg := func(d *delivery) *engine.Message { return &d.msg }
+	msg := (*delivery).message
 	msgs := consume.Messages(batch, msg)
 	err := c.commits.Commit(ctx, msgs, func() {
 		for i := range batch {
@@ -103,6 +101,9 @@ func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
 	}
 	return err
 }
+
+// message is d's engine message.
+func (d *delivery) message() *engine.Message { return &d.msg }
 
 // noteRedeliveries logs the batch's messages that the server delivered
 // before: the engine decides them like any other (a copy of a committed one
@@ -158,7 +159,9 @@ func (c *Consumer) drain(ctx context.Context, rest []delivery, in <-chan deliver
 		c.log.Info("jetstream stopping: committing the messages in hand", "messages", len(rest))
 	}
 	for {
+		taken := len(rest)
 		rest = c.takeReady(rest, in)
+		c.noteRedeliveries(rest[taken:])
 		if len(rest) == 0 {
 			select {
 			case d, ok := <-in:
@@ -166,6 +169,7 @@ func (c *Consumer) drain(ctx context.Context, rest []delivery, in <-chan deliver
 					return nil
 				}
 				rest = append(rest, d)
+				c.noteRedeliveries(rest)
 				continue
 			case <-ctx.Done():
 				return nil

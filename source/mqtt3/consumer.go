@@ -73,7 +73,8 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	}
 	c.commits = consume.NewCommitter("mqtt", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
 	c.batches = &consume.Batches[delivery]{Name: "mqtt", Queue: c.q, Size: cfg.BatchSize, Linger: cfg.BatchLinger,
-		Fatal: c.fatal, Commit: consume.CommitMessages(c.commits, (*delivery).message), BeforeAck: func() { c.beforeAck() }, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
+		Fatal: c.fatal, Commit: consume.CommitMessages(c.commits, (*delivery).message),
+		Submit: consume.SubmitMessages(c.commits, (*delivery).message), Land: c.commits.Land, BeforeAck: func() { c.beforeAck() }, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
 	return c, nil
 }
 

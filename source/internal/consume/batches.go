@@ -3,15 +3,17 @@ package consume
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/replayguard/replayguard/source"
 )
 
 // Batches is the batching loop of a consumer fed through a Queue (the MQTT
-// consumers): collect a batch, commit it, acknowledge it, in that order,
-// one batch at a time. Consume and Drain are called from one goroutine,
-// one after the other.
+// consumers): collect a batch, commit it, acknowledge it, in that order.
+// With Submit, the next batch is collected and decided while one commits;
+// acknowledgements stay in receive order, each after its batch's commit.
+// Consume and Drain are called from one goroutine, one after the other.
 type Batches[D any] struct {
 	Name   string    // the source's name, first word of its log messages
 	Queue  *Queue[D] // where deliveries arrive
@@ -22,6 +24,11 @@ type Batches[D any] struct {
 	// Commit commits a batch; an error means ctx is done and nothing was
 	// committed.
 	Commit func(ctx context.Context, batch []D) error
+	// Submit, when set, decides a batch and queues its commit (see
+	// Committer.Submit); nil means the batch is to go to Commit.
+	Submit func(ctx context.Context, batch []D) *Flight
+	// Land waits for a submitted batch's commit (Committer.Land).
+	Land func(f *Flight) error
 	// BeforeAck runs between a batch's commit and its acknowledgement (a
 	// fault point).
 	BeforeAck func()
@@ -35,17 +42,93 @@ type Batches[D any] struct {
 // done or a subscription is refused. It returns the deliveries it holds
 // uncommitted at that moment.
 func (b *Batches[D]) Consume(ctx context.Context) ([]D, error) {
+	l := Loop[D]{Size: b.Size, Collect: b.collect, Commit: b.Commit, Submit: b.Submit, Land: b.Land,
+		BeforeAck: b.BeforeAck, Ack: b.Ack}
+	return l.Run(ctx)
+}
+
+// Loop is a consumer's batch loop: collect a batch, commit it, acknowledge
+// it, in that order.
+//
+// A broker sends no more than its in-flight window before the consumer
+// acknowledges some: committing one batch at a time, the window lies idle
+// while each commit is written. With Submit, a batch is submitted and the
+// next one collected and decided while it commits; collecting stops as
+// soon as the commit has landed, so that its acknowledgements are not kept
+// waiting. Acknowledgements stay in delivery order, each after its batch's
+// commit.
+type Loop[D any] struct {
+	Size int // the most deliveries in one batch
+	// Collect returns the next batch. It returns early, possibly with a
+	// partial batch, when ctx is done, on an error that ends the loop, or
+	// when landed is closed.
+	Collect func(ctx context.Context, landed <-chan struct{}) ([]D, error)
+	// Commit commits a batch, retrying; an error means ctx is done and
+	// nothing was committed.
+	Commit func(ctx context.Context, batch []D) error
+	// Submit, when set, decides a batch and queues its commit (see
+	// Committer.Submit); a nil Flight means the batch is to go to Commit.
+	Submit func(ctx context.Context, batch []D) *Flight
+	// Land waits for a submitted batch's commit (Committer.Land).
+	Land func(f *Flight) error
+	// BeforeAck runs between a batch's commit and its acknowledgement.
+	BeforeAck func()
+	// Ack acknowledges a committed batch in delivery order.
+	Ack func(batch []D)
+}
+
+// flight is a batch whose commit was submitted.
+type flight[D any] struct {
+	batch []D
+	f     *Flight
+}
+
+// Run runs the batches until ctx is done or Collect returns an error. It
+// returns the deliveries it holds uncommitted at that moment, and that
+// error.
+func (l *Loop[D]) Run(ctx context.Context) ([]D, error) {
+	var fl *flight[D] // committing while the next batch is collected
 	for {
-		batch, err := b.collect(ctx)
-		if ctx.Err() != nil {
-			return batch, nil
+		var landed <-chan struct{}
+		if fl != nil {
+			landed = fl.f.Landed()
 		}
-		if len(batch) > 0 {
-			if b.Commit(ctx, batch) != nil {
-				return batch, err
+		batch, err := l.Collect(ctx, landed)
+		var s settled[D]
+		if fl != nil && (ctx.Err() != nil || fl.f.done()) {
+			// Landed while the batch was collected: settled first, so
+			// that a failure is known before the next batch is decided.
+			s, fl = l.land(fl, nil), nil
+		}
+		if ctx.Err() != nil {
+			return append(s.again, batch...), nil
+		}
+		var next *flight[D]
+		if len(batch) > 0 && len(s.again) == 0 && l.Submit != nil {
+			if f := l.Submit(ctx, batch); f != nil {
+				next = &flight[D]{batch: batch, f: f}
 			}
-			b.BeforeAck()
-			b.Ack(batch)
+		}
+		submitted := next != nil
+		if fl != nil {
+			s = l.land(fl, next)
+		} else {
+			s.next = next
+		}
+		if len(batch) > 0 && !submitted {
+			s.again = append(s.again, batch...)
+		}
+		if rest := l.commit(ctx, s.again); rest != nil {
+			return rest, err
+		}
+		if s.after != nil {
+			l.BeforeAck()
+			l.Ack(s.after)
+		}
+		fl = s.next
+		if err != nil && fl != nil {
+			s := l.land(fl, nil)
+			return l.commit(ctx, s.again), err
 		}
 		if err != nil {
 			return nil, err
@@ -53,10 +136,56 @@ func (b *Batches[D]) Consume(ctx context.Context) ([]D, error) {
 	}
 }
 
+// settled is what land leaves to do, in order: commit again, then
+// acknowledge after; and the batch still in flight.
+type settled[D any] struct {
+	again []D // to be committed again, in order
+	after []D // committed, to be acknowledged once again is
+	next  *flight[D]
+}
+
+// land waits for fl's commit and acknowledges its batch. When the commit
+// failed, its batch is to be committed again, and next, submitted behind
+// it, is waited for as well: it fails too, decided on top of the failed
+// one, and is committed again after it; or it was decided on its own (a
+// shared store commits within Submit) and committed, and is acknowledged
+// after the failed one is committed. Else next stays in flight.
+func (l *Loop[D]) land(fl, next *flight[D]) settled[D] {
+	if l.Land(fl.f) == nil {
+		l.BeforeAck()
+		l.Ack(fl.batch)
+		return settled[D]{next: next}
+	}
+	s := settled[D]{again: fl.batch}
+	if next != nil {
+		if l.Land(next.f) == nil {
+			s.after = next.batch
+		} else {
+			s.again = slices.Concat(s.again, next.batch)
+		}
+	}
+	return s
+}
+
+// commit commits and acknowledges batches of rest in order, at most Size
+// deliveries each. It returns what it could not commit: ctx is done.
+func (l *Loop[D]) commit(ctx context.Context, rest []D) []D {
+	for len(rest) > 0 {
+		n := min(len(rest), l.Size)
+		if l.Commit(ctx, rest[:n]) != nil {
+			return rest
+		}
+		l.BeforeAck()
+		l.Ack(rest[:n])
+		rest = rest[n:]
+	}
+	return nil
+}
+
 // collect waits for a first delivery, then for more until the batch is full
 // or Linger has passed. It returns early, possibly with a partial batch,
-// when ctx is done or a subscription is refused.
-func (b *Batches[D]) collect(ctx context.Context) ([]D, error) {
+// when ctx is done, a subscription is refused, or landed is closed.
+func (b *Batches[D]) collect(ctx context.Context, landed <-chan struct{}) ([]D, error) {
 	var (
 		batch  = make([]D, 0, b.Size)
 		linger <-chan time.Time
@@ -78,6 +207,8 @@ func (b *Batches[D]) collect(ctx context.Context) ([]D, error) {
 		case <-b.Queue.Ready():
 		case <-linger:
 			return b.Queue.Take(batch, b.Size-len(batch)), nil
+		case <-landed:
+			return batch, nil
 		case <-ctx.Done():
 			return batch, nil
 		case err := <-b.Fatal:

@@ -25,7 +25,10 @@ type recorder struct {
 
 func (r *recorder) batches(q *Queue[int], fatal chan error) *Batches[int] {
 	return &Batches[int]{Name: "test", Queue: q, Size: 3, Linger: time.Millisecond, Fatal: fatal,
-		Commit: func(_ context.Context, b []int) error {
+		Commit: func(ctx context.Context, b []int) error {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			r.n++
 			if r.n == r.failAt {
 				return context.Canceled
@@ -124,6 +127,232 @@ func TestReportAcks(t *testing.T) {
 		b.ReportAcks(2, 0, time.Time{})
 		if len(got) != 1 || got[0].Kind != source.AckDropped || got[0].N != 2 {
 			t.Fatalf("events %+v", got)
+		}
+	})
+}
+
+// acked makes b's Ack also send on the channel it returns.
+func acked(b *Batches[int]) <-chan struct{} {
+	acks, ack := make(chan struct{}, 8), b.Ack
+	b.Ack = func(batch []int) {
+		ack(batch)
+		acks <- struct{}{}
+	}
+	return acks
+}
+
+// queued is how many deliveries q holds.
+func queued(q *Queue[int]) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+// land lands f, with err, with the error it lands with.
+func land(f *Flight, err error) {
+	f.err = err
+	close(f.landed)
+}
+
+func TestBatchesSubmitted(t *testing.T) {
+	// pipelined returns Batches whose Submit hands each flight to the test
+	// (on flights) and whose Land and Commit are noted in r.calls.
+	pipelined := func(q *Queue[int], r *recorder, linger time.Duration) (*Batches[int], chan *Flight) {
+		flights := make(chan *Flight, 4)
+		b := r.batches(q, make(chan error))
+		b.Linger = linger
+		b.Submit = func(_ context.Context, batch []int) *Flight {
+			r.calls = append(r.calls, "submit"+sprint(batch))
+			f := &Flight{landed: make(chan struct{}), n: len(batch)}
+			flights <- f
+			return f
+		}
+		b.Land = func(f *Flight) error {
+			<-f.landed
+			if f.err != nil {
+				r.calls = append(r.calls, "failed")
+			}
+			return f.err
+		}
+		return b, flights
+	}
+	type result struct {
+		rest []int
+		err  error
+	}
+	consume := func(ctx context.Context, b *Batches[int]) chan result {
+		out := make(chan result, 1)
+		go func() {
+			rest, err := b.Consume(ctx)
+			out <- result{rest, err}
+		}()
+		return out
+	}
+
+	t.Run("a batch is acknowledged once its commit lands, without waiting for the linger, and before the next is decided", func(t *testing.T) {
+		q, r := NewQueue[int](), &recorder{}
+		ctx, cancel := context.WithCancel(context.Background())
+		b, flights := pipelined(q, r, time.Hour)
+		q.Push(1)
+		q.Push(2)
+		q.Push(3)
+		done := consume(ctx, b)
+		first := <-flights // [1 2 3], a full batch
+		q.Push(4)
+		land(first, nil) // the collect lingering on [4] stops for it
+		land(<-flights, nil)
+		cancel()
+		res := <-done
+		if res.err != nil || len(res.rest) != 0 {
+			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
+		}
+		want := []string{"submit 1 2 3", "before-ack", "ack 1 2 3", "submit 4", "before-ack", "ack 4"}
+		if !slices.Equal(r.calls, want) {
+			t.Fatalf("calls %q, want %q", r.calls, want)
+		}
+	})
+	t.Run("a commit that failed while the next batch was collected is committed again before that batch is decided", func(t *testing.T) {
+		q, r := NewQueue[int](), &recorder{}
+		ctx, cancel := context.WithCancel(context.Background())
+		b, flights := pipelined(q, r, time.Hour)
+		q.Push(1)
+		q.Push(2)
+		q.Push(3)
+		acks := acked(b)
+		done := consume(ctx, b)
+		first := <-flights
+		q.Push(4)
+		for queued(q) > 0 { // the collect lingers on [4]
+			time.Sleep(time.Millisecond)
+		}
+		land(first, errors.New("store down"))
+		<-acks
+		<-acks
+		q.Push(5)
+		q.Push(6)
+		q.Push(7)
+		land(<-flights, nil)
+		cancel()
+		if res := <-done; res.err != nil || len(res.rest) != 0 {
+			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
+		}
+		want := []string{"submit 1 2 3", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3", "commit 4", "before-ack", "ack 4",
+			"submit 5 6 7", "before-ack", "ack 5 6 7"}
+		if !slices.Equal(r.calls, want) {
+			t.Fatalf("calls %q, want %q", r.calls, want)
+		}
+	})
+	t.Run("a failed commit is committed again, with the batch submitted behind it, in order, before either is acknowledged", func(t *testing.T) {
+		q, r := NewQueue[int](), &recorder{}
+		ctx, cancel := context.WithCancel(context.Background())
+		b, flights := pipelined(q, r, 0)
+		for i := 1; i <= 4; i++ {
+			q.Push(i)
+		}
+		done := consume(ctx, b)
+		first := <-flights  // [1 2 3]
+		second := <-flights // [4]: submitted before the first lands
+		land(first, errors.New("store down"))
+		land(second, errors.New("aborted: decided on top of the failed batch"))
+		q.Push(5)
+		q.Push(6)
+		q.Push(7)
+		land(<-flights, nil)
+		cancel()
+		if res := <-done; res.err != nil || len(res.rest) != 0 {
+			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
+		}
+		want := []string{"submit 1 2 3", "submit 4", "failed", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3",
+			"commit 4", "before-ack", "ack 4", "submit 5 6 7", "before-ack", "ack 5 6 7"}
+		if !slices.Equal(r.calls, want) {
+			t.Fatalf("calls %q, want %q", r.calls, want)
+		}
+	})
+	t.Run("a batch submitted behind a failed commit and committed on its own is acknowledged after the failed one is committed again, not decided twice", func(t *testing.T) {
+		q, r := NewQueue[int](), &recorder{}
+		ctx, cancel := context.WithCancel(context.Background())
+		b, flights := pipelined(q, r, 0)
+		for i := 1; i <= 4; i++ {
+			q.Push(i)
+		}
+		acks := acked(b)
+		done := consume(ctx, b)
+		first := <-flights
+		land(<-flights, nil) // a shared store commits within Submit
+		land(first, errors.New("store down"))
+		<-acks
+		<-acks
+		q.Push(5)
+		q.Push(6)
+		q.Push(7)
+		land(<-flights, nil)
+		cancel()
+		if res := <-done; res.err != nil || len(res.rest) != 0 {
+			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
+		}
+		want := []string{"submit 1 2 3", "submit 4", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3", "before-ack", "ack 4",
+			"submit 5 6 7", "before-ack", "ack 5 6 7"}
+		if !slices.Equal(r.calls, want) {
+			t.Fatalf("calls %q, want %q", r.calls, want)
+		}
+	})
+	t.Run("a batch not submitted is committed after the one in flight lands", func(t *testing.T) {
+		q, r := NewQueue[int](), &recorder{}
+		ctx, cancel := context.WithCancel(context.Background())
+		b, flights := pipelined(q, r, 0)
+		submit := b.Submit
+		b.Submit = func(ctx context.Context, batch []int) *Flight {
+			if batch[0] == 4 { // refused at once: Commit retries it
+				r.calls = append(r.calls, "refused"+sprint(batch))
+				return nil
+			}
+			return submit(ctx, batch)
+		}
+		for i := 1; i <= 4; i++ {
+			q.Push(i)
+		}
+		done := consume(ctx, b)
+		land(<-flights, nil)
+		q.Push(5)
+		q.Push(6)
+		q.Push(7)
+		land(<-flights, nil)
+		cancel()
+		if res := <-done; res.err != nil || len(res.rest) != 0 {
+			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
+		}
+		want := []string{"submit 1 2 3", "refused 4", "before-ack", "ack 1 2 3", "commit 4", "before-ack", "ack 4",
+			"submit 5 6 7", "before-ack", "ack 5 6 7"}
+		if !slices.Equal(r.calls, want) {
+			t.Fatalf("calls %q, want %q", r.calls, want)
+		}
+	})
+	t.Run("at shutdown a batch in flight is acknowledged once it lands, or handed to the drain when it failed", func(t *testing.T) {
+		for _, failed := range []bool{false, true} {
+			q, r := NewQueue[int](), &recorder{}
+			ctx, cancel := context.WithCancel(context.Background())
+			b, flights := pipelined(q, r, 0)
+			for i := 1; i <= 4; i++ {
+				q.Push(i)
+			}
+			done := consume(ctx, b)
+			first := <-flights
+			second := <-flights
+			var err error
+			if failed {
+				err = errors.New("store down")
+			}
+			land(second, err)
+			cancel()
+			land(first, err)
+			res := <-done
+			want, rest := []string{"submit 1 2 3", "submit 4", "before-ack", "ack 1 2 3", "before-ack", "ack 4"}, []int(nil)
+			if failed {
+				want, rest = []string{"submit 1 2 3", "submit 4", "failed", "failed"}, []int{1, 2, 3, 4}
+			}
+			if res.err != nil || !slices.Equal(res.rest, rest) || !slices.Equal(r.calls, want) {
+				t.Fatalf("failed %v: Consume = %v, %v, calls %q; want %v in hand, calls %q", failed, res.rest, res.err, r.calls, rest, want)
+			}
 		}
 	})
 }

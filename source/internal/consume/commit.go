@@ -20,6 +20,15 @@ type Processor interface {
 	Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error)
 }
 
+// Submitter is a Processor that decides a batch at once and commits it
+// behind the batches submitted before it (*engine.Engine is one): a
+// consumer then collects and decides its next batch while this one is
+// written. When a commit fails, every batch submitted after it fails too,
+// and each wait must be called (engine.Engine.Submit).
+type Submitter interface {
+	Submit(ctx context.Context, msgs []engine.Message) (wait func() ([]engine.Decision, error), err error)
+}
+
 // Preparer is a Processor that can decode messages ahead of Process, on
 // another goroutine (*engine.Engine can). Prepare must be safe for
 // concurrent use with Process.
@@ -119,5 +128,80 @@ func (c *Committer) Commit(ctx context.Context, msgs []engine.Message, retrying 
 		if !Sleep(ctx.Done(), wait) {
 			return ctx.Err()
 		}
+	}
+}
+
+// Flight is a batch submitted and on its way to the store.
+type Flight struct {
+	landed chan struct{} // closed once the commit is durable or failed
+	err    error         // the commit's failure; set before landed closes
+	n      int
+	start  time.Time
+}
+
+// Landed is closed once the batch's commit is durable or has failed.
+func (f *Flight) Landed() <-chan struct{} { return f.landed }
+
+// done reports whether Landed is closed.
+func (f *Flight) done() bool {
+	select {
+	case <-f.landed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Submit submits msgs when the Processor is a Submitter. It returns nil
+// when it is not, or when it refused the batch at once: the batch is then
+// to be passed to Commit, which retries. kept runs, before Landed closes,
+// when the commit failed (see Keep).
+func (c *Committer) Submit(ctx context.Context, msgs []engine.Message, kept func()) *Flight {
+	s, ok := c.p.(Submitter)
+	if !ok {
+		return nil
+	}
+	f := &Flight{landed: make(chan struct{}), n: len(msgs), start: time.Now()}
+	wait, err := s.Submit(ctx, msgs)
+	if err != nil {
+		kept()
+		return nil
+	}
+	go func() {
+		if _, f.err = wait(); f.err != nil {
+			kept()
+		}
+		close(f.landed)
+	}()
+	return f
+}
+
+// Land waits for f's commit and reports it as Commit reports an attempt.
+// On an error nothing of the batch is to be acknowledged: it is to be
+// passed to Commit again, after every batch submitted behind it has landed
+// too.
+func (c *Committer) Land(f *Flight) error {
+	<-f.landed
+	took := time.Since(f.start)
+	if f.err == nil {
+		c.obs.Observe(source.Event{Kind: source.Committed, N: f.n, Duration: took})
+		if !c.ok.Swap(true) {
+			c.log.Info(c.name + " commit recovered")
+		}
+		return nil
+	}
+	c.ok.Store(false)
+	c.obs.Observe(source.Event{Kind: source.CommitFailed, N: f.n, Duration: took, Err: f.err})
+	c.log.Error(c.name+" commit failed: nothing acknowledged, committing the batch again",
+		"messages", f.n, "err", f.err)
+	return f.err
+}
+
+// SubmitMessages returns a Batches.Submit that submits each batch's engine
+// messages (msg points at one delivery's) through c.
+func SubmitMessages[D any](c *Committer, msg func(*D) *engine.Message) func(context.Context, []D) *Flight {
+	return func(ctx context.Context, batch []D) *Flight {
+		msgs := Messages(batch, msg)
+		return c.Submit(ctx, msgs, func() { Keep(batch, msgs, msg) })
 	}
 }

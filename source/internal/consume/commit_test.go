@@ -114,3 +114,57 @@ func TestACommitThatStopsKeepsWhatItNotedInTheDeliveries(t *testing.T) {
 		t.Fatalf("the drain passed %+v, not the messages the first attempt noted in", p.got)
 	}
 }
+
+// submitting is a Submitter whose commits fail while fail is set; each
+// attempt notes itself in its first message, as a shared store's partial
+// commit does.
+type submitting struct {
+	failing
+	fail bool
+}
+
+func (s *submitting) Submit(_ context.Context, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+	msgs[0].Broker = "noted by the attempt"
+	fail := s.fail
+	return func() ([]engine.Decision, error) {
+		if fail {
+			return nil, errors.New("store down")
+		}
+		return make([]engine.Decision, len(msgs)), nil
+	}, nil
+}
+
+func TestCommitterSubmit(t *testing.T) {
+	type delivery struct{ msg engine.Message }
+	msg := func(d *delivery) *engine.Message { return &d.msg }
+	var kinds []source.EventKind
+	obs := source.ObserverFunc(func(e source.Event) { kinds = append(kinds, e.Kind) })
+	t.Run("a Processor that cannot submit gets no flight", func(t *testing.T) {
+		c := NewCommitter("test", &failing{}, Backoff{}, obs, slog.New(slog.DiscardHandler))
+		if f := SubmitMessages(c, msg)(context.Background(), make([]delivery, 1)); f != nil {
+			t.Fatal("a flight from a Processor that cannot submit")
+		}
+	})
+	t.Run("a flight that lands is reported committed", func(t *testing.T) {
+		kinds = nil
+		c := NewCommitter("test", &submitting{}, Backoff{}, obs, slog.New(slog.DiscardHandler))
+		batch := make([]delivery, 2)
+		if err := c.Land(SubmitMessages(c, msg)(context.Background(), batch)); err != nil || !c.OK() {
+			t.Fatalf("Land = %v, OK %v", err, c.OK())
+		}
+		if len(kinds) != 1 || kinds[0] != source.Committed || batch[0].msg.Broker != "" {
+			t.Fatalf("events %v, first delivery %+v", kinds, batch[0].msg)
+		}
+	})
+	t.Run("a flight that fails is reported, is not OK, and keeps what the attempt noted in its deliveries", func(t *testing.T) {
+		kinds = nil
+		c := NewCommitter("test", &submitting{fail: true}, Backoff{}, obs, slog.New(slog.DiscardHandler))
+		batch := make([]delivery, 2)
+		if err := c.Land(SubmitMessages(c, msg)(context.Background(), batch)); err == nil || c.OK() {
+			t.Fatalf("Land = %v, OK %v; want the failure", err, c.OK())
+		}
+		if len(kinds) != 1 || kinds[0] != source.CommitFailed || batch[0].msg.Broker != "noted by the attempt" {
+			t.Fatalf("events %v, first delivery %+v", kinds, batch[0].msg)
+		}
+	})
+}
