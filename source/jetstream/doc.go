@@ -53,6 +53,12 @@
 // jittered, growing wait, buffers acks meanwhile, and issues the pull again.
 // A consumer deleted on the server ends Run with ErrConsumerDeleted.
 //
+// A Processor that also has Submit, as the engine does (engine.Engine.Submit),
+// has the next batch collected and decided while the last one commits;
+// acknowledgements stay in delivery order, each after its batch's commit. A batch
+// whose commit failed is passed to Process again, and so is one decided
+// on top of it.
+//
 // A Processor that also has Prepare([]engine.Message), as the engine does,
 // has each message decoded on the goroutine that pulls, off the one that
 // decides and commits.

@@ -50,6 +50,12 @@
 // 2.0.11 configured with max_queued_messages 0 was seen sending thousands
 // past a Receive Maximum of 1000; those deliveries wait in the consumer.)
 //
+// A Processor that also has Submit, as the engine does (engine.Engine.Submit),
+// has the next batch collected and decided while the last one commits;
+// acknowledgements stay in receive order, each after its batch's commit. A batch
+// whose commit failed is passed to Process again, and so is one decided
+// on top of it.
+//
 // A Processor that also has Prepare([]engine.Message), as the engine does,
 // has each message decoded in paho's receive callback, off the goroutine
 // that decides and commits.

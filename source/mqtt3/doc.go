@@ -51,8 +51,15 @@
 // largest batch: raise it for throughput.
 //
 // A Process error acknowledges nothing: the same batch is passed again after
-// a capped, jittered, growing delay, and Ready reports false meanwhile. A
-// Processor that also has Prepare([]engine.Message), as the engine does,
+// a capped, jittered, growing delay, and Ready reports false meanwhile.
+//
+// A Processor that also has Submit, as the engine does (engine.Engine.Submit),
+// has the next batch collected and decided while the last one commits;
+// acknowledgements stay in receive order, each after its batch's commit. A batch
+// whose commit failed is passed to Process again, and so is one decided
+// on top of it.
+//
+// A Processor that also has Prepare([]engine.Message), as the engine does,
 // has each message decoded in paho's receive callback, off the goroutine
 // that decides and commits.
 //
