@@ -29,7 +29,7 @@ func TestNoAckOnALaterConnection(t *testing.T) {
 	}
 	held, release := make(chan struct{}), make(chan struct{})
 	first := true
-	c.beforeAck = func() { // on the consuming goroutine
+	c.beforeAck = func(time.Time) { // on the consuming goroutine
 		if first {
 			first = false
 			close(held)

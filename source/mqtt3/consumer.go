@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/replayguard/replayguard/internal/mqttconn"
 	"github.com/replayguard/replayguard/source"
@@ -50,8 +51,8 @@ type Consumer struct {
 	commits    *consume.Committer
 	batches    *consume.Batches[delivery]
 
-	fatal     chan error // a refused subscription; buffered
-	beforeAck func()     // a fault point; tests in this package set it
+	fatal     chan error      // a refused subscription; buffered
+	beforeAck func(time.Time) // a fault point; tests in this package set it
 }
 
 // New returns a Consumer of the brokers in cfg for p, or an error wrapping
@@ -74,7 +75,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.commits = consume.NewCommitter("mqtt", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
 	c.batches = &consume.Batches[delivery]{Name: "mqtt", Queue: c.q, Size: cfg.BatchSize, Linger: cfg.BatchLinger,
 		Fatal: c.fatal, Commit: consume.CommitMessages(c.commits, (*delivery).message),
-		Submit: consume.SubmitMessages(c.commits, (*delivery).message), Land: c.commits.Land, BeforeAck: func() { c.beforeAck() }, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
+		Submit: consume.SubmitMessages(c.commits, (*delivery).message), Land: c.commits.Land, BeforeAck: func(at time.Time) { c.beforeAck(at) }, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
 	return c, nil
 }
 

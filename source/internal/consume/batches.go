@@ -29,9 +29,9 @@ type Batches[D any] struct {
 	Submit func(ctx context.Context, batch []D) *Flight
 	// Land waits for a submitted batch's commit (Committer.Land).
 	Land func(f *Flight) error
-	// BeforeAck runs between a batch's commit and its acknowledgement (a
-	// fault point).
-	BeforeAck func()
+	// BeforeAck runs between a batch's commit, landed at the time it is
+	// given, and its acknowledgement (a fault point).
+	BeforeAck func(committed time.Time)
 	// Ack acknowledges a committed batch in receive order.
 	Ack      func(batch []D)
 	Log      *slog.Logger
@@ -71,8 +71,9 @@ type Loop[D any] struct {
 	Submit func(ctx context.Context, batch []D) *Flight
 	// Land waits for a submitted batch's commit (Committer.Land).
 	Land func(f *Flight) error
-	// BeforeAck runs between a batch's commit and its acknowledgement.
-	BeforeAck func()
+	// BeforeAck runs between a batch's commit, landed at the time it is
+	// given, and its acknowledgement.
+	BeforeAck func(committed time.Time)
 	// Ack acknowledges a committed batch in delivery order.
 	Ack func(batch []D)
 }
@@ -122,7 +123,7 @@ func (l *Loop[D]) Run(ctx context.Context) ([]D, error) {
 			return rest, err
 		}
 		if s.after != nil {
-			l.BeforeAck()
+			l.BeforeAck(s.afterAt)
 			l.Ack(s.after)
 		}
 		fl = s.next
@@ -139,9 +140,10 @@ func (l *Loop[D]) Run(ctx context.Context) ([]D, error) {
 // settled is what land leaves to do, in order: commit again, then
 // acknowledge after; and the batch still in flight.
 type settled[D any] struct {
-	again []D // to be committed again, in order
-	after []D // committed, to be acknowledged once again is
-	next  *flight[D]
+	again   []D       // to be committed again, in order
+	after   []D       // committed, to be acknowledged once again is
+	afterAt time.Time // when after's commit landed
+	next    *flight[D]
 }
 
 // land waits for fl's commit and acknowledges its batch. When the commit
@@ -152,14 +154,14 @@ type settled[D any] struct {
 // after the failed one is committed. Else next stays in flight.
 func (l *Loop[D]) land(fl, next *flight[D]) settled[D] {
 	if l.Land(fl.f) == nil {
-		l.BeforeAck()
+		l.BeforeAck(fl.f.At())
 		l.Ack(fl.batch)
 		return settled[D]{next: next}
 	}
 	s := settled[D]{again: fl.batch}
 	if next != nil {
 		if l.Land(next.f) == nil {
-			s.after = next.batch
+			s.after, s.afterAt = next.batch, next.f.At()
 		} else {
 			s.again = slices.Concat(s.again, next.batch)
 		}
@@ -175,7 +177,7 @@ func (l *Loop[D]) commit(ctx context.Context, rest []D) []D {
 		if l.Commit(ctx, rest[:n]) != nil {
 			return rest
 		}
-		l.BeforeAck()
+		l.BeforeAck(time.Now())
 		l.Ack(rest[:n])
 		rest = rest[n:]
 	}

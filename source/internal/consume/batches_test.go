@@ -36,7 +36,7 @@ func (r *recorder) batches(q *Queue[int], fatal chan error) *Batches[int] {
 			r.calls = append(r.calls, "commit"+sprint(b))
 			return nil
 		},
-		BeforeAck: func() { r.calls = append(r.calls, "before-ack") },
+		BeforeAck: func(time.Time) { r.calls = append(r.calls, "before-ack") },
 		Ack:       func(b []int) { r.calls = append(r.calls, "ack"+sprint(b)) },
 		Log:       slog.New(slog.DiscardHandler),
 		Observer:  source.ObserverFunc(func(e source.Event) { r.calls = append(r.calls, e.Kind.String()) }),

@@ -135,12 +135,16 @@ func (c *Committer) Commit(ctx context.Context, msgs []engine.Message, retrying 
 type Flight struct {
 	landed chan struct{} // closed once the commit is durable or failed
 	err    error         // the commit's failure; set before landed closes
+	at     time.Time     // when it landed; set before landed closes
 	n      int
 	start  time.Time
 }
 
 // Landed is closed once the batch's commit is durable or has failed.
 func (f *Flight) Landed() <-chan struct{} { return f.landed }
+
+// At is when the commit landed; valid once Landed is closed.
+func (f *Flight) At() time.Time { return f.at }
 
 // done reports whether Landed is closed.
 func (f *Flight) done() bool {
@@ -171,6 +175,7 @@ func (c *Committer) Submit(ctx context.Context, msgs []engine.Message, kept func
 		if _, f.err = wait(); f.err != nil {
 			kept()
 		}
+		f.at = time.Now()
 		close(f.landed)
 	}()
 	return f
