@@ -199,7 +199,10 @@ func TestBatchesSubmitted(t *testing.T) {
 		done := consume(ctx, b)
 		first := <-flights // [1 2 3], a full batch
 		q.Push(4)
-		land(first, nil) // the collect lingering on [4] stops for it
+		for queued(q) > 0 { // the collect lingers on [4]
+			time.Sleep(time.Millisecond)
+		}
+		land(first, nil) // and stops for this
 		land(<-flights, nil)
 		cancel()
 		res := <-done
@@ -254,16 +257,14 @@ func TestBatchesSubmitted(t *testing.T) {
 		second := <-flights // [4]: submitted before the first lands
 		land(first, errors.New("store down"))
 		land(second, errors.New("aborted: decided on top of the failed batch"))
-		q.Push(5)
-		q.Push(6)
-		q.Push(7)
+		q.Push(5) // one: with no linger, a batch is what the queue holds when it is taken
 		land(<-flights, nil)
 		cancel()
 		if res := <-done; res.err != nil || len(res.rest) != 0 {
 			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
 		}
 		want := []string{"submit 1 2 3", "submit 4", "failed", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3",
-			"commit 4", "before-ack", "ack 4", "submit 5 6 7", "before-ack", "ack 5 6 7"}
+			"commit 4", "before-ack", "ack 4", "submit 5", "before-ack", "ack 5"}
 		if !slices.Equal(r.calls, want) {
 			t.Fatalf("calls %q, want %q", r.calls, want)
 		}
@@ -282,16 +283,14 @@ func TestBatchesSubmitted(t *testing.T) {
 		land(first, errors.New("store down"))
 		<-acks
 		<-acks
-		q.Push(5)
-		q.Push(6)
-		q.Push(7)
+		q.Push(5) // one: with no linger, a batch is what the queue holds when it is taken
 		land(<-flights, nil)
 		cancel()
 		if res := <-done; res.err != nil || len(res.rest) != 0 {
 			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
 		}
 		want := []string{"submit 1 2 3", "submit 4", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3", "before-ack", "ack 4",
-			"submit 5 6 7", "before-ack", "ack 5 6 7"}
+			"submit 5", "before-ack", "ack 5"}
 		if !slices.Equal(r.calls, want) {
 			t.Fatalf("calls %q, want %q", r.calls, want)
 		}
@@ -300,10 +299,11 @@ func TestBatchesSubmitted(t *testing.T) {
 		q, r := NewQueue[int](), &recorder{}
 		ctx, cancel := context.WithCancel(context.Background())
 		b, flights := pipelined(q, r, 0)
-		submit := b.Submit
+		submit, refused := b.Submit, make(chan struct{})
 		b.Submit = func(ctx context.Context, batch []int) *Flight {
 			if batch[0] == 4 { // refused at once: Commit retries it
 				r.calls = append(r.calls, "refused"+sprint(batch))
+				close(refused)
 				return nil
 			}
 			return submit(ctx, batch)
@@ -312,17 +312,17 @@ func TestBatchesSubmitted(t *testing.T) {
 			q.Push(i)
 		}
 		done := consume(ctx, b)
-		land(<-flights, nil)
-		q.Push(5)
-		q.Push(6)
-		q.Push(7)
+		first := <-flights
+		<-refused // [4], collected while [1 2 3] is in flight
+		land(first, nil)
+		q.Push(5) // one: with no linger, a batch is what the queue holds when it is taken
 		land(<-flights, nil)
 		cancel()
 		if res := <-done; res.err != nil || len(res.rest) != 0 {
 			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
 		}
 		want := []string{"submit 1 2 3", "refused 4", "before-ack", "ack 1 2 3", "commit 4", "before-ack", "ack 4",
-			"submit 5 6 7", "before-ack", "ack 5 6 7"}
+			"submit 5", "before-ack", "ack 5"}
 		if !slices.Equal(r.calls, want) {
 			t.Fatalf("calls %q, want %q", r.calls, want)
 		}
