@@ -180,6 +180,17 @@ func TestBatchesSubmitted(t *testing.T) {
 		rest []int
 		err  error
 	}
+	// stop ends Consume, which must hold nothing then, and checks the calls.
+	stop := func(t *testing.T, cancel context.CancelFunc, done chan result, r *recorder, want []string) {
+		t.Helper()
+		cancel()
+		if res := <-done; res.err != nil || len(res.rest) != 0 {
+			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
+		}
+		if !slices.Equal(r.calls, want) {
+			t.Fatalf("calls %q, want %q", r.calls, want)
+		}
+	}
 	consume := func(ctx context.Context, b *Batches[int]) chan result {
 		out := make(chan result, 1)
 		go func() {
@@ -204,15 +215,7 @@ func TestBatchesSubmitted(t *testing.T) {
 		}
 		land(first, nil) // and stops for this
 		land(<-flights, nil)
-		cancel()
-		res := <-done
-		if res.err != nil || len(res.rest) != 0 {
-			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
-		}
-		want := []string{"submit 1 2 3", "before-ack", "ack 1 2 3", "submit 4", "before-ack", "ack 4"}
-		if !slices.Equal(r.calls, want) {
-			t.Fatalf("calls %q, want %q", r.calls, want)
-		}
+		stop(t, cancel, done, r, []string{"submit 1 2 3", "before-ack", "ack 1 2 3", "submit 4", "before-ack", "ack 4"})
 	})
 	t.Run("a commit that failed while the next batch was collected is committed again before that batch is decided", func(t *testing.T) {
 		q, r := NewQueue[int](), &recorder{}
@@ -235,15 +238,8 @@ func TestBatchesSubmitted(t *testing.T) {
 		q.Push(6)
 		q.Push(7)
 		land(<-flights, nil)
-		cancel()
-		if res := <-done; res.err != nil || len(res.rest) != 0 {
-			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
-		}
-		want := []string{"submit 1 2 3", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3", "commit 4", "before-ack", "ack 4",
-			"submit 5 6 7", "before-ack", "ack 5 6 7"}
-		if !slices.Equal(r.calls, want) {
-			t.Fatalf("calls %q, want %q", r.calls, want)
-		}
+		stop(t, cancel, done, r, []string{"submit 1 2 3", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3", "commit 4", "before-ack", "ack 4",
+			"submit 5 6 7", "before-ack", "ack 5 6 7"})
 	})
 	t.Run("a failed commit is committed again, with the batch submitted behind it, in order, before either is acknowledged", func(t *testing.T) {
 		q, r := NewQueue[int](), &recorder{}
@@ -259,15 +255,8 @@ func TestBatchesSubmitted(t *testing.T) {
 		land(second, errors.New("aborted: decided on top of the failed batch"))
 		q.Push(5) // one: with no linger, a batch is what the queue holds when it is taken
 		land(<-flights, nil)
-		cancel()
-		if res := <-done; res.err != nil || len(res.rest) != 0 {
-			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
-		}
-		want := []string{"submit 1 2 3", "submit 4", "failed", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3",
-			"commit 4", "before-ack", "ack 4", "submit 5", "before-ack", "ack 5"}
-		if !slices.Equal(r.calls, want) {
-			t.Fatalf("calls %q, want %q", r.calls, want)
-		}
+		stop(t, cancel, done, r, []string{"submit 1 2 3", "submit 4", "failed", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3",
+			"commit 4", "before-ack", "ack 4", "submit 5", "before-ack", "ack 5"})
 	})
 	t.Run("a batch submitted behind a failed commit and committed on its own is acknowledged after the failed one is committed again, not decided twice", func(t *testing.T) {
 		q, r := NewQueue[int](), &recorder{}
@@ -285,15 +274,8 @@ func TestBatchesSubmitted(t *testing.T) {
 		<-acks
 		q.Push(5) // one: with no linger, a batch is what the queue holds when it is taken
 		land(<-flights, nil)
-		cancel()
-		if res := <-done; res.err != nil || len(res.rest) != 0 {
-			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
-		}
-		want := []string{"submit 1 2 3", "submit 4", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3", "before-ack", "ack 4",
-			"submit 5", "before-ack", "ack 5"}
-		if !slices.Equal(r.calls, want) {
-			t.Fatalf("calls %q, want %q", r.calls, want)
-		}
+		stop(t, cancel, done, r, []string{"submit 1 2 3", "submit 4", "failed", "commit 1 2 3", "before-ack", "ack 1 2 3", "before-ack", "ack 4",
+			"submit 5", "before-ack", "ack 5"})
 	})
 	t.Run("a batch not submitted is committed after the one in flight lands", func(t *testing.T) {
 		q, r := NewQueue[int](), &recorder{}
@@ -317,15 +299,8 @@ func TestBatchesSubmitted(t *testing.T) {
 		land(first, nil)
 		q.Push(5) // one: with no linger, a batch is what the queue holds when it is taken
 		land(<-flights, nil)
-		cancel()
-		if res := <-done; res.err != nil || len(res.rest) != 0 {
-			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
-		}
-		want := []string{"submit 1 2 3", "refused 4", "before-ack", "ack 1 2 3", "commit 4", "before-ack", "ack 4",
-			"submit 5", "before-ack", "ack 5"}
-		if !slices.Equal(r.calls, want) {
-			t.Fatalf("calls %q, want %q", r.calls, want)
-		}
+		stop(t, cancel, done, r, []string{"submit 1 2 3", "refused 4", "before-ack", "ack 1 2 3", "commit 4", "before-ack", "ack 4",
+			"submit 5", "before-ack", "ack 5"})
 	})
 	t.Run("at shutdown a batch in flight is acknowledged once it lands, or handed to the drain when it failed", func(t *testing.T) {
 		for _, failed := range []bool{false, true} {
