@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,12 @@ type feedSource struct {
 }
 
 // newFeedsSource builds one MQTT consumer per feed, each passing its
-// deliveries, named by its feed, to p one batch at a time.
+// deliveries, named by its feed, to p. Where p has Submit and the store is
+// a single owner's, each feed's consumer decides its next batch while one
+// commits, and the engine's committer writes the feeds' waiting batches in
+// one commit. On a shared store, whose commit is made inside Submit, the
+// feeds' batches that wait are combined into one call instead
+// (oneAtATime).
 func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p mqtt.Processor) (*feedsSource, error) {
 	names := make([]string, len(cfg.MQTT.Feeds))
 	for i, f := range cfg.MQTT.Feeds {
@@ -75,14 +81,22 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		if mc.TLS, err = clientTLS(tlsCfg); err != nil {
 			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 		}
-		proc := procs[i]
-		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, proc, flog)
+		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, feedProcessor(procs[i], cfg.Store.Shared()), flog)
 		if err != nil {
 			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 		}
-		s.feeds = append(s.feeds, &feedSource{name: f.Name, src: src, proc: proc})
+		s.feeds = append(s.feeds, &feedSource{name: f.Name, src: src, proc: procs[i]})
 	}
 	return s, nil
+}
+
+// feedProcessor is what a feed's consumer passes its batches to: f with
+// Submit where it has one, unless the store is shared (newFeedsSource).
+func feedProcessor(f *FeedProcessor, shared bool) mqtt.Processor {
+	if sub := f.Submitting(); sub != nil && !shared {
+		return sub
+	}
+	return f
 }
 
 // Run runs every feed until ctx is done. A feed that returns early (its
@@ -259,6 +273,45 @@ func (f *FeedProcessor) Process(ctx context.Context, msgs []engine.Message) ([]e
 	if err != nil {
 		return ds, err
 	}
+	f.count(ds)
+	return ds, nil
+}
+
+// submitter is a processor that decides a batch at once and commits it
+// behind the batches submitted before it (*engine.Engine, see
+// engine.Engine.Submit).
+type submitter interface {
+	Submit(ctx context.Context, msgs []engine.Message) (wait func() ([]engine.Decision, error), err error)
+}
+
+// SubmittingFeed is a FeedProcessor with Submit: its feed's consumer
+// decides the next batch while one commits.
+type SubmittingFeed struct{ *FeedProcessor }
+
+// Submitting returns f with Submit, or nil when the processor it passes
+// its batches to has none. Each feed's batches commit in the order its
+// consumer submits them; the feeds' batches in the order they reach the
+// engine. A commit that fails fails every batch submitted after it, from
+// either feed, and each feed's consumer commits its own again.
+func (f *FeedProcessor) Submitting() *SubmittingFeed {
+	if _, ok := f.one.p.(submitter); !ok {
+		return nil
+	}
+	return &SubmittingFeed{f}
+}
+
+// Submit names the feed on msgs and submits them; wait returns their
+// decisions once committed.
+func (s *SubmittingFeed) Submit(ctx context.Context, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+	f := s.FeedProcessor
+	for i := range msgs {
+		msgs[i].Feed = f.name
+	}
+	return f.one.submit(ctx, f, msgs)
+}
+
+// count counts a committed batch's decisions.
+func (f *FeedProcessor) count(ds []engine.Decision) {
 	var first, dups uint64
 	for _, d := range ds {
 		switch {
@@ -268,10 +321,9 @@ func (f *FeedProcessor) Process(ctx context.Context, msgs []engine.Message) ([]e
 			dups++
 		}
 	}
-	f.deliveries.Add(uint64(len(msgs)))
+	f.deliveries.Add(uint64(len(ds)))
 	f.first.Add(first)
 	f.duplicates.Add(dups)
-	return ds, nil
 }
 
 // Prepare decodes ahead of Process when the processor can: each feed's
@@ -334,14 +386,23 @@ func (a *arrivals) add(key engine.Hash, x arrival) {
 // both. The first caller that finds the engine idle commits what is
 // waiting, its own batch first; the callers it committed for return with
 // their decisions, and one that arrived meanwhile commits next.
+//
+// Batches submitted (submit) bypass the combining: the engine's committer
+// writes the batches that wait for it in one commit itself.
 type oneAtATime struct {
 	p      mqtt.Processor
 	failed atomic.Pointer[error] // the last call's error; nil when it succeeded
 	mu     sync.Mutex
 	busy   bool
 	queue  []*feedBatch
-	// firsts and behind are the committing caller's alone: they time each
-	// twin against its first copy.
+	// landing holds the batches submitted and not yet timed, in the
+	// engine's order (submitMu keeps it that of the Submit calls); a batch
+	// is timed once it and every one before it has landed.
+	submitMu sync.Mutex
+	landing  []*feedBatch
+	// timeMu guards landing and firsts, which with behind times each twin
+	// against its first copy.
+	timeMu sync.Mutex
 	firsts *arrivals
 	behind func(feed string, d time.Duration)
 }
@@ -357,7 +418,7 @@ type feedBatch struct {
 	// wake says the batch was committed (done), or that its caller is to
 	// commit what waits.
 	wake chan struct{}
-	done bool
+	done bool // committed by another caller; submitted: landed
 }
 
 func (o *oneAtATime) Process(ctx context.Context, feed *FeedProcessor, msgs []engine.Message) ([]engine.Decision, error) {
@@ -407,11 +468,10 @@ func (o *oneAtATime) commit(batches []*feedBatch) {
 		}
 	}
 	ds, err := o.p.Process(batches[0].ctx, msgs)
-	switch {
-	case err == nil:
+	if err == nil {
 		o.failed.Store(nil)
-	case batches[0].ctx.Err() == nil: // not a stop
-		o.failed.Store(&err)
+	} else {
+		o.fail(batches[0].ctx, err)
 	}
 	at := 0
 	for _, b := range batches {
@@ -425,7 +485,9 @@ func (o *oneAtATime) commit(batches []*feedBatch) {
 		at += len(b.msgs)
 	}
 	if err == nil {
+		o.timeMu.Lock()
 		o.time(batches)
+		o.timeMu.Unlock()
 	}
 	for _, b := range batches[1:] {
 		b.done = true
@@ -433,10 +495,70 @@ func (o *oneAtATime) commit(batches []*feedBatch) {
 	}
 }
 
+// submit submits a feed's batch to the engine; wait returns its
+// decisions once it has landed, and counts and times them.
+func (o *oneAtATime) submit(ctx context.Context, feed *FeedProcessor, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+	b := &feedBatch{feed: feed, at: time.Now(), ctx: ctx}
+	o.submitMu.Lock()
+	wait, err := o.p.(submitter).Submit(ctx, msgs)
+	if err == nil {
+		o.timeMu.Lock()
+		o.landing = append(o.landing, b)
+		o.timeMu.Unlock()
+	}
+	o.submitMu.Unlock()
+	if err != nil {
+		o.fail(ctx, err)
+		return nil, err
+	}
+	return func() ([]engine.Decision, error) {
+		ds, err := wait()
+		o.land(b, ds, err)
+		if err != nil {
+			return nil, err
+		}
+		feed.count(ds)
+		return ds, nil
+	}, nil
+}
+
+// land marks b landed and takes every landed batch at the head of
+// landing, in order: the last one's outcome is the feeds' last commit's,
+// and the twins are timed in the order the engine decided them.
+func (o *oneAtATime) land(b *feedBatch, ds []engine.Decision, err error) {
+	o.timeMu.Lock()
+	defer o.timeMu.Unlock()
+	b.ds, b.err, b.done = ds, err, true
+	n := 0
+	for n < len(o.landing) && o.landing[n].done {
+		n++
+	}
+	for _, l := range o.landing[:n] {
+		if l.err != nil {
+			o.fail(l.ctx, l.err)
+		} else {
+			o.failed.Store(nil)
+		}
+	}
+	o.time(o.landing[:n])
+	o.landing = slices.Delete(o.landing, 0, n)
+}
+
+// fail notes a commit's error, unless it is ctx's: a stop.
+func (o *oneAtATime) fail(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		o.failed.Store(&err)
+	}
+}
+
 // time notes the first copy of each message applied, and times each twin
-// against the other feed's copy.
+// against the other feed's copy; it passes over a batch that failed.
+// Called with timeMu held.
 func (o *oneAtATime) time(batches []*feedBatch) {
 	for _, b := range batches {
+		if b.err != nil {
+			continue
+		}
 		for i := range b.ds {
 			d := &b.ds[i]
 			switch {

@@ -375,3 +375,141 @@ routes:
 		t.Fatalf("newFeedsSource = %v, %v", s, err)
 	}
 }
+
+// submitWindow is a window with Submit: it decides a batch at once, and
+// its wait returns when the test lands it, with the error the test gives.
+type submitWindow struct {
+	window
+	mu      sync.Mutex
+	flights []chan error
+}
+
+func (w *submitWindow) Submit(ctx context.Context, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ds, _ := w.window.Process(ctx, msgs)
+	land := make(chan error, 1)
+	w.flights = append(w.flights, land)
+	return func() ([]engine.Decision, error) {
+		if err := <-land; err != nil {
+			return nil, err
+		}
+		return ds, nil
+	}, nil
+}
+
+// land lands the i-th batch submitted, with err.
+func (w *submitWindow) land(i int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.flights[i] <- err
+}
+
+// A feed's consumer submits its batches where the processor has Submit
+// and the store is a single owner's; on a shared store, which commits
+// inside Submit, and where the processor has none (run with a forward
+// outbox), the feeds' batches are combined into one call instead.
+func TestFeedsSubmitOnlyWhereTheEngineCommitsBehind(t *testing.T) {
+	sub := FeedProcessors(&submitWindow{window: window{seen: map[string]bool{}}}, []string{"a"}, nil)[0]
+	if _, ok := feedProcessor(sub, false).(*SubmittingFeed); !ok {
+		t.Error("single-owner store: the feed's processor has no Submit")
+	}
+	if _, ok := feedProcessor(sub, true).(*SubmittingFeed); ok {
+		t.Error("shared store: the feed's processor has Submit")
+	}
+	plain := FeedProcessors(&window{seen: map[string]bool{}}, []string{"a"}, nil)[0]
+	if plain.Submitting() != nil {
+		t.Error("a processor without Submit gave a feed Submit")
+	}
+	if _, ok := feedProcessor(plain, false).(*SubmittingFeed); ok {
+		t.Error("a processor without Submit: the feed's processor has Submit")
+	}
+}
+
+// Submitted batches are counted once they land, and their twins timed in
+// the order the engine decided them, whichever wait returns first: the
+// twin on b, decided after a's copy, lands first and is still timed
+// against it. A batch that failed counts nothing, and makes the feeds not
+// ready until a commit lands.
+func TestSubmittedFeedBatchesAreCountedAndTimedInOrder(t *testing.T) {
+	w := &submitWindow{window: window{seen: map[string]bool{}}}
+	var told []string
+	procs := FeedProcessors(w, []string{"a", "b"}, func(feed string, d time.Duration) {
+		told = append(told, fmt.Sprintf("%s %v", feed, d > 0))
+	})
+	a, b := procs[0].Submitting(), procs[1].Submitting()
+	src := &fakeSource{}
+	src.ready.Store(true)
+	s := &feedsSource{log: discardLogger(), one: procs[0].one, feeds: []*feedSource{{name: "a", src: src, proc: procs[0]}}}
+	msgs := func(topics ...string) []engine.Message {
+		out := make([]engine.Message, len(topics))
+		for i, tp := range topics {
+			out[i] = engine.Message{Topic: tp}
+		}
+		return out
+	}
+	ctx := context.Background()
+	first := msgs("m1", "m2")
+	waitA, err := a.Submit(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first[0].Feed != "a" {
+		t.Fatalf("a submitted message's feed is %q", first[0].Feed)
+	}
+	before := time.Now()
+	for time.Since(before) < 2*time.Millisecond { // b's copy comes measurably later
+		runtime.Gosched()
+	}
+	waitB, err := b.Submit(ctx, msgs("m1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.land(1, nil)
+	ds, err := waitB()
+	if err != nil || len(ds) != 1 || ds[0].Outcome != engine.Duplicate {
+		t.Fatalf("b's twin: %v, %v", ds, err)
+	}
+	if d, f, dup := procs[1].Counts(); d != 1 || f != 0 || dup != 1 {
+		t.Fatalf("b's counts %d, %d, %d; want 1 delivery, a duplicate", d, f, dup)
+	}
+	if len(told) != 0 {
+		t.Fatalf("timed before a's copy landed: %v", told)
+	}
+	w.land(0, nil)
+	if _, err := waitA(); err != nil {
+		t.Fatal(err)
+	}
+	if d, f, dup := procs[0].Counts(); d != 2 || f != 2 || dup != 0 {
+		t.Fatalf("a's counts %d, %d, %d; want 2 deliveries, both first", d, f, dup)
+	}
+	if fmt.Sprint(told) != "[b true]" || procs[1].Behind() < 2*time.Millisecond || procs[0].Behind() != 0 {
+		t.Fatalf("told %v, behind a %v, b %v; want b at least 2ms behind", told, procs[0].Behind(), procs[1].Behind())
+	}
+
+	waitA, err = a.Submit(ctx, msgs("m3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.land(2, errors.New("store not writable"))
+	if _, err := waitA(); err == nil {
+		t.Fatal("the failed commit returned no error")
+	}
+	if d, f, _ := procs[0].Counts(); d != 2 || f != 2 {
+		t.Fatalf("a's counts after a failed batch %d, %d; want 2, 2", d, f)
+	}
+	if s.Ready() || s.Warning() != "commits are failing, the deliveries wait unacknowledged: store not writable" {
+		t.Fatalf("after a failed commit: ready %v, warning %q", s.Ready(), s.Warning())
+	}
+	waitA, err = a.Submit(ctx, msgs("m4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.land(3, nil)
+	if _, err := waitA(); err != nil {
+		t.Fatal(err)
+	}
+	if d, f, _ := procs[0].Counts(); d != 3 || f != 3 || !s.Ready() {
+		t.Fatalf("once a commit landed: a's counts %d, %d, ready %v", d, f, s.Ready())
+	}
+}
