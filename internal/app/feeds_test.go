@@ -17,6 +17,7 @@ import (
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/metrics"
+	"github.com/replayguard/replayguard/store/memory"
 )
 
 // echo is a processor that decides each message applied, naming it by its
@@ -511,5 +512,78 @@ func TestSubmittedFeedBatchesAreCountedAndTimedInOrder(t *testing.T) {
 	}
 	if d, f, _ := procs[0].Counts(); d != 3 || f != 3 || !s.Ready() {
 		t.Fatalf("once a commit landed: a's counts %d, %d, ready %v", d, f, s.Ready())
+	}
+}
+
+// gatedStore holds each commit until the test opens gate, and fails it
+// while fail is set: a store failing under two feeds' batches in flight,
+// which a real one cannot be made to do on demand.
+type gatedStore struct {
+	engine.Store
+	gate chan struct{}
+	fail atomic.Bool
+}
+
+func (g *gatedStore) Commit(ctx context.Context, b *engine.Batch) error {
+	<-g.gate
+	if g.fail.Load() {
+		return errors.New("injected commit failure")
+	}
+	return g.Store.Commit(ctx, b)
+}
+
+// With both feeds' batches in flight on the engine, a commit that fails
+// fails the other feed's batch decided on top of it. Each feed commits
+// its own again, in whichever order: every message is applied once, its
+// twin a duplicate, and the counts are of the commits that landed.
+func TestFeedsSubmittedToTheEngineSurviveAFailedCommit(t *testing.T) {
+	ctx := context.Background()
+	st := &gatedStore{Store: memory.New(), gate: make(chan struct{})}
+	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
+		Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	procs := FeedProcessors(e, []string{"a", "b"}, nil)
+	a, b := procs[0].Submitting(), procs[1].Submitting()
+	reading := func(id, kwh string) engine.Message {
+		return engine.Message{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":%q,"kwh":%s}`, id, kwh)}
+	}
+	fromA := []engine.Message{reading("r1", "1.5")}
+	fromB := []engine.Message{reading("r1", "1.5"), reading("r2", "0.25")}
+	st.fail.Store(true)
+	waitA, err := a.Submit(ctx, fromA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitB, err := b.Submit(ctx, fromB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(st.gate) // both commits go through the gate; the first fails
+	if _, err := waitA(); err == nil {
+		t.Fatal("a's failed commit returned no error")
+	}
+	if _, err := waitB(); err == nil {
+		t.Fatal("b's batch, decided on top of a's failed one, returned no error")
+	}
+	st.fail.Store(false)
+	ds, err := procs[1].Process(ctx, fromB) // b's consumer commits again first
+	if err != nil || ds[0].Outcome != engine.Applied || ds[1].Outcome != engine.Applied {
+		t.Fatalf("b again: %+v, %v", ds, err)
+	}
+	ds, err = procs[0].Process(ctx, fromA)
+	if err != nil || ds[0].Outcome != engine.Duplicate {
+		t.Fatalf("a again: %+v, %v", ds, err)
+	}
+	state := e.State()
+	if len(state) != 1 || state[0].Fields["kwh"].Num != "1.75" {
+		t.Fatalf("state %+v; want meter/m1 at 1.75 kWh", state)
+	}
+	for i, want := range [][3]uint64{{1, 0, 1}, {2, 2, 0}} {
+		if d, f, dup := procs[i].Counts(); [3]uint64{d, f, dup} != want {
+			t.Errorf("feed %d counts %d, %d, %d; want %v", i, d, f, dup, want)
+		}
 	}
 }
