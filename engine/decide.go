@@ -199,7 +199,7 @@ func (e *Engine) source(d *Delivery) *SourceState {
 	if s == nil {
 		// Copies, not d.srcBuf and substrings of the payload: they would
 		// keep the message alive.
-		s = &SourceState{Route: d.route.Name, Source: cloneStrings(d.source)}
+		s = &SourceState{Route: d.route.Name, Source: cloneStrings(d.source), unstored: true}
 		e.sources[string(id)] = s
 	}
 	return s

@@ -15,6 +15,9 @@ import (
 type entity struct {
 	fields    []namedField
 	changedIn uint64 // the pending batch that last changed it (pending.gen)
+	// unstored: the engine created it, and no batch that writes it was
+	// sealed yet (Batch.NewRows).
+	unstored bool
 }
 
 type namedField struct {
@@ -66,7 +69,7 @@ func (e *Engine) project(d *Delivery, ver Version) []Change {
 			if e.unread != nil {
 				e.unread.entity(name)
 			}
-			ent = &entity{}
+			ent = &entity{unstored: true}
 			name = strings.Clone(name) // name shares its bytes with the message's other names
 			e.entities[name] = ent
 		}

@@ -328,12 +328,22 @@ func (e *Engine) takeBatch() *Batch {
 	if n := len(e.pending.entities); n > 0 {
 		b.Entities = make([]EntityState, 0, n)
 	}
+	var added RowCount
 	for s := range e.pending.sources {
+		if s.unstored {
+			added.Sources++
+			s.unstored = false
+		}
 		b.Sources = append(b.Sources, s.clone())
 	}
 	for _, c := range e.pending.entities {
+		if c.ent.unstored {
+			added.Entities++
+			c.ent.unstored = false
+		}
 		b.Entities = append(b.Entities, c.ent.state(c.name))
 	}
+	b.NewRows = &added
 	e.resetPending()
 	return b
 }

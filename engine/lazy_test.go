@@ -117,6 +117,14 @@ func TestRowsReadAgainMatchAReferenceModel(t *testing.T) {
 		if n := s.loads.Load(); n != 0 {
 			t.Fatalf("the engine loaded the whole store %d times", n)
 		}
+		// The rows the store counted, from the batches' NewRows, are the
+		// rows it holds.
+		ns, ne, err := s.CountRows(t.Context())
+		snap, lerr := s.Store.Load(t.Context())
+		if err != nil || lerr != nil || ns != len(snap.Sources) || ne != len(snap.Entities) {
+			t.Fatalf("seed %d round %d: the store counts %d sources and %d entities, holds %d and %d (%v, %v)",
+				seed, round, ns, ne, len(snap.Sources), len(snap.Entities), err, lerr)
+		}
 		if n := s.rowLoads.Load(); n != 1 { // State, at the end, reads every row
 			t.Fatalf("every row was loaded %d times, want once (by State)", n)
 		}
@@ -262,5 +270,54 @@ func TestAnEntityNothingWroteIsNeitherCountedNorShown(t *testing.T) {
 	m.Process(ctx, []engine.Message{msg(1)})
 	if st, _ := json.Marshal(engine.StateJSON(m.State())); string(st) != `{"incident/1":{"casualties":1}}` {
 		t.Fatalf("memory: state %s", st)
+	}
+}
+
+// The store counts a new row once: not for a batch whose commit failed,
+// once when it is committed again, and once across batches written in
+// one commit.
+func TestNewRowsAreCountedOnce(t *testing.T) {
+	ctx := context.Background()
+	rs := openRowStore(t, t.TempDir())
+	fs := &failingStore{Store: rs}
+	e, err := engine.New(ctx, fs, engine.Options{Routes: []engine.Route{incidentRoute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	msg := func(src string, seq int64, incident int) engine.Message {
+		return inc("fd", src, 1, seq, fmt.Sprintf(`"incident_id":%d,"casualty_delta":1,"unit_id":%q,"unit_status":"enroute"`, incident, src))
+	}
+	fs.fail = true
+	if _, err := e.Process(ctx, []engine.Message{msg("e1", 1, 1)}); err == nil {
+		t.Fatal("the failed commit returned no error")
+	}
+	fs.fail = false
+	if _, err := e.Process(ctx, []engine.Message{msg("e1", 1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	// Held at the store, the batches behind the first wait for the
+	// committer (four fit in its queue) and go in one commit; they share
+	// rows, and have their own.
+	fs.gate = make(chan struct{})
+	var waits []func() ([]engine.Decision, error)
+	for i, src := range []string{"e2", "e1", "e3", "e2", "e4"} {
+		w, err := e.Submit(ctx, []engine.Message{msg(src, int64(2+i), 1+i%3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, w)
+	}
+	close(fs.gate)
+	for _, w := range waits {
+		if _, err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns, ne, err := rs.CountRows(ctx)
+	snap, lerr := rs.Store.Load(ctx)
+	if err != nil || lerr != nil || ns != len(snap.Sources) || ne != len(snap.Entities) || ns != 4 || ne != 7 {
+		t.Fatalf("the store counts %d sources and %d entities, holds %d and %d, want 4 and 7 (%v, %v)",
+			ns, ne, len(snap.Sources), len(snap.Entities), err, lerr)
 	}
 }

@@ -223,10 +223,16 @@ func groupable(first, n *commitJob) bool {
 // mergeBatches is the one batch that writes what bs write in order: the
 // later write of a row wins.
 func mergeBatches(bs []*commitJob) *Batch {
-	m := new(Batch)
+	m := &Batch{NewRows: &RowCount{}}
 	sources, entities := map[string]int{}, map[string]int{}
 	for _, j := range bs {
 		b := j.batch
+		if b.NewRows == nil || m.NewRows == nil {
+			m.NewRows = nil
+		} else {
+			m.NewRows.Sources += b.NewRows.Sources
+			m.NewRows.Entities += b.NewRows.Entities
+		}
 		m.Keys = append(m.Keys, b.Keys...)
 		m.EvictBelow = max(m.EvictBelow, b.EvictBelow)
 		m.NextKey = max(m.NextKey, b.NextKey)

@@ -152,7 +152,15 @@ type Batch struct {
 	// another writer resolved it first) fails the whole batch with
 	// ErrNotFound: nothing of it is written.
 	OutboxResolved []OutboxResolve
+	// NewRows, when set, counts the rows of Sources and Entities that no
+	// committed row holds: the engine knows it from what it read. A store
+	// that counts its rows adds these without looking each one up; nil (a
+	// batch made by hand) leaves it to look.
+	NewRows *RowCount
 }
+
+// RowCount is a number of source rows and of entity rows.
+type RowCount struct{ Sources, Entities int }
 
 // Empty reports whether the batch writes nothing.
 func (b *Batch) Empty() bool {

@@ -203,6 +203,9 @@ type SourceState struct {
 	// Sparkplug is the edge node's session of a sparkplug route's source
 	// (route, [group, edge]); nil for every other route.
 	Sparkplug *SparkplugState `json:"sparkplug,omitempty"`
+	// unstored: the engine created the window, and no batch that writes it
+	// was sealed yet (Batch.NewRows).
+	unstored bool
 	// Feed is the redundant broker path (mqtt.feeds) whose delivery the
 	// source's last message applied was; empty with one path.
 	Feed string `json:"feed,omitempty"`
@@ -338,6 +341,7 @@ type AuditHead struct {
 // share until either changes its own (EpochWindow.own).
 func (s *SourceState) clone() SourceState {
 	c := *s
+	c.unstored = false
 	c.Source = append([]string(nil), s.Source...)
 	c.Seen = append([]string(nil), s.Seen...)
 	c.Sparkplug = s.Sparkplug.Clone()

@@ -196,12 +196,20 @@ func putStates(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 	for i := range b.Sources {
 		ids[i] = b.Sources[i].ID()
 	}
+	// The engine says which rows are new (Batch.NewRows); a batch made
+	// by hand has each row looked up.
 	var added rowCount
+	look := b.NewRows == nil
+	if !look {
+		added = rowCount{sources: uint64(b.NewRows.Sources), entities: uint64(b.NewRows.Entities)}
+	}
 	sc, ec := sources.Cursor(), entities.Cursor() // one cursor a bucket: Get makes one each time
 	for _, i := range sortedBy(len(ids), func(i int) string { return ids[i] }) {
 		key := []byte(ids[i])
-		if k, _ := sc.Seek(key); !bytes.Equal(k, key) {
-			added.sources++
+		if look {
+			if k, _ := sc.Seek(key); !bytes.Equal(k, key) {
+				added.sources++
+			}
 		}
 		if err := sources.Put(key, enc.sources[i]); err != nil {
 			return err
@@ -209,8 +217,10 @@ func putStates(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 	}
 	for _, i := range sortedBy(len(b.Entities), func(i int) string { return b.Entities[i].Name }) {
 		key := []byte(b.Entities[i].Name)
-		if k, _ := ec.Seek(key); !bytes.Equal(k, key) {
-			added.entities++
+		if look {
+			if k, _ := ec.Seek(key); !bytes.Equal(k, key) {
+				added.entities++
+			}
 		}
 		if err := entities.Put(key, enc.entities[i]); err != nil {
 			return err
