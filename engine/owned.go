@@ -223,8 +223,13 @@ func groupable(first, n *commitJob) bool {
 // mergeBatches is the one batch that writes what bs write in order: the
 // later write of a row wins.
 func mergeBatches(bs []*commitJob) *Batch {
-	m := &Batch{NewRows: &RowCount{}}
-	sources, entities := map[string]int{}, map[string]int{}
+	var ns, ne, nk, na int
+	for _, j := range bs {
+		ns, ne, nk, na = ns+len(j.batch.Sources), ne+len(j.batch.Entities), nk+len(j.batch.Keys), na+len(j.batch.Audit)
+	}
+	m := &Batch{NewRows: &RowCount{}, Sources: make([]SourceState, 0, ns), Entities: make([]EntityState, 0, ne),
+		Keys: make([]KeyEntry, 0, nk), Audit: make([]AuditRecord, 0, na)}
+	sources, entities := make(map[string]int, ns), make(map[string]int, ne)
 	for _, j := range bs {
 		b := j.batch
 		if b.NewRows == nil || m.NewRows == nil {
