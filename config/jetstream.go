@@ -18,10 +18,13 @@ const (
 
 // Defaults of the jetstream section.
 const (
-	DefaultJetStreamURL   = "nats://127.0.0.1:4222"
-	DefaultMaxAckPending  = 1024
-	DefaultAckWait        = Duration(30 * time.Second)
-	DefaultJetStreamBatch = DefaultBatchSize
+	DefaultJetStreamURL  = "nats://127.0.0.1:4222"
+	DefaultMaxAckPending = 2048
+	DefaultAckWait       = Duration(30 * time.Second)
+	// DefaultJetStreamBatch is larger than MQTT's, whose brokers send no
+	// more than their in-flight window at a time: a JetStream consumer
+	// drains a stream's backlog, and each batch costs a commit and a pull.
+	DefaultJetStreamBatch = 1024
 	// MinAckWait is the shortest ack_wait accepted: below it a batch in
 	// hand is redelivered before it can commit.
 	MinAckWait = Duration(time.Second)
@@ -61,15 +64,16 @@ type JetStreamConfig struct {
 	Subjects []string `yaml:"subjects,omitempty"`
 	// MaxAckPending is how many messages the server lets the consumer hold
 	// unacknowledged: the in-flight bound, and the backpressure a slow or
-	// failing store exerts. Default 1024, or 4 × batch_size when that is
-	// more; at least batch_size.
+	// failing store exerts. Default 2048, or 2 × batch_size when that is
+	// more (a batch committing and the next one collected); at least
+	// batch_size.
 	MaxAckPending int `yaml:"max_ack_pending"`
 	// AckWait is how long the server waits for a message's ack before it
 	// delivers it again. Default 30s; at least 1s. While a commit is being
 	// retried the consumer tells the server it is still working on the
 	// batch, so ack_wait need only cover one commit.
 	AckWait Duration `yaml:"ack_wait"`
-	// BatchSize caps the messages committed in one transaction. Default 256.
+	// BatchSize caps the messages committed in one transaction. Default 1024.
 	BatchSize int `yaml:"batch_size"`
 	// BatchLinger is how long a batch waits for more messages. Default 1ms.
 	BatchLinger Duration `yaml:"batch_linger"`
@@ -87,7 +91,7 @@ func (c *Config) setInputDefaults() {
 	setString(&j.URL, DefaultJetStreamURL)
 	setInt(&j.BatchSize, DefaultJetStreamBatch)
 	setDuration(&j.BatchLinger, DefaultBatchLinger)
-	setInt(&j.MaxAckPending, max(DefaultMaxAckPending, 4*j.BatchSize))
+	setInt(&j.MaxAckPending, max(DefaultMaxAckPending, 2*j.BatchSize))
 	setDuration(&j.AckWait, DefaultAckWait)
 }
 

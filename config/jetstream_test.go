@@ -13,7 +13,7 @@ func TestJetStreamDefaults(t *testing.T) {
 	}
 	j := c.JetStream
 	if j.URL != DefaultJetStreamURL || j.MaxAckPending != DefaultMaxAckPending || j.AckWait != DefaultAckWait ||
-		j.BatchSize != DefaultBatchSize || j.BatchLinger != DefaultBatchLinger || len(j.Subjects) != 0 {
+		j.BatchSize != DefaultJetStreamBatch || j.BatchLinger != DefaultBatchLinger || len(j.Subjects) != 0 {
 		t.Fatalf("jetstream defaults: %+v", j)
 	}
 	if err := c.ValidateRun(); err != nil {
@@ -23,7 +23,7 @@ func TestJetStreamDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"input: jetstream", "jetstream:", "url: nats://127.0.0.1:4222", "max_ack_pending: 1024", "ack_wait: 30s"} {
+	for _, want := range []string{"input: jetstream", "jetstream:", "url: nats://127.0.0.1:4222", "max_ack_pending: 2048", "batch_size: 1024", "ack_wait: 30s"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("config print lacks %q:\n%s", want, out)
 		}
@@ -33,8 +33,8 @@ func TestJetStreamDefaults(t *testing.T) {
 		t.Fatalf("config print does not read back: %v\n%s", err, out)
 	}
 	t.Run("max_ack_pending follows a large batch", func(t *testing.T) {
-		c, err := Parse([]byte("input: jetstream\njetstream: {stream: S, consumer: c, batch_size: 1000}\n"), "f.yaml", nil)
-		if err != nil || c.JetStream.MaxAckPending != 4000 {
+		c, err := Parse([]byte("input: jetstream\njetstream: {stream: S, consumer: c, batch_size: 1500}\n"), "f.yaml", nil)
+		if err != nil || c.JetStream.MaxAckPending != 3000 {
 			t.Fatalf("%v %+v", err, c.JetStream)
 		}
 	})
@@ -67,7 +67,7 @@ func TestJetStreamRules(t *testing.T) {
 		{"a subject listed twice", js("stream: S, consumer: rg, subjects: [a.b, a.b]"), []string{`jetstream.subjects[1]: subject "a.b" is listed twice`}},
 		{"max_ack_pending below batch_size", js("stream: S, consumer: rg, batch_size: 100, max_ack_pending: 50"), []string{"jetstream.max_ack_pending: max_ack_pending 50 is below batch_size 100: the server stops delivering before a batch can fill"}},
 		{"ack_wait below a second", js("stream: S, consumer: rg, ack_wait: 500ms"), []string{"jetstream.ack_wait: ack_wait 500ms is below 1s: the server would deliver a batch again while it is being committed"}},
-		{"a zero batch size", js("stream: S, consumer: rg, batch_size: 0"), []string{"jetstream.batch_size: batch_size is 0: remove it to use the default (256), or set a positive value"}},
+		{"a zero batch size", js("stream: S, consumer: rg, batch_size: 0"), []string{"jetstream.batch_size: batch_size is 0: remove it to use the default (1024), or set a positive value"}},
 		{"a zero ack_wait", js("stream: S, consumer: rg, ack_wait: 0s"), []string{"jetstream.ack_wait: ack_wait is 0: remove it to use the default (30s), or set a positive value"}},
 		{"a cert without its key", js("stream: S, consumer: rg, tls: {cert_file: c.pem}"), []string{"jetstream.tls.key_file: cert_file is set without key_file: set both or neither"}},
 		{"an unknown setting", js("stream: S, consumer: rg, durable: x"), []string{`jetstream: unknown key "durable"; known keys: ack_wait, batch_linger, batch_size, consumer, creds_file, max_ack_pending, stream, subjects, tls, url`}},

@@ -13,10 +13,11 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultURL             = "nats://127.0.0.1:4222"
-	DefaultMaxAckPending   = 1024
-	DefaultAckWait         = 30 * time.Second
-	DefaultBatchSize       = consume.DefaultBatchSize
+	DefaultURL           = "nats://127.0.0.1:4222"
+	DefaultMaxAckPending = 2048
+	DefaultAckWait       = 30 * time.Second
+	DefaultBatchSize     = 1024 // a stream's backlog drains in fewer commits and pulls than MQTT's default
+
 	DefaultBatchLinger     = consume.DefaultBatchLinger
 	DefaultBindRetryMin    = consume.DefaultRetryMin
 	DefaultBindRetryMax    = consume.DefaultRetryMax
@@ -55,13 +56,14 @@ type Config struct {
 	Subjects []string
 	// MaxAckPending is how many delivered messages the server lets wait
 	// for their ack: the in-flight bound and the backpressure of a slow
-	// Process. Default DefaultMaxAckPending, or 4×BatchSize when larger.
+	// Process. Default DefaultMaxAckPending, or 2×BatchSize when larger:
+	// a batch committing and the next one collected.
 	MaxAckPending int
 	// AckWait is how long the server waits for an ack before it delivers
 	// the message again. Default 30s; at least MinAckWait.
 	AckWait time.Duration
 	// BatchSize is the most messages passed to one Process call. Default
-	// 256; at most MaxAckPending.
+	// DefaultBatchSize; at most MaxAckPending.
 	BatchSize int
 	// BatchLinger is how long a batch waits for more messages after its
 	// first one. Default 1ms.
@@ -88,7 +90,7 @@ func (c *Config) setDefaults() {
 	consume.Default(&c.URL, DefaultURL)
 	consume.Default(&c.Name, "replayguard "+c.Consumer)
 	consume.Default(&c.BatchSize, DefaultBatchSize)
-	consume.Default(&c.MaxAckPending, max(DefaultMaxAckPending, 4*c.BatchSize))
+	consume.Default(&c.MaxAckPending, max(DefaultMaxAckPending, 2*c.BatchSize))
 	consume.Default(&c.AckWait, DefaultAckWait)
 	consume.Default(&c.BatchLinger, DefaultBatchLinger)
 	consume.DefaultRetry(&c.BindRetryMin, &c.BindRetryMax, DefaultBindRetryMin, DefaultBindRetryMax)
