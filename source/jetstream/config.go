@@ -16,8 +16,9 @@ const (
 	DefaultURL           = "nats://127.0.0.1:4222"
 	DefaultMaxAckPending = 2048
 	DefaultAckWait       = 30 * time.Second
-	DefaultBatchSize     = 1024 // a stream's backlog drains in fewer commits and pulls than MQTT's default
-
+	// DefaultBatchSize is larger than the MQTT consumers': a stream's
+	// backlog drains in fewer commits and pulls.
+	DefaultBatchSize       = 1024
 	DefaultBatchLinger     = consume.DefaultBatchLinger
 	DefaultBindRetryMin    = consume.DefaultRetryMin
 	DefaultBindRetryMax    = consume.DefaultRetryMax
