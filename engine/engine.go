@@ -37,8 +37,10 @@ type Options struct {
 	// HoldForward go on meanwhile. An error refuses the batch with nothing
 	// decided (the caller passes it again later). It is the outbox's
 	// backpressure: it blocks while the outbox is full, until ctx is done.
-	// nil: every batch is admitted.
-	Admit func(ctx context.Context) error
+	// inFlight returns, whenever called, the outbox entries of the batches
+	// decided and not yet committed (nor failed): they are in no outbox yet,
+	// and count against its bound all the same. nil: every batch is admitted.
+	Admit func(ctx context.Context, inFlight func() int) error
 	// Kinds are the route kinds besides the built-in json, by their Kind
 	// (package sparkplug's RouteKind reads Sparkplug B); a route of a kind
 	// not here is refused.
@@ -143,6 +145,9 @@ type Engine struct {
 	// across the group (set by sharedWindows), not by audit position.
 	groupOrder bool
 	reload     atomic.Bool // a commit failed: reload before deciding
+	// outboxInFlight counts the outbox entries of the batches sealed and
+	// not yet committed or failed (Options.Admit).
+	outboxInFlight atomic.Int64
 
 	headMu sync.Mutex
 	head   AuditHead // committed chain head
@@ -305,7 +310,7 @@ func (e *Engine) Process(ctx context.Context, msgs []Message) ([]Decision, error
 // submits ahead must call every wait it was given.
 func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Decision, error), err error) {
 	if e.opts.Admit != nil {
-		if err := e.opts.Admit(ctx); err != nil {
+		if err := e.opts.Admit(ctx, e.outboxDeciding); err != nil {
 			return nil, err
 		}
 	}
@@ -316,6 +321,9 @@ func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Dec
 	}
 	return e.win.submit(ctx, msgs)
 }
+
+// outboxDeciding is Options.Admit's inFlight.
+func (e *Engine) outboxDeciding() int { return int(e.outboxInFlight.Load()) }
 
 // takeBatch turns the pending changes into a batch and starts a new one.
 // Called with e.mu held.

@@ -152,6 +152,7 @@ func (w *ownedWindows) seal(ctx context.Context) *commitJob {
 		w.evicted = old
 	}
 	c := &commitJob{ctx: ctx, batch: b, gen: w.gen, head: e.tail, done: make(chan struct{})}
+	e.outboxInFlight.Add(int64(len(b.Outbox)))
 	w.queue <- c
 	w.last = c
 	return c
@@ -201,6 +202,10 @@ func (w *ownedWindows) committer() {
 		}
 		err := w.commitGroup(group)
 		for i, j := range group {
+			// Only now: a committed batch's entries were counted into
+			// the outbox by its observer (commitOne), so none goes
+			// uncounted in between.
+			w.e.outboxInFlight.Add(-int64(len(j.batch.Outbox)))
 			j.err = err
 			if err != nil && i > 0 {
 				j.err = fmt.Errorf("%w: written with a batch before it, whose commit failed: %v", ErrAborted, err)

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -307,5 +309,55 @@ func TestAHeldMessageBeingDiscardedCannotBeReleased(t *testing.T) {
 	}
 	if _, err := e.Release(ctx, id, "bob"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("a release after the discard: %v", err)
+	}
+}
+
+// TestAdmitCountsTheOutboxEntriesOfBatchesInFlight: a batch submitted
+// while the one before it commits is admitted against the outbox with
+// that batch's entries counted (they are in no outbox yet); once the
+// batch commits, or fails, they no longer count as in flight.
+func TestAdmitCountsTheOutboxEntriesOfBatchesInFlight(t *testing.T) {
+	ctx := context.Background()
+	r := engine.Route{Name: "incidents", Topic: "incidents/#", Source: []string{"source_id"}, ID: "msgId",
+		Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Topic: "clean/{source_id}"}}}}
+	fs := &failingStore{Store: memory.New(), gate: make(chan struct{})}
+	var seen []int
+	e, err := engine.New(ctx, fs, engine.Options{Routes: []engine.Route{r},
+		Admit: func(_ context.Context, inFlight func() int) error { seen = append(seen, inFlight()); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	msg := func(id string) engine.Message {
+		return engine.Message{Topic: "incidents/x", Payload: fmt.Appendf(nil, `{"msgId":%q,"source_id":"s1"}`, id)}
+	}
+	wait1, err := e.Submit(ctx, []engine.Message{msg("m1"), msg("m2"), msg("m3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait2, err := e.Submit(ctx, []engine.Message{msg("m4")}) // the first is held at its commit
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(fs.gate)
+	for _, wait := range []func() ([]engine.Decision, error){wait1, wait2} {
+		if _, err := wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.fail = true
+	wait3, err := e.Submit(ctx, []engine.Message{msg("m5"), msg("m6")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait3(); err == nil {
+		t.Fatal("the injected failure committed")
+	}
+	fs.fail = false
+	if _, err := e.Process(ctx, []engine.Message{msg("m5")}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 3, 0, 0}; !slices.Equal(seen, want) {
+		t.Fatalf("entries in flight as Admit saw them: %v, want %v", seen, want)
 	}
 }

@@ -50,6 +50,12 @@ func (g *gate) setFull(full bool) (changed bool, since time.Time) {
 	return changed, since
 }
 
+func (g *gate) isFull() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.full
+}
+
 func (g *gate) state() (full bool, since time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -87,20 +93,21 @@ func (d *Drainer) Depth() (depth, maxEntries int) {
 
 // Admit is the engine's backpressure gate (engine.Options.Admit): it
 // returns at once while Member's outbox holds fewer than MaxEntries
-// pending entries, and otherwise waits until the drainer has made room or
-// ctx is done (then it returns ctx's error, and the batch is not decided).
-// A consumer that cannot commit does not acknowledge upstream, and the
-// broker stops sending once its receive maximum is in flight: nothing is
-// lost. A batch admitted just below the bound may take the outbox past it
-// by that batch's entries.
-func (d *Drainer) Admit(ctx context.Context) error {
-	if d.depth.Load() < int64(d.opts.MaxEntries) {
+// pending entries, counting those of the batches decided and not yet
+// committed (inFlight; nil for none), and otherwise waits until the
+// drainer has made room or ctx is done (then it returns ctx's error, and
+// the batch is not decided). A consumer that cannot commit does not
+// acknowledge upstream, and the broker stops sending once its receive
+// maximum is in flight: nothing is lost. A batch admitted just below the
+// bound may take the outbox past it by that batch's entries.
+func (d *Drainer) Admit(ctx context.Context, inFlight func() int) error {
+	if d.room(inFlight) && !d.gate.isFull() {
 		return nil
 	}
 	for {
-		room := d.gate.roomChan()
+		roomCh := d.gate.roomChan()
 		// The deltas say there is room: count again before admitting.
-		if d.depth.Load() < int64(d.opts.MaxEntries) && d.refresh(ctx) == nil && d.depth.Load() < int64(d.opts.MaxEntries) {
+		if d.room(inFlight) && d.refresh(ctx) == nil && d.room(inFlight) {
 			if changed, since := d.gate.setFull(false); changed {
 				depth, _ := d.Depth()
 				d.log.Info("forward: the outbox has room again; committing and acknowledging upstream again",
@@ -111,14 +118,14 @@ func (d *Drainer) Admit(ctx context.Context) error {
 		if changed, _ := d.gate.setFull(true); changed {
 			depth, _ := d.Depth()
 			d.log.Warn("forward: the outbox is full; the consumer stops committing, and so acknowledging upstream, until the downstream takes entries again",
-				"depth", depth, "max_entries", d.opts.MaxEntries, "outputs", d.failingText())
+				"depth", depth, "deciding", inFlightNow(inFlight), "max_entries", d.opts.MaxEntries, "outputs", d.failingText())
 		}
 		t := time.NewTimer(d.opts.Poll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
-		case <-room:
+		case <-roomCh:
 		case <-t.C:
 			_ = d.refresh(ctx) // whatever the deltas say
 		}
@@ -126,17 +133,31 @@ func (d *Drainer) Admit(ctx context.Context) error {
 	}
 }
 
+// room reports whether the outbox, with the entries of the batches in
+// flight, is below MaxEntries.
+func (d *Drainer) room(inFlight func() int) bool {
+	return d.depth.Load()+int64(inFlightNow(inFlight)) < int64(d.opts.MaxEntries)
+}
+
+// inFlightNow is inFlight's count; 0 without one.
+func inFlightNow(inFlight func() int) int {
+	if inFlight == nil {
+		return 0
+	}
+	return inFlight()
+}
+
 // AdmitWithin is Admit for a command that must end (ingest): a batch that
 // waits longer than wait for room is refused with an error wrapping
 // ErrFull, saying how full the outbox is and why.
-func (d *Drainer) AdmitWithin(wait time.Duration) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if d.depth.Load() < int64(d.opts.MaxEntries) {
+func (d *Drainer) AdmitWithin(wait time.Duration) func(context.Context, func() int) error {
+	return func(ctx context.Context, inFlight func() int) error {
+		if d.room(inFlight) && !d.gate.isFull() {
 			return nil
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
-		err := d.Admit(wctx)
+		err := d.Admit(wctx, inFlight)
 		if err != nil && ctx.Err() == nil {
 			depth, maxEntries := d.Depth()
 			return fmt.Errorf("%w: %d of %d entries pending for %s; %s", ErrFull, depth, maxEntries, wait, d.failingText())

@@ -34,11 +34,19 @@ func TestAFullOutboxHoldsBatchesBackUntilTheDownstreamTakesEntries(t *testing.T)
 	r.run()
 	ctx := context.Background()
 	r.keys(ctx, incident("e1", 1), incident("e1", 2), incident("e1", 3))
+	waitFor(t, "the drainer counting 3 entries", func() bool { n, _ := r.d.Depth(); return n == 3 })
+	// The entries of batches decided and not yet committed count too.
+	if err := r.d.AdmitWithin(50*time.Millisecond)(ctx, func() int { return 2 }); !errors.Is(err, forward.ErrFull) {
+		t.Fatalf("AdmitWithin, 3 entries pending and 2 in flight of 5: %v", err)
+	}
+	if err := r.d.AdmitWithin(50*time.Millisecond)(ctx, func() int { return 1 }); err != nil || r.d.Status().Full {
+		t.Fatalf("AdmitWithin, 3 entries pending and 1 in flight of 5: %v, %+v", err, r.d.Status())
+	}
 	r.keys(ctx, incident("e1", 4), incident("e1", 5)) // admitted below the bound: now at it
 	waitFor(t, "the output reports the failure", func() bool { return r.d.Status().Warning() != "" })
 	waitFor(t, "the drainer counting 5 entries", func() bool { n, _ := r.d.Depth(); return n == 5 })
 
-	err := r.d.AdmitWithin(50 * time.Millisecond)(ctx)
+	err := r.d.AdmitWithin(50*time.Millisecond)(ctx, nil)
 	if !errors.Is(err, forward.ErrFull) || !strings.Contains(err.Error(), "5 of 5 entries pending") ||
 		!strings.Contains(err.Error(), "502 Bad Gateway") {
 		t.Fatalf("AdmitWithin on a full outbox: %v", err)

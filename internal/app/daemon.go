@@ -89,11 +89,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		fm.WatchOutbox(a.Forward)
 	}
 
-	var p mqtt.Processor = a.Engine
-	if a.Forward != nil {
-		p = oneBatchAtATime{a.Engine}
-	}
-	consumer, err := newSource(cfg, log, m, reg, p)
+	consumer, err := newSource(cfg, log, m, reg, a.Engine)
 	if err != nil {
 		return err
 	}
@@ -270,17 +266,3 @@ func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
 		return out
 	}
 }
-
-// oneBatchAtATime is the engine without Submit: the consumer then commits
-// one batch at a time. With a forward outbox, a batch is admitted while
-// the outbox is below outbox.max_entries; a batch decided while the one
-// before it commits would be admitted before that one's entries count,
-// and the outbox could pass its bound by two batches instead of one.
-type oneBatchAtATime struct{ e *engine.Engine }
-
-func (o oneBatchAtATime) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
-	return o.e.Process(ctx, msgs)
-}
-
-// Prepare decodes ahead of Process, as the engine does.
-func (o oneBatchAtATime) Prepare(msgs []engine.Message) { o.e.Prepare(msgs) }
