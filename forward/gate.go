@@ -120,18 +120,31 @@ func (d *Drainer) Admit(ctx context.Context, inFlight func() int) error {
 			d.log.Warn("forward: the outbox is full; the consumer stops committing, and so acknowledging upstream, until the downstream takes entries again",
 				"depth", depth, "deciding", inFlightNow(inFlight), "max_entries", d.opts.MaxEntries, "outputs", d.failingText())
 		}
-		t := time.NewTimer(d.opts.Poll)
+		// Entries in flight become entries pending (or none, if their
+		// commit fails) with no wake-up, and for an instant count as both:
+		// look again soon while there are any.
+		wait := d.opts.Poll
+		if inFlightNow(inFlight) > 0 {
+			wait = min(wait, inFlightRecheck)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
 		case <-roomCh:
 		case <-t.C:
-			_ = d.refresh(ctx) // whatever the deltas say
+			if wait == d.opts.Poll {
+				_ = d.refresh(ctx) // whatever the deltas say
+			}
 		}
 		t.Stop()
 	}
 }
+
+// inFlightRecheck is how soon a full Admit looks again while batches are
+// in flight: about a commit's time.
+const inFlightRecheck = 5 * time.Millisecond
 
 // room reports whether the outbox, with the entries of the batches in
 // flight, is below MaxEntries.

@@ -85,3 +85,32 @@ func TestAFullOutboxHoldsBatchesBackUntilTheDownstreamTakesEntries(t *testing.T)
 	up.Store(true)
 	r.keys(ctx, incident("e1", 12)) // decided now, not before: applied, not a duplicate
 }
+
+// TestAdmitLooksAgainWhenTheEntriesInFlightLand: entries in flight become
+// pending, or none when their commit fails, without entries leaving the
+// outbox; a full Admit that counted them looks again soon, not at the
+// next poll.
+func TestAdmitLooksAgainWhenTheEntriesInFlightLand(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "dispatch is down", http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+	r := newRig(t, engine.ForwardSpec{Webhook: srv.URL}, map[string]forward.Output{engine.OutputWebhook: wh},
+		forward.Options{MaxEntries: 5, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: time.Hour})
+	ctx := context.Background()
+	r.keys(ctx, incident("e1", 1), incident("e1", 2), incident("e1", 3))
+	r.run() // after the commits: its first count is exact, and the next an hour away
+	waitFor(t, "the drainer counting 3 entries", func() bool { n, _ := r.d.Depth(); return n == 3 })
+	var inFlight atomic.Int64
+	inFlight.Store(2) // a batch of 2 whose commit then fails
+	go func() { time.Sleep(30 * time.Millisecond); inFlight.Store(0) }()
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.d.Admit(actx, func() int { return int(inFlight.Load()) }); err != nil {
+		t.Fatalf("Admit once the entries in flight are gone: %v", err)
+	}
+	if r.d.Status().Full {
+		t.Fatalf("admitted, and still reported full: %+v", r.d.Status())
+	}
+}

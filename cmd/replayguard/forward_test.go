@@ -180,6 +180,74 @@ func TestRunStopsAcknowledgingWhileTheOutboxIsFullAndResumes(t *testing.T) {
 	}
 }
 
+// TestRedundantFeedsStopAtTheOutboxBoundAndForwardEachMessageOnce: with
+// two broker paths (mqtt.feeds), each feed's consumer decides its next
+// batch while one commits; with the webhook down the outbox still stops at
+// outbox.max_entries plus a batch a path, and once the webhook is back
+// every message reaches it once, whichever path delivered it first.
+func TestRedundantFeedsStopAtTheOutboxBoundAndForwardEachMessageOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two mosquittos and the daemon")
+	}
+	bin := buildBinary(t)
+	hook := newHookServer(t)
+	hook.down.Store(true)
+	a := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	b := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
+	const maxEntries, batch, n = 40, 8, 300
+	cfg := forwardConfig(t, a.URL(), listen, fmt.Sprintf("{webhook: %q}", hook.URL),
+		fmt.Sprintf("outbox: {max_entries: %d}\noutputs: {webhook: {max_backoff: 200ms}}\n", maxEntries))
+	text, _ := os.ReadFile(cfg)
+	feeds := strings.NewReplacer("brokers: ["+a.URL()+"]", fmt.Sprintf("feeds: [{name: a, brokers: [%s]}, {name: b, brokers: [%s]}]", a.URL(), b.URL()),
+		"session_expiry: 1h}", fmt.Sprintf("session_expiry: 1h, batch_size: %d}", batch)).Replace(string(text))
+	if feeds == string(text) {
+		t.Fatal("the configuration has no broker list to replace")
+	}
+	os.WriteFile(cfg, []byte(feeds), 0o644)
+	daemon, exited := startRun(t, bin, cfg, listen)
+	waitUntil(t, "both feeds are up", func() bool {
+		code, body := get(t, "http://"+listen+"/readyz")
+		return code == http.StatusOK && !strings.Contains(body, "warning")
+	})
+
+	for _, br := range []*testbroker.Mosquitto{a, b} { // every message on both paths
+		pub := testbroker.NewPublisher(t, []string{br.URL()}, testbroker.PublisherOptions{
+			Topic: func(src string) string { return "incidents/fd/" + src }, Payload: incidentPayload, Window: 32})
+		if got := pub.Publish(context.Background(), "e1", n); got != n {
+			t.Fatalf("%s: %d of %d publishes acknowledged", br.URL(), got, n)
+		}
+	}
+	waitUntil(t, "readiness says the outbox is full", func() bool {
+		code, body := get(t, "http://"+listen+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "outbox full")
+	})
+	time.Sleep(500 * time.Millisecond) // whatever the consumers still did
+	if pending := metricSum(t, listen, "replayguard_outbox_entries"); pending < maxEntries || pending > maxEntries+2*batch {
+		t.Fatalf("while full: %v entries in the outbox, want between %d and %d", pending, maxEntries, maxEntries+2*batch)
+	}
+
+	hook.down.Store(false)
+	waitUntil(t, "every message is delivered", func() bool { return hook.distinct() == n })
+	waitUntil(t, "ready again", func() bool {
+		code, body := get(t, "http://"+listen+"/readyz")
+		return code == http.StatusOK && !strings.Contains(body, "warning")
+	})
+	waitUntil(t, "both copies of every message decided and acknowledged", func() bool {
+		return metricSum(t, listen, "replayguard_decisions_total") == 2*n && metricSum(t, listen, "replayguard_acked_total") == 2*n
+	})
+	stopRun(t, daemon, exited)
+	hook.mu.Lock()
+	posts := len(hook.keys)
+	hook.mu.Unlock()
+	if posts != n {
+		t.Fatalf("the webhook took %d posts for %d messages", posts, n)
+	}
+	if got := mustRun(t, "", "state", "--json", "-c", cfg); !strings.Contains(got, fmt.Sprintf(`"casualties": %d`, n)) {
+		t.Fatalf("state: %s", got)
+	}
+}
+
 // TestRunKilledWhileForwardingDeliversEveryAppliedEventOnce kills run with
 // SIGKILL several times while it forwards a replay-heavy feed to the
 // broker it consumes from: the downstream subscriber receives every

@@ -408,8 +408,8 @@ func (w *submitWindow) land(i int, err error) {
 
 // A feed's consumer submits its batches where the processor has Submit
 // and the store is a single owner's; on a shared store, which commits
-// inside Submit, and where the processor has none (run with a forward
-// outbox), the feeds' batches are combined into one call instead.
+// inside Submit, and where the processor has none, the feeds' batches are
+// combined into one call instead.
 func TestFeedsSubmitOnlyWhereTheEngineCommitsBehind(t *testing.T) {
 	sub := FeedProcessors(&submitWindow{window: window{seen: map[string]bool{}}}, []string{"a"}, nil)[0]
 	if _, ok := feedProcessor(sub, false).(*SubmittingFeed); !ok {
