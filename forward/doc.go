@@ -25,8 +25,9 @@
 // through package internal/mqttconn, as the MQTT consumers do.
 //
 // Backpressure instead of loss: Drainer.Admit, set as the engine's
-// Options.Admit, holds batches back while the outbox is full, so the
-// consumer stops acknowledging upstream until the drainer made room.
+// Options.Admit, holds batches back while the outbox is full (counting the
+// entries of the batches the engine decided and has not committed yet), so
+// the consumer stops acknowledging upstream until the drainer made room.
 //
 //	d, _ := forward.New(forward.Options{Store: store,
 //		Outputs: map[string]forward.Output{engine.OutputMQTT: out}})
