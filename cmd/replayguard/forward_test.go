@@ -52,6 +52,23 @@ http: {listen: %s}
 	return path
 }
 
+// boundedOutboxConfig is forwardConfig forwarding to the webhook at hook,
+// with outbox.max_entries and mqtt.batch_size set and a short backoff.
+func boundedOutboxConfig(t *testing.T, broker, listen, hook string, maxEntries, batch int) string {
+	t.Helper()
+	cfg := forwardConfig(t, broker, listen, fmt.Sprintf("{webhook: %q}", hook),
+		fmt.Sprintf("outbox: {max_entries: %d}\noutputs: {webhook: {max_backoff: 200ms}}\n", maxEntries))
+	b, _ := os.ReadFile(cfg)
+	withBatch := strings.Replace(string(b), "session_expiry: 1h}", fmt.Sprintf("session_expiry: 1h, batch_size: %d}", batch), 1)
+	if withBatch == string(b) {
+		t.Fatal("the configuration has no mqtt section to give a batch size")
+	}
+	if err := os.WriteFile(cfg, []byte(withBatch), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func incidentPayload(src string, seq int64) []byte {
 	return fmt.Appendf(nil, `{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"incident_id":"I1","casualty_delta":1}`, src, seq)
 }
@@ -140,10 +157,7 @@ func TestRunStopsAcknowledgingWhileTheOutboxIsFullAndResumes(t *testing.T) {
 	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
 	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
 	const maxEntries, batch, n = 40, 8, 300
-	cfg := forwardConfig(t, broker.URL(), listen, fmt.Sprintf("{webhook: %q}", hook.URL),
-		fmt.Sprintf("outbox: {max_entries: %d}\noutputs: {webhook: {max_backoff: 200ms}}\n", maxEntries))
-	b, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(b), "session_expiry: 1h}", fmt.Sprintf("session_expiry: 1h, batch_size: %d}", batch), 1)), 0o644)
+	cfg := boundedOutboxConfig(t, broker.URL(), listen, hook.URL, maxEntries, batch)
 	daemon, exited := startRun(t, bin, cfg, listen)
 
 	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
@@ -196,11 +210,10 @@ func TestRedundantFeedsStopAtTheOutboxBoundAndForwardEachMessageOnce(t *testing.
 	b := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
 	listen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
 	const maxEntries, batch, n = 40, 8, 300
-	cfg := forwardConfig(t, a.URL(), listen, fmt.Sprintf("{webhook: %q}", hook.URL),
-		fmt.Sprintf("outbox: {max_entries: %d}\noutputs: {webhook: {max_backoff: 200ms}}\n", maxEntries))
+	cfg := boundedOutboxConfig(t, a.URL(), listen, hook.URL, maxEntries, batch)
 	text, _ := os.ReadFile(cfg)
-	feeds := strings.NewReplacer("brokers: ["+a.URL()+"]", fmt.Sprintf("feeds: [{name: a, brokers: [%s]}, {name: b, brokers: [%s]}]", a.URL(), b.URL()),
-		"session_expiry: 1h}", fmt.Sprintf("session_expiry: 1h, batch_size: %d}", batch)).Replace(string(text))
+	feeds := strings.Replace(string(text), "brokers: ["+a.URL()+"]",
+		fmt.Sprintf("feeds: [{name: a, brokers: [%s]}, {name: b, brokers: [%s]}]", a.URL(), b.URL()), 1)
 	if feeds == string(text) {
 		t.Fatal("the configuration has no broker list to replace")
 	}
