@@ -310,7 +310,7 @@ func (e *Engine) Process(ctx context.Context, msgs []Message) ([]Decision, error
 // submits ahead must call every wait it was given.
 func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Decision, error), err error) {
 	if e.opts.Admit != nil {
-		if err := e.opts.Admit(ctx, e.outboxDeciding); err != nil {
+		if err := e.opts.Admit(ctx, e.outboxEntriesInFlight); err != nil {
 			return nil, err
 		}
 	}
@@ -322,8 +322,8 @@ func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Dec
 	return e.win.submit(ctx, msgs)
 }
 
-// outboxDeciding is Options.Admit's inFlight.
-func (e *Engine) outboxDeciding() int { return int(e.outboxInFlight.Load()) }
+// outboxEntriesInFlight is Options.Admit's inFlight.
+func (e *Engine) outboxEntriesInFlight() int { return int(e.outboxInFlight.Load()) }
 
 // takeBatch turns the pending changes into a batch and starts a new one.
 // Called with e.mu held.
