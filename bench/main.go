@@ -60,7 +60,7 @@ func main() {
 	flag.Float64Var(&o.replays, "replays", 0.1, "fraction of updates delivered a second time, as after a failover")
 	flag.IntVar(&o.rounds, "rounds", 5, "alternating rounds per row; the table shows medians")
 	flag.StringVar(&o.rows, "rows", "ingest,fleet,live,backlog,forward,redundant,mqtt311,mqtt311-backlog,jetstream,sparkplug,sparkplug-backlog,engine,decide", "rows to run, comma-separated")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness's process (the in-process sides: replayguard run, the peers' clients) to this file")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the harness's process (the in-process sides: replayguard run, the peers' clients) to this file; replayguard's samples carry the label side=replayguard (go tool pprof -tagfocus side=replayguard)")
 	flag.StringVar(&o.out, "o", "", "BENCHMARKS.md to rewrite the peers section of (default: print only)")
 	flag.Parse()
 	if err := run(o, os.Args[1:]); err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -135,7 +136,12 @@ func newDaemonConfig(h *harness, storeRoutes, mqtt string) *daemon {
 func (d *daemon) start(h *harness) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan error, 1)
-	go func() { d.done <- app.Run(ctx, d.cfg, slog.New(slog.DiscardHandler), app.Build{Version: "bench"}) }()
+	// The daemon's goroutines, and every one they start, carry the label
+	// side=replayguard: -cpuprofile then tells its work from the harness's
+	// (go tool pprof -tagfocus side=replayguard).
+	go pprof.Do(ctx, pprof.Labels("side", "replayguard"), func(ctx context.Context) {
+		d.done <- app.Run(ctx, d.cfg, slog.New(slog.DiscardHandler), app.Build{Version: "bench"})
+	})
 	d.wait(h, "/healthz", false)
 }
 
