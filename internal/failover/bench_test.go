@@ -56,13 +56,13 @@ func BenchmarkConsumeRate(b *testing.B) {
 // the given setting's name.
 func benchCompare(b *testing.B, setting string, n int,
 	noopRate func(*testing.B, int) testbroker.Rate,
-	runRate func(*testing.B, int) (testbroker.Rate, time.Duration),
+	runRate func(*testing.B, int) benchCost,
 ) {
 	var noop, run, cpu []float64
 	for round := range 3 {
 		noop = append(noop, noopRate(b, n).PerSecond())
-		rate, perMsg := runRate(b, n)
-		run, cpu = append(run, rate.PerSecond()), append(cpu, perMsg.Seconds()*1e6)
+		c := runRate(b, n)
+		run, cpu = append(run, c.Rate.PerSecond()), append(cpu, us(c.CPU))
 		b.Logf("%s round %d: no-op %.0f msg/s, replayguard run %.0f msg/s (%.1f µs of CPU per message)",
 			setting, round+1, noop[round], run[round], cpu[round])
 	}
@@ -122,26 +122,26 @@ func benchNoopLive(b *testing.B, n int) testbroker.Rate {
 
 // benchRunLive measures `replayguard run` on a broker of its own while the
 // feed is published; the process is up and subscribed before the first
-// publish. It also returns the CPU time the process spent per message,
-// start included.
-func benchRunLive(b *testing.B, n int) (testbroker.Rate, time.Duration) {
+// publish. It also returns the CPU time spent per message while the feed
+// was published and consumed (benchCost).
+func benchRunLive(b *testing.B, n int) benchCost {
 	broker := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
 	defer broker.Kill()
 	d := startDaemon(b, newSetup(b, []string{broker.URL()}, true))
 	d.WaitReady()
 	pub := benchPublisher(b, broker.URL())
 	defer pub.Close()
+	m := startMeter(d, broker)
 	rate := testbroker.MeasureLive(b, pub, n, testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) }))
-	cpu := d.Metrics()["process_cpu_seconds_total"]
-	d.Stop()
-	return rate, time.Duration(cpu / float64(n) * float64(time.Second))
+	return m.stop(rate)
 }
 
 // benchRun measures `replayguard run` on a broker of its own; the time
-// includes the start of the process. It also returns the CPU time the
-// process spent per message, start included: unlike the rate, it hardly
-// depends on what else the machine runs.
-func benchRun(b *testing.B, n int) (testbroker.Rate, time.Duration) {
+// includes the start of the process. It also returns the CPU time spent
+// per message over that time, the process's start included (benchCost):
+// unlike the rate, replayguard's hardly depends on what else the machine
+// runs.
+func benchRun(b *testing.B, n int) benchCost {
 	broker := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
 	defer broker.Kill()
 	s := newSetup(b, []string{broker.URL()}, true)
@@ -150,13 +150,13 @@ func benchRun(b *testing.B, n int) (testbroker.Rate, time.Duration) {
 	d.Stop()
 	pub := benchPublisher(b, broker.URL())
 	defer pub.Close()
+	var m meter
 	rate := testbroker.MeasureBacklog(b, pub, n, func() func() int64 {
+		m = startMeter(d, broker)
 		d.Start()
 		return testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) })
 	})
-	cpu := d.Metrics()["process_cpu_seconds_total"]
-	d.Stop()
-	return rate, time.Duration(cpu / float64(n) * float64(time.Second))
+	return m.stop(rate)
 }
 
 func median(xs []float64) float64 {
@@ -191,23 +191,43 @@ func BenchmarkRedundantFeeds(b *testing.B) {
 
 // benchCompareFeeds runs one path and two paths three times each,
 // alternating, and reports the medians and their ratios under the given
-// setting's name.
-func benchCompareFeeds(b *testing.B, setting string, n int, runOne, runTwo func(*testing.B, int) (testbroker.Rate, time.Duration)) {
-	var one, two, cpuOne, cpuTwo []float64
+// setting's name. Besides replayguard's CPU it reports what the brokers
+// and this process (the publishers) spent per distinct message over the
+// measured time, and how busy the machine was: on two cores shared by all
+// of them, the rate ratio cannot pass the ratio of the machine's CPU per
+// distinct message, and the "ceiling" is that ratio with replayguard
+// costing on two paths what it costs on one (a twin for free).
+func benchCompareFeeds(b *testing.B, setting string, n int, runOne, runTwo func(*testing.B, int) benchCost) {
+	var one, two []benchCost
 	for round := range 3 {
-		r1, c1 := runOne(b, n)
-		r2, c2 := runTwo(b, n)
-		one, two = append(one, r1.PerSecond()), append(two, r2.PerSecond())
-		cpuOne, cpuTwo = append(cpuOne, c1.Seconds()*1e6), append(cpuTwo, c2.Seconds()*1e6)
-		b.Logf("%s round %d: one path %.0f msg/s (%.1f µs CPU/msg), two paths %.0f distinct msg/s (%.1f µs CPU per distinct msg)",
-			setting, round+1, one[round], cpuOne[round], two[round], cpuTwo[round])
+		one, two = append(one, runOne(b, n)), append(two, runTwo(b, n))
+		b.Logf("%s round %d: one path %s; two paths %s", setting, round+1, one[round], two[round])
 	}
-	b.Logf("%s, %d messages of %d bytes: two paths %.2f× the rate of one, %.2f× its CPU per distinct message",
-		setting, n, benchPayloadSize, median(two)/median(one), median(cpuTwo)/median(cpuOne))
-	b.ReportMetric(median(one), setting+"-one-path-msg/s")
-	b.ReportMetric(median(two), setting+"-two-paths-distinct-msg/s")
-	b.ReportMetric(median(two)/median(one), setting+"-rate-ratio")
-	b.ReportMetric(median(cpuTwo)/median(cpuOne), setting+"-cpu-ratio")
+	med := func(cs []benchCost, f func(benchCost) float64) float64 {
+		xs := make([]float64, len(cs))
+		for i, c := range cs {
+			xs[i] = f(c)
+		}
+		return median(xs)
+	}
+	rate := func(c benchCost) float64 { return c.Rate.PerSecond() }
+	rg := func(c benchCost) float64 { return us(c.CPU) }
+	machine := func(c benchCost) float64 { return us(c.Machine) }
+	r1, r2, c1, c2, m1, m2 := med(one, rate), med(two, rate), med(one, rg), med(two, rg), med(one, machine), med(two, machine)
+	busy1 := med(one, func(c benchCost) float64 { return c.Busy })
+	// With every core busy, two paths reach at most the rate of one path
+	// times m1/busy1 over the machine's CPU per distinct message; the
+	// ceiling takes replayguard's part of that at its one-path cost.
+	ceiling := m1 / busy1 / (m2 - c2 + c1)
+	b.Logf("%s, %d messages of %d bytes: two paths %.2f× the rate of one, %.2f× its CPU per distinct message; "+
+		"the machine's CPU per distinct message %.1f → %.1f µs (one path %.0f%% busy): with every core busy and a twin "+
+		"costing replayguard nothing, two paths would reach %.2f× the rate of one",
+		setting, n, benchPayloadSize, r2/r1, c2/c1, m1, m2, 100*busy1, ceiling)
+	b.ReportMetric(r1, setting+"-one-path-msg/s")
+	b.ReportMetric(r2, setting+"-two-paths-distinct-msg/s")
+	b.ReportMetric(r2/r1, setting+"-rate-ratio")
+	b.ReportMetric(c2/c1, setting+"-cpu-ratio")
+	b.ReportMetric(ceiling, setting+"-ceiling-rate-ratio")
 }
 
 // benchRunFeedsLive measures `replayguard run` on two paths, each a broker
@@ -215,14 +235,15 @@ func benchCompareFeeds(b *testing.B, setting string, n int, runOne, runTwo func(
 // one publisher a path, at once; the process is up and subscribed before
 // the first publish. The time runs from the first publish until every
 // delivery of both paths is decided (n applied and n duplicate); the CPU
-// time, start included, is per distinct message.
-func benchRunFeedsLive(b *testing.B, n int) (testbroker.Rate, time.Duration) {
+// time over it is per distinct message.
+func benchRunFeedsLive(b *testing.B, n int) benchCost {
 	a, c := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{}), testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
 	defer a.Kill()
 	defer c.Kill()
 	d := startDaemon(b, feedsSetup(b, map[string][]string{"a": {a.URL()}, "b": {c.URL()}}, setupOptions{API: true}))
 	waitFeedsReady(b, d)
 	pubs := []*testbroker.Publisher{benchPublisher(b, a.URL()), benchPublisher(b, c.URL())}
+	m := startMeter(d, a, c)
 	begin := time.Now()
 	var wg sync.WaitGroup
 	for _, pub := range pubs {
@@ -234,20 +255,19 @@ func benchRunFeedsLive(b *testing.B, n int) (testbroker.Rate, time.Duration) {
 	}
 	testbroker.WaitReceived(b, testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) }), int64(2*n), 2*time.Minute)
 	rate := testbroker.Rate{Messages: int64(n), Elapsed: time.Since(begin)}
+	c0 := m.stop(rate)
 	wg.Wait()
 	for _, pub := range pubs {
 		pub.Close()
 	}
-	cpu := d.Metrics()["process_cpu_seconds_total"]
-	d.Stop()
-	return rate, time.Duration(cpu / float64(n) * float64(time.Second))
+	return c0
 }
 
 // benchRunFeeds measures `replayguard run` on two paths, each a broker of
 // its own holding the same n messages as a backlog: the time runs from the
 // start of the process until every delivery of both paths is decided (n
 // applied and n duplicate); the CPU time is per distinct message.
-func benchRunFeeds(b *testing.B, n int) (testbroker.Rate, time.Duration) {
+func benchRunFeeds(b *testing.B, n int) benchCost {
 	a, c := testbroker.StartMosquitto(b, testbroker.MosquittoOptions{}), testbroker.StartMosquitto(b, testbroker.MosquittoOptions{})
 	defer a.Kill()
 	defer c.Kill()
@@ -262,11 +282,89 @@ func benchRunFeeds(b *testing.B, n int) (testbroker.Rate, time.Duration) {
 		}
 		pub.Close()
 	}
+	m := startMeter(d, a, c)
 	begin := time.Now()
 	d.Start()
 	testbroker.WaitReceived(b, testbroker.Throttle(20*time.Millisecond, func() int64 { return int64(d.Position()) }), int64(2*n), 2*time.Minute)
-	rate := testbroker.Rate{Messages: int64(n), Elapsed: time.Since(begin)}
-	cpu := d.Metrics()["process_cpu_seconds_total"]
-	d.Stop()
-	return rate, time.Duration(cpu / float64(n) * float64(time.Second))
+	return m.stop(testbroker.Rate{Messages: int64(n), Elapsed: time.Since(begin)})
 }
+
+// benchCost is one measured run of replayguard: its rate and, per message
+// (per distinct message with two paths), the CPU time spent over the
+// measured time by replayguard, by the brokers, by this process (the
+// publishers) and by the whole machine, and the machine's busy share.
+type benchCost struct {
+	Rate                           testbroker.Rate
+	CPU, Brokers, Harness, Machine time.Duration
+	Busy                           float64 // of all the machine's cores, 0 to 1
+}
+
+func (c benchCost) String() string {
+	return fmt.Sprintf("%.0f msg/s, CPU µs a message: replayguard %.1f, brokers %.1f, publishers %.1f, machine %.1f (%.0f%% busy)",
+		c.Rate.PerSecond(), us(c.CPU), us(c.Brokers), us(c.Harness), us(c.Machine), 100*c.Busy)
+}
+
+// meter takes the CPU counters at the start of a measured time.
+type meter struct {
+	d       *daemon
+	brokers []*testbroker.Mosquitto
+	rg      float64 // replayguard's process_cpu_seconds_total; 0 when not running
+	broker  time.Duration
+	harness time.Duration
+	machine [2]time.Duration // busy and total
+}
+
+// startMeter starts a measured time of d (running or not) and brokers.
+func startMeter(d *daemon, brokers ...*testbroker.Mosquitto) meter {
+	m := meter{d: d, brokers: brokers, harness: processCPU(), machine: machineCPU()}
+	if d.running() {
+		m.rg = d.Metrics()["process_cpu_seconds_total"]
+	}
+	m.broker = m.brokerCPU()
+	return m
+}
+
+func (m meter) brokerCPU() (t time.Duration) {
+	for _, br := range m.brokers {
+		t += br.CPU()
+	}
+	return t
+}
+
+// stop ends the measured time, stops the daemon, and returns the cost per
+// message of rate.
+func (m meter) stop(rate testbroker.Rate) benchCost {
+	broker, harness, machine := m.brokerCPU()-m.broker, processCPU()-m.harness, machineCPU()
+	rg := m.d.Metrics()["process_cpu_seconds_total"] - m.rg
+	m.d.Stop()
+	n := time.Duration(rate.Messages)
+	busy, total := machine[0]-m.machine[0], machine[1]-m.machine[1]
+	c := benchCost{Rate: rate, CPU: time.Duration(rg*float64(time.Second)) / n, Brokers: broker / n, Harness: harness / n, Machine: busy / n}
+	if total > 0 {
+		c.Busy = float64(busy) / float64(total)
+	}
+	return c
+}
+
+// machineCPU returns the time all the machine's cores have been busy so
+// far, and their whole time (/proc/stat, in jiffies of 10 ms); zeros when
+// it cannot be read.
+func machineCPU() [2]time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return [2]time.Duration{}
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal …
+	var busy, total time.Duration
+	for i, f := range fields[1:] {
+		v, _ := strconv.ParseInt(f, 10, 64)
+		total += time.Duration(v) * 10 * time.Millisecond
+		if i != 3 && i != 4 { // idle, iowait
+			busy += time.Duration(v) * 10 * time.Millisecond
+		}
+	}
+	return [2]time.Duration{busy, total}
+}
+
+func us(d time.Duration) float64 { return d.Seconds() * 1e6 }

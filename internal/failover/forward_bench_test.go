@@ -105,7 +105,6 @@ func benchForwardCompare(b *testing.B, live bool, n, rounds int) {
 		}
 		for _, on := range sides {
 			r := benchForwardRun(b, live, on, n)
-			us := func(d time.Duration) float64 { return d.Seconds() * 1e6 }
 			if on {
 				fwd, decided = append(fwd, r.Delivered.PerSecond()), append(decided, r.Decided.PerSecond())
 				cpuFwd, brokerFwd, harnessFwd = append(cpuFwd, us(r.CPU)), append(brokerFwd, us(r.BrokerCPU)), append(harnessFwd, us(r.HarnessCPU))
