@@ -87,8 +87,10 @@ type forwardRun struct {
 	Delivered testbroker.Rate // until the last copy reached downstream; Decided without forward
 	// CPU time per message over the measurement: of replayguard (its
 	// start included in a backlog drain), of the broker, and of this
-	// process (the publisher and the downstream consumer).
-	CPU, BrokerCPU, HarnessCPU time.Duration
+	// process (the publisher and the downstream consumer); and the time
+	// the whole machine's cores were busy per message, and its busy share.
+	CPU, BrokerCPU, HarnessCPU, MachineCPU time.Duration
+	Busy                                   float64
 }
 
 func benchForwardCompare(b *testing.B, live bool, n, rounds int) {
@@ -97,7 +99,7 @@ func benchForwardCompare(b *testing.B, live bool, n, rounds int) {
 		setting = "live"
 	}
 	var plain, fwd, decided, ratio, cpuPlain, cpuFwd []float64
-	var brokerPlain, brokerFwd, harnessPlain, harnessFwd []float64
+	var brokerPlain, brokerFwd, harnessPlain, harnessFwd, machinePlain, machineFwd, busyPlain []float64
 	for round := range rounds {
 		sides := []bool{false, true}
 		if round%2 == 1 {
@@ -108,9 +110,11 @@ func benchForwardCompare(b *testing.B, live bool, n, rounds int) {
 			if on {
 				fwd, decided = append(fwd, r.Delivered.PerSecond()), append(decided, r.Decided.PerSecond())
 				cpuFwd, brokerFwd, harnessFwd = append(cpuFwd, us(r.CPU)), append(brokerFwd, us(r.BrokerCPU)), append(harnessFwd, us(r.HarnessCPU))
+				machineFwd = append(machineFwd, us(r.MachineCPU))
 			} else {
 				plain, cpuPlain = append(plain, r.Delivered.PerSecond()), append(cpuPlain, us(r.CPU))
 				brokerPlain, harnessPlain = append(brokerPlain, us(r.BrokerCPU)), append(harnessPlain, us(r.HarnessCPU))
+				machinePlain, busyPlain = append(machinePlain, us(r.MachineCPU)), append(busyPlain, r.Busy)
 			}
 		}
 		ratio = append(ratio, fwd[round]/plain[round])
@@ -122,6 +126,15 @@ func benchForwardCompare(b *testing.B, live bool, n, rounds int) {
 		setting, n, benchPayloadSize, rounds, spread(plain, "%.0f"), spread(fwd, "%.0f"), spread(decided, "%.0f"),
 		spread(ratio, "%.2f"), spread(cpuPlain, "%.1f"), spread(cpuFwd, "%.1f"), spread(brokerPlain, "%.1f"), spread(brokerFwd, "%.1f"),
 		spread(harnessPlain, "%.1f"), spread(harnessFwd, "%.1f"))
+	// Every process here shares the machine's cores: with all of them
+	// busy, forwarding reaches at most the rate without it times the
+	// machine's CPU per message without it (over its busy share) over the
+	// machine's CPU per message with it; the ceiling counts replayguard's
+	// part at its cost without forwarding, as if forwarding cost it nothing.
+	ceiling := median(machinePlain) / median(busyPlain) / (median(machineFwd) - median(cpuFwd) + median(cpuPlain))
+	b.Logf("%s: the machine's CPU per message %s → %s µs (%.0f%% busy without forward): with every core busy and forwarding costing replayguard nothing, the ratio would reach %.2f",
+		setting, spread(machinePlain, "%.1f"), spread(machineFwd, "%.1f"), 100*median(busyPlain), ceiling)
+	b.ReportMetric(ceiling, setting+"-ceiling-ratio")
 	b.ReportMetric(median(plain), setting+"-plain-msg/s")
 	b.ReportMetric(median(fwd), setting+"-forward-msg/s")
 	b.ReportMetric(median(decided), setting+"-forward-decided-msg/s")
@@ -192,25 +205,31 @@ func benchForwardRun(b *testing.B, live, forward bool, n int) forwardRun {
 	var rate testbroker.Rate
 	var rg0 float64
 	var broker0, harness0 time.Duration
+	var machine0 [2]time.Duration
 	if live {
-		rg0, broker0, harness0 = d.Metrics()["process_cpu_seconds_total"], brokerCPU(), processCPU()
+		rg0, broker0, harness0, machine0 = d.Metrics()["process_cpu_seconds_total"], brokerCPU(), processCPU(), machineCPU()
 		began = time.Now()
 		rate = testbroker.MeasureLive(b, pub, n, received)
 	} else {
 		rate = testbroker.MeasureBacklog(b, pub, n, func() func() int64 {
-			broker0, harness0 = brokerCPU(), processCPU()
+			broker0, harness0, machine0 = brokerCPU(), processCPU(), machineCPU()
 			began = time.Now()
 			d.Start()
 			return received
 		})
 	}
 	perMsg := func(d time.Duration) time.Duration { return d / time.Duration(n) }
+	machine := machineCPU()
 	r := forwardRun{
 		Decided:    testbroker.Rate{Messages: int64(n), Elapsed: decidedAt.Sub(began)},
 		Delivered:  rate,
 		CPU:        perMsg(time.Duration((d.Metrics()["process_cpu_seconds_total"] - rg0) * float64(time.Second))),
 		BrokerCPU:  perMsg(brokerCPU() - broker0),
 		HarnessCPU: perMsg(processCPU() - harness0),
+	}
+	r.MachineCPU = perMsg(machine[0] - machine0[0])
+	if total := machine[1] - machine0[1]; total > 0 {
+		r.Busy = float64(machine[0]-machine0[0]) / float64(total)
 	}
 	d.Stop()
 	return r
