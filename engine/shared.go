@@ -220,25 +220,38 @@ func (w *sharedWindows) member() (string, bool) { return w.e.member, true }
 // returned.
 func (w *sharedWindows) close() {}
 
+// skipRounds is how many parts of one batch leave out the rows other
+// members hold (Reads.SkipHeld); the part after them waits for the rows.
+const skipRounds = 4
+
 // decideBatch decides and commits one batch. Called with e.mu held.
 //
 // A batch that touches a row another member's batch holds does not wait
 // for it with every row it holds itself (Reads.SkipHeld): it commits the
 // deliveries that touch none of the held rows first, then the others in a
-// batch of their own, which waits for the rows. Deliveries that share a
-// source window, an entity or a key keep their order (splitHeld); the
-// audit chain records the second batch's after the first's.
+// batch of their own (decideParts). Deliveries that share a source window,
+// an entity or a key keep their order (splitHeld); the audit chain records
+// each part's after the one before.
 func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Decision, error) {
 	if partlyCommitted(msgs) {
 		return w.decideRest(ctx, msgs, uncommitted(msgs))
 	}
+	return w.decideParts(ctx, msgs, w.e.opts.Now(), 0)
+}
+
+// decideParts decides and commits msgs as part round of a batch decided at
+// now. While rounds are left, it leaves out the rows another member holds
+// and decides what touches them in the next part, which skips held rows
+// again if this part decided something: by then the member that held them
+// has mostly committed, and the rows are free without a wait. A part that
+// could decide nothing, or the last, waits for the rows instead.
+func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now time.Time, round int) ([]Decision, error) {
 	e := w.e
-	now := e.opts.Now()
 	out := make([]Decision, len(msgs))
 	r := e.reads(msgs, now)
 	// Not a batch its kind places (its rows are found while deciding), nor
 	// a recovery's (decided again as the journal holds it).
-	r.SkipHeld = e.unread == nil && len(msgs) > 1 && msgs[0].recovery == 0
+	r.SkipHeld = round < skipRounds && e.unread == nil && len(msgs) > 1 && msgs[0].recovery == 0
 	var first, later []int // with rows held: the deliveries decided now, and after
 	err := w.updateWith(ctx, r, func(rows *Rows) {
 		first, later = splitHeld(msgs, rows.Held)
@@ -263,19 +276,21 @@ func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Deci
 	if later == nil {
 		return out, nil
 	}
-	// The first part is committed: passed again after the second fails,
-	// its deliveries keep their decisions (the caller passes the same
-	// messages until the batch commits).
+	// This part is committed: passed again after a later part fails, its
+	// deliveries keep their decisions (the caller passes the same messages
+	// until the batch commits).
 	for _, i := range first {
 		msgs[i].committed = &out[i]
 	}
+	next := round + 1
+	if len(first) == 0 { // every delivery touched a held row: wait for them
+		next = skipRounds
+	}
 	rest := pick(msgs, later)
-	decided := make([]Decision, len(rest))
-	err = w.update(ctx, e.reads(rest, now), func() {
-		for i := range rest {
-			decided[i] = e.decideOne(&rest[i], now, 0, "")
-		}
-	}, rest, decided)
+	decided, err := w.decideParts(ctx, rest, now, next)
+	for j, i := range later { // what a later part committed stays marked
+		msgs[i] = rest[j]
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +298,7 @@ func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Deci
 		msgs[i].committed = nil
 	}
 	for j, i := range later {
-		msgs[i], out[i] = rest[j], decided[j]
+		out[i] = decided[j]
 	}
 	return out, nil
 }

@@ -115,15 +115,15 @@ func TestEveryRecordOfASharedStoreNamesItsMember(t *testing.T) {
 	}
 }
 
-// holding stands for another member whose batch holds rows: the first
-// Update asked with Reads.SkipHeld after hold is set leaves hold's rows out
+// holding stands for other members whose batches hold rows: each Update
+// asked with Reads.SkipHeld takes the next of holds, leaves its rows out
 // of the rows it reads and names them held, as a store does that skips
 // locked rows.
 type holding struct {
 	sharedBackend
-	hold      engine.HeldRows
-	skips     []bool // Reads.SkipHeld of each Update
-	failWaits int    // Updates without SkipHeld left to fail, writing nothing
+	holds  []engine.HeldRows // the rows held at each Update asked with SkipHeld, in turn
+	skips  []bool            // Reads.SkipHeld of each Update
+	failAt int               // the Update (counted from 1) that fails, writing nothing; 0: none
 }
 
 func (h *holding) Capabilities() engine.Capabilities {
@@ -134,15 +134,14 @@ func (h *holding) Capabilities() engine.Capabilities {
 
 func (h *holding) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
 	h.skips = append(h.skips, r.SkipHeld)
-	if !r.SkipHeld && h.failWaits > 0 {
-		h.failWaits--
+	if len(h.skips) == h.failAt {
 		return errWrite
 	}
-	hold := h.hold
-	if !r.SkipHeld || hold.Empty() {
+	if !r.SkipHeld || len(h.holds) == 0 {
 		return h.sharedBackend.Update(ctx, r, decide)
 	}
-	h.hold = engine.HeldRows{}
+	hold := h.holds[0]
+	h.holds = h.holds[1:]
 	return h.sharedBackend.Update(ctx, r, func(rows *engine.Rows) (*engine.Batch, error) {
 		rows.Sources = slices.DeleteFunc(rows.Sources, func(s engine.SourceState) bool { return slices.Contains(hold.Sources, s.ID()) })
 		rows.Entities = slices.DeleteFunc(rows.Entities, func(e engine.EntityState) bool { return slices.Contains(hold.Entities, e.Name) })
@@ -177,14 +176,16 @@ func TestABatchLeavesWhatTouchesRowsAnotherMemberHoldsToABatchAfterIt(t *testing
 		unitUpdate("e5", 1, "9", 1), // 6: its unit's entity is held
 	}
 	for _, tc := range []struct {
-		name        string
-		hold        engine.HeldRows
-		first       []int // the deliveries in the first batch, in order
-		wantUpdates int
+		name      string
+		hold      engine.HeldRows
+		first     []int  // the deliveries in the first batch, in order
+		wantSkips []bool // Reads.SkipHeld of each Update
 	}{
-		{"rows held", engine.HeldRows{Sources: []string{src("e1")}, Entities: []string{"unit/e5"}}, []int{1, 4, 5}, 2},
-		{"every row held", engine.HeldRows{Sources: []string{src("e1"), src("e2"), src("e3"), src("e4"), src("e5")}}, nil, 2},
-		{"held rows the batch does not name", engine.HeldRows{Sources: []string{src("e9")}}, []int{0, 1, 2, 3, 4, 5, 6}, 1},
+		// The part after one that decided something skips held rows again
+		// (none are held by then); after one that decided nothing, it waits.
+		{"rows held", engine.HeldRows{Sources: []string{src("e1")}, Entities: []string{"unit/e5"}}, []int{1, 4, 5}, []bool{true, true}},
+		{"every row held", engine.HeldRows{Sources: []string{src("e1"), src("e2"), src("e3"), src("e4"), src("e5")}}, nil, []bool{true, false}},
+		{"held rows the batch does not name", engine.HeldRows{Sources: []string{src("e9")}}, []int{0, 1, 2, 3, 4, 5, 6}, []bool{true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The same batch on a member whose rows nobody holds.
@@ -200,7 +201,7 @@ func TestABatchLeavesWhatTouchesRowsAnotherMemberHoldsToABatchAfterIt(t *testing
 			}
 
 			m, _ := memory.NewGroup(0, 0).Open("m1")
-			st := &holding{sharedBackend: m, hold: tc.hold}
+			st := &holding{sharedBackend: m, holds: []engine.HeldRows{tc.hold}}
 			e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{incidentRoute}})
 			if err != nil {
 				t.Fatal(err)
@@ -211,8 +212,8 @@ func TestABatchLeavesWhatTouchesRowsAnotherMemberHoldsToABatchAfterIt(t *testing
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(st.skips) != tc.wantUpdates || !st.skips[0] || (len(st.skips) == 2 && st.skips[1]) {
-				t.Fatalf("updates asked with SkipHeld %v, want %d, the first skipping held rows and no other", st.skips, tc.wantUpdates)
+			if !slices.Equal(st.skips, tc.wantSkips) {
+				t.Fatalf("updates asked with SkipHeld %v, want %v", st.skips, tc.wantSkips)
 			}
 			// Every delivery has the outcome it has where nothing is held;
 			// the first batch's come first in the chain, each part in
@@ -241,6 +242,72 @@ func TestABatchLeavesWhatTouchesRowsAnotherMemberHoldsToABatchAfterIt(t *testing
 	}
 }
 
+// TestHeldRowsAreSkippedPartAfterPartThenWaitedFor: while each part of a
+// batch decides something, the part after it leaves out the rows still
+// held, up to skipRounds parts; the part after those, or after one that
+// could decide nothing, waits for the rows. Every delivery is decided once,
+// in chain order part by part.
+func TestHeldRowsAreSkippedPartAfterPartThenWaitedFor(t *testing.T) {
+	ctx := context.Background()
+	srcs := func(units ...string) engine.HeldRows {
+		var h engine.HeldRows
+		for _, u := range units {
+			s := engine.SourceState{Route: "incidents", Source: []string{"fd", u}}
+			h.Sources = append(h.Sources, s.ID())
+		}
+		return h
+	}
+	var batch []engine.Message
+	for i := 1; i <= 6; i++ {
+		batch = append(batch, unitUpdate(fmt.Sprintf("u%d", i), 1, fmt.Sprint(i), i))
+	}
+	for _, tc := range []struct {
+		name      string
+		holds     []engine.HeldRows // at each Update that skips, in turn
+		wantSkips []bool
+		order     []int // the deliveries in chain order
+	}{
+		{"fewer rows held each part", []engine.HeldRows{
+			srcs("u2", "u3", "u4", "u5", "u6"), srcs("u3", "u4", "u5", "u6"), srcs("u4", "u5", "u6"), srcs("u5", "u6"), srcs("u6")},
+			[]bool{true, true, true, true, false}, []int{0, 1, 2, 3, 4, 5}},
+		{"a part that decides nothing", []engine.HeldRows{
+			srcs("u2", "u3", "u4", "u5", "u6"), srcs("u2", "u3", "u4", "u5", "u6")},
+			[]bool{true, true, false}, []int{0, 1, 2, 3, 4, 5}},
+		{"the rows free after the first part", []engine.HeldRows{srcs("u1", "u3", "u5")},
+			[]bool{true, true}, []int{1, 3, 5, 0, 2, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := memory.NewGroup(0, 0).Open("m1")
+			st := &holding{sharedBackend: m, holds: tc.holds}
+			e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{incidentRoute}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			st.skips = nil
+			got, err := e.Process(ctx, slices.Clone(batch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(st.skips, tc.wantSkips) {
+				t.Fatalf("updates asked with SkipHeld %v, want %v", st.skips, tc.wantSkips)
+			}
+			for pos, i := range tc.order {
+				if got[i].Outcome != engine.Applied || got[i].Position != uint64(pos+1) {
+					t.Errorf("delivery %d: %s at position %d, want applied at %d", i, got[i].Outcome, got[i].Position, pos+1)
+				}
+			}
+			res, err := audit.VerifyChains(ctx, m, nil)
+			if err != nil || len(res) != 1 || res[0].Records != uint64(len(batch)) {
+				t.Fatalf("chains %+v, %v: want one intact chain of %d records", res, err, len(batch))
+			}
+			if st, _ := e.ReadState(ctx); len(entityValues(st)) != 2*len(batch) {
+				t.Fatalf("state %v: want each delivery's incident and unit", entityValues(st))
+			}
+		})
+	}
+}
+
 // entityValues flattens a state to "entity.field" → value.
 func entityValues(st []engine.EntityState) map[string]string {
 	out := map[string]string{}
@@ -260,7 +327,7 @@ func TestASplitBatchWhoseSecondPartFailedIsNotDecidedTwice(t *testing.T) {
 	ctx := context.Background()
 	m, _ := memory.NewGroup(0, 0).Open("m1")
 	held := engine.SourceState{Route: "incidents", Source: []string{"fd", "e1"}}
-	st := &holding{sharedBackend: m, hold: engine.HeldRows{Sources: []string{held.ID()}}, failWaits: 1}
+	st := &holding{sharedBackend: m, holds: []engine.HeldRows{{Sources: []string{held.ID()}}}, failAt: 2}
 	counts := recordCounts{}
 	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{incidentRoute}, Observer: counts})
 	if err != nil {
