@@ -153,6 +153,31 @@ func (h *holding) Update(ctx context.Context, r *engine.Reads, decide func(*engi
 	})
 }
 
+// processHolding decides batch on a member whose store holds the rows of
+// holds in turn (holding), checks the Reads.SkipHeld each Update was asked
+// with against wantSkips, and returns the engine (closed when the test
+// ends), its store and the decisions.
+func processHolding(t *testing.T, holds []engine.HeldRows, batch []engine.Message, wantSkips []bool) (*engine.Engine, *memory.Member, []engine.Decision) {
+	t.Helper()
+	ctx := context.Background()
+	m, _ := memory.NewGroup(0, 0).Open("m1")
+	st := &holding{sharedBackend: m, holds: holds}
+	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{incidentRoute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	st.skips = nil
+	got, err := e.Process(ctx, slices.Clone(batch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.skips, wantSkips) {
+		t.Fatalf("updates asked with SkipHeld %v, want %v", st.skips, wantSkips)
+	}
+	return e, m, got
+}
+
 // unitUpdate is an incident update from unit src of fire agency "fd".
 func unitUpdate(src string, seq int, incident string, delta int) engine.Message {
 	return engine.Message{Topic: "incidents/fire", Payload: fmt.Appendf(nil,
@@ -200,21 +225,7 @@ func TestABatchLeavesWhatTouchesRowsAnotherMemberHoldsToABatchAfterIt(t *testing
 				t.Fatal(err)
 			}
 
-			m, _ := memory.NewGroup(0, 0).Open("m1")
-			st := &holding{sharedBackend: m, holds: []engine.HeldRows{tc.hold}}
-			e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{incidentRoute}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			st.skips = nil
-			got, err := e.Process(ctx, slices.Clone(batch))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(st.skips, tc.wantSkips) {
-				t.Fatalf("updates asked with SkipHeld %v, want %v", st.skips, tc.wantSkips)
-			}
+			e, m, got := processHolding(t, []engine.HeldRows{tc.hold}, batch, tc.wantSkips)
 			// Every delivery has the outcome it has where nothing is held;
 			// the first batch's come first in the chain, each part in
 			// delivery order.
@@ -277,21 +288,7 @@ func TestHeldRowsAreSkippedPartAfterPartThenWaitedFor(t *testing.T) {
 			[]bool{true, true}, []int{1, 3, 5, 0, 2, 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, _ := memory.NewGroup(0, 0).Open("m1")
-			st := &holding{sharedBackend: m, holds: tc.holds}
-			e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{incidentRoute}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			st.skips = nil
-			got, err := e.Process(ctx, slices.Clone(batch))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(st.skips, tc.wantSkips) {
-				t.Fatalf("updates asked with SkipHeld %v, want %v", st.skips, tc.wantSkips)
-			}
+			e, m, got := processHolding(t, tc.holds, batch, tc.wantSkips)
 			for pos, i := range tc.order {
 				if got[i].Outcome != engine.Applied || got[i].Position != uint64(pos+1) {
 					t.Errorf("delivery %d: %s at position %d, want applied at %d", i, got[i].Outcome, got[i].Position, pos+1)
