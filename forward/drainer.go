@@ -118,6 +118,12 @@ type Drainer struct {
 	outMu  map[string]*sync.Mutex // one Deliver per output at a time
 	holder atomic.Pointer[Holder] // Run's
 
+	// countMu orders a recount's store of depth (refresh) against the
+	// entries taken off it (removedNow); leaving counts the entries whose
+	// removal from the store is under way (removing).
+	countMu sync.Mutex
+	leaving int64
+
 	mu    sync.Mutex
 	lanes map[laneID]*lane
 

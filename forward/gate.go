@@ -62,16 +62,34 @@ func (g *gate) state() (full bool, since time.Time) {
 	return g.full, g.since
 }
 
-// removed counts n entries that left Member's outbox and lets a waiting
-// Admit look again.
-func (d *Drainer) removed(n int) {
-	d.depth.Add(-int64(n))
-	d.gate.signal()
+// removing notes n entries about to leave Member's outbox in the store.
+// Until removedNow, a recount counts them as pending (refresh): the store
+// may remove them before it counts, and the count must not then lose them
+// a second time when removedNow takes them off.
+func (d *Drainer) removing(n int) {
+	d.countMu.Lock()
+	d.leaving += int64(n)
+	d.countMu.Unlock()
+}
+
+// removedNow ends removing(n): when the store removed the entries (ok), it
+// takes them off the count and lets a waiting Admit look again.
+func (d *Drainer) removedNow(n int, ok bool) {
+	d.countMu.Lock()
+	d.leaving -= int64(n)
+	if ok {
+		d.depth.Add(-int64(n))
+	}
+	d.countMu.Unlock()
+	if ok {
+		d.gate.signal()
+	}
 }
 
 // refresh counts Member's pending entries in the store. Entries committed
-// while it counts are added on top, so the count errs on the high side
-// until the next refresh.
+// while it counts are added on top, and entries being removed are counted
+// until their removal is taken off (removing), so the count errs on the
+// high side until the next refresh.
 func (d *Drainer) refresh(ctx context.Context) error {
 	before := d.added.Load()
 	n, err := d.opts.Store.OutboxDepth(ctx, d.opts.Member)
@@ -81,7 +99,9 @@ func (d *Drainer) refresh(ctx context.Context) error {
 		}
 		return err
 	}
-	d.depth.Store(int64(n) + d.added.Load() - before)
+	d.countMu.Lock()
+	d.depth.Store(int64(n) + d.added.Load() - before + d.leaving)
+	d.countMu.Unlock()
 	return nil
 }
 

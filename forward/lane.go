@@ -191,7 +191,14 @@ func (d *Drainer) done(ctx context.Context, l *lane, entries []engine.OutboxEntr
 
 // hold holds an entry its downstream refused for good.
 func (d *Drainer) hold(ctx context.Context, l *lane, e engine.OutboxEntry, reason string) error {
-	if err := (*d.holder.Load()).HoldForward(ctx, l.id.member, e, reason); err != nil {
+	if l.own {
+		d.removing(1)
+	}
+	err := (*d.holder.Load()).HoldForward(ctx, l.id.member, e, reason)
+	if l.own {
+		d.removedNow(1, err == nil)
+	}
+	if err != nil {
 		return fmt.Errorf("hold entry %d refused by the downstream: %w", e.ID, err)
 	}
 	l.after = e.ID
@@ -202,9 +209,6 @@ func (d *Drainer) hold(ctx context.Context, l *lane, e engine.OutboxEntry, reaso
 	l.mu.Lock()
 	l.st.Held++
 	l.mu.Unlock()
-	if l.own {
-		d.removed(1)
-	}
 	return nil
 }
 

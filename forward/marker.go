@@ -112,7 +112,14 @@ func (m *marker) run() {
 // again.
 func (m *marker) mark(ids []uint64) {
 	l := m.l
-	if err := m.d.opts.Store.OutboxDone(m.ctx, l.id.member, ids); err != nil {
+	if l.own {
+		m.d.removing(len(ids))
+	}
+	err := m.d.opts.Store.OutboxDone(m.ctx, l.id.member, ids)
+	if l.own {
+		m.d.removedNow(len(ids), err == nil)
+	}
+	if err != nil {
 		m.mu.Lock()
 		if m.err == nil {
 			m.err = fmt.Errorf("mark %d delivered entries done (they are sent again): %w", len(ids), err)
@@ -121,8 +128,5 @@ func (m *marker) mark(ids []uint64) {
 		l.rewind.Store(true)
 		l.poke()
 		return
-	}
-	if l.own {
-		m.d.removed(len(ids))
 	}
 }
