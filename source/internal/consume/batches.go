@@ -96,12 +96,13 @@ func (l *Loop[D]) Run(ctx context.Context) ([]D, error) {
 		}
 		batch, err := l.Collect(ctx, landed)
 		var s settled[D]
-		if fl != nil && (ctx.Err() != nil || fl.f.done()) {
+		stopping := ctx.Err() != nil // read once: a stop between two reads would leave fl in flight
+		if fl != nil && (stopping || fl.f.done()) {
 			// Landed while the batch was collected: settled first, so
 			// that a failure is known before the next batch is decided.
 			s, fl = l.land(fl, nil), nil
 		}
-		if ctx.Err() != nil {
+		if stopping {
 			return append(s.again, batch...), nil
 		}
 		var next *flight[D]
