@@ -309,15 +309,25 @@ func (e *Engine) Process(ctx context.Context, msgs []Message) ([]Decision, error
 // state: the caller may submit all of them again, in order. A caller that
 // submits ahead must call every wait it was given.
 func (e *Engine) Submit(ctx context.Context, msgs []Message) (wait func() ([]Decision, error), err error) {
+	_, wait, err = e.SubmitLanded(ctx, msgs)
+	return wait, err
+}
+
+// SubmitLanded is Submit with landed, closed once the batch's commit is
+// durable or has failed. A caller learns of it without taking the outcome,
+// which wait alone tells: until a wait has returned a failure, the batches
+// submitted after it are refused (ErrAborted), so a caller that takes the
+// outcomes in order, on the goroutine that submits, submits again in order.
+func (e *Engine) SubmitLanded(ctx context.Context, msgs []Message) (landed <-chan struct{}, wait func() ([]Decision, error), err error) {
 	if e.opts.Admit != nil {
 		if err := e.opts.Admit(ctx, e.outboxEntriesInFlight); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.ready(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return e.win.submit(ctx, msgs)
 }

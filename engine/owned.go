@@ -75,14 +75,14 @@ func (w *ownedWindows) load(ctx context.Context) error {
 	return nil
 }
 
-func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (func() ([]Decision, error), error) {
+func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (<-chan struct{}, func() ([]Decision, error), error) {
 	e := w.e
 	w.trim()
 	if err := e.ready(ctx); err != nil { // trim found a failed commit
-		return nil, err
+		return nil, nil, err
 	}
 	if w.untold.Load() {
-		return nil, fmt.Errorf("%w: a batch submitted before this one failed to commit, and its wait has not returned the error yet", ErrAborted)
+		return nil, nil, fmt.Errorf("%w: a batch submitted before this one failed to commit, and its wait has not returned the error yet", ErrAborted)
 	}
 	now := e.opts.Now()
 	e.keys.expire(now.Add(-e.ttl).UnixNano())
@@ -98,10 +98,10 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (func() ([]De
 		out[i] = e.decideOne(&msgs[i], now, 0, "")
 	}
 	if err := w.settleRows(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := w.seal(ctx)
-	return func() ([]Decision, error) {
+	return c.done, func() ([]Decision, error) {
 		<-c.done
 		if c.err != nil {
 			w.untold.Store(false)

@@ -203,11 +203,20 @@ func (w *sharedWindows) load(ctx context.Context) error {
 	return w.checkHead(ctx, head, known)
 }
 
-// submit commits before it returns: wait only hands over the outcome.
-func (w *sharedWindows) submit(ctx context.Context, msgs []Message) (func() ([]Decision, error), error) {
+// submit commits before it returns: the batch has landed, and wait only
+// hands over the outcome.
+func (w *sharedWindows) submit(ctx context.Context, msgs []Message) (<-chan struct{}, func() ([]Decision, error), error) {
 	out, err := w.decideBatch(ctx, msgs)
-	return func() ([]Decision, error) { return out, err }, nil
+	return landedAlready, func() ([]Decision, error) { return out, err }, nil
 }
+
+// landedAlready is the landed channel of a batch committed (or failed)
+// before its submit returned.
+var landedAlready = func() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 func (w *sharedWindows) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
 	now := w.e.opts.Now()

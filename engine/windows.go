@@ -32,10 +32,11 @@ type windows interface {
 	// leaves the engine open but stopped. Called with e.mu held, or from
 	// New.
 	load(ctx context.Context) error
-	// submit decides msgs with decideOne and commits them; wait returns
-	// their decisions once the commit is durable, or its error. Called
-	// with e.mu held, after ready.
-	submit(ctx context.Context, msgs []Message) (wait func() ([]Decision, error), err error)
+	// submit decides msgs with decideOne and commits them; landed is
+	// closed once the commit is durable or failed, and wait returns their
+	// decisions then, or the commit's error. Called with e.mu held, after
+	// ready.
+	submit(ctx context.Context, msgs []Message) (landed <-chan struct{}, wait func() ([]Decision, error), err error)
 	// act commits an operator's action: fill records it in the pending
 	// batch, deciding msgs again (nil: none). Called with e.mu held, which
 	// it may let go while the commit runs.

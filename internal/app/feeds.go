@@ -279,16 +279,16 @@ func (f *FeedProcessor) Process(ctx context.Context, msgs []engine.Message) ([]e
 
 // submitter is a processor that decides a batch at once and commits it
 // behind the batches submitted before it (*engine.Engine, see
-// engine.Engine.Submit).
+// engine.Engine.SubmitLanded).
 type submitter interface {
-	Submit(ctx context.Context, msgs []engine.Message) (wait func() ([]engine.Decision, error), err error)
+	SubmitLanded(ctx context.Context, msgs []engine.Message) (landed <-chan struct{}, wait func() ([]engine.Decision, error), err error)
 }
 
-// SubmittingFeed is a FeedProcessor with Submit: its feed's consumer
-// decides the next batch while one commits.
+// SubmittingFeed is a FeedProcessor with SubmitLanded: its feed's
+// consumer decides the next batch while one commits.
 type SubmittingFeed struct{ *FeedProcessor }
 
-// Submitting returns f with Submit, or nil when the processor it passes
+// Submitting returns f with SubmitLanded, or nil when the processor it passes
 // its batches to has none. Each feed's batches commit in the order its
 // consumer submits them; the feeds' batches in the order they reach the
 // engine. A commit that fails fails every batch submitted after it, from
@@ -300,9 +300,10 @@ func (f *FeedProcessor) Submitting() *SubmittingFeed {
 	return &SubmittingFeed{f}
 }
 
-// Submit names the feed on msgs and submits them; wait returns their
-// decisions once committed.
-func (s *SubmittingFeed) Submit(ctx context.Context, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+// SubmitLanded names the feed on msgs and submits them; landed is closed
+// once their commit is durable or failed, and wait returns their
+// decisions, or the failure.
+func (s *SubmittingFeed) SubmitLanded(ctx context.Context, msgs []engine.Message) (<-chan struct{}, func() ([]engine.Decision, error), error) {
 	f := s.FeedProcessor
 	for i := range msgs {
 		msgs[i].Feed = f.name
@@ -497,10 +498,10 @@ func (o *oneAtATime) commit(batches []*feedBatch) {
 
 // submit submits a feed's batch to the engine; wait returns its
 // decisions once it has landed, and counts and times them.
-func (o *oneAtATime) submit(ctx context.Context, feed *FeedProcessor, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+func (o *oneAtATime) submit(ctx context.Context, feed *FeedProcessor, msgs []engine.Message) (<-chan struct{}, func() ([]engine.Decision, error), error) {
 	b := &feedBatch{feed: feed, at: time.Now(), ctx: ctx}
 	o.submitMu.Lock()
-	wait, err := o.p.(submitter).Submit(ctx, msgs)
+	landed, wait, err := o.p.(submitter).SubmitLanded(ctx, msgs)
 	if err == nil {
 		o.timeMu.Lock()
 		o.landing = append(o.landing, b)
@@ -509,9 +510,9 @@ func (o *oneAtATime) submit(ctx context.Context, feed *FeedProcessor, msgs []eng
 	o.submitMu.Unlock()
 	if err != nil {
 		o.fail(ctx, err)
-		return nil, err
+		return nil, nil, err
 	}
-	return func() ([]engine.Decision, error) {
+	return landed, func() ([]engine.Decision, error) {
 		ds, err := wait()
 		o.land(b, ds, err)
 		if err != nil {

@@ -377,7 +377,7 @@ routes:
 	}
 }
 
-// submitWindow is a window with Submit: it decides a batch at once, and
+// submitWindow is a window with SubmitLanded: it decides a batch at once, and
 // its wait returns when the test lands it, with the error the test gives.
 type submitWindow struct {
 	window
@@ -385,14 +385,19 @@ type submitWindow struct {
 	flights []chan error
 }
 
-func (w *submitWindow) Submit(ctx context.Context, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+func (w *submitWindow) SubmitLanded(ctx context.Context, msgs []engine.Message) (<-chan struct{}, func() ([]engine.Decision, error), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ds, _ := w.window.Process(ctx, msgs)
-	land := make(chan error, 1)
+	land, landed := make(chan error, 1), make(chan struct{})
 	w.flights = append(w.flights, land)
-	return func() ([]engine.Decision, error) {
-		if err := <-land; err != nil {
+	var err error
+	go func() {
+		err = <-land
+		close(landed)
+	}()
+	return landed, func() ([]engine.Decision, error) {
+		if <-landed; err != nil {
 			return nil, err
 		}
 		return ds, nil
@@ -451,7 +456,7 @@ func TestSubmittedFeedBatchesAreCountedAndTimedInOrder(t *testing.T) {
 	}
 	ctx := context.Background()
 	first := msgs("m1", "m2")
-	waitA, err := a.Submit(ctx, first)
+	_, waitA, err := a.SubmitLanded(ctx, first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +467,7 @@ func TestSubmittedFeedBatchesAreCountedAndTimedInOrder(t *testing.T) {
 	for time.Since(before) < 2*time.Millisecond { // b's copy comes measurably later
 		runtime.Gosched()
 	}
-	waitB, err := b.Submit(ctx, msgs("m1"))
+	_, waitB, err := b.SubmitLanded(ctx, msgs("m1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +493,7 @@ func TestSubmittedFeedBatchesAreCountedAndTimedInOrder(t *testing.T) {
 		t.Fatalf("told %v, behind a %v, b %v; want b at least 2ms behind", told, procs[0].Behind(), procs[1].Behind())
 	}
 
-	waitA, err = a.Submit(ctx, msgs("m3"))
+	_, waitA, err = a.SubmitLanded(ctx, msgs("m3"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +507,7 @@ func TestSubmittedFeedBatchesAreCountedAndTimedInOrder(t *testing.T) {
 	if s.Ready() || s.Warning() != "commits are failing, the deliveries wait unacknowledged: store not writable" {
 		t.Fatalf("after a failed commit: ready %v, warning %q", s.Ready(), s.Warning())
 	}
-	waitA, err = a.Submit(ctx, msgs("m4"))
+	_, waitA, err = a.SubmitLanded(ctx, msgs("m4"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,11 +558,11 @@ func TestFeedsSubmittedToTheEngineSurviveAFailedCommit(t *testing.T) {
 	fromA := []engine.Message{reading("r1", "1.5")}
 	fromB := []engine.Message{reading("r1", "1.5"), reading("r2", "0.25")}
 	st.fail.Store(true)
-	waitA, err := a.Submit(ctx, fromA)
+	_, waitA, err := a.SubmitLanded(ctx, fromA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitB, err := b.Submit(ctx, fromB)
+	_, waitB, err := b.SubmitLanded(ctx, fromB)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,10 +23,12 @@ type Processor interface {
 // Submitter is a Processor that decides a batch at once and commits it
 // behind the batches submitted before it (*engine.Engine is one): a
 // consumer then collects and decides its next batch while this one is
-// written. When a commit fails, every batch submitted after it fails too,
-// and each wait must be called (engine.Engine.Submit).
+// written. landed is closed once the commit is durable or failed; wait
+// then tells which. When a commit fails, every batch submitted after it
+// fails too, or is refused until a wait has returned the failure; each
+// wait must be called (engine.Engine.SubmitLanded).
 type Submitter interface {
-	Submit(ctx context.Context, msgs []engine.Message) (wait func() ([]engine.Decision, error), err error)
+	SubmitLanded(ctx context.Context, msgs []engine.Message) (landed <-chan struct{}, wait func() ([]engine.Decision, error), err error)
 }
 
 // Preparer is a Processor that can decode messages ahead of Process, on
@@ -134,10 +136,14 @@ func (c *Committer) Commit(ctx context.Context, msgs []engine.Message, retrying 
 // Flight is a batch submitted and on its way to the store.
 type Flight struct {
 	landed chan struct{} // closed once the commit is durable or failed
-	err    error         // the commit's failure; set before landed closes
 	at     time.Time     // when it landed; set before landed closes
 	n      int
 	start  time.Time
+	// wait takes the commit's outcome (Land), and kept runs when it is a
+	// failure; err is the failure once taken.
+	wait func() ([]engine.Decision, error)
+	kept func()
+	err  error
 }
 
 // Landed is closed once the batch's commit is durable or has failed.
@@ -158,35 +164,43 @@ func (f *Flight) done() bool {
 
 // Submit submits msgs when the Processor is a Submitter. It returns nil
 // when it is not, or when it refused the batch at once: the batch is then
-// to be passed to Commit, which retries. kept runs, before Landed closes,
-// when the commit failed (see Keep).
+// to be passed to Commit, which retries. kept runs, when the commit failed,
+// once Land has taken the failure (see Keep).
 func (c *Committer) Submit(ctx context.Context, msgs []engine.Message, kept func()) *Flight {
 	s, ok := c.p.(Submitter)
 	if !ok {
 		return nil
 	}
-	f := &Flight{landed: make(chan struct{}), n: len(msgs), start: time.Now()}
-	wait, err := s.Submit(ctx, msgs)
+	f := &Flight{landed: make(chan struct{}), n: len(msgs), start: time.Now(), kept: kept}
+	landed, wait, err := s.SubmitLanded(ctx, msgs)
 	if err != nil {
 		kept()
 		return nil
 	}
+	f.wait = wait
 	go func() {
-		if _, f.err = wait(); f.err != nil {
-			kept()
-		}
+		<-landed
 		f.at = time.Now()
 		close(f.landed)
 	}()
 	return f
 }
 
-// Land waits for f's commit and reports it as Commit reports an attempt.
-// On an error nothing of the batch is to be acknowledged: it is to be
-// passed to Commit again, after every batch submitted behind it has landed
-// too.
+// Land waits for f's commit, takes its outcome and reports it as Commit
+// reports an attempt. The outcome is taken here, by the caller, and not
+// when the commit lands: until it is, the batches submitted after a failed
+// one are refused, so none of them is decided on the state without it and
+// committed ahead of it. On an error nothing of the batch is to be
+// acknowledged: it is to be passed to Commit again, after every batch
+// submitted behind it has landed too.
 func (c *Committer) Land(f *Flight) error {
 	<-f.landed
+	if f.wait != nil {
+		if _, f.err = f.wait(); f.err != nil && f.kept != nil {
+			f.kept()
+		}
+		f.wait = nil
+	}
 	took := time.Since(f.start)
 	if f.err == nil {
 		c.obs.Observe(source.Event{Kind: source.Committed, N: f.n, Duration: took})

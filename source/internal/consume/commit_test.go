@@ -123,10 +123,12 @@ type submitting struct {
 	fail bool
 }
 
-func (s *submitting) Submit(_ context.Context, msgs []engine.Message) (func() ([]engine.Decision, error), error) {
+func (s *submitting) SubmitLanded(_ context.Context, msgs []engine.Message) (<-chan struct{}, func() ([]engine.Decision, error), error) {
 	msgs[0].Broker = "noted by the attempt"
 	fail := s.fail
-	return func() ([]engine.Decision, error) {
+	landed := make(chan struct{})
+	close(landed)
+	return landed, func() ([]engine.Decision, error) {
 		if fail {
 			return nil, errors.New("store down")
 		}
