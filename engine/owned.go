@@ -20,10 +20,16 @@ type ownedWindows struct {
 	queue        chan *commitJob // sealed batches, to the committer
 	stopped      chan struct{}   // closed when the committer returns
 	committedGen atomic.Uint64   // the generation the committer accepts
-	// untold is set when a commit fails and cleared when a wait returns a
+	// untold is set when a commit fails with a submitted batch in it or
+	// behind it, and cleared when a submitted batch's wait returns a
 	// commit's error: until then the caller has not seen the failure, and
-	// a batch it submits now would commit ahead of the failed one.
-	untold  atomic.Bool
+	// a batch it submits now would commit ahead of the failed one. An
+	// operator action's failed commit sets it only when a submitted batch
+	// fails with it or behind it; act, which returns the action's failure
+	// itself, never clears it.
+	untold atomic.Bool
+	// submits counts the submitted batches sealed and not yet landed.
+	submits atomic.Int64
 	gen     uint64     // state generation: bumped by every reload after a failed commit; under e.mu
 	evicted uint64     // EvictBelow last sealed; under e.mu
 	last    *commitJob // the batch sealed last; under e.mu
@@ -100,7 +106,7 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (<-chan struc
 	if err := w.settleRows(); err != nil {
 		return nil, nil, err
 	}
-	c := w.seal(ctx)
+	c := w.seal(ctx, true)
 	return c.done, func() ([]Decision, error) {
 		<-c.done
 		if c.err != nil {
@@ -121,13 +127,10 @@ func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now ti
 	if err := w.settleRows(); err != nil {
 		return err
 	}
-	c := w.seal(ctx)
+	c := w.seal(ctx, false)
 	w.e.mu.Unlock()
 	<-c.done
 	w.e.mu.Lock()
-	if c.err != nil {
-		w.untold.Store(false)
-	}
 	return c.err
 }
 
@@ -137,13 +140,16 @@ type commitJob struct {
 	batch *Batch
 	gen   uint64 // the state generation it was decided in
 	head  AuditHead
-	done  chan struct{}
-	err   error
+	// submitted: by submit, whose caller takes the outcome from wait
+	// (not an operator action's).
+	submitted bool
+	done      chan struct{}
+	err       error
 }
 
 // seal turns the pending changes into a batch, with the key window's
 // evictions, and queues it for the committer. Called with e.mu held.
-func (w *ownedWindows) seal(ctx context.Context) *commitJob {
+func (w *ownedWindows) seal(ctx context.Context, submitted bool) *commitJob {
 	e := w.e
 	b := e.takeBatch()
 	b.NextKey = e.keys.next
@@ -151,7 +157,13 @@ func (w *ownedWindows) seal(ctx context.Context) *commitJob {
 		b.EvictBelow = old
 		w.evicted = old
 	}
-	c := &commitJob{ctx: ctx, batch: b, gen: w.gen, head: e.tail, done: make(chan struct{})}
+	c := &commitJob{ctx: ctx, batch: b, gen: w.gen, head: e.tail, submitted: submitted, done: make(chan struct{})}
+	if submitted {
+		w.submits.Add(1)
+		if c.gen != w.committedGen.Load() { // decided on a failed commit: it will be aborted
+			w.untold.Store(true)
+		}
+	}
 	e.outboxInFlight.Add(int64(len(b.Outbox)))
 	w.queue <- c
 	w.last = c
@@ -209,6 +221,9 @@ func (w *ownedWindows) committer() {
 			j.err = err
 			if err != nil && i > 0 {
 				j.err = fmt.Errorf("%w: written with a batch before it, whose commit failed: %v", ErrAborted, err)
+			}
+			if j.submitted {
+				w.submits.Add(-1)
 			}
 			close(j.done)
 		}
@@ -290,9 +305,13 @@ func (w *ownedWindows) commitOne(c *commitJob, b *Batch, group []*commitJob) err
 		// caller to take the engine's lock reloads the committed state.
 		// Taking the lock here could deadlock with a caller that holds it
 		// while waiting for room in the queue.
-		w.untold.Store(true) // before the reload is asked for: a batch decided on the reloaded state sees it
-		e.log.Error("commit failed; the committed state will be reloaded", "err", err, "records", len(b.Audit), "batches", len(group))
+		// The generation first: a batch sealed from now on that was decided
+		// on the failed state marks the failure untold itself (seal).
 		w.committedGen.Add(1)
+		if w.submits.Load() > 0 { // a submitted batch fails with it, or behind it
+			w.untold.Store(true) // before the reload is asked for: a batch decided on the reloaded state sees it
+		}
+		e.log.Error("commit failed; the committed state will be reloaded", "err", err, "records", len(b.Audit), "batches", len(group))
 		e.reload.Store(true)
 		return fmt.Errorf("commit: %w", err)
 	}
