@@ -268,6 +268,17 @@ func (w *sharedWindows) recoverLoss(ctx context.Context, l *StoreLoss, head Audi
 		l.from, l.Head = head, head
 		l.Lost.From = head.Position + 1
 		l.Uncovered, l.accepted = Span{}, false // an acceptance named positions of the first loss only
+		if l.marked {
+			// The journal's start of this recovery names the old head: a
+			// restart would resume from there, take the store's head on the
+			// recovered chain for it, and decide nothing lost before it.
+			// The new start is written now, so that a failback can still
+			// close it.
+			l.marked = false
+			if err := w.markRecovery(l); err != nil {
+				return e.recoveryFailed(l, err)
+			}
+		}
 	}
 	if w.journal == nil {
 		l.Uncovered = l.Lost
