@@ -344,6 +344,10 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason, operator string
 // OutcomeDiscarded is the audit outcome of an operator's discard.
 const OutcomeDiscarded = "discarded"
 
+// OutcomeReleased names an operator's release in a member's journal (its
+// audit record has the outcome of deciding the message again, with Ref).
+const OutcomeReleased = "released"
+
 // releasedEpochRank orders the `set` writes of a released message whose
 // epoch window is gone: an integer epoch by its value, a string one below
 // every kept epoch, so that it never overwrites newer state.

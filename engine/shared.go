@@ -541,6 +541,9 @@ func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decisio
 	je := JournalEntry{Kind: JournalBatch, Head: e.tail, First: b.Audit[0].Position, Time: e.opts.Now(), Messages: msgs}
 	if len(msgs) == 0 {
 		je.Action = b.Audit[0].Outcome
+		if len(b.Resolved) > 0 && je.Action != OutcomeDiscarded { // a release: its record has the outcome of deciding the message again
+			je.Action = OutcomeReleased
+		}
 	}
 	if len(decided) > 0 {
 		je.Effective = make([]bool, len(decided))
