@@ -170,8 +170,9 @@ func (j *Journal) load() error {
 	return nil
 }
 
-// read indexes segment i; a bad frame in the last one is a torn tail and
-// is cut off.
+// read indexes segment i; a bad frame at the end of the last one is a torn
+// append and is cut off. A bad frame followed by a good one is damage to
+// what was written and synced: ErrCorrupt, as in any other segment.
 func (j *Journal) read(i int, last bool) error {
 	s := &j.segs[i]
 	b, err := os.ReadFile(s.path)
@@ -182,7 +183,7 @@ func (j *Journal) read(i int, last bool) error {
 	for int(off) < len(b) {
 		e, n, err := frameAt(b[off:])
 		if err != nil {
-			if !last {
+			if !last || followedByAFrame(b[off:]) {
 				return fmt.Errorf("%w: %s at offset %d: %v", ErrCorrupt, s.path, off, err)
 			}
 			if j.opts.ReadOnly {
@@ -199,6 +200,21 @@ func (j *Journal) read(i int, last bool) error {
 	}
 	s.size = off
 	return nil
+}
+
+// followedByAFrame reports whether the bad frame at the start of b, its
+// length intact, is followed by a frame that decodes: it was not the last
+// append, so it did not tear.
+func followedByAFrame(b []byte) bool {
+	if len(b) < frameHeader {
+		return false
+	}
+	n := int(binary.LittleEndian.Uint32(b))
+	if n > maxFrame || len(b) < frameHeader+n {
+		return false
+	}
+	_, _, err := frameAt(b[frameHeader+n:])
+	return err == nil
 }
 
 // frameAt decodes the frame at the start of b, without its messages, and
