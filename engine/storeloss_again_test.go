@@ -119,3 +119,41 @@ func TestARecoveryMovedDownByASecondFailoverEndsWithoutARestart(t *testing.T) {
 	}
 	lg.check(30)
 }
+
+// TestAFailbackAfterAPartialRecoveryIsNoForkAtRestart: a recovery that
+// wrote some batches to the promoted store before the store failed back to
+// the old primary (which holds everything) leaves the journal's newest
+// batch on the abandoned chain; its end names the store's head, which a
+// restart (or any reload) compares the store with, and finds no fork.
+func TestAFailbackAfterAPartialRecoveryIsNoForkAtRestart(t *testing.T) {
+	lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
+	f := lg.openCountdown()
+	if err := lg.feed(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	replica := lg.g.Checkpoint()
+	if err := lg.feed(11, 20); err != nil {
+		t.Fatal(err)
+	}
+	primary := lg.g.Checkpoint()
+	lg.g.FailOver(replica)
+	f.allow.Store(2) // the recovery writes two batches, then the store fails
+	if err := lg.e.CheckStore(context.Background()); !errors.Is(err, engine.ErrStoreBehind) {
+		t.Fatalf("CheckStore = %v, want the loss", err)
+	}
+	lg.g.FailOver(primary) // failed back: the old primary holds every commit
+	f.allow.Store(-1)
+	if err := lg.e.CheckStore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lg.check(20)
+	lg.close() // restarted before its next batch
+	lg.open(true)
+	if l := lg.e.Loss(); l != nil {
+		t.Fatalf("after restart on the store that holds everything: %v", l)
+	}
+	if err := lg.feed(21, 22); err != nil {
+		t.Fatal(err)
+	}
+	lg.check(22)
+}

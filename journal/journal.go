@@ -253,7 +253,9 @@ func (j *Journal) add(e entry) {
 		m := e.JournalEntry
 		j.pending = &m
 	case engine.JournalRecoveryDone:
-		j.pending = nil
+		// Its head is the member's: after a failback, the store's, not that
+		// of the recovery's batches written to the store it left.
+		j.pending, j.last.Head = nil, e.Head
 	}
 }
 
