@@ -126,8 +126,8 @@ func Open(dir string, o Options) (*Journal, error) {
 		if _, err := os.Stat(dir); err != nil {
 			return nil, fmt.Errorf("journal: %w", err)
 		}
-	} else if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
+	} else if err := makeDir(dir); err != nil {
+		return nil, err
 	}
 	j := &Journal{dir: dir, opts: o, log: o.Logger, closed: o.ReadOnly}
 	if err := j.load(); err != nil {
@@ -464,6 +464,29 @@ func (j *Journal) Close() error {
 		return nil
 	}
 	return j.f.Close()
+}
+
+// makeDir creates dir and its missing parents, and syncs each new
+// directory's entry in its parent: a journal whose directory a power loss
+// took with it would hold nothing the member committed.
+func makeDir(dir string) error {
+	dir = filepath.Clean(dir)
+	var made []string // the directories to create, deepest first
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	for _, d := range made {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func syncDir(dir string) error {
