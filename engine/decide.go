@@ -30,7 +30,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 			return e.record(m, dec, now, ref, by)
 		}
 	}
-	dec := e.decide(d, now, ref != 0, m.recovery == recoveredApplied)
+	dec := e.decide(d, now, ref != 0, m.recovery == recoveredApplied, m.recovery == recoveredHeld)
 	if m.recovery != 0 {
 		dec.Reason = strings.TrimPrefix(dec.Reason+"; "+reasonRecovered, "; ")
 	}
@@ -106,8 +106,11 @@ func (e *Engine) lookupSource(d *Delivery) *SourceState {
 // windows and runs the effects. release waives the below-window and
 // old-epoch rules and turns a conflict into a duplicate: a released message
 // is applied at most once. waive waives those rules alone (a delivery
-// first applied, decided again from the journal).
-func (e *Engine) decide(d *Delivery, now time.Time, release, waive bool) Decision {
+// first applied, decided again from the journal). unapplied says the
+// delivery was not applied when first decided (a duplicate, or held): decided
+// again from the journal, it is held rather than applied, as its first
+// copy's key may have left the window since.
+func (e *Engine) decide(d *Delivery, now time.Time, release, waive, unapplied bool) Decision {
 	dec := Decision{Route: d.route.Name, Key: d.key, Digest: d.digest, Source: d.source,
 		Epoch: d.epoch, Sequence: d.seq, ID: d.id}
 	dg, hit := e.keys.lookup(d.key)
@@ -125,6 +128,9 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, waive bool) Decisio
 	}
 	ver := Version{Ordinal: e.tail.Position + 1}
 	refusal, refused := e.refused[d.key]
+	if unapplied && !refused {
+		refusal, refused = reasonNotAppliedFirst, true
+	}
 	if d.seq >= 0 { // a sequenced route's message (a Sparkplug NDEATH has none)
 		src := e.source(d)
 		if refused { // decide on a copy: a refused message leaves the window as it is

@@ -23,6 +23,12 @@ const headReadTimeout = 5 * time.Second
 // journal.
 const reasonRecovered = "recovered from the journal: the store had lost it"
 
+// reasonNotAppliedFirst is why a delivery decided again from the journal,
+// which was not applied when first decided (a duplicate, or held), is held
+// where it would now be applied: a duplicate's first copy may have left the
+// key window since, and nothing proves it is not one.
+const reasonNotAppliedFirst = "not applied when first decided, and decided again from the journal: held, as it may be a duplicate whose first copy has left the key window"
+
 // LossStats count what this engine found and did about store losses.
 type LossStats struct {
 	Detected  uint64 // losses found (a store head behind the journal's, or forked)
