@@ -230,10 +230,12 @@ func TestALossNoJournalHoldsStopsTheMemberUntilAnOperatorAcceptsIt(t *testing.T)
 }
 
 // unreachable is a member's store handle whose writes fail while down is
-// set: a promoted store that does not take writes yet.
+// set (a promoted store that does not take writes yet), but for the first
+// allow of them.
 type unreachable struct {
 	*groupMember // embedded under another name: a field named Member would hide the method
 	down         atomic.Bool
+	allow        atomic.Int64
 }
 
 type groupMember = memory.Member
@@ -248,7 +250,7 @@ func (u *unreachable) Capabilities() engine.Capabilities {
 }
 
 func (u *unreachable) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
-	if u.down.Load() {
+	if u.down.Load() && u.allow.Add(-1) < 0 {
 		return errUnreachable
 	}
 	return u.groupMember.Update(ctx, r, decide)
@@ -273,9 +275,21 @@ func (lg *lossGroup) openUnreachable() *unreachable {
 	return u
 }
 
+// TestASecondFailoverBeforeTheRecoveryIsDoneLosesNothing: a second
+// failover moves the recovery's start down; the recovery resumes from
+// there, also when it had begun on the store it left and the member is
+// killed after it (a restart resumes from the journal's start marker).
 func TestASecondFailoverBeforeTheRecoveryIsDoneLosesNothing(t *testing.T) {
-	for _, crash := range []bool{false, true} {
-		t.Run(map[bool]string{false: "while the member runs", true: "with the member killed in between"}[crash], func(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		partly, crash bool
+	}{
+		{"while the member runs", false, false},
+		{"with the member killed in between", false, true},
+		{"its recovery cut short, while the member runs", true, false},
+		{"its recovery cut short, with the member killed after it", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
 			u := lg.openUnreachable()
 			if err := lg.feed(1, 10); err != nil {
@@ -295,8 +309,14 @@ func TestASecondFailoverBeforeTheRecoveryIsDoneLosesNothing(t *testing.T) {
 				t.Fatalf("CheckStore on a store that takes no writes = %v, want the loss", err)
 			}
 			lg.g.FailOver(older) // and now 11..30
+			if tc.partly { // the resumed recovery commits 3 batches, then the store fails again
+				u.allow.Store(3)
+				if err := lg.e.CheckStore(context.Background()); !errors.Is(err, engine.ErrStoreBehind) {
+					t.Fatalf("CheckStore = %v, want the recovery to fail part-way", err)
+				}
+			}
 			u.down.Store(false)
-			if crash {
+			if tc.crash {
 				lg.close()
 				lg.open(true)
 			} else if err := lg.e.CheckStore(context.Background()); err != nil {
@@ -305,6 +325,45 @@ func TestASecondFailoverBeforeTheRecoveryIsDoneLosesNothing(t *testing.T) {
 			lg.check(30)
 		})
 	}
+}
+
+// TestAFailbackAfterAPartialRecoveryIsNoForkAtRestart: a recovery that
+// wrote some batches to the promoted store before the store failed back to
+// the old primary (which holds everything) leaves the journal's newest
+// batch on the abandoned chain; its end names the store's head, which a
+// restart (or any reload) compares the store with, and finds no fork.
+func TestAFailbackAfterAPartialRecoveryIsNoForkAtRestart(t *testing.T) {
+	lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
+	u := lg.openUnreachable()
+	if err := lg.feed(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	replica := lg.g.Checkpoint()
+	if err := lg.feed(11, 20); err != nil {
+		t.Fatal(err)
+	}
+	primary := lg.g.Checkpoint()
+	lg.g.FailOver(replica)
+	u.down.Store(true)
+	u.allow.Store(2) // the recovery writes two batches, then the store fails
+	if err := lg.e.CheckStore(context.Background()); !errors.Is(err, engine.ErrStoreBehind) {
+		t.Fatalf("CheckStore = %v, want the loss", err)
+	}
+	lg.g.FailOver(primary) // failed back: the old primary holds every commit
+	u.down.Store(false)
+	if err := lg.e.CheckStore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lg.check(20)
+	lg.close() // restarted before its next batch
+	lg.open(true)
+	if l := lg.e.Loss(); l != nil {
+		t.Fatalf("after restart on the store that holds everything: %v", l)
+	}
+	if err := lg.feed(21, 22); err != nil {
+		t.Fatal(err)
+	}
+	lg.check(22)
 }
 
 func TestAHeldMessageIsHeldAgainWhenItIsDecidedAgain(t *testing.T) {
