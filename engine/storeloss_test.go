@@ -309,7 +309,9 @@ func TestASecondFailoverBeforeTheRecoveryIsDoneLosesNothing(t *testing.T) {
 				t.Fatalf("CheckStore on a store that takes no writes = %v, want the loss", err)
 			}
 			lg.g.FailOver(older) // and now 11..30
-			if tc.partly { // the resumed recovery commits 3 batches, then the store fails again
+			if tc.partly {
+				// The resumed recovery commits 3 batches, then the store
+				// fails again.
 				u.allow.Store(3)
 				if err := lg.e.CheckStore(context.Background()); !errors.Is(err, engine.ErrStoreBehind) {
 					t.Fatalf("CheckStore = %v, want the recovery to fail part-way", err)
