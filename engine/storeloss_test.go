@@ -329,45 +329,6 @@ func TestASecondFailoverBeforeTheRecoveryIsDoneLosesNothing(t *testing.T) {
 	}
 }
 
-// TestAFailbackAfterAPartialRecoveryIsNoForkAtRestart: a recovery that
-// wrote some batches to the promoted store before the store failed back to
-// the old primary (which holds everything) leaves the journal's newest
-// batch on the abandoned chain; its end names the store's head, which a
-// restart (or any reload) compares the store with, and finds no fork.
-func TestAFailbackAfterAPartialRecoveryIsNoForkAtRestart(t *testing.T) {
-	lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
-	u := lg.openUnreachable()
-	if err := lg.feed(1, 10); err != nil {
-		t.Fatal(err)
-	}
-	replica := lg.g.Checkpoint()
-	if err := lg.feed(11, 20); err != nil {
-		t.Fatal(err)
-	}
-	primary := lg.g.Checkpoint()
-	lg.g.FailOver(replica)
-	u.down.Store(true)
-	u.allow.Store(2) // the recovery writes two batches, then the store fails
-	if err := lg.e.CheckStore(context.Background()); !errors.Is(err, engine.ErrStoreBehind) {
-		t.Fatalf("CheckStore = %v, want the loss", err)
-	}
-	lg.g.FailOver(primary) // failed back: the old primary holds every commit
-	u.down.Store(false)
-	if err := lg.e.CheckStore(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	lg.check(20)
-	lg.close() // restarted before its next batch
-	lg.open(true)
-	if l := lg.e.Loss(); l != nil {
-		t.Fatalf("after restart on the store that holds everything: %v", l)
-	}
-	if err := lg.feed(21, 22); err != nil {
-		t.Fatal(err)
-	}
-	lg.check(22)
-}
-
 func TestAHeldMessageIsHeldAgainWhenItIsDecidedAgain(t *testing.T) {
 	lg := newLossGroup(t, true)
 	ctx := context.Background()
@@ -409,38 +370,63 @@ func TestAHeldMessageIsHeldAgainWhenItIsDecidedAgain(t *testing.T) {
 	}
 }
 
+// TestAStoreThatComesBackWholeHasLostNothing: a store that fails back to
+// the old primary, which holds every commit, has lost nothing: no recovery
+// record, and no fork found at the next start, also when the recovery had
+// written some batches to the promoted store (the journal's newest batch
+// is then on the abandoned chain; its end names the store's head).
 func TestAStoreThatComesBackWholeHasLostNothing(t *testing.T) {
-	lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
-	u := lg.openUnreachable()
-	if err := lg.feed(1, 10); err != nil {
-		t.Fatal(err)
-	}
-	replica := lg.g.Checkpoint()
-	if err := lg.feed(11, 12); err != nil {
-		t.Fatal(err)
-	}
-	primary := lg.g.Checkpoint()
-	lg.g.FailOver(replica)
-	u.down.Store(true)
-	if err := lg.e.CheckStore(context.Background()); !errors.Is(err, engine.ErrStoreBehind) {
-		t.Fatalf("CheckStore = %v, want the loss", err)
-	}
-	lg.g.FailOver(primary) // failed back before the replica took a write
-	u.down.Store(false)
-	if err := lg.e.CheckStore(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	lg.check(12)
-	var recovered int
-	if err := lg.m.ScanChain(context.Background(), "m1", 1, func(r engine.AuditRecord) error {
-		if r.Outcome == engine.OutcomeRecovered {
-			recovered++
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if recovered != 0 {
-		t.Fatalf("%d recovery records for a store that lost nothing in the end", recovered)
+	for _, tc := range []struct {
+		name    string
+		written int64 // the recovery's batches the promoted store took before it failed
+	}{
+		{"failed back before the replica took a write", 0},
+		{"failed back after the recovery wrote two batches to the replica", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
+			u := lg.openUnreachable()
+			if err := lg.feed(1, 10); err != nil {
+				t.Fatal(err)
+			}
+			replica := lg.g.Checkpoint()
+			if err := lg.feed(11, 20); err != nil {
+				t.Fatal(err)
+			}
+			primary := lg.g.Checkpoint()
+			lg.g.FailOver(replica)
+			u.down.Store(true)
+			u.allow.Store(tc.written)
+			if err := lg.e.CheckStore(context.Background()); !errors.Is(err, engine.ErrStoreBehind) {
+				t.Fatalf("CheckStore = %v, want the loss", err)
+			}
+			lg.g.FailOver(primary) // failed back: the old primary holds every commit
+			u.down.Store(false)
+			if err := lg.e.CheckStore(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			lg.check(20)
+			var recovered int
+			if err := lg.m.ScanChain(context.Background(), "m1", 1, func(r engine.AuditRecord) error {
+				if r.Outcome == engine.OutcomeRecovered {
+					recovered++
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if recovered != 0 {
+				t.Fatalf("%d recovery records for a store that lost nothing in the end", recovered)
+			}
+			lg.close() // restarted before its next batch
+			lg.open(true)
+			if l := lg.e.Loss(); l != nil {
+				t.Fatalf("after restart on the store that holds everything: %v", l)
+			}
+			if err := lg.feed(21, 22); err != nil {
+				t.Fatal(err)
+			}
+			lg.check(22)
+		})
 	}
 }
