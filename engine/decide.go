@@ -30,7 +30,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 			return e.record(m, dec, now, ref, by)
 		}
 	}
-	dec := e.decide(d, now, ref != 0, m.recovery == recoveredApplied, m.recovery == recoveredHeld)
+	dec := e.decide(d, now, ref != 0, m.recovery)
 	if m.recovery != 0 {
 		dec.Reason = strings.TrimPrefix(dec.Reason+"; "+reasonRecovered, "; ")
 	}
@@ -105,12 +105,11 @@ func (e *Engine) lookupSource(d *Delivery) *SourceState {
 // the source window for sequenced routes. An effective outcome updates the
 // windows and runs the effects. release waives the below-window and
 // old-epoch rules and turns a conflict into a duplicate: a released message
-// is applied at most once. waive waives those rules alone (a delivery
-// first applied, decided again from the journal). unapplied says the
-// delivery was not applied when first decided (a duplicate, or held): decided
-// again from the journal, it is held rather than applied, as its first
-// copy's key may have left the window since.
-func (e *Engine) decide(d *Delivery, now time.Time, release, waive, unapplied bool) Decision {
+// is applied at most once. recovery says how a delivery decided again
+// from the journal was first decided: one first applied has those rules
+// waived alone; one not applied (a duplicate, or held) is held rather than
+// applied, as its first copy's key may have left the window since.
+func (e *Engine) decide(d *Delivery, now time.Time, release bool, recovery uint8) Decision {
 	dec := Decision{Route: d.route.Name, Key: d.key, Digest: d.digest, Source: d.source,
 		Epoch: d.epoch, Sequence: d.seq, ID: d.id}
 	dg, hit := e.keys.lookup(d.key)
@@ -128,7 +127,7 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, waive, unapplied bo
 	}
 	ver := Version{Ordinal: e.tail.Position + 1}
 	refusal, refused := e.refused[d.key]
-	if unapplied && !refused {
+	if recovery == recoveredHeld && !refused {
 		refusal, refused = reasonNotAppliedFirst, true
 	}
 	if d.seq >= 0 { // a sequenced route's message (a Sparkplug NDEATH has none)
@@ -137,7 +136,7 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, waive, unapplied bo
 			c := src.clone()
 			src = &c
 		}
-		v := src.checkSequence(d, e.opts.SequenceSpan, e.opts.KeepEpochs, release || waive)
+		v := src.checkSequence(d, e.opts.SequenceSpan, e.opts.KeepEpochs, release || recovery == recoveredApplied)
 		if refused && v.outcome.Effective() {
 			dec.Outcome, dec.Reason = Quarantined, refusal
 			return dec
