@@ -61,6 +61,12 @@ type JournalEntry struct {
 	// Lost is, for a recovery's start marker, the head the member had
 	// committed before the store lost part of it.
 	Lost AuditHead
+	// Redecides is, for a batch a recovery decided again from the
+	// journal, the Head of the lost batch it decided again: a recovery cut
+	// short (the store failed again, or the member was killed before its
+	// end was journaled) is taken up again without deciding anew what the
+	// store holds a decision of. Zero for every other entry.
+	Redecides AuditHead
 }
 
 // JournalKind says what a JournalEntry records.

@@ -176,6 +176,9 @@ type sharedWindows struct {
 	e       *Engine
 	store   SharedStore
 	journal Journal // nil: none
+	// redeciding is the Head of the lost batch a recovery decides again
+	// (JournalEntry.Redecides).
+	redeciding AuditHead
 }
 
 // newSharedWindows makes e a member of sh's group: its records name the
@@ -544,6 +547,9 @@ func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decisio
 		if len(b.Resolved) > 0 && je.Action != OutcomeDiscarded { // a release: its record has the outcome of deciding the message again
 			je.Action = OutcomeReleased
 		}
+	}
+	if len(msgs) > 0 && msgs[0].recovery != 0 {
+		je.Redecides = w.redeciding
 	}
 	if len(decided) > 0 {
 		je.Effective = make([]bool, len(decided))

@@ -337,17 +337,24 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 	if err := w.markRecovery(l); err != nil {
 		return e.recoveryFailed(l, err)
 	}
-	var n, stale int
+	settled, err := w.settled(ctx, l.from)
+	if err != nil {
+		return e.recoveryFailed(l, err)
+	}
+	var n, stale, before int
 	var outcomes [numOutcomes]int
 	var actions []string
 	first := e.tail.Position + 1
 	oldest := e.opts.Now().Add(-e.ttl)
-	_, err := w.journal.Replay(l.from, func(je JournalEntry) error {
+	_, err = w.journal.Replay(l.from, func(je JournalEntry) error {
 		switch {
 		case len(je.Messages) == 0:
 			if je.Action != OutcomeRecovered && je.Action != OutcomeLossAccepted {
 				actions = append(actions, je.Action) // an operator's: not a delivery to decide again
 			}
+			return nil
+		case settled[je.Head]:
+			before += len(je.Messages)
 			return nil
 		case je.Time.Before(oldest):
 			// Its keys have left the key window: deciding it again could
@@ -362,7 +369,9 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 				je.Messages[i].recovery = recoveredApplied
 			}
 		}
+		w.redeciding = je.Head
 		out, err := w.decideBatch(ctx, je.Messages)
+		w.redeciding = AuditHead{}
 		if err != nil {
 			return err
 		}
@@ -378,6 +387,9 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 	what := fmt.Sprintf("the %s store lost positions %s of member %q's chain (its head was %d, the member had committed up to %d); %d deliveries decided again from the journal at positions %s: %d applied, %d applied late, %d duplicate, %d held",
 		l.Store, l.Lost, l.Member, l.Head.Position, l.Known.Position, n, Span{From: first, To: e.tail.Position},
 		outcomes[Applied], outcomes[AppliedLate], outcomes[Duplicate], outcomes[Conflict]+outcomes[Quarantined]+outcomes[Malformed])
+	if before > 0 {
+		what += fmt.Sprintf("; %d deliveries were decided again by an attempt of this recovery that was cut short, and the store holds those decisions: not decided a third time", before)
+	}
 	if len(actions) > 0 {
 		what += fmt.Sprintf("; %d lost operator actions (%s) are not deliveries and were not redone: do them again", len(actions), strings.Join(actions, ", "))
 	}
@@ -401,6 +413,69 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 	e.log.Info("recovered what the store lost from the journal; deciding again", "store", l.Store, "member", l.Member,
 		"lost", l.Lost.String(), "deliveries", n, "applied", outcomes[Applied]+outcomes[AppliedLate], "duplicate", outcomes[Duplicate])
 	return nil
+}
+
+// settled returns the heads of the batches the journal holds after from
+// that a recovery must not decide again, as the store holds a decision of
+// their deliveries: a lost batch an earlier attempt of a recovery decided
+// again (JournalEntry.Redecides) on the store as it is now, which was cut
+// short before its end (the store failed again, the member was killed);
+// and each such decision made again, unless its lost batch is neither
+// decided again now nor held by the store (a later loss took it away: it
+// is then the only decision there is). Called with e.mu held, the engine's
+// tail at the store's head.
+func (w *sharedWindows) settled(ctx context.Context, from AuditHead) (map[AuditHead]bool, error) {
+	e := w.e
+	inRange := map[AuditHead]bool{}
+	var again [][2]AuditHead // a batch decided again, and the lost batch it decided
+	if _, err := w.journal.Replay(from, func(je JournalEntry) error {
+		inRange[je.Head] = true
+		if je.Redecides.Position > 0 {
+			again = append(again, [2]AuditHead{je.Head, je.Redecides})
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	settled := map[AuditHead]bool{}
+	if len(again) == 0 {
+		return settled, nil
+	}
+	holds := map[AuditHead]bool{}
+	held := func(h AuditHead) (bool, error) {
+		if h.Position == 0 || h.Position > e.tail.Position || e.caps.Chains == nil {
+			return false, nil
+		}
+		if v, ok := holds[h]; ok {
+			return v, nil
+		}
+		link, archived, err := ChainLink(ctx, e.caps.Chains, e.caps.Keeper, e.member, h.Position)
+		if err != nil {
+			return false, fmt.Errorf("read the store's chain to resume a recovery: %w", err)
+		}
+		holds[h] = archived || link == h
+		return holds[h], nil
+	}
+	for _, a := range again {
+		redone, lost := a[0], a[1]
+		ok, err := held(redone)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			settled[redone], settled[lost] = true, true
+			continue
+		}
+		if inRange[lost] {
+			settled[redone] = true // its lost batch is decided now (or held)
+			continue
+		}
+		if ok, err = held(lost); err != nil {
+			return nil, err
+		}
+		settled[redone] = ok
+	}
+	return settled, nil
 }
 
 // rebase makes head the engine's committed head: the member's chain

@@ -19,6 +19,11 @@ import (
 //	flags 1 byte (1: the DUP flag, 2: first applied, 4: a feed follows),
 //	[feed (uvarint length + bytes)]
 //	action (uvarint length + bytes)
+//	[redecides position uvarint | redecides hash 32 bytes]
+//
+// The last field is there only for a batch a recovery decided again
+// (engine.JournalEntry.Redecides): a body that ends after the action has
+// none, as every body written before the field existed.
 //
 // A frame cut short or whose CRC does not match ends the segment: it is the
 // torn tail of an append that never returned.
@@ -73,6 +78,10 @@ func appendFrame(buf []byte, e *engine.JournalEntry) []byte {
 		}
 	}
 	buf = appendBytes(buf, e.Action)
+	if e.Redecides.Position > 0 {
+		buf = binary.AppendUvarint(buf, e.Redecides.Position)
+		buf = append(buf, e.Redecides.Hash[:]...)
+	}
 	body := buf[start+frameHeader:]
 	binary.LittleEndian.PutUint32(buf[start:], uint32(len(body)))
 	binary.LittleEndian.PutUint32(buf[start+4:], crc32.Checksum(body, castagnoli))
@@ -135,6 +144,10 @@ func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 			}
 		}
 		e.Action = string(d.bytes())
+		if len(d.b) > 0 {
+			e.Redecides.Position = d.uvarint()
+			d.hash(&e.Redecides.Hash)
+		}
 	}
 	if d.err != nil || e.Kind < engine.JournalBatch || e.Kind > engine.JournalRecoveryDone {
 		return e, errCorrupt

@@ -47,6 +47,9 @@ func randomEntry(r *rand.Rand) engine.JournalEntry {
 	if r.IntN(2) == 0 {
 		e.Action = text(20)
 	}
+	if r.IntN(2) == 0 {
+		e.Redecides = engine.AuditHead{Position: 1 + r.Uint64()>>(1+r.UintN(63)), Hash: hash()}
+	}
 	return e
 }
 
@@ -66,6 +69,8 @@ func sameEntries(a, b engine.JournalEntry, messages bool) string {
 		return fmt.Sprintf("lost %v, want %v", a.Lost, b.Lost)
 	case a.Action != b.Action:
 		return fmt.Sprintf("action %q, want %q", a.Action, b.Action)
+	case a.Redecides != b.Redecides:
+		return fmt.Sprintf("redecides %v, want %v", a.Redecides, b.Redecides)
 	case !messages:
 		return ""
 	case len(a.Messages) != len(b.Messages):
