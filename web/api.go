@@ -284,7 +284,9 @@ func readBody(w http.ResponseWriter, r *http.Request, v any, optional bool) erro
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %v", errBody, err)
 	}
-	if dec.More() {
+	// dec.More is false before a stray '}' or ']', so look at what is left
+	// itself: anything but white space after the object is refused.
+	if len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0 {
 		return fmt.Errorf("%w: data after the JSON object", errBody)
 	}
 	return nil
