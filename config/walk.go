@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -63,6 +65,10 @@ func (w *walker) node(n *yaml.Node, t reflect.Type, f field) {
 		return
 	}
 	switch {
+	case isWholeNumber(t) && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && fraction(n.Value):
+		// yaml cuts a float to an integer field without a word (2.5 becomes
+		// 2): a setting the file did not say would run.
+		w.unknown = append(w.unknown, keyedProblem{Problem{Path: f.label, Message: "want a whole number, got " + n.Value, Line: n.Line}, f.key})
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
 		w.mapping(n, t, f)
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
@@ -236,4 +242,22 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// isWholeNumber reports whether t is an integer type.
+func isWholeNumber(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// fraction reports whether a YAML float has a fractional part. A whole
+// one (1e6, 4096.0) yaml stores exactly; one that is not finite, or too
+// large, yaml refuses itself.
+func fraction(s string) bool {
+	v, err := strconv.ParseFloat(s, 64)
+	return err == nil && !math.IsInf(v, 0) && !math.IsNaN(v) && v != math.Trunc(v)
 }
