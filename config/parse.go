@@ -205,6 +205,21 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 		{"mqtt.batch_size", c.MQTT.BatchSize == 0, DefaultBatchSize},
 		{"mqtt.batch_linger", c.MQTT.BatchLinger == 0, DefaultBatchLinger},
 		{"mqtt.receive_maximum", c.MQTT.ReceiveMaximum == 0, DefaultReceiveMaximum},
+		{"outbox.max_entries", c.Outbox.MaxEntries == 0, DefaultOutboxMaxEntries},
+		// The shared store's and the webhook's settings take their defaults
+		// the same way: a 0 written for them would be replaced unseen.
+		{"store.commit_timeout", c.Store.CommitTimeout == 0, DefaultCommitTimeout},
+		{"store.journal.retention", c.Store.Journal.Retention == 0, DefaultJournalRetain},
+	}
+	if w := c.Outputs.Webhook; w != nil {
+		zeros = append(zeros, []struct {
+			key  string
+			zero bool
+			def  any
+		}{
+			{"outputs.webhook.timeout", w.Timeout == 0, DefaultWebhookTimeout},
+			{"outputs.webhook.max_backoff", w.MaxBackoff == 0, DefaultWebhookBackoff},
+		}...)
 	}
 	if j := c.JetStream; j != nil {
 		zeros = append(zeros, []struct {
