@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/web"
@@ -63,6 +64,9 @@ type forwardResult struct {
 // rs.ID, on the local store or through the running daemon's API, and
 // prints the audit position of the decision.
 func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve) error {
+	// A reason of white space says nothing, as the API holds too: it is
+	// trimmed, and a blank one refused.
+	rs.Reason = strings.TrimSpace(rs.Reason)
 	if rs.Action == "drop" && rs.Reason == "" {
 		return fmt.Errorf("%w: drop needs --reason TEXT", ErrUsage)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/web"
@@ -32,6 +33,9 @@ func (t *Tool) QuarantineList(ctx context.Context) error {
 // message rs.ID, on the local store or through the running daemon's API,
 // and prints the decision and its audit position.
 func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve) error {
+	// A reason of white space says nothing, as the API holds too: it is
+	// trimmed, and a blank one refused.
+	rs.Reason = strings.TrimSpace(rs.Reason)
 	if rs.Action == "discard" && rs.Reason == "" {
 		return fmt.Errorf("%w: discard needs --reason TEXT", ErrUsage)
 	}
