@@ -37,6 +37,9 @@ func cmdIngest(e *env) error {
 	}
 	opts := app.IngestOptions{Input: in, Name: name, DrainTimeout: drain}
 	fmt.Sscan(e.flagString("batch"), &opts.BatchSize)
+	if opts.BatchSize < 1 { // ingest would take 1000 instead without a word
+		return fmt.Errorf("%w: --batch %d is below 1", errUsage, opts.BatchSize)
+	}
 	if isTerminal(e.stderr) || e.flagBool("progress") {
 		opts.Progress = progressBar(e.stderr, size)
 	}
