@@ -199,6 +199,15 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	case s > h && older:
 		return fmt.Sprintf("seq %d cannot be placed: its timestamp %d predates that of the session's highest, %d (seq %d), "+
 			"yet it would come after it: it is more than half the ring behind", sp.seqRaw, sp.p.Timestamp, h, h%256)
+	case s > h && sp.birth == 0 && !src.Sparkplug.Online:
+		// The current session's NDEATH was applied: a message above its
+		// highest is either the next session's, whose NBIRTH is not
+		// decided yet (another member holds it, or it was reordered), or
+		// one the dead session sent after its last. Placed in the dead
+		// session it would be read with that session's aliases, and its
+		// replay after the next NBIRTH applied again.
+		return fmt.Sprintf("seq %d cannot be placed: edge %q is offline (its session %s's NDEATH came) and it would come after "+
+			"that session's highest, %d (seq %d): it waits for the next NBIRTH", sp.seqRaw, sp.edge, b.Epoch, h, h%256)
 	}
 	sp.seq = s
 	return ""
