@@ -199,7 +199,20 @@ func (sp *spMessage) checkPayload() error {
 			return fmt.Errorf("bdSeq %d is out of range (0–255)", p.BdSeq)
 		}
 	}
+	birth := sp.typ == spNBirth || sp.typ == spDBirth
+	var aliases map[uint64]int // a birth's, to refuse one given twice
 	for i, mt := range p.Metrics {
+		if birth && mt.HasAlias {
+			// Data by an alias two metrics share could be read as either:
+			// the table would keep whichever came last.
+			if j, dup := aliases[mt.Alias]; dup {
+				return fmt.Errorf("%s metrics %d and %d have the same alias %d", sp.typ, j, i, mt.Alias)
+			}
+			if aliases == nil {
+				aliases = map[uint64]int{}
+			}
+			aliases[mt.Alias] = i
+		}
 		if mt.Name == "" && !mt.HasAlias {
 			return fmt.Errorf("metric %d has neither a name nor an alias", i)
 		}
