@@ -190,7 +190,12 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 		if !r.opts.Owned() { // its records stay; the chain's owner clears the segment and writes it again
 			return res, nil
 		}
-		if err := r.store.TrimAudit(ctx, next.Position+1, next); err != nil {
+		if err := r.store.TrimAudit(ctx, next.Position+1, next); errors.Is(err, engine.ErrChainClaimed) {
+			// The claim ran out and another process holds it now: it stops
+			// here as above, the store keeping the segment's records.
+			r.log.Warn("audit retention: another process claimed the chain; its trim was refused", "err", err)
+			return res, nil
+		} else if err != nil {
 			return res, err
 		}
 		base = next

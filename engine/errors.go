@@ -42,3 +42,9 @@ var ErrTrimBase = errors.New("replayguard: audit trim base does not match the st
 // ErrTrimQuarantine is returned by TrimAudit when an open quarantine entry
 // still needs a record it would drop.
 var ErrTrimQuarantine = errors.New("replayguard: audit records below an open quarantine entry stay until it is resolved")
+
+// ErrChainClaimed is returned by ChainKeeper.TrimChain when another handle
+// holds the claim of the chain: a process whose claim ran out while it
+// trimmed must not drop records the claim's new holder may not have
+// archived.
+var ErrChainClaimed = errors.New("replayguard: another process holds the claim of that member's chain")

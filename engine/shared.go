@@ -117,8 +117,11 @@ type ChainKeeper interface {
 	// below, atomically, and makes base its new base: base must be the
 	// stored record at below-1 (ErrTrimBase otherwise), and an open
 	// quarantine entry of that member whose record is below below refuses
-	// the trim with ErrTrimQuarantine. ScanChain then begins after the
-	// base. Nothing changes on error. A read-only handle fails.
+	// the trim with ErrTrimQuarantine. A chain whose claim (ClaimChains)
+	// another handle holds, unexpired, is refused with ErrChainClaimed: a
+	// handle trims a chain no one claims, or one it claims itself.
+	// ScanChain then begins after the base. Nothing changes on error. A
+	// read-only handle fails.
 	TrimChain(ctx context.Context, member string, below uint64, base AuditHead) error
 	// ChainCursor returns the cursor of sink on member's chain: the
 	// position of the last record the sink delivered; 0 when none.

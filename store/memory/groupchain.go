@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -49,6 +50,9 @@ func (m *Member) TrimChain(ctx context.Context, member string, below uint64, bas
 	if below != base.Position+1 || base.Position <= c.base.Position || base.Position > c.head.Position {
 		return fmt.Errorf("%w: member %q: base at position %d for a trim below %d, with the stored chain at %d..%d",
 			engine.ErrTrimBase, member, base.Position, below, c.base.Position+1, c.head.Position)
+	}
+	if c, ok := g.claims[claimKey{chainClaim, member}]; ok && c.by != m && time.Now().Before(c.expires) {
+		return fmt.Errorf("%w: member %q", engine.ErrChainClaimed, member)
 	}
 	qbase := g.numbers[member] << 40 // the member has one: it wrote records
 	for id := range g.quarantine {

@@ -20,9 +20,9 @@ var _ engine.ChainKeeper = (*Store)(nil)
 
 // chainStatements are the chains' SQL texts of one schema.
 type chainStatements struct {
-	base, member, lockBase, held, record, trim, setBase string
-	cursor, setCursor                                   string
-	claims                                              claimStatements
+	base, member, lockBase, claimed, held, record, trim, setBase string
+	cursor, setCursor                                            string
+	claims                                                       claimStatements
 }
 
 func newChainStatements(q func(string) string) chainStatements {
@@ -34,6 +34,9 @@ func newChainStatements(q func(string) string) chainStatements {
 		// for each other), creating it at zero for the chain's first trim.
 		lockBase: q(`INSERT INTO {s}.chain_bases AS b (member, position, hash) VALUES ($1, 0, '\x')
 			ON CONFLICT (member) DO UPDATE SET position = b.position RETURNING position, hash`),
+		// The chain's claim, locked whatever it holds: a handle claiming the
+		// chain meanwhile waits for the trim, and reads the base it left.
+		claimed: q(`SELECT holder, expires > now() FROM {s}.chain_claims WHERE member = $1 FOR SHARE`),
 		held:    q(`SELECT id FROM {s}.quarantine WHERE id > $1 AND id < $2 ORDER BY id LIMIT 1`),
 		record:  q(`SELECT record FROM {s}.audit WHERE member = $1 AND position = $2`),
 		trim:    q(`DELETE FROM {s}.audit WHERE member = $1 AND position < $2`),
@@ -61,7 +64,7 @@ func (s *Store) ChainBase(ctx context.Context, member string) (engine.AuditHead,
 
 // TrimChain deletes the records of member's chain below below and makes
 // base its base, in one transaction; see engine.ChainKeeper. Any member's
-// handle may trim any member's chain; it locks the chain's base row, never
+// handle may trim any member's chain that no other handle claims; it locks the chain's base row, never
 // the member's, so the member's batches go on meanwhile. A read-only handle
 // fails with ErrReadOnly.
 func (s *Store) TrimChain(ctx context.Context, member string, below uint64, base engine.AuditHead) error {
@@ -104,6 +107,15 @@ func (s *Store) checkTrim(ctx context.Context, tx pgx.Tx, member string, below u
 	if below != base.Position+1 || base.Position <= old.Position || base.Position > uint64(head) {
 		return 0, fmt.Errorf("%w: base at position %d for a trim below %d, with the stored chain at %d..%d",
 			engine.ErrTrimBase, base.Position, below, old.Position+1, head)
+	}
+	var holder string
+	var live bool
+	err = tx.QueryRow(ctx, s.sql.chain.claimed, number).Scan(&holder, &live)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, dbErr(err)
+	}
+	if err == nil && live && holder != "" && holder != s.holder {
+		return 0, fmt.Errorf("%w: member %q's, by %s", engine.ErrChainClaimed, member, holder)
 	}
 	qbase := number << 40
 	var id int64

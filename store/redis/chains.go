@@ -25,12 +25,14 @@ var _ engine.ChainKeeper = (*Store)(nil)
 // straddles the position is stored again from it on, under it.
 //
 // KEYS[1] the chain heads, [2] the chain bases, [3] the member's chain,
-// [4] its chain index, [5] the quarantine ids. ARGV[1] the member, [2]
-// below, [3] the base's position, [4] its hash in hex, [5] and [6] the
-// bounds of the member's quarantine ids that refuse the trim, as
-// ZRANGEBYLEX takes them; [7] the base as the chain bases hold it.
+// [4] its chain index, [5] the quarantine ids, [6] the chain's claim.
+// ARGV[1] the member, [2] below, [3] the base's position, [4] its hash in
+// hex, [5] and [6] the bounds of the member's quarantine ids that refuse
+// the trim, as ZRANGEBYLEX takes them; [7] the base as the chain bases
+// hold it; [8] this handle's holder name.
 //
-// Returns {"ok"}; {"base", old base position, head position} when the
+// Returns {"ok"}; {"claimed", holder} when another handle holds the
+// chain's claim; {"base", old base position, head position} when the
 // positions do not fit; {"record", why} when the stored record at the
 // base's position is missing or has another hash; {"held", hex id} for an
 // open quarantine entry in the way.
@@ -40,6 +42,8 @@ local function pos(v)
   if not v then return 0 end
   return tonumber(string.match(v, '^%d+'))
 end
+local claim = redis.call('GET', KEYS[6])
+if claim and claim ~= '' and claim ~= ARGV[8] then return {'claimed', claim} end
 local head, old = pos(redis.call('HGET', KEYS[1], ARGV[1])), pos(redis.call('HGET', KEYS[2], ARGV[1]))
 if below ~= bpos + 1 or bpos <= old or bpos > head then return {'base', tostring(old), tostring(head)} end
 local held = redis.call('ZRANGEBYLEX', KEYS[5], ARGV[5], ARGV[6], 'LIMIT', 0, 1)[1]
@@ -110,15 +114,17 @@ func (s *Store) TrimChain(ctx context.Context, member string, below uint64, base
 		return s.fail("read the number of member "+member, err)
 	}
 	qbase := n << 40
-	keys := []string{s.k.heads, s.k.chainBases, s.k.chain(member), s.k.chainIndex(member), s.k.quarIDs}
+	keys := []string{s.k.heads, s.k.chainBases, s.k.chain(member), s.k.chainIndex(member), s.k.quarIDs, s.k.chainClaim(member)}
 	res, err := trimScript.Run(ctx, s.c, keys, member, below, base.Position, base.Hash.String(),
-		"("+quarantineID(qbase), "("+quarantineID(qbase+min(below, 1<<40)), encodeHead(base)).StringSlice()
+		"("+quarantineID(qbase), "("+quarantineID(qbase+min(below, 1<<40)), encodeHead(base), s.holder).StringSlice()
 	if err != nil {
 		return s.fail("trim the chain of "+member, err)
 	}
 	switch res[0] {
 	case "ok":
 		return nil
+	case "claimed":
+		return fmt.Errorf("%w: redis store: member %q's, by %s", engine.ErrChainClaimed, member, res[1])
 	case "base":
 		return fmt.Errorf("%w: redis store: member %q: base at position %d for a trim below %d, with the stored chain after %s up to %s",
 			engine.ErrTrimBase, member, base.Position, below, res[1], res[2])

@@ -130,6 +130,7 @@ var suites = []suite{
 	}},
 	{name: "chain claims", needs: needMembers | needKeeper | needClaims, cases: []testCase{
 		{name: "a live member's chain is claimed by itself only, and freed by its close", fn: testChainClaimLive},
+		{name: "a chain another handle claims is trimmed by that handle only", fn: testChainTrimClaimed},
 		{name: "a dead member's chain is claimed by one other member once its lease expired", needs: needKill, fn: testChainClaimDead},
 		{name: "a restarted member waits for its chain's claimant, then keeps it", needs: needKill, fn: testChainClaimRestart},
 		{name: "a chain claim that is not released expires", needs: needKill, fn: testChainClaimExpires},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -219,6 +220,26 @@ func testChainTrimRefuses(t *testing.T, p *place) {
 	if got := scanChain(t, a, "a", 0); len(got) != 0 {
 		t.Fatalf("a chain trimmed to its head still holds %d records", len(got))
 	}
+}
+
+// testChainTrimClaimed: a handle whose claim of a chain ran out while it
+// archived must not trim what the claim's new holder may not have
+// archived; a chain no one claims is any handle's to trim.
+func testChainTrimClaimed(t *testing.T, p *place) {
+	a, b := p.handle(t, "a"), p.handle(t, "b")
+	all := trimmedLog(t, a)
+	if got := chainClaims.claims(t, a); !slices.Contains(got, "a") {
+		t.Fatalf("a claimed %v, want its own chain", got)
+	}
+	before := readChains(t, b, "a")
+	if err := keeper(t, b).TrimChain(t.Context(), "a", 100, baseOf(all[98])); !errors.Is(err, engine.ErrChainClaimed) {
+		t.Fatalf("b's trim of the chain a claims = %v, want ErrChainClaimed", err)
+	}
+	equal(t, "the chain after a refused trim", readChains(t, a, "a"), before)
+	trimChain(t, a, "a", 100, baseOf(all[98]))
+	chainClaims.release(t, a, "a")
+	trimChain(t, b, "a", 200, baseOf(all[198]))
+	checkTrimmed(t, a, "a", all, 200)
 }
 
 // sinkCursor names a sink's cursor on a member's chain.
