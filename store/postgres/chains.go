@@ -64,9 +64,9 @@ func (s *Store) ChainBase(ctx context.Context, member string) (engine.AuditHead,
 
 // TrimChain deletes the records of member's chain below below and makes
 // base its base, in one transaction; see engine.ChainKeeper. Any member's
-// handle may trim any member's chain that no other handle claims; it locks the chain's base row, never
-// the member's, so the member's batches go on meanwhile. A read-only handle
-// fails with ErrReadOnly.
+// handle may trim any member's chain that no other handle claims; it
+// locks the chain's base row, never the member's, so the member's batches
+// go on meanwhile. A read-only handle fails with ErrReadOnly.
 func (s *Store) TrimChain(ctx context.Context, member string, below uint64, base engine.AuditHead) error {
 	if s.member == "" {
 		return fmt.Errorf("%w: trim chain", ErrReadOnly)
