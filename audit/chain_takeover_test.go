@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,4 +112,33 @@ func newRetention(t *testing.T, f *groupFeed, s audit.ChainStore, dir string, op
 		t.Fatal(err)
 	}
 	return r
+}
+
+// staleBase answers ChainBase with the zero base, whatever the store holds.
+type staleBase struct{ *memory.Member }
+
+func (staleBase) ChainBase(context.Context, string) (engine.AuditHead, error) {
+	return engine.AuditHead{}, nil
+}
+
+// TestAPassThatFindsTheChainStartingAfterItsBaseSaysSo: records between
+// the base retention read and the first the store holds are in no
+// archived segment; the pass fails naming them, rather than finding
+// nothing to archive.
+func TestAPassThatFindsTheChainStartingAfterItsBaseSaysSo(t *testing.T) {
+	f, dir := newGroupFeed(t, "m1"), t.TempDir()
+	f.decide(t, "m1", 300)
+	var recs []engine.AuditRecord
+	if err := f.ro.ScanChain(t.Context(), "m1", 1, func(r engine.AuditRecord) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	m1 := f.members["m1"].m
+	if err := m1.TrimChain(t.Context(), "m1", 151, engine.AuditHead{Position: recs[149].Position, Hash: recs[149].Hash}); err != nil {
+		t.Fatal(err)
+	}
+	r := newRetention(t, f, staleBase{m1}, dir, audit.RetentionOptions{MaxRecords: 100, SegmentRecords: 100})
+	res, err := r.Once(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "position 1") {
+		t.Fatalf("a pass on a chain that starts at 151 after base 0 = %+v, %v; want it to name the missing records", res, err)
+	}
 }

@@ -247,6 +247,12 @@ func (r *Retention) segment(ctx context.Context, base engine.AuditHead, p pass) 
 	}
 	v := NewVerifierFrom(base, r.opts.Member)
 	err = r.store.ScanAudit(ctx, base.Position+1, func(rec engine.AuditRecord) error {
+		if v.Count() == 0 && rec.Position != base.Position+1 {
+			// The store's chain does not go on from the base it names: it
+			// lost records, or another process trimmed them unarchived.
+			// Said, not passed over as nothing to archive.
+			return v.Check(rec)
+		}
 		if rec.Position > upto || (rec.Position > p.countCut && (r.opts.MaxAge <= 0 || !rec.Time.Before(p.ageCut))) {
 			return errStop
 		}
