@@ -121,7 +121,11 @@ func (l *Loop[D]) Run(ctx context.Context) ([]D, error) {
 			s.again = append(s.again, batch...)
 		}
 		if rest := l.commit(ctx, s.again); rest != nil {
-			return rest, err
+			// after is committed but waits behind rest: handed back with
+			// it, so that the drain acknowledges it in order (committed
+			// again, it is found duplicate), never left unacknowledged
+			// while the deliveries after it are.
+			return append(rest, s.after...), err
 		}
 		if s.after != nil {
 			l.BeforeAck(s.afterAt)
