@@ -468,11 +468,22 @@ func (o *oneAtATime) commit(batches []*feedBatch) {
 			msgs = append(msgs, b.msgs...)
 		}
 	}
-	ds, err := o.p.Process(batches[0].ctx, msgs)
+	// The call runs under a batch's context that is not done: each feed
+	// stops on its own context and drains under another, and a draining
+	// feed's batch combined behind a stopped feed's must not fail with it
+	// (a failed commit reported, the drain held for a retry).
+	ctx := batches[0].ctx
+	for _, b := range batches {
+		if b.ctx.Err() == nil {
+			ctx = b.ctx
+			break
+		}
+	}
+	ds, err := o.p.Process(ctx, msgs)
 	if err == nil {
 		o.failed.Store(nil)
 	} else {
-		o.fail(batches[0].ctx, err)
+		o.fail(ctx, err)
 	}
 	at := 0
 	for _, b := range batches {
