@@ -289,14 +289,18 @@ func read(ctx context.Context, r io.Reader, opts Options, prep Preparer, out cha
 	var lineNo int64
 	var buf []byte
 	for {
-		raw, size, err := readLine(br, opts.MaxLine, &buf)
+		// Room for the line ending too: MaxLine bounds the line, not its
+		// ending, and a line of exactly MaxLine bytes is read.
+		raw, size, err := readLine(br, opts.MaxLine+2, &buf)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 		if size > 0 {
 			lineNo++
 			cur.read += size
-			if raw = bytes.TrimSpace(raw); size > int64(opts.MaxLine) {
+			length := size - int64(len(raw)-len(bytes.TrimSuffix(bytes.TrimSuffix(raw, []byte("\n")), []byte("\r"))))
+			if raw = bytes.TrimSpace(raw); length > int64(opts.MaxLine) {
+				raw = raw[:min(len(raw), opts.MaxLine)]
 				cur.msgs = append(cur.msgs, engine.Message{Payload: append([]byte(nil), raw...), Broker: opts.Name,
 					Invalid: fmt.Sprintf("capture line %d is %d bytes, over the %d-byte line limit (first bytes kept)", lineNo, size, opts.MaxLine)})
 			} else if len(raw) > 0 {
