@@ -259,12 +259,27 @@ func (d *Drainer) Run(ctx context.Context, h Holder) {
 			return
 		case <-tick.C:
 		}
-		_ = d.refresh(ctx)
-		d.watchHeld(ctx)
+		// Bounded: a poll read that hangs would keep the next claim from
+		// being made, and so the lanes from stopping before the claims
+		// expire, while another process may take the outboxes over.
+		pctx, cancel := d.pollContext(ctx)
+		_ = d.refresh(pctx)
+		d.watchHeld(pctx)
+		cancel()
 		for _, l := range d.snapshotLanes() {
 			l.poke()
 		}
 	}
+}
+
+// pollContext bounds the poll's reads of the store to a sixth of the
+// claims' lifetime when there are claims to renew, so that the next claim
+// is made in time; without claims it is ctx.
+func (d *Drainer) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c := d.opts.Claimer; c != nil && c.ClaimTTL() > 0 {
+		return context.WithTimeout(ctx, c.ClaimTTL()/6)
+	}
+	return context.WithCancel(ctx)
 }
 
 // claimWithin calls claim, given a third of the claims' lifetime ttl to
@@ -327,7 +342,10 @@ func (d *Drainer) claim(ctx context.Context, running map[laneID]laneRun, start f
 		if m == d.opts.Member {
 			continue
 		}
-		if n, err := d.opts.Store.OutboxDepth(ctx, m); err == nil && n == 0 {
+		pctx, cancel := d.pollContext(ctx) // bounded, as the poll's reads
+		n, err := d.opts.Store.OutboxDepth(pctx, m)
+		cancel()
+		if err == nil && n == 0 {
 			want[m] = false // drained: released below
 		}
 	}
