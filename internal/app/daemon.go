@@ -162,6 +162,10 @@ func HTTPTokens(h config.HTTPConfig) ([]web.NamedToken, error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		case secret == "":
 			return nil, fmt.Errorf("%s: the token is empty", where)
+		case strings.TrimSpace(secret) != secret:
+			// The server compares a request's token trimmed: this one could
+			// never match, and its holder would be locked out unawares.
+			return nil, fmt.Errorf("%s: the token has white space before or after it, which a request's token never has: remove it", where)
 		}
 		if j, dup := first[secret]; dup {
 			return nil, fmt.Errorf("http.tokens[%d] (%s) and %s hold the same token: give each holder its own, so the audit can tell them apart",

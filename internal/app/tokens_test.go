@@ -39,6 +39,14 @@ func TestHTTPTokens(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+	t.Run("a secret with white space around it is refused: a request's token never has it", func(t *testing.T) {
+		padded := filepath.Join(t.TempDir(), "padded")
+		os.WriteFile(padded, []byte("Sh4red-secret \n"), 0o600)
+		_, err := HTTPTokens(config.HTTPConfig{Tokens: []config.TokenConfig{{Name: "desk", TokenFile: padded, Role: "viewer"}}})
+		if err == nil || !strings.Contains(err.Error(), "http.tokens[0] (desk): the token has white space") || strings.Contains(err.Error(), "Sh4red") {
+			t.Fatalf("got %v", err)
+		}
+	})
 	t.Run("an empty secret is refused", func(t *testing.T) {
 		_, err := HTTPTokens(config.HTTPConfig{Tokens: []config.TokenConfig{{Name: "desk", TokenEnv: "RG_TEST_EMPTY", Role: "viewer"}}})
 		if err == nil || !strings.Contains(err.Error(), "http.tokens[0] (desk): the token is empty") {
