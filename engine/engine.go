@@ -250,6 +250,10 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("%w: negative window or limit", ErrConfig)
 	case o.SequenceSpan < 64 || o.SequenceSpan%64 != 0:
 		return fmt.Errorf("%w: sequence_span %d is not a positive multiple of 64", ErrConfig, o.SequenceSpan)
+	case o.SequenceSpan > 64*maxBitmapWords:
+		// A wider window's bitmap is more than a stored row may claim
+		// (maxBitmapWords): it would commit, and never be read back.
+		return fmt.Errorf("%w: sequence_span %d is above %d", ErrConfig, o.SequenceSpan, 64*maxBitmapWords)
 	}
 	return nil
 }
