@@ -17,7 +17,7 @@ func (g group) Chains(context.Context) ([]engine.Chain, error) {
 	var out []engine.Chain
 	for _, m := range []string{"a", "b"} {
 		c := g[m]
-		out = append(out, engine.Chain{Member: m, Head: engine.AuditHead{Position: uint64(len(c)), Hash: c[len(c)-1].Hash}})
+		out = append(out, engine.Chain{Member: m, Head: engine.AuditHead{Position: c[len(c)-1].Position, Hash: c[len(c)-1].Hash}})
 	}
 	return out, nil
 }

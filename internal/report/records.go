@@ -12,6 +12,9 @@ import (
 // errStop ends a scan whose reader stopped early.
 var errStop = errors.New("report: stop")
 
+// errPastHead ends a chain's scan at the head read with the chains.
+var errPastHead = errors.New("report: past the chain head")
+
 // Scanned turns a scan (a function that calls fn for each record, in
 // order, until fn fails) into the records Build reads.
 func Scanned(scan func(fn func(engine.AuditRecord) error) error) iter.Seq2[engine.AuditRecord, error] {
@@ -93,8 +96,21 @@ func Chains(ctx context.Context, cs engine.ChainScanner, archive Archive) (iter.
 	return func(yield func(engine.AuditRecord, error) bool) {
 		var curs []*cursor
 		for _, c := range chains {
+			upto := c.Head.Position
 			next, stop := iter.Pull2(Scanned(WithArchive(ctx, c.Member, archive, func(fn func(engine.AuditRecord) error) error {
-				return cs.ScanChain(ctx, c.Member, 1, fn)
+				// Up to the head read with the chains: a member that runs
+				// commits after it, and a record past the head read is no
+				// removed tail (audit.VerifyChains stops there too).
+				err := cs.ScanChain(ctx, c.Member, 1, func(r engine.AuditRecord) error {
+					if upto != 0 && r.Position > upto {
+						return errPastHead
+					}
+					return fn(r)
+				})
+				if errors.Is(err, errPastHead) {
+					return nil
+				}
+				return err
 			})))
 			defer stop()
 			curs = append(curs, &cursor{next: next})
