@@ -113,7 +113,7 @@ func Chains(ctx context.Context, cs engine.ChainScanner, archive Archive) (iter.
 				return err
 			})))
 			defer stop()
-			curs = append(curs, &cursor{next: next})
+			curs = append(curs, &cursor{next: next, member: c.Member})
 		}
 		for i := 0; i < len(curs); {
 			if err := curs[i].advance(); err != nil {
@@ -149,9 +149,10 @@ func Chains(ctx context.Context, cs engine.ChainScanner, archive Archive) (iter.
 
 // cursor is one chain's next record in a merge.
 type cursor struct {
-	next func() (engine.AuditRecord, error, bool)
-	rec  engine.AuditRecord
-	done bool
+	next   func() (engine.AuditRecord, error, bool)
+	member string // whose chain it reads
+	rec    engine.AuditRecord
+	done   bool
 }
 
 func (c *cursor) advance() error {
@@ -159,6 +160,13 @@ func (c *cursor) advance() error {
 	if !ok {
 		c.done = true
 		return nil
+	}
+	if r.Member != c.member {
+		// A record of another member's chain in this one (moved between
+		// chains in the store): Build must verify it as this chain's, where
+		// it breaks the chain (its hash covers the member it names), not
+		// as the chain it names, which it would make whole again.
+		r.Member = c.member
 	}
 	c.rec = r
 	return err
