@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -144,19 +145,43 @@ func (t *Tool) verifyRemote(ctx context.Context, r *remote, archive string) erro
 		t.printArchived(ar)
 		v, from = av, ar.Head.Position+1
 	}
+	// The head the process committed, read first: the log must reach it
+	// (a removed tail is caught), and records it commits meanwhile are
+	// past it.
+	var stats struct {
+		Position uint64 `json:"position"`
+	}
+	if err := r.do("GET", "/api/v1/stats", nil, &stats); err != nil {
+		return fmt.Errorf("read the audit head: %w", err)
+	}
+	head := stats.Position
+	pastHead := errors.New("past the head")
 	first := uint64(0)
 	err := r.audit(from, func(rec engine.AuditRecord) error {
+		if rec.Position > head {
+			return pastHead
+		}
 		if v == nil { // the store's first record: its prev is the base
-			v = audit.NewVerifierFrom(engine.AuditHead{Position: rec.Position - 1, Hash: rec.Prev}, "")
+			base := engine.AuditHead{Position: rec.Position - 1, Hash: rec.Prev}
+			if rec.Position == 1 {
+				base.Hash = engine.Hash{} // the chain's first record follows nothing
+			}
+			v = audit.NewVerifierFrom(base, "")
 		}
 		if first == 0 {
 			first = rec.Position
 		}
 		return v.Check(rec)
 	})
-	n := uint64(0)
+	if errors.Is(err, pastHead) {
+		err = nil
+	}
+	n, last := uint64(0), from-1
 	if v != nil {
-		n = v.Count()
+		n, last = v.Count(), v.Head().Position
+	}
+	if err == nil && last != head {
+		err = &audit.BrokenError{Position: last + 1, Reason: fmt.Sprintf("log ends at position %d but the chain head is at %d", last, head)}
 	}
 	if err != nil {
 		return fmt.Errorf("%w (%d records verified before it)", err, n)

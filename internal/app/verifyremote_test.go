@@ -1,0 +1,82 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+// apiLog serves /api/v1/stats with head and /api/v1/audit with records, as
+// the process that holds the store does.
+func apiLog(t *testing.T, head uint64, records []engine.AuditRecord) *remote {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/v1/stats", func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]uint64{"position": head})
+	})
+	mux.HandleFunc("/api/v1/audit", func(w http.ResponseWriter, r *http.Request) {
+		from, _ := strconv.ParseUint(r.URL.Query().Get("from"), 10, 64)
+		page := []engine.AuditRecord{}
+		for _, rec := range records {
+			if rec.Position >= from {
+				page = append(page, rec)
+			}
+		}
+		json.NewEncoder(w).Encode(map[string]any{"records": page, "next": nil})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &remote{base: srv.URL, client: srv.Client()}
+}
+
+// TestAuditVerifyThroughTheAPIReachesTheHead: verified through the API of
+// the process that holds the store, the log must reach the head that
+// process committed (a removed tail is broken, not intact), and records
+// committed after the head was read are not counted against it.
+func TestAuditVerifyThroughTheAPIReachesTheHead(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
+		Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i := range 5 {
+		if _, err := e.Process(ctx, []engine.Message{{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r%d","kwh":1}`, i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var recs []engine.AuditRecord
+	if err := st.ScanAudit(ctx, 1, func(r engine.AuditRecord) error { recs = append(recs, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		head    uint64
+		records []engine.AuditRecord
+		want    string
+	}{
+		{"the whole log", 5, recs, "audit chain intact: 5 records\n"},
+		{"a record committed after the head was read", 4, recs, "audit chain intact: 4 records\n"},
+		{"the tail removed", 5, recs[:4], "log ends at position 4 but the chain head is at 5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			tool := &Tool{Out: &out}
+			err := tool.verifyRemote(ctx, apiLog(t, tc.head, tc.records), "")
+			if got := out.String(); err != nil && !strings.Contains(err.Error(), tc.want) || err == nil && got != tc.want {
+				t.Fatalf("verify = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
