@@ -129,17 +129,35 @@ func (v *Verifier) checkHead(head engine.AuditHead) error {
 
 // VerifyJSONL verifies an exported log: one chain, or a group's chains
 // (each record's member names its chain; each chain's records in order).
-// It returns the number of records checked.
+// It returns the number of records checked. See VerifyJSONLChains for an
+// export that does not begin at position 1.
 func VerifyJSONL(r io.Reader) (uint64, error) {
+	n, _, err := VerifyJSONLChains(r)
+	return n, err
+}
+
+// VerifyJSONLChains is VerifyJSONL, and also returns the position each
+// chain begins at in the export, by member. A chain that begins after
+// position 1 (its store was trimmed by audit retention, or it was
+// exported with a later --from) is verified from its first record, which
+// links to what the file does not hold: the records before it cannot be
+// verified from the file.
+func VerifyJSONLChains(r io.Reader) (uint64, map[string]uint64, error) {
 	chains := map[string]*Verifier{}
-	return scanJSONL(r, func(rec engine.AuditRecord) error {
+	starts := map[string]uint64{}
+	n, err := scanJSONL(r, func(rec engine.AuditRecord) error {
 		v := chains[rec.Member]
 		if v == nil {
 			v = NewChainVerifier(rec.Member)
+			if rec.Position > 1 {
+				v = NewVerifierFrom(engine.AuditHead{Position: rec.Position - 1, Hash: rec.Prev}, rec.Member)
+			}
 			chains[rec.Member] = v
+			starts[rec.Member] = rec.Position
 		}
 		return v.Check(rec)
 	})
+	return n, starts, err
 }
 
 // scanJSONL calls fn for each record of a JSON Lines log and returns how

@@ -128,3 +128,19 @@ func TestAnExportFromBeforeOperatorsStillVerifies(t *testing.T) {
 		}
 	}
 }
+
+// TestAnExportThatBeginsAfterPositionOneVerifiesFromItsFirstRecord: an
+// export of a store trimmed by retention (or from a later position) links
+// its first record to what the file does not hold; it verifies from there,
+// and says where it begins.
+func TestAnExportThatBeginsAfterPositionOneVerifiesFromItsFirstRecord(t *testing.T) {
+	_, lines := exported(t, 6)
+	n, starts, err := audit.VerifyJSONLChains(strings.NewReader(strings.Join(lines[2:], "\n")))
+	if err != nil || n != 4 || starts[""] != 3 {
+		t.Fatalf("an export from position 3: %d records, starts %v, %v; want 4 from 3", n, starts, err)
+	}
+	tampered := append([]string{lines[2]}, lines[4:]...)
+	if _, _, err := audit.VerifyJSONLChains(strings.NewReader(strings.Join(tampered, "\n"))); !errors.Is(err, audit.ErrBroken) {
+		t.Fatalf("an export from position 3 with position 4 removed: %v, want broken", err)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/engine"
@@ -79,11 +81,21 @@ func (t *Tool) verifyFile(path string) error {
 		return err
 	}
 	defer f.Close()
-	n, err := audit.VerifyJSONL(f)
+	n, starts, err := audit.VerifyJSONLChains(f)
 	if err != nil {
 		return fmt.Errorf("%w (%d records verified before it)", err, n)
 	}
 	fmt.Fprintf(t.Out, "audit chain intact: %d records\n", n)
+	for _, m := range slices.Sorted(maps.Keys(starts)) {
+		if p := starts[m]; p > 1 {
+			chain := "the chain"
+			if m != "" {
+				chain = fmt.Sprintf("member %s's chain", m)
+			}
+			fmt.Fprintf(t.Out, "%s begins at position %d in the file: positions 1..%d are not in it (archived by retention, or exported from a later position) and are not verified\n",
+				chain, p, p-1)
+		}
+	}
 	return nil
 }
 

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/memory"
 )
@@ -78,5 +81,41 @@ func TestAuditVerifyThroughTheAPIReachesTheHead(t *testing.T) {
 				t.Fatalf("verify = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAuditVerifyOfAnExportSaysWhereItBegins: an export that begins after
+// position 1 verifies, and the result says which positions it cannot
+// vouch for.
+func TestAuditVerifyOfAnExportSaysWhereItBegins(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
+		Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i := range 5 {
+		if _, err := e.Process(ctx, []engine.Message{{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r%d","kwh":1}`, i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := audit.Export(ctx, st, 3, f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var out bytes.Buffer
+	if err := (&Tool{Out: &out}).verifyFile(file); err != nil {
+		t.Fatal(err)
+	}
+	want := "audit chain intact: 3 records\nthe chain begins at position 3 in the file: positions 1..2 are not in it (archived by retention, or exported from a later position) and are not verified\n"
+	if out.String() != want {
+		t.Fatalf("verify --file of an export from position 3:\n%s\nwant\n%s", out.String(), want)
 	}
 }
