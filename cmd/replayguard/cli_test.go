@@ -95,6 +95,9 @@ func TestIngestTheExampleCapture(t *testing.T) {
 	if _, errs, code := cli(t, "", "audit", "verify", "--file", path, "-c", cfg); code != 1 || !strings.Contains(errs, "broken at position") {
 		t.Errorf("a tampered export verified: exit %d %s", code, errs)
 	}
+	if _, errs, code := cli(t, "", "audit", "verify", "--file", path, "--archive", t.TempDir(), "-c", cfg); code != 2 || !strings.Contains(errs, "not both") {
+		t.Errorf("verify --file with --archive, whose archive would go unread: exit %d %s", code, errs)
+	}
 }
 
 type held struct {

@@ -26,6 +26,10 @@ func cmdAudit(e *env) error {
 		}
 		return e.tool().AuditExport(e.ctx, from)
 	case "verify":
+		if e.flagString("file") != "" && e.flagString("archive") != "" {
+			// An export is verified on its own: the archive would go unread.
+			return fmt.Errorf("%w: audit verify takes --file or --archive, not both", errUsage)
+		}
 		return e.tool().AuditVerify(e.ctx, app.AuditVerifyOptions{File: e.flagString("file"), Archive: e.flagString("archive")})
 	default:
 		return fmt.Errorf("%w: unknown audit action %q", errUsage, e.args[0])
