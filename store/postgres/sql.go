@@ -91,9 +91,13 @@ func newStatements(schema string) statements {
 		quarantined:  q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id = $1`),
 		memberNumber: q(`SELECT number FROM {s}.members WHERE member = $1`),
 
-		pruneAge:    q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal < $1 AND time < $1 LIMIT $2)`),
+		// The conditions are written again outside the subquery: a row a
+		// member updated (a key applied again) after the subquery's
+		// snapshot is deleted only if its new version still meets them, as
+		// the row lock's recheck looks at the outer WHERE alone.
+		pruneAge:    q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal < $1 AND time < $1 LIMIT $2) AND ordinal < $1 AND time < $1`),
 		pruneCutoff: q(`SELECT ordinal FROM {s}.keys ORDER BY ordinal DESC OFFSET $1 LIMIT 1`),
-		pruneCount:  q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal <= $1 LIMIT $2)`),
+		pruneCount:  q(`DELETE FROM {s}.keys WHERE key IN (SELECT key FROM {s}.keys WHERE ordinal <= $1 LIMIT $2) AND ordinal <= $1`),
 		// Whether the table was ever analyzed (by autovacuum or by
 		// analyzeNew), and whether it holds $1 keys (the count stops there).
 		analyzeDue: q(`SELECT coalesce(t.last_analyze, t.last_autoanalyze) IS NOT NULL,
