@@ -346,6 +346,9 @@ func (d *Delivery) forwardTargets(topic string) error {
 		}
 		d.targets[i] = t
 	}
+	if msg := d.checkMeta(); msg != "" {
+		return malformed("forward: %s", msg)
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -385,11 +386,51 @@ func mqttText(t string) bool {
 		return false
 	}
 	for _, r := range t {
-		if r <= 0x1F || r >= 0x7F && r <= 0x9F || r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
+		if r <= 0x1F || refusedRune(r) {
 			return false
 		}
 	}
 	return true
+}
+
+// sourceText is mqttText for a source part, which goes out inside a JSON
+// array: the controls U+0000..U+001F are escaped there, the others not.
+func sourceText(s string) bool {
+	for _, r := range s {
+		if refusedRune(r) {
+			return false
+		}
+	}
+	return true // invalid UTF-8 goes out as U+FFFD
+}
+
+// refusedRune: the controls U+007F..U+009F and the noncharacters.
+func refusedRune(r rune) bool {
+	return r >= 0x7F && r <= 0x9F || r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE
+}
+
+// checkMeta says why the source or epoch of a message with forward
+// effects cannot travel as its copies' metadata, or returns "". They are
+// the producer's text and every copy carries them (replayguard-source,
+// replayguard-epoch): as MQTT 5 user properties, which a broker answers by
+// closing the connection when they hold what mqttText refuses, and as HTTP
+// headers, which net/http refuses to send with a control character. Either
+// way each attempt fails alike and the lane waits behind the entry for
+// good, so the message is malformed at its decision instead, as a topic
+// would be. The source goes out as a JSON array, which escapes U+0000..U+001F.
+func (d *Delivery) checkMeta() string {
+	if !slices.ContainsFunc(d.targets, func(t string) bool { return t != "" }) {
+		return "" // every forward skipped: no copy carries them
+	}
+	if !d.epochNum && d.epoch != "" && !mqttText(d.epoch) {
+		return fmt.Sprintf("epoch %q holds a control character, a noncharacter or bytes that are not UTF-8, which its copies' replayguard-epoch cannot carry", d.epoch)
+	}
+	for _, s := range d.source {
+		if !sourceText(s) {
+			return fmt.Sprintf("source %q holds a control character or a noncharacter, which its copies' replayguard-source cannot carry", s)
+		}
+	}
+	return ""
 }
 
 // sqlArgs renders a statement's arguments for decision dec of d.
