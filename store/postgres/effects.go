@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -256,12 +257,32 @@ func refusal(st *engine.SQLStatement, err error) string {
 // precision or jsonb the statement wants without passing through a
 // float64, a string stays text, "true"/"false" become a boolean. A JSON
 // null or an absent path is NULL.
+//
+// A string goes as a sqlString: to a json or jsonb parameter pgx sends a
+// Go string's bytes as JSON text, so the producer's string "123" would be
+// the number 123 and "{\"role\":\"admin\"}" an object (and "hello" no
+// JSON at all, its message quarantined). A sqlString marshals as a JSON
+// string there; for every other type pgx sends its text as a string's.
 func sqlArgs(as []engine.SQLArg) []any {
 	out := make([]any, len(as))
 	for i, a := range as {
-		if a.Kind != engine.ArgNull {
+		switch a.Kind {
+		case engine.ArgNull:
+		case engine.ArgString:
+			out[i] = sqlString(a.Text)
+		default:
 			out[i] = a.Text
 		}
 	}
 	return out
 }
+
+// sqlString is a JSON string argument. pgx's json codecs take a
+// json.Marshaler before anything else; the other codecs find no plan for
+// it in binary, fall back to the text format and send its underlying
+// string as is. It must not be a pgtype.TextValuer: pgx sends one raw in
+// the text format, json included.
+type sqlString string
+
+// MarshalJSON implements json.Marshaler.
+func (s sqlString) MarshalJSON() ([]byte, error) { return json.Marshal(string(s)) }
