@@ -344,6 +344,12 @@ func (d *Delivery) forwardTargets(topic string) error {
 		if msg := checkTarget(ef.fwd.output, t); msg != "" {
 			return malformed("effects[%d]: forward %s %s", i, ef.fwd.output, msg)
 		}
+		if strings.HasPrefix(t, "$") && !ef.fwd.ownsDollar() {
+			// $-topics and subjects are the broker's ($SYS, $CONTROL,
+			// $share; NATS $JS, $SYS): a producer's field must not
+			// choose one, where a broker may act on what it receives.
+			return malformed("effects[%d]: forward %s %q begins with $, which the message's fields chose: topics and subjects beginning with $ are the broker's", i, ef.fwd.output, t)
+		}
 		d.targets[i] = t
 	}
 	if msg := d.checkMeta(); msg != "" {

@@ -266,6 +266,12 @@ type forwardEffect struct {
 	index  int        // among the route's forwards
 }
 
+// ownsDollar reports whether the template itself begins with $: only then
+// may a rendered topic or subject begin with it.
+func (f *forwardEffect) ownsDollar() bool {
+	return len(f.target) > 0 && f.target[0].src < 0 && f.target[0].src != wholeTopic && strings.HasPrefix(f.target[0].lit, "$")
+}
+
 // wholeTopic in a forward template's tmplPart is the message's own topic.
 const wholeTopic = -2
 

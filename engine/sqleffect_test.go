@@ -165,6 +165,46 @@ func TestSQLAndForwardEffectsAreCheckedAtCompile(t *testing.T) {
 // JSON, valid UTF-8) would have the broker close the output's connection
 // at each attempt, and its lane would wait behind it for good; the message
 // is quarantined at its decision instead, as malformed.
+// TestAProducerCannotChooseABrokersDollarTopic: a template that begins
+// with a field lets the message choose the topic's first level; one
+// beginning with $ is the broker's ($CONTROL of Mosquitto's dynamic
+// security takes commands there), and the message is held instead.
+func TestAProducerCannotChooseABrokersDollarTopic(t *testing.T) {
+	routes := []engine.Route{
+		{Name: "mqtt", Topic: "plant/#", Source: []string{"site"}, ID: "msgId",
+			Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Topic: "{site}/clean"}}}},
+		{Name: "nats", Topic: "yard/#", Source: []string{"site"}, ID: "msgId",
+			Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{NATS: "{site}.clean"}}}},
+		{Name: "own", Topic: "sys/#", Source: []string{"site"}, ID: "msgId",
+			Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Topic: "$share/{site}"}}}},
+	}
+	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: routes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i, tc := range []struct {
+		topic, site string
+		refused     bool
+	}{
+		{"plant/x", "$CONTROL/dynamic-security/v1", true},
+		{"plant/x", "$SYS", true},
+		{"plant/x", "site-$1", false},
+		{"yard/x", "$JS.API.STREAM.DELETE", true},
+		{"yard/x", "north", false},
+		{"sys/x", "g", false}, // the template's own $
+	} {
+		msg := engine.Message{Topic: tc.topic, Payload: fmt.Appendf(nil, `{"msgId":"m%d","site":%q}`, i, tc.site)}
+		d, err := e.Process(context.Background(), []engine.Message{msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refused := d[0].Outcome == engine.Malformed; refused != tc.refused || refused && !strings.Contains(d[0].Reason, "begins with $") {
+			t.Errorf("%s site %q: %s %q", tc.topic, tc.site, d[0].Outcome, d[0].Reason)
+		}
+	}
+}
+
 func TestAForwardTopicABrokerWouldRefuseIsQuarantined(t *testing.T) {
 	r := engine.Route{Name: "incidents", Topic: "incidents/#", Source: []string{"source_id"}, ID: "msgId",
 		Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Topic: "clean/{source_id}"}}}}
