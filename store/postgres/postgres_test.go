@@ -18,6 +18,7 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/store/internal/shared"
 	"github.com/replayguard/replayguard/store/postgres"
 	"github.com/replayguard/replayguard/store/storetest"
 )
@@ -187,7 +188,7 @@ func testLeaseDeadHolder(t *testing.T, g *group) {
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
-	host, _ := os.Hostname()
+	host := strings.Fields(shared.NewHolder())[0] // the hostname and pid namespace
 	dead := fmt.Sprintf("%s %d deadbeef", host, cmd.Process.Pid)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

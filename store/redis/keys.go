@@ -15,7 +15,7 @@ import (
 //	P schema              string: the schema version
 //	P members             hash: member id → its number (stable forever)
 //	P members:last        string: the last number given
-//	P lease:<member>      string: the lease holder, "hostname pid nonce", PX the lease
+//	P lease:<member>      string: the lease holder, "place pid nonce" (shared.NewHolder), PX the lease
 //	P heads               hash: member id → chain head, "<position> <hex hash>"
 //	P chain:<member>      hash: a batch's first position → its audit records, one JSON a line
 //	P chainindex:<member> sorted set: the same first positions, scored by themselves

@@ -157,7 +157,7 @@ type Store struct {
 	k       keys
 	url     string // redacted, for errors
 	member  string
-	holder  string // this handle's lease holder: "hostname pid nonce"
+	holder  string // this handle's lease holder: "place pid nonce" (shared.NewHolder)
 	qbase   uint64
 	log     *slog.Logger
 	closed  atomic.Bool

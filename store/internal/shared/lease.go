@@ -10,12 +10,13 @@ import (
 	"syscall"
 )
 
-// NewHolder names this process as a lease holder: "hostname pid nonce",
-// the nonce telling apart two handles of one process.
+// NewHolder names this process as a lease holder: "place pid nonce",
+// place being the hostname, boot and pid namespace (place), the nonce
+// telling apart two handles of one process.
 func NewHolder() string {
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
-	return hostname() + " " + strconv.Itoa(os.Getpid()) + " " + hex.EncodeToString(nonce[:])
+	return place() + " " + strconv.Itoa(os.Getpid()) + " " + hex.EncodeToString(nonce[:])
 }
 
 // DeadHere reports whether holder names a process on this host that no
@@ -23,7 +24,10 @@ func NewHolder() string {
 // lease may be taken over at once.
 func DeadHere(holder string) bool {
 	f := strings.Fields(holder)
-	if len(f) != 3 || f[0] != hostname() {
+	here := place()
+	// A place without its pid namespace cannot tell: the pid may be
+	// another namespace's, where it still runs.
+	if len(f) != 3 || f[0] != here || !strings.Contains(here, "/") {
 		return false
 	}
 	pid, err := strconv.Atoi(f[1])
@@ -31,6 +35,24 @@ func DeadHere(holder string) bool {
 		return false
 	}
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// place is where this process's pid is a pid: the hostname and, where
+// /proc tells them, the boot and the pid namespace ("host/boot/pid:[n]").
+// The hostname alone does not say it: containers with host networking or a
+// fixed hostname share one name, each numbering its processes apart, and
+// two machines may share a name too; a pid of one, absent from another,
+// is no dead process there.
+func place() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return hostname()
+	}
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return hostname()
+	}
+	return hostname() + "/" + strings.TrimSpace(string(boot)) + "/" + strings.ReplaceAll(ns, " ", "_")
 }
 
 // hostname is this host's name as a holder carries it: without spaces.

@@ -23,11 +23,11 @@ func TestDeadHere(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Skip(err)
 	}
-	dead := hostname() + " " + strconv.Itoa(cmd.Process.Pid) + " 00"
+	dead := place() + " " + strconv.Itoa(cmd.Process.Pid) + " 00"
 	if !DeadHere(dead) {
 		t.Fatalf("an exited process on this host (%s) was not taken for dead", dead)
 	}
-	for _, h := range []string{"elsewhere " + strconv.Itoa(cmd.Process.Pid) + " 00", hostname() + " x 00", "", hostname() + " 1"} {
+	for _, h := range []string{"elsewhere " + strconv.Itoa(cmd.Process.Pid) + " 00", place() + " x 00", "", place() + " 1", hostname() + " " + strconv.Itoa(cmd.Process.Pid) + " 00"} {
 		if DeadHere(h) {
 			t.Errorf("DeadHere(%q) = true", h)
 		}
