@@ -44,6 +44,12 @@ func (s *Store) acquire(ctx context.Context) error {
 
 // renew extends the lease; it reports the holder when another has it.
 func (s *Store) renew(ctx context.Context) error {
+	// Close marks the handle closed before it gives the lease up: a batch
+	// whose script ran in between found no lease, and must not take it
+	// back for a closed handle.
+	if err := s.check(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
 	defer cancel()
 	other, err := renewScript.Run(ctx, s.c, []string{s.k.lease(s.member)}, s.holder, s.opts.LeaseTTL.Milliseconds()).Text()
