@@ -87,7 +87,7 @@ func BenchmarkDecide(b *testing.B) {
 				if d.seq >= 0 && i >= n {
 					d.seq += n / 50 // the source's next sequences
 				}
-				if dec := e.decide(d, now, false, 0); !dec.Outcome.Effective() {
+				if dec := e.decide(d, now, false, false, 0); !dec.Outcome.Effective() {
 					b.Fatalf("decision %d: %s", i, dec.Outcome)
 				}
 				if len(e.pending.batch.Keys) >= 1000 {
@@ -119,7 +119,7 @@ func BenchmarkDecodeDecide(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e.decide(d, now, false, 0)
+		e.decide(d, now, false, false, 0)
 		if len(e.pending.batch.Keys) >= 1000 {
 			e.resetPending()
 		}

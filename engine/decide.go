@@ -30,7 +30,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 			return e.record(m, dec, now, ref, by)
 		}
 	}
-	dec := e.decide(d, now, ref != 0, m.recovery)
+	dec := e.decide(d, now, ref != 0, m.keyApplied, m.recovery)
 	if m.recovery != 0 {
 		dec.Reason = strings.TrimPrefix(dec.Reason+"; "+reasonRecovered, "; ")
 	}
@@ -105,18 +105,21 @@ func (e *Engine) lookupSource(d *Delivery) *SourceState {
 // the source window for sequenced routes. An effective outcome updates the
 // windows and runs the effects. release waives the below-window and
 // old-epoch rules and turns a conflict into a duplicate: a released message
-// is applied at most once. recovery says how a delivery decided again
+// is applied at most once. keyApplied says a released message was held as
+// a conflict: its key was applied, with other content, before it was held;
+// the key window may have forgotten that since (ttl, max_entries), the
+// quarantine entry has not. recovery says how a delivery decided again
 // from the journal was first decided: one first applied has those rules
 // waived alone; one not applied (a duplicate, or held) is held rather than
 // applied, as its first copy's key may have left the window since.
-func (e *Engine) decide(d *Delivery, now time.Time, release bool, recovery uint8) Decision {
+func (e *Engine) decide(d *Delivery, now time.Time, release, keyApplied bool, recovery uint8) Decision {
 	dec := Decision{Route: d.route.Name, Key: d.key, Digest: d.digest, Source: d.source,
 		Epoch: d.epoch, Sequence: d.seq, ID: d.id}
 	dg, hit := e.keys.lookup(d.key)
 	if !hit && e.unread != nil {
 		e.unread.key(d.key)
 	}
-	if hit {
+	if hit || keyApplied {
 		switch {
 		case dg == digest64(d.digest) || release:
 			dec.Outcome, dec.Reason = Duplicate, reasonKeySeen
@@ -270,7 +273,8 @@ func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decis
 		return Decision{}, err
 	}
 	defer done()
-	m := Message{Topic: q.Topic, Payload: q.Payload, Dup: q.Dup, Broker: q.Broker, Feed: q.Feed}
+	m := Message{Topic: q.Topic, Payload: q.Payload, Dup: q.Dup, Broker: q.Broker, Feed: q.Feed,
+		keyApplied: q.Outcome == Conflict.String()}
 	if m.prepared, m.prepErr = e.decodeFresh(&m); m.prepErr != nil { // decideOne reuses it
 		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, m.prepErr)
 	}

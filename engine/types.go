@@ -71,6 +71,9 @@ type Message struct {
 	prepared *Delivery // set by Engine.Prepare
 	prepErr  error
 	recovery uint8 // decided again from the journal: recoveredHeld or recoveredApplied; 0 for a delivery
+	// keyApplied: an operator releases a conflict, whose key was applied
+	// with other content before it was held.
+	keyApplied bool
 	// committed is the decision an earlier attempt of this batch committed
 	// when the batch was split and its other part failed (a shared store:
 	// see sharedWindows.decideBatch); passed again, it is not decided again.
