@@ -192,6 +192,13 @@ func canonical(name string, raw string, kind valueKind) (value, error) {
 	case vString:
 		s := raw
 		if strings.IndexByte(raw, '\\') >= 0 {
+			// The parser reads an escaped lone surrogate as U+FFFD, so
+			// "\ud800", "\udc00" and "\ufffd" would be one id, one key:
+			// distinct messages suppressed as duplicates. Such an escape
+			// names no character: malformed, like an invalid UTF-8 byte.
+			if loneSurrogate(raw) {
+				return value{}, malformed("%s: string holds a lone UTF-16 surrogate escape", name)
+			}
 			var err error
 			if s, err = jsonparser.ParseString([]byte(raw)); err != nil {
 				return value{}, malformed("%s: bad string: %v", name, err)
@@ -210,6 +217,39 @@ func canonical(name string, raw string, kind valueKind) (value, error) {
 	default:
 		return value{kind: kind, text: raw}, nil
 	}
+}
+
+// loneSurrogate reports whether raw, a JSON string's text without its
+// quotes, holds a \uD800-\uDFFF escape that is not half of a high-low
+// pair.
+func loneSurrogate(raw string) bool {
+	hex := func(i int) (rune, bool) { // the \uXXXX escape at raw[i:]
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(raw[i+2:i+6], 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := hex(i)
+		switch {
+		case !ok:
+			i++ // a one-letter escape, such as \\
+		case r >= 0xD800 && r < 0xDC00:
+			if lo, ok := hex(i + 6); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		default:
+			i += 5
+		}
+	}
+	return false
 }
 
 // identity validates the identity fields and fills source, epoch, seq, id.
