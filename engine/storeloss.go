@@ -422,14 +422,17 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 // short before its end (the store failed again, the member was killed);
 // and each such decision made again, unless its lost batch is neither
 // decided again now nor held by the store (a later loss took it away: it
-// is then the only decision there is). Called with e.mu held, the engine's
-// tail at the store's head.
+// is then the only decision there is); and a batch the store holds as it
+// was first committed (a standby ahead of the recovery's start). Called
+// with e.mu held, the engine's tail at the store's head.
 func (w *sharedWindows) settled(ctx context.Context, from AuditHead) (map[AuditHead]bool, error) {
 	e := w.e
 	inRange := map[AuditHead]bool{}
+	var batches []AuditHead
 	var again [][2]AuditHead // a batch decided again, and the lost batch it decided
 	if _, err := w.journal.Replay(from, func(je JournalEntry) error {
 		inRange[je.Head] = true
+		batches = append(batches, je.Head)
 		if je.Redecides.Position > 0 {
 			again = append(again, [2]AuditHead{je.Head, je.Redecides})
 		}
@@ -438,23 +441,42 @@ func (w *sharedWindows) settled(ctx context.Context, from AuditHead) (map[AuditH
 		return nil, err
 	}
 	settled := map[AuditHead]bool{}
-	if len(again) == 0 {
-		return settled, nil
-	}
-	holds := map[AuditHead]bool{}
-	held := func(h AuditHead) (bool, error) {
+	type link struct{ same, archived bool }
+	links := map[AuditHead]link{}
+	read := func(h AuditHead) (link, error) {
 		if h.Position == 0 || h.Position > e.tail.Position || e.caps.Chains == nil {
-			return false, nil
+			return link{}, nil
 		}
-		if v, ok := holds[h]; ok {
+		if v, ok := links[h]; ok {
 			return v, nil
 		}
-		link, archived, err := ChainLink(ctx, e.caps.Chains, e.caps.Keeper, e.member, h.Position)
+		l, archived, err := ChainLink(ctx, e.caps.Chains, e.caps.Keeper, e.member, h.Position)
 		if err != nil {
-			return false, fmt.Errorf("read the store's chain to resume a recovery: %w", err)
+			return link{}, fmt.Errorf("read the store's chain to resume a recovery: %w", err)
 		}
-		holds[h] = archived || link == h
-		return holds[h], nil
+		links[h] = link{same: l == h, archived: archived}
+		return links[h], nil
+	}
+	held := func(h AuditHead) (bool, error) {
+		l, err := read(h)
+		return l.same || l.archived, err
+	}
+	// A batch in the range the store holds as it was committed: the store
+	// failed over to a standby ahead of the recovery's start (one that had
+	// received more of the old primary's commits than the first one
+	// promoted). Its chain holds it at its position with its hash, so its
+	// deliveries are decided there already. Only positions up to the
+	// store's head are read: a store behind the journal costs nothing.
+	// An archived position is not taken for one: the store cannot show
+	// which record it held there.
+	for _, h := range batches {
+		l, err := read(h)
+		if err != nil {
+			return nil, err
+		}
+		if l.same {
+			settled[h] = true
+		}
 	}
 	for _, a := range again {
 		redone, lost := a[0], a[1]
