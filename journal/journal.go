@@ -202,19 +202,28 @@ func (j *Journal) read(i int, last bool) error {
 	return nil
 }
 
-// followedByAFrame reports whether the bad frame at the start of b, its
-// length intact, is followed by a frame that decodes: it was not the last
-// append, so it did not tear.
+// followedByAFrame reports whether the bad frame at the start of b is
+// followed by a frame that decodes: it was not the last append, so it did
+// not tear. Its length may be the damaged part, so where the next frame
+// begins is not known: every later offset is tried, not only the one the
+// length names (a changed length would otherwise cut off every synced,
+// acknowledged record after it as a torn tail). A torn append is the last
+// bytes of the file and holds no whole frame after its start.
 func followedByAFrame(b []byte) bool {
 	if len(b) < frameHeader {
 		return false
 	}
-	n := int(binary.LittleEndian.Uint32(b))
-	if n > maxFrame || len(b) < frameHeader+n {
-		return false
+	if n := int(binary.LittleEndian.Uint32(b)); n <= maxFrame && len(b) >= frameHeader+n {
+		if _, _, err := frameAt(b[frameHeader+n:]); err == nil {
+			return true
+		}
 	}
-	_, _, err := frameAt(b[frameHeader+n:])
-	return err == nil
+	for off := 1; off+frameHeader <= len(b); off++ {
+		if _, _, err := frameAt(b[off:]); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // frameAt decodes the frame at the start of b, without its messages, and
