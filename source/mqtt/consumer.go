@@ -259,8 +259,11 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 		return
 	}
 	// A renewal may be refused for a passing reason; only a Run's first
-	// grant proves the filters, and only its refusal is fatal.
-	renewal := ca.SessionPresent && c.everSubbed.Load()
+	// grant proves the filters, and only its refusal is fatal. A later
+	// connection without the session (a failover to a standby that never
+	// had it) subscribes after that first grant too: its refusal is
+	// retried, not the end of Run.
+	renewal := c.everSubbed.Load()
 	c.subscribed.Store(false)
 	c.wg.Go(func() { c.subscribe(ctx, cm, renewal) })
 }

@@ -29,7 +29,10 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	// ones only). MQTT 3.1.1 has no retain handling: each SUBSCRIBE sends
 	// the retained messages again, which the engine finds duplicate.
 	if !sessionPresent || !c.subscribed.Load() || c.cfg.ShareGroup != "" {
-		renewal := sessionPresent && c.everSubbed.Load()
+		// After the Run's first grant every subscription is a renewal,
+		// with the session or without it (a failover to a standby that
+		// never had it): only the first grant's refusal ends Run.
+		renewal := c.everSubbed.Load()
 		c.subscribed.Store(false)
 		wg.Go(func() { c.subscribe(linkCtx, l, renewal) })
 	}
