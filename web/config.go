@@ -24,6 +24,10 @@ type Config struct {
 	Listen string
 	// CertFile and KeyFile, both set, serve HTTPS; default plain HTTP.
 	CertFile, KeyFile string
+	// ClientCAFile, with CertFile and KeyFile, makes every client present
+	// a certificate signed by one of its CAs (mutual TLS): a client
+	// without one never reaches the API. Default "" (none asked for).
+	ClientCAFile string
 	// Token, when set, is the bearer token that writes (release, discard)
 	// need: the same as one entry of Tokens named "operator" with role
 	// RoleOperator. Not together with Tokens. When neither is set, writes
@@ -98,6 +102,9 @@ func (c *Config) Validate() error {
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return fmt.Errorf("%w: TLS needs both cert_file and key_file", ErrConfig)
+	}
+	if c.ClientCAFile != "" && c.CertFile == "" {
+		return fmt.Errorf("%w: client certificates (ca_file) need the server's own cert_file and key_file", ErrConfig)
 	}
 	if c.Token != "" && len(c.Tokens) > 0 {
 		return fmt.Errorf("%w: set Token or Tokens, not both", ErrConfig)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -63,6 +66,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err == nil && loopback(ln.Addr().String()) != loopback(s.cfg.Listen) {
 		err = fmt.Errorf("%w: listener %s and listen %q disagree on loopback", ErrConfig, ln.Addr(), s.cfg.Listen)
 	}
+	var tlsCfg *tls.Config
+	if err == nil {
+		tlsCfg, err = s.clientAuth()
+	}
 	if err != nil {
 		ln.Close()
 		return err
@@ -80,6 +87,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		TLSConfig:         tlsCfg,
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -100,6 +108,26 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	err = srv.Shutdown(sctx)
 	<-done
 	return err
+}
+
+// clientAuth returns the TLS settings that demand a client certificate
+// signed by cfg.ClientCAFile, or nil when none is asked for. An operator
+// who names a CA for the clients relies on it to keep the API to them, so
+// a file that cannot be read or holds no certificate stops the server
+// rather than serving everyone.
+func (s *Server) clientAuth() (*tls.Config, error) {
+	if s.cfg.ClientCAFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(s.cfg.ClientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: client ca_file: %v", ErrConfig, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%w: client ca_file %s: no PEM certificate in it", ErrConfig, s.cfg.ClientCAFile)
+	}
+	return &tls.Config{ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}, nil
 }
 
 func (s *Server) routes() http.Handler {

@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replayguard/replayguard/config"
+)
+
+// http.tls.ca_file "asks for client certificates" (config.HTTPConfig, and
+// lint accepts it beside cert_file): a client without one must not get in.
+func TestHTTPCAFileRequiresClientCertificates(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, pool := selfSignedServer(t, dir)
+	// any CA will do for the clients: the test's client presents no certificate
+	ca := filepath.Join(dir, "clients-ca.pem")
+	data, _ := os.ReadFile(cert)
+	os.WriteFile(ca, data, 0o600)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{HTTP: config.HTTPConfig{Listen: ln.Addr().String(),
+		TLS: config.TLSConfig{CertFile: cert, KeyFile: key, CAFile: ca}}}
+	d := &daemon{app: &App{Config: cfg}, log: slog.New(slog.DiscardHandler), reg: prometheus.NewRegistry()}
+	srv, err := d.newServer(Build{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer client.CloseIdleConnections()
+	res, err := client.Get("https://" + ln.Addr().String() + "/healthz")
+	if err == nil {
+		res.Body.Close()
+		t.Fatalf("a client without a certificate got %d; http.tls.ca_file asks for client certificates", res.StatusCode)
+	}
+	t.Logf("without a certificate: %v", err)
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+	defer signed.CloseIdleConnections()
+	if res, err = signed.Get("https://" + ln.Addr().String() + "/healthz"); err != nil {
+		t.Fatalf("a client with a certificate of the CA: %v", err)
+	}
+	res.Body.Close()
+	select {
+	case err := <-done:
+		t.Fatalf("the server stopped: %v", err)
+	default:
+	}
+}
+
+func selfSignedServer(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(priv)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	parsed, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(parsed)
+	return certFile, keyFile, pool
+}
