@@ -233,24 +233,35 @@ func (g *group) WaitSinks(files map[string]string, otlp *otlpReceiver) map[strin
 	for _, c := range list {
 		heads[c.Member] = c.Head
 	}
-	has := func(streams [][]engine.AuditRecord) bool {
+	// behind names each chain a sink has not reached the head of, with
+	// the last position it holds.
+	behind := func(sink string, streams [][]engine.AuditRecord) []string {
 		got := map[string]uint64{}
 		for _, s := range streams {
 			for _, r := range s {
 				got[r.Member] = max(got[r.Member], r.Position)
 			}
 		}
-		for m, h := range heads {
-			if got[m] < h.Position {
-				return false
+		var out []string
+		for _, m := range slices.Sorted(maps.Keys(heads)) {
+			if got[m] < heads[m].Position {
+				out = append(out, fmt.Sprintf("%s: member %s's chain at %d of %d", sink, m, got[m], heads[m].Position))
 			}
 		}
-		return true
+		return out
 	}
-	waitFor(g.t, "every chain's head at both sinks", time.Minute, func() bool {
-		return has(fileStreams(g.t, files)) && has([][]engine.AuditRecord{otlp.Records()})
-	})
-	return heads
+	var left []string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		left = append(behind("file", fileStreams(g.t, files)), behind("otlp", [][]engine.AuditRecord{otlp.Records()})...)
+		if len(left) == 0 {
+			return heads
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("every chain's head not at both sinks within 1m: %s", strings.Join(left, "; "))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // verifyArchive runs `audit verify --archive` and checks that it finds
