@@ -388,7 +388,7 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 		l.Store, l.Lost, l.Member, l.Head.Position, l.Known.Position, n, Span{From: first, To: e.tail.Position},
 		outcomes[Applied], outcomes[AppliedLate], outcomes[Duplicate], outcomes[Conflict]+outcomes[Quarantined]+outcomes[Malformed])
 	if before > 0 {
-		what += fmt.Sprintf("; %d deliveries were decided again by an attempt of this recovery that was cut short, and the store holds those decisions: not decided a third time", before)
+		what += fmt.Sprintf("; %d deliveries of the journal the store already holds a decision of (made by an attempt of this recovery that was cut short, or first committed and kept by the store it failed over to) were not decided again", before)
 	}
 	if len(actions) > 0 {
 		what += fmt.Sprintf("; %d lost operator actions (%s) are not deliveries and were not redone: do them again", len(actions), strings.Join(actions, ", "))
