@@ -10,9 +10,9 @@ import (
 	"syscall"
 )
 
-// NewHolder names this process as a lease holder: "place pid nonce",
-// place being the hostname, boot and pid namespace (place), the nonce
-// telling apart two handles of one process.
+// NewHolder names this process as a lease holder: "place pid nonce", the
+// place naming where the pid is one (see place), the nonce telling apart
+// two handles of one process.
 func NewHolder() string {
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
