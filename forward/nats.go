@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -37,13 +38,25 @@ type NATSOptions struct {
 	Logger *slog.Logger
 }
 
+// msgID is an entry's Nats-Msg-Id: its key, and after it the forward's
+// index in its route when that is not 0. Two forwards of one message whose
+// subjects one stream takes are two copies, one key: with one id the
+// stream would acknowledge the second as a duplicate and never store it.
+// A copy sent again keeps its id, and is dropped.
+func msgID(e engine.OutboxEntry) string {
+	if i := e.ID & 0xff; i != 0 {
+		return e.Key.String() + "." + strconv.FormatUint(i, 10)
+	}
+	return e.Key.String()
+}
+
 // natsWindow is how many publishes the NATS output has awaiting their
 // PubAck at once.
 const natsWindow = 256
 
 // NATS publishes each entry's payload to JetStream on its subject (the
-// entry's Target), in order, with Nats-Msg-Id set to the entry's key, so
-// that the stream's duplicate window drops a copy sent again, and the
+// entry's Target), in order, with Nats-Msg-Id set to the entry's key (see
+// msgID), so that the stream's duplicate window drops a copy sent again, and the
 // replayguard-* headers (see Properties). The PubAck acknowledges the entry
 // (a duplicate's too); an entry is done once it and every one before it
 // have theirs. A subject no stream takes fails the attempt with
@@ -150,7 +163,7 @@ func (n *NATS) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, 
 			if nc.Stats().Reconnects != conn {
 				break // the window's first publishes may be lost with the old connection
 			}
-			f, err := js.PublishMsgAsync(natsMsg(e), jetstream.WithMsgID(e.Key.String()), jetstream.WithRetryAttempts(0))
+			f, err := js.PublishMsgAsync(natsMsg(e), jetstream.WithMsgID(msgID(e)), jetstream.WithRetryAttempts(0))
 			if err != nil {
 				failed = err
 				break

@@ -233,3 +233,41 @@ func TestNATSDeliversAgainOnceTheServerIsBack(t *testing.T) {
 func TestNATSHoldsAnEntryItsStreamRefusesForGood(t *testing.T) {
 	deliverAroundARefusal(t, jetstream.StreamConfig{MaxMsgSize: 512}, 10, 5, 2048, 1, "message size exceeds maximum")
 }
+
+// TestTwoForwardsOfOneMessageIntoOneStreamAreBothStored: a route with two
+// NATS forwards whose subjects one stream takes publishes two copies of
+// each message with one key. JetStream's duplicate window must not take
+// the second for the first: each forward's copy has an id of its own
+// (retries of one copy keep theirs), or the second is acknowledged as a
+// duplicate and never stored.
+func TestTwoForwardsOfOneMessageIntoOneStreamAreBothStored(t *testing.T) {
+	srv := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	ctx := context.Background()
+	stream, err := jetStreamOf(t, srv).CreateStream(ctx, jetstream.StreamConfig{Name: "CLEAN", Subjects: []string{"clean.>"}, Duplicates: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := forward.NewNATS(forward.NATSOptions{URL: srv.URL(), AckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	key, _ := engine.ParseHash(strings.Repeat("ab", 32))
+	entries := []engine.OutboxEntry{
+		{ID: engine.OutboxID(7, 0), Output: engine.OutputNATS, Target: "clean.cop.e1", Key: key, Sequence: -1, Payload: []byte(`{"a":1}`)},
+		{ID: engine.OutboxID(7, 1), Output: engine.OutputNATS, Target: "clean.archive.e1", Key: key, Sequence: -1, Payload: []byte(`{"a":1}`)},
+	}
+	if n, err := out.Deliver(ctx, entries); n != 2 || err != nil {
+		t.Fatalf("Deliver = %d, %v", n, err)
+	}
+	if n, err := out.Deliver(ctx, entries[1:]); n != 1 || err != nil { // the second copy sent again, as after a crash
+		t.Fatalf("Deliver again = %d, %v", n, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("the stream holds %d messages, want both forwards' copies once each", info.State.Msgs)
+	}
+}
