@@ -41,24 +41,32 @@ func apiLog(t *testing.T, head uint64, records []engine.AuditRecord) *remote {
 	return &remote{base: srv.URL, client: srv.Client()}
 }
 
-// TestAuditVerifyThroughTheAPIReachesTheHead: verified through the API of
-// the process that holds the store, the log must reach the head that
-// process committed (a removed tail is broken, not intact), and records
-// committed after the head was read are not counted against it.
-func TestAuditVerifyThroughTheAPIReachesTheHead(t *testing.T) {
-	ctx := context.Background()
+// fiveReadings is a memory store whose log holds five applied readings,
+// one record each.
+func fiveReadings(t *testing.T) *memory.Store {
+	t.Helper()
 	st := memory.New()
-	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
+	e, err := engine.New(context.Background(), st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
 		Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
 	for i := range 5 {
-		if _, err := e.Process(ctx, []engine.Message{{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r%d","kwh":1}`, i)}}); err != nil {
+		if _, err := e.Process(context.Background(), []engine.Message{{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r%d","kwh":1}`, i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return st
+}
+
+// TestAuditVerifyThroughTheAPIReachesTheHead: verified through the API of
+// the process that holds the store, the log must reach the head that
+// process committed (a removed tail is broken, not intact), and records
+// committed after the head was read are not counted against it.
+func TestAuditVerifyThroughTheAPIReachesTheHead(t *testing.T) {
+	ctx := context.Background()
+	st := fiveReadings(t)
 	var recs []engine.AuditRecord
 	if err := st.ScanAudit(ctx, 1, func(r engine.AuditRecord) error { recs = append(recs, r); return nil }); err != nil {
 		t.Fatal(err)
@@ -89,18 +97,7 @@ func TestAuditVerifyThroughTheAPIReachesTheHead(t *testing.T) {
 // vouch for.
 func TestAuditVerifyOfAnExportSaysWhereItBegins(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New()
-	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
-		Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	for i := range 5 {
-		if _, err := e.Process(ctx, []engine.Message{{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r%d","kwh":1}`, i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st := fiveReadings(t)
 	file := filepath.Join(t.TempDir(), "audit.jsonl")
 	f, err := os.Create(file)
 	if err != nil {
