@@ -2,15 +2,8 @@ package app
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -21,13 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
 // http.tls.ca_file "asks for client certificates" (config.HTTPConfig, and
 // lint accepts it beside cert_file): a client without one must not get in.
 func TestHTTPCAFileRequiresClientCertificates(t *testing.T) {
 	dir := t.TempDir()
-	cert, key, pool := selfSignedServer(t, dir)
+	cert, key, pool := testbroker.SelfSigned(t, dir)
 	// any CA will do for the clients: the test's client presents no certificate
 	ca := filepath.Join(dir, "clients-ca.pem")
 	data, _ := os.ReadFile(cert)
@@ -72,28 +66,4 @@ func TestHTTPCAFileRequiresClientCertificates(t *testing.T) {
 		t.Fatalf("the server stopped: %v", err)
 	default:
 	}
-}
-
-func selfSignedServer(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(priv)
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	parsed, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(parsed)
-	return certFile, keyFile, pool
 }
