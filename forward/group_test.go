@@ -97,10 +97,20 @@ func TestAnotherMemberDrainsADeadMembersOutbox(t *testing.T) {
 
 // failingClaims is a member's claimer whose claims fail while fail is set,
 // and do not answer until their context ends while hang is (a store that
-// does not answer).
+// does not answer); as a store, its held entries do not answer until their
+// context ends while heldHangs is (a connection of its pool that hangs
+// while the lanes' reads go on through others).
 type failingClaims struct {
 	*memory.Member
-	fail, hang atomic.Bool
+	fail, hang, heldHangs atomic.Bool
+}
+
+func (f *failingClaims) OutboxHeld(ctx context.Context) ([]engine.HeldEntry, error) {
+	if f.heldHangs.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return f.Member.OutboxHeld(ctx)
 }
 
 func (f *failingClaims) ClaimOutboxes(ctx context.Context) ([]string, error) {

@@ -1,39 +1,12 @@
 package forward_test
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/forward"
 	"github.com/replayguard/replayguard/store/memory"
 )
-
-// stuckPoll is a member whose claims fail and whose held entries do not
-// answer until their context ends while stuck is set: a store connection
-// that hangs (a half-open TCP connection in a pool) while the lanes' reads
-// go on through others.
-type stuckPoll struct {
-	*memory.Member
-	stuck atomic.Bool
-}
-
-func (s *stuckPoll) ClaimOutboxes(ctx context.Context) ([]string, error) {
-	if s.stuck.Load() {
-		return nil, context.DeadlineExceeded
-	}
-	return s.Member.ClaimOutboxes(ctx)
-}
-
-func (s *stuckPoll) OutboxHeld(ctx context.Context) ([]engine.HeldEntry, error) {
-	if s.stuck.Load() {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	return s.Member.OutboxHeld(ctx)
-}
 
 // TestADrainerStopsItsLanesThoughAPollReadHangs: the claims cannot be
 // renewed and the poll's read of the held entries does not answer; the
@@ -47,12 +20,13 @@ func TestADrainerStopsItsLanesThoughAPollReadHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	s := &stuckPoll{Member: m}
+	s := &failingClaims{Member: m}
 	d, cancel, done := runDrainer(t, forward.Options{Store: s, Claimer: s})
 	defer func() { cancel(); <-done }()
 	draining := func() bool { return len(d.Status().Outputs) > 0 }
 	waitFor(t, "the drainer drains its member's outbox", draining)
-	s.stuck.Store(true)
+	s.fail.Store(true)
+	s.heldHangs.Store(true)
 	deadline := time.Now().Add(3 * time.Second) // ten claim lifetimes
 	for draining() {
 		if time.Now().After(deadline) {
