@@ -1,9 +1,11 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,7 +31,11 @@ type FileOptions struct {
 }
 
 // File appends each record as one line of JSON, the audit export format,
-// and syncs the file before a batch counts as delivered.
+// and syncs the file before a batch counts as delivered. A batch a crash
+// (or a failed write) cut short leaves a last line without its newline;
+// the next open cuts that partial line off before appending, so that no
+// record is glued to it: its records were not counted delivered, and the
+// sink writes them again from its cursor.
 type File struct {
 	opts FileOptions
 	f    *os.File
@@ -95,17 +101,52 @@ func (w *File) open() error {
 	if w.f != nil {
 		return nil
 	}
-	f, err := os.OpenFile(w.opts.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(w.opts.Path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("audit file: %w", err)
 	}
-	st, err := f.Stat()
+	size, err := dropPartialLine(f)
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("audit file: %w", err)
+		return fmt.Errorf("audit file %s: %w", w.opts.Path, err)
 	}
-	w.f, w.size = f, st.Size()
+	w.f, w.size = f, size
 	return nil
+}
+
+// dropPartialLine cuts off f's last line when it has no newline, the rest
+// of a write cut short, and returns f's size after it.
+func dropPartialLine(f *os.File) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := st.Size()
+	end, err := lastLineEnd(f, size)
+	if err != nil || end == size {
+		return size, err
+	}
+	if err := f.Truncate(end); err != nil {
+		return 0, err
+	}
+	return end, f.Sync()
+}
+
+// lastLineEnd returns the offset just past the last newline in f's first
+// size bytes; 0 when there is none.
+func lastLineEnd(f *os.File, size int64) (int64, error) {
+	buf := make([]byte, 32<<10)
+	for end := size; end > 0; {
+		n := min(end, int64(len(buf)))
+		if _, err := f.ReadAt(buf[:n], end-n); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return end - n + int64(i) + 1, nil
+		}
+		end -= n
+	}
+	return 0, nil
 }
 
 // rotate shifts Path.k to Path.k+1 (dropping the one beyond Keep), Path to

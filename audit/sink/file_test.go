@@ -2,9 +2,11 @@ package sink_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/replayguard/replayguard/audit/sink"
@@ -74,4 +76,44 @@ func readLines(t *testing.T, path string) []engine.AuditRecord {
 		out = append(out, rec)
 	}
 	return out
+}
+
+// A batch cut short by a crash (the process killed inside its write) ends
+// the file with a partial line. The next process's file sink must not glue
+// its first record to it: that record would be unreadable, its cursor
+// past it. It cuts the partial line off; the batch is written again from
+// the cursor.
+func TestFileCutsOffAPartialLastLineBeforeAppending(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	rec := func(pos uint64) engine.AuditRecord {
+		return engine.AuditRecord{Position: pos, Route: "meters", Outcome: "applied", Member: "rg-1"}
+	}
+	var before []byte
+	for pos := uint64(1); pos <= 3; pos++ {
+		r := rec(pos)
+		line, err := engine.AppendRecordJSON(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos < 3 {
+			before = append(append(before, line...), '\n')
+		} else {
+			before = append(before, line[:len(line)/2]...) // killed halfway through record 3
+		}
+	}
+	if err := os.WriteFile(path, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := sink.NewFile(sink.FileOptions{Path: path})
+	defer w.Close(context.Background())
+	if err := w.Export(context.Background(), []engine.AuditRecord{rec(3), rec(4)}); err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, r := range readLines(t, path) {
+		got = append(got, r.Position)
+	}
+	if !slices.Equal(got, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("the file holds records %v, want 1 2 3 4", got)
+	}
 }
