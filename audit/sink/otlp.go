@@ -3,7 +3,10 @@ package sink
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -24,18 +27,26 @@ type OTLPOptions struct {
 	Headers map[string]string
 	// Timeout bounds one export request. Default 10s.
 	Timeout time.Duration
+	// Logger receives a line per batch the receiver took with a partial
+	// success (records it rejected). Default: discard.
+	Logger *slog.Logger
 }
 
 // OTLP exports each record as an OpenTelemetry log record over OTLP/HTTP
 // (protobuf), through the official exporter. A batch is delivered when the
-// receiver answered 2xx; the exporter's own retries are off, so a failure
-// reaches the sink, which retries from its cursor.
+// receiver answered 2xx, a partial success included: the records it
+// rejected are logged, never sent again (OTLP forbids retrying them). The
+// exporter's own retries are off, so a failure reaches the sink, which
+// retries from its cursor.
 type OTLP struct {
-	exp    *otlploghttp.Exporter
-	tr     *http.Transport
-	logger otellog.Logger
-	prov   *sdklog.LoggerProvider
-	grab   *grabber
+	exp      *otlploghttp.Exporter
+	tr       *http.Transport
+	status   *statusTransport
+	endpoint string
+	log      *slog.Logger
+	logger   otellog.Logger
+	prov     *sdklog.LoggerProvider
+	grab     *grabber
 }
 
 // NewOTLP returns an OTLP exporter; it connects on the first Export.
@@ -43,9 +54,13 @@ func NewOTLP(ctx context.Context, o OTLPOptions) (*OTLP, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	st := &statusTransport{RoundTripper: tr}
 	exp, err := otlploghttp.New(ctx, otlploghttp.WithEndpointURL(o.Endpoint), otlploghttp.WithHeaders(o.Headers),
-		otlploghttp.WithHTTPClient(&http.Client{Transport: tr, Timeout: o.Timeout}),
+		otlploghttp.WithHTTPClient(&http.Client{Transport: st, Timeout: o.Timeout}),
 		otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false}))
 	if err != nil {
 		return nil, fmt.Errorf("otlp exporter for %s: %w", o.Endpoint, err)
@@ -56,7 +71,8 @@ func NewOTLP(ctx context.Context, o OTLPOptions) (*OTLP, error) {
 	g := &grabber{}
 	res := resource.NewSchemaless(semconv.ServiceName("replayguard"))
 	prov := sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(g))
-	return &OTLP{exp: exp, tr: tr, logger: prov.Logger("github.com/replayguard/replayguard/audit"), prov: prov, grab: g}, nil
+	return &OTLP{exp: exp, tr: tr, status: st, endpoint: o.Endpoint, log: o.Logger,
+		logger: prov.Logger("github.com/replayguard/replayguard/audit"), prov: prov, grab: g}, nil
 }
 
 // Export sends recs in one request, in order.
@@ -87,7 +103,30 @@ func (o *OTLP) Export(ctx context.Context, recs []engine.AuditRecord) error {
 	if len(o.grab.recs) != len(recs) {
 		return fmt.Errorf("otlp: %d of %d records built", len(o.grab.recs), len(recs))
 	}
-	return o.exp.Export(ctx, o.grab.recs)
+	o.status.last.Store(0)
+	err := o.exp.Export(ctx, o.grab.recs)
+	if code := o.status.last.Load(); err != nil && code >= 200 && code <= 299 {
+		// The receiver took the request; what it rejected it would
+		// reject again.
+		o.log.Warn("otlp receiver took the audit records with a partial success; rejected records are not sent again",
+			"endpoint", o.endpoint, "from", recs[0].Position, "to", recs[len(recs)-1].Position, "err", err)
+		return nil
+	}
+	return err
+}
+
+// statusTransport keeps the status code of the last response it carried.
+type statusTransport struct {
+	http.RoundTripper
+	last atomic.Int32
+}
+
+func (t *statusTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.RoundTripper.RoundTrip(r)
+	if err == nil {
+		t.last.Store(int32(resp.StatusCode))
+	}
+	return resp, err
 }
 
 // severity maps an outcome to a log severity: the held outcomes warn.

@@ -3,6 +3,7 @@ package sink_test
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -176,5 +177,46 @@ func TestAStuckSinkNeverHoldsUpDecisions(t *testing.T) {
 	}
 	if st := r.set.Status()[0]; st.Cursor != 0 || st.Backlog != 2010 {
 		t.Fatalf("stuck sink: %+v, want cursor 0 and a backlog of 2010", st)
+	}
+}
+
+// A receiver that answers 200 with a partial success has taken the
+// request: the records it rejected are not retried (the OTLP spec forbids
+// it), so the sink goes on, and says what was rejected.
+func TestOTLPPartialSuccessMovesOnAndSaysSo(t *testing.T) {
+	var rejected atomic.Int64 // requests the receiver took with a partial success
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req collogs.ExportLogsServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		resp := &collogs.ExportLogsServiceResponse{}
+		for _, lr := range req.ResourceLogs[0].ScopeLogs[0].LogRecords {
+			if strings.Contains(lr.Body.GetStringValue(), `"position":5,`) {
+				resp.PartialSuccess = &collogs.ExportLogsPartialSuccess{RejectedLogRecords: 1, ErrorMessage: "record 5 rejected"}
+				rejected.Add(1)
+			}
+		}
+		b, _ := proto.Marshal(resp)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(b)
+	}))
+	defer srv.Close()
+	logs := &tWriter{t: t}
+	exp, err := sink.NewOTLP(t.Context(), sink.OTLPOptions{Endpoint: srv.URL + "/v1/logs", Timeout: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, "otel", exp)
+	r.decide(t, 100)
+	r.waitCursor(t, "otel", 100)
+	if n := rejected.Load(); n != 1 {
+		t.Fatalf("record 5 was sent %d times: the batch the receiver took was sent again", n)
+	}
+	if !strings.Contains(logs.String(), "record 5 rejected") {
+		t.Fatalf("the rejection was not logged:\n%s", logs.String())
 	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/replayguard/replayguard/audit/sink"
@@ -25,7 +26,7 @@ func newSinks(ctx context.Context, cfg *config.Config, st Store, member string, 
 	}
 	opts := sink.Options{Logger: a.Log}
 	for i, sc := range cfg.Audit.Sinks {
-		exp, err := newExporter(ctx, sc)
+		exp, err := newExporter(ctx, sc, a.Log)
 		if err != nil {
 			for _, k := range opts.Sinks {
 				k.Exporter.Close(ctx)
@@ -41,10 +42,11 @@ func newSinks(ctx context.Context, cfg *config.Config, st Store, member string, 
 	return sink.New(ss, opts)
 }
 
-func newExporter(ctx context.Context, sc config.SinkConfig) (sink.Exporter, error) {
+func newExporter(ctx context.Context, sc config.SinkConfig, log *slog.Logger) (sink.Exporter, error) {
 	switch sc.Kind {
 	case config.SinkOTLP:
-		return sink.NewOTLP(ctx, sink.OTLPOptions{Endpoint: sc.Endpoint, Headers: sc.Headers, Timeout: time.Duration(sc.Timeout)})
+		return sink.NewOTLP(ctx, sink.OTLPOptions{Endpoint: sc.Endpoint, Headers: sc.Headers, Timeout: time.Duration(sc.Timeout),
+			Logger: log.With("sink", sc.Name)})
 	case config.SinkSyslog:
 		return sink.NewSyslog(sink.SyslogOptions{Address: sc.Address, AppName: sc.AppName,
 			Facility: config.SyslogFacilities[sc.Facility]}), nil
