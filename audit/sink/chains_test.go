@@ -24,6 +24,9 @@ type chainExporter struct {
 	down atomic.Bool
 	busy atomic.Int32 // Exports in flight: never more than one
 	bad  atomic.Bool  // set when two ran at once
+	// refuse names a member whose records the receiver refuses, as it
+	// would a batch it cannot take.
+	refuse guarded[string]
 }
 
 func newChainExporter() *chainExporter { return &chainExporter{got: map[string][]uint64{}} }
@@ -35,6 +38,9 @@ func (x *chainExporter) Export(ctx context.Context, recs []engine.AuditRecord) e
 	defer x.busy.Add(-1)
 	if x.down.Load() {
 		return errors.New("receiver down")
+	}
+	if m := x.refuse.get(); m != "" && recs[0].Member == m {
+		return fmt.Errorf("receiver refuses member %s's records", m)
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -267,6 +273,28 @@ func TestSinksBackOffOnAFailingChainAndLoseNothing(t *testing.T) {
 	r.waitCursor(t, "m2", "x", 50)
 	checkReceived(t, x.chain("m1"), 20)
 	checkReceived(t, x.chain("m2"), 50)
+}
+
+func TestAChainThatFailsHoldsUpNoOtherChain(t *testing.T) {
+	x := newChainExporter()
+	x.refuse.set("m1")
+	r := newGroupRig(t, sink.Sink{Name: "x", Exporter: x})
+	r.decide(t, "m1", 10)
+	r.decide(t, "m2", 30)
+	r.give(t, "m1", "m2")
+	r.start()
+	r.waitCursor(t, "m2", "x", 30)
+	checkReceived(t, x.chain("m2"), 30)
+	if logs := r.logs.String(); !strings.Contains(logs, "sink=x member=m1") {
+		t.Fatalf("the failing chain was not logged:\n%s", logs)
+	}
+	if st := r.set.Status()[0]; st.Failures == 0 || st.Backlog != 10 {
+		t.Fatalf("status: %+v; want failures and m1's 10 records behind", st)
+	}
+	x.refuse.set("")
+	r.decide(t, "m1", 1) // wakes the sink
+	r.waitCursor(t, "m1", "x", 11)
+	checkReceived(t, x.chain("m1"), 11)
 }
 
 func TestFlushDeliversEveryChainGivenOrSaysWhichIsBehind(t *testing.T) {

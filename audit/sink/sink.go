@@ -234,26 +234,35 @@ func (s *Set) sleep(ctx context.Context, d time.Duration) {
 }
 
 // catchUp delivers batches until the store has no record after the
-// sink's cursor on any chain it is given, or one fails. It takes a batch
-// of each chain in turn, so that a long backlog on one chain does not
-// hold up the others.
+// sink's cursor on any chain it is given that has not failed. It takes a
+// batch of each chain in turn, so that a long backlog on one chain does
+// not hold up the others; a chain that fails waits for the next call, and
+// neither holds up the others. It returns the failures, joined.
 func (s *Set) catchUp(ctx context.Context, r *runner) error {
+	var errs []error
+	failed := map[string]bool{}
 	for {
 		moved := false
 		for _, chain := range s.given() {
+			if failed[chain] {
+				continue
+			}
 			n, err := s.deliver(ctx, r, chain)
 			if err != nil {
-				if ctx.Err() == nil {
-					r.failures.Add(1)
-					s.log.Error("audit sink delivery failed; retrying from its cursor", append(sinkAttrs(r.Name, chain),
-						"cursor", r.cursor(chain), "err", err)...)
+				if ctx.Err() != nil {
+					return err
 				}
-				return err
+				r.failures.Add(1)
+				s.log.Error("audit sink delivery failed; retrying from its cursor", append(sinkAttrs(r.Name, chain),
+					"cursor", r.cursor(chain), "err", err)...)
+				failed[chain] = true
+				errs = append(errs, err)
+				continue
 			}
 			moved = moved || n > 0
 		}
 		if !moved {
-			return nil
+			return errors.Join(errs...)
 		}
 	}
 }
