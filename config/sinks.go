@@ -3,6 +3,7 @@ package config
 import (
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -41,8 +42,9 @@ type SinkConfig struct {
 	Address string `yaml:"address,omitempty"`
 	// AppName (syslog) is the APP-NAME of each message. Default replayguard.
 	AppName string `yaml:"app_name,omitempty"`
-	// Facility (syslog) is a facility name: kern, user, daemon, auth,
-	// local0 … local7 and the rest of RFC 5424's. Default user.
+	// Facility (syslog) is a facility name: user, daemon, auth, local0 …
+	// local7 and the rest of RFC 5424's but kern, the kernel's own.
+	// Default user.
 	Facility string `yaml:"facility,omitempty"`
 	// Path (file) is the JSON Lines file records are appended to.
 	Path string `yaml:"path,omitempty"`
@@ -82,6 +84,7 @@ func (s *SinkConfig) setDefaults() {
 
 func checkSinks(ps *problems, f field, sinks []SinkConfig) {
 	first := map[string]int{}
+	files := map[string]int{}
 	for i, s := range sinks {
 		sf := f.index(i)
 		switch j, dup := first[s.Name]; {
@@ -91,6 +94,14 @@ func checkSinks(ps *problems, f field, sinks []SinkConfig) {
 			ps.add(sf.dot("name"), "name %q is also audit.sinks[%d]'s: each sink keeps its own cursor under its name", s.Name, j)
 		default:
 			first[s.Name] = i
+		}
+		if s.Kind == SinkFile && s.Path != "" {
+			p := filepath.Clean(s.Path)
+			if j, dup := files[p]; dup {
+				ps.add(sf.dot("path"), "path %q is also audit.sinks[%d]'s: two sinks would write every record twice into one file, and rotate it from under each other", s.Path, j)
+			} else {
+				files[p] = i
+			}
 		}
 		s.check(ps, sf)
 	}
@@ -147,9 +158,12 @@ func (s SinkConfig) checkOTLP(ps *problems, f field) {
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		ps.add(f.dot("endpoint"), "endpoint %q carries credentials, a query or a fragment: put credentials in headers", u.Redacted())
 	}
-	for k := range s.Headers {
+	for k, v := range s.Headers {
 		if k == "" || strings.ContainsAny(k, " \t\r\n:") {
 			ps.add(f.dot("headers"), "header name %q is not a valid HTTP header name", k)
+		}
+		if strings.ContainsFunc(v, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+			ps.add(f.dot("headers"), "the value of header %q holds a control character (a line break?): HTTP cannot send it", k)
 		}
 	}
 	if s.Timeout < 0 {
@@ -170,7 +184,10 @@ func (s SinkConfig) checkSyslog(ps *problems, f field) {
 	if n := len(s.AppName); n > 48 || strings.ContainsFunc(s.AppName, func(r rune) bool { return r <= 32 || r >= 127 }) {
 		ps.add(f.dot("app_name"), "app_name %q must be at most 48 printable ASCII characters without spaces (RFC 5424 APP-NAME)", s.AppName)
 	}
-	if _, ok := SyslogFacilities[s.Facility]; !ok && s.Facility != "" {
+	switch _, ok := SyslogFacilities[s.Facility]; {
+	case s.Facility == "kern": // code 0, which the syslog sink takes for its default, user
+		ps.add(f.dot("facility"), "facility %q is the kernel's own: give the audit records another one (user, daemon, local0 … local7, …)", s.Facility)
+	case !ok && s.Facility != "":
 		ps.add(f.dot("facility"), "facility %q is not a syslog facility name (user, daemon, local0 … local7, …)", s.Facility)
 	}
 }
