@@ -17,8 +17,13 @@ type Quarantine interface {
 	ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error
 }
 
-// quarantineScanTimeout bounds the scrape-time quarantine count.
-const quarantineScanTimeout = 2 * time.Second
+// quarantineScanTimeout bounds the scrape-time quarantine count, and
+// sourcesReadTimeout the scrape-time read of the source windows (a shared
+// store's are in the store).
+const (
+	quarantineScanTimeout = 2 * time.Second
+	sourcesReadTimeout    = 2 * time.Second
+)
 
 var (
 	descReceived = prometheus.NewDesc("replayguard_received_total",
@@ -173,19 +178,29 @@ func (a *accounting) Collect(ch chan<- prometheus.Metric) {
 
 func collectWindows(ch chan<- prometheus.Metric, w Windows) {
 	st := w.Stats()
+	if !st.Shared { // else the group's windows are in the store
+		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
+		ch <- prometheus.MustNewConstMetric(descEntities, prometheus.GaugeValue, float64(st.Entities))
+		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(st.Sources))
+	}
+	ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(st.Position))
+	ctx, cancel := context.WithTimeout(context.Background(), sourcesReadTimeout)
+	defer cancel()
+	reports, err := w.ReadSources(ctx)
+	if err != nil { // absent, not 0: an unread window may have gaps
+		if st.Shared {
+			ch <- prometheus.NewInvalidMetric(descSources, err)
+		}
+		ch <- prometheus.NewInvalidMetric(descGapsOpen, err)
+		return
+	}
 	gaps := int64(0)
-	reports := w.Sources()
 	for _, r := range reports {
 		gaps += r.OpenGaps()
 	}
-	if st.Shared { // the group's windows are in the store: only its sources are read
-		st.Sources = len(reports)
-	} else {
-		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
-		ch <- prometheus.MustNewConstMetric(descEntities, prometheus.GaugeValue, float64(st.Entities))
+	if st.Shared { // only the group's sources are read
+		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(len(reports)))
 	}
-	ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(st.Sources))
-	ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(st.Position))
 	ch <- prometheus.MustNewConstMetric(descGapsOpen, prometheus.GaugeValue, float64(gaps))
 }
 

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,9 +16,12 @@ const Unrouted = "unrouted"
 
 // Windows is what the metrics read from the engine at scrape time.
 // *engine.Engine satisfies it. Both methods must be safe for concurrent use.
+// ReadSources reads a shared store's windows from the store: it must give
+// up when ctx is done, so that a store that does not answer holds up no
+// scrape.
 type Windows interface {
 	Stats() engine.Stats
-	Sources() []engine.SourceReport
+	ReadSources(ctx context.Context) ([]engine.SourceReport, error)
 }
 
 // Metrics holds replayguard's metrics. It implements engine.Observer,

@@ -121,12 +121,12 @@ func (fakeWindows) Stats() engine.Stats {
 	return engine.Stats{Keys: 42, Sources: 2, Entities: 5, Position: 99}
 }
 
-func (fakeWindows) Sources() []engine.SourceReport {
+func (fakeWindows) ReadSources(context.Context) ([]engine.SourceReport, error) {
 	return []engine.SourceReport{
 		{Route: "incidents", Source: []string{"fire", "e7"}, High: 20, Gaps: []engine.Range{{From: 3, To: 5}},
 			Older: []engine.EpochReport{{Epoch: "1", High: 9, Gaps: []engine.Range{{From: 9, To: 9}}}}},
 		{Route: "incidents", Source: []string{"ems", "m2"}, High: 4, Gaps: []engine.Range{}},
-	}
+	}, nil
 }
 
 type fakeQuarantine struct {
@@ -185,6 +185,57 @@ func TestAQuarantineScanErrorFailsOnlyItsGauge(t *testing.T) {
 	_, err := reg.Gather()
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("gather error = %v, want the scan error", err)
+	}
+}
+
+// unansweringStore is an engine on a shared store that does not answer:
+// its windows are read from the store until the read gives up.
+type unansweringStore struct{}
+
+func (unansweringStore) Stats() engine.Stats { return engine.Stats{Position: 7, Shared: true} }
+
+func (unansweringStore) ReadSources(ctx context.Context) ([]engine.SourceReport, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestAStoreThatDoesNotAnswerHoldsUpNoScrape(t *testing.T) {
+	reg := prometheus.NewRegistry() // as run's: Watch adds to what New registered
+	m := metrics.New(reg, "v1", "abc")
+	m.Watch(unansweringStore{})
+	m.WatchReady(func() bool { return false })
+	type gathered struct {
+		fams map[string]float64
+		err  error
+	}
+	done := make(chan gathered, 1)
+	go func() {
+		fams, err := reg.Gather()
+		got := map[string]float64{}
+		for _, f := range fams {
+			got[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+		}
+		done <- gathered{got, err}
+	}()
+	var g gathered
+	select {
+	case g = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scrape waits for the store's windows: replayguard_ready and every other series are held back with them")
+	}
+	if g.err == nil || !errors.Is(g.err, context.DeadlineExceeded) && !strings.Contains(g.err.Error(), "deadline") {
+		t.Errorf("gather error = %v, want the read's deadline", g.err)
+	}
+	if v, ok := g.fams["replayguard_ready"]; !ok || v != 0 {
+		t.Errorf("replayguard_ready = %v (present %v), want 0", v, ok)
+	}
+	if v := g.fams["replayguard_audit_position"]; v != 7 {
+		t.Errorf("replayguard_audit_position = %v, want 7", v)
+	}
+	for _, name := range []string{"replayguard_sources", "replayguard_gaps_open"} {
+		if v, ok := g.fams[name]; ok {
+			t.Errorf("%s = %v from windows that were not read, want it absent", name, v)
+		}
 	}
 }
 
