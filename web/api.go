@@ -53,19 +53,24 @@ func (s *Server) sources(w http.ResponseWriter, r *http.Request) {
 }
 
 // statsJSON is the body of /api/v1/stats: window sizes, the audit head and,
-// with a Hub, the decisions counted since it started.
+// with a Hub, the decisions counted since it started. The window sizes are
+// left out on a shared store: its windows are the group's, in the store,
+// not held by this member (/api/v1/sources reads them).
 type statsJSON struct {
 	Version  string  `json:"version,omitempty"`
 	Position uint64  `json:"position"`
-	Keys     int     `json:"keys"`
-	Sources  int     `json:"sources"`
-	Entities int     `json:"entities"`
+	Keys     *int    `json:"keys,omitempty"`
+	Sources  *int    `json:"sources,omitempty"`
+	Entities *int    `json:"entities,omitempty"`
 	Counts   *Counts `json:"counts,omitempty"`
 }
 
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 	st := s.deps.Engine.Stats()
-	out := statsJSON{Version: s.cfg.Version, Position: st.Position, Keys: st.Keys, Sources: st.Sources, Entities: st.Entities}
+	out := statsJSON{Version: s.cfg.Version, Position: st.Position}
+	if !st.Shared {
+		out.Keys, out.Sources, out.Entities = &st.Keys, &st.Sources, &st.Entities
+	}
 	if s.deps.Hub != nil {
 		c := s.deps.Hub.Counts()
 		out.Counts = &c

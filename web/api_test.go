@@ -323,7 +323,7 @@ func TestStatsCountDecisions(t *testing.T) {
 	f.process(meter("m-1", "1"), meter("m-1", "1"), meter("m-2", "1"))
 	var st statsJSON
 	f.get("/api/v1/stats").want(t, http.StatusOK, &st)
-	if st.Version != "1.2.3" || st.Position != 3 || st.Keys != 2 || st.Counts == nil ||
+	if st.Version != "1.2.3" || st.Position != 3 || st.Keys == nil || *st.Keys != 2 || st.Counts == nil ||
 		st.Counts.Decisions["applied"] != 2 || st.Counts.Decisions["duplicate"] != 1 {
 		t.Fatalf("stats %+v", st)
 	}

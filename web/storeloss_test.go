@@ -80,3 +80,34 @@ func TestAStoreLossShowsInReadinessAndAnOperatorAcceptsIt(t *testing.T) {
 	f.get("/readyz").want(t, http.StatusOK, nil)
 	f.post("/api/v1/store/accept-loss", `{"operator": "duty officer"}`).want(t, http.StatusConflict, nil)
 }
+
+// TestStatsOnASharedStoreLeaveOutTheGroupsWindows: a member holds none of
+// the group's windows, so /api/v1/stats does not say there are none.
+func TestStatsOnASharedStoreLeaveOutTheGroupsWindows(t *testing.T) {
+	ctx := context.Background()
+	m, err := memory.NewGroup(0, 0).Open("rg-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(ctx, m, engine.Options{Routes: testRoutes, StoreName: "memory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	if _, err := eng.Process(ctx, []engine.Message{incident(1, "7", 1, "a"), meter("m-1", "1")}); err != nil {
+		t.Fatal(err)
+	}
+	h := httptest.NewServer(New(Config{Logger: testLogger(t)}, Deps{Engine: eng, Audit: m, Quarantine: m}).Handler())
+	t.Cleanup(h.Close)
+	f := &fixture{t: t, http: h}
+	var st map[string]any
+	f.get("/api/v1/stats").want(t, http.StatusOK, &st)
+	if st["position"] != float64(2) {
+		t.Errorf("stats %v: position, want 2", st)
+	}
+	for _, k := range []string{"keys", "sources", "entities"} {
+		if v, ok := st[k]; ok {
+			t.Errorf("stats %v: %s %v, of windows this member does not hold (the group has 2 sources, 2 keys, 3 entities)", st, k, v)
+		}
+	}
+}
