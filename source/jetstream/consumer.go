@@ -114,7 +114,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	fatal := make(chan error, 1)
 	rctx, stopReceiving := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { c.receive(rctx, iter, in, fatal) })
+	wg.Go(func() { c.receive(rctx, cons, iter, in, fatal) })
 
 	inHand, runErr := c.consume(ctx, in, fatal)
 
@@ -274,7 +274,7 @@ func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
 
 // receive pulls messages into in until ctx is done or the iterator is
 // drained, then closes in. A deleted consumer is sent to fatal.
-func (c *Consumer) receive(ctx context.Context, iter jetstream.MessagesContext, in chan<- delivery, fatal chan<- error) {
+func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, iter jetstream.MessagesContext, in chan<- delivery, fatal chan<- error) {
 	defer close(in)
 	for {
 		m, err := iter.Next(jetstream.NextContext(ctx))
@@ -285,6 +285,12 @@ func (c *Consumer) receive(ctx context.Context, iter jetstream.MessagesContext, 
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrBadRequest) {
 				fatal <- fmt.Errorf("%w: %q on stream %q: %v", ErrConsumerDeleted, c.cfg.Consumer, c.cfg.Stream, err)
 				return
+			}
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				if gone := c.gone(ctx, cons); gone != nil {
+					fatal <- gone
+					return
+				}
 			}
 			c.log.Warn("jetstream pull", "server", c.serverURL(), "err", err)
 			if !consume.Sleep(ctx.Done(), c.cfg.BindRetryMin) {
@@ -300,6 +306,21 @@ func (c *Consumer) receive(ctx context.Context, iter jetstream.MessagesContext, 
 			return // unacknowledged: the server delivers it again
 		}
 	}
+}
+
+// gone asks the server, after a missed heartbeat, whether the consumer
+// still exists: one deleted while the connection was down (a server
+// restarted without it, a stream deleted and created again) sends no
+// notice, and its pulls only go unanswered. It returns the error that
+// ends Run, or nil when the consumer exists or the server cannot tell.
+func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	_, err := cons.Info(ctx)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: %q on stream %q: %v", ErrConsumerDeleted, c.cfg.Consumer, c.cfg.Stream, err)
+	}
+	return nil
 }
 
 // delivery turns a message into the engine's form, decoded ahead when the

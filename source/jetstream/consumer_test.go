@@ -3,6 +3,8 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -204,5 +206,40 @@ func TestMissingStream(t *testing.T) {
 	err = c.Run(ctx)
 	if !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), `"PLANT"`) {
 		t.Fatalf("Run = %v, want ErrStream naming the stream", err)
+	}
+}
+
+// A durable consumer that is gone when the connection comes back (the
+// server restarted on an empty store, its stream created again) ends Run
+// with ErrConsumerDeleted once a heartbeat is missed, rather than pulling
+// from nothing while Ready says yes.
+func TestConsumerGoneAfterServerRestart(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, _ := meters(t)
+	c, err := jetstream.New(testConfig(t, n.URL()), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	waitFor(t, "ready", 10*time.Second, c.Ready)
+	n.Stop()
+	if err := os.RemoveAll(filepath.Join(n.Dir(), "jetstream")); err != nil {
+		t.Fatal(err)
+	}
+	n.Restart()
+	n.CreateStream(testStream, "plant.>")
+	select {
+	case err := <-done:
+		if !errors.Is(err, jetstream.ErrConsumerDeleted) {
+			t.Fatalf("Run = %v, want ErrConsumerDeleted", err)
+		}
+	case <-time.After(50 * time.Second): // two heartbeats of a 30s pull, and the check
+		t.Errorf("Run still pulling from a consumer the server no longer has; Ready %v", c.Ready())
+		cancel()
+		<-done
 	}
 }
