@@ -234,6 +234,10 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 		return nil, err
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, c.consumerConfig())
+	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
+		return nil, fmt.Errorf("%w: consumer %q on stream %q: %d subjects need nats-server 2.10 or later: %v",
+			ErrStream, c.cfg.Consumer, c.cfg.Stream, len(c.cfg.Subjects), err)
+	}
 	if err != nil {
 		var api *jetstream.APIError
 		if errors.As(err, &api) && api.Code >= http.StatusBadRequest && api.Code < http.StatusInternalServerError && api.Code != http.StatusRequestTimeout {

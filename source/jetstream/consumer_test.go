@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
 	"github.com/replayguard/replayguard/source/jetstream"
@@ -241,5 +243,35 @@ func TestConsumerGoneAfterServerRestart(t *testing.T) {
 		t.Errorf("Run still pulling from a consumer the server no longer has; Ready %v", c.Ready())
 		cancel()
 		<-done
+	}
+}
+
+// Several subjects on a server older than 2.10, which cannot filter on
+// more than one, end Run with ErrStream naming them, rather than a bind
+// retried for ever.
+func TestSubjectsRefusedByOldServer(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := nc.ConnectedServerVersion()
+	nc.Close()
+	if !strings.HasPrefix(v, "2.9.") {
+		t.Skipf("nats-server %s filters on several subjects", v)
+	}
+	e, _ := meters(t)
+	cfg := testConfig(t, n.URL())
+	cfg.Subjects = []string{"plant.m1.>", "plant.m2.>"}
+	c, err := jetstream.New(cfg, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	if !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), "2.10") {
+		t.Fatalf("Run = %v, want ErrStream saying the subjects need nats-server 2.10", err)
 	}
 }
