@@ -38,6 +38,19 @@ func (n *NATS) ConsumerInfo(stream, consumer string) (*jetstream.ConsumerInfo, e
 	return c.Info(ctx)
 }
 
+// DeleteConsumer deletes the durable consumer on stream, and fails the
+// test if it cannot.
+func (n *NATS) DeleteConsumer(stream, consumer string) {
+	n.tb.Helper()
+	nc, js := n.jetStream()
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := js.DeleteConsumer(ctx, stream, consumer); err != nil {
+		n.tb.Fatalf("testbroker: delete consumer %s on %s: %v", consumer, stream, err)
+	}
+}
+
 // StreamMessages returns how many messages the stream holds.
 func (n *NATS) StreamMessages(name string) uint64 {
 	n.tb.Helper()

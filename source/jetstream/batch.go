@@ -42,7 +42,7 @@ func (c *Consumer) collect(ctx context.Context, in <-chan delivery, fatal <-chan
 		select {
 		case d, ok := <-in:
 			if !ok {
-				return batch, errPullEnded
+				return batch, pullEnded(fatal)
 			}
 			batch = append(batch, d)
 			if len(batch) == c.cfg.BatchSize {
@@ -65,6 +65,17 @@ func (c *Consumer) collect(ctx context.Context, in <-chan delivery, fatal <-chan
 		case err := <-fatal:
 			return batch, err
 		}
+	}
+}
+
+// pullEnded is why in was closed: the error receive sent to fatal before
+// it closed in (a deleted consumer), else errPullEnded.
+func pullEnded(fatal <-chan error) error {
+	select {
+	case err := <-fatal:
+		return err
+	default:
+		return errPullEnded
 	}
 }
 

@@ -275,3 +275,38 @@ func TestSubjectsRefusedByOldServer(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrStream saying the subjects need nats-server 2.10", err)
 	}
 }
+
+// A consumer deleted while a batch commits ends Run with
+// ErrConsumerDeleted, whichever of the ended pull and the deletion the
+// consumer notices first.
+func TestConsumerDeletedDuringCommit(t *testing.T) {
+	for i := range 10 {
+		n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+		n.CreateStream(testStream, "plant.>")
+		e, _ := meters(t)
+		rec := newRecorder(e)
+		rec.slow.Store(int64(500 * time.Millisecond))
+		c, err := jetstream.New(testConfig(t, n.URL()), rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, err := testbroker.PublishJS(n.URL(), readings(3, "m1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Wait(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- c.Run(context.Background()) }()
+		waitFor(t, "a commit under way", 10*time.Second, func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return rec.calls > 0
+		})
+		n.DeleteConsumer(testStream, testConsumer)
+		if err := <-done; !errors.Is(err, jetstream.ErrConsumerDeleted) {
+			t.Fatalf("attempt %d: Run = %v, want ErrConsumerDeleted", i, err)
+		}
+	}
+}
