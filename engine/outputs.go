@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -231,7 +232,7 @@ func (e *Engine) HoldForward(ctx context.Context, member string, entry OutboxEnt
 	hold := func(now time.Time) {
 		r := AuditRecord{Time: now.UTC(), Route: entry.Route, Topic: entry.Topic, Source: entry.Source,
 			Epoch: entry.Epoch, Key: entry.Key, Outcome: OutcomeForwardHeld,
-			Reason: fmt.Sprintf("%s %s: %s", entry.Output, entry.Target, reason), Ref: entry.ID}
+			Reason: fmt.Sprintf("%s %s: %s", entry.Output, RedactTarget(entry.Output, entry.Target), reason), Ref: entry.ID}
 		if entry.Sequence >= 0 {
 			s := entry.Sequence
 			r.Sequence = &s
@@ -240,6 +241,21 @@ func (e *Engine) HoldForward(ctx context.Context, member string, entry OutboxEnt
 		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: r.Reason})
 	}
 	return e.act(ctx, nil, hold)
+}
+
+// RedactTarget returns an entry's target as an audit record, a reason or a
+// log line shows it: a webhook URL without its user information (a
+// webhook's credentials, a password or a token as the user, are in its
+// URL), anything else as it is.
+func RedactTarget(output, target string) string {
+	if output != OutputWebhook {
+		return target
+	}
+	if u, err := url.Parse(target); err == nil && u.User != nil {
+		u.User = url.User("xxxxx")
+		return u.String()
+	}
+	return target
 }
 
 // sqlEffect is a compiled sql effect.

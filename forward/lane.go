@@ -204,7 +204,7 @@ func (d *Drainer) hold(ctx context.Context, l *lane, e engine.OutboxEntry, reaso
 	l.after = e.ID
 	d.heldBy(l.id.member, e.ID)
 	d.log.Warn("forward: the downstream refused an entry; it is held for an operator (audit outcome forward_held)",
-		"output", l.id.kind, "target", e.Target, "key", e.Key.String(), "reason", reason)
+		"output", l.id.kind, "target", engine.RedactTarget(e.Output, e.Target), "key", e.Key.String(), "reason", reason)
 	d.obs.Forwarded(l.id.kind, ResultHeld, 1)
 	l.mu.Lock()
 	l.st.Held++

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -91,6 +92,10 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 		if ctx.Err() == context.DeadlineExceeded {
 			return fmt.Errorf("POST %s: no answer within %s", redactURL(e.Target), w.timeout)
 		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // it names the URL again, with a user's token
+		}
 		return fmt.Errorf("POST %s: %w", redactURL(e.Target), err)
 	}
 	defer resp.Body.Close()
@@ -138,14 +143,9 @@ func excerpt(b []byte) string {
 	return ": " + s
 }
 
-// redactURL hides a URL's credentials in an error.
+// redactURL hides a URL's password in an error or a log line.
 func redactURL(s string) string {
-	if i := strings.Index(s, "://"); i >= 0 {
-		if at := strings.LastIndex(s[i+3:], "@"); at >= 0 && !strings.Contains(s[i+3:i+3+at], "/") {
-			return s[:i+3] + "xxxxx" + s[i+3+at:]
-		}
-	}
-	return s
+	return engine.RedactTarget(engine.OutputWebhook, s)
 }
 
 // Close implements Output.

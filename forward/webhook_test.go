@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -261,3 +262,70 @@ func TestWebhookTellsTheEndpointsAnswersFromTheEntrys(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// TestWebhookURLsPasswordStaysOutOfTheHoldTheLogAndTheErrors: a webhook
+// URL's password (the only place a webhook's basic credentials go) is
+// never written to the audit record of a hold, the held entry's reason,
+// a log line or an attempt's error.
+func TestWebhookURLsPasswordStaysOutOfTheHoldTheLogAndTheErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "@") {
+			http.Error(w, "restarting", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	hook := strings.Replace(srv.URL, "http://", "http://dispatch:s3cret@", 1)
+
+	wh, err := forward.NewWebhook(forward.WebhookOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	_, err = wh.Deliver(context.Background(), []engine.OutboxEntry{{ID: 1, Target: hook + "/units/@e7", Payload: []byte(`{}`)}})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "xxxxx@127.0.0.1") {
+		t.Fatalf("attempt's error: %v", err)
+	}
+
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	_, err = wh.Deliver(context.Background(), []engine.OutboxEntry{{ID: 1, Target: strings.Replace(closed.URL, "http://", "http://t0ken@", 1), Payload: []byte(`{}`)}})
+	if err == nil || strings.Contains(err.Error(), "t0ken") {
+		t.Fatalf("attempt's error: %v", err)
+	}
+
+	var logged strings.Builder
+	var logMu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logged.Write(p)
+	}), nil))
+	r := newRig(t, engine.ForwardSpec{Webhook: hook + "/hook"}, map[string]forward.Output{engine.OutputWebhook: wh},
+		forward.Options{Poll: 50 * time.Millisecond, Logger: log})
+	r.run()
+	ctx := context.Background()
+	r.keys(ctx, incident("e1", 1))
+	waitFor(t, "the entry held", func() bool { h, _ := r.store.OutboxHeld(ctx); return len(h) == 1 })
+	held, _ := r.store.OutboxHeld(ctx)
+	var rec engine.AuditRecord
+	r.store.ScanAudit(ctx, 1, func(a engine.AuditRecord) error {
+		if a.Outcome == engine.OutcomeForwardHeld {
+			rec = a
+		}
+		return nil
+	})
+	r.stop()
+	logMu.Lock()
+	defer logMu.Unlock()
+	for what, s := range map[string]string{"audit reason": rec.Reason, "held reason": held[0].Reason, "log": logged.String()} {
+		if strings.Contains(s, "s3cret") || !strings.Contains(s, "xxxxx@127.0.0.1") {
+			t.Errorf("%s: %s", what, s)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

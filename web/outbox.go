@@ -33,7 +33,7 @@ type HeldItem struct {
 
 // NewHeldItem returns h as the API lists it.
 func NewHeldItem(h engine.HeldEntry) HeldItem {
-	it := HeldItem{Member: h.Member, ID: h.ID, Output: h.Output, Target: h.Target, Route: h.Route, Topic: h.Topic,
+	it := HeldItem{Member: h.Member, ID: h.ID, Output: h.Output, Target: engine.RedactTarget(h.Output, h.Target), Route: h.Route, Topic: h.Topic,
 		Key: h.Key.String(), Reason: h.Reason, Time: h.Time.UTC(), Payload: json.RawMessage("null"),
 		PayloadB64: base64.StdEncoding.EncodeToString(h.Payload)}
 	if json.Valid(h.Payload) {
@@ -173,7 +173,7 @@ func (s *Server) resolveForward(w http.ResponseWriter, r *http.Request, operator
 		s.serverError(w, r, err)
 	default:
 		rec, h := res.Record, res.Entry
-		writeJSON(w, http.StatusOK, forwardResolution{ID: id, Member: h.Member, Output: h.Output, Target: h.Target,
+		writeJSON(w, http.StatusOK, forwardResolution{ID: id, Member: h.Member, Output: h.Output, Target: engine.RedactTarget(h.Output, h.Target),
 			Position: rec.Position, Chain: rec.Member, Outcome: rec.Outcome, Reason: rec.Reason, Route: rec.Route,
 			Key: h.Key.String(), Operator: operator})
 	}

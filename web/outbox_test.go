@@ -270,3 +270,11 @@ func TestForwardStatusAPI(t *testing.T) {
 		}
 	})
 }
+
+func TestHeldItemHidesTheWebhooksPassword(t *testing.T) {
+	h := NewHeldItem(engine.HeldEntry{OutboxEntry: engine.OutboxEntry{Output: engine.OutputWebhook,
+		Target: "https://dispatch:s3cret@dispatch.example/hook"}})
+	if h.Target != "https://xxxxx@dispatch.example/hook" {
+		t.Fatalf("target: %s", h.Target)
+	}
+}
