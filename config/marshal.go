@@ -14,8 +14,8 @@ import (
 // in, for replayguard config print. c itself is not changed. Parse reads the
 // output back to an equal Config, except that a password in a URL reads back
 // as "xxxxx". Secrets never appear: the configuration holds only the names of
-// the variables and files that carry them, and a store or broker URL with a
-// password is shown redacted.
+// the variables and files that carry them, and a store, broker or webhook URL
+// with a password is shown redacted.
 func (c *Config) Marshal() ([]byte, error) {
 	d := c.clone()
 	d.SetDefaults()
@@ -39,6 +39,13 @@ func (c *Config) Marshal() ([]byte, error) {
 	if j := d.JetStream; j != nil {
 		j.URL = redactURL(j.URL)
 	}
+	for _, r := range d.Routes {
+		for _, e := range r.Effects {
+			if e.Forward != nil && e.Forward.Webhook != "" {
+				e.Forward.Webhook = redactTemplateURL(e.Forward.Webhook)
+			}
+		}
+	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -60,6 +67,13 @@ func (c *Config) clone() *Config {
 		if r.QoS != nil {
 			q := *r.QoS
 			d.Routes[i].QoS = &q
+		}
+		d.Routes[i].Effects = slices.Clone(r.Effects)
+		for j, e := range d.Routes[i].Effects {
+			if e.Forward != nil {
+				f := *e.Forward
+				d.Routes[i].Effects[j].Forward = &f
+			}
 		}
 	}
 	d.MQTT.Brokers = slices.Clone(c.MQTT.Brokers)
@@ -92,6 +106,29 @@ func (c *Config) clone() *Config {
 var dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
 // redactURL hides the password of a URL or of a key=value connection string.
+// redactTemplateURL hides the password of a URL template's user
+// information and leaves the rest as written: a template's {field} in the
+// path would come back escaped from url.URL.
+func redactTemplateURL(s string) string {
+	i := strings.Index(s, "://")
+	if i < 0 {
+		return s
+	}
+	auth := s[i+3:]
+	if end := strings.IndexAny(auth, "/?#"); end >= 0 {
+		auth = auth[:end]
+	}
+	at := strings.LastIndexByte(auth, '@')
+	if at < 0 {
+		return s
+	}
+	user, _, hasPass := strings.Cut(auth[:at], ":")
+	if !hasPass {
+		return s
+	}
+	return s[:i+3] + user + ":xxxxx" + s[i+3+at:]
+}
+
 func redactURL(s string) string {
 	if s == "" {
 		return s

@@ -126,6 +126,23 @@ audit: {archive: /var/lib/replayguard-archive}
 			}
 		}
 	})
+	t.Run("a webhook URL's password is redacted, and the config keeps it", func(t *testing.T) {
+		c := Default()
+		c.Routes = []Route{{Name: "r", Topic: "a/#", Source: []string{"s"}, ID: "id",
+			Effects: []Effect{{Forward: &Forward{Webhook: "https://dispatch:s3cret@dispatch.example/hook"}},
+				{Forward: &Forward{Webhook: "https://dispatch:s3cret@dispatch.example/units/{unit}?at={topic[1]}"}}}}}
+		out, err := c.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "s3cret") || !strings.Contains(string(out), "https://dispatch:xxxxx@dispatch.example/hook") ||
+			!strings.Contains(string(out), "https://dispatch:xxxxx@dispatch.example/units/{unit}?at={topic[1]}") {
+			t.Errorf("the password shows:\n%s", out)
+		}
+		if c.Routes[0].Effects[0].Forward.Webhook != "https://dispatch:s3cret@dispatch.example/hook" {
+			t.Errorf("Marshal changed its receiver's webhook: %s", c.Routes[0].Effects[0].Forward.Webhook)
+		}
+	})
 }
 
 func mustRead(t *testing.T, path string) string {
