@@ -89,7 +89,11 @@ func (d *demo) sayVerdict(res *result) {
 	if res.auditErr == nil {
 		d.out.plain("  Audit chain intact: %d records, one per decision (replayguard audit verify)", res.audited)
 	}
-	d.out.plain("  Audit trail: %sapi/v1/audit   Metrics: %smetrics", d.webURL, d.webURL)
+	if d.opts.Hold > 0 {
+		d.out.plain("  Audit trail: %sapi/v1/audit   Metrics: %smetrics", d.webURL, d.webURL)
+		return
+	}
+	d.out.plain("  The dashboard at %s, its audit trail and metrics stop with the demo: --hold 5m keeps them up", d.webURL)
 }
 
 // sayClean tells what the dispatch board received on the clean stream:

@@ -314,3 +314,23 @@ func fetchState(t *testing.T, output string) map[string]map[string]any {
 	}
 	return state
 }
+
+// TestWithoutHoldTheEndNamesNoStoppedDashboardAsLive: without --hold the
+// dashboard stops with the story, so the lines after it do not send a
+// person to its addresses as though they answered.
+func TestWithoutHoldTheEndNamesNoStoppedDashboardAsLive(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	opts := fastOptions(t)
+	if err := Run(ctx, &out, opts); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	end := s[strings.Index(s, "story over"):]
+	for _, line := range strings.Split(end, "\n") {
+		if strings.Contains(line, "http://") && !strings.Contains(line, "--hold") {
+			t.Errorf("the output points at the stopped dashboard: %s", line)
+		}
+	}
+}
