@@ -3,6 +3,7 @@ package sparkplug_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"testing"
 	"time"
 
@@ -10,12 +11,18 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/testbroker"
 	"github.com/replayguard/replayguard/sparkplug"
 	pb "github.com/replayguard/replayguard/sparkplug/sparkplugpb"
 	"github.com/replayguard/replayguard/store/memory"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		testbroker.CleanupPostgres() // the template data directory the shared-store tests made
+		os.Exit(code)
+	}))
+}
 
 var plantRoute = engine.Route{
 	Name: "plant", Kind: sparkplug.KindSparkplug, Topic: "spBv1.0/#",

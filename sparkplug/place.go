@@ -137,25 +137,68 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 	if i < 0 {
 		return fmt.Sprintf("%s: timestamp %d predates every kept birth of edge %q", engine.ReasonOldEpoch, sp.p.Timestamp, sp.edge)
 	}
+	if sp.placedBefore(d, p, src, i) {
+		return ""
+	}
 	sp.birth = i
 	birth := &st.Births[i]
 	sp.bdSeq = birth.BdSeq
-	var table *engine.SparkplugTable
-	switch sp.typ {
-	case spNData:
-		table = &birth.Node
-	case spDData, spDDeath:
-		dev, ok := birth.Devices[sp.device]
-		if !ok {
-			return fmt.Sprintf("no DBIRTH seen for device %q of edge %q in its session %s", sp.device, sp.edge, birth.Epoch)
-		}
-		table = &dev.Table
+	table, ok := sp.tableIn(birth)
+	if !ok {
+		return fmt.Sprintf("no DBIRTH seen for device %q of edge %q in its session %s", sp.device, sp.edge, birth.Epoch)
 	}
 	if why := sp.resolve(table); why != "" {
 		return why
 	}
 	sp.digest = sp.contentDigest()
 	return sp.placeSeq(d, p, src)
+}
+
+// tableIn returns the alias table a data message resolves with in birth:
+// the node's, or its device's (false when the birth has no DBIRTH of it).
+func (sp *spMessage) tableIn(birth *engine.SparkplugBirth) (*engine.SparkplugTable, bool) {
+	switch sp.typ {
+	case spNData:
+		return &birth.Node, true
+	case spDData, spDDeath:
+		dev, ok := birth.Devices[sp.device]
+		return &dev.Table, ok
+	}
+	return nil, true
+}
+
+// placedBefore looks for the message in the births before birth i whose
+// window applied a message stamped at or after it: data of birth i that
+// was decided before its NBIRTH (another member held the NBIRTH) was
+// placed in the birth before, above its highest. Applied there with the
+// same content, it is that message again, a proven duplicate: it takes
+// that placement instead of being applied a second time in birth i.
+func (sp *spMessage) placedBefore(d *engine.Delivery, p *engine.Placement, src *engine.SourceState, i int) bool {
+	st := src.Sparkplug
+	if !sp.p.HasTimestamp {
+		return false
+	}
+	for j := i + 1; j < len(st.Births); j++ {
+		b := &st.Births[j]
+		if b.HighStamp < sp.p.Timestamp {
+			continue
+		}
+		table, ok := sp.tableIn(b)
+		if !ok || sp.resolve(table) != "" {
+			continue
+		}
+		sp.digest = sp.contentDigest()
+		sp.epoch, sp.epochInt = epochOf(b.BdSeq, b.Rebirth)
+		w := src.Kept(sp.epoch)
+		if w == nil || w.High < 0 {
+			continue
+		}
+		if c, found := sp.appliedAt(d, p, 0, false, w.High); found {
+			sp.birth, sp.bdSeq, sp.seq = j, b.BdSeq, c
+			return true
+		}
+	}
+	return false
 }
 
 // placeSeq sets d's epoch from the message's birth and unwraps its seq
