@@ -242,6 +242,15 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	case s > h && older:
 		return fmt.Sprintf("seq %d cannot be placed: its timestamp %d predates that of the session's highest, %d (seq %d), "+
 			"yet it would come after it: it is more than half the ring behind", sp.seqRaw, sp.p.Timestamp, h, h%256)
+	case s <= h && sp.p.HasTimestamp && sp.p.Timestamp > b.HighStamp:
+		// Stamped after the highest yet placed at or below it: not this
+		// birth's message (a birth's seq and timestamps grow together),
+		// but the next birth's, whose NBIRTH is not decided yet (another
+		// member holds it, or it was reordered). Placed here it would take
+		// the key of this birth's own message at that seq, and its replay
+		// after the NBIRTH would be applied again.
+		return fmt.Sprintf("seq %d cannot be placed: its timestamp %d is later than that of the session's highest, %d (seq %d), "+
+			"yet it would come at or before it: it waits for the NBIRTH of its birth", sp.seqRaw, sp.p.Timestamp, h, h%256)
 	case s > h && sp.birth == 0 && !src.Sparkplug.Online:
 		// The current session's NDEATH was applied: a message above its
 		// highest is either the next session's, whose NBIRTH is not
