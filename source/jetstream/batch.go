@@ -15,8 +15,9 @@ var errPullEnded = errors.New("jetstream: the pull subscription ended")
 
 // consume runs the batches (consume.Loop): collect, commit, ack, until ctx
 // is done or the consumer is lost, the next batch collected and decided
-// while one commits. It returns the messages it holds uncommitted then.
-func (c *Consumer) consume(ctx context.Context, in <-chan delivery, fatal <-chan error) ([]delivery, error) {
+// while one commits. It returns the messages it holds uncommitted then, and
+// those committed behind them (consume.Loop.Run), for drain.
+func (c *Consumer) consume(ctx context.Context, in <-chan delivery, fatal <-chan error) (inHand, committed []delivery, err error) {
 	l := consume.Loop[delivery]{Size: c.cfg.BatchSize,
 		Collect: func(ctx context.Context, landed <-chan struct{}) ([]delivery, error) {
 			batch, err := c.collect(ctx, in, fatal, landed)
@@ -25,11 +26,11 @@ func (c *Consumer) consume(ctx context.Context, in <-chan delivery, fatal <-chan
 		},
 		Commit: c.commit, Submit: consume.SubmitMessages(c.commits, (*delivery).message), Land: c.commits.Land,
 		BeforeAck: consume.BeforeAck, Ack: c.ack}
-	inHand, err := l.Run(ctx)
+	inHand, committed, err = l.Run(ctx)
 	if err != nil {
 		c.log.Error("jetstream consumer lost", "err", err)
 	}
-	return inHand, err
+	return inHand, committed, err
 }
 
 // collect waits for a first message, then for more until the batch is full
@@ -162,17 +163,25 @@ func (c *Consumer) ack(batch []delivery) {
 	}
 }
 
-// drain commits and acknowledges the messages in hand at shutdown, then
-// those still coming through in, in batches, until in closes or ctx is
-// done. It returns what it could not commit.
-func (c *Consumer) drain(ctx context.Context, rest []delivery, in <-chan delivery) []delivery {
+// drain commits and acknowledges the messages in hand at shutdown (rest,
+// then committed, committed already: only acknowledged, once rest is),
+// then those still coming through in, in batches, until in closes or ctx
+// is done. It returns what it could not commit; committed is then left
+// unacknowledged, and the server delivers it again, found duplicate.
+func (c *Consumer) drain(ctx context.Context, rest, committed []delivery, in <-chan delivery) []delivery {
 	if len(rest) > 0 {
 		c.log.Info("jetstream stopping: committing the messages in hand", "messages", len(rest))
 	}
 	for {
-		taken := len(rest)
-		rest = c.takeReady(rest, in)
-		c.noteRedeliveries(rest[taken:])
+		if len(rest) == 0 && len(committed) > 0 {
+			c.ack(committed)
+			committed = nil
+		}
+		if len(committed) == 0 { // nothing after committed joins a batch before it is acknowledged
+			taken := len(rest)
+			rest = c.takeReady(rest, in)
+			c.noteRedeliveries(rest[taken:])
+		}
 		if len(rest) == 0 {
 			select {
 			case d, ok := <-in:

@@ -116,12 +116,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.receive(rctx, cons, iter, in, fatal) })
 
-	inHand, runErr := c.consume(ctx, in, fatal)
+	inHand, committed, runErr := c.consume(ctx, in, fatal)
 
 	iter.Drain() // the messages nats.go holds still come through in
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
-	left := c.drain(drainCtx, inHand, in)
+	left := c.drain(drainCtx, inHand, committed, in)
 	stopReceiving()
 	wg.Wait()
 	for d := range in {

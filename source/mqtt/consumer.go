@@ -144,12 +144,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		stopSubscribing()
 		return fmt.Errorf("mqtt: %w", err)
 	}
-	inHand, runErr := c.batches.Consume(ctx)
+	inHand, committed, runErr := c.batches.Consume(ctx)
 
 	rest := c.q.Close() // stop receiving
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
-	c.batches.Drain(drainCtx, append(inHand, rest...))
+	c.batches.Drain(drainCtx, inHand, committed, rest)
 	// Disconnect cancels at once; the wait is for paho's goroutines, and
 	// for the broker to read the acknowledgements (mqttconn.Conn.Close).
 	if deadline, ok := drainCtx.Deadline(); ok {

@@ -109,11 +109,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.connectLoop(connCtx) })
 
-	inHand, runErr := c.batches.Consume(ctx)
+	inHand, committed, runErr := c.batches.Consume(ctx)
 	rest := c.q.Close() // stop receiving
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
-	c.batches.Drain(drainCtx, append(inHand, rest...))
+	c.batches.Drain(drainCtx, inHand, committed, rest)
 	if deadline, ok := drainCtx.Deadline(); ok {
 		c.leave.Set(deadline)
 	}

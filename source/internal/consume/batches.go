@@ -40,8 +40,9 @@ type Batches[D any] struct {
 
 // Consume runs the batches: collect, commit, acknowledge, until ctx is
 // done or a subscription is refused. It returns the deliveries it holds
-// uncommitted at that moment.
-func (b *Batches[D]) Consume(ctx context.Context) ([]D, error) {
+// uncommitted at that moment, and those committed behind them (Loop.Run),
+// for Drain.
+func (b *Batches[D]) Consume(ctx context.Context) (rest, committed []D, err error) {
 	l := Loop[D]{Size: b.Size, Collect: b.collect, Commit: b.Commit, Submit: b.Submit, Land: b.Land,
 		BeforeAck: b.BeforeAck, Ack: b.Ack}
 	return l.Run(ctx)
@@ -85,9 +86,10 @@ type flight[D any] struct {
 }
 
 // Run runs the batches until ctx is done or Collect returns an error. It
-// returns the deliveries it holds uncommitted at that moment, and that
-// error.
-func (l *Loop[D]) Run(ctx context.Context) ([]D, error) {
+// returns the deliveries it holds uncommitted at that moment; those
+// committed behind them, to be acknowledged once they are, and never
+// committed again (they would be decided twice); and that error.
+func (l *Loop[D]) Run(ctx context.Context) ([]D, []D, error) {
 	var fl *flight[D] // committing while the next batch is collected
 	for {
 		var landed <-chan struct{}
@@ -103,7 +105,7 @@ func (l *Loop[D]) Run(ctx context.Context) ([]D, error) {
 			s, fl = l.land(fl, nil), nil
 		}
 		if stopping {
-			return append(s.again, batch...), nil
+			return append(s.again, batch...), nil, nil
 		}
 		var next *flight[D]
 		if len(batch) > 0 && len(s.again) == 0 && l.Submit != nil {
@@ -121,11 +123,10 @@ func (l *Loop[D]) Run(ctx context.Context) ([]D, error) {
 			s.again = append(s.again, batch...)
 		}
 		if rest := l.commit(ctx, s.again); rest != nil {
-			// after is committed but waits behind rest: handed back with
-			// it, so that the drain acknowledges it in order (committed
-			// again, it is found duplicate), never left unacknowledged
-			// while the deliveries after it are.
-			return append(rest, s.after...), err
+			// after is committed but waits behind rest: handed back apart,
+			// so that the drain acknowledges it once rest is, in order,
+			// never left unacknowledged while the deliveries after it are.
+			return rest, s.after, err
 		}
 		if s.after != nil {
 			l.BeforeAck(s.afterAt)
@@ -134,10 +135,10 @@ func (l *Loop[D]) Run(ctx context.Context) ([]D, error) {
 		fl = s.next
 		if err != nil && fl != nil {
 			s := l.land(fl, nil)
-			return l.commit(ctx, s.again), err
+			return l.commit(ctx, s.again), nil, err
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }
@@ -239,21 +240,43 @@ func (b *Batches[D]) ReportAcks(n, acked int, oldest time.Time) {
 }
 
 // Drain commits and acknowledges what is left at shutdown, in batches,
-// until ctx is done. What it cannot commit stays unacknowledged: the broker
-// sends it again to the next session.
-func (b *Batches[D]) Drain(ctx context.Context, rest []D) {
-	if len(rest) > 0 {
-		b.Log.Info(b.Name+" stopping: committing the deliveries in hand", "messages", len(rest))
+// until ctx is done: rest and committed, as Consume returned them, then
+// more. committed is only acknowledged, once rest is. What it cannot
+// commit stays unacknowledged: the broker sends it again to the next
+// session (and committed with it, found duplicate then).
+func (b *Batches[D]) Drain(ctx context.Context, rest, committed, more []D) {
+	if len(committed) == 0 {
+		rest, more = append(rest, more...), nil
 	}
+	if n := len(rest) + len(more); n > 0 {
+		b.Log.Info(b.Name+" stopping: committing the deliveries in hand", "messages", n)
+	}
+	left, err := b.drain(ctx, rest)
+	if left == nil {
+		if len(committed) > 0 {
+			b.Ack(committed)
+		}
+		left, err = b.drain(ctx, more)
+	} else {
+		left = append(left, more...)
+	}
+	if len(left) > 0 {
+		b.Log.Error(b.Name+" stopping: deliveries left uncommitted and unacknowledged; the broker will redeliver them",
+			"messages", len(left), "err", err)
+		b.Observer.Observe(source.Event{Kind: source.Abandoned, N: len(left)})
+	}
+}
+
+// drain commits and acknowledges rest in batches, until ctx is done. It
+// returns what it could not commit, and why.
+func (b *Batches[D]) drain(ctx context.Context, rest []D) ([]D, error) {
 	for len(rest) > 0 {
 		n := min(len(rest), b.Size)
 		if err := b.Commit(ctx, rest[:n]); err != nil {
-			b.Log.Error(b.Name+" stopping: deliveries left uncommitted and unacknowledged; the broker will redeliver them",
-				"messages", len(rest), "err", err)
-			b.Observer.Observe(source.Event{Kind: source.Abandoned, N: len(rest)})
-			return
+			return rest, err
 		}
 		b.Ack(rest[:n])
 		rest = rest[n:]
 	}
+	return nil, nil
 }

@@ -66,9 +66,9 @@ func TestBatches(t *testing.T) {
 			}
 			return nil
 		}
-		rest, err := b.Consume(context.Background())
-		if !errors.Is(err, refused) || len(rest) != 0 {
-			t.Fatalf("Consume = %v, %v; want nothing in hand and the refusal", rest, err)
+		rest, committed, err := b.Consume(context.Background())
+		if !errors.Is(err, refused) || len(rest) != 0 || len(committed) != 0 {
+			t.Fatalf("Consume = %v, %v, %v; want nothing in hand and the refusal", rest, committed, err)
 		}
 		want := []string{"commit 1 2 3", "before-ack", "ack 1 2 3", "commit 4 5", "before-ack", "ack 4 5"}
 		if !slices.Equal(r.calls, want) {
@@ -82,13 +82,13 @@ func TestBatches(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		b := r.batches(q, make(chan error))
 		b.Commit = func(context.Context, []int) error { cancel(); return context.Canceled }
-		rest, err := b.Consume(ctx)
-		if err != nil || !slices.Equal(rest, []int{1, 2}) {
-			t.Fatalf("Consume = %v, %v; want [1 2] in hand", rest, err)
+		rest, committed, err := b.Consume(ctx)
+		if err != nil || !slices.Equal(rest, []int{1, 2}) || len(committed) != 0 {
+			t.Fatalf("Consume = %v, %v, %v; want [1 2] in hand", rest, committed, err)
 		}
 		b = r.batches(q, make(chan error))
 		r.failAt = 0
-		b.Drain(context.Background(), append(rest, 3, 4))
+		b.Drain(context.Background(), rest, nil, []int{3, 4})
 		want := []string{"commit 1 2 3", "ack 1 2 3", "commit 4", "ack 4"}
 		if !slices.Equal(r.calls, want) {
 			t.Fatalf("calls %q, want %q", r.calls, want)
@@ -96,7 +96,7 @@ func TestBatches(t *testing.T) {
 	})
 	t.Run("what the drain cannot commit is abandoned", func(t *testing.T) {
 		r := &recorder{failAt: 2}
-		r.batches(NewQueue[int](), make(chan error)).Drain(context.Background(), []int{1, 2, 3, 4})
+		r.batches(NewQueue[int](), make(chan error)).Drain(context.Background(), []int{1, 2, 3, 4}, nil, nil)
 		want := []string{"commit 1 2 3", "ack 1 2 3", "abandoned"}
 		if !slices.Equal(r.calls, want) {
 			t.Fatalf("calls %q, want %q", r.calls, want)
@@ -177,15 +177,15 @@ func TestBatchesSubmitted(t *testing.T) {
 		return b, flights
 	}
 	type result struct {
-		rest []int
-		err  error
+		rest, committed []int
+		err             error
 	}
 	// stop ends Consume, which must hold nothing then, and checks the calls.
 	stop := func(t *testing.T, cancel context.CancelFunc, done chan result, r *recorder, want []string) {
 		t.Helper()
 		cancel()
-		if res := <-done; res.err != nil || len(res.rest) != 0 {
-			t.Fatalf("Consume = %v, %v; want nothing in hand", res.rest, res.err)
+		if res := <-done; res.err != nil || len(res.rest) != 0 || len(res.committed) != 0 {
+			t.Fatalf("Consume = %v, %v, %v; want nothing in hand", res.rest, res.committed, res.err)
 		}
 		if !slices.Equal(r.calls, want) {
 			t.Fatalf("calls %q, want %q", r.calls, want)
@@ -194,8 +194,8 @@ func TestBatchesSubmitted(t *testing.T) {
 	consume := func(ctx context.Context, b *Batches[int]) chan result {
 		out := make(chan result, 1)
 		go func() {
-			rest, err := b.Consume(ctx)
-			out <- result{rest, err}
+			rest, committed, err := b.Consume(ctx)
+			out <- result{rest, committed, err}
 		}()
 		return out
 	}
@@ -325,8 +325,8 @@ func TestBatchesSubmitted(t *testing.T) {
 			if failed {
 				want, rest = []string{"submit 1 2 3", "submit 4", "failed", "failed"}, []int{1, 2, 3, 4}
 			}
-			if res.err != nil || !slices.Equal(res.rest, rest) || !slices.Equal(r.calls, want) {
-				t.Fatalf("failed %v: Consume = %v, %v, calls %q; want %v in hand, calls %q", failed, res.rest, res.err, r.calls, rest, want)
+			if res.err != nil || !slices.Equal(res.rest, rest) || len(res.committed) != 0 || !slices.Equal(r.calls, want) {
+				t.Fatalf("failed %v: Consume = %v, %v, %v, calls %q; want %v in hand, calls %q", failed, res.rest, res.committed, res.err, r.calls, rest, want)
 			}
 		}
 	})
