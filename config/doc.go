@@ -32,7 +32,8 @@
 // # Environment overrides
 //
 // These variables replace a setting of the file; an empty value counts as
-// unset. A problem with an overridden setting names the variable.
+// unset, and REPLAYGUARD_MQTT_BROKERS that names no broker (" " or ",") is
+// refused. A problem with an overridden setting names the variable.
 //
 //	REPLAYGUARD_STORE_KIND        store.kind
 //	REPLAYGUARD_STORE_PATH        store.path

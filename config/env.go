@@ -3,7 +3,7 @@ package config
 import "strings"
 
 // Environment variables that override settings of the file. An empty value
-// counts as unset.
+// counts as unset; a list of brokers that names none is refused.
 const (
 	EnvStoreKind      = "REPLAYGUARD_STORE_KIND"
 	EnvStorePath      = "REPLAYGUARD_STORE_PATH"

@@ -190,6 +190,7 @@ func valueGot(tag, value string) string {
 
 // checkGivenZeros refuses zeros written in the file for settings whose zero
 // value means "use the default": the default would silently replace them.
+// So it does a list of brokers from the environment that names none.
 func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 	zeros := []struct {
 		key  string
@@ -238,6 +239,9 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 			name := z.key[strings.IndexByte(z.key, '.')+1:]
 			ps.add(field{z.key, z.key}, "%s is 0: remove it to use the default (%v), or set a positive value", name, z.def)
 		}
+	}
+	if _, set := ps.origin.env["mqtt.brokers"]; set && len(c.MQTT.Brokers) == 0 {
+		ps.add(field{"mqtt.brokers", "mqtt.brokers"}, "brokers is empty: list at least one, comma-separated, like tcp://127.0.0.1:1883")
 	}
 	if given["mqtt.session_expiry"] && c.MQTT.SessionExpiry == 0 {
 		ps.add(field{"mqtt.session_expiry", "mqtt.session_expiry"},

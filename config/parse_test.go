@@ -154,6 +154,15 @@ func TestEnvOverrides(t *testing.T) {
 			t.Fatalf("Parse: %v %+v", err, c)
 		}
 	})
+	t.Run("brokers from the variable that name none are refused, not replaced by the default", func(t *testing.T) {
+		for _, v := range []string{" ", ",", " , "} {
+			_, err := Parse([]byte(file), "f.yaml", func(k string) (string, bool) { return v, k == EnvMQTTBrokers })
+			want := "f.yaml: mqtt.brokers: brokers is empty: list at least one, comma-separated, like tcp://127.0.0.1:1883 (set by REPLAYGUARD_MQTT_BROKERS)"
+			if err == nil || err.Error() != want {
+				t.Fatalf("Parse with %q: %v\nwant %s", v, err, want)
+			}
+		}
+	})
 	t.Run("a problem with an overridden setting names the variable, not a line", func(t *testing.T) {
 		bad := func(k string) (string, bool) {
 			if k == EnvStoreKind {
