@@ -34,8 +34,11 @@ func NewChains(store ChainStore, opts Options) (*Set, error) {
 // SetChains makes chains the members' chains the sinks deliver, each with
 // its head as the store keeps it, and wakes every sink. A chain given for
 // the first time, or again after it was taken away, is delivered from its
-// cursor in the store (another process may have moved it meanwhile); a
-// chain taken away is no longer delivered once the batch in hand is.
+// cursor in the store (another process may have moved it meanwhile). A
+// chain taken away is no longer delivered once SetChains returns: the
+// batch of it in hand is cancelled, and SetChains waits for it to end, so
+// that the chain's claim can be given up without a late batch of it
+// reaching a receiver after the newer records the next process sends.
 func (s *Set) SetChains(chains []engine.Chain) {
 	ids := make([]string, 0, len(chains))
 	for _, c := range chains {
@@ -59,7 +62,17 @@ func (s *Set) SetChains(chains []engine.Chain) {
 		}
 		r.mu.Unlock()
 	}
+	var landing []*flight
+	for f := range s.flights {
+		if !slices.Contains(ids, f.chain) {
+			f.cancel()
+			landing = append(landing, f)
+		}
+	}
 	s.mu.Unlock()
+	for _, f := range landing {
+		<-f.done
+	}
 	s.wakeAll()
 }
 

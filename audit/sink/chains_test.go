@@ -337,3 +337,84 @@ func TestNewRefusesAMemberAndNewChainsDeliversNothingUntilGiven(t *testing.T) {
 		t.Fatalf("status with no chain given: %+v", st)
 	}
 }
+
+// gatedExporter passes records to a receiver, but holds its first batch
+// of member's chain until open is closed, as a slow receiver would, or
+// until its context ends (then the batch never reaches the receiver).
+type gatedExporter struct {
+	recv    *chainExporter
+	member  string
+	entered chan struct{} // closed when the held batch is in hand
+	open    chan struct{}
+	held    atomic.Bool
+}
+
+func (x *gatedExporter) Export(ctx context.Context, recs []engine.AuditRecord) error {
+	if recs[0].Member == x.member && !x.held.Swap(true) {
+		close(x.entered)
+		select {
+		case <-x.open:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return x.recv.Export(ctx, recs)
+}
+
+func (x *gatedExporter) Close(context.Context) error { return nil }
+
+// followsChain reports where got, the positions of one chain in the
+// order a receiver got them, does not follow the chain: every record
+// comes right after the one before it in the chain, or repeats from an
+// earlier one (a batch sent again); "" when it follows it.
+func followsChain(got []uint64) string {
+	for i := 1; i < len(got); i++ {
+		if got[i] > got[i-1]+1 {
+			return fmt.Sprintf("position %d (index %d) came right after %d", got[i], i, got[i-1])
+		}
+	}
+	return ""
+}
+
+// TestAChainTakenAwayIsNoLongerExportedOnceSetChainsReturns: a chain taken
+// away is released to the process that claims it next, which delivers it
+// from the cursor the store keeps, so a batch of it still in hand would
+// reach the receiver after newer records: SetChains ends that batch
+// before it returns.
+func TestAChainTakenAwayIsNoLongerExportedOnceSetChainsReturns(t *testing.T) {
+	recv := newChainExporter()
+	slow := &gatedExporter{recv: recv, member: "m2", entered: make(chan struct{}), open: make(chan struct{})}
+	r := newGroupRig(t, sink.Sink{Name: "x", Exporter: slow})
+	r.decide(t, "m2", 20)
+	r.give(t, "m1", "m2")
+	r.start()
+	<-slow.entered // m2's first batch is in hand, its receiver slow
+
+	r.give(t, "m1") // m2 is back: its chain is taken away, then released
+	next, err := sink.NewChains(r.handles["m2"], sink.Options{Sinks: []sink.Sink{{Name: "x", Exporter: recv}}, Member: "m2", Batch: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close(context.Background())
+	claim := func() {
+		t.Helper()
+		chains, err := r.handles["m2"].Chains(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		next.SetChains(chains)
+		if err := next.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim() // m2's process delivers its chain from the stored cursor
+	close(slow.open)
+	r.stop()
+	r.decide(t, "m2", 7)
+	claim()
+	got := recv.chain("m2")
+	checkReceived(t, got, 27)
+	if why := followsChain(got); why != "" {
+		t.Fatalf("the receiver got m2's chain out of order, %s: %v", why, got)
+	}
+}

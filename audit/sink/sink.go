@@ -89,9 +89,18 @@ type Set struct {
 	log   *slog.Logger
 	sinks []*runner
 
-	mu     sync.Mutex
-	chains []string          // the chains to deliver, ascending
-	heads  map[string]uint64 // each chain's committed head, as far as known
+	mu      sync.Mutex
+	chains  []string             // the chains to deliver, ascending
+	heads   map[string]uint64    // each chain's committed head, as far as known
+	flights map[*flight]struct{} // the deliveries in progress
+}
+
+// flight is one delivery in progress: a batch of chain being read,
+// exported and its cursor saved.
+type flight struct {
+	chain  string
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the delivery ended
 }
 
 // runner is one sink's delivery state.
@@ -131,7 +140,8 @@ func newSet(logs chainLogs, opts Options) (*Set, error) {
 	if opts.Tick <= 0 {
 		opts.Tick = DefaultTick
 	}
-	s := &Set{logs: logs, opts: opts, log: opts.Logger, heads: map[string]uint64{opts.Member: opts.Head}}
+	s := &Set{logs: logs, opts: opts, log: opts.Logger, heads: map[string]uint64{opts.Member: opts.Head},
+		flights: map[*flight]struct{}{}}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -281,8 +291,44 @@ var errBatchFull = errors.New("batch full")
 
 // deliver exports the next batch of chain after the sink's cursor and then
 // advances the cursor in the store. It returns how many records it
-// delivered.
+// delivered. A chain not given delivers nothing; one taken away meanwhile
+// (SetChains) has its batch cancelled, and delivers nothing either.
 func (s *Set) deliver(ctx context.Context, r *runner, chain string) (int, error) {
+	fctx, land, ok := s.fly(ctx, chain)
+	if !ok {
+		return 0, nil
+	}
+	defer land()
+	n, err := s.deliverBatch(fctx, r, chain)
+	if err != nil && fctx.Err() != nil && ctx.Err() == nil {
+		return 0, nil // taken away: whoever has the chain next delivers it from the cursor in the store
+	}
+	return n, err
+}
+
+// fly starts a delivery of chain, unless the chain is not given; land
+// ends it. SetChains cancels the deliveries of a chain it takes away and
+// waits for them to land.
+func (s *Set) fly(ctx context.Context, chain string) (_ context.Context, land func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.chains, chain) {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f := &flight{chain: chain, cancel: cancel, done: make(chan struct{})}
+	s.flights[f] = struct{}{}
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.flights, f)
+		s.mu.Unlock()
+		cancel()
+		close(f.done)
+	}, true
+}
+
+// deliverBatch is deliver's work once the delivery started.
+func (s *Set) deliverBatch(ctx context.Context, r *runner, chain string) (int, error) {
 	c, err := s.loadCursor(ctx, r, chain)
 	if err != nil {
 		return 0, fmt.Errorf("read cursor: %w", err)

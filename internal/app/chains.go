@@ -236,8 +236,9 @@ func (c *chains) heads(ctx context.Context) (map[string]engine.AuditHead, error)
 }
 
 // logChanges releases the chains claimed before and no longer (the sinks
-// were already taken off them), each once retention stopped trimming it,
-// and says which chains it took and gave up.
+// were already taken off them, and their batches of them in hand ended),
+// each once retention stopped trimming it, and says which chains it took
+// and gave up.
 func (c *chains) logChanges(ctx context.Context, before, now []string) {
 	for _, m := range before {
 		if slices.Contains(now, m) {
