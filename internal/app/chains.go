@@ -50,6 +50,10 @@ type chains struct {
 	retain bool          // audit.retention is on
 	ttl    time.Duration // the claims' lifetime
 	every  time.Duration // how often claim runs: a third of the claims' lifetime
+	// stopFlush bounds how long Run, once ctx is done, lets the sinks
+	// deliver what they have not before it releases the claims; 0: not
+	// at all.
+	stopFlush time.Duration
 
 	mu        sync.Mutex
 	claimed   []string                    // as ClaimChains last answered, sorted
@@ -84,8 +88,9 @@ func (a *App) chainWork() (*chains, error) {
 
 // Run claims the chains at once and then every c.every, runs the sinks
 // over them and, every audit.retention.interval, retention, until ctx is
-// done; then it waits for the sinks and retention to stop and releases
-// its claims, so that another process takes the chains over at once.
+// done; then it waits for the sinks and retention to stop, lets the sinks
+// deliver what they can of the rest (flushAtStop) and releases its
+// claims, so that another process takes the chains over at once.
 func (c *chains) Run(ctx context.Context) {
 	c.claim(ctx)
 	var wg sync.WaitGroup
@@ -101,11 +106,30 @@ func (c *chains) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			wg.Wait()
+			c.flushAtStop(context.WithoutCancel(ctx))
 			c.releaseAll(context.WithoutCancel(ctx))
 			return
 		case <-tick.C:
 			c.claim(ctx)
 		}
+	}
+}
+
+// flushAtStop renews the claims and delivers what the sinks can of the
+// claimed chains within c.stopFlush, and before a third of the claims'
+// lifetime is left; the cursors keep the rest for whoever claims the
+// chains next.
+func (c *chains) flushAtStop(ctx context.Context) {
+	if c.sinks == nil || c.stopFlush <= 0 {
+		return
+	}
+	if err := c.claim(ctx); err != nil {
+		return // logged
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(c.stopFlush, c.ttl-c.every))
+	defer cancel()
+	if err := c.sinks.Flush(ctx); err != nil {
+		c.a.Log.Warn("audit sinks: what they could not deliver at stop waits behind their cursors", "err", err)
 	}
 }
 

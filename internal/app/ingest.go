@@ -26,7 +26,8 @@ type IngestOptions struct {
 }
 
 // SinkFlushTimeout bounds how long Ingest waits for the audit sinks at its
-// end; what they did not take waits behind their cursors.
+// end, and run at its stop; what they did not take waits behind their
+// cursors.
 const SinkFlushTimeout = 10 * time.Second
 
 // Ingest is `replayguard ingest`: it decides a captured feed on the

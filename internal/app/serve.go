@@ -52,6 +52,7 @@ type daemon struct {
 	retention *audit.Retention // nil when audit.retention is off, or on a shared store
 	chains    *chains          // a shared store's chains, when audit.retention or audit.sinks is on
 	server    *web.Server      // nil without http.listen
+	sinkFlush time.Duration    // how long the audit sinks may deliver, once the consumer stopped, what they have not
 }
 
 // ready reports whether the member takes and acknowledges deliveries: the
@@ -106,9 +107,10 @@ func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.Sto
 // forward drainer, the shared store's check, audit retention, the audit
 // sinks (on a shared store both over the chains this member claims) and
 // the HTTP server beside it. It stops the consumer first (which
-// commits and acknowledges what is in hand), the drainer after it, and
-// waits for every goroutine before it returns, so that the store closes
-// last.
+// commits and acknowledges what is in hand), the drainer and the audit
+// sinks after it (they deliver what they can of the rest within
+// d.sinkFlush), and waits for every goroutine before it returns, so that
+// the store closes last.
 func (d *daemon) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -116,14 +118,19 @@ func (d *daemon) serve(ctx context.Context) error {
 	// wait for room in the outbox while the consumer commits them.
 	stopForward := d.startForward(context.WithoutCancel(ctx))
 	defer stopForward()
+	// So do the audit sinks: what the consumer commits as it stops is
+	// theirs to deliver too.
+	sinksCtx, stopSinks := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSinks()
 	var g goroutines
 	d.startStoreCheck(ctx, &g)
 	d.startRetention(ctx, &g)
-	d.startSinks(ctx, &g)
-	d.startChains(ctx, &g)
+	d.startSinks(sinksCtx, &g)
+	d.startChains(sinksCtx, &g)
 	d.startServer(ctx, &g, cancel)
 	err := d.consumer.Run(ctx)
 	cancel()
+	stopSinks()
 	stopForward()
 	return errors.Join(err, g.Wait())
 }
@@ -161,24 +168,42 @@ func (d *daemon) startRetention(ctx context.Context, g *goroutines) {
 }
 
 // startSinks delivers the audit log to the audit sinks until ctx is done,
-// their state in the metrics.
+// their state in the metrics, then what they can of the rest within
+// d.sinkFlush.
 func (d *daemon) startSinks(ctx context.Context, g *goroutines) {
 	if d.app.Sinks == nil {
 		return
 	}
 	d.reg.MustRegister(d.app.Sinks)
 	if d.chains == nil { // else they run over the claimed chains (startChains)
-		g.Go(func() error { d.app.Sinks.Run(ctx); return nil })
+		g.Go(func() error {
+			d.app.Sinks.Run(ctx)
+			d.flushSinks(context.WithoutCancel(ctx))
+			return nil
+		})
 	}
 	d.log.Info("audit sinks on", "sinks", len(d.app.Config.Audit.Sinks))
 }
 
+// flushSinks delivers what the audit sinks can within d.sinkFlush; their
+// cursors keep the rest for the next run or ingest.
+func (d *daemon) flushSinks(ctx context.Context) {
+	if d.sinkFlush <= 0 {
+		return
+	}
+	if err := d.app.FlushSinks(ctx, d.sinkFlush); err != nil {
+		d.log.Warn("audit sinks: what they could not deliver at stop waits behind their cursors", "err", err)
+	}
+}
+
 // startChains streams and trims the members' chains of a shared store that
-// this member claims until ctx is done, then releases them.
+// this member claims until ctx is done, then delivers what the sinks can
+// of the rest within d.sinkFlush and releases them.
 func (d *daemon) startChains(ctx context.Context, g *goroutines) {
 	if d.chains == nil {
 		return
 	}
+	d.chains.stopFlush = d.sinkFlush
 	g.Go(func() error { d.chains.Run(ctx); return nil })
 	if ac := d.app.Config.Audit; ac.Retention.Enabled() {
 		d.log.Info("audit retention on, chain by chain", "archive", ac.Archive, "max_age", ac.Retention.MaxAge,
