@@ -637,6 +637,7 @@ type SharedStats struct {
 	// acknowledged commits, which only the member's journal brings back.
 	AsyncReplication string
 	LastError        string        // the last Update or lease error, "" once one succeeds
+	LeaseError       string        // the last lease renewal's error, "" once one succeeds
 	LeaseExpires     time.Time     // when this member's lease ends unless renewed
 	LeaseTTL         time.Duration // how long a renewal holds the lease
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/replayguard/replayguard/audit/sink"
@@ -44,6 +45,8 @@ type App struct {
 	// the start; the caller runs it (RunForward) and stops it before Close,
 	// which closes its outputs.
 	Forward *forward.Drainer
+
+	checkErr atomic.Pointer[error] // the shared store's last check's error (CheckStore), nil once one succeeds
 }
 
 // Options tune Open.

@@ -253,7 +253,9 @@ func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
 	return func() web.StoreStatus {
 		st := rep.SharedStats()
 		out := web.StoreStatus{}
-		if st.LastError != "" {
+		if err := a.storeError(); err != nil {
+			out.Error = fmt.Sprintf("%s store: %v", kind, err)
+		} else if st.LastError != "" {
 			out.Error = fmt.Sprintf("%s store: %s", kind, st.LastError)
 		}
 		if l := a.Engine.Loss(); l != nil {

@@ -71,7 +71,8 @@ func storeName(sc config.StoreConfig) string {
 
 // CheckStore compares the shared store's head of the member's chain with
 // the journal's every checkEvery until ctx is done (see
-// engine.Engine.CheckStore); a loss is logged by the engine.
+// engine.Engine.CheckStore); a loss is logged by the engine. A check that
+// cannot read the store holds the member back (storeError) until one can.
 func (a *App) CheckStore(ctx context.Context) {
 	t := time.NewTicker(checkEvery)
 	defer t.Stop()
@@ -83,8 +84,30 @@ func (a *App) CheckStore(ctx context.Context) {
 		}
 		err := a.Engine.CheckStore(ctx)
 		var l *engine.StoreLoss
-		if err != nil && !errors.As(err, &l) && ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && !errors.As(err, &l):
+			a.checkErr.Store(&err)
 			a.Log.Warn("checking the store's chain head", "err", err)
+		default: // the store answered; a loss holds the member back itself
+			a.checkErr.Store(nil)
 		}
 	}
+}
+
+// storeError is why the shared store holds the member back though none of
+// its writes failed: the last check could not read the store, or the last
+// lease renewal failed; nil once both succeed again, so a member with
+// nothing to write follows the store down and back up. Nil on a
+// single-owner store.
+func (a *App) storeError() error {
+	if err := a.checkErr.Load(); err != nil {
+		return *err
+	}
+	if rep := a.Store.Capabilities().Stats; rep != nil {
+		if e := rep.SharedStats().LeaseError; e != "" {
+			return errors.New(e)
+		}
+	}
+	return nil
 }

@@ -56,13 +56,14 @@ type daemon struct {
 }
 
 // ready reports whether the member takes and acknowledges deliveries: the
-// source connected and committing, room in the outbox, and no acknowledged
-// commits found lost by the shared store. /readyz and replayguard_ready
-// both answer from it, so they never disagree. It is safe from any
-// goroutine and does not block.
+// source connected and committing, room in the outbox, the shared store
+// answering its checks with the lease renewed (App.storeError), and no
+// acknowledged commits found lost by the shared store. /readyz and
+// replayguard_ready both answer from it, so they never disagree. It is
+// safe from any goroutine and does not block.
 func (d *daemon) ready() bool {
 	a := d.app
-	return d.consumer.Ready() && (a.Forward == nil || !a.Forward.Status().Full) && a.Engine.Loss() == nil
+	return d.consumer.Ready() && (a.Forward == nil || !a.Forward.Status().Full) && a.storeError() == nil && a.Engine.Loss() == nil
 }
 
 // feedStatus is the redundant feeds' state for the API, or nil with one

@@ -58,7 +58,7 @@ func (s *Store) renewLoop() {
 		case <-t.C:
 		}
 		if err := s.renew(); err != nil {
-			s.stats.Noted(err)
+			s.stats.LeaseFailed(err)
 			s.log.Error("lease renewal failed", "member", s.member, "err", err)
 		}
 	}

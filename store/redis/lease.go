@@ -81,7 +81,7 @@ func (s *Store) renewLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		if err := s.renew(ctx); err != nil && ctx.Err() == nil {
-			s.stats.Noted(err)
+			s.stats.LeaseFailed(err)
 			s.log.Error("lease renewal failed", "member", s.member, "err", err)
 		}
 	}

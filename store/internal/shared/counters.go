@@ -17,10 +17,11 @@ type Counters struct {
 	rows                         atomic.Uint64
 	nanos                        atomic.Int64
 
-	mu      sync.Mutex
-	lastErr string
-	lease   time.Time
-	async   string
+	mu       sync.Mutex
+	lastErr  string
+	leaseErr string
+	lease    time.Time
+	async    string
 }
 
 // Replicating records how the server replicates asynchronously, accepted
@@ -54,17 +55,31 @@ func (c *Counters) Failed(err error) {
 }
 
 // Noted keeps err as the last error without counting a failed update (a
-// lease renewal's).
+// refused connection's).
 func (c *Counters) Noted(err error) {
 	c.mu.Lock()
 	c.lastErr = err.Error()
 	c.mu.Unlock()
 }
 
-// Leased records when the member's lease ends unless renewed.
+// LeaseFailed keeps err, a lease renewal's, as the last error and as the
+// lease's, until a renewal succeeds (Leased).
+func (c *Counters) LeaseFailed(err error) {
+	c.mu.Lock()
+	c.lastErr, c.leaseErr = err.Error(), err.Error()
+	c.mu.Unlock()
+}
+
+// Leased records when the member's lease ends unless renewed, and clears
+// the lease's error, and the last error when it was the lease's: a member
+// with nothing to write renews its lease still.
 func (c *Counters) Leased(until time.Time) {
 	c.mu.Lock()
 	c.lease = until
+	if c.lastErr == c.leaseErr {
+		c.lastErr = ""
+	}
+	c.leaseErr = ""
 	c.mu.Unlock()
 }
 
@@ -84,6 +99,7 @@ func (c *Counters) Stats(notDurable string, leaseTTL time.Duration) engine.Share
 		Durable:       notDurable == "",
 		NotDurable:    notDurable,
 		LastError:     c.lastErr,
+		LeaseError:    c.leaseErr,
 		LeaseExpires:  c.lease,
 		LeaseTTL:      leaseTTL,
 
