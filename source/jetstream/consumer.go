@@ -127,11 +127,33 @@ func (c *Consumer) Run(ctx context.Context) error {
 	for d := range in {
 		left = append(left, d)
 	}
+	if len(left) > 0 {
+		c.endPull(context.WithoutCancel(ctx), nc, cons)
+	}
 	c.abandon(left)
 	if err := nc.FlushWithContext(drainCtx); err != nil {
 		c.log.Warn("jetstream stopping: acks may not have reached the server; it will deliver those messages again, found duplicate", "err", err)
 	}
 	return runErr
+}
+
+// endPull makes sure that the server holds no pull request of this
+// consumer's before the messages left are negatively acknowledged. Else
+// nats-server 2.9 (seen with 2.9.10) hands the first message Nak'd to the
+// pull request nobody reads any more: it comes back, to any consumer, only
+// after AckWait, and the last message delivered is delivered once more.
+// The unsubscription of the pull's inbox reaches the server first (the
+// flush), then a consumer info request makes it drop the pull requests of
+// an inbox that has gone.
+func (c *Consumer) endPull(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return
+	}
+	if _, err := cons.Info(ctx); err != nil {
+		c.log.Warn("jetstream stopping: the server may deliver a message left to this consumer's ended pull, and again only after ack_wait", "err", err)
+	}
 }
 
 // connect opens the connection. It fails only for unusable options: an

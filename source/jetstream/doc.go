@@ -72,7 +72,8 @@
 // JetStream's own, Redelivered (messages the server delivered more than
 // once). nats.go reconnects after a Disconnected; an AckDropped message
 // (connection closed) is delivered again after AckWait; Abandoned messages
-// are negatively acknowledged, so the server delivers them again at once.
+// are negatively acknowledged once the server holds no pull request of the
+// consumer's, so that it delivers them again at once, to the next consumer.
 //
 // Run must not be called again before it returns; Ready may be called from
 // any goroutine. The Observer is called from the consumer's and nats.go's

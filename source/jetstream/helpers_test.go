@@ -79,6 +79,18 @@ func readings(n int, meterNames ...string) []testbroker.JSMessage {
 	return out
 }
 
+// publishAll publishes msgs and waits until the stream holds them.
+func publishAll(t testing.TB, n *testbroker.NATS, msgs []testbroker.JSMessage) {
+	t.Helper()
+	pub, err := testbroker.PublishJS(n.URL(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // recorder is a Processor that counts the outcomes the engine committed.
 type recorder struct {
 	p    jetstream.Processor
