@@ -69,9 +69,11 @@ type JetStreamConfig struct {
 	// batch_size.
 	MaxAckPending int `yaml:"max_ack_pending"`
 	// AckWait is how long the server waits for a message's ack before it
-	// delivers it again. Default 30s; at least 1s. While a commit is being
-	// retried the consumer tells the server it is still working on the
-	// batch, so ack_wait need only cover one commit.
+	// delivers it again. Default 30s; at least 1s. The consumer tells the
+	// server, every quarter to half of it, that the messages it holds are in
+	// progress, however long their commit or its retries take, so ack_wait
+	// bounds how long a consumer that crashed or lost its connection keeps
+	// its messages, not a commit.
 	AckWait Duration `yaml:"ack_wait"`
 	// BatchSize caps the messages committed in one transaction. Default 1024.
 	BatchSize int `yaml:"batch_size"`
@@ -210,7 +212,7 @@ func (c *Config) jetStreamWarnings(warn func(path, msg string)) {
 		return
 	}
 	if j.AckWait < ackWaitWarn {
-		warn("jetstream.ack_wait", "ack_wait "+j.AckWait.String()+" is short: a commit that takes longer (a slow store, a full outbox) lets the server deliver the batch again; the copies are found duplicate, but the work is done twice")
+		warn("jetstream.ack_wait", "ack_wait "+j.AckWait.String()+" is short: a consumer that stalls or loses its connection for longer has the messages it holds delivered again; the copies are found duplicate, but the work is done twice")
 	}
 	if j.TLS.InsecureSkipVerify {
 		warn("jetstream.tls.insecure_skip_verify", "the server's certificate is not verified")

@@ -96,22 +96,11 @@ func (c *Consumer) takeReady(batch []delivery, in <-chan delivery) []delivery {
 	return batch
 }
 
-// commit passes the batch to Process until it returns nil, telling the
-// server between attempts that the batch is still being worked on, so that
-// it is not delivered again while in hand. It gives up only when ctx is
-// done.
+// commit passes the batch to Process until it returns nil; it gives up
+// only when ctx is done. Meanwhile the server hears that the batch is in
+// progress (holding), however long the attempts and the waits between them.
 func (c *Consumer) commit(ctx context.Context, batch []delivery) error {
-	msg := (*delivery).message
-	msgs := consume.Messages(batch, msg)
-	err := c.commits.Commit(ctx, msgs, func() {
-		for i := range batch {
-			_ = batch[i].js.InProgress() // resets the server's AckWait
-		}
-	})
-	if err != nil {
-		consume.Keep(batch, msgs, msg) // for the drain: see consume.Keep
-	}
-	return err
+	return consume.CommitMessages(c.commits, (*delivery).message)(ctx, batch)
 }
 
 // message is d's engine message.
@@ -146,6 +135,7 @@ func (c *Consumer) noteRedeliveries(batch []delivery) {
 func (c *Consumer) ack(batch []delivery) {
 	acked, dropped := 0, 0
 	var lastErr error
+	c.holding.release(batch)
 	for i := range batch {
 		if err := batch[i].js.Ack(); err != nil {
 			dropped++
@@ -213,6 +203,7 @@ func (c *Consumer) abandon(left []delivery) {
 	}
 	c.log.Error("jetstream stopping: messages left uncommitted and unacknowledged; the server will deliver them again",
 		"messages", len(left))
+	c.holding.release(left)
 	for i := range left {
 		_ = left[i].js.Nak()
 	}

@@ -46,6 +46,7 @@ type Consumer struct {
 	connected atomic.Bool
 	bound     atomic.Bool
 	commits   *consume.Committer
+	holding   *holding               // the messages Run holds
 	server    atomic.Pointer[string] // URL of the server connected to
 }
 
@@ -113,8 +114,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	in := make(chan delivery, c.cfg.MaxAckPending)
 	fatal := make(chan error, 1)
 	rctx, stopReceiving := context.WithCancel(context.WithoutCancel(ctx))
+	kctx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	c.holding = newHolding(c.cfg.AckWait)
 	var wg sync.WaitGroup
 	wg.Go(func() { c.receive(rctx, cons, iter, in, fatal) })
+	wg.Go(func() { c.holding.keep(kctx) })
 
 	inHand, committed, runErr := c.consume(ctx, in, fatal)
 
@@ -123,6 +127,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer cancel()
 	left := c.drain(drainCtx, inHand, committed, in)
 	stopReceiving()
+	stopKeeping()
 	wg.Wait()
 	for d := range in {
 		left = append(left, d)
@@ -325,10 +330,12 @@ func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, iter je
 			continue
 		}
 		d := c.delivery(m)
+		c.holding.add(d.js, d.at)
 		select {
 		case in <- d:
 			c.obs.Observe(source.Event{Kind: source.Received, Broker: d.msg.Broker, N: 1})
 		case <-ctx.Done():
+			c.holding.release([]delivery{d})
 			return // unacknowledged: the server delivers it again
 		}
 	}

@@ -73,18 +73,19 @@ func TestServerKilledMidStream(t *testing.T) {
 	}
 }
 
-// A batch held past AckWait is delivered again while in hand: the copies
-// carry the delivery count as dup in their audit records and are found
-// duplicate; the first copies are applied once.
+// A batch committed whose acks never reach the server (the store's answer
+// lost, the consumer stopped before it could commit again) is delivered
+// again to the next consumer: the copies carry the delivery count as dup
+// in their audit records and are found duplicate; the first copies are
+// applied once.
 func TestRedeliveryIsRecordedAsDup(t *testing.T) {
 	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
 	n.CreateStream(testStream, "plant.>")
 	e, st := meters(t)
-	rec := newRecorder(e)
-	rec.slow.Store(int64(1500 * time.Millisecond)) // the first commit outlasts AckWait
 	cfg := testConfig(t, n.URL())
 	cfg.AckWait = time.Second
 	cfg.BatchSize, cfg.BatchLinger = 8, 50*time.Millisecond
+	cfg.ShutdownTimeout = 200 * time.Millisecond
 	msgs := readings(8, "m1")
 	pub, err := testbroker.PublishJS(n.URL(), msgs)
 	if err != nil {
@@ -93,6 +94,13 @@ func TestRedeliveryIsRecordedAsDup(t *testing.T) {
 	if err := pub.Wait(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+	lost := &answerLost{p: e}
+	first := start(t, cfg, lost)
+	waitFor(t, "the batch committed and tried again", 10*time.Second, func() bool { return lost.calls.Load() >= 2 })
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(e)
 	start(t, cfg, rec)
 	waitFor(t, "the redelivered copies decided", 20*time.Second, func() bool { return rec.count(engine.Duplicate) >= len(msgs) })
 	allAcked(t, n, 10*time.Second)

@@ -40,10 +40,13 @@
 //
 // A Process error acknowledges nothing: the same batch is passed again
 // after a capped, jittered, growing delay, Ready reports false meanwhile,
-// the batch's messages are marked in progress so that AckWait does not run
-// out while they are in hand, and the server, allowed MaxAckPending
-// unacknowledged messages, stops delivering: a slow or failing store is
-// backpressure, not memory growth.
+// and the server, allowed MaxAckPending unacknowledged messages, stops
+// delivering: a slow or failing store is backpressure, not memory growth.
+// Every message in hand, from its receipt to its ack (queued, decided,
+// committing, in a commit retried or slow, committed behind a batch that
+// must commit first), is marked in progress every quarter to half of
+// AckWait, so that the server does not deliver it again meanwhile,
+// however long the store takes.
 //
 // The delivery count is recorded like MQTT's DUP flag: a message the
 // server delivered before (NumDelivered > 1) is logged (per batch), marked

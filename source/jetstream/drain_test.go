@@ -69,7 +69,7 @@ func TestTheDrainAcknowledgesTheCommittedBatchItIsHandedWithoutCommittingIt(t *t
 				cancel() // the stop's deadline
 			}
 		})
-		c := &Consumer{cfg: Config{BatchSize: 4}, log: slog.New(slog.DiscardHandler), obs: obs,
+		c := &Consumer{cfg: Config{BatchSize: 4}, log: slog.New(slog.DiscardHandler), obs: obs, holding: newHolding(time.Second),
 			commits: consume.NewCommitter("jetstream", p, consume.Backoff{Min: time.Hour, Max: time.Hour}, obs, slog.New(slog.DiscardHandler))}
 		in := make(chan delivery, 1)
 		in <- d("s.5")

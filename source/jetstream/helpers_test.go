@@ -96,6 +96,10 @@ type recorder struct {
 	p    jetstream.Processor
 	fail atomic.Int32 // Process calls left to fail
 	slow atomic.Int64 // nanoseconds the next Process call sleeps first
+	// down is how long, in nanoseconds, Process calls fail from the next
+	// one on: a store that does not answer for a while.
+	down      atomic.Int64
+	downUntil atomic.Int64 // UnixNano
 
 	mu       sync.Mutex
 	outcomes map[engine.Outcome]int
@@ -115,7 +119,10 @@ func (r *recorder) Process(ctx context.Context, msgs []engine.Message) ([]engine
 	if d := r.slow.Swap(0); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
-	if r.fail.Add(-1) >= 0 {
+	if d := r.down.Swap(0); d > 0 {
+		r.downUntil.Store(time.Now().Add(time.Duration(d)).UnixNano())
+	}
+	if r.fail.Add(-1) >= 0 || time.Now().UnixNano() < r.downUntil.Load() {
 		return nil, errStore
 	}
 	ds, err := r.p.Process(ctx, msgs)
@@ -134,6 +141,22 @@ func (r *recorder) count(o engine.Outcome) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.outcomes[o]
+}
+
+// answerLost commits its first batch through p but reports a failure, as
+// if the store's answer were lost, and fails every call after it.
+type answerLost struct {
+	p     jetstream.Processor
+	calls atomic.Int32
+}
+
+func (a *answerLost) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	if a.calls.Add(1) == 1 {
+		if _, err := a.p.Process(ctx, msgs); err != nil {
+			return nil, err
+		}
+	}
+	return nil, errStore
 }
 
 // running is a consumer whose Run goes on in the background.
@@ -163,6 +186,23 @@ func allAcked(t testing.TB, n *testbroker.NATS, timeout time.Duration) {
 		info, err := n.ConsumerInfo(testStream, testConsumer)
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	})
+}
+
+// redelivered returns how many audit records of st carry dup: decisions
+// on a message the server delivered again.
+func redelivered(t testing.TB, st *memory.Store) int {
+	t.Helper()
+	n := 0
+	err := st.ScanAudit(context.Background(), 0, func(r engine.AuditRecord) error {
+		if r.Dup {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // kwh returns the summed kWh of meter/<m>, as text.

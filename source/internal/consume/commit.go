@@ -102,8 +102,7 @@ func (c *Committer) OK() bool { return c.ok.Load() }
 
 // Commit passes msgs to Process until it returns nil. It gives up only
 // when ctx is done, with nothing committed, and returns ctx.Err(). Before
-// each wait between attempts it calls retrying, when not nil (JetStream
-// tells the server there that the batch is still being worked on).
+// each wait between attempts it calls retrying, when not nil.
 func (c *Committer) Commit(ctx context.Context, msgs []engine.Message, retrying func()) error {
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
