@@ -60,7 +60,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 // place has d's kind place it against its source's committed state; stop
 // says it could not be (held, or malformed), with the decision to record.
 func (e *Engine) place(d *Delivery, topic string, now time.Time) (dec Decision, stop bool) {
-	d.seq, d.epoch, d.epochNum, d.epochInt = -1, "", true, 0
+	d.seq, d.epoch, d.epochNum, d.epochInt, d.older = -1, "", true, 0, false
 	hold, err := d.placer.Place(d, &Placement{e: e, d: d, topic: topic, now: now})
 	switch {
 	case err != nil:

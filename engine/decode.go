@@ -50,6 +50,7 @@ type Delivery struct {
 	epoch    string
 	epochNum bool
 	epochInt int64
+	older    bool  // its kind found its integer epoch new, though older than the current one (SetOlderEpoch)
 	seq      int64 // -1 for id routes
 	id       string
 	key      Hash

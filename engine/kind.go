@@ -75,6 +75,15 @@ func (d *Delivery) SetPlace(epoch string, value int64, seq int64) {
 	d.epoch, d.epochNum, d.epochInt, d.seq = epoch, true, value, seq
 }
 
+// SetOlderEpoch says the integer epoch SetPlace gave is new, though older
+// than the source's current one: it began before the current epoch and was
+// decided after it (a Sparkplug rebirth whose NBIRTH another member
+// decided late). Its window is opened among the kept ones, in order of
+// value, when it falls between two of them: windows leave oldest first, so
+// none of it was ever dropped. Older than every kept one, it is held
+// (old_epoch), as without.
+func (d *Delivery) SetOlderEpoch() { d.older = true }
+
 // SetKey sets the delivery's idempotency key and content digest.
 func (d *Delivery) SetKey(key, digest Hash) { d.key, d.digest = key, digest }
 

@@ -32,6 +32,7 @@ const (
 	reasonKeySeen     = "key already applied"
 	reasonConflict    = "key already applied with different content"
 	reasonNewEpoch    = "new epoch"
+	reasonOlderEpoch  = "older epoch, decided after a newer one"
 	reasonLate        = "late message fills a gap"
 	reasonReleased    = "released from quarantine"
 )
@@ -41,13 +42,9 @@ const (
 // old-epoch rules (an operator's release).
 func (s *SourceState) checkSequence(d *Delivery, span, keep int, waive bool) (v seqVerdict) {
 	i := s.find(d.epoch, d.epochNum)
-	if i < 0 {
-		if !s.isNewEpoch(d) {
-			if waive {
-				return seqVerdict{outcome: Applied, reason: reasonReleased}
-			}
-			return seqVerdict{outcome: Quarantined, reason: reasonOldEpoch}
-		}
+	switch {
+	case i >= 0:
+	case s.isNewEpoch(d):
 		s.openEpoch(d, span, keep)
 		i = 0
 		defer func() {
@@ -55,6 +52,13 @@ func (s *SourceState) checkSequence(d *Delivery, span, keep int, waive bool) (v 
 				v.reason = reasonNewEpoch
 			}
 		}()
+	case d.older && s.between(d):
+		i = s.openOlder(d, keep)
+		defer func() { v.reason = reasonOlderEpoch }()
+	case waive:
+		return seqVerdict{outcome: Applied, reason: reasonReleased}
+	default:
+		return seqVerdict{outcome: Quarantined, reason: reasonOldEpoch}
 	}
 	w := &s.Epochs[i]
 	if i == 0 {
@@ -101,6 +105,30 @@ func (s *SourceState) isNewEpoch(d *Delivery) bool {
 		return true
 	}
 	return !slices.Contains(s.Seen, d.epoch)
+}
+
+// between reports whether d's integer epoch falls between two kept
+// windows, older than the current one: it never had a window that left.
+func (s *SourceState) between(d *Delivery) bool {
+	n := len(s.Epochs)
+	return d.epochNum && n > 1 && s.Epochs[0].Numeric && d.epochInt < s.Epochs[0].Value &&
+		s.Epochs[n-1].Numeric && d.epochInt > s.Epochs[n-1].Value
+}
+
+// openOlder opens the window of d's epoch, one between two kept windows,
+// in its place among the older ones, and drops the oldest past keep. It
+// returns the window's index.
+func (s *SourceState) openOlder(d *Delivery, keep int) int {
+	i := 1
+	for s.Epochs[i].Value > d.epochInt {
+		i++
+	}
+	w := EpochWindow{Epoch: strings.Clone(d.epoch), Numeric: true, Value: d.epochInt, High: -1, First: d.seq, Floor: -1}
+	s.Epochs = slices.Insert(s.Epochs, i, w)
+	if len(s.Epochs) > keep+1 {
+		s.Epochs = s.Epochs[:keep+1]
+	}
+	return i
 }
 
 // openEpoch makes d's epoch current and retires the previous current one.

@@ -107,6 +107,7 @@ type spMessage struct {
 	birth               int          // index in the session's births of the birth it belongs to; -1 for a new one
 	rebirth             int          // a new NBIRTH: its rebirth number in its session
 	newBirth            bool         // a new NBIRTH opens an epoch
+	at                  int          // a new NBIRTH older than the current birth: its index among the births
 	seqRaw              int64
 
 	// Its placement: the epoch (text and value), the sequence in it (-1

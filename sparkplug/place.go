@@ -16,7 +16,7 @@ import (
 // tables), then its values, key and digest. A message that cannot be
 // placed is held; nothing is ever guessed.
 func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string, err error) {
-	sp.birth, sp.newBirth, sp.rebirth, sp.bdSeq = -1, false, 0, 0
+	sp.birth, sp.newBirth, sp.rebirth, sp.bdSeq, sp.at = -1, false, 0, 0, 0
 	sp.seq, sp.epoch, sp.epochInt = -1, "", 0
 	src := p.Window()
 	var st *engine.SparkplugState
@@ -36,6 +36,9 @@ func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string
 		return why, nil
 	}
 	d.SetPlace(sp.epoch, sp.epochInt, sp.seq)
+	if sp.at > 0 {
+		d.SetOlderEpoch()
+	}
 	if err := p.SetValues(sp.pathValue); err != nil {
 		return "", err
 	}
@@ -48,8 +51,10 @@ func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string
 }
 
 // placeBirth places an NBIRTH: a newer bdSeq starts a session, the same
-// bdSeq with a later timestamp is a rebirth in it, and one matching a kept
-// birth's content is that birth again (its replay). Anything else is held.
+// bdSeq with a later timestamp is a rebirth in it, one matching a kept
+// birth's content is that birth again (its replay), and one stamped
+// between two kept births is a birth decided late (olderBirth). Anything
+// else is held.
 func (sp *spMessage) placeBirth(d *engine.Delivery, p *engine.Placement, src *engine.SourceState, st *engine.SparkplugState) string {
 	if why := sp.resolve(nil); why != "" {
 		return why
@@ -79,9 +84,46 @@ func (sp *spMessage) placeBirth(d *engine.Delivery, p *engine.Placement, src *en
 			return fmt.Sprintf("session %d has had too many rebirths to number another", b)
 		}
 	default:
-		return fmt.Sprintf("%s (bdSeq %d, raw %d) is neither a kept birth of the edge nor newer than its current one (%s)", engine.ReasonOldEpoch, b, raw, cur.Epoch)
+		if !sp.olderBirth(st, b) {
+			return fmt.Sprintf("%s (bdSeq %d, raw %d) is neither a kept birth of the edge, nor newer than its current one (%s), "+
+				"nor a birth between two kept ones", engine.ReasonOldEpoch, b, raw, cur.Epoch)
+		}
 	}
 	return sp.placeSeq(d, p, nil)
+}
+
+// olderBirth places an NBIRTH of session b that is older than the edge's
+// current birth and matches no kept one: in a group, a birth another
+// member decided after a newer one (a rebirth's NBIRTH after the next
+// session's). Stamped between two kept births, it is kept between them as
+// it would have been in order: a rebirth of the birth before when it has
+// the same bdSeq, else its session's first birth. Its epoch must sort
+// between theirs (no kept birth took that number), or it cannot be placed.
+// Its messages take keys of an epoch no window ever held, and the data of
+// it that was applied in the birth before, decided before it, is still
+// found there (placedBefore).
+func (sp *spMessage) olderBirth(st *engine.SparkplugState, b int64) bool {
+	ts := sp.p.Timestamp
+	k := 1
+	for k < len(st.Births) && st.Births[k].Stamp >= ts {
+		k++
+	}
+	if k == len(st.Births) || st.Births[k-1].Stamp <= ts {
+		return false // older than every kept birth, or stamped with a newer one
+	}
+	before, after := &st.Births[k], &st.Births[k-1]
+	rebirth := 0
+	if b == before.BdSeq {
+		rebirth = before.Rebirth + 1
+	}
+	_, v := epochOf(b, rebirth)
+	_, lo := epochOf(before.BdSeq, before.Rebirth)
+	_, hi := epochOf(after.BdSeq, after.Rebirth)
+	if v <= lo || v >= hi || rebirth >= 1<<20 {
+		return false
+	}
+	sp.bdSeq, sp.rebirth, sp.newBirth, sp.at = b, rebirth, true, k
+	return true
 }
 
 // unwrapBdSeq places raw, a message's 8-bit bdSeq (named what in the

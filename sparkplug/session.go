@@ -1,6 +1,10 @@
 package sparkplug
 
-import "github.com/replayguard/replayguard/engine"
+import (
+	"slices"
+
+	"github.com/replayguard/replayguard/engine"
+)
 
 // tableOf builds the alias table of a birth's metrics.
 func tableOf(sp *spMessage) engine.SparkplugTable {
@@ -74,8 +78,12 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		}
 		b := engine.SparkplugBirth{Epoch: sp.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, HighStamp: sp.p.Timestamp,
 			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: tableOf(sp)}
-		st.BdSeq, st.Online = sp.bdSeq, true
-		st.Births = append([]engine.SparkplugBirth{b}, st.Births...)
+		if sp.at > 0 { // an older birth decided late: the session is as it was
+			st.Births = slices.Insert(st.Births, sp.at, b)
+		} else {
+			st.BdSeq, st.Online = sp.bdSeq, true
+			st.Births = append([]engine.SparkplugBirth{b}, st.Births...)
+		}
 		keepBirths(st, src)
 	case spNDeath:
 		if st == nil || sp.bdSeq < st.BdSeq {
