@@ -52,7 +52,7 @@ func (s *SourceState) checkSequence(d *Delivery, span, keep int, waive bool) (v 
 				v.reason = reasonNewEpoch
 			}
 		}()
-	case d.older && s.between(d):
+	case d.older && s.between(d, keep):
 		i = s.openOlder(d, keep)
 		defer func() { v.reason = reasonOlderEpoch }()
 	case waive:
@@ -109,8 +109,10 @@ func (s *SourceState) isNewEpoch(d *Delivery) bool {
 
 // between reports whether d's integer epoch falls between two kept
 // windows, older than the current one: it never had a window that left.
-func (s *SourceState) between(d *Delivery) bool {
-	n := len(s.Epochs)
+// Only the keep+1 windows kept now count: a store written with a larger
+// window.keep_epochs may hold more, which the next epoch drops.
+func (s *SourceState) between(d *Delivery, keep int) bool {
+	n := min(len(s.Epochs), keep+1)
 	return d.epochNum && n > 1 && s.Epochs[0].Numeric && d.epochInt < s.Epochs[0].Value &&
 		s.Epochs[n-1].Numeric && d.epochInt > s.Epochs[n-1].Value
 }
