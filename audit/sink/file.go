@@ -127,7 +127,15 @@ func dropPartialLine(f *os.File) (int64, error) {
 		return size, err
 	}
 	if err := f.Truncate(end); err != nil {
-		return 0, err
+		if !errors.Is(err, fs.ErrPermission) {
+			return 0, err
+		}
+		// Append-only (chattr +a): the partial line stays, ended, so
+		// that the next record starts a line of its own.
+		if _, err := f.Write([]byte{'\n'}); err != nil {
+			return 0, err
+		}
+		return size + 1, f.Sync()
 	}
 	return end, f.Sync()
 }
