@@ -18,15 +18,7 @@ import (
 func TestAStoreLossShowsInReadinessAndAnOperatorAcceptsIt(t *testing.T) {
 	ctx := context.Background()
 	g := memory.NewGroup(0, 0)
-	m, err := g.Open("rg-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(ctx, m, engine.Options{Routes: testRoutes, StoreName: "memory"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
+	m, eng := groupMember(t, g)
 	if _, err := eng.Process(ctx, []engine.Message{meter("m-1", "1")}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,15 +77,7 @@ func TestAStoreLossShowsInReadinessAndAnOperatorAcceptsIt(t *testing.T) {
 // the group's windows, so /api/v1/stats does not say there are none.
 func TestStatsOnASharedStoreLeaveOutTheGroupsWindows(t *testing.T) {
 	ctx := context.Background()
-	m, err := memory.NewGroup(0, 0).Open("rg-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(ctx, m, engine.Options{Routes: testRoutes, StoreName: "memory"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
+	m, eng := groupMember(t, memory.NewGroup(0, 0))
 	if _, err := eng.Process(ctx, []engine.Message{incident(1, "7", 1, "a"), meter("m-1", "1")}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,4 +94,19 @@ func TestStatsOnASharedStoreLeaveOutTheGroupsWindows(t *testing.T) {
 			t.Errorf("stats %v: %s %v, of windows this member does not hold (the group has 2 sources, 2 keys, 3 entities)", st, k, v)
 		}
 	}
+}
+
+// groupMember opens member rg-1 of g and an engine on it.
+func groupMember(t *testing.T, g *memory.Group) (*memory.Member, *engine.Engine) {
+	t.Helper()
+	m, err := g.Open("rg-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(context.Background(), m, engine.Options{Routes: testRoutes, StoreName: "memory"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return m, eng
 }
