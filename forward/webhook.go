@@ -90,13 +90,13 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 	resp, err := w.client.Do(req)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return fmt.Errorf("POST %s: no answer within %s", redactURL(e.Target), w.timeout)
+			return fmt.Errorf("POST %s: no answer within %s", engine.RedactTarget(engine.OutputWebhook, e.Target), w.timeout)
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // it names the URL again, with a user's token
 		}
-		return fmt.Errorf("POST %s: %w", redactURL(e.Target), err)
+		return fmt.Errorf("POST %s: %w", engine.RedactTarget(engine.OutputWebhook, e.Target), err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, bodyExcerpt))
@@ -105,7 +105,7 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 	case c >= 200 && c < 300:
 		return nil
 	case c >= 500 || endpointStatus[c]:
-		return fmt.Errorf("POST %s: %s%s", redactURL(e.Target), resp.Status, excerpt(body))
+		return fmt.Errorf("POST %s: %s%s", engine.RedactTarget(engine.OutputWebhook, e.Target), resp.Status, excerpt(body))
 	default:
 		return &RefusedError{Reason: fmt.Sprintf("HTTP %s%s", resp.Status, excerpt(body))}
 	}
@@ -141,11 +141,6 @@ func excerpt(b []byte) string {
 		s += "…"
 	}
 	return ": " + s
-}
-
-// redactURL hides a URL's password in an error or a log line.
-func redactURL(s string) string {
-	return engine.RedactTarget(engine.OutputWebhook, s)
 }
 
 // Close implements Output.

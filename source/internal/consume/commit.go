@@ -67,7 +67,7 @@ func Keep[D any](batch []D, msgs []engine.Message, msg func(*D) *engine.Message)
 func CommitMessages[D any](c *Committer, msg func(*D) *engine.Message) func(context.Context, []D) error {
 	return func(ctx context.Context, batch []D) error {
 		msgs := Messages(batch, msg)
-		err := c.Commit(ctx, msgs, nil)
+		err := c.Commit(ctx, msgs)
 		if err != nil {
 			Keep(batch, msgs, msg)
 		}
@@ -101,9 +101,8 @@ func NewCommitter(name string, p Processor, retry Backoff, obs source.Observer, 
 func (c *Committer) OK() bool { return c.ok.Load() }
 
 // Commit passes msgs to Process until it returns nil. It gives up only
-// when ctx is done, with nothing committed, and returns ctx.Err(). Before
-// each wait between attempts it calls retrying, when not nil.
-func (c *Committer) Commit(ctx context.Context, msgs []engine.Message, retrying func()) error {
+// when ctx is done, with nothing committed, and returns ctx.Err().
+func (c *Committer) Commit(ctx context.Context, msgs []engine.Message) error {
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		_, err := c.p.Process(ctx, msgs)
@@ -123,9 +122,6 @@ func (c *Committer) Commit(ctx context.Context, msgs []engine.Message, retrying 
 		wait := c.retry.Delay(attempt)
 		c.log.Error(c.name+" commit failed: nothing acknowledged, retrying the batch",
 			"messages", len(msgs), "attempt", attempt, "retry_in", wait, "err", err)
-		if retrying != nil {
-			retrying()
-		}
 		if !Sleep(ctx.Done(), wait) {
 			return ctx.Err()
 		}

@@ -31,16 +31,17 @@ func TestCommitter(t *testing.T) {
 		retried := 0
 		c = NewCommitter("test", p, retry, source.ObserverFunc(func(e source.Event) {
 			kinds = append(kinds, e.Kind)
+			if e.Kind == source.CommitFailed {
+				retried++
+				if c.OK() {
+					t.Error("OK while the batch fails")
+				}
+			}
 			if e.N != 3 {
 				t.Errorf("%v for %d messages, want 3", e.Kind, e.N)
 			}
 		}), slog.New(slog.DiscardHandler))
-		err := c.Commit(context.Background(), make([]engine.Message, 3), func() {
-			retried++
-			if c.OK() {
-				t.Error("OK while the batch fails")
-			}
-		})
+		err := c.Commit(context.Background(), make([]engine.Message, 3))
 		if err != nil || p.calls != 3 || retried != 2 || !c.OK() {
 			t.Fatalf("err %v after %d calls, %d retries, OK %v", err, p.calls, retried, c.OK())
 		}
@@ -53,7 +54,7 @@ func TestCommitter(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		c := NewCommitter("test", &failing{n: 1 << 30}, Backoff{Min: time.Hour, Max: time.Hour},
 			source.ObserverFunc(func(source.Event) { cancel() }), slog.New(slog.DiscardHandler))
-		if err := c.Commit(ctx, make([]engine.Message, 1), nil); !errors.Is(err, context.Canceled) {
+		if err := c.Commit(ctx, make([]engine.Message, 1)); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Commit = %v, want context.Canceled", err)
 		}
 		if c.OK() {
