@@ -156,8 +156,9 @@ func (c *Consumer) ack(batch []delivery) {
 // drain commits and acknowledges the messages in hand at shutdown (rest,
 // then committed, committed already: only acknowledged, once rest is),
 // then those still coming through in, in batches, until in closes or ctx
-// is done. It returns what it could not commit; committed is then left
-// unacknowledged, and the server delivers it again, found duplicate.
+// is done. It returns what it could not commit; committed is acknowledged
+// then all the same (the server takes acknowledgements in any order), so
+// that it is neither delivered again after AckWait nor left uncounted.
 func (c *Consumer) drain(ctx context.Context, rest, committed []delivery, in <-chan delivery) []delivery {
 	if len(rest) > 0 {
 		c.log.Info("jetstream stopping: committing the messages in hand", "messages", len(rest))
@@ -187,6 +188,9 @@ func (c *Consumer) drain(ctx context.Context, rest, committed []delivery, in <-c
 		}
 		n := min(len(rest), c.cfg.BatchSize)
 		if err := c.commit(ctx, rest[:n]); err != nil {
+			if len(committed) > 0 {
+				c.ack(committed)
+			}
 			return rest
 		}
 		c.ack(rest[:n])
