@@ -94,7 +94,7 @@ func New(reg prometheus.Registerer, version, commit string, routes ...string) *M
 		}),
 		ackDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "replayguard_ack_dropped_total",
-			Help: "Committed deliveries whose connection dropped before their acknowledgement; the broker resends them and they are found duplicate.",
+			Help: "Committed deliveries left unacknowledged (their connection dropped, or a stop could not commit those received before them); the broker resends them and they are found duplicate.",
 		}),
 		connectErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "replayguard_connect_errors_total",

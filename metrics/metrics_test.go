@@ -274,7 +274,7 @@ replayguard_connect_errors_total 1
 # HELP replayguard_stalls_total Connections dropped because the broker stopped answering keepalives.
 # TYPE replayguard_stalls_total counter
 replayguard_stalls_total 1
-# HELP replayguard_ack_dropped_total Committed deliveries whose connection dropped before their acknowledgement; the broker resends them and they are found duplicate.
+# HELP replayguard_ack_dropped_total Committed deliveries left unacknowledged (their connection dropped, or a stop could not commit those received before them); the broker resends them and they are found duplicate.
 # TYPE replayguard_ack_dropped_total counter
 replayguard_ack_dropped_total 1
 # HELP replayguard_acked_total Deliveries acknowledged to the broker after their decision was committed.

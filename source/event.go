@@ -49,8 +49,9 @@ const (
 	// oldest one's receipt to its acknowledgement).
 	Acked
 	// AckDropped: committed deliveries whose acknowledgement could not be
-	// sent because their connection dropped (N). The broker sends them
-	// again and the engine finds them duplicate.
+	// sent because their connection dropped, or that a stop left behind
+	// deliveries it could not commit (N). The broker sends them again and
+	// the engine finds them duplicate.
 	AckDropped
 	// Abandoned: deliveries left undecided and unacknowledged (N) because
 	// shutdown could not commit them in time. The broker sends them again.

@@ -243,7 +243,8 @@ func (b *Batches[D]) ReportAcks(n, acked int, oldest time.Time) {
 // until ctx is done: rest and committed, as Consume returned them, then
 // more. committed is only acknowledged, once rest is. What it cannot
 // commit stays unacknowledged: the broker sends it again to the next
-// session (and committed with it, found duplicate then).
+// session, and committed with it (acknowledgements go in receive order),
+// found duplicate then and counted AckDropped now.
 func (b *Batches[D]) Drain(ctx context.Context, rest, committed, more []D) {
 	if len(committed) == 0 {
 		rest, more = append(rest, more...), nil
@@ -259,6 +260,11 @@ func (b *Batches[D]) Drain(ctx context.Context, rest, committed, more []D) {
 		left, err = b.drain(ctx, more)
 	} else {
 		left = append(left, more...)
+		if len(committed) > 0 {
+			b.Log.Info(b.Name+" stopping: committed deliveries left unacknowledged behind those that could not be committed; the broker will redeliver them",
+				"messages", len(committed))
+			b.Observer.Observe(source.Event{Kind: source.AckDropped, N: len(committed)})
+		}
 	}
 	if len(left) > 0 {
 		b.Log.Error(b.Name+" stopping: deliveries left uncommitted and unacknowledged; the broker will redeliver them",
