@@ -155,12 +155,14 @@ func (c *chains) runRetention(ctx context.Context, every time.Duration) {
 // chains no longer claimed. When the claims cannot be renewed, the last
 // ones stand until a third of their lifetime is left, by this process's
 // clock: then it stops streaming and trimming them, before another
-// process may claim them. The error is logged and returned.
+// process may claim them. The error is logged and returned. The claims
+// and the heads are read within c.every: a store that does not answer
+// fails the renewal in time, and a stop is not held up by it.
 func (c *chains) claim(ctx context.Context) error {
 	began := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, c.every) // a store that does not answer fails the renewal in time
-	members, err := c.g.ClaimChains(cctx)
-	cancel()
+	rctx, cancel := context.WithTimeout(ctx, c.every)
+	defer cancel()
+	members, err := c.g.ClaimChains(rctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.a.Log.Warn("audit: cannot claim the members' chains to stream and trim; the last claims stand until they are about to expire", "err", err)
@@ -168,7 +170,7 @@ func (c *chains) claim(ctx context.Context) error {
 		}
 		return err
 	}
-	heads, err := c.heads(ctx)
+	heads, err := c.heads(rctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.a.Log.Warn("audit: cannot read the chains' heads; the sinks keep the chains they had", "err", err)
@@ -269,7 +271,10 @@ func (c *chains) logChanges(ctx context.Context, before, now []string) {
 			continue
 		}
 		c.waitPass(m)
-		if err := c.g.ReleaseChain(ctx, m); err != nil && ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, c.every)
+		err := c.g.ReleaseChain(rctx, m)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			c.a.Log.Warn("audit: cannot release a chain claim; it expires by itself", "member", m, "err", err)
 		}
 		c.a.Log.Info("audit: no longer streaming and trimming a member's chain", "member", m, "own", m == c.member)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -504,5 +505,62 @@ routes:
 	res, err := c.trim(t.Context())
 	if err == nil || !strings.Contains(err.Error(), `member a/old's chain`) || len(res) != 1 || res[0].Member != "m1" {
 		t.Fatalf("trim = %+v, %v; want m1's chain passed on and a/old's refused", res, err)
+	}
+}
+
+// hangingScanner is a chain scanner whose heads hang, while hang is set,
+// until the caller gives up.
+type hangingScanner struct {
+	engine.ChainScanner
+	hang atomic.Bool
+}
+
+func (h *hangingScanner) Chains(ctx context.Context) ([]engine.Chain, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.ChainScanner.Chains(ctx)
+}
+
+// TestAStopIsNotHeldUpByAStoreThatHangsWhileClaimingChains: a store that
+// stops answering while the chains' heads are read fails the claim within
+// its period, during the run and at a stop (whose flush renews the claims
+// first), instead of holding the process up for as long as the store
+// hangs.
+func TestAStopIsNotHeldUpByAStoreThatHangsWhileClaimingChains(t *testing.T) {
+	dir := t.TempDir()
+	g := memory.NewGroup(0, 0)
+	a := groupMember(t, g, "m1", filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl"))
+	decide(t, a, 0, 10)
+	c, err := a.chainWork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hangingScanner{ChainScanner: c.g.ChainScanner}
+	c.g.ChainScanner = h
+	c.ttl, c.every, c.stopFlush = 3*time.Second, time.Second, time.Second
+	if err := c.claim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h.hang.Store(true)
+	claimed := make(chan error, 1)
+	go func() { claimed <- c.claim(t.Context()) }()
+	select {
+	case err := <-claimed:
+		if err == nil {
+			t.Fatal("a claim whose heads hang succeeded")
+		}
+	case <-time.After(3 * c.every):
+		t.Fatalf("a claim whose heads hang still waits after %v; want it to fail within %v", 3*c.every, c.every)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	stop()
+	ended := make(chan struct{})
+	go func() { defer close(ended); c.Run(ctx) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not end 10 s after its stop, the store hanging")
 	}
 }
