@@ -436,6 +436,14 @@ func (e *Engine) ReadSources(ctx context.Context) ([]SourceReport, error) {
 	return e.win.readSources(ctx)
 }
 
+// CountGaps returns the number of source windows and the sequences
+// missing in their kept epochs (SourceReport.OpenGaps summed), without
+// holding the windows: what the metrics read at each scrape. On a shared
+// store it reads the group's windows from the store.
+func (e *Engine) CountGaps(ctx context.Context) (sources int, gaps int64, err error) {
+	return e.win.countGaps(ctx)
+}
+
 // Member is the shared store's member id whose chain this engine writes;
 // empty on a single-owner store.
 func (e *Engine) Member() string {

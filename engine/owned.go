@@ -353,11 +353,15 @@ func (w *ownedWindows) readState(ctx context.Context) ([]EntityState, error) {
 func (w *ownedWindows) readSources(ctx context.Context) ([]SourceReport, error) {
 	e := w.e
 	if e.rows != nil {
-		snap, err := e.rows.r.LoadRows(ctx)
+		var states []SourceState
+		err := e.rows.r.ScanSources(ctx, func(s SourceState) error {
+			states = append(states, s)
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		return SourceReports(snap.Sources), nil
+		return SourceReports(states), nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -366,6 +370,27 @@ func (w *ownedWindows) readSources(ctx context.Context) ([]SourceReport, error) 
 		states = append(states, *s)
 	}
 	return SourceReports(states), nil
+}
+
+// countGaps reads the store's windows one at a time when memory holds
+// some rows only, else those in memory.
+func (w *ownedWindows) countGaps(ctx context.Context) (int, int64, error) {
+	e := w.e
+	if e.rows != nil {
+		n, gaps := 0, int64(0)
+		err := e.rows.r.ScanSources(ctx, func(s SourceState) error {
+			n, gaps = n+1, gaps+s.openGaps()
+			return nil
+		})
+		return n, gaps, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	gaps := int64(0)
+	for _, s := range e.sources {
+		gaps += s.openGaps()
+	}
+	return len(e.sources), gaps, nil
 }
 
 func (w *ownedWindows) stats() Stats {

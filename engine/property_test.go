@@ -182,6 +182,14 @@ func checkModel(t *testing.T, name string, rng *rand.Rand, opts engine.Options, 
 	if string(got) != string(wb) {
 		t.Fatalf("%s: state %s, model %s", name, got, wb)
 	}
+	// What the metrics count is what the reports say.
+	reports, wantGaps := e().Sources(), int64(0)
+	for _, r := range reports {
+		wantGaps += r.OpenGaps()
+	}
+	if n, gaps, err := e().CountGaps(t.Context()); err != nil || n != len(reports) || gaps != wantGaps {
+		t.Fatalf("%s: CountGaps = %d sources, %d gaps, %v; the reports have %d and %d", name, n, gaps, err, len(reports), wantGaps)
+	}
 }
 
 // randomFeed is a feed of sources producers.

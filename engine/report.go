@@ -71,6 +71,18 @@ func (r SourceReport) OpenGaps() int64 {
 	return n
 }
 
+// openGaps is the OpenGaps of s's report: the sequences missing in its
+// kept epochs.
+func (s *SourceState) openGaps() int64 {
+	n := int64(0)
+	for i := range s.Epochs {
+		for _, g := range s.Epochs[i].OpenGaps() {
+			n += g.To - g.From + 1
+		}
+	}
+	return n
+}
+
 // SourceReports turns source windows into reports, sorted by route and source.
 func SourceReports(states []SourceState) []SourceReport {
 	out := make([]SourceReport, 0, len(states))

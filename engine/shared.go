@@ -611,6 +611,19 @@ func (w *sharedWindows) readSources(ctx context.Context) ([]SourceReport, error)
 	return SourceReports(snap.Sources), nil
 }
 
+// countGaps reads the group's source windows from the store.
+func (w *sharedWindows) countGaps(ctx context.Context) (int, int64, error) {
+	snap, err := w.store.Load(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	gaps := int64(0)
+	for i := range snap.Sources {
+		gaps += snap.Sources[i].openGaps()
+	}
+	return len(snap.Sources), gaps, nil
+}
+
 // stats has only this member's position: the windows are the store's.
 func (w *sharedWindows) stats() Stats {
 	e := w.e

@@ -50,6 +50,8 @@ type windows interface {
 	// a store read; stats is Stats. Called without e.mu.
 	readState(ctx context.Context) ([]EntityState, error)
 	readSources(ctx context.Context) ([]SourceReport, error)
+	// countGaps is CountGaps. Called without e.mu.
+	countGaps(ctx context.Context) (sources int, gaps int64, err error)
 	stats() Stats
 	losses
 	// close stops what commits batches, after the queued commits. Called

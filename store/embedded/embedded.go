@@ -208,6 +208,30 @@ func (s *Store) LoadRows(ctx context.Context) (*engine.Snapshot, error) {
 	return s.load(ctx, false, true)
 }
 
+// ScanSources decodes the source windows one at a time, in one read, and
+// calls fn with each; it looks at ctx every scanCheckEvery rows.
+func (s *Store) ScanSources(ctx context.Context, fn func(engine.SourceState) error) error {
+	return s.view(func(tx *bolt.Tx) error {
+		n := 0
+		return tx.Bucket(bucketSources).ForEach(func(k, v []byte) error {
+			if n++; n%scanCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			x, err := decodeRow[engine.SourceState](bucketSources, k, v)
+			if err != nil {
+				return err
+			}
+			return fn(x)
+		})
+	})
+}
+
+// scanCheckEvery is how many rows ScanSources decodes between two looks
+// at its context.
+const scanCheckEvery = 1024
+
 func (s *Store) load(ctx context.Context, keys, rows bool) (*engine.Snapshot, error) {
 	snap := &engine.Snapshot{}
 	err := s.view(func(tx *bolt.Tx) error {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/replayguard/replayguard/engine"
@@ -37,6 +38,19 @@ func testRows(t *testing.T, s *handle) {
 	}
 	equal(t, "LoadRows sources", normalize(rows).Sources, normalize(full).Sources)
 	equal(t, "LoadRows entities", normalize(rows).Entities, normalize(full).Entities)
+	var scanned []engine.SourceState
+	if err := rr.ScanSources(t.Context(), func(s engine.SourceState) error {
+		scanned = append(scanned, s)
+		return nil
+	}); err != nil {
+		t.Fatalf("ScanSources: %v", err)
+	}
+	equal(t, "ScanSources", normalize(&engine.Snapshot{Sources: scanned}).Sources, normalize(full).Sources)
+	stop := errors.New("enough")
+	n := 0
+	if err := rr.ScanSources(t.Context(), func(engine.SourceState) error { n++; return stop }); err != stop || n != 1 {
+		t.Errorf("ScanSources whose fn fails at the first window: %d calls, %v; want 1, its error", n, err)
+	}
 	if ns, ne, err := rr.CountRows(t.Context()); err != nil || ns != 2 || ne != 2 {
 		t.Errorf("CountRows = %d, %d, %v; want 2, 2", ns, ne, err)
 	}
