@@ -114,9 +114,7 @@ func (windows) Stats() engine.Stats {
 	return engine.Stats{Keys: 1, Sources: 1, Entities: 1, Position: 1}
 }
 
-func (windows) ReadSources(context.Context) ([]engine.SourceReport, error) {
-	return []engine.SourceReport{{Route: "incidents", Source: []string{"fire", "e7"}, High: 5, Gaps: []engine.Range{{From: 2, To: 3}}}}, nil
-}
+func (windows) CountGaps(context.Context) (int, int64, error) { return 1, 2, nil }
 
 type sharedStore struct{}
 

@@ -18,11 +18,14 @@ type Quarantine interface {
 }
 
 // quarantineScanTimeout bounds the scrape-time quarantine count, and
-// sourcesReadTimeout the scrape-time read of the source windows (a shared
-// store's are in the store).
+// sourcesReadTimeout the scrape-time read of a shared store's source
+// windows, which are in the store. A count of the windows is reused by
+// the scrapes that come within gapsReuse times the time it took: a fleet
+// of a million sources is not read in full at every scrape.
 const (
 	quarantineScanTimeout = 2 * time.Second
 	sourcesReadTimeout    = 2 * time.Second
+	gapsReuse             = 20
 )
 
 var (
@@ -65,6 +68,42 @@ type accounting struct {
 	windows    Windows
 	losses     lossCounter // the windows' engine on a shared store, nil otherwise
 	quarantine Quarantine
+	gaps       gapCount
+}
+
+// gapCount is the last count of the source windows and their open gaps,
+// and what it cost.
+type gapCount struct {
+	mu      sync.Mutex
+	at      time.Time     // when it was counted; zero: never
+	took    time.Duration // how long the count took
+	sources int
+	gaps    int64
+}
+
+// read counts w's windows and open gaps, or returns the last count while
+// it is younger than gapsReuse times what it took. A count that fails is
+// not kept.
+func (g *gapCount) read(w Windows, shared bool) (int, int64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.at.IsZero() && time.Since(g.at) < gapsReuse*g.took {
+		return g.sources, g.gaps, nil
+	}
+	ctx := context.Background()
+	if shared {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, sourcesReadTimeout)
+		defer cancel()
+	}
+	began := time.Now()
+	sources, gaps, err := w.CountGaps(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	g.at = time.Now()
+	g.took, g.sources, g.gaps = g.at.Sub(began), sources, gaps
+	return sources, gaps, nil
 }
 
 // lossCounter counts the deliveries an engine decided again after its
@@ -169,14 +208,14 @@ func (a *accounting) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAbandoned, prometheus.CounterValue, float64(dropped))
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(int64(recv-decided-dropped)))
 	if w != nil {
-		collectWindows(ch, w)
+		collectWindows(ch, w, &a.gaps)
 	}
 	if q != nil {
 		collectQuarantine(ch, q)
 	}
 }
 
-func collectWindows(ch chan<- prometheus.Metric, w Windows) {
+func collectWindows(ch chan<- prometheus.Metric, w Windows, g *gapCount) {
 	st := w.Stats()
 	if !st.Shared { // else the group's windows are in the store
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
@@ -184,9 +223,7 @@ func collectWindows(ch chan<- prometheus.Metric, w Windows) {
 		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(st.Sources))
 	}
 	ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(st.Position))
-	ctx, cancel := context.WithTimeout(context.Background(), sourcesReadTimeout)
-	defer cancel()
-	reports, err := w.ReadSources(ctx)
+	sources, gaps, err := g.read(w, st.Shared)
 	if err != nil { // absent, not 0: an unread window may have gaps
 		if st.Shared {
 			ch <- prometheus.NewInvalidMetric(descSources, err)
@@ -194,12 +231,8 @@ func collectWindows(ch chan<- prometheus.Metric, w Windows) {
 		ch <- prometheus.NewInvalidMetric(descGapsOpen, err)
 		return
 	}
-	gaps := int64(0)
-	for _, r := range reports {
-		gaps += r.OpenGaps()
-	}
 	if st.Shared { // only the group's sources are read
-		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(len(reports)))
+		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(sources))
 	}
 	ch <- prometheus.MustNewConstMetric(descGapsOpen, prometheus.GaugeValue, float64(gaps))
 }

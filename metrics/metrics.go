@@ -16,12 +16,12 @@ const Unrouted = "unrouted"
 
 // Windows is what the metrics read from the engine at scrape time.
 // *engine.Engine satisfies it. Both methods must be safe for concurrent use.
-// ReadSources reads a shared store's windows from the store: it must give
-// up when ctx is done, so that a store that does not answer holds up no
-// scrape.
+// CountGaps counts the source windows and their open gaps, reading a
+// shared store's windows from the store: it must give up when ctx is
+// done, so that a store that does not answer holds up no scrape.
 type Windows interface {
 	Stats() engine.Stats
-	ReadSources(ctx context.Context) ([]engine.SourceReport, error)
+	CountGaps(ctx context.Context) (sources int, gaps int64, err error)
 }
 
 // Metrics holds replayguard's metrics. It implements engine.Observer,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,13 +122,7 @@ func (fakeWindows) Stats() engine.Stats {
 	return engine.Stats{Keys: 42, Sources: 2, Entities: 5, Position: 99}
 }
 
-func (fakeWindows) ReadSources(context.Context) ([]engine.SourceReport, error) {
-	return []engine.SourceReport{
-		{Route: "incidents", Source: []string{"fire", "e7"}, High: 20, Gaps: []engine.Range{{From: 3, To: 5}},
-			Older: []engine.EpochReport{{Epoch: "1", High: 9, Gaps: []engine.Range{{From: 9, To: 9}}}}},
-		{Route: "incidents", Source: []string{"ems", "m2"}, High: 4, Gaps: []engine.Range{}},
-	}, nil
-}
+func (fakeWindows) CountGaps(context.Context) (int, int64, error) { return 2, 4, nil }
 
 type fakeQuarantine struct {
 	n   int
@@ -194,9 +189,9 @@ type unansweringStore struct{}
 
 func (unansweringStore) Stats() engine.Stats { return engine.Stats{Position: 7, Shared: true} }
 
-func (unansweringStore) ReadSources(ctx context.Context) ([]engine.SourceReport, error) {
+func (unansweringStore) CountGaps(ctx context.Context) (int, int64, error) {
 	<-ctx.Done()
-	return nil, ctx.Err()
+	return 0, 0, ctx.Err()
 }
 
 func TestAStoreThatDoesNotAnswerHoldsUpNoScrape(t *testing.T) {
@@ -357,4 +352,51 @@ replayguard_gaps_total ` + strconv.Itoa(n) + "\n"
 			t.Fatal(err)
 		}
 	})
+}
+
+// slowWindows counts its windows in about took, and notes each count.
+type slowWindows struct {
+	took   time.Duration
+	counts atomic.Int64
+}
+
+func (*slowWindows) Stats() engine.Stats { return engine.Stats{Sources: 3} }
+
+func (w *slowWindows) CountGaps(context.Context) (int, int64, error) {
+	time.Sleep(w.took)
+	return 3, w.counts.Add(1), nil
+}
+
+// TestAFleetsWindowsAreNotCountedAtEveryScrape: counting the windows of a
+// fleet of meters takes seconds; the scrapes that come soon after a count
+// reuse it, and a later one counts again.
+func TestAFleetsWindowsAreNotCountedAtEveryScrape(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, "v1", "abc")
+	w := &slowWindows{took: 50 * time.Millisecond}
+	m.Watch(w)
+	gaps := func() float64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() == "replayguard_gaps_open" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no replayguard_gaps_open")
+		return 0
+	}
+	if g := gaps(); g != 1 || w.counts.Load() != 1 {
+		t.Fatalf("first scrape: gaps %v after %d counts; want 1 after 1", g, w.counts.Load())
+	}
+	if g := gaps(); g != 1 || w.counts.Load() != 1 {
+		t.Fatalf("a scrape right after: gaps %v after %d counts; want the first count reused", g, w.counts.Load())
+	}
+	time.Sleep(20*w.took + 100*time.Millisecond)
+	if g := gaps(); g != 2 || w.counts.Load() != 2 {
+		t.Fatalf("a scrape 20 counts' time later: gaps %v after %d counts; want a new count", g, w.counts.Load())
+	}
 }
