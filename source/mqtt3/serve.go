@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -22,19 +23,24 @@ import (
 func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (held time.Duration, delivered bool) {
 	linkCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	// Subscribe on a Run's first connection (the filters may have
-	// changed), whenever the broker has no session, and, in a share group,
-	// on every connection: a session restored from a broker's persistence
-	// may lack its $share subscriptions (Mosquitto 2.0.11 persists plain
-	// ones only). MQTT 3.1.1 has no retain handling: each SUBSCRIBE sends
-	// the retained messages again, which the engine finds duplicate.
-	if !sessionPresent || !c.subscribed.Load() || c.cfg.ShareGroup != "" {
+	// Subscribe to every filter on a Run's first connection (the filters
+	// may have changed) and whenever the broker has no session; in a share
+	// group, renew the $share subscriptions on every other connection: a
+	// session restored from a broker's persistence may lack them (Mosquitto
+	// 2.0.11 persists plain ones only). MQTT 3.1.1 has no retain handling:
+	// each SUBSCRIBE sends the filter's retained messages again, so a plain
+	// filter the present session holds is not subscribed again.
+	subs := c.cfg.subscriptions()
+	if sessionPresent && c.subscribed.Load() {
+		maps.DeleteFunc(subs, func(topic string, _ byte) bool { return !strings.HasPrefix(topic, "$share/") })
+	}
+	if len(subs) > 0 {
 		// After the Run's first grant every subscription is a renewal,
 		// with the session or without it (a failover to a standby that
 		// never had it): only the first grant's refusal ends Run.
 		renewal := c.everSubbed.Load()
 		c.subscribed.Store(false)
-		wg.Go(func() { c.subscribe(linkCtx, l, renewal) })
+		wg.Go(func() { c.subscribe(linkCtx, l, subs, renewal) })
 	}
 	select {
 	case <-l.lost:
@@ -71,13 +77,12 @@ func (c *Consumer) quiesce() uint {
 	return uint(max(1, time.Until(deadline).Milliseconds()))
 }
 
-// subscribe subscribes to every filter. A refusal, or a grant at QoS 0,
+// subscribe subscribes to subs (topic: QoS). A refusal, or a grant at QoS 0,
 // of a Run's first subscription ends Run; a lost connection leaves it to
 // the next one. A refused renewal (a share group's, on a present session)
 // is tried again on the same connection with a growing wait, and
 // meanwhile Ready says no.
-func (c *Consumer) subscribe(ctx context.Context, l *link, renewal bool) {
-	subs := c.cfg.subscriptions()
+func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte, renewal bool) {
 	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	for attempt := 1; ; attempt++ {
 		tok := l.client.SubscribeMultiple(subs, nil) // every message goes to the default handler
