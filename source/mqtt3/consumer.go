@@ -48,6 +48,7 @@ type Consumer struct {
 	connected  atomic.Bool
 	subscribed atomic.Bool // the broker's session holds our subscriptions
 	everSubbed atomic.Bool // a subscription of this Run was granted once
+	holdsAll   atomic.Bool // every filter of this Run was granted in the broker's session
 	commits    *consume.Committer
 	batches    *consume.Batches[delivery]
 
@@ -99,6 +100,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.q.Open()
 	c.subscribed.Store(false)
 	c.everSubbed.Store(false)
+	c.holdsAll.Store(false)
 	c.leave.Clear()
 	c.needClean = c.cfg.CleanStart
 	select {

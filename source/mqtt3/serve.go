@@ -31,7 +31,11 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	// each SUBSCRIBE sends the filter's retained messages again, so a plain
 	// filter the present session holds is not subscribed again.
 	subs := c.cfg.subscriptions()
-	if sessionPresent && c.subscribed.Load() {
+	if !sessionPresent {
+		c.holdsAll.Store(false)
+	}
+	all := !c.holdsAll.Load()
+	if !all {
 		maps.DeleteFunc(subs, func(topic string, _ byte) bool { return !strings.HasPrefix(topic, "$share/") })
 	}
 	if len(subs) > 0 {
@@ -40,7 +44,7 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 		// never had it): only the first grant's refusal ends Run.
 		renewal := c.everSubbed.Load()
 		c.subscribed.Store(false)
-		wg.Go(func() { c.subscribe(linkCtx, l, subs, renewal) })
+		wg.Go(func() { c.subscribe(linkCtx, l, subs, all, renewal) })
 	}
 	select {
 	case <-l.lost:
@@ -77,12 +81,13 @@ func (c *Consumer) quiesce() uint {
 	return uint(max(1, time.Until(deadline).Milliseconds()))
 }
 
-// subscribe subscribes to subs (topic: QoS). A refusal, or a grant at QoS 0,
+// subscribe subscribes to subs (topic: QoS), every filter when all is
+// set. A refusal, or a grant at QoS 0,
 // of a Run's first subscription ends Run; a lost connection leaves it to
 // the next one. A refused renewal (a share group's, on a present session)
 // is tried again on the same connection with a growing wait, and
 // meanwhile Ready says no.
-func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte, renewal bool) {
+func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte, all, renewal bool) {
 	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	for attempt := 1; ; attempt++ {
 		tok := l.client.SubscribeMultiple(subs, nil) // every message goes to the default handler
@@ -97,6 +102,9 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte,
 		}
 		err := checkGranted(subs, tok.(*paho.SubscribeToken).Result())
 		if err == nil {
+			if all {
+				c.holdsAll.Store(true)
+			}
 			c.subscribed.Store(true)
 			c.everSubbed.Store(true)
 			c.log.Info("mqtt subscribed", "broker", l.broker, "filters", len(subs))
