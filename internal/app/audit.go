@@ -53,6 +53,11 @@ func (t *Tool) AuditVerify(ctx context.Context, opts AuditVerifyOptions) error {
 	if opts.File != "" {
 		return t.verifyFile(opts.File)
 	}
+	if opts.Archive != "" { // named: it must be there, else every archived position reads as missing
+		if _, err := os.Stat(opts.Archive); err != nil {
+			return fmt.Errorf("--archive: %w", err)
+		}
+	}
 	a, err := t.openRead(ctx)
 	if err != nil {
 		r, rerr := t.remoteFor(err)
