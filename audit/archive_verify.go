@@ -63,13 +63,18 @@ func scanArchive(ctx context.Context, dir, member string, fn func(engine.AuditRe
 		if err == nil {
 			err = checkPlace(v, m, last)
 		}
+		var fnErr error // fn's own, returned as it is
 		if err == nil {
 			err = readSegment(filepath.Join(cdir, m.Segment), m, func(r engine.AuditRecord) error {
 				if err := v.Check(r); err != nil || fn == nil {
 					return err
 				}
-				return fn(r)
+				fnErr = fn(r)
+				return fnErr
 			})
+			if fnErr != nil {
+				return v, res, fnErr
+			}
 			err = segmentError(err, m, v)
 		}
 		if err == nil {
