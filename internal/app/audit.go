@@ -1,10 +1,12 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -140,18 +142,43 @@ func (t *Tool) verifyStore(ctx context.Context, st Store, head engine.AuditHead)
 	return nil
 }
 
-func (t *Tool) printArchived(ar audit.ArchiveResult) {
+func (t *Tool) printArchived(ar audit.ArchiveResult) { printArchived(t.Out, ar) }
+
+func printArchived(out io.Writer, ar audit.ArchiveResult) {
 	if ar.Segments == 0 {
-		fmt.Fprintln(t.Out, "archive: no segments")
+		fmt.Fprintln(out, "archive: no segments")
 		return
 	}
-	fmt.Fprintf(t.Out, "archive: %d segments, positions 1..%d intact\n", ar.Segments, ar.Head.Position)
+	fmt.Fprintf(out, "archive: %d segments, positions 1..%d intact\n", ar.Segments, ar.Head.Position)
 }
 
 // verifyRemote verifies through the HTTP API of the process that holds
 // the store: after the archive when one is named, else from the first
-// record the store still holds.
+// record the store still holds. The process's audit retention may move
+// records to the archive while the log is read page by page: a break
+// found while the store's first record moved is read again (twice at
+// most), as audit.VerifyChains does a running group's chain.
 func (t *Tool) verifyRemote(ctx context.Context, r *remote, archive string) error {
+	for again := 0; ; again++ {
+		first, err := r.firstStored()
+		if err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		err = t.verifyRemoteOnce(ctx, r, archive, &out)
+		if err == nil || again == 2 {
+			io.Copy(t.Out, &out)
+			return err
+		}
+		if now, ferr := r.firstStored(); ferr != nil || now == first {
+			io.Copy(t.Out, &out)
+			return err
+		}
+	}
+}
+
+// verifyRemoteOnce is one reading of verifyRemote, printed to out.
+func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, out io.Writer) error {
 	var v *audit.Verifier
 	from := uint64(1)
 	if archive != "" {
@@ -159,7 +186,7 @@ func (t *Tool) verifyRemote(ctx context.Context, r *remote, archive string) erro
 		if err != nil {
 			return fmt.Errorf("%w (%d archived records verified before it)", err, ar.Records)
 		}
-		t.printArchived(ar)
+		printArchived(out, ar)
 		v, from = av, ar.Head.Position+1
 	}
 	// The head the process committed, read first: the log must reach it
@@ -205,11 +232,11 @@ func (t *Tool) verifyRemote(ctx context.Context, r *remote, archive string) erro
 	}
 	switch {
 	case archive != "":
-		fmt.Fprintf(t.Out, "audit chain intact: %d records, archive and store as one chain\n", n)
+		fmt.Fprintf(out, "audit chain intact: %d records, archive and store as one chain\n", n)
 	case first > 1:
-		fmt.Fprintf(t.Out, "audit chain intact from position %d: %d records (the records before it are not in the store: add --archive DIR to verify them)\n", first, n)
+		fmt.Fprintf(out, "audit chain intact from position %d: %d records (the records before it are not in the store: add --archive DIR to verify them)\n", first, n)
 	default:
-		fmt.Fprintf(t.Out, "audit chain intact: %d records\n", n)
+		fmt.Fprintf(out, "audit chain intact: %d records\n", n)
 	}
 	return nil
 }

@@ -169,6 +169,21 @@ func (r *remote) audit(from uint64, fn func(engine.AuditRecord) error) error {
 	})
 }
 
+// firstStored is the position of the first record the store holds (0:
+// none): it moves up when audit retention trims the log.
+func (r *remote) firstStored() (uint64, error) {
+	var page struct {
+		Records []engine.AuditRecord `json:"records"`
+	}
+	if err := r.do("GET", "/api/v1/audit?from=1&limit=1", nil, &page); err != nil {
+		return 0, fmt.Errorf("read the first stored audit record: %w", err)
+	}
+	if len(page.Records) == 0 {
+		return 0, nil
+	}
+	return page.Records[0].Position, nil
+}
+
 func (r *remote) quarantine(fn func(web.QuarantineItem) error) error {
 	return r.pages("/api/v1/quarantine", 0, "entries", func(raw json.RawMessage) error {
 		var it web.QuarantineItem
