@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -47,24 +48,39 @@ type Archive func(ctx context.Context, member string, fn func(engine.AuditRecord
 // chain) that follow the last of them. A record both hold (a trim that
 // stopped after sealing its segment) is read from the archive; the
 // store's copy of the archive's last record must have the same hash.
+// Records the store no longer holds when it is read, though they follow
+// the last record read (retention moved them meanwhile: the store's holder
+// runs it), are read from the archive again.
 func WithArchive(ctx context.Context, member string, archive Archive, stored func(fn func(engine.AuditRecord) error) error) func(fn func(engine.AuditRecord) error) error {
 	if archive == nil {
 		return stored
 	}
 	return func(fn func(engine.AuditRecord) error) error {
-		var last engine.AuditHead
-		err := archive(ctx, member, func(r engine.AuditRecord) error {
-			last = engine.AuditHead{Position: r.Position, Hash: r.Hash}
-			return fn(r)
-		})
-		if err != nil {
+		var last, archived engine.AuditHead // the last record read, and from the archive
+		fromArchive := func(below uint64) error {
+			return archive(ctx, member, func(r engine.AuditRecord) error {
+				if r.Position <= last.Position || r.Position >= below {
+					return nil
+				}
+				last = engine.AuditHead{Position: r.Position, Hash: r.Hash}
+				archived = last
+				return fn(r)
+			})
+		}
+		if err := fromArchive(math.MaxUint64); err != nil {
 			return err
 		}
 		return stored(func(r engine.AuditRecord) error {
+			if r.Position > last.Position+1 {
+				if err := fromArchive(r.Position); err != nil { // moved there meanwhile
+					return err
+				}
+			}
 			switch {
-			case r.Position > last.Position:
+			case r.Position > archived.Position:
+				last = engine.AuditHead{Position: r.Position, Hash: r.Hash}
 				return fn(r)
-			case r.Position == last.Position && r.Hash != last.Hash:
+			case r.Position == archived.Position && r.Hash != archived.Hash:
 				return fmt.Errorf("%s: the store's record at position %d differs from the archive's", chainName(member), r.Position)
 			}
 			return nil
