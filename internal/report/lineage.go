@@ -95,6 +95,10 @@ func decisionOf(r *engine.AuditRecord) Decision {
 // ErrNoEntity is a lineage asked of no entity.
 var ErrNoEntity = errors.New("report: no entity named")
 
+// ErrChainTrimmed is a lineage read from a chain whose first positions are
+// not in the store (audit retention archived them) and no archive gave.
+var ErrChainTrimmed = errors.New("a lineage without them would be a part of one")
+
 // Lineages reads records twice (it must be a scan that can run again, as
 // Records and Chains are): once for the decisions that changed the
 // entities, once for the other deliveries of their keys. They come back in
@@ -226,8 +230,8 @@ func (c *chainsRead) next(r *engine.AuditRecord) (uint64, error) {
 	}
 	switch prev, ok := c.last[r.Member]; {
 	case !ok && r.Position != 1:
-		return 0, fmt.Errorf("%s begins at position %d in the store: positions 1..%d are not in it (audit retention archived them), and a lineage without them would be a part of one; "+
-			"give their archive (--archive DIR, or audit.archive in the configuration)", chainName(r.Member), r.Position, r.Position-1)
+		return 0, fmt.Errorf("%s begins at position %d in the store: positions 1..%d are not in it (audit retention archived them), and %w; "+
+			"give their archive (--archive DIR, or audit.archive in the configuration)", chainName(r.Member), r.Position, r.Position-1, ErrChainTrimmed)
 	case ok && r.Position != prev+1:
 		return 0, fmt.Errorf("%s: positions %d..%d were not read (audit retention moved them to the archive while they were read?); read again", chainName(r.Member), prev+1, r.Position-1)
 	}
