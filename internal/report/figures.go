@@ -69,6 +69,7 @@ type Report struct {
 	Totals        Counts           `json:"totals"`
 	Timeline      Timeline         `json:"timeline"`
 	BrokerChanges []BrokerChange   `json:"broker_changes"`
+	StoreLosses   []StoreLoss      `json:"store_losses"`
 	Sources       []SourceFigures  `json:"sources"`
 	Quarantine    []QuarantineItem `json:"quarantine"`
 	Verification  Verification     `json:"verification"`
@@ -158,6 +159,19 @@ type BrokerChange struct {
 	Position uint64    `json:"position"` // the first record from the new broker
 	From     string    `json:"from"`
 	To       string    `json:"to"`
+}
+
+// StoreLoss is what a member did about a shared store that lost its
+// commits (it failed over to a standby that lacked them): the deliveries
+// it decided again from its journal, or an operator's acceptance of what
+// no journal held. Its reason says which positions.
+type StoreLoss struct {
+	Time     time.Time `json:"time"`
+	Member   string    `json:"member,omitempty"`
+	Position uint64    `json:"position"`
+	Outcome  string    `json:"outcome"` // recovered or loss_accepted
+	Reason   string    `json:"reason"`
+	Operator string    `json:"operator,omitempty"`
 }
 
 // SourceFigures are one (route, source)'s decisions in the period.

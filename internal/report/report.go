@@ -70,7 +70,7 @@ type chainAcc struct {
 func newBuilder(opts Options) *builder {
 	b := &builder{opts: opts, minutes: map[int64]*Outcomes{}, seconds: map[int64]*Outcomes{}, sources: map[string]*sourceAcc{}, chains: map[string]*chainAcc{}}
 	b.rep = Report{Generated: opts.Now().UTC(), Route: opts.Route, Store: opts.Store, ReadPath: opts.ReadPath,
-		Archive: opts.Archive, ConfigDigest: opts.ConfigDigest, BrokerChanges: []BrokerChange{}, Sources: []SourceFigures{}, Quarantine: []QuarantineItem{},
+		Archive: opts.Archive, ConfigDigest: opts.ConfigDigest, BrokerChanges: []BrokerChange{}, StoreLosses: []StoreLoss{}, Sources: []SourceFigures{}, Quarantine: []QuarantineItem{},
 		Replayed: []EntityReplays{}, Lineages: []*Lineage{}}
 	if !opts.From.IsZero() {
 		t := opts.From.UTC()
@@ -143,6 +143,13 @@ func (b *builder) count(r *engine.AuditRecord) {
 		b.resolutions = append(b.resolutions, resolution(r))
 	}
 	b.broker(r, period)
+	if r.Outcome == engine.OutcomeRecovered || r.Outcome == engine.OutcomeLossAccepted {
+		if period { // the member's, whatever the route: no delivery's decision
+			b.rep.StoreLosses = append(b.rep.StoreLosses, StoreLoss{Time: r.Time.UTC(), Member: r.Member, Position: r.Position,
+				Outcome: r.Outcome, Reason: r.Reason, Operator: r.Operator})
+		}
+		return
+	}
 	if b.opts.Route != "" && r.Route != b.opts.Route {
 		return
 	}
@@ -323,6 +330,7 @@ func (b *builder) finish() *Report {
 		return cmp.Or(strings.Compare(x.Route, y.Route), slices.Compare(x.Source, y.Source))
 	})
 	slices.SortStableFunc(rep.BrokerChanges, func(x, y BrokerChange) int { return x.Time.Compare(y.Time) })
+	slices.SortStableFunc(rep.StoreLosses, func(x, y StoreLoss) int { return x.Time.Compare(y.Time) })
 	slices.SortStableFunc(rep.Quarantine, func(x, y QuarantineItem) int { return x.Time.Compare(y.Time) })
 	b.resolve()
 	rep.Replayed = b.replays.top(topReplayed)
