@@ -151,12 +151,13 @@ func (o Outcomes) Total() uint64 {
 }
 
 // BrokerChange is a delivery from another broker than the one before it
-// on the same chain (member): a failover, or the first broker seen (From
-// empty).
+// on the same chain (member) and feed: a failover, or the first broker
+// seen (From empty).
 type BrokerChange struct {
 	Time     time.Time `json:"time"`
 	Member   string    `json:"member,omitempty"`
-	Position uint64    `json:"position"` // the first record from the new broker
+	Position uint64    `json:"position"`       // the first record from the new broker
+	Feed     string    `json:"feed,omitempty"` // the redundant path (mqtt.feeds); empty with one
 	From     string    `json:"from"`
 	To       string    `json:"to"`
 }

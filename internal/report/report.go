@@ -62,8 +62,8 @@ type openGap struct {
 type chainAcc struct {
 	v           *audit.Verifier
 	broken      string
-	broker      string // the last delivery's
-	archived    uint64 // records read at or below the store's base
+	brokers     map[string]string // the last delivery's, by feed (mqtt.feeds; "" with one path)
+	archived    uint64            // records read at or below the store's base
 	first, last *engine.AuditRecord
 }
 
@@ -261,20 +261,21 @@ func (s *sourceAcc) gap(r *engine.AuditRecord, o engine.Outcome) {
 	}
 }
 
-// broker notes a delivery from another broker than its chain's last one.
+// broker notes a delivery from another broker than its chain's last one
+// on the same feed: redundant feeds deliver from their own brokers at once.
 func (b *builder) broker(r *engine.AuditRecord, period bool) {
 	if r.Ref != 0 || r.Broker == "" || r.Outcome == engine.OutcomeDiscarded {
 		return // an operator's action: its broker is the held message's
 	}
 	c := b.chain(r.Member)
-	if r.Broker == c.broker {
+	if r.Broker == c.brokers[r.Feed] {
 		return
 	}
 	if period {
 		b.rep.BrokerChanges = append(b.rep.BrokerChanges, BrokerChange{Time: r.Time.UTC(), Member: r.Member,
-			Position: r.Position, From: c.broker, To: r.Broker})
+			Position: r.Position, Feed: r.Feed, From: c.brokers[r.Feed], To: r.Broker})
 	}
-	c.broker = r.Broker
+	c.brokers[r.Feed] = r.Broker
 }
 
 func (b *builder) chain(member string) *chainAcc {
@@ -284,7 +285,7 @@ func (b *builder) chain(member string) *chainAcc {
 		if base := b.opts.Bases[member]; base.Position > 0 {
 			v = audit.NewVerifierFrom(base, member)
 		}
-		c = &chainAcc{v: v}
+		c = &chainAcc{v: v, brokers: map[string]string{}}
 		b.chains[member] = c
 	}
 	return c
