@@ -52,6 +52,10 @@ type builder struct {
 type sourceAcc struct {
 	fig  SourceFigures
 	gaps map[string][]*openGap // by epoch
+	// early are late fills read before the gap they fill, by epoch: on a
+	// shared store another member's clock may run behind the one that
+	// opened the gap, and the chains are merged by time.
+	early map[string][]int64
 }
 
 type openGap struct {
@@ -226,7 +230,7 @@ func (b *builder) source(r *engine.AuditRecord) *sourceAcc {
 	id := r.Route + "\x00" + strings.Join(r.Source, "\x00")
 	s := b.sources[id]
 	if s == nil {
-		s = &sourceAcc{fig: SourceFigures{Route: r.Route, Source: slices.Clone(r.Source)}, gaps: map[string][]*openGap{}}
+		s = &sourceAcc{fig: SourceFigures{Route: r.Route, Source: slices.Clone(r.Source)}, gaps: map[string][]*openGap{}, early: map[string][]int64{}}
 		if s.fig.Source == nil {
 			s.fig.Source = []string{}
 		}
@@ -236,13 +240,26 @@ func (b *builder) source(r *engine.AuditRecord) *sourceAcc {
 }
 
 // gap opens a gap for a record that skipped sequences and fills one for an
-// applied record whose sequence lies in a gap opened in the period.
+// applied record whose sequence lies in a gap opened in the period, or for
+// a late fill read before the gap it fills (see sourceAcc.early).
 func (s *sourceAcc) gap(r *engine.AuditRecord, o engine.Outcome) {
 	if r.Gap != nil {
 		s.fig.GapsOpened++
 		n := r.Gap.To - r.Gap.From + 1
 		s.fig.MissingSequences += uint64(n)
-		s.gaps[r.Epoch] = append(s.gaps[r.Epoch], &openGap{from: r.Gap.From, to: r.Gap.To, remaining: n})
+		g := &openGap{from: r.Gap.From, to: r.Gap.To, remaining: n}
+		s.early[r.Epoch] = slices.DeleteFunc(s.early[r.Epoch], func(seq int64) bool {
+			in := seq >= g.from && seq <= g.to
+			if in {
+				g.remaining--
+			}
+			return in
+		})
+		if g.remaining == 0 {
+			s.fig.GapsClosed++
+			return
+		}
+		s.gaps[r.Epoch] = append(s.gaps[r.Epoch], g)
 		return
 	}
 	if !o.Effective() || r.Sequence == nil {
@@ -258,6 +275,9 @@ func (s *sourceAcc) gap(r *engine.AuditRecord, o engine.Outcome) {
 			s.gaps[r.Epoch] = slices.Delete(gaps, i, i+1)
 		}
 		return
+	}
+	if o == engine.AppliedLate {
+		s.early[r.Epoch] = append(s.early[r.Epoch], *r.Sequence)
 	}
 }
 
