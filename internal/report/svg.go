@@ -49,6 +49,7 @@ func timelineSVG(r *Report) template.HTML {
 	}
 	bw := plotW / float64(len(tl.Buckets))
 	gap := min(bw*0.15, 2)
+	layout := timeLayout(tl)
 	for i, bk := range tl.Buckets {
 		x := padL + float64(i)*bw
 		base := uint64(0)
@@ -59,7 +60,7 @@ func timelineSVG(r *Report) template.HTML {
 			}
 			fmt.Fprintf(&b, `<rect class="bar o-%s" data-outcome="%s" data-start="%s" data-count="%d" x="%.2f" y="%.2f" width="%.2f" height="%.2f"><title>%s %s: %d</title></rect>`,
 				name, name, bk.Start.Format(time.RFC3339), n, x+gap/2, y(base+n), bw-gap, y(base)-y(base+n),
-				html.EscapeString(bk.Start.Format("15:04")), name, n)
+				html.EscapeString(bk.Start.Format(layout)), name, n)
 			base += n
 		}
 	}
@@ -77,17 +78,23 @@ func timelineSVG(r *Report) template.HTML {
 	return template.HTML(b.String())
 }
 
+// timeLayout is how a bucket's start is written: with seconds for bars
+// shorter than a minute, with the day for a period longer than one.
+func timeLayout(tl Timeline) string {
+	if tl.BucketSeconds < 60 {
+		return "15:04:05"
+	}
+	if time.Duration(len(tl.Buckets))*time.Duration(tl.BucketSeconds)*time.Second > 24*time.Hour {
+		return "01-02 15:04"
+	}
+	return "15:04"
+}
+
 // ticks labels about eight buckets along the time axis.
 func ticks(b *strings.Builder, tl Timeline, bw float64) {
 	n := len(tl.Buckets)
 	every := max(1, (n+7)/8)
-	layout := "15:04"
-	if tl.BucketSeconds < 60 {
-		layout = "15:04:05"
-	}
-	if time.Duration(n)*time.Duration(tl.BucketSeconds)*time.Second > 24*time.Hour {
-		layout = "01-02 15:04"
-	}
+	layout := timeLayout(tl)
 	for i := 0; i < n; i += every {
 		x := padL + float64(i)*bw + bw/2
 		fmt.Fprintf(b, `<text class="axis" x="%.2f" y="%g" text-anchor="middle">%s</text>`,
