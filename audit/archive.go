@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,8 +94,8 @@ func (c countingWriter) Write(p []byte) (int, error) {
 
 // newSegment starts a segment of member's chain after prev.
 func newSegment(dir, member string, prev engine.AuditHead) (*segmentWriter, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("audit archive: %w", err)
+	if err := mkdirDurably(dir); err != nil {
+		return nil, err
 	}
 	f, err := os.CreateTemp(dir, ".tmp-segment-*")
 	if err != nil {
@@ -140,6 +141,9 @@ func (w *segmentWriter) seal(now time.Time) (Manifest, error) {
 	if err := os.Rename(w.f.Name(), filepath.Join(w.dir, w.m.Segment)); err != nil {
 		os.Remove(w.f.Name())
 		return w.m, fmt.Errorf("audit archive: %w", err)
+	}
+	if err := syncDir(w.dir); err != nil { // the segment's name before its manifest's
+		return w.m, err
 	}
 	body, err := json.MarshalIndent(w.m, "", "  ")
 	if err != nil {
@@ -188,6 +192,25 @@ func writeDurably(dir, name string, data []byte) error {
 		return fmt.Errorf("audit archive: %w", err)
 	}
 	return nil
+}
+
+// mkdirDurably makes dir and the directories above it that are missing,
+// and syncs the directory that holds each one it made, so that a crash
+// after a segment is sealed in it does not lose the directory.
+func mkdirDurably(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirDurably(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("audit archive: %w", err)
+	}
+	return syncDir(parent)
 }
 
 func syncDir(dir string) error {
