@@ -98,7 +98,7 @@ func (t *Tool) reportLineages(ctx context.Context, rep *report.Report, named []s
 	if !to.IsZero() {
 		at = to.Add(-time.Nanosecond) // the period ends before To
 	}
-	ls, err := t.Lineages(ctx, report.LineageOptions{Entities: entities, At: at}, archive)
+	ls, err := t.Lineages(ctx, report.LineageOptions{Entities: entities, At: at, Keep: reportChanges}, archive)
 	if errors.Is(err, report.ErrChainTrimmed) && nNamed == 0 {
 		// A period after the store's first record needs no archive; the
 		// lineages of its most replayed entities do.

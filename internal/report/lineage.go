@@ -20,6 +20,10 @@ type LineageOptions struct {
 	// At shows the entities as the picture showed them at that moment:
 	// decisions after it are left out. Zero: up to the last record read.
 	At time.Time
+	// Keep holds only the last Keep changes of each lineage while the
+	// records are read, as Trim would leave them, in memory that does not
+	// grow with a busy entity's history; 0: every change.
+	Keep int
 }
 
 // Lineage is one entity's history as the audit log holds it: every decision
@@ -121,7 +125,8 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 		}
 		out[i], byName[name] = l, l
 	}
-	// ref is a change of a key: its lineage, its index there, and the
+	// ref is a change of a key: its lineage, its ordinal among the
+	// lineage's changes (Omitted and its index in Changes), and the
 	// ordinal of its record in the scan.
 	type ref struct {
 		l  *Lineage
@@ -155,9 +160,12 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 				Sequence: cloneSeq(r.Sequence), ID: r.ID, Effects: effects, Suppressed: []Decision{}, Held: []Decision{}}
 			if !r.Key.IsZero() {
 				c.Key = r.Key.String()
-				byKey[r.Key] = append(byKey[r.Key], ref{l, len(l.Changes), ord})
+				byKey[r.Key] = append(byKey[r.Key], ref{l, l.Omitted + len(l.Changes), ord})
 			}
 			l.Changes = append(l.Changes, c)
+			if opts.Keep > 0 && len(l.Changes) >= 2*opts.Keep {
+				l.drop(len(l.Changes) - opts.Keep)
+			}
 			for _, e := range effects {
 				l.State[e.Field] = e.After
 			}
@@ -191,11 +199,17 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 				}
 			}
 			for _, x := range owners {
-				c := &x.l.Changes[x.i]
-				if known && o == engine.Duplicate {
-					c.Suppressed = append(c.Suppressed, decisionOf(&r))
+				var c *Change // nil: a change left out, only counted
+				if i := x.i - x.l.Omitted; i >= 0 {
+					c = &x.l.Changes[i]
+				}
+				switch {
+				case known && o == engine.Duplicate:
+					if c != nil {
+						c.Suppressed = append(c.Suppressed, decisionOf(&r))
+					}
 					x.l.Suppressed++
-				} else if !known || !o.Effective() { // held, or an operator's discard
+				case (!known || !o.Effective()) && c != nil: // held, or an operator's discard
 					c.Held = append(c.Held, decisionOf(&r))
 				}
 			}
@@ -203,6 +217,9 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 	}
 	for _, l := range byName {
 		l.Read = read
+		if opts.Keep > 0 {
+			l.Trim(opts.Keep)
+		}
 	}
 	return out, nil
 }
@@ -211,9 +228,16 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 // Omitted; its state and counts stay those of the whole lineage.
 func (l *Lineage) Trim(n int) {
 	if len(l.Changes) > n {
-		l.Omitted += len(l.Changes) - n
-		l.Changes = l.Changes[len(l.Changes)-n:]
+		l.drop(len(l.Changes) - n)
 	}
+}
+
+// drop leaves out the first n changes, in place: what they held is let go.
+func (l *Lineage) drop(n int) {
+	kept := copy(l.Changes, l.Changes[n:])
+	clear(l.Changes[kept:])
+	l.Changes = l.Changes[:kept]
+	l.Omitted += n
 }
 
 // chainsRead follows the chains of a scan: each must begin at position 1

@@ -108,6 +108,23 @@ func TestLineageAddsUpToTheState(t *testing.T) {
 			if suppressed == 0 {
 				t.Fatal("the feed's replays suppressed none: the test proves nothing")
 			}
+			// Kept while reading, the last few changes are those the whole
+			// lineage trimmed would hold, with their replays and held
+			// messages, and the counts and state are the whole lineage's.
+			for _, keep := range []int{1, 3, 7} {
+				kept, err := report.Lineages(report.Records(ctx, s, nil), report.LineageOptions{Entities: names, Keep: keep})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, l := range kept {
+					whole := *ls[i]
+					whole.Changes = slices.Clone(whole.Changes)
+					whole.Trim(keep)
+					if got, want := jsonOf(l), jsonOf(&whole); got != want {
+						t.Errorf("%s kept %d while read:\n%s\nthe whole lineage trimmed:\n%s", l.Entity, keep, got, want)
+					}
+				}
+			}
 			at, err := report.Lineages(report.Records(ctx, s, nil), report.LineageOptions{Entities: names, At: midAt})
 			if err != nil {
 				t.Fatal(err)
