@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +27,15 @@ func checkRun(cfg *config.Config, log *slog.Logger) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration", "warning", w.String())
 	}
-	if ttl, exp := time.Duration(cfg.Window.TTL), time.Duration(cfg.MQTT.SessionExpiry); ttl < exp+ttlMargin && cfg.Input != config.InputJetStream {
+	switch ttl, exp := time.Duration(cfg.Window.TTL), time.Duration(cfg.MQTT.SessionExpiry); {
+	case cfg.Input == config.InputJetStream:
+	case cfg.MQTT.Protocol == config.ProtocolMQTT311: // the session's life is the broker's setting
+		if slices.ContainsFunc(cfg.Routes, func(r config.Route) bool { return r.ID != "" }) {
+			log.Warn("mqtt.protocol 3.1.1: the broker keeps the session as long as its own setting says (Mosquitto persistent_client_expiration, for ever unless set), not mqtt.session_expiry: "+
+				"a replay arriving after its key left the window cannot be caught on id routes; keep window.ttl above that setting plus a retry margin",
+				"ttl", ttl, "margin", ttlMargin)
+		}
+	case ttl < exp+ttlMargin:
 		log.Warn("window.ttl is shorter than mqtt.session_expiry plus a retry margin: a replay arriving after its key left the window cannot be caught on id routes",
 			"ttl", ttl, "session_expiry", exp, "margin", ttlMargin)
 	}

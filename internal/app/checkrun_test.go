@@ -1,0 +1,57 @@
+package app
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/replayguard/replayguard/config"
+)
+
+// TestAKeyWindowShorterThanTheSessionIsWarnedOf: on MQTT 5 the window is
+// held to mqtt.session_expiry; on MQTT 3.1.1, whose session lives as long
+// as the broker's own setting says, an id route is warned of whatever
+// mqtt.session_expiry says, and a sequenced route is not.
+func TestAKeyWindowShorterThanTheSessionIsWarnedOf(t *testing.T) {
+	const meters = `  - name: meters
+    topic: plant/+/energy
+    source: ["topic[1]"]
+    id: msgId
+    effects: [{entity: "meter/{topic[1]}", add: {kwh: kwh}}]
+`
+	const incidents = `  - name: incidents
+    topic: incidents/#
+    source: [agency, source_id]
+    sequence: sequence
+    effects: [{entity: "incident/{incident_id}", add: {casualties: casualty_delta}}]
+`
+	for _, tc := range []struct {
+		name, protocol, expiry, ttl, routes string
+		want                                string // "" for no warning
+	}{
+		{"MQTT 5, the window above the session", "5", "1h", "2h", meters, ""},
+		{"MQTT 5, the window below the session", "5", "3h", "2h", meters, "shorter than mqtt.session_expiry"},
+		{"MQTT 3.1.1, an id route", "3.1.1", "1h", "2h", meters, "persistent_client_expiration"},
+		{"MQTT 3.1.1, a sequenced route", "3.1.1", "1h", "2h", incidents, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(`
+mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-1, protocol: "`+tc.protocol+`", session_expiry: `+tc.expiry+`}
+window: {ttl: `+tc.ttl+`}
+routes:
+`+tc.routes), "rg.yaml", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logged bytes.Buffer
+			if err := checkRun(cfg, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
+				t.Fatal(err)
+			}
+			got := logged.String()
+			if tc.want == "" && strings.Contains(got, "window") || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Fatalf("logged %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
