@@ -53,7 +53,7 @@ type Consumer struct {
 // delivery is one message in hand, with what its ack needs.
 type delivery struct {
 	msg       engine.Message
-	js        jetstream.Msg
+	js        acker
 	at        time.Time
 	delivered uint64 // how often the server delivered it, this time included
 	streamSeq uint64
@@ -107,7 +107,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	defer c.bound.Store(false)
-	iter, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.MaxAckPending))
+	pull, err := newPuller(nc, c.cfg.Stream, c.cfg.Consumer, c.cfg.MaxAckPending)
 	if err != nil {
 		return fmt.Errorf("jetstream: pull from consumer %q: %w", c.cfg.Consumer, err)
 	}
@@ -116,13 +116,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 	rctx, stopReceiving := context.WithCancel(context.WithoutCancel(ctx))
 	kctx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
 	c.holding = newHolding(c.cfg.AckWait)
+	endPull := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { c.receive(rctx, cons, iter, in, fatal) })
+	wg.Go(func() { c.receive(rctx, cons, pull, endPull, in, fatal) })
 	wg.Go(func() { c.holding.keep(kctx) })
 
 	inHand, committed, runErr := c.consume(ctx, in, fatal)
 
-	iter.Drain() // the messages nats.go holds still come through in
+	close(endPull) // the messages the server sent already still come through in
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()
 	left := c.drain(drainCtx, inHand, committed, in)
@@ -303,48 +304,10 @@ func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
 	return cc
 }
 
-// receive pulls messages into in until ctx is done or the iterator is
-// drained, then closes in. A deleted consumer is sent to fatal.
-func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, iter jetstream.MessagesContext, in chan<- delivery, fatal chan<- error) {
-	defer close(in)
-	for {
-		m, err := iter.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return
-			}
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrBadRequest) {
-				fatal <- fmt.Errorf("%w: %q on stream %q: %v", ErrConsumerDeleted, c.cfg.Consumer, c.cfg.Stream, err)
-				return
-			}
-			if errors.Is(err, jetstream.ErrNoHeartbeat) {
-				if gone := c.gone(ctx, cons); gone != nil {
-					fatal <- gone
-					return
-				}
-			}
-			c.log.Warn("jetstream pull", "server", c.serverURL(), "err", err)
-			if !consume.Sleep(ctx.Done(), c.cfg.BindRetryMin) {
-				return
-			}
-			continue
-		}
-		d := c.delivery(m)
-		c.holding.add(d.js, d.at)
-		select {
-		case in <- d:
-			c.obs.Observe(source.Event{Kind: source.Received, Broker: d.msg.Broker, N: 1})
-		case <-ctx.Done():
-			c.holding.release([]delivery{d})
-			return // unacknowledged: the server delivers it again
-		}
-	}
-}
-
-// gone asks the server, after a missed heartbeat, whether the consumer
-// still exists: one deleted while the connection was down (a server
-// restarted without it, a stream deleted and created again) sends no
-// notice, and its pulls only go unanswered. It returns the error that
+// gone asks the server, after a missed heartbeat or a pull request it
+// refused, whether the consumer still exists: one deleted while the
+// connection was down (a server restarted without it, a stream deleted and
+// created again) sends no notice, and its pulls only go unanswered. It returns the error that
 // ends Run, or nil when the consumer exists or the server cannot tell.
 func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
@@ -358,12 +321,12 @@ func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer) error {
 
 // delivery turns a message into the engine's form, decoded ahead when the
 // processor can: here, not on the goroutine that decides and commits.
-func (c *Consumer) delivery(m jetstream.Msg) delivery {
+func (c *Consumer) delivery(m *nats.Msg) delivery {
 	d := delivery{js: m, at: time.Now()}
-	d.msg = engine.Message{Payload: m.Data(), Broker: c.serverURL()}
-	topic, err := SubjectToTopic(m.Subject())
+	d.msg = engine.Message{Payload: m.Data, Broker: c.serverURL()}
+	topic, err := SubjectToTopic(m.Subject)
 	if err != nil {
-		d.msg.Topic, d.msg.Invalid = m.Subject(), err.Error()
+		d.msg.Topic, d.msg.Invalid = m.Subject, err.Error()
 	} else {
 		d.msg.Topic = topic
 	}

@@ -1,11 +1,18 @@
 // Package jetstream consumes a NATS JetStream stream into replayguard's
-// engine through a durable pull consumer of nats.go's jetstream package:
-// created on the stream at the first start (DeliverAll, explicit acks,
+// engine through a durable pull consumer, created with nats.go's jetstream
+// package on the stream at the first start (DeliverAll, explicit acks,
 // MaxAckPending as the in-flight bound, never given up on), bound again at
-// every later one. Messages are batched by count and linger, each batch
-// decided and durably committed by a Processor, then acknowledged in
-// delivery order. Nothing is acknowledged before its commit, and every
-// message is acknowledged after it, whatever its outcome.
+// every later one, and pulled with requests of the package's own. Messages
+// are batched by count and linger, each batch decided and durably
+// committed by a Processor, then acknowledged in delivery order. Nothing is
+// acknowledged before its commit, and every message is acknowledged after
+// it, whatever its outcome.
+//
+// Every message of the stream is handed over, including one with no
+// payload and a Status header, which any producer may publish and which
+// nats.go's pull iterator (v1.55) takes for a status of the server's: a
+// message is the server's only when it has no reply subject, as the
+// stream's messages always have one.
 //
 //	c, err := jetstream.New(jetstream.Config{
 //		URL:      "nats://127.0.0.1:4222",
@@ -53,8 +60,10 @@
 // dup in its audit record, and decided like any other — never trusted.
 //
 // Reconnects and server restarts are nats.go's: it reconnects with a
-// jittered, growing wait, buffers acks meanwhile, and issues the pull again.
-// A consumer deleted on the server ends Run with ErrConsumerDeleted.
+// jittered, growing wait and buffers acks meanwhile; the consumer then
+// pulls again. A consumer deleted on the server ends Run with
+// ErrConsumerDeleted: when the server says so, or when, after a missed
+// heartbeat, it no longer knows the consumer.
 //
 // A Processor that also has Submit, as the engine does (engine.Engine.Submit),
 // has the next batch collected and decided while the last one commits;

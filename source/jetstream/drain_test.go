@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/source"
@@ -17,18 +17,17 @@ import (
 
 // ackedMsg is a server message whose ack is noted in acked.
 type ackedMsg struct {
-	jetstream.Msg
 	subject string
 	acked   *[]string
 }
 
-func (m ackedMsg) Ack() error {
+func (m ackedMsg) Ack(...nats.AckOpt) error {
 	*m.acked = append(*m.acked, m.subject)
 	return nil
 }
 
-func (m ackedMsg) Nak() error        { return nil }
-func (m ackedMsg) InProgress() error { return nil }
+func (m ackedMsg) Nak(...nats.AckOpt) error        { return nil }
+func (m ackedMsg) InProgress(...nats.AckOpt) error { return nil }
 
 // noting commits by noting the subjects of each batch, or fails.
 type noting struct {

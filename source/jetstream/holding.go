@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // holding is the messages the consumer holds unacknowledged, from their
@@ -17,18 +15,18 @@ import (
 type holding struct {
 	every time.Duration // how often keep looks, and how long a message goes untold
 	mu    sync.Mutex
-	told  map[jetstream.Msg]time.Time // when the server last heard of each message
+	told  map[acker]time.Time // when the server last heard of each message
 }
 
 // newHolding returns a holding for a consumer whose server waits ackWait:
 // a message held is told in progress within ackWait/2 of the last time
 // the server heard of it.
 func newHolding(ackWait time.Duration) *holding {
-	return &holding{every: ackWait / 4, told: map[jetstream.Msg]time.Time{}}
+	return &holding{every: ackWait / 4, told: map[acker]time.Time{}}
 }
 
 // add holds m, delivered at.
-func (h *holding) add(m jetstream.Msg, at time.Time) {
+func (h *holding) add(m acker, at time.Time) {
 	h.mu.Lock()
 	h.told[m] = at
 	h.mu.Unlock()
