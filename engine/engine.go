@@ -407,7 +407,7 @@ func (e *Engine) Close() error {
 // store it is ReadState's, empty when the store cannot be read (the error is
 // logged).
 func (e *Engine) State() []EntityState {
-	st, err := e.win.readState(context.Background())
+	st, _, err := e.win.readState(context.Background(), 0)
 	if err != nil {
 		e.log.Error("read the group's state", "err", err)
 	}
@@ -417,23 +417,41 @@ func (e *Engine) State() []EntityState {
 // ReadState returns every entity's state, sorted by name: on a shared
 // store the group's, read from the store.
 func (e *Engine) ReadState(ctx context.Context) ([]EntityState, error) {
-	return e.win.readState(ctx)
+	st, _, err := e.win.readState(ctx, 0)
+	return st, err
+}
+
+// ReadStateUpTo returns the first limit entities by name, and how many
+// there are: what a dashboard shows of a fleet, without holding every
+// row. On a store that keeps some rows in memory only, it reads no more
+// of the store than it returns.
+func (e *Engine) ReadStateUpTo(ctx context.Context, limit int) ([]EntityState, int, error) {
+	return e.win.readState(ctx, max(limit, 1))
 }
 
 // Sources returns every source window, as reported by `sources`. On a
 // shared store it is ReadSources', empty when the store cannot be read.
 func (e *Engine) Sources() []SourceReport {
-	r, err := e.win.readSources(context.Background())
+	sel, err := e.win.readSources(context.Background(), 0)
 	if err != nil {
 		e.log.Error("read the group's sources", "err", err)
 	}
-	return r
+	return sel.Reports
 }
 
 // ReadSources returns every source window: on a shared store the group's,
 // read from the store.
 func (e *Engine) ReadSources(ctx context.Context) ([]SourceReport, error) {
-	return e.win.readSources(ctx)
+	sel, err := e.win.readSources(ctx, 0)
+	return sel.Reports, err
+}
+
+// ReadSourcesUpTo returns up to limit source windows, those with open
+// gaps first, and how many windows and open gaps there are in all: what a
+// dashboard shows of a fleet, holding no more than 2 × limit reports at
+// once.
+func (e *Engine) ReadSourcesUpTo(ctx context.Context, limit int) (SourceSelection, error) {
+	return e.win.readSources(ctx, max(limit, 1))
 }
 
 // CountGaps returns the number of source windows and the sequences

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync/atomic"
@@ -331,14 +332,24 @@ func (w *ownedWindows) close() {
 
 func (w *ownedWindows) member() (string, bool) { return "", false }
 
-func (w *ownedWindows) readState(ctx context.Context) ([]EntityState, error) {
+func (w *ownedWindows) readState(ctx context.Context, limit int) ([]EntityState, int, error) {
 	e := w.e
-	if e.rows != nil { // memory holds some rows only: read the store's
-		snap, err := e.rows.r.LoadRows(ctx)
-		if err != nil {
-			return nil, err
+	if e.rows != nil { // memory holds some rows only: read the store's, in name order
+		var out []EntityState
+		err := e.rows.r.ScanEntities(ctx, func(st EntityState) error {
+			if limit > 0 && len(out) == limit {
+				return errEnough
+			}
+			out = append(out, st)
+			return nil
+		})
+		if err != nil && err != errEnough {
+			return nil, 0, err
 		}
-		return snap.Entities, nil
+		e.mu.Lock()
+		total := e.rows.entities
+		e.mu.Unlock()
+		return out, total, nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -347,29 +358,39 @@ func (w *ownedWindows) readState(ctx context.Context) ([]EntityState, error) {
 		out = append(out, ent.state(name))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return firstOf(out, limit), len(out), nil
 }
 
-func (w *ownedWindows) readSources(ctx context.Context) ([]SourceReport, error) {
+// errEnough stops a scan that has read what it needs.
+var errEnough = errors.New("enough rows read")
+
+// firstOf is the first limit of states; every one when limit <= 0.
+func firstOf(states []EntityState, limit int) []EntityState {
+	if limit > 0 && len(states) > limit {
+		return states[:limit]
+	}
+	return states
+}
+
+func (w *ownedWindows) readSources(ctx context.Context, limit int) (SourceSelection, error) {
 	e := w.e
+	p := sourcePick{n: limit}
 	if e.rows != nil {
-		var states []SourceState
 		err := e.rows.r.ScanSources(ctx, func(s SourceState) error {
-			states = append(states, s)
+			p.add(&s)
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return SourceSelection{}, err
 		}
-		return SourceReports(states), nil
+		return p.done(), nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	states := make([]SourceState, 0, len(e.sources))
 	for _, s := range e.sources {
-		states = append(states, *s)
+		p.add(s)
 	}
-	return SourceReports(states), nil
+	return p.done(), nil
 }
 
 // countGaps reads the store's windows one at a time when memory holds

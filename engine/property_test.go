@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -190,6 +191,49 @@ func checkModel(t *testing.T, name string, rng *rand.Rand, opts engine.Options, 
 	if n, gaps, err := e().CountGaps(t.Context()); err != nil || n != len(reports) || gaps != wantGaps {
 		t.Fatalf("%s: CountGaps = %d sources, %d gaps, %v; the reports have %d and %d", name, n, gaps, err, len(reports), wantGaps)
 	}
+	// A part of them, as the dashboard asks: the first entities by name;
+	// the sources with open gaps first, then the others.
+	states := e().State()
+	for _, limit := range partLimits(len(reports)) {
+		part, total, err := e().ReadStateUpTo(t.Context(), limit)
+		if want := states[:min(limit, len(states))]; err != nil || total != len(states) || jsonText(part) != jsonText(want) {
+			t.Fatalf("%s: ReadStateUpTo(%d) = %s of %d, %v; want %s of %d", name, limit, jsonText(part), total, err, jsonText(want), len(states))
+		}
+		var gappy, quiet []engine.SourceReport
+		for _, r := range reports {
+			if r.OpenGaps() > 0 {
+				gappy = append(gappy, r)
+			} else {
+				quiet = append(quiet, r)
+			}
+		}
+		gappy = gappy[:min(limit, len(gappy))]
+		chosen := append(gappy, quiet[:min(limit-len(gappy), len(quiet))]...)
+		var want []engine.SourceReport
+		for _, r := range reports { // in report order
+			if slices.ContainsFunc(chosen, func(c engine.SourceReport) bool { return c.Route == r.Route && slices.Equal(c.Source, r.Source) }) {
+				want = append(want, r)
+			}
+		}
+		sel, err := e().ReadSourcesUpTo(t.Context(), limit)
+		if err != nil || sel.Total != len(reports) || sel.OpenGaps != wantGaps || jsonText(sel.Reports) != jsonText(want) {
+			t.Fatalf("%s: ReadSourcesUpTo(%d) = %s, %d windows, %d gaps, %v; want %s, %d, %d",
+				name, limit, jsonText(sel.Reports), sel.Total, sel.OpenGaps, err, jsonText(want), len(reports), wantGaps)
+		}
+	}
+}
+
+// partLimits are the limits checkModel asks ReadStateUpTo and
+// ReadSourcesUpTo for, of n sources.
+func partLimits(n int) []int { return []int{1, 2, 3, n/2 + 1} }
+
+// stateReads is how many times checkModel's checks read the state (State
+// twice, ReadStateUpTo once a limit).
+var stateReads = 2 + len(partLimits(0))
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // randomFeed is a feed of sources producers.

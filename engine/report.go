@@ -86,26 +86,92 @@ func (s *SourceState) openGaps() int64 {
 // SourceReports turns source windows into reports, sorted by route and source.
 func SourceReports(states []SourceState) []SourceReport {
 	out := make([]SourceReport, 0, len(states))
-	for _, s := range states {
-		r := SourceReport{Route: s.Route, Source: s.Source, High: -1, Gaps: []Range{}, Sparkplug: sparkplugReport(s.Sparkplug), Feed: s.Feed}
-		for i, w := range s.Epochs {
-			gaps := w.OpenGaps()
-			if gaps == nil {
-				gaps = []Range{}
-			}
-			if i == 0 {
-				r.Epoch, r.High, r.Gaps = w.Epoch, w.High, gaps
-				continue
-			}
-			r.Older = append(r.Older, EpochReport{Epoch: w.Epoch, High: w.High, Gaps: gaps})
-		}
-		out = append(out, r)
+	for i := range states {
+		out = append(out, sourceReport(&states[i]))
 	}
-	slices.SortFunc(out, func(a, b SourceReport) int {
+	sortReports(out)
+	return out
+}
+
+// sourceReport is the report of one source window.
+func sourceReport(s *SourceState) SourceReport {
+	r := SourceReport{Route: s.Route, Source: s.Source, High: -1, Gaps: []Range{}, Sparkplug: sparkplugReport(s.Sparkplug), Feed: s.Feed}
+	for i, w := range s.Epochs {
+		gaps := w.OpenGaps()
+		if gaps == nil {
+			gaps = []Range{}
+		}
+		if i == 0 {
+			r.Epoch, r.High, r.Gaps = w.Epoch, w.High, gaps
+			continue
+		}
+		r.Older = append(r.Older, EpochReport{Epoch: w.Epoch, High: w.High, Gaps: gaps})
+	}
+	return r
+}
+
+// sortReports sorts reports by route and source.
+func sortReports(rs []SourceReport) {
+	slices.SortFunc(rs, func(a, b SourceReport) int {
 		if c := strings.Compare(a.Route, b.Route); c != 0 {
 			return c
 		}
 		return slices.Compare(a.Source, b.Source)
 	})
-	return out
+}
+
+// SourceSelection is a part of the source windows, chosen by
+// Engine.ReadSourcesUpTo, and what all of them hold.
+type SourceSelection struct {
+	Reports  []SourceReport // the windows chosen, by route and source
+	Total    int            // the windows read
+	OpenGaps int64          // the sequences missing in their kept epochs
+}
+
+// sourcePick chooses up to n reports of the windows given one at a time:
+// those with open gaps first, each kind first by route and source. It
+// holds no more than 2n reports at once; n <= 0 keeps every one.
+type sourcePick struct {
+	n            int
+	gappy, quiet []SourceReport
+	sel          SourceSelection
+}
+
+func (p *sourcePick) add(s *SourceState) {
+	r := sourceReport(s)
+	gaps := r.OpenGaps()
+	p.sel.Total++
+	p.sel.OpenGaps += gaps
+	if gaps > 0 {
+		p.gappy = p.trim(append(p.gappy, r), false)
+	} else {
+		p.quiet = p.trim(append(p.quiet, r), false)
+	}
+}
+
+// trim keeps the first n of rs, by route and source, once it holds 2n,
+// or at once when final.
+func (p *sourcePick) trim(rs []SourceReport, final bool) []SourceReport {
+	if p.n <= 0 || len(rs) < 2*p.n && !final {
+		return rs
+	}
+	sortReports(rs)
+	if len(rs) > p.n {
+		clear(rs[p.n:])
+		rs = rs[:p.n]
+	}
+	return rs
+}
+
+// done returns the selection: with n > 0, the first n windows with open
+// gaps and as many of the others as there is room for.
+func (p *sourcePick) done() SourceSelection {
+	gappy := p.trim(p.gappy, true)
+	quiet := p.trim(p.quiet, true)
+	if p.n > 0 {
+		quiet = quiet[:min(len(quiet), p.n-len(gappy))]
+	}
+	p.sel.Reports = slices.Concat(make([]SourceReport, 0, len(gappy)+len(quiet)), gappy, quiet)
+	sortReports(p.sel.Reports)
+	return p.sel
 }

@@ -593,22 +593,26 @@ func (e *Engine) loadRows(rows *Rows, cutoff int64) {
 }
 
 // readState reads the group's entities from the store, sorted by name.
-func (w *sharedWindows) readState(ctx context.Context) ([]EntityState, error) {
+func (w *sharedWindows) readState(ctx context.Context, limit int) ([]EntityState, int, error) {
 	snap, err := w.store.Load(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	slices.SortFunc(snap.Entities, func(a, b EntityState) int { return strings.Compare(a.Name, b.Name) })
-	return snap.Entities, nil
+	return firstOf(snap.Entities, limit), len(snap.Entities), nil
 }
 
 // readSources reads the group's source windows from the store.
-func (w *sharedWindows) readSources(ctx context.Context) ([]SourceReport, error) {
+func (w *sharedWindows) readSources(ctx context.Context, limit int) (SourceSelection, error) {
 	snap, err := w.store.Load(ctx)
 	if err != nil {
-		return nil, err
+		return SourceSelection{}, err
 	}
-	return SourceReports(snap.Sources), nil
+	p := sourcePick{n: limit}
+	for i := range snap.Sources {
+		p.add(&snap.Sources[i])
+	}
+	return p.done(), nil
 }
 
 // countGaps reads the group's source windows from the store.

@@ -74,13 +74,14 @@ type Capabilities struct {
 type RowReader interface {
 	// LoadKeys is Load without Sources and Entities.
 	LoadKeys(ctx context.Context) (*Snapshot, error)
-	// LoadRows is Load of Sources and Entities only, for State.
-	LoadRows(ctx context.Context) (*Snapshot, error)
 	// ScanSources calls fn for each stored source window, one at a time
 	// and holding none, until fn returns an error (which it returns), ctx
 	// is done, or the windows end: what Sources and the metrics read, in
 	// memory that does not grow with the number of sources.
 	ScanSources(ctx context.Context, fn func(SourceState) error) error
+	// ScanEntities is ScanSources of the stored entities, in name order
+	// (strings.Compare): what State reads.
+	ScanEntities(ctx context.Context, fn func(EntityState) error) error
 	// CountRows returns the number of stored sources and entities.
 	CountRows(ctx context.Context) (sources, entities int, err error)
 	// ReadRows begins a consistent read of the committed rows, which

@@ -46,10 +46,10 @@ type windows interface {
 	// members' outboxes it may also review; "" and false on a
 	// single-owner store.
 	member() (id string, group bool)
-	// readState and readSources are State and Sources, with the error of
-	// a store read; stats is Stats. Called without e.mu.
-	readState(ctx context.Context) ([]EntityState, error)
-	readSources(ctx context.Context) ([]SourceReport, error)
+	// readState and readSources are ReadStateUpTo and ReadSourcesUpTo
+	// (every row when limit <= 0); stats is Stats. Called without e.mu.
+	readState(ctx context.Context, limit int) (states []EntityState, total int, err error)
+	readSources(ctx context.Context, limit int) (SourceSelection, error)
 	// countGaps is CountGaps. Called without e.mu.
 	countGaps(ctx context.Context) (sources int, gaps int64, err error)
 	stats() Stats

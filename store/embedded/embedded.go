@@ -203,23 +203,30 @@ func (s *Store) LoadKeys(ctx context.Context) (*engine.Snapshot, error) {
 	return s.load(ctx, true, false)
 }
 
-// LoadRows reads every source and entity, and the chain head.
-func (s *Store) LoadRows(ctx context.Context) (*engine.Snapshot, error) {
-	return s.load(ctx, false, true)
-}
-
 // ScanSources decodes the source windows one at a time, in one read, and
 // calls fn with each; it looks at ctx every scanCheckEvery rows.
 func (s *Store) ScanSources(ctx context.Context, fn func(engine.SourceState) error) error {
+	return scanRows(s, ctx, bucketSources, fn)
+}
+
+// ScanEntities is ScanSources of the entities, keyed, and so read, by
+// name.
+func (s *Store) ScanEntities(ctx context.Context, fn func(engine.EntityState) error) error {
+	return scanRows(s, ctx, bucketEntities, fn)
+}
+
+// scanRows decodes the rows of the bucket name one at a time, in one
+// read, and calls fn with each.
+func scanRows[T any, P row[T]](s *Store, ctx context.Context, name []byte, fn func(T) error) error {
 	return s.view(func(tx *bolt.Tx) error {
 		n := 0
-		return tx.Bucket(bucketSources).ForEach(func(k, v []byte) error {
+		return tx.Bucket(name).ForEach(func(k, v []byte) error {
 			if n++; n%scanCheckEvery == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 			}
-			x, err := decodeRow[engine.SourceState](bucketSources, k, v)
+			x, err := decodeRow[T, P](name, k, v)
 			if err != nil {
 				return err
 			}
