@@ -23,11 +23,26 @@ const (
 	maxBodyBytes  = 64 << 10
 	maxReasonSize = 4096
 	maxPageBytes  = 8 << 20 // payload bytes in one quarantine page; past it the page ends early
+	maxPartLimit  = 100000  // entities or sources in a part of state or sources
 )
 
-// state answers exactly what `replayguard state --json` prints.
+// state answers exactly what `replayguard state --json` prints; with
+// limit, the first entities by name only, X-Total-Count saying how many
+// there are.
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
-	st, err := s.deps.Engine.ReadState(r.Context())
+	limit, err := partLimit(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	var st []engine.EntityState
+	if limit == 0 {
+		st, err = s.deps.Engine.ReadState(r.Context())
+	} else {
+		var total int
+		st, total, err = s.deps.Engine.ReadStateUpTo(r.Context(), limit)
+		w.Header().Set("X-Total-Count", strconv.Itoa(total))
+	}
 	if err != nil {
 		s.storeUnavailable(w, err)
 		return
@@ -40,8 +55,26 @@ func (s *Server) storeUnavailable(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusServiceUnavailable, "the store cannot be read: %v", err)
 }
 
+// sources answers what `replayguard sources --json` prints; with limit,
+// that many sources at most, those with open gaps first, X-Total-Count
+// and X-Open-Gaps saying how many sources and missing sequences there are
+// in all.
 func (s *Server) sources(w http.ResponseWriter, r *http.Request) {
-	reports, err := s.deps.Engine.ReadSources(r.Context())
+	limit, err := partLimit(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	var reports []engine.SourceReport
+	if limit == 0 {
+		reports, err = s.deps.Engine.ReadSources(r.Context())
+	} else {
+		var sel engine.SourceSelection
+		sel, err = s.deps.Engine.ReadSourcesUpTo(r.Context(), limit)
+		reports = sel.Reports
+		w.Header().Set("X-Total-Count", strconv.Itoa(sel.Total))
+		w.Header().Set("X-Open-Gaps", strconv.FormatInt(sel.OpenGaps, 10))
+	}
 	if err != nil {
 		s.storeUnavailable(w, err)
 		return
@@ -307,6 +340,19 @@ func uintParam(q url.Values, name string, def uint64) (uint64, error) {
 		return 0, fmt.Errorf("%s=%q: want a non-negative integer", name, raw)
 	}
 	return n, nil
+}
+
+// partLimit reads the limit of state and sources: absent, 0 (every
+// row); else at least 1, capped at maxPartLimit.
+func partLimit(q url.Values) (int, error) {
+	n, err := uintParam(q, "limit", 0)
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0 && q.Has("limit"):
+		return 0, fmt.Errorf("limit=0: want 1 to %d, or no limit for every one", maxPartLimit)
+	}
+	return int(min(n, maxPartLimit)), nil
 }
 
 // limitParam reads limit: default 100, at most 1000 (larger is capped).

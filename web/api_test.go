@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -365,5 +367,51 @@ func TestAQuarantinePageOfBigPayloadsEndsEarly(t *testing.T) {
 	want := maxPageBytes / len(big)
 	if len(page.Entries) != want || page.Total != 50 || page.Next == nil || *page.Next != page.Entries[want-1].ID+1 {
 		t.Fatalf("%d entries of %d, next %v; want %d and a next", len(page.Entries), page.Total, page.Next, want)
+	}
+}
+
+// TestAPartOfAFleet: a dashboard asks for a part of the state and the
+// sources: the first entities by name, and the sources with open gaps
+// first, with how many there are in all; without limit, every one.
+func TestAPartOfAFleet(t *testing.T) {
+	f := newFixture(t, Config{})
+	var msgs []engine.Message
+	for i := range 5 {
+		for _, seq := range []int{1, 2} {
+			if i == 3 && seq == 2 {
+				seq = 6 // 2..5 missing
+			}
+			msgs = append(msgs, engine.Message{Topic: fmt.Sprintf("incidents/fire/e%d", i), Payload: fmt.Appendf(nil,
+				`{"agency":"fire","source_id":"e%d","boot_id":1,"sequence":%d,"incident_id":"%d","casualty_delta":1,"unit_id":"e%d","unit_status":"a"}`,
+				i, seq, i, i)})
+		}
+	}
+	f.process(msgs...)
+
+	r := f.get("/api/v1/state?limit=3")
+	var state map[string]any
+	r.want(t, http.StatusOK, &state)
+	if got := slices.Sorted(maps.Keys(state)); !slices.Equal(got, []string{"incident/0", "incident/1", "incident/2"}) || r.header.Get("X-Total-Count") != "10" {
+		t.Fatalf("state?limit=3: %v, X-Total-Count %q; want the first 3 entities of 10", got, r.header.Get("X-Total-Count"))
+	}
+	r = f.get("/api/v1/sources?limit=2")
+	var part []engine.SourceReport
+	r.want(t, http.StatusOK, &part)
+	var names []string
+	for _, s := range part {
+		names = append(names, strings.Join(s.Source, "/"))
+	}
+	if !slices.Equal(names, []string{"fire/e0", "fire/e3"}) || r.header.Get("X-Total-Count") != "5" || r.header.Get("X-Open-Gaps") != "4" {
+		t.Fatalf("sources?limit=2: %v, X-Total-Count %q, X-Open-Gaps %q; want fire/e3 (its gap) and fire/e0 of 5, 4 missing",
+			names, r.header.Get("X-Total-Count"), r.header.Get("X-Open-Gaps"))
+	}
+	var all []engine.SourceReport
+	f.get("/api/v1/sources").want(t, http.StatusOK, &all)
+	if len(all) != 5 {
+		t.Fatalf("sources without limit: %d, want 5", len(all))
+	}
+	for _, bad := range []string{"limit=0", "limit=-1", "limit=two"} {
+		f.get("/api/v1/state?"+bad).want(t, http.StatusBadRequest, nil)
+		f.get("/api/v1/sources?"+bad).want(t, http.StatusBadRequest, nil)
 	}
 }

@@ -120,3 +120,43 @@ func TestDashboardChartsInABrowser(t *testing.T) {
 	}
 	b.shot("dashboard-charts-reloaded.png")
 }
+
+// TestADashboardOfAFleet: a fleet holds more sources and entities than the
+// dashboard asks for. It shows the part it read, the sources with open
+// gaps among them whatever their names, and counts every source,
+// entity and missing sequence.
+func TestADashboardOfAFleet(t *testing.T) {
+	chrome := findChromium(t)
+	f := newFixture(t, Config{Version: "fleet-test"})
+	const sensors = 2100 // above the dashboard's 2,000
+	var msgs []engine.Message
+	for i := range sensors {
+		id := fmt.Sprintf("s-%04d", i)
+		msgs = append(msgs, cop("county", id, 1, "40", 0, id, "ok"), cop("county", id, 2, "40", 0, id, "ok"))
+		if i == sensors-1 { // the last by name: 3..4 missing
+			msgs = append(msgs, cop("county", id, 5, "40", 0, id, "ok"))
+		}
+	}
+	f.process(msgs...)
+
+	b := openBrowser(t, chrome, f.http.URL)
+	b.waitFor("the stream", `document.querySelector('#live.up') !== null`)
+	b.waitFor("the sources read on the map", `document.querySelectorAll('#source-map rect.cell').length === 2000`)
+	if got := b.eval(`[...document.querySelectorAll('#source-map rect.cell.gap')].map(r => r.dataset.source).join(',')`); got != "incidents county/s-2099" {
+		t.Fatalf("sources marked with a gap on the map: %q, want the last by name", got)
+	}
+	want := b.eval(`"· " + (2100).toLocaleString() + " sources (" + (2000).toLocaleString() + " shown) · 1 with open gaps"`)
+	if got := b.eval(`document.getElementById('source-summary').textContent`); got != want {
+		t.Fatalf("source summary %q, want %q", got, want)
+	}
+	if got := b.eval(`document.getElementById('c-gaps').textContent`); got != "2" {
+		t.Fatalf("sequences missing %q, want 2", got)
+	}
+	want = b.eval(`"· " + (2101).toLocaleString()`) // the sensors' units and incident 40
+	if got := b.eval(`document.getElementById('entity-count').textContent`); got != want {
+		t.Fatalf("entity count %q, want %q", got, want)
+	}
+	if got := b.eval(`String(document.querySelectorAll('#entities .entity').length)`); got != "240" {
+		t.Fatalf("%s entity cards, want 240", got)
+	}
+}

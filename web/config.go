@@ -150,7 +150,9 @@ func loopback(addr string) bool {
 // On a shared store State and Sources are the group's, read from the store.
 type Reader interface {
 	ReadState(ctx context.Context) ([]engine.EntityState, error)
+	ReadStateUpTo(ctx context.Context, limit int) ([]engine.EntityState, int, error)
 	ReadSources(ctx context.Context) ([]engine.SourceReport, error)
+	ReadSourcesUpTo(ctx context.Context, limit int) (engine.SourceSelection, error)
 	Stats() engine.Stats
 }
 

@@ -7,10 +7,13 @@ const OUTCOMES = ["applied", "applied_late", "duplicate", "conflict", "quarantin
 const HELD = new Set(["conflict", "quarantined", "malformed"]);
 const AUDIT_KEEP = 300;
 const ENTITY_SHOW = 240;
+const ENTITY_FETCH = 2000;  // entities asked for: a fleet's are counted, not all fetched
+const SOURCE_FETCH = 2000;  // sources asked for, those with open gaps first
 const TOKEN_KEY = "replayguard.token";
 
 const state = {
   entities: new Map(),   // name -> {field: value}
+  entityTotal: 0,        // entities the server holds (X-Total-Count), at the last fetch
   counts: {},            // outcome -> n, since the server started
   audit: [],             // newest last
   position: 0,
@@ -45,6 +48,11 @@ function toast(msg, good) {
 }
 
 async function api(path, opts) {
+  return (await apiResponse(path, opts)).body;
+}
+
+// apiResponse is api with the response's headers: {body, headers}.
+async function apiResponse(path, opts) {
   const res = await fetch(path, Object.assign({ headers: headers(), cache: "no-store" }, opts));
   let body = null;
   try { body = await res.json(); } catch (e) { /* empty body */ }
@@ -55,7 +63,7 @@ async function api(path, opts) {
     err.status = res.status;
     throw err;
   }
-  return body;
+  return { body, headers: res.headers };
 }
 
 // ---- fetching -------------------------------------------------------------
@@ -72,13 +80,21 @@ async function loadStats() {
 }
 
 async function loadState() {
-  const s = await api("/api/v1/state");
-  state.entities = new Map(Object.entries(s));
+  const r = await apiResponse("/api/v1/state?limit=" + ENTITY_FETCH);
+  state.entities = new Map(Object.entries(r.body));
+  state.entityTotal = Number(r.headers.get("X-Total-Count")) || state.entities.size;
   renderEntities(new Set());
 }
 
+// loadSources is called again as decisions come; on a fleet a read of
+// the sources takes long, so the next waits ten times as long as the last.
+let sourcesTook = 0;
 async function loadSources() {
-  drawSources(await api("/api/v1/sources"));
+  const began = performance.now();
+  const r = await apiResponse("/api/v1/sources?limit=" + SOURCE_FETCH);
+  sourcesTook = performance.now() - began;
+  const header = (name) => { const v = r.headers.get(name); return v === null ? undefined : Number(v); };
+  drawSources(r.body, header("X-Total-Count"), header("X-Open-Gaps"));
 }
 
 async function loadQuarantine() {
@@ -162,9 +178,10 @@ function renderEntities(changed) {
     }
     root.append(g);
   }
-  if (names.length > ENTITY_SHOW) root.append(el("div", "more", "+ " + (names.length - ENTITY_SHOW) + " more entities"));
+  const total = Math.max(state.entityTotal, names.length);
+  if (total > ENTITY_SHOW) root.append(el("div", "more", "+ " + (total - Math.min(names.length, ENTITY_SHOW)).toLocaleString() + " more entities"));
   if (names.length === 0) root.append(el("div", "empty", "No entity yet."));
-  $("entity-count").textContent = names.length ? "· " + names.length : "";
+  $("entity-count").textContent = total ? "· " + total.toLocaleString() : "";
 }
 
 function rangeText(g) { return g.from === g.to ? String(g.from) : g.from + "–" + g.to; }
@@ -264,7 +281,12 @@ function onDecision(r, batch) {
 }
 
 function onState(e, batch) {
+  if (!state.entities.has(e.name) && state.entities.size >= state.entityTotal) state.entityTotal++; // all were here: a new one
   state.entities.set(e.name, e.fields);
+  if (state.entities.size > 2 * ENTITY_FETCH) { // a fleet's changes: keep the first names, as a fetch would
+    const names = [...state.entities.keys()].sort(byName);
+    for (const name of names.slice(ENTITY_FETCH)) state.entities.delete(name);
+  }
   batch.changed.add(e.name);
 }
 
@@ -308,7 +330,7 @@ function flush() {
   }
   renderAudit(b.fresh);
   soon("rates", drawRates, 250);
-  if (b.sources) soon("sources", loadSources, 300);
+  if (b.sources) soon("sources", loadSources, Math.max(300, 10 * sourcesTook));
   if (b.quarantine) soon("quarantine", loadQuarantine, 300);
   if (b.forward) onForwardRecord();
 }

@@ -230,17 +230,26 @@ function healthBar(s, gaps) {
 }
 
 let sourceList = [];
+let sourceTotal = 0; // sources the server holds: more than sourceList on a fleet
 
-function drawSources(list) {
+// drawSources draws list, a part of the total sources when the server
+// holds more (those with open gaps first), whose missing sequences in all
+// are missing when the server counted them.
+function drawSources(list, total, missing) {
   sourceList = list;
-  let missing = 0, gappy = 0;
+  total = Math.max(total || 0, list.length);
+  sourceTotal = total;
+  let counted = 0, gappy = 0;
   for (const s of list) {
     const gaps = gapsOf(s);
-    for (const g of gaps) missing += g.to - g.from + 1;
+    for (const g of gaps) counted += g.to - g.from + 1;
     if (gaps.length) gappy++;
   }
-  $("source-summary").textContent = list.length
-    ? "· " + list.length.toLocaleString() + " sources · " + (gappy ? gappy.toLocaleString() + " with open gaps" : "no open gap")
+  if (missing === undefined) missing = counted;
+  const part = total > list.length; // the sources shown are the gappy ones first: all of them unless every one shown is
+  const gappyText = gappy ? gappy.toLocaleString() + (part && gappy === list.length ? "+" : "") + " with open gaps" : "no open gap";
+  $("source-summary").textContent = total
+    ? "· " + total.toLocaleString() + " sources" + (part ? " (" + list.length.toLocaleString() + " shown)" : "") + " · " + gappyText
     : "";
   $("c-gaps").textContent = missing.toLocaleString();
   $("c-gaps").parentElement.classList.toggle("alert", missing > 0);
@@ -273,10 +282,12 @@ function renderSourceRows() {
     tr.append(td);
     body.append(tr);
   }
-  const more = quiet - SOURCE_ROWS;
+  const unread = text ? 0 : sourceTotal - sourceList.length; // a fleet's, past those read
+  const more = Math.max(quiet - SOURCE_ROWS, 0) + unread;
   if (more > 0 || !shown.length) {
     const tr = el("tr");
-    const td = el("td", "empty", shown.length ? "+ " + more.toLocaleString() + " more without gaps (each a square above)"
+    const td = el("td", "empty", shown.length ? "+ " + more.toLocaleString() + " more without gaps ("
+      + (unread ? "those read each a square above" : "each a square above") + ")"
       : sourceList.length ? "No source matches." : "No sequenced source yet.");
     td.colSpan = 6;
     tr.append(td);
