@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -104,29 +105,54 @@ func (o *OTLP) Export(ctx context.Context, recs []engine.AuditRecord) error {
 		return fmt.Errorf("otlp: %d of %d records built", len(o.grab.recs), len(recs))
 	}
 	o.status.last.Store(0)
+	o.status.retryAfter.Store(0)
 	err := o.exp.Export(ctx, o.grab.recs)
-	if code := o.status.last.Load(); err != nil && code >= 200 && code <= 299 {
+	code := o.status.last.Load()
+	switch {
+	case err != nil && code >= 200 && code <= 299:
 		// The receiver took the request; what it rejected it would
 		// reject again.
 		o.log.Warn("otlp receiver took the audit records with a partial success; rejected records are not sent again",
 			"endpoint", o.endpoint, "from", recs[0].Position, "to", recs[len(recs)-1].Position, "err", err)
 		return nil
+	case err != nil && o.status.retryAfter.Load() > 0: // 429 or 503 with a Retry-After: the receiver asks for a pause
+		return &RetryAfterError{After: time.Duration(o.status.retryAfter.Load()), Err: err}
 	}
 	return err
 }
 
-// statusTransport keeps the status code of the last response it carried.
+// statusTransport keeps the status code of the last response it carried,
+// and its Retry-After when it is 429 or 503.
 type statusTransport struct {
 	http.RoundTripper
-	last atomic.Int32
+	last       atomic.Int32
+	retryAfter atomic.Int64 // a time.Duration; 0: none
 }
 
 func (t *statusTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.RoundTripper.RoundTrip(r)
 	if err == nil {
 		t.last.Store(int32(resp.StatusCode))
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			t.retryAfter.Store(int64(retryAfter(resp.Header.Get("Retry-After"), time.Now())))
+		}
 	}
 	return resp, err
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date; 0 when
+// it is absent, unreadable or past.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 // severity maps an outcome to a log severity: the held outcomes warn.

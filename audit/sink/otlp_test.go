@@ -24,7 +24,8 @@ import (
 // answers 503 and keeps nothing.
 type otlpReceiver struct {
 	recorder
-	down  atomic.Bool
+	down       atomic.Bool
+	retryAfter string // while down, the Retry-After it answers with
 	fails atomic.Int64
 	t     *testing.T
 	attrs atomic.Value // the attributes of the last record, by key
@@ -40,6 +41,9 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if o.down.Load() {
 		o.fails.Add(1)
+		if o.retryAfter != "" {
+			w.Header().Set("Retry-After", o.retryAfter)
+		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
@@ -219,4 +223,30 @@ func TestOTLPPartialSuccessMovesOnAndSaysSo(t *testing.T) {
 	if !strings.Contains(logs.String(), "record 5 rejected") {
 		t.Fatalf("the rejection was not logged:\n%s", logs.String())
 	}
+}
+
+// TestOTLPWaitsAsTheReceiverAsks: a receiver under load answers 503 with
+// Retry-After; the sink waits that long before it sends again, however
+// short its own backoff (here 10-50 ms), then delivers everything.
+func TestOTLPWaitsAsTheReceiverAsks(t *testing.T) {
+	recv := &otlpReceiver{t: t, retryAfter: "2"}
+	srv := httptest.NewServer(recv)
+	defer srv.Close()
+	exp, err := sink.NewOTLP(t.Context(), sink.OTLPOptions{Endpoint: srv.URL + "/v1/logs", Headers: map[string]string{"X-Api-Key": "k1"}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv.down.Store(true)
+	r := newRig(t, "otel", exp)
+	r.decide(t, 50)
+	for deadline := time.Now().Add(5 * time.Second); recv.fails.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if n := recv.fails.Load(); n != 1 {
+		t.Fatalf("%d requests within 1.5 s of a 503 asking for 2 s; want the first only", n)
+	}
+	recv.down.Store(false)
+	r.waitCursor(t, "otel", 50)
+	checkReceived(t, recv.get(), 50)
 }

@@ -40,6 +40,24 @@ type Exporter interface {
 	Close(ctx context.Context) error
 }
 
+// RetryAfterError is a failed export whose receiver asked for a pause
+// (HTTP 429 or 503 with Retry-After): the sink waits that long, up to
+// MaxRetryAfter, if its own backoff is shorter.
+type RetryAfterError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("%v (the receiver asks to retry after %v)", e.Err, e.After)
+}
+
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// MaxRetryAfter bounds the pause a receiver's Retry-After makes a sink
+// take: the records wait behind the cursor meanwhile.
+const MaxRetryAfter = 10 * time.Minute
+
 // Store is what the sinks read and write in a single-owner store.
 type Store interface {
 	engine.AuditScanner
@@ -219,7 +237,11 @@ func (s *Set) run(ctx context.Context, r *runner) {
 			// Back off, whatever commits meanwhile: the records wait in
 			// the store behind the cursor.
 			backoff = min(max(2*backoff, s.opts.MinBackoff), s.opts.MaxBackoff)
-			s.sleep(ctx, backoff/2+rand.N(backoff/2+1)) // jitter in [backoff/2, backoff]
+			wait := backoff/2 + rand.N(backoff/2+1) // jitter in [backoff/2, backoff]
+			if ra := (*RetryAfterError)(nil); errors.As(err, &ra) {
+				wait = max(wait, min(ra.After, MaxRetryAfter))
+			}
+			s.sleep(ctx, wait)
 		} else {
 			backoff = 0
 			select {
