@@ -77,6 +77,9 @@ func (d *Drainer) runLane(ctx context.Context, l *lane) {
 		if err != nil {
 			backoff = min(max(2*backoff, d.opts.MinBackoff), d.maxBackoff(l.id.kind))
 			wait := backoff/2 + rand.N(backoff/2+1) // jitter in [backoff/2, backoff]
+			if ra := (*retryAfterError)(nil); errors.As(err, &ra) {
+				wait = max(wait, min(ra.after, maxRetryAfter))
+			}
 			d.failed(l, err, wait)
 			sleep(ctx, wait)
 			d.obs.ForwardRetried(l.id.kind)

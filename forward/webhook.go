@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/httpretry"
 )
 
 // DefaultWebhookTimeout bounds one POST when WebhookOptions.Timeout is 0.
@@ -40,7 +41,8 @@ type WebhookOptions struct {
 // A 2xx acknowledges the entry. A 5xx, a timeout, a connection error, or
 // a 4xx that is not the entry's (401, 407, 408, 409, 425, 429:
 // endpointStatus) fails the attempt: the drainer backs off and sends it
-// again. Any other status (400, 403, 404, 413, 422...) refuses the entry
+// again, after the Retry-After of a 429 or 503 when its backoff is
+// shorter (up to maxRetryAfter). Any other status (400, 403, 404, 413, 422...) refuses the entry
 // for good (a *RefusedError with the status and the start of the body): it is
 // held for an operator.
 type Webhook struct {
@@ -105,7 +107,11 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 	case c >= 200 && c < 300:
 		return nil
 	case c >= 500 || endpointStatus[c]:
-		return fmt.Errorf("POST %s: %s%s", engine.RedactTarget(engine.OutputWebhook, e.Target), resp.Status, excerpt(body))
+		err := fmt.Errorf("POST %s: %s%s", engine.RedactTarget(engine.OutputWebhook, e.Target), resp.Status, excerpt(body))
+		if after := httpretry.After(resp, time.Now()); after > 0 {
+			return &retryAfterError{after: after, err: err}
+		}
+		return err
 	default:
 		return &RefusedError{Reason: fmt.Sprintf("HTTP %s%s", resp.Status, excerpt(body))}
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,3 +330,39 @@ func TestWebhookURLsPasswordStaysOutOfTheHoldTheLogAndTheErrors(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestWebhookWaitsAsTheReceiverAsks: a receiver under load answers 429
+// with Retry-After; the lane waits that long before it posts again,
+// however short its own backoff (here 5-40 ms), then delivers the entry.
+func TestWebhookWaitsAsTheReceiverAsks(t *testing.T) {
+	var posts atomic.Int64
+	busy := atomic.Bool{}
+	busy.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		posts.Add(1)
+		if busy.Load() {
+			w.Header().Set("Retry-After", "2")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	wh, err := forward.NewWebhook(forward.WebhookOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, engine.ForwardSpec{Webhook: srv.URL + "/dispatch"}, map[string]forward.Output{engine.OutputWebhook: wh},
+		forward.Options{MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Poll: 50 * time.Millisecond})
+	r.run()
+	ctx := context.Background()
+	r.keys(ctx, incident("e1", 1))
+	waitFor(t, "the first post", func() bool { return posts.Load() > 0 })
+	time.Sleep(1500 * time.Millisecond)
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("%d posts within 1.5 s of a 429 asking for 2 s; want the first only", n)
+	}
+	busy.Store(false)
+	waitFor(t, "the outbox is empty", func() bool { n, _ := r.store.OutboxDepth(ctx, ""); return n == 0 })
+}

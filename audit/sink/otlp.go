@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/httpretry"
 )
 
 // OTLPOptions configure NewOTLP.
@@ -133,26 +133,9 @@ func (t *statusTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.RoundTripper.RoundTrip(r)
 	if err == nil {
 		t.last.Store(int32(resp.StatusCode))
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-			t.retryAfter.Store(int64(retryAfter(resp.Header.Get("Retry-After"), time.Now())))
-		}
+		t.retryAfter.Store(int64(httpretry.After(resp, time.Now())))
 	}
 	return resp, err
-}
-
-// retryAfter reads a Retry-After header: seconds, or an HTTP date; 0 when
-// it is absent, unreadable or past.
-func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
 
 // severity maps an outcome to a log severity: the held outcomes warn.

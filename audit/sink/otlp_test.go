@@ -26,9 +26,9 @@ type otlpReceiver struct {
 	recorder
 	down       atomic.Bool
 	retryAfter string // while down, the Retry-After it answers with
-	fails atomic.Int64
-	t     *testing.T
-	attrs atomic.Value // the attributes of the last record, by key
+	fails      atomic.Int64
+	t          *testing.T
+	attrs      atomic.Value // the attributes of the last record, by key
 }
 
 func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -15,7 +15,7 @@ var allowed = map[string][]string{
 	"engine":                              {},
 	"config":                              {},
 	"audit":                               {"engine"},
-	"audit/sink":                          {"engine"},
+	"audit/sink":                          {"engine", "internal/httpretry"},
 	"store/memory":                        {"engine"},
 	"store/embedded":                      {"engine"},
 	"store/storetest":                     {"engine"},
@@ -29,7 +29,8 @@ var allowed = map[string][]string{
 	"source/mqtt3":                        {"engine", "source", "source/internal/consume", "internal/mqttconn"},
 	"internal/mqttprobe":                  {},
 	"internal/mqttconn":                   {},
-	"forward":                             {"engine", "internal/mqttconn"},
+	"forward":                             {"engine", "internal/mqttconn", "internal/httpretry"},
+	"internal/httpretry":                  {},
 	"sparkplug":                           {"engine", "sparkplug/sparkplugpb"},
 	"sparkplug/sparkplugpb":               {},
 	"internal/testbroker":                 {},
@@ -52,7 +53,7 @@ var appDeps = []string{
 	"sparkplug", "sparkplug/sparkplugpb",
 	"store/memory", "store/embedded", "store/postgres", "store/redis", "store/internal/shared",
 	"source", "source/file", "source/mqtt", "source/mqtt3", "source/jetstream", "source/internal/consume",
-	"internal/mqttconn", "internal/mqttprobe", "internal/report", "internal/benchfeed",
+	"internal/mqttconn", "internal/mqttprobe", "internal/report", "internal/benchfeed", "internal/httpretry",
 }
 
 // direct lists, for a package whose transitive dependencies include

@@ -1,4 +1,4 @@
-package sink
+package httpretry
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ func TestRetryAfterReadsSecondsAndDates(t *testing.T) {
 		"-5":                            0,
 		"soon":                          0,
 	} {
-		if got := retryAfter(v, now); got != want {
+		if got := parse(v, now); got != want {
 			t.Errorf("Retry-After %q: %v, want %v", v, got, want)
 		}
 	}
