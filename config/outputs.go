@@ -68,6 +68,9 @@ type OutputWebhookConfig struct {
 	// MaxBackoff caps the jittered, doubling wait between attempts after
 	// a 5xx, a timeout or a connection error. Default 30s.
 	MaxBackoff Duration `yaml:"max_backoff"`
+	// TLS verifies https:// receivers with ca_file and presents cert_file
+	// and key_file to them. Default: the system roots.
+	TLS TLSConfig `yaml:"tls,omitempty"`
 }
 
 // OutputNATSConfig is the NATS server the JetStream publishes go to.
@@ -173,6 +176,7 @@ func (c *Config) checkOutputs(ps *problems) {
 		if o.MaxBackoff <= 0 {
 			ps.add(f.dot("webhook").dot("max_backoff"), "max_backoff must be positive, got %v", o.MaxBackoff)
 		}
+		o.TLS.checkPair(ps, f.dot("webhook").dot("tls"))
 	}
 	if o := c.Outputs.NATS; o != nil {
 		for _, s := range strings.Split(o.URL, ",") {

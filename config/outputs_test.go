@@ -82,7 +82,7 @@ func TestOutputRules(t *testing.T) {
 		{"a negative outbox bound", "outbox: {max_entries: -5}\n",
 			[]string{"outbox.max_entries: max_entries must be at least 1, got -5"}},
 		{"an unknown output setting", "outputs: {webhook: {retries: 3}}\n",
-			[]string{`outputs.webhook: unknown key "retries"; known keys: max_backoff, timeout`}},
+			[]string{`outputs.webhook: unknown key "retries"; known keys: max_backoff, timeout, tls`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkProblems(t, tc.file, tc.want...) })
 	}

@@ -38,6 +38,11 @@ type SinkConfig struct {
 	Headers map[string]string `yaml:"headers,omitempty"`
 	// Timeout (otlp) bounds one export request. Default 10s.
 	Timeout Duration `yaml:"timeout,omitempty"`
+	// TLS (otlp with an https:// endpoint, syslog) verifies the receiver
+	// with ca_file and presents cert_file and key_file; a syslog sink with
+	// tls speaks RFC 5425 (syslog over TLS, port 6514 by custom). Default:
+	// the system roots for https://; plain TCP for syslog.
+	TLS TLSConfig `yaml:"tls,omitempty"`
 	// Address (syslog) is the receiver's host:port, over TCP.
 	Address string `yaml:"address,omitempty"`
 	// AppName (syslog) is the APP-NAME of each message. Default replayguard.
@@ -111,15 +116,15 @@ func (s SinkConfig) check(ps *problems, f field) {
 	set := map[string]bool{
 		"endpoint": s.Endpoint != "", "headers": len(s.Headers) > 0, "timeout": s.Timeout != 0,
 		"address": s.Address != "", "app_name": s.AppName != "", "facility": s.Facility != "",
-		"path": s.Path != "", "max_bytes": s.MaxBytes != 0, "keep": s.Keep != 0,
+		"path": s.Path != "", "max_bytes": s.MaxBytes != 0, "keep": s.Keep != 0, "tls": s.TLS != (TLSConfig{}),
 	}
 	var own []string
 	switch s.Kind {
 	case SinkOTLP:
-		own = []string{"endpoint", "headers", "timeout"}
+		own = []string{"endpoint", "headers", "timeout", "tls"}
 		s.checkOTLP(ps, f)
 	case SinkSyslog:
-		own = []string{"address", "app_name", "facility"}
+		own = []string{"address", "app_name", "facility", "tls"}
 		s.checkSyslog(ps, f)
 	case SinkFile:
 		own = []string{"path", "max_bytes", "keep"}
@@ -128,7 +133,7 @@ func (s SinkConfig) check(ps *problems, f field) {
 		ps.add(f.dot("kind"), "kind %q is not one of otlp, syslog, file", s.Kind)
 		return
 	}
-	for _, k := range []string{"endpoint", "headers", "timeout", "address", "app_name", "facility", "path", "max_bytes", "keep"} {
+	for _, k := range []string{"endpoint", "headers", "timeout", "tls", "address", "app_name", "facility", "path", "max_bytes", "keep"} {
 		if set[k] && !contains(own, k) {
 			ps.add(f.dot(k), "%s is not a setting of a %s sink (it takes %s)", k, s.Kind, strings.Join(own, ", "))
 		}
@@ -157,7 +162,10 @@ func (s SinkConfig) checkOTLP(ps *problems, f field) {
 		ps.add(f.dot("endpoint"), "endpoint %q has no path: OTLP/HTTP receivers take logs at /v1/logs", s.Endpoint)
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		ps.add(f.dot("endpoint"), "endpoint %q carries credentials, a query or a fragment: put credentials in headers", u.Redacted())
+	case u.Scheme == "http" && s.TLS != (TLSConfig{}):
+		ps.add(f.dot("tls"), "tls is set for the plain http:// endpoint %q: write https:// to use it", s.Endpoint)
 	}
+	s.TLS.checkPair(ps, f.dot("tls"))
 	for k, v := range s.Headers {
 		if k == "" || strings.ContainsAny(k, " \t\r\n:") {
 			ps.add(f.dot("headers"), "header name %q is not a valid HTTP header name", k)
@@ -181,6 +189,7 @@ func (s SinkConfig) checkSyslog(ps *problems, f field) {
 	case !validPort(port, 1):
 		ps.add(f.dot("address"), "address %q: port %q is not from 1 to 65535", s.Address, port)
 	}
+	s.TLS.checkPair(ps, f.dot("tls"))
 	if n := len(s.AppName); n > 48 || strings.ContainsFunc(s.AppName, func(r rune) bool { return r <= 32 || r >= 127 }) {
 		ps.add(f.dot("app_name"), "app_name %q must be at most 48 printable ASCII characters without spaces (RFC 5424 APP-NAME)", s.AppName)
 	}

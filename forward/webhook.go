@@ -3,6 +3,7 @@ package forward
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,9 @@ type WebhookOptions struct {
 	// follows no redirect (a 3xx refuses the entry: a POST redirected
 	// could lose its body).
 	Client *http.Client
+	// TLS verifies https:// receivers and presents a client certificate,
+	// for the default client. Default nil: the system roots.
+	TLS *tls.Config
 }
 
 // Webhook POSTs each entry's payload to its URL (the entry's Target), one
@@ -58,7 +62,9 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 	setDefault(&opts.Timeout, DefaultWebhookTimeout)
 	c := opts.Client
 	if c == nil {
-		c = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = opts.TLS
+		c = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	return &Webhook{client: c, timeout: opts.Timeout}, nil
 }

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +29,9 @@ type OTLPOptions struct {
 	Headers map[string]string
 	// Timeout bounds one export request. Default 10s.
 	Timeout time.Duration
+	// TLS verifies an https:// receiver and presents a client
+	// certificate. Default nil: the system roots.
+	TLS *tls.Config
 	// Logger receives a line per batch the receiver took with a partial
 	// success (records it rejected). Default: discard.
 	Logger *slog.Logger
@@ -59,6 +63,7 @@ func NewOTLP(ctx context.Context, o OTLPOptions) (*OTLP, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = o.TLS
 	st := &statusTransport{RoundTripper: tr}
 	exp, err := otlploghttp.New(ctx, otlploghttp.WithEndpointURL(o.Endpoint), otlploghttp.WithHeaders(o.Headers),
 		otlploghttp.WithHTTPClient(&http.Client{Transport: st, Timeout: o.Timeout}),

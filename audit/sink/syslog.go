@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,8 @@ type SyslogOptions struct {
 	Facility int
 	// Timeout bounds connecting and one batch's write. Default 10s.
 	Timeout time.Duration
+	// TLS, when set, connects over TLS (RFC 5425). Default nil: plain TCP.
+	TLS *tls.Config
 }
 
 // Syslog writes each record as an RFC 5424 message over TCP, framed by
@@ -70,7 +73,12 @@ func (s *Syslog) Export(ctx context.Context, recs []engine.AuditRecord) error {
 		s.drop()
 	}
 	if s.conn == nil {
-		d := net.Dialer{Timeout: s.opts.Timeout}
+		var d interface {
+			DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+		} = &net.Dialer{Timeout: s.opts.Timeout}
+		if s.opts.TLS != nil {
+			d = &tls.Dialer{NetDialer: &net.Dialer{Timeout: s.opts.Timeout}, Config: s.opts.TLS}
+		}
 		c, err := d.DialContext(ctx, "tcp", s.opts.Address)
 		if err != nil {
 			return fmt.Errorf("syslog: %w", err)

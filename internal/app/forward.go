@@ -79,6 +79,10 @@ func newOutput(cfg *config.Config, kind string, opts Options) (forward.Output, e
 		wo := forward.WebhookOptions{}
 		if w := cfg.Outputs.Webhook; w != nil {
 			wo.Timeout = time.Duration(w.Timeout)
+			var err error
+			if wo.TLS, err = clientTLS(w.TLS); err != nil {
+				return nil, err
+			}
 		}
 		return forward.NewWebhook(wo)
 	case engine.OutputNATS:

@@ -43,13 +43,17 @@ func newSinks(ctx context.Context, cfg *config.Config, st Store, member string, 
 }
 
 func newExporter(ctx context.Context, sc config.SinkConfig, log *slog.Logger) (sink.Exporter, error) {
+	tlsCfg, err := clientTLS(sc.TLS)
+	if err != nil {
+		return nil, err
+	}
 	switch sc.Kind {
 	case config.SinkOTLP:
 		return sink.NewOTLP(ctx, sink.OTLPOptions{Endpoint: sc.Endpoint, Headers: sc.Headers, Timeout: time.Duration(sc.Timeout),
-			Logger: log.With("sink", sc.Name)})
+			TLS: tlsCfg, Logger: log.With("sink", sc.Name)})
 	case config.SinkSyslog:
 		return sink.NewSyslog(sink.SyslogOptions{Address: sc.Address, AppName: sc.AppName,
-			Facility: config.SyslogFacilities[sc.Facility]}), nil
+			Facility: config.SyslogFacilities[sc.Facility], TLS: tlsCfg}), nil
 	case config.SinkFile:
 		return sink.NewFile(sink.FileOptions{Path: sc.Path, MaxBytes: int64(sc.MaxBytes), Keep: sc.Keep}), nil
 	}
