@@ -3,7 +3,6 @@ package forward
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Errors of the drainer and the outputs.
@@ -34,21 +33,3 @@ type RefusedError struct {
 func (e *RefusedError) Error() string { return fmt.Sprintf("%v: %s", ErrRefused, e.Reason) }
 
 func (e *RefusedError) Unwrap() error { return ErrRefused }
-
-// retryAfterError is a failed attempt whose receiver asked for a pause
-// (HTTP 429 or 503 with Retry-After): the lane waits that long, up to
-// maxRetryAfter, when its backoff is shorter.
-type retryAfterError struct {
-	after time.Duration
-	err   error
-}
-
-func (e *retryAfterError) Error() string {
-	return fmt.Sprintf("%v (the receiver asks to retry after %v)", e.err, e.after)
-}
-
-func (e *retryAfterError) Unwrap() error { return e.err }
-
-// maxRetryAfter bounds the pause a receiver's Retry-After makes a lane
-// take: its entries wait in the outbox meanwhile.
-const maxRetryAfter = 10 * time.Minute

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/httpretry"
 )
 
 // laneID names one output goroutine: an output kind of one member's
@@ -76,10 +77,7 @@ func (d *Drainer) runLane(ctx context.Context, l *lane) {
 		}
 		if err != nil {
 			backoff = min(max(2*backoff, d.opts.MinBackoff), d.maxBackoff(l.id.kind))
-			wait := backoff/2 + rand.N(backoff/2+1) // jitter in [backoff/2, backoff]
-			if ra := (*retryAfterError)(nil); errors.As(err, &ra) {
-				wait = max(wait, min(ra.after, maxRetryAfter))
-			}
+			wait := httpretry.Wait(err, backoff/2+rand.N(backoff/2+1)) // jitter in [backoff/2, backoff], or what the receiver asked for
 			d.failed(l, err, wait)
 			sleep(ctx, wait)
 			d.obs.ForwardRetried(l.id.kind)

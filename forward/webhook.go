@@ -46,7 +46,7 @@ type WebhookOptions struct {
 // a 4xx that is not the entry's (401, 407, 408, 409, 425, 429:
 // endpointStatus) fails the attempt: the drainer backs off and sends it
 // again, after the Retry-After of a 429 or 503 when its backoff is
-// shorter (up to maxRetryAfter). Any other status (400, 403, 404, 413, 422...) refuses the entry
+// shorter (up to httpretry.Max). Any other status (400, 403, 404, 413, 422...) refuses the entry
 // for good (a *RefusedError with the status and the start of the body): it is
 // held for an operator.
 type Webhook struct {
@@ -114,10 +114,7 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 		return nil
 	case c >= 500 || endpointStatus[c]:
 		err := fmt.Errorf("POST %s: %s%s", engine.RedactTarget(engine.OutputWebhook, e.Target), resp.Status, excerpt(body))
-		if after := httpretry.After(resp, time.Now()); after > 0 {
-			return &retryAfterError{after: after, err: err}
-		}
-		return err
+		return httpretry.Wrap(err, resp, time.Now())
 	default:
 		return &RefusedError{Reason: fmt.Sprintf("HTTP %s%s", resp.Status, excerpt(body))}
 	}

@@ -121,7 +121,7 @@ func (o *OTLP) Export(ctx context.Context, recs []engine.AuditRecord) error {
 			"endpoint", o.endpoint, "from", recs[0].Position, "to", recs[len(recs)-1].Position, "err", err)
 		return nil
 	case err != nil && o.status.retryAfter.Load() > 0: // 429 or 503 with a Retry-After: the receiver asks for a pause
-		return &RetryAfterError{After: time.Duration(o.status.retryAfter.Load()), Err: err}
+		return &httpretry.Error{After: time.Duration(o.status.retryAfter.Load()), Err: err}
 	}
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/httpretry"
 )
 
 // Defaults for Options fields left zero.
@@ -39,24 +40,6 @@ type Exporter interface {
 	// Close releases the exporter's connections and files.
 	Close(ctx context.Context) error
 }
-
-// RetryAfterError is a failed export whose receiver asked for a pause
-// (HTTP 429 or 503 with Retry-After): the sink waits that long, up to
-// MaxRetryAfter, if its own backoff is shorter.
-type RetryAfterError struct {
-	After time.Duration
-	Err   error
-}
-
-func (e *RetryAfterError) Error() string {
-	return fmt.Sprintf("%v (the receiver asks to retry after %v)", e.Err, e.After)
-}
-
-func (e *RetryAfterError) Unwrap() error { return e.Err }
-
-// MaxRetryAfter bounds the pause a receiver's Retry-After makes a sink
-// take: the records wait behind the cursor meanwhile.
-const MaxRetryAfter = 10 * time.Minute
 
 // Store is what the sinks read and write in a single-owner store.
 type Store interface {
@@ -238,10 +221,7 @@ func (s *Set) run(ctx context.Context, r *runner) {
 			// the store behind the cursor.
 			backoff = min(max(2*backoff, s.opts.MinBackoff), s.opts.MaxBackoff)
 			wait := backoff/2 + rand.N(backoff/2+1) // jitter in [backoff/2, backoff]
-			if ra := (*RetryAfterError)(nil); errors.As(err, &ra) {
-				wait = max(wait, min(ra.After, MaxRetryAfter))
-			}
-			s.sleep(ctx, wait)
+			s.sleep(ctx, httpretry.Wait(err, wait)) // or what the receiver asked for
 		} else {
 			backoff = 0
 			select {

@@ -1,6 +1,8 @@
 package httpretry
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -17,6 +19,23 @@ func TestRetryAfterReadsSecondsAndDates(t *testing.T) {
 	} {
 		if got := parse(v, now); got != want {
 			t.Errorf("Retry-After %q: %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestWaitTakesTheLongerPauseUpToMax(t *testing.T) {
+	asked := fmt.Errorf("export: %w", &Error{After: 2 * time.Second, Err: errors.New("503")})
+	for _, c := range []struct {
+		err        error
+		wait, want time.Duration
+	}{
+		{errors.New("503"), time.Second, time.Second},
+		{asked, time.Second, 2 * time.Second},
+		{asked, 3 * time.Second, 3 * time.Second},
+		{errors.Join(errors.New("other chain"), &Error{After: time.Hour}), time.Second, Max},
+	} {
+		if got := Wait(c.err, c.wait); got != c.want {
+			t.Errorf("Wait(%v, %v) = %v, want %v", c.err, c.wait, got, c.want)
 		}
 	}
 }
