@@ -83,13 +83,16 @@ type gapCount struct {
 
 // read counts w's windows and open gaps, or returns the last count while
 // it is younger than gapsReuse times what it took. A count that fails is
-// not kept.
+// not kept. The count runs without g.mu: concurrent scrapes of a store
+// that does not answer each give up within their own timeout, none waits
+// for another's in turn.
 func (g *gapCount) read(w Windows, shared bool) (int, int64, error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if !g.at.IsZero() && time.Since(g.at) < gapsReuse*g.took {
+		defer g.mu.Unlock()
 		return g.sources, g.gaps, nil
 	}
+	g.mu.Unlock()
 	ctx := context.Background()
 	if shared {
 		var cancel context.CancelFunc
@@ -101,8 +104,10 @@ func (g *gapCount) read(w Windows, shared bool) (int, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	g.at = time.Now()
-	g.took, g.sources, g.gaps = g.at.Sub(began), sources, gaps
+	now := time.Now()
+	g.mu.Lock()
+	g.at, g.took, g.sources, g.gaps = now, now.Sub(began), sources, gaps
+	g.mu.Unlock()
 	return sources, gaps, nil
 }
 

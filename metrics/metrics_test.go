@@ -400,3 +400,29 @@ func TestAFleetsWindowsAreNotCountedAtEveryScrape(t *testing.T) {
 		t.Fatalf("a scrape 20 counts' time later: gaps %v after %d counts; want a new count", g, w.counts.Load())
 	}
 }
+
+// TestConcurrentScrapesOfAStoreThatDoesNotAnswer: two Prometheus servers
+// (an HA pair) and an operator's curl scrape at once while the shared
+// store does not answer; each scrape gives up on the windows within the
+// read's own timeout, none waits for the others' reads in turn.
+func TestConcurrentScrapesOfAStoreThatDoesNotAnswer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, "v1", "abc")
+	m.Watch(unansweringStore{})
+	const scrapes = 3
+	took := make(chan time.Duration, scrapes)
+	for range scrapes {
+		go func() {
+			began := time.Now()
+			reg.Gather()
+			took <- time.Since(began)
+		}()
+	}
+	longest := time.Duration(0)
+	for range scrapes {
+		longest = max(longest, <-took)
+	}
+	if longest > 3*time.Second { // the read's timeout is 2 s
+		t.Fatalf("%d concurrent scrapes: the longest took %v; want each bounded by the read's 2 s timeout", scrapes, longest)
+	}
+}
