@@ -50,13 +50,16 @@ type Archive func(ctx context.Context, member string, fn func(engine.AuditRecord
 // store's copy of the archive's last record must have the same hash.
 // Records the store no longer holds when it is read, though they follow
 // the last record read (retention moved them meanwhile: the store's holder
-// runs it), are read from the archive again.
+// runs it), are read from the archive again; once the archive lacks them
+// too (the store lost them: a break the verification names), it is not
+// read again for the holes that follow.
 func WithArchive(ctx context.Context, member string, archive Archive, stored func(fn func(engine.AuditRecord) error) error) func(fn func(engine.AuditRecord) error) error {
 	if archive == nil {
 		return stored
 	}
 	return func(fn func(engine.AuditRecord) error) error {
 		var last, archived engine.AuditHead // the last record read, and from the archive
+		holed := false                      // the archive lacked a hole's records: the store's own, read again for none
 		fromArchive := func(below uint64) error {
 			return archive(ctx, member, func(r engine.AuditRecord) error {
 				if r.Position <= last.Position || r.Position >= below {
@@ -71,10 +74,11 @@ func WithArchive(ctx context.Context, member string, archive Archive, stored fun
 			return err
 		}
 		return stored(func(r engine.AuditRecord) error {
-			if r.Position > last.Position+1 {
+			if r.Position > last.Position+1 && !holed {
 				if err := fromArchive(r.Position); err != nil { // moved there meanwhile
 					return err
 				}
+				holed = r.Position > last.Position+1
 			}
 			switch {
 			case r.Position > archived.Position:
