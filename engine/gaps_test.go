@@ -1,10 +1,12 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/memory"
 )
 
 func gapsOf(t *testing.T, h *harness) []engine.Range {
@@ -77,5 +79,18 @@ func TestAListedGapLeavingTheWindowIsListedOnce(t *testing.T) {
 	want := []engine.Range{{From: 1, To: 4}, {From: 6, To: 199}}
 	if got := gapsOf(t, h); !reflect.DeepEqual(got, want) {
 		t.Fatalf("gaps %v, want %v", got, want)
+	}
+}
+
+// TestNoSourceIsAnEmptyListNotNull: an engine with no source window reports
+// an empty list, which JSON writes as [], as it always did.
+func TestNoSourceIsAnEmptyListNotNull(t *testing.T) {
+	e, err := engine.New(t.Context(), memory.New(), engine.Options{Routes: []engine.Route{incidentRoute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if b, _ := json.Marshal(e.Sources()); string(b) != "[]" {
+		t.Fatalf("Sources() of an engine without sources marshals to %s, want []", b)
 	}
 }

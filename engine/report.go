@@ -171,7 +171,7 @@ func (p *sourcePick) done() SourceSelection {
 	if p.n > 0 {
 		quiet = quiet[:min(len(quiet), p.n-len(gappy))]
 	}
-	p.sel.Reports = slices.Concat(make([]SourceReport, 0, len(gappy)+len(quiet)), gappy, quiet)
+	p.sel.Reports = append(append(make([]SourceReport, 0, len(gappy)+len(quiet)), gappy...), quiet...) // [] with none, as before
 	sortReports(p.sel.Reports)
 	return p.sel
 }
