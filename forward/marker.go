@@ -12,6 +12,13 @@ import (
 // after a crash.
 const markAhead = 4
 
+// MaxPagesResent bounds the pages of a lane's delivered entries that a
+// crash leaves unmarked, sent again at the next start: the page being
+// delivered, the one whose hand-over waits for room, the markAhead pages
+// waiting, and those the marker is marking (the one it took and the
+// markAhead it found waiting then).
+const MaxPagesResent = 1 + 1 + markAhead + (1 + markAhead)
+
 // markFlush bounds how long a stopping lane's marker goes on marking what
 // was delivered before the stop.
 const markFlush = 10 * time.Second
