@@ -21,6 +21,12 @@ const state = {
 
 const $ = (id) => document.getElementById(id);
 const byName = new Intl.Collator(undefined, { numeric: true }).compare; // incident/7 before incident/12
+// byCode is the server's order of names (strings.Compare): a part of a
+// fleet's entities (?limit) is the first names by it, not by byName.
+const byCode = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+// entityOrder is byName while the dashboard holds every entity, else
+// byCode: the cards shown are then the first of the server's.
+function entityOrder() { return state.entityTotal > state.entities.size ? byCode : byName; }
 const timeOf = (t) => new Date(t).toLocaleTimeString([], { hour12: false });
 
 function el(tag, cls, text) {
@@ -86,6 +92,21 @@ async function loadState() {
   renderEntities(new Set());
 }
 
+// loadEntityTotal reads how many entities the server holds, when entities
+// the dashboard has not read change: new ones count. On a shared store a
+// read takes long, so the next waits ten times as long as the last.
+let entityTotalTook = 0;
+async function loadEntityTotal() {
+  const began = performance.now();
+  const r = await apiResponse("/api/v1/state?limit=1");
+  entityTotalTook = performance.now() - began;
+  const total = Number(r.headers.get("X-Total-Count")); // absent from an older server: keep the count
+  if (total) {
+    state.entityTotal = total;
+    renderEntities(new Set());
+  }
+}
+
 // loadSources is called again as decisions come; on a fleet a read of
 // the sources takes long, so the next waits ten times as long as the last.
 let sourcesTook = 0;
@@ -149,7 +170,7 @@ function fieldText(v) {
 
 function renderEntities(changed) {
   const groups = new Map();
-  const names = [...state.entities.keys()].sort(byName);
+  const names = [...state.entities.keys()].sort(entityOrder());
   for (const name of names.slice(0, ENTITY_SHOW)) {
     const i = name.indexOf("/");
     const kind = i > 0 ? name.slice(0, i) : "other";
@@ -281,17 +302,20 @@ function onDecision(r, batch) {
 }
 
 function onState(e, batch) {
-  if (!state.entities.has(e.name) && state.entities.size >= state.entityTotal) state.entityTotal++; // all were here: a new one
+  if (!state.entities.has(e.name)) {
+    if (state.entities.size >= state.entityTotal) state.entityTotal++; // all were here: a new one
+    else batch.entityTotal = true; // a part: a new one, or one not read; the server counts them
+  }
   state.entities.set(e.name, e.fields);
   if (state.entities.size > 2 * ENTITY_FETCH) { // a fleet's changes: keep the first names, as a fetch would
-    const names = [...state.entities.keys()].sort(byName);
+    const names = [...state.entities.keys()].sort(byCode);
     for (const name of names.slice(ENTITY_FETCH)) state.entities.delete(name);
   }
   batch.changed.add(e.name);
 }
 
 function newBatch() {
-  return { fresh: new Set(), bumped: new Set(), changed: new Set(), sources: false, quarantine: false, forward: false, any: false };
+  return { fresh: new Set(), bumped: new Set(), changed: new Set(), sources: false, quarantine: false, forward: false, entityTotal: false, any: false };
 }
 
 // render applies a batch of events at most a few times a second.
@@ -331,6 +355,7 @@ function flush() {
   renderAudit(b.fresh);
   soon("rates", drawRates, 250);
   if (b.sources) soon("sources", loadSources, Math.max(300, 10 * sourcesTook));
+  if (b.entityTotal) soon("entity-total", loadEntityTotal, Math.max(1000, 10 * entityTotalTook));
   if (b.quarantine) soon("quarantine", loadQuarantine, 300);
   if (b.forward) onForwardRecord();
 }
