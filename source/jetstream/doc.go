@@ -62,8 +62,8 @@
 // Reconnects and server restarts are nats.go's: it reconnects with a
 // jittered, growing wait and buffers acks meanwhile; the consumer then
 // pulls again. A consumer deleted on the server ends Run with
-// ErrConsumerDeleted: when the server says so, or when, after a missed
-// heartbeat, it no longer knows the consumer.
+// ErrConsumerDeleted: when the server says so, or when, after a reconnect
+// or a missed heartbeat, it no longer knows the consumer.
 //
 // A Processor that also has Submit, as the engine does (engine.Engine.Submit),
 // has the next batch collected and decided while the last one commits;

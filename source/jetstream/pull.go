@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -157,17 +158,30 @@ func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, p *pull
 			switch {
 			case !ok:
 				status = nil
-			case s == nats.RECONNECTING:
-				hb.Stop()
+			case s == nats.RECONNECTING: // the heartbeat timer runs on: a CONNECTED lost from a full channel must not stop it for good
 			default: // connected again: the requests the server held are gone
 				p.asked = 0
 				hb.Reset(2 * pullHeartbeat)
+				// And the consumer may be too, with no notice: nats-server
+				// (2.9) answers no pull for a consumer it lacks.
+				if err := c.gone(ctx, cons); err != nil {
+					fatal <- err
+					return
+				}
 			}
 		case <-hb.C:
 			if p.ending {
 				continue
 			}
+			if !p.nc.IsConnected() { // nats.go is reconnecting: no heartbeat is due
+				hb.Reset(2 * pullHeartbeat)
+				continue
+			}
 			c.log.Warn("jetstream pull: no heartbeat from the server; asking again", "server", c.serverURL(), "missed_for", 2*pullHeartbeat)
+			if c.silent(ctx, p.nc) {
+				hb.Reset(2 * pullHeartbeat) // connected again, the consumer asks again
+				continue
+			}
 			if err := c.gone(ctx, cons); err != nil {
 				fatal <- err
 				return
@@ -181,6 +195,26 @@ func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, p *pull
 			return
 		}
 	}
+}
+
+// silent reports whether the connection carries nothing any more: the
+// server does not answer a ping within apiTimeout. It then reconnects at
+// once. A connection whose peer vanished with no FIN nor RST (a host or a
+// NAT gone, a partition) looks open: nats.go gives up on it only after
+// minutes of unanswered pings (PingInterval 2m, MaxPingsOut 2), while the
+// pulls go nowhere and Ready says yes.
+func (c *Consumer) silent(ctx context.Context, nc *nats.Conn) bool {
+	if !nc.IsConnected() {
+		return false // nats.go is reconnecting already
+	}
+	pctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if err := nc.FlushWithContext(pctx); !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || !nc.IsConnected() {
+		return false
+	}
+	c.log.Warn("jetstream pull: the server does not answer on this connection; reconnecting", "server", c.serverURL(), "waited", apiTimeout)
+	_ = nc.ForceReconnect()
+	return true
 }
 
 // hand passes m on to in, held in progress from now on. It returns false
@@ -214,9 +248,9 @@ func (c *Consumer) status(ctx context.Context, cons jetstream.Consumer, p *pulle
 	}
 	// Any other status ended or refused a request: 409 for a leadership
 	// change, a server shutting down or a request over a limit of the
-	// consumer's; 503 when nothing answers for the consumer (deleted while
-	// the connection was down?), 400 for a request the server cannot read,
-	// after which the server is asked whether the consumer is still there.
+	// consumer's; 503 when nothing answers (no JetStream), 400 for a
+	// request the server cannot read, after which the server is asked
+	// whether the consumer is still there.
 	p.ended(m)
 	if code != "409" {
 		if err := c.gone(ctx, cons); err != nil {
