@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,7 +269,12 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	}
 	if err != nil {
 		var api *jetstream.APIError
-		if errors.As(err, &api) && api.Code >= http.StatusBadRequest && api.Code < http.StatusInternalServerError && api.Code != http.StatusRequestTimeout {
+		switch {
+		case !errors.As(err, &api):
+		case strings.Contains(api.Description, "can not be updated"): // nats-server 2.9 says so with code 500
+			return nil, fmt.Errorf("%w: consumer %q on stream %q exists with a setting the server cannot change (%s): delete it, or name another jetstream.consumer",
+				ErrStream, c.cfg.Consumer, c.cfg.Stream, api.Description)
+		case api.Code >= http.StatusBadRequest && api.Code < http.StatusInternalServerError && api.Code != http.StatusRequestTimeout:
 			return nil, fmt.Errorf("%w: consumer %q on stream %q: %s", ErrStream, c.cfg.Consumer, c.cfg.Stream, api.Description)
 		}
 		return nil, err

@@ -221,7 +221,7 @@ func TestMissingStream(t *testing.T) {
 
 // A durable consumer that is gone when the connection comes back (the
 // server restarted on an empty store, its stream created again) ends Run
-// with ErrConsumerDeleted once a heartbeat is missed, rather than pulling
+// with ErrConsumerDeleted once the connection is back, rather than pulling
 // from nothing while Ready says yes.
 func TestConsumerGoneAfterServerRestart(t *testing.T) {
 	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
@@ -247,7 +247,7 @@ func TestConsumerGoneAfterServerRestart(t *testing.T) {
 		if !errors.Is(err, jetstream.ErrConsumerDeleted) {
 			t.Fatalf("Run = %v, want ErrConsumerDeleted", err)
 		}
-	case <-time.After(50 * time.Second): // two heartbeats of a 30s pull, and the check
+	case <-time.After(50 * time.Second): // the check at the reconnect, else two heartbeats of a 30s pull
 		t.Errorf("Run still pulling from a consumer the server no longer has; Ready %v", c.Ready())
 		cancel()
 		<-done
