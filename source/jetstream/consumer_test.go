@@ -219,38 +219,71 @@ func TestMissingStream(t *testing.T) {
 	}
 }
 
-// A durable consumer that is gone when the connection comes back (the
-// server restarted on an empty store, its stream created again) ends Run
+// A durable consumer that is gone when the connection comes back ends Run
 // with ErrConsumerDeleted once the connection is back, rather than pulling
-// from nothing while Ready says yes.
+// from nothing while Ready says yes: nats-server (2.9) neither answers a
+// pull for a consumer it lacks nor says it has no responders, its
+// JetStream API taking the request, so the consumer asks at the
+// reconnect. Two ways to lose it: the server restarted on an empty store
+// and the stream created again (the stream may be missing when the
+// consumer asks: the heartbeats, 30 s, catch it then), or the consumer's
+// state alone gone from the store.
 func TestConsumerGoneAfterServerRestart(t *testing.T) {
-	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
-	n.CreateStream(testStream, "plant.>")
-	e, _ := meters(t)
-	c, err := jetstream.New(testConfig(t, n.URL()), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	waitFor(t, "ready", 10*time.Second, c.Ready)
-	n.Stop()
-	if err := os.RemoveAll(filepath.Join(n.Dir(), "jetstream")); err != nil {
-		t.Fatal(err)
-	}
-	n.Restart()
-	n.CreateStream(testStream, "plant.>")
-	select {
-	case err := <-done:
-		if !errors.Is(err, jetstream.ErrConsumerDeleted) {
-			t.Fatalf("Run = %v, want ErrConsumerDeleted", err)
-		}
-	case <-time.After(50 * time.Second): // the check at the reconnect, else two heartbeats of a 30s pull
-		t.Errorf("Run still pulling from a consumer the server no longer has; Ready %v", c.Ready())
-		cancel()
-		<-done
+	for _, tc := range []struct {
+		name   string
+		within time.Duration
+		lose   func(t *testing.T, n *testbroker.NATS)
+		after  func(n *testbroker.NATS)
+	}{
+		{"an empty store, the stream created again", 50 * time.Second,
+			func(t *testing.T, n *testbroker.NATS) {
+				if err := os.RemoveAll(filepath.Join(n.Dir(), "jetstream")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(n *testbroker.NATS) { n.CreateStream(testStream, "plant.>") }},
+		{"the consumer's state alone", 10 * time.Second,
+			func(t *testing.T, n *testbroker.NATS) {
+				obs, err := filepath.Glob(filepath.Join(n.Dir(), "jetstream", "jetstream", "*", "streams", testStream, "obs", testConsumer))
+				if err != nil || len(obs) != 1 {
+					t.Fatalf("the consumer's state in the store: %v %v", obs, err)
+				}
+				if err := os.RemoveAll(obs[0]); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(*testbroker.NATS) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+			n.CreateStream(testStream, "plant.>")
+			e, _ := meters(t)
+			c, err := jetstream.New(testConfig(t, n.URL()), e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			waitFor(t, "ready", 10*time.Second, c.Ready)
+			n.Stop()
+			tc.lose(t, n)
+			n.Restart()
+			back := time.Now()
+			tc.after(n)
+			select {
+			case err := <-done:
+				if !errors.Is(err, jetstream.ErrConsumerDeleted) {
+					t.Fatalf("Run = %v, want ErrConsumerDeleted", err)
+				}
+				t.Logf("Run ended %v after the restart: %v", time.Since(back).Round(time.Millisecond), err)
+			case <-time.After(tc.within):
+				t.Errorf("Run still pulling %v after the restart from a consumer the server no longer has; Ready %v", tc.within, c.Ready())
+				cancel()
+				<-done
+			}
+		})
 	}
 }
 
