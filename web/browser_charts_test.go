@@ -159,4 +159,9 @@ func TestADashboardOfAFleet(t *testing.T) {
 	if got := b.eval(`String(document.querySelectorAll('#entities .entity').length)`); got != "240" {
 		t.Fatalf("%s entity cards, want 240", got)
 	}
+
+	// A sensor that appears while the dashboard is open, its unit past the
+	// part read, is counted with the others, as a reload would count it.
+	f.process(cop("county", "s-9999", 1, "40", 0, "s-9999", "ok"))
+	b.waitFor("the new unit counted", `document.getElementById('entity-count').textContent === "· " + (2102).toLocaleString()`)
 }
