@@ -412,20 +412,27 @@ func (k *keeperFailing) ReleaseChain(ctx context.Context, member string) error {
 	return k.ChainKeeper.ReleaseChain(ctx, member)
 }
 
+// memberChains is the chain work of member m1 of a memory group, with an
+// archive and a file sink, after ten decisions.
+func memberChains(t *testing.T) *chains {
+	t.Helper()
+	dir := t.TempDir()
+	a := groupMember(t, memory.NewGroup(0, 0), "m1", filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl"))
+	decide(t, a, 0, 10)
+	c, err := a.chainWork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestChainsAreGivenUpBeforeTheirClaimsCanExpire: claims that cannot be
 // renewed stand while more than a third of their lifetime is left, then
 // the process stops streaming and trimming the chains, before another
 // process could claim them; a chain given up is released only once the
 // retention pass on it stopped.
 func TestChainsAreGivenUpBeforeTheirClaimsCanExpire(t *testing.T) {
-	dir := t.TempDir()
-	g := memory.NewGroup(0, 0)
-	a := groupMember(t, g, "m1", filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl"))
-	decide(t, a, 0, 10)
-	c, err := a.chainWork()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := memberChains(t)
 	k := &keeperFailing{ChainKeeper: c.g.ChainKeeper}
 	c.g.ChainKeeper = k
 	c.ttl, c.every = 600*time.Millisecond, 200*time.Millisecond
@@ -529,14 +536,7 @@ func (h *hangingScanner) Chains(ctx context.Context) ([]engine.Chain, error) {
 // first), instead of holding the process up for as long as the store
 // hangs.
 func TestAStopIsNotHeldUpByAStoreThatHangsWhileClaimingChains(t *testing.T) {
-	dir := t.TempDir()
-	g := memory.NewGroup(0, 0)
-	a := groupMember(t, g, "m1", filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl"))
-	decide(t, a, 0, 10)
-	c, err := a.chainWork()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := memberChains(t)
 	h := &hangingScanner{ChainScanner: c.g.ChainScanner}
 	c.g.ChainScanner = h
 	c.ttl, c.every, c.stopFlush = 3*time.Second, time.Second, time.Second
