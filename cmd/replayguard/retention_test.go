@@ -90,18 +90,24 @@ func TestIngestAppliesRetentionAndVerifyChecksTheArchive(t *testing.T) {
 	}
 }
 
-// TestRunAppliesRetention runs the daemon with a small retention and checks
-// that its background task archives and trims while it runs, that verify
-// through its API starts at the store's base, and that archive and store
-// verify as one chain once it stopped.
-func TestRunAppliesRetention(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts mosquitto and the daemon")
-	}
-	archive := filepath.Join(t.TempDir(), "archive")
+// trimmedDaemon runs the daemon with retention keeping 20 records and
+// publishes 100 incident updates to it; it returns once audit verify,
+// through the daemon's API, says the store holds positions 81..100, with
+// the configuration, the archive directory and what stops the daemon.
+func trimmedDaemon(t *testing.T) (cfg, archive string, stop func()) {
+	t.Helper()
+	archive = filepath.Join(t.TempDir(), "archive")
 	bin := buildBinary(t)
 	cfg, listen, broker := daemonConfig(t, fmt.Sprintf("audit: {retention: {max_records: 20, interval: 100ms}, archive: %s}\n", archive))
 	daemon, exited := startRun(t, bin, cfg, listen)
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			stopRun(t, daemon, exited)
+		}
+	}
+	t.Cleanup(stop)
 
 	publishIncidents(t, broker, 100)
 	want := "audit chain intact from position 81: 20 records (the records before it are not in the store: add --archive DIR to verify them)\n"
@@ -114,11 +120,23 @@ func TestRunAppliesRetention(t *testing.T) {
 	if out != want {
 		t.Fatalf("audit verify through the API: %q, want %q", out, want)
 	}
+	return cfg, archive, stop
+}
+
+// TestRunAppliesRetention runs the daemon with a small retention and checks
+// that its background task archives and trims while it runs, that verify
+// through its API starts at the store's base, and that archive and store
+// verify as one chain once it stopped.
+func TestRunAppliesRetention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mosquitto and the daemon")
+	}
+	cfg, archive, stop := trimmedDaemon(t)
 	if out := mustRun(t, "", "audit", "verify", "--archive", archive, "-c", cfg); !strings.HasSuffix(out, "audit chain intact: 100 records, archive and store as one chain\n") {
 		t.Fatalf("audit verify --archive through the API: %q", out)
 	}
-	stopRun(t, daemon, exited)
-	out = mustRun(t, "", "audit", "verify", "--archive", archive, "-c", cfg)
+	stop()
+	out := mustRun(t, "", "audit", "verify", "--archive", archive, "-c", cfg)
 	if !strings.HasSuffix(out, "store: positions 81..100 intact\naudit chain intact: 100 records, archive and store as one chain\n") {
 		t.Fatalf("audit verify --archive on the stopped store: %q", out)
 	}
