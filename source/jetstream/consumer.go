@@ -45,6 +45,7 @@ type Consumer struct {
 
 	running   atomic.Bool
 	connected atomic.Bool
+	closing   atomic.Bool // Run closes the connection: its loss is no fault
 	bound     atomic.Bool
 	commits   *consume.Committer
 	holding   *holding               // the messages Run holds
@@ -96,7 +97,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.closing.Store(false)
 	defer func() {
+		c.closing.Store(true)
 		nc.Close()
 		c.connected.Store(false)
 	}()
@@ -134,14 +137,26 @@ func (c *Consumer) Run(ctx context.Context) error {
 	for d := range in {
 		left = append(left, d)
 	}
-	if len(left) > 0 {
+	if len(left) > 0 && nc.IsConnected() {
 		c.endPull(context.WithoutCancel(ctx), nc, cons)
 	}
 	c.abandon(left)
-	if err := nc.FlushWithContext(drainCtx); err != nil {
+	c.flushAcks(drainCtx, nc)
+	return runErr
+}
+
+// flushAcks waits, until ctx is done, for the acks sent so far to reach
+// the server. While the connection is down, nats.go holds them for the
+// next one: Run waits for it only if there is something to send.
+func (c *Consumer) flushAcks(ctx context.Context, nc *nats.Conn) {
+	if !nc.IsConnected() {
+		if n, err := nc.Buffered(); err != nil || n == 0 {
+			return
+		}
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
 		c.log.Warn("jetstream stopping: acks may not have reached the server; it will deliver those messages again, found duplicate", "err", err)
 	}
-	return runErr
 }
 
 // endPull makes sure that the server holds no pull request of this
@@ -205,6 +220,11 @@ func (c *Consumer) up(nc *nats.Conn) {
 func (c *Consumer) down(nc *nats.Conn, err error) {
 	if !c.connected.Swap(false) {
 		return // the first connection never came up, or already noted
+	}
+	if c.closing.Load() {
+		c.log.Info("jetstream connection closed", "server", c.serverURL())
+		c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: c.serverURL()})
+		return
 	}
 	c.log.Warn("jetstream connection lost; reconnecting", "server", c.serverURL(), "err", err)
 	c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: c.serverURL()})
