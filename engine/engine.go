@@ -206,7 +206,7 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	}
 	e.resetPending() // the first batch is number 1: no entity's mark, 0 at first, is one
 	if sh := caps.Shared; sh != nil {
-		e.win = newSharedWindows(e, sh, opts.Journal)
+		e.win = newSharedWindows(e, sh, caps.Scan, opts.Journal)
 	} else {
 		if caps.Rows != nil {
 			e.rows = &lazyRows{r: caps.Rows, limit: opts.CachedRows}

@@ -335,15 +335,8 @@ func (w *ownedWindows) member() (string, bool) { return "", false }
 func (w *ownedWindows) readState(ctx context.Context, limit int) ([]EntityState, int, error) {
 	e := w.e
 	if e.rows != nil { // memory holds some rows only: read the store's, in name order
-		var out []EntityState
-		err := e.rows.r.ScanEntities(ctx, func(st EntityState) error {
-			if limit > 0 && len(out) == limit {
-				return errEnough
-			}
-			out = append(out, st)
-			return nil
-		})
-		if err != nil && err != errEnough {
+		out, err := firstEntities(ctx, e.rows.r, limit)
+		if err != nil {
 			return nil, 0, err
 		}
 		e.mu.Lock()
@@ -359,6 +352,23 @@ func (w *ownedWindows) readState(ctx context.Context, limit int) ([]EntityState,
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return firstOf(out, limit), len(out), nil
+}
+
+// firstEntities reads the first limit entities of r in name order; every
+// one when limit <= 0.
+func firstEntities(ctx context.Context, r RowScanner, limit int) ([]EntityState, error) {
+	var out []EntityState
+	err := r.ScanEntities(ctx, func(st EntityState) error {
+		if limit > 0 && len(out) == limit {
+			return errEnough
+		}
+		out = append(out, st)
+		return nil
+	})
+	if err != nil && err != errEnough {
+		return nil, err
+	}
+	return out, nil
 }
 
 // errEnough stops a scan that has read what it needs.

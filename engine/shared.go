@@ -178,7 +178,8 @@ var ErrContention = errors.New("replayguard: batch lost every retry to other mem
 type sharedWindows struct {
 	e       *Engine
 	store   SharedStore
-	journal Journal // nil: none
+	scan    RowScanner // nil: the rows are read by Load
+	journal Journal    // nil: none
 	// redeciding is the Head of the lost batch a recovery decides again
 	// (JournalEntry.Redecides).
 	redeciding AuditHead
@@ -187,9 +188,9 @@ type sharedWindows struct {
 // newSharedWindows makes e a member of sh's group: its records name the
 // member, its quarantine ids are the member's, its versions are ordered
 // across the group.
-func newSharedWindows(e *Engine, sh SharedStore, journal Journal) *sharedWindows {
+func newSharedWindows(e *Engine, sh SharedStore, scan RowScanner, journal Journal) *sharedWindows {
 	e.member, e.qbase, e.groupOrder = sh.Member(), sh.QuarantineBase(), true
-	return &sharedWindows{e: e, store: sh, journal: journal}
+	return &sharedWindows{e: e, store: sh, scan: scan, journal: journal}
 }
 
 // load reads this member's chain head from the store and compares it with
@@ -594,6 +595,17 @@ func (e *Engine) loadRows(rows *Rows, cutoff int64) {
 
 // readState reads the group's entities from the store, sorted by name.
 func (w *sharedWindows) readState(ctx context.Context, limit int) ([]EntityState, int, error) {
+	if w.scan != nil {
+		out, err := firstEntities(ctx, w.scan, limit)
+		if err != nil {
+			return nil, 0, err
+		}
+		if limit <= 0 || len(out) < limit {
+			return out, len(out), nil
+		}
+		_, total, err := w.scan.CountRows(ctx)
+		return out, max(total, len(out)), err
+	}
 	snap, err := w.store.Load(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -604,28 +616,38 @@ func (w *sharedWindows) readState(ctx context.Context, limit int) ([]EntityState
 
 // readSources reads the group's source windows from the store.
 func (w *sharedWindows) readSources(ctx context.Context, limit int) (SourceSelection, error) {
-	snap, err := w.store.Load(ctx)
+	p := sourcePick{n: limit}
+	err := w.eachSource(ctx, func(s *SourceState) { p.add(s) })
 	if err != nil {
 		return SourceSelection{}, err
-	}
-	p := sourcePick{n: limit}
-	for i := range snap.Sources {
-		p.add(&snap.Sources[i])
 	}
 	return p.done(), nil
 }
 
 // countGaps reads the group's source windows from the store.
 func (w *sharedWindows) countGaps(ctx context.Context) (int, int64, error) {
+	n, gaps := 0, int64(0)
+	err := w.eachSource(ctx, func(s *SourceState) { n, gaps = n+1, gaps+s.openGaps() })
+	return n, gaps, err
+}
+
+// eachSource calls fn for each of the group's source windows: one at a
+// time where the store can scan them, else from one Load.
+func (w *sharedWindows) eachSource(ctx context.Context, fn func(*SourceState)) error {
+	if w.scan != nil {
+		return w.scan.ScanSources(ctx, func(s SourceState) error {
+			fn(&s)
+			return nil
+		})
+	}
 	snap, err := w.store.Load(ctx)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
-	gaps := int64(0)
 	for i := range snap.Sources {
-		gaps += snap.Sources[i].openGaps()
+		fn(&snap.Sources[i])
 	}
-	return len(snap.Sources), gaps, nil
+	return nil
 }
 
 // stats has only this member's position: the windows are the store's.

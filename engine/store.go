@@ -66,14 +66,15 @@ type Capabilities struct {
 	// only the rows its recent batches touched (Options.CachedRows). nil:
 	// Load returns every row and the engine holds them all.
 	Rows RowReader
+	// Scan reads a shared store's sources and entities one row at a time
+	// (set with Shared): what the dashboard, the metrics and `sources`
+	// read of a group, in memory that does not grow with its rows. nil:
+	// they read Load.
+	Scan RowScanner
 }
 
-// RowReader reads the rows of a single-owner store on demand, so that
-// what the engine holds and loads at start does not grow with the number
-// of sources and entities (a meter fleet has one source per meter).
-type RowReader interface {
-	// LoadKeys is Load without Sources and Entities.
-	LoadKeys(ctx context.Context) (*Snapshot, error)
+// RowScanner reads a store's sources and entities one row at a time.
+type RowScanner interface {
 	// ScanSources calls fn for each stored source window, one at a time
 	// and holding none, until fn returns an error (which it returns), ctx
 	// is done, or the windows end: what Sources and the metrics read, in
@@ -84,6 +85,15 @@ type RowReader interface {
 	ScanEntities(ctx context.Context, fn func(EntityState) error) error
 	// CountRows returns the number of stored sources and entities.
 	CountRows(ctx context.Context) (sources, entities int, err error)
+}
+
+// RowReader reads the rows of a single-owner store on demand, so that
+// what the engine holds and loads at start does not grow with the number
+// of sources and entities (a meter fleet has one source per meter).
+type RowReader interface {
+	RowScanner
+	// LoadKeys is Load without Sources and Entities.
+	LoadKeys(ctx context.Context) (*Snapshot, error)
 	// ReadRows begins a consistent read of the committed rows, which
 	// RowTx.Close ends. The engine ends it before it queues a commit, and
 	// never holds two.

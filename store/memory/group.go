@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,7 +76,7 @@ var ErrReadOnly = errors.New("memory: a read-only handle writes nothing")
 
 // Capabilities declares a group's store.
 func (m *Member) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: m, Chains: m, Outbox: m, Claims: m, Keeper: m}
+	return engine.Capabilities{Shared: m, Chains: m, Outbox: m, Claims: m, Keeper: m, Scan: m}
 }
 
 // Open returns a handle writing member's chain, or a read-only handle when
@@ -137,6 +138,46 @@ func (m *Member) Head(ctx context.Context) (engine.AuditHead, error) {
 		return c.head, nil
 	}
 	return engine.AuditHead{}, nil
+}
+
+// ScanSources calls fn for each of the group's source windows, in id
+// order, with the group unlocked.
+func (m *Member) ScanSources(ctx context.Context, fn func(engine.SourceState) error) error {
+	snap, err := m.Load(ctx)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(snap.Sources, func(a, b engine.SourceState) int { return strings.Compare(a.ID(), b.ID()) })
+	for _, s := range snap.Sources {
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ScanEntities is ScanSources of the group's entities, in name order.
+func (m *Member) ScanEntities(ctx context.Context, fn func(engine.EntityState) error) error {
+	snap, err := m.Load(ctx)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(snap.Entities, func(a, b engine.EntityState) int { return strings.Compare(a.Name, b.Name) })
+	for _, e := range snap.Entities {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CountRows returns the number of the group's sources and entities.
+func (m *Member) CountRows(context.Context) (sources, entities int, err error) {
+	if err := m.lock(); err != nil {
+		return 0, 0, err
+	}
+	defer m.g.mu.Unlock()
+	return len(m.g.sources), len(m.g.entities), nil
 }
 
 // Load returns the group's sources and entities and this member's head.

@@ -43,6 +43,65 @@ func (s *Store) Load(ctx context.Context) (*engine.Snapshot, error) {
 	return snap, nil
 }
 
+// ScanSources calls fn for each of the group's source windows, in id
+// order, a chunk at a time: no connection is held while fn runs, and a
+// window written meanwhile may be read in its new state or its old.
+func (s *Store) ScanSources(ctx context.Context, fn func(engine.SourceState) error) error {
+	return scanRows(ctx, s, s.sql.scanSources, fn)
+}
+
+// ScanEntities is ScanSources of the group's entities, in name order.
+func (s *Store) ScanEntities(ctx context.Context, fn func(engine.EntityState) error) error {
+	return scanRows(ctx, s, s.sql.scanEntities, fn)
+}
+
+// CountRows returns the number of the group's sources and entities.
+func (s *Store) CountRows(ctx context.Context) (sources, entities int, err error) {
+	err = s.query(ctx, func(c *pgx.Conn) error {
+		return dbErr(c.QueryRow(ctx, s.sql.countRows).Scan(&sources, &entities))
+	})
+	return sources, entities, err
+}
+
+// scanRows reads the rows sql returns (a key and a state, after the key
+// $1, at most $2) chunk by chunk, and calls fn for each.
+func scanRows[T any, P row[T]](ctx context.Context, s *Store, sql string, fn func(T) error) error {
+	after := []byte{}
+	for {
+		var chunk []T
+		err := s.query(ctx, func(c *pgx.Conn) error {
+			rs, err := c.Query(ctx, sql, after, scanChunk)
+			if err != nil {
+				return dbErr(err)
+			}
+			for rs.Next() {
+				var b []byte
+				var v T
+				if err := rs.Scan(&after, &b); err != nil {
+					return dbErr(err)
+				}
+				if err := P(&v).UnmarshalBinary(b); err != nil {
+					rs.Close()
+					return fmt.Errorf("postgres store: %w", err)
+				}
+				chunk = append(chunk, v)
+			}
+			return dbErr(rs.Err())
+		})
+		if err != nil {
+			return err
+		}
+		for _, v := range chunk {
+			if err := fn(v); err != nil {
+				return err
+			}
+		}
+		if len(chunk) < scanChunk {
+			return nil
+		}
+	}
+}
+
 func queryStates[T any, P row[T]](ctx context.Context, tx pgx.Tx, sql string) ([]T, error) {
 	rs, err := tx.Query(ctx, sql)
 	if err != nil {

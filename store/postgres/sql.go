@@ -21,6 +21,7 @@ type statements struct {
 	resolve, resolveAny                                                              string
 	// reads
 	allSources, allEntities, head, chains, scanAudit, scanQuar, quarantined, memberNumber string
+	scanSources, scanEntities, countRows                                                  string
 	// pruning
 	pruneAge, pruneCutoff, pruneCount string
 	analyzeDue, analyze               string
@@ -83,8 +84,12 @@ func newStatements(schema string) statements {
 
 		allSources:  q(`SELECT state FROM {s}.sources ORDER BY id`),
 		allEntities: q(`SELECT state FROM {s}.entities ORDER BY name`),
-		head:        q(`SELECT head_position, head_hash FROM {s}.members WHERE member = $1`),
-		chains:      q(`SELECT member, head_position, head_hash FROM {s}.members WHERE head_position > 0 ORDER BY member`),
+		// The next chunk of rows after a key ('\x' before every key).
+		scanSources:  q(`SELECT id, state FROM {s}.sources WHERE id > $1 ORDER BY id LIMIT $2`),
+		scanEntities: q(`SELECT name, state FROM {s}.entities WHERE name > $1 ORDER BY name LIMIT $2`),
+		countRows:    q(`SELECT (SELECT count(*) FROM {s}.sources), (SELECT count(*) FROM {s}.entities)`),
+		head:         q(`SELECT head_position, head_hash FROM {s}.members WHERE member = $1`),
+		chains:       q(`SELECT member, head_position, head_hash FROM {s}.members WHERE head_position > 0 ORDER BY member`),
 		scanAudit: q(`SELECT record FROM {s}.audit
 			WHERE member = (SELECT number FROM {s}.members WHERE member = $1) AND position >= $2 ORDER BY position LIMIT $3`),
 		scanQuar:     q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id >= $1 ORDER BY id LIMIT $2`),

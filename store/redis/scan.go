@@ -62,6 +62,81 @@ func scanHash[T any, P row[T]](ctx context.Context, s *Store, key string) ([]T, 
 	}
 }
 
+// ScanSources calls fn for each of the group's source windows, in id
+// order. A hash scan may return a field twice, so the ids are read first
+// (the memory this takes grows with the ids only), then the windows a
+// chunk at a time; one deleted meanwhile is left out, one written
+// meanwhile may be read in its new state.
+func (s *Store) ScanSources(ctx context.Context, fn func(engine.SourceState) error) error {
+	return scanRows(ctx, s, s.k.sources, fn)
+}
+
+// ScanEntities is ScanSources of the group's entities, in name order.
+func (s *Store) ScanEntities(ctx context.Context, fn func(engine.EntityState) error) error {
+	return scanRows(ctx, s, s.k.entities, fn)
+}
+
+// CountRows returns the number of the group's sources and entities.
+func (s *Store) CountRows(ctx context.Context) (sources, entities int, err error) {
+	if err := s.check(); err != nil {
+		return 0, 0, err
+	}
+	p := s.c.Pipeline()
+	ns, ne := p.HLen(ctx, s.k.sources), p.HLen(ctx, s.k.entities)
+	if _, err := p.Exec(ctx); err != nil {
+		return 0, 0, s.fail("count the rows", err)
+	}
+	return int(ns.Val()), int(ne.Val()), nil
+}
+
+// scanRows calls fn for each row of the hash key, in field order.
+func scanRows[T any, P row[T]](ctx context.Context, s *Store, key string, fn func(T) error) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	var fields []string
+	var cursor uint64
+	for {
+		kv, next, err := s.c.HScan(ctx, key, cursor, "", scanChunk).Result()
+		if err != nil {
+			return s.fail("read "+key, err)
+		}
+		for i := 0; i < len(kv); i += 2 {
+			fields = append(fields, kv[i])
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	slices.Sort(fields)
+	fields = slices.Compact(fields)
+	for len(fields) > 0 {
+		chunk := fields[:min(scanChunk, len(fields))]
+		fields = fields[len(chunk):]
+		vals, err := s.c.HMGet(ctx, key, chunk...).Result()
+		if err != nil {
+			return s.fail("read "+key, err)
+		}
+		for i, v := range vals {
+			b, ok := v.(string)
+			if !ok {
+				continue // deleted since the fields were read
+			}
+			var row T
+			if err := P(&row).UnmarshalBinary([]byte(b)); err != nil {
+				return fmt.Errorf("redis store: %s field %q: %w", key, chunk[i], err)
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fn(row); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Head returns this member's chain head; zero on a read-only handle.
 func (s *Store) Head(ctx context.Context) (engine.AuditHead, error) {
 	if err := s.check(); err != nil {

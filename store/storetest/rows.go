@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,17 +11,12 @@ import (
 )
 
 // testRows checks Capabilities.Rows: LoadKeys is Load without sources and
-// entities, ScanSources and ScanEntities read the rows Load does, CountRows counts each row once however often it was written,
-// and a read returns each committed row by its identity, and nothing for
-// an identity never written.
+// entities, the rows are scanned as checkRowScan says, and a read returns
+// each committed row by its identity, and nothing for an identity never
+// written.
 func testRows(t *testing.T, s *handle) {
 	rr := s.caps.Rows
-	a, b := sourceState("r", []string{"a|b", "c"}, 1), sourceState("r", []string{"a", "b|c"}, 1)
-	commit(t, s, &engine.Batch{Sources: []engine.SourceState{a, b}, Entities: []engine.EntityState{entityState("incident/7", 1)},
-		Keys: s.keys(1, 2), NextKey: 3})
-	a = sourceState("r", []string{"a|b", "c"}, 2)
-	commit(t, s, &engine.Batch{Sources: []engine.SourceState{a}, Entities: []engine.EntityState{entityState("incident/7", 2), entityState("unit/12", 1)}})
-
+	a, b := commitRows(t, s)
 	full := load(t, s)
 	snap, err := rr.LoadKeys(t.Context())
 	if err != nil {
@@ -31,33 +27,7 @@ func testRows(t *testing.T, s *handle) {
 	}
 	equal(t, "LoadKeys keys", snap.Keys, full.Keys)
 	equal(t, "LoadKeys head", snap.AuditHead, full.AuditHead)
-	var entities []engine.EntityState
-	if err := rr.ScanEntities(t.Context(), func(e engine.EntityState) error {
-		entities = append(entities, e)
-		return nil
-	}); err != nil {
-		t.Fatalf("ScanEntities: %v", err)
-	}
-	if !slices.IsSortedFunc(entities, func(a, b engine.EntityState) int { return strings.Compare(a.Name, b.Name) }) {
-		t.Errorf("ScanEntities out of name order: %v", entities)
-	}
-	equal(t, "ScanEntities", normalize(&engine.Snapshot{Entities: entities}).Entities, normalize(full).Entities)
-	var scanned []engine.SourceState
-	if err := rr.ScanSources(t.Context(), func(s engine.SourceState) error {
-		scanned = append(scanned, s)
-		return nil
-	}); err != nil {
-		t.Fatalf("ScanSources: %v", err)
-	}
-	equal(t, "ScanSources", normalize(&engine.Snapshot{Sources: scanned}).Sources, normalize(full).Sources)
-	stop := errors.New("enough")
-	n := 0
-	if err := rr.ScanSources(t.Context(), func(engine.SourceState) error { n++; return stop }); err != stop || n != 1 {
-		t.Errorf("ScanSources whose fn fails at the first window: %d calls, %v; want 1, its error", n, err)
-	}
-	if ns, ne, err := rr.CountRows(t.Context()); err != nil || ns != 2 || ne != 2 {
-		t.Errorf("CountRows = %d, %d, %v; want 2, 2", ns, ne, err)
-	}
+	checkRowScan(t, rr, full)
 
 	tx, err := rr.ReadRows(t.Context())
 	if err != nil {
@@ -85,4 +55,101 @@ func testRows(t *testing.T, s *handle) {
 		t.Errorf("an entity never written: found %v, %v", found, err)
 	}
 	tx.Close()
+}
+
+// testScan checks Capabilities.Scan as checkRowScan says.
+func testScan(t *testing.T, s *handle) {
+	commitRows(t, s)
+	checkRowScan(t, s.caps.Scan, load(t, s))
+}
+
+// commitRows commits two sources and two entities, one of each twice,
+// and returns the two sources as they were last written.
+func commitRows(t *testing.T, s *handle) (a, b engine.SourceState) {
+	a, b = sourceState("r", []string{"a|b", "c"}, 1), sourceState("r", []string{"a", "b|c"}, 1)
+	commit(t, s, &engine.Batch{Sources: []engine.SourceState{a, b}, Entities: []engine.EntityState{entityState("incident/7", 1)},
+		Keys: s.keys(1, 2), NextKey: 3})
+	a = sourceState("r", []string{"a|b", "c"}, 2)
+	commit(t, s, &engine.Batch{Sources: []engine.SourceState{a}, Entities: []engine.EntityState{entityState("unit/12", 1), entityState("incident/7", 2)}})
+	return a, b
+}
+
+// checkRowScan checks that ScanSources and ScanEntities read the rows Load
+// does (full), each once, the entities in name order, that a scan whose
+// fn fails ends with its error, and that CountRows counts each row once
+// however often it was written.
+func checkRowScan(t *testing.T, sc engine.RowScanner, full *engine.Snapshot) {
+	var entities []engine.EntityState
+	if err := sc.ScanEntities(t.Context(), func(e engine.EntityState) error {
+		entities = append(entities, e)
+		return nil
+	}); err != nil {
+		t.Fatalf("ScanEntities: %v", err)
+	}
+	if !slices.IsSortedFunc(entities, func(a, b engine.EntityState) int { return strings.Compare(a.Name, b.Name) }) {
+		t.Errorf("ScanEntities out of name order: %v", entities)
+	}
+	equal(t, "ScanEntities", normalize(&engine.Snapshot{Entities: entities}).Entities, normalize(full).Entities)
+	var scanned []engine.SourceState
+	if err := sc.ScanSources(t.Context(), func(s engine.SourceState) error {
+		scanned = append(scanned, s)
+		return nil
+	}); err != nil {
+		t.Fatalf("ScanSources: %v", err)
+	}
+	equal(t, "ScanSources", normalize(&engine.Snapshot{Sources: scanned}).Sources, normalize(full).Sources)
+	stop := errors.New("enough")
+	n := 0
+	if err := sc.ScanSources(t.Context(), func(engine.SourceState) error { n++; return stop }); err != stop || n != 1 {
+		t.Errorf("ScanSources whose fn fails at the first window: %d calls, %v; want 1, its error", n, err)
+	}
+	if ns, ne, err := sc.CountRows(t.Context()); err != nil || ns != 2 || ne != 2 {
+		t.Errorf("CountRows = %d, %d, %v; want 2, 2", ns, ne, err)
+	}
+}
+
+// testScanMany checks that a scan of more rows than one read of the store
+// holds reads each once, the entities in name order.
+func testScanMany(t *testing.T, s *handle) {
+	sc := s.caps.Scan
+	if sc == nil {
+		sc = s.caps.Rows
+	}
+	const n = 2500
+	b := &engine.Batch{}
+	for i := range n {
+		m := strconv.Itoa(i * 7919 % n) // not in name order
+		b.Sources = append(b.Sources, sourceState("meters", []string{"meter-" + m}, 1))
+		b.Entities = append(b.Entities, entityState("meter/"+m, 1))
+	}
+	commit(t, s, b)
+	var names []string
+	if err := sc.ScanEntities(t.Context(), func(e engine.EntityState) error {
+		names = append(names, e.Name)
+		return nil
+	}); err != nil {
+		t.Fatalf("ScanEntities: %v", err)
+	}
+	if len(names) != n || !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != n {
+		t.Errorf("ScanEntities read %d names (%d distinct, sorted %v), want %d distinct in order",
+			len(names), len(slices.Compact(slices.Clone(names))), slices.IsSorted(names), n)
+	}
+	ids := map[string]int{}
+	if err := sc.ScanSources(t.Context(), func(s engine.SourceState) error {
+		ids[s.ID()]++
+		return nil
+	}); err != nil {
+		t.Fatalf("ScanSources: %v", err)
+	}
+	for id, k := range ids {
+		if k != 1 {
+			t.Errorf("ScanSources read %q %d times", id, k)
+		}
+	}
+	if len(ids) != n {
+		t.Errorf("ScanSources read %d windows, want %d", len(ids), n)
+	}
+	if ns, ne, err := sc.CountRows(t.Context()); err != nil || ns != n || ne != n {
+		t.Errorf("CountRows = %d, %d, %v; want %d, %d", ns, ne, err, n, n)
+	}
 }

@@ -160,6 +160,8 @@ const (
 	needClaims                   // Capabilities.Claims
 	needKeeper                   // Capabilities.Keeper
 	needRows                     // Capabilities.Rows
+	needScan                     // Capabilities.Scan
+	needRowScan                  // Capabilities.Rows or Capabilities.Scan
 )
 
 // missing returns why a store lacks what n needs; "" when it has all.
@@ -178,6 +180,8 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needClaims, c.Claims != nil, "the store does not declare Capabilities.Claims"},
 		{needKeeper, c.Keeper != nil, "the store does not declare Capabilities.Keeper"},
 		{needRows, c.Rows != nil, "the store does not declare Capabilities.Rows"},
+		{needScan, c.Scan != nil, "the store does not declare Capabilities.Scan"},
+		{needRowScan, c.Rows != nil || c.Scan != nil, "the store declares neither Capabilities.Rows nor Capabilities.Scan"},
 	} {
 		if n&r.bit != 0 && !r.has {
 			return r.why
