@@ -102,3 +102,55 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+func TestSummarizeTakesTheMeanOfTheTwoMiddleRoundsOfAnEvenCount(t *testing.T) {
+	ok := check{messages: 10, unique: 10, kept: 10, dedup: true}
+	s := summarize([]result{{rate: 300, cpu: 3e-6, check: ok}, {rate: 100, cpu: 1e-6, check: ok}})
+	if s.median != 200 || s.lo != 100 || s.hi != 300 || s.cpu != 2e-6 {
+		t.Fatalf("median %v (%v–%v), cpu %v; want 200 (100–300), cpu 2e-06", s.median, s.lo, s.hi, s.cpu)
+	}
+	if s := summarize([]result{{rate: 3}, {rate: 1}, {rate: 2}}); s.median != 2 {
+		t.Fatalf("median of three: %v, want 2", s.median)
+	}
+}
+
+func TestAGoalIsNotMetByAReplayguardThatKeptTheWrongCount(t *testing.T) {
+	wrong := result{rate: 1000, check: countCheck(110, 100, 90)}
+	peer := result{rate: 100, check: check{messages: 110, kept: 110}}
+	r := report{opts: options{rounds: 1}, rows: []row{{id: "x", what: "x", goal: 2, sides: []side{
+		{name: "rg", results: []result{wrong}}, {name: "peer", results: []result{peer}}}}}}
+	_, line, _ := strings.Cut(r.markdown(), "\n| x |")
+	line, _, _ = strings.Cut(line, "\n")
+	if strings.Contains(line, ": met") || !strings.Contains(line, "not met") {
+		t.Fatalf("a 10× rate with 10 updates dropped: %s", line)
+	}
+}
+
+func TestARoundThatReportedAnErrorFails(t *testing.T) {
+	res := measure("x", func(h *harness) result {
+		h.Errorf("republish of %s, which the broker never acknowledged", "bench#7")
+		return result{rate: 1, check: check{messages: 1, kept: 1}}
+	})
+	if !strings.Contains(res.err, "bench#7") {
+		t.Fatalf("result %+v, want the round failed with the error", res)
+	}
+}
+
+func TestBenchResultWantsAnOutcomeForEveryDelivery(t *testing.T) {
+	const head = "110 messages (0 MB) in 1.00 s: 110 msg/s durable, 8.00 µs CPU per message, embedded store at /x\n"
+	for _, tc := range []struct {
+		name, summary string
+		ok            bool
+	}{
+		{"every delivery applied or a duplicate is read", "applied=100 applied_late=0 duplicate=10 conflict=0 quarantined=0 malformed=0 total=110", true},
+		{"deliveries read and never decided are an error", "applied=100 applied_late=0 duplicate=4 conflict=0 quarantined=0 malformed=0 total=110", false},
+		{"a held delivery is an error", "applied=100 applied_late=0 duplicate=9 conflict=1 quarantined=0 malformed=0 total=110", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := benchResult([]byte(head+tc.summary+"\n"), 110, 100)
+			if (err == nil) != tc.ok || (err == nil && (res.rate != 110 || res.cpu != 8e-6 || !res.check.ok())) {
+				t.Fatalf("%+v, %v", res, err)
+			}
+		})
+	}
+}

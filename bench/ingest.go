@@ -19,7 +19,8 @@ import (
 // ingestReplayguard runs `replayguard bench` itself, a process of its own as
 // a user runs it: it generates the same feed from the same parameters
 // (internal/benchfeed, fixed seed), ingests it as a capture into a fresh
-// embedded store, fsync per batch of 1000, and prints its rate, its CPU time
+// embedded store, batches of 1000, fsync per commit (the batches that
+// queue behind a commit share the next), and prints its rate, its CPU time
 // per message (the ingest's, the feed's generation excluded) and the count
 // of each outcome. The check is on those counts: applied and applied late
 // must be the distinct updates and the rest duplicates.
@@ -51,9 +52,21 @@ func benchReplayguard(h *harness, bin *built, messages, sources int, replays flo
 	if err != nil {
 		h.Fatalf("replayguard bench: %v\n%s", err, out)
 	}
+	res, err := benchResult(out, total, unique)
+	if err != nil {
+		h.Fatal(err)
+	}
+	return res
+}
+
+// benchResult reads the output of `replayguard bench` on a feed of total
+// deliveries of unique distinct updates: its rate, CPU time and the check
+// of its outcome counts. An output it cannot read, a count of decisions
+// other than total, or a delivery held or left undecided is an error.
+func benchResult(out []byte, total, unique int) (result, error) {
 	m := benchLine.FindSubmatch(out)
 	if m == nil {
-		h.Fatalf("replayguard bench printed no rate:\n%s", out)
+		return result{}, fmt.Errorf("replayguard bench printed no rate:\n%s", out)
 	}
 	rate, _ := strconv.ParseFloat(string(m[1]), 64)
 	cpu, _ := strconv.ParseFloat(string(m[2]), 64)
@@ -62,16 +75,20 @@ func benchReplayguard(h *harness, bin *built, messages, sources int, replays flo
 		outcomes[string(kv[1])], _ = strconv.Atoi(string(kv[2]))
 	}
 	if outcomes["total"] != total {
-		h.Fatalf("replayguard bench decided %d deliveries, the harness's feed has %d:\n%s", outcomes["total"], total, out)
+		return result{}, fmt.Errorf("replayguard bench decided %d deliveries, the harness's feed has %d:\n%s", outcomes["total"], total, out)
 	}
 	if held := outcomes["conflict"] + outcomes["quarantined"] + outcomes["malformed"]; held > 0 {
-		h.Fatalf("replayguard bench held %d deliveries of a clean feed:\n%s", held, out)
+		return result{}, fmt.Errorf("replayguard bench held %d deliveries of a clean feed:\n%s", held, out)
+	}
+	// total counts the lines read: every one must have an outcome.
+	effective := outcomes["applied"] + outcomes["applied_late"]
+	if decided := effective + outcomes["duplicate"]; decided != total {
+		return result{}, fmt.Errorf("replayguard bench gave %d of %d deliveries an outcome:\n%s", decided, total, out)
 	}
 	// With every delivery applied, applied late or duplicate, the applied
 	// count alone says whether a replay was taken for new or an update for
 	// a replay.
-	c := countCheck(total, unique, outcomes["applied"]+outcomes["applied_late"])
-	return result{rate: rate, cpu: cpu / 1e6, check: c}
+	return result{rate: rate, cpu: cpu / 1e6, check: countCheck(total, unique, effective)}, nil
 }
 
 var (

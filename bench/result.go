@@ -122,13 +122,23 @@ func summarize(rs []result) summary {
 	}
 	if len(rates) > 0 {
 		slices.Sort(rates)
-		s.median, s.lo, s.hi = rates[len(rates)/2], rates[0], rates[len(rates)-1]
+		s.median, s.lo, s.hi = median(rates), rates[0], rates[len(rates)-1]
 	}
 	if len(cpus) > 0 && len(cpus) == len(rates) {
 		slices.Sort(cpus)
-		s.cpu = cpus[len(cpus)/2]
+		s.cpu = median(cpus)
 	}
 	return s
+}
+
+// median is the median of sorted xs: the middle one, or the mean of the
+// two middle ones of an even count.
+func median(xs []float64) float64 {
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 // count renders n with thousands separators.

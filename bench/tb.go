@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // harness is the testing.TB that internal/testbroker's helpers are given
 // outside a test: a failure ends the measurement it happened in (Fatal
-// panics with a failure that measure recovers), cleanups and temporary
+// panics with a failure that measure recovers; Error fails it when it
+// ends), cleanups and temporary
 // directories go when the measurement ends. The helpers call only the
 // methods defined here; the embedded interface is nil.
 type harness struct {
@@ -77,6 +79,9 @@ func measure(name string, f func(h *harness) result) (res result) {
 		r := recover()
 		if cerr := h.finish(); r == nil && cerr != "" {
 			r = cerr
+		}
+		if r == nil && h.failed { // Error, Errorf or Fail: the round went wrong without ending
+			r = failure("failed: " + strings.Join(h.logs, "; "))
 		}
 		if r == nil {
 			return

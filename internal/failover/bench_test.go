@@ -159,9 +159,14 @@ func benchRun(b *testing.B, n int) benchCost {
 	return m.stop(rate)
 }
 
+// median is the middle of xs, or the mean of the two middle ones of an
+// even count.
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
 	return s[len(s)/2]
 }
 
