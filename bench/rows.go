@@ -50,7 +50,7 @@ func (r *row) measure(rounds int, p *progress) {
 func buildRows(o options, feed, mqttFeed []benchfeed.Message, sp spFeed, m machineInfo, eb *engineBench, rg *built) []row {
 	return []row{
 		{id: "ingest", what: "durable dedup ingest", goal: 2, sides: []side{
-			{short: "replayguard", name: "`replayguard bench` (embedded store, fsync per batch of 1000)",
+			{short: "replayguard", name: "`replayguard bench` (embedded store, batches of 1000, fsync per commit; batches queued behind a commit share the next)",
 				run: func(h *harness) result { return ingestReplayguard(h, rg, o, feed) }},
 			{short: "JetStream", name: "NATS JetStream " + m.nats + " file store, async publish with `Nats-Msg-Id`, no per-message fsync",
 				run: func(h *harness) result {
@@ -97,7 +97,7 @@ func buildRows(o options, feed, mqttFeed []benchfeed.Message, sp spFeed, m machi
 		spRow(sp, false),
 		spRow(sp, true),
 		{id: "engine", what: "decode + decide, one core", goal: 2, sides: []side{
-			{short: "BenchmarkDecodeDecide", name: "`BenchmarkDecodeDecide` (engine/bench_test.go: decode, key, decide; no audit record, no store; its own 200-byte messages of the feed's shape)",
+			{short: "BenchmarkDecodeDecide", name: "`BenchmarkDecodeDecide` (engine/bench_test.go: decode, key, decide; no audit record, no store; a ring of 16,384 of its own 200-byte messages, every one past the first 16,384 decided a duplicate)",
 				run: func(h *harness) result { return eb.run(h, len(feed)) }},
 			{short: "Watermill id", name: "Watermill " + m.watermill + " `Deduplicator` keyed on a metadata id (no payload parse)",
 				run: func(h *harness) result { return decideWatermill(h, feed, true) }},

@@ -238,5 +238,5 @@ const spMethod = `- Sparkplug B: each side on a fresh Mosquitto as in the MQTT r
   store; it must apply exactly the distinct messages (births included) and each edge's kwh in its
   state must be the exact sum of its distinct messages' Energy (a wrong sum fails the round). The
   no-op is the MQTT rows' paho consumer. CPU time per delivery: the harness's process (publisher
-  and consumer) plus Mosquitto's.
+  and consumer; in a backlog drain the consumer only, the publishing done before) plus Mosquitto's.
 `
