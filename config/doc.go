@@ -5,12 +5,20 @@
 //
 // Load (or Parse, for data already read) goes through these steps:
 //
-//  1. Interpolation on the raw text: ${VAR} takes the value of an
-//     environment variable, ${VAR:-default} takes default when VAR is unset
-//     or empty, and $$ is a literal $. A variable that is unset and has no
-//     default is an error naming it and its line. Full-line comments are left
-//     alone. Quote a reference ("${VAR}") when its value may hold YAML
-//     punctuation such as ": " or " #".
+//  1. Interpolation in the values (and keys) of the file: ${VAR} takes the
+//     value of an environment variable, ${VAR:-default} takes default when
+//     VAR is unset or empty, and $$ is a literal $. A variable that is unset
+//     and has no default is an error naming it and its line. Comments, full
+//     line or trailing, are left alone: a reference there is never looked
+//     up. A value is always the variable's string, byte for byte, never YAML:
+//     an unquoted reference whose value would read otherwise (it starts with
+//     * & ! | > @ % ` { [ - ? : or a quote, holds ": " or " #", has spaces
+//     around it, a line break, or reads as null) is written double-quoted;
+//     inside double quotes the value is escaped, inside single quotes '
+//     is doubled. So a value never adds structure (write a list as
+//     [${A}, ${B}]), and an empty one leaves its setting unset. A line break
+//     or control character in a single-quoted or block scalar is an error
+//     that says to double-quote the reference.
 //  2. Strict parsing: an unknown key anywhere, a value of the wrong type, an
 //     empty list item, a duration without a unit ("90" rather than "90s") or
 //     a malformed size is reported with its line.

@@ -34,8 +34,10 @@ func TestInterpolate(t *testing.T) {
 			[]string{`1: ${1X}: "1X" is not a variable name: write ${NAME} or ${NAME:-default} (and $$ for a literal $)`}},
 		{"an empty reference is an error", "k: ${}", "",
 			[]string{`1: ${}: "" is not a variable name: write ${NAME} or ${NAME:-default} (and $$ for a literal $)`}},
-		{"a value with a line break is an error", "k: ${NL}", "",
-			[]string{"1: ${NL}: the value of NL holds a line break, which would change the file's structure"}},
+		{"a value with a line break is written double-quoted", "k: ${NL}", `k: "a\nb"`, nil},
+		{"a value with a line break is escaped in double quotes", `k: "<${NL}>"`, `k: "<a\nb>"`, nil},
+		{"a value with a line break is an error in single quotes", "k: '${NL}'", "",
+			[]string{`1: ${NL}: the value of NL holds a line break or a control character, which a single-quoted value cannot hold: write the reference in double quotes ("${NL}")`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
