@@ -58,7 +58,7 @@ audit: {archive: /var/lib/replayguard-archive}
 		{"every setting reads back unchanged", full},
 		{"the design's example reads back unchanged", mustRead(t, "testdata/design.yaml")},
 		{"retention with its default interval reads back unchanged", "audit: {retention: {max_records: 50000}, archive: ./archive}"},
-		{"sinks read back unchanged", "audit: {sinks: [{name: o, kind: otlp, endpoint: 'http://c:4318/v1/logs'}, {name: s, kind: syslog, address: 'h:514', facility: local0}, {name: f, kind: file, path: /x, max_bytes: 1MiB}]}"},
+		{"sinks read back unchanged", "audit: {sinks: [{name: o, kind: otlp, endpoint: 'http://c:4318/v1/logs'}, {name: s, kind: syslog, address: 'h:514', facility: local0}, {name: s2, kind: syslog, address: 'h:514', max_message: 64KiB}, {name: f, kind: file, path: /x, max_bytes: 1MiB}]}"},
 		{"every retention setting reads back unchanged", "audit: {retention: {max_age: 720h, max_records: 10000000, interval: 30s}, archive: /var/lib/replayguard-archive}"},
 	}
 	for _, tt := range tests {

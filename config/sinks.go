@@ -22,6 +22,10 @@ const (
 	DefaultSyslogApp      = "replayguard"
 	DefaultSyslogFacility = "user"
 	DefaultSinkKeep       = 5
+	// DefaultSyslogMaxMessage is the size RFC 5425 says receivers should
+	// take, and rsyslog's default; MinSyslogMaxMessage the size they must.
+	DefaultSyslogMaxMessage ByteSize = 8 << 10
+	MinSyslogMaxMessage     ByteSize = 2 << 10
 )
 
 // SinkConfig is one audit sink: every committed audit record is streamed
@@ -51,6 +55,12 @@ type SinkConfig struct {
 	// local7 and the rest of RFC 5424's but kern, the kernel's own.
 	// Default user.
 	Facility string `yaml:"facility,omitempty"`
+	// MaxMessage (syslog) is the largest message, in octets, the receiver
+	// takes whole (rsyslog's maxMessageSize, syslog-ng's log-msg-size): a
+	// record whose message would be larger is sent as a stub naming it, and
+	// counted in replayguard_audit_sink_oversize_total. At least 2KiB, the
+	// size every RFC 5425 receiver must take. Default 8KiB.
+	MaxMessage ByteSize `yaml:"max_message,omitempty"`
 	// Path (file) is the JSON Lines file records are appended to.
 	Path string `yaml:"path,omitempty"`
 	// MaxBytes (file) rotates the file when it would grow past this size:
@@ -79,6 +89,9 @@ func (s *SinkConfig) setDefaults() {
 		}
 		if s.Facility == "" {
 			s.Facility = DefaultSyslogFacility
+		}
+		if s.MaxMessage == 0 {
+			s.MaxMessage = DefaultSyslogMaxMessage
 		}
 	case SinkFile:
 		if s.MaxBytes > 0 && s.Keep == 0 {
@@ -117,6 +130,7 @@ func (s SinkConfig) check(ps *problems, f field) {
 		"endpoint": s.Endpoint != "", "headers": len(s.Headers) > 0, "timeout": s.Timeout != 0,
 		"address": s.Address != "", "app_name": s.AppName != "", "facility": s.Facility != "",
 		"path": s.Path != "", "max_bytes": s.MaxBytes != 0, "keep": s.Keep != 0, "tls": s.TLS != (TLSConfig{}),
+		"max_message": s.MaxMessage != 0,
 	}
 	var own []string
 	switch s.Kind {
@@ -124,7 +138,7 @@ func (s SinkConfig) check(ps *problems, f field) {
 		own = []string{"endpoint", "headers", "timeout", "tls"}
 		s.checkOTLP(ps, f)
 	case SinkSyslog:
-		own = []string{"address", "app_name", "facility", "tls"}
+		own = []string{"address", "app_name", "facility", "max_message", "tls"}
 		s.checkSyslog(ps, f)
 	case SinkFile:
 		own = []string{"path", "max_bytes", "keep"}
@@ -133,7 +147,7 @@ func (s SinkConfig) check(ps *problems, f field) {
 		ps.add(f.dot("kind"), "kind %q is not one of otlp, syslog, file", s.Kind)
 		return
 	}
-	for _, k := range []string{"endpoint", "headers", "timeout", "tls", "address", "app_name", "facility", "path", "max_bytes", "keep"} {
+	for _, k := range []string{"endpoint", "headers", "timeout", "tls", "address", "app_name", "facility", "max_message", "path", "max_bytes", "keep"} {
 		if set[k] && !contains(own, k) {
 			ps.add(f.dot(k), "%s is not a setting of a %s sink (it takes %s)", k, s.Kind, strings.Join(own, ", "))
 		}
@@ -192,6 +206,9 @@ func (s SinkConfig) checkSyslog(ps *problems, f field) {
 	s.TLS.checkPair(ps, f.dot("tls"))
 	if n := len(s.AppName); n > 48 || strings.ContainsFunc(s.AppName, func(r rune) bool { return r <= 32 || r >= 127 }) {
 		ps.add(f.dot("app_name"), "app_name %q must be at most 48 printable ASCII characters without spaces (RFC 5424 APP-NAME)", s.AppName)
+	}
+	if s.MaxMessage != 0 && s.MaxMessage < MinSyslogMaxMessage {
+		ps.add(f.dot("max_message"), "max_message %v is below 2KiB, the size every syslog receiver must take (RFC 5425): set the receiver's limit, 2KiB or more", s.MaxMessage)
 	}
 	switch _, ok := SyslogFacilities[s.Facility]; {
 	case s.Facility == "kern": // code 0, which the syslog sink takes for its default, user

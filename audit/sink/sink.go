@@ -41,6 +41,13 @@ type Exporter interface {
 	Close(ctx context.Context) error
 }
 
+// oversizer is an Exporter that sends a record too large for its receiver
+// as a stub (Syslog), and counts them.
+type oversizer interface {
+	// Oversize returns how many records were sent as stubs so far.
+	Oversize() uint64
+}
+
 // Store is what the sinks read and write in a single-owner store.
 type Store interface {
 	engine.AuditScanner
@@ -490,6 +497,9 @@ type Status struct {
 	// it is given.
 	Backlog             uint64
 	Delivered, Failures uint64
+	// Oversize counts the records sent as stubs, too large for the
+	// receiver (a syslog sink's max_message); always 0 for other sinks.
+	Oversize uint64
 }
 
 // Status returns every sink's state, in configuration order.
@@ -498,6 +508,9 @@ func (s *Set) Status() []Status {
 	out := make([]Status, len(s.sinks))
 	for i, r := range s.sinks {
 		st := Status{Name: r.Name, Cursor: r.cursor(s.opts.Member), Delivered: r.delivered.Load(), Failures: r.failures.Load()}
+		if o, ok := r.Exporter.(oversizer); ok {
+			st.Oversize = o.Oversize()
+		}
 		for chain, h := range heads {
 			st.Backlog += h - min(r.cursor(chain), h)
 		}

@@ -3,11 +3,15 @@ package sink
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
@@ -25,11 +29,41 @@ type SyslogOptions struct {
 	Timeout time.Duration
 	// TLS, when set, connects over TLS (RFC 5425). Default nil: plain TCP.
 	TLS *tls.Config
+	// MaxMessage is the largest message, in octets (the count of its
+	// frame), the receiver takes whole. A record whose message would be
+	// larger is sent as a stub that fits (see Syslog), counted (Oversize)
+	// and logged. Default DefaultSyslogMaxMessage; a value below
+	// MinSyslogMaxMessage is raised to it.
+	MaxMessage int
+	// Logger receives a warning per record sent as a stub. Default: discard.
+	Logger *slog.Logger
 }
+
+// Message sizes of the syslog sink, in octets.
+const (
+	// DefaultSyslogMaxMessage is the size RFC 5425 §4.3.1 says receivers
+	// SHOULD take, and rsyslog's default maxMessageSize.
+	DefaultSyslogMaxMessage = 8192
+	// MinSyslogMaxMessage is the size every RFC 5425 receiver MUST take; a
+	// stub always fits in it.
+	MinSyslogMaxMessage = 2048
+)
 
 // Syslog writes each record as an RFC 5424 message over TCP, framed by
 // octet counting (RFC 6587 §3.4.1): TIMESTAMP is the record's time, MSGID
-// its outcome, MSG its canonical JSON. TCP carries no acknowledgement: a
+// its outcome, MSG its canonical JSON.
+//
+// A receiver truncates or drops a message larger than its limit (RFC 5424
+// §6.1), unseen by the sender. So a record whose message would exceed
+// MaxMessage is never sent whole: its place in the stream is taken by a
+// stub, a warning-severity message whose structured data adds
+// oversize="N" (the octets the whole message would take) and whose MSG is
+// {"position","time","route","outcome","key","digest","prev","hash",
+// "oversize","max_message"}: enough to find the record (audit export
+// --from position) and check it against the chain. Stubs are counted
+// (Oversize) and logged.
+//
+// TCP carries no acknowledgement: a
 // batch counts as delivered once written to the connection. A connection
 // the receiver has closed is noticed before the next write, and the batch
 // goes to a new one; records the receiver loses while they are in flight
@@ -37,9 +71,12 @@ type SyslogOptions struct {
 type Syslog struct {
 	opts     SyslogOptions
 	hostname string
+	log      *slog.Logger
 	conn     net.Conn
 	buf      []byte
 	json     []byte
+	msg      []byte
+	oversize atomic.Uint64
 }
 
 // NewSyslog returns a syslog exporter; it connects on the first Export.
@@ -53,12 +90,25 @@ func NewSyslog(o SyslogOptions) *Syslog {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "-"
+	if o.MaxMessage == 0 {
+		o.MaxMessage = DefaultSyslogMaxMessage
 	}
-	return &Syslog{opts: o, hostname: host}
+	o.MaxMessage = max(o.MaxMessage, MinSyslogMaxMessage)
+	o.AppName = printable(o.AppName, 48)
+	host, err := os.Hostname()
+	if err != nil {
+		host = ""
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Syslog{opts: o, hostname: printable(host, 255), log: log}
 }
+
+// Oversize returns how many records were sent as stubs since NewSyslog,
+// each time one was sent (a batch sent again counts again).
+func (s *Syslog) Oversize() uint64 { return s.oversize.Load() }
 
 // Export writes recs, one message each, in one write.
 func (s *Syslog) Export(ctx context.Context, recs []engine.AuditRecord) error {
@@ -101,7 +151,8 @@ func (s *Syslog) Export(ctx context.Context, recs []engine.AuditRecord) error {
 	return nil
 }
 
-// appendFrame appends one octet-counted RFC 5424 message.
+// appendFrame appends one octet-counted RFC 5424 message: the record's, or
+// its stub when that would exceed MaxMessage.
 func (s *Syslog) appendFrame(dst []byte, r *engine.AuditRecord) ([]byte, error) {
 	var err error
 	if s.json, err = engine.AppendRecordJSON(s.json[:0], r); err != nil {
@@ -112,7 +163,24 @@ func (s *Syslog) appendFrame(dst []byte, r *engine.AuditRecord) ([]byte, error) 
 	case "conflict", "quarantined", "malformed":
 		sev = 4 // warning
 	}
-	msg := make([]byte, 0, len(s.json)+160)
+	s.msg = s.appendMessage(s.msg[:0], r, sev, 0, s.json)
+	if len(s.msg) > s.opts.MaxMessage {
+		whole := len(s.msg)
+		if s.msg, err = s.appendStub(s.msg[:0], r, whole); err != nil {
+			return dst, err
+		}
+		s.oversize.Add(1)
+		s.log.Warn("audit record too large for the syslog receiver: sent a stub in its place; audit export holds it whole",
+			"position", r.Position, "octets", whole, "max_message", s.opts.MaxMessage)
+	}
+	dst = strconv.AppendInt(dst, int64(len(s.msg)), 10)
+	dst = append(dst, ' ')
+	return append(dst, s.msg...), nil
+}
+
+// appendMessage appends an RFC 5424 message with MSG body; oversize > 0
+// adds the oversize parameter of a stub.
+func (s *Syslog) appendMessage(msg []byte, r *engine.AuditRecord, sev, oversize int, body []byte) []byte {
 	msg = append(msg, '<')
 	msg = strconv.AppendInt(msg, int64(s.opts.Facility*8+sev), 10)
 	msg = append(msg, ">1 "...)
@@ -127,11 +195,49 @@ func (s *Syslog) appendFrame(dst []byte, r *engine.AuditRecord) ([]byte, error) 
 	msg = strconv.AppendUint(msg, r.Position, 10)
 	msg = append(msg, `" route="`...)
 	msg = appendParam(msg, r.Route)
+	if oversize > 0 {
+		msg = append(msg, `" oversize="`...)
+		msg = strconv.AppendInt(msg, int64(oversize), 10)
+	}
 	msg = append(msg, `"] `...)
-	msg = append(msg, s.json...)
-	dst = strconv.AppendInt(dst, int64(len(msg)), 10)
-	dst = append(dst, ' ')
-	return append(dst, msg...), nil
+	return append(msg, body...)
+}
+
+// stub is the MSG of a record too large to send whole.
+type stub struct {
+	Position   uint64      `json:"position"`
+	Time       time.Time   `json:"time"`
+	Route      string      `json:"route"`
+	Outcome    string      `json:"outcome"`
+	Key        engine.Hash `json:"key,omitzero"`
+	Digest     engine.Hash `json:"digest,omitzero"`
+	Prev       engine.Hash `json:"prev"`
+	Hash       engine.Hash `json:"hash"`
+	Oversize   int         `json:"oversize"`
+	MaxMessage int         `json:"max_message"`
+}
+
+// appendStub appends the stub message of r, whose whole message would take
+// whole octets, at warning severity. A route too long for the stub is cut.
+func (s *Syslog) appendStub(msg []byte, r *engine.AuditRecord, whole int) ([]byte, error) {
+	st := stub{Position: r.Position, Time: r.Time, Route: r.Route, Outcome: printable(r.Outcome, 32), Key: r.Key,
+		Digest: r.Digest, Prev: r.Prev, Hash: r.Hash, Oversize: whole, MaxMessage: s.opts.MaxMessage}
+	for {
+		body, err := json.Marshal(st)
+		if err != nil {
+			return msg, fmt.Errorf("encode the stub of record %d: %w", r.Position, err)
+		}
+		cut := *r
+		cut.Route = st.Route
+		out := s.appendMessage(msg, &cut, 4, whole, body)
+		if len(out) <= s.opts.MaxMessage {
+			return out, nil
+		}
+		if st.Route == "" {
+			return msg, fmt.Errorf("record %d: even its stub exceeds max_message %d", r.Position, s.opts.MaxMessage)
+		}
+		st.Route = st.Route[:len(st.Route)/2]
+	}
 }
 
 // appendParam escapes a structured-data value (RFC 5424 §6.3.3).

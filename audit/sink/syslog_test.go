@@ -15,15 +15,19 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// syslogReceiver reads RFC 6587 octet-counted RFC 5424 frames.
+// syslogReceiver reads RFC 6587 octet-counted RFC 5424 frames. With max
+// set it fails the test on a message larger than max, which a receiver with
+// that limit (rsyslog's maxMessageSize) would truncate or drop.
 type syslogReceiver struct {
 	recorder
 	t     *testing.T
+	max   int
 	ln    net.Listener
 	mu    sync.Mutex
 	conns []net.Conn
 	wg    sync.WaitGroup
 	last  guarded[string]
+	all   guarded[[]string]
 }
 
 type guarded[T any] struct {
@@ -69,11 +73,17 @@ func (s *syslogReceiver) read(c net.Conn) {
 			s.t.Errorf("frame length %q: %v", n, err)
 			return
 		}
+		if s.max > 0 && size > s.max {
+			s.t.Errorf("a message of %d octets, over the receiver's limit of %d: it would be truncated or dropped", size, s.max)
+		}
 		msg := make([]byte, size)
 		if _, err := io.ReadFull(br, msg); err != nil {
 			return // the connection closed mid-frame: this frame was not received
 		}
 		s.last.set(string(msg))
+		s.all.mu.Lock()
+		s.all.v = append(s.all.v, string(msg))
+		s.all.mu.Unlock()
 		i := strings.Index(string(msg), "] {")
 		var rec engine.AuditRecord
 		if i < 0 || json.Unmarshal(msg[i+2:], &rec) != nil {

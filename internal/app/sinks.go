@@ -53,7 +53,8 @@ func newExporter(ctx context.Context, sc config.SinkConfig, log *slog.Logger) (s
 			TLS: tlsCfg, Logger: log.With("sink", sc.Name)})
 	case config.SinkSyslog:
 		return sink.NewSyslog(sink.SyslogOptions{Address: sc.Address, AppName: sc.AppName,
-			Facility: config.SyslogFacilities[sc.Facility], TLS: tlsCfg}), nil
+			Facility: config.SyslogFacilities[sc.Facility], TLS: tlsCfg, MaxMessage: int(sc.MaxMessage),
+			Logger: log.With("sink", sc.Name)}), nil
 	case config.SinkFile:
 		return sink.NewFile(sink.FileOptions{Path: sc.Path, MaxBytes: int64(sc.MaxBytes), Keep: sc.Keep}), nil
 	}
