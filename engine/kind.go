@@ -203,6 +203,16 @@ func (p *Placement) Holds(key, digest Hash) bool {
 	return hit && dg == digest64(digest)
 }
 
+// HoldsKey reports whether the key window holds key, whatever the digest
+// it was applied with.
+func (p *Placement) HoldsKey(key Hash) bool {
+	_, hit := p.e.keys.lookup(key)
+	if !hit && p.e.unread != nil {
+		p.e.unread.key(key)
+	}
+	return hit
+}
+
 // SequenceSpan is the anti-replay window's span, in sequences.
 func (p *Placement) SequenceSpan() int { return p.e.opts.SequenceSpan }
 

@@ -108,6 +108,7 @@ type spMessage struct {
 	rebirth             int          // a new NBIRTH: its rebirth number in its session
 	newBirth            bool         // a new NBIRTH opens an epoch
 	at                  int          // a new NBIRTH older than the current birth: its index among the births
+	ended               bool         // a new current NBIRTH whose session's NDEATH was applied before it
 	seqRaw              int64
 
 	// Its placement: the epoch (text and value), the sequence in it (-1
@@ -179,7 +180,7 @@ func splitLevels(dst []string, topic string) ([]string, bool) {
 }
 
 // checkPayload refuses what no session could place: a missing or
-// out-of-range seq or bdSeq.
+// out-of-range seq or bdSeq, or a missing timestamp.
 func (sp *spMessage) checkPayload() error {
 	p := &sp.p
 	sp.seqRaw = -1
@@ -189,6 +190,13 @@ func (sp *spMessage) checkPayload() error {
 		}
 		if p.Seq > 255 {
 			return fmt.Errorf("seq %d is out of range (0–255)", p.Seq)
+		}
+		if !p.HasTimestamp {
+			// Sparkplug B 3.0 requires it, and it is what tells which of
+			// the edge's births a message belongs to: without it, a replay
+			// of an earlier session would be read, and applied, in the
+			// current one.
+			return fmt.Errorf("%s has no timestamp: the birth it belongs to cannot be told", sp.typ)
 		}
 		sp.seqRaw = int64(p.Seq)
 	}

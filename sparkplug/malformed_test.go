@@ -29,6 +29,7 @@ func testMalformedSparkplugIsHeldWithItsReason(t *testing.T, store engine.Store)
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
 	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))
+	ts := proto.Uint64(uint64(c.next().UnixMilli()))
 	dataset := &pb.Payload_Metric{Name: proto.String("Energy"), Datatype: proto.Uint32(uint32(pb.DataType_DataSet)),
 		Value: &pb.Payload_Metric_DatasetValue{DatasetValue: &pb.Payload_DataSet{NumOfColumns: proto.Uint64(1)}}}
 	cases := []struct {
@@ -43,13 +44,15 @@ func testMalformedSparkplugIsHeldWithItsReason(t *testing.T, store engine.Store)
 		{"a device message without a device", "spBv1.0/plant/DDATA/m1", edge.Data(c.next(), pulse()).Payload, "names a device level if and only if"},
 		{"a seq over 255", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(256)}), "seq 256 is out of range (0–255)"},
 		{"no seq", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{}), "NDATA has no seq"},
-		{"a birth without bdSeq", "spBv1.0/plant/NBIRTH/m1", encode(t, &pb.Payload{Seq: proto.Uint64(0)}), "NBIRTH has no bdSeq metric"},
-		{"a string into add", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(1), Metrics: []*pb.Payload_Metric{
+		{"no timestamp", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(1)}), "NDATA has no timestamp"},
+		{"a birth without a timestamp", "spBv1.0/plant/NBIRTH/m1", encode(t, &pb.Payload{Seq: proto.Uint64(0)}), "NBIRTH has no timestamp"},
+		{"a birth without bdSeq", "spBv1.0/plant/NBIRTH/m1", encode(t, &pb.Payload{Timestamp: ts, Seq: proto.Uint64(0)}), "NBIRTH has no bdSeq metric"},
+		{"a string into add", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Timestamp: ts, Seq: proto.Uint64(1), Metrics: []*pb.Payload_Metric{
 			{Name: proto.String("Pulses"), Datatype: proto.Uint32(uint32(pb.DataType_String)), Value: &pb.Payload_Metric_StringValue{StringValue: "3"}}}}),
 			"effect field metrics.Pulses: want a number, got string"},
-		{"a dataset as a field value", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(1), Metrics: []*pb.Payload_Metric{dataset}}),
+		{"a dataset as a field value", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Timestamp: ts, Seq: proto.Uint64(1), Metrics: []*pb.Payload_Metric{dataset}}),
 			"metrics.Energy: a DataSet value is not a field value"},
-		{"a datatype its value does not fit", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(1), Metrics: []*pb.Payload_Metric{
+		{"a datatype its value does not fit", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Timestamp: ts, Seq: proto.Uint64(1), Metrics: []*pb.Payload_Metric{
 			{Name: proto.String("Energy"), Datatype: proto.Uint32(uint32(pb.DataType_Boolean)), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: 1}}}}),
 			"datatype Boolean but a floating-point value"},
 	}

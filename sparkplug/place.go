@@ -16,7 +16,7 @@ import (
 // tables), then its values, key and digest. A message that cannot be
 // placed is held; nothing is ever guessed.
 func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string, err error) {
-	sp.birth, sp.newBirth, sp.rebirth, sp.bdSeq, sp.at = -1, false, 0, 0, 0
+	sp.birth, sp.newBirth, sp.rebirth, sp.bdSeq, sp.at, sp.ended = -1, false, 0, 0, 0, false
 	sp.seq, sp.epoch, sp.epochInt = -1, "", 0
 	src := p.Window()
 	var st *engine.SparkplugState
@@ -35,6 +35,12 @@ func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string
 	if why != "" {
 		return why, nil
 	}
+	if sp.newBirth && sp.at == 0 {
+		// An NBIRTH decided after its session's NDEATH (the broker
+		// reordered them, or another member decided the NDEATH first)
+		// opens a session that has already ended.
+		sp.ended = p.HoldsKey(deathKey(d, sp.bdSeq))
+	}
 	d.SetPlace(sp.epoch, sp.epochInt, sp.seq)
 	if sp.at > 0 {
 		d.SetOlderEpoch()
@@ -43,11 +49,16 @@ func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string
 		return "", err
 	}
 	if sp.typ == spNDeath {
-		d.SetKey(engine.EpochEndKey(d.RouteName(), d.Source(), "n"+sp.epoch), sp.digest)
+		d.SetKey(deathKey(d, sp.bdSeq), sp.digest)
 	} else {
 		d.SetKey(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, sp.seq), sp.digest)
 	}
 	return "", nil
+}
+
+// deathKey is the key of the NDEATH of d's edge's session bdSeq.
+func deathKey(d *engine.Delivery, bdSeq int64) engine.Hash {
+	return engine.EpochEndKey(d.RouteName(), d.Source(), "n"+strconv.FormatInt(bdSeq, 10))
 }
 
 // placeBirth places an NBIRTH: a newer bdSeq starts a session, the same
@@ -217,9 +228,6 @@ func (sp *spMessage) tableIn(birth *engine.SparkplugBirth) (*engine.SparkplugTab
 // that placement instead of being applied a second time in birth i.
 func (sp *spMessage) placedBefore(d *engine.Delivery, p *engine.Placement, src *engine.SourceState, i int) bool {
 	st := src.Sparkplug
-	if !sp.p.HasTimestamp {
-		return false
-	}
 	for j := i + 1; j < len(st.Births); j++ {
 		b := &st.Births[j]
 		if b.HighStamp < sp.p.Timestamp {
@@ -269,7 +277,7 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 		return ""
 	}
 	s, ok := unwrap8(sp.seqRaw, h)
-	older := sp.p.HasTimestamp && sp.p.Timestamp < b.HighStamp
+	older := sp.p.Timestamp < b.HighStamp
 	if !ok || s <= h || older {
 		if c, found := sp.appliedAt(d, p, s, ok, h); found {
 			sp.seq = c
@@ -284,7 +292,7 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	case s > h && older:
 		return fmt.Sprintf("seq %d cannot be placed: its timestamp %d predates that of the session's highest, %d (seq %d), "+
 			"yet it would come after it: it is more than half the ring behind", sp.seqRaw, sp.p.Timestamp, h, h%256)
-	case s <= h && sp.p.HasTimestamp && sp.p.Timestamp > b.HighStamp:
+	case s <= h && sp.p.Timestamp > b.HighStamp:
 		// Stamped after the highest yet placed at or below it: not this
 		// birth's message (a birth's seq and timestamps grow together),
 		// but the next birth's, whose NBIRTH is not decided yet (another

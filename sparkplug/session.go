@@ -25,12 +25,10 @@ func tableOf(sp *spMessage) engine.SparkplugTable {
 
 // attribute returns the index of the birth a data message belongs to: the
 // newest whose NBIRTH is not later than the message's timestamp (a replay
-// from an earlier session predates the current birth); without a
-// timestamp, the current one. -1: it predates every kept birth.
+// from an earlier session predates the current birth; every message but
+// an NDEATH has a timestamp, checkPayload makes sure). -1: it predates
+// every kept birth.
 func attribute(s *engine.SparkplugState, sp *spMessage) int {
-	if !sp.p.HasTimestamp {
-		return 0
-	}
 	for i, b := range s.Births {
 		if b.Stamp <= sp.p.Timestamp {
 			return i
@@ -50,9 +48,9 @@ func findBirth(s *engine.SparkplugState, bdSeq int64, dg engine.Hash) int {
 }
 
 // Applied updates the edge's session after an effective decision: a new
-// NBIRTH opens a birth, NDEATH takes the edge offline, DBIRTH and DDEATH a
-// device on or off; the highest message of a birth's window raises its
-// HighStamp.
+// NBIRTH opens a birth (online, unless its session's NDEATH came first),
+// NDEATH takes the edge offline, DBIRTH and DDEATH a device on or off; the
+// highest message of a birth's window raises its HighStamp.
 func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 	src := p.Window()
 	if src == nil {
@@ -81,7 +79,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		if sp.at > 0 { // an older birth decided late: the session is as it was
 			st.Births = slices.Insert(st.Births, sp.at, b)
 		} else {
-			st.BdSeq, st.Online = sp.bdSeq, true
+			st.BdSeq, st.Online = sp.bdSeq, !sp.ended
 			st.Births = append([]engine.SparkplugBirth{b}, st.Births...)
 		}
 		keepBirths(st, src)
