@@ -118,7 +118,10 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (<-chan struc
 	}, nil
 }
 
-// act lets e.mu go while the commit runs.
+// act lets e.mu go while the commit runs. Once sealed, the action commits
+// whether or not its caller still waits: the batches sealed behind it are
+// decided on top of it, and a commit failed by a caller's cancellation
+// would abort them and reload the whole state.
 func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
 	if w.e.rows != nil {
 		w.e.rows.begin(ctx)
@@ -128,7 +131,7 @@ func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now ti
 	if err := w.settleRows(); err != nil {
 		return err
 	}
-	c := w.seal(ctx, false)
+	c := w.seal(context.WithoutCancel(ctx), false)
 	w.e.mu.Unlock()
 	<-c.done
 	w.e.mu.Lock()
