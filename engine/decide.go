@@ -302,7 +302,7 @@ func (e *Engine) held(ctx context.Context, id uint64) (q QuarantineEntry, done f
 		return QuarantineEntry{}, nil, err
 	}
 	if e.acting[id] {
-		return QuarantineEntry{}, nil, fmt.Errorf("%w: quarantine entry #%d is being released or discarded by another request", ErrNotFound, id)
+		return QuarantineEntry{}, nil, fmt.Errorf("%w: quarantine entry #%d is being released or discarded by another request", ErrInProgress, id)
 	}
 	if e.acting == nil {
 		e.acting = map[uint64]bool{}

@@ -27,6 +27,11 @@ var (
 
 var errBadHash = errors.New("replayguard: a hash is not 64 lowercase hex digits")
 
+// ErrInProgress is returned by Release and Discard for a quarantine entry
+// that is still held while another request's release or discard of it
+// commits: try again once that one has answered.
+var ErrInProgress = errors.New("replayguard: action in progress")
+
 // ErrStillMalformed is returned by Release for a message that still does
 // not decode: discard it instead.
 var ErrStillMalformed = errors.New("replayguard: message is still malformed")

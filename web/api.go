@@ -272,6 +272,8 @@ func (s *Server) reviewError(w http.ResponseWriter, r *http.Request, id uint64, 
 		writeError(w, http.StatusNotFound, "no open quarantine entry %d", id)
 	case errors.Is(err, engine.ErrStillMalformed):
 		writeError(w, http.StatusConflict, "%v; discard it instead", err)
+	case errors.Is(err, engine.ErrInProgress):
+		writeError(w, http.StatusConflict, "%v; look again once it has answered", err)
 	case errors.Is(err, engine.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 	default:

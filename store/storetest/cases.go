@@ -88,6 +88,7 @@ var suites = []suite{
 		{name: "two members racing on one source's window", fn: testSharedSourceRace},
 		{name: "two members creating one entity add both", fn: testSharedEntityRace},
 		{name: "two concurrent releases of one entry apply once", fn: testSharedConcurrentRelease},
+		{name: "two concurrent releases of an entry that applies apply it once", fn: testSharedConcurrentReleaseApplies},
 		{name: "an expired key lets its message apply again", fn: testSharedExpiredKey},
 	}},
 	{name: "outbox", needs: needOutbox, cases: []testCase{

@@ -219,3 +219,43 @@ func testSharedConcurrentRelease(t *testing.T, p *place) {
 		t.Fatalf("meter/m1 kwh = %v, want 20: only the first reading of each key applies", got)
 	}
 }
+
+func testSharedConcurrentReleaseApplies(t *testing.T, p *place) {
+	a := newEngine(t, p.handle(t, "m1"), nil)
+	hb := p.handle(t, "m2")
+	b := newEngine(t, hb, nil)
+	mustProcess(t, a, incident(100000, 0))
+	for round := range 20 {
+		ds := mustProcess(t, b, incident(1+round, 1))
+		if len(ds) != 1 || ds[0].Outcome != engine.Quarantined {
+			t.Fatalf("round %d: %+v, want quarantined below the window", round, ds)
+		}
+		qid := hb.QuarantineBase() + ds[0].Position
+		var ra, rb error
+		var da, db engine.Decision
+		together(
+			func() { da, ra = a.Release(context.Background(), qid, "duty officer") },
+			func() { db, rb = b.Release(context.Background(), qid, "shift lead") })
+		ok := 0
+		for _, r := range []struct {
+			d   engine.Decision
+			err error
+		}{{da, ra}, {db, rb}} {
+			switch {
+			case r.err == nil:
+				ok++
+				if r.d.Outcome != engine.Applied {
+					t.Fatalf("round %d: released decided %v, want applied", round, r.d.Outcome)
+				}
+			case !errors.Is(r.err, engine.ErrNotFound):
+				t.Fatalf("round %d: release: %v", round, r.err)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("round %d: %d releases of one entry succeeded, want 1 (errors %v, %v)", round, ok, ra, rb)
+		}
+	}
+	if got := groupField(t, a, "incident/7", "casualties"); got != "20" {
+		t.Fatalf("incident/7 casualties = %v, want 20", got)
+	}
+}
