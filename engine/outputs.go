@@ -139,6 +139,11 @@ type OutboxStore interface {
 //     own drainer gets it back when this handle releases it, or within
 //     ClaimTTL. A restarted member is never refused start for it.
 //
+// A handle whose member's lease another process has taken (it stalled past
+// the lease) claims nothing, its own member's outbox included: it answers
+// none, and its drainer stops and releases what it drained, for the
+// lease's holder to take.
+//
 // The drainer calls ClaimOutboxes at least every ClaimTTL/3, drains only
 // the members of its last answer, stops draining a member missing from it
 // and, once those lanes stopped, calls ReleaseOutbox, which gives up the

@@ -142,7 +142,8 @@ type ChainKeeper interface {
 	// expired or free, when that claim is free, expired or already this
 	// handle's. The rules are OutboxClaimer's (a claim lasts ClaimTTL
 	// unless renewed; a member that holds its lease again gets its claim
-	// back once this handle stops renewing it, within ClaimTTL; Close
+	// back once this handle stops renewing it, within ClaimTTL; a handle
+	// whose member's lease another process took claims nothing; Close
 	// releases the handle's claims), with chains in place of outboxes.
 	// A read-only handle fails.
 	ClaimChains(ctx context.Context) ([]string, error)

@@ -29,14 +29,17 @@ func newClaimStatements(q func(string) string, what, table, has string) claimSta
 	t := func(sql string) string { return q(strings.ReplaceAll(sql, "{table}", table)) }
 	return claimStatements{
 		what: what,
-		// The candidates: this member, and every member whose lease is
-		// gone and that has something to hand over; each claim is taken
-		// when free, expired, this holder's, or (this member's only) held
-		// by $4, a holder found dead. In member order, so that two
-		// claimants never deadlock.
+		// The candidates, while this handle ($2) is its member's ($1)
+		// lease holder: this member, and every member whose lease is gone
+		// and that has something to hand over; a handle whose lease
+		// another process took has none. Each claim is taken when free,
+		// expired, this holder's, or (this member's only) held by $4, a
+		// holder found dead. In member order, so that two claimants never
+		// deadlock. The member row is read, not locked: a batch holds it.
 		claim: t(`WITH cand AS (
 				SELECT number FROM {s}.members m
-				WHERE number = $1 OR ((holder = '' OR lease_expires < now()) AND ` + has + `)),
+				WHERE EXISTS (SELECT 1 FROM {s}.members WHERE number = $1 AND holder = $2)
+				AND (number = $1 OR ((holder = '' OR lease_expires < now()) AND ` + has + `))),
 			claimed AS (
 				INSERT INTO {s}.{table} AS c (member, holder, expires)
 				SELECT number, $2, now() + $3::bigint * interval '1 microsecond' FROM cand ORDER BY number

@@ -12,6 +12,13 @@ func Kill(s *Store) {
 	s.pool.Close()
 }
 
+// Stall stops s renewing its lease, as a process stalled past it stops;
+// s is used as before.
+func Stall(s *Store) {
+	s.bgCancel()
+	s.bg.Wait()
+}
+
 // The ways of running sql effects the benchmark compares.
 const (
 	SQLAdaptive   = sqlAdaptive

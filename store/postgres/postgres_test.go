@@ -103,7 +103,9 @@ func TestStore(t *testing.T) {
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
 	url := pg.URL()
 	t.Run("conformance", func(t *testing.T) {
-		features := storetest.Features{Members: true, Durable: true, Kill: func(s engine.Store) { postgres.Kill(s.(*postgres.Store)) }}
+		features := storetest.Features{Members: true, Durable: true,
+			Kill:  func(s engine.Store) { postgres.Kill(s.(*postgres.Store)) },
+			Stall: func(s engine.Store) { postgres.Stall(s.(*postgres.Store)) }}
 		storetest.Run(t, features, func(t *testing.T) storetest.Open {
 			g := newGroup(t, url)
 			return func(member string) (engine.Store, error) {

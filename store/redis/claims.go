@@ -43,13 +43,20 @@ var (
 // ids), or "head", a hash with a field named by the member (the chain
 // heads); from [6] the members.
 //
-// A member is a candidate when it is this handle's, or when its lease is
-// gone and it passes the test; its claim is taken when free, this
-// holder's or (this member's only) ARGV[4]'s. Returns {the members
-// claimed, in ARGV order; the holder of this member's claim when another
-// holds it, else ""}.
+// While this handle's member's lease is not another holder's (a handle
+// fenced by another process claims nothing), a member is a candidate when
+// it is this handle's, or when its lease is gone and it passes the test;
+// its claim is taken when free, this holder's or (this member's only)
+// ARGV[4]'s. Returns {the members claimed, in ARGV order; the holder of
+// this member's claim when another holds it, else ""}.
 var claimScript = goredis.NewScript(`
 local out, other = {}, ''
+for i = 6, #ARGV do
+  if ARGV[i] == ARGV[3] then
+    local lease = redis.call('GET', KEYS[3 * (i - 6) + 1])
+    if lease and lease ~= ARGV[1] then return {out, other} end
+  end
+end
 for i = 6, #ARGV do
   local j = 3 * (i - 6)
   local m = ARGV[i]

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"reflect"
@@ -184,5 +185,45 @@ func testSchemaJSONRows(t *testing.T, g *group) {
 	}
 	if snap, err := s.Load(t.Context()); err != nil || snap.Sources[0].Epochs[0].High != 8 || !reflect.DeepEqual(snap.Entities[0], ent) {
 		t.Fatalf("Load of the rows written binary = %+v, %v", snap, err)
+	}
+}
+
+// testLeaseLostDuringABatch: a batch is decided for longer than the
+// member's lease while the lease is not renewed (the process stalls), and
+// a second process of the member takes the lease meanwhile. The update
+// script checks the lease with its writes: the late batch writes nothing,
+// and the chain goes on from the new process's commits alone.
+func testLeaseLostDuringABatch(t *testing.T, g *group) {
+	short := func(o *Options) { o.LeaseTTL = 300 * time.Millisecond }
+	a := g.must(t, "a", short)
+	var b *Store
+	_, err := update(t.Context(), a, &engine.Reads{Keys: []engine.Hash{hashOf("k")}}, func(*engine.Rows) (*engine.Batch, error) {
+		if b == nil {
+			stall(a)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				s, err := g.open(t, "a", short)
+				if err == nil {
+					b = s
+					break
+				}
+				if !errors.Is(err, engine.ErrMemberHeld) || time.Now().After(deadline) {
+					t.Fatalf("open member a again once its lease expired: %v", err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		return batchAfter(t, a, 1), nil
+	})
+	wantErr(t, err, engine.ErrMemberHeld)
+	if !strings.Contains(err.Error(), b.holder) {
+		t.Fatalf("error %q does not name the new holder %q", err, b.holder)
+	}
+	if err := b.Commit(t.Context(), batchAfter(t, b, 1)); err != nil {
+		t.Fatalf("the new process's batch: %v", err)
+	}
+	wantErr(t, a.Commit(t.Context(), batchAfter(t, a, 1)), engine.ErrMemberHeld)
+	if recs := chainOf(t, b, "a"); len(recs) != 1 || recs[0].Prev != (engine.Hash{}) {
+		t.Fatalf("member a's chain holds %d records, want the new process's one", len(recs))
 	}
 }

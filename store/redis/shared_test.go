@@ -13,7 +13,8 @@ import (
 // prefix of its own on one server.
 func TestConformance(t *testing.T) {
 	srv := testbroker.StartRedis(t, testbroker.RedisOptions{})
-	features := storetest.Features{Members: true, Durable: true, Kill: func(s engine.Store) { kill(s.(*Store)) }}
+	features := storetest.Features{Members: true, Durable: true,
+		Kill: func(s engine.Store) { kill(s.(*Store)) }, Stall: func(s engine.Store) { stall(s.(*Store)) }}
 	storetest.Run(t, features, func(t *testing.T) storetest.Open {
 		g := newGroup(srv)
 		return func(member string) (engine.Store, error) {
@@ -25,6 +26,13 @@ func TestConformance(t *testing.T) {
 			return s, nil
 		}
 	})
+}
+
+// stall stops s renewing its lease, as a process stalled past it stops;
+// s is used as before.
+func stall(s *Store) {
+	s.stop()
+	s.tasks.Wait()
 }
 
 // kill ends s as kill -9 ends its process: the lease is no longer renewed

@@ -61,6 +61,7 @@ func TestStore(t *testing.T) {
 		{"a dead holder on this host is taken over", testLeaseDeadHolder},
 		{"a stolen lease fences update", testFenced},
 		{"an expired lease is taken back by the next write", testLeaseExpired},
+		{"a batch decided past its lease, which another process took meanwhile, writes nothing", testLeaseLostDuringABatch},
 		{"the lease is renewed while the handle is open", testLeaseRenewed},
 		{"concurrent opens create the schema once", testSchemaConcurrent},
 		{"a newer schema is refused", testSchemaNewer},

@@ -119,6 +119,7 @@ var suites = []suite{
 		{name: "a restarted member waits for its outbox's claimant, then drains it", needs: needKill, fn: testClaimRestart},
 		{name: "a claim that is not released expires", needs: needKill, fn: testClaimExpires},
 		{name: "two members claiming one outbox at once: one gets it", needs: needKill, fn: testClaimRace},
+		{name: "a handle whose lease another process took claims no outbox, its member's or a departed one's", needs: needKill | needStall, fn: testClaimFenced},
 	}},
 	{name: "chain keeper", needs: needMembers | needKeeper, cases: []testCase{
 		{name: "each member's chain is trimmed on its own and starts after its base", fn: testChainTrim},
@@ -138,5 +139,6 @@ var suites = []suite{
 		{name: "a restarted member waits for its chain's claimant, then keeps it", needs: needKill, fn: testChainClaimRestart},
 		{name: "a chain claim that is not released expires", needs: needKill, fn: testChainClaimExpires},
 		{name: "two members claiming one chain at once: one gets it", needs: needKill, fn: testChainClaimRace},
+		{name: "a handle whose lease another process took claims no chain, its member's or a departed one's", needs: needKill | needStall, fn: testChainClaimFenced},
 	}},
 }

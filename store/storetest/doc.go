@@ -29,8 +29,9 @@
 // it must declare Shared and Chains, and a single-owner store neither),
 // Durable (what was committed outlives a handle, so cases close and
 // reopen; a durable single-owner store must refuse a second open with
-// engine.ErrLocked) and Kill (a member ended as by kill -9, for the claim
-// cases). Run first opens one store and checks that its declarations agree
+// engine.ErrLocked), Kill (a member ended as by kill -9, for the claim
+// cases) and Stall (a member's handle that stops renewing its lease and
+// runs on, for the cases of a fenced handle). Run first opens one store and checks that its declarations agree
 // with themselves and with the Features. A case that does not apply is
 // skipped, and says why.
 //

@@ -39,6 +39,11 @@ type Features struct {
 	// nor its outbox claims. The handle is not used again. nil: the claim
 	// cases that need a member to die without closing are skipped.
 	Kill func(engine.Store)
+	// Stall stops a member's handle from renewing its lease, as a process
+	// that stalls past it (a pause, a partition) stops; the handle is used
+	// again, and its lease taken by a second handle of the member once it
+	// expired. nil: the cases of a handle fenced that way are skipped.
+	Stall func(engine.Store)
 }
 
 // Run runs every conformance case the store's declared Capabilities and
@@ -93,6 +98,9 @@ func probe(t *testing.T, f Features, newStore NewStore) engine.Capabilities {
 	}
 	if f.Kill != nil && !f.Members {
 		t.Errorf("Features.Kill is set on a single-owner store: it ends a member's handle")
+	}
+	if f.Stall != nil && !f.Members {
+		t.Errorf("Features.Stall is set on a single-owner store: it stalls a member's handle")
 	}
 	closeStore(t, h)
 	return h.caps
@@ -154,6 +162,7 @@ const (
 	needMembers need = 1 << iota // Features.Members
 	needDurable                  // Features.Durable
 	needKill                     // Features.Kill
+	needStall                    // Features.Stall
 	needTrim                     // Capabilities.Trim
 	needCursors                  // Capabilities.Cursors
 	needOutbox                   // Capabilities.Outbox
@@ -174,6 +183,7 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needMembers, f.Members, "a single-owner store (Features.Members is false): the case needs a group's members"},
 		{needDurable, f.Durable, "the store keeps nothing once closed (Features.Durable is false)"},
 		{needKill, f.Kill != nil, "Features.Kill is nil: no member can die without closing"},
+		{needStall, f.Stall != nil, "Features.Stall is nil: no member's handle can lose its lease while it runs"},
 		{needTrim, c.Trim != nil, "the store does not declare Capabilities.Trim"},
 		{needCursors, c.Cursors != nil, "the store does not declare Capabilities.Cursors"},
 		{needOutbox, c.Outbox != nil, "the store does not declare Capabilities.Outbox"},
