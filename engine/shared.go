@@ -680,6 +680,10 @@ type SharedStats struct {
 	LeaseError       string        // the last lease renewal's error, "" once one succeeds
 	LeaseExpires     time.Time     // when this member's lease ends unless renewed
 	LeaseTTL         time.Duration // how long a renewal holds the lease
+	// Fenced is set for good by the first error that said another
+	// process holds this member's lease (ErrMemberHeld after the store
+	// opened): this handle must write nothing as the member again.
+	Fenced string
 }
 
 // StatsReporter is implemented by shared stores.

@@ -137,13 +137,19 @@ func daemonConfig(t *testing.T, extra string) (cfg, listen string, broker *testb
 // updates, each adding a casualty, and requires every one acknowledged.
 func publishIncidents(t *testing.T, broker *testbroker.Mosquitto, n int) {
 	t.Helper()
+	publishIncidentsOf(t, broker, "e1", n)
+}
+
+// publishIncidentsOf is publishIncidents of the fire engine src.
+func publishIncidentsOf(t *testing.T, broker *testbroker.Mosquitto, src string, n int) {
+	t.Helper()
 	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
 		Topic: func(src string) string { return "incidents/fd/" + src },
 		Payload: func(src string, seq int64) []byte {
 			return fmt.Appendf(nil, `{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"incident_id":"I1","casualty_delta":1}`, src, seq)
 		},
 	})
-	if got := pub.Publish(context.Background(), "e1", n); got != n {
+	if got := pub.Publish(context.Background(), src, n); got != n {
 		t.Fatalf("%d of %d publishes acknowledged", got, n)
 	}
 }

@@ -73,14 +73,23 @@ func storeName(sc config.StoreConfig) string {
 // the journal's every checkEvery until ctx is done (see
 // engine.Engine.CheckStore); a loss is logged by the engine. A check that
 // cannot read the store holds the member back (storeError) until one can.
-func (a *App) CheckStore(ctx context.Context) {
+// It returns an error wrapping engine.ErrMemberHeld once the store has
+// said that another process holds the member's lease (a restart of the
+// member elsewhere while this one stalled): this process can commit
+// nothing more, and its broker connection, under the same client id
+// when the member is named after it, would take the session from the
+// other in turn.
+func (a *App) CheckStore(ctx context.Context) error {
 	t := time.NewTicker(checkEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
+		}
+		if err := a.fenced(); err != nil {
+			return err
 		}
 		err := a.Engine.CheckStore(ctx)
 		var l *engine.StoreLoss
@@ -93,6 +102,19 @@ func (a *App) CheckStore(ctx context.Context) {
 			a.checkErr.Store(nil)
 		}
 	}
+}
+
+// fenced returns an error wrapping engine.ErrMemberHeld when the shared
+// store said that another process holds the member's lease.
+func (a *App) fenced() error {
+	rep := a.Store.Capabilities().Stats
+	if rep == nil {
+		return nil
+	}
+	if why := rep.SharedStats().Fenced; why != "" {
+		return fmt.Errorf("%w: %s; this process stops, the member's other process goes on", engine.ErrMemberHeld, why)
+	}
+	return nil
 }
 
 // storeError is why the shared store holds the member back though none of

@@ -133,7 +133,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	sinksCtx, stopSinks := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSinks()
 	var g goroutines
-	d.startStoreCheck(ctx, &g)
+	d.startStoreCheck(ctx, &g, cancel)
 	d.startRetention(ctx, &g)
 	d.startSinks(sinksCtx, &g)
 	d.startChains(sinksCtx, &g)
@@ -157,12 +157,20 @@ func (d *daemon) startForward(ctx context.Context) (stop func()) {
 }
 
 // startStoreCheck compares a shared store's chain head with the journal's
-// until ctx is done.
-func (d *daemon) startStoreCheck(ctx context.Context, g *goroutines) {
+// until ctx is done; when another process took the member's lease, cancel
+// stops the daemon.
+func (d *daemon) startStoreCheck(ctx context.Context, g *goroutines, cancel context.CancelFunc) {
 	if !d.app.Config.Store.Shared() {
 		return
 	}
-	g.Go(func() error { d.app.CheckStore(ctx); return nil })
+	g.Go(func() error {
+		err := d.app.CheckStore(ctx)
+		if err != nil {
+			d.log.Error("stopping: another process holds this member's lease", "err", err)
+			cancel()
+		}
+		return err
+	})
 }
 
 // startRetention trims the audit log every audit.retention.interval until

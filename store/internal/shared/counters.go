@@ -20,6 +20,7 @@ type Counters struct {
 	mu       sync.Mutex
 	lastErr  string
 	leaseErr string
+	fenced   string // the first error that said another process holds the member's lease
 	lease    time.Time
 	async    string
 }
@@ -52,6 +53,20 @@ func (c *Counters) Failed(err error) {
 	}
 	c.failures.Add(1)
 	c.Noted(err)
+	c.fence(err)
+}
+
+// fence keeps err for good when it says that another process holds the
+// member's lease.
+func (c *Counters) fence(err error) {
+	if !errors.Is(err, engine.ErrMemberHeld) {
+		return
+	}
+	c.mu.Lock()
+	if c.fenced == "" {
+		c.fenced = err.Error()
+	}
+	c.mu.Unlock()
 }
 
 // Noted keeps err as the last error without counting a failed update (a
@@ -68,6 +83,7 @@ func (c *Counters) LeaseFailed(err error) {
 	c.mu.Lock()
 	c.lastErr, c.leaseErr = err.Error(), err.Error()
 	c.mu.Unlock()
+	c.fence(err)
 }
 
 // Leased records when the member's lease ends unless renewed, and clears
@@ -102,6 +118,7 @@ func (c *Counters) Stats(notDurable string, leaseTTL time.Duration) engine.Share
 		LeaseError:    c.leaseErr,
 		LeaseExpires:  c.lease,
 		LeaseTTL:      leaseTTL,
+		Fenced:        c.fenced,
 
 		AsyncReplication: c.async,
 	}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/store/postgres"
+)
+
+// A member's `run` that stalled past its lease while the member was
+// started again elsewhere (a paused VM, a second host given the same
+// client id) can commit nothing when it resumes: the store fences it. It
+// stops with an error that says so, rather than sit not ready holding the
+// deliveries the broker deals it, and taking the broker session of the
+// same client id back from the member's live process at each reconnect.
+// The live process goes on, and every update is applied once.
+func TestARunWhoseMemberWasTakenOverStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary, starts PostgreSQL and waits out a member's lease")
+	}
+	bin := buildBinary(t)
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	cfg, listen, broker := daemonConfig(t, "")
+	second, secondListen := t.TempDir(), fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := func(journal string) string {
+		return fmt.Sprintf("store: {kind: postgres, url: %q, schema: fenced, journal: {path: %q}}", pg.URL(), journal)
+	}
+	storeLine := regexp.MustCompile(`(?m)^store:.*$`)
+	first := storeLine.ReplaceAllLiteralString(string(text), store(filepath.Join(filepath.Dir(cfg), "journal")))
+	if err := os.WriteFile(cfg, []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	secondCfg := filepath.Join(second, "replayguard.yaml")
+	other := strings.Replace(storeLine.ReplaceAllLiteralString(string(text), store(filepath.Join(second, "journal"))), listen, secondListen, 1)
+	if err := os.WriteFile(secondCfg, []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	stalled, stalledExited := startRun(t, bin, cfg, listen)
+	publishIncidents(t, broker, 5)
+	waitFor(t, "the first five updates applied", 15*time.Second, func() bool { return casualties(t, bin, cfg) == "5" })
+	if err := stalled.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(postgres.DefaultLeaseTTL + 2*time.Second)
+	live, liveExited := startRun(t, bin, secondCfg, secondListen)
+	if err := stalled.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stalledExited:
+		if err == nil {
+			t.Fatal("the fenced run exited 0")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fenced run still runs 30 s after it resumed")
+	}
+	log, _ := os.ReadFile(stalled.Stdout.(*os.File).Name())
+	if !strings.Contains(string(log), "another process holds this member's lease") {
+		t.Errorf("the fenced run's log does not say why it stopped:\n%s", log)
+	}
+	waitHTTP(t, "http://"+secondListen+"/readyz")
+	publishIncidentsOf(t, broker, "e2", 5)
+	waitFor(t, "every update applied once", 30*time.Second, func() bool { return casualties(t, bin, secondCfg) == "10" })
+	stopRun(t, live, liveExited)
+	if got := casualties(t, bin, secondCfg); got != "10" {
+		t.Fatalf("casualties %s after the stop, want 10", got)
+	}
+}
+
+// casualties reads incident/I1's casualties from the store of cfg.
+func casualties(t *testing.T, bin, cfg string) string {
+	t.Helper()
+	var state map[string]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(runBin(t, bin, "state", "--json", "-c", cfg)), &state); err != nil {
+		t.Fatal(err)
+	}
+	return string(state["incident/I1"]["casualties"])
+}
+
+// waitFor polls cond every 100 ms and fails the test unless it holds
+// within timeout.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+	}
+}
