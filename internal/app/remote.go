@@ -28,12 +28,14 @@ type remote struct {
 	base   string
 	token  string
 	client *http.Client
+	held   error // why the command could not open the store itself
 }
 
 // remoteFor returns the API of the process that holds the store, when err
-// says the store is locked and the configuration names an HTTP listener.
+// says the store is locked, or that a running member holds the member id
+// store.member names, and the configuration names an HTTP listener.
 func (t *Tool) remoteFor(err error) (*remote, error) {
-	if !errors.Is(err, engine.ErrLocked) || !t.Config.HTTP.Enabled() {
+	if !errors.Is(err, engine.ErrLocked) && !errors.Is(err, engine.ErrMemberHeld) || !t.Config.HTTP.Enabled() {
 		return nil, err
 	}
 	return t.remoteHolding(err, 30*time.Second)
@@ -52,7 +54,7 @@ func (t *Tool) remoteHolding(held error, timeout time.Duration) (*remote, error)
 		scheme = "https"
 	}
 	t.logger().Info("held by a running process; using its API", "listen", h.Listen)
-	return &remote{base: scheme + "://" + h.Listen, token: token, client: &http.Client{Timeout: timeout}}, nil
+	return &remote{base: scheme + "://" + h.Listen, token: token, client: &http.Client{Timeout: timeout}, held: held}, nil
 }
 
 // apiToken picks the bearer token to send: the http.tokens entry named by
@@ -101,7 +103,11 @@ func (r *remote) do(method, path string, body, out any) error {
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("the store is locked by another process and its API did not answer: %w", err)
+		why := "the store is held by another process"
+		if r.held != nil {
+			why = r.held.Error()
+		}
+		return fmt.Errorf("%s; and the API of the process holding it, at %s, did not answer: %w", why, r.base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

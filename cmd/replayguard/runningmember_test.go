@@ -100,3 +100,47 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 		}
 	}
 }
+
+// With store.member set, a command that writes as the member (a
+// quarantine release, an outbox retry) while the member's `run` holds it
+// goes through that run's API, as it does on an embedded store run holds;
+// it was refused with the member held.
+func TestACommandOfANamedMemberGoesThroughItsRunsAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary, starts PostgreSQL and Mosquitto")
+	}
+	bin := buildBinary(t)
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	cfg, listen, broker := daemonConfig(t, "")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := fmt.Sprintf("store: {kind: postgres, url: %q, schema: named, member: rg-1, journal: {path: %q}}", pg.URL(), filepath.Join(t.TempDir(), "journal"))
+	if err := os.WriteFile(cfg, regexp.MustCompile(`(?m)^store:.*$`).ReplaceAll(text, []byte(store)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	daemon, exited := startRun(t, bin, cfg, listen)
+	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
+		Topic: func(src string) string { return "incidents/fd/" + src },
+		Payload: func(src string, seq int64) []byte {
+			if seq == 2 { // sequence 3 below comes after 80, beyond the 64-sequence window: held
+				seq = 80
+			}
+			return fmt.Appendf(nil, `{"agency":"fd","source_id":%q,"boot_id":1,"sequence":%d,"incident_id":"I1","casualty_delta":1}`, src, seq)
+		},
+	})
+	if n := pub.Publish(t.Context(), "e1", 3); n != 3 {
+		t.Fatalf("%d of 3 publishes acknowledged", n)
+	}
+	var entries []held
+	waitFor(t, "the late update held", 15*time.Second, func() bool { entries = listHeld(t, cfg); return len(entries) == 1 })
+	out, errs, code := cli(t, "", "quarantine", "release", fmt.Sprint(entries[0].ID), "-c", cfg)
+	if code != 0 || !strings.Contains(out, "released: applied") {
+		t.Fatalf("release while rg-1 runs: exit %d, %q\n%s", code, out, errs)
+	}
+	if got := casualties(t, bin, cfg); got != "3" {
+		t.Fatalf("casualties %s after the release, want 3", got)
+	}
+	stopRun(t, daemon, exited)
+}
