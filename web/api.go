@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -205,14 +207,38 @@ type resolution struct {
 	Reason   string `json:"reason,omitempty"`
 	Route    string `json:"route,omitempty"`
 	Key      string `json:"key,omitempty"`
-	Operator string `json:"operator,omitempty"` // the token's name
+	Operator string `json:"operator,omitempty"` // the token's name, or the one the body named (see claimedOperator)
 }
 
-// releaseBody is the optional body of a release: an empty object.
-type releaseBody struct{}
+// releaseBody is the optional body of a release.
+type releaseBody struct {
+	Operator string `json:"operator"` // without tokens only: see claimedOperator
+}
 
 type discardBody struct {
-	Reason string `json:"reason"`
+	Reason   string `json:"reason"`
+	Operator string `json:"operator"` // without tokens only: see claimedOperator
+}
+
+// maxOperatorSize bounds an operator's name a request body gives.
+const maxOperatorSize = 200
+
+// claimedOperator is who a write is audited as: the token's name, else
+// (open writes on loopback, no tokens configured) the name the body
+// gives, as the CLI sends the OS user's, which the process takes on trust
+// as the CLI on a local store does; "" when neither names one.
+func claimedOperator(token, claimed string) (string, error) {
+	if token != "" {
+		return token, nil
+	}
+	claimed = strings.TrimSpace(claimed)
+	switch {
+	case strings.ContainsFunc(claimed, unicode.IsControl) || !utf8.ValidString(claimed):
+		return "", fmt.Errorf("operator %q has control characters or invalid UTF-8", claimed)
+	case len(claimed) > maxOperatorSize:
+		return "", fmt.Errorf("operator is over %d bytes", maxOperatorSize)
+	}
+	return claimed, nil
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request, operator string) {
@@ -220,8 +246,14 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, operator string
 	if !ok {
 		return
 	}
-	if err := readBody(w, r, &releaseBody{}, true); err != nil {
+	var body releaseBody
+	if err := readBody(w, r, &body, true); err != nil {
 		writeError(w, statusOf(err), "%v", err)
+		return
+	}
+	operator, err := claimedOperator(operator, body.Operator)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
 	d, err := s.deps.Engine.Release(r.Context(), id, operator)
@@ -254,6 +286,11 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request, operator string
 		return
 	case len(body.Reason) > maxReasonSize:
 		writeError(w, http.StatusBadRequest, "reason is over %d bytes", maxReasonSize)
+		return
+	}
+	operator, err := claimedOperator(operator, body.Operator)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
 	d, err := s.deps.Engine.Discard(r.Context(), id, body.Reason, operator)

@@ -104,8 +104,9 @@ func (s *Server) outboxList(w http.ResponseWriter, r *http.Request) {
 // (reason required). Member names the outbox on a shared store; without
 // it, the one member whose held entries have the id.
 type forwardBody struct {
-	Member string `json:"member"`
-	Reason string `json:"reason"`
+	Member   string `json:"member"`
+	Reason   string `json:"reason"`
+	Operator string `json:"operator"` // without tokens only: see claimedOperator
 }
 
 // forwardResolution is the answer to a retry or drop: the entry and what
@@ -121,7 +122,7 @@ type forwardResolution struct {
 	Reason   string `json:"reason,omitempty"`
 	Route    string `json:"route,omitempty"`
 	Key      string `json:"key,omitempty"`
-	Operator string `json:"operator,omitempty"` // the token's name
+	Operator string `json:"operator,omitempty"` // the token's name, or the one the body named (see claimedOperator)
 }
 
 func (s *Server) retryForward(w http.ResponseWriter, r *http.Request, operator string) {
@@ -155,8 +156,12 @@ func (s *Server) resolveForward(w http.ResponseWriter, r *http.Request, operator
 		writeError(w, http.StatusBadRequest, "reason is over %d bytes", maxReasonSize)
 		return
 	}
+	operator, err := claimedOperator(operator, body.Operator)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	var res engine.ForwardResolution
-	var err error
 	if retry {
 		res, err = s.deps.Outbox.RetryForward(r.Context(), body.Member, id, body.Reason, operator)
 	} else {

@@ -126,3 +126,32 @@ func openIDs(t *testing.T, f *fixture) []uint64 {
 	f.store.ScanQuarantine(t.Context(), func(q engine.QuarantineEntry) error { ids = append(ids, q.ID); return nil })
 	return ids
 }
+
+// Without tokens (open writes on loopback) a release or discard is audited
+// as the operator its body names, as the CLI names the OS user; with
+// tokens the token names them, whatever the body says.
+func TestOpenWritesNameTheOperatorTheBodyGives(t *testing.T) {
+	f := newFixture(t, Config{Listen: "127.0.0.1:0"})
+	below, conflict, other := f.hold()
+	var rel, dis resolution
+	f.post(fmt.Sprintf("/api/v1/quarantine/%d/release", below), `{"operator": " duty officer "}`).want(t, http.StatusOK, &rel)
+	f.post(fmt.Sprintf("/api/v1/quarantine/%d/discard", conflict), `{"reason": "noise", "operator": "j.doe"}`).want(t, http.StatusOK, &dis)
+	f.post(fmt.Sprintf("/api/v1/quarantine/%d/discard", other), `{"reason": "noise", "operator": "a\nb"}`).want(t, http.StatusBadRequest, nil)
+	var page auditPage
+	f.get("/api/v1/audit").want(t, http.StatusOK, &page)
+	by := map[uint64]string{}
+	for _, r := range page.Records {
+		by[r.Position] = r.Operator
+	}
+	if rel.Operator != "duty officer" || dis.Operator != "j.doe" || by[rel.Position] != "duty officer" || by[dis.Position] != "j.doe" {
+		t.Fatalf("resolutions name %q and %q; audit operators by position: %v", rel.Operator, dis.Operator, by)
+	}
+
+	tf := newFixture(t, Config{Tokens: namedTokens})
+	below, _, _ = tf.hold()
+	tf.post(fmt.Sprintf("/api/v1/quarantine/%d/release", below), `{"operator": "someone else"}`,
+		"Authorization", "Bearer 0perator").want(t, http.StatusOK, &rel)
+	if rel.Operator != "j.doe" {
+		t.Fatalf("with a token the release names %q, want the token's j.doe", rel.Operator)
+	}
+}

@@ -3,9 +3,6 @@ package web
 import (
 	"errors"
 	"net/http"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -63,12 +60,10 @@ func (s *Server) acceptLoss(w http.ResponseWriter, r *http.Request, operator str
 		writeError(w, statusOf(err), "%v", err)
 		return
 	}
-	if operator == "" {
-		operator = strings.TrimSpace(body.Operator)
-		if strings.ContainsFunc(operator, unicode.IsControl) || !utf8.ValidString(operator) {
-			writeError(w, http.StatusBadRequest, "operator %q has control characters or invalid UTF-8", operator)
-			return
-		}
+	operator, err := claimedOperator(operator, body.Operator)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
 	}
 	if operator == "" {
 		writeError(w, http.StatusBadRequest, "accepting a store loss needs the operator's name: send {\"operator\": \"NAME\"}")

@@ -68,7 +68,7 @@ func TestReviewThroughTheAPINamesTheToken(t *testing.T) {
 		t.Fatalf("a viewer's release: exit %d %s", code, errs)
 	}
 	if _, errs, code := cli(t, "", "quarantine", "release", id, "--operator", "someone", "--token-name", "j.doe", "-c", cfg); code != 2 ||
-		!strings.Contains(errs, "--operator is for a local store") {
+		!strings.Contains(errs, "--operator is not taken with an API token") {
 		t.Fatalf("--operator through the API: exit %d %s", code, errs)
 	}
 	if _, errs, code := cli(t, "", "quarantine", "release", id, "--token-name", "nobody", "-c", cfg); code != 1 ||

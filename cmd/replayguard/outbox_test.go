@@ -175,7 +175,7 @@ func TestOutboxThroughARunningDaemon(t *testing.T) {
 	if _, errs, code := cli(t, "", "outbox", "drop", fmt.Sprint(hs[1].ID), "-c", cfg); code != 2 || !strings.Contains(errs, "drop needs --reason") {
 		t.Fatalf("a drop without a reason: exit %d\n%s", code, errs)
 	}
-	if _, errs, code := cli(t, "", "outbox", "retry", fmt.Sprint(hs[0].ID), "--operator", "x", "-c", cfg); code != 2 || !strings.Contains(errs, "--operator is for a local store") {
+	if _, errs, code := cli(t, "", "outbox", "retry", fmt.Sprint(hs[0].ID), "--operator", "x", "-c", cfg); code != 2 || !strings.Contains(errs, "--operator is not taken with an API token") {
 		t.Fatalf("--operator through the API: exit %d\n%s", code, errs)
 	}
 

@@ -47,8 +47,9 @@ func LocalOperator(name string) (string, error) {
 	return "", fmt.Errorf("%w: cannot tell who you are (no OS user name, $USER unset): give --operator NAME", ErrUsage)
 }
 
-// errOperatorRemote refuses --operator through a running daemon's API.
+// errOperatorRemote refuses --operator through a running daemon's API
+// that a token is sent to: the token names the operator.
 func errOperatorRemote() error {
-	return fmt.Errorf("%w: --operator is for a local store: the running daemon names the operator "+
-		"from the API token (choose it with --token-name or $%s)", ErrUsage, EnvToken)
+	return fmt.Errorf("%w: --operator is not taken with an API token: the running daemon names the operator "+
+		"from the token (choose it with --token-name or $%s)", ErrUsage, EnvToken)
 }

@@ -77,10 +77,11 @@ func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve) error {
 		if rerr != nil {
 			return rerr
 		}
-		if rs.Operator != "" {
-			return errOperatorRemote()
+		operator, oerr := r.operator(rs.Operator)
+		if oerr != nil {
+			return oerr
 		}
-		res, err = r.resolveForward(rs.Action, rs.Member, rs.ID, rs.Reason)
+		res, err = r.resolveForward(rs.Action, rs.Member, rs.ID, rs.Reason, operator)
 	} else {
 		defer a.Close()
 		res, err = resolveForward(ctx, a.Engine, rs)

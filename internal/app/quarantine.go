@@ -47,10 +47,11 @@ func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve) error {
 		if rerr != nil {
 			return rerr
 		}
-		if rs.Operator != "" {
-			return errOperatorRemote()
+		operator, oerr := r.operator(rs.Operator)
+		if oerr != nil {
+			return oerr
 		}
-		d, err = r.resolve(rs.Action, rs.ID, rs.Reason)
+		d, err = r.resolve(rs.Action, rs.ID, rs.Reason, operator)
 	} else {
 		defer a.Close()
 		chain = ofMember(a.Engine.Member())

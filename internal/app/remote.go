@@ -57,6 +57,20 @@ func (t *Tool) remoteHolding(held error, timeout time.Duration) (*remote, error)
 	return &remote{base: scheme + "://" + h.Listen, token: token, client: &http.Client{Timeout: timeout}, held: held}, nil
 }
 
+// operator is who a write through the API is to be audited as: the
+// token's name, which the process holding the store takes (so --operator
+// is refused), or, with no token sent, name, else the OS user, as a
+// command on a local store names them.
+func (r *remote) operator(name string) (string, error) {
+	if r.token != "" {
+		if name != "" {
+			return "", errOperatorRemote()
+		}
+		return "", nil
+	}
+	return LocalOperator(name)
+}
+
 // apiToken picks the bearer token to send: the http.tokens entry named by
 // TokenName, else Token, else the single token_env or token_file, else the
 // only entry of http.tokens. With several entries and none chosen it sends
@@ -201,14 +215,17 @@ func (r *remote) quarantine(fn func(web.QuarantineItem) error) error {
 }
 
 // resolve releases or discards through the API.
-func (r *remote) resolve(action string, id uint64, reason string) (engine.Decision, error) {
+func (r *remote) resolve(action string, id uint64, reason, operator string) (engine.Decision, error) {
 	var res struct {
 		Position uint64 `json:"position"`
 		Outcome  string `json:"outcome"`
 	}
-	var body any = struct{}{}
+	body := map[string]string{}
 	if action == "discard" {
-		body = map[string]string{"reason": reason}
+		body["reason"] = reason
+	}
+	if operator != "" {
+		body["operator"] = operator
 	}
 	err := r.do("POST", fmt.Sprintf("/api/v1/quarantine/%d/%s", id, action), body, &res)
 	var ae *apiError
@@ -243,9 +260,12 @@ func (r *remote) outbox(fn func(web.HeldItem) error) ([]engine.OutboxDepth, erro
 }
 
 // resolveForward retries or drops through the API.
-func (r *remote) resolveForward(action, member string, id uint64, reason string) (forwardResult, error) {
+func (r *remote) resolveForward(action, member string, id uint64, reason, operator string) (forwardResult, error) {
 	var res forwardResult
 	body := map[string]string{}
+	if operator != "" {
+		body["operator"] = operator
+	}
 	if member != "" {
 		body["member"] = member
 	}
