@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -65,5 +66,38 @@ func TestHTTPCAFileRequiresClientCertificates(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the server stopped: %v", err)
 	default:
+	}
+}
+
+// A command that goes through the API of the process holding the store
+// trusts the server's own certificate (http.tls.cert_file of the same
+// configuration): a site's self-signed or private-CA certificate, which
+// the system's roots do not hold, failed every such command.
+func TestACommandReachesAnAPIServedWithASelfSignedCertificate(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, _ := testbroker.SelfSigned(t, dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{HTTP: config.HTTPConfig{Listen: ln.Addr().String(), TLS: config.TLSConfig{CertFile: cert, KeyFile: key}}}
+	d := &daemon{app: &App{Config: cfg}, log: slog.New(slog.DiscardHandler), reg: prometheus.NewRegistry()}
+	srv, err := d.newServer(Build{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+
+	r, err := (&Tool{Config: cfg}).remoteHolding(errors.New("held"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.client.CloseIdleConnections()
+	var health map[string]string
+	if err := r.do("GET", "/healthz", nil, &health); err != nil || health["status"] != "ok" {
+		t.Fatalf("GET /healthz through the command's client: %v, %v", health, err)
 	}
 }

@@ -2,16 +2,20 @@ package app
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/web"
 )
@@ -49,12 +53,37 @@ func (t *Tool) remoteHolding(held error, timeout time.Duration) (*remote, error)
 		return nil, fmt.Errorf("%v; and the API token: %w", held, err)
 	}
 	h := t.Config.HTTP
-	scheme := "http"
+	scheme, client := "http", &http.Client{Timeout: timeout}
 	if h.TLS.CertFile != "" {
 		scheme = "https"
+		tc, err := apiClientTLS(h.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("%v; and its API's TLS: %w", held, err)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	t.logger().Info("held by a running process; using its API", "listen", h.Listen)
-	return &remote{base: scheme + "://" + h.Listen, token: token, client: &http.Client{Timeout: timeout}, held: held}, nil
+	return &remote{base: scheme + "://" + h.Listen, token: token, client: client, held: held}, nil
+}
+
+// apiClientTLS is how a command reaches the API of the process holding the
+// store over http.tls: it trusts the system's roots and the certificates of
+// http.tls.cert_file, the server's own (a site's self-signed or private-CA
+// certificate), which a command on the same host reads from the same
+// configuration.
+func apiClientTLS(t config.TLSConfig) (*tls.Config, error) {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	pem, err := os.ReadFile(t.CertFile)
+	if err != nil {
+		return nil, fmt.Errorf("http.tls.cert_file: %w", err)
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("http.tls.cert_file %s: no PEM certificate in it", t.CertFile)
+	}
+	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
 }
 
 // operator is who a write through the API is to be audited as: the
