@@ -325,7 +325,11 @@ func (x *expander) verify(root *yaml.Node, out string) (Problem, bool) {
 // differs returns the first node of a whose counterpart in b reads
 // otherwise, or nil.
 func (x *expander) differs(a, b *yaml.Node) *yaml.Node {
-	if a.Kind != b.Kind || len(a.Content) != len(b.Content) || a.Anchor != b.Anchor {
+	ac := a.Content
+	if x.droppedLast(a, b) { // [${A}, ${B}] with B empty: the list of A, as before
+		ac = ac[:len(ac)-1]
+	}
+	if a.Kind != b.Kind || len(ac) != len(b.Content) || a.Anchor != b.Anchor {
 		return a
 	}
 	if a.Kind == yaml.ScalarNode || a.Kind == yaml.AliasNode {
@@ -337,12 +341,23 @@ func (x *expander) differs(a, b *yaml.Node) *yaml.Node {
 			return a
 		}
 	}
-	for i := range a.Content {
-		if bad := x.differs(a.Content[i], b.Content[i]); bad != nil {
+	for i := range ac {
+		if bad := x.differs(ac[i], b.Content[i]); bad != nil {
 			return bad
 		}
 	}
 	return nil
+}
+
+// droppedLast reports whether b is flow sequence a without its last item,
+// a reference whose value is empty: YAML reads "[x, ]" as [x].
+func (x *expander) droppedLast(a, b *yaml.Node) bool {
+	if a.Kind != yaml.SequenceNode || a.Style&yaml.FlowStyle == 0 || b.Kind != yaml.SequenceNode ||
+		len(a.Content) != len(b.Content)+1 || len(b.Content) == 0 {
+		return false
+	}
+	want, expanded := x.want[a.Content[len(a.Content)-1]]
+	return expanded && want == ""
 }
 
 // blame names the first reference used in n, or in the text.

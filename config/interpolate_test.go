@@ -19,6 +19,7 @@ func TestInterpolate(t *testing.T) {
 		{"a default is used when the variable is unset", "k: ${MISSING:-fallback}", "k: fallback", nil},
 		{"a default is used when the variable is empty", "k: ${EMPTY:-fallback}", "k: fallback", nil},
 		{"a default may be empty", "k: '${MISSING:-}'", "k: ''", nil},
+		{"an empty last item of a flow list leaves it out", "k: [${HOST}, ${MISSING:-}]", "k: [db, ]", nil},
 		{"a default may hold colons and slashes", "k: ${MISSING:-tcp://h:1}", "k: tcp://h:1", nil},
 		{"an empty variable without a default is empty", "k: '${EMPTY}'", "k: ''", nil},
 		{"$$ is a literal dollar", "k: $${HOST} $$$$", "k: ${HOST} $$", nil},
