@@ -13,12 +13,13 @@
 //     up. A value is always the variable's string, byte for byte, never YAML:
 //     an unquoted reference whose value would read otherwise (it starts with
 //     * & ! | > @ % ` { [ - ? : or a quote, holds ": " or " #", has spaces
-//     around it, a line break, or reads as null) is written double-quoted;
-//     inside double quotes the value is escaped, inside single quotes '
-//     is doubled. So a value never adds structure (write a list as
-//     [${A}, ${B}]), and an empty one leaves its setting unset. A line break
-//     or control character in a single-quoted or block scalar is an error
-//     that says to double-quote the reference.
+//     around it, or reads as null) is written double-quoted; inside double
+//     quotes the value is escaped, inside single quotes ' is doubled. So a
+//     value never adds structure (write a list as [${A}, ${B}]), and an
+//     empty one leaves its setting unset. A line break in an unquoted
+//     reference's value (a secret file written with echo ends in one), or a
+//     line break or control character in a single-quoted or block scalar,
+//     is an error that says to double-quote the reference.
 //  2. Strict parsing: an unknown key anywhere, a value of the wrong type, an
 //     empty list item, a duration without a unit ("90" rather than "90s") or
 //     a malformed size is reported with its line.

@@ -24,7 +24,8 @@ var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // or holds ": " or " #") is written double-quoted instead; inside double
 // quotes the value is escaped, inside single quotes ' is doubled. A value
 // that cannot be written where it stands (a line break in a single-quoted
-// or block scalar) is a problem. It returns every problem found, with its
+// or block scalar, or in an unquoted one, where a trailing one is more
+// likely a mistake than meant) is a problem. It returns every problem found, with its
 // line; text that is not YAML is one syntax problem.
 func interpolate(text string, getenv func(string) (string, bool)) (string, []Problem) {
 	m := markRefs(text)
@@ -240,6 +241,10 @@ func (x *expander) scalar(n *yaml.Node, key, flow bool) {
 			}
 			return v
 		})
+	case slices.ContainsFunc(vals, hasLineBreak):
+		id := ids[slices.IndexFunc(vals, hasLineBreak)]
+		x.probs = append(x.probs, refProblem{id, fmt.Sprintf("%s: the value of %s holds a line break (a secret file written with echo ends in one), which an unquoted value does not take: remove it, or write the reference in double quotes (\"%s\") to keep it",
+			x.refs[id].raw, x.name(id), x.refs[id].raw)})
 	case expanded == "" || plainSafe(expanded, key, flow):
 		each(func(v string) string { return v })
 	default:
@@ -444,6 +449,8 @@ func escapeDouble(v string) string {
 	}
 	return b.String()
 }
+
+func hasLineBreak(v string) bool { return strings.ContainsAny(v, "\r\n") }
 
 // unwritable reports the characters a single-quoted or block scalar cannot
 // hold as they are: line breaks and other controls.

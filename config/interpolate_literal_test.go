@@ -22,21 +22,22 @@ func TestInterpolatedValuesAreLiteral(t *testing.T) {
 	places := []struct {
 		name, file string
 		single     bool // a single-quoted or block scalar: cannot hold a line break
+		plain      bool // unquoted: takes no CR or LF
 	}{
-		{"plain", "mqtt:\n  username: ${U}\n", false},
-		{"plain with a trailing comment", "mqtt:\n  username: ${U}   # the broker's user\n", false},
-		{"plain inside a flow mapping", "mqtt: {username: ${U}, client_id: c}\n", false},
-		{"plain with text around it", "mqtt:\n  username: pre-${U}-post\n", false},
-		{"double-quoted", "mqtt:\n  username: \"${U}\"\n", false},
-		{"double-quoted with text around it", "mqtt: {username: \"a ${U} b\"}\n", false},
-		{"single-quoted", "mqtt:\n  username: '${U}'\n", true},
+		{"plain", "mqtt:\n  username: ${U}\n", false, true},
+		{"plain with a trailing comment", "mqtt:\n  username: ${U}   # the broker's user\n", false, true},
+		{"plain inside a flow mapping", "mqtt: {username: ${U}, client_id: c}\n", false, true},
+		{"plain with text around it", "mqtt:\n  username: pre-${U}-post\n", false, true},
+		{"double-quoted", "mqtt:\n  username: \"${U}\"\n", false, false},
+		{"double-quoted with text around it", "mqtt: {username: \"a ${U} b\"}\n", false, false},
+		{"single-quoted", "mqtt:\n  username: '${U}'\n", true, false},
 	}
 	for _, p := range places {
 		for _, v := range literalValues {
 			t.Run(p.name+" reads "+strings.ReplaceAll(v, "\n", `\n`)+" as written", func(t *testing.T) {
 				env := map[string]string{"U": v}
 				c, err := Parse([]byte(p.file), "f.yaml", func(k string) (string, bool) { s, ok := env[k]; return s, ok })
-				if p.single && strings.ContainsAny(v, "\r\n\u0085\u2028\x07\ufeff") {
+				if p.single && strings.ContainsAny(v, "\r\n\u0085\u2028\x07\ufeff") || p.plain && strings.ContainsAny(v, "\r\n") {
 					if err == nil || !strings.Contains(err.Error(), "f.yaml:") || !strings.Contains(err.Error(), "U") {
 						t.Fatalf("want an error naming the line and U, got %v (username %q)", err, c.MQTT.Username)
 					}
