@@ -72,32 +72,61 @@ func TestHTTPCAFileRequiresClientCertificates(t *testing.T) {
 // A command that goes through the API of the process holding the store
 // trusts the server's own certificate (http.tls.cert_file of the same
 // configuration): a site's self-signed or private-CA certificate, which
-// the system's roots do not hold, failed every such command.
+// the system's roots do not hold, failed every such command, and so did
+// one issued for the host's name while the command dials the listener on
+// this host.
 func TestACommandReachesAnAPIServedWithASelfSignedCertificate(t *testing.T) {
-	dir := t.TempDir()
-	cert, key, _ := testbroker.SelfSigned(t, dir)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &config.Config{HTTP: config.HTTPConfig{Listen: ln.Addr().String(), TLS: config.TLSConfig{CertFile: cert, KeyFile: key}}}
-	d := &daemon{app: &App{Config: cfg}, log: slog.New(slog.DiscardHandler), reg: prometheus.NewRegistry()}
-	srv, err := d.newServer(Build{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
+	for _, tc := range []struct {
+		name string
+		cert func(dir string) (string, string)
+	}{
+		{"issued for 127.0.0.1", func(dir string) (string, string) {
+			c, k, _ := testbroker.SelfSigned(t, dir)
+			return c, k
+		}},
+		{"issued for the host's name only", func(dir string) (string, string) {
+			c, k, _ := testbroker.SelfSignedNamed(t, dir, "ops-1.example")
+			return c, k
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cert, key := tc.cert(t.TempDir())
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := &config.Config{HTTP: config.HTTPConfig{Listen: ln.Addr().String(), TLS: config.TLSConfig{CertFile: cert, KeyFile: key}}}
+			d := &daemon{app: &App{Config: cfg}, log: slog.New(slog.DiscardHandler), reg: prometheus.NewRegistry()}
+			srv, err := d.newServer(Build{}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ctx, ln) }()
+			defer func() { cancel(); <-done }()
 
-	r, err := (&Tool{Config: cfg}).remoteHolding(errors.New("held"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
+			r, err := (&Tool{Config: cfg}).remoteHolding(errors.New("held"), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.client.CloseIdleConnections()
+			var health map[string]string
+			if err := r.do("GET", "/healthz", nil, &health); err != nil || health["status"] != "ok" {
+				t.Fatalf("GET /healthz through the command's client: %v, %v", health, err)
+			}
+		})
 	}
-	defer r.client.CloseIdleConnections()
-	var health map[string]string
-	if err := r.do("GET", "/healthz", nil, &health); err != nil || health["status"] != "ok" {
-		t.Fatalf("GET /healthz through the command's client: %v, %v", health, err)
+}
+
+// A listener on every address is reached on this host's loopback.
+func TestAPIAddrOfAListenerOnEveryAddressIsLoopback(t *testing.T) {
+	for listen, want := range map[string]string{
+		":9780": "127.0.0.1:9780", "0.0.0.0:9780": "127.0.0.1:9780", "[::]:9780": "[::1]:9780",
+		"127.0.0.1:9780": "127.0.0.1:9780", "ops-1.example:9780": "ops-1.example:9780", "[::1]:9780": "[::1]:9780",
+	} {
+		if got := apiAddr(listen); got != want {
+			t.Errorf("apiAddr(%q) = %q, want %q", listen, got, want)
+		}
 	}
 }

@@ -2,12 +2,15 @@ package app
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -56,34 +59,81 @@ func (t *Tool) remoteHolding(held error, timeout time.Duration) (*remote, error)
 	scheme, client := "http", &http.Client{Timeout: timeout}
 	if h.TLS.CertFile != "" {
 		scheme = "https"
-		tc, err := apiClientTLS(h.TLS)
+		tc, err := apiClientTLS(h.TLS, apiAddr(h.Listen))
 		if err != nil {
 			return nil, fmt.Errorf("%v; and its API's TLS: %w", held, err)
 		}
 		client.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	t.logger().Info("held by a running process; using its API", "listen", h.Listen)
-	return &remote{base: scheme + "://" + h.Listen, token: token, client: client, held: held}, nil
+	return &remote{base: scheme + "://" + apiAddr(h.Listen), token: token, client: client, held: held}, nil
 }
 
 // apiClientTLS is how a command reaches the API of the process holding the
-// store over http.tls: it trusts the system's roots and the certificates of
-// http.tls.cert_file, the server's own (a site's self-signed or private-CA
-// certificate), which a command on the same host reads from the same
-// configuration.
-func apiClientTLS(t config.TLSConfig) (*tls.Config, error) {
+// store over http.tls. The server presents http.tls.cert_file of the same
+// configuration, which the command reads: that certificate is taken as
+// it is (a site's self-signed or private-CA one, whatever host name or
+// address it was issued for, the command dialling the listener on this
+// host); any other must verify against the system's roots and that
+// file's certificates for the host dialled (apiAddr's).
+func apiClientTLS(t config.TLSConfig, dialled string) (*tls.Config, error) {
+	host, _, err := net.SplitHostPort(dialled)
+	if err != nil {
+		host = dialled
+	}
+	data, err := os.ReadFile(t.CertFile)
+	if err != nil {
+		return nil, fmt.Errorf("http.tls.cert_file: %w", err)
+	}
 	roots, err := x509.SystemCertPool()
 	if err != nil {
 		roots = x509.NewCertPool()
 	}
-	pem, err := os.ReadFile(t.CertFile)
-	if err != nil {
-		return nil, fmt.Errorf("http.tls.cert_file: %w", err)
+	var own *x509.Certificate
+	for rest := data; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil && b.Type == "CERTIFICATE" {
+			own = cmp.Or(own, c)
+			roots.AddCert(c)
+		}
 	}
-	if !roots.AppendCertsFromPEM(pem) {
+	if own == nil {
 		return nil, fmt.Errorf("http.tls.cert_file %s: no PEM certificate in it", t.CertFile)
 	}
-	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
+	return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true, // verified here:
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("the API presented no certificate")
+			}
+			if cs.PeerCertificates[0].Equal(own) {
+				return nil
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: host, Roots: roots, Intermediates: inter})
+			return err
+		}}, nil
+}
+
+// apiAddr is the address of the API of the process listening on listen,
+// on this host: a listener on every address (":9780", "0.0.0.0:9780",
+// "[::]:9780") is reached on loopback.
+func apiAddr(listen string) string {
+	if host, port, err := net.SplitHostPort(listen); err == nil {
+		ip := net.ParseIP(host)
+		switch {
+		case host == "" || ip != nil && ip.IsUnspecified() && ip.To4() != nil:
+			return net.JoinHostPort("127.0.0.1", port)
+		case ip != nil && ip.IsUnspecified():
+			return net.JoinHostPort("::1", port)
+		}
+	}
+	return listen
 }
 
 // operator is who a write through the API is to be audited as: the

@@ -21,12 +21,28 @@ import (
 // test of client certificates needs no second one.
 func SelfSigned(t testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
+	return selfSigned(t, dir, "127.0.0.1", nil)
+}
+
+// SelfSignedNamed is SelfSigned for the host name host only: a client
+// that dials 127.0.0.1 cannot verify it by its name.
+func SelfSignedNamed(t testing.TB, dir, host string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	return selfSigned(t, dir, host, []string{host})
+}
+
+func selfSigned(t testing.TB, dir, name string, dnsNames []string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour),
+	var ips []net.IP
+	if dnsNames == nil {
+		ips = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		IPAddresses: ips, DNSNames: dnsNames, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, IsCA: true, BasicConstraintsValid: true}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
