@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source"
+	"github.com/replayguard/replayguard/source/internal/consume/consumetest"
 )
 
 // warnings passes records on to next and keeps the messages of those at
@@ -79,6 +81,8 @@ func TestAStopWithTheServerDownEndsWithinShutdownTimeout(t *testing.T) {
 	failing.fail.Store(1 << 20)
 	cfg := testConfig(t, n.URL())
 	cfg.ShutdownTimeout = time.Second
+	events := &consumetest.Events{}
+	cfg.Observer = events
 	publishAll(t, n, readings(20, "m1"))
 	c := start(t, cfg, failing)
 	waitFor(t, "a failed commit", 10*time.Second, func() bool {
@@ -87,7 +91,7 @@ func TestAStopWithTheServerDownEndsWithinShutdownTimeout(t *testing.T) {
 		return failing.calls >= 2
 	})
 	n.Kill()
-	waitFor(t, "the loss of the connection seen", 10*time.Second, func() bool { return !c.Ready() })
+	waitFor(t, "the loss of the connection seen", 10*time.Second, func() bool { return events.Sum(source.Disconnected) > 0 })
 	begun := time.Now()
 	if err := c.stop(); err != nil {
 		t.Fatal(err)
