@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -236,7 +237,11 @@ func (s *Syslog) appendStub(msg []byte, r *engine.AuditRecord, whole int) ([]byt
 		if st.Route == "" {
 			return msg, fmt.Errorf("record %d: even its stub exceeds max_message %d", r.Position, s.opts.MaxMessage)
 		}
-		st.Route = st.Route[:len(st.Route)/2]
+		half := len(st.Route) / 2
+		for half > 0 && !utf8.RuneStart(st.Route[half]) { // keep the value UTF-8, as RFC 5424 wants
+			half--
+		}
+		st.Route = st.Route[:half]
 	}
 }
 
