@@ -68,7 +68,7 @@ func TestARunWhoseMemberWasTakenOverStops(t *testing.T) {
 		t.Fatal("the fenced run still runs 30 s after it resumed")
 	}
 	log, _ := os.ReadFile(stalled.Stdout.(*os.File).Name())
-	if !strings.Contains(string(log), "another process holds this member's lease") {
+	if !strings.Contains(string(log), "stopping: the store no longer lets this process write as its member") || !strings.Contains(string(log), "lost its lease") {
 		t.Errorf("the fenced run's log does not say why it stopped:\n%s", log)
 	}
 	waitHTTP(t, "http://"+secondListen+"/readyz")

@@ -105,14 +105,15 @@ func (a *App) CheckStore(ctx context.Context) error {
 }
 
 // fenced returns an error wrapping engine.ErrMemberHeld when the shared
-// store said that another process holds the member's lease.
+// store said that another process holds the member's lease (or that the
+// member is no longer registered).
 func (a *App) fenced() error {
 	rep := a.Store.Capabilities().Stats
 	if rep == nil {
 		return nil
 	}
 	if why := rep.SharedStats().Fenced; why != "" {
-		return fmt.Errorf("%w: %s; this process stops, the member's other process goes on", engine.ErrMemberHeld, why)
+		return fmt.Errorf("%w: %s; this process stops", engine.ErrMemberHeld, why)
 	}
 	return nil
 }

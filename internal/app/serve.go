@@ -166,7 +166,7 @@ func (d *daemon) startStoreCheck(ctx context.Context, g *goroutines, cancel cont
 	g.Go(func() error {
 		err := d.app.CheckStore(ctx)
 		if err != nil {
-			d.log.Error("stopping: another process holds this member's lease", "err", err)
+			d.log.Error("stopping: the store no longer lets this process write as its member", "err", err)
 			cancel()
 		}
 		return err
