@@ -19,24 +19,7 @@ import (
 // engine's whole state.
 func TestAnOperatorWhoStopsWaitingDoesNotUndoTheRelease(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
-	opts := engine.Options{Routes: []engine.Route{incidentRoute}, SequenceSpan: 64}
-	e0, err := engine.New(ctx, mem, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := e0.Process(ctx, []engine.Message{inc("fd", "e1", 1, 100, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 5, `"incident_id":1,"casualty_delta":2`)})
-	if err != nil || ds[1].Outcome != engine.Quarantined {
-		t.Fatalf("%+v, %v", ds, err)
-	}
-	e0.Close()
-	id := ds[1].Position
-	g := &gatedStore{Store: mem, entered: make(chan struct{}), gate: make(chan struct{})}
-	e, err := engine.New(ctx, g, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, g, id := heldBehindAGate(t)
 
 	rctx, cancel := context.WithCancel(ctx)
 	released := make(chan error, 1)
@@ -60,7 +43,7 @@ func TestAnOperatorWhoStopsWaitingDoesNotUndoTheRelease(t *testing.T) {
 	if !strings.Contains(string(st), `"casualties":7`) {
 		t.Fatalf("state %s, want the release and the next batch applied (casualties 7)", st)
 	}
-	if _, err := mem.Quarantined(ctx, id); err == nil {
+	if _, err := g.Store.(*memory.Store).Quarantined(ctx, id); err == nil {
 		t.Fatal("the released entry is still held")
 	}
 }

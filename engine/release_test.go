@@ -249,6 +249,32 @@ func TestABatchSubmittedAfterAFailureNotYetTakenIsRefused(t *testing.T) {
 	}
 }
 
+// heldBehindAGate returns an engine on a store whose commits wait for its
+// gate, and the id of the entry it holds (an incident update below the
+// window, adding 2 casualties to incident 1, which holds 1).
+func heldBehindAGate(t *testing.T) (*engine.Engine, *gatedStore, uint64) {
+	t.Helper()
+	ctx := context.Background()
+	mem := memory.New()
+	opts := engine.Options{Routes: []engine.Route{incidentRoute}, SequenceSpan: 64}
+	e0, err := engine.New(ctx, mem, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := e0.Process(ctx, []engine.Message{inc("fd", "e1", 1, 100, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 5, `"incident_id":1,"casualty_delta":2`)})
+	if err != nil || ds[1].Outcome != engine.Quarantined {
+		t.Fatalf("%+v, %v", ds, err)
+	}
+	e0.Close()
+	g := &gatedStore{Store: mem, entered: make(chan struct{}), gate: make(chan struct{})}
+	e, err := engine.New(ctx, g, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e, g, ds[1].Position
+}
+
 // gatedStore holds every commit until gate is closed; entered is closed at
 // the first.
 type gatedStore struct {
@@ -269,24 +295,7 @@ func (g *gatedStore) Commit(ctx context.Context, b *engine.Batch) error {
 // the store; a release of it then is refused, not applied.
 func TestAHeldMessageBeingDiscardedCannotBeReleased(t *testing.T) {
 	ctx := context.Background()
-	mem := memory.New()
-	opts := engine.Options{Routes: []engine.Route{incidentRoute}, SequenceSpan: 64}
-	e0, err := engine.New(ctx, mem, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := e0.Process(ctx, []engine.Message{inc("fd", "e1", 1, 100, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 5, `"incident_id":1,"casualty_delta":2`)})
-	if err != nil || ds[1].Outcome != engine.Quarantined {
-		t.Fatalf("%+v, %v", ds, err)
-	}
-	e0.Close()
-	id := ds[1].Position
-	g := &gatedStore{Store: mem, entered: make(chan struct{}), gate: make(chan struct{})}
-	e, err := engine.New(ctx, g, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, g, id := heldBehindAGate(t)
 	discarded := make(chan error, 1)
 	go func() { _, err := e.Discard(ctx, id, "bench noise", "alice"); discarded <- err }()
 	<-g.entered

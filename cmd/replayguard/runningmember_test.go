@@ -29,24 +29,9 @@ func TestARunWhoseMemberWasTakenOverStops(t *testing.T) {
 	bin := buildBinary(t)
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
 	cfg, listen, broker := daemonConfig(t, "")
-	second, secondListen := t.TempDir(), fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
-	text, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := func(journal string) string {
-		return fmt.Sprintf("store: {kind: postgres, url: %q, schema: fenced, journal: {path: %q}}", pg.URL(), journal)
-	}
-	storeLine := regexp.MustCompile(`(?m)^store:.*$`)
-	first := storeLine.ReplaceAllLiteralString(string(text), store(filepath.Join(filepath.Dir(cfg), "journal")))
-	if err := os.WriteFile(cfg, []byte(first), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	secondCfg := filepath.Join(second, "replayguard.yaml")
-	other := strings.Replace(storeLine.ReplaceAllLiteralString(string(text), store(filepath.Join(second, "journal"))), listen, secondListen, 1)
-	if err := os.WriteFile(secondCfg, []byte(other), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	secondListen := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
+	secondCfg := setStore(t, cfg, fmt.Sprintf("{kind: postgres, url: %q, schema: fenced}", pg.URL()), listen, secondListen)
+	setStore(t, cfg, fmt.Sprintf("{kind: postgres, url: %q, schema: fenced}", pg.URL()), "", "")
 
 	stalled, stalledExited := startRun(t, bin, cfg, listen)
 	publishIncidents(t, broker, 5)
@@ -112,14 +97,7 @@ func TestACommandOfANamedMemberGoesThroughItsRunsAPI(t *testing.T) {
 	bin := buildBinary(t)
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
 	cfg, listen, broker := daemonConfig(t, "")
-	text, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := fmt.Sprintf("store: {kind: postgres, url: %q, schema: named, member: rg-1, journal: {path: %q}}", pg.URL(), filepath.Join(t.TempDir(), "journal"))
-	if err := os.WriteFile(cfg, regexp.MustCompile(`(?m)^store:.*$`).ReplaceAll(text, []byte(store)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	setStore(t, cfg, fmt.Sprintf("{kind: postgres, url: %q, schema: named, member: rg-1}", pg.URL()), "", "")
 	daemon, exited := startRun(t, bin, cfg, listen)
 	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
 		Topic: func(src string) string { return "incidents/fd/" + src },
@@ -143,4 +121,26 @@ func TestACommandOfANamedMemberGoesThroughItsRunsAPI(t *testing.T) {
 		t.Fatalf("casualties %s after the release, want 3", got)
 	}
 	stopRun(t, daemon, exited)
+}
+
+// setStore writes the configuration file cfg with store in place of its
+// store, a journal of its own beside it, and listen in place of from (none
+// when from is ""): in place when listen is "", else into a copy, whose
+// path it returns.
+func setStore(t *testing.T, cfg, store, from, listen string) string {
+	t.Helper()
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := cfg
+	if listen != "" {
+		path = filepath.Join(t.TempDir(), "replayguard.yaml")
+		text = []byte(strings.Replace(string(text), from, listen, 1))
+	}
+	store = "store: " + withJournal(store, filepath.Join(filepath.Dir(path), "journal"))
+	if err := os.WriteFile(path, regexp.MustCompile(`(?m)^store:.*$`).ReplaceAllLiteral(text, []byte(store)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -28,21 +28,7 @@ func TestHTTPCAFileRequiresClientCertificates(t *testing.T) {
 	data, _ := os.ReadFile(cert)
 	os.WriteFile(ca, data, 0o600)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &config.Config{HTTP: config.HTTPConfig{Listen: ln.Addr().String(),
-		TLS: config.TLSConfig{CertFile: cert, KeyFile: key, CAFile: ca}}}
-	d := &daemon{app: &App{Config: cfg}, log: slog.New(slog.DiscardHandler), reg: prometheus.NewRegistry()}
-	srv, err := d.newServer(Build{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
+	ln, _, done := serveHTTPS(t, config.TLSConfig{CertFile: cert, KeyFile: key, CAFile: ca})
 
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	defer client.CloseIdleConnections()
@@ -91,20 +77,7 @@ func TestACommandReachesAnAPIServedWithASelfSignedCertificate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cert, key := tc.cert(t.TempDir())
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := &config.Config{HTTP: config.HTTPConfig{Listen: ln.Addr().String(), TLS: config.TLSConfig{CertFile: cert, KeyFile: key}}}
-			d := &daemon{app: &App{Config: cfg}, log: slog.New(slog.DiscardHandler), reg: prometheus.NewRegistry()}
-			srv, err := d.newServer(Build{}, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Serve(ctx, ln) }()
-			defer func() { cancel(); <-done }()
+			_, cfg, _ := serveHTTPS(t, config.TLSConfig{CertFile: cert, KeyFile: key})
 
 			r, err := (&Tool{Config: cfg}).remoteHolding(errors.New("held"), 5*time.Second)
 			if err != nil {
@@ -129,4 +102,26 @@ func TestAPIAddrOfAListenerOnEveryAddressIsLoopback(t *testing.T) {
 			t.Errorf("apiAddr(%q) = %q, want %q", listen, got, want)
 		}
 	}
+}
+
+// serveHTTPS serves the daemon's API with tc on a loopback port until the
+// test ends, and returns its listener, its configuration, and what Serve
+// returns once it ends (nothing before).
+func serveHTTPS(t *testing.T, tc config.TLSConfig) (net.Listener, *config.Config, <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{HTTP: config.HTTPConfig{Listen: ln.Addr().String(), TLS: tc}}
+	d := &daemon{app: &App{Config: cfg}, log: slog.New(slog.DiscardHandler), reg: prometheus.NewRegistry()}
+	srv, err := d.newServer(Build{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done, stopped := make(chan error, 1), make(chan struct{})
+	go func() { done <- srv.Serve(ctx, ln); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	return ln, cfg, done
 }

@@ -191,29 +191,7 @@ func testSharedConcurrentRelease(t *testing.T, p *place) {
 			t.Fatalf("round %d: %d held entries, want 1", round, len(held))
 		}
 		qid := held[0].ID
-		var ra, rb error
-		var da, db engine.Decision
-		together(
-			func() { da, ra = a.Release(context.Background(), qid, "duty officer") },
-			func() { db, rb = b.Release(context.Background(), qid, "shift lead") })
-		ok := 0
-		for _, r := range []struct {
-			d   engine.Decision
-			err error
-		}{{da, ra}, {db, rb}} {
-			switch {
-			case r.err == nil:
-				ok++
-				if r.d.Outcome != engine.Duplicate {
-					t.Fatalf("round %d: released conflict decided %v, want duplicate (its key was applied)", round, r.d.Outcome)
-				}
-			case !errors.Is(r.err, engine.ErrNotFound):
-				t.Fatalf("round %d: release: %v", round, r.err)
-			}
-		}
-		if ok != 1 {
-			t.Fatalf("round %d: %d releases of one entry succeeded, want 1 (errors %v, %v)", round, ok, ra, rb)
-		}
+		releaseTogether(t, round, a, b, qid, engine.Duplicate) // a conflict: its key was applied
 	}
 	if got, _ := strconv.ParseFloat(groupField(t, a, "meter/m1", "kwh"), 64); got != 20 {
 		t.Fatalf("meter/m1 kwh = %v, want 20: only the first reading of each key applies", got)
@@ -231,31 +209,38 @@ func testSharedConcurrentReleaseApplies(t *testing.T, p *place) {
 			t.Fatalf("round %d: %+v, want quarantined below the window", round, ds)
 		}
 		qid := hb.QuarantineBase() + ds[0].Position
-		var ra, rb error
-		var da, db engine.Decision
-		together(
-			func() { da, ra = a.Release(context.Background(), qid, "duty officer") },
-			func() { db, rb = b.Release(context.Background(), qid, "shift lead") })
-		ok := 0
-		for _, r := range []struct {
-			d   engine.Decision
-			err error
-		}{{da, ra}, {db, rb}} {
-			switch {
-			case r.err == nil:
-				ok++
-				if r.d.Outcome != engine.Applied {
-					t.Fatalf("round %d: released decided %v, want applied", round, r.d.Outcome)
-				}
-			case !errors.Is(r.err, engine.ErrNotFound):
-				t.Fatalf("round %d: release: %v", round, r.err)
-			}
-		}
-		if ok != 1 {
-			t.Fatalf("round %d: %d releases of one entry succeeded, want 1 (errors %v, %v)", round, ok, ra, rb)
-		}
+		releaseTogether(t, round, a, b, qid, engine.Applied)
 	}
 	if got := groupField(t, a, "incident/7", "casualties"); got != "20" {
 		t.Fatalf("incident/7 casualties = %v, want 20", got)
+	}
+}
+
+// releaseTogether releases entry qid from a and b at once: one release
+// must decide it want, the other find it gone.
+func releaseTogether(t *testing.T, round int, a, b *engine.Engine, qid uint64, want engine.Outcome) {
+	t.Helper()
+	var ra, rb error
+	var da, db engine.Decision
+	together(
+		func() { da, ra = a.Release(context.Background(), qid, "duty officer") },
+		func() { db, rb = b.Release(context.Background(), qid, "shift lead") })
+	ok := 0
+	for _, r := range []struct {
+		d   engine.Decision
+		err error
+	}{{da, ra}, {db, rb}} {
+		switch {
+		case r.err == nil:
+			ok++
+			if r.d.Outcome != want {
+				t.Fatalf("round %d: released decided %v, want %v", round, r.d.Outcome, want)
+			}
+		case !errors.Is(r.err, engine.ErrNotFound):
+			t.Fatalf("round %d: release: %v", round, r.err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("round %d: %d releases of one entry succeeded, want 1 (errors %v, %v)", round, ok, ra, rb)
 	}
 }
