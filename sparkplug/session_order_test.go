@@ -147,19 +147,7 @@ func TestABirthDecidedAfterItsSessionsDeathLeavesTheEdgeOffline(t *testing.T) {
 // it, whatever that birth applied meanwhile, it is applied once in that
 // birth at its own seq, and its redelivery is its duplicate.
 func TestDataHeldForItsBirthIsAppliedThereWhenReleased(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		next func(e *sparkplug.Edge, c *clock) []sparkplug.Message
-	}{
-		{"a rebirth", func(e *sparkplug.Edge, c *clock) []sparkplug.Message {
-			return []sparkplug.Message{e.Birth(c.next(), meterMetrics)}
-		}},
-		{"a new session", func(e *sparkplug.Edge, c *clock) []sparkplug.Message {
-			death := e.Death(c.next())
-			e.NewSession()
-			return []sparkplug.Message{death, e.Birth(c.next(), meterMetrics)}
-		}},
-	} {
+	for _, tc := range nextBirths {
 		t.Run(tc.name, func(t *testing.T) {
 			onEveryStore(t, func(t *testing.T, store engine.Store) { testHeldForItsBirth(t, store, tc.next) })
 		})

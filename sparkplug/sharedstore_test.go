@@ -59,19 +59,7 @@ func onSharedServers(t *testing.T, test func(t *testing.T, newGroup func() func(
 // that NDATA must be its duplicate, not a second effect in its own birth.
 func TestDataDecidedBeforeItsBirthIsAppliedOnce(t *testing.T) {
 	onSharedServers(t, func(t *testing.T, newGroup func() func(string) engine.Store) {
-		for _, tc := range []struct {
-			name string
-			next func(e *sparkplug.Edge, c *clock) []sparkplug.Message // what member a decides, after the data
-		}{
-			{"a rebirth", func(e *sparkplug.Edge, c *clock) []sparkplug.Message {
-				return []sparkplug.Message{e.Birth(c.next(), meterMetrics)}
-			}},
-			{"a new session", func(e *sparkplug.Edge, c *clock) []sparkplug.Message {
-				death := e.Death(c.next())
-				e.NewSession()
-				return []sparkplug.Message{death, e.Birth(c.next(), meterMetrics)}
-			}},
-		} {
+		for _, tc := range nextBirths { // tc.next: what member a decides, after the data
 			t.Run(tc.name, func(t *testing.T) {
 				open := newGroup()
 				a, b := newHarness(t, open("a")), newHarness(t, open("b"))
@@ -97,4 +85,20 @@ func TestDataDecidedBeforeItsBirthIsAppliedOnce(t *testing.T) {
 			})
 		}
 	})
+}
+
+// nextBirths are the two ways an edge's next birth comes: a rebirth of its
+// session, and a new session after its NDEATH; next returns its messages.
+var nextBirths = []struct {
+	name string
+	next func(e *sparkplug.Edge, c *clock) []sparkplug.Message
+}{
+	{"a rebirth", func(e *sparkplug.Edge, c *clock) []sparkplug.Message {
+		return []sparkplug.Message{e.Birth(c.next(), meterMetrics)}
+	}},
+	{"a new session", func(e *sparkplug.Edge, c *clock) []sparkplug.Message {
+		death := e.Death(c.next())
+		e.NewSession()
+		return []sparkplug.Message{death, e.Birth(c.next(), meterMetrics)}
+	}},
 }

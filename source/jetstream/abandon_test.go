@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
 // The messages a stopping consumer could not commit go to the next
@@ -13,12 +12,8 @@ import (
 // negatively acknowledged once this consumer's pull is over, so that the
 // server does not deliver them again to a pull nobody reads.
 func TestAbandonedGoToTheNextConsumerAtOnce(t *testing.T) {
-	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
-	n.CreateStream(testStream, "plant.>")
-	e, _ := meters(t)
-	failing := newRecorder(e)
-	failing.fail.Store(1 << 20)
-	cfg := testConfig(t, n.URL())
+	n, failing, cfg := failingConsumer(t)
+	e := failing.p.(*engine.Engine)
 	cfg.AckWait = 10 * time.Second
 	cfg.BatchSize = 8
 	cfg.ShutdownTimeout = 300 * time.Millisecond

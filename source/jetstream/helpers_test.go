@@ -214,3 +214,16 @@ func kwh(e *engine.Engine, m string) string {
 	}
 	return ""
 }
+
+// failingConsumer is a server with the test stream, and a recorder on an
+// engine of its own whose commits all fail, with the configuration to
+// consume the stream through it.
+func failingConsumer(t *testing.T) (*testbroker.NATS, *recorder, jetstream.Config) {
+	t.Helper()
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, _ := meters(t)
+	failing := newRecorder(e)
+	failing.fail.Store(1 << 20)
+	return n, failing, testConfig(t, n.URL())
+}

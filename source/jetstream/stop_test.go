@@ -74,12 +74,7 @@ func TestANormalStopWarnsOfNothing(t *testing.T) {
 // for the commit, then another 10 s for a server that was not there to
 // end its pull, and then for acks it could not send.
 func TestAStopWithTheServerDownEndsWithinShutdownTimeout(t *testing.T) {
-	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
-	n.CreateStream(testStream, "plant.>")
-	e, _ := meters(t)
-	failing := newRecorder(e)
-	failing.fail.Store(1 << 20)
-	cfg := testConfig(t, n.URL())
+	n, failing, cfg := failingConsumer(t)
 	cfg.ShutdownTimeout = time.Second
 	events := &consumetest.Events{}
 	cfg.Observer = events
