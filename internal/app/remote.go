@@ -30,7 +30,8 @@ import (
 const EnvToken = "REPLAYGUARD_TOKEN"
 
 // remote reads and reviews through a running `replayguard run`'s HTTP API,
-// for when that process holds the embedded store.
+// for when that process holds the embedded store, or the member id a
+// shared store's configuration names.
 type remote struct {
 	base   string
 	token  string
