@@ -39,7 +39,7 @@ func newClaimStatements(q func(string) string, what, table, has string) claimSta
 		claim: t(`WITH cand AS (
 				SELECT number FROM {s}.members m
 				WHERE EXISTS (SELECT 1 FROM {s}.members WHERE number = $1 AND holder = $2)
-				AND (number = $1 OR ((holder = '' OR lease_expires < now()) AND ` + has + `))),
+				AND (number = $1 OR ((holder = '' OR (SELECT expires FROM {s}.leases l WHERE l.member = m.member) < now()) AND ` + has + `))),
 			claimed AS (
 				INSERT INTO {s}.{table} AS c (member, holder, expires)
 				SELECT number, $2, now() + $3::bigint * interval '1 microsecond' FROM cand ORDER BY number

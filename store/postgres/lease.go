@@ -17,12 +17,10 @@ import (
 // host that has died.
 func (s *Store) takeLease(ctx context.Context) error {
 	s.holder = shared.NewHolder()
-	ttl := s.leaseTTL.Microseconds()
 	if _, err := s.pool.Exec(ctx, s.sql.addMember, s.member); err != nil {
 		return fmt.Errorf("postgres store: register member %q: %w", s.member, err)
 	}
-	var expires time.Time
-	err := s.pool.QueryRow(ctx, s.sql.takeLease, s.member, s.holder, ttl).Scan(&s.number, &expires)
+	expires, err := s.take(ctx, "")
 	if errors.Is(err, pgx.ErrNoRows) {
 		var old string
 		var until time.Time
@@ -33,7 +31,7 @@ func (s *Store) takeLease(ctx context.Context) error {
 			return fmt.Errorf("%w: member %q is held by %q until %s", engine.ErrMemberHeld, s.member, old, until.Format(time.RFC3339Nano))
 		}
 		s.log.Warn("taking over the lease of a dead process on this host", "member", s.member, "holder", old)
-		err = s.pool.QueryRow(ctx, s.sql.takeOver, s.member, s.holder, ttl, old).Scan(&s.number, &expires)
+		expires, err = s.take(ctx, old)
 		if errors.Is(err, pgx.ErrNoRows) { // another process took it over first
 			return fmt.Errorf("%w: member %q was taken over by another process", engine.ErrMemberHeld, s.member)
 		}
@@ -44,6 +42,33 @@ func (s *Store) takeLease(ctx context.Context) error {
 	s.stats.Leased(expires)
 	s.log.Info("member lease taken", "member", s.member, "holder", s.holder, "number", s.number)
 	return nil
+}
+
+// take makes this handle the member's holder, in one transaction: when the
+// lease is free, expired or already this handle's, or, with dead set, when
+// dead holds it; pgx.ErrNoRows when it may not. The lease row is locked
+// first, so that no renewal comes between the expiry read and the takeover;
+// setting the holder waits for a batch of the old holder's to commit, as
+// that batch holds the members row.
+func (s *Store) take(ctx context.Context, dead string) (time.Time, error) {
+	var expires time.Time
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var expired bool
+		if err := tx.QueryRow(ctx, s.sql.lockLease, s.member).Scan(&expired); err != nil {
+			return err
+		}
+		var err error
+		if dead == "" {
+			err = tx.QueryRow(ctx, s.sql.takeLease, s.member, s.holder, expired).Scan(&s.number)
+		} else {
+			err = tx.QueryRow(ctx, s.sql.takeOver, s.member, s.holder, dead).Scan(&s.number)
+		}
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, s.sql.extend, s.member, s.leaseTTL.Microseconds()).Scan(&expires)
+	})
+	return expires, err
 }
 
 // renewLoop renews the lease every LeaseTTL/3 until Close.

@@ -12,12 +12,13 @@ import (
 )
 
 // TestLeaseLostDuringALongBatch: a batch runs for several lease lifetimes
-// (a slow sql effect), and its lease is not renewed meanwhile: the batch
-// holds the member's row, which the renewal waits for until it gives up.
-// A second process of the same member, opened while the lease is expired
-// (and no longer renewed), takes the member only once that batch committed, and goes on from its
-// head; the first process writes nothing after. One chain, each record and
-// each sql effect once.
+// (a slow sql effect). Its lease is renewed meanwhile, though the batch
+// holds the member's row, so a second process of the same member is
+// refused while the first one lives. Once the first process stalls (its
+// renewal stops) and the lease expires, the second one takes the member
+// only once that batch committed, and goes on from its head; the first
+// process writes nothing after. One chain, each record and each sql effect
+// once.
 func TestLeaseLostDuringALongBatch(t *testing.T) {
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
 	g := newGroup(t, pg.URL())
@@ -31,29 +32,39 @@ func TestLeaseLostDuringALongBatch(t *testing.T) {
 	effect := func(pos int) []engine.SQLStatement {
 		return []engine.SQLStatement{{Key: key(pos), Route: "meters", SQL: fmt.Sprintf(`INSERT INTO %s.applied VALUES (%d)`, g.schema, pos)}}
 	}
+	const batch = 2500 * time.Millisecond
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
 		done <- a.Update(t.Context(), &engine.Reads{}, func(*engine.Rows) (*engine.Batch, error) {
 			b := &engine.Batch{Audit: records("m1", 1, 1), SQL: effect(1)}
-			b.SQL = append(b.SQL, engine.SQLStatement{Key: key(1), Route: "meters", SQL: "SELECT pg_sleep(1.5)"})
+			b.SQL = append(b.SQL, engine.SQLStatement{Key: key(1), Route: "meters",
+				SQL: fmt.Sprintf("SELECT pg_sleep(%g)", batch.Seconds())})
 			return b, nil
 		})
 	}()
 	time.Sleep(900 * time.Millisecond) // three lease lifetimes into the batch
-	if st := a.SharedStats(); st.LeaseError == "" || time.Now().Before(st.LeaseExpires) {
-		t.Fatalf("the lease was renewed during the batch (expires %v, error %q)", st.LeaseExpires, st.LeaseError)
+	if st := a.SharedStats(); st.LeaseError != "" || !time.Now().Before(st.LeaseExpires) {
+		t.Fatalf("the lease was not renewed during the batch (expires %v, error %q)", st.LeaseExpires, st.LeaseError)
+	}
+	if _, err := g.openWith(o); !errors.Is(err, engine.ErrMemberHeld) {
+		t.Fatalf("open member m1 again while its process lives, in a long batch = %v, want ErrMemberHeld", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the batch ended (%v) before the refused open returned: the open waited for it", err)
+	default:
 	}
 	// From here on the renewal does not run at all, as in a process that
-	// stalls: else one that waits for the row too may come first, and
-	// keep the member.
+	// stalls; the lease runs out while the batch still runs.
 	postgres.Stall(a)
+	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
 	b, err := g.openWith(o) // waits for the batch to commit
 	if err != nil {
 		t.Fatalf("open member m1 again once its lease expired: %v", err)
 	}
-	if d := time.Since(start); d < 1500*time.Millisecond {
-		t.Fatalf("the second process took the member %v into a batch that sleeps 1.5 s: before it committed", d)
+	if d := time.Since(start); d < batch {
+		t.Fatalf("the second process took the member %v into a batch that sleeps %v: before it committed", d, batch)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("the long batch, committed before the takeover: %v", err)

@@ -195,7 +195,7 @@ func testLeaseDeadHolder(t *testing.T, g *group) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = $1, lease_expires = now() + interval '1 hour' WHERE member = 'm1'`, dead)
+	hold(t, g, "m1", dead)
 	again, err := g.open("m1")
 	if err != nil {
 		t.Fatalf("open over a dead holder: %v", err)
@@ -205,11 +205,28 @@ func testLeaseDeadHolder(t *testing.T, g *group) {
 	}
 	// A live holder elsewhere is refused, naming it.
 	again.Close()
-	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = 'otherhost 1 cafe', lease_expires = now() + interval '1 hour' WHERE member = 'm1'`)
+	hold(t, g, "m1", "otherhost 1 cafe")
 	_, err = g.open("m1")
 	if !errors.Is(err, engine.ErrMemberHeld) || !strings.Contains(err.Error(), "otherhost 1 cafe") {
 		t.Fatalf("open over a live holder = %v", err)
 	}
+}
+
+// hold gives member's lease to holder for an hour, as a process that
+// holds it would have it.
+func hold(t *testing.T, g *group, member, holder string) {
+	t.Helper()
+	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = $2 WHERE member = $1`, member, holder)
+	run(t, g.url, `UPDATE `+g.schema+`.leases SET expires = now() + interval '1 hour' WHERE member = $1`, member)
+}
+
+// leasesInMembers keeps the group's leases in its members table, as
+// schemas before version 8 did.
+func leasesInMembers(t *testing.T, g *group) {
+	t.Helper()
+	run(t, g.url, `ALTER TABLE `+g.schema+`.members ADD COLUMN lease_expires timestamptz NOT NULL DEFAULT '-infinity';
+		UPDATE `+g.schema+`.members m SET lease_expires = l.expires FROM `+g.schema+`.leases l WHERE l.member = m.member;
+		DROP TABLE `+g.schema+`.leases`)
 }
 
 func testLeaseFenced(t *testing.T, g *group) {
@@ -261,14 +278,22 @@ func testSchemaMigrated(t *testing.T, g *group) {
 	run(t, g.url, `DROP TABLE `+g.schema+`.outbox, `+g.schema+`.outbox_held, `+g.schema+`.outbox_claims,
 			`+g.schema+`.chain_bases, `+g.schema+`.chain_cursors, `+g.schema+`.chain_claims;
 		UPDATE `+g.schema+`.schema_version SET version = 1`)
+	leasesInMembers(t, g)
 	want := fmt.Sprintf("version 1, older than this build's %d", postgres.SchemaVersion)
 	if _, err := g.open(""); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("read-only open of a version 1 schema = %v", err)
 	}
-	s = g.mustOpen("m1")
+	// A lease held when the schema is migrated stays held.
+	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = 'otherhost 1 cafe', lease_expires = now() + interval '1 hour' WHERE member = 'm1'`)
+	g.mustOpen("m2").Close()
 	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != int64(postgres.SchemaVersion) {
 		t.Fatalf("schema version %d after the migration, want %d", n, postgres.SchemaVersion)
 	}
+	if _, err := g.open("m1"); !errors.Is(err, engine.ErrMemberHeld) || !strings.Contains(err.Error(), "otherhost 1 cafe") {
+		t.Fatalf("open of a member whose lease was held across the migration = %v", err)
+	}
+	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = '' WHERE member = 'm1'`)
+	s = g.mustOpen("m1")
 	if h, err := s.Head(t.Context()); err != nil || h.Position != 3 {
 		t.Fatalf("head after the migration = %+v, %v", h, err)
 	}

@@ -127,6 +127,7 @@ func testSchemaJSONRows(t *testing.T, g *group) {
 	run(t, g.url, `INSERT INTO `+g.schema+`.sources (id, state) VALUES ($1, $2)`, []byte(src.ID()), sj)
 	run(t, g.url, `INSERT INTO `+g.schema+`.entities (name, state) VALUES ($1, $2)`, []byte(ent.Name), ej)
 	run(t, g.url, `UPDATE `+g.schema+`.schema_version SET version = 3`)
+	leasesInMembers(t, g)
 
 	s := g.mustOpen("m1")
 	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != int64(postgres.SchemaVersion) {

@@ -11,7 +11,7 @@ import (
 // statements are the SQL texts of one schema.
 type statements struct {
 	// lease
-	addMember, takeLease, takeOver, readLease, renew, release string
+	addMember, lockLease, takeLease, takeOver, readLease, extend, renew, release string
 	// Update and Commit
 	lockMember, lockSources, lockEntities, readKeys                                  string
 	lockSourcesNowait, lockEntitiesNowait, dropSourceClaims, dropEntityClaims        string
@@ -33,15 +33,25 @@ func newStatements(schema string) statements {
 	s := pgx.Identifier{schema}.Sanitize()
 	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", s) }
 	return statements{
-		addMember: q(`INSERT INTO {s}.members (member) VALUES ($1) ON CONFLICT DO NOTHING`),
-		takeLease: q(`UPDATE {s}.members SET holder = $2, lease_expires = now() + $3::bigint * interval '1 microsecond'
-			WHERE member = $1 AND (holder = '' OR holder = $2 OR lease_expires < now()) RETURNING number, lease_expires`),
-		takeOver: q(`UPDATE {s}.members SET holder = $2, lease_expires = now() + $3::bigint * interval '1 microsecond'
-			WHERE member = $1 AND holder = $4 RETURNING number, lease_expires`),
-		readLease: q(`SELECT holder, lease_expires FROM {s}.members WHERE member = $1`),
-		renew: q(`UPDATE {s}.members SET lease_expires = now() + $3::bigint * interval '1 microsecond'
-			WHERE member = $1 AND holder = $2 RETURNING lease_expires`),
-		release: q(`UPDATE {s}.members SET holder = '', lease_expires = '-infinity' WHERE member = $1 AND holder = $2`),
+		// A member's lease is its holder, in its members row, and an
+		// expiry in its leases row (schema version 8), which a renewal
+		// updates without waiting for a batch that holds the members row.
+		// A member registered is not inserted again: the insert would
+		// wait for a batch that updates its row.
+		addMember: q(`WITH m AS (INSERT INTO {s}.members (member) SELECT $1
+				WHERE NOT EXISTS (SELECT FROM {s}.members WHERE member = $1) ON CONFLICT DO NOTHING)
+			INSERT INTO {s}.leases (member) SELECT $1
+				WHERE NOT EXISTS (SELECT FROM {s}.leases WHERE member = $1) ON CONFLICT DO NOTHING`),
+		lockLease: q(`SELECT expires < now() FROM {s}.leases WHERE member = $1 FOR UPDATE`),
+		takeLease: q(`UPDATE {s}.members SET holder = $2
+			WHERE member = $1 AND (holder = '' OR holder = $2 OR $3) RETURNING number`),
+		takeOver:  q(`UPDATE {s}.members SET holder = $2 WHERE member = $1 AND holder = $3 RETURNING number`),
+		readLease: q(`SELECT m.holder, l.expires FROM {s}.members m JOIN {s}.leases l USING (member) WHERE member = $1`),
+		extend: q(`UPDATE {s}.leases SET expires = now() + $2::bigint * interval '1 microsecond'
+			WHERE member = $1 RETURNING expires`),
+		renew: q(`UPDATE {s}.leases l SET expires = now() + $3::bigint * interval '1 microsecond'
+			FROM {s}.members m WHERE l.member = $1 AND m.member = l.member AND m.holder = $2 RETURNING l.expires`),
+		release: q(`UPDATE {s}.members SET holder = '' WHERE member = $1 AND holder = $2`),
 
 		lockMember:         q(`SELECT holder, head_position, head_hash FROM {s}.members WHERE member = $1 FOR UPDATE`),
 		lockSources:        q(lockOrClaim("sources", "id", "", claimClass(schema, "sources"))),
