@@ -10,6 +10,7 @@ const ENTITY_SHOW = 240;
 const ENTITY_FETCH = 2000;  // entities asked for: a fleet's are counted, not all fetched
 const SOURCE_FETCH = 2000;  // sources asked for, those with open gaps first
 const TOKEN_KEY = "replayguard.token";
+const OPERATOR_KEY = "replayguard.operator"; // kept across sessions, unlike the token
 
 const state = {
   entities: new Map(),   // name -> {field: value}
@@ -37,6 +38,31 @@ function el(tag, cls, text) {
 }
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+
+// operator is the name the person gave at the top. A write's body carries
+// it; the server audits the write under it when no token names the
+// operator (open writes on loopback), else names the token's holder.
+function operator() { return $("operator").value.trim(); }
+
+// writeBody is a write's JSON body: fields, and the operator when named.
+function writeBody(fields) {
+  const name = operator();
+  return JSON.stringify(name ? Object.assign({}, fields, { operator: name }) : fields);
+}
+
+// auditedAs tells whom the audit record of a write names, as the server
+// answered: the token's holder, the name given, or no one.
+function auditedAs(r) {
+  return r && r.operator ? " — audited as " + r.operator : " — audited without an operator's name";
+}
+
+// showOperator marks the name field while a write would be audited
+// without a name: no name given and no token sent.
+function showOperator() {
+  const unnamed = !operator() && !token();
+  $("operator").parentElement.classList.toggle("unnamed", unnamed);
+  $("operator-note").hidden = !unnamed;
+}
 
 function headers(extra) {
   const h = Object.assign({}, extra);
@@ -412,9 +438,9 @@ async function release(id, button) {
   button.disabled = true;
   try {
     const r = await api("/api/v1/quarantine/" + id + "/release", {
-      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: "{}",
+      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: writeBody({}),
     });
-    toast("Released #" + id + ": " + r.outcome + (r.reason ? " (" + r.reason + ")" : ""), true);
+    toast("Released #" + id + ": " + r.outcome + (r.reason ? " (" + r.reason + ")" : "") + auditedAs(r), true);
     await loadQuarantine();
   } catch (e) {
     toast("Release #" + id + " failed: " + e.message);
@@ -440,10 +466,10 @@ async function confirmDiscard() {
   }
   $("discard-dialog").close();
   try {
-    await api("/api/v1/quarantine/" + discardID + "/discard", {
-      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify({ reason }),
+    const r = await api("/api/v1/quarantine/" + discardID + "/discard", {
+      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: writeBody({ reason }),
     });
-    toast("Discarded #" + discardID, true);
+    toast("Discarded #" + discardID + auditedAs(r), true);
     await loadQuarantine();
   } catch (e) {
     toast("Discard #" + discardID + " failed: " + e.message);
@@ -461,8 +487,15 @@ document.addEventListener("DOMContentLoaded", () => {
   $("token").value = token();
   $("token").addEventListener("change", () => {
     sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+    showOperator();
     restartStream();
   });
+  $("operator").value = localStorage.getItem(OPERATOR_KEY) || "";
+  $("operator").addEventListener("input", () => {
+    localStorage.setItem(OPERATOR_KEY, operator());
+    showOperator();
+  });
+  showOperator();
   $("f-outcome").addEventListener("change", () => renderAudit(new Set()));
   $("f-text").addEventListener("input", () => renderAudit(new Set()));
   $("f-source").addEventListener("input", renderSourceRows);

@@ -6,8 +6,9 @@
 // GET /api/v1/outbox reads the store, so it is fetched when the event
 // stream or the drainer's counts say that the held entries changed, and
 // now and then for the other members of a group. Loaded before app.js,
-// whose helpers (el, api, toast, soon, timeOf, payloadText) it uses, and
-// which calls loadForward, loadOutbox, onForwardRecord and startOutbox.
+// whose helpers (el, api, toast, soon, timeOf, payloadText, writeBody,
+// auditedAs) it uses, and which calls loadForward, loadOutbox,
+// onForwardRecord and startOutbox.
 "use strict";
 
 const FORWARD_OUTCOMES = new Set(["forward_held", "forward_retried", "forward_dropped"]);
@@ -209,15 +210,15 @@ function heldForwardCard(h) {
 function forwardAction(h, action, reason) {
   return api("/api/v1/outbox/" + h.id + "/" + action, {
     method: "POST", headers: headers({ "Content-Type": "application/json" }),
-    body: JSON.stringify(reason === undefined ? { member: h.member } : { member: h.member, reason }),
+    body: writeBody(reason === undefined ? { member: h.member } : { member: h.member, reason }),
   });
 }
 
 async function retryForward(h, button) {
   button.disabled = true;
   try {
-    await forwardAction(h, "retry");
-    toast("Retried #" + h.id + ": back in the outbox for " + h.target, true);
+    const r = await forwardAction(h, "retry");
+    toast("Retried #" + h.id + ": back in the outbox for " + h.target + auditedAs(r), true);
     await Promise.all([loadOutbox(), loadForward()]);
   } catch (e) {
     toast("Retry #" + h.id + " failed: " + e.message);
@@ -245,8 +246,8 @@ async function confirmDrop() {
   $("drop-dialog").close();
   const h = dropEntry;
   try {
-    await forwardAction(h, "drop", reason);
-    toast("Dropped #" + h.id, true);
+    const r = await forwardAction(h, "drop", reason);
+    toast("Dropped #" + h.id + auditedAs(r), true);
     await Promise.all([loadOutbox(), loadForward()]);
   } catch (e) {
     toast("Drop #" + h.id + " failed: " + e.message);
