@@ -207,7 +207,9 @@ func (l LimitsConfig) check(ps *problems, f field) {
 	}
 }
 
-var routeName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+// routeName is a route's name: at most 64 bytes, as it is part of every
+// source's identity in the store (see the engine's maxSourceBytes).
+var routeName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 func checkRoutes(ps *problems, routes []Route) {
 	seen := map[string]int{}
@@ -220,7 +222,7 @@ func checkRoutes(ps *problems, routes []Route) {
 		case r.Name == "":
 			ps.add(f.dot("name"), "name is empty: every route needs a unique name")
 		case !routeName.MatchString(r.Name):
-			ps.add(f.dot("name"), "name %q may hold only letters, digits, '_', '.' and '-'", r.Name)
+			ps.add(f.dot("name"), "name %q may hold only letters, digits, '_', '.' and '-' (at most 64)", r.Name)
 		case dup:
 			ps.add(f.dot("name"), "name %q is already used by routes[%d]", r.Name, j)
 		default:

@@ -39,6 +39,14 @@ type value struct {
 // become store keys, which must stay small.
 const maxIdentityBytes = 1024
 
+// maxSourceBytes bounds a source's parts together: its window's key is all
+// of them with its route's name (at most maxRouteNameBytes) and a few bytes
+// of lengths, and a PostgreSQL index entry holds at most 2704 bytes.
+const (
+	maxSourceBytes    = 2 * maxIdentityBytes
+	maxRouteNameBytes = 64
+)
+
 // Delivery is a message after extraction and validation: everything decide
 // and the effects need, nothing more. It is one allocation a message, of
 // 704 bytes with the runtime's header: a field more moves it up a size
@@ -261,6 +269,7 @@ func (d *Delivery) identity(jr *jsonReader, topic string) error {
 		d.source = make([]string, 0, len(jr.source))
 	}
 	d.source = d.source[:len(jr.source)]
+	total := 0
 	for n, i := range jr.source {
 		v := d.vals[i]
 		switch v.kind {
@@ -269,11 +278,15 @@ func (d *Delivery) identity(jr *jsonReader, topic string) error {
 				return malformed("source field %s is %d bytes, over %d", r.paths[i].text, len(v.text), maxIdentityBytes)
 			}
 			d.source[n] = v.text
+			total += len(v.text)
 		case vAbsent:
 			return malformed("source field %s is missing", r.paths[i].text)
 		default:
 			return malformed("source field %s: want a string or number, got %s", r.paths[i].text, kindNames[v.kind])
 		}
+	}
+	if total > maxSourceBytes {
+		return malformed("the source fields are %d bytes together, over %d", total, maxSourceBytes)
 	}
 	if jr.sequence >= 0 {
 		s, err := sequenceOf(r.paths[jr.sequence].text, d.vals[jr.sequence])

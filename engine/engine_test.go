@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -159,6 +160,33 @@ func TestDecisionRules(t *testing.T) {
 				t.Fatalf("got %q, want %q", strings.Join(got, " "), c.want)
 			}
 		})
+	}
+}
+
+// TestSourceFieldsAreBoundedTogether: each source part may be 1 kB, and
+// all of them 2 kB: a longer source could not be a PostgreSQL index entry,
+// and would fail every batch it is in there.
+func TestSourceFieldsAreBoundedTogether(t *testing.T) {
+	route := engine.Route{Name: "units", Topic: "units/#", Source: []string{"agency", "unit", "crew"},
+		Sequence: "sequence", Effects: []engine.EffectSpec{{Entity: "unit/{sequence}", Set: map[string]string{"crew": "crew"}}}}
+	h := newHarness(t, engine.Options{Routes: []engine.Route{route}})
+	msg := func(crew string) engine.Message {
+		return engine.Message{Topic: "units/x", Payload: []byte(fmt.Sprintf(`{"agency":%q,"unit":%q,"crew":%q,"sequence":1}`,
+			strings.Repeat("a", 1024), strings.Repeat("u", 1023), crew))}
+	}
+	if d := h.feed(msg("c"))[0]; d.Outcome != engine.Applied {
+		t.Fatalf("a source of 2048 bytes in three parts: %s %q, want applied", d.Outcome, d.Reason)
+	}
+	over := msg("cc")
+	d := h.feed(over)[0]
+	if want := "the source fields are 2049 bytes together, over 2048"; d.Outcome != engine.Malformed || !strings.Contains(d.Reason, want) {
+		t.Fatalf("a source of 2049 bytes in three parts: %s %q, want malformed %q", d.Outcome, d.Reason, want)
+	}
+	assertHeld(t, h, d.Position, string(over.Payload))
+	route.Name = strings.Repeat("r", 65) // a route's name is part of each of its sources'
+	_, err := engine.New(t.Context(), memory.New(), engine.Options{Routes: []engine.Route{route}})
+	if !errors.Is(err, engine.ErrConfig) || !strings.Contains(err.Error(), "65 bytes, over 64") {
+		t.Fatalf("a route named with 65 bytes = %v, want ErrConfig", err)
 	}
 }
 

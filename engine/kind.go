@@ -232,6 +232,9 @@ const (
 // they become store keys, which must stay small.
 const MaxIdentityBytes = maxIdentityBytes
 
+// MaxSourceBytes bounds a source's parts together.
+const MaxSourceBytes = maxSourceBytes
+
 // kindsOf returns the route kinds by name: json and opts'.
 func kindsOf(opts []RouteKind) (map[string]RouteKind, error) {
 	m := map[string]RouteKind{KindJSON: jsonKind{}}

@@ -107,6 +107,9 @@ func compileRoute(r Route, kinds map[string]RouteKind, shared bool) (*route, err
 	if r.Name == "" {
 		return nil, fmt.Errorf("%w: a route has no name", ErrConfig)
 	}
+	if len(r.Name) > maxRouteNameBytes {
+		return nil, fmt.Errorf("%w: a route's name is %d bytes, over %d", ErrConfig, len(r.Name), maxRouteNameBytes)
+	}
 	if err := checkFilter(r.Topic); err != nil {
 		return nil, bad("topic: %v", err)
 	}

@@ -276,7 +276,9 @@ func (m *Member) write(b *engine.Batch) error {
 	for _, r := range b.Audit {
 		c.log.append(keepRecord(r))
 	}
-	c.head, g.chains[m.member] = head, c
+	if len(b.Audit) > 0 { // a batch without records starts no chain
+		c.head, g.chains[m.member] = head, c
+	}
 	for _, k := range b.Keys {
 		g.keys[k.Key] = k
 	}
