@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -91,6 +92,65 @@ func SourceReports(states []SourceState) []SourceReport {
 	}
 	sortReports(out)
 	return out
+}
+
+// StoredSources reports every source window store holds, sorted as
+// SourceReports sorts them: what `sources` prints of a store no engine
+// holds. It reads the windows one at a time where the store can scan them
+// (Capabilities.Scan or Rows), holding the reports only, else from one Load.
+func StoredSources(ctx context.Context, store Store) ([]SourceReport, error) {
+	sc := scannerOf(store)
+	if sc == nil {
+		snap, err := store.Load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return SourceReports(snap.Sources), nil
+	}
+	out := []SourceReport{}
+	err := sc.ScanSources(ctx, func(s SourceState) error {
+		out = append(out, sourceReport(&s))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortReports(out)
+	return out, nil
+}
+
+// ScanStoredEntities calls fn for each entity store holds, in name order,
+// until fn returns an error (which it returns): what `state` prints of a
+// store no engine holds. It reads them one at a time where the store can
+// scan them (Capabilities.Scan or Rows), else from one Load.
+func ScanStoredEntities(ctx context.Context, store Store, fn func(EntityState) error) error {
+	if sc := scannerOf(store); sc != nil {
+		return sc.ScanEntities(ctx, fn)
+	}
+	snap, err := store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(snap.Entities, func(a, b EntityState) int { return strings.Compare(a.Name, b.Name) })
+	for _, e := range snap.Entities {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scannerOf is what reads store's rows one at a time; nil when only Load
+// does.
+func scannerOf(store Store) RowScanner {
+	caps := store.Capabilities()
+	switch {
+	case caps.Scan != nil:
+		return caps.Scan
+	case caps.Rows != nil:
+		return caps.Rows
+	}
+	return nil
 }
 
 // sourceReport is the report of one source window.

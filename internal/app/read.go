@@ -1,10 +1,12 @@
 package app
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -30,11 +32,87 @@ func (t *Tool) State(ctx context.Context, asJSON bool) error {
 		return t.printState(state, asJSON)
 	}
 	defer a.Close()
-	snap, err := a.Snapshot(ctx)
+	if asJSON {
+		return t.streamStateJSON(ctx, a.Store)
+	}
+	tw := t.table()
+	n := 0
+	err = engine.ScanStoredEntities(ctx, a.Store, func(st engine.EntityState) error {
+		if n++; n%stateBlock == 0 {
+			if err := tw.Flush(); err != nil { // aligns the block so far
+				return err
+			}
+		}
+		return printEntity(tw, st.Name, engine.StateJSON([]engine.EntityState{st})[st.Name])
+	})
 	if err != nil {
 		return err
 	}
-	return t.printState(engine.StateJSON(snap.Entities), asJSON)
+	return tw.flush()
+}
+
+// stateBlock is how many entities `state` aligns at a time: a fleet's
+// are printed as they are read, not held.
+const stateBlock = 4096
+
+// table is a tabwriter onto t.Out through a buffer, whose flush writes
+// both: a fleet's lines are not a write each.
+type table struct {
+	*tabwriter.Writer
+	out *bufio.Writer
+}
+
+func (t *Tool) table() table {
+	out := bufio.NewWriter(t.Out)
+	return table{tabwriter.NewWriter(out, 0, 4, 2, ' ', 0), out}
+}
+
+func (tw table) flush() error {
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return tw.out.Flush()
+}
+
+// streamStateJSON prints every entity of store as one JSON object, as
+// writeJSON prints a map of them, reading one at a time.
+func (t *Tool) streamStateJSON(ctx context.Context, store engine.Store) error {
+	w := bufio.NewWriter(t.Out)
+	sep := "{\n"
+	err := engine.ScanStoredEntities(ctx, store, func(st engine.EntityState) error {
+		name, err := json.Marshal(st.Name)
+		if err != nil {
+			return err
+		}
+		fields, err := json.MarshalIndent(engine.StateJSON([]engine.EntityState{st})[st.Name], "  ", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s  %s: %s", sep, name, fields)
+		sep = ",\n"
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if sep == "{\n" {
+		w.WriteString("{}\n")
+	} else {
+		w.WriteString("\n}\n")
+	}
+	return w.Flush()
+}
+
+// printEntity prints one entity's line of `state`: its name and its
+// fields, sorted.
+func printEntity(w io.Writer, name string, state map[string]json.RawMessage) error {
+	fields := make([]string, 0, len(state))
+	for k, v := range state {
+		fields = append(fields, k+"="+string(v))
+	}
+	sort.Strings(fields)
+	_, err := fmt.Fprintf(w, "%s\t%s\n", name, strings.Join(fields, " "))
+	return err
 }
 
 func (t *Tool) printState(state map[string]map[string]json.RawMessage, asJSON bool) error {
@@ -46,16 +124,13 @@ func (t *Tool) printState(state map[string]map[string]json.RawMessage, asJSON bo
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	tw := tabwriter.NewWriter(t.Out, 0, 4, 2, ' ', 0)
+	tw := t.table()
 	for _, n := range names {
-		fields := make([]string, 0, len(state[n]))
-		for k, v := range state[n] {
-			fields = append(fields, k+"="+string(v))
+		if err := printEntity(tw, n, state[n]); err != nil {
+			return err
 		}
-		sort.Strings(fields)
-		fmt.Fprintf(tw, "%s\t%s\n", n, strings.Join(fields, " "))
 	}
-	return tw.Flush()
+	return tw.flush()
 }
 
 // Sources prints every source's window (epoch, high-water, open gaps and
@@ -74,18 +149,18 @@ func (t *Tool) Sources(ctx context.Context, asJSON bool) error {
 		return t.printSources(reps, asJSON)
 	}
 	defer a.Close()
-	snap, err := a.Snapshot(ctx)
+	reps, err := engine.StoredSources(ctx, a.Store)
 	if err != nil {
 		return err
 	}
-	return t.printSources(engine.SourceReports(snap.Sources), asJSON)
+	return t.printSources(reps, asJSON)
 }
 
 func (t *Tool) printSources(reps []engine.SourceReport, asJSON bool) error {
 	if asJSON {
 		return t.writeJSON(reps)
 	}
-	tw := tabwriter.NewWriter(t.Out, 0, 4, 2, ' ', 0)
+	tw := t.table()
 	sessions := slices.ContainsFunc(reps, func(r engine.SourceReport) bool { return r.Sparkplug != nil })
 	feeds := slices.ContainsFunc(reps, func(r engine.SourceReport) bool { return r.Feed != "" })
 	fmt.Fprint(tw, "ROUTE\tSOURCE\tEPOCH\tHIGH\tOPEN GAPS")
@@ -106,7 +181,7 @@ func (t *Tool) printSources(reps []engine.SourceReport, asJSON bool) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	return tw.Flush()
+	return tw.flush()
 }
 
 // sessionText describes a Sparkplug edge's session: online or offline,
