@@ -6,6 +6,7 @@ import "time"
 const (
 	DefaultStoreKind      = "embedded"
 	DefaultStorePath      = "./replayguard-data"
+	DefaultCachedRows     = 100_000 // engine.DefaultCachedRows
 	DefaultJournalPath    = "./replayguard-journal"
 	DefaultJournalRetain  = Duration(15 * time.Minute)
 	DefaultCommitTimeout  = Duration(30 * time.Second)
@@ -85,8 +86,8 @@ type StoreConfig struct {
 	Path string `yaml:"path,omitempty"`
 	// CachedRows bounds the sources and entities the engine keeps in
 	// memory on the embedded store, which reads the others as batches
-	// need them. Default 100000 (engine.DefaultCachedRows); kind embedded
-	// only.
+	// need them. Default 100000 (engine.DefaultCachedRows too); kind
+	// embedded only.
 	CachedRows int `yaml:"cached_rows,omitempty"`
 	// URL locates the redis or postgres server. No default; required for
 	// those kinds.
@@ -95,6 +96,9 @@ type StoreConfig struct {
 	// store (redis, postgres): it names the member's audit chain and the
 	// lease that keeps a second process off it. Default mqtt.client_id for
 	// run (jetstream.consumer with input jetstream); ingest and the other commands name one of their own.
+	// As the default is the command's, Marshal (config print) leaves an
+	// unset member out: the printed configuration given to ingest must not
+	// make it take run's member id.
 	Member string `yaml:"member,omitempty"`
 	// Schema is the PostgreSQL schema holding the store's tables, created
 	// at start. Default replayguard; kind postgres only.
@@ -418,6 +422,7 @@ func (c *Config) SetDefaults() {
 	switch c.Store.Kind {
 	case StoreEmbedded:
 		setString(&c.Store.Path, DefaultStorePath)
+		setInt(&c.Store.CachedRows, DefaultCachedRows)
 	case StorePostgres:
 		setString(&c.Store.Schema, DefaultStoreSchema)
 	case StoreRedis:

@@ -34,9 +34,12 @@
 //
 // ValidateRun adds what replayguard run needs on top: a fixed MQTT client id
 // (a persistent session is lost with an empty or generated one) and at
-// least one route. Warnings lists valid settings that risk losing or
-// doubling messages. Marshal writes the effective configuration, defaults
-// included, for replayguard config print; Parse reads it back unchanged.
+// least one route. LoadRun (or ParseRun) is Load with those checks too,
+// their problems listed with the file's and given their lines. Warnings
+// lists valid settings that risk losing or doubling messages. Marshal
+// writes the effective configuration, defaults included, for replayguard
+// config print; Parse reads it back unchanged but for the secrets it
+// redacts.
 //
 // # Environment overrides
 //
@@ -57,7 +60,8 @@
 //
 // The configuration names the environment variable or file that carries a
 // password or token, and this package reads neither. Store and broker URLs
-// are redacted by Marshal and in messages.
+// are redacted by Marshal and in messages; Marshal also redacts the token
+// of a webhook or NATS URL and the value of every audit sink header.
 //
 // # Paths and templates
 //

@@ -17,6 +17,7 @@ func TestGivenZerosOfOtherSettingsAreRefused(t *testing.T) {
 		{shared + "journal: {retention: 0s}}\n", "store.journal.retention"},
 		{"outputs: {webhook: {timeout: 0s}}\n", "outputs.webhook.timeout"},
 		{"outputs: {webhook: {max_backoff: 0s}}\n", "outputs.webhook.max_backoff"},
+		{"store: {kind: embedded, cached_rows: 0}\n", "store.cached_rows"},
 	} {
 		got := problemsOf(t, tc.file)
 		if len(got) != 1 || !strings.HasPrefix(got[0], tc.key+": ") || !strings.Contains(got[0], "is 0") {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -11,41 +12,18 @@ import (
 )
 
 // Marshal returns the effective configuration as YAML, every default filled
-// in, for replayguard config print. c itself is not changed. Parse reads the
-// output back to an equal Config, except that a password in a URL reads back
-// as "xxxxx". Secrets never appear: the configuration holds only the names of
-// the variables and files that carry them, and a store, broker or webhook URL
-// with a password is shown redacted.
+// in but store.member (whose default depends on the command: see
+// StoreConfig.Member), for replayguard config print. c itself is not
+// changed. Parse reads the output back to an equal Config, except that a
+// secret reads back as "xxxxx". Secrets never appear: the configuration
+// holds only the names of the variables and files that carry most of them;
+// a password in a store, broker, webhook or NATS URL, the user of a webhook
+// or NATS URL without a password (a token), and the value of every header
+// of an audit sink are shown redacted.
 func (c *Config) Marshal() ([]byte, error) {
 	d := c.clone()
 	d.SetDefaults()
-	d.Store.URL = redactURL(d.Store.URL)
-	for i, b := range d.MQTT.Brokers {
-		d.MQTT.Brokers[i] = redactURL(b)
-	}
-	for _, f := range d.MQTT.Feeds {
-		for i, b := range f.Brokers {
-			f.Brokers[i] = redactURL(b)
-		}
-	}
-	if o := d.Outputs.MQTT; o != nil {
-		for i, b := range o.Brokers {
-			o.Brokers[i] = redactURL(b)
-		}
-	}
-	if o := d.Outputs.NATS; o != nil {
-		o.URL = redactURL(o.URL)
-	}
-	if j := d.JetStream; j != nil {
-		j.URL = redactURL(j.URL)
-	}
-	for _, r := range d.Routes {
-		for _, e := range r.Effects {
-			if e.Forward != nil && e.Forward.Webhook != "" {
-				e.Forward.Webhook = redactTemplateURL(e.Forward.Webhook)
-			}
-		}
-	}
+	d.redact()
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -57,6 +35,47 @@ func (c *Config) Marshal() ([]byte, error) {
 	}
 	return []byte(escapeDollars(buf.String())), nil
 }
+
+// redact replaces the secrets of c, a clone, with "xxxxx".
+func (c *Config) redact() {
+	c.Store.URL = redactURL(c.Store.URL)
+	for i, b := range c.MQTT.Brokers {
+		c.MQTT.Brokers[i] = redactURL(b)
+	}
+	for _, f := range c.MQTT.Feeds {
+		for i, b := range f.Brokers {
+			f.Brokers[i] = redactURL(b)
+		}
+	}
+	if o := c.Outputs.MQTT; o != nil {
+		for i, b := range o.Brokers {
+			o.Brokers[i] = redactURL(b)
+		}
+	}
+	if o := c.Outputs.NATS; o != nil {
+		o.URL = redactNATSURL(o.URL)
+	}
+	if j := c.JetStream; j != nil {
+		j.URL = redactNATSURL(j.URL)
+	}
+	for _, r := range c.Routes {
+		for _, e := range r.Effects {
+			if e.Forward != nil && e.Forward.Webhook != "" {
+				e.Forward.Webhook = redactTemplateURL(e.Forward.Webhook)
+			}
+		}
+	}
+	// A sink's headers carry its credentials (an API key, an
+	// Authorization): their names show, their values never.
+	for _, s := range c.Audit.Sinks {
+		for k := range s.Headers {
+			s.Headers[k] = redacted
+		}
+	}
+}
+
+// redacted stands in for a secret in the printed configuration.
+const redacted = "xxxxx"
 
 // clone copies c deeply enough that SetDefaults and redaction on the copy
 // leave c alone.
@@ -100,14 +119,18 @@ func (c *Config) clone() *Config {
 		d.Outputs.NATS = &n
 	}
 	d.JetStream = c.JetStream.clone()
+	d.Audit.Sinks = slices.Clone(c.Audit.Sinks)
+	for i, s := range d.Audit.Sinks {
+		d.Audit.Sinks[i].Headers = maps.Clone(s.Headers)
+	}
 	return &d
 }
 
 var dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
-// redactURL hides the password of a URL or of a key=value connection string.
 // redactTemplateURL hides the password of a URL template's user
-// information and leaves the rest as written: a template's {field} in the
+// information, or the whole of it when it has no password (a token given as
+// the user), and leaves the rest as written: a template's {field} in the
 // path would come back escaped from url.URL.
 func redactTemplateURL(s string) string {
 	i := strings.Index(s, "://")
@@ -124,11 +147,38 @@ func redactTemplateURL(s string) string {
 	}
 	user, _, hasPass := strings.Cut(auth[:at], ":")
 	if !hasPass {
-		return s
+		return s[:i+3] + redacted + s[i+3+at:]
 	}
-	return s[:i+3] + user + ":xxxxx" + s[i+3+at:]
+	return s[:i+3] + user + ":" + redacted + s[i+3+at:]
 }
 
+// redactNATSURL hides the credentials of each URL of a comma-separated
+// list of NATS servers: a password, or a user without one, which NATS
+// takes for a token.
+func redactNATSURL(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err != nil:
+			parts[i] = redactBroker(p)
+		case u.User == nil:
+		case hasPassword(u.User):
+			parts[i] = u.Redacted()
+		default:
+			u.User = url.User(redacted)
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func hasPassword(u *url.Userinfo) bool {
+	_, ok := u.Password()
+	return ok
+}
+
+// redactURL hides the password of a URL or of a key=value connection string.
 func redactURL(s string) string {
 	if s == "" {
 		return s

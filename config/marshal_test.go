@@ -97,19 +97,65 @@ audit: {archive: /var/lib/replayguard-archive}
 		}
 		for _, want := range []string{"kind: embedded", "path: ./replayguard-data", "ttl: 2h", "max_entries: 1000000",
 			"sequence_span: 4096", "keep_epochs: 2", "max_payload: 256KiB", "- tcp://127.0.0.1:1883", "session_expiry: 1h",
-			"keep_alive: 30s", "batch_size: 256", "batch_linger: 1ms", "receive_maximum: 1024", "listen: 127.0.0.1:9780"} {
+			"keep_alive: 30s", "batch_size: 256", "batch_linger: 1ms", "receive_maximum: 1024", "listen: 127.0.0.1:9780",
+			"cached_rows: 100000"} {
 			if !strings.Contains(string(out), want+"\n") {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
 		}
 	})
 	t.Run("Marshal sets defaults on a copy", func(t *testing.T) {
-		c := &Config{Routes: []Route{{Name: "r"}}}
+		c := &Config{Routes: []Route{{Name: "r"}}, Audit: AuditConfig{Sinks: []SinkConfig{{Name: "o", Kind: SinkOTLP, Headers: map[string]string{"X-Api-Key": "k"}}}}}
 		if _, err := c.Marshal(); err != nil {
 			t.Fatal(err)
 		}
-		if c.Store.Kind != "" || c.Routes[0].QoS != nil {
+		if s := c.Audit.Sinks[0]; c.Store.Kind != "" || c.Routes[0].QoS != nil || s.Timeout != 0 || s.Headers["X-Api-Key"] != "k" {
 			t.Fatalf("Marshal changed its receiver: %+v", c)
+		}
+	})
+	t.Run("a member left unset stays out: its default is the command's", func(t *testing.T) {
+		c, err := Parse([]byte("store: {kind: redis, url: 'redis://r:6379'}\nmqtt: {client_id: rg-1}\n"), "in.yaml", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "member:") {
+			t.Errorf("the output names a member:\n%s", out)
+		}
+	})
+	t.Run("a sink's header values are redacted, their names shown", func(t *testing.T) {
+		env := map[string]string{"OTLP_KEY": "k3y-s3cret"}
+		c, err := Parse([]byte(`audit: {sinks: [{name: o, kind: otlp, endpoint: "http://c:4318/v1/logs", headers: {X-Api-Key: "${OTLP_KEY}", Authorization: "Bearer ${OTLP_KEY}"}}]}`),
+			"in.yaml", func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "s3cret") || !strings.Contains(string(out), "X-Api-Key: xxxxx\n") || !strings.Contains(string(out), "Authorization: xxxxx\n") {
+			t.Errorf("a header value shows, or a name is missing:\n%s", out)
+		}
+		if c.Audit.Sinks[0].Headers["X-Api-Key"] != "k3y-s3cret" {
+			t.Errorf("Marshal changed its receiver's headers: %v", c.Audit.Sinks[0].Headers)
+		}
+	})
+	t.Run("a token given as a URL's user is redacted", func(t *testing.T) {
+		c := Default()
+		c.Routes = []Route{{Name: "r", Topic: "a/#", Source: []string{"s"}, ID: "id",
+			Effects: []Effect{{Forward: &Forward{Webhook: "https://s3cret@hooks.example/units/{unit}"}}, {Forward: &Forward{NATS: "units"}}}}}
+		c.Outputs.NATS = &OutputNATSConfig{URL: "nats://s3cret@n1:4222,nats://rg:s3cret@n2:4222"}
+		out, err := c.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "s3cret") || !strings.Contains(string(out), "https://xxxxx@hooks.example/units/{unit}") ||
+			!strings.Contains(string(out), "nats://xxxxx@n1:4222,nats://rg:xxxxx@n2:4222") {
+			t.Errorf("a token shows:\n%s", out)
 		}
 	})
 	t.Run("passwords in URLs are redacted", func(t *testing.T) {

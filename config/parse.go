@@ -17,11 +17,22 @@ import (
 // strictly parsed, overridden from the environment, defaulted and validated
 // (see Parse). A problem with the contents is a *ValidationError.
 func Load(path string) (*Config, error) {
+	return load(path, false)
+}
+
+// LoadRun is Load for replayguard run and lint: what ValidateRun checks is
+// checked with the rest, and its problems are listed with the file's, each
+// with the line of its setting (or of the section that lacks it).
+func LoadRun(path string) (*Config, error) {
+	return load(path, true)
+}
+
+func load(path string, run bool) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data, path, os.LookupEnv)
+	return parse(data, path, os.LookupEnv, run)
 }
 
 // Parse is Load on data already read; name is used in messages. getenv looks
@@ -29,6 +40,17 @@ func Load(path string) (*Config, error) {
 // environment. Parse returns nil and a *ValidationError listing every
 // problem, or a valid configuration with defaults set.
 func Parse(data []byte, name string, getenv func(string) (string, bool)) (*Config, error) {
+	return parse(data, name, getenv, false)
+}
+
+// ParseRun is LoadRun on data already read, as Parse is Load.
+func ParseRun(data []byte, name string, getenv func(string) (string, bool)) (*Config, error) {
+	return parse(data, name, getenv, true)
+}
+
+// parse does Parse, and with run ValidateRun's checks too, before problems
+// about settings that could not be decoded are dropped.
+func parse(data []byte, name string, getenv func(string) (string, bool), run bool) (*Config, error) {
 	if getenv == nil {
 		getenv = func(string) (string, bool) { return "", false }
 	}
@@ -57,6 +79,9 @@ func Parse(data []byte, name string, getenv func(string) (string, bool)) (*Confi
 	c.checkGivenZeros(ps, given)
 	c.SetDefaults()
 	c.check(ps)
+	if run {
+		c.checkRun(ps)
+	}
 	ps.dropAfter(decoded)
 	if err := ps.err(name); err != nil {
 		return nil, err
@@ -211,6 +236,13 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 		// the same way: a 0 written for them would be replaced unseen.
 		{"store.commit_timeout", c.Store.CommitTimeout == 0, DefaultCommitTimeout},
 		{"store.journal.retention", c.Store.Journal.Retention == 0, DefaultJournalRetain},
+	}
+	if c.Store.Kind == StoreEmbedded {
+		zeros = append(zeros, struct {
+			key  string
+			zero bool
+			def  any
+		}{"store.cached_rows", c.Store.CachedRows == 0, DefaultCachedRows})
 	}
 	if w := c.Outputs.Webhook; w != nil {
 		zeros = append(zeros, []struct {

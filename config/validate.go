@@ -23,7 +23,9 @@ func (c *Config) Validate() error {
 
 // ValidateRun is Validate plus what replayguard run needs on top: a fixed
 // MQTT client id and at least one route. Commands that do not consume from
-// MQTT (ingest, state, audit, ...) need only Validate.
+// MQTT (ingest, state, audit, ...) need only Validate. Its problems name no
+// line: LoadRun and ParseRun check the same with the file's settings and
+// give each problem its line.
 func (c *Config) ValidateRun() error {
 	ps := &problems{}
 	c.check(ps)

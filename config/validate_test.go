@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -370,6 +371,53 @@ func TestValidateRun(t *testing.T) {
 		err := c.ValidateRun()
 		if err == nil || err.Error() != "routes: no routes: run needs at least one route to subscribe to" {
 			t.Fatalf("ValidateRun: %v", err)
+		}
+	})
+}
+
+func TestParseRun(t *testing.T) {
+	forward := "store: {kind: memory}\n" + route(ok, "effects: [{forward: {topic: \"out/{topic}\"}}]")
+	tests := []struct {
+		name string
+		file string
+		env  map[string]string
+		want []string
+	}{
+		{"run's problems are listed with the file's, each with its line",
+			strings.Replace(forward, "    source:", "    colour: blue\n    source:", 1) + "mqtt:\n  brokers: [tcp://127.0.0.1:1883]\n",
+			nil, []string{
+				`f.yaml:5: routes[0] (r): unknown key "colour"; known keys: effects, epoch, id, kind, name, qos, sequence, source, topic`,
+				"f.yaml:9: mqtt.client_id: client_id is empty: a persistent session needs a fixed client id, like replayguard-1 (or set REPLAYGUARD_MQTT_CLIENT_ID)",
+			}},
+		{"a setting the file lacks, in a section it lacks, names the file alone", "store: {kind: memory}\n", nil, []string{
+			"f.yaml: routes: no routes: run needs at least one route to subscribe to",
+			"f.yaml: mqtt.client_id: client_id is empty: a persistent session needs a fixed client id, like replayguard-1 (or set REPLAYGUARD_MQTT_CLIENT_ID)",
+		}},
+		{"a client id written in the file is refused on its own line", forward + "mqtt:\n  brokers: [tcp://127.0.0.1:1883]\n  client_id: rg-%d\n", nil, []string{
+			`f.yaml:10: mqtt.client_id: client_id "rg-%d" holds an unexpanded placeholder: write ${VAR} to take it from the environment`,
+		}},
+		{"a client id from the environment names its variable", forward, map[string]string{"REPLAYGUARD_MQTT_CLIENT_ID": "rg-$HOSTNAME"}, []string{
+			`f.yaml: mqtt.client_id: client_id "rg-$HOSTNAME" holds an unexpanded placeholder: write ${VAR} to take it from the environment (set by REPLAYGUARD_MQTT_CLIENT_ID)`,
+		}},
+		{"a client id that could not be read is not reported again as empty", forward + "mqtt: {client_id: [a]}\n", nil, []string{
+			"f.yaml:8: mqtt.client_id: want a string, got a list",
+		}},
+		{"a feed without a client id is refused on its feed's line", forward + "mqtt:\n  feeds:\n    - {name: a, brokers: [tcp://h:1883]}\n", nil, []string{
+			"f.yaml:10: mqtt.feeds[0].client_id: client_id is empty: a persistent session needs a fixed client id, like replayguard-1 (or set REPLAYGUARD_MQTT_CLIENT_ID)",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			_, err := ParseRun([]byte(tt.file), "f.yaml", getenv)
+			if got, want := fmt.Sprint(err), strings.Join(tt.want, "\n"); got != want {
+				t.Errorf("ParseRun:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+	t.Run("Parse leaves run's checks to ParseRun", func(t *testing.T) {
+		if _, err := Parse([]byte("store: {kind: memory}\n"), "f.yaml", nil); err != nil {
+			t.Fatalf("Parse: %v", err)
 		}
 	})
 }

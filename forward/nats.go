@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,14 +128,14 @@ func (n *NATS) connect() (*nats.Conn, jetstream.JetStream, error) {
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			n.log.Warn("forward: nats connection lost; reconnecting", "err", err)
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("forward: nats reconnected", "server", c.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("forward: nats reconnected", "server", redactServers(c.ConnectedUrl())) }),
 	}
 	if n.opts.TLS != nil {
 		opts = append(opts, nats.Secure(n.opts.TLS))
 	}
 	nc, err := nats.Connect(n.opts.URL, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("nats connect %s: %w", n.opts.URL, err)
+		return nil, nil, fmt.Errorf("nats connect %s: %w", redactServers(n.opts.URL), err)
 	}
 	// The client's own bound on publishes awaiting PubAcks (4,000) stays
 	// above the window, with room for a window a cancelled Deliver left.
@@ -144,6 +146,23 @@ func (n *NATS) connect() (*nats.Conn, jetstream.JetStream, error) {
 	}
 	n.nc, n.js = nc, js
 	return nc, js, nil
+}
+
+// redactServers returns a comma-separated list of NATS server URLs as a log
+// line or an error shows it: the user information of each URL, a user and
+// password or a token given as the user, replaced with xxxxx.
+func redactServers(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		switch u, err := url.Parse(strings.TrimSpace(p)); {
+		case err != nil && strings.Contains(p, "@"):
+			parts[i] = "(an unparsable URL)"
+		case err == nil && u.User != nil:
+			u.User = url.User("xxxxx")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Deliver implements Output: it writes a window of entries (the first

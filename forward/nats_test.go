@@ -271,3 +271,21 @@ func TestTwoForwardsOfOneMessageIntoOneStreamAreBothStored(t *testing.T) {
 		t.Fatalf("the stream holds %d messages, want both forwards' copies once each", info.State.Msgs)
 	}
 }
+
+// TestNATSNamesAnUnreachableServerWithoutItsCredentials: the error of a
+// failed connect reaches the log and the forward status of the API, so the
+// password or token of the server's URL is left out of it.
+func TestNATSNamesAnUnreachableServerWithoutItsCredentials(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
+	for _, u := range []string{"nats://rg:s3cret@" + addr, "nats://s3cret@" + addr} {
+		out, err := forward.NewNATS(forward.NATSOptions{URL: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = out.Deliver(context.Background(), []engine.OutboxEntry{{Target: "clean.s", Payload: []byte(`{}`)}})
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "nats://xxxxx@"+addr) {
+			t.Errorf("%s: Deliver: %v; want an error naming nats://xxxxx@%s", u, err, addr)
+		}
+		out.Close()
+	}
+}

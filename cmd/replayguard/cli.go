@@ -168,14 +168,19 @@ func (e *env) loadConfig(path string) error {
 			path = "replayguard.yaml"
 		}
 	}
+	verb := e.flags.Name()
+	forRun := verb == "lint" || verb == "run"
 	var err error
-	if path == "" {
-		if verb := e.flags.Name(); verb == "lint" || verb == "run" {
-			return fmt.Errorf("no configuration: give --config FILE, set REPLAYGUARD_CONFIG, or create ./replayguard.yaml")
-		}
+	switch {
+	case path == "" && forRun:
+		return fmt.Errorf("no configuration: give --config FILE, set REPLAYGUARD_CONFIG, or create ./replayguard.yaml")
+	case path == "":
 		e.cfgSrc = "(defaults)"
 		e.cfg, err = config.Parse(nil, e.cfgSrc, os.LookupEnv)
-	} else {
+	case forRun: // what run needs is listed with the file's problems, with their lines
+		e.cfgSrc = path
+		e.cfg, err = config.LoadRun(path)
+	default:
 		e.cfgSrc = path
 		e.cfg, err = config.Load(path)
 	}

@@ -93,3 +93,43 @@ func TestLintChecksSQLAgainstTheDatabase(t *testing.T) {
 		t.Logf("%s", out)
 	})
 }
+
+func TestLintListsRunProblemsWithTheFiles(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
+	if err := os.WriteFile(cfg, []byte(`store: {kind: memory}
+routes:
+  - name: meters
+    topic: plant/+/energy
+    colour: blue
+    source: ["topic[1]"]
+    id: msgId
+    effects:
+      - forward: {topic: "out/{topic}"}
+mqtt:
+  brokers: [tcp://127.0.0.1:1883]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		cfg + `:5: routes[0] (meters): unknown key "colour"; known keys: effects, epoch, id, kind, name, qos, sequence, source, topic`,
+		cfg + ":10: mqtt.client_id: client_id is empty: a persistent session needs a fixed client id, like replayguard-1 (or set REPLAYGUARD_MQTT_CLIENT_ID)",
+	}
+	for _, verb := range []string{"lint", "run"} {
+		t.Run(verb+" lists both, each with its line", func(t *testing.T) {
+			_, errs, code := cli(t, "", verb, "-c", cfg)
+			if code != 1 || strings.TrimSpace(errs) != "replayguard "+verb+": "+strings.Join(want, "\n") {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, errs, strings.Join(want, "\n"))
+			}
+		})
+	}
+	t.Run("run's problem alone has its line too", func(t *testing.T) {
+		b, _ := os.ReadFile(cfg)
+		if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), "    colour: blue\n", "", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := "replayguard lint: " + cfg + ":9: mqtt.client_id: client_id is empty: a persistent session needs a fixed client id, like replayguard-1 (or set REPLAYGUARD_MQTT_CLIENT_ID)"
+		if _, errs, code := cli(t, "", "lint", "-c", cfg); code != 1 || strings.TrimSpace(errs) != want {
+			t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, errs, want)
+		}
+	})
+}

@@ -91,4 +91,8 @@ func TestEngineOptionsCarryCachedRows(t *testing.T) {
 	if got := EngineOptions(cfg).CachedRows; got != 2500 {
 		t.Errorf("CachedRows = %d, want 2500", got)
 	}
+	// config print shows the configuration's default: the engine's own.
+	if config.DefaultCachedRows != engine.DefaultCachedRows {
+		t.Errorf("config.DefaultCachedRows %d, engine.DefaultCachedRows %d", config.DefaultCachedRows, engine.DefaultCachedRows)
+	}
 }

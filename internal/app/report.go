@@ -134,7 +134,10 @@ func writeReport(w io.Writer, rep *report.Report, format string) error {
 }
 
 // configDigest is the SHA-256 of the configuration as `config print`
-// renders it.
+// renders it, secrets redacted: a reviewer checks it against config print
+// without them, and a report that is passed around never lets a secret be
+// guessed from its digest. A changed secret, as a changed URL password,
+// leaves the digest as it was.
 func configDigest(cfg *config.Config) (string, error) {
 	b, err := cfg.Marshal()
 	if err != nil {
