@@ -135,14 +135,15 @@ func (d *demo) failOver(ctx context.Context) error {
 	if d.standby, err = d.startBroker("standby"); err != nil { // on the checkpoint's copy
 		return err
 	}
+	standby := d.links[1].URL()
+	resends := []resend{d.naiveResend(d.standby, standby), d.guardResend(d.standby, standby)} // before the link is up
 	d.links[1].connect(d.standby.addr)
 	d.out.say("standby promoted at %s from the checkpoint; the consumers fail over to it", d.standby.URL())
 	d.out.more("its sessions still hold %ss the consumers have applied and acknowledged since", d.story.noun)
-	standby := d.links[1].URL()
 	if err := d.waitOn(ctx, standby, "reconnect to the standby"); err != nil {
 		return err
 	}
-	if err := d.waitQuiet(ctx); err != nil {
+	if err := d.waitResent(ctx, resends...); err != nil {
 		return err
 	}
 	n, g := d.naiveT.from(standby), d.guardT.from(standby)

@@ -90,6 +90,20 @@ func (b *broker) online(clientIDs ...string) bool {
 	return false
 }
 
+// inflight is how many messages the broker holds unacknowledged in a
+// client's session.
+func (b *broker) inflight(clientID string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.srv == nil {
+		return 0
+	}
+	if cl, ok := b.srv.Clients.Get(clientID); ok {
+		return cl.State.Inflight.Len()
+	}
+	return 0
+}
+
 // close stops the broker cleanly: connected clients get a DISCONNECT, the
 // store is flushed and closed. Its sessions stay in dir.
 func (b *broker) close() {

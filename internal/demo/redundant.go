@@ -141,20 +141,6 @@ func redundantSummary(d *demo, res *result) {
 	}
 }
 
-// inflight is how many messages the broker holds unacknowledged in a
-// client's session.
-func (b *broker) inflight(clientID string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.srv == nil {
-		return 0
-	}
-	if cl, ok := b.srv.Clients.Get(clientID); ok {
-		return cl.State.Inflight.Len()
-	}
-	return 0
-}
-
 // bothPaths is nil when replayguard's audit records name both feeds: it
 // consumed both paths.
 func (r *result) bothPaths() error {

@@ -119,13 +119,14 @@ func (d *demo) sendAndWait(ctx context.Context, p *publisher, m feedMsg, handled
 // consumer fails over to b, its old session there resending what it
 // applied; replayguard goes on, on feed b.
 func (d *demo) pathAFails(ctx context.Context) error {
+	a, b := d.links[0].URL(), d.links[1].URL()
+	resend := d.naiveResend(d.pathB, b) // before the naive consumer takes its session there up
 	d.primary.fail()
 	d.out.say("the primary of path a fails: listener and connections cut, no DISCONNECT; path a has no standby")
-	a, b := d.links[0].URL(), d.links[1].URL()
 	if err := d.wait(ctx, "the naive consumer to fail over to path b", func() bool { return d.naiveT.on(b) }); err != nil {
 		return err
 	}
-	if err := d.waitQuiet(ctx); err != nil {
+	if err := d.waitResent(ctx, resend); err != nil {
 		return err
 	}
 	n := d.naiveT.from(b)

@@ -122,10 +122,52 @@ func (d *demo) waitHandled(ctx context.Context, msgs []feedMsg, what string) err
 }
 
 // waitQuiet waits until neither consumer has anything in hand nor received
-// anything for a moment: the brokers have resent all they had to.
+// anything for a moment. It cannot tell a resend still to come from none:
+// after a failover, waitResent waits for what the sessions held.
 func (d *demo) waitQuiet(ctx context.Context) error {
 	settle := d.settle()
 	return d.wait(ctx, "the deliveries to settle", func() bool { return d.naiveT.quiet(settle) && d.guardT.quiet(settle) })
+}
+
+// resend is what a consumer will have handled from a broker once the
+// broker has resent what the consumer's session there holds, as it does
+// when the consumer takes the session up.
+type resend struct {
+	who    string // "the naive consumer"
+	tally  *tally
+	broker string // the URL the consumer reaches the broker at
+	want   int    // deliveries from broker: those before, and each one held
+}
+
+// naiveResend reads what b holds in the naive consumer's session; the
+// consumer reaches b at url. It is read before the consumer can reach b:
+// once the consumer takes the session up, b resends and acknowledgements
+// empty it.
+func (d *demo) naiveResend(b *broker, url string) resend {
+	return resend{who: "the naive consumer", tally: d.naiveT, broker: url,
+		want: d.naiveT.from(url).deliveries + b.inflight(naiveClientID)}
+}
+
+// guardResend reads what b holds in replayguard's session, as naiveResend
+// does; its deliveries count once decided and committed.
+func (d *demo) guardResend(b *broker, url string) resend {
+	return resend{who: "replayguard", tally: d.guardT, broker: url,
+		want: d.guardT.from(url).deliveries + b.inflight(d.guard.clientID())}
+}
+
+// waitResent waits until each consumer has handled what its session held
+// on the broker. Waiting for quiet would not do: a consumer whose session
+// is found counts as subscribed before the broker resends a thing, and
+// nothing had arrived for longer than the settling time.
+func (d *demo) waitResent(ctx context.Context, resends ...resend) error {
+	for _, r := range resends {
+		what := fmt.Sprintf("%s to handle %s from %s, the resend of its session there included",
+			r.who, plural(r.want, d.story.noun), r.broker)
+		if err := d.wait(ctx, what, func() bool { return r.tally.from(r.broker).deliveries >= r.want }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitClean waits until the dispatch board received every report at least
