@@ -1,0 +1,82 @@
+package main
+
+import (
+	"flag"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// A flag as a help line writes it: "--batch", "-o", after a space, "[",
+// "(" or "|".
+var helpFlag = regexp.MustCompile(`(?:^|[\s\[(|])--?([a-z][a-z0-9-]*)`)
+
+// Each command's line in `replayguard help` names every flag the command
+// defines, and no flag it does not: the help cannot fall behind a flag
+// added to a command, nor promise one the command refuses.
+func TestTheHelpLineOfEachCommandNamesItsFlags(t *testing.T) {
+	out, errs, code := cli(t, "", "help")
+	if code != exitOK {
+		t.Fatalf("help: exit %d\n%s", code, errs)
+	}
+	lines := helpLines(out)
+	var verbs []string
+	for verb := range commands {
+		verbs = append(verbs, verb)
+	}
+	sort.Strings(verbs)
+	for _, verb := range verbs {
+		t.Run("the help line of "+verb+" names its flags", func(t *testing.T) {
+			fs := flag.NewFlagSet(verb, flag.ContinueOnError)
+			if f := commands[verb].flags; f != nil {
+				f(fs)
+			}
+			named := map[string]bool{}
+			for _, m := range helpFlag.FindAllStringSubmatch(lines[verb], -1) {
+				named[m[1]] = true
+			}
+			fs.VisitAll(func(f *flag.Flag) {
+				if !named[f.Name] {
+					t.Errorf("%s defines --%s, which its help line lacks: %q", verb, f.Name, lines[verb])
+				}
+			})
+			for name := range named {
+				if fs.Lookup(name) == nil && !slices.Contains([]string{"config", "c", "log-level"}, name) {
+					t.Errorf("%s's help line names --%s, which %s does not take: %q", verb, name, verb, lines[verb])
+				}
+			}
+		})
+	}
+}
+
+// --token-name chooses the token sent to a running daemon's API by every
+// action of quarantine, outbox and store, their lists and loss included:
+// the help sets it after the actions, not beside the writes alone.
+func TestTheHelpPutsTokenNameAfterEveryActionThatTakesIt(t *testing.T) {
+	out, _, _ := cli(t, "", "help")
+	lines := helpLines(out)
+	for _, verb := range []string{"quarantine", "outbox", "store"} {
+		line := lines[verb]
+		actions, ok := strings.CutSuffix(line, ") [--token-name NAME]")
+		if !strings.HasPrefix(line, "(") || !ok || strings.Contains(actions, "token-name") {
+			t.Errorf("help for %s: %q, want (ACTIONS) [--token-name NAME]", verb, line)
+		}
+	}
+}
+
+// helpLines maps each command to the arguments its help line shows after
+// "replayguard VERB".
+func helpLines(help string) map[string]string {
+	lines := map[string]string{}
+	for _, l := range strings.Split(help, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), "replayguard ")
+		if !ok {
+			continue
+		}
+		verb, args, _ := strings.Cut(rest, " ")
+		lines[verb] = args
+	}
+	return lines
+}
