@@ -1,5 +1,7 @@
 package postgres
 
+import "context"
+
 // SchemaVersion is the newest schema layout this build knows.
 var SchemaVersion = schemaVersion
 
@@ -39,3 +41,10 @@ func ResetPool(s *Store) { s.pool.Reset() }
 // AnalyzeAfter is how many keys a new group's table holds when Prune
 // analyzes it.
 const AnalyzeAfter = analyzeAfter
+
+// Renew renews s's lease once, as its renewal task does, also when s
+// was stalled.
+func Renew(s *Store) error {
+	s.bgCtx = context.Background()
+	return s.renew()
+}

@@ -89,12 +89,21 @@ func (s *Store) renewLoop() {
 	}
 }
 
-// renew extends the lease by LeaseTTL from the server's clock.
+// renew extends the lease by LeaseTTL from the server's clock. It locks
+// the lease row first and reads the holder after, in a statement of its
+// own: a takeover holds that lock until it commits, and the holder a
+// statement read before the wait is the old one, which a recheck of the
+// locked row does not read again.
 func (s *Store) renew() error {
 	ctx, cancel := context.WithTimeout(s.bgCtx, s.leaseTTL/3) // Close cuts it short
 	defer cancel()
 	var expires time.Time
-	err := s.pool.QueryRow(ctx, s.sql.renew, s.member, s.holder, s.leaseTTL.Microseconds()).Scan(&expires)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, s.sql.lockLease, s.member).Scan(new(bool)); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, s.sql.renew, s.member, s.holder, s.leaseTTL.Microseconds()).Scan(&expires)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: member %q: this process lost its lease to another holder", engine.ErrMemberHeld, s.member)
 	}

@@ -47,9 +47,16 @@ func newStatements(schema string) statements {
 			WHERE member = $1 AND (holder = '' OR holder = $2 OR $3) RETURNING number`),
 		takeOver:  q(`UPDATE {s}.members SET holder = $2 WHERE member = $1 AND holder = $3 RETURNING number`),
 		readLease: q(`SELECT m.holder, l.expires FROM {s}.members m JOIN {s}.leases l USING (member) WHERE member = $1`),
-		extend: q(`UPDATE {s}.leases SET expires = now() + $2::bigint * interval '1 microsecond'
+		// The expiry runs from the statement's end (clock_timestamp), not
+		// from its transaction's start: a takeover waits for the old
+		// holder's batch, a renewal for a takeover, maybe longer than
+		// the lease. A renewal runs under the lease row's lock
+		// (lockLease), in a statement of its own after it: a holder
+		// read in the statement that waited for a takeover's lock would
+		// be the one before the takeover.
+		extend: q(`UPDATE {s}.leases SET expires = clock_timestamp() + $2::bigint * interval '1 microsecond'
 			WHERE member = $1 RETURNING expires`),
-		renew: q(`UPDATE {s}.leases l SET expires = now() + $3::bigint * interval '1 microsecond'
+		renew: q(`UPDATE {s}.leases l SET expires = clock_timestamp() + $3::bigint * interval '1 microsecond'
 			FROM {s}.members m WHERE l.member = $1 AND m.member = l.member AND m.holder = $2 RETURNING l.expires`),
 		release: q(`UPDATE {s}.members SET holder = '' WHERE member = $1 AND holder = $2`),
 
