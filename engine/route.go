@@ -190,6 +190,11 @@ func (c *route) compileEffect(e EffectSpec) (effect, error) {
 	if err != nil {
 		return ce, err
 	}
+	// A name without a placeholder is bounded here, as a rendered one is
+	// when decoded: it is a store key.
+	if len(parts) == 1 && parts[0].src < 0 && len(parts[0].lit) > maxIdentityBytes {
+		return ce, fmt.Errorf("entity: the name is %d bytes, over %d", len(parts[0].lit), maxIdentityBytes)
+	}
 	ce.entity = parts
 	for k, m := range []map[string]string{e.Add, e.Set, e.Max, e.Min} {
 		for _, field := range sortedKeys(m) {
