@@ -18,6 +18,7 @@ func TestGivenZerosOfOtherSettingsAreRefused(t *testing.T) {
 		{"outputs: {webhook: {timeout: 0s}}\n", "outputs.webhook.timeout"},
 		{"outputs: {webhook: {max_backoff: 0s}}\n", "outputs.webhook.max_backoff"},
 		{"store: {kind: embedded, cached_rows: 0}\n", "store.cached_rows"},
+		{"store: {cached_rows: 0}\n", "store.cached_rows"}, // the kind embedded by default
 	} {
 		got := problemsOf(t, tc.file)
 		if len(got) != 1 || !strings.HasPrefix(got[0], tc.key+": ") || !strings.Contains(got[0], "is 0") {

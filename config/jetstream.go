@@ -157,9 +157,9 @@ func checkNATSURL(ps *problems, f field, list string) {
 		u, err := url.Parse(strings.TrimSpace(s))
 		switch {
 		case err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Hostname() == "":
-			ps.add(f, "url %q is not a nats://host:port or tls://host:port URL", redactURL(s))
+			ps.add(f, "url %q is not a nats://host:port or tls://host:port URL", redactNATSURL(s))
 		case u.User != nil && f.key == "jetstream.url":
-			ps.add(f, "url %q carries credentials: put them in jetstream.creds_file instead", redactURL(s))
+			ps.add(f, "url %q carries credentials: put them in jetstream.creds_file instead", redactNATSURL(s))
 		}
 	}
 }

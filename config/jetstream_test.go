@@ -61,6 +61,8 @@ func TestJetStreamRules(t *testing.T) {
 		{"a consumer name with a wildcard", js("stream: S, consumer: rg*"), []string{`jetstream.consumer: consumer "rg*" is not a JetStream name: no spaces, '.', '*', '>', '/' or '\'`}},
 		{"an http url", js("stream: S, consumer: rg, url: http://n:4222"), []string{`jetstream.url: url "http://n:4222" is not a nats://host:port or tls://host:port URL`}},
 		{"credentials in the url", js("stream: S, consumer: rg, url: nats://u:pw@n:4222"), []string{`jetstream.url: url "nats://u:xxxxx@n:4222" carries credentials: put them in jetstream.creds_file instead`}},
+		{"a token in the url", js("stream: S, consumer: rg, url: nats://s3cret@n:4222"), []string{`jetstream.url: url "nats://xxxxx@n:4222" carries credentials: put them in jetstream.creds_file instead`}},
+		{"credentials in a url without a scheme", js(`stream: S, consumer: rg, url: "nats://n1:4222,u:s3cret@n2"`), []string{`jetstream.url: url "xxxxx@n2" is not a nats://host:port or tls://host:port URL`}},
 		{"a subject with an inner '>'", js("stream: S, consumer: rg, subjects: [plant.>.x]"), []string{`jetstream.subjects[0]: subject "plant.>.x" has '>' that is not the whole last token`}},
 		{"a subject with a partial '*'", js("stream: S, consumer: rg, subjects: [plant.m*]"), []string{`jetstream.subjects[0]: subject "plant.m*" has '*' that is not a whole token`}},
 		{"a subject with an empty token", js("stream: S, consumer: rg, subjects: [plant..x]"), []string{`jetstream.subjects[0]: subject "plant..x" has an empty token (a leading, trailing or doubled '.')`}},

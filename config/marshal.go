@@ -160,7 +160,10 @@ func redactNATSURL(list string) string {
 	for i, p := range parts {
 		u, err := url.Parse(strings.TrimSpace(p))
 		switch {
-		case err != nil:
+		// Unparsable, or credentials without a scheme, which the parser
+		// does not take for user information ("user:pw@host" reads as
+		// scheme user).
+		case err != nil || (u.User == nil && strings.Contains(p, "@")):
 			parts[i] = redactBroker(p)
 		case u.User == nil:
 		case hasPassword(u.User):

@@ -182,7 +182,7 @@ func (c *Config) checkOutputs(ps *problems) {
 		for _, s := range strings.Split(o.URL, ",") {
 			u, err := url.Parse(strings.TrimSpace(s))
 			if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Hostname() == "" {
-				ps.add(f.dot("nats").dot("url"), "url %q is not a nats://host:port or tls://host:port URL", redactURL(s))
+				ps.add(f.dot("nats").dot("url"), "url %q is not a nats://host:port or tls://host:port URL", redactNATSURL(s))
 			}
 		}
 		o.TLS.checkPair(ps, f.dot("nats").dot("tls"))

@@ -237,7 +237,7 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 		{"store.commit_timeout", c.Store.CommitTimeout == 0, DefaultCommitTimeout},
 		{"store.journal.retention", c.Store.Journal.Retention == 0, DefaultJournalRetain},
 	}
-	if c.Store.Kind == StoreEmbedded {
+	if c.Store.Kind == StoreEmbedded || c.Store.Kind == "" { // embedded is the default kind
 		zeros = append(zeros, struct {
 			key  string
 			zero bool
