@@ -88,9 +88,9 @@ func (t *Tool) streamStateJSON(ctx context.Context, store engine.Store) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s  %s: %s", sep, name, fields)
+		_, err = fmt.Fprintf(w, "%s  %s: %s", sep, name, fields) // a closed pipe ends the read
 		sep = ",\n"
-		return nil
+		return err
 	})
 	if err != nil {
 		return err
