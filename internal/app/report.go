@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -65,15 +66,40 @@ func (t *Tool) Report(ctx context.Context, opts ReportOptions) error {
 	if opts.Output == "" {
 		return writeReport(t.Out, rep, opts.Format)
 	}
-	f, err := os.Create(opts.Output)
+	return writeFileWhole(opts.Output, func(w io.Writer) error { return writeReportTo(w, rep, opts.Format) })
+}
+
+// writeReportTo writes the report; a variable so that a test can make the
+// write fail part way, as a full disk does.
+var writeReportTo = writeReport
+
+// writeFileWhole writes path through a temporary file beside it, synced
+// and renamed into place only once write and the sync succeeded: a write
+// that fails (a full disk) leaves no truncated file under path that reads
+// as the whole, and an earlier file at path as it was.
+func writeFileWhole(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := writeReport(f, rep, opts.Format); err != nil {
-		return err
+	err = write(f)
+	if err == nil { // readable by others, as a report os.Create wrote was under the usual umask
+		err = f.Chmod(0o644)
 	}
-	return f.Close()
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 // reportLineages gives rep a lineage section for each of the named
