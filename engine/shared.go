@@ -184,6 +184,33 @@ type sharedWindows struct {
 	// redeciding is the Head of the lost batch a recovery decides again
 	// (JournalEntry.Redecides).
 	redeciding AuditHead
+	// unjournaled is the entry of a committed batch the journal refused:
+	// appended before anything else is decided (appendUnjournaled), while
+	// the batch's deliveries, passed again, keep the decisions committed.
+	unjournaled *JournalEntry
+}
+
+// errNotJournaled is a committed batch's journal append that failed: its
+// deliveries are not acknowledged, and are marked committed, so that the
+// caller's next attempt appends the entry and hands their decisions over,
+// instead of deciding them again (duplicates audited and counted a second
+// time, malformed ones held twice).
+type errNotJournaled struct{ err error }
+
+func (e errNotJournaled) Error() string { return "journal: " + e.err.Error() }
+func (e errNotJournaled) Unwrap() error { return e.err }
+
+// appendUnjournaled appends the entry the journal refused last, if any.
+func (w *sharedWindows) appendUnjournaled() error {
+	if w.unjournaled == nil {
+		return nil
+	}
+	if err := w.journal.Append(*w.unjournaled); err != nil {
+		w.e.log.Error("journal append failed again: a committed batch is not acknowledged", "err", err)
+		return errNotJournaled{err}
+	}
+	w.unjournaled = nil
+	return nil
 }
 
 // newSharedWindows makes e a member of sh's group: its records name the
@@ -227,6 +254,9 @@ var landedAlready = func() <-chan struct{} {
 }()
 
 func (w *sharedWindows) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
+	if err := w.appendUnjournaled(); err != nil {
+		return err
+	}
 	now := w.e.opts.Now()
 	return w.update(ctx, w.e.reads(msgs, now), func() { fill(now) }, nil, nil)
 }
@@ -250,6 +280,9 @@ const skipRounds = 4
 // an entity or a key keep their order (splitHeld); the audit chain records
 // each part's after the one before.
 func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Decision, error) {
+	if err := w.appendUnjournaled(); err != nil {
+		return nil, err
+	}
 	if partlyCommitted(msgs) {
 		return w.decideRest(ctx, msgs, uncommitted(msgs))
 	}
@@ -287,6 +320,18 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 		}
 		return pick(msgs, first), pick(out, first)
 	})
+	var unjournaled errNotJournaled
+	if errors.As(err, &unjournaled) { // committed: passed again, they keep their decisions
+		if later == nil {
+			first = nil
+			for i := range msgs {
+				first = append(first, i)
+			}
+		}
+		for _, i := range first {
+			msgs[i].committed = &out[i]
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -539,8 +584,9 @@ func (w *sharedWindows) updateWith(ctx context.Context, r *Reads, fill func(*Row
 }
 
 // journalBatch appends a committed batch to the journal. Its deliveries
-// are not acknowledged when it fails (the caller passes them again and
-// finds them duplicates): only what the journal holds is acknowledged.
+// are not acknowledged when it fails (only what the journal holds is):
+// the caller passes them again, and they keep their decisions once the
+// entry is appended (errNotJournaled).
 func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decision) error {
 	e := w.e
 	if w.journal == nil || len(b.Audit) == 0 {
@@ -564,7 +610,8 @@ func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decisio
 	}
 	if err := w.journal.Append(je); err != nil {
 		e.log.Error("journal append failed: the batch is committed but not acknowledged", "err", err)
-		return fmt.Errorf("journal: %w", err)
+		w.unjournaled = &je
+		return errNotJournaled{err}
 	}
 	return nil
 }
