@@ -135,24 +135,6 @@ func newRetention(s trimLog, opts RetentionOptions) (*Retention, error) {
 	return &Retention{store: s, dir: ChainDir(opts.Archive, opts.Member), opts: opts, log: log}, nil
 }
 
-// Run calls Once now and then every interval until ctx is done, logging
-// the errors of a pass (the next pass tries again). It returns nil when
-// ctx is done.
-func (r *Retention) Run(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if _, err := r.Once(ctx); err != nil && ctx.Err() == nil {
-			r.log.Error("audit retention", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
 // Once archives and drops every record the limits let go, a segment at a
 // time: each segment is sealed in the archive before the store drops its
 // records. It stops, with what it did so far, once opts.Owned says the

@@ -42,6 +42,7 @@ func exported(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	reg.MustRegister(set)
+	metrics.NewRetention(reg).Pass(time.Unix(1_800_000_000, 0), 0)
 
 	fams, err := reg.Gather()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/audit/sink"
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/metrics"
 )
 
 // defaultClaimTTL is how long a chain claim is taken to last when the
@@ -54,6 +55,9 @@ type chains struct {
 	// deliver what they have not before it releases the claims; 0: not
 	// at all.
 	stopFlush time.Duration
+	// retained counts, under Run, the chains a retention pass failed on
+	// and times the passes that failed on none; nil: not counted.
+	retained *metrics.Retention
 
 	mu        sync.Mutex
 	claimed   []string                    // as ClaimChains last answered, sorted
@@ -134,20 +138,13 @@ func (c *chains) flushAtStop(ctx context.Context) {
 }
 
 // runRetention trims every claimed chain now and then every interval
-// until ctx is done, logging what fails (the next pass tries again).
+// until ctx is done, logging and counting each chain a pass fails on (the
+// next pass tries again).
 func (c *chains) runRetention(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if _, err := c.trim(ctx); err != nil && ctx.Err() == nil {
-			c.a.Log.Error("audit retention", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	retainEvery(ctx, every, c.a.Log, c.retained, func(ctx context.Context) []error {
+		_, errs := c.trimEach(ctx)
+		return errs
+	})
 }
 
 // claim takes or renews the chain claims, hands the claimed chains to the
@@ -318,6 +315,12 @@ type chainTrim struct {
 // trim applies retention once to each claimed chain, one after the other.
 // A chain that fails does not stop the others; the errors are joined.
 func (c *chains) trim(ctx context.Context) ([]chainTrim, error) {
+	out, errs := c.trimEach(ctx)
+	return out, errors.Join(errs...)
+}
+
+// trimEach is trim with the error of each chain that failed, one each.
+func (c *chains) trimEach(ctx context.Context) ([]chainTrim, []error) {
 	if !c.retain {
 		return nil, nil
 	}
@@ -341,7 +344,7 @@ func (c *chains) trim(ctx context.Context) ([]chainTrim, error) {
 		}
 		out = append(out, chainTrim{Member: m, TrimResult: res})
 	}
-	return out, errors.Join(errs...)
+	return out, errs
 }
 
 // retention returns the Retention of member's chain, made the first time.

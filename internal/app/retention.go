@@ -3,9 +3,11 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/replayguard/replayguard/audit"
+	"github.com/replayguard/replayguard/metrics"
 )
 
 // Retention returns the audit retention audit.retention asks for on the
@@ -29,4 +31,30 @@ func (a *App) Retention() (*audit.Retention, error) {
 		Head:       func(context.Context) (uint64, error) { return a.auditHead(), nil },
 		Logger:     a.Log,
 	})
+}
+
+// retainEvery runs pass now and then every interval until ctx is done.
+// pass returns the errors of the chains it failed on, one each: each is
+// logged (the next pass tries again) and, when m is not nil, counted,
+// and a pass that failed on none is timed. A pass cut short by ctx is
+// neither: the stop ended it.
+func retainEvery(ctx context.Context, every time.Duration, log *slog.Logger, m *metrics.Retention, pass func(context.Context) []error) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		errs := pass(ctx)
+		if ctx.Err() == nil {
+			for _, err := range errs {
+				log.Error("audit retention", "err", err)
+			}
+			if m != nil {
+				m.Pass(time.Now(), len(errs))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

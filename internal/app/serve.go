@@ -15,6 +15,7 @@ import (
 	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/report"
+	"github.com/replayguard/replayguard/metrics"
 	"github.com/replayguard/replayguard/web"
 )
 
@@ -174,13 +175,21 @@ func (d *daemon) startStoreCheck(ctx context.Context, g *goroutines, cancel cont
 }
 
 // startRetention trims the audit log every audit.retention.interval until
-// ctx is done.
+// ctx is done, the passes that fail counted in the metrics.
 func (d *daemon) startRetention(ctx context.Context, g *goroutines) {
 	if d.retention == nil {
 		return
 	}
-	ac := d.app.Config.Audit
-	g.Go(func() error { _ = d.retention.Run(ctx, time.Duration(ac.Retention.Interval)); return nil })
+	ac, m := d.app.Config.Audit, metrics.NewRetention(d.reg)
+	g.Go(func() error {
+		retainEvery(ctx, time.Duration(ac.Retention.Interval), d.log, m, func(ctx context.Context) []error {
+			if _, err := d.retention.Once(ctx); err != nil {
+				return []error{err}
+			}
+			return nil
+		})
+		return nil
+	})
 	d.log.Info("audit retention on", "archive", ac.Archive, "max_age", ac.Retention.MaxAge,
 		"max_records", ac.Retention.MaxRecords, "interval", ac.Retention.Interval)
 }
@@ -222,6 +231,9 @@ func (d *daemon) startChains(ctx context.Context, g *goroutines) {
 		return
 	}
 	d.chains.stopFlush = d.sinkFlush
+	if d.chains.retain {
+		d.chains.retained = metrics.NewRetention(d.reg)
+	}
 	g.Go(func() error { d.chains.Run(ctx); return nil })
 	if ac := d.app.Config.Audit; ac.Retention.Enabled() {
 		d.log.Info("audit retention on, chain by chain", "archive", ac.Archive, "max_age", ac.Retention.MaxAge,

@@ -1,0 +1,63 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var descRetentionSuccess = prometheus.NewDesc("replayguard_audit_retention_last_success_timestamp_seconds",
+	"When the last audit retention pass that failed on no chain ended; absent until one did.", nil, nil)
+
+// Retention holds the metrics of audit retention under run: the chains a
+// pass failed on, and when a pass last failed on none. A single-owner
+// store's log is one chain; on a shared store a pass goes over each chain
+// the member claims. It implements prometheus.Collector; Pass never
+// blocks and is safe for concurrent use.
+type Retention struct {
+	failures prometheus.Counter
+
+	mu   sync.Mutex
+	last time.Time // the end of the last pass that failed on no chain; zero: none yet
+}
+
+// NewRetention registers the audit retention metrics on reg; the failure
+// counter starts at 0. It panics if they are already registered on reg.
+func NewRetention(reg prometheus.Registerer) *Retention {
+	r := &Retention{failures: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "replayguard_audit_retention_failures_total",
+		Help: "Audit retention passes that failed, once per chain a pass failed on; the next pass tries again while the store keeps every record.",
+	})}
+	reg.MustRegister(r)
+	return r
+}
+
+// Pass records one retention pass that ended at end and failed on failed
+// chains; with none failed, end is the last successful pass.
+func (r *Retention) Pass(end time.Time, failed int) {
+	if failed > 0 {
+		r.failures.Add(float64(failed))
+		return
+	}
+	r.mu.Lock()
+	r.last = end
+	r.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (r *Retention) Describe(ch chan<- *prometheus.Desc) {
+	r.failures.Describe(ch)
+	ch <- descRetentionSuccess
+}
+
+// Collect implements prometheus.Collector.
+func (r *Retention) Collect(ch chan<- prometheus.Metric) {
+	r.failures.Collect(ch)
+	r.mu.Lock()
+	last := r.last
+	r.mu.Unlock()
+	if !last.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descRetentionSuccess, prometheus.GaugeValue, float64(last.UnixNano())/1e9)
+	}
+}

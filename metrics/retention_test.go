@@ -1,0 +1,53 @@
+package metrics_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/replayguard/replayguard/metrics"
+)
+
+// A pass counts each chain it failed on; only a pass that failed on none
+// moves the time of the last success, which is absent until one did.
+func TestRetentionCountsFailedChainsAndTimesTheLastSuccess(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	r := metrics.NewRetention(reg)
+	const failures = `
+# HELP replayguard_audit_retention_failures_total Audit retention passes that failed, once per chain a pass failed on; the next pass tries again while the store keeps every record.
+# TYPE replayguard_audit_retention_failures_total counter
+replayguard_audit_retention_failures_total %s
+`
+	const success = `
+# HELP replayguard_audit_retention_last_success_timestamp_seconds When the last audit retention pass that failed on no chain ended; absent until one did.
+# TYPE replayguard_audit_retention_last_success_timestamp_seconds gauge
+replayguard_audit_retention_last_success_timestamp_seconds %s
+`
+	at := time.Unix(1_800_000_000, 500_000_000)
+	for _, step := range []struct {
+		name   string
+		failed int
+		want   string
+	}{
+		{"no pass yet: no failure and no success", -1, strings.Replace(failures, "%s", "0", 1)},
+		{"a pass that failed on two chains counts two", 2, strings.Replace(failures, "%s", "2", 1)},
+		{"a pass that failed on none is the last success", 0,
+			strings.Replace(failures, "%s", "2", 1) + strings.Replace(success, "%s", "1.8000001205e+09", 1)},
+		{"a failed pass after it leaves the last success as it was", 1,
+			strings.Replace(failures, "%s", "3", 1) + strings.Replace(success, "%s", "1.8000001205e+09", 1)},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			if step.failed >= 0 {
+				r.Pass(at, step.failed)
+			}
+			at = at.Add(time.Minute)
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(step.want),
+				"replayguard_audit_retention_failures_total", "replayguard_audit_retention_last_success_timestamp_seconds"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
