@@ -61,13 +61,13 @@ func init() {
 	commands = map[string]command{
 		"run":        {summary: "consume from MQTT until SIGINT/SIGTERM, then drain and stop", run: cmdRun},
 		"ingest":     {summary: "decide a captured feed (JSON Lines) and print a summary", usage: "FILE|- [--batch N] [--progress] [--drain-timeout D]", flags: ingestFlags, run: cmdIngest},
-		"state":      {summary: "print entity state", usage: "[--json]", flags: jsonFlag, run: cmdState},
-		"sources":    {summary: "print per-source windows: epoch, high-water, open gaps", usage: "[--json]", flags: jsonFlag, run: cmdSources},
-		"audit":      {summary: "export the audit log (JSONL) or verify its hash chain", usage: "export [--from N] | verify [--file F | --archive DIR]", flags: auditFlags, run: cmdAudit},
+		"state":      {summary: "print entity state", usage: "[--json] [--token-name NAME]", flags: readFlags, run: cmdState},
+		"sources":    {summary: "print per-source windows: epoch, high-water, open gaps", usage: "[--json] [--token-name NAME]", flags: readFlags, run: cmdSources},
+		"audit":      {summary: "export the audit log (JSONL) or verify its hash chain", usage: "(export [--from N] | verify [--file F | --archive DIR]) [--token-name NAME]", flags: auditFlags, run: cmdAudit},
 		"quarantine": {summary: "list, release or discard held messages", usage: "(list | release ID [--operator NAME] | discard ID --reason TEXT [--operator NAME]) [--token-name NAME]", flags: quarantineFlags, run: cmdQuarantine},
 		"outbox":     {summary: "list, retry or drop forward entries a downstream refused", usage: "(list | retry ID [--member M] [--reason TEXT] [--operator NAME] | drop ID --reason TEXT [--member M] [--operator NAME]) [--token-name NAME]", flags: outboxFlags, run: cmdOutbox},
-		"report":     {summary: "write the after-action report (HTML or JSON) from the audit log", usage: "[--from T] [--to T] [--route NAME] [--entity E]... [--archive DIR] [-o FILE] [--format html|json]", flags: reportFlags, run: cmdReport},
-		"explain":    {summary: "an entity's lineage: every decision that changed it, and the replays suppressed beside each", usage: "ENTITY [--field F] [--at T] [--json] [--archive DIR]", flags: explainFlags, run: cmdExplain},
+		"report":     {summary: "write the after-action report (HTML or JSON) from the audit log", usage: "[--from T] [--to T] [--route NAME] [--entity E]... [--archive DIR] [-o FILE] [--format html|json] [--token-name NAME]", flags: reportFlags, run: cmdReport},
+		"explain":    {summary: "an entity's lineage: every decision that changed it, and the replays suppressed beside each", usage: "ENTITY [--field F] [--at T] [--json] [--archive DIR] [--token-name NAME]", flags: explainFlags, run: cmdExplain},
 		"store":      {summary: "show or accept what a shared store lost of this member's commits at a failover", usage: "(loss | accept-loss [--operator NAME]) [--token-name NAME]", flags: storeFlags, run: cmdStore},
 		"lint":       {summary: "validate the configuration; list every problem", run: cmdLint},
 		"config":     {summary: "print the effective configuration with all defaults", usage: "print", run: cmdConfig},
@@ -206,7 +206,17 @@ func (e *env) tool() *app.Tool {
 		TokenName: e.flagString("token-name"), Token: os.Getenv(EnvToken)}
 }
 
-func jsonFlag(fs *flag.FlagSet) { fs.Bool("json", false, "print JSON") }
+// readFlags are the flags of state and sources.
+func readFlags(fs *flag.FlagSet) {
+	fs.Bool("json", false, "print JSON")
+	tokenNameFlag(fs)
+}
+
+// tokenNameFlag is --token-name, of every command that can go through a
+// running daemon's API.
+func tokenNameFlag(fs *flag.FlagSet) {
+	fs.String("token-name", "", "through a running daemon's API: the http.tokens entry whose token to send (default $"+EnvToken+")")
+}
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "replayguard — exactly-once effect on top of at-least-once feeds")

@@ -12,6 +12,7 @@ func auditFlags(fs *flag.FlagSet) {
 	fs.String("from", "1", "export: first position")
 	fs.String("file", "", "verify: an exported JSONL file instead of the store")
 	fs.String("archive", "", "verify: the audit archive directory too, with the store as one chain (on a shared store: each member's chain with its part of the archive)")
+	tokenNameFlag(fs)
 }
 
 func cmdAudit(e *env) error {

@@ -13,6 +13,7 @@ func explainFlags(fs *flag.FlagSet) {
 	fs.String("at", "", "the entity as the picture showed it then: RFC 3339, or a duration back from now (2h)")
 	fs.Bool("json", false, "print JSON")
 	fs.String("archive", "", "the audit archive to read what retention moved out of the store from (default: audit.archive)")
+	tokenNameFlag(fs)
 }
 
 func cmdExplain(e *env) error {

@@ -13,7 +13,7 @@ func outboxFlags(fs *flag.FlagSet) {
 	fs.String("reason", "", "drop: why (required); retry: a note for the audit (optional)")
 	fs.String("operator", "", "retry, drop on a local store: who decides, for the audit (default the OS user); "+
 		"through a running daemon's API the token names the operator")
-	fs.String("token-name", "", "through a running daemon's API: the http.tokens entry whose token to send (default $"+EnvToken+")")
+	tokenNameFlag(fs)
 }
 
 func cmdOutbox(e *env) error {

@@ -12,7 +12,7 @@ func quarantineFlags(fs *flag.FlagSet) {
 	fs.String("reason", "", "discard: why (required)")
 	fs.String("operator", "", "release, discard on a local store: who decides, for the audit (default the OS user); "+
 		"through a running daemon's API the token names the operator")
-	fs.String("token-name", "", "through a running daemon's API: the http.tokens entry whose token to send (default $"+EnvToken+")")
+	tokenNameFlag(fs)
 }
 
 func cmdQuarantine(e *env) error {

@@ -17,6 +17,7 @@ func reportFlags(fs *flag.FlagSet) {
 	fs.String("format", "html", "html or json")
 	fs.String("archive", "", "the audit archive to read what retention moved out of the store from (default: audit.archive)")
 	fs.Var(&entityList{}, "entity", "add a lineage section for this entity (as `state` names it); repeat it, or separate names with commas")
+	tokenNameFlag(fs)
 }
 
 // entityList is --entity: repeated, or names separated by commas.

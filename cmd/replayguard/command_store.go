@@ -7,7 +7,7 @@ import (
 
 func storeFlags(fs *flag.FlagSet) {
 	fs.String("operator", "", "accept-loss: who accepts the loss, for the audit (default the OS user; through a running daemon's API with tokens, the token names the operator)")
-	fs.String("token-name", "", "through a running daemon's API: the http.tokens entry whose token to send (default $"+EnvToken+")")
+	tokenNameFlag(fs)
 }
 
 // cmdStore is `replayguard store loss|accept-loss`: what a member found

@@ -32,12 +32,14 @@ func TestReviewThroughTheAPINamesTheToken(t *testing.T) {
 	text := strings.Replace(string(b), "tcp://127.0.0.1:1883", broker.URL(), 1)
 	text = strings.Replace(text, "http: {listen: 127.0.0.1:9780}", fmt.Sprintf(`http:
   listen: %s
+  auth_reads: true
   tokens:
     - {name: watch desk, token_file: %s, role: viewer}
     - {name: j.doe, token_file: %s, role: operator}`, listen, viewerFile, operatorFile), 1)
 	os.WriteFile(cfg, []byte(text), 0o644)
 
 	daemon, exited := startRun(t, bin, cfg, listen)
+	t.Setenv(EnvToken, "v13wer-token") // reads need a token (auth_reads)
 
 	pub := testbroker.NewPublisher(t, []string{broker.URL()}, testbroker.PublisherOptions{
 		Topic: func(src string) string { return "incidents/fd/" + src },
@@ -74,6 +76,19 @@ func TestReviewThroughTheAPINamesTheToken(t *testing.T) {
 	if _, errs, code := cli(t, "", "quarantine", "release", id, "--token-name", "nobody", "-c", cfg); code != 1 ||
 		!strings.Contains(errs, `--token-name "nobody" is not in http.tokens ("watch desk", "j.doe")`) {
 		t.Fatalf("an unknown --token-name: exit %d %s", code, errs)
+	}
+	// Every command that reads through the API chooses its token as the
+	// writes do.
+	t.Setenv(EnvToken, "")
+	if _, errs, code := cli(t, "", "state", "-c", cfg); code != 1 || !strings.Contains(errs, "Unauthorized") {
+		t.Fatalf("state without a token, reads needing one: exit %d %s", code, errs)
+	}
+	for _, read := range [][]string{{"state", "--json"}, {"sources", "--json"}, {"audit", "export"},
+		{"explain", "incident/I1"}, {"report", "--format", "json"}} {
+		args := append(read, "--token-name", "watch desk", "-c", cfg)
+		if out, errs, code := cli(t, "", args...); code != 0 || out == "" {
+			t.Fatalf("%v: exit %d %s", args, code, errs)
+		}
 	}
 	t.Setenv(EnvToken, "wrong")
 	if _, errs, code := cli(t, "", "quarantine", "release", id, "-c", cfg); code != 1 || !strings.Contains(errs, "Unauthorized") {
