@@ -201,6 +201,11 @@ func (e errNotJournaled) Error() string { return "journal: " + e.err.Error() }
 func (e errNotJournaled) Unwrap() error { return e.err }
 
 // appendUnjournaled appends the entry the journal refused last, if any.
+// It comes before every other entry, and before the journal is read to
+// compare the store's head with the member's or to recover a loss: the
+// batch is committed, and its deliveries are handed their decisions when
+// they are passed again, so a store that lost it must be found to have,
+// and be given it again from the journal, like any commit acknowledged.
 func (w *sharedWindows) appendUnjournaled() error {
 	if w.unjournaled == nil {
 		return nil
@@ -227,6 +232,9 @@ func newSharedWindows(e *Engine, sh SharedStore, scan RowScanner, journal Journa
 // store's: the engine's stay empty between batches.
 func (w *sharedWindows) load(ctx context.Context) error {
 	e := w.e
+	if err := w.appendUnjournaled(); err != nil { // the member's last commit, compared with the rest
+		return err
+	}
 	known := w.known() // before the head read here replaces the one in memory
 	head, err := w.store.Head(ctx)
 	if err != nil {

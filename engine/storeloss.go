@@ -75,6 +75,9 @@ func (w *sharedWindows) checkStore(ctx context.Context) error {
 	if e.closed {
 		return ErrClosed
 	}
+	if err := w.appendUnjournaled(); err != nil {
+		return err
+	}
 	hctx, cancel := context.WithTimeout(ctx, headReadTimeout) // decisions wait meanwhile: a store that does not answer must not hold them
 	head, err := w.store.Head(hctx)
 	cancel()
@@ -100,6 +103,9 @@ func (w *sharedWindows) retryLoss(ctx context.Context) error {
 	l := w.e.Loss()
 	if l == nil {
 		return nil
+	}
+	if err := w.appendUnjournaled(); err != nil {
+		return err
 	}
 	head, err := w.store.Head(ctx)
 	if err != nil {
@@ -544,6 +550,9 @@ func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreL
 		return *l, fmt.Errorf("%w: positions %s were accepted by %s; the recovery of the rest is being retried: %s", ErrLossCovered, l.acceptedSpan, l.operator, l.Reason)
 	case w.journal != nil && !l.Forked && l.Uncovered.Empty():
 		return *l, fmt.Errorf("%w: the journal holds every lost position (%s); the member recovers them by itself as soon as the store takes its writes: %s", ErrLossCovered, l.Lost, l.Reason)
+	}
+	if err := w.appendUnjournaled(); err != nil {
+		return *l, err
 	}
 	head, err := w.store.Head(ctx)
 	if err != nil {
