@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/replayguard/replayguard/audit"
@@ -76,15 +79,26 @@ var writeReportTo = writeReport
 // writeFileWhole writes path through a temporary file beside it, synced
 // and renamed into place only once write and the sync succeeded: a write
 // that fails (a full disk) leaves no truncated file under path that reads
-// as the whole, and an earlier file at path as it was.
+// as the whole, and an earlier file at path as it was. What it replaces
+// keeps what os.Create would have kept: a symlink at path is written
+// through (the file it names is replaced, beside it), an earlier file's
+// permissions are the report's, and a new file has 0666 less the umask.
 func writeFileWhole(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	target := path
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		target = p
+	}
+	perm, keep := os.FileMode(0o666), false
+	if fi, err := os.Stat(target); err == nil {
+		perm, keep = fi.Mode().Perm(), true
+	}
+	f, err := createBeside(target, perm)
 	if err != nil {
-		return err
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	err = write(f)
-	if err == nil { // readable by others, as a report os.Create wrote was under the usual umask
-		err = f.Chmod(0o644)
+	if err == nil && keep { // the umask narrowed what the earlier file had
+		err = f.Chmod(perm)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -93,13 +107,26 @@ func writeFileWhole(path string, write func(io.Writer) error) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), path)
+		err = os.Rename(f.Name(), target)
 	}
 	if err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// createBeside creates a new temporary file in path's directory with perm
+// less the umask (os.CreateTemp's are 0600 whatever the umask).
+func createBeside(path string, perm os.FileMode) (*os.File, error) {
+	dir, base := filepath.Split(path)
+	for try := 0; ; try++ {
+		name := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if err == nil || !errors.Is(err, fs.ErrExist) || try == 100 {
+			return f, err
+		}
+	}
 }
 
 // reportLineages gives rep a lineage section for each of the named
