@@ -7,8 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-var descRetentionSuccess = prometheus.NewDesc("replayguard_audit_retention_last_success_timestamp_seconds",
-	"When the last audit retention pass that failed on no chain ended; absent until one did.", nil, nil)
+var (
+	descRetentionSuccess = prometheus.NewDesc("replayguard_audit_retention_last_success_timestamp_seconds",
+		"When the last audit retention pass that failed on no chain ended; absent until one did.", nil, nil)
+	descRetentionFailing = prometheus.NewDesc("replayguard_audit_retention_failing_chains",
+		"Chains the last audit retention pass failed on; 0 before the first pass and after one that failed on none.", nil, nil)
+)
 
 // Retention holds the metrics of audit retention under run: the chains a
 // pass failed on, and when a pass last failed on none. A single-owner
@@ -18,8 +22,9 @@ var descRetentionSuccess = prometheus.NewDesc("replayguard_audit_retention_last_
 type Retention struct {
 	failures prometheus.Counter
 
-	mu   sync.Mutex
-	last time.Time // the end of the last pass that failed on no chain; zero: none yet
+	mu      sync.Mutex
+	last    time.Time // the end of the last pass that failed on no chain; zero: none yet
+	failing int       // the chains the last pass failed on
 }
 
 // NewRetention registers the audit retention metrics on reg; the failure
@@ -36,27 +41,29 @@ func NewRetention(reg prometheus.Registerer) *Retention {
 // Pass records one retention pass that ended at end and failed on failed
 // chains; with none failed, end is the last successful pass.
 func (r *Retention) Pass(end time.Time, failed int) {
-	if failed > 0 {
-		r.failures.Add(float64(failed))
-		return
-	}
+	r.failures.Add(float64(failed))
 	r.mu.Lock()
-	r.last = end
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	r.failing = failed
+	if failed == 0 {
+		r.last = end
+	}
 }
 
 // Describe implements prometheus.Collector.
 func (r *Retention) Describe(ch chan<- *prometheus.Desc) {
 	r.failures.Describe(ch)
 	ch <- descRetentionSuccess
+	ch <- descRetentionFailing
 }
 
 // Collect implements prometheus.Collector.
 func (r *Retention) Collect(ch chan<- prometheus.Metric) {
 	r.failures.Collect(ch)
 	r.mu.Lock()
-	last := r.last
+	last, failing := r.last, r.failing
 	r.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(descRetentionFailing, prometheus.GaugeValue, float64(failing))
 	if !last.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descRetentionSuccess, prometheus.GaugeValue, float64(last.UnixNano())/1e9)
 	}

@@ -11,8 +11,9 @@ import (
 	"github.com/replayguard/replayguard/metrics"
 )
 
-// A pass counts each chain it failed on; only a pass that failed on none
-// moves the time of the last success, which is absent until one did.
+// A pass counts each chain it failed on, and says how many the last one
+// failed on; only a pass that failed on none moves the time of the last
+// success, which is absent until one did.
 func TestRetentionCountsFailedChainsAndTimesTheLastSuccess(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	r := metrics.NewRetention(reg)
@@ -26,18 +27,24 @@ replayguard_audit_retention_failures_total %s
 # TYPE replayguard_audit_retention_last_success_timestamp_seconds gauge
 replayguard_audit_retention_last_success_timestamp_seconds %s
 `
+	const failing = `
+# HELP replayguard_audit_retention_failing_chains Chains the last audit retention pass failed on; 0 before the first pass and after one that failed on none.
+# TYPE replayguard_audit_retention_failing_chains gauge
+replayguard_audit_retention_failing_chains %s
+`
+	is := func(text, v string) string { return strings.Replace(text, "%s", v, 1) }
 	at := time.Unix(1_800_000_000, 500_000_000)
 	for _, step := range []struct {
 		name   string
 		failed int
 		want   string
 	}{
-		{"no pass yet: no failure and no success", -1, strings.Replace(failures, "%s", "0", 1)},
-		{"a pass that failed on two chains counts two", 2, strings.Replace(failures, "%s", "2", 1)},
+		{"no pass yet: no failure and no success", -1, is(failures, "0") + is(failing, "0")},
+		{"a pass that failed on two chains counts two", 2, is(failures, "2") + is(failing, "2")},
 		{"a pass that failed on none is the last success", 0,
-			strings.Replace(failures, "%s", "2", 1) + strings.Replace(success, "%s", "1.8000001205e+09", 1)},
+			is(failures, "2") + is(success, "1.8000001205e+09") + is(failing, "0")},
 		{"a failed pass after it leaves the last success as it was", 1,
-			strings.Replace(failures, "%s", "3", 1) + strings.Replace(success, "%s", "1.8000001205e+09", 1)},
+			is(failures, "3") + is(success, "1.8000001205e+09") + is(failing, "1")},
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			if step.failed >= 0 {
@@ -45,7 +52,8 @@ replayguard_audit_retention_last_success_timestamp_seconds %s
 			}
 			at = at.Add(time.Minute)
 			if err := testutil.GatherAndCompare(reg, strings.NewReader(step.want),
-				"replayguard_audit_retention_failures_total", "replayguard_audit_retention_last_success_timestamp_seconds"); err != nil {
+				"replayguard_audit_retention_failures_total", "replayguard_audit_retention_last_success_timestamp_seconds",
+				"replayguard_audit_retention_failing_chains"); err != nil {
 				t.Fatal(err)
 			}
 		})
