@@ -21,38 +21,16 @@ import (
 // process's: the renewal is refused, and the first process does not
 // report a lease it no longer has.
 func TestLeaseRenewalAfterATakeover(t *testing.T) {
-	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
-	g := newGroup(t, pg.URL())
-	o := g.options("m1")
-	o.LeaseTTL = 1500 * time.Millisecond // a renewal waits up to 500 ms
-	a, err := g.openWith(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	postgres.Stall(a)
-	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
-
-	c, err := pgx.Connect(t.Context(), g.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	tx, err := c.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(t.Context(), `SELECT FROM `+g.schema+`.members WHERE member = 'm1' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	g, o, a, tx := expiredWithItsRowHeld(t, 1500*time.Millisecond) // a renewal waits up to 500 ms
 	opened := make(chan error, 1)
 	go func() {
 		_, err := g.openWith(o) // locks the lease row, waits for the member's
 		opened <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitForLockWaits(t, g, 1)
 	renewed := make(chan error, 1)
 	go func() { renewed <- postgres.Renew(a) }() // waits for the lease row
-	time.Sleep(50 * time.Millisecond)
+	waitForLockWaits(t, g, 2)
 	if err := tx.Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -73,29 +51,7 @@ func TestLeaseRenewalAfterATakeover(t *testing.T) {
 // start: else the lease is expired when taken, and another process may
 // take the member, or another member its outbox and chain, at once.
 func TestLeaseTakenAfterAWait(t *testing.T) {
-	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
-	g := newGroup(t, pg.URL())
-	o := g.options("m1")
-	o.LeaseTTL = 300 * time.Millisecond
-	a, err := g.openWith(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	postgres.Stall(a)
-	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
-
-	c, err := pgx.Connect(t.Context(), g.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	tx, err := c.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(t.Context(), `SELECT FROM `+g.schema+`.members WHERE member = 'm1' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	g, o, _, tx := expiredWithItsRowHeld(t, time.Second)
 	type opened struct {
 		s   *postgres.Store
 		err error
@@ -105,7 +61,8 @@ func TestLeaseTakenAfterAWait(t *testing.T) {
 		s, err := g.openWith(o) // waits for the member's row
 		ch <- opened{s, err}
 	}()
-	time.Sleep(3 * o.LeaseTTL)
+	waitForLockWaits(t, g, 1)
+	time.Sleep(o.LeaseTTL + 200*time.Millisecond) // the wait outlasts a lease
 	if err := tx.Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -118,5 +75,48 @@ func TestLeaseTakenAfterAWait(t *testing.T) {
 	}
 	if st := b.s.SharedStats(); !time.Now().Before(st.LeaseExpires) {
 		t.Fatalf("the lease taken after the wait expires at %v, before it was taken", st.LeaseExpires)
+	}
+}
+
+// expiredWithItsRowHeld opens member m1 with a lease of ttl, stalls its
+// renewal until the lease ran out, and holds its members row in a
+// transaction of the test's, as a batch of the stalled process would.
+func expiredWithItsRowHeld(t *testing.T, ttl time.Duration) (*group, postgres.Options, *postgres.Store, pgx.Tx) {
+	t.Helper()
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	g := newGroup(t, pg.URL())
+	o := g.options("m1")
+	o.LeaseTTL = ttl
+	a, err := g.openWith(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	postgres.Stall(a)
+	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
+	c, err := pgx.Connect(t.Context(), g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	tx, err := c.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `SELECT FROM `+g.schema+`.members WHERE member = 'm1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	return g, o, a, tx
+}
+
+// waitForLockWaits waits until n statements of g's database wait for a
+// lock: those the test started, in the order it needs them.
+func waitForLockWaits(t *testing.T, g *group, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, g.url, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d statements never waited for a lock", n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
