@@ -23,7 +23,7 @@ func TestLeaseLostDuringALongBatch(t *testing.T) {
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
 	g := newGroup(t, pg.URL())
 	o := g.options("m1")
-	o.LeaseTTL = 300 * time.Millisecond
+	o.LeaseTTL = time.Second
 	a, err := g.openWith(o)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestLeaseLostDuringALongBatch(t *testing.T) {
 	effect := func(pos int) []engine.SQLStatement {
 		return []engine.SQLStatement{{Key: key(pos), Route: "meters", SQL: fmt.Sprintf(`INSERT INTO %s.applied VALUES (%d)`, g.schema, pos)}}
 	}
-	const batch = 2500 * time.Millisecond
+	const batch = 5 * time.Second
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
@@ -43,7 +43,7 @@ func TestLeaseLostDuringALongBatch(t *testing.T) {
 			return b, nil
 		})
 	}()
-	time.Sleep(900 * time.Millisecond) // three lease lifetimes into the batch
+	time.Sleep(3 * o.LeaseTTL) // three lease lifetimes into the batch
 	if st := a.SharedStats(); st.LeaseError != "" || !time.Now().Before(st.LeaseExpires) {
 		t.Fatalf("the lease was not renewed during the batch (expires %v, error %q)", st.LeaseExpires, st.LeaseError)
 	}
@@ -58,7 +58,7 @@ func TestLeaseLostDuringALongBatch(t *testing.T) {
 	// From here on the renewal does not run at all, as in a process that
 	// stalls; the lease runs out while the batch still runs.
 	postgres.Stall(a)
-	time.Sleep(o.LeaseTTL + 100*time.Millisecond)
+	time.Sleep(o.LeaseTTL + 200*time.Millisecond)
 	b, err := g.openWith(o) // waits for the batch to commit
 	if err != nil {
 		t.Fatalf("open member m1 again once its lease expired: %v", err)
