@@ -3,12 +3,9 @@ package app
 import (
 	"bytes"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 )
 
@@ -19,22 +16,7 @@ import (
 // a block of lines at a time). More entities than a block; names and
 // values JSON escapes.
 func TestStateAndSourcesPrintTheStoreAsItsSnapshotDoes(t *testing.T) {
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-store: {kind: embedded, path: %q}
-routes:
-  - name: meters
-    topic: plant/+/energy
-    source: ["topic[1]"]
-    id: msgId
-    effects:
-      - entity: "meter/{topic[1]}"
-        add: {kwh: kwh}
-        set: {note: note}
-`, filepath.Join(t.TempDir(), "data")), "read.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tool := &Tool{Config: cfg}
+	tool := meterTool(t, t.TempDir(), "add: {kwh: kwh}\nset: {note: note}")
 	print := func(f func() error) string {
 		var out bytes.Buffer
 		tool.Out = &out
@@ -45,13 +27,7 @@ routes:
 	}
 	state := func(asJSON bool) string { return print(func() error { return tool.State(t.Context(), asJSON) }) }
 	sources := func(asJSON bool) string { return print(func() error { return tool.Sources(t.Context(), asJSON) }) }
-	ingest := func(feed string) {
-		tool.Out = &bytes.Buffer{}
-		if err := tool.Ingest(t.Context(), IngestOptions{Input: strings.NewReader(feed), Name: "feed", DrainTimeout: time.Second}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ingest("")
+	ingest(t, tool, "")
 	if got := state(true); got != "{}\n" {
 		t.Fatalf("state --json of an empty store = %q", got)
 	}
@@ -67,7 +43,7 @@ routes:
 		}
 		fmt.Fprintf(&feed, `{"topic":"plant/%s/energy","payload":{"msgId":"a","kwh":%d.25,"note":"<b>&\"%d"}}`+"\n", site, i%7, i)
 	}
-	ingest(feed.String())
+	ingest(t, tool, feed.String())
 	a, err := tool.openRead(t.Context())
 	if err != nil {
 		t.Fatal(err)

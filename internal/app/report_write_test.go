@@ -3,16 +3,13 @@ package app
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/report"
 )
 
@@ -22,25 +19,8 @@ import (
 // report already there stays as it was. One that succeeds is there whole.
 func TestReportToAFullDiskLeavesNoPartialFile(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := config.Parse(fmt.Appendf(nil, `
-store: {kind: embedded, path: %q}
-routes:
-  - name: meters
-    topic: plant/+/energy
-    source: ["topic[1]"]
-    id: msgId
-    effects:
-      - entity: "meter/{topic[1]}"
-        add: {kwh: kwh}
-`, filepath.Join(dir, "data")), "report.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tool := &Tool{Config: cfg, Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}
-	feed := `{"topic":"plant/meter-1/energy","payload":{"msgId":"m-1","kwh":0.25}}` + "\n"
-	if err := tool.Ingest(t.Context(), IngestOptions{Input: strings.NewReader(feed), Name: "feed", DrainTimeout: time.Second}); err != nil {
-		t.Fatal(err)
-	}
+	tool := meterTool(t, dir, "add: {kwh: kwh}")
+	ingest(t, tool, `{"topic":"plant/meter-1/energy","payload":{"msgId":"m-1","kwh":0.25}}`+"\n")
 	out := filepath.Join(dir, "out")
 	if err := os.Mkdir(out, 0o755); err != nil {
 		t.Fatal(err)
