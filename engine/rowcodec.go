@@ -34,9 +34,17 @@ import (
 // of it, a few bytes where format 1 wrote sequence_span/8. Format 3 has the
 // same layout, but its current epoch may have no bitmap at all (a run, with
 // its Floor): a build that reads only format 2 would index a bitmap the
-// window does not have, so the number keeps it out. Format 1 and 2 rows
-// are still read.
-const rowFormat = 3
+// window does not have, so the number keeps it out. Format 4 has the same
+// layout again, but an older epoch may keep its bitmap (EpochWindow.retire):
+// a build that reads only format 3 would take that epoch's never-seen
+// sequences for seen ones. Only a source row with such an epoch is written
+// as format 4, every other row as format 3, which the builds before read
+// too. Format 1 and 2 rows are still read.
+const rowFormat = 4
+
+// rowFormat3 is the format of every row but a source row whose older epoch
+// keeps its bitmap.
+const rowFormat3 = 3
 
 // maxBitmapWords bounds the bitmap a row may claim (sequence_span 2^24),
 // so that a corrupt row is a fault, not an allocation.
@@ -56,7 +64,13 @@ func (s *SourceState) MarshalBinary() ([]byte, error) { return s.AppendBinary(ni
 
 // AppendBinary appends the window's row encoding to b.
 func (s *SourceState) AppendBinary(b []byte) ([]byte, error) {
-	b = append(b, rowFormat)
+	format := byte(rowFormat3)
+	for i := 1; i < len(s.Epochs); i++ {
+		if s.Epochs[i].Bitmap != nil {
+			format = rowFormat
+		}
+	}
+	b = append(b, format)
 	b = appendStr(b, s.Route)
 	b = appendList(b, s.Source == nil, len(s.Source))
 	for _, p := range s.Source {
@@ -216,7 +230,7 @@ func (e *EntityState) MarshalBinary() ([]byte, error) { return e.AppendBinary(ni
 
 // AppendBinary appends the entity's row encoding to b.
 func (e *EntityState) AppendBinary(b []byte) ([]byte, error) {
-	b = append(b, rowFormat)
+	b = append(b, rowFormat3)
 	b = appendStr(b, e.Name)
 	b = appendList(b, e.Fields == nil, len(e.Fields))
 	var buf [8]string // an entity has a few fields: their names sort on the stack

@@ -64,7 +64,7 @@ func (s *SourceState) checkSequence(d *Delivery, span, keep int, waive bool) (v 
 	if i == 0 {
 		v = w.checkCurrent(d.seq, w.span(span), waive)
 	} else {
-		v = w.checkOlder(d.seq, waive)
+		v = w.checkOlder(d.seq, w.span(span), waive)
 	}
 	v.epoch = w
 	if v.outcome.Effective() && d.seq < w.First {
@@ -333,7 +333,19 @@ func (w *EpochWindow) advance(seq int64, span int) {
 	}
 }
 
-func (w *EpochWindow) checkOlder(seq int64, waive bool) seqVerdict {
+// checkOlder decides a sequence against an older epoch's window. One that
+// kept its bitmap (retire) decides as the current one does, but that a
+// sequence above its highest is late, then gives the bitmap up once its
+// gaps fit in the list.
+func (w *EpochWindow) checkOlder(seq int64, span int, waive bool) seqVerdict {
+	if w.Bitmap != nil {
+		v := w.checkCurrent(seq, span, waive)
+		if v.outcome == Applied && v.reason == "" { // above its highest
+			v.outcome, v.reason = AppliedLate, reasonLate
+		}
+		w.retire(span)
+		return v
+	}
 	switch {
 	case seq > w.High:
 		v := seqVerdict{outcome: AppliedLate, reason: reasonLate}
@@ -357,7 +369,10 @@ func (w *EpochWindow) checkOlder(seq int64, waive bool) seqVerdict {
 
 // retire turns the current window into an older one: the bitmap's clear
 // bits inside the window (a run's sequences below First) become exact
-// gaps, then the bitmap goes.
+// gaps, then the bitmap goes. A bitmap whose window holds more gaps than
+// half of maxGaps stays (a source that rebooted while a member held a
+// backlog of every third of its sequences, say): listing only some of its
+// gaps would quarantine the late messages of the others.
 func (w *EpochWindow) retire(span int) {
 	var inWindow []Range
 	if w.Bitmap == nil {
@@ -366,12 +381,10 @@ func (w *EpochWindow) retire(span int) {
 			inWindow = []Range{{From: lo, To: w.First - 1}}
 		}
 	} else {
+		if inWindow = w.unseen(max(w.High-int64(span)+1, 0), span); len(inWindow) > maxGaps/2 {
+			return
+		}
 		w.Floor = w.High - int64(span)
-		inWindow = w.unseen(max(w.Floor+1, 0), span)
-	}
-	if len(inWindow) > maxGaps/2 {
-		inWindow = inWindow[len(inWindow)-maxGaps/2:]
-		w.Floor = inWindow[0].From - 1
 	}
 	var below []Range
 	for _, g := range w.Gaps {

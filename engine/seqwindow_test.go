@@ -58,15 +58,16 @@ func (m *seenModel) gaps() []Range {
 
 // windowFeed is a producer's sequences as a broker delivers them: mostly
 // in order, with drops, swaps, replayed bursts, jumps past the window and
-// stragglers from below it.
-func windowFeed(rng *rand.Rand, span int64) []int64 {
+// stragglers from below it. drops is the share of sequences dropped, in
+// per cent.
+func windowFeed(rng *rand.Rand, span int64, drops int) []int64 {
 	next := int64(rng.IntN(3)) * span
 	var out []int64
 	for range 1 + rng.IntN(400) {
 		switch r := rng.IntN(100); {
-		case r < 3: // dropped
+		case r < drops: // dropped
 			next++
-		case r < 4: // a jump past the window
+		case r < drops+1: // a jump past the window
 			next += span + int64(rng.IntN(int(span)))
 		}
 		out = append(out, next)
@@ -117,12 +118,16 @@ func seeded(t *testing.T) (uint64, *rand.Rand) {
 // retired, it decides as that set does below its high-water mark.
 func TestARunDecidesAsEverySequenceSeen(t *testing.T) {
 	seed, rng := seeded(t)
-	runs := 0
+	runs, kept := 0, 0
 	for round := range 300 {
 		span := int64(64 << rng.IntN(3))
 		m := &seenModel{span: span, high: -1, seen: map[int64]bool{}}
 		var src SourceState
-		for i, seq := range windowFeed(rng, span) {
+		drops := 3
+		if round%3 == 0 { // more gaps than an older epoch lists: it keeps its bitmap
+			drops = 40
+		}
+		for i, seq := range windowFeed(rng, span, drops) {
 			d := &Delivery{epoch: "1", epochNum: true, epochInt: 1, seq: seq}
 			got, want := src.checkSequence(d, int(span), 1, false).outcome, m.decide(seq)
 			if got != want {
@@ -133,11 +138,16 @@ func TestARunDecidesAsEverySequenceSeen(t *testing.T) {
 			}
 		}
 		w := &src.Epochs[0]
-		if got, want := w.OpenGaps(), m.gaps(); !slices.Equal(got, want) {
+		got, want := w.OpenGaps(), m.gaps()
+		// Below the window the list keeps the newest maxGaps; inside it, every one.
+		if k := len(want) - len(got); k < 0 || !slices.Equal(got, want[k:]) || k > 0 && want[k-1].To > m.high-span {
 			t.Fatalf("seed %d round %d span %d: open gaps %v, want %v", seed, round, span, got, want)
 		}
 		src.checkSequence(&Delivery{epoch: "2", epochNum: true, epochInt: 2, seq: 0}, int(span), 1, false)
 		old := src.Epochs[1]
+		if old.Bitmap != nil {
+			kept++
+		}
 		for seq := max(0, m.high-2*span); seq <= m.high+1; seq++ {
 			want := AppliedLate
 			switch {
@@ -147,14 +157,17 @@ func TestARunDecidesAsEverySequenceSeen(t *testing.T) {
 				want = Duplicate
 			}
 			o := old
-			o.Gaps = slices.Clone(old.Gaps)
-			if got := o.checkOlder(seq, false).outcome; got != want {
+			o.Gaps, o.Bitmap = slices.Clone(old.Gaps), slices.Clone(old.Bitmap)
+			if got := o.checkOlder(seq, old.span(int(span)), false).outcome; got != want {
 				t.Fatalf("seed %d round %d span %d, retired at %d, gaps %v: seq %d %v, want %v", seed, round, span, m.high, old.Gaps, seq, got, want)
 			}
 		}
 	}
 	if runs == 0 {
 		t.Fatal("no window was a run after any delivery")
+	}
+	if kept == 0 {
+		t.Fatal("no older epoch kept its bitmap")
 	}
 }
 
@@ -275,4 +288,67 @@ func span(from, to int64) []int64 {
 		out = append(out, s)
 	}
 	return out
+}
+
+// An epoch that retires with more gaps in its window than its list keeps
+// (a source that rebooted while a member held a backlog of every third of
+// its sequences) decides each of them as the current epoch did: late, not
+// below the window; and its report lists every one.
+func TestAnOlderEpochKeepsEveryGapOfItsWindow(t *testing.T) {
+	const span = 1024
+	var src SourceState
+	check := func(epoch, seq int64) Outcome {
+		e := strconv.FormatInt(epoch, 10)
+		return src.checkSequence(&Delivery{epoch: e, epochNum: true, epochInt: epoch, seq: seq}, span, 1, false).outcome
+	}
+	var missing []int64
+	for seq := int64(1); seq <= 1500; seq++ {
+		if seq >= 577 && seq < 577+3*140 && seq%3 == 1 {
+			missing = append(missing, seq)
+			continue
+		}
+		check(1, seq)
+	}
+	if len(missing) != 140 {
+		t.Fatalf("%d missing, want 140", len(missing))
+	}
+	check(2, 1) // the source rebooted
+	back, row := roundTrip(t, &src)
+	if row[0] != rowFormat {
+		t.Fatalf("the row has format %d, want %d: its older epoch keeps a bitmap", row[0], rowFormat)
+	}
+	src = back
+	if got := sourceReport(&src).Older[0].Gaps; len(got) != 140 {
+		t.Fatalf("the older epoch reports %d gaps, want 140", len(got))
+	}
+	if got := check(1, 1500-span); got != Quarantined {
+		t.Fatalf("seq %d, at the window's bottom: %v, want quarantined", 1500-span, got)
+	}
+	if got := check(1, 1200); got != Duplicate {
+		t.Fatalf("seq 1200, seen: %v, want duplicate", got)
+	}
+	for i, seq := range missing {
+		if got := check(1, seq); got != AppliedLate {
+			t.Fatalf("missing seq %d (%d of 140), after the reboot: %v, want applied_late", seq, i+1, got)
+		}
+		if got := check(1, seq); got != Duplicate {
+			t.Fatalf("missing seq %d again: %v, want duplicate", seq, got)
+		}
+	}
+	if got := check(1, 1502); got != AppliedLate {
+		t.Fatalf("seq 1502, above the older epoch's highest: %v, want applied_late", got)
+	}
+	old := src.Epochs[1]
+	if old.Bitmap != nil {
+		t.Fatalf("its gaps filled but 1501, the older epoch keeps its bitmap")
+	}
+	if got := old.OpenGaps(); !slices.Equal(got, []Range{{From: 1501, To: 1501}}) {
+		t.Fatalf("open gaps %v, want 1501", got)
+	}
+	if got := check(1, 1501); got != AppliedLate {
+		t.Fatalf("seq 1501 after the list took the gaps back: %v, want applied_late", got)
+	}
+	if _, row := roundTrip(t, &src); row[0] != rowFormat3 {
+		t.Fatalf("the row has format %d, want %d once no older epoch keeps a bitmap", row[0], rowFormat3)
+	}
 }

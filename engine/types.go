@@ -179,14 +179,16 @@ type KeyEntry struct {
 // run (seqwindow.go). An older epoch keeps no bitmap: its sequences in
 // (Floor, High] that were never seen are exactly its in-window Gaps, so a
 // sequence there that is in no gap was seen; sequences at or below Floor
-// cannot be proven either way.
+// cannot be proven either way. But for an older epoch whose window held
+// more gaps than the list keeps: it keeps its bitmap, which decides as the
+// current epoch's does, until its gaps fit in the list (EpochWindow.retire).
 type EpochWindow struct {
 	Epoch   string   `json:"epoch"`
 	Numeric bool     `json:"numeric"`          // the epoch is an integer, ordered numerically
 	Value   int64    `json:"value"`            // the integer, or the rank of a string epoch by first appearance
 	High    int64    `json:"high"`             // highest sequence seen; -1 before the first
 	First   int64    `json:"first"`            // lowest sequence seen: reports leave out never-seen sequences below it
-	Bitmap  []uint64 `json:"bitmap,omitempty"` // current epoch only, nil for a run: bit s%span set when s was seen
+	Bitmap  []uint64 `json:"bitmap,omitempty"` // nil for a run and an older epoch (but see above): bit s%span set when s was seen
 	Floor   int64    `json:"floor"`            // older epochs and runs: sequences <= Floor cannot be proven
 	Gaps    []Range  `json:"gaps,omitempty"`   // open gaps, ascending
 
