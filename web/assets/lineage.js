@@ -16,9 +16,11 @@ const lineage = {
 
 const dateTimeOf = (t) => new Date(t).toLocaleString([], { hour12: false });
 
-// explainPath escapes each part of an entity's name, keeping its slashes.
+// explainPath escapes an entity's name whole, its slashes too: a name with
+// an empty level or a dot segment ("incident/z/../7") would otherwise be
+// cleaned into another entity's path by the browser or the server.
 function explainPath(name) {
-  return "/api/v1/explain/" + name.split("/").map(encodeURIComponent).join("/");
+  return "/api/v1/explain/" + encodeURIComponent(name);
 }
 
 function openLineage(name) {
