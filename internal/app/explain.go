@@ -77,54 +77,72 @@ func explainNone(l *report.Lineage) error {
 // Lineages reads the lineages of opts.Entities from the audit log and the
 // archive dir ("": none), as Report reads the log.
 func (t *Tool) Lineages(ctx context.Context, opts report.LineageOptions, archive string) ([]*report.Lineage, error) {
-	recs, done, err := t.auditRecords(ctx, archive)
+	recs, bases, done, err := t.auditRecords(ctx, archive)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
+	opts.Bases = bases
 	return report.Lineages(recs, opts)
 }
 
 // auditRecords is the whole audit log, read-only: a shared store's every
 // chain merged by time, a single-owner store's log, or the running
 // process's API; each from the archive dir ("": none) where retention
-// moved its oldest records. done closes the store.
-func (t *Tool) auditRecords(ctx context.Context, archive string) (iter.Seq2[engine.AuditRecord, error], func(), error) {
+// moved its oldest records. bases are where retention left each chain
+// beginning in the store (none through the API). done closes the store.
+func (t *Tool) auditRecords(ctx context.Context, archive string) (iter.Seq2[engine.AuditRecord, error], map[string]engine.AuditHead, func(), error) {
 	a, err := t.openRead(ctx)
 	if err != nil {
 		r, rerr := t.remoteFor(err)
 		if rerr != nil {
-			return nil, nil, rerr
+			return nil, nil, nil, rerr
 		}
 		return report.Scanned(report.WithArchive(ctx, "", archiveReader(archive),
-			func(fn func(engine.AuditRecord) error) error { return r.audit(1, fn) })), func() {}, nil
+			func(fn func(engine.AuditRecord) error) error { return r.audit(1, fn) })), nil, func() {}, nil
 	}
-	recs, err := storeRecords(ctx, a.Store, archive)
+	recs, bases, err := storeRecords(ctx, a.Store, archive)
 	if err != nil {
 		a.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return recs, func() { a.Close() }, nil
+	return recs, bases, func() { a.Close() }, nil
 }
 
 // storeRecords is the whole audit log of s: a shared store's every chain
 // merged by time, or a single-owner store's log; each from the archive dir
-// ("": none) where retention moved its oldest records.
-func storeRecords(ctx context.Context, s engine.Store, archive string) (iter.Seq2[engine.AuditRecord, error], error) {
+// ("": none) where retention moved its oldest records; and where
+// retention left each chain beginning in the store (nil: none trimmed).
+func storeRecords(ctx context.Context, s engine.Store, archive string) (iter.Seq2[engine.AuditRecord, error], map[string]engine.AuditHead, error) {
 	if cs := s.Capabilities().Chains; cs != nil {
+		bases, err := trimmedChains(ctx, s) // before the chains: a base only moves up
+		if err != nil {
+			return nil, nil, err
+		}
 		recs, _, err := report.Chains(ctx, cs, archiveReader(archive))
-		return recs, err
+		return recs, bases, err
 	}
-	return report.Records(ctx, s, archiveReader(archive)), nil
+	var bases map[string]engine.AuditHead
+	if tr := s.Capabilities().Trim; tr != nil {
+		base, err := tr.AuditBase(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if base.Position > 0 {
+			bases = map[string]engine.AuditHead{"": base}
+		}
+	}
+	return report.Records(ctx, s, archiveReader(archive)), bases, nil
 }
 
 // StoreLineages reads the lineages of opts.Entities from s and the
 // archive dir ("": none): what the daemon's API serves.
 func StoreLineages(ctx context.Context, s engine.Store, archive string, opts report.LineageOptions) ([]*report.Lineage, error) {
-	recs, err := storeRecords(ctx, s, archive)
+	recs, bases, err := storeRecords(ctx, s, archive)
 	if err != nil {
 		return nil, err
 	}
+	opts.Bases = bases
 	return report.Lineages(recs, opts)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"time"
 
@@ -24,6 +25,12 @@ type LineageOptions struct {
 	// records are read, as Trim would leave them, in memory that does not
 	// grow with a busy entity's history; 0: every change.
 	Keep int
+	// Bases are where audit retention left each chain beginning in the
+	// store, by member ("" on a single-owner store): a chain read up to
+	// less than its base (every record of it archived, and no archive
+	// read) is an error, as a chain that begins past position 1 is. Nil:
+	// no chain is known to be trimmed.
+	Bases map[string]engine.AuditHead
 }
 
 // Lineage is one entity's history as the audit log holds it: every decision
@@ -72,8 +79,9 @@ type Change struct {
 	Suppressed []Decision `json:"suppressed"`
 	// Held are the deliveries of the same key that were held (a conflict,
 	// a quarantined or malformed message) and the operator decisions on
-	// them (a discard); the release that applied one is the change itself,
-	// its Ref naming the held entry.
+	// them (a discard, a release decided duplicate or held again); the
+	// release that applied one is the change itself, its Ref naming the
+	// held entry.
 	Held []Decision `json:"held"`
 }
 
@@ -102,6 +110,10 @@ var ErrNoEntity = errors.New("report: no entity named")
 // ErrChainTrimmed is a lineage read from a chain whose first positions are
 // not in the store (audit retention archived them) and no archive gave.
 var ErrChainTrimmed = errors.New("a lineage without them would be a part of one")
+
+// ErrChainBroken is a lineage read from a chain whose records do not link
+// (an archive of another store read before the store, or a broken chain).
+var ErrChainBroken = errors.New("its prev hash is not that record's hash")
 
 // Lineages reads records twice (it must be a scan that can run again, as
 // Records and Chains are): once for the decisions that changed the
@@ -171,6 +183,9 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 			}
 		}
 	}
+	if err := chains.reached(opts.Bases); err != nil {
+		return nil, err
+	}
 	if len(byKey) > 0 {
 		chains = chainsRead{}
 		for r, err := range records {
@@ -204,7 +219,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 					c = &x.l.Changes[i]
 				}
 				switch {
-				case known && o == engine.Duplicate:
+				case known && o == engine.Duplicate && r.Ref == 0: // a release decided duplicate is an operator's decision, held below
 					if c != nil {
 						c.Suppressed = append(c.Suppressed, decisionOf(&r))
 					}
@@ -240,28 +255,47 @@ func (l *Lineage) drop(n int) {
 	l.Omitted += n
 }
 
-// chainsRead follows the chains of a scan: each must begin at position 1
-// and skip none, or the lineage would be a part of one.
+// chainsRead follows the chains of a scan: each must begin at position 1,
+// skip none and link each record to the one before it (an archive that is
+// another store's does not), or the lineage would be a part of one, or
+// another's.
 type chainsRead struct {
-	last map[string]uint64 // each chain's last position read
-	n    uint64            // records read
+	last map[string]engine.AuditHead // each chain's last record read
+	n    uint64                      // records read
 }
 
 // next checks r and returns its ordinal in the scan.
 func (c *chainsRead) next(r *engine.AuditRecord) (uint64, error) {
 	if c.last == nil {
-		c.last = map[string]uint64{}
+		c.last = map[string]engine.AuditHead{}
 	}
 	switch prev, ok := c.last[r.Member]; {
 	case !ok && r.Position != 1:
 		return 0, fmt.Errorf("%s begins at position %d in the store: positions 1..%d are not in it (audit retention archived them), and %w; "+
 			"give their archive (--archive DIR, or audit.archive in the configuration)", chainName(r.Member), r.Position, r.Position-1, ErrChainTrimmed)
-	case ok && r.Position != prev+1:
-		return 0, fmt.Errorf("%s: positions %d..%d were not read (audit retention moved them to the archive while they were read?); read again", chainName(r.Member), prev+1, r.Position-1)
+	case ok && r.Position != prev.Position+1:
+		return 0, fmt.Errorf("%s: positions %d..%d were not read: the archive lacks them (audit verify --archive names the missing segment), "+
+			"or audit retention moved them to the archive while they were read (read again)", chainName(r.Member), prev.Position+1, r.Position-1)
+	case ok && r.Prev != prev.Hash:
+		return 0, fmt.Errorf("%s breaks at position %d: it does not link to the record at position %d (%w): an archive of another store, or a broken chain; audit verify --archive names it",
+			chainName(r.Member), r.Position, prev.Position, ErrChainBroken)
 	}
-	c.last[r.Member] = r.Position
+	c.last[r.Member] = engine.AuditHead{Position: r.Position, Hash: r.Hash}
 	c.n++
 	return c.n, nil
+}
+
+// reached checks that each chain of bases was read up to its base at
+// least: a chain retention moved wholly into the archive has no record in
+// the store to begin past position 1.
+func (c *chainsRead) reached(bases map[string]engine.AuditHead) error {
+	for _, m := range slices.Sorted(maps.Keys(bases)) {
+		if b, last := bases[m], c.last[m].Position; last < b.Position {
+			return fmt.Errorf("%s has no record in the store past position %d: positions %d..%d are not in it (audit retention archived them), and %w; "+
+				"give their archive (--archive DIR, or audit.archive in the configuration)", chainName(m), b.Position, last+1, b.Position, ErrChainTrimmed)
+		}
+	}
+	return nil
 }
 
 // entityEffects returns r's effects on each of the entities, those on

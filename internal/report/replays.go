@@ -56,7 +56,7 @@ func (p *replays) note(r *engine.AuditRecord, period bool) {
 		p.remember(r.Key, i)
 		return
 	}
-	if !period || r.Outcome != engine.Duplicate.String() {
+	if !period || r.Outcome != engine.Duplicate.String() || r.Ref != 0 { // a release decided duplicate is an operator's, no replay
 		return
 	}
 	if k, ok := p.keys[r.Key]; ok {
