@@ -48,6 +48,8 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		why := dec.Reason
 		dec.Reason = fmt.Sprintf("%s #%d", reasonReleased, ref)
 		switch {
+		case dec.Outcome == Duplicate && m.keyApplied: // held as a conflict
+			dec.Reason += ": its key was applied with other content before it was held"
 		case dec.Outcome == Duplicate:
 			dec.Reason += ": its key was applied meanwhile"
 		case dec.Outcome.Held() && why != "": // its sql effect was refused again: held anew

@@ -84,9 +84,13 @@ func TestRelease(t *testing.T) {
 	t.Run("a released conflict never applies its other content", func(t *testing.T) {
 		h := newHarness(t, engine.Options{})
 		h.feed(inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":1`), inc("fd", "e1", 1, 1, `"incident_id":1,"casualty_delta":5`))
-		d, err := h.e.Release(ctx, heldIDs(t, h)[0], "")
+		id := heldIDs(t, h)[0]
+		d, err := h.e.Release(ctx, id, "")
 		if err != nil || d.Outcome != engine.Duplicate {
 			t.Fatalf("release: %+v %v", d, err)
+		}
+		if want := fmt.Sprintf("released from quarantine #%d: its key was applied with other content before it was held", id); d.Reason != want {
+			t.Errorf("reason %q, want %q", d.Reason, want)
 		}
 		if got := h.state(); got != `{"incident/1":{"casualties":1}}` {
 			t.Fatalf("state %s", got)
