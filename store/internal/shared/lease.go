@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -34,7 +35,26 @@ func DeadHere(holder string) bool {
 	if err != nil || pid <= 0 {
 		return false
 	}
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) || exited(pid)
+}
+
+// exited reports whether pid is a process that has exited and that its
+// parent has not yet waited for (a zombie): signals still find one, for as
+// long as the parent takes (a container's first process may take seconds,
+// or never wait). A thread group whose first thread exited while others
+// run shows that thread a zombie too: it has more than one task.
+func exited(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid)
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')') // after the command's name, which may hold anything
+	if i < 0 || i+2 >= len(stat) || (stat[i+2] != 'Z' && stat[i+2] != 'X') {
+		return false
+	}
+	tasks, err := os.ReadDir(dir + "/task")
+	return err == nil && len(tasks) <= 1
 }
 
 // place is where this process's pid is a pid: the hostname and, where

@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestDeadHere(t *testing.T) {
@@ -31,5 +33,35 @@ func TestDeadHere(t *testing.T) {
 		if DeadHere(h) {
 			t.Errorf("DeadHere(%q) = true", h)
 		}
+	}
+}
+
+// A member killed and not yet waited for by its parent (a zombie, as a
+// container's first process leaves one for a while) is dead: its
+// lease may be taken over at once.
+func TestDeadHereTakesAZombieForDead(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	pid := cmd.Process.Pid
+	holder := place() + " " + strconv.Itoa(pid) + " 00"
+	if DeadHere(holder) {
+		t.Fatal("a running process was taken for dead")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	// SIGKILL takes effect at once, but not within the call: wait for it,
+	// bounded.
+	for deadline := time.Now().Add(10 * time.Second); !DeadHere(holder); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			t.Fatalf("a killed process not yet waited for (%s) was not taken for dead: %s", holder, stat)
+		}
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the killed process was gone, not a zombie: %v", err)
 	}
 }
