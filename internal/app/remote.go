@@ -201,7 +201,7 @@ func (r *remote) do(method, path string, body, out any) error {
 		if r.held != nil {
 			why = r.held.Error()
 		}
-		return fmt.Errorf("%s; and the API of the process holding it, at %s, did not answer: %w", why, r.base, err)
+		return fmt.Errorf("%s; and the API of the process holding it, at %s (http.listen; %s names another member's), did not answer: %w", why, r.base, config.EnvHTTPListen, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
