@@ -238,7 +238,10 @@ func (s *Store) open(ctx context.Context, o Options, where string) error {
 		}
 		return fmt.Errorf("postgres store: connect to %s: %w", where, err)
 	}
-	if err := s.checkDurable(ctx, o.AllowNotDurable); err != nil {
+	// A read-only handle commits nothing a crash could lose: it reads a
+	// group's store whatever its server keeps (an operator looking into
+	// the state of a group it refuses).
+	if err := s.checkDurable(ctx, o.AllowNotDurable || s.member == ""); err != nil {
 		return err
 	}
 	if err := migrate(ctx, s.pool, s.schema, s.member == ""); err != nil {

@@ -33,6 +33,15 @@ func TestDurability(t *testing.T) {
 			if st := s.SharedStats(); st.Durable || st.NotDurable != setting+"=off" {
 				t.Fatalf("stats %+v, want not durable by %s=off", st, setting)
 			}
+			// A read-only handle commits nothing: it reads the group.
+			ro, err := g.open("")
+			if err != nil {
+				t.Fatalf("read-only open: %v", err)
+			}
+			defer ro.Close()
+			if st := ro.SharedStats(); st.Durable || st.NotDurable != setting+"=off" {
+				t.Fatalf("read-only stats %+v, want not durable by %s=off", st, setting)
+			}
 		})
 	}
 }

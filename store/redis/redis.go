@@ -230,15 +230,19 @@ func (s *Store) open(ctx context.Context) error {
 	if err := s.c.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis store: cannot reach %s: %w", s.url, err)
 	}
+	// A read-only handle commits nothing a crash could lose: it reads a
+	// group's store whatever its server keeps (an operator looking into
+	// the state of a group it refuses).
+	allow := s.opts.AllowNotDurable || s.member == ""
 	problem, err := checkDurable(ctx, s.c)
 	if err != nil {
-		if !s.opts.AllowNotDurable {
+		if !allow {
 			return err
 		}
 		problem = err.Error() // the opt-out covers a server that cannot tell
 	}
 	if problem != "" {
-		if !s.opts.AllowNotDurable {
+		if !allow {
 			return fmt.Errorf("redis store: %s at %s: a commit could be lost after the broker was acknowledged "+
 				"(fix the setting, or set store.allow_not_durable: true to accept that)", problem, s.url)
 		}

@@ -26,6 +26,13 @@ func TestDurability(t *testing.T) {
 	set("appendfsync", "always")
 	set("maxmemory-policy", "allkeys-lru")
 	t.Run("an evicting maxmemory-policy is refused", func(t *testing.T) { refused(`maxmemory-policy is "allkeys-lru"`) })
+	t.Run("a read-only handle opens and says so", func(t *testing.T) {
+		g.must(t, "a", func(o *Options) { o.AllowNotDurable = true }).Close() // the schema, as a member creates it
+		st := g.must(t, "").SharedStats()
+		if st.Durable || !strings.Contains(st.NotDurable, "maxmemory-policy") {
+			t.Fatalf("stats say durable=%v %q", st.Durable, st.NotDurable)
+		}
+	})
 	t.Run("the opt-out opens and says so", func(t *testing.T) {
 		s := g.must(t, "a", func(o *Options) { o.AllowNotDurable = true })
 		st := s.SharedStats()
