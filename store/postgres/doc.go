@@ -22,8 +22,9 @@
 // instead: a row another transaction holds (or created while it read) is
 // neither read nor locked nor claimed but named in Rows.Held, and the
 // engine decides only the messages that touch no such row, leaving the
-// rest to a batch after it (SharedStats.HeldRows counts those rows). A row
-// another transaction is still creating is waited for, as without it.
+// rest to a batch after it (SharedStats.HeldRows counts those rows, once a
+// batch that left them out commits). So is a row another transaction is
+// still creating: its claim's advisory lock is tried, not waited for.
 //
 // A route's sql effects (engine.SQLStatement) run in the same transaction,
 // after the writes found the batch's keys this member's: one round trip

@@ -138,6 +138,7 @@ func TestStore(t *testing.T) {
 		{"an update that may skip held rows names them and does not wait", testSkipHeld},
 		{"an update that may skip held rows does not wait for a row written and not committed", testSkipHeldWritten},
 		{"an update that may skip held rows does not wait for a row another update is creating", testSkipHeldClaimed},
+		{"an update that skips held rows and is decided again counts them once", testSkipHeldCountedOnce},
 		{"members creating the same rows in any order neither race nor deadlock", testCreatingRowsNoRaces},
 		{"a batch that loses every race fails with ErrContention", testContention},
 		{"a row lock held by another member is waited for and counted", testLockWait},

@@ -104,16 +104,17 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 		return decide(rows)
 	}
 	for attempt := 0; attempt < maxAttempts; {
-		var n int
+		var n, held int
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
 			var err error
-			n, err = s.attempt(ctx, tx, r, decideRefused, wait)
+			n, held, err = s.attempt(ctx, tx, r, decideRefused, wait)
 			return err
 		})
 		var de decideError
 		var re refusedError
 		switch {
 		case err == nil:
+			s.stats.HeldRows.Add(uint64(held)) // those of the batch written, not of every attempt
 			return n, nil
 		case errors.As(err, &de):
 			return 0, de.err
@@ -148,23 +149,25 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 }
 
 // attempt reads, decides and writes once: the batch, then its sql effects.
-func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error), wait bool) (int, error) {
+// It returns how many audit records it wrote and how many rows it left out
+// as held.
+func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error), wait bool) (int, int, error) {
 	rows, head, err := s.read(ctx, tx, r, wait)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	u := newUpdate(r, rows)
 	b, err := decide(rows)
 	if err != nil {
-		return 0, decideError{err}
+		return 0, 0, decideError{err}
 	}
 	if err := s.write(ctx, tx, b, head, u); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := s.runSQL(ctx, tx, b.SQL, len(rows.Refused) > 0); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return len(b.Audit), nil
+	return len(b.Audit), len(rows.Held.Sources) + len(rows.Held.Entities), nil
 }
 
 // inTx runs fn in a transaction on a pooled connection and commits when
@@ -307,8 +310,7 @@ func (s *Store) read(ctx context.Context, tx pgx.Tx, r *engine.Reads, wait bool)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = lockErr(cerr)
 	}
-	if n := len(rows.Held.Sources) + len(rows.Held.Entities); err == nil && n > 0 {
-		s.stats.HeldRows.Add(uint64(n))
+	if err == nil && !rows.Held.Empty() {
 		s.heldLast.Store(true)
 	}
 	return rows, head, err

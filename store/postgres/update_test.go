@@ -614,3 +614,47 @@ func testAnalyzeFailsPruneGoesOn(t *testing.T, g *group) {
 		t.Fatalf("%d of the 3 tables analyzed once the lock went", n)
 	}
 }
+
+// testSkipHeldCountedOnce: an Update that skips a held row and is decided
+// again (another member inserted one of its keys first) counts the row
+// once: SharedStats.HeldRows counts the rows a written batch left to a
+// batch after it, not every read of them.
+func testSkipHeldCountedOnce(t *testing.T, g *group) {
+	a, b, c := g.mustOpen("m1"), g.mustOpen("m2"), g.mustOpen("m3")
+	if err := a.Commit(t.Context(), &engine.Batch{Sources: []engine.SourceState{source(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := &engine.Reads{Keys: []engine.Hash{key(1)}, Sources: []string{sourceID()}, Entities: []string{"meter/c"},
+		KeyCutoff: time.Now().Add(-time.Minute).UnixNano(), SkipHeld: true}
+	decides := 0
+	err := a.Update(t.Context(), &engine.Reads{Sources: []string{sourceID()}}, func(*engine.Rows) (*engine.Batch, error) {
+		done := make(chan error, 1)
+		go func() {
+			done <- b.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
+				if decides++; decides == 1 { // m3 applies the key while m2 decides
+					if err := c.Commit(t.Context(), &engine.Batch{Keys: []engine.KeyEntry{keyEntry(1, time.Now())}}); err != nil {
+						t.Errorf("m3: %v", err)
+					}
+					return &engine.Batch{Keys: []engine.KeyEntry{keyEntry(1, time.Now())}, Audit: records("m2", 1, 1)}, nil
+				}
+				return &engine.Batch{Entities: []engine.EntityState{counted("meter/c", 1)}, Audit: records("m2", 1, 1)}, nil
+			})
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("m2: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("m2 waited for the row m1 holds")
+		}
+		return &engine.Batch{Sources: []engine.SourceState{source(2)}}, nil
+	})
+	if err != nil || decides != 2 {
+		t.Fatalf("Update = %v, m2 decided %d times, want twice", err, decides)
+	}
+	if st := b.SharedStats(); st.Updates != 1 || st.Retries != 1 || st.HeldRows != 1 {
+		t.Fatalf("m2 stats: %d updates, %d retries, %d held rows; want 1 update, 1 retry, 1 held row (the source, left out of the one batch written)",
+			st.Updates, st.Retries, st.HeldRows)
+	}
+}
