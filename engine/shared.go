@@ -188,6 +188,11 @@ type sharedWindows struct {
 	// appended before anything else is decided (appendUnjournaled), while
 	// the batch's deliveries, passed again, keep the decisions committed.
 	unjournaled *JournalEntry
+	// lost are the positions of this member's chain each store loss an
+	// operator accepted gave up, in order: a delivery whose decision a
+	// part of its batch committed at one of them, before that acceptance,
+	// has no decision any more (keptDecisions).
+	lost []Span
 }
 
 // errNotJournaled is a committed batch's journal append that failed: its
@@ -291,6 +296,7 @@ func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Deci
 	if err := w.appendUnjournaled(); err != nil {
 		return nil, err
 	}
+	w.keptDecisions(msgs)
 	if partlyCommitted(msgs) {
 		return w.decideRest(ctx, msgs, uncommitted(msgs))
 	}
@@ -337,7 +343,7 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 			}
 		}
 		for _, i := range first {
-			msgs[i].committed = &out[i]
+			w.markCommitted(&msgs[i], &out[i])
 		}
 	}
 	if err != nil {
@@ -350,7 +356,7 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 	// deliveries keep their decisions (the caller passes the same messages
 	// until the batch commits).
 	for _, i := range first {
-		msgs[i].committed = &out[i]
+		w.markCommitted(&msgs[i], &out[i])
 	}
 	next := round + 1
 	if len(first) == 0 { // every delivery touched a held row: wait for them
@@ -371,6 +377,30 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 		out[i] = decided[j]
 	}
 	return out, nil
+}
+
+// markCommitted notes in m the decision d a part of its batch committed.
+func (w *sharedWindows) markCommitted(m *Message, d *Decision) {
+	m.committed, m.committedAt = d, len(w.lost)
+}
+
+// keptDecisions forgets, in msgs, each decision an earlier part of their
+// batch committed at a position a store loss accepted since then gave
+// up: the store no longer holds it, and the delivery, never acknowledged,
+// is decided again rather than handed a decision that is gone.
+func (w *sharedWindows) keptDecisions(msgs []Message) {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.committed == nil {
+			continue
+		}
+		for _, s := range w.lost[min(m.committedAt, len(w.lost)):] {
+			if s.From <= m.committed.Position && m.committed.Position <= s.To {
+				m.committed = nil
+				break
+			}
+		}
+	}
 }
 
 // partlyCommitted reports whether an earlier attempt of the batch msgs

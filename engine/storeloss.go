@@ -567,6 +567,11 @@ func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreL
 	}
 	accepted := *l
 	l.accepted, l.acceptedSpan, l.operator = true, gone, operator
+	if l.Forked { // the store's chain stands for the member's: none of the member's may be left
+		w.lost = append(w.lost, Span{From: 1, To: l.Known.Position})
+	} else {
+		w.lost = append(w.lost, gone)
+	}
 	if w.journal != nil {
 		// Before the acceptance moves the journal's head: a crash after it
 		// resumes the recovery of what the journal holds.

@@ -78,7 +78,19 @@ type Message struct {
 	// when the batch was split and its other part failed (a shared store:
 	// see sharedWindows.decideBatch); passed again, it is not decided again.
 	committed *Decision
+	// committedAt is how many store losses the engine had accepted when
+	// committed was set (sharedWindows.lost): a later one that gave up
+	// its position took the decision with it.
+	committedAt int
 }
+
+// Decided reports whether an earlier attempt of m's batch committed m's
+// decision: a shared store commits a batch in parts when other members
+// hold some of its rows (Reads.SkipHeld), and a later part may fail. A
+// caller that gives such a batch up has not abandoned m: it is decided,
+// and only its acknowledgement is left undone (the broker sends it again
+// and it is found duplicate).
+func (m *Message) Decided() bool { return m.committed != nil }
 
 // Hash is a SHA-256 value: an idempotency key, a content digest or an audit
 // chain link.

@@ -211,5 +211,13 @@ func (c *Consumer) abandon(left []delivery) {
 	for i := range left {
 		_ = left[i].js.Nak()
 	}
-	c.obs.Observe(source.Event{Kind: source.Abandoned, N: len(left)})
+	// A part of their batch committed some (engine.Message.Decided): those
+	// are decided, only their acknowledgement is left undone.
+	decided := consume.Decided(left, (*delivery).message)
+	if decided > 0 {
+		c.obs.Observe(source.Event{Kind: source.AckDropped, N: decided})
+	}
+	if n := len(left) - decided; n > 0 {
+		c.obs.Observe(source.Event{Kind: source.Abandoned, N: n})
+	}
 }

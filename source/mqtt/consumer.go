@@ -97,7 +97,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.commits = consume.NewCommitter("mqtt", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
 	c.batches = &consume.Batches[delivery]{Name: "mqtt", Queue: c.q, Size: cfg.BatchSize, Linger: cfg.BatchLinger,
 		Fatal: c.fatal, Commit: consume.CommitMessages(c.commits, (*delivery).message),
-		Submit: consume.SubmitMessages(c.commits, (*delivery).message), Land: c.commits.Land, BeforeAck: consume.BeforeAck, Ack: c.ack, Log: cfg.Logger, Observer: cfg.Observer}
+		Submit: consume.SubmitMessages(c.commits, (*delivery).message), Land: c.commits.Land, BeforeAck: consume.BeforeAck, Ack: c.ack, Msg: (*delivery).message, Log: cfg.Logger, Observer: cfg.Observer}
 	return c, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/source"
 )
 
@@ -33,7 +34,11 @@ type Batches[D any] struct {
 	// given, and its acknowledgement (a fault point).
 	BeforeAck func(committed time.Time)
 	// Ack acknowledges a committed batch in receive order.
-	Ack      func(batch []D)
+	Ack func(batch []D)
+	// Msg, when set, points at a delivery's engine message: a delivery
+	// left at a stop whose decision a part of its batch committed
+	// (engine.Message.Decided) is counted AckDropped, not Abandoned.
+	Msg      func(*D) *engine.Message
 	Log      *slog.Logger
 	Observer source.Observer
 }
@@ -266,10 +271,16 @@ func (b *Batches[D]) Drain(ctx context.Context, rest, committed, more []D) {
 			b.Observer.Observe(source.Event{Kind: source.AckDropped, N: len(committed)})
 		}
 	}
-	if len(left) > 0 {
+	decided := Decided(left, b.Msg)
+	if decided > 0 { // a part of their batch committed them: decided, not abandoned
+		b.Log.Info(b.Name+" stopping: deliveries a part of their batch committed left unacknowledged; the broker will redeliver them",
+			"messages", decided)
+		b.Observer.Observe(source.Event{Kind: source.AckDropped, N: decided})
+	}
+	if n := len(left) - decided; n > 0 {
 		b.Log.Error(b.Name+" stopping: deliveries left uncommitted and unacknowledged; the broker will redeliver them",
-			"messages", len(left), "err", err)
-		b.Observer.Observe(source.Event{Kind: source.Abandoned, N: len(left)})
+			"messages", n, "err", err)
+		b.Observer.Observe(source.Event{Kind: source.Abandoned, N: n})
 	}
 }
 

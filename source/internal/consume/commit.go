@@ -48,6 +48,19 @@ func Messages[D any](batch []D, msg func(*D) *engine.Message) []engine.Message {
 	return msgs
 }
 
+// Decided returns how many deliveries of batch an earlier attempt
+// committed a decision of (engine.Message.Decided), msg pointing at one
+// delivery's message; 0 when msg is nil.
+func Decided[D any](batch []D, msg func(*D) *engine.Message) int {
+	n := 0
+	for i := range batch {
+		if msg != nil && msg(&batch[i]).Decided() {
+			n++
+		}
+	}
+	return n
+}
+
 // Keep writes msgs, taken from batch by Messages, back into its
 // deliveries after a Commit that did not commit them: an attempt may have
 // committed part of the batch (a shared store commits the deliveries

@@ -1,0 +1,81 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/journal"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+// TestASplitBatchWhosePartTheStoreLostIsDecidedAgain: a batch commits the
+// part whose rows no other member holds, then the store fails over to a
+// copy without that part, and the part after fails. The batch was never
+// acknowledged: its deliveries are all still in hand. Without a journal,
+// once an operator accepts the loss, the batch passed again must decide
+// every delivery whose decision the store lost, not hand over decisions
+// the store no longer holds (their effects would be lost for good, and the
+// broker told they were decided). With a journal, the member decides the
+// lost part again from it, and the batch passed again keeps those
+// decisions: each delivery is applied once either way.
+func TestASplitBatchWhosePartTheStoreLostIsDecidedAgain(t *testing.T) {
+	for _, withJournal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("journal %v", withJournal), func(t *testing.T) {
+			ctx := context.Background()
+			g := memory.NewGroup(0, 0)
+			m, err := g.Open("m1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := engine.SourceState{Route: "incidents", Source: []string{"fd", "e1"}}
+			st := &holding{sharedBackend: m, holds: []engine.HeldRows{{Sources: []string{held.ID()}}}, failAt: 2}
+			opts := engine.Options{Routes: []engine.Route{incidentRoute}, StoreName: "memory"}
+			if withJournal {
+				j, err := journal.Open(t.TempDir(), journal.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer j.Close()
+				opts.Journal = j
+			}
+			e, err := engine.New(ctx, st, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			replica := g.Checkpoint()
+			batch := []engine.Message{unitUpdate("e1", 1, "7", 1), unitUpdate("e2", 1, "8", 2), unitUpdate("e3", 1, "9", 3)}
+			if _, err := e.Process(ctx, batch); !errors.Is(err, errWrite) {
+				t.Fatalf("Process = %v, want the second part's failure", err)
+			}
+			g.FailOver(replica) // the store the member fails over to lacks the first part
+			if !withJournal {
+				if _, err := e.Process(ctx, batch); !errors.Is(err, engine.ErrStoreBehind) {
+					t.Fatalf("Process after the failover = %v, want ErrStoreBehind", err)
+				}
+				if _, err := e.AcceptLoss(ctx, "duty officer"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := e.Process(ctx, batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, d := range got {
+				if d.Outcome != engine.Applied {
+					t.Errorf("delivery %d: %s, want applied", i, d.Outcome)
+				}
+			}
+			state, err := e.ReadState(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := fmt.Sprint(entityValues(state)); s != "map[incident/7.casualties:1 incident/8.casualties:2 incident/9.casualties:3 unit/e1.status:s1 unit/e2.status:s1 unit/e3.status:s1]" {
+				t.Fatalf("state %s: want each delivery of the batch applied once", s)
+			}
+		})
+	}
+}
