@@ -96,6 +96,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	if w, ok := consumer.(interface{ Warning() string }); ok { // a feed down while another carries on
 		storeStatus = withWarning(storeStatus, w.Warning)
 	}
+	storeStatus = withSourceStatus(storeStatus, consumer)
 	d := &daemon{app: a, log: log, reg: reg, consumer: consumer, sinkFlush: SinkFlushTimeout}
 	m.WatchReady(d.ready)
 	if d.chains, err = a.chainWork(); err != nil {

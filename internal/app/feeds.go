@@ -170,6 +170,21 @@ func (s *feedsSource) Ready() bool {
 	return false
 }
 
+// NotReady says why Ready is false; "" when it is true.
+func (s *feedsSource) NotReady() string {
+	if s.Ready() {
+		return ""
+	}
+	if err := s.failing(); err != nil {
+		return "the last commit failed: " + err.Error()
+	}
+	why := make([]string, 0, len(s.feeds))
+	for _, f := range s.feeds {
+		why = append(why, "feed "+f.name+": "+f.src.NotReady())
+	}
+	return "no feed takes deliveries: " + strings.Join(why, "; ")
+}
+
 // failing returns the error of the feeds' last commit; nil when it
 // succeeded.
 func (s *feedsSource) failing() error {
@@ -223,6 +238,22 @@ func withWarning(status func() web.StoreStatus, warning func() string) func() we
 			st = status()
 		}
 		st.Warning = joinNonEmpty(st.Warning, warning())
+		return st
+	}
+}
+
+// withSourceStatus adds to status why the source is not ready, when status
+// itself says nothing: /readyz then names what holds the member back (the
+// broker, a subscription, the last commit) rather than guessing.
+func withSourceStatus(status func() web.StoreStatus, src source) func() web.StoreStatus {
+	return func() web.StoreStatus {
+		var st web.StoreStatus
+		if status != nil {
+			st = status()
+		}
+		if st.Error == "" {
+			st.Error = src.NotReady()
+		}
 		return st
 	}
 }

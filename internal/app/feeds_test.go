@@ -236,6 +236,13 @@ func (f *fakeSource) Run(ctx context.Context) error {
 
 func (f *fakeSource) Ready() bool { return f.ready.Load() }
 
+func (f *fakeSource) NotReady() string {
+	if f.Ready() {
+		return ""
+	}
+	return "not ready"
+}
+
 // A feed that stops (its broker refused the subscription) leaves the
 // others running, ready, with a warning that says why.
 func TestAFeedThatStopsLeavesTheOthersRunning(t *testing.T) {

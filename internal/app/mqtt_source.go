@@ -56,6 +56,14 @@ func (s *mqttSource) Ready() bool {
 	return false
 }
 
+// NotReady says why Ready is false; "" when it is true.
+func (s *mqttSource) NotReady() string {
+	if c := s.cur.Load(); c != nil {
+		return (*c).NotReady()
+	}
+	return "the MQTT version is not yet negotiated with the brokers (mqtt.protocol)"
+}
+
 // Run negotiates the MQTT version with the brokers (mqtt.protocol: 5,
 // 3.1.1, or auto: 5 first), then runs the consumer of that version until
 // ctx is done. It returns an error wrapping mqttprobe.ErrNotNegotiable,

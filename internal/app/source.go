@@ -25,6 +25,9 @@ type source interface {
 	// Ready reports whether the source is connected and committing; safe
 	// from any goroutine.
 	Ready() bool
+	// NotReady says why Ready is false ("" when it is true): what /readyz
+	// answers when the store and the outbox leave nothing to say.
+	NotReady() string
 }
 
 // RunMember is the member id run writes a shared store's chain under when

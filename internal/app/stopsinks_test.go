@@ -48,6 +48,8 @@ func (s *stoppingSource) decide(from, n int) error {
 
 func (s *stoppingSource) Ready() bool { return true }
 
+func (s *stoppingSource) NotReady() string { return "" }
+
 // serveUntilStopped serves d, stops it as SIGTERM would, and returns how
 // long serve took to return after the stop.
 func serveUntilStopped(t *testing.T, d *daemon) time.Duration {

@@ -83,6 +83,17 @@ func (c *Consumer) Ready() bool {
 	return c.connected.Load() && c.bound.Load() && c.commits.OK()
 }
 
+// NotReady says why Ready is false; "" when it is true.
+func (c *Consumer) NotReady() string {
+	switch {
+	case !c.connected.Load():
+		return "not connected to the NATS server (jetstream.url)"
+	case !c.bound.Load():
+		return "connected, not yet bound to its durable consumer"
+	}
+	return c.commits.Failure()
+}
+
 // Run consumes until ctx is done, then stops pulling, commits and
 // acknowledges the messages in hand, flushes the acks to the server (all
 // within ShutdownTimeout) and returns nil. It returns early with an error

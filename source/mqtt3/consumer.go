@@ -86,6 +86,17 @@ func (c *Consumer) Ready() bool {
 	return c.connected.Load() && c.subscribed.Load() && c.commits.OK()
 }
 
+// NotReady says why Ready is false; "" when it is true.
+func (c *Consumer) NotReady() string {
+	switch {
+	case !c.connected.Load():
+		return "not connected to a broker (mqtt.brokers)"
+	case !c.subscribed.Load():
+		return "connected, not yet subscribed"
+	}
+	return c.commits.Failure()
+}
+
 // Run consumes until ctx is done, then stops receiving, commits and
 // acknowledges the deliveries in hand, disconnects and waits for the broker
 // to close the connection (all within ShutdownTimeout), and returns nil.

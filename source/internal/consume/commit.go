@@ -99,6 +99,8 @@ type Committer struct {
 	log   *slog.Logger
 	name  string // the source's name, first word of its log messages
 	ok    atomic.Bool
+	// failure is the error of the last attempt, when it failed.
+	failure atomic.Pointer[string]
 }
 
 // NewCommitter returns a Committer of batches to p that waits as retry
@@ -112,6 +114,24 @@ func NewCommitter(name string, p Processor, retry Backoff, obs source.Observer, 
 
 // OK reports whether the last attempt committed (true before the first).
 func (c *Committer) OK() bool { return c.ok.Load() }
+
+// Failure says why the last attempt did not commit; "" when it did.
+func (c *Committer) Failure() string {
+	if c.ok.Load() {
+		return ""
+	}
+	if f := c.failure.Load(); f != nil {
+		return "the last commit failed: " + *f
+	}
+	return "the last commit failed"
+}
+
+// failed notes that an attempt failed with err.
+func (c *Committer) failed(err error) {
+	msg := err.Error()
+	c.failure.Store(&msg)
+	c.ok.Store(false)
+}
 
 // Commit passes msgs to Process until it returns nil. It gives up only
 // when ctx is done, with nothing committed, and returns ctx.Err().
@@ -130,7 +150,7 @@ func (c *Committer) Commit(ctx context.Context, msgs []engine.Message) error {
 		if ctx.Err() != nil {
 			return ctx.Err() // shutting down: the drain tries again
 		}
-		c.ok.Store(false)
+		c.failed(err)
 		c.obs.Observe(source.Event{Kind: source.CommitFailed, N: len(msgs), Duration: took, Err: err})
 		wait := c.retry.Delay(attempt)
 		c.log.Error(c.name+" commit failed: nothing acknowledged, retrying the batch",
@@ -217,7 +237,7 @@ func (c *Committer) Land(f *Flight) error {
 		}
 		return nil
 	}
-	c.ok.Store(false)
+	c.failed(f.err)
 	c.obs.Observe(source.Event{Kind: source.CommitFailed, N: f.n, Duration: took, Err: f.err})
 	c.log.Error(c.name+" commit failed: nothing acknowledged, committing the batch again",
 		"messages", f.n, "err", f.err)

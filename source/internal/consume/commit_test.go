@@ -36,14 +36,17 @@ func TestCommitter(t *testing.T) {
 				if c.OK() {
 					t.Error("OK while the batch fails")
 				}
+				if got := c.Failure(); got != "the last commit failed: store down" {
+					t.Errorf("Failure %q while the batch fails", got)
+				}
 			}
 			if e.N != 3 {
 				t.Errorf("%v for %d messages, want 3", e.Kind, e.N)
 			}
 		}), slog.New(slog.DiscardHandler))
 		err := c.Commit(context.Background(), make([]engine.Message, 3))
-		if err != nil || p.calls != 3 || retried != 2 || !c.OK() {
-			t.Fatalf("err %v after %d calls, %d retries, OK %v", err, p.calls, retried, c.OK())
+		if err != nil || p.calls != 3 || retried != 2 || !c.OK() || c.Failure() != "" {
+			t.Fatalf("err %v after %d calls, %d retries, OK %v, failure %q", err, p.calls, retried, c.OK(), c.Failure())
 		}
 		want := []source.EventKind{source.CommitFailed, source.CommitFailed, source.Committed}
 		if len(kinds) != len(want) || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
