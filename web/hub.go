@@ -68,6 +68,7 @@ type entityEvent struct {
 func (h *Hub) Committed(records []engine.AuditRecord, entities []engine.EntityState) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := h.now().Unix()
 	for i := range records {
 		r := &records[i]
 		h.position = max(h.position, r.Position)
@@ -77,7 +78,7 @@ func (h *Hub) Committed(records []engine.AuditRecord, entities []engine.EntitySt
 		}
 		h.decided[r.Outcome]++
 		if o, ok := outcomeIndex[r.Outcome]; ok {
-			h.rates.add(r.Time.Unix(), o)
+			h.rates.add(r.Time.Unix(), o, now)
 		}
 	}
 	if len(h.subs) == 0 {

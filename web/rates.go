@@ -33,12 +33,21 @@ type rateRing struct {
 	secs   [rateSpan]int64
 	counts [rateSpan][]uint64 // per outcome index; nil until the bucket is first used
 	used   [rateSpan]bool
+	newest int64 // the latest second counted
 }
 
-// add counts one decision of outcome o at second sec. A second already
-// older than the ring holds (its bucket reused by a later one) is not
-// counted: it is outside every window the ring can serve.
-func (r *rateRing) add(sec int64, o int) {
+// add counts one decision of outcome o at second sec, now being the
+// current second. A second already older than the ring holds (its bucket
+// reused by a later one) is not counted: it is outside every window the
+// ring can serve. But one that is older than the whole history while now
+// says it is current means the clock stepped back: the history, of seconds
+// that are now in the future, is dropped, or the decisions since would not
+// be charted until the clock caught up with it.
+func (r *rateRing) add(sec int64, o int, now int64) {
+	if sec+rateSpan <= r.newest && sec > now-rateSpan {
+		*r = rateRing{}
+	}
+	r.newest = max(r.newest, sec)
 	i := bucketOf(sec)
 	switch {
 	case r.used[i] && r.secs[i] == sec:
