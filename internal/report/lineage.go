@@ -157,7 +157,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 		if err != nil {
 			return nil, err
 		}
-		if !opts.At.IsZero() && r.Time.After(opts.At) {
+		if chains.pastAt(&r, opts.At) {
 			continue // a group's chains interleave by time: read on
 		}
 		read.Records++
@@ -197,7 +197,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 				return nil, err
 			}
 			refs := byKey[r.Key]
-			if r.Key.IsZero() || len(refs) == 0 || len(r.Effects) > 0 || !opts.At.IsZero() && r.Time.After(opts.At) {
+			if chains.pastAt(&r, opts.At) || r.Key.IsZero() || len(refs) == 0 || len(r.Effects) > 0 {
 				continue
 			}
 			o, known := engine.ParseOutcome(r.Outcome)
@@ -262,6 +262,30 @@ func (l *Lineage) drop(n int) {
 type chainsRead struct {
 	last map[string]engine.AuditHead // each chain's last record read
 	n    uint64                      // records read
+	past map[string]bool             // the chains read past LineageOptions.At
+}
+
+// pastAt reports whether r, the record next read, comes after at (zero:
+// none does): it does when its time is after at, or when an earlier record
+// of its chain's was. A chain's records are in the order they were
+// decided, their times not always (the wall clock stepped back): the
+// picture at a moment is a prefix of each chain, the state it shows the
+// state after the changes it lists.
+func (c *chainsRead) pastAt(r *engine.AuditRecord, at time.Time) bool {
+	if at.IsZero() {
+		return false
+	}
+	if c.past[r.Member] {
+		return true
+	}
+	if !r.Time.After(at) {
+		return false
+	}
+	if c.past == nil {
+		c.past = map[string]bool{}
+	}
+	c.past[r.Member] = true
+	return true
 }
 
 // next checks r and returns its ordinal in the scan.
