@@ -132,8 +132,12 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, keyApplied bool, re
 	}
 	ver := Version{Ordinal: e.tail.Position + 1}
 	refusal, refused := e.refused[d.key]
-	if recovery == recoveredHeld && !refused {
+	switch {
+	case refused:
+	case recovery == recoveredHeld:
 		refusal, refused = reasonNotAppliedFirst, true
+	case recovery == recoveredStale:
+		refusal, refused = reasonStale, true
 	}
 	if d.seq >= 0 { // a sequenced route's message (a Sparkplug NDEATH has none)
 		src := e.source(d)
@@ -162,7 +166,11 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, keyApplied bool, re
 			return dec
 		}
 	}
-	ord := e.keys.insert(d.key, d.digest, now.UnixNano())
+	aged := now.UnixNano() // what the window ages the key by
+	if e.ages != nil {
+		aged = e.ages.last
+	}
+	ord := e.keys.insert(d.key, d.digest, aged)
 	e.pending.batch.Keys = append(e.pending.batch.Keys, KeyEntry{Ordinal: ord, Key: d.key, Digest: d.digest, Time: now.UnixNano()})
 	if e.groupOrder {
 		// Audit positions are per member; key ordinals follow time across

@@ -79,7 +79,7 @@ func (e *Engine) project(d *Delivery, ver Version) []Change {
 			if v.kind == vAbsent {
 				continue
 			}
-			ok := ent.apply(o, v, ver)
+			ok := ent.apply(o, v, e.setVersion(d, ent, o, ver))
 			changed = changed || ok
 			if len(p.changes) == cap(p.changes) {
 				// A full slab is left to the records that point into it,
@@ -182,6 +182,22 @@ func keepString(f *field, s string) string {
 		return f.str
 	}
 	return strings.Clone(s)
+}
+
+// setVersion is the version an unsequenced message's set writes in a
+// group: past the field's, when that too is unsequenced. The batch read the
+// entity's row under the store's concurrency control, so the set decided
+// last is the one applied last; a key ordinal, which follows the deciding
+// member's clock, would let a member whose clock runs ahead (or stepped
+// forward) pin its older value against every set applied after it.
+func (e *Engine) setVersion(d *Delivery, ent *entity, o op, ver Version) Version {
+	if !e.groupOrder || d.seq >= 0 || o.kind != opSet {
+		return ver
+	}
+	if f := ent.field(o.field); f != nil && f.version.Epoch == 0 && f.version.Sequence == 0 && f.version.Ordinal >= ver.Ordinal {
+		ver.Ordinal = f.version.Ordinal + 1
+	}
+	return ver
 }
 
 // apply runs one operation; it reports whether the field changed.

@@ -59,6 +59,12 @@ type Options struct {
 	// (Capabilities.Rows); past it the rows the last commits wrote are
 	// let go and read again when a batch needs them. Default 100,000.
 	CachedRows int
+	// Elapsed, when set, is the time elapsed since any fixed origin on a
+	// clock that never steps: a single-owner engine ages its key window by
+	// it, so that a step of the wall clock (Now) evicts no key early.
+	// Default: the monotonic readings of Now's times, which time.Now's
+	// have (a clock whose times have none is taken as never stepping).
+	Elapsed func() time.Duration
 }
 
 // Observer hears about every durable commit.
@@ -144,7 +150,10 @@ type Engine struct {
 	// groupOrder: versions are ordered by key ordinal, which follows time
 	// across the group (set by sharedWindows), not by audit position.
 	groupOrder bool
-	reload     atomic.Bool // a commit failed: reload before deciding
+	// ages is the clock a single-owner engine's key window ages by; nil on
+	// a shared store, whose keys the store keeps.
+	ages   *keyClock
+	reload atomic.Bool // a commit failed: reload before deciding
 	// outboxInFlight counts the outbox entries of the batches sealed and
 	// not yet committed or failed (Options.Admit).
 	outboxInFlight atomic.Int64
@@ -211,6 +220,7 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		if caps.Rows != nil {
 			e.rows = &lazyRows{r: caps.Rows, limit: opts.CachedRows}
 		}
+		e.ages = &keyClock{elapsed: opts.Elapsed}
 		e.win = newOwnedWindows(e)
 	}
 	if err := e.win.load(ctx); err != nil && !errors.As(err, new(*StoreLoss)) {

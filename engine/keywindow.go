@@ -33,7 +33,7 @@ type keyWindow struct {
 type keySlot struct {
 	k0, k1 uint64 // first 128 bits of the key
 	dg     uint64 // first 64 bits of the digest
-	t      int64  // unix nanoseconds when applied
+	t      int64  // unix nanoseconds when applied, by the engine's key clock (keyclock.go)
 	ord    uint64 // insertion ordinal, the entry's store key
 }
 

@@ -61,7 +61,7 @@ func (w *ownedWindows) load(ctx context.Context) error {
 	}
 	e.keys = newKeyWindow(e.opts.MaxEntries, snap.NextKey)
 	for _, k := range snap.Keys {
-		e.keys.add(k.Key, k.Digest, k.Time, k.Ordinal)
+		e.keys.add(k.Key, k.Digest, e.ages.stored(k.Time), k.Ordinal)
 	}
 	w.evicted = 0
 	e.sources = make(map[string]*SourceState, len(snap.Sources))
@@ -92,7 +92,7 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (<-chan struc
 		return nil, nil, fmt.Errorf("%w: a batch submitted before this one failed to commit, and its wait has not returned the error yet", ErrAborted)
 	}
 	now := e.opts.Now()
-	e.keys.expire(now.Add(-e.ttl).UnixNano())
+	e.keys.expire(e.readKeyClock(now) - int64(e.ttl))
 	out := make([]Decision, len(msgs))
 	if b := &e.pending.batch; b.Audit == nil { // room for the batch: no copying as it grows
 		b.Audit, b.Keys = make([]AuditRecord, 0, len(msgs)), make([]KeyEntry, 0, len(msgs))
@@ -127,7 +127,9 @@ func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now ti
 		w.e.rows.begin(ctx)
 		defer w.e.rows.release()
 	}
-	fill(w.e.opts.Now())
+	now := w.e.opts.Now()
+	w.e.readKeyClock(now)
+	fill(now)
 	if err := w.settleRows(); err != nil {
 		return err
 	}

@@ -29,6 +29,13 @@ const reasonRecovered = "recovered from the journal: the store had lost it"
 // key window since, and nothing proves it is not one.
 const reasonNotAppliedFirst = "not applied when first decided, and decided again from the journal: held, as it may be a duplicate whose first copy has left the key window"
 
+// reasonStale is why a delivery of a lost batch older than window.ttl, by
+// the wall clock, is held where it would now be applied: its first copy's
+// key may have left the key window, and the wall clock may have stepped
+// forward since (a batch a moment old then looks old). Held, it is
+// neither applied twice nor lost.
+const reasonStale = "lost by the store in a batch older than window.ttl, and decided again from the journal: held, as its key may have left the key window since"
+
 // LossStats count what this engine found and did about store losses.
 type LossStats struct {
 	Detected  uint64 // losses found (a store head behind the journal's, or forked)
@@ -362,16 +369,21 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 		case settled[je.Head]:
 			before += len(je.Messages)
 			return nil
-		case je.Time.Before(oldest):
-			// Its keys have left the key window: deciding it again could
-			// apply a copy the store does hold.
+		}
+		old := je.Time.Before(oldest)
+		if old {
+			// Its keys may have left the key window: applying it again could
+			// apply a copy the store does hold. But the wall clock may as well
+			// have stepped forward: held, what is not a duplicate is not lost.
 			stale += len(je.Messages)
-			e.log.Error("a lost batch is older than window.ttl: it is not decided again", "first", je.First, "last", je.Head.Position, "time", je.Time)
-			return nil
+			e.log.Error("a lost batch is older than window.ttl: decided again, each delivery held where it would be applied", "first", je.First, "last", je.Head.Position, "time", je.Time)
 		}
 		for i := range je.Messages {
 			je.Messages[i].recovery = recoveredHeld
-			if i < len(je.Effective) && je.Effective[i] {
+			switch {
+			case old:
+				je.Messages[i].recovery = recoveredStale
+			case i < len(je.Effective) && je.Effective[i]:
 				je.Messages[i].recovery = recoveredApplied
 			}
 		}
@@ -400,7 +412,7 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 		what += fmt.Sprintf("; %d lost operator actions (%s) are not deliveries and were not redone: do them again", len(actions), strings.Join(actions, ", "))
 	}
 	if stale > 0 {
-		what += fmt.Sprintf("; %d deliveries older than window.ttl were not decided again (their keys have left the window) and are lost", stale)
+		what += fmt.Sprintf("; %d deliveries were in batches older than window.ttl (their keys may have left the window): none of them applied, those not found duplicate held in quarantine", stale)
 	}
 	if l.accepted {
 		what += fmt.Sprintf("; positions %s were accepted as lost by %s", l.acceptedSpan, l.operator)
@@ -616,4 +628,5 @@ var ErrLossCovered = errors.New("replayguard: nothing to accept")
 const (
 	recoveredHeld    = 1 // first held, or a duplicate: the window rules apply as to any delivery
 	recoveredApplied = 2 // first applied: acknowledged as genuine, so the below-window and old-epoch rules are waived
+	recoveredStale   = 3 // in a batch older than window.ttl: the window rules apply, and it is held where it would be applied
 )
