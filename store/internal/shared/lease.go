@@ -44,6 +44,11 @@ func DeadHere(holder string) bool {
 // or never wait). A thread group whose first thread exited while others
 // run shows that thread a zombie too: it has more than one task.
 func exited(pid int) bool {
+	// A /proc of another pid namespace (unshare --pid without a /proc of
+	// its own) shows another process at pid: only signals tell then.
+	if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(os.Getpid()) {
+		return false
+	}
 	dir := "/proc/" + strconv.Itoa(pid)
 	stat, err := os.ReadFile(dir + "/stat")
 	if err != nil {
