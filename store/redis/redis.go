@@ -307,6 +307,9 @@ func (s *Store) client() (*goredis.Client, error) {
 func (s *Store) schema(ctx context.Context) error {
 	v, err := s.c.Get(ctx, s.k.schema).Result()
 	if errors.Is(err, goredis.Nil) {
+		if s.member == "" { // a read-only handle writes nothing: no member created the group yet
+			return nil
+		}
 		if err := s.c.SetNX(ctx, s.k.schema, schemaVersion, 0).Err(); err != nil {
 			return s.fail("create schema", err)
 		}
