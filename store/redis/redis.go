@@ -30,10 +30,11 @@ const DefaultLeaseTTL = 15 * time.Second
 // it under a new prefix and refuses a prefix written with a newer one.
 // Version 2 writes sources and entities as engine's binary rows, not JSON;
 // version 3 writes row format 2, whose bitmaps are runs; version 4 row
-// format 3, whose windows of a source that sends in order have no bitmap.
+// format 3, whose windows of a source that sends in order have no bitmap;
+// version 5 row format 4 where a source's retired epoch keeps its bitmap.
 // Each reads the rows of the versions before, and keeps a build that reads
 // only those out.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // openTimeout bounds each step of Open that talks to the server.
 const openTimeout = 10 * time.Second
