@@ -120,7 +120,7 @@ func (windows) CountGaps(context.Context) (int, int64, error) { return 1, 2, nil
 type sharedStore struct{}
 
 func (sharedStore) SharedStats() engine.SharedStats {
-	return engine.SharedStats{Updates: 1, Durable: true, LeaseExpires: time.Unix(1_800_000_000, 0)}
+	return engine.SharedStats{Updates: 1, Durable: true, LeaseExpires: time.Unix(1_800_000_000, 0), ClockMeasured: time.Unix(1_800_000_000, 0)}
 }
 
 type losses struct{}

@@ -769,6 +769,12 @@ type SharedStats struct {
 	// process holds this member's lease (ErrMemberHeld after the store
 	// opened): this handle must write nothing as the member again.
 	Fenced string
+	// ClockOffset is this member's clock less the store server's, as the
+	// last lease renewal measured it (within ClockUncertainty, half its
+	// round trip), when ClockMeasured is set: a group's keys age by its
+	// members' clocks.
+	ClockOffset, ClockUncertainty time.Duration
+	ClockMeasured                 time.Time
 }
 
 // StatsReporter is implemented by shared stores.

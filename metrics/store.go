@@ -20,6 +20,7 @@ var (
 	descStoreDurable  = prometheus.NewDesc("replayguard_store_durable", "1 when the shared store's server commits durably; 0 when it was accepted through store.allow_not_durable.", storeLabels, nil)
 	descStoreLease    = prometheus.NewDesc("replayguard_store_lease_expiry_timestamp_seconds", "When this member's lease on its id ends unless renewed.", storeLabels, nil)
 	descStoreAsync    = prometheus.NewDesc("replayguard_store_async_replication", "1 when the shared store's server replicates without making commits wait for a replica, accepted through store.allow_async_replication: a failover can lose acknowledged commits, which the journal recovers.", storeLabels, nil)
+	descStoreClock    = prometheus.NewDesc("replayguard_store_clock_offset_seconds", "This member's clock less the shared store server's, as its last lease renewal measured it (within half the round trip): a group's keys age by its members' clocks, so an offset shortens window.ttl for the others by as much.", storeLabels, nil)
 	descStoreBehind   = prometheus.NewDesc("replayguard_store_loss", "1 while this member has found the shared store without commits it made and acknowledged (a failover to a replica that lacked them), and decides nothing until they are recovered or accepted as lost.", storeLabels, nil)
 	descStoreLosses   = prometheus.NewDesc("replayguard_store_losses_total", "Times this member found the shared store without commits it had made and acknowledged.", storeLabels, nil)
 	descStoreRecover  = prometheus.NewDesc("replayguard_store_recovered_total", "Deliveries the store had lost that this member decided again from its journal (they are also counted in replayguard_decisions_total, but not in replayguard_received_total).", storeLabels, nil)
@@ -108,7 +109,7 @@ func (m *Metrics) WatchStore(kind, member string, s engine.StatsReporter) {
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStoreUpdates, descStoreRetries, descStoreFailures, descStoreSeconds,
-		descStoreRows, descStoreWaits, descStoreHeld, descStoreDurable, descStoreLease, descStoreAsync} {
+		descStoreRows, descStoreWaits, descStoreHeld, descStoreDurable, descStoreLease, descStoreAsync, descStoreClock} {
 		ch <- d
 	}
 }
@@ -137,5 +138,8 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStoreAsync, prometheus.GaugeValue, async, c.kind, c.member)
 	if !st.LeaseExpires.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descStoreLease, prometheus.GaugeValue, float64(st.LeaseExpires.UnixNano())/1e9, c.kind, c.member)
+	}
+	if !st.ClockMeasured.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descStoreClock, prometheus.GaugeValue, st.ClockOffset.Seconds(), c.kind, c.member)
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
 )
 
 // TestAKeyWindowShorterThanTheSessionIsWarnedOf: on MQTT 5 the window is
@@ -53,5 +55,27 @@ routes:
 				t.Fatalf("logged %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// /readyz warns of a member whose clock is a second or more off its store
+// server's, either way, and of none measured within it.
+func TestClockWarning(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	for _, c := range []struct {
+		st   engine.SharedStats
+		want string
+	}{
+		{engine.SharedStats{}, ""},
+		{engine.SharedStats{ClockOffset: 5 * time.Second}, ""}, // never measured
+		{engine.SharedStats{ClockOffset: 999 * time.Millisecond, ClockMeasured: at}, ""},
+		{engine.SharedStats{ClockOffset: -999 * time.Millisecond, ClockMeasured: at}, ""},
+		{engine.SharedStats{ClockOffset: 1500 * time.Millisecond, ClockMeasured: at}, "this member's clock is 1.5s off the postgres store server's"},
+		{engine.SharedStats{ClockOffset: -90 * time.Second, ClockMeasured: at}, "this member's clock is -1m30s off the postgres store server's"},
+	} {
+		got := clockWarning("postgres", c.st)
+		if c.want == "" && got != "" || c.want != "" && !strings.HasPrefix(got, c.want) {
+			t.Errorf("offset %v measured %v: %q, want %q", c.st.ClockOffset, !c.st.ClockMeasured.IsZero(), got, c.want)
+		}
 	}
 }

@@ -232,6 +232,20 @@ func (a *App) lossReviewer() web.LossReviewer {
 
 // watchStore adds a shared store's counters to the metrics and returns its
 // status for /readyz (nil for a single-owner store).
+// ClockOffsetWarn is the offset of a member's clock from its shared store
+// server's at which /readyz warns.
+const ClockOffsetWarn = time.Second
+
+// clockWarning is /readyz's warning of a member whose clock is
+// ClockOffsetWarn or more off its store server's; "" otherwise.
+func clockWarning(kind string, st engine.SharedStats) string {
+	if off := st.ClockOffset; st.ClockMeasured.IsZero() || off.Abs() < ClockOffsetWarn {
+		return ""
+	}
+	return fmt.Sprintf("this member's clock is %v off the %s store server's (ahead when positive): the group's keys age by its members' clocks, "+
+		"so window.ttl is that much shorter for some replays; sync the clocks (docs/consumer-groups.md, Clocks)", st.ClockOffset.Round(time.Millisecond), kind)
+}
+
 func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
 	rep := a.Store.Capabilities().Stats
 	if rep == nil {
@@ -265,6 +279,9 @@ func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
 		var warn []string
 		if !st.Durable {
 			warn = append(warn, fmt.Sprintf("%s store runs without durable commits (%s), accepted through store.allow_not_durable", kind, st.NotDurable))
+		}
+		if w := clockWarning(kind, st); w != "" {
+			warn = append(warn, w)
 		}
 		if st.AsyncReplication != "" {
 			warn = append(warn, fmt.Sprintf("%s store replicates asynchronously (%s), accepted through store.allow_async_replication: a failover can lose acknowledged commits, which the journal recovers", kind, st.AsyncReplication))

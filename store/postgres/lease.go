@@ -97,12 +97,15 @@ func (s *Store) renewLoop() {
 func (s *Store) renew() error {
 	ctx, cancel := context.WithTimeout(s.bgCtx, s.leaseTTL/3) // Close cuts it short
 	defer cancel()
-	var expires time.Time
+	var expires, sent, received time.Time
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, s.sql.lockLease, s.member).Scan(new(bool)); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, s.sql.renew, s.member, s.holder, s.leaseTTL.Microseconds()).Scan(&expires)
+		sent = time.Now()
+		err := tx.QueryRow(ctx, s.sql.renew, s.member, s.holder, s.leaseTTL.Microseconds()).Scan(&expires)
+		received = time.Now()
+		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: member %q: this process lost its lease to another holder", engine.ErrMemberHeld, s.member)
@@ -111,5 +114,6 @@ func (s *Store) renew() error {
 		return fmt.Errorf("postgres store: renew the lease of member %q: %w", s.member, err)
 	}
 	s.stats.Leased(expires)
+	s.stats.Clock(expires.Add(-s.leaseTTL), sent, received) // the expiry runs from the server's clock_timestamp()
 	return nil
 }

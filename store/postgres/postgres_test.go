@@ -259,8 +259,14 @@ func testLeaseRenewed(t *testing.T, g *group) {
 	}
 	first := s.SharedStats().LeaseExpires
 	time.Sleep(900 * time.Millisecond)
-	if st := s.SharedStats(); !st.LeaseExpires.After(first) || st.LeaseTTL != o.LeaseTTL {
+	st := s.SharedStats()
+	if !st.LeaseExpires.After(first) || st.LeaseTTL != o.LeaseTTL {
 		t.Fatalf("lease expires %v, was %v at open", st.LeaseExpires, first)
+	}
+	// The server runs on this host: its clock is this one, read between
+	// the request and its answer.
+	if off := st.ClockOffset.Abs(); st.ClockMeasured.IsZero() || off > st.ClockUncertainty+time.Millisecond {
+		t.Fatalf("clock offset %v (±%v) measured at %v: the renewal measured no offset, or not the server's clock", st.ClockOffset, st.ClockUncertainty, st.ClockMeasured)
 	}
 	if _, err := g.open("m1"); !errors.Is(err, engine.ErrMemberHeld) {
 		t.Fatalf("open of a renewed lease past its first expiry = %v", err)

@@ -60,6 +60,10 @@ func (s *Store) renew(ctx context.Context) error {
 		return s.fenced(other)
 	}
 	s.stats.Leased(time.Now().Add(s.opts.LeaseTTL))
+	sent := time.Now()
+	if now, err := s.c.Time(ctx).Result(); err == nil { // the lease runs out by the server's clock
+		s.stats.Clock(now, sent, time.Now())
+	}
 	return nil
 }
 

@@ -82,8 +82,14 @@ func testLeaseRenewed(t *testing.T, g *group) {
 	time.Sleep(1 * time.Second) // three lease lifetimes
 	_, err := g.open(t, "a", short)
 	wantErr(t, err, engine.ErrMemberHeld)
-	if st := a.SharedStats(); st.LeaseTTL != 300*time.Millisecond || !st.LeaseExpires.After(time.Now()) {
+	st := a.SharedStats()
+	if st.LeaseTTL != 300*time.Millisecond || !st.LeaseExpires.After(time.Now()) {
 		t.Fatalf("lease ttl %v, expires %v: want it renewed into the future", st.LeaseTTL, st.LeaseExpires)
+	}
+	// The server runs on this host: its clock is this one, read between
+	// the request and its answer.
+	if off := st.ClockOffset.Abs(); st.ClockMeasured.IsZero() || off > st.ClockUncertainty+time.Millisecond {
+		t.Fatalf("clock offset %v (±%v) measured at %v: the renewal measured no offset, or not the server's clock", st.ClockOffset, st.ClockUncertainty, st.ClockMeasured)
 	}
 }
 

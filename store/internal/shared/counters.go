@@ -23,6 +23,19 @@ type Counters struct {
 	fenced   string // the first error that said another process holds the member's lease
 	lease    time.Time
 	async    string
+	offset   time.Duration // this process's clock less the store server's
+	within   time.Duration // offset's uncertainty: half the round trip
+	measured time.Time     // when offset was measured; zero: never
+}
+
+// Clock records this process's clock less the store server's, serverNow
+// being the server's clock read between sent and received, this process's
+// clock before the request and after its answer.
+func (c *Counters) Clock(serverNow, sent, received time.Time) {
+	mid := sent.Add(received.Sub(sent) / 2)
+	c.mu.Lock()
+	c.offset, c.within, c.measured = mid.Sub(serverNow), received.Sub(sent)/2, received
+	c.mu.Unlock()
 }
 
 // Replicating records how the server replicates asynchronously, accepted
@@ -119,6 +132,10 @@ func (c *Counters) Stats(notDurable string, leaseTTL time.Duration) engine.Share
 		LeaseExpires:  c.lease,
 		LeaseTTL:      leaseTTL,
 		Fenced:        c.fenced,
+		ClockOffset:   c.offset,
+		ClockMeasured: c.measured,
+
+		ClockUncertainty: c.within,
 
 		AsyncReplication: c.async,
 	}
