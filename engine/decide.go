@@ -26,7 +26,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		return e.record(m, dec, now, ref, by)
 	}
 	if d.placer != nil {
-		if dec, stop := e.place(d, m.Topic, now); stop {
+		if dec, stop := e.place(d, m.Topic, now, ref != 0); stop {
 			return e.record(m, dec, now, ref, by)
 		}
 	}
@@ -61,9 +61,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 
 // place has d's kind place it against its source's committed state; stop
 // says it could not be (held, or malformed), with the decision to record.
-func (e *Engine) place(d *Delivery, topic string, now time.Time) (dec Decision, stop bool) {
+func (e *Engine) place(d *Delivery, topic string, now time.Time, released bool) (dec Decision, stop bool) {
 	d.seq, d.epoch, d.epochNum, d.epochInt, d.older = -1, "", true, 0, false
-	hold, err := d.placer.Place(d, &Placement{e: e, d: d, topic: topic, now: now})
+	hold, err := d.placer.Place(d, &Placement{e: e, d: d, topic: topic, now: now, released: released})
 	switch {
 	case err != nil:
 		return Decision{Outcome: Malformed, Reason: err.Error(), Route: d.route.Name, Source: d.source, Sequence: -1}, true

@@ -172,13 +172,20 @@ func OpaqueValue(typeName string) Value { return Value{value{kind: vComposite, t
 // Placement is what a Placer sees of the engine when it places a delivery:
 // the source's committed window and the key window.
 type Placement struct {
-	e      *Engine
-	d      *Delivery
-	topic  string
-	now    time.Time
-	src    *SourceState // the source window, once looked up
-	looked bool
+	e        *Engine
+	d        *Delivery
+	topic    string
+	now      time.Time
+	src      *SourceState // the source window, once looked up
+	looked   bool
+	released bool
 }
+
+// Released reports whether an operator releases the delivery from
+// quarantine: a kind places it where what it knows makes one placement
+// the likeliest, even where a delivery would be held as ambiguous, the
+// operator having judged it genuine; the window rules decide it then.
+func (p *Placement) Released() bool { return p.released }
 
 // Topic is the delivery's topic.
 func (p *Placement) Topic() string { return p.topic }

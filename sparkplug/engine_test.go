@@ -261,7 +261,9 @@ func testDeathsAndDevicesShowOnSources(t *testing.T, store engine.Store) {
 
 // A replay more than half the ring behind the highest is placed where its
 // content was applied (a proven duplicate), never above the highest; one
-// that was never applied there cannot be placed and is held.
+// that was never applied there cannot be placed and is held. Released by
+// an operator, it is placed where its timestamp puts it, behind the
+// highest, and applied once: its replay is then a duplicate.
 func TestAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain(t *testing.T) {
 	onEveryStore(t, testAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain)
 }
@@ -287,5 +289,23 @@ func testAReplayMoreThanHalfTheRingBehindIsNotAppliedAgain(t *testing.T, store e
 	}
 	if got := h.field("meter/m1", "pulses"); got != "259" {
 		t.Fatalf("pulses %s, want 259", got)
+	}
+	var ids []uint64
+	if err := h.store.ScanQuarantine(t.Context(), func(q engine.QuarantineEntry) error {
+		ids = append(ids, q.ID)
+		return nil
+	}); err != nil || len(ids) != 1 {
+		t.Fatalf("held %v, %v: want the one message", ids, err)
+	}
+	r, err := h.e.Release(t.Context(), ids[0], "op")
+	if err != nil || r.Outcome != engine.AppliedLate || r.Sequence != 5 {
+		t.Fatalf("released: %s (%s) at seq %d, %v; want applied_late at seq 5", r.Outcome, r.Reason, r.Sequence, err)
+	}
+	if got := h.field("meter/m1", "pulses"); got != "260" {
+		t.Fatalf("pulses %s after the release, want 260", got)
+	}
+	h.expect(engine.Duplicate, sent[4])
+	if got := h.field("meter/m1", "pulses"); got != "260" {
+		t.Fatalf("pulses %s after its replay, want 260", got)
 	}
 }

@@ -284,6 +284,20 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 			return ""
 		}
 	}
+	if p.Released() && (!ok || s > h && older) {
+		// An operator judged it genuine: its timestamp says on which side
+		// of the highest it was sent, and the nearest placement there is
+		// the likeliest (a message more than half the ring behind).
+		below := h - ((h-sp.seqRaw)%256+256)%256
+		if older && below >= 0 {
+			sp.seq = below
+			return ""
+		}
+		if !older && !ok {
+			sp.seq = below + 256
+			return ""
+		}
+	}
 	switch {
 	case !ok:
 		return fmt.Sprintf("seq %d cannot be placed: 128 from the session's highest, %d (seq %d)", sp.seqRaw, h, h%256)
