@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
+	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.golang/packets"
@@ -283,6 +285,12 @@ func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
 		conn.Close()
 		if ca != nil {
 			return nil, fmt.Errorf("CONNACK reason code 0x%02x%s", ca.ReasonCode, reasonName(ca.ReasonCode))
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			// A broker that speaks MQTT 3.1.1 only closes the connection
+			// on an MQTT 5 CONNECT, with no CONNACK it could read.
+			return nil, fmt.Errorf("%w (the broker closed the connection on the CONNECT: the output speaks MQTT 5 only; "+
+				"a broker of MQTT 3.1.1 only cannot take it, see outputs.mqtt.brokers)", err)
 		}
 		return nil, err
 	}

@@ -152,3 +152,20 @@ func TestMQTTHoldsACopyOverTheBrokersMaximumPacketSize(t *testing.T) {
 		t.Fatalf("the broker was sent the oversize copy:\n%s", broker.Log())
 	}
 }
+
+// A broker that speaks MQTT 3.1.1 only (NATS's MQTT listener) closes the
+// connection on the output's MQTT 5 CONNECT: the error says the output
+// speaks MQTT 5 only, not a bare EOF.
+func TestMQTTOutputToABrokerOfMQTT311OnlySaysWhy(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{MQTT: true})
+	out, err := forward.NewMQTT(forward.MQTTOptions{Brokers: []string{n.MQTTURL()}, ClientID: testbroker.UniqueClientID("rg-out"),
+		InFlight: 1, AckTimeout: 5 * time.Second, ConnectTimeout: 5 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	got, err := out.Deliver(t.Context(), []engine.OutboxEntry{{ID: 1, Target: "clean/x", Payload: []byte(`{}`)}})
+	if got != 0 || err == nil || !strings.Contains(err.Error(), "the output speaks MQTT 5 only") {
+		t.Fatalf("Deliver to an MQTT 3.1.1 broker = %d, %v; want an error saying the output speaks MQTT 5 only", got, err)
+	}
+}
