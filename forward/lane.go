@@ -165,7 +165,10 @@ func (d *Drainer) deliver(ctx context.Context, l *lane, entries []engine.OutboxE
 		case err == nil:
 			return fmt.Errorf("%s output delivered %d of %d entries without an error", l.id.kind, n, len(entries))
 		default:
-			d.obs.Forwarded(l.id.kind, ResultFailed, len(entries)-n)
+			// The entry the attempt stopped at failed; those after it
+			// were not tried (a webhook sends one at a time), or were
+			// sent with it and wait the same retry.
+			d.obs.Forwarded(l.id.kind, ResultFailed, 1)
 			return err
 		}
 	}

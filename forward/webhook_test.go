@@ -159,7 +159,7 @@ func TestWebhookDeliversInOrderThroughFailuresAndHoldsTheRefusedEntry(t *testing
 		t.Fatalf("audit record of the hold: %+v, held entry %d", rec, held[0].ID)
 	}
 	want = fmt.Sprintf(`
-# HELP replayguard_forwarded_total Outbox entries by output and result: delivered (acknowledged downstream; a copy sent again after a crash counts again), held (refused for good, held for an operator, audited as forward_held), failed (in an attempt that failed; sent again).
+# HELP replayguard_forwarded_total Outbox entries by output and result: delivered (acknowledged downstream; a copy sent again after a crash counts again), held (refused for good, held for an operator, audited as forward_held), failed (an attempt that failed, counted at the entry it stopped at; sent again).
 # TYPE replayguard_forwarded_total counter
 replayguard_forwarded_total{output="webhook",result="delivered"} %d
 replayguard_forwarded_total{output="webhook",result="failed"} %d
@@ -176,6 +176,11 @@ replayguard_outbox_entries 0
 	}
 	if retries := counterValue(t, reg, "replayguard_forward_retries_total"); retries == 0 {
 		t.Fatal("no retry counted")
+	}
+	// One POST at a time: an attempt that failed failed one entry, not
+	// every entry waiting behind it.
+	if failed, posts := failedEntries(t, reg), len(hook.deliveries()); failed > posts {
+		t.Fatalf("%d entries counted failed after %d POSTs", failed, posts)
 	}
 }
 
