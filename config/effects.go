@@ -73,8 +73,13 @@ func (fw Forward) check(ps *problems, f field, r Route) {
 	switch {
 	case fw.Webhook != "":
 		u, err := url.Parse(fw.Webhook)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			ps.add(f.dot("webhook"), "webhook %q is not an http:// or https:// URL with a host", fw.Webhook)
+		case strings.ContainsAny(fw.Webhook, "{}"):
+			// Every copy would go to the literal path, braces and all.
+			ps.add(f.dot("webhook"), "webhook holds a {…}: a webhook URL is fixed, not a template like a topic; "+
+				"each copy carries its route, source and key in its headers (Replayguard-Route, Replayguard-Source, Idempotency-Key)")
 		}
 	case fw.Topic != "":
 		checkForwardTemplate(ps, f.dot("topic"), fw.Topic, r.Topic, "+#")

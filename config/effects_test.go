@@ -66,6 +66,8 @@ func TestForwardEffectRules(t *testing.T) {
 			[]string{r + `.topic: template "clean/#" holds a wildcard or an unbalanced '}'`}},
 		{"a webhook without a scheme", meters + effects("forward: {webhook: \"billing.example/readings\"}"),
 			[]string{r + `.webhook: webhook "billing.example/readings" is not an http:// or https:// URL with a host`}},
+		{"a webhook with a placeholder", meters + effects("forward: {webhook: \"https://billing.example/readings/{topic[1]}\"}"),
+			[]string{r + `.webhook: webhook holds a {…}: a webhook URL is fixed, not a template like a topic; each copy carries its route, source and key in its headers (Replayguard-Route, Replayguard-Source, Idempotency-Key)`}},
 		{"a topic level out of range", meters + effects("forward: {topic: \"clean/{topic[7]}\"}"),
 			[]string{r + `.topic: topic[7] is out of range: topic "plant/+/energy" has 3 levels, numbered from 0 (topic[0] to topic[2])`}},
 	} {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +40,9 @@ type WebhookOptions struct {
 }
 
 // Webhook POSTs each entry's payload to its URL (the entry's Target), one
-// at a time, in order: Content-Type application/json, Idempotency-Key the
+// at a time, in order: Content-Type application/json (application/
+// octet-stream for a payload that is not JSON: a Sparkplug route's
+// protobuf), Idempotency-Key the
 // entry's key, and the replayguard-* headers (see Properties).
 //
 // A 2xx acknowledges the entry. A 5xx, a timeout, a connection error, or
@@ -83,6 +86,15 @@ func (w *Webhook) Deliver(ctx context.Context, entries []engine.OutboxEntry) (in
 	return len(entries), nil
 }
 
+// contentType is a copy's Content-Type: a JSON route's payloads are JSON
+// (the engine checked them), a Sparkplug route's are protobuf.
+func contentType(payload []byte) string {
+	if json.Valid(payload) {
+		return "application/json"
+	}
+	return "application/octet-stream"
+}
+
 func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
@@ -90,7 +102,7 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 	if err != nil {
 		return &RefusedError{Reason: fmt.Sprintf("cannot POST to %q: %v", e.Target, err)}
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType(e.Payload))
 	req.Header.Set("Idempotency-Key", e.Key.String())
 	for _, p := range Properties(e) {
 		req.Header.Set(p.Name, p.Value)

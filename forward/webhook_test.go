@@ -371,3 +371,23 @@ func TestWebhookWaitsAsTheReceiverAsks(t *testing.T) {
 	busy.Store(false)
 	waitFor(t, "the outbox is empty", func() bool { n, _ := r.store.OutboxDepth(ctx, ""); return n == 0 })
 }
+
+// A copy whose payload is not JSON (a Sparkplug route's protobuf) is not
+// sent as JSON.
+func TestWebhookSendsAProtobufPayloadAsOctets(t *testing.T) {
+	types := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		types <- r.Header.Get("Content-Type")
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+	defer wh.Close()
+	entries := []engine.OutboxEntry{{ID: 1, Target: srv.URL, Payload: []byte(`{"kwh":1}`)}, {ID: 2, Target: srv.URL, Payload: []byte{0x08, 0x96, 0x01, 0x10, 0x05}}}
+	if n, err := wh.Deliver(context.Background(), entries); n != 2 || err != nil {
+		t.Fatalf("Deliver = %d, %v", n, err)
+	}
+	if json, proto := <-types, <-types; json != "application/json" || proto != "application/octet-stream" {
+		t.Fatalf("Content-Type %q for JSON, %q for protobuf", json, proto)
+	}
+}
