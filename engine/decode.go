@@ -421,7 +421,7 @@ func sequenceOf(name string, v value) (int64, error) {
 		return 0, malformed("sequence field %s: want a JSON integer, got %s", name, kindNames[v.kind])
 	}
 	if !v.integer {
-		return 0, malformed("sequence field %s: %s is not an integer", name, v.text)
+		return 0, malformed("sequence field %s is written with a fraction or an exponent (%s): want a JSON integer", name, v.text)
 	}
 	if strings.HasPrefix(v.text, "-") {
 		return 0, malformed("sequence field %s: %s is negative", name, v.text)
@@ -447,9 +447,12 @@ func (d *Delivery) epochOf(name string, v value) error {
 		d.epoch = v.text
 		return nil
 	case vNumber:
+		if !v.integer {
+			return malformed("epoch field %s is written with a fraction or an exponent (%s): want a JSON integer", name, v.text)
+		}
 		n, err := strconv.ParseInt(v.text, 10, 64)
-		if err != nil || !v.integer {
-			return malformed("epoch field %s: %s is not an integer in int64 range", name, v.text)
+		if err != nil {
+			return malformed("epoch field %s: %s is not in int64 range", name, v.text)
 		}
 		d.epoch, d.epochNum, d.epochInt = v.text, true, n
 		return nil

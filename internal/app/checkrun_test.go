@@ -79,3 +79,15 @@ func TestClockWarning(t *testing.T) {
 		}
 	}
 }
+
+// /readyz names the store once, whether its error does or not.
+func TestStoreNamedOnce(t *testing.T) {
+	for msg, want := range map[string]string{
+		"postgres store: connect to 127.0.0.1:5432: refused": "postgres store: connect to 127.0.0.1:5432: refused",
+		"lease renewal timed out":                            "postgres store: lease renewal timed out",
+	} {
+		if got := storeNamed("postgres", msg); got != want {
+			t.Errorf("storeNamed(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}

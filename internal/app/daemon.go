@@ -232,6 +232,14 @@ func (a *App) lossReviewer() web.LossReviewer {
 
 // watchStore adds a shared store's counters to the metrics and returns its
 // status for /readyz (nil for a single-owner store).
+// storeNamed is msg, a shared store's error, naming the store once.
+func storeNamed(kind, msg string) string {
+	if strings.HasPrefix(msg, kind+" store") {
+		return msg
+	}
+	return kind + " store: " + msg
+}
+
 // ClockOffsetWarn is the offset of a member's clock from its shared store
 // server's at which /readyz warns.
 const ClockOffsetWarn = time.Second
@@ -269,9 +277,9 @@ func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {
 		st := rep.SharedStats()
 		out := web.StoreStatus{}
 		if err := a.storeError(); err != nil {
-			out.Error = fmt.Sprintf("%s store: %v", kind, err)
+			out.Error = storeNamed(kind, err.Error())
 		} else if st.LastError != "" {
-			out.Error = fmt.Sprintf("%s store: %s", kind, st.LastError)
+			out.Error = storeNamed(kind, st.LastError)
 		}
 		if l := a.Engine.Loss(); l != nil {
 			out.Error = l.Error()
