@@ -35,7 +35,8 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		dec.Reason = strings.TrimPrefix(dec.Reason+"; "+reasonRecovered, "; ")
 	}
 	if dec.Outcome.Effective() {
-		dec.changes = e.project(d, dec.version)
+		late := dec.Outcome == AppliedLate || ref != 0 || m.recovery != 0
+		dec.changes = e.project(d, dec.version, late)
 		if d.placer != nil {
 			e.placed(d, m.Topic, now)
 		}
@@ -130,7 +131,7 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, keyApplied bool, re
 		}
 		return dec
 	}
-	ver := Version{Ordinal: e.tail.Position + 1}
+	ver := Version{Ordinal: e.tail.Position + 1, Source: sourceTag(d.route.Name, d.source)}
 	refusal, refused := e.refused[d.key]
 	switch {
 	case refused:

@@ -52,7 +52,7 @@ type field struct {
 // entity states, marking what changed, and returns what each operation did
 // for the message's audit record. Paths absent from the message do nothing;
 // an entity template naming an absent field skips the effect.
-func (e *Engine) project(d *Delivery, ver Version) []Change {
+func (e *Engine) project(d *Delivery, ver Version, late bool) []Change {
 	p := &e.pending
 	start := len(p.changes)
 	for i, ef := range d.route.effects {
@@ -79,7 +79,7 @@ func (e *Engine) project(d *Delivery, ver Version) []Change {
 			if v.kind == vAbsent {
 				continue
 			}
-			ok := ent.apply(o, v, e.setVersion(d, ent, o, ver))
+			ok := ent.apply(o, v, e.setVersion(d, ent, o, ver), late)
 			changed = changed || ok
 			if len(p.changes) == cap(p.changes) {
 				// A full slab is left to the records that point into it,
@@ -200,11 +200,12 @@ func (e *Engine) setVersion(d *Delivery, ent *entity, o op, ver Version) Version
 	return ver
 }
 
-// apply runs one operation; it reports whether the field changed.
-func (ent *entity) apply(o op, v value, ver Version) bool {
+// apply runs one operation; it reports whether the field changed. late
+// says the message is older than its source's newest (Version.overwrittenBy).
+func (ent *entity) apply(o op, v value, ver Version, late bool) bool {
 	f := ent.field(o.field)
 	if o.kind == opSet {
-		if f != nil && !f.version.Less(ver) {
+		if f != nil && !f.version.overwrittenBy(ver, late) {
 			return false // a late old update never overwrites newer state
 		}
 		nf := field{version: ver}

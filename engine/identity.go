@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"hash/fnv"
 )
 
 // appendField appends a length-prefixed field: a uvarint length, then the
@@ -25,6 +26,16 @@ func appendSourceID(b []byte, route string, parts []string) []byte {
 		b = appendField(b, p)
 	}
 	return b
+}
+
+// sourceTag is a 64-bit hash of (route, source parts), never 0: what a
+// field's Version keeps of the source that wrote it, to tell one source's
+// messages from another's.
+func sourceTag(route string, parts []string) uint64 {
+	var buf [128]byte
+	h := fnv.New64a()
+	h.Write(appendSourceID(buf[:0], route, parts))
+	return max(h.Sum64(), 1)
 }
 
 // SourceID returns the store identity of (route, source parts).

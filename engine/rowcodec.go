@@ -23,7 +23,8 @@ import (
 //	        words that follow, 8 bytes little-endian each
 //	        (format 1: n words, 8 bytes little-endian each)
 //	entity: rowFormat | str name | list fields: str name | kind byte |
-//	        str num | str str | varint epoch, sequence | uvarint ordinal
+//	        str num | str str | varint epoch, sequence | uvarint ordinal |
+//	        uvarint source (format 4)
 //
 // str is a uvarint length and the bytes; n is a uvarint count; list is a
 // uvarint count plus one, 0 standing for nil, where JSON tells null from
@@ -35,14 +36,16 @@ import (
 // same layout, but its current epoch may have no bitmap at all (a run, with
 // its Floor): a build that reads only format 2 would index a bitmap the
 // window does not have, so the number keeps it out. Format 4 has the same
-// layout again, but an older epoch may keep its bitmap (EpochWindow.retire):
-// a build that reads only format 3 would take that epoch's never-seen
-// sequences for seen ones. Only a source row with such an epoch is written
-// as format 4, every other row as format 3, which the builds before read
-// too. Format 1 and 2 rows are still read.
+// source layout again, but an older epoch may keep its bitmap
+// (EpochWindow.retire): a build that reads only format 3 would take that
+// epoch's never-seen sequences for seen ones, so only a source row with
+// such an epoch is written as format 4, every other source row as format
+// 3. An entity row of format 4 gives each field the tag of the source that
+// wrote it (Version.Source), which a set from another source is judged by;
+// every entity row is written so. Format 1 and 2 rows are still read.
 const rowFormat = 4
 
-// rowFormat3 is the format of every row but a source row whose older epoch
+// rowFormat3 is the format of every source row but one whose older epoch
 // keeps its bitmap.
 const rowFormat3 = 3
 
@@ -230,7 +233,7 @@ func (e *EntityState) MarshalBinary() ([]byte, error) { return e.AppendBinary(ni
 
 // AppendBinary appends the entity's row encoding to b.
 func (e *EntityState) AppendBinary(b []byte) ([]byte, error) {
-	b = append(b, rowFormat3)
+	b = append(b, rowFormat)
 	b = appendStr(b, e.Name)
 	b = appendList(b, e.Fields == nil, len(e.Fields))
 	var buf [8]string // an entity has a few fields: their names sort on the stack
@@ -248,6 +251,7 @@ func (e *EntityState) AppendBinary(b []byte) ([]byte, error) {
 		b = binary.AppendVarint(b, f.Version.Epoch)
 		b = binary.AppendVarint(b, f.Version.Sequence)
 		b = binary.AppendUvarint(b, f.Version.Ordinal)
+		b = binary.AppendUvarint(b, f.Version.Source)
 	}
 	return b, nil
 }
@@ -271,6 +275,9 @@ func (e *EntityState) UnmarshalBinary(b []byte) error {
 			name := r.str()
 			f := FieldValue{Kind: ValueKind(r.byte()), Num: r.str(), Str: r.str()}
 			f.Version = Version{Epoch: r.varint(), Sequence: r.varint(), Ordinal: r.uvarint()}
+			if r.version >= 4 {
+				f.Version.Source = r.uvarint()
+			}
 			if r.err != nil {
 				break
 			}

@@ -261,6 +261,23 @@ type Version struct {
 	Epoch    int64  `json:"e"` // numeric epoch, or the rank of a string epoch
 	Sequence int64  `json:"s"`
 	Ordinal  uint64 `json:"o"` // audit position, the tie breaker for unsequenced routes
+	// Source tells the writing message's source (route and parts, hashed:
+	// sourceTag); 0 in a row written before fields carried it.
+	Source uint64 `json:"src,omitempty"`
+}
+
+// overwrittenBy reports whether a set of version w overwrites a field of
+// version v. Of one source's messages the newer by (epoch, sequence)
+// wins: a late old update never overwrites newer state. Two sources'
+// epochs and sequences do not compare: of those, the one applied last
+// wins, but for a late message (older than its source's newest, released
+// from quarantine, or decided again from the journal), which never
+// overwrites another source's value.
+func (v Version) overwrittenBy(w Version, late bool) bool {
+	if v.Source != 0 && w.Source != 0 && v.Source != w.Source {
+		return !late
+	}
+	return v.Less(w)
 }
 
 // Less reports whether v was written before w.

@@ -149,9 +149,9 @@ func testSchemaJSONRows(t *testing.T, g *group) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range []string{"sources", "entities"} {
-		if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.`+table+` WHERE get_byte(state, 0) = 3`); n != 1 {
-			t.Errorf("%s: %d binary rows after the write, want 1", table, n)
+	for table, format := range map[string]string{"sources": "3", "entities": "4"} {
+		if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.`+table+` WHERE get_byte(state, 0) = `+format); n != 1 {
+			t.Errorf("%s: %d binary rows of format %s after the write, want 1", table, n, format)
 		}
 	}
 	if snap, err := s.Load(t.Context()); err != nil || snap.Sources[0].Epochs[0].High != 8 || !reflect.DeepEqual(snap.Entities[0], ent) {

@@ -184,8 +184,8 @@ func testSchemaJSONRows(t *testing.T, g *group) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range [][2]string{{"source", src.ID()}, {"entity", ent.Name}} {
-		if v, _ := g.do(t, "HGET", g.prefix+k[0], k[1]).(string); v == "" || v[0] != 3 {
+	for _, k := range [][3]string{{"source", src.ID(), "\x03"}, {"entity", ent.Name, "\x04"}} {
+		if v, _ := g.do(t, "HGET", g.prefix+k[0], k[1]).(string); v == "" || v[:1] != k[2] {
 			t.Errorf("%s row after the write starts %q, want the binary format", k[0], v[:min(len(v), 8)])
 		}
 	}

@@ -31,7 +31,8 @@ const DefaultLeaseTTL = 15 * time.Second
 // Version 2 writes sources and entities as engine's binary rows, not JSON;
 // version 3 writes row format 2, whose bitmaps are runs; version 4 row
 // format 3, whose windows of a source that sends in order have no bitmap;
-// version 5 row format 4 where a source's retired epoch keeps its bitmap.
+// version 5 row format 4 where a source's retired epoch keeps its bitmap,
+// and for every entity (each field with its writer's source).
 // Each reads the rows of the versions before, and keeps a build that reads
 // only those out.
 const schemaVersion = 5
