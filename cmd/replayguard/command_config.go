@@ -22,6 +22,7 @@ func cmdLint(e *env) error {
 		fmt.Fprintf(e.stdout, "%s: warning: %s\n", e.cfgSrc, w)
 	}
 	problems, skipped := app.CheckSQL(e.ctx, e.cfg)
+	problems = append(app.CheckLocal(e.cfg), problems...)
 	if len(problems) > 0 {
 		return &config.ValidationError{File: e.cfgSrc, Problems: problems}
 	}

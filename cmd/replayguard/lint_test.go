@@ -133,3 +133,61 @@ mqtt:
 		}
 	})
 }
+
+// lint reads what run reads from the machine before it connects (tokens,
+// passwords, TLS files): a token whose variable is unset, or two entries
+// holding one token, fail lint as they fail run.
+func TestLintReadsTokensAndSecretsAsRunDoes(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
+	write := func(tokens string) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(`store: {kind: memory}
+routes:
+  - name: meters
+    topic: plant/+/energy
+    source: ["topic[1]"]
+    id: msgId
+    effects:
+      - entity: "meter/{topic[1]}"
+        add: {kwh: kwh}
+mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-1, password_env: RG_LINT_MQTT_PASSWORD}
+http:
+  listen: 127.0.0.1:0
+  tokens:
+`+tokens), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("RG_LINT_MQTT_PASSWORD", "s3cret")
+	t.Setenv("RG_LINT_TOKEN_A", "token-a")
+	t.Setenv("RG_LINT_TOKEN_B", "token-a")
+	for name, c := range map[string]struct{ tokens, want string }{
+		"a token whose variable is not set": {"    - {name: a, role: operator, token_env: RG_LINT_TOKEN_A}\n    - {name: j.doe, role: viewer, token_env: RG_LINT_TOKEN_UNSET}\n",
+			"http.tokens[1] (j.doe): environment variable RG_LINT_TOKEN_UNSET is not set"},
+		"two entries with one token": {"    - {name: a, role: operator, token_env: RG_LINT_TOKEN_A}\n    - {name: b, role: viewer, token_env: RG_LINT_TOKEN_B}\n",
+			"http.tokens[0] (a) and http.tokens[1] (b) hold the same token"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			write(c.tokens)
+			_, errs, code := cli(t, "", "lint", "-c", cfg)
+			if code != 1 || !strings.Contains(errs, c.want) {
+				t.Fatalf("lint: exit %d, stderr %q; want exit 1 naming %q", code, errs, c.want)
+			}
+		})
+	}
+	t.Run("a password whose variable is not set", func(t *testing.T) {
+		write("    - {name: a, role: operator, token_env: RG_LINT_TOKEN_A}\n")
+		os.Unsetenv("RG_LINT_MQTT_PASSWORD")
+		_, errs, code := cli(t, "", "lint", "-c", cfg)
+		if want := "mqtt.password: environment variable RG_LINT_MQTT_PASSWORD is not set"; code != 1 || !strings.Contains(errs, want) {
+			t.Fatalf("lint: exit %d, stderr %q; want exit 1 naming %q", code, errs, want)
+		}
+	})
+	t.Run("every secret there", func(t *testing.T) {
+		t.Setenv("RG_LINT_MQTT_PASSWORD", "s3cret")
+		write("    - {name: a, role: operator, token_env: RG_LINT_TOKEN_A}\n")
+		if out, errs, code := cli(t, "", "lint", "-c", cfg); code != 0 || !strings.Contains(out, "ok") {
+			t.Fatalf("lint: exit %d, stdout %q, stderr %q", code, out, errs)
+		}
+	})
+}

@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/replayguard/replayguard/config"
@@ -49,4 +51,64 @@ func CheckSQL(ctx context.Context, cfg *config.Config) (problems []config.Proble
 		}
 	}
 	return problems, nil
+}
+
+// CheckLocal reads what run reads from this machine before it connects
+// to anything: the HTTP tokens, the passwords named by an environment
+// variable or a file, and the TLS files. It returns a problem for each
+// that run would refuse, so that lint, run on the machine that runs the
+// daemon (a unit's ExecStartPre), says what run would.
+func CheckLocal(cfg *config.Config) []config.Problem {
+	var ps []config.Problem
+	add := func(path string, err error) {
+		if err != nil {
+			ps = append(ps, config.Problem{Path: path, Message: err.Error()})
+		}
+	}
+	secret := func(path, env, file string) {
+		_, err := Secret(env, file)
+		add(path, err)
+	}
+	tlsFiles := func(path string, t config.TLSConfig) {
+		_, err := clientTLS(t)
+		add(path, err)
+	}
+	if cfg.HTTP.Enabled() {
+		_, err := HTTPTokens(cfg.HTTP)
+		add("", err)
+		if t := cfg.HTTP.TLS; t.CertFile != "" || t.KeyFile != "" {
+			_, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+			add("http.tls", err)
+		}
+	}
+	if cfg.Input == config.InputJetStream && cfg.JetStream != nil {
+		tlsFiles("jetstream.tls", cfg.JetStream.TLS)
+		if f := cfg.JetStream.CredsFile; f != "" {
+			_, err := os.Stat(f)
+			add("jetstream.creds_file", err)
+		}
+	} else {
+		secret("mqtt.password", cfg.MQTT.PasswordEnv, cfg.MQTT.PasswordFile)
+		tlsFiles("mqtt.tls", cfg.MQTT.TLS)
+		for i, f := range cfg.MQTT.Feeds {
+			secret(fmt.Sprintf("mqtt.feeds[%d] (%s).password", i, f.Name), f.PasswordEnv, f.PasswordFile)
+			if f.TLS != nil {
+				tlsFiles(fmt.Sprintf("mqtt.feeds[%d] (%s).tls", i, f.Name), *f.TLS)
+			}
+		}
+	}
+	if o := cfg.Outputs.MQTT; o != nil {
+		secret("outputs.mqtt.password", o.PasswordEnv, o.PasswordFile)
+		tlsFiles("outputs.mqtt.tls", o.TLS)
+	}
+	if w := cfg.Outputs.Webhook; w != nil {
+		tlsFiles("outputs.webhook.tls", w.TLS)
+	}
+	if n := cfg.Outputs.NATS; n != nil {
+		tlsFiles("outputs.nats.tls", n.TLS)
+	}
+	for i, s := range cfg.Audit.Sinks {
+		tlsFiles(fmt.Sprintf("audit.sinks[%d] (%s).tls", i, s.Name), s.TLS)
+	}
+	return ps
 }
