@@ -223,11 +223,14 @@ type Route struct {
 // the decision's own transaction (SQL and Args, PostgreSQL store only); or
 // a forward of the original bytes through the outbox (Forward).
 type Effect struct {
-	// Entity is a template (see ParseTemplate) naming the entity. Required.
-	Entity string `yaml:"entity"`
+	// Entity is a template (see ParseTemplate) naming the entity. Required
+	// but for a sql or forward effect.
+	Entity string `yaml:"entity,omitempty"`
 	// Add sums the value into the field (exact decimal). Default none.
 	Add map[string]string `yaml:"add,omitempty"`
-	// Set stores the value; the newest (epoch, sequence) wins. Default none.
+	// Set stores the value: of one source's messages the newest (epoch,
+	// sequence) wins, of two sources' the one applied last unless it is
+	// late. Default none.
 	Set map[string]string `yaml:"set,omitempty"`
 	// Max keeps the largest value seen. Default none.
 	Max map[string]string `yaml:"max,omitempty"`

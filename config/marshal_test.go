@@ -104,6 +104,23 @@ audit: {archive: /var/lib/replayguard-archive}
 			}
 		}
 	})
+	t.Run("a sql or forward effect is printed without an entity", func(t *testing.T) {
+		c, err := Parse([]byte(`store: {kind: postgres, url: "postgres://rg@db/rg"}
+routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId,
+     effects: [{sql: "INSERT INTO r (m) VALUES ($1)", args: ["topic[1]"]}, {forward: {topic: "clean/{topic}"}}]}
+`), "in.yaml", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "entity:") {
+			t.Fatalf("the printed effects name an entity:\n%s", out)
+		}
+	})
 	t.Run("Marshal sets defaults on a copy", func(t *testing.T) {
 		c := &Config{Routes: []Route{{Name: "r"}}, Audit: AuditConfig{Sinks: []SinkConfig{{Name: "o", Kind: SinkOTLP, Headers: map[string]string{"X-Api-Key": "k"}}}}}
 		if _, err := c.Marshal(); err != nil {
