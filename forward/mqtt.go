@@ -266,7 +266,13 @@ func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
 		Conn:          packets.NewThreadSafeConn(c.cork),
 		Session:       c.sess,
 		PacketTimeout: m.opts.AckTimeout,
-		OnClientError: func(err error) { m.log.Warn("forward: mqtt output connection error", "broker", c.broker, "err", err) },
+		OnClientError: func(err error) {
+			if errors.Is(err, net.ErrClosed) { // this process closed it (Close, or a drop after a failure)
+				m.log.Debug("forward: mqtt output connection closed", "broker", c.broker)
+				return
+			}
+			m.log.Warn("forward: mqtt output connection error", "broker", c.broker, "err", err)
+		},
 		OnServerDisconnect: func(d *paho.Disconnect) {
 			m.log.Warn("forward: mqtt broker disconnected the output", "broker", c.broker, "reason_code", d.ReasonCode)
 		},

@@ -126,6 +126,10 @@ func (n *NATS) connect() (*nats.Conn, jetstream.JetStream, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectBufSize(-1), // see NATS: a publish while reconnecting fails
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil { // closed by this process (Close): no error to tell
+				n.log.Debug("forward: nats connection closed")
+				return
+			}
 			n.log.Warn("forward: nats connection lost; reconnecting", "err", err)
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("forward: nats reconnected", "server", redactServers(c.ConnectedUrl())) }),
