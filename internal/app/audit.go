@@ -230,11 +230,16 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 	if err != nil {
 		return fmt.Errorf("%w (%d records verified before it)", err, n)
 	}
+	// The same words as a store read directly (verifyStore, verifyWithArchive).
 	switch {
 	case archive != "":
-		fmt.Fprintf(out, "audit chain intact: %d records, archive and store as one chain\n", n)
+		if first > 0 {
+			fmt.Fprintf(out, "store: positions %d..%d intact\n", first, last)
+		}
+		fmt.Fprintf(out, "audit chain intact: %d records, archive and store as one chain\n", last)
 	case first > 1:
-		fmt.Fprintf(out, "audit chain intact from position %d: %d records (the records before it are not in the store: add --archive DIR to verify them)\n", first, n)
+		fmt.Fprintf(out, "audit chain intact from the store's base: %d records, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
+			n, first, last, first-1)
 	default:
 		fmt.Fprintf(out, "audit chain intact: %d records\n", n)
 	}
