@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/journal"
@@ -20,10 +21,14 @@ import (
 // the store no longer holds (their effects would be lost for good, and the
 // broker told they were decided). With a journal, the member decides the
 // lost part again from it, and the batch passed again keeps those
-// decisions: each delivery is applied once either way.
+// decisions: each delivery is applied once either way. The same where the
+// store failed over to holds another chain for the member (a fork), which
+// an operator accepts.
 func TestASplitBatchWhosePartTheStoreLostIsDecidedAgain(t *testing.T) {
-	for _, withJournal := range []bool{false, true} {
-		t.Run(fmt.Sprintf("journal %v", withJournal), func(t *testing.T) {
+	for _, c := range []struct {
+		journal, fork bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		t.Run(fmt.Sprintf("journal %v fork %v", c.journal, c.fork), func(t *testing.T) {
 			ctx := context.Background()
 			g := memory.NewGroup(0, 0)
 			m, err := g.Open("m1")
@@ -33,7 +38,7 @@ func TestASplitBatchWhosePartTheStoreLostIsDecidedAgain(t *testing.T) {
 			held := engine.SourceState{Route: "incidents", Source: []string{"fd", "e1"}}
 			st := &holding{sharedBackend: m, holds: []engine.HeldRows{{Sources: []string{held.ID()}}}, failAt: 2}
 			opts := engine.Options{Routes: []engine.Route{incidentRoute}, StoreName: "memory"}
-			if withJournal {
+			if c.journal {
 				j, err := journal.Open(t.TempDir(), journal.Options{})
 				if err != nil {
 					t.Fatal(err)
@@ -52,7 +57,19 @@ func TestASplitBatchWhosePartTheStoreLostIsDecidedAgain(t *testing.T) {
 				t.Fatalf("Process = %v, want the second part's failure", err)
 			}
 			g.FailOver(replica) // the store the member fails over to lacks the first part
-			if !withJournal {
+			switch {
+			case c.fork:
+				forkChain(t, m, "m1")
+				if _, err := e.Process(ctx, batch); !errors.Is(err, engine.ErrStoreBehind) && e.Loss() == nil {
+					t.Fatalf("Process after the fork = %v, want the loss", err)
+				}
+				if l := e.Loss(); l == nil || !l.Forked {
+					t.Fatalf("loss %+v, want a fork", l)
+				}
+				if _, err := e.AcceptLoss(ctx, "duty officer"); err != nil {
+					t.Fatal(err)
+				}
+			case !c.journal:
 				if _, err := e.Process(ctx, batch); !errors.Is(err, engine.ErrStoreBehind) {
 					t.Fatalf("Process after the failover = %v, want ErrStoreBehind", err)
 				}
@@ -77,5 +94,25 @@ func TestASplitBatchWhosePartTheStoreLostIsDecidedAgain(t *testing.T) {
 				t.Fatalf("state %s: want each delivery of the batch applied once", s)
 			}
 		})
+	}
+}
+
+// forkChain commits another chain of three records for member on s: a
+// fork at and past the member's head.
+func forkChain(t *testing.T, s engine.Store, member string) {
+	t.Helper()
+	var recs []engine.AuditRecord
+	var prev engine.Hash
+	for pos := uint64(1); pos <= 3; pos++ {
+		r := engine.AuditRecord{Position: pos, Time: time.Unix(1_700_000_000, int64(pos)).UTC(), Route: "x", Topic: "x",
+			Outcome: "malformed", Member: member}
+		if err := engine.Seal(&r, prev); err != nil {
+			t.Fatal(err)
+		}
+		prev = r.Hash
+		recs = append(recs, r)
+	}
+	if err := s.Commit(context.Background(), &engine.Batch{Audit: recs}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -88,13 +88,7 @@ func (c *Consumer) Ready() bool {
 
 // NotReady says why Ready is false; "" when it is true.
 func (c *Consumer) NotReady() string {
-	switch {
-	case !c.connected.Load():
-		return "not connected to a broker (mqtt.brokers)"
-	case !c.subscribed.Load():
-		return "connected, not yet subscribed"
-	}
-	return c.commits.Failure()
+	return consume.NotReady(c.connected.Load(), c.subscribed.Load(), c.commits)
 }
 
 // Run consumes until ctx is done, then stops receiving, commits and

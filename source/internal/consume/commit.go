@@ -126,6 +126,19 @@ func (c *Committer) Failure() string {
 	return "the last commit failed"
 }
 
+// NotReady says why an MQTT consumer is not ready, connected to a broker
+// or not, holding its subscriptions or not, and committing through c; ""
+// when it is ready.
+func NotReady(connected, subscribed bool, c *Committer) string {
+	switch {
+	case !connected:
+		return "not connected to a broker (mqtt.brokers)"
+	case !subscribed:
+		return "connected, not yet subscribed"
+	}
+	return c.Failure()
+}
+
 // failed notes that an attempt failed with err.
 func (c *Committer) failed(err error) {
 	msg := err.Error()
