@@ -3,7 +3,6 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"hash/fnv"
 )
 
 // appendField appends a length-prefixed field: a uvarint length, then the
@@ -33,9 +32,11 @@ func appendSourceID(b []byte, route string, parts []string) []byte {
 // messages from another's.
 func sourceTag(route string, parts []string) uint64 {
 	var buf [128]byte
-	h := fnv.New64a()
-	h.Write(appendSourceID(buf[:0], route, parts))
-	return max(h.Sum64(), 1)
+	h := uint64(14695981039346656037) // FNV-1a, 64 bits
+	for _, c := range appendSourceID(buf[:0], route, parts) {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return max(h, 1)
 }
 
 // SourceID returns the store identity of (route, source parts).
