@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/journal"
 	"github.com/replayguard/replayguard/store/memory"
 )
 
@@ -144,23 +143,7 @@ func TestGroupSetOrderIsNotAMembersClock(t *testing.T) {
 func TestRecoveryAfterAClockStepDecidesTheLostBatchAgain(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC) // after the wall clock: the memory group prunes by it
-	clock := func() time.Time { return now }
-	g := memory.NewGroup(0, 0)
-	m, err := g.Open("m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	j, err := journal.Open(t.TempDir(), journal.Options{Retention: 15 * time.Minute, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	e, err := engine.New(ctx, m, engine.Options{Routes: []engine.Route{meterRoute}, StoreName: "memory", Journal: j, TTL: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	g, m, e := journaledMeters(t, 15 * time.Minute, func() time.Time { return now })
 	if _, err := e.Process(ctx, []engine.Message{meter("m1", "r-1", "0.25")}); err != nil {
 		t.Fatal(err)
 	}

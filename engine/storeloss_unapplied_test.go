@@ -19,23 +19,7 @@ import (
 func TestADuplicateDecidedAgainFromTheJournalIsNotApplied(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC) // after the wall clock: the memory group prunes by it
-	clock := func() time.Time { return now }
-	g := memory.NewGroup(0, 0)
-	m, err := g.Open("m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	j, err := journal.Open(t.TempDir(), journal.Options{Retention: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	e, err := engine.New(ctx, m, engine.Options{Routes: []engine.Route{meterRoute}, StoreName: "memory", Journal: j, TTL: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	g, m, e := journaledMeters(t, time.Hour, func() time.Time { return now })
 	reading := []engine.Message{{Topic: "plant/m1/energy", Payload: []byte(`{"msgId":"r-1","kwh":0.25}`)}}
 	if out, err := e.Process(ctx, reading); err != nil || out[0].Outcome != engine.Applied {
 		t.Fatal(out, err)
@@ -69,4 +53,28 @@ func TestADuplicateDecidedAgainFromTheJournalIsNotApplied(t *testing.T) {
 	if held != 1 {
 		t.Fatalf("%d quarantine entries of reading r-1, want 1: what cannot be proven a duplicate is held", held)
 	}
+}
+
+// journaledMeters is member m1 of a new memory group, and an engine on it
+// deciding the meters route with a journal of the given retention, a key
+// window of an hour and clock as its time; all closed at cleanup.
+func journaledMeters(t *testing.T, retention time.Duration, clock func() time.Time) (*memory.Group, engine.Store, *engine.Engine) {
+	t.Helper()
+	g := memory.NewGroup(0, 0)
+	m, err := g.Open("m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	j, err := journal.Open(t.TempDir(), journal.Options{Retention: retention, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	e, err := engine.New(context.Background(), m, engine.Options{Routes: []engine.Route{meterRoute}, StoreName: "memory", Journal: j, TTL: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return g, m, e
 }
