@@ -143,7 +143,7 @@ func TestGroupSetOrderIsNotAMembersClock(t *testing.T) {
 func TestRecoveryAfterAClockStepDecidesTheLostBatchAgain(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC) // after the wall clock: the memory group prunes by it
-	g, m, e := journaledMeters(t, 15 * time.Minute, func() time.Time { return now })
+	g, m, e := journaledMeters(t, 15*time.Minute, func() time.Time { return now })
 	if _, err := e.Process(ctx, []engine.Message{meter("m1", "r-1", "0.25")}); err != nil {
 		t.Fatal(err)
 	}
