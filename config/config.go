@@ -75,6 +75,10 @@ type Config struct {
 	// Outbox bounds the forward entries waiting for their downstream.
 	// Default max_entries 100000.
 	Outbox OutboxConfig `yaml:"outbox"`
+
+	// origin is where the file and the environment set each setting, for
+	// the problems found after Load (Problem).
+	origin origin
 }
 
 // StoreConfig selects where windows, effects, audit and quarantine live.

@@ -93,13 +93,25 @@ type problems struct {
 }
 
 func (ps *problems) add(f field, format string, args ...any) {
-	p := Problem{Path: f.label, Message: fmt.Sprintf(format, args...)}
-	if v, ok := ps.origin.envFor(f.key); ok {
+	ps.addProblem(f.key, ps.origin.place(f.key, Problem{Path: f.label, Message: fmt.Sprintf(format, args...)}))
+}
+
+// place gives p the line of the setting key, or names the environment
+// variable that set it.
+func (o origin) place(key string, p Problem) Problem {
+	if v, ok := o.envFor(key); ok {
 		p.Message += " (set by " + v + ")"
 	} else {
-		p.Line = ps.origin.lineFor(f.key)
+		p.Line = o.lineFor(key)
 	}
-	ps.addProblem(f.key, p)
+	return p
+}
+
+// Place gives a problem found after Load the line of the file that set
+// the setting key (like "routes[0].effects[1].sql"), or names the
+// environment variable that set it.
+func (c *Config) Place(key string, p Problem) Problem {
+	return c.origin.place(key, p)
 }
 
 func (ps *problems) addProblem(key string, p Problem) {

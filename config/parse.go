@@ -86,6 +86,7 @@ func parse(data []byte, name string, getenv func(string) (string, bool), run boo
 	if err := ps.err(name); err != nil {
 		return nil, err
 	}
+	c.origin = ps.origin
 	return c, nil
 }
 

@@ -272,7 +272,7 @@ func checkClientID(ps *problems, f field, id string) {
 // messages; run and lint print them without failing.
 func (c *Config) Warnings() []Problem {
 	var ws []Problem
-	warn := func(path, msg string) { ws = append(ws, Problem{Path: path, Message: msg}) }
+	warn := func(path, msg string) { ws = append(ws, c.Place(path, Problem{Path: path, Message: msg})) }
 	idRoutes := false
 	for _, r := range c.Routes {
 		idRoutes = idRoutes || (r.ID != "" && r.Sequence == "")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"strconv"
 
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/app"
@@ -19,10 +21,15 @@ func cmdLint(e *env) error {
 	// loadConfig already checked every section and what run needs on top
 	// (config.LoadRun), and listed every problem with its line.
 	for _, w := range e.cfg.Warnings() {
-		fmt.Fprintf(e.stdout, "%s: warning: %s\n", e.cfgSrc, w)
+		at := e.cfgSrc
+		if w.Line > 0 {
+			at += ":" + strconv.Itoa(w.Line)
+		}
+		fmt.Fprintf(e.stdout, "%s: warning: %s\n", at, w)
 	}
 	problems, skipped := app.CheckSQL(e.ctx, e.cfg)
 	problems = append(app.CheckLocal(e.cfg), problems...)
+	slices.SortStableFunc(problems, func(a, b config.Problem) int { return a.Line - b.Line })
 	if len(problems) > 0 {
 		return &config.ValidationError{File: e.cfgSrc, Problems: problems}
 	}

@@ -63,9 +63,9 @@ func TestLintChecksSQLAgainstTheDatabase(t *testing.T) {
 `)
 		_, errs, code := cli(t, "", "lint", "-c", cfg)
 		want := []string{
-			cfg + `: routes[0].effects[1].sql: the server refuses the statement: relation "no_such_table" does not exist (SQLSTATE 42P01)`,
-			cfg + `: routes[0].effects[2].sql: the server refuses the statement: column "kwhh" of relation "lint_readings" does not exist (SQLSTATE 42703)`,
-			cfg + `: routes[0].effects[3].sql: the server counts 1 parameters in the statement, but args lists 2`,
+			cfg + `:10: routes[0].effects[1].sql: the server refuses the statement: relation "no_such_table" does not exist (SQLSTATE 42P01)`,
+			cfg + `:12: routes[0].effects[2].sql: the server refuses the statement: column "kwhh" of relation "lint_readings" does not exist (SQLSTATE 42703)`,
+			cfg + `:14: routes[0].effects[3].sql: the server counts 1 parameters in the statement, but args lists 2`,
 		}
 		if code != 1 || strings.TrimSpace(errs) != "replayguard lint: "+strings.Join(want, "\n") {
 			t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, errs, strings.Join(want, "\n"))
@@ -179,8 +179,20 @@ http:
 		write("    - {name: a, role: operator, token_env: RG_LINT_TOKEN_A}\n")
 		os.Unsetenv("RG_LINT_MQTT_PASSWORD")
 		_, errs, code := cli(t, "", "lint", "-c", cfg)
-		if want := "mqtt.password: environment variable RG_LINT_MQTT_PASSWORD is not set"; code != 1 || !strings.Contains(errs, want) {
+		if want := cfg + ":10: mqtt.password: environment variable RG_LINT_MQTT_PASSWORD is not set"; code != 1 || !strings.Contains(errs, want) {
 			t.Fatalf("lint: exit %d, stderr %q; want exit 1 naming %q", code, errs, want)
+		}
+	})
+	t.Run("a warning names its line", func(t *testing.T) {
+		t.Setenv("RG_LINT_MQTT_PASSWORD", "s3cret")
+		write("    - {name: a, role: operator, token_env: RG_LINT_TOKEN_A}\n")
+		b, _ := os.ReadFile(cfg)
+		if err := os.WriteFile(cfg, append(b, "window: {ttl: 1m}\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errs, code := cli(t, "", "lint", "-c", cfg)
+		if want := cfg + ":15: warning: window.ttl: ttl 1m is not above mqtt.session_expiry 1h"; code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("lint: exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out, errs, want)
 		}
 	})
 	t.Run("every secret there", func(t *testing.T) {

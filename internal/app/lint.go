@@ -24,12 +24,12 @@ const lintTimeout = 10 * time.Second
 // without sql effects checks nothing and skips nothing.
 func CheckSQL(ctx context.Context, cfg *config.Config) (problems []config.Problem, skipped error) {
 	var stmts []postgres.Statement
-	var paths []string
+	var keys []string
 	for i, r := range cfg.Routes {
 		for j, e := range r.Effects {
 			if e.SQL != "" {
 				stmts = append(stmts, postgres.Statement{SQL: e.SQL, Args: len(e.Args)})
-				paths = append(paths, fmt.Sprintf("routes[%d].effects[%d].sql", i, j))
+				keys = append(keys, fmt.Sprintf("routes[%d].effects[%d].sql", i, j))
 			}
 		}
 	}
@@ -43,11 +43,11 @@ func CheckSQL(ctx context.Context, cfg *config.Config) (problems []config.Proble
 		return nil, err
 	}
 	if err != nil {
-		return []config.Problem{{Path: "store.url", Message: err.Error()}}, nil
+		return []config.Problem{cfg.Place("store.url", config.Problem{Path: "store.url", Message: err.Error()})}, nil
 	}
 	for i, p := range found {
 		if p != "" {
-			problems = append(problems, config.Problem{Path: paths[i], Message: p})
+			problems = append(problems, cfg.Place(keys[i], config.Problem{Path: keys[i], Message: p}))
 		}
 	}
 	return problems, nil
@@ -60,55 +60,62 @@ func CheckSQL(ctx context.Context, cfg *config.Config) (problems []config.Proble
 // daemon (a unit's ExecStartPre), says what run would.
 func CheckLocal(cfg *config.Config) []config.Problem {
 	var ps []config.Problem
-	add := func(path string, err error) {
+	// key is the setting, for its line; label the path shown
+	add := func(key, label string, err error) {
 		if err != nil {
-			ps = append(ps, config.Problem{Path: path, Message: err.Error()})
+			ps = append(ps, cfg.Place(key, config.Problem{Path: label, Message: err.Error()}))
 		}
 	}
-	secret := func(path, env, file string) {
+	secret := func(key, label, env, file string) {
 		_, err := Secret(env, file)
-		add(path, err)
+		if file != "" {
+			key += "_file"
+		} else {
+			key += "_env"
+		}
+		add(key, label, err)
 	}
-	tlsFiles := func(path string, t config.TLSConfig) {
+	tlsFiles := func(key, label string, t config.TLSConfig) {
 		_, err := clientTLS(t)
-		add(path, err)
+		add(key, label, err)
 	}
 	if cfg.HTTP.Enabled() {
 		_, err := HTTPTokens(cfg.HTTP)
-		add("", err)
+		add("http.tokens", "", err) // its errors name the entry
 		if t := cfg.HTTP.TLS; t.CertFile != "" || t.KeyFile != "" {
 			_, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-			add("http.tls", err)
+			add("http.tls", "http.tls", err)
 		}
 	}
 	if cfg.Input == config.InputJetStream && cfg.JetStream != nil {
-		tlsFiles("jetstream.tls", cfg.JetStream.TLS)
+		tlsFiles("jetstream.tls", "jetstream.tls", cfg.JetStream.TLS)
 		if f := cfg.JetStream.CredsFile; f != "" {
 			_, err := os.Stat(f)
-			add("jetstream.creds_file", err)
+			add("jetstream.creds_file", "jetstream.creds_file", err)
 		}
 	} else {
-		secret("mqtt.password", cfg.MQTT.PasswordEnv, cfg.MQTT.PasswordFile)
-		tlsFiles("mqtt.tls", cfg.MQTT.TLS)
+		secret("mqtt.password", "mqtt.password", cfg.MQTT.PasswordEnv, cfg.MQTT.PasswordFile)
+		tlsFiles("mqtt.tls", "mqtt.tls", cfg.MQTT.TLS)
 		for i, f := range cfg.MQTT.Feeds {
-			secret(fmt.Sprintf("mqtt.feeds[%d] (%s).password", i, f.Name), f.PasswordEnv, f.PasswordFile)
+			key, label := fmt.Sprintf("mqtt.feeds[%d]", i), fmt.Sprintf("mqtt.feeds[%d] (%s)", i, f.Name)
+			secret(key+".password", label+".password", f.PasswordEnv, f.PasswordFile)
 			if f.TLS != nil {
-				tlsFiles(fmt.Sprintf("mqtt.feeds[%d] (%s).tls", i, f.Name), *f.TLS)
+				tlsFiles(key+".tls", label+".tls", *f.TLS)
 			}
 		}
 	}
 	if o := cfg.Outputs.MQTT; o != nil {
-		secret("outputs.mqtt.password", o.PasswordEnv, o.PasswordFile)
-		tlsFiles("outputs.mqtt.tls", o.TLS)
+		secret("outputs.mqtt.password", "outputs.mqtt.password", o.PasswordEnv, o.PasswordFile)
+		tlsFiles("outputs.mqtt.tls", "outputs.mqtt.tls", o.TLS)
 	}
 	if w := cfg.Outputs.Webhook; w != nil {
-		tlsFiles("outputs.webhook.tls", w.TLS)
+		tlsFiles("outputs.webhook.tls", "outputs.webhook.tls", w.TLS)
 	}
 	if n := cfg.Outputs.NATS; n != nil {
-		tlsFiles("outputs.nats.tls", n.TLS)
+		tlsFiles("outputs.nats.tls", "outputs.nats.tls", n.TLS)
 	}
 	for i, s := range cfg.Audit.Sinks {
-		tlsFiles(fmt.Sprintf("audit.sinks[%d] (%s).tls", i, s.Name), s.TLS)
+		tlsFiles(fmt.Sprintf("audit.sinks[%d].tls", i), fmt.Sprintf("audit.sinks[%d] (%s).tls", i, s.Name), s.TLS)
 	}
 	return ps
 }

@@ -26,7 +26,11 @@ func checkRun(cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	for _, w := range cfg.Warnings() {
-		log.Warn("configuration", "warning", w.String())
+		if w.Line > 0 {
+			log.Warn("configuration", "warning", w.String(), "line", w.Line)
+		} else {
+			log.Warn("configuration", "warning", w.String())
+		}
 	}
 	switch ttl, exp := time.Duration(cfg.Window.TTL), time.Duration(cfg.MQTT.SessionExpiry); {
 	case cfg.Input == config.InputJetStream:
