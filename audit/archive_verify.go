@@ -215,7 +215,7 @@ func verifyJoined(ctx context.Context, dir, member string, base, head engine.Aud
 	if err != nil {
 		return out, err
 	}
-	if err := sv.checkHead(head); err != nil {
+	if err := sv.CheckHead(head); err != nil {
 		return out, err
 	}
 	return out, sv.checkArchived(ar.Head, head)

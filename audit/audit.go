@@ -114,17 +114,22 @@ func VerifyFrom(ctx context.Context, s engine.AuditScanner, base, head engine.Au
 	if err := s.ScanAudit(ctx, base.Position+1, v.Check); err != nil {
 		return v.Count(), err
 	}
-	return v.Count(), v.checkHead(head)
+	return v.Count(), v.CheckHead(head)
 }
 
-// checkHead reports a log that ends before the chain head the store keeps
-// (zero: none kept).
-func (v *Verifier) checkHead(head engine.AuditHead) error {
-	if head.Position != 0 && v.Head() != head {
+// CheckHead reports a log that ends before the chain head the store keeps
+// (zero: none kept), or whose last record is not the one the head names.
+func (v *Verifier) CheckHead(head engine.AuditHead) error {
+	switch h := v.Head(); {
+	case head.Position == 0 || h == head:
+		return nil
+	case h.Position == head.Position:
+		return &BrokenError{Position: h.Position, Member: v.member,
+			Reason: fmt.Sprintf("the last record's hash does not match the chain head at position %d", h.Position)}
+	default:
 		return &BrokenError{Position: v.next, Member: v.member,
 			Reason: fmt.Sprintf("log ends at position %d but the chain head is at %d", v.next-1, head.Position)}
 	}
-	return nil
 }
 
 // VerifyJSONL verifies an exported log: one chain, or a group's chains
@@ -212,7 +217,7 @@ func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) 
 			v := NewVerifierFrom(base, c.Member)
 			err := chainScanner{s, c.Member, head.Position}.ScanAudit(ctx, base.Position+1, v.Check)
 			if err == nil {
-				err = v.checkHead(head)
+				err = v.CheckHead(head)
 			}
 			return ChainResult{Member: c.Member, Base: base, Records: v.Count(), Head: head}, err
 		})

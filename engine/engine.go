@@ -485,6 +485,7 @@ type Stats struct {
 	Sources  int    // source windows
 	Entities int    // projected entities
 	Position uint64 // last committed audit position
+	Head     Hash   // that record's hash (zero before the first)
 	Shared   bool   // on a shared store: only Position is set, this member's
 }
 

@@ -435,7 +435,7 @@ func (w *ownedWindows) stats() Stats {
 	defer e.mu.Unlock()
 	e.headMu.Lock()
 	defer e.headMu.Unlock()
-	st := Stats{Keys: e.keys.len(), Sources: len(e.sources), Entities: len(e.entities), Position: e.head.Position}
+	st := Stats{Keys: e.keys.len(), Sources: len(e.sources), Entities: len(e.entities), Position: e.head.Position, Head: e.head.Hash}
 	if e.rows != nil {
 		st.Sources, st.Entities = e.rows.sources, e.rows.entities
 	}

@@ -741,7 +741,7 @@ func (w *sharedWindows) stats() Stats {
 	e := w.e
 	e.headMu.Lock()
 	defer e.headMu.Unlock()
-	return Stats{Position: e.head.Position, Shared: true}
+	return Stats{Position: e.head.Position, Head: e.head.Hash, Shared: true}
 }
 
 // SharedStats are a shared store's counters since it was opened, for the

@@ -92,17 +92,23 @@ func (s *Server) sources(w http.ResponseWriter, r *http.Request) {
 // left out on a shared store: its windows are the group's, in the store,
 // not held by this member (/api/v1/sources reads them).
 type statsJSON struct {
-	Version  string  `json:"version,omitempty"`
-	Position uint64  `json:"position"`
-	Keys     *int    `json:"keys,omitempty"`
-	Sources  *int    `json:"sources,omitempty"`
-	Entities *int    `json:"entities,omitempty"`
-	Counts   *Counts `json:"counts,omitempty"`
+	Version  string `json:"version,omitempty"`
+	Position uint64 `json:"position"`
+	// Head is the hash of the record at Position, so that a reader of the
+	// log through the API can tell its last record was not rewritten.
+	Head     *engine.Hash `json:"head,omitempty"`
+	Keys     *int         `json:"keys,omitempty"`
+	Sources  *int         `json:"sources,omitempty"`
+	Entities *int         `json:"entities,omitempty"`
+	Counts   *Counts      `json:"counts,omitempty"`
 }
 
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
 	st := s.deps.Engine.Stats()
 	out := statsJSON{Version: s.cfg.Version, Position: st.Position}
+	if st.Position > 0 {
+		out.Head = &st.Head
+	}
 	if !st.Shared {
 		out.Keys, out.Sources, out.Entities = &st.Keys, &st.Sources, &st.Entities
 	}

@@ -192,16 +192,14 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 	// The head the process committed, read first: the log must reach it
 	// (a removed tail is caught), and records it commits meanwhile are
 	// past it.
-	var stats struct {
-		Position uint64 `json:"position"`
+	h, hashed, err := r.head()
+	if err != nil {
+		return err
 	}
-	if err := r.do("GET", "/api/v1/stats", nil, &stats); err != nil {
-		return fmt.Errorf("read the audit head: %w", err)
-	}
-	head := stats.Position
+	head := h.Position
 	pastHead := errors.New("past the head")
 	first := uint64(0)
-	err := r.audit(from, func(rec engine.AuditRecord) error {
+	err = r.audit(from, func(rec engine.AuditRecord) error {
 		if rec.Position > head {
 			return pastHead
 		}
@@ -224,7 +222,11 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 	if v != nil {
 		n, last = v.Count(), v.Head().Position
 	}
-	if err == nil && last != head {
+	switch {
+	case err != nil:
+	case hashed && v != nil:
+		err = v.CheckHead(h)
+	case last != head:
 		err = &audit.BrokenError{Position: last + 1, Reason: fmt.Sprintf("log ends at position %d but the chain head is at %d", last, head)}
 	}
 	if err != nil {

@@ -269,6 +269,23 @@ func (r *remote) audit(from uint64, fn func(engine.AuditRecord) error) error {
 	})
 }
 
+// head reads the audit head the process committed. hashed is false when
+// the process did not say the head's hash (a build before it did).
+func (r *remote) head() (h engine.AuditHead, hashed bool, err error) {
+	var stats struct {
+		Position uint64       `json:"position"`
+		Head     *engine.Hash `json:"head"`
+	}
+	if err := r.do("GET", "/api/v1/stats", nil, &stats); err != nil {
+		return h, false, fmt.Errorf("read the audit head: %w", err)
+	}
+	h.Position = stats.Position
+	if stats.Head != nil {
+		h.Hash = *stats.Head
+	}
+	return h, stats.Head != nil || stats.Position == 0, nil
+}
+
 // firstStored is the position of the first record the store holds (0:
 // none): it moves up when audit retention trims the log.
 func (r *remote) firstStored() (uint64, error) {

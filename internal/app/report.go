@@ -218,20 +218,38 @@ func (t *Tool) buildReport(ctx context.Context, opts report.Options) (*report.Re
 			return nil, rerr
 		}
 		opts.ReadPath = "through the API of the running process at " + t.Config.HTTP.Listen + " (it holds the store)"
+		// The report covers the log up to the head the process committed
+		// when it began, checked against that head as a store read
+		// directly is; records committed meanwhile are past it.
+		head, hashed, err := r.head()
+		if err != nil {
+			return nil, err
+		}
+		if hashed {
+			opts.Heads = map[string]engine.AuditHead{"": head}
+		}
 		// The API does not say where retention left the chain beginning:
 		// the store's first record's prev is its base, as audit verify
 		// through the API takes it.
 		bases, first := map[string]engine.AuditHead{}, true
 		opts.Bases = bases
+		pastHead := errors.New("past the head")
 		return report.Build(report.Scanned(report.WithArchive(ctx, "", archiveReader(opts.Archive),
 			func(fn func(engine.AuditRecord) error) error {
-				return r.audit(1, func(rec engine.AuditRecord) error {
+				err := r.audit(1, func(rec engine.AuditRecord) error {
+					if rec.Position > head.Position {
+						return pastHead
+					}
 					if first && rec.Position > 1 {
 						bases[""] = engine.AuditHead{Position: rec.Position - 1, Hash: rec.Prev}
 					}
 					first = false
 					return fn(rec)
 				})
+				if errors.Is(err, pastHead) {
+					return nil
+				}
+				return err
 			})), opts)
 	}
 	defer a.Close()

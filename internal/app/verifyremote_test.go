@@ -19,12 +19,17 @@ import (
 )
 
 // apiLog serves /api/v1/stats with head and /api/v1/audit with records, as
-// the process that holds the store does.
-func apiLog(t *testing.T, head uint64, records []engine.AuditRecord) *remote {
+// the process that holds the store does; without the head's hash when it
+// is zero, as a build before the API gave it.
+func apiLog(t *testing.T, head engine.AuditHead, records []engine.AuditRecord) *remote {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/v1/stats", func(w http.ResponseWriter, _ *http.Request) {
-		json.NewEncoder(w).Encode(map[string]uint64{"position": head})
+		stats := map[string]any{"position": head.Position}
+		if !head.Hash.IsZero() {
+			stats["head"] = head.Hash
+		}
+		json.NewEncoder(w).Encode(stats)
 	})
 	mux.HandleFunc("/api/v1/audit", func(w http.ResponseWriter, r *http.Request) {
 		from, _ := strconv.ParseUint(r.URL.Query().Get("from"), 10, 64)
@@ -62,7 +67,8 @@ func fiveReadings(t *testing.T) *memory.Store {
 
 // TestAuditVerifyThroughTheAPIReachesTheHead: verified through the API of
 // the process that holds the store, the log must reach the head that
-// process committed (a removed tail is broken, not intact), and records
+// process committed (a removed tail is broken, not intact) and end in the
+// record the head names (a rewritten last record is broken), and records
 // committed after the head was read are not counted against it.
 func TestAuditVerifyThroughTheAPIReachesTheHead(t *testing.T) {
 	ctx := context.Background()
@@ -71,15 +77,30 @@ func TestAuditVerifyThroughTheAPIReachesTheHead(t *testing.T) {
 	if err := st.ScanAudit(ctx, 1, func(r engine.AuditRecord) error { recs = append(recs, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
+	// the last record rewritten, with a hash of its own that links to the
+	// one before: the chain holds, only the head tells
+	rewritten := append([]engine.AuditRecord(nil), recs...)
+	last := &rewritten[4]
+	last.Reason = "rewritten"
+	h, err := engine.ChainHash(*last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last.Hash = h
+	head := func(i int) engine.AuditHead { return engine.AuditHead{Position: recs[i].Position, Hash: recs[i].Hash} }
+	position := func(i int) engine.AuditHead { return engine.AuditHead{Position: recs[i].Position} }
 	for _, tc := range []struct {
 		name    string
-		head    uint64
+		head    engine.AuditHead
 		records []engine.AuditRecord
 		want    string
 	}{
-		{"the whole log", 5, recs, "audit chain intact: 5 records\n"},
-		{"a record committed after the head was read", 4, recs, "audit chain intact: 4 records\n"},
-		{"the tail removed", 5, recs[:4], "log ends at position 4 but the chain head is at 5"},
+		{"the whole log", head(4), recs, "audit chain intact: 5 records\n"},
+		{"a record committed after the head was read", head(3), recs, "audit chain intact: 4 records\n"},
+		{"the tail removed", head(4), recs[:4], "log ends at position 4 but the chain head is at 5"},
+		{"the last record rewritten", head(4), rewritten, "the last record's hash does not match the chain head at position 5"},
+		{"the head's position only, from an older build", position(4), recs, "audit chain intact: 5 records\n"},
+		{"the tail removed, the head's position only", position(4), recs[:4], "log ends at position 4 but the chain head is at 5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
