@@ -219,11 +219,21 @@ func (c *Committer) Submit(ctx context.Context, msgs []engine.Message, kept func
 		return nil
 	}
 	f.wait = wait
-	go func() {
-		<-landed
+	select {
+	case <-landed:
+		// A shared store commits (or fails) before Submit returns: the
+		// loop must see it landed at once, and take a failure before it
+		// submits the next batch, which would otherwise be committed
+		// ahead of the failed one.
 		f.at = time.Now()
 		close(f.landed)
-	}()
+	default:
+		go func() {
+			<-landed
+			f.at = time.Now()
+			close(f.landed)
+		}()
+	}
 	return f
 }
 
