@@ -227,18 +227,24 @@ func stmtErr(st *engine.SQLStatement, err error) error {
 }
 
 // refusal returns why st's message is refused when err is its message's
-// fault, else "". That is a server error of SQLSTATE class 22 (data
-// exception: a value that does not fit, a bad cast) or 23 (integrity
-// constraint violation: the user's unique key, a check) raised while the
-// statement ran. Preparing the statement is not running it: a statement
-// that fails to prepare is no message's fault.
+// fault, else "". That is a server error raised while the statement ran
+// of SQLSTATE class 22 (data exception: a value that does not fit, a bad
+// cast), 23 (integrity constraint violation: the user's unique key, a
+// check) or 54 (program limit exceeded: a value too large for its index),
+// or an exception the user's trigger or function raised (P0001
+// raise_exception, P0004 assert_failure: its author's refusal of the row).
+// Retried, any of them would fail the same way and hold up the feed.
+// Preparing the statement is not running it: a statement that fails to
+// prepare is no message's fault.
 func refusal(st *engine.SQLStatement, err error) string {
 	var pp pgx.ErrPreprocessingBatch
 	var pe *pgconn.PgError
 	if errors.As(err, &pp) || !errors.As(err, &pe) {
 		return ""
 	}
-	if class := pe.Code[:min(2, len(pe.Code))]; class != "22" && class != "23" {
+	switch class := pe.Code[:min(2, len(pe.Code))]; {
+	case class == "22", class == "23", class == "54", pe.Code == "P0001", pe.Code == "P0004":
+	default:
 		return ""
 	}
 	reason := fmt.Sprintf("sql effects[%d]: SQLSTATE %s: %s", st.Effect, pe.Code, pe.Message)
