@@ -415,9 +415,11 @@ func TestSQLPreparedOnce(t *testing.T) {
 	t.Logf("%d executions on %d connections, one parse each", total, len(executes))
 }
 
-func TestExecQueryModeIsRefused(t *testing.T) {
-	_, err := postgres.Open(context.Background(), postgres.Options{URL: "postgres://u@127.0.0.1:1/db?default_query_exec_mode=exec", Member: "m1"})
-	if err == nil || !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
-		t.Fatalf("Open = %v, want exec mode refused by name", err)
+func TestExecAndSimpleQueryModesAreRefused(t *testing.T) {
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		_, err := postgres.Open(context.Background(), postgres.Options{URL: "postgres://u@127.0.0.1:1/db?default_query_exec_mode=" + mode, Member: "m1"})
+		if err == nil || !strings.Contains(err.Error(), "default_query_exec_mode="+mode) {
+			t.Errorf("Open = %v, want %s mode refused by name", err, mode)
+		}
 	}
 }

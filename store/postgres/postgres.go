@@ -155,11 +155,19 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: store.url: %w", err)
 	}
-	if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeExec {
+	switch cfg.ConnConfig.DefaultQueryExecMode {
+	case pgx.QueryExecModeExec:
 		// Exec mode sends every argument typed as text: a number bound for
 		// a numeric column of a sql effect would fail every batch instead
 		// of being parsed by the column's type.
 		return nil, fmt.Errorf("postgres store: store.url: default_query_exec_mode=exec types every argument as text, which the sql effects' numeric and boolean columns refuse; " +
+			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
+	case pgx.QueryExecModeSimpleProtocol:
+		// The simple protocol writes every value into the statement's
+		// text: a message's string holding a NUL cannot be sent at all
+		// (the batch would fail for ever), and the store's binary columns
+		// come back as text it does not read.
+		return nil, fmt.Errorf("postgres store: store.url: default_query_exec_mode=simple_protocol writes every value into the statement's text, which cannot carry a NUL and returns the store's binary columns as text; " +
 			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
