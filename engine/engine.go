@@ -154,6 +154,9 @@ type Engine struct {
 	// a shared store, whose keys the store keeps.
 	ages   *keyClock
 	reload atomic.Bool // a commit failed: reload before deciding
+	// committing is when the store's commit under way began, in Unix
+	// nanoseconds; 0 when none is (Committing).
+	committing atomic.Int64
 	// outboxInFlight counts the outbox entries of the batches sealed and
 	// not yet committed or failed (Options.Admit).
 	outboxInFlight atomic.Int64
@@ -487,6 +490,24 @@ type Stats struct {
 	Position uint64 // last committed audit position
 	Head     Hash   // that record's hash (zero before the first)
 	Shared   bool   // on a shared store: only Position is set, this member's
+}
+
+// Committing reports when the store's commit under way began: an
+// owned store's Commit, or a shared store's Update (its reads, waits for
+// rows other members hold, writes and sql effects). ok is false when no
+// commit is under way.
+func (e *Engine) Committing() (since time.Time, ok bool) {
+	if n := e.committing.Load(); n != 0 {
+		return time.Unix(0, n), true
+	}
+	return time.Time{}, false
+}
+
+// commitStarted marks a store commit under way, until the function it
+// returns is called.
+func (e *Engine) commitStarted() func() {
+	e.committing.Store(time.Now().UnixNano())
+	return func() { e.committing.Store(0) }
 }
 
 // Stats returns the current window sizes. On a shared store, whose windows

@@ -306,7 +306,10 @@ func (w *ownedWindows) commitOne(c *commitJob, b *Batch, group []*commitJob) err
 	if c.gen != w.committedGen.Load() {
 		return fmt.Errorf("%w: a batch before it failed to commit", ErrAborted)
 	}
-	if err := e.store.Commit(c.ctx, b); err != nil {
+	done := e.commitStarted()
+	err := e.store.Commit(c.ctx, b)
+	done()
+	if err != nil {
 		// Batches decided on top of this one fail from now on; the next
 		// caller to take the engine's lock reloads the committed state.
 		// Taking the lock here could deadlock with a caller that holds it

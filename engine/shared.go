@@ -572,6 +572,7 @@ func (w *sharedWindows) updateWith(ctx context.Context, r *Reads, fill func(*Row
 	start := e.tail
 	var b *Batch
 	var err error
+	defer e.commitStarted()()
 	for round := 0; ; round++ {
 		err = w.store.Update(ctx, r, func(rows *Rows) (*Batch, error) {
 			e.tail = start // a retry decides the batch again from the same chain head

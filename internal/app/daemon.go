@@ -97,6 +97,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		storeStatus = withWarning(storeStatus, w.Warning)
 	}
 	storeStatus = withSourceStatus(storeStatus, consumer)
+	storeStatus = withWarning(storeStatus, func() string { return commitWarning(cfg.Store.Kind, a.Engine, time.Now()) })
 	d := &daemon{app: a, log: log, reg: reg, consumer: consumer, sinkFlush: SinkFlushTimeout}
 	m.WatchReady(d.ready)
 	if d.chains, err = a.chainWork(); err != nil {
@@ -238,6 +239,25 @@ func storeNamed(kind, msg string) string {
 		return msg
 	}
 	return kind + " store: " + msg
+}
+
+// CommitWarn is how long a commit runs before /readyz warns of it.
+const CommitWarn = 10 * time.Second
+
+// commitWarning is /readyz's warning of a commit that has run CommitWarn
+// or longer: the feed waits for it, and nothing said so until it failed.
+func commitWarning(kind string, e *engine.Engine, now time.Time) string {
+	since, ok := e.Committing()
+	if !ok || now.Sub(since) < CommitWarn {
+		return ""
+	}
+	why := "a disk that does not keep up?"
+	if kind == config.StorePostgres {
+		why = "a lock on a table its sql effects write, or on the rows another member's batch holds? pg_stat_activity and pg_locks show who holds it"
+	} else if kind == config.StoreRedis {
+		why = "a server that does not answer, or the rows another member's batch holds?"
+	}
+	return fmt.Sprintf("a commit to the %s store has been running for %v, the deliveries behind it wait (%s)", kind, now.Sub(since).Round(time.Second), why)
 }
 
 // ClockOffsetWarn is the offset of a member's clock from its shared store
