@@ -137,6 +137,29 @@ func (jr *jsonReader) Decode(d *Delivery, m *Message) (Placer, error) {
 	return nil, nil
 }
 
+// topKind names the kind of the valid JSON value b: object, array,
+// string, number, boolean or null.
+func topKind(b []byte) string {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return "object"
+		case '[':
+			return "array"
+		case '"':
+			return "string"
+		case 't', 'f':
+			return "boolean"
+		case 'n':
+			return "null"
+		}
+		return "number"
+	}
+	return "number"
+}
+
 // clearVals makes room for a value per route path, all absent: in the
 // Delivery itself unless the route reads more than it holds.
 func (d *Delivery) clearVals() {
@@ -154,7 +177,15 @@ func (d *Delivery) extract(m *Message) error {
 		d.text = string(m.Payload) // one allocation for every plain value
 	}
 	if !scanJSON(m.Payload, r.trie, d) {
+		if nestsTooDeep(m.Payload) {
+			return malformed("payload nests arrays and objects more than %d levels deep", maxJSONDepth)
+		}
 		return malformed("payload is not valid JSON")
+	}
+	if len(r.payload) > 0 {
+		if kind := topKind(m.Payload); kind != "object" {
+			return malformed("payload is a JSON %s, not an object: the route reads fields of it", kind)
+		}
 	}
 	if d.err != nil {
 		return d.err

@@ -40,7 +40,7 @@ func canonicalNumber(lit string) (text string, integer bool, err error) {
 		}
 	}
 	if plain {
-		if len(lit) > maxDigits+1 {
+		if digits := len(lit) - strings.Count(lit[:1], "-"); digits > maxDigits {
 			return "", false, fmt.Errorf("%.20s… has more than %d digits", lit, maxDigits)
 		}
 		if lit == "-0" {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,6 +41,26 @@ func TestCanonicalNumberPassesThroughOnlyCanonicalDecimals(t *testing.T) {
 		}
 		if (err != nil) != (wantErr != nil) || got != want {
 			t.Fatalf("canonicalNumber(%q) = %q, %v; parsed and written again: %q, %v", lit, got, err, want, wantErr)
+		}
+	}
+}
+
+// TestAPlainIntegerHasAtMostMaxDigitsEitherSign: the bound on an integer's
+// digits does not count its sign, so 101 digits are refused with or
+// without one, and 100 taken.
+func TestAPlainIntegerHasAtMostMaxDigitsEitherSign(t *testing.T) {
+	digits := func(n int) string { return "9" + strings.Repeat("0", n-1) }
+	for _, tc := range []struct {
+		lit string
+		ok  bool
+	}{
+		{digits(maxDigits), true},
+		{"-" + digits(maxDigits), true},
+		{digits(maxDigits + 1), false},
+		{"-" + digits(maxDigits+1), false},
+	} {
+		if _, _, err := canonicalNumber(tc.lit); (err == nil) != tc.ok {
+			t.Errorf("canonicalNumber(%d digits, sign %v) = %v, want ok %v", len(strings.TrimPrefix(tc.lit, "-")), tc.lit[0] == '-', err, tc.ok)
 		}
 	}
 }

@@ -153,7 +153,30 @@ type jsonScanner struct {
 	high bool // the last string scanned holds a byte >= 0x80
 }
 
-const maxJSONDepth = 1000
+const maxJSONDepth = 1000 // levels of nesting; the top value is at depth 0
+
+// nestsTooDeep reports whether b, JSON or not, opens more than
+// maxJSONDepth arrays and objects within each other, outside strings: why
+// a payload that nests that deep is refused, said apart from other faults.
+func nestsTooDeep(b []byte) bool {
+	depth, inStr := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inStr && c == '\\':
+			i++
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '[' || c == '{':
+			if depth++; depth > maxJSONDepth {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}
 
 func (p *jsonScanner) space() {
 	for p.i < len(p.b) {
@@ -167,7 +190,7 @@ func (p *jsonScanner) space() {
 }
 
 func (p *jsonScanner) value(depth int, node *pathNode) bool {
-	if p.i >= len(p.b) || depth > maxJSONDepth {
+	if p.i >= len(p.b) || depth >= maxJSONDepth {
 		return false
 	}
 	start := p.i
