@@ -142,7 +142,7 @@ func NewQuarantineItem(e engine.QuarantineEntry) QuarantineItem {
 	it := QuarantineItem{ID: e.ID, Outcome: e.Outcome, Reason: e.Reason, Route: e.Route, Topic: e.Topic,
 		Key: e.Key, Time: e.Time, Dup: e.Dup, Broker: e.Broker, Feed: e.Feed, Payload: json.RawMessage("null"),
 		PayloadB64: base64.StdEncoding.EncodeToString(e.Payload)}
-	if json.Valid(e.Payload) {
+	if engine.ValidJSON(e.Payload) { // nested at most 1000 levels: the response, a few levels more, still encodes
 		it.Payload = e.Payload
 	}
 	return it

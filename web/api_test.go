@@ -204,6 +204,26 @@ func TestQuarantineListsPayloads(t *testing.T) {
 	}
 }
 
+// TestQuarantineListsAPayloadNestedDeep: a payload nested as deep as JSON
+// allows (encoding/json takes 10,000 levels) is held as malformed; its
+// listing, a few levels deeper, must still encode, with the payload in
+// base64 only, or no entry of its page could be listed.
+func TestQuarantineListsAPayloadNestedDeep(t *testing.T) {
+	f := newFixture(t, Config{})
+	deep := []byte(`{"x":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}`)
+	d := f.process(engine.Message{Topic: "incidents/fire/e7", Payload: deep})[0]
+	if d.Outcome != engine.Malformed {
+		t.Fatalf("decision %v (%s), want malformed", d.Outcome, d.Reason)
+	}
+	var page quarantinePage
+	f.get("/api/v1/quarantine").want(t, http.StatusOK, &page)
+	if len(page.Entries) != 1 || string(page.Entries[0].Payload) != "null" || page.Entries[0].PayloadB64 != base64.StdEncoding.EncodeToString(deep) {
+		t.Fatalf("page %+v", page)
+	}
+	var one QuarantineItem
+	f.get(fmt.Sprintf("/api/v1/quarantine/%d", d.Position)).want(t, http.StatusOK, &one)
+}
+
 func TestReleaseAndDiscard(t *testing.T) {
 	f := newFixture(t, Config{})
 	below, conflict, malformed := f.hold()

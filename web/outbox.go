@@ -36,7 +36,7 @@ func NewHeldItem(h engine.HeldEntry) HeldItem {
 	it := HeldItem{Member: h.Member, ID: h.ID, Output: h.Output, Target: engine.RedactTarget(h.Output, h.Target), Route: h.Route, Topic: h.Topic,
 		Key: h.Key.String(), Reason: h.Reason, Time: h.Time.UTC(), Payload: json.RawMessage("null"),
 		PayloadB64: base64.StdEncoding.EncodeToString(h.Payload)}
-	if json.Valid(h.Payload) {
+	if engine.ValidJSON(h.Payload) { // as NewQuarantineItem
 		it.Payload = h.Payload
 	}
 	return it
