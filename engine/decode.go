@@ -112,6 +112,9 @@ func (e *Engine) decodeFresh(m *Message) (*Delivery, error) {
 	if len(m.Payload) > e.maxPayload {
 		return nil, malformed("payload is %d bytes, over max_payload %d", len(m.Payload), e.maxPayload)
 	}
+	if why := notTopicName(m.Topic); why != "" {
+		return nil, malformed("topic %q %s, which no MQTT topic name may", m.Topic, why)
+	}
 	r := e.routeFor(m.Topic)
 	if r == nil {
 		return nil, malformed("no route matches topic %q", m.Topic)
@@ -135,6 +138,22 @@ func (jr *jsonReader) Decode(d *Delivery, m *Message) (Placer, error) {
 	}
 	d.hash(jr)
 	return nil, nil
+}
+
+// notTopicName says why topic cannot be an MQTT topic name, which a broker
+// would never deliver but a capture or a JetStream subject may hold: its
+// levels name sources and entities, and bytes that are not UTF-8 would be
+// read as U+FFFD, two producers' topics as one. "" when it can be one.
+func notTopicName(topic string) string {
+	switch {
+	case !utf8.ValidString(topic):
+		return "is not valid UTF-8"
+	case strings.ContainsAny(topic, "+#"):
+		return "holds a wildcard ('+' or '#')"
+	case strings.ContainsRune(topic, 0):
+		return "holds NUL"
+	}
+	return ""
 }
 
 // topKind names the kind of the valid JSON value b: object, array,

@@ -219,6 +219,9 @@ func TestMalformedReasonsNameTheField(t *testing.T) {
 		{"a null payload is refused as not an object", "incidents/fd", `null`, "payload is a JSON null, not an object"},
 		{"a number payload is refused as not an object", "plant/m1/energy", ` 42`, "payload is a JSON number, not an object"},
 		{"an unrouted topic is refused", "weather/x", `{}`, `no route matches topic "weather/x"`},
+		{"a topic that is not UTF-8 is refused", "incidents/\xff", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":1}`, `topic "incidents/\xff" is not valid UTF-8, which no MQTT topic name may`},
+		{"a topic with a wildcard is refused", "incidents/+", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":1}`, `topic "incidents/+" holds a wildcard ('+' or '#')`},
+		{"a topic with NUL is refused", "incidents/\x00", `{"agency":"fd","source_id":"e1","boot_id":1,"sequence":1}`, `topic "incidents/\x00" holds NUL`},
 		{"a missing id is refused", "plant/m1/energy", `{"kwh":1}`, "id field msgId is missing"},
 		{"an empty id is refused", "plant/m1/energy", `{"msgId":"","kwh":1}`, "id field msgId is empty"},
 	}

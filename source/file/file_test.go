@@ -30,6 +30,11 @@ func TestParse(t *testing.T) {
 		{"a repeated topic is invalid", `{"topic":"a","payload":1,"topic":"b"}`, "", "", "topic appears more than once", false},
 		{"a key named topic inside the payload is not a repeat", `{"topic":"a","payload":{"topic":"x"}}`, "a", `{"topic":"x"}`, "", false},
 		{"a string dup is invalid", `{"topic":"a","payload":1,"dup":"yes"}`, "", "", "dup is not a boolean", false},
+		{"a topic escaping a surrogate pair is read", `{"topic":"a/\ud83d\ude00","payload":1}`, "a/\U0001F600", "1", "", false},
+		{"a topic escaping a lone high surrogate is invalid", `{"topic":"inc/a/\ud800","payload":1}`, "", "", "topic escapes a lone UTF-16 surrogate", false},
+		{"a topic escaping a lone low surrogate is invalid", `{"topic":"inc/a/\udc00x","payload":1}`, "", "", "topic escapes a lone UTF-16 surrogate", false},
+		{"a high surrogate followed by another is invalid", `{"topic":"inc/\ud800\ud800","payload":1}`, "", "", "topic escapes a lone UTF-16 surrogate", false},
+		{"an escaped backslash before u is no escape", `{"topic":"inc/\\ud800","payload":1}`, "inc/\\ud800", "1", "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -87,6 +92,18 @@ func TestIngestReadsEveryLineInBatches(t *testing.T) {
 	}
 	if got := sum.String(); got != "applied=2 applied_late=0 duplicate=0 conflict=0 quarantined=0 malformed=2 total=4" {
 		t.Fatalf("summary %q", got)
+	}
+}
+
+// TestIngestSkipsAByteOrderMark: an editor's byte order mark before the
+// first line is not part of the record.
+func TestIngestSkipsAByteOrderMark(t *testing.T) {
+	r := &recorder{}
+	if _, err := file.Ingest(context.Background(), r, strings.NewReader("\uFEFF{\"topic\":\"a\",\"payload\":1}\n"), file.Options{BatchSize: 2, MaxLine: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.msgs) != 1 || r.msgs[0].Invalid != "" || r.msgs[0].Topic != "a" {
+		t.Fatalf("messages %+v", r.msgs)
 	}
 }
 
