@@ -25,6 +25,11 @@ const (
 	// more than their in-flight window at a time: a JetStream consumer
 	// drains a stream's backlog, and each batch costs a commit and a pull.
 	DefaultJetStreamBatch = 1024
+	// MaxBatch is the most messages one batch takes, from any input: as
+	// many as an MQTT broker may have in flight to one client
+	// (receive_maximum's largest). A batch is one transaction, held in
+	// memory with its decisions and records.
+	MaxBatch = 65535
 	// MinAckWait is the shortest ack_wait accepted: below it a batch in
 	// hand is redelivered before it can commit.
 	MinAckWait = Duration(time.Second)
@@ -134,8 +139,8 @@ func (j *JetStreamConfig) check(ps *problems, f field) {
 			ps.add(f.dot("subjects").index(i), "subject %q is listed twice", s)
 		}
 	}
-	if j.BatchSize < 1 {
-		ps.add(f.dot("batch_size"), "batch_size must be at least 1, got %d", j.BatchSize)
+	if j.BatchSize < 1 || j.BatchSize > MaxBatch {
+		ps.add(f.dot("batch_size"), "batch_size must be from 1 to %d (one transaction, held in memory), got %d", MaxBatch, j.BatchSize)
 	}
 	if j.BatchLinger < 0 {
 		ps.add(f.dot("batch_linger"), "batch_linger must not be negative")

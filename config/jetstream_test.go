@@ -68,6 +68,7 @@ func TestJetStreamRules(t *testing.T) {
 		{"a subject with an empty token", js("stream: S, consumer: rg, subjects: [plant..x]"), []string{`jetstream.subjects[0]: subject "plant..x" has an empty token (a leading, trailing or doubled '.')`}},
 		{"a subject listed twice", js("stream: S, consumer: rg, subjects: [a.b, a.b]"), []string{`jetstream.subjects[1]: subject "a.b" is listed twice`}},
 		{"max_ack_pending below batch_size", js("stream: S, consumer: rg, batch_size: 100, max_ack_pending: 50"), []string{"jetstream.max_ack_pending: max_ack_pending 50 is below batch_size 100: the server stops delivering before a batch can fill"}},
+		{"a batch no memory holds", js("stream: S, consumer: rg, batch_size: 1000000000, max_ack_pending: 1000000000"), []string{"jetstream.batch_size: batch_size must be from 1 to 65535 (one transaction, held in memory), got 1000000000"}},
 		{"ack_wait below a second", js("stream: S, consumer: rg, ack_wait: 500ms"), []string{"jetstream.ack_wait: ack_wait 500ms is below 1s: the server would deliver a batch again while it is being committed"}},
 		{"a zero batch size", js("stream: S, consumer: rg, batch_size: 0"), []string{"jetstream.batch_size: batch_size is 0: remove it to use the default (1024), or set a positive value"}},
 		{"a zero ack_wait", js("stream: S, consumer: rg, ack_wait: 0s"), []string{"jetstream.ack_wait: ack_wait is 0: remove it to use the default (30s), or set a positive value"}},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/app"
 )
 
@@ -31,8 +32,8 @@ func cmdBench(e *env) error {
 	switch {
 	case o.Messages <= 0 || o.Sources <= 0 || o.Replays < 0 || o.Replays > 1:
 		return fmt.Errorf("%w: --messages and --sources must be positive, --replays in [0, 1]", errUsage)
-	case o.Batch <= 0:
-		return fmt.Errorf("%w: --batch must be positive, got %d", errUsage, o.Batch)
+	case o.Batch <= 0 || o.Batch > config.MaxBatch:
+		return fmt.Errorf("%w: --batch must be from 1 to %d, got %d", errUsage, config.MaxBatch, o.Batch)
 	case o.Store != "" && o.Members <= 0:
 		return fmt.Errorf("%w: --members must be positive", errUsage)
 	case o.Store == "" && o.Members != 1:

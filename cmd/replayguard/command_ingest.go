@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/app"
 )
 
@@ -37,8 +38,8 @@ func cmdIngest(e *env) error {
 	}
 	opts := app.IngestOptions{Input: in, Name: name, DrainTimeout: drain}
 	fmt.Sscan(e.flagString("batch"), &opts.BatchSize)
-	if opts.BatchSize < 1 { // ingest would take 1000 instead without a word
-		return fmt.Errorf("%w: --batch %d is below 1", errUsage, opts.BatchSize)
+	if opts.BatchSize < 1 || opts.BatchSize > config.MaxBatch { // below 1 ingest would take 1000 instead without a word
+		return fmt.Errorf("%w: --batch %d is not from 1 to %d", errUsage, opts.BatchSize, config.MaxBatch)
 	}
 	if isTerminal(e.stderr) || e.flagBool("progress") {
 		opts.Progress = progressBar(e.stderr, size)
