@@ -275,6 +275,10 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 	}
 	if _, set := ps.origin.env["mqtt.brokers"]; set && len(c.MQTT.Brokers) == 0 {
 		ps.add(field{"mqtt.brokers", "mqtt.brokers"}, "brokers is empty: list at least one, comma-separated, like tcp://127.0.0.1:1883")
+	} else if given["mqtt.brokers"] && len(c.MQTT.Brokers) == 0 && c.Input != InputJetStream {
+		// not taken for absent: the default broker, this machine's, is not
+		// what a list written empty asks for
+		ps.add(field{"mqtt.brokers", "mqtt.brokers"}, "brokers is empty: list at least one, like [tcp://127.0.0.1:1883], or remove it to use that default")
 	}
 	if given["mqtt.session_expiry"] && c.MQTT.SessionExpiry == 0 {
 		ps.add(field{"mqtt.session_expiry", "mqtt.session_expiry"},

@@ -303,6 +303,8 @@ func TestComponentRules(t *testing.T) {
 			[]string{"mqtt.receive_maximum: receive_maximum must be from 1 to 65535, got 65536"}},
 		{"a receive maximum below the batch size is refused", "mqtt: {batch_size: 500, receive_maximum: 100}",
 			[]string{"mqtt.receive_maximum: receive_maximum 100 is below batch_size 500: the broker stops sending before a batch can fill"}},
+		{"an empty broker list is refused, not taken for the default", "mqtt: {brokers: []}",
+			[]string{"mqtt.brokers: brokers is empty: list at least one, like [tcp://127.0.0.1:1883], or remove it to use that default"}},
 		{"a negative batch size is refused", "mqtt: {batch_size: -5}",
 			[]string{"mqtt.batch_size: batch_size must be at least 1, got -5"}},
 		{"a cert without a key is refused", "mqtt: {tls: {cert_file: c}}",
