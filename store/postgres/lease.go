@@ -71,22 +71,14 @@ func (s *Store) take(ctx context.Context, dead string) (time.Time, error) {
 	return expires, err
 }
 
-// renewLoop renews the lease every LeaseTTL/3 until Close.
+// renewLoop renews the lease every LeaseTTL/3 until Close, and every
+// LeaseTTL/30 while renewals fail (shared.RenewLoop).
 func (s *Store) renewLoop() {
 	defer s.bg.Done()
-	t := time.NewTicker(s.leaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.bgCtx.Done():
-			return
-		case <-t.C:
-		}
-		if err := s.renew(); err != nil {
-			s.stats.LeaseFailed(err)
-			s.log.Error("lease renewal failed", "member", s.member, "err", err)
-		}
-	}
+	shared.RenewLoop(s.bgCtx, s.leaseTTL/3, s.leaseTTL/30, s.renew, func(err error) {
+		s.stats.LeaseFailed(err)
+		s.log.Error("lease renewal failed", "member", s.member, "err", err)
+	})
 }
 
 // renew extends the lease by LeaseTTL from the server's clock. It locks

@@ -73,20 +73,12 @@ func (s *Store) fenced(holder string) error {
 		engine.ErrMemberHeld, s.member, holder)
 }
 
-// renewLoop renews the lease every LeaseTTL/3 until ctx ends.
+// renewLoop renews the lease every LeaseTTL/3 until ctx ends, and every
+// LeaseTTL/30 while renewals fail (shared.RenewLoop).
 func (s *Store) renewLoop(ctx context.Context) {
 	defer s.tasks.Done()
-	t := time.NewTicker(s.opts.LeaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := s.renew(ctx); err != nil && ctx.Err() == nil {
-			s.stats.LeaseFailed(err)
-			s.log.Error("lease renewal failed", "member", s.member, "err", err)
-		}
-	}
+	shared.RenewLoop(ctx, s.opts.LeaseTTL/3, s.opts.LeaseTTL/30, func() error { return s.renew(ctx) }, func(err error) {
+		s.stats.LeaseFailed(err)
+		s.log.Error("lease renewal failed", "member", s.member, "err", err)
+	})
 }
