@@ -231,3 +231,10 @@ func NextHead(head AuditHead, recs []AuditRecord) (AuditHead, error) {
 	}
 	return head, nil
 }
+
+// QuarantineCounter is a store that counts its open quarantine entries
+// without reading them: a quarantine of large payloads is counted at every
+// metrics scrape and every page of its listing.
+type QuarantineCounter interface {
+	CountQuarantine(ctx context.Context) (int, error)
+}

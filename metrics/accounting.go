@@ -242,11 +242,21 @@ func collectWindows(ch chan<- prometheus.Metric, w Windows, g *gapCount) {
 	ch <- prometheus.MustNewConstMetric(descGapsOpen, prometheus.GaugeValue, float64(gaps))
 }
 
+// countQuarantine counts q's open entries, without reading them where
+// the store can.
+func countQuarantine(ctx context.Context, q Quarantine) (int, error) {
+	if c, ok := q.(engine.QuarantineCounter); ok {
+		return c.CountQuarantine(ctx)
+	}
+	n := 0
+	err := q.ScanQuarantine(ctx, func(engine.QuarantineEntry) error { n++; return nil })
+	return n, err
+}
+
 func collectQuarantine(ch chan<- prometheus.Metric, q Quarantine) {
 	ctx, cancel := context.WithTimeout(context.Background(), quarantineScanTimeout)
 	defer cancel()
-	n := 0
-	err := q.ScanQuarantine(ctx, func(engine.QuarantineEntry) error { n++; return nil })
+	n, err := countQuarantine(ctx, q)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descQuarantine, err)
 		return

@@ -170,6 +170,11 @@ func (s *Server) quarantineList(w http.ResponseWriter, r *http.Request) {
 	}
 	page := quarantinePage{Entries: []QuarantineItem{}}
 	size := 0
+	// A store that counts its entries without reading them lets the scan
+	// stop at the page's end: a quarantine of large payloads is not read
+	// whole for each page.
+	counter, counts := s.deps.Quarantine.(engine.QuarantineCounter)
+	pageDone := errors.New("page done")
 	err = s.deps.Quarantine.ScanQuarantine(r.Context(), func(e engine.QuarantineEntry) error {
 		page.Total++
 		full := len(page.Entries) == limit || len(page.Entries) > 0 && size+len(e.Payload) > maxPageBytes
@@ -179,12 +184,18 @@ func (s *Server) quarantineList(w http.ResponseWriter, r *http.Request) {
 		case full:
 			id := e.ID
 			page.Next = &id
+			if counts {
+				return pageDone
+			}
 		default:
 			size += len(e.Payload)
 			page.Entries = append(page.Entries, NewQuarantineItem(e))
 		}
 		return nil
 	})
+	if errors.Is(err, pageDone) || err == nil && counts {
+		page.Total, err = counter.CountQuarantine(r.Context())
+	}
 	if err != nil {
 		s.serverError(w, r, err)
 		return

@@ -65,6 +65,19 @@ func (s *Store) ScanAudit(ctx context.Context, from uint64, fn func(engine.Audit
 
 // ScanQuarantine calls fn for each open entry in ID order. Entries added or
 // resolved while the scan runs may or may not be seen.
+// CountQuarantine counts the open entries without decoding them.
+func (s *Store) CountQuarantine(ctx context.Context) (int, error) {
+	n := 0
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketQuarantine).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
 func (s *Store) ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error {
 	next := uint64(0)
 	for {

@@ -355,6 +355,15 @@ func (m *Member) ScanAudit(ctx context.Context, from uint64, fn func(engine.Audi
 	return m.ScanChain(ctx, m.member, from, fn)
 }
 
+// CountQuarantine counts the group's open entries.
+func (m *Member) CountQuarantine(context.Context) (int, error) {
+	if err := m.lock(); err != nil {
+		return 0, err
+	}
+	defer m.g.mu.Unlock()
+	return len(m.g.quarantine), nil
+}
+
 // ScanQuarantine calls fn with each open entry of the group, in id order.
 func (m *Member) ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error {
 	if err := m.lock(); err != nil {

@@ -217,6 +217,16 @@ func (s *Store) TrimAudit(ctx context.Context, below uint64, base engine.AuditHe
 	return nil
 }
 
+// CountQuarantine counts the open entries.
+func (s *Store) CountQuarantine(context.Context) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, engine.ErrClosed
+	}
+	return len(s.quarantine), nil
+}
+
 // ScanQuarantine calls fn with a copy of each open entry in ID order, as
 // they were when the scan began.
 func (s *Store) ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error {

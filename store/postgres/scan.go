@@ -232,6 +232,15 @@ func (s *Store) Chains(ctx context.Context) ([]engine.Chain, error) {
 	return out, err
 }
 
+// CountQuarantine counts the group's open entries without reading them.
+func (s *Store) CountQuarantine(ctx context.Context) (int, error) {
+	var n int64
+	err := s.query(ctx, func(c *pgx.Conn) error {
+		return dbErr(c.QueryRow(ctx, s.sql.countQuar).Scan(&n))
+	})
+	return int(n), err
+}
+
 // ScanQuarantine calls fn for each open entry of the group in id order.
 func (s *Store) ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error {
 	var from int64

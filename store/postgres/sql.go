@@ -20,8 +20,8 @@ type statements struct {
 	insertEntities, updateEntities, upsertEntities, insertAudit, setHead, insertQuar string
 	resolve, resolveAny                                                              string
 	// reads
-	allSources, allEntities, head, chains, scanAudit, scanQuar, quarantined, memberNumber string
-	scanSources, scanEntities, countRows                                                  string
+	allSources, allEntities, head, chains, scanAudit, scanQuar, countQuar, quarantined, memberNumber string
+	scanSources, scanEntities, countRows                                                             string
 	// pruning
 	pruneAge, pruneCutoff, pruneCount string
 	analyzeDue, analyze               string
@@ -110,6 +110,7 @@ func newStatements(schema string) statements {
 		scanAudit: q(`SELECT record FROM {s}.audit
 			WHERE member = (SELECT number FROM {s}.members WHERE member = $1) AND position >= $2 ORDER BY position LIMIT $3`),
 		scanQuar:     q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id >= $1 ORDER BY id LIMIT $2`),
+		countQuar:    q(`SELECT count(*) FROM {s}.quarantine`),
 		quarantined:  q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id = $1`),
 		memberNumber: q(`SELECT number FROM {s}.members WHERE member = $1`),
 

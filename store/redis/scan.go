@@ -296,6 +296,18 @@ func (s *Store) Chains(ctx context.Context) ([]engine.Chain, error) {
 	return out, nil
 }
 
+// CountQuarantine counts the group's open entries without reading them.
+func (s *Store) CountQuarantine(ctx context.Context) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	n, err := s.c.HLen(ctx, s.k.quarantine).Result()
+	if err != nil {
+		return 0, s.fail("count the quarantine", err)
+	}
+	return int(n), nil
+}
+
 // ScanQuarantine calls fn for each open entry of the group in id order.
 func (s *Store) ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error {
 	if err := s.check(); err != nil {

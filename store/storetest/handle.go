@@ -240,6 +240,14 @@ func scanQuarantine(t *testing.T, s engine.Store) []engine.QuarantineEntry {
 	if err != nil {
 		t.Fatalf("ScanQuarantine: %v", err)
 	}
+	if h, ok := s.(*handle); ok {
+		s = h.Store
+	}
+	if c, ok := s.(engine.QuarantineCounter); ok {
+		if n, err := c.CountQuarantine(t.Context()); err != nil || n != len(out) {
+			t.Fatalf("CountQuarantine = %d, %v; ScanQuarantine listed %d", n, err, len(out))
+		}
+	}
 	return out
 }
 
