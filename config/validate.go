@@ -298,10 +298,18 @@ func (r Route) checkIdentity(ps *problems, f field) {
 		ps.add(f.dot("epoch"), "epoch is set without sequence: an epoch only orders sequences; drop epoch or set sequence")
 	}
 	for _, p := range []struct{ name, path string }{{"sequence", r.Sequence}, {"epoch", r.Epoch}, {"id", r.ID}} {
-		if p.path != "" {
-			checkPath(ps, f.dot(p.name), p.path, r.Topic)
+		if p.path != "" && checkPath(ps, f.dot(p.name), p.path, r.Topic) && p.name == "sequence" && topicLevel(p.path) {
+			ps.add(f.dot(p.name), "sequence %q is a topic level, which is text: every message would be malformed, as a sequence is a JSON integer; "+
+				"name the payload field that holds it, like seq", p.path)
 		}
 	}
+}
+
+// topicLevel reports whether p, a valid path, is a topic[N] level: text,
+// never a number.
+func topicLevel(p string) bool {
+	parsed, err := ParsePath(p)
+	return err == nil && parsed.Topic
 }
 
 // checkPath reports p if it is not a valid path for a route with topic filter
@@ -371,10 +379,15 @@ func (e Effect) check(ps *problems, f field, r Route) {
 				ps.add(ff, "the payload path is empty")
 				continue
 			}
+			var valid bool
 			if r.Kind == RouteSparkplug {
-				checkSparkplugPath(ps, ff, op.fields[name], filter)
+				valid = checkSparkplugPath(ps, ff, op.fields[name], filter)
 			} else {
-				checkPath(ps, ff, op.fields[name], filter)
+				valid = checkPath(ps, ff, op.fields[name], filter)
+			}
+			if valid && op.name != "set" && topicLevel(op.fields[name]) {
+				ps.add(ff, "%q is a topic level, which is text, and %s takes a JSON number: every message with that level would be malformed; "+
+					"name a payload field holding the number, or use set to keep the level as text", op.fields[name], op.name)
 			}
 		}
 	}
