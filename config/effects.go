@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -180,6 +181,49 @@ func (c *Config) checkSQLStore(ps *problems) {
 			if e.SQL != "" || len(e.Args) > 0 {
 				ps.add(field{}.dot("routes").index(i).dot("effects").index(j).dot("sql"),
 					"sql runs in the same transaction as the decision's key, which only the postgres store has; store.kind is %s: use kind postgres or a forward effect", c.Store.Kind)
+			}
+		}
+	}
+}
+
+// fieldOp is one operation of an entity effect: its name and its fields'
+// payload paths.
+type fieldOp struct {
+	name   string
+	fields map[string]string
+}
+
+func (e Effect) ops() []fieldOp {
+	return []fieldOp{{"add", e.Add}, {"set", e.Set}, {"max", e.Max}, {"min", e.Min}}
+}
+
+// checkSharedFields refuses two effects of r writing one field of one entity
+// template by different operations, or both by set: the second would lose to
+// the first, recorded as older than the field's value. The same add, max or
+// min twice is kept: each applies.
+func (r Route) checkSharedFields(ps *problems, f field) {
+	type writer struct {
+		effect int
+		op     string
+	}
+	first := map[[2]string]writer{}
+	for j, e := range r.Effects {
+		if e.Entity == "" {
+			continue
+		}
+		for _, op := range e.ops() {
+			for _, name := range slices.Sorted(maps.Keys(op.fields)) {
+				k := [2]string{e.Entity, name}
+				w, ok := first[k]
+				switch {
+				case !ok:
+					first[k] = writer{j, op.name}
+				case w.effect == j: // refused by Effect.check
+				case w.op != op.name || op.name == "set":
+					ps.add(f.dot("effects").index(j).dot(op.name).dot(name),
+						"field %q of entity %q is also written by effects[%d].%s.%s: both would write one value for each message, "+
+							"and one would undo or lose to the other; write the field in one effect, or name another field", name, e.Entity, w.effect, w.op, name)
+				}
 			}
 		}
 	}

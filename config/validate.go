@@ -258,6 +258,7 @@ func (r Route) check(ps *problems, f field) {
 	for j, e := range r.Effects {
 		e.check(ps, f.dot("effects").index(j), r)
 	}
+	r.checkSharedFields(ps, f)
 }
 
 func (r Route) checkTopic(ps *problems, f field) bool {
@@ -358,13 +359,9 @@ func (e Effect) check(ps *problems, f field, r Route) {
 		return
 	}
 	e.checkEntity(ps, f.dot("entity"), filter)
-	ops := []struct {
-		name   string
-		fields map[string]string
-	}{{"add", e.Add}, {"set", e.Set}, {"max", e.Max}, {"min", e.Min}}
 	owner := map[string]string{}
 	count := 0
-	for _, op := range ops {
+	for _, op := range e.ops() {
 		for _, name := range slices.Sorted(maps.Keys(op.fields)) {
 			count++
 			ff := f.dot(op.name).dot(name)
