@@ -179,3 +179,25 @@ func filterLevels(f string) (n int, open bool) {
 	}
 	return len(levels), false
 }
+
+// filterCovers reports whether every topic that valid filter later matches
+// is matched by valid filter earlier too (MQTT rules: '#' also matches the
+// parent level; a filter starting with a wildcard matches no topic starting
+// with '$').
+func filterCovers(earlier, later string) bool {
+	e, l := strings.Split(earlier, "/"), strings.Split(later, "/")
+	if (e[0] == "+" || e[0] == "#") && strings.HasPrefix(l[0], "$") {
+		return false
+	}
+	for i, el := range e {
+		switch {
+		case el == "#":
+			return true
+		case i == len(l) || l[i] == "#":
+			return false
+		case el != "+" && el != l[i]:
+			return false // a literal level covers only itself, not '+'
+		}
+	}
+	return len(l) == len(e)
+}

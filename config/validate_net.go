@@ -296,6 +296,7 @@ func (c *Config) Warnings() []Problem {
 			warn(fmt.Sprintf("mqtt.feeds[%d].tls.insecure_skip_verify", i), "feed "+f.Name+": its broker's certificate is not verified")
 		}
 	}
+	c.routeWarnings(warn)
 	if h := c.HTTP; h.Enabled() && !h.HasToken() && !loopback(h.Listen) {
 		warn("http.listen", "listening on "+h.Listen+" without a token: anyone who can reach it may release or discard quarantined messages")
 	}
@@ -312,4 +313,23 @@ func loopback(listen string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// routeWarnings lists each route whose topic filter matches only topics an
+// earlier route's matches: a message goes to the first route that matches,
+// so it never gets one.
+func (c *Config) routeWarnings(warn func(path, msg string)) {
+	for i, r := range c.Routes {
+		if ValidateTopicFilter(r.Topic) != nil {
+			continue
+		}
+		for j, prev := range c.Routes[:i] {
+			if ValidateTopicFilter(prev.Topic) == nil && filterCovers(prev.Topic, r.Topic) {
+				warn(fmt.Sprintf("routes[%d] (%s).topic", i, r.Name), fmt.Sprintf("every topic %q matches also matches routes[%d] (%s)'s %q: "+
+					"a message goes to the first route in the file whose topic matches, so this route never gets one; move it before routes[%d] or narrow that topic",
+					r.Topic, j, prev.Name, prev.Topic, j))
+				break
+			}
+		}
+	}
 }
