@@ -240,6 +240,13 @@ type discardBody struct {
 // maxOperatorSize bounds an operator's name a request body gives.
 const maxOperatorSize = 200
 
+// badReason reports whether a reason holds a control character other than
+// tab, or invalid UTF-8, as an operator's name may not: the audit record
+// carries it as is.
+func badReason(reason string) bool {
+	return strings.ContainsFunc(reason, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) || !utf8.ValidString(reason)
+}
+
 // claimedOperator is who a write is audited as: the token's name, else
 // (open writes on loopback, no tokens configured) the name the body
 // gives, as the CLI sends the OS user's, which the process takes on trust
@@ -303,6 +310,9 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request, operator string
 		return
 	case len(body.Reason) > maxReasonSize:
 		writeError(w, http.StatusBadRequest, "reason is over %d bytes", maxReasonSize)
+		return
+	case badReason(body.Reason):
+		writeError(w, http.StatusBadRequest, "reason %q has control characters (a tab is allowed) or invalid UTF-8", body.Reason)
 		return
 	}
 	operator, err := claimedOperator(operator, body.Operator)

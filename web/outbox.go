@@ -155,6 +155,9 @@ func (s *Server) resolveForward(w http.ResponseWriter, r *http.Request, operator
 	case len(body.Reason) > maxReasonSize:
 		writeError(w, http.StatusBadRequest, "reason is over %d bytes", maxReasonSize)
 		return
+	case badReason(body.Reason):
+		writeError(w, http.StatusBadRequest, "reason %q has control characters (a tab is allowed) or invalid UTF-8", body.Reason)
+		return
 	}
 	operator, err := claimedOperator(operator, body.Operator)
 	if err != nil {

@@ -150,9 +150,9 @@ func StoreLineages(ctx context.Context, s engine.Store, archive string, opts rep
 // the deliveries of its key beside it, then the entity's state.
 func WriteLineage(w io.Writer, l *report.Lineage) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d changes", l.Entity, len(l.Changes))
+	fmt.Fprintf(&b, "%s: %d changes", shown(l.Entity), len(l.Changes))
 	if l.Field != "" {
-		fmt.Fprintf(&b, " to %s", l.Field)
+		fmt.Fprintf(&b, " to %s", shown(l.Field))
 	}
 	fmt.Fprintf(&b, ", %d replays suppressed", l.Suppressed)
 	if l.At != nil {
@@ -162,23 +162,23 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 	for _, c := range l.Changes {
 		fmt.Fprintf(&b, "\n%s  %s  %s", c.Where(), c.Time.UTC().Format(time.RFC3339Nano), c.Outcome)
 		if c.Reason != "" {
-			fmt.Fprintf(&b, " (%s)", c.Reason)
+			fmt.Fprintf(&b, " (%s)", shown(c.Reason))
 		}
 		if c.Operator != "" {
-			fmt.Fprintf(&b, " by %s", c.Operator)
+			fmt.Fprintf(&b, " by %s", shown(c.Operator))
 		}
-		fmt.Fprintf(&b, "\n    route %s  topic %s", c.Route, c.Topic)
+		fmt.Fprintf(&b, "\n    route %s  topic %s", c.Route, shown(c.Topic))
 		if len(c.Source) > 0 {
-			fmt.Fprintf(&b, "  source %s", strings.Join(c.Source, "/"))
+			fmt.Fprintf(&b, "  source %s", shownAll(c.Source, "/"))
 		}
 		if c.Epoch != "" {
-			fmt.Fprintf(&b, "  epoch %s", c.Epoch)
+			fmt.Fprintf(&b, "  epoch %s", shown(c.Epoch))
 		}
 		if c.Sequence != nil {
 			fmt.Fprintf(&b, "  sequence %d", *c.Sequence)
 		}
 		if c.ID != "" {
-			fmt.Fprintf(&b, "  id %s", c.ID)
+			fmt.Fprintf(&b, "  id %s", shown(c.ID))
 		}
 		if c.Broker != "" {
 			fmt.Fprintf(&b, "  broker %s", c.Broker)
@@ -190,7 +190,7 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 			fmt.Fprintf(&b, "\n    key %s", c.Key)
 		}
 		for _, e := range c.Effects {
-			fmt.Fprintf(&b, "\n    %s %s %s -> %s", e.Field, e.Op, e.Value, e.After)
+			fmt.Fprintf(&b, "\n    %s %s %s -> %s", shown(e.Field), e.Op, shownJSON(e.Value), shownJSON(e.After))
 			if e.Lost {
 				b.WriteString("  (older than the field's value: it stays)")
 			}
@@ -201,10 +201,10 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 		for _, d := range c.Held {
 			fmt.Fprintf(&b, "\n    %s %s  %s", d.Outcome, d.Where(), d.Time.UTC().Format(time.RFC3339Nano))
 			if d.Reason != "" {
-				fmt.Fprintf(&b, "  (%s)", d.Reason)
+				fmt.Fprintf(&b, "  (%s)", shown(d.Reason))
 			}
 			if d.Operator != "" {
-				fmt.Fprintf(&b, " by %s", d.Operator)
+				fmt.Fprintf(&b, " by %s", shown(d.Operator))
 			}
 		}
 		b.WriteString("\n")
@@ -215,7 +215,7 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 	}
 	b.WriteString(":")
 	for _, f := range slices.Sorted(maps.Keys(l.State)) {
-		fmt.Fprintf(&b, " %s %s", f, l.State[f])
+		fmt.Fprintf(&b, " %s %s", shown(f), shownJSON(l.State[f]))
 	}
 	b.WriteString("\n")
 	if n := l.Read.WithoutEffects; n > 0 {

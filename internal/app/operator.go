@@ -47,6 +47,16 @@ func LocalOperator(name string) (string, error) {
 	return "", fmt.Errorf("%w: cannot tell who you are (no OS user name, $USER unset): give --operator NAME", ErrUsage)
 }
 
+// checkReason refuses a --reason with a control character other than tab,
+// or invalid UTF-8, with ErrUsage, as LocalOperator refuses such a name:
+// the audit record carries it as is.
+func checkReason(reason string) error {
+	if strings.ContainsFunc(reason, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) || !utf8.ValidString(reason) {
+		return fmt.Errorf("%w: --reason %q has control characters (a tab is allowed) or invalid UTF-8", ErrUsage, reason)
+	}
+	return nil
+}
+
 // errOperatorRemote refuses --operator through a running daemon's API
 // that a token is sent to: the token names the operator.
 func errOperatorRemote() error {

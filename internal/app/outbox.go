@@ -70,6 +70,9 @@ func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve) error {
 	if rs.Action == "drop" && rs.Reason == "" {
 		return fmt.Errorf("%w: drop needs --reason TEXT", ErrUsage)
 	}
+	if err := checkReason(rs.Reason); err != nil {
+		return err
+	}
 	var res forwardResult
 	a, err := t.open(ctx, "outbox")
 	if err != nil {

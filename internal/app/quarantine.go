@@ -39,6 +39,9 @@ func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve) error {
 	if rs.Action == "discard" && rs.Reason == "" {
 		return fmt.Errorf("%w: discard needs --reason TEXT", ErrUsage)
 	}
+	if err := checkReason(rs.Reason); err != nil {
+		return err
+	}
 	var d engine.Decision
 	chain := "" // whose chain holds the record, on a shared store
 	a, err := t.open(ctx, "quarantine")

@@ -108,10 +108,10 @@ func (t *Tool) streamStateJSON(ctx context.Context, store engine.Store) error {
 func printEntity(w io.Writer, name string, state map[string]json.RawMessage) error {
 	fields := make([]string, 0, len(state))
 	for k, v := range state {
-		fields = append(fields, k+"="+string(v))
+		fields = append(fields, shown(k)+"="+shownJSON(v))
 	}
 	sort.Strings(fields)
-	_, err := fmt.Fprintf(w, "%s\t%s\n", name, strings.Join(fields, " "))
+	_, err := fmt.Fprintf(w, "%s\t%s\n", shown(name), strings.Join(fields, " "))
 	return err
 }
 
@@ -172,7 +172,7 @@ func (t *Tool) printSources(reps []engine.SourceReport, asJSON bool) error {
 	}
 	fmt.Fprintln(tw)
 	for _, r := range reps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s", r.Route, strings.Join(r.Source, "/"), r.Epoch, r.High, gapText(r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s", r.Route, shownAll(r.Source, "/"), shown(r.Epoch), r.High, gapText(r))
 		if sessions {
 			fmt.Fprintf(tw, "\t%s", sessionText(r.Sparkplug))
 		}
@@ -204,7 +204,7 @@ func gapText(r engine.SourceReport) string {
 	}
 	for _, o := range r.Older {
 		for _, g := range o.Gaps {
-			parts = append(parts, "epoch "+o.Epoch+": "+rangeText(g))
+			parts = append(parts, "epoch "+shown(o.Epoch)+": "+rangeText(g))
 		}
 	}
 	if len(parts) == 0 {
