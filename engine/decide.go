@@ -256,7 +256,8 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64, by 
 		if !dec.Key.IsZero() {
 			key = dec.Key.String()
 		}
-		b.Quarantine = append(b.Quarantine, QuarantineEntry{ID: e.qbase + dec.Position, Time: r.Time,
+		dec.Held = e.qbase + dec.Position
+		b.Quarantine = append(b.Quarantine, QuarantineEntry{ID: dec.Held, Time: r.Time,
 			Outcome: r.Outcome, Reason: dec.Reason, Route: dec.Route, Topic: m.Topic, Key: key,
 			Dup: m.Dup, Broker: m.Broker, Feed: m.Feed, Payload: append([]byte(nil), m.Payload...)})
 	}

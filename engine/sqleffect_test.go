@@ -127,6 +127,10 @@ func TestAMessageWhoseStatementIsRefusedIsQuarantinedAndTheRestCommits(t *testin
 	if _, err := m.Quarantined(ctx, q.ID); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("the released entry is still open: %v", err)
 	}
+	// The decision names the entry that holds it now.
+	if again, err := m.Quarantined(ctx, d.Held); d.Held != m.QuarantineBase()+d.Position || err != nil || string(again.Payload) != string(batch[1].Payload) {
+		t.Fatalf("held again as #%d (%+v, %v), want the entry at the release's position %d", d.Held, again, err, d.Position)
+	}
 }
 
 func TestASQLEffectNeedsAStoreThatRunsIt(t *testing.T) {

@@ -165,6 +165,7 @@ type Decision struct {
 	Sequence int64  // -1 when the route has none or it was not read
 	ID       string
 	Gap      *Range // sequences skipped by this message, if any
+	Held     uint64 // the quarantine entry that holds the message, when it was held
 
 	version Version  // orders this message's `set` writes
 	changes []Change // what an effective message changed, for its audit record

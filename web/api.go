@@ -225,6 +225,7 @@ type resolution struct {
 	Route    string `json:"route,omitempty"`
 	Key      string `json:"key,omitempty"`
 	Operator string `json:"operator,omitempty"` // the token's name, or the one the body named (see claimedOperator)
+	Held     uint64 `json:"held,omitempty"`     // a release held again: its new entry
 }
 
 // releaseBody is the optional body of a release.
@@ -286,7 +287,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, operator string
 		return
 	}
 	res := resolution{ID: id, Position: d.Position, Outcome: d.Outcome.String(), Reason: d.Reason, Route: d.Route,
-		Operator: operator}
+		Operator: operator, Held: d.Held}
 	if !d.Key.IsZero() {
 		res.Key = d.Key.String()
 	}

@@ -66,9 +66,12 @@ func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve) error {
 	if err != nil {
 		return err
 	}
-	if rs.Action == "release" {
+	switch {
+	case rs.Action == "release" && d.Held != 0:
+		fmt.Fprintf(t.Out, "#%d released, and held again as #%d, %s: %s (audit position %d%s)\n", rs.ID, d.Held, d.Outcome, d.Reason, d.Position, chain)
+	case rs.Action == "release":
 		fmt.Fprintf(t.Out, "#%d released: %s (audit position %d%s)\n", rs.ID, d.Outcome, d.Position, chain)
-	} else {
+	default:
 		fmt.Fprintf(t.Out, "#%d discarded (audit position %d%s)\n", rs.ID, d.Position, chain)
 	}
 	return nil

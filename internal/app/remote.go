@@ -316,6 +316,8 @@ func (r *remote) resolve(action string, id uint64, reason, operator string) (eng
 	var res struct {
 		Position uint64 `json:"position"`
 		Outcome  string `json:"outcome"`
+		Reason   string `json:"reason"`
+		Held     uint64 `json:"held"`
 	}
 	body := map[string]string{}
 	if action == "discard" {
@@ -333,7 +335,7 @@ func (r *remote) resolve(action string, id uint64, reason, operator string) (eng
 		return engine.Decision{}, err
 	}
 	o, _ := engine.ParseOutcome(res.Outcome)
-	return engine.Decision{Outcome: o, Position: res.Position}, nil
+	return engine.Decision{Outcome: o, Position: res.Position, Reason: res.Reason, Held: res.Held}, nil
 }
 
 // outbox walks GET /api/v1/outbox and returns the pending depths.
