@@ -301,12 +301,22 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.deps.Ready != nil && !s.deps.Ready() {
 		why := "not ready: the broker is not connected or the store is not writable"
 		if st.Error != "" {
-			why = "not ready: " + st.Error
+			why = "not ready: " + oneLine(st.Error)
 		}
-		writeJSON(w, http.StatusServiceUnavailable, readiness{Error: why, Warning: st.Warning})
+		writeJSON(w, http.StatusServiceUnavailable, readiness{Error: why, Warning: oneLine(st.Warning)})
 		return
 	}
-	writeJSON(w, http.StatusOK, readiness{Ready: true, Warning: st.Warning})
+	writeJSON(w, http.StatusOK, readiness{Ready: true, Warning: oneLine(st.Warning)})
+}
+
+// oneLine is s with each run of white space that holds a line break or a
+// tab made one space: a driver's error (pgx's "failed to connect to …:\n\t…")
+// read by a probe or a person on one line.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\n\r\t") {
+		return s
+	}
+	return strings.Join(strings.Fields(s), " ")
 }
 
 func (s *Server) metrics() http.HandlerFunc {
