@@ -300,7 +300,22 @@ func (c *Config) Warnings() []Problem {
 	if h := c.HTTP; h.Enabled() && !h.HasToken() && !loopback(h.Listen) {
 		warn("http.listen", "listening on "+h.Listen+" without a token: anyone who can reach it may release or discard quarantined messages")
 	}
+	c.ignoredWarnings(warn)
 	return ws
+}
+
+// ignoredWarnings lists settings the chosen store or input does not read,
+// which a reader of the file would take for in force.
+func (c *Config) ignoredWarnings(warn func(path, msg string)) {
+	switch st := c.Store; {
+	case st.Kind == StoreEmbedded && st.URL != "":
+		warn("store.url", "the embedded store keeps its data in store.path and reads no url: set kind postgres or redis to use it, or remove it")
+	case st.Kind == StoreMemory && st.Path != "":
+		warn("store.path", "the memory store keeps nothing on disk and reads no path: set kind embedded to use it, or remove it")
+	}
+	if c.Input == InputJetStream && c.MQTT.ShareGroup != "" {
+		warn("mqtt.share_group", "input jetstream reads no mqtt settings: members of a group share the durable consumer jetstream.consumer instead")
+	}
 }
 
 func loopback(listen string) bool {
