@@ -66,10 +66,10 @@ func TestBenchRefusesAJournalOnTheEmbeddedStore(t *testing.T) {
 	}
 }
 
-func TestBenchRefusesABatchThatIsNotPositive(t *testing.T) {
-	for _, n := range []string{"0", "-5"} {
+func TestBenchRefusesABatchOutOfRange(t *testing.T) {
+	for _, n := range []string{"0", "-5", "65536"} {
 		_, errs, code := cli(t, "", "bench", "--messages", "100", "--batch", n)
-		if code != exitUsage || !strings.Contains(errs, "--batch must be positive") {
+		if code != exitUsage || !strings.Contains(errs, "--batch must be from 1 to 65535, got "+n) {
 			t.Fatalf("--batch %s: exit %d, stderr %q; want exit %d and --batch refused", n, code, errs, exitUsage)
 		}
 	}
