@@ -339,7 +339,14 @@ func (d *Delivery) identity(jr *jsonReader, topic string) error {
 		return malformed("the source fields are %d bytes together, over %d", total, maxSourceBytes)
 	}
 	if jr.sequence >= 0 {
-		s, err := sequenceOf(r.paths[jr.sequence].text, d.vals[jr.sequence])
+		p, v := r.paths[jr.sequence], d.vals[jr.sequence]
+		if p.topic >= 0 && v.kind == vString { // a topic level, text: its digits are the sequence
+			if v.text == "" || strings.Trim(v.text, "0123456789") != "" {
+				return malformed("sequence %s is %q: a topic level read as a sequence must be a decimal integer", p.text, v.text)
+			}
+			v = value{kind: vNumber, integer: true, text: v.text}
+		}
+		s, err := sequenceOf(p.text, v)
 		if err != nil {
 			return err
 		}
