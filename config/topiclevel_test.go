@@ -9,9 +9,8 @@ func TestATopicLevelIsNeverANumber(t *testing.T) {
 		file string
 		want []string
 	}{
-		{"a topic level as sequence is refused",
-			route("name: r", "topic: inc/+/+", "source: [agency]", "sequence: 'topic[1]'"),
-			[]string{r + `.sequence: sequence "topic[1]" is a topic level, which is text: every message would be malformed, as a sequence is a JSON integer; name the payload field that holds it, like seq`}},
+		{"a topic level as sequence is valid: its digits are read as an integer",
+			route("name: r", "topic: inc/+/+", "source: [agency]", "sequence: 'topic[1]'"), nil},
 		{"a topic level as epoch is valid: an epoch may be a string",
 			route("name: r", "topic: inc/+/+", "source: [agency]", "sequence: seq", "epoch: 'topic[2]'"), nil},
 		{"a topic level as source, id and entity placeholder is valid",

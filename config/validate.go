@@ -299,9 +299,8 @@ func (r Route) checkIdentity(ps *problems, f field) {
 		ps.add(f.dot("epoch"), "epoch is set without sequence: an epoch only orders sequences; drop epoch or set sequence")
 	}
 	for _, p := range []struct{ name, path string }{{"sequence", r.Sequence}, {"epoch", r.Epoch}, {"id", r.ID}} {
-		if p.path != "" && checkPath(ps, f.dot(p.name), p.path, r.Topic) && p.name == "sequence" && topicLevel(p.path) {
-			ps.add(f.dot(p.name), "sequence %q is a topic level, which is text: every message would be malformed, as a sequence is a JSON integer; "+
-				"name the payload field that holds it, like seq", p.path)
+		if p.path != "" {
+			checkPath(ps, f.dot(p.name), p.path, r.Topic)
 		}
 	}
 }
