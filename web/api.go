@@ -193,7 +193,7 @@ func (s *Server) quarantineList(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	if errors.Is(err, pageDone) || err == nil && counts {
+	if errors.Is(err, pageDone) { // the scan stopped short of the end: count the rest
 		page.Total, err = counter.CountQuarantine(r.Context())
 	}
 	if err != nil {
