@@ -35,6 +35,9 @@
 // the transaction is rolled back and the batch decided again with that
 // message quarantined (Rows.Refused), its other refusals found first with a
 // savepoint per message; any other failure commits nothing and is returned.
+// A commit that fails the same way broke a constraint checked at commit:
+// the batch runs again with each message's statements checked at their
+// end, which finds the message.
 //
 // Open refuses a server that can lose a commit it acknowledged
 // (synchronous_commit = off, fsync = off) unless Options.AllowNotDurable

@@ -69,12 +69,19 @@ func (e refusedError) merge(refused engine.SQLRefusals, batchKeys int) (engine.S
 // default), so later batches on the connection only bind and execute it.
 // A pipeline that fails drops its statements from the cache (pgx does so
 // on any error): a refusal costs one more prepare.
-func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused bool) error {
+//
+// checkEach is set once the batch's commit broke a constraint the server
+// checks at commit (a deferredError): each message's statements then run
+// with every deferrable constraint deferred and checked at their end, so
+// the message that breaks one is refused like any other.
+func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused, checkEach bool) error {
 	switch {
 	case len(stmts) == 0:
 		return nil
+	case checkEach:
+		return runSQLSavepoints(ctx, tx, stmts, nil, true)
 	case s.sqlMode == sqlSavepoints || (s.sqlMode == sqlAdaptive && refused):
-		return runSQLSavepoints(ctx, tx, stmts, nil)
+		return runSQLSavepoints(ctx, tx, stmts, nil, false)
 	case s.sqlMode == sqlRerun:
 		return runSQLPipeline(ctx, tx, stmts, false)
 	}
@@ -92,7 +99,7 @@ func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStateme
 			rest = append(rest, st)
 		}
 	}
-	return runSQLSavepoints(ctx, tx, rest, re.keys)
+	return runSQLSavepoints(ctx, tx, rest, re.keys, false)
 }
 
 // sqlMode is how runSQL finds refused messages; the benchmark compares
@@ -140,8 +147,13 @@ func runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement,
 // pipeline goes on after that message, so one pass finds every refusal.
 // Each refusal costs two round trips (the rollback, the rest of the
 // pipeline), each message two more statements. refused are refusals found
-// before, which the returned refusedError includes.
-func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused engine.SQLRefusals) error {
+// before, which the returned refusedError includes. With checkEach a
+// message's statements run with the deferrable constraints deferred
+// (SET CONSTRAINTS ALL DEFERRED) and are checked at their end (SET
+// CONSTRAINTS ALL IMMEDIATE, which runs the checks pending): a message
+// may satisfy a constraint by its last statement, but not by a later
+// message's.
+func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused engine.SQLRefusals, checkEach bool) error {
 	found := maps.Clone(refused)
 	if found == nil {
 		found = engine.SQLRefusals{}
@@ -156,28 +168,37 @@ func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatemen
 			}
 		}
 		var q pgx.Batch
-		var sent []*engine.SQLStatement // per queued query: its statement, nil for savepoint control
-		queue := func(st *engine.SQLStatement, sql string, args ...any) {
+		var sent []queued
+		queue := func(st *engine.SQLStatement, atEnd bool, sql string, args ...any) {
 			q.Queue(sql, args...)
-			sent = append(sent, st)
+			sent = append(sent, queued{st, atEnd})
+		}
+		end := func(last *engine.SQLStatement) {
+			if checkEach {
+				queue(last, true, "SET CONSTRAINTS ALL IMMEDIATE")
+			}
+			queue(nil, false, "RELEASE SAVEPOINT "+savepoint)
 		}
 		for i := range rest {
 			st := &rest[i]
 			if i == 0 || rest[i-1].Key != st.Key {
 				if i > 0 {
-					queue(nil, "RELEASE SAVEPOINT "+savepoint)
+					end(&rest[i-1])
 				}
-				queue(nil, "SAVEPOINT "+savepoint)
+				queue(nil, false, "SAVEPOINT "+savepoint)
+				if checkEach {
+					queue(nil, false, "SET CONSTRAINTS ALL DEFERRED")
+				}
 			}
-			queue(st, st.SQL, sqlArgs(st.Args)...)
+			queue(st, false, st.SQL, sqlArgs(st.Args)...)
 		}
-		queue(nil, "RELEASE SAVEPOINT "+savepoint)
+		end(&rest[len(rest)-1])
 		br := tx.SendBatch(ctx, &q)
-		var failed *engine.SQLStatement
+		var failed queued
 		var err error
-		for _, st := range sent {
+		for _, sq := range sent {
 			if _, err = br.Exec(); err != nil {
-				failed = st
+				failed = sq
 				break
 			}
 		}
@@ -187,18 +208,30 @@ func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatemen
 		if err == nil {
 			break
 		}
-		err = stmtErr(failed, err)
+		if failed.atEnd {
+			err = checkErr(failed.st, err)
+		} else {
+			err = stmtErr(failed.st, err)
+		}
 		var re refusedError
 		if !errors.As(err, &re) {
 			return err
 		}
-		found[failed.Key] = re.keys[failed.Key]
-		rest, undo = skipMessage(rest, failed), true
+		found[failed.st.Key] = re.keys[failed.st.Key]
+		rest, undo = skipMessage(rest, failed.st), true
 	}
 	if len(found) > 0 {
 		return refusedError{found}
 	}
 	return nil
+}
+
+// queued is a query of runSQLSavepoints' pipeline: the statement it
+// runs, nil for savepoint control, or, atEnd, the check of the
+// constraints pending at the end of st's message.
+type queued struct {
+	st    *engine.SQLStatement
+	atEnd bool
 }
 
 // skipMessage returns the statements after failed's message.
@@ -226,9 +259,29 @@ func stmtErr(st *engine.SQLStatement, err error) error {
 	return dbErr(fmt.Errorf("route %q effects[%d]: sql: %w", st.Route, st.Effect, err))
 }
 
+// checkErr is the error of the check at the end of st's message (see
+// runSQLSavepoints): a refusedError when the message broke a deferred
+// constraint, else the error as it is.
+func checkErr(st *engine.SQLStatement, err error) error {
+	if pe := messageFault(err); pe != nil {
+		return refusedError{engine.SQLRefusals{st.Key: fmt.Sprintf("sql effects: SQLSTATE %s at the end of the message's statements: %s", pe.Code, words(pe))}}
+	}
+	return dbErr(fmt.Errorf("route %q: sql: checking the deferred constraints: %w", st.Route, err))
+}
+
 // refusal returns why st's message is refused when err is its message's
-// fault, else "". That is a server error raised while the statement ran
-// of SQLSTATE class 22 (data exception: a value that does not fit, a bad
+// fault (messageFault), else "".
+func refusal(st *engine.SQLStatement, err error) string {
+	pe := messageFault(err)
+	if pe == nil {
+		return ""
+	}
+	return fmt.Sprintf("sql effects[%d]: SQLSTATE %s: %s", st.Effect, pe.Code, words(pe))
+}
+
+// messageFault returns the server's error when err is the fault of the
+// message whose statement raised it, else nil. That is an error of
+// SQLSTATE class 22 (data exception: a value that does not fit, a bad
 // cast), 23 (integrity constraint violation: the user's unique key, a
 // check) or 54 (program limit exceeded: a value too large for its index),
 // or an exception the user's trigger or function raised (P0001
@@ -236,22 +289,25 @@ func stmtErr(st *engine.SQLStatement, err error) error {
 // Retried, any of them would fail the same way and hold up the feed.
 // Preparing the statement is not running it: a statement that fails to
 // prepare is no message's fault.
-func refusal(st *engine.SQLStatement, err error) string {
+func messageFault(err error) *pgconn.PgError {
 	var pp pgx.ErrPreprocessingBatch
 	var pe *pgconn.PgError
 	if errors.As(err, &pp) || !errors.As(err, &pe) {
-		return ""
+		return nil
 	}
 	switch class := pe.Code[:min(2, len(pe.Code))]; {
 	case class == "22", class == "23", class == "54", pe.Code == "P0001", pe.Code == "P0004":
-	default:
-		return ""
+		return pe
 	}
-	reason := fmt.Sprintf("sql effects[%d]: SQLSTATE %s: %s", st.Effect, pe.Code, pe.Message)
+	return nil
+}
+
+// words are the server's message and its detail.
+func words(pe *pgconn.PgError) string {
 	if pe.Detail != "" {
-		reason += " (" + pe.Detail + ")"
+		return pe.Message + " (" + pe.Detail + ")"
 	}
-	return reason
+	return pe.Message
 }
 
 // sqlArgs are a statement's arguments for pgx. Every value goes as a Go

@@ -135,6 +135,77 @@ func TestSQLEffects(t *testing.T) {
 	t.Run("a statement that fails to prepare fails the batch and quarantines nothing", func(t *testing.T) {
 		testStatementBroken(t, pg.URL())
 	})
+	for _, mode := range []struct {
+		name string
+		mode postgres.SQLMode
+	}{
+		{"adaptive", postgres.SQLAdaptive},
+		{"decided again per refusal", postgres.SQLRerun},
+		{"a savepoint per message", postgres.SQLSavepoints},
+	} {
+		t.Run("a message that breaks a deferred constraint is quarantined at commit, "+mode.name, func(t *testing.T) {
+			testDeferredConstraint(t, pg.URL(), mode.mode)
+		})
+	}
+}
+
+// partsDDL is the user's parts, each of a known meter (a foreign key
+// checked at commit), and a constraint trigger, also run at commit, that
+// refuses a part named "scrap".
+const partsDDL = `CREATE TABLE {app}.meters (meter text PRIMARY KEY);
+	INSERT INTO {app}.meters VALUES ('m0'), ('m1');
+	CREATE TABLE {app}.parts (part text PRIMARY KEY,
+		meter text REFERENCES {app}.meters DEFERRABLE INITIALLY DEFERRED);
+	CREATE FUNCTION {app}.refuse_scrap() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.part = 'scrap' THEN RAISE EXCEPTION 'part % is scrapped', NEW.part; END IF;
+			RETURN NULL;
+		END $$;
+	CREATE CONSTRAINT TRIGGER refuse_scrap AFTER INSERT ON {app}.parts
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {app}.refuse_scrap()`
+
+// testDeferredConstraint runs a batch in which two messages break
+// constraints the server checks only at commit: they are held, and the
+// rest of the batch commits, a message whose own statements satisfy a
+// deferred constraint only at their end included.
+func testDeferredConstraint(t *testing.T, url string, mode postgres.SQLMode) {
+	x := newSQLSetup(t, url, mode, partsDDL, engine.Route{Name: "parts", Topic: "parts/+", Source: []string{"topic[1]"}, ID: "part",
+		Effects: []engine.EffectSpec{
+			// the part first, its meter after it when the message names one
+			{SQL: "INSERT INTO {app}.parts (part, meter) VALUES ($1, $2)", Args: []string{"part", "meter"}},
+			{SQL: "INSERT INTO {app}.meters SELECT $1::text WHERE $1::text IS NOT NULL", Args: []string{"newMeter"}},
+		}})
+	msg := func(p string) engine.Message { return engine.Message{Topic: "parts/line1", Payload: []byte(p)} }
+	msgs := []engine.Message{
+		msg(`{"part":"p1","meter":"m0"}`),
+		msg(`{"part":"p2","meter":"m7"}`), // no such meter
+		msg(`{"part":"p3","meter":"m8","newMeter":"m8"}`),
+		msg(`{"part":"scrap","meter":"m1"}`),
+		msg(`{"part":"p5","meter":"m1"}`),
+	}
+	want := map[int]string{
+		1: `sql effects: SQLSTATE 23503 at the end of the message's statements: insert or update on table "parts" violates foreign key constraint "parts_meter_fkey" (Key (meter)=(m7) is not present in table "meters".)`,
+		3: `sql effects: SQLSTATE P0001 at the end of the message's statements: part scrap is scrapped`,
+	}
+	for i, d := range x.process(msgs...) {
+		if r, refused := want[i]; refused {
+			if d.Outcome != engine.Quarantined || d.Reason != r {
+				t.Errorf("message %d: %v %q, want quarantined %q", i, d.Outcome, d.Reason, r)
+			}
+		} else if d.Outcome != engine.Applied {
+			t.Errorf("message %d: %v %q, want applied", i, d.Outcome, d.Reason)
+		}
+	}
+	if got := x.count(`SELECT count(*) FROM {app}.parts WHERE part IN ('p1', 'p3', 'p5')`); got != 3 || x.count(`SELECT count(*) FROM {app}.parts`) != 3 {
+		t.Errorf("parts: %d of the 3 applied, %d in all", got, x.count(`SELECT count(*) FROM {app}.parts`))
+	}
+	// The next batch runs as batches do: a part whose meter comes in a
+	// later message of the same batch is taken, as the constraint allows.
+	for i, d := range x.process(msg(`{"part":"p6","meter":"m9"}`), msg(`{"part":"p7","meter":"m0","newMeter":"m9"}`)) {
+		if d.Outcome != engine.Applied {
+			t.Errorf("next batch, message %d: %v %q, want applied", i, d.Outcome, d.Reason)
+		}
+	}
 }
 
 func testRefused(t *testing.T, x *sqlSetup) {

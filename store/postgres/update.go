@@ -70,7 +70,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		if err := s.write(ctx, tx, b, head, nil); err != nil {
 			return err
 		}
-		return s.runSQL(ctx, tx, b.SQL, false)
+		return s.runSQL(ctx, tx, b.SQL, false, false)
 	})
 	err = s.timedOut(ctx, err)
 	n := 0
@@ -99,6 +99,7 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 	created := 0 // reads again because a row was created meanwhile: at most once a row
 	var last error
 	var refused engine.SQLRefusals // keys whose sql effects failed because of their messages
+	checkEach := false             // a commit broke a deferred constraint: check each message's (runSQL)
 	decideRefused := func(rows *engine.Rows) (*engine.Batch, error) {
 		rows.Refused = refused
 		return decide(rows)
@@ -107,11 +108,12 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 		var n, held int
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
 			var err error
-			n, held, err = s.attempt(ctx, tx, r, decideRefused, wait)
+			n, held, err = s.attempt(ctx, tx, r, decideRefused, wait, checkEach)
 			return err
 		})
 		var de decideError
 		var re refusedError
+		var fe deferredError
 		switch {
 		case err == nil:
 			s.stats.HeldRows.Add(uint64(held)) // those of the batch written, not of every attempt
@@ -122,6 +124,9 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 			if refused, err = re.merge(refused, len(r.Keys)); err != nil {
 				return 0, err
 			}
+			continue
+		case errors.As(err, &fe) && !checkEach: // run again, finding the message that broke it
+			checkEach = true
 			continue
 		case errors.Is(err, errLocked) && !wait:
 			s.stats.LockWaits.Add(1)
@@ -151,7 +156,7 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 // attempt reads, decides and writes once: the batch, then its sql effects.
 // It returns how many audit records it wrote and how many rows it left out
 // as held.
-func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error), wait bool) (int, int, error) {
+func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error), wait, checkEach bool) (int, int, error) {
 	rows, head, err := s.read(ctx, tx, r, wait)
 	if err != nil {
 		return 0, 0, err
@@ -164,7 +169,7 @@ func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide 
 	if err := s.write(ctx, tx, b, head, u); err != nil {
 		return 0, 0, err
 	}
-	if err := s.runSQL(ctx, tx, b.SQL, len(rows.Refused) > 0); err != nil {
+	if err := s.runSQL(ctx, tx, b.SQL, len(rows.Refused) > 0, checkEach); err != nil {
 		return 0, 0, err
 	}
 	return len(b.Audit), len(rows.Held.Sources) + len(rows.Held.Entities), nil
@@ -197,10 +202,23 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		if c.Conn().IsClosed() { // the commit may or may not have happened
 			return uncertainError{fmt.Errorf("postgres store: the connection to %s broke during the commit, which may or may not have happened: %w", s.where, err)}
 		}
+		if messageFault(err) != nil {
+			return deferredError{dbErr(err)}
+		}
 		return dbErr(err)
 	}
 	return nil
 }
+
+// deferredError is a commit the server refused for a constraint it checks
+// at commit (DEFERRABLE INITIALLY DEFERRED, or a constraint trigger): a
+// message's fault, as a statement's refusal is, that no statement
+// reported. The store's own tables have none; the user's, written by sql
+// effects, may.
+type deferredError struct{ err error }
+
+func (e deferredError) Error() string { return e.err.Error() }
+func (e deferredError) Unwrap() error { return e.err }
 
 // uncertainError is a commit whose outcome the connection did not return.
 type uncertainError struct{ err error }
