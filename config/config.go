@@ -14,6 +14,7 @@ const (
 	DefaultMaxEntries     = 1_000_000
 	DefaultSequenceSpan   = 4096
 	DefaultKeepEpochs     = 2
+	MaxKeepEpochs         = 64 // engine.MaxKeepEpochs
 	DefaultMaxPayload     = ByteSize(256 << 10)
 	DefaultQoS            = 1
 	DefaultBroker         = "tcp://127.0.0.1:1883"

@@ -195,8 +195,8 @@ func (w WindowConfig) check(ps *problems, f field) {
 	if s := w.SequenceSpan; s < 64 || s > 1<<20 || s%64 != 0 {
 		ps.add(f.dot("sequence_span"), "sequence_span must be a multiple of 64 from 64 to 1048576, got %d", s)
 	}
-	if w.KeepEpochs < 1 {
-		ps.add(f.dot("keep_epochs"), "keep_epochs must be at least 1, got %d", w.KeepEpochs)
+	if w.KeepEpochs < 1 || w.KeepEpochs > MaxKeepEpochs {
+		ps.add(f.dot("keep_epochs"), "keep_epochs must be from 1 to %d, got %d", MaxKeepEpochs, w.KeepEpochs)
 	}
 }
 

@@ -20,6 +20,11 @@ const (
 	DefaultCachedRows   = 100_000
 )
 
+// MaxKeepEpochs bounds Options.KeepEpochs: a source's row holds that many
+// older epochs, and is read and written whole with each batch that
+// touches the source.
+const MaxKeepEpochs = 64
+
 // Options configures an Engine. The zero value of every field but Routes
 // means its documented default.
 type Options struct {
@@ -261,6 +266,8 @@ func (o *Options) setDefaults() error {
 	switch {
 	case o.TTL < 0 || o.MaxEntries < 0 || o.MaxPayload < 0 || o.KeepEpochs < 0 || o.CachedRows < 0:
 		return fmt.Errorf("%w: negative window or limit", ErrConfig)
+	case o.KeepEpochs > MaxKeepEpochs:
+		return fmt.Errorf("%w: keep_epochs %d is above %d", ErrConfig, o.KeepEpochs, MaxKeepEpochs)
 	case o.SequenceSpan < 64 || o.SequenceSpan%64 != 0:
 		return fmt.Errorf("%w: sequence_span %d is not a positive multiple of 64", ErrConfig, o.SequenceSpan)
 	case o.SequenceSpan > 64*maxBitmapWords:

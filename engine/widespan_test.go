@@ -41,3 +41,23 @@ func TestASequenceSpanTheEngineTakesGivesRowsTheStoreReadsBack(t *testing.T) {
 		t.Fatalf("a committed row cannot be read back: %v", err)
 	}
 }
+
+// TestKeepEpochsIsBounded: a source's row holds its older epochs and is
+// read and written whole, so their number is bounded.
+func TestKeepEpochsIsBounded(t *testing.T) {
+	s, err := embedded.Open(t.TempDir(), embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	opts := engine.Options{Routes: []engine.Route{incidentRoute}, KeepEpochs: engine.MaxKeepEpochs + 1}
+	if _, err := engine.New(context.Background(), s, opts); !errors.Is(err, engine.ErrConfig) {
+		t.Fatalf("keep_epochs %d: %v, want ErrConfig", opts.KeepEpochs, err)
+	}
+	opts.KeepEpochs = engine.MaxKeepEpochs
+	e, err := engine.New(context.Background(), s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+}
