@@ -91,8 +91,10 @@ func parse(data []byte, name string, getenv func(string) (string, bool), run boo
 }
 
 // decode parses text into c, reporting syntax errors, unknown keys and
-// values of the wrong type. ok is false when text is not YAML at all. given
-// holds the keys set to a non-null value.
+// values of the wrong type. ok is false when text is not YAML at all, or
+// when a mapping sets a key twice: yaml then leaves the whole mapping out
+// (a route, and every route after it moves up a place), so what was
+// decoded cannot be checked. given holds the keys set to a non-null value.
 func decode(text string, c *Config) (ps *problems, given map[string]bool, ok bool) {
 	ps = &problems{}
 	var root yaml.Node
@@ -120,10 +122,17 @@ func decode(text string, c *Config) (ps *problems, given map[string]bool, ok boo
 	strict.KnownFields(true)
 	var te *yaml.TypeError
 	if err := strict.Decode(c); errors.As(err, &te) {
+		twice := false
 		for _, msg := range te.Errors {
 			if p, key, ok := w.typeProblem(msg); ok {
 				ps.addProblem(key, p)
 			}
+			if m := lineMsg.FindStringSubmatch(msg); m != nil && definedTwice.MatchString(m[3]) {
+				twice = true
+			}
+		}
+		if twice {
+			return ps, nil, false
 		}
 	} else if err != nil {
 		ps.addProblem("", syntaxProblem(err))

@@ -56,6 +56,8 @@ func TestDecodeProblems(t *testing.T) {
 			[]string{`1: store: want a mapping, got a list`}},
 		{"a key set twice is refused", "store:\n  kind: memory\n  kind: redis",
 			[]string{`3: store.kind: key "kind" is set twice (first at line 2)`}},
+		{"a key set twice in a route is the only problem of its routes", "routes:\n  - name: r\n    topic: a/#\n    topic: b/#\n    source: [s]\n    id: id\n  - name: q q\n    topic: c/#\n    source: [s]\n    id: i",
+			[]string{`4: routes[0] (r).topic: key "topic" is set twice (first at line 3)`}},
 		{"a YAML syntax error is reported with its line", "store:\n  kind: memory\n\tpath: x",
 			[]string{"2: found a tab character that violates indentation"}},
 		{"a second document is refused", "store: {}\n---\nstore: {}",
