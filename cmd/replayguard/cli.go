@@ -64,7 +64,7 @@ func init() {
 		"state":      {summary: "print entity state", usage: "[--json] [--token-name NAME]", flags: readFlags, run: cmdState},
 		"sources":    {summary: "print per-source windows: epoch, high-water, open gaps", usage: "[--json] [--token-name NAME]", flags: readFlags, run: cmdSources},
 		"audit":      {summary: "export the audit log (JSONL) or verify its hash chain", usage: "(export [--from N] | verify [--file F | --archive DIR]) [--token-name NAME]", flags: auditFlags, run: cmdAudit},
-		"quarantine": {summary: "list, release or discard held messages", usage: "(list | release ID [--operator NAME] | discard ID --reason TEXT [--operator NAME]) [--token-name NAME]", flags: quarantineFlags, run: cmdQuarantine},
+		"quarantine": {summary: "list, release or discard held messages", usage: "(list | release ID... [--operator NAME] | discard ID... --reason TEXT [--operator NAME]) [--token-name NAME]", flags: quarantineFlags, run: cmdQuarantine},
 		"outbox":     {summary: "list, retry or drop forward entries a downstream refused", usage: "(list | retry ID [--member M] [--reason TEXT] [--operator NAME] | drop ID --reason TEXT [--member M] [--operator NAME]) [--token-name NAME]", flags: outboxFlags, run: cmdOutbox},
 		"report":     {summary: "write the after-action report (HTML or JSON) from the audit log", usage: "[--from T] [--to T] [--route NAME] [--entity E]... [--archive DIR] [-o FILE] [--format html|json] [--token-name NAME]", flags: reportFlags, run: cmdReport},
 		"explain":    {summary: "an entity's lineage: every decision that changed it, and the replays suppressed beside each", usage: "ENTITY [--field F] [--at T] [--json] [--archive DIR] [--token-name NAME]", flags: explainFlags, run: cmdExplain},

@@ -17,21 +17,25 @@ func quarantineFlags(fs *flag.FlagSet) {
 
 func cmdQuarantine(e *env) error {
 	if len(e.args) == 0 {
-		return fmt.Errorf("%w: quarantine takes list, release ID or discard ID", errUsage)
+		return fmt.Errorf("%w: quarantine takes list, release ID... or discard ID...", errUsage)
 	}
 	switch e.args[0] {
 	case "list":
 		return e.tool().QuarantineList(e.ctx)
 	case "release", "discard":
-		if len(e.args) != 2 {
-			return fmt.Errorf("%w: quarantine %s takes one ID", errUsage, e.args[0])
+		if len(e.args) < 2 {
+			return fmt.Errorf("%w: quarantine %s takes one ID or more", errUsage, e.args[0])
 		}
-		id, err := strconv.ParseUint(e.args[1], 10, 64)
-		if err != nil || id == 0 {
-			return fmt.Errorf("%w: %q is not a quarantine id", errUsage, e.args[1])
+		var ids []uint64
+		for _, a := range e.args[1:] {
+			id, err := strconv.ParseUint(a, 10, 64)
+			if err != nil || id == 0 {
+				return fmt.Errorf("%w: %q is not a quarantine id", errUsage, a)
+			}
+			ids = append(ids, id)
 		}
-		return e.tool().QuarantineResolve(e.ctx, app.Resolve{Action: e.args[0], ID: id,
-			Reason: e.flagString("reason"), Operator: e.flagString("operator")})
+		return e.tool().QuarantineResolve(e.ctx, app.Resolve{Action: e.args[0],
+			Reason: e.flagString("reason"), Operator: e.flagString("operator")}, ids...)
 	default:
 		return fmt.Errorf("%w: unknown quarantine action %q", errUsage, e.args[0])
 	}

@@ -61,6 +61,12 @@ func TestRunServesTheCLIWhileItHoldsTheStore(t *testing.T) {
 	if out := mustRun(t, "", "quarantine", "release", fmt.Sprint(held[0].ID), "--operator", "duty officer", "-c", cfg); !strings.Contains(out, "released: applied") {
 		t.Fatalf("release through the API: %q", out)
 	}
+	// Through the API too, an entry not held is reported and the next
+	// one is tried.
+	if _, errs, code := cli(t, "", "quarantine", "discard", fmt.Sprint(held[0].ID), "999", "--reason", "r", "-c", cfg); code != 1 ||
+		!strings.Contains(errs, fmt.Sprintf("no quarantined message #%d\n", held[0].ID)) || !strings.Contains(errs, "no quarantined message #999\n") {
+		t.Fatalf("discard of two entries not held through the API: exit %d %s", code, errs)
+	}
 	if exported := mustRun(t, "", "audit", "export", "-c", cfg); !strings.Contains(exported, `"operator":"duty officer"`) {
 		t.Fatalf("the release's audit record does not name its operator:\n%s", exported)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/replayguard/replayguard/engine"
@@ -29,10 +30,13 @@ func (t *Tool) QuarantineList(ctx context.Context) error {
 	})
 }
 
-// QuarantineResolve releases (decides again) or discards quarantined
-// message rs.ID, on the local store or through the running daemon's API,
-// and prints the decision and its audit position.
-func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve) error {
+// QuarantineResolve releases (decides again) or discards the quarantined
+// messages ids in turn, on the local store or through the running
+// daemon's API, and prints each decision and its audit position. An entry
+// it cannot resolve (not held, still malformed, resolved by another at
+// the same moment) is reported and the rest go on; the error then counts
+// them. Any other failure stops it: the entries before were resolved.
+func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve, ids ...uint64) error {
 	// A reason of white space says nothing, as the API holds too: it is
 	// trimmed, and a blank one refused.
 	rs.Reason = strings.TrimSpace(rs.Reason)
@@ -42,7 +46,7 @@ func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve) error {
 	if err := checkReason(rs.Reason); err != nil {
 		return err
 	}
-	var d engine.Decision
+	var resolve func(id uint64) (engine.Decision, error)
 	chain := "" // whose chain holds the record, on a shared store
 	a, err := t.open(ctx, "quarantine")
 	if err != nil {
@@ -54,27 +58,56 @@ func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve) error {
 		if oerr != nil {
 			return oerr
 		}
-		d, err = r.resolve(rs.Action, rs.ID, rs.Reason, operator)
+		resolve = func(id uint64) (engine.Decision, error) { return r.resolve(rs.Action, id, rs.Reason, operator) }
 	} else {
 		defer a.Close()
 		chain = ofMember(a.Engine.Member())
-		d, err = resolveQuarantine(ctx, a.Engine, rs)
+		resolve = func(id uint64) (engine.Decision, error) {
+			rs := rs
+			rs.ID = id
+			return resolveQuarantine(ctx, a.Engine, rs)
+		}
 	}
-	if errors.Is(err, engine.ErrNotFound) {
-		return fmt.Errorf("no quarantined message #%d", rs.ID)
+	unresolved := 0
+	for _, id := range ids {
+		d, err := resolve(id)
+		switch {
+		case errors.Is(err, engine.ErrNotFound):
+			err = fmt.Errorf("no quarantined message #%d", id)
+		case err != nil && len(ids) > 1 && entryRefused(err):
+			err = fmt.Errorf("#%d: %w", id, err)
+		case err != nil && len(ids) > 1:
+			return fmt.Errorf("#%d: %w (it and the entries after it are not resolved)", id, err)
+		}
+		switch {
+		case err != nil && len(ids) == 1:
+			return err
+		case err != nil:
+			fmt.Fprintln(t.Err, err)
+			unresolved++
+		case rs.Action == "release" && d.Held != 0:
+			fmt.Fprintf(t.Out, "#%d released, and held again as #%d, %s: %s (audit position %d%s)\n", id, d.Held, d.Outcome, d.Reason, d.Position, chain)
+		case rs.Action == "release":
+			fmt.Fprintf(t.Out, "#%d released: %s (audit position %d%s)\n", id, d.Outcome, d.Position, chain)
+		default:
+			fmt.Fprintf(t.Out, "#%d discarded (audit position %d%s)\n", id, d.Position, chain)
+		}
 	}
-	if err != nil {
-		return err
-	}
-	switch {
-	case rs.Action == "release" && d.Held != 0:
-		fmt.Fprintf(t.Out, "#%d released, and held again as #%d, %s: %s (audit position %d%s)\n", rs.ID, d.Held, d.Outcome, d.Reason, d.Position, chain)
-	case rs.Action == "release":
-		fmt.Fprintf(t.Out, "#%d released: %s (audit position %d%s)\n", rs.ID, d.Outcome, d.Position, chain)
-	default:
-		fmt.Fprintf(t.Out, "#%d discarded (audit position %d%s)\n", rs.ID, d.Position, chain)
+	if unresolved > 0 {
+		return fmt.Errorf("%d of %d quarantine entries not %s (above)", unresolved, len(ids), map[string]string{"release": "released", "discard": "discarded"}[rs.Action])
 	}
 	return nil
+}
+
+// entryRefused reports an error about one entry that leaves the others
+// to resolve: still malformed, or being resolved by another (409 through
+// the API, where an entry not held is 404, resolve's ErrNotFound).
+func entryRefused(err error) bool {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status == http.StatusConflict
+	}
+	return errors.Is(err, engine.ErrStillMalformed) || errors.Is(err, engine.ErrInProgress)
 }
 
 // resolveQuarantine decides on the local engine, as LocalOperator names
