@@ -93,9 +93,12 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 			_, err := os.Stat(f)
 			add("jetstream.creds_file", "jetstream.creds_file", err)
 		}
-	} else {
+	} else if len(cfg.MQTT.Feeds) == 0 {
 		secret("mqtt.password", "mqtt.password", cfg.MQTT.PasswordEnv, cfg.MQTT.PasswordFile)
 		tlsFiles("mqtt.tls", "mqtt.tls", cfg.MQTT.TLS)
+	} else {
+		// run reads mqtt's own password and TLS files only through the
+		// feeds that take them, which carry them after the defaults.
 		for i, f := range cfg.MQTT.Feeds {
 			key, label := fmt.Sprintf("mqtt.feeds[%d]", i), fmt.Sprintf("mqtt.feeds[%d] (%s)", i, f.Name)
 			secret(key+".password", label+".password", f.PasswordEnv, f.PasswordFile)
