@@ -200,6 +200,9 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 		}
 		for _, d := range c.Held {
 			fmt.Fprintf(&b, "\n    %s %s  %s", d.Outcome, d.Where(), d.Time.UTC().Format(time.RFC3339Nano))
+			if d.Ref == 0 { // a delivery: which path brought it (an operator's decision has the held message's)
+				fmt.Fprintf(&b, "  %s%s%s", brokerText(d.Broker), feedText(d.Feed), dupText(d.Dup))
+			}
 			if d.Reason != "" {
 				fmt.Fprintf(&b, "  (%s)", shown(d.Reason))
 			}

@@ -156,6 +156,10 @@ function otherDeliveries(c) {
     const line = el("div", "other held-delivery");
     line.append(el("span", "badge " + d.outcome, d.outcome), el("span", "num", where(d) + (d.ref ? " of #" + d.ref : "")),
       el("span", "", dateTimeOf(d.time)));
+    if (!d.ref) { // a delivery: the path that brought it
+      line.append(el("span", "", "broker " + (d.broker || "—") + (d.feed ? " · feed " + d.feed : "")));
+      if (d.dup) line.append(el("span", "dup", "DUP"));
+    }
     if (d.reason) line.append(el("span", "reason", d.reason));
     if (d.operator) line.append(el("span", "", "by " + d.operator));
     td.append(line);
