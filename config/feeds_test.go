@@ -166,3 +166,27 @@ func TestAFeedsOwnClientIDInAShareGroupIsWarnedOf(t *testing.T) {
 		t.Errorf("warnings %s", ws)
 	}
 }
+
+// A broker two feeds list, however its URL is spelled, is warned of: the
+// feeds would be one path. A broker listed twice within one feed is not.
+func TestABrokerTwoFeedsListIsWarnedOf(t *testing.T) {
+	c, err := Parse([]byte(`mqtt:
+  client_id: rg-1
+  feeds:
+    - {name: a, brokers: [tcp://site-a:1883, tcp://Site-B:1883]}
+    - {name: b, brokers: ['mqtt://site-b:1883/']}
+    - {name: c, brokers: [tcp://site-c:1883, tcp://site-c:1883]}
+`+route(ok)), "f.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shared []Problem
+	for _, w := range c.Warnings() {
+		if strings.Contains(w.Message, "one broker is one path") {
+			shared = append(shared, w)
+		}
+	}
+	if len(shared) != 1 || shared[0].Path != "mqtt.feeds[1].brokers[0]" || !strings.Contains(shared[0].Message, "as feed a does") || shared[0].Line != 5 {
+		t.Fatalf("warnings %+v, want one at mqtt.feeds[1].brokers[0] (line 5) naming feed a", shared)
+	}
+}

@@ -116,6 +116,36 @@ func (m MQTTConfig) checkFeeds(ps *problems, f field) {
 	}
 }
 
+// sharedBrokerWarnings warns of a broker that two feeds list: one broker
+// is one path, whatever the feeds say. It sends each message to both
+// feeds, and what it loses neither delivers.
+func (m MQTTConfig) sharedBrokerWarnings(warn func(path, msg string)) {
+	first := map[string]int{} // a broker's address: the first feed listing it
+	for i, f := range m.Feeds {
+		for k, b := range f.Brokers {
+			addr := brokerAddr(b)
+			j, seen := first[addr]
+			switch {
+			case !seen:
+				first[addr] = i
+			case j != i:
+				warn(fmt.Sprintf("mqtt.feeds[%d].brokers[%d]", i, k), fmt.Sprintf("feed %s lists broker %s, as feed %s does: one broker is one path, "+
+					"which sends each message to both feeds and whose losses neither delivers; list each path's own brokers", f.Name, redactBroker(b), m.Feeds[j].Name))
+			}
+		}
+	}
+}
+
+// brokerAddr is a broker URL's host and port, the host in lower case: the
+// broker it names, whatever the scheme or spelling.
+func brokerAddr(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return s
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), u.Port())
+}
+
 func checkBroker(ps *problems, f field, s string) {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" || u.Opaque != "" {
@@ -296,6 +326,7 @@ func (c *Config) Warnings() []Problem {
 			warn(fmt.Sprintf("mqtt.feeds[%d].tls.insecure_skip_verify", i), "feed "+f.Name+": its broker's certificate is not verified")
 		}
 	}
+	c.MQTT.sharedBrokerWarnings(warn)
 	c.routeWarnings(warn)
 	if h := c.HTTP; h.Enabled() && !h.HasToken() && !loopback(h.Listen) {
 		warn("http.listen", "listening on "+h.Listen+" without a token: anyone who can reach it may release or discard quarantined messages")
