@@ -19,6 +19,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"seq":    func(p *int64) string { return seqText(p) },
 	"member": func(s string) string { return memberText(s) },
 	"anchor": anchor,
+	"total":  func(l *Lineage) int { return l.Omitted + len(l.Changes) }, // a trimmed lineage's changes, every one
 }).Parse(pageText))
 
 // RenderHTML writes the report as one self-contained HTML page: inline

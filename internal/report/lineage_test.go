@@ -359,3 +359,24 @@ func TestATrimmedSectionSaysWhatItLeavesOut(t *testing.T) {
 		t.Fatalf("the page does not say %q", want)
 	}
 }
+
+// A trimmed section counts the whole lineage: its changes as its replays
+// suppressed, not the last changes it shows of them.
+func TestATrimmedSectionCountsEveryChange(t *testing.T) {
+	f := story(t)
+	rep := f.build(t, report.Options{})
+	ls, err := report.Lineages(report.Records(context.Background(), f.store, nil), report.LineageOptions{Entities: []string{"incident/7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, suppressed := len(ls[0].Changes), ls[0].Suppressed
+	ls[0].Trim(3)
+	rep.Lineages = ls
+	var b strings.Builder
+	if err := report.RenderHTML(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%d changes, %d replays suppressed.", all, suppressed); all <= 3 || !strings.Contains(b.String(), want) {
+		t.Fatalf("%d changes trimmed to 3: the page does not say %q", all, want)
+	}
+}
