@@ -366,6 +366,12 @@ func loopback(listen string) bool {
 // so it never gets one.
 func (c *Config) routeWarnings(warn func(path, msg string)) {
 	for i, r := range c.Routes {
+		if len(c.MQTT.Feeds) > 1 && r.ID != "" && r.Sequence == "" {
+			warn(fmt.Sprintf("routes[%d] (%s).id", i, r.Name), fmt.Sprintf("over redundant feeds, an id route finds a path's copies duplicate only while their keys are in the key window "+
+				"(window.max_entries %d, window.ttl %s): a path back with a backlog of more messages than that applies the rest again; "+
+				"give the route a sequence (a copy behind the window is then quarantined, never applied), or keep max_entries above the largest backlog a path can bring back",
+				c.Window.MaxEntries, c.Window.TTL))
+		}
 		if ValidateTopicFilter(r.Topic) != nil {
 			continue
 		}
