@@ -47,3 +47,17 @@ func TestARouteAnEarlierRouteCoversIsWarnedOf(t *testing.T) {
 		})
 	}
 }
+
+// A warning about a route names the line of the setting it is about, not
+// that of the routes section.
+func TestARouteWarningNamesItsSettingsLine(t *testing.T) {
+	c, err := Parse([]byte(route("name: first", "topic: 'inc/#'", "source: [d]", "sequence: seq")+
+		"  - name: later\n    topic: 'inc/a'\n    source: [d]\n    sequence: seq\n"), "f.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := c.Warnings()
+	if len(ws) != 1 || ws[0].Path != "routes[1] (later).topic" || ws[0].Line != 7 {
+		t.Fatalf("warnings %+v, want one at routes[1] (later).topic, line 7", ws)
+	}
+}

@@ -298,11 +298,17 @@ func checkClientID(ps *problems, f field, id string) {
 	}
 }
 
+// nameLabel is the name a warning's path shows beside an index, like
+// " (m)" in "routes[1] (m).topic": not a part of the setting's key.
+var nameLabel = regexp.MustCompile(` \([^()]*\)`)
+
 // Warnings lists settings that are valid but likely to lose or double
 // messages; run and lint print them without failing.
 func (c *Config) Warnings() []Problem {
 	var ws []Problem
-	warn := func(path, msg string) { ws = append(ws, c.Place(path, Problem{Path: path, Message: msg})) }
+	warn := func(path, msg string) {
+		ws = append(ws, c.Place(nameLabel.ReplaceAllString(path, ""), Problem{Path: path, Message: msg}))
+	}
 	idRoutes := false
 	for _, r := range c.Routes {
 		idRoutes = idRoutes || (r.ID != "" && r.Sequence == "")
