@@ -491,12 +491,19 @@ func (e *Engine) Member() string {
 
 // Stats are the engine's window sizes.
 type Stats struct {
-	Keys     int    // entries in the key window
-	Sources  int    // source windows
-	Entities int    // projected entities
-	Position uint64 // last committed audit position
-	Head     Hash   // that record's hash (zero before the first)
-	Shared   bool   // on a shared store: only Position is set, this member's
+	Keys    int // entries in the key window
+	MaxKeys int // its bound, window.max_entries
+	// OldestKey is when the oldest key in the window was applied (unix
+	// nanoseconds by the engine's key clock; 0 when the window is empty):
+	// how far back the window reaches. Once the window holds MaxKeys, a
+	// key leaves it by count before its ttl, and an id route's replay of
+	// a message applied before OldestKey is applied again.
+	OldestKey int64
+	Sources   int    // source windows
+	Entities  int    // projected entities
+	Position  uint64 // last committed audit position
+	Head      Hash   // that record's hash (zero before the first)
+	Shared    bool   // on a shared store: only Position is set, this member's
 }
 
 // Committing reports when the store's commit under way began: an

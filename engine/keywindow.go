@@ -169,4 +169,12 @@ func (w *keyWindow) oldest() uint64 {
 	return w.ring[w.head].ord
 }
 
+// oldestTime is when the oldest live entry was applied, or 0 when empty.
+func (w *keyWindow) oldestTime() int64 {
+	if w.n == 0 {
+		return 0
+	}
+	return w.ring[w.head].t
+}
+
 func (w *keyWindow) len() int { return w.n }

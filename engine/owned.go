@@ -438,7 +438,8 @@ func (w *ownedWindows) stats() Stats {
 	defer e.mu.Unlock()
 	e.headMu.Lock()
 	defer e.headMu.Unlock()
-	st := Stats{Keys: e.keys.len(), Sources: len(e.sources), Entities: len(e.entities), Position: e.head.Position, Head: e.head.Hash}
+	st := Stats{Keys: e.keys.len(), MaxKeys: e.opts.MaxEntries, OldestKey: e.keys.oldestTime(),
+		Sources: len(e.sources), Entities: len(e.entities), Position: e.head.Position, Head: e.head.Hash}
 	if e.rows != nil {
 		st.Sources, st.Entities = e.rows.sources, e.rows.entities
 	}

@@ -42,6 +42,10 @@ var (
 		[]string{"route", "outcome"}, nil)
 	descKeys = prometheus.NewDesc("replayguard_key_window_entries",
 		"Keys in the key window.", nil, nil)
+	descMaxKeys = prometheus.NewDesc("replayguard_key_window_max_entries",
+		"The key window's bound in keys (window.max_entries): once it holds that many, a key leaves it by count before its ttl.", nil, nil)
+	descOldestKey = prometheus.NewDesc("replayguard_key_window_oldest_timestamp_seconds",
+		"When the oldest key in the key window was applied: an id route's replay of a message applied before it is applied again.", nil, nil)
 	descSources = prometheus.NewDesc("replayguard_sources",
 		"Source windows (route, source) kept.", nil, nil)
 	descEntities = prometheus.NewDesc("replayguard_entities",
@@ -182,7 +186,7 @@ func (a *accounting) committed(records []engine.AuditRecord) (n, gaps int) {
 
 func (a *accounting) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReceived, descDecisions, descAbandoned, descInFlight, descResolved,
-		descKeys, descSources, descEntities, descGapsOpen, descPosition, descQuarantine} {
+		descKeys, descMaxKeys, descOldestKey, descSources, descEntities, descGapsOpen, descPosition, descQuarantine} {
 		ch <- d
 	}
 }
@@ -224,6 +228,10 @@ func collectWindows(ch chan<- prometheus.Metric, w Windows, g *gapCount) {
 	st := w.Stats()
 	if !st.Shared { // else the group's windows are in the store
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
+		ch <- prometheus.MustNewConstMetric(descMaxKeys, prometheus.GaugeValue, float64(st.MaxKeys))
+		if st.OldestKey != 0 {
+			ch <- prometheus.MustNewConstMetric(descOldestKey, prometheus.GaugeValue, float64(st.OldestKey)/1e9)
+		}
 		ch <- prometheus.MustNewConstMetric(descEntities, prometheus.GaugeValue, float64(st.Entities))
 		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(st.Sources))
 	}

@@ -119,7 +119,7 @@ func checkIdentity(t *testing.T, g prometheus.Gatherer) {
 type fakeWindows struct{}
 
 func (fakeWindows) Stats() engine.Stats {
-	return engine.Stats{Keys: 42, Sources: 2, Entities: 5, Position: 99}
+	return engine.Stats{Keys: 42, MaxKeys: 1000, OldestKey: 1_796_000_000_500_000_000, Sources: 2, Entities: 5, Position: 99}
 }
 
 func (fakeWindows) CountGaps(context.Context) (int, int64, error) { return 2, 4, nil }
@@ -141,7 +141,7 @@ func (q fakeQuarantine) ScanQuarantine(ctx context.Context, fn func(engine.Quara
 func TestEngineStateIsReadAtScrapeTime(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := metrics.New(reg, "v1", "abc")
-	names := []string{"replayguard_key_window_entries", "replayguard_sources", "replayguard_entities",
+	names := []string{"replayguard_key_window_entries", "replayguard_key_window_max_entries", "replayguard_key_window_oldest_timestamp_seconds", "replayguard_sources", "replayguard_entities",
 		"replayguard_gaps_open", "replayguard_audit_position", "replayguard_quarantine_open"}
 	if n := testutil.CollectAndCount(m, names...); n != 0 {
 		t.Fatalf("%d engine gauges before Watch, want none", n)
@@ -152,6 +152,12 @@ func TestEngineStateIsReadAtScrapeTime(t *testing.T) {
 # HELP replayguard_key_window_entries Keys in the key window.
 # TYPE replayguard_key_window_entries gauge
 replayguard_key_window_entries 42
+# HELP replayguard_key_window_max_entries The key window's bound in keys (window.max_entries): once it holds that many, a key leaves it by count before its ttl.
+# TYPE replayguard_key_window_max_entries gauge
+replayguard_key_window_max_entries 1000
+# HELP replayguard_key_window_oldest_timestamp_seconds When the oldest key in the key window was applied: an id route's replay of a message applied before it is applied again.
+# TYPE replayguard_key_window_oldest_timestamp_seconds gauge
+replayguard_key_window_oldest_timestamp_seconds 1.7960000005e+09
 # HELP replayguard_sources Source windows (route, source) kept.
 # TYPE replayguard_sources gauge
 replayguard_sources 2
