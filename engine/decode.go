@@ -136,7 +136,7 @@ func (jr *jsonReader) Decode(d *Delivery, m *Message) (Placer, error) {
 	if err := d.identity(jr, m.Topic); err != nil {
 		return nil, err
 	}
-	d.hash(jr)
+	d.hash(jr, m.Payload)
 	return nil, nil
 }
 
@@ -520,8 +520,9 @@ func (d *Delivery) epochOf(name string, v value) error {
 
 // hash derives the idempotency key and the content digest. The digest
 // covers every value the route reads, in canonical form, so a re-serialised
-// payload with the same content has the same digest.
-func (d *Delivery) hash(jr *jsonReader) {
+// payload with the same content has the same digest; a route that forwards
+// the payload reads all of it.
+func (d *Delivery) hash(jr *jsonReader, payload []byte) {
 	r := d.route
 	if jr.sequence >= 0 {
 		d.key = SequencedKey(r.Name, d.source, d.epochTag(jr), d.seq)
@@ -534,6 +535,9 @@ func (d *Delivery) hash(jr *jsonReader) {
 		b = appendField(b, p.text)
 		b = append(b, byte(d.vals[i].kind))
 		b = appendField(b, d.vals[i].text)
+	}
+	if r.forwards > 0 {
+		b = appendContent(b, payload)
 	}
 	d.digest = sha256.Sum256(b)
 }
