@@ -136,14 +136,37 @@ func (fw Forward) check(ps *problems, f field, r Route) {
 	case fw.Topic != "":
 		checkForwardTemplate(ps, f.dot("topic"), fw.Topic, r.Topic, "+#")
 	default:
-		checkForwardTemplate(ps, f.dot("nats"), fw.NATS, r.Topic, " *>")
+		if checkForwardTemplate(ps, f.dot("nats"), fw.NATS, r.Topic, " \t\r\n*>") && emptyToken(fw.NATS) {
+			// NATS refuses every subject rendered from it: each message
+			// of the route would be malformed.
+			ps.add(f.dot("nats"), "template %q makes an empty subject token (\"..\", or a \".\" at either end), "+
+				"which NATS refuses: every message of the route would be malformed", fw.NATS)
+		}
 	}
+}
+
+// emptyToken reports whether the literal text of subject template t makes
+// an empty token, whatever its placeholders render to.
+func emptyToken(t string) bool {
+	var lit strings.Builder
+	for t != "" {
+		open := strings.IndexByte(t, '{')
+		if open < 0 {
+			lit.WriteString(t)
+			break
+		}
+		lit.WriteString(t[:open])
+		lit.WriteByte('x') // a placeholder renders to text, or the message is malformed
+		t = t[open+strings.IndexByte(t[open:], '}')+1:]
+	}
+	s := lit.String()
+	return strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.Contains(s, "..")
 }
 
 // checkForwardTemplate checks a topic or subject template: {topic} is the
 // message's topic, other placeholders are paths; its literal text may not
-// hold a wildcard.
-func checkForwardTemplate(ps *problems, f field, t, filter, wild string) {
+// hold a wildcard. It reports whether the template's braces balance.
+func checkForwardTemplate(ps *problems, f field, t, filter, wild string) bool {
 	rest := t
 	for rest != "" {
 		open := strings.IndexByte(rest, '{')
@@ -153,21 +176,22 @@ func checkForwardTemplate(ps *problems, f field, t, filter, wild string) {
 		}
 		if strings.ContainsAny(lit, wild+"}") {
 			ps.add(f, "template %q holds a wildcard or an unbalanced '}'", t)
-			return
+			return false
 		}
 		if open < 0 {
-			return
+			return true
 		}
 		end := strings.IndexByte(rest[open:], '}')
 		if end < 0 {
 			ps.add(f, "template %q opens a placeholder it never closes", t)
-			return
+			return false
 		}
 		if name := rest[open+1 : open+end]; name != "topic" {
 			checkPath(ps, f, name, filter)
 		}
 		rest = rest[open+end+1:]
 	}
+	return true
 }
 
 // checkSQLStore refuses sql effects on every store but postgres: the

@@ -70,6 +70,15 @@ func TestForwardEffectRules(t *testing.T) {
 			[]string{r + `.webhook: webhook holds a {…}: a webhook URL is fixed, not a template like a topic; each copy carries its route, source and key in its headers (Replayguard-Route, Replayguard-Source, Idempotency-Key)`}},
 		{"a topic level out of range", meters + effects("forward: {topic: \"clean/{topic[7]}\"}"),
 			[]string{r + `.topic: topic[7] is out of range: topic "plant/+/energy" has 3 levels, numbered from 0 (topic[0] to topic[2])`}},
+		{"a subject of a path between two dots", meters + effects("forward: {nats: \"clean.{site}.{topic[1]}\"}"), nil},
+		{"a subject with an empty token", meters + effects("forward: {nats: \"clean..{topic[1]}\"}"),
+			[]string{r + `.nats: template "clean..{topic[1]}" makes an empty subject token ("..", or a "." at either end), which NATS refuses: every message of the route would be malformed`}},
+		{"a subject ending in a dot", meters + effects("forward: {nats: \"clean.{topic[1]}.\"}"),
+			[]string{r + `.nats: template "clean.{topic[1]}." makes an empty subject token ("..", or a "." at either end), which NATS refuses: every message of the route would be malformed`}},
+		{"a subject beginning with a dot", meters + effects("forward: {nats: \".clean\"}"),
+			[]string{r + `.nats: template ".clean" makes an empty subject token ("..", or a "." at either end), which NATS refuses: every message of the route would be malformed`}},
+		{"a subject with a tab", meters + effects("forward: {nats: \"clean\\t{topic[1]}\"}"),
+			[]string{r + `.nats: template "clean\t{topic[1]}" holds a wildcard or an unbalanced '}'`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkProblems(t, tc.file, tc.want...) })
 	}
