@@ -201,6 +201,13 @@ func (e *Engine) external(m *Message, d *Delivery, now time.Time) {
 			b.Outbox = append(b.Outbox, OutboxEntry{ID: OutboxID(pos, ef.fwd.index), Output: ef.fwd.output,
 				Target: d.targets[i], Route: r.Name, Topic: m.Topic, Source: cloneStrings(d.source), Key: d.key,
 				Epoch: strings.Clone(d.epoch), Sequence: d.seq, Time: now.UTC(), Payload: append([]byte(nil), m.Payload...)})
+		case ef.fwd != nil && !ef.fwd.skipped.Swap(true):
+			// Skipped like an entity effect naming an absent field; said
+			// once, for a misspelt path skips every message.
+			e.log.Warn("forward skipped: its template names a field the message lacks (absent or null); "+
+				"each applied message without it goes without this copy, and this is logged once",
+				"route", r.Name, "effect", i, "output", ef.fwd.output, "template", ef.fwd.tmpl,
+				"field", r.absentField(ef.fwd, d.vals), "topic", m.Topic, "key", d.key.String())
 		}
 	}
 }

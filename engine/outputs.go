@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -284,7 +285,11 @@ type forwardEffect struct {
 	output string
 	url    string     // webhook
 	target []tmplPart // topic or subject; src wholeTopic is the message's topic
+	tmpl   string     // the template target is compiled from
 	index  int        // among the route's forwards
+	// skipped is set once an applied message went without this forward
+	// (a field its template names absent or null), which is logged once.
+	skipped atomic.Bool
 }
 
 // ownsDollar reports whether the template itself begins with $: only then
@@ -342,7 +347,7 @@ func (c *route) compileForward(f ForwardSpec) (*forwardEffect, error) {
 		if err != nil {
 			return nil, fmt.Errorf("forward.%s: %v", map[string]string{OutputMQTT: "topic", OutputNATS: "nats"}[t.out], err)
 		}
-		fe.target = parts
+		fe.target, fe.tmpl = parts, t.val
 	}
 	if n != 1 {
 		return nil, fmt.Errorf("forward: set exactly one of topic, webhook, nats")
@@ -383,6 +388,17 @@ func renderTarget(f *forwardEffect, vals []value, topic string) (string, bool) {
 		}
 	}
 	return string(b), true
+}
+
+// absentField returns the first path f's template names that is absent or
+// null in vals: why renderTarget skipped the forward.
+func (c *route) absentField(f *forwardEffect, vals []value) string {
+	for _, p := range f.target {
+		if p.src >= 0 && (vals[p.src].kind == vAbsent || vals[p.src].kind == vNull) {
+			return c.paths[p.src].text
+		}
+	}
+	return ""
 }
 
 // checkTarget says why a rendered topic or subject cannot be published to,
