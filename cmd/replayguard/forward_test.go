@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,6 +140,34 @@ func TestIngestForwardsAndSaysWhatIsLeftForRun(t *testing.T) {
 	_, errs, code = cli(t, "", "ingest", "-c", cfg, "-")
 	if code != 0 || !strings.Contains(errs, "forward: 5 entries delivered downstream\n") || hook.distinct() != 25 {
 		t.Fatalf("the next ingest delivers what was left: exit %d, %d keys\n%s", code, hook.distinct(), errs)
+	}
+}
+
+// TestIngestOnTheMemoryStoreSaysWhatItCouldNotForwardIsLost: the memory
+// store ends with ingest, so what the downstream did not take by the end
+// is lost, not left for a run: ingest says so and fails.
+func TestIngestOnTheMemoryStoreSaysWhatItCouldNotForwardIsLost(t *testing.T) {
+	hook := newHookServer(t)
+	hook.down.Store(true)
+	cfg := forwardConfig(t, "tcp://127.0.0.1:1883", "off", fmt.Sprintf("{webhook: %q}", hook.URL), "")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memory := regexp.MustCompile(`store: \{kind: embedded, path: [^}]*\}`).ReplaceAll(text, []byte("store: {kind: memory}"))
+	if err := os.WriteFile(cfg, memory, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var feed strings.Builder
+	for seq := 1; seq <= 3; seq++ {
+		fmt.Fprintf(&feed, `{"topic":"incidents/fd/e1","payload":%s}`+"\n", incidentPayload("e1", int64(seq)))
+	}
+	out, errs, code := cli(t, feed.String(), "ingest", "--drain-timeout", "300ms", "-c", cfg, "-")
+	if code != 1 || !strings.Contains(out, "applied=3 ") ||
+		!strings.Contains(errs, "forward: 0 entries delivered downstream; 3 not delivered, lost with the memory store (webhook output failing") ||
+		!strings.Contains(errs, "3 entries not delivered within --drain-timeout 300ms are lost: the memory store keeps no outbox after ingest") ||
+		strings.Contains(errs, "for `replayguard run` to deliver") {
+		t.Fatalf("ingest on the memory store with the webhook down: exit %d\n%s\n%s", code, out, errs)
 	}
 }
 

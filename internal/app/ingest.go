@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/audit"
+	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/source/file"
 )
 
@@ -57,8 +58,12 @@ func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
 		return fmt.Errorf("after %d messages: %w", sum.Lines, err)
 	}
 	fmt.Fprintln(t.Out, sum.String())
-	t.flushForward(ctx, a, opts.DrainTimeout)
+	left := t.flushForward(ctx, a, opts.DrainTimeout)
 	stopForward()
+	if left > 0 && t.Config.Store.Kind == config.StoreMemory {
+		return fmt.Errorf("forward: %d entries not delivered within --drain-timeout %s are lost: the memory store keeps no outbox after ingest",
+			left, opts.DrainTimeout)
+	}
 	c, err := a.chainWork()
 	if err != nil {
 		return err
@@ -103,20 +108,22 @@ func (t *Tool) flushSinks(ctx context.Context, a *App) {
 }
 
 // flushForward waits up to timeout for the downstream to take what ingest
-// forwarded, then says what it delivered and what is left.
-func (t *Tool) flushForward(ctx context.Context, a *App, timeout time.Duration) {
+// forwarded, then says what it delivered and what is left, and returns
+// how many entries are left.
+func (t *Tool) flushForward(ctx context.Context, a *App, timeout time.Duration) int {
 	if a.Forward == nil {
-		return
+		return 0
 	}
 	pending, _ := a.FlushForward(ctx, timeout)
-	t.reportForward(a, pending)
+	return t.reportForward(a, pending)
 }
 
 // reportForward says on Err what the drainer delivered and held, and how
-// many entries wait in the outbox for a run.
-func (t *Tool) reportForward(a *App, pending int) {
+// many entries wait in the outbox for a run (on the memory store, which
+// ends with the process, they are lost instead), and returns that number.
+func (t *Tool) reportForward(a *App, pending int) int {
 	if a.Forward == nil {
-		return
+		return 0
 	}
 	w := t.errOut()
 	st := a.Forward.Status()
@@ -131,8 +138,13 @@ func (t *Tool) reportForward(a *App, pending int) {
 	if held > 0 {
 		fmt.Fprintf(w, ", %d refused and held for an operator (audit outcome forward_held)", held)
 	}
-	if pending > 0 {
+	switch {
+	case pending > 0 && t.Config.Store.Kind == config.StoreMemory:
+		fmt.Fprintf(w, "; %d not delivered, lost with the memory store", pending)
+	case pending > 0:
 		fmt.Fprintf(w, "; %d still pending in the outbox for `replayguard run` to deliver", pending)
+	}
+	if pending > 0 {
 		f := st.Warning()
 		if f == "" {
 			f = st.Blocked()
@@ -142,6 +154,7 @@ func (t *Tool) reportForward(a *App, pending int) {
 		}
 	}
 	fmt.Fprintln(w)
+	return pending
 }
 
 // applyRetention runs audit retention once, when it is configured.
