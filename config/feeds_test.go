@@ -167,6 +167,27 @@ func TestAFeedsOwnClientIDInAShareGroupIsWarnedOf(t *testing.T) {
 	}
 }
 
+// So is the forward output's: one id for every member of a group.
+func TestAForwardOutputsOwnClientIDInAShareGroupIsWarnedOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, outputs string
+		warned        bool
+	}{
+		{"its own", "outputs:\n  mqtt: {client_id: dispatch-out}\n", true},
+		{"derived from mqtt.client_id", "outputs:\n  mqtt: {brokers: [tcp://down:1883]}\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte("mqtt:\n  client_id: rg-1\n  share_group: plant\n"+tc.outputs+route(ok)), "f.yaml", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ws := fmt.Sprint(c.Warnings()); strings.Contains(ws, "outputs.mqtt.client_id") != tc.warned {
+				t.Errorf("warnings %s, want one at outputs.mqtt.client_id: %v", ws, tc.warned)
+			}
+		})
+	}
+}
+
 // A broker two feeds list, however its URL is spelled, is warned of: the
 // feeds would be one path. A broker listed twice within one feed is not.
 func TestABrokerTwoFeedsListIsWarnedOf(t *testing.T) {

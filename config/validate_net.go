@@ -332,6 +332,9 @@ func (c *Config) Warnings() []Problem {
 			warn(fmt.Sprintf("mqtt.feeds[%d].tls.insecure_skip_verify", i), "feed "+f.Name+": its broker's certificate is not verified")
 		}
 	}
+	if o := c.Outputs.MQTT; o != nil && c.MQTT.ShareGroup != "" && c.MQTT.ClientID != "" && o.ClientID != c.MQTT.ClientID+OutputClientIDSuffix {
+		warn("outputs.mqtt.client_id", "the forward output has a client id of its own in a share group: members given the same file or environment share its session and take it from each other; leave it unset to derive it from mqtt.client_id")
+	}
 	c.MQTT.sharedBrokerWarnings(warn)
 	c.routeWarnings(warn)
 	if h := c.HTTP; h.Enabled() && !h.HasToken() && !loopback(h.Listen) {
