@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"strconv"
 
 	"github.com/replayguard/replayguard/internal/app"
 )
@@ -18,7 +17,7 @@ func outboxFlags(fs *flag.FlagSet) {
 
 func cmdOutbox(e *env) error {
 	if len(e.args) == 0 {
-		return fmt.Errorf("%w: outbox takes list, retry ID or drop ID", errUsage)
+		return fmt.Errorf("%w: outbox takes list, retry ID... or drop ID...", errUsage)
 	}
 	switch e.args[0] {
 	case "list":
@@ -27,15 +26,12 @@ func cmdOutbox(e *env) error {
 		}
 		return e.tool().OutboxList(e.ctx)
 	case "retry", "drop":
-		if len(e.args) != 2 {
-			return fmt.Errorf("%w: outbox %s takes one ID", errUsage, e.args[0])
+		ids, err := entryIDs(e.args, "an outbox entry id")
+		if err != nil {
+			return err
 		}
-		id, err := strconv.ParseUint(e.args[1], 10, 64)
-		if err != nil || id == 0 {
-			return fmt.Errorf("%w: %q is not an outbox entry id", errUsage, e.args[1])
-		}
-		return e.tool().OutboxResolve(e.ctx, app.Resolve{Action: e.args[0], ID: id, Reason: e.flagString("reason"),
-			Operator: e.flagString("operator"), Member: e.flagString("member")})
+		return e.tool().OutboxResolve(e.ctx, app.Resolve{Action: e.args[0], Reason: e.flagString("reason"),
+			Operator: e.flagString("operator"), Member: e.flagString("member")}, ids...)
 	default:
 		return fmt.Errorf("%w: unknown outbox action %q", errUsage, e.args[0])
 	}

@@ -23,20 +23,30 @@ func cmdQuarantine(e *env) error {
 	case "list":
 		return e.tool().QuarantineList(e.ctx)
 	case "release", "discard":
-		if len(e.args) < 2 {
-			return fmt.Errorf("%w: quarantine %s takes one ID or more", errUsage, e.args[0])
-		}
-		var ids []uint64
-		for _, a := range e.args[1:] {
-			id, err := strconv.ParseUint(a, 10, 64)
-			if err != nil || id == 0 {
-				return fmt.Errorf("%w: %q is not a quarantine id", errUsage, a)
-			}
-			ids = append(ids, id)
+		ids, err := entryIDs(e.args, "a quarantine id")
+		if err != nil {
+			return err
 		}
 		return e.tool().QuarantineResolve(e.ctx, app.Resolve{Action: e.args[0],
 			Reason: e.flagString("reason"), Operator: e.flagString("operator")}, ids...)
 	default:
 		return fmt.Errorf("%w: unknown quarantine action %q", errUsage, e.args[0])
 	}
+}
+
+// entryIDs reads the ids after args' action: one or more, each what
+// names (a quarantine id, an outbox entry id).
+func entryIDs(args []string, what string) ([]uint64, error) {
+	if len(args) < 2 {
+		return nil, fmt.Errorf("%w: %s takes one ID or more", errUsage, args[0])
+	}
+	var ids []uint64
+	for _, a := range args[1:] {
+		id, err := strconv.ParseUint(a, 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("%w: %q is not %s", errUsage, a, what)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
 }

@@ -183,9 +183,11 @@ func TestOutboxThroughARunningDaemon(t *testing.T) {
 	}
 
 	hook.refusing.Store(false)
-	out := mustRun(t, "", "outbox", "retry", fmt.Sprint(hs[0].ID), "-c", cfg)
-	if !strings.Contains(out, fmt.Sprintf("outbox entry %d (webhook %s) is pending again", hs[0].ID, hook.URL)) {
-		t.Fatalf("outbox retry: %q", out)
+	// Several ids: one not held is named, the other retried.
+	out, errs, code := cli(t, "", "outbox", "retry", "999", fmt.Sprint(hs[0].ID), "-c", cfg)
+	if code != 1 || !strings.Contains(out, fmt.Sprintf("outbox entry %d (webhook %s) is pending again", hs[0].ID, hook.URL)) ||
+		!strings.Contains(errs, "no held outbox entry 999") || !strings.Contains(errs, "1 of 2 entries not retried") {
+		t.Fatalf("outbox retry of two, one not held: exit %d\n%s\n%s", code, out, errs)
 	}
 	waitUntil(t, "the retried entry is delivered", func() bool { return hook.count(hs[0].Key) == 1 })
 	if _, errs, code := cli(t, "", "outbox", "retry", fmt.Sprint(hs[0].ID), "-c", cfg); code != 1 || !strings.Contains(errs, fmt.Sprintf("no held outbox entry %d", hs[0].ID)) {

@@ -27,7 +27,7 @@ func TestQuarantineResolvesSeveralEntries(t *testing.T) {
 	// a malformed one among them is still malformed: the two others apply
 	out, errs, code := cli(t, "", "quarantine", "release", id(0), id(3), id(1), "-c", cfg)
 	if code != 1 || strings.Count(out, "released: applied") != 2 || !strings.Contains(errs, "#"+id(3)+": ") || !strings.Contains(errs, "still malformed") ||
-		!strings.Contains(errs, "1 of 3 quarantine entries not released") {
+		!strings.Contains(errs, "1 of 3 entries not released") {
 		t.Fatalf("release of three, one malformed: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 	if got := mustRun(t, "", "state", "--json", "-c", cfg); !strings.Contains(got, `"casualties": 5`) {
@@ -36,7 +36,7 @@ func TestQuarantineResolvesSeveralEntries(t *testing.T) {
 	// one already released, one never held: the two others go
 	out, errs, code = cli(t, "", "quarantine", "discard", id(0), id(2), "999", id(4), "--reason", "bench rig", "-c", cfg)
 	if code != 1 || strings.Count(out, "discarded") != 2 || !strings.Contains(errs, "no quarantined message #"+id(0)) ||
-		!strings.Contains(errs, "no quarantined message #999") || !strings.Contains(errs, "2 of 4 quarantine entries not discarded") {
+		!strings.Contains(errs, "no quarantined message #999") || !strings.Contains(errs, "2 of 4 entries not discarded") {
 		t.Fatalf("discard of four, two not held: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 	if left := listHeld(t, cfg); len(left) != 1 || left[0].ID != hs[3].ID {

@@ -60,10 +60,10 @@ type forwardResult struct {
 	Chain    string `json:"chain"`
 }
 
-// OutboxResolve retries (makes pending again) or drops held outbox entry
-// rs.ID, on the local store or through the running daemon's API, and
-// prints the audit position of the decision.
-func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve) error {
+// OutboxResolve retries or drops the held outbox entries ids in turn, on
+// the local store or through the running daemon's API, and prints each;
+// an entry not held is reported and the rest go on (see resolveEach).
+func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve, ids ...uint64) error {
 	// A reason of white space says nothing, as the API holds too: it is
 	// trimmed, and a blank one refused.
 	rs.Reason = strings.TrimSpace(rs.Reason)
@@ -73,7 +73,7 @@ func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve) error {
 	if err := checkReason(rs.Reason); err != nil {
 		return err
 	}
-	var res forwardResult
+	var resolve func(id uint64) (forwardResult, error)
 	a, err := t.open(ctx, "outbox")
 	if err != nil {
 		r, rerr := t.remoteFor(err)
@@ -84,28 +84,37 @@ func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve) error {
 		if oerr != nil {
 			return oerr
 		}
-		res, err = r.resolveForward(rs.Action, rs.Member, rs.ID, rs.Reason, operator)
+		resolve = func(id uint64) (forwardResult, error) {
+			return r.resolveForward(rs.Action, rs.Member, id, rs.Reason, operator)
+		}
 	} else {
 		defer a.Close()
-		res, err = resolveForward(ctx, a.Engine, rs)
+		resolve = func(id uint64) (forwardResult, error) {
+			rs := rs
+			rs.ID = id
+			return resolveForward(ctx, a.Engine, rs)
+		}
 	}
-	switch {
-	case errors.Is(err, engine.ErrNotFound):
-		return fmt.Errorf("no held outbox entry %d%s (outbox list shows them)", rs.ID, ofMember(rs.Member))
-	case errors.Is(err, engine.ErrAmbiguous):
-		return fmt.Errorf("%w: %v; give --member", ErrUsage, err)
-	case err != nil:
-		return err
-	}
-	where, chain := ofMember(res.Member), ofMember(res.Chain)
-	if rs.Action == "retry" {
-		fmt.Fprintf(t.Out, "outbox entry %d%s (%s %s) is pending again: the drainer delivers it (audit position %d%s)\n",
-			rs.ID, where, res.Output, res.Target, res.Position, chain)
-	} else {
-		fmt.Fprintf(t.Out, "outbox entry %d%s (%s %s) dropped (audit position %d%s)\n",
-			rs.ID, where, res.Output, res.Target, res.Position, chain)
-	}
-	return nil
+	return t.resolveEach(ids, map[string]string{"retry": "retried", "drop": "dropped"}[rs.Action], func(id uint64) (bool, error) {
+		res, err := resolve(id)
+		switch {
+		case errors.Is(err, engine.ErrNotFound):
+			return true, fmt.Errorf("no held outbox entry %d%s (outbox list shows them)", id, ofMember(rs.Member))
+		case errors.Is(err, engine.ErrAmbiguous):
+			return false, fmt.Errorf("%w: %v; give --member", ErrUsage, err)
+		case err != nil:
+			return false, err
+		}
+		where, chain := ofMember(res.Member), ofMember(res.Chain)
+		if rs.Action == "retry" {
+			fmt.Fprintf(t.Out, "outbox entry %d%s (%s %s) is pending again: the drainer delivers it (audit position %d%s)\n",
+				id, where, res.Output, res.Target, res.Position, chain)
+		} else {
+			fmt.Fprintf(t.Out, "outbox entry %d%s (%s %s) dropped (audit position %d%s)\n",
+				id, where, res.Output, res.Target, res.Position, chain)
+		}
+		return false, nil
+	})
 }
 
 // resolveForward decides on the local engine, as LocalOperator names the

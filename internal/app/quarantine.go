@@ -68,23 +68,13 @@ func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve, ids ...uint64)
 			return resolveQuarantine(ctx, a.Engine, rs)
 		}
 	}
-	unresolved := 0
-	for _, id := range ids {
+	return t.resolveEach(ids, map[string]string{"release": "released", "discard": "discarded"}[rs.Action], func(id uint64) (bool, error) {
 		d, err := resolve(id)
 		switch {
 		case errors.Is(err, engine.ErrNotFound):
-			err = fmt.Errorf("no quarantined message #%d", id)
-		case err != nil && len(ids) > 1 && entryRefused(err):
-			err = fmt.Errorf("#%d: %w", id, err)
-		case err != nil && len(ids) > 1:
-			return fmt.Errorf("#%d: %w (it and the entries after it are not resolved)", id, err)
-		}
-		switch {
-		case err != nil && len(ids) == 1:
-			return err
+			return true, fmt.Errorf("no quarantined message #%d", id)
 		case err != nil:
-			fmt.Fprintln(t.Err, err)
-			unresolved++
+			return entryRefused(err), fmt.Errorf("#%d: %w", id, err)
 		case rs.Action == "release" && d.Held != 0:
 			fmt.Fprintf(t.Out, "#%d released, and held again as #%d, %s: %s (audit position %d%s)\n", id, d.Held, d.Outcome, d.Reason, d.Position, chain)
 		case rs.Action == "release":
@@ -92,9 +82,32 @@ func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve, ids ...uint64)
 		default:
 			fmt.Fprintf(t.Out, "#%d discarded (audit position %d%s)\n", id, d.Position, chain)
 		}
+		return false, nil
+	})
+}
+
+// resolveEach resolves the entries ids in turn (resolve prints each
+// result). An error that is one entry's (resolve says so: not held, still
+// malformed) is printed and the rest go on, the error returned at the end
+// counting them; any other stops there. With one id its error is the
+// command's.
+func (t *Tool) resolveEach(ids []uint64, done string, resolve func(id uint64) (entrys bool, err error)) error {
+	unresolved := 0
+	for _, id := range ids {
+		entrys, err := resolve(id)
+		switch {
+		case err == nil:
+		case len(ids) == 1:
+			return err
+		case entrys:
+			fmt.Fprintln(t.Err, err)
+			unresolved++
+		default:
+			return fmt.Errorf("%w (it and the entries after it are not %s)", err, done)
+		}
 	}
 	if unresolved > 0 {
-		return fmt.Errorf("%d of %d quarantine entries not %s (above)", unresolved, len(ids), map[string]string{"release": "released", "discard": "discarded"}[rs.Action])
+		return fmt.Errorf("%d of %d entries not %s (above)", unresolved, len(ids), done)
 	}
 	return nil
 }
