@@ -112,7 +112,7 @@ func (r *recorder) described() []string {
 type windows struct{}
 
 func (windows) Stats() engine.Stats {
-	return engine.Stats{Keys: 1, Sources: 1, Entities: 1, Position: 1}
+	return engine.Stats{Keys: 1, Sources: 1, Entities: 1, Position: 1, OldestKey: time.Unix(1_800_000_000, 0).UnixNano()}
 }
 
 func (windows) CountGaps(context.Context) (int, int64, error) { return 1, 2, nil }
