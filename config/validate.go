@@ -168,8 +168,11 @@ func (s StoreConfig) checkURL(ps *problems, f field) {
 	if s.Kind == StorePostgres && !strings.Contains(s.URL, "://") {
 		return // key=value connection string, checked by the driver
 	}
+	if s.Kind == StoreRedis && strings.HasPrefix(strings.ToLower(s.URL), "redis+sentinel://") {
+		return // a list of Sentinels, a host without a port among them, checked by the store
+	}
 	schemes := map[string][]string{
-		StoreRedis:    {"redis", "rediss", "unix"},
+		StoreRedis:    {"redis", "rediss", "unix", "redis+sentinel"},
 		StorePostgres: {"postgres", "postgresql"},
 	}[s.Kind]
 	u, err := url.Parse(s.URL)
