@@ -505,8 +505,8 @@ func TestWarnings(t *testing.T) {
 			[]string{"mqtt.clean_start: clean_start discards the broker session at every connect: messages queued while replayguard was away are lost"}},
 		{"skipping broker verification warns", "mqtt: {tls: {insecure_skip_verify: true}}",
 			[]string{"mqtt.tls.insecure_skip_verify: the broker's certificate is not verified"}},
-		{"a public listener without a token warns", "http: {listen: '0.0.0.0:9780'}",
-			[]string{"http.listen: listening on 0.0.0.0:9780 without a token: anyone who can reach it may release or discard quarantined messages"}},
+		{"a public listener without a token warns that its writes are refused", "http: {listen: '0.0.0.0:9780'}",
+			[]string{"http.listen: listening on 0.0.0.0:9780 without a token: anyone who can reach it reads the API, and release, discard, retry and drop are refused; give it http.tokens"}},
 		{"localhost without a token is fine", "http: {listen: 'localhost:9780'}", nil},
 	}
 	for _, tt := range tests {
