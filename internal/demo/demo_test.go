@@ -110,6 +110,7 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 	for _, want := range []string{
 		`replayguard_forwarded_total{output="mqtt",result="delivered"} ` + strconv.Itoa(res.forwarded) + "\n",
 		"replayguard_outbox_entries 0\n",
+		"replayguard_ready 0\n", // the consumer stopped with the story, as /readyz says
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("the dashboard's /metrics lacks %q during the hold", want)

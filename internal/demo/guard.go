@@ -108,6 +108,7 @@ func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
 		g.close()
 		return nil, err
 	}
+	m.WatchReady(g.ready) // what /readyz answers, as run's replayguard_ready
 	g.startForward()
 	return g, nil
 }
