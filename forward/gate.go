@@ -199,6 +199,10 @@ func (d *Drainer) AdmitWithin(wait time.Duration) func(context.Context, func() i
 	}
 }
 
+// recountTimeout bounds Drain's last count of the outbox, after its ctx
+// is done.
+const recountTimeout = 5 * time.Second
+
 // Drain waits until Member's outbox is empty or ctx is done, while Run
 // delivers; it returns the entries still pending, and ErrUndelivered when
 // some are.
@@ -215,6 +219,12 @@ func (d *Drainer) Drain(ctx context.Context) (pending int, err error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			// Count once more for the caller's report: a count taken while
+			// entries were committed errs high (refresh), and by now the
+			// caller commits nothing (ingest ended, run stopped consuming).
+			rc, cancel := context.WithTimeout(context.WithoutCancel(ctx), recountTimeout)
+			_ = d.refresh(rc)
+			cancel()
 			n, _ := d.Depth()
 			return n, fmt.Errorf("%w: %d in the outbox; %s", ErrUndelivered, n, d.failingText())
 		case <-room:
