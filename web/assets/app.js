@@ -393,11 +393,16 @@ function setLive(up, text) {
 }
 
 // stream reads the event stream with fetch, so that a token can be sent.
+// One stream at a time: a new one (a token entered) ends the one open and
+// the try pending, or every decision would come, and count, twice.
 let streamAbort = null;
+let streamRetry = null;
 async function stream() {
-  streamAbort = new AbortController();
+  clearTimeout(streamRetry);
+  const abort = new AbortController();
+  streamAbort = abort;
   try {
-    const res = await fetch("/api/v1/events", { headers: headers(), signal: streamAbort.signal, cache: "no-store" });
+    const res = await fetch("/api/v1/events", { headers: headers(), signal: abort.signal, cache: "no-store" });
     if (!res.ok) throw new Error(res.status === 401 ? "token needed to read" : "HTTP " + res.status);
     setLive(true, "LIVE");
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -421,10 +426,10 @@ async function stream() {
     }
     setLive(false, "stream ended — reconnecting");
   } catch (e) {
-    if (e.name === "AbortError") return;
+    if (abort.signal.aborted) return;
     setLive(false, "disconnected — " + e.message);
   }
-  setTimeout(stream, 2000);
+  if (streamAbort === abort) streamRetry = setTimeout(stream, 2000);
 }
 
 function restartStream() {
