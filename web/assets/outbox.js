@@ -220,6 +220,9 @@ async function retryForward(h, button) {
     const r = await forwardAction(h, "retry");
     toast("Retried #" + h.id + ": back in the outbox for " + h.target + auditedAs(r), true);
     await Promise.all([loadOutbox(), loadForward()]);
+    // An entry the downstream refused again at once is held under its id
+    // with the same answer, and keeps this card: it can be retried again.
+    button.disabled = false;
   } catch (e) {
     toast("Retry #" + h.id + " failed: " + e.message);
     button.disabled = false;
