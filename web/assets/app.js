@@ -144,8 +144,10 @@ async function loadSources() {
   drawSources(r.body, header("X-Total-Count"), header("X-Open-Gaps"));
 }
 
+const HELD_FETCH = 200; // held messages asked for, the oldest first
+
 async function loadQuarantine() {
-  renderQuarantine(await api("/api/v1/quarantine?limit=200"));
+  renderQuarantine(await api("/api/v1/quarantine?limit=" + HELD_FETCH));
 }
 
 async function loadAudit() {
@@ -253,7 +255,7 @@ function renderQuarantine(page) {
   $("c-held").parentElement.classList.toggle("alert", page.total > 0);
   // The same entries again (an event's reload after an action's) keep their
   // cards: a button being clicked is never swapped out from under the click.
-  const shown = page.entries.map(e => e.id + ":" + e.outcome).join(",");
+  const shown = page.entries.map(e => e.id + ":" + e.outcome).join(",") + " of " + page.total;
   if (shown === heldShown && root.childElementCount > 0) return;
   heldShown = shown;
   root.replaceChildren();
@@ -280,6 +282,11 @@ function renderQuarantine(page) {
       e.dup ? "DUP flag set" : ""].filter(Boolean).join(" · ")));
     card.append(el("pre", "", payloadText(e)));
     root.append(card);
+  }
+  // Past the first read, the newest held are not on screen: say how many.
+  if (page.total > page.entries.length) {
+    root.append(el("div", "more", "+ " + (page.total - page.entries.length).toLocaleString() +
+      " more held, newer (replayguard quarantine list)"));
   }
 }
 
