@@ -477,14 +477,15 @@ async function confirmDiscard() {
     return;
   }
   $("discard-dialog").close();
+  const id = discardID; // the dialog may be opened for another while this one is under way
   try {
-    const r = await api("/api/v1/quarantine/" + discardID + "/discard", {
+    const r = await api("/api/v1/quarantine/" + id + "/discard", {
       method: "POST", headers: headers({ "Content-Type": "application/json" }), body: writeBody({ reason }),
     });
-    toast("Discarded #" + discardID + auditedAs(r), true);
+    toast("Discarded #" + id + auditedAs(r), true);
     await loadQuarantine();
   } catch (e) {
-    toast("Discard #" + discardID + " failed: " + e.message);
+    toast("Discard #" + id + " failed: " + e.message);
   }
 }
 
