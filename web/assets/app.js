@@ -30,10 +30,19 @@ const byCode = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
 function entityOrder() { return state.entityTotal > state.entities.size ? byCode : byName; }
 const timeOf = (t) => new Date(t).toLocaleTimeString([], { hour12: false });
 
+// shown is text as the page writes it: the bidirectional embeddings,
+// overrides and isolates a producer's string may hold are written as their
+// code points, so that no name reads as another (an override makes
+// "incident/\u202e21" read incident/12) nor reorders what follows it.
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/g;
+function shown(text) {
+  return String(text).replace(BIDI_CONTROLS, (c) => "\u27e8U+" + c.codePointAt(0).toString(16).toUpperCase() + "\u27e9");
+}
+
 function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
+  if (text !== undefined) e.textContent = shown(text);
   return e;
 }
 
@@ -73,7 +82,7 @@ function headers(extra) {
 let toastTimer;
 function toast(msg, good) {
   const t = $("toast");
-  t.textContent = msg;
+  t.textContent = shown(msg);
   t.className = "show" + (good ? " good" : "");
   clearTimeout(toastTimer);
   toastTimer = setTimeout(() => { t.className = ""; }, 6000);
@@ -214,7 +223,7 @@ function renderEntities(changed) {
       const card = el("div", "entity" + (changed.has(name) ? " changed" : ""));
       card.dataset.name = name;
       card.tabIndex = 0;
-      card.title = "Show how " + name + " came to be";
+      card.title = shown("Show how " + name + " came to be");
       const i = name.indexOf("/");
       card.append(el("div", "name", i > 0 ? name.slice(i + 1) : name));
       const dl = el("dl");
@@ -312,7 +321,7 @@ function renderAudit(fresh) {
     tr.append(el("td", "num", String(r.position)), el("td", "", timeOf(r.time)),
       el("td", "", r.route || "—"), el("td", "", (r.source || []).join("/") || "—"), el("td", "num", seq), out,
       el("td", "", (r.reason || "") + (r.dup ? " [DUP]" : "") + (r.operator ? " — by " + r.operator : "")));
-    tr.title = r.topic + (r.key ? "\nkey " + r.key : "") + (r.member ? "\nmember " + r.member : "");
+    tr.title = shown(r.topic + (r.key ? "\nkey " + r.key : "") + (r.member ? "\nmember " + r.member : ""));
     body.append(tr);
   }
 }

@@ -205,8 +205,8 @@ function drawSourceMap(list) {
     const r = svgEl("rect", { x: (i % cols) * pitch, y: Math.floor(i / cols) * pitch, width: cell, height: cell, rx: 2,
       "data-source": sourceName(s) }, "cell " + (gaps.length ? "gap" : "ok"));
     const t = svgEl("title");
-    t.textContent = sourceName(s) + (s.epoch ? " epoch " + s.epoch : "") + " · high " + s.high +
-      (gaps.length ? " · gaps " + gaps.map(rangeText).join(", ") : " · no gap");
+    t.textContent = shown(sourceName(s) + (s.epoch ? " epoch " + s.epoch : "") + " · high " + s.high +
+      (gaps.length ? " · gaps " + gaps.map(rangeText).join(", ") : " · no gap"));
     r.append(t);
     r.addEventListener("click", () => { $("f-source").value = s.source.join("/"); renderSourceRows(); });
     svg.append(r);

@@ -3,7 +3,7 @@
 // every decision that changed it with what each did to its fields, and
 // under each the replays suppressed and the deliveries held with the same
 // key. Read again while it is open when the event stream says the entity
-// changed. Loaded before app.js, whose helpers (el, api, soon, fieldText)
+// changed. Loaded before app.js, whose helpers (el, api, soon, fieldText, shown)
 // it uses, and which calls openLineage and onLineageChanged.
 "use strict";
 
@@ -60,7 +60,7 @@ function closeLineage() {
 }
 
 function renderLineage() {
-  $("lineage-name").textContent = lineage.name;
+  $("lineage-name").textContent = shown(lineage.name);
   const l = lineage.data;
   $("lineage-summary").textContent = l ? lineageSummary(l) : "";
   const body = $("lineage-body");
@@ -133,7 +133,7 @@ function changeRow(c) {
   tr.append(el("td", "num", where(c)), el("td", "", dateTimeOf(c.time)), el("td", "", c.route || "—"),
     el("td", "", (c.source || []).join("/") || "—"), el("td", "", c.epoch || "—"),
     el("td", "num", c.sequence !== undefined ? String(c.sequence) : (c.id || "—")), outcome, effects);
-  tr.title = c.topic + (c.key ? "\nkey " + c.key : "") + (c.broker ? "\nbroker " + c.broker : "") + (c.feed ? "\nfeed " + c.feed : "");
+  tr.title = shown(c.topic + (c.key ? "\nkey " + c.key : "") + (c.broker ? "\nbroker " + c.broker : "") + (c.feed ? "\nfeed " + c.feed : ""));
   return tr;
 }
 

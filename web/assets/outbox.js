@@ -6,7 +6,7 @@
 // GET /api/v1/outbox reads the store, so it is fetched when the event
 // stream or the drainer's counts say that the held entries changed, and
 // now and then for the other members of a group. Loaded before app.js,
-// whose helpers (el, api, toast, soon, timeOf, payloadText, writeBody,
+// whose helpers (el, api, toast, soon, timeOf, payloadText, writeBody, shown,
 // auditedAs) it uses, and which calls loadForward, loadOutbox,
 // onForwardRecord and startOutbox.
 "use strict";
@@ -196,7 +196,7 @@ function heldForwardCard(h) {
   const prefix = h.output + " " + h.target + ": ";
   const answer = h.reason.startsWith(prefix) ? h.reason.slice(prefix.length) : h.reason;
   const reason = el("div", "reason", answer || "(no answer)");
-  reason.title = h.reason;
+  reason.title = shown(h.reason);
   card.append(top, reason);
   card.append(el("div", "meta", [h.route, h.topic, timeOf(h.time)].join(" · ")));
   const key = el("div", "key", h.key);
