@@ -112,18 +112,21 @@ func reading(meter string, n int, kwh, extra string) engine.Message {
 		Payload: fmt.Appendf(nil, `{"msgId":"%s-%d","kwh":%s%s}`, meter, n, kwh, extra)}
 }
 
+// sqlModes are the store's ways of finding refused messages.
+var sqlModes = []struct {
+	name string
+	mode postgres.SQLMode
+}{
+	{"with one savepoint, then one per message", postgres.SQLAdaptive},
+	{"decided again per refusal", postgres.SQLRerun},
+	{"with a savepoint per message", postgres.SQLSavepoints},
+}
+
 // TestSQLEffects runs sql effects on one server, each test on a schema of
 // its own.
 func TestSQLEffects(t *testing.T) {
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
-	for _, mode := range []struct {
-		name string
-		mode postgres.SQLMode
-	}{
-		{"with one savepoint, then one per message", postgres.SQLAdaptive},
-		{"decided again per refusal", postgres.SQLRerun},
-		{"with a savepoint per message", postgres.SQLSavepoints},
-	} {
+	for _, mode := range sqlModes {
 		t.Run("refused messages are quarantined and the rest of the batch commits, "+mode.name, func(t *testing.T) {
 			testRefused(t, newSQLSetup(t, pg.URL(), mode.mode, readingsDDL, meterRoute()))
 		})
@@ -135,14 +138,7 @@ func TestSQLEffects(t *testing.T) {
 	t.Run("a statement that fails to prepare fails the batch and quarantines nothing", func(t *testing.T) {
 		testStatementBroken(t, pg.URL())
 	})
-	for _, mode := range []struct {
-		name string
-		mode postgres.SQLMode
-	}{
-		{"adaptive", postgres.SQLAdaptive},
-		{"decided again per refusal", postgres.SQLRerun},
-		{"a savepoint per message", postgres.SQLSavepoints},
-	} {
+	for _, mode := range sqlModes {
 		t.Run("a message that breaks a deferred constraint is quarantined at commit, "+mode.name, func(t *testing.T) {
 			testDeferredConstraint(t, pg.URL(), mode.mode)
 		})
