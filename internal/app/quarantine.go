@@ -91,15 +91,15 @@ func (t *Tool) QuarantineResolve(ctx context.Context, rs Resolve, ids ...uint64)
 // malformed) is printed and the rest go on, the error returned at the end
 // counting them; any other stops there. With one id its error is the
 // command's.
-func (t *Tool) resolveEach(ids []uint64, done string, resolve func(id uint64) (entrys bool, err error)) error {
+func (t *Tool) resolveEach(ids []uint64, done string, resolve func(id uint64) (ofEntry bool, err error)) error {
 	unresolved := 0
 	for _, id := range ids {
-		entrys, err := resolve(id)
+		ofEntry, err := resolve(id)
 		switch {
 		case err == nil:
 		case len(ids) == 1:
 			return err
-		case entrys:
+		case ofEntry:
 			fmt.Fprintln(t.Err, err)
 			unresolved++
 		default:
