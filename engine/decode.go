@@ -255,7 +255,7 @@ func canonical(name string, raw string, kind valueKind) (value, error) {
 			// "\ud800", "\udc00" and "\ufffd" would be one id, one key:
 			// distinct messages suppressed as duplicates. Such an escape
 			// names no character: malformed, like an invalid UTF-8 byte.
-			if loneSurrogate(raw) {
+			if LoneSurrogate(raw) {
 				return value{}, malformed("%s: string holds a lone UTF-16 surrogate escape", name)
 			}
 			var err error
@@ -278,10 +278,11 @@ func canonical(name string, raw string, kind valueKind) (value, error) {
 	}
 }
 
-// loneSurrogate reports whether raw, a JSON string's text without its
+// LoneSurrogate reports whether raw, a JSON string's text without its
 // quotes, holds a \uD800-\uDFFF escape that is not half of a high-low
-// pair.
-func loneSurrogate(raw string) bool {
+// pair: the parser reads every such escape as U+FFFD, so distinct texts
+// would read as one.
+func LoneSurrogate(raw string) bool {
 	hex := func(i int) (rune, bool) { // the \uXXXX escape at raw[i:]
 		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
 			return 0, false

@@ -169,7 +169,7 @@ func (c *contentCanon) str() ([]byte, bool) {
 	if !esc {
 		return raw, true
 	}
-	if loneSurrogate(string(raw)) {
+	if LoneSurrogate(string(raw)) {
 		// The parser reads every lone surrogate as U+FFFD: keep the escapes
 		// apart, tagged so that no unescaped text reads the same.
 		return append([]byte{0xff}, raw...), true

@@ -10,7 +10,6 @@ import (
 	"github.com/buger/jsonparser"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/replayguard/replayguard/engine"
@@ -77,7 +76,7 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 		return invalid("%s", c.bad)
 	case err != nil || t == "":
 		return invalid("no topic")
-	case loneSurrogate(c.topic):
+	case engine.LoneSurrogate(string(c.topic)):
 		// decoded, it would read as U+FFFD, like any other such topic
 		return invalid("topic escapes a lone UTF-16 surrogate (\\uD800 to \\uDFFF), which no UTF-8 topic holds")
 	case c.hasP && c.hasB64:
@@ -98,38 +97,6 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 	}
 	m.Payload = append([]byte(nil), c.payload...)
 	return m
-}
-
-// loneSurrogate reports whether the JSON string s (without its quotes)
-// escapes half of a UTF-16 surrogate pair without the other half.
-func loneSurrogate(s []byte) bool {
-	half := func(i int) (r rune, ok bool) { // the \uXXXX escape at s[i:]
-		if i+6 > len(s) || s[i] != '\\' || s[i+1] != 'u' {
-			return 0, false
-		}
-		n, err := strconv.ParseUint(string(s[i+2:i+6]), 16, 16)
-		return rune(n), err == nil
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' {
-			continue
-		}
-		r, ok := half(i)
-		switch {
-		case !ok:
-			i++ // another escape: skip its letter
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return true
-		case r >= 0xD800 && r <= 0xDBFF:
-			if lo, ok := half(i + 6); !ok || lo < 0xDC00 || lo > 0xDFFF {
-				return true
-			}
-			i += 11
-		default:
-			i += 5
-		}
-	}
-	return false
 }
 
 // captureMembers are the members of a capture line that Parse reads.
