@@ -223,6 +223,13 @@ func (p *Placement) HoldsKey(key Hash) bool {
 // SequenceSpan is the anti-replay window's span, in sequences.
 func (p *Placement) SequenceSpan() int { return p.e.opts.SequenceSpan }
 
+// KeepEpochs is window.keep_epochs: the older epoch windows kept per
+// source, beside its current one.
+func (p *Placement) KeepEpochs() int { return p.e.opts.KeepEpochs }
+
+// KeyTTL is window.ttl: how long the key window keeps a key at most.
+func (p *Placement) KeyTTL() time.Duration { return p.e.ttl }
+
 // Now is the decision's time.
 func (p *Placement) Now() time.Time { return p.now }
 

@@ -13,6 +13,13 @@ type SparkplugState struct {
 	// Births are the NBIRTHs of the kept epochs, newest first, one per
 	// epoch window of the source.
 	Births []SparkplugBirth `json:"births"`
+	// Retired are births whose epoch window the source no longer keeps,
+	// newest first, each with its window's last highest sequence (High):
+	// a replay of their messages is read with their tables and found at
+	// the placement whose key the key window still holds with its content,
+	// a duplicate, however old its birth. Kept for window.ttl after they
+	// retire, at most window.keep_epochs + 1 of them.
+	Retired []SparkplugBirth `json:"retired,omitempty"`
 }
 
 // SparkplugBirth is one NBIRTH: an epoch of the edge and the alias tables
@@ -30,6 +37,10 @@ type SparkplugBirth struct {
 	HighStamp uint64                     `json:"high_stamp,omitempty"`
 	Node      SparkplugTable             `json:"node"`
 	Devices   map[string]SparkplugDevice `json:"devices,omitempty"`
+	// High and RetiredAt are a retired birth's (SparkplugState.Retired):
+	// its window's highest sequence when the window left, and when.
+	High      int64     `json:"high,omitempty"`
+	RetiredAt time.Time `json:"retired_at,omitzero"`
 }
 
 // SparkplugDevice is a device of an edge, from its DBIRTH.
@@ -57,6 +68,12 @@ func (s *SparkplugState) Clone() *SparkplugState {
 	c.Births = append([]SparkplugBirth(nil), s.Births...)
 	for i := range c.Births {
 		c.Births[i].Devices = maps.Clone(c.Births[i].Devices)
+	}
+	if s.Retired != nil {
+		c.Retired = append([]SparkplugBirth(nil), s.Retired...)
+		for i := range c.Retired {
+			c.Retired[i].Devices = maps.Clone(c.Retired[i].Devices)
+		}
 	}
 	return &c
 }

@@ -110,6 +110,7 @@ type spMessage struct {
 	at                  int          // a new NBIRTH older than the current birth: its index among the births
 	ended               bool         // a new current NBIRTH whose session's NDEATH was applied before it
 	seqRaw              int64
+	highs               []epochHigh // a new NBIRTH: each window's highest sequence before it
 
 	// Its placement: the epoch (text and value), the sequence in it (-1
 	// for an NDEATH) and the digest of its resolved content.
@@ -117,6 +118,12 @@ type spMessage struct {
 	epochInt int64
 	seq      int64
 	digest   engine.Hash
+}
+
+// epochHigh is an epoch window's highest sequence.
+type epochHigh struct {
+	epoch string
+	high  int64
 }
 
 // spResolved is a metric as a placement resolves it.

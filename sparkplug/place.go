@@ -41,6 +41,12 @@ func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string
 		// opens a session that has already ended.
 		sp.ended = p.HoldsKey(deathKey(d, sp.bdSeq))
 	}
+	sp.highs = sp.highs[:0]
+	if sp.newBirth && src != nil { // the windows it may retire: their highest sequence, for Applied
+		for _, w := range src.Epochs {
+			sp.highs = append(sp.highs, epochHigh{epoch: w.Epoch, high: w.High})
+		}
+	}
 	d.SetPlace(sp.epoch, sp.epochInt, sp.seq)
 	if sp.at > 0 {
 		d.SetOlderEpoch()
@@ -95,6 +101,9 @@ func (sp *spMessage) placeBirth(d *engine.Delivery, p *engine.Placement, src *en
 			return fmt.Sprintf("session %d has had too many rebirths to number another", b)
 		}
 	default:
+		if sp.retiredBirth(d, p, st) {
+			return ""
+		}
 		if !sp.olderBirth(st, b) {
 			return fmt.Sprintf("%s (bdSeq %d, raw %d) is neither a kept birth of the edge, nor newer than its current one (%s), "+
 				"nor a birth between two kept ones", engine.ReasonOldEpoch, b, raw, cur.Epoch)
@@ -188,6 +197,9 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 	}
 	i := attribute(st, sp)
 	if i < 0 {
+		if sp.placedRetired(d, p, st) {
+			return ""
+		}
 		return fmt.Sprintf("%s: timestamp %d predates every kept birth of edge %q", engine.ReasonOldEpoch, sp.p.Timestamp, sp.edge)
 	}
 	if sp.placedBefore(d, p, src, i) {
@@ -205,6 +217,50 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 	}
 	sp.digest = sp.contentDigest()
 	return sp.placeSeq(d, p, src)
+}
+
+// retiredBirth places an NBIRTH of session sp.bdSeq that matches a
+// retired birth's content, and whose key the key window holds with it:
+// that birth again, a proven duplicate, though its window is gone.
+func (sp *spMessage) retiredBirth(d *engine.Delivery, p *engine.Placement, st *engine.SparkplugState) bool {
+	for i := range st.Retired {
+		r := &st.Retired[i]
+		if r.BdSeq != sp.bdSeq || r.Digest != sp.digest {
+			continue
+		}
+		epoch, v := epochOf(r.BdSeq, r.Rebirth)
+		if p.Holds(engine.SequencedKey(d.RouteName(), d.Source(), "n"+epoch, sp.seqRaw), sp.digest) {
+			sp.epoch, sp.epochInt, sp.seq = epoch, v, sp.seqRaw
+			return true
+		}
+	}
+	return false
+}
+
+// placedRetired places a message that predates every kept birth in the
+// retired birth its timestamp falls in, read with that birth's tables, at
+// the placement congruent to its seq at or below the birth's last highest
+// whose key the key window holds with its content: that message again, a
+// proven duplicate, however old its birth. Found nowhere, it stays held.
+func (sp *spMessage) placedRetired(d *engine.Delivery, p *engine.Placement, st *engine.SparkplugState) bool {
+	for i := range st.Retired {
+		r := &st.Retired[i]
+		if r.Stamp > sp.p.Timestamp {
+			continue
+		}
+		table, ok := sp.tableIn(r)
+		if !ok || sp.resolve(table) != "" {
+			return false
+		}
+		sp.digest = sp.contentDigest()
+		sp.epoch, sp.epochInt = epochOf(r.BdSeq, r.Rebirth)
+		c, found := sp.appliedAt(d, p, 0, false, r.High)
+		if found {
+			sp.bdSeq, sp.seq = r.BdSeq, c
+		}
+		return found
+	}
+	return false
 }
 
 // tableIn returns the alias table a data message resolves with in birth:

@@ -82,7 +82,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 			st.BdSeq, st.Online = sp.bdSeq, !sp.ended
 			st.Births = append([]engine.SparkplugBirth{b}, st.Births...)
 		}
-		keepBirths(st, src)
+		keepBirths(st, src, sp.highs, p)
 	case spNDeath:
 		if st == nil || sp.bdSeq < st.BdSeq {
 			return changed // an older session's death changes nothing
@@ -112,13 +112,41 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 	return true
 }
 
-// keepBirths drops the births whose epoch window the source no longer keeps.
-func keepBirths(s *engine.SparkplugState, src *engine.SourceState) {
+// keepBirths retires the births whose epoch window the source no longer
+// keeps, with the highest sequence their window had (highs, read before
+// the birth applied now opened or placed its own), and forgets retired
+// births past window.keep_epochs + 1 of them, and those retired longer
+// than window.ttl ago: no key of theirs is left in the key window then.
+func keepBirths(s *engine.SparkplugState, src *engine.SourceState, highs []epochHigh, p *engine.Placement) {
 	kept := s.Births[:0]
+	var retired []engine.SparkplugBirth
 	for _, b := range s.Births {
 		if src.Kept(b.Epoch) != nil {
 			kept = append(kept, b)
+			continue
+		}
+		for _, h := range highs {
+			if h.epoch == b.Epoch && h.high >= 0 {
+				b.High, b.RetiredAt = h.high, p.Now().UTC()
+				retired = append(retired, b)
+			}
 		}
 	}
 	s.Births = kept
+	if retired == nil && len(s.Retired) == 0 {
+		return
+	}
+	retired = append(retired, s.Retired...) // those retired now are newer than those retired before
+	cutoff := p.Now().Add(-p.KeyTTL())
+	n := 0
+	for _, b := range retired {
+		if n <= p.KeepEpochs() && !b.RetiredAt.Before(cutoff) {
+			retired[n] = b
+			n++
+		}
+	}
+	s.Retired = slices.Clip(retired[:n])
+	if n == 0 {
+		s.Retired = nil
+	}
 }
