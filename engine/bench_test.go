@@ -10,7 +10,7 @@ import (
 )
 
 // benchEngine is an engine without a store: decide and decode only.
-func benchEngine(b *testing.B, routes []Route, maxKeys int) *Engine {
+func benchEngine(b testing.TB, routes []Route, maxKeys int) *Engine {
 	b.Helper()
 	e := &Engine{maxPayload: DefaultMaxPayload}
 	e.opts = Options{SequenceSpan: DefaultSequenceSpan, KeepEpochs: DefaultKeepEpochs, MaxEntries: maxKeys}

@@ -538,7 +538,9 @@ func (d *Delivery) hash(jr *jsonReader, payload []byte) {
 		b = appendField(b, d.vals[i].text)
 	}
 	if r.forwards > 0 {
-		b = appendContent(b, payload)
+		// appendContent recurses, so whatever it is given escapes: its own
+		// buffer keeps buf on the stack for every other route.
+		b = appendContent(append(make([]byte, 0, len(b)+len(payload)+64), b...), payload)
 	}
 	d.digest = sha256.Sum256(b)
 }
