@@ -38,6 +38,11 @@ const pruneEvery = 5 * time.Second
 // a member id.
 var ErrReadOnly = errors.New("postgres store: opened without a member id (read-only)")
 
+// ErrMembersRunning is returned by Open when the schema is older than this
+// build's and other members hold their leases: members of an earlier build
+// still run, and the schema is left as it is.
+var ErrMembersRunning = errors.New("members of the group are running")
+
 // Options configure Open.
 type Options struct {
 	// URL is the server, a PostgreSQL connection URL or keyword/value

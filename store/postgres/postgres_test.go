@@ -126,9 +126,11 @@ func TestStore(t *testing.T) {
 		{"the schema is created once by members opening at once", testSchemaConcurrent},
 		{"a schema of version 1 is migrated, its rows kept", testSchemaMigrated},
 		{"a schema of a newer version is refused", testSchemaNewer},
+		{"a read-only open of an older schema says how to read it and how it is migrated", testSchemaOlderReadOnly},
 		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},
 		{"the migrations create the tables, constraints and indexes the Go-string DDL and the later migrations did", testSchemaSameCatalog},
+		{"a schema an earlier build's running member holds is not migrated, naming that member", testSchemaNotMigratedUnderARunningMember},
 		{"a dead holder on this host is taken over at once", testLeaseDeadHolder},
 		{"a stolen lease fences updates", testLeaseFenced},
 		{"the lease is renewed in the background", testLeaseRenewed},
@@ -290,16 +292,14 @@ func testSchemaMigrated(t *testing.T, g *group) {
 	if _, err := g.open(""); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("read-only open of a version 1 schema = %v", err)
 	}
-	// A lease held when the schema is migrated stays held.
-	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = 'otherhost 1 cafe', lease_expires = now() + interval '1 hour' WHERE member = 'm1'`)
+	// A lease that ran out keeps no member of the earlier build running:
+	// the schema is migrated (one still held is not:
+	// testSchemaNotMigratedUnderARunningMember).
+	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = 'otherhost 1 cafe', lease_expires = now() - interval '1 second' WHERE member = 'm1'`)
 	g.mustOpen("m2").Close()
 	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != int64(postgres.SchemaVersion) {
 		t.Fatalf("schema version %d after the migration, want %d", n, postgres.SchemaVersion)
 	}
-	if _, err := g.open("m1"); !errors.Is(err, engine.ErrMemberHeld) || !strings.Contains(err.Error(), "otherhost 1 cafe") {
-		t.Fatalf("open of a member whose lease was held across the migration = %v", err)
-	}
-	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = '' WHERE member = 'm1'`)
 	s = g.mustOpen("m1")
 	if h, err := s.Head(t.Context()); err != nil || h.Position != 3 {
 		t.Fatalf("head after the migration = %+v, %v", h, err)

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/replayguard/replayguard/store/internal/shared"
 )
 
 // The schema's layout is the numbered migrations in migrations/, as River
@@ -83,7 +85,9 @@ func (m migration) in(s string) string {
 // migrate creates the schema or brings it to schemaVersion, in one
 // transaction under an advisory lock, so that members starting at once
 // wait for each other and the second finds the work done. A read-only
-// handle only checks the version.
+// handle only checks the version. It refuses to migrate while a member
+// holds its lease: that member runs an earlier build, which would go on
+// deciding on tables and rows it no longer reads right.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, readOnly bool) error {
 	s := pgx.Identifier{schema}.Sanitize()
 	tx, err := pool.Begin(ctx)
@@ -106,7 +110,13 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, readOnly bo
 	case v == schemaVersion:
 		return nil
 	case readOnly:
-		return fmt.Errorf("schema %q has version %d, older than this build's %d: open it with a member id to migrate it", schema, v, schemaVersion)
+		return fmt.Errorf("schema %q has version %d, older than this build's %d, which only a member migrates: "+
+			"read it with the build that wrote it, or stop that build's members and start this build's (replayguard run)", schema, v, schemaVersion)
+	}
+	if v > 0 {
+		if err := refuseLiveMembers(ctx, tx, schema, s, v); err != nil {
+			return err
+		}
 	}
 	for _, m := range migrations[v:] {
 		if _, err := tx.Exec(ctx, m.in(s)); err != nil {
@@ -117,6 +127,43 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, readOnly bo
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// refuseLiveMembers fails, naming them, when members hold a lease in a
+// schema of version v, the opening member's own included: its holder is
+// another process, which this one could not take the lease from either.
+// Until version 8 the lease's expiry was a column of members; a released
+// lease has no holder, and one whose process died on this host holds
+// nothing.
+func refuseLiveMembers(ctx context.Context, tx pgx.Tx, schema, s string, v int) error {
+	q := `SELECT m.member, m.holder FROM ` + s + `.members m JOIN ` + s + `.leases l USING (member)
+		WHERE m.holder <> '' AND l.expires > clock_timestamp() ORDER BY m.member`
+	if v < 8 {
+		q = `SELECT member, holder FROM ` + s + `.members
+		WHERE holder <> '' AND lease_expires > clock_timestamp() ORDER BY member`
+	}
+	rows, err := tx.Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("read the members' leases before migrating schema %q: %w", schema, err)
+	}
+	var live []string
+	var id, holder string
+	_, err = pgx.ForEachRow(rows, []any{&id, &holder}, func() error {
+		if !shared.DeadHere(holder) { // a member killed on this host holds nothing
+			live = append(live, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the members' leases before migrating schema %q: %w", schema, err)
+	}
+	if len(live) > 0 {
+		return fmt.Errorf("%w: schema %q has version %d, and %s of an earlier build still running: "+
+			"stop every member of the group, then start this build's to migrate it to version %d "+
+			"(a killed member holds its lease until it runs out, %s by default)",
+			ErrMembersRunning, schema, v, shared.NamedMembers(live), schemaVersion, DefaultLeaseTTL)
+	}
+	return nil
 }
 
 // createVersionTable takes the migration lock and creates the schema and

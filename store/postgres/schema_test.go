@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"reflect"
 	"slices"
@@ -65,6 +66,55 @@ func testSchemaGoStrings(t *testing.T, g *group) {
 	}
 	if h, err := s.Head(t.Context()); err != nil || h != (engine.AuditHead{Position: 2, Hash: recs[1].Hash}) {
 		t.Fatalf("head after the trim = %+v, %v", h, err)
+	}
+}
+
+// testSchemaNotMigratedUnderARunningMember leaves a schema of version 2
+// with a member of that build holding its lease: a member of this build
+// refuses to migrate it, naming that member and what to do, and leaves it
+// at version 2 for the running member; once that lease is given up, or
+// has run out, the schema is migrated.
+func testSchemaNotMigratedUnderARunningMember(t *testing.T, g *group) {
+	createWithGoStrings(t, g)
+	run(t, g.url, `INSERT INTO `+g.schema+`.members (member, holder, lease_expires)
+		VALUES ('old-1', 'otherhost 4242 cafe', clock_timestamp() + interval '1 hour'),
+		       ('old-2', '', clock_timestamp() + interval '1 hour'),
+		       ('old-3', 'otherhost 4243 cafe', clock_timestamp() - interval '1 second')`)
+	_, err := g.open("m1")
+	if !errors.Is(err, postgres.ErrMembersRunning) {
+		t.Fatalf("open under a running member of version 2 = %v, want ErrMembersRunning", err)
+	}
+	for _, want := range []string{`version 2`, `member "old-1"`, "stop every member"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "old-2") || strings.Contains(err.Error(), "old-3") {
+		t.Errorf("error %q names a member whose lease was given up or ran out", err)
+	}
+	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != 2 {
+		t.Fatalf("schema version %d after a refused open, want 2", n)
+	}
+	run(t, g.url, `UPDATE `+g.schema+`.members SET holder = '', lease_expires = '-infinity' WHERE member = 'old-1'`)
+	g.mustOpen("m1").Close()
+	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != int64(postgres.SchemaVersion) {
+		t.Fatalf("schema version %d once the member stopped, want %d", n, postgres.SchemaVersion)
+	}
+}
+
+// testSchemaOlderReadOnly opens a schema of version 2 without a member id,
+// as the read commands do: refused, leaving the schema as it is, with words
+// that say what an operator can do.
+func testSchemaOlderReadOnly(t *testing.T, g *group) {
+	createWithGoStrings(t, g)
+	_, err := g.open("")
+	for _, want := range []string{"version 2, older than this build's", "read it with the build that wrote it", "start this build's (replayguard run)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("read-only open of a version 2 schema = %v; want it to say %q", err, want)
+		}
+	}
+	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != 2 {
+		t.Fatalf("schema version %d after a read-only open, want 2", n)
 	}
 }
 

@@ -140,6 +140,37 @@ func testSchemaRaisedUpward(t *testing.T, g *group) {
 	}
 }
 
+// testSchemaNotRaisedUnderARunningMember leaves keys of version 1 with a
+// member of that build holding its lease: a member of this build refuses
+// to raise the version, naming that member and what to do, and leaves it
+// at 1 for the running member; once that lease is given up, the version is
+// raised.
+func testSchemaNotRaisedUnderARunningMember(t *testing.T, g *group) {
+	g.do(t, "SET", g.prefix+"schema", "1")
+	g.do(t, "HSET", g.prefix+"members", "old-1", "1", "old-2", "2")
+	g.do(t, "SET", g.prefix+"lease:old-1", "otherhost 4242 cafe", "PX", "3600000")
+	_, err := g.open(t, "a")
+	if !errors.Is(err, ErrMembersRunning) {
+		t.Fatalf("open under a running member of version 1 = %v, want ErrMembersRunning", err)
+	}
+	for _, want := range []string{"schema version 1", `member "old-1"`, "stop every member"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "old-2") {
+		t.Errorf("error %q names a member that holds no lease", err)
+	}
+	if v := g.do(t, "GET", g.prefix+"schema"); v != "1" {
+		t.Fatalf("schema %v after a refused open, want 1", v)
+	}
+	g.do(t, "DEL", g.prefix+"lease:old-1")
+	g.must(t, "a")
+	if v := g.do(t, "GET", g.prefix+"schema"); v != fmt.Sprint(schemaVersion) {
+		t.Fatalf("schema %v once the member stopped, want %d", v, schemaVersion)
+	}
+}
+
 // testSchemaJSONRows writes a source's and an entity's rows as version 1
 // held them (JSON) and checks that a member raises the version, reads them
 // on Load and in Update, and writes them back binary.

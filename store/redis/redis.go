@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -329,6 +330,11 @@ func (s *Store) schema(ctx context.Context) error {
 		return fmt.Errorf("redis store: the keys under store.prefix %q have schema version %d, newer than this build's %d: "+
 			"upgrade replayguard", s.opts.Prefix, n, schemaVersion)
 	case n < schemaVersion && s.member != "":
+		// A member of the earlier build still running would go on
+		// deciding on rows it no longer reads right.
+		if err := s.refuseLiveMembers(ctx, n); err != nil {
+			return err
+		}
 		// The rows of versions 1 (JSON), 2 (format 1) and 3 (format 2)
 		// are read as they are and rewritten when next written: only
 		// the number changes, and only upward: a newer build's member
@@ -341,6 +347,46 @@ func (s *Store) schema(ctx context.Context) error {
 			return fmt.Errorf("redis store: the keys under store.prefix %q have schema version %d, newer than this build's %d: "+
 				"upgrade replayguard", s.opts.Prefix, now, schemaVersion)
 		}
+	}
+	return nil
+}
+
+// ErrMembersRunning is returned by Open when the keys have an older schema
+// version than this build's and members hold their leases: members of an
+// earlier build still run, and the version is left as it is.
+var ErrMembersRunning = errors.New("members of the group are running")
+
+// refuseLiveMembers fails, naming them, when members hold their leases
+// under a prefix of version v, the opening member's own included: its
+// holder is another process, which this one could not take the lease from
+// either. A lease whose process died on this host holds nothing.
+func (s *Store) refuseLiveMembers(ctx context.Context, v int) error {
+	ids, err := s.c.HKeys(ctx, s.k.members).Result()
+	if err != nil {
+		return s.fail("read the members before raising the schema version", err)
+	}
+	slices.Sort(ids)
+	cmds, err := s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, id := range ids {
+			p.Get(ctx, s.k.lease(id))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return s.fail("read the members' leases before raising the schema version", err)
+	}
+	var live []string
+	for i, c := range cmds {
+		holder, err := c.(*goredis.StringCmd).Result()
+		if err == nil && !shared.DeadHere(holder) {
+			live = append(live, ids[i])
+		}
+	}
+	if len(live) > 0 {
+		return fmt.Errorf("redis store: %w: the keys under store.prefix %q have schema version %d, and %s of an earlier build still running: "+
+			"stop every member of the group, then start this build's to raise it to version %d "+
+			"(a killed member holds its lease until it runs out, %s by default)",
+			ErrMembersRunning, s.opts.Prefix, v, shared.NamedMembers(live), schemaVersion, DefaultLeaseTTL)
 	}
 	return nil
 }

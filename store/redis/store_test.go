@@ -67,6 +67,7 @@ func TestStore(t *testing.T) {
 		{"a newer schema is refused", testSchemaNewer},
 		{"a member raises an older schema, never a newer one set meanwhile", testSchemaRaisedUpward},
 		{"rows written as JSON under version 1 are read, and written back binary", testSchemaJSONRows},
+		{"a version an earlier build's running member holds is not raised, naming that member", testSchemaNotRaisedUnderARunningMember},
 		{"keys leave by ttl", testPruneTTL},
 		{"keys beyond max entries leave oldest first", testPruneMaxEntries},
 		{"two members on the same rows take turns under row locks", testLocksHammered},
