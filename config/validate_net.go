@@ -273,13 +273,36 @@ func (c *Config) checkRun(ps *problems) {
 		c.checkRunJetStream(ps)
 		return
 	}
+	idf := field{}.dot("mqtt").dot("client_id")
 	if len(c.MQTT.Feeds) > 0 {
 		for i, fd := range c.MQTT.Feeds {
 			checkClientID(ps, field{}.dot("mqtt").dot("feeds").index(i).dot("client_id"), fd.ClientID)
 		}
-		return
+		if c.MQTT.ClientID == "" {
+			idf = field{}.dot("mqtt").dot("feeds").index(0).dot("client_id")
+		}
+	} else {
+		checkClientID(ps, idf, c.MQTT.ClientID)
 	}
-	checkClientID(ps, field{}.dot("mqtt").dot("client_id"), c.MQTT.ClientID)
+	// run's member id on a shared store, store.member or else this client
+	// id, names its directory of the archive (store.member itself is
+	// checked by Validate).
+	if id := c.RunMember(); c.Store.Shared() && c.Store.Member == "" && c.Audit.Archive != "" && strings.ContainsAny(id, `/\`) {
+		ps.add(idf, "client_id %q, run's member id while store.member is unset, holds a path separator: the archive keeps each member's segments in a directory named after its id; set store.member to an id without / or \\", id)
+	}
+}
+
+// RunMember is the member id run writes a shared store's chain under when
+// store.member is not set: mqtt.client_id (with mqtt.feeds and no
+// mqtt.client_id, the first feed's), or the JetStream consumer.
+func (c *Config) RunMember() string {
+	if c.Input == InputJetStream && c.JetStream != nil {
+		return c.JetStream.Consumer
+	}
+	if c.MQTT.ClientID == "" && len(c.MQTT.Feeds) > 0 {
+		return c.MQTT.Feeds[0].ClientID
+	}
+	return c.MQTT.ClientID
 }
 
 // checkClientID refuses an id a persistent session cannot keep.

@@ -368,6 +368,27 @@ func TestValidateRun(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a client id with a path separator is refused as run's member id beside a shared store's archive", func(t *testing.T) {
+		for _, tc := range []struct {
+			store, id, want string
+		}{
+			{"{kind: redis, url: 'redis://h'}", "site-a/rg-1", `mqtt.client_id: client_id "site-a/rg-1", run's member id while store.member is unset, holds a path separator: ` +
+				`the archive keeps each member's segments in a directory named after its id; set store.member to an id without / or \`},
+			{"{kind: postgres, url: 'postgres://h/d'}", `site-a\\rg-1`, `holds a path separator`},
+			{"{kind: redis, url: 'redis://h', member: rg-1}", "site-a/rg-1", ""},
+			{"{kind: embedded, path: /data}", "site-a/rg-1", ""},
+		} {
+			file := "store: " + tc.store + "\naudit: {retention: {max_records: 5}, archive: /a}\n" + route(ok) + "mqtt: {client_id: \"" + tc.id + "\"}\n"
+			c, err := Parse([]byte(file), "f.yaml", nil)
+			if err != nil {
+				t.Fatalf("store %s: %v", tc.store, err)
+			}
+			err = c.ValidateRun()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("store %s, client id %q: ValidateRun = %v; want %q", tc.store, tc.id, err, tc.want)
+			}
+		}
+	})
 	t.Run("a config without routes is refused for run only", func(t *testing.T) {
 		c := Default()
 		c.MQTT.ClientID = "rg-1"

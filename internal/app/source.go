@@ -33,15 +33,7 @@ type source interface {
 // RunMember is the member id run writes a shared store's chain under when
 // store.member is not set: mqtt.client_id (with mqtt.feeds and no
 // mqtt.client_id, the first feed's), or the JetStream consumer.
-func RunMember(cfg *config.Config) string {
-	if cfg.Input == config.InputJetStream && cfg.JetStream != nil {
-		return cfg.JetStream.Consumer
-	}
-	if cfg.MQTT.ClientID == "" && len(cfg.MQTT.Feeds) > 0 {
-		return cfg.MQTT.Feeds[0].ClientID
-	}
-	return cfg.MQTT.ClientID
-}
+func RunMember(cfg *config.Config) string { return cfg.RunMember() }
 
 // newSource builds the consumer that cfg.Input names, feeding p.
 func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg prometheus.Registerer, p mqtt.Processor) (source, error) {
