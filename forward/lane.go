@@ -144,10 +144,25 @@ func (d *Drainer) catchUp(ctx context.Context, l *lane) error {
 // attempt fails.
 func (d *Drainer) deliver(ctx context.Context, l *lane, entries []engine.OutboxEntry) error {
 	for len(entries) > 0 {
+		counted := 0 // entries counted delivered as the output acknowledged them
 		l.outMu.Lock()
-		n, err := l.out.Deliver(ctx, entries)
+		var n int
+		var err error
+		if p, ok := l.out.(progressive); ok {
+			n, err = p.deliverEach(ctx, entries, func(i int) {
+				if i < len(entries) && i >= counted {
+					d.delivered(l, entries[counted:i+1])
+					counted = i + 1
+				}
+			})
+		} else {
+			n, err = l.out.Deliver(ctx, entries)
+		}
 		l.outMu.Unlock()
 		n = min(max(n, 0), len(entries))
+		if counted < n {
+			d.delivered(l, entries[counted:n])
+		}
 		if n > 0 {
 			if derr := d.done(ctx, l, entries[:n]); derr != nil {
 				return derr
@@ -175,20 +190,28 @@ func (d *Drainer) deliver(ctx context.Context, l *lane, entries []engine.OutboxE
 	return nil
 }
 
-// done counts delivered entries, then hands them to the lane's marker,
-// which marks them done in the store: a copy that is sent again after its
-// mark failed counts again.
-func (d *Drainer) done(ctx context.Context, l *lane, entries []engine.OutboxEntry) error {
-	ids := make([]uint64, len(entries))
+// delivered counts entries the downstream acknowledged (the metric, their
+// latency, the lane's status): as each is acknowledged when the output
+// tells it (progressive), else when Deliver returns. A copy that is sent
+// again after its mark failed counts again.
+func (d *Drainer) delivered(l *lane, entries []engine.OutboxEntry) {
 	now := time.Now()
-	for i, e := range entries {
-		ids[i] = e.ID
+	for _, e := range entries {
 		d.obs.ForwardLatency(l.id.kind, now.Sub(e.Time))
 	}
 	d.obs.Forwarded(l.id.kind, ResultDelivered, len(entries))
 	l.mu.Lock()
 	l.st.Delivered += uint64(len(entries))
 	l.mu.Unlock()
+}
+
+// done hands delivered entries to the lane's marker, which marks them
+// done in the store.
+func (d *Drainer) done(ctx context.Context, l *lane, entries []engine.OutboxEntry) error {
+	ids := make([]uint64, len(entries))
+	for i, e := range entries {
+		ids[i] = e.ID
+	}
 	l.after = ids[len(ids)-1]
 	return l.mark.add(ctx, ids)
 }

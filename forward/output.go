@@ -27,6 +27,18 @@ type Output interface {
 	Close() error
 }
 
+// progressive is an Output that tells each acknowledgement as it comes:
+// the drainer counts an entry delivered (replayguard_forwarded_total, its
+// latency, the lane's status) then, rather than when the whole page has
+// been delivered, which takes a page of POSTs for a webhook. The drainer
+// checks for it at each Deliver; entries are still marked done a page at
+// a time.
+type progressive interface {
+	// deliverEach is Deliver, calling acked(i) on Deliver's goroutine once
+	// entries[i] is acknowledged, in order, before it returns.
+	deliverEach(ctx context.Context, entries []engine.OutboxEntry, acked func(i int)) (n int, err error)
+}
+
 // The names of the metadata every forwarded copy carries: MQTT 5 user
 // properties, HTTP headers of a webhook POST, NATS message headers.
 const (

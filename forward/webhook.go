@@ -74,6 +74,13 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 
 // Deliver implements Output.
 func (w *Webhook) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, error) {
+	return w.deliverEach(ctx, entries, nil)
+}
+
+// deliverEach is Deliver, calling acked(i), when not nil, as soon as the
+// receiver has acknowledged entries[i]: the drainer counts each entry
+// delivered then, not once the whole page is posted.
+func (w *Webhook) deliverEach(ctx context.Context, entries []engine.OutboxEntry, acked func(i int)) (int, error) {
 	for i, e := range entries {
 		if err := w.post(ctx, e); err != nil {
 			var ref *RefusedError
@@ -81,6 +88,9 @@ func (w *Webhook) Deliver(ctx context.Context, entries []engine.OutboxEntry) (in
 				ref.Index = i
 			}
 			return i, err
+		}
+		if acked != nil {
+			acked(i)
 		}
 	}
 	return len(entries), nil
