@@ -85,6 +85,7 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		if err != nil {
 			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 		}
+		src.setting = fmt.Sprintf("mqtt.feeds[%d]", i)
 		s.feeds = append(s.feeds, &feedSource{name: f.Name, src: src, proc: procs[i]})
 	}
 	return s, nil

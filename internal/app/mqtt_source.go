@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync/atomic"
 
 	"github.com/replayguard/replayguard/config"
@@ -23,6 +25,9 @@ type mqttSource struct {
 	want mqttprobe.Choice
 	log  *slog.Logger
 	cur  atomic.Pointer[source]
+	// setting is where the configuration sets this source's brokers and
+	// protocol when it is not mqtt itself: mqtt.feeds[N], a feed's.
+	setting string
 }
 
 func newMQTTSource(want mqttprobe.Choice, mc mqtt.Config, p mqtt.Processor, log *slog.Logger) (*mqttSource, error) {
@@ -56,12 +61,42 @@ func (s *mqttSource) Ready() bool {
 	return false
 }
 
-// NotReady says why Ready is false; "" when it is true.
+// NotReady says why Ready is false; "" when it is true. A feed's names
+// its own settings and brokers: mqtt.brokers is empty when feeds are set.
 func (s *mqttSource) NotReady() string {
-	if c := s.cur.Load(); c != nil {
+	c := s.cur.Load()
+	switch {
+	case s.setting == "" && c == nil:
+		return "the MQTT version is not yet negotiated with the brokers (mqtt.protocol)"
+	case s.setting == "":
 		return (*c).NotReady()
+	case c == nil:
+		return fmt.Sprintf("the MQTT version is not yet negotiated with the brokers (%s.brokers: %s; %s.protocol)",
+			s.setting, s.brokers(), s.setting)
+	case !s.connected():
+		return fmt.Sprintf("not connected to a broker (%s.brokers: %s)", s.setting, s.brokers())
 	}
-	return "the MQTT version is not yet negotiated with the brokers (mqtt.protocol)"
+	return (*c).NotReady()
+}
+
+// connected reports whether the chosen consumer holds a connection.
+func (s *mqttSource) connected() bool {
+	if c := s.cur.Load(); c != nil && *c == source(s.v311) {
+		return s.v311.Connected()
+	}
+	return s.v5.Connected()
+}
+
+// brokers lists the source's broker URLs, their passwords redacted.
+func (s *mqttSource) brokers() string {
+	out := make([]string, len(s.cfg.Brokers))
+	for i, b := range s.cfg.Brokers {
+		out[i] = b
+		if u, err := url.Parse(b); err == nil {
+			out[i] = u.Redacted()
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // Run negotiates the MQTT version with the brokers (mqtt.protocol: 5,

@@ -107,6 +107,9 @@ func (c *Consumer) Ready() bool {
 	return c.connected.Load() && c.subscribed.Load() && c.commits.OK()
 }
 
+// Connected reports whether the consumer holds a connection to a broker.
+func (c *Consumer) Connected() bool { return c.connected.Load() }
+
 // NotReady says why Ready is false; "" when it is true.
 func (c *Consumer) NotReady() string {
 	return consume.NotReady(c.connected.Load(), c.subscribed.Load(), c.commits)
