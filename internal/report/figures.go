@@ -101,8 +101,9 @@ type Outcomes struct {
 // Counts are the deliveries' outcomes and the operators' actions.
 type Counts struct {
 	Outcomes
-	Released  uint64 `json:"released"`  // quarantine entries an operator released
-	Discarded uint64 `json:"discarded"` // and discarded
+	Released  uint64 `json:"released"`   // quarantine entries an operator released: applied, or found duplicate
+	HeldAgain uint64 `json:"held_again"` // releases whose message was held again, under a new entry
+	Discarded uint64 `json:"discarded"`  // quarantine entries an operator discarded
 	// Forwards are the outbox entries a downstream refused for good, and
 	// what operators did with them.
 	Forwards Forwards `json:"forwards"`
@@ -205,21 +206,24 @@ type QuarantineItem struct {
 	Outcome  string      `json:"outcome"`
 	Reason   string      `json:"reason"`
 	Broker   string      `json:"broker,omitempty"`
-	Status   string      `json:"status"` // open, released or discarded
+	Status   string      `json:"status"` // open, released, held_again or discarded
 	Resolved *Resolution `json:"resolution,omitempty"`
 }
 
 // Resolution is an operator's release or discard of a quarantine entry.
 type Resolution struct {
-	Action   string    `json:"action"` // released or discarded
+	Action   string    `json:"action"` // released, held_again (released and held again) or discarded
 	Outcome  string    `json:"outcome"`
 	Time     time.Time `json:"time"`
 	Member   string    `json:"member,omitempty"`
 	Position uint64    `json:"position"`
 	Operator string    `json:"operator"`
 	Reason   string    `json:"reason,omitempty"`
-	ref      uint64
-	topic    string
+	// Held is the entry that holds the message again after a release
+	// held again (action held_again), when the report can tell its id.
+	Held  uint64 `json:"held,omitempty"`
+	ref   uint64
+	topic string
 }
 
 // Verification is the hash chains' check: every record of every chain,

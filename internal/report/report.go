@@ -176,10 +176,14 @@ func (b *builder) count(r *engine.AuditRecord) {
 		return // a kind of record this build does not know: verified, not counted
 	}
 	src := b.source(r)
-	if r.Ref != 0 {
+	switch {
+	case r.Ref != 0 && o.Held(): // the release was held again, under a new entry: listed below
+		b.rep.Totals.HeldAgain++
+		src.fig.HeldAgain++
+	case r.Ref != 0:
 		b.rep.Totals.Released++
 		src.fig.Released++
-	} else {
+	default:
 		count(&b.rep.Totals.Outcomes, o)
 		count(&src.fig.Outcomes, o)
 		min := r.Time.Unix() / 60
@@ -326,6 +330,8 @@ func resolution(r *engine.AuditRecord) *Resolution {
 		Position: r.Position, Operator: r.Operator, ref: r.Ref, topic: r.Topic}
 	if r.Outcome == engine.OutcomeDiscarded {
 		res.Action, res.Outcome, res.Reason = "discarded", "", r.Reason
+	} else if o, ok := engine.ParseOutcome(r.Outcome); ok && o.Held() {
+		res.Action = "held_again"
 	}
 	return res
 }
@@ -409,6 +415,12 @@ func (b *builder) resolve() {
 		q.ID = n<<memberBits | q.Position
 		if r := byRef[q.ID]; r != nil {
 			q.Status, q.Resolved = r.Action, r
+		}
+	}
+	// A release held again wrote its new entry at its own position.
+	for _, r := range b.resolutions {
+		if n, ok := numbers[r.Member]; ok && r.Action == "held_again" {
+			r.Held = n<<memberBits | r.Position
 		}
 	}
 }
