@@ -181,7 +181,7 @@ function soon(name, fn, ms) {
   if (pending[name]) return;
   pending[name] = setTimeout(async () => {
     pending[name] = null;
-    try { await fn(); } catch (e) { toast(e.message); }
+    try { await fn(); } catch (e) { toast("Could not load: " + e.message); }
   }, ms);
 }
 
@@ -455,47 +455,96 @@ function restartStream() {
 
 // ---- actions --------------------------------------------------------------
 
-async function release(id, button) {
-  button.disabled = true;
+// reloadAfter reloads panels (loads) after a write the server committed,
+// whose answer said tells. A reload that fails does not undo the write:
+// it is told after the write's answer, never as the write's failure; the
+// panels catch up with the next event or poll.
+async function reloadAfter(said, good, ...loads) {
   try {
-    const r = await api("/api/v1/quarantine/" + id + "/release", {
-      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: writeBody({}),
-    });
-    toast("Released #" + id + ": " + r.outcome + (r.reason ? " (" + r.reason + ")" : "") + auditedAs(r), true);
-    await loadQuarantine();
+    await Promise.all(loads.map((load) => load()));
   } catch (e) {
-    toast("Release #" + id + " failed: " + e.message);
-    button.disabled = false;
+    toast(said + ". The panel could not be reloaded: " + e.message, good);
   }
 }
 
+async function release(id, button) {
+  button.disabled = true;
+  let r;
+  try {
+    r = await api("/api/v1/quarantine/" + id + "/release", {
+      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: writeBody({}),
+    });
+  } catch (e) {
+    toast("Release #" + id + " failed: " + e.message);
+    button.disabled = false;
+    return;
+  }
+  // A release the engine held again (a statement the message still
+  // breaks, a birth still unknown) is no success: it names the new entry.
+  const why = r.outcome + (r.reason ? " (" + r.reason + ")" : "") + auditedAs(r);
+  const said = r.held ? "Release #" + id + " was held again as #" + r.held + ": " + why : "Released #" + id + ": " + why;
+  toast(said, !r.held);
+  await reloadAfter(said, !r.held, loadQuarantine);
+}
+
 let discardID = 0;
-function askDiscard(id) {
+// discardDrafts keeps, by entry, a reason whose discard did not go
+// through: the dialog opened again for the entry shows it.
+const discardDrafts = new Map();
+
+// askDiscard opens the discard dialog for entry id, with refusal, the
+// server's words on the reason last sent, when there is one.
+function askDiscard(id, refusal) {
   discardID = id;
   $("discard-id").textContent = "#" + id;
-  $("discard-reason").value = "";
-  $("discard-dialog").showModal();
+  $("discard-reason").value = discardDrafts.get(id) || "";
+  $("discard-error").textContent = refusal ? shown(refusal) : "";
+  $("discard-error").hidden = !refusal;
+  if (!$("discard-dialog").open) $("discard-dialog").showModal();
   $("discard-reason").focus();
 }
 
+function cancelDiscard() {
+  discardDrafts.delete(discardID);
+  $("discard-dialog").close();
+}
+
 async function confirmDiscard() {
-  const reason = $("discard-reason").value.trim();
+  const typed = $("discard-reason").value;
+  const reason = typed.trim();
   if (!reason) {
     $("discard-reason").focus();
     toast("A discard needs a reason.");
     return;
   }
   $("discard-dialog").close();
+  $("discard-error").textContent = "";
+  $("discard-error").hidden = true;
   const id = discardID; // the dialog may be opened for another while this one is under way
+  discardDrafts.set(id, typed);
+  let r;
   try {
-    const r = await api("/api/v1/quarantine/" + id + "/discard", {
+    r = await api("/api/v1/quarantine/" + id + "/discard", {
       method: "POST", headers: headers({ "Content-Type": "application/json" }), body: writeBody({ reason }),
     });
-    toast("Discarded #" + id + auditedAs(r), true);
-    await loadQuarantine();
   } catch (e) {
-    toast("Discard #" + id + " failed: " + e.message);
+    if (e.status === 400 && !(discardID !== id && $("discard-dialog").open)) {
+      // The reason refused (too long, a control character): its dialog
+      // again, with the text typed and the server's words.
+      toast("Discard #" + id + " refused: " + e.message);
+      askDiscard(id, e.message);
+    } else if (e.status === 404) { // no longer held: nothing to discard again
+      discardDrafts.delete(id);
+      toast("Discard #" + id + " failed: " + e.message);
+    } else {
+      toast("Discard #" + id + " failed: " + e.message + " (the reason is kept: Discard #" + id + " again)");
+    }
+    return;
   }
+  discardDrafts.delete(id);
+  const said = "Discarded #" + id + auditedAs(r);
+  toast(said, true);
+  await reloadAfter(said, true, loadQuarantine);
 }
 
 // ---- start ----------------------------------------------------------------
@@ -523,7 +572,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("f-source").addEventListener("input", renderSourceRows);
   window.addEventListener("resize", () => { drawRates(); drawSourceMap(sourceList); });
   $("discard-ok").addEventListener("click", confirmDiscard);
-  $("discard-cancel").addEventListener("click", () => $("discard-dialog").close());
+  $("discard-cancel").addEventListener("click", cancelDiscard);
   $("discard-reason").addEventListener("keydown", (e) => { if (e.key === "Enter") confirmDiscard(); });
   startOutbox();
   startLineage();

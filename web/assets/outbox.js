@@ -7,7 +7,7 @@
 // stream or the drainer's counts say that the held entries changed, and
 // now and then for the other members of a group. Loaded before app.js,
 // whose helpers (el, api, toast, soon, timeOf, payloadText, writeBody, shown,
-// auditedAs) it uses, and which calls loadForward, loadOutbox,
+// auditedAs, reloadAfter) it uses, and which calls loadForward, loadOutbox,
 // onForwardRecord and startOutbox.
 "use strict";
 
@@ -216,53 +216,86 @@ function forwardAction(h, action, reason) {
 
 async function retryForward(h, button) {
   button.disabled = true;
+  let r;
   try {
-    const r = await forwardAction(h, "retry");
-    toast("Retried #" + h.id + ": back in the outbox for " + h.target + auditedAs(r), true);
-    await Promise.all([loadOutbox(), loadForward()]);
-    // An entry the downstream refused again at once is held under its id
-    // with the same answer, and keeps this card: it can be retried again.
-    button.disabled = false;
+    r = await forwardAction(h, "retry");
   } catch (e) {
     toast("Retry #" + h.id + " failed: " + e.message);
     button.disabled = false;
     soon("outbox", loadOutbox, 0); // another operator may have resolved it
+    return;
   }
+  const said = "Retried #" + h.id + ": back in the outbox for " + h.target + auditedAs(r);
+  toast(said, true);
+  await reloadAfter(said, true, loadOutbox, loadForward);
+  // An entry the downstream refused again at once is held under its id
+  // with the same answer, and keeps this card: it can be retried again.
+  button.disabled = false;
 }
 
 let dropEntry = null;
-function askDrop(h) {
+// dropDrafts keeps, by member and entry, a reason whose drop did not go
+// through: the dialog opened again for the entry shows it.
+const dropDrafts = new Map();
+const dropKey = (h) => h.member + "/" + h.id;
+
+// askDrop opens the drop dialog for held entry h, with refusal, the
+// server's words on the reason last sent, when there is one.
+function askDrop(h, refusal) {
   dropEntry = h;
   $("drop-id").textContent = "#" + h.id + " (" + h.output + " " + h.target + ")";
-  $("drop-reason").value = "";
-  $("drop-dialog").showModal();
+  $("drop-reason").value = dropDrafts.get(dropKey(h)) || "";
+  $("drop-error").textContent = refusal ? shown(refusal) : "";
+  $("drop-error").hidden = !refusal;
+  if (!$("drop-dialog").open) $("drop-dialog").showModal();
   $("drop-reason").focus();
 }
 
+function cancelDrop() {
+  if (dropEntry) dropDrafts.delete(dropKey(dropEntry));
+  $("drop-dialog").close();
+}
+
 async function confirmDrop() {
-  const reason = $("drop-reason").value.trim();
+  const typed = $("drop-reason").value;
+  const reason = typed.trim();
   if (!reason) {
     $("drop-reason").focus();
     toast("A drop needs a reason.");
     return;
   }
   $("drop-dialog").close();
-  const h = dropEntry;
+  $("drop-error").textContent = "";
+  $("drop-error").hidden = true;
+  const h = dropEntry; // the dialog may be opened for another while this one is under way
+  dropDrafts.set(dropKey(h), typed);
+  let r;
   try {
-    const r = await forwardAction(h, "drop", reason);
-    toast("Dropped #" + h.id + auditedAs(r), true);
-    await Promise.all([loadOutbox(), loadForward()]);
+    r = await forwardAction(h, "drop", reason);
   } catch (e) {
-    toast("Drop #" + h.id + " failed: " + e.message);
-    soon("outbox", loadOutbox, 0);
+    if (e.status === 400 && !(dropEntry !== h && $("drop-dialog").open)) {
+      // The reason refused (too long, a control character): its dialog
+      // again, with the text typed and the server's words.
+      toast("Drop #" + h.id + " refused: " + e.message);
+      askDrop(h, e.message);
+    } else {
+      if (e.status === 404) dropDrafts.delete(dropKey(h)); // no longer held: nothing to drop again
+      toast("Drop #" + h.id + " failed: " + e.message + (e.status === 404 ? "" : " (the reason is kept: Drop #" + h.id + " again)"));
+      soon("outbox", loadOutbox, 0);
+    }
+    return;
   }
+  dropDrafts.delete(dropKey(h));
+  const said = "Dropped #" + h.id + auditedAs(r);
+  toast(said, true);
+  await reloadAfter(said, true, loadOutbox, loadForward);
 }
 
 // startOutbox wires the drop dialog and the polls. A poll that fails says
 // nothing: the live indicator already tells that the server is away.
 function startOutbox() {
   $("drop-ok").addEventListener("click", confirmDrop);
-  $("drop-cancel").addEventListener("click", () => $("drop-dialog").close());
+  $("drop-cancel").addEventListener("click", cancelDrop);
   $("drop-reason").addEventListener("keydown", (e) => { if (e.key === "Enter") confirmDrop(); });
   const quietly = (fn) => () => fn().catch(() => {});
   setInterval(() => { if (outbox.status && outbox.status.forwarding) soon("forward", quietly(loadForward), 0); }, FORWARD_POLL);
