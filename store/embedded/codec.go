@@ -10,7 +10,7 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// The layout, one bucket per table (schemaVersion 2):
+// The layout, one bucket per table (schemaVersion 3; 2 held no row of format 4):
 //
 //	audit       big-endian position of the chunk's first record ->
 //	            a chunk of consecutive records of one batch, see auditcodec.go

@@ -27,12 +27,15 @@ const FileName = "replayguard.db"
 const lockTimeout = time.Second
 
 // schemaVersion is the layout of the buckets described in codec.go. Open
-// refuses a store written with another layout, except version 1, whose
-// source and entity rows were JSON: the row decoder still reads those, so
-// a writer raises it to 2 (and rewrites each row binary when it next
-// writes it), and a reader reads it as it is. A build before version 2
-// refuses a store raised to it, rather than misread its rows.
-const schemaVersion = 2
+// refuses a store written with a newer layout. Version 1 kept source and
+// entity rows as JSON, which the row decoder still reads; version 2 kept
+// them binary, of row formats 1 to 3; version 3 may hold rows of format 4
+// (engine/rowcodec.go), which a build of version 2 cannot read. A writer
+// raises an older store to this version (and rewrites each row when it
+// next writes it), and a reader reads it as it is. A build of an older
+// version refuses a store raised, at open, rather than stop at the first
+// row it cannot read.
+const schemaVersion = 3
 
 // ErrReadOnly is returned by Commit on a store opened with Options.ReadOnly.
 var ErrReadOnly = errors.New("embedded: store opened read-only")

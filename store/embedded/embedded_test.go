@@ -125,14 +125,14 @@ func TestRefusesAnotherLayout(t *testing.T) {
 	if s, err := embedded.Open(dir, embedded.Options{}); err == nil {
 		_ = s.Close()
 		t.Fatal("Open accepted a store with layout version 9")
-	} else if !strings.Contains(err.Error(), "newer than this build's 2: upgrade replayguard") {
+	} else if !strings.Contains(err.Error(), "newer than this build's 3: upgrade replayguard") {
 		t.Errorf("Open of a store with layout version 9: %v", err)
 	}
 }
 
 // A version 1 store kept its sources and entities as JSON: a reader reads
-// them as they are, a writer raises the layout to 2, reads the same, and
-// writes the rows it changes binary.
+// them as they are, a writer raises the layout to this build's, reads the
+// same, and writes the rows it changes binary.
 func TestReadsVersion1Rows(t *testing.T) {
 	dir := t.TempDir()
 	src := engine.SourceState{Route: "r", Source: []string{"a", "1"}, Feed: "b",
@@ -226,11 +226,73 @@ func TestReadsVersion1Rows(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, sr, er := stored()
-	if v[7] != 2 {
-		t.Errorf("layout after a writer's open = %x, want 2", v)
+	if v[7] != 3 {
+		t.Errorf("layout after a writer's open = %x, want 3", v)
 	}
 	if sr[0] == '{' || er[0] != '{' {
 		t.Errorf("rows after one write: source %q, entity %q; want the source binary and the entity left as it was", sr, er)
+	}
+}
+
+// TestALayout2StoreIsRaisedSoThatAnOlderBuildRefusesItAtOpen: a build of
+// layout 2 reads source and entity rows of formats 1 to 3 only, and this
+// one writes format 4. A writer raises a layout 2 store to 3, which such a
+// build refuses when it opens the store, instead of running until the
+// first row it cannot read; a reader leaves the layout as it is.
+func TestALayout2StoreIsRaisedSoThatAnOlderBuildRefusesItAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	layout := func(set byte) byte {
+		t.Helper()
+		db, err := bolt.Open(filepath.Join(dir, embedded.FileName), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v []byte
+		err = db.Update(func(tx *bolt.Tx) error {
+			m := tx.Bucket([]byte("meta"))
+			if set != 0 {
+				if err := m.Put([]byte("version"), []byte{0, 0, 0, 0, 0, 0, 0, set}); err != nil {
+					return err
+				}
+			}
+			v = bytes.Clone(m.Get([]byte("version")))
+			return nil
+		})
+		if err := errors.Join(err, db.Close()); err != nil {
+			t.Fatal(err)
+		}
+		return v[7]
+	}
+	if v := layout(0); v != 3 {
+		t.Fatalf("a new store's layout = %d, want 3", v)
+	}
+	layout(2)
+	r, err := embedded.Open(dir, embedded.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if v := layout(0); v != 2 {
+		t.Fatalf("a read-only open changed the layout to %d", v)
+	}
+	w, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if v := layout(0); v != 3 {
+		t.Fatalf("the layout after a writer's open = %d, want 3", v)
 	}
 }
 
