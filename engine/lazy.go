@@ -76,7 +76,9 @@ func (e *Engine) readSource(id []byte) *SourceState {
 	}
 	st, found, err := l.tx.Source(string(id))
 	if err != nil {
-		l.err = fmt.Errorf("read source %q: %w", id, err)
+		// string(id), not id: a slice given to fmt escapes, and with it
+		// the caller's stack buffer, for every message.
+		l.err = fmt.Errorf("read source %q: %w", string(id), err)
 		return nil
 	}
 	if !found {
