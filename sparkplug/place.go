@@ -241,24 +241,29 @@ func (sp *spMessage) retiredBirth(d *engine.Delivery, p *engine.Placement, st *e
 // retired birth its timestamp falls in, read with that birth's tables, at
 // the placement congruent to its seq at or below the birth's last highest
 // whose key the key window holds with its content: that message again, a
-// proven duplicate, however old its birth. Found nowhere, it stays held.
+// proven duplicate, however old its birth. Applied in a retired birth
+// before that one (decided before its NBIRTH: placedBefore), it is found
+// there. Found nowhere, it stays held.
 func (sp *spMessage) placedRetired(d *engine.Delivery, p *engine.Placement, st *engine.SparkplugState) bool {
 	for i := range st.Retired {
 		r := &st.Retired[i]
 		if r.Stamp > sp.p.Timestamp {
 			continue
 		}
-		table, ok := sp.tableIn(r)
-		if !ok || sp.resolve(table) != "" {
-			return false
+		if table, ok := sp.tableIn(r); ok && sp.resolve(table) == "" {
+			sp.digest = sp.contentDigest()
+			sp.epoch, sp.epochInt = epochOf(r.BdSeq, r.Rebirth)
+			if c, found := sp.appliedAt(d, p, 0, false, r.High); found {
+				sp.bdSeq, sp.seq = r.BdSeq, c
+				return true
+			}
 		}
-		sp.digest = sp.contentDigest()
-		sp.epoch, sp.epochInt = epochOf(r.BdSeq, r.Rebirth)
-		c, found := sp.appliedAt(d, p, 0, false, r.High)
-		if found {
-			sp.bdSeq, sp.seq = r.BdSeq, c
+		for j := i + 1; j < len(st.Retired); j++ {
+			if b := &st.Retired[j]; sp.appliedInBirth(d, p, b, b.High) {
+				return true
+			}
 		}
-		return found
+		return false
 	}
 	return false
 }
@@ -281,7 +286,9 @@ func (sp *spMessage) tableIn(birth *engine.SparkplugBirth) (*engine.SparkplugTab
 // was decided before its NBIRTH (another member held the NBIRTH) was
 // placed in the birth before, above its highest. Applied there with the
 // same content, it is that message again, a proven duplicate: it takes
-// that placement instead of being applied a second time in birth i.
+// that placement instead of being applied a second time in birth i. The
+// birth before may be retired since (birth i is the oldest kept): it is
+// looked for there too, at or below the retired window's last highest.
 func (sp *spMessage) placedBefore(d *engine.Delivery, p *engine.Placement, src *engine.SourceState, i int) bool {
 	st := src.Sparkplug
 	for j := i + 1; j < len(st.Births); j++ {
@@ -289,22 +296,40 @@ func (sp *spMessage) placedBefore(d *engine.Delivery, p *engine.Placement, src *
 		if b.HighStamp < sp.p.Timestamp {
 			continue
 		}
-		table, ok := sp.tableIn(b)
-		if !ok || sp.resolve(table) != "" {
+		w := src.Kept(b.Epoch)
+		if w == nil || w.High < 0 || !sp.appliedInBirth(d, p, b, w.High) {
 			continue
 		}
-		sp.digest = sp.contentDigest()
-		sp.epoch, sp.epochInt = epochOf(b.BdSeq, b.Rebirth)
-		w := src.Kept(sp.epoch)
-		if w == nil || w.High < 0 {
-			continue
-		}
-		if c, found := sp.appliedAt(d, p, 0, false, w.High); found {
-			sp.birth, sp.bdSeq, sp.seq = j, b.BdSeq, c
+		sp.birth = j
+		return true
+	}
+	for j := range st.Retired {
+		if r := &st.Retired[j]; sp.appliedInBirth(d, p, r, r.High) {
 			return true
 		}
 	}
 	return false
+}
+
+// appliedInBirth places the message in birth b, whose window's highest is
+// high, when b's window applied a message stamped at or after it and the
+// key window holds the message's key there, at a placement congruent to
+// its seq, with its content read with b's tables.
+func (sp *spMessage) appliedInBirth(d *engine.Delivery, p *engine.Placement, b *engine.SparkplugBirth, high int64) bool {
+	if b.HighStamp < sp.p.Timestamp {
+		return false
+	}
+	table, ok := sp.tableIn(b)
+	if !ok || sp.resolve(table) != "" {
+		return false
+	}
+	sp.digest = sp.contentDigest()
+	sp.epoch, sp.epochInt = epochOf(b.BdSeq, b.Rebirth)
+	c, found := sp.appliedAt(d, p, 0, false, high)
+	if found {
+		sp.bdSeq, sp.seq = b.BdSeq, c
+	}
+	return found
 }
 
 // placeSeq sets d's epoch from the message's birth and unwraps its seq
