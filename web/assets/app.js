@@ -528,9 +528,10 @@ async function confirmDiscard() {
       method: "POST", headers: headers({ "Content-Type": "application/json" }), body: writeBody({ reason }),
     });
   } catch (e) {
-    if (e.status === 400 && !(discardID !== id && $("discard-dialog").open)) {
-      // The reason refused (too long, a control character): its dialog
-      // again, with the text typed and the server's words.
+    if ((e.status === 400 || e.status === 413) && !(discardID !== id && $("discard-dialog").open)) {
+      // The reason refused (too long, a control character; 413: so long
+      // that the request is over the API's limit): its dialog again, with
+      // the text typed and the server's words.
       toast("Discard #" + id + " refused: " + e.message);
       askDiscard(id, e.message);
     } else if (e.status === 404) { // no longer held: nothing to discard again

@@ -273,9 +273,10 @@ async function confirmDrop() {
   try {
     r = await forwardAction(h, "drop", reason);
   } catch (e) {
-    if (e.status === 400 && !(dropEntry !== h && $("drop-dialog").open)) {
-      // The reason refused (too long, a control character): its dialog
-      // again, with the text typed and the server's words.
+    if ((e.status === 400 || e.status === 413) && !(dropEntry !== h && $("drop-dialog").open)) {
+      // The reason refused (too long, a control character; 413: so long
+      // that the request is over the API's limit): its dialog again, with
+      // the text typed and the server's words.
       toast("Drop #" + h.id + " refused: " + e.message);
       askDrop(h, e.message);
     } else {
