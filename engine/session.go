@@ -17,8 +17,8 @@ type SparkplugState struct {
 	// newest first, each with its window's last highest sequence (High):
 	// a replay of their messages is read with their tables and found at
 	// the placement whose key the key window still holds with its content,
-	// a duplicate, however old its birth. Kept for window.ttl after they
-	// retire, at most window.keep_epochs + 1 of them.
+	// a duplicate, however old its birth. At most window.keep_epochs + 1
+	// of them; a later NBIRTH drops those retired longer than window.ttl.
 	Retired []SparkplugBirth `json:"retired,omitempty"`
 }
 
