@@ -13,8 +13,10 @@ import (
 
 // Marshal returns the effective configuration as YAML, every default filled
 // in but store.member (whose default depends on the command: see
-// StoreConfig.Member), for replayguard config print. c itself is not
-// changed. Parse reads the output back to an equal Config, except that a
+// StoreConfig.Member) and the client ids derived from mqtt.client_id (a
+// feed's <client_id>-<name>, outputs.mqtt's <client_id>-out), which are
+// left out so that each member given the output derives its own again,
+// for replayguard config print. c itself is not changed. Parse reads the output back to an equal Config, except that a
 // secret reads back as "xxxxx". Secrets never appear: the configuration
 // holds only the names of the variables and files that carry most of them;
 // a password in a store, broker, webhook or NATS URL, the user of a webhook
@@ -23,6 +25,7 @@ import (
 func (c *Config) Marshal() ([]byte, error) {
 	d := c.clone()
 	d.SetDefaults()
+	d.underive()
 	d.redact()
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -34,6 +37,27 @@ func (c *Config) Marshal() ([]byte, error) {
 		return nil, err
 	}
 	return []byte(escapeDollars(buf.String())), nil
+}
+
+// underive clears, in c (a clone with its defaults set), the client ids
+// that SetDefaults derives from mqtt.client_id and that hold the value it
+// derives: printed, they would pin every member given the output to this
+// one's sessions. Read back, each derives the same again.
+func (c *Config) underive() {
+	m := &c.MQTT
+	out := m.ClientID
+	for i := range m.Feeds {
+		f := &m.Feeds[i]
+		if i == 0 && out == "" {
+			out = f.ClientID // outputs.mqtt's default follows the first feed's id then
+		}
+		if m.ClientID != "" && f.ClientID == m.ClientID+"-"+f.Name {
+			f.ClientID = ""
+		}
+	}
+	if o := c.Outputs.MQTT; o != nil && out != "" && o.ClientID == out+OutputClientIDSuffix {
+		o.ClientID = ""
+	}
 }
 
 // redact replaces the secrets of c, a clone, with "xxxxx".

@@ -225,3 +225,48 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(out)
 }
+
+func TestAPrintedConfigLetsEachMemberDeriveItsOwnClientIDs(t *testing.T) {
+	file := `routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId, effects: [{forward: {topic: "clean/{topic}"}}]}
+mqtt:
+  client_id: ${RG_ID}
+  share_group: ops
+  feeds:
+    - {name: a, brokers: [tcp://site-a:1883]}
+    - {name: b, brokers: [tcp://site-b:1883], client_id: rg-dr}
+`
+	env := func(id string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			switch k {
+			case "RG_ID", EnvMQTTClientID:
+				return id, true
+			}
+			return "", false
+		}
+	}
+	first, err := Parse([]byte(file), "in.yaml", env("rg-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := first.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Parse(out, "printed.yaml", env("rg-2"))
+	if err != nil {
+		t.Fatalf("reading the printed file:\n%s\n%v", out, err)
+	}
+	m := second.MQTT
+	if m.ClientID != "rg-2" || m.Feeds[0].ClientID != "rg-2-a" || m.Feeds[1].ClientID != "rg-dr" || second.Outputs.MQTT.ClientID != "rg-2-out" {
+		t.Fatalf("the second member's ids: mqtt %q, feeds %q and %q, output %q; printed:\n%s",
+			m.ClientID, m.Feeds[0].ClientID, m.Feeds[1].ClientID, second.Outputs.MQTT.ClientID, out)
+	}
+	same, err := Parse(out, "printed.yaml", env("rg-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalConfig(first, same) {
+		t.Fatalf("the printed file reads back to another config for the same member:\n%s", out)
+	}
+}

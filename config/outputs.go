@@ -45,7 +45,7 @@ type OutputMQTTConfig struct {
 	// ClientID of the connection, never the consumer's own. Default
 	// <mqtt.client_id>-out; without either, a command other than run
 	// (ingest) names one of its own for the process.
-	ClientID string `yaml:"client_id"`
+	ClientID string `yaml:"client_id,omitempty"`
 	// Username for the broker. Default mqtt.username when brokers is not
 	// set, else "" (none).
 	Username string `yaml:"username,omitempty"`

@@ -32,7 +32,10 @@ func TestOutputDefaultsFollowTheConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"outputs:", "client_id: rg-1-out", "timeout: 10s", "max_backoff: 30s", "url: nats://127.0.0.1:4222", "max_entries: 100000"} {
+	if strings.Contains(string(out), "rg-1-out") {
+		t.Fatalf("config print shows the output's client id derived from mqtt.client_id:\n%s", out)
+	}
+	for _, want := range []string{"outputs:", "timeout: 10s", "max_backoff: 30s", "url: nats://127.0.0.1:4222", "max_entries: 100000"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("config print lacks %q:\n%s", want, out)
 		}
