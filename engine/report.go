@@ -26,11 +26,17 @@ type SourceReport struct {
 
 // SparkplugReport is an edge node's Sparkplug session as `sources` shows it.
 type SparkplugReport struct {
-	Online        bool                 `json:"online"`
-	BdSeq         int64                `json:"bdseq"`          // the current session's, unwrapped
-	LastBirth     time.Time            `json:"last_birth"`     // when the current birth was applied
-	BirthPosition uint64               `json:"birth_position"` // its audit record
-	Devices       []SparkplugDevReport `json:"devices,omitempty"`
+	Online bool `json:"online"`
+	// BdSeq is the current session's bdSeq as the edge sends it in its
+	// NBIRTH and NDEATH: 0 to 255.
+	BdSeq int64 `json:"bdseq"`
+	// BdSeqUnwrapped is the same bdSeq counted on past 255 (256 is the
+	// session after 255), which tells the sessions of different wraps
+	// apart: the number the source's epochs and audit records carry.
+	BdSeqUnwrapped int64                `json:"bdseq_unwrapped"`
+	LastBirth      time.Time            `json:"last_birth"`     // when the current birth was applied
+	BirthPosition  uint64               `json:"birth_position"` // its audit record
+	Devices        []SparkplugDevReport `json:"devices,omitempty"`
 }
 
 // SparkplugDevReport is one device of an edge's current birth.
@@ -44,7 +50,7 @@ func sparkplugReport(st *SparkplugState) *SparkplugReport {
 		return nil
 	}
 	b := st.Births[0]
-	r := &SparkplugReport{Online: st.Online, BdSeq: st.BdSeq, LastBirth: b.Time, BirthPosition: b.Position}
+	r := &SparkplugReport{Online: st.Online, BdSeq: st.BdSeq % 256, BdSeqUnwrapped: st.BdSeq, LastBirth: b.Time, BirthPosition: b.Position}
 	for _, name := range slices.Sorted(maps.Keys(b.Devices)) {
 		r.Devices = append(r.Devices, SparkplugDevReport{Device: name, Online: b.Devices[name].Online})
 	}

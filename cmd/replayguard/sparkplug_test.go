@@ -96,18 +96,56 @@ func ingestSparkplug(t *testing.T, store, verify string) {
 		Epoch     string
 		High      int64
 		Sparkplug struct {
-			Online bool
-			BdSeq  int64
+			Online         bool
+			BdSeq          int64 `json:"bdseq"`
+			BdSeqUnwrapped int64 `json:"bdseq_unwrapped"`
 		}
 	}
 	json.Unmarshal([]byte(mustRun(t, "", "sources", "--json", "-c", cfg)), &sources)
-	if len(sources) != 1 || sources[0].Epoch != "256" || sources[0].High != 3 || !sources[0].Sparkplug.Online || sources[0].Sparkplug.BdSeq != 256 {
+	if len(sources) != 1 || sources[0].Epoch != "256" || sources[0].High != 3 || !sources[0].Sparkplug.Online ||
+		sources[0].Sparkplug.BdSeq != 0 || sources[0].Sparkplug.BdSeqUnwrapped != 256 {
 		t.Fatalf("sources %+v: want epoch 256 (bdSeq 0 after 255), high 3, online", sources)
 	}
-	if text := mustRun(t, "", "sources", "-c", cfg); !strings.Contains(text, "online bdSeq 256") {
+	if text := mustRun(t, "", "sources", "-c", cfg); !strings.Contains(text, "online bdSeq 0 (unwrapped 256)") {
 		t.Fatalf("sources:\n%s", text)
 	}
 	if out := mustRun(t, "", "audit", "verify", "-c", cfg); !strings.HasSuffix(out, verify) {
 		t.Fatalf("audit verify: %q, want it to end with %q", out, verify)
+	}
+}
+
+// An edge's bdSeq goes 254, 255, 0, 1: sources shows the 1 it sent in its
+// NBIRTH, and beside it the unwrapped 257 its epochs carry.
+func TestSourcesShowsAnEdgesBdSeqAsTheEdgeSendsIt(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(sparkplugConfig, fmt.Sprintf("{kind: embedded, path: %s}", filepath.Join(t.TempDir(), "data")))), 0o644)
+	ts := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	next := func() time.Time { ts = ts.Add(time.Second); return ts }
+	edge := sparkplug.NewEdge("plant", "m1", 254)
+	metrics := []sparkplug.Metric{{Name: "Pulses", Datatype: sparkplug.Int64, Value: int64(0)}}
+	var lines []string
+	add := func(m sparkplug.Message) {
+		b, _ := json.Marshal(map[string]string{"topic": m.Topic, "payload_b64": base64.StdEncoding.EncodeToString(m.Payload)})
+		lines = append(lines, string(b))
+	}
+	for range 3 { // sessions 254, 255, 0
+		add(edge.Birth(next(), metrics))
+		add(edge.Data(next(), []sparkplug.Metric{{Name: "Pulses", Value: int64(1)}}))
+		add(edge.Death(next()))
+		edge.NewSession()
+	}
+	add(edge.Birth(next(), metrics))
+	mustRun(t, strings.Join(lines, "\n")+"\n", "ingest", "-c", cfg, "-")
+	var sources []struct {
+		Epoch     string
+		Sparkplug map[string]any
+	}
+	out := mustRun(t, "", "sources", "--json", "-c", cfg)
+	json.Unmarshal([]byte(out), &sources)
+	if len(sources) != 1 || sources[0].Epoch != "257" || sources[0].Sparkplug["bdseq"] != 1.0 || sources[0].Sparkplug["bdseq_unwrapped"] != 257.0 {
+		t.Fatalf("sources --json:\n%s\nwant bdseq 1 as sent, bdseq_unwrapped 257 and epoch 257", out)
+	}
+	if text := mustRun(t, "", "sources", "-c", cfg); !strings.Contains(text, " 257 ") || !strings.Contains(text, "online bdSeq 1 (unwrapped 257), birth ") {
+		t.Fatalf("sources:\n%s", text)
 	}
 }

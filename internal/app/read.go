@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -185,7 +186,8 @@ func (t *Tool) printSources(reps []engine.SourceReport, asJSON bool) error {
 }
 
 // sessionText describes a Sparkplug edge's session: online or offline,
-// its bdSeq and when its last birth was applied.
+// its bdSeq as the edge sends it (with the unwrapped count the epochs
+// carry, once it has passed 255) and when its last birth was applied.
 func sessionText(s *engine.SparkplugReport) string {
 	if s == nil {
 		return "-"
@@ -194,7 +196,11 @@ func sessionText(s *engine.SparkplugReport) string {
 	if s.Online {
 		state = "online"
 	}
-	return fmt.Sprintf("%s bdSeq %d, birth %s", state, s.BdSeq, s.LastBirth.Format(time.RFC3339))
+	bdSeq := strconv.FormatInt(s.BdSeq, 10)
+	if s.BdSeqUnwrapped != s.BdSeq {
+		bdSeq += " (unwrapped " + strconv.FormatInt(s.BdSeqUnwrapped, 10) + ")"
+	}
+	return fmt.Sprintf("%s bdSeq %s, birth %s", state, bdSeq, s.LastBirth.Format(time.RFC3339))
 }
 
 func gapText(r engine.SourceReport) string {

@@ -25,14 +25,14 @@ func checkSession(t *testing.T, d *daemon, online bool) {
 		t.Fatalf("sources --json: %+v, want the edge's session", reps)
 	}
 	r := reps[0]
-	if r.Epoch != "256" || r.Sparkplug.BdSeq != 256 || r.Sparkplug.Online != online || r.Sparkplug.LastBirth.IsZero() {
-		t.Errorf("sources --json: epoch %q, session %+v; want epoch 256, bdSeq 256, online %v, a birth time",
+	if r.Epoch != "256" || r.Sparkplug.BdSeq != 0 || r.Sparkplug.BdSeqUnwrapped != 256 || r.Sparkplug.Online != online || r.Sparkplug.LastBirth.IsZero() {
+		t.Errorf("sources --json: epoch %q, session %+v; want epoch 256, bdSeq 0 (unwrapped 256), online %v, a birth time",
 			r.Epoch, *r.Sparkplug, online)
 	}
 	if len(r.Gaps) != 0 {
 		t.Errorf("sources --json: gaps %v in session 256: a message was lost", r.Gaps)
 	}
-	want := map[bool]string{true: "online bdSeq 256", false: "offline bdSeq 256"}[online]
+	want := map[bool]string{true: "online bdSeq 0 (unwrapped 256)", false: "offline bdSeq 0 (unwrapped 256)"}[online]
 	if text := d.run("sources"); !strings.Contains(text, want) {
 		t.Errorf("sources: want %q in\n%s", want, text)
 	}
