@@ -289,6 +289,13 @@ type MQTTConfig struct {
 	// ShareGroup subscribes through $share/<group>/ so that members of a
 	// consumer group split the feed. Default "" (no shared subscription).
 	ShareGroup string `yaml:"share_group,omitempty"`
+	// FormerShareGroups names the share groups this client id subscribed
+	// in before: on a resumed session their $share subscriptions are
+	// removed (and, in ShareGroup, the plain ones), so that a consumer
+	// moved out of a group or into another does not get each message once
+	// more through the old subscription its session kept. Moving into a
+	// group needs no entry. Default none.
+	FormerShareGroups []string `yaml:"former_share_groups,omitempty"`
 	// Username for the broker. Default "" (none).
 	Username string `yaml:"username,omitempty"`
 	// PasswordEnv names the environment variable holding the password.

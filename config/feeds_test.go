@@ -211,3 +211,11 @@ func TestABrokerTwoFeedsListIsWarnedOf(t *testing.T) {
 		t.Fatalf("warnings %+v, want one at mqtt.feeds[1].brokers[0] (line 5) naming feed a", shared)
 	}
 }
+
+// A former share group is one topic level, as share_group is.
+func TestAFormerShareGroupMustBeOneTopicLevel(t *testing.T) {
+	_, err := Parse([]byte("mqtt:\n  client_id: rg-1\n  former_share_groups: [old, \"a/b\"]\n"+route(ok)), "f.yaml", nil)
+	if err == nil || !strings.Contains(err.Error(), `mqtt.former_share_groups[1]: former share group "a/b" is empty or contains '/', '+' or '#'`) {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -46,6 +46,7 @@ mqtt:
   session_expiry: 1h30m
   clean_start: true
   share_group: grp
+  former_share_groups: [old]
   username: u
   password_env: RG_PASSWORD
   tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem, insecure_skip_verify: true}

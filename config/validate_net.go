@@ -33,6 +33,11 @@ func (m MQTTConfig) check(ps *problems, f field) {
 	if strings.ContainsAny(m.ShareGroup, "/+#") {
 		ps.add(f.dot("share_group"), "share_group %q may not contain '/', '+' or '#'", m.ShareGroup)
 	}
+	for i, g := range m.FormerShareGroups {
+		if g == "" || strings.ContainsAny(g, "/+#") {
+			ps.add(f.dot("former_share_groups").index(i), "former share group %q is empty or contains '/', '+' or '#'", g)
+		}
+	}
 	switch m.Protocol {
 	case ProtocolMQTT5, ProtocolMQTT311, ProtocolAuto:
 	default:

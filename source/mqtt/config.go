@@ -50,6 +50,13 @@ type Config struct {
 	// ShareGroup, when set, subscribes to $share/<ShareGroup>/<filter>, so
 	// the members of a group split the messages. Default none.
 	ShareGroup string
+	// FormerShareGroups are share groups this client id subscribed in
+	// before. On a resumed session the consumer, once subscribed, removes
+	// the subscription forms the configuration no longer asks for: each
+	// filter's $share/<group>/ form of these groups (but ShareGroup), and
+	// its plain form when ShareGroup is set (a consumer that joined a
+	// group), so that the session gets each message once. Default none.
+	FormerShareGroups []string
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The
@@ -119,6 +126,9 @@ func (c *Config) setDefaults() {
 // Validate reports the first problem of a Config whose defaults are set.
 func (c *Config) Validate() error {
 	if err := consume.ValidSession(c.Brokers, c.ClientID, c.ShareGroup, c.Filters, ErrConfig); err != nil {
+		return err
+	}
+	if err := consume.ValidFormerGroups(c.FormerShareGroups, ErrConfig); err != nil {
 		return err
 	}
 	if c.SessionExpiry < time.Second || c.SessionExpiry > math.MaxUint32*time.Second {

@@ -273,7 +273,7 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	// retried, not the end of Run.
 	renewal := c.everSubbed.Load()
 	c.subscribed.Store(false)
-	c.wg.Go(func() { c.subscribe(ctx, cm, renewal) })
+	c.wg.Go(func() { c.subscribe(ctx, cm, renewal, ca.SessionPresent) })
 }
 
 func (c *Consumer) connectionDown() bool {
@@ -317,8 +317,11 @@ func (c *Consumer) serverDisconnect(d *paho.Disconnect) {
 // the next one. A refused renewal (a share group's, on a present session)
 // is tried again on the same connection with a growing wait: it may be
 // passing (mochi-mqtt's 0x91 clears as its in-flight deliveries are
-// acknowledged, 0x89 or 0x97 with load), and meanwhile Ready says no.
-func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, renewal bool) {
+// acknowledged, 0x89 or 0x97 with load), and meanwhile Ready says no. On
+// a present session the forms the configuration no longer asks for are
+// removed once the grant is in (see Config.FormerShareGroups): before
+// Ready says yes.
+func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, renewal, present bool) {
 	sub := c.subscribePacket()
 	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	for attempt := 1; ; attempt++ {
@@ -348,11 +351,53 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 			c.log.Warn("mqtt subscribe failed; retrying on the next connection", "broker", c.brokerURL(), "err", err)
 			return
 		}
+		if present && !c.unsubscribeStale(ctx, cm) {
+			return
+		}
 		c.subscribed.Store(true)
 		c.everSubbed.Store(true)
 		c.log.Info("mqtt subscribed", "broker", c.brokerURL(), "filters", len(sub.Subscriptions))
 		return
 	}
+}
+
+// unsubscribeStale removes the subscription forms a resumed session may
+// hold that the configuration no longer asks for, after the ones it asks
+// for were granted: a message published in between comes through both
+// (its copy is found duplicate), none through neither. An answer 0x11 (no
+// such subscription) is the common case; another refusal is logged, the
+// session then gets those messages twice. It reports false when the
+// connection failed before the answer: the next connection tries again.
+func (c *Consumer) unsubscribeStale(ctx context.Context, cm *autopaho.ConnectionManager) bool {
+	stale := consume.StaleForms(c.cfg.Filters, c.cfg.ShareGroup, c.cfg.FormerShareGroups)
+	if len(stale) == 0 {
+		return true
+	}
+	ua, err := cm.Unsubscribe(ctx, &paho.Unsubscribe{Topics: stale})
+	if err != nil && ua == nil {
+		c.log.Warn("mqtt unsubscribe of the forms no longer configured failed; retrying on the next connection",
+			"broker", c.brokerURL(), "err", err)
+		return false
+	}
+	var removed []string
+	for i, topic := range stale {
+		code := byte(0x80) // no reason code for it
+		if i < len(ua.Reasons) {
+			code = ua.Reasons[i]
+		}
+		switch code {
+		case 0x00:
+			removed = append(removed, topic)
+		case 0x11: // no such subscription
+		default:
+			c.log.Warn("mqtt broker refused to remove a subscription the configuration no longer asks for: its messages come twice",
+				"broker", c.brokerURL(), "topic", topic, "reason_code", code)
+		}
+	}
+	if len(removed) > 0 {
+		c.log.Info("mqtt removed subscriptions the configuration no longer asks for", "broker", c.brokerURL(), "topics", removed)
+	}
+	return true
 }
 
 // subscribePacket subscribes to every filter, with the $share prefix in a

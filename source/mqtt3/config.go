@@ -49,6 +49,13 @@ type Config struct {
 	// the members of a group split the messages (Mosquitto 2 has shared
 	// subscriptions for 3.1.1 clients too). Default none.
 	ShareGroup string
+	// FormerShareGroups are share groups this client id subscribed in
+	// before. On a resumed session the consumer, once subscribed, removes
+	// the subscription forms the configuration no longer asks for: each
+	// filter's $share/<group>/ form of these groups (but ShareGroup), and
+	// its plain form when ShareGroup is set (a consumer that joined a
+	// group), so that the session gets each message once. Default none.
+	FormerShareGroups []string
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The
@@ -105,6 +112,9 @@ func (c *Config) setDefaults() {
 // Validate reports the first problem of a Config whose defaults are set.
 func (c *Config) Validate() error {
 	if err := consume.ValidSession(c.Brokers, c.ClientID, c.ShareGroup, c.Filters, ErrConfig); err != nil {
+		return err
+	}
+	if err := consume.ValidFormerGroups(c.FormerShareGroups, ErrConfig); err != nil {
 		return err
 	}
 	if c.KeepAlive < time.Second || c.KeepAlive > 65535*time.Second || c.KeepAlive%time.Second != 0 {

@@ -44,7 +44,7 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 		// never had it): only the first grant's refusal ends Run.
 		renewal := c.everSubbed.Load()
 		c.subscribed.Store(false)
-		wg.Go(func() { c.subscribe(linkCtx, l, subs, all, renewal) })
+		wg.Go(func() { c.subscribe(linkCtx, l, subs, all, renewal, sessionPresent) })
 	}
 	select {
 	case <-l.lost:
@@ -86,8 +86,11 @@ func (c *Consumer) quiesce() uint {
 // of a Run's first subscription ends Run; a lost connection leaves it to
 // the next one. A refused renewal (a share group's, on a present session)
 // is tried again on the same connection with a growing wait, and
-// meanwhile Ready says no.
-func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte, all, renewal bool) {
+// meanwhile Ready says no. When every filter was subscribed on a present
+// session, the forms the configuration no longer asks for are removed
+// once the grant is in (see Config.FormerShareGroups): before Ready says
+// yes.
+func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte, all, renewal, present bool) {
 	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	for attempt := 1; ; attempt++ {
 		tok := l.client.SubscribeMultiple(subs, nil) // every message goes to the default handler
@@ -101,6 +104,9 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte,
 			return
 		}
 		err := checkGranted(subs, tok.(*paho.SubscribeToken).Result())
+		if err == nil && all && present && !c.unsubscribeStale(ctx, l) {
+			return
+		}
 		if err == nil {
 			if all {
 				c.holdsAll.Store(true)
@@ -124,6 +130,33 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte,
 			return
 		}
 	}
+}
+
+// unsubscribeStale removes the subscription forms a resumed session may
+// hold that the configuration no longer asks for, after the ones it asks
+// for were granted: a message published in between comes through both
+// (its copy is found duplicate), none through neither. An UNSUBACK of
+// MQTT 3.1.1 carries no reason code: one for a subscription the session
+// did not hold is the same. It reports false when the connection failed
+// before the answer: the next connection tries again.
+func (c *Consumer) unsubscribeStale(ctx context.Context, l *link) bool {
+	stale := consume.StaleForms(c.cfg.Filters, c.cfg.ShareGroup, c.cfg.FormerShareGroups)
+	if len(stale) == 0 {
+		return true
+	}
+	tok := l.client.Unsubscribe(stale...)
+	select {
+	case <-tok.Done():
+	case <-ctx.Done():
+		return false
+	}
+	if err := tok.Error(); err != nil {
+		c.log.Warn("mqtt unsubscribe of the forms no longer configured failed; retrying on the next connection",
+			"broker", l.broker, "err", err)
+		return false
+	}
+	c.log.Info("mqtt unsubscribed the forms the configuration no longer asks for", "broker", l.broker, "topics", stale)
+	return true
 }
 
 // checkGranted checks a SUBACK's grants: 0x80 is a refusal, and QoS 0

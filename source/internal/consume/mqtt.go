@@ -3,6 +3,7 @@ package consume
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -16,6 +17,56 @@ type Filter struct {
 	// session its last birth opened, so a member must see the birth
 	// first; the group's store makes each message applied once.
 	Unshared bool
+}
+
+// SubscriptionTopic is f as subscribed by a consumer in share group group
+// ("" for none): with the $share prefix unless f is Unshared.
+func SubscriptionTopic(f Filter, group string) string {
+	if group == "" || f.Unshared {
+		return f.Topic
+	}
+	return "$share/" + group + "/" + f.Topic
+}
+
+// StaleForms returns the subscriptions a session resumed under the same
+// client id may still hold although the configuration no longer asks for
+// them: each shared filter's plain form in a share group (the consumer
+// joined the group), and its $share/<g>/ form for each group g of former
+// but the current one (it left g). Without them removed, the session gets
+// each message once per form. An UNSUBSCRIBE names the exact filter, so a
+// group left can only be removed when named in former.
+func StaleForms(filters []Filter, group string, former []string) []string {
+	want := map[string]bool{}
+	for _, f := range filters {
+		want[SubscriptionTopic(f, group)] = true
+	}
+	var stale []string
+	add := func(topic string) {
+		if !want[topic] && !slices.Contains(stale, topic) {
+			stale = append(stale, topic)
+		}
+	}
+	for _, f := range filters {
+		if f.Unshared {
+			continue // never subscribed in a group
+		}
+		add(f.Topic)
+		for _, g := range former {
+			add(SubscriptionTopic(f, g))
+		}
+	}
+	return stale
+}
+
+// ValidFormerGroups checks the former share groups of a consumer: each
+// one topic level. Its errors wrap errConfig.
+func ValidFormerGroups(former []string, errConfig error) error {
+	for _, g := range former {
+		if g == "" || strings.ContainsAny(g, "/+#") {
+			return fmt.Errorf("%w: former share group %q is empty or contains /, + or #", errConfig, g)
+		}
+	}
+	return nil
 }
 
 // ValidSession checks what both MQTT consumers need of a persistent
