@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/replayguard/replayguard/engine"
 )
 
 // pastedLog is a reason as an operator pastes a whole log into it: over
@@ -56,15 +54,7 @@ func TestADropReasonOverTheRequestLimitStaysInItsDialog(t *testing.T) {
 	chrome := findChromium(t)
 	_, url := startDispatchHook(t, hookRefuses)
 	f := newForwardingFixture(t, Config{Version: "drop-limit-test"}, webhookDrainer(t, 50), forwardAlertsTo(url))
-	ctx := context.Background()
-	f.process(alert("a-1"))
-	var held []engine.HeldEntry
-	eventually(t, "the alert is held", func() bool {
-		var err error
-		held, err = f.store.OutboxHeld(ctx)
-		return err == nil && len(held) == 1
-	})
-	id := held[0].ID
+	id := f.refusedAlerts(t, "a-1")[0]
 
 	b := openBrowser(t, chrome, f.http.URL)
 	drop := fmt.Sprintf(`.held-fwd[data-id="%d"] button.drop`, id)
@@ -87,7 +77,7 @@ func TestADropReasonOverTheRequestLimitStaysInItsDialog(t *testing.T) {
 	if got := b.eval(`document.getElementById('drop-error')?.checkVisibility() ? document.getElementById('drop-error').textContent : ""`); !strings.Contains(got, "request body too large") {
 		t.Fatalf("the dialog shows %q, want the server's refusal", got)
 	}
-	if held, err := f.store.OutboxHeld(ctx); err != nil || len(held) != 1 {
+	if held, err := f.store.OutboxHeld(context.Background()); err != nil || len(held) != 1 {
 		t.Fatalf("held entries after the refused drop: %v, %v", held, err)
 	}
 }

@@ -160,15 +160,8 @@ func TestAnOutboxWriteThatSucceededIsNotToldFailedWhenTheReloadFails(t *testing.
 	chrome := findChromium(t)
 	_, url := startDispatchHook(t, hookRefuses)
 	f := newForwardingFixture(t, Config{Version: "outbox-reload-test"}, webhookDrainer(t, 50), forwardAlertsTo(url))
-	ctx := context.Background()
-	f.process(alert("a-1"), alert("a-2"))
-	var held []engine.HeldEntry
-	eventually(t, "both alerts are held", func() bool {
-		var err error
-		held, err = f.store.OutboxHeld(ctx)
-		return err == nil && len(held) == 2
-	})
-	retried, dropped := held[0].ID, held[1].ID
+	ids := f.refusedAlerts(t, "a-1", "a-2")
+	retried, dropped := ids[0], ids[1]
 
 	b := openBrowser(t, chrome, f.http.URL)
 	button := func(id uint64, kind string) string { return fmt.Sprintf(`.held-fwd[data-id="%d"] button.%s`, id, kind) }
@@ -200,7 +193,7 @@ func TestAnOutboxWriteThatSucceededIsNotToldFailedWhenTheReloadFails(t *testing.
 		t.Fatalf("a write that went through is told failed: %s", failed)
 	}
 	var resolved []string
-	f.store.ScanAudit(ctx, 1, func(r engine.AuditRecord) error {
+	f.store.ScanAudit(context.Background(), 1, func(r engine.AuditRecord) error {
 		if r.Outcome == engine.OutcomeForwardRetried || r.Outcome == engine.OutcomeForwardDropped {
 			resolved = append(resolved, fmt.Sprintf("%s #%d", r.Outcome, r.Ref))
 		}
@@ -265,15 +258,7 @@ func TestADropReasonTheServerRefusesStaysInItsDialog(t *testing.T) {
 	chrome := findChromium(t)
 	_, url := startDispatchHook(t, hookRefuses)
 	f := newForwardingFixture(t, Config{Version: "refused-drop-test"}, webhookDrainer(t, 50), forwardAlertsTo(url))
-	ctx := context.Background()
-	f.process(alert("a-1"))
-	var held []engine.HeldEntry
-	eventually(t, "the alert is held", func() bool {
-		var err error
-		held, err = f.store.OutboxHeld(ctx)
-		return err == nil && len(held) == 1
-	})
-	id := held[0].ID
+	id := f.refusedAlerts(t, "a-1")[0]
 
 	b := openBrowser(t, chrome, f.http.URL)
 	drop := fmt.Sprintf(`.held-fwd[data-id="%d"] button.drop`, id)

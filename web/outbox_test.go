@@ -221,6 +221,28 @@ func webhookDrainer(t *testing.T, maxEntries int) forward.Options {
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Poll: 200 * time.Millisecond}
 }
 
+// refusedAlerts processes an alert for each id, which the refusing
+// webhook has the drainer hold, and returns the held entries' ids in order.
+func (f *fixture) refusedAlerts(t *testing.T, msgIDs ...string) []uint64 {
+	t.Helper()
+	msgs := make([]engine.Message, len(msgIDs))
+	for i, id := range msgIDs {
+		msgs[i] = alert(id)
+	}
+	f.process(msgs...)
+	var held []engine.HeldEntry
+	eventually(t, "the alerts are held", func() bool {
+		var err error
+		held, err = f.store.OutboxHeld(context.Background())
+		return err == nil && len(held) == len(msgIDs)
+	})
+	ids := make([]uint64, len(held))
+	for i, h := range held {
+		ids[i] = h.ID
+	}
+	return ids
+}
+
 func alert(msgID string) engine.Message {
 	return engine.Message{Topic: "alerts/u7", Payload: fmt.Appendf(nil, `{"unit":"u7","msgId":%q}`, msgID)}
 }
