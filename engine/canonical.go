@@ -17,6 +17,9 @@ func AppendRecordJSON(b []byte, r *AuditRecord) ([]byte, error) {
 	if _, err := r.Time.AppendText(scratch[:0]); err != nil {
 		return b, err
 	}
+	if _, err := r.Connected.AppendText(scratch[:0]); err != nil && !r.Connected.IsZero() {
+		return b, err
+	}
 	return appendRecord(b, r, false), nil
 }
 
@@ -67,6 +70,11 @@ func appendRecord(b []byte, r *AuditRecord, chain bool) []byte {
 	b = strconv.AppendBool(b, r.Dup)
 	b = appendOpt(b, `,"broker":`, r.Broker)
 	b = appendOpt(b, `,"feed":`, r.Feed)
+	if !r.Connected.IsZero() {
+		b = append(b, `,"connected":"`...)
+		b = r.Connected.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
 	if r.Ref != 0 {
 		b = append(b, `,"ref":`...)
 		b = strconv.AppendUint(b, r.Ref, 10)

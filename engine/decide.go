@@ -237,7 +237,7 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64, by 
 	dec.Position = e.tail.Position + 1
 	r := AuditRecord{Position: dec.Position, Time: now.UTC(), Route: dec.Route, Topic: m.Topic,
 		Source: dec.Source, Epoch: dec.Epoch, ID: dec.ID, Outcome: dec.Outcome.String(),
-		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Feed: m.Feed, Ref: ref, Operator: by, Gap: dec.Gap}
+		Reason: dec.Reason, Dup: m.Dup, Broker: m.Broker, Feed: m.Feed, Connected: m.Connected.UTC(), Ref: ref, Operator: by, Gap: dec.Gap}
 	if len(dec.changes) > 0 {
 		r.Effects = dec.changes
 	}

@@ -126,6 +126,9 @@ func FuzzCanonicalRecord(f *testing.F) {
 		if seq%2 == 0 {
 			r.Operator = ""
 		}
+		if pos%2 == 1 { // a connection's first delivery
+			r.Connected = time.Unix(int64(ref), int64(pos%1e9)).UTC()
+		}
 		if seq >= 0 {
 			r.Sequence = &seq
 			r.Gap = &Range{From: seq, To: seq + 1}

@@ -63,6 +63,12 @@ type Message struct {
 	// Feed names the redundant broker path (mqtt.feeds) that delivered the
 	// message; empty with one path. Recorded in the audit trail.
 	Feed string
+	// Connected, set on the first delivery of each broker connection, is
+	// when that connection was established: a new connection to the same
+	// broker (its restart, a dropped link, replayguard's own restart) is
+	// told apart in the audit trail from a delivery on the one before.
+	// Zero on every other delivery.
+	Connected time.Time
 	// Invalid, when set, is why the transport could not even frame the
 	// message (a broken capture line): it is malformed for that reason and
 	// Payload holds the raw bytes.
@@ -315,7 +321,13 @@ type AuditRecord struct {
 	// (mqtt.feeds); empty with one path, and left out of the JSON then, so
 	// records written before it existed keep their bytes and hashes.
 	Feed string `json:"feed,omitempty"`
-	Ref  uint64 `json:"ref,omitempty"` // the quarantine entry a release or discard acts on
+	// Connected is when the broker connection that delivered the message
+	// was established, on the first delivery of each connection (see
+	// Message.Connected); zero, and left out of the JSON, on every other
+	// record, so records written before it existed keep their bytes and
+	// hashes.
+	Connected time.Time `json:"connected,omitzero"`
+	Ref       uint64    `json:"ref,omitempty"` // the quarantine entry a release or discard acts on
 	// Operator names who released or discarded (the API token's name, or
 	// the CLI's --operator); empty for every other decision, and left out
 	// of the JSON then, so records written before it existed keep their

@@ -66,13 +66,17 @@ type Report struct {
 	Archive      string     `json:"archive,omitempty"` // the archive read before the store, when one was
 	ConfigDigest string     `json:"config_digest"`
 
-	Totals        Counts           `json:"totals"`
-	Timeline      Timeline         `json:"timeline"`
-	BrokerChanges []BrokerChange   `json:"broker_changes"`
-	StoreLosses   []StoreLoss      `json:"store_losses"`
-	Sources       []SourceFigures  `json:"sources"`
-	Quarantine    []QuarantineItem `json:"quarantine"`
-	Verification  Verification     `json:"verification"`
+	Totals        Counts         `json:"totals"`
+	Timeline      Timeline       `json:"timeline"`
+	BrokerChanges []BrokerChange `json:"broker_changes"`
+	// Reconnects are new connections to the broker a chain's feed was
+	// already reading (BrokerChange.Reconnect), apart from the changes of
+	// broker.
+	Reconnects   []BrokerChange   `json:"reconnects"`
+	StoreLosses  []StoreLoss      `json:"store_losses"`
+	Sources      []SourceFigures  `json:"sources"`
+	Quarantine   []QuarantineItem `json:"quarantine"`
+	Verification Verification     `json:"verification"`
 	// Replayed are the entities with the most replays suppressed in the
 	// period, most first (ten at most): each a link to its lineage.
 	Replayed []EntityReplays `json:"replayed"`
@@ -153,14 +157,24 @@ func (o Outcomes) Total() uint64 {
 
 // BrokerChange is a delivery from another broker than the one before it
 // on the same chain (member) and feed: a failover, or the first broker
-// seen (From empty).
+// seen (From empty). In Report.Reconnects, it is the first delivery of a
+// new connection to the same broker (Reconnect, From equal to To): a
+// restart of the broker, a dropped link, or replayguard's own restart. The
+// audit records a connection on its first delivery
+// (engine.AuditRecord.Connected); records written before they did show
+// none of the last kind.
 type BrokerChange struct {
 	Time     time.Time `json:"time"`
 	Member   string    `json:"member,omitempty"`
-	Position uint64    `json:"position"`       // the first record from the new broker
+	Position uint64    `json:"position"`       // the first record from the new broker, or of the new connection
 	Feed     string    `json:"feed,omitempty"` // the redundant path (mqtt.feeds); empty with one
 	From     string    `json:"from"`
 	To       string    `json:"to"`
+	// Reconnect: the same broker, on a new connection.
+	Reconnect bool `json:"reconnect,omitempty"`
+	// Connected is when the new connection came up, when the audit
+	// records it.
+	Connected time.Time `json:"connected,omitzero"`
 }
 
 // StoreLoss is what a member did about a shared store that lost its

@@ -74,7 +74,7 @@ type chainAcc struct {
 func newBuilder(opts Options) *builder {
 	b := &builder{opts: opts, minutes: map[int64]*Outcomes{}, seconds: map[int64]*Outcomes{}, sources: map[string]*sourceAcc{}, chains: map[string]*chainAcc{}}
 	b.rep = Report{Generated: opts.Now().UTC(), Route: opts.Route, Store: opts.Store, ReadPath: opts.ReadPath,
-		Archive: opts.Archive, ConfigDigest: opts.ConfigDigest, BrokerChanges: []BrokerChange{}, StoreLosses: []StoreLoss{}, Sources: []SourceFigures{}, Quarantine: []QuarantineItem{},
+		Archive: opts.Archive, ConfigDigest: opts.ConfigDigest, BrokerChanges: []BrokerChange{}, Reconnects: []BrokerChange{}, StoreLosses: []StoreLoss{}, Sources: []SourceFigures{}, Quarantine: []QuarantineItem{},
 		Replayed: []EntityReplays{}, Lineages: []*Lineage{}}
 	if !opts.From.IsZero() {
 		t := opts.From.UTC()
@@ -286,18 +286,26 @@ func (s *sourceAcc) gap(r *engine.AuditRecord, o engine.Outcome) {
 }
 
 // broker notes a delivery from another broker than its chain's last one
-// on the same feed: redundant feeds deliver from their own brokers at once.
+// on the same feed (redundant feeds deliver from their own brokers at
+// once), and the first delivery of a new connection to the same broker.
 func (b *builder) broker(r *engine.AuditRecord, period bool) {
 	if r.Ref != 0 || r.Broker == "" || r.Outcome == engine.OutcomeDiscarded {
 		return // an operator's action: its broker is the held message's
 	}
 	c := b.chain(r.Member)
-	if r.Broker == c.brokers[r.Feed] {
+	from := c.brokers[r.Feed]
+	reconnect := r.Broker == from && !r.Connected.IsZero()
+	if r.Broker == from && !reconnect {
 		return
 	}
 	if period {
-		b.rep.BrokerChanges = append(b.rep.BrokerChanges, BrokerChange{Time: r.Time.UTC(), Member: r.Member,
-			Position: r.Position, Feed: r.Feed, From: c.brokers[r.Feed], To: r.Broker})
+		change := BrokerChange{Time: r.Time.UTC(), Member: r.Member, Position: r.Position, Feed: r.Feed, From: from, To: r.Broker,
+			Reconnect: reconnect, Connected: r.Connected.UTC()}
+		if reconnect {
+			b.rep.Reconnects = append(b.rep.Reconnects, change)
+		} else {
+			b.rep.BrokerChanges = append(b.rep.BrokerChanges, change)
+		}
 	}
 	c.brokers[r.Feed] = r.Broker
 }
@@ -357,6 +365,7 @@ func (b *builder) finish() *Report {
 		return cmp.Or(strings.Compare(x.Route, y.Route), slices.Compare(x.Source, y.Source))
 	})
 	slices.SortStableFunc(rep.BrokerChanges, func(x, y BrokerChange) int { return x.Time.Compare(y.Time) })
+	slices.SortStableFunc(rep.Reconnects, func(x, y BrokerChange) int { return x.Time.Compare(y.Time) })
 	slices.SortStableFunc(rep.StoreLosses, func(x, y StoreLoss) int { return x.Time.Compare(y.Time) })
 	slices.SortStableFunc(rep.Quarantine, func(x, y QuarantineItem) int { return x.Time.Compare(y.Time) })
 	b.resolve()

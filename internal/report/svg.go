@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"html/template"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,13 +67,17 @@ func timelineSVG(r *Report) template.HTML {
 	}
 	ticks(&b, tl, bw)
 	start, span := tl.Buckets[0].Start, time.Duration(len(tl.Buckets))*time.Duration(tl.BucketSeconds)*time.Second
-	for _, c := range r.BrokerChanges {
+	for _, c := range slices.Concat(r.BrokerChanges, r.Reconnects) {
 		if c.From == "" {
 			continue
 		}
 		x := padL + plotW*float64(c.Time.Sub(start))/float64(span)
+		label := "→ " + c.To
+		if c.Reconnect {
+			label = "↻ " + c.To
+		}
 		fmt.Fprintf(&b, `<line class="failover" x1="%.2f" x2="%.2f" y1="%g" y2="%g"/><text class="failover-label" x="%.2f" y="%g">%s</text>`,
-			x, x, padT-4, padT+plotH, x+3, padT-8, html.EscapeString("→ "+c.To))
+			x, x, padT-4, padT+plotH, x+3, padT-8, html.EscapeString(label))
 	}
 	fmt.Fprintf(&b, `<line class="axis-line" x1="%g" x2="%g" y1="%g" y2="%g"/></svg>`, padL, svgW-padR, padT+plotH, padT+plotH)
 	return template.HTML(b.String())

@@ -56,8 +56,9 @@ type Consumer struct {
 
 	running    atomic.Bool
 	connected  atomic.Bool
-	subscribed atomic.Bool // the broker's session holds our subscriptions
-	everSubbed atomic.Bool // a subscription of this Run was granted once
+	subscribed atomic.Bool   // the broker's session holds our subscriptions
+	stamped    atomic.Uint64 // the last connection generation whose first delivery carries its time
+	everSubbed atomic.Bool   // a subscription of this Run was granted once
 	commits    *consume.Committer
 	batches    *consume.Batches[delivery]
 	broker     atomic.Pointer[string] // URL of the connection being made or up
@@ -452,6 +453,9 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 		gen:  c.gate.generation(),
 		pkt:  pr.Packet.Packet(),
 		at:   time.Now(),
+	}
+	if d.gen != 0 && c.stamped.Swap(d.gen) != d.gen {
+		d.msg.Connected = c.gate.upTime() // the connection's first delivery
 	}
 	c.reconnects.traffic()
 	if c.prep != nil { // here, not on the goroutine that decides

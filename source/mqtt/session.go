@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho/session"
@@ -27,7 +28,8 @@ import (
 type ackGate struct {
 	session.SessionManager
 
-	cur atomic.Uint64 // generation of the connection up, 0 when none
+	cur  atomic.Uint64 // generation of the connection up, 0 when none
+	upAt atomic.Int64  // when it came up (its CONNACK), Unix nanoseconds
 
 	// onDisconnect, when set, hears the reason code of a broker's
 	// DISCONNECT, on paho's reading goroutine, before paho reports the
@@ -48,6 +50,7 @@ func (g *ackGate) ConAckReceived(conn io.Writer, cp *packets.Connect, ca *packet
 	defer g.mu.Unlock()
 	g.gen++
 	g.conn = conn
+	g.upAt.Store(time.Now().UnixNano())
 	g.cur.Store(g.gen)
 	return g.SessionManager.ConAckReceived(conn, cp, ca)
 }
@@ -84,6 +87,9 @@ func (g *ackGate) write() error {
 
 // generation is that of the connection delivering now.
 func (g *ackGate) generation() uint64 { return g.cur.Load() }
+
+// upTime is when the connection up came up.
+func (g *ackGate) upTime() time.Time { return time.Unix(0, g.upAt.Load()).UTC() }
 
 // live reports whether the connection of generation gen is still up.
 func (g *ackGate) live(gen uint64) bool { return gen != 0 && g.cur.Load() == gen }

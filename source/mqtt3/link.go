@@ -40,6 +40,10 @@ type link struct {
 	broker string
 	client paho.Client
 	upAt   time.Time
+	// connectAt is when its CONNECT went out, set before any delivery (a
+	// resumed session delivers before Connect returns): the time its
+	// first delivery carries (engine.Message.Connected).
+	connectAt time.Time
 
 	delivered atomic.Bool // the connection delivered a message
 
@@ -84,7 +88,7 @@ func (c *Consumer) clientOptions(ctx context.Context, u *url.URL, clean bool, l 
 // fixed client id, and the subscriptions when the broker has no session.
 func (c *Consumer) connect(ctx context.Context, u *url.URL) (l *link, sessionPresent bool, err error) {
 	c.lastGen++
-	l = &link{c: c, gen: c.lastGen, broker: u.Redacted(), lost: make(chan struct{})}
+	l = &link{c: c, gen: c.lastGen, broker: u.Redacted(), lost: make(chan struct{}), connectAt: time.Now().UTC()}
 	c.cur.Store(l.gen) // before CONNECT: a resumed session delivers at once
 	l.client = paho.NewClient(c.clientOptions(ctx, u, false, l))
 	c.log.Info("mqtt connecting", "broker", l.broker, "protocol", protocolName)
@@ -175,14 +179,15 @@ func (l *link) connectionLost(_ paho.Client, err error) {
 // the goroutine that routes the connection's messages. It must not block.
 func (l *link) receive(_ paho.Client, m paho.Message) {
 	c := l.c
-	if !l.delivered.Load() {
-		l.delivered.Store(true)
-	}
+	first := l.delivered.CompareAndSwap(false, true)
 	d := delivery{
 		msg: engine.Message{Topic: m.Topic(), Payload: m.Payload(), Dup: m.Duplicate(), Broker: l.broker},
 		m:   m,
 		gen: l.gen,
 		at:  time.Now(),
+	}
+	if first {
+		d.msg.Connected = l.connectAt // the connection's first delivery
 	}
 	if c.prep != nil { // here, not on the goroutine that decides
 		one := []engine.Message{d.msg}

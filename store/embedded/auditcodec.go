@@ -31,9 +31,13 @@ import (
 // A record with a feed or effects is format 2: format 1 followed by feed,
 // uvarint len(effects) and, for each, entity | field | op | value | after |
 // lost (1 byte, 0 or 1). Records with neither stay format 1, byte for byte.
+// A record with a connection time (the first delivery of a connection) is
+// format 3: format 2 followed by varint unix seconds | uvarint nanoseconds
+// of it.
 const (
-	auditFormat        = 1
-	auditFormatEffects = 2
+	auditFormat          = 1
+	auditFormatEffects   = 2
+	auditFormatConnected = 3
 )
 
 const (
@@ -133,7 +137,10 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 		}
 	}
 	format := byte(auditFormat)
-	if len(r.Effects) > 0 || r.Feed != "" {
+	switch {
+	case !r.Connected.IsZero():
+		format = auditFormatConnected
+	case len(r.Effects) > 0 || r.Feed != "":
 		format = auditFormatEffects
 	}
 	dst = append(dst, format, flags)
@@ -168,7 +175,7 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 			dst = append(dst, 0) // the empty string
 		}
 	}
-	if format == auditFormatEffects {
+	if format >= auditFormatEffects {
 		dst = appendString(dst, r.Feed)
 		dst = binary.AppendUvarint(dst, uint64(len(r.Effects)))
 		for i := range r.Effects {
@@ -185,12 +192,16 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 			dst = append(dst, lost)
 		}
 	}
+	if format == auditFormatConnected {
+		dst = binary.AppendVarint(dst, r.Connected.Unix())
+		dst = binary.AppendUvarint(dst, uint64(r.Connected.Nanosecond()))
+	}
 	return dst
 }
 
 func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 	r := engine.AuditRecord{Position: pos}
-	if len(v) < 2 || v[0] != auditFormat && v[0] != auditFormatEffects {
+	if len(v) < 2 || v[0] < auditFormat || v[0] > auditFormatConnected {
 		return r, errCorruptAudit
 	}
 	flags := v[1]
@@ -232,11 +243,11 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 			d.fail() // text the hash type cannot hold: not a record the engine wrote
 		}
 	}
-	if v[0] == auditFormatEffects {
+	if v[0] >= auditFormatEffects {
 		r.Feed = d.str()
 		n := d.uvarint()
 		switch {
-		case n == 0 && r.Feed == "": // the encoder writes format 2 only for one of them
+		case n == 0 && r.Feed == "" && v[0] == auditFormatEffects: // the encoder writes format 2 only for one of them
 			d.fail()
 		case n > uint64(len(d.b)): // each effect takes a byte at least
 			d.fail()
@@ -259,6 +270,15 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 		}
 		if d.err != nil {
 			r.Effects = nil
+		}
+	}
+	if v[0] == auditFormatConnected {
+		sec, nsec := d.varint(), d.uvarint()
+		if nsec >= 1e9 {
+			d.fail()
+		}
+		if r.Connected = time.Unix(sec, int64(nsec)).UTC(); r.Connected.IsZero() {
+			d.fail() // the encoder writes format 3 only for a connection time
 		}
 	}
 	if d.err != nil || len(d.b) != 0 {

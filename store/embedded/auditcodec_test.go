@@ -15,7 +15,7 @@ import (
 
 // The codec names every field; a new field must be added to it.
 func TestAuditCodecCoversEveryField(t *testing.T) {
-	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Feed Ref Operator Member Gap Effects Prev Hash"
+	const known = "Position Time Route Topic Source Epoch Sequence ID Key Digest Outcome Reason Dup Broker Feed Connected Ref Operator Member Gap Effects Prev Hash"
 	typ := reflect.TypeFor[engine.AuditRecord]()
 	var names []string
 	for i := range typ.NumField() {
@@ -57,6 +57,11 @@ func TestAuditCodecRoundTrips(t *testing.T) {
 		}},
 		"a feed":             {Position: 9, Outcome: "duplicate", Feed: "b", Prev: hash, Hash: hash},
 		"a feed and effects": {Position: 10, Outcome: "applied", Feed: "a", Prev: hash, Hash: hash, Effects: []engine.Change{{Entity: "m", Field: "kwh", Op: "add", Value: json.RawMessage("1"), After: json.RawMessage("1")}}},
+		"a connection's first delivery": {Position: 11, Outcome: "applied", Broker: "tcp://h:1", Prev: hash, Hash: hash,
+			Connected: time.Date(2026, 12, 5, 5, 14, 7, 468000001, time.UTC)},
+		"a connection's first delivery on a feed, with effects": {Position: 12, Outcome: "applied", Feed: "a", Prev: hash, Hash: hash,
+			Connected: time.Date(2026, 12, 5, 5, 14, 7, 0, time.UTC),
+			Effects:   []engine.Change{{Entity: "m", Field: "kwh", Op: "add", Value: json.RawMessage("1"), After: json.RawMessage("1")}}},
 		"a discard naming its operator": {Position: 6, Outcome: engine.OutcomeDiscarded, Reason: "bench rig noise",
 			Ref: 4, Operator: "j.doe", Prev: hash, Hash: hash},
 	}
