@@ -296,6 +296,12 @@ type MQTTConfig struct {
 	// more through the old subscription its session kept. Moving into a
 	// group needs no entry. Default none.
 	FormerShareGroups []string `yaml:"former_share_groups,omitempty"`
+	// FormerFilters are topic filters this client id subscribed to before
+	// and no route asks for now (a route removed, or its topic changed):
+	// on a resumed session their subscriptions are removed, plain and in
+	// the share groups above, so that their messages stop coming, each
+	// held for want of a route. Default none.
+	FormerFilters []string `yaml:"former_filters,omitempty"`
 	// Username for the broker. Default "" (none).
 	Username string `yaml:"username,omitempty"`
 	// PasswordEnv names the environment variable holding the password.

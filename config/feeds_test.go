@@ -219,3 +219,14 @@ func TestAFormerShareGroupMustBeOneTopicLevel(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A former filter is a topic filter, as a route's topic is.
+func TestAFormerFilterMustBeATopicFilter(t *testing.T) {
+	_, err := Parse([]byte("mqtt:\n  client_id: rg-1\n  former_filters: [\"plant/+/old\", \"plant/#/x\"]\n"+route(ok)), "f.yaml", nil)
+	if err == nil || !strings.Contains(err.Error(), `mqtt.former_filters[1]: former filter "plant/#/x": `) {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := Parse([]byte("mqtt:\n  client_id: rg-1\n  former_filters: [\"plant/+/old\"]\n"+route(ok)), "f.yaml", nil); err != nil {
+		t.Fatalf("a valid former filter refused: %v", err)
+	}
+}

@@ -121,6 +121,7 @@ func (c *Config) clone() *Config {
 	}
 	d.MQTT.Brokers = slices.Clone(c.MQTT.Brokers)
 	d.MQTT.FormerShareGroups = slices.Clone(c.MQTT.FormerShareGroups)
+	d.MQTT.FormerFilters = slices.Clone(c.MQTT.FormerFilters)
 	d.MQTT.Feeds = slices.Clone(c.MQTT.Feeds)
 	for i, f := range d.MQTT.Feeds {
 		d.MQTT.Feeds[i].Brokers = slices.Clone(f.Brokers)

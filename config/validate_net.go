@@ -38,6 +38,11 @@ func (m MQTTConfig) check(ps *problems, f field) {
 			ps.add(f.dot("former_share_groups").index(i), "former share group %q is empty or contains '/', '+' or '#'", g)
 		}
 	}
+	for i, t := range m.FormerFilters {
+		if err := ValidateTopicFilter(t); err != nil {
+			ps.add(f.dot("former_filters").index(i), "former filter %q: %v", t, err)
+		}
+	}
 	switch m.Protocol {
 	case ProtocolMQTT5, ProtocolMQTT311, ProtocolAuto:
 	default:

@@ -131,7 +131,7 @@ func consumerConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer)
 func consumerBase(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) mqtt.Config {
 	mc := cfg.MQTT
 	c := mqtt.Config{Brokers: mc.Brokers, ClientID: mc.ClientID, SessionExpiry: time.Duration(mc.SessionExpiry),
-		CleanStart: mc.CleanStart, ShareGroup: mc.ShareGroup, FormerShareGroups: mc.FormerShareGroups, Username: mc.Username,
+		CleanStart: mc.CleanStart, ShareGroup: mc.ShareGroup, FormerShareGroups: mc.FormerShareGroups, FormerFilters: mc.FormerFilters, Username: mc.Username,
 		KeepAlive: time.Duration(mc.KeepAlive), BatchSize: mc.BatchSize, BatchLinger: time.Duration(mc.BatchLinger),
 		ReceiveMaximum: uint16(mc.ReceiveMaximum), Logger: log, Observer: obs}
 	for _, r := range cfg.Routes {

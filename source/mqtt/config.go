@@ -57,6 +57,12 @@ type Config struct {
 	// its plain form when ShareGroup is set (a consumer that joined a
 	// group), so that the session gets each message once. Default none.
 	FormerShareGroups []string
+	// FormerFilters are topic filters this client id subscribed to before
+	// and no route asks for now (a route removed, or its topic changed):
+	// on a resumed session they are removed too, in every form above, so
+	// that their messages stop coming to a configuration that holds each
+	// of them for want of a route. Default none.
+	FormerFilters []string
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The
@@ -129,6 +135,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := consume.ValidFormerGroups(c.FormerShareGroups, ErrConfig); err != nil {
+		return err
+	}
+	if err := consume.ValidFormerFilters(c.FormerFilters, ErrConfig); err != nil {
 		return err
 	}
 	if c.SessionExpiry < time.Second || c.SessionExpiry > math.MaxUint32*time.Second {

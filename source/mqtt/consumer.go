@@ -370,7 +370,7 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 // session then gets those messages twice. It reports false when the
 // connection failed before the answer: the next connection tries again.
 func (c *Consumer) unsubscribeStale(ctx context.Context, cm *autopaho.ConnectionManager) bool {
-	stale := consume.StaleForms(c.cfg.Filters, c.cfg.ShareGroup, c.cfg.FormerShareGroups)
+	stale := consume.StaleForms(c.cfg.Filters, c.cfg.ShareGroup, c.cfg.FormerShareGroups, c.cfg.FormerFilters)
 	if len(stale) == 0 {
 		return true
 	}

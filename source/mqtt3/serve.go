@@ -140,7 +140,7 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte,
 // did not hold is the same. It reports false when the connection failed
 // before the answer: the next connection tries again.
 func (c *Consumer) unsubscribeStale(ctx context.Context, l *link) bool {
-	stale := consume.StaleForms(c.cfg.Filters, c.cfg.ShareGroup, c.cfg.FormerShareGroups)
+	stale := consume.StaleForms(c.cfg.Filters, c.cfg.ShareGroup, c.cfg.FormerShareGroups, c.cfg.FormerFilters)
 	if len(stale) == 0 {
 		return true
 	}

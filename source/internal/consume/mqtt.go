@@ -34,8 +34,11 @@ func SubscriptionTopic(f Filter, group string) string {
 // joined the group), and its $share/<g>/ form for each group g of former
 // but the current one (it left g). Without them removed, the session gets
 // each message once per form. An UNSUBSCRIBE names the exact filter, so a
-// group left can only be removed when named in former.
-func StaleForms(filters []Filter, group string, former []string) []string {
+// group left can only be removed when named in former. So can a filter no
+// route subscribes to any more (formerFilters): in each of those forms and
+// plain, unless a route still asks for it; its messages would otherwise
+// come to a configuration with no route for them, each one held.
+func StaleForms(filters []Filter, group string, former, formerFilters []string) []string {
 	want := map[string]bool{}
 	for _, f := range filters {
 		want[SubscriptionTopic(f, group)] = true
@@ -55,7 +58,26 @@ func StaleForms(filters []Filter, group string, former []string) []string {
 			add(SubscriptionTopic(f, g))
 		}
 	}
+	for _, topic := range formerFilters {
+		add(topic)
+		for _, g := range append([]string{group}, former...) {
+			if g != "" {
+				add(SubscriptionTopic(Filter{Topic: topic}, g))
+			}
+		}
+	}
 	return stale
+}
+
+// ValidFormerFilters checks the filters a consumer subscribed to before.
+// Its errors wrap errConfig.
+func ValidFormerFilters(former []string, errConfig error) error {
+	for _, topic := range former {
+		if err := ValidFilter(topic, 1, errConfig); err != nil {
+			return fmt.Errorf("former filter: %w", err)
+		}
+	}
+	return nil
 }
 
 // ValidFormerGroups checks the former share groups of a consumer: each
