@@ -223,12 +223,17 @@ var errStop = errors.New("stop")
 // whole.
 func (r *Retention) segment(ctx context.Context, base engine.AuditHead, p pass) (uint64, engine.AuditHead, error) {
 	upto := min(p.limit, base.Position+uint64(r.opts.SegmentRecords))
-	w, err := newSegment(r.dir, r.opts.Member, base)
-	if err != nil {
-		return 0, base, err
+	// The segment's file is made for its first record: a pass with none to
+	// let go, every pass of a store within its bounds, writes nothing in
+	// the archive.
+	var w *segmentWriter
+	abort := func() {
+		if w != nil {
+			w.abort()
+		}
 	}
 	v := NewVerifierFrom(base, r.opts.Member)
-	err = r.store.ScanAudit(ctx, base.Position+1, func(rec engine.AuditRecord) error {
+	err := r.store.ScanAudit(ctx, base.Position+1, func(rec engine.AuditRecord) error {
 		if v.Count() == 0 && rec.Position != base.Position+1 {
 			// The store's chain does not go on from the base it names: it
 			// lost records, or another process trimmed them unarchived.
@@ -241,14 +246,20 @@ func (r *Retention) segment(ctx context.Context, base engine.AuditHead, p pass) 
 		if err := v.Check(rec); err != nil {
 			return err
 		}
+		if w == nil {
+			var err error
+			if w, err = newSegment(r.dir, r.opts.Member, base); err != nil {
+				return err
+			}
+		}
 		return w.add(&rec)
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		w.abort()
+		abort()
 		return 0, base, err
 	}
 	if v.Count() == 0 || !r.opts.Owned() {
-		w.abort()
+		abort()
 		return 0, base, nil
 	}
 	m, err := w.seal(r.opts.Now())

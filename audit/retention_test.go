@@ -397,3 +397,28 @@ func gunzip(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestAPassWithNothingToArchiveWritesNothing: a store within its bounds
+// lets nothing go, and the pass that finds so (one every interval while
+// the daemon runs) touches nothing in the archive, not even for a moment:
+// an operator may copy or move the directory meanwhile.
+func TestAPassWithNothingToArchiveWritesNothing(t *testing.T) {
+	f, parent := newFeed(t), t.TempDir()
+	dir := filepath.Join(parent, "archive")
+	f.decide(t, 1500)
+	r := f.retention(t, dir, audit.RetentionOptions{MaxRecords: 1000, SegmentRecords: 1000})
+	if res, err := r.Once(t.Context()); err != nil || res.Base.Position != 500 {
+		t.Fatalf("first pass = %+v, %v; want 500 archived", res, err)
+	}
+	if err := os.Rename(dir, filepath.Join(parent, "copied away")); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if res, err := r.Once(t.Context()); err != nil || res.Segments != 0 || res.Base.Position != 500 {
+			t.Fatalf("a pass with nothing to archive = %+v, %v", res, err)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the passes with nothing to archive made the archive again: %v", err)
+	}
+}
