@@ -30,11 +30,13 @@ const lockTimeout = time.Second
 // refuses a store written with a newer layout. Version 1 kept source and
 // entity rows as JSON, which the row decoder still reads; version 2 kept
 // them binary, of row formats 1 to 3; version 3 may hold rows of format 4
-// (engine/rowcodec.go), which a build of version 2 cannot read. A writer
+// (engine/rowcodec.go) and audit records of format 3 (a connection's first
+// delivery, see auditcodec.go), which a build of version 2 cannot read. A
+// writer
 // raises an older store to this version (and rewrites each row when it
 // next writes it), and a reader reads it as it is. A build of an older
 // version refuses a store raised, at open, rather than stop at the first
-// row it cannot read.
+// row or record it cannot read.
 const schemaVersion = 3
 
 // ErrReadOnly is returned by Commit on a store opened with Options.ReadOnly.

@@ -235,8 +235,10 @@ func TestReadsVersion1Rows(t *testing.T) {
 }
 
 // TestALayout2StoreIsRaisedSoThatAnOlderBuildRefusesItAtOpen: a build of
-// layout 2 reads source and entity rows of formats 1 to 3 only, and this
-// one writes format 4. A writer raises a layout 2 store to 3, which such a
+// layout 2 reads source and entity rows of formats 1 to 3 and audit
+// records of formats 1 and 2 only, and this one writes rows of format 4 and
+// a connection's first delivery as a record of format 3. A writer raises a
+// layout 2 store to 3, which such a
 // build refuses when it opens the store, instead of running until the
 // first row it cannot read; a reader leaves the layout as it is.
 func TestALayout2StoreIsRaisedSoThatAnOlderBuildRefusesItAtOpen(t *testing.T) {

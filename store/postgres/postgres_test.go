@@ -126,6 +126,7 @@ func TestStore(t *testing.T) {
 		{"the schema is created once by members opening at once", testSchemaConcurrent},
 		{"a schema of version 1 is migrated, its rows kept", testSchemaMigrated},
 		{"a schema of a newer version is refused", testSchemaNewer},
+		{"a schema of version 9 is raised so that a build that cannot read a connection time refuses it", testSchemaRaisedForConnected},
 		{"a read-only open of an older schema says how to read it and how it is migrated", testSchemaOlderReadOnly},
 		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},
@@ -181,6 +182,20 @@ func testSchemaNewer(t *testing.T, g *group) {
 		if err == nil || !strings.Contains(err.Error(), "version 99, newer than this build knows") {
 			t.Fatalf("open %q on a newer schema = %v", m, err)
 		}
+	}
+}
+
+// testSchemaRaisedForConnected: a build of schema version 9 decodes an
+// audit record without its connected (the first delivery of a broker
+// connection, engine.AuditRecord.Connected), and so finds its hash wrong,
+// as if the record had been altered: a member of this build raises a
+// version 9 schema to 10, which such a build refuses.
+func testSchemaRaisedForConnected(t *testing.T, g *group) {
+	g.mustOpen("m1").Close()
+	run(t, g.url, `UPDATE `+g.schema+`.schema_version SET version = 9`)
+	g.mustOpen("m1").Close()
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version >= 10`); n != 1 {
+		t.Fatalf("a member left the schema below version 10 (build version %d)", postgres.SchemaVersion)
 	}
 }
 

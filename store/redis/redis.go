@@ -33,10 +33,13 @@ const DefaultLeaseTTL = 15 * time.Second
 // version 3 writes row format 2, whose bitmaps are runs; version 4 row
 // format 3, whose windows of a source that sends in order have no bitmap;
 // version 5 row format 4 where a source's retired epoch keeps its bitmap,
-// and for every entity (each field with its writer's source).
+// and for every entity (each field with its writer's source); version 6
+// audit records that carry connected (the first delivery of each broker
+// connection), which a build from before decodes without it, finding the
+// record's hash wrong.
 // Each reads the rows of the versions before, and keeps a build that reads
 // only those out.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // openTimeout bounds each step of Open that talks to the server.
 const openTimeout = 10 * time.Second
