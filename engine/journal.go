@@ -46,7 +46,8 @@ type JournalEntry struct {
 	First uint64
 	Time  time.Time
 	// Messages are the deliveries the batch decided, in order (Topic,
-	// Payload, Dup, Broker, Invalid); none for an operator's action.
+	// Payload, Dup, Broker, Invalid, Feed, Connected); none for an
+	// operator's action.
 	Messages []Message
 	// Effective says of each of Messages whether it was applied (or
 	// applied late): only those are let in below the window when they

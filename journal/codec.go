@@ -19,11 +19,17 @@ import (
 //	flags 1 byte (1: the DUP flag, 2: first applied, 4: a feed follows),
 //	[feed (uvarint length + bytes)]
 //	action (uvarint length + bytes)
-//	[redecides position uvarint | redecides hash 32 bytes]
+//	[redecides position uvarint | redecides hash 32 bytes
+//	 [connected uvarint n, each: message index uvarint | unix nanos varint]]
 //
-// The last field is there only for a batch a recovery decided again
-// (engine.JournalEntry.Redecides): a body that ends after the action has
-// none, as every body written before the field existed.
+// The redecides field is there for a batch a recovery decided again
+// (engine.JournalEntry.Redecides), or, its position 0, before the
+// connected field: a body that ends after the action has neither, as
+// every body written before the fields existed. The connected field names
+// the messages that were the first delivery of their broker connection
+// (engine.Message.Connected), in order, with when it came up, so that a
+// recovery's records carry it as the lost ones did; a build from before it
+// reads the body as one without it.
 //
 // A frame cut short or whose CRC does not match ends the segment: it is the
 // torn tail of an append that never returned.
@@ -78,9 +84,24 @@ func appendFrame(buf []byte, e *engine.JournalEntry) []byte {
 		}
 	}
 	buf = appendBytes(buf, e.Action)
-	if e.Redecides.Position > 0 {
+	connected := 0
+	for i := range e.Messages {
+		if !e.Messages[i].Connected.IsZero() {
+			connected++
+		}
+	}
+	if e.Redecides.Position > 0 || connected > 0 {
 		buf = binary.AppendUvarint(buf, e.Redecides.Position)
 		buf = append(buf, e.Redecides.Hash[:]...)
+	}
+	if connected > 0 {
+		buf = binary.AppendUvarint(buf, uint64(connected))
+		for i := range e.Messages {
+			if at := e.Messages[i].Connected; !at.IsZero() {
+				buf = binary.AppendUvarint(buf, uint64(i))
+				buf = binary.AppendVarint(buf, at.UnixNano())
+			}
+		}
 	}
 	body := buf[start+frameHeader:]
 	binary.LittleEndian.PutUint32(buf[start:], uint32(len(body)))
@@ -147,6 +168,27 @@ func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 		if len(d.b) > 0 {
 			e.Redecides.Position = d.uvarint()
 			d.hash(&e.Redecides.Hash)
+		}
+		if d.err == nil && len(d.b) > 0 {
+			k := d.uvarint()
+			if k == 0 || k > n { // written only for a message that has one
+				d.err = errCorrupt
+			}
+			next := uint64(0)
+			for range k {
+				i, at := d.uvarint(), d.varint()
+				if d.err != nil || i < next || i >= n {
+					d.err = errCorrupt
+					break
+				}
+				if messages {
+					e.Messages[i].Connected = time.Unix(0, at).UTC()
+				}
+				next = i + 1
+			}
+			if d.err == nil && len(d.b) > 0 {
+				d.err = errCorrupt
+			}
 		}
 	}
 	if d.err != nil || e.Kind < engine.JournalBatch || e.Kind > engine.JournalRecoveryDone {

@@ -43,6 +43,9 @@ func randomEntry(r *rand.Rand) engine.JournalEntry {
 	for range r.IntN(4) * r.IntN(4) {
 		e.Messages = append(e.Messages, engine.Message{Topic: text(40), Payload: []byte(text(600)),
 			Dup: r.IntN(2) == 0, Broker: text(30), Invalid: text(r.IntN(2) * 20), Feed: text(r.IntN(2) * 8)})
+		if r.IntN(3) == 0 {
+			e.Messages[len(e.Messages)-1].Connected = time.Unix(0, r.Int64()-r.Int64()).UTC()
+		}
 	}
 	if r.IntN(2) == 0 {
 		e.Action = text(20)
@@ -78,7 +81,7 @@ func sameEntries(a, b engine.JournalEntry, messages bool) string {
 	}
 	for i, m := range a.Messages {
 		w := b.Messages[i]
-		if m.Topic != w.Topic || !bytes.Equal(m.Payload, w.Payload) || m.Dup != w.Dup || m.Broker != w.Broker || m.Invalid != w.Invalid || m.Feed != w.Feed {
+		if m.Topic != w.Topic || !bytes.Equal(m.Payload, w.Payload) || m.Dup != w.Dup || m.Broker != w.Broker || m.Invalid != w.Invalid || m.Feed != w.Feed || !m.Connected.Equal(w.Connected) {
 			return fmt.Sprintf("message %d is %+v, want %+v", i, m, w)
 		}
 	}
@@ -285,4 +288,39 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	countAt := len(body) - 1 - (1 + len(batch.Messages[0].Topic) + 1 + len(batch.Messages[0].Payload) + 1 + len(batch.Messages[0].Broker) + 1 + 1) - 1
 	big := append(append(bytes.Clone(body[:countAt]), 0xff, 0xff, 0xff, 0xff, 0x0f), body[countAt+1:]...)
 	write("huge-count", big)
+}
+
+// A batch's first delivery of a broker connection keeps, in the journal,
+// when the connection came up (engine.Message.Connected): a recovery
+// decides it again with it, so that the recovered audit record names the
+// connection as the lost one did. A body with it ends, for a build from
+// before, with the redecides field (position 0: none), which that build
+// reads as the end of the body.
+func TestAJournaledDeliveryKeepsItsConnectionTime(t *testing.T) {
+	at := time.Date(2026, 12, 5, 5, 14, 7, 468000001, time.UTC)
+	e := engine.JournalEntry{Kind: engine.JournalBatch, Head: engine.AuditHead{Position: 2}, First: 1, Time: at,
+		Messages: []engine.Message{
+			{Topic: "plant/m3/energy", Payload: []byte(`{"msgId":"a"}`), Broker: "tcp://b:1883", Connected: at},
+			{Topic: "plant/m3/energy", Payload: []byte(`{"msgId":"b"}`), Broker: "tcp://b:1883"},
+		}, Effective: []bool{true, true}}
+	frame := appendFrame(nil, &e)
+	got, err := decodeBody(frame[frameHeader:], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Messages[0].Connected.Equal(at) || !got.Messages[1].Connected.IsZero() || got.Redecides != (engine.AuditHead{}) {
+		t.Fatalf("decoded connection times %v, %v (redecides %v); want %v on the first delivery only, no redecides",
+			got.Messages[0].Connected, got.Messages[1].Connected, got.Redecides, at)
+	}
+	if _, err := decodeBody(frame[frameHeader:], false); err != nil {
+		t.Fatalf("the index's decoding refuses the body: %v", err)
+	}
+	plain := e
+	plain.Messages = []engine.Message{e.Messages[0], e.Messages[1]}
+	plain.Messages[0].Connected = time.Time{}
+	without := appendFrame(nil, &plain)[frameHeader:]
+	with := frame[frameHeader:]
+	if !bytes.HasPrefix(with, without) || with[len(without)] != 0 {
+		t.Fatalf("the body with a connection time does not extend the one without by a redecides field of position 0")
+	}
 }
