@@ -11,12 +11,13 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Marshal returns the effective configuration as YAML, every default filled
-// in but store.member (whose default depends on the command: see
-// StoreConfig.Member) and the client ids derived from mqtt.client_id (a
-// feed's <client_id>-<name>, outputs.mqtt's <client_id>-out), which are
-// left out so that each member given the output derives its own again,
-// for replayguard config print. c itself is not changed. Parse reads the output back to an equal Config, except that a
+// Marshal returns the effective configuration as YAML for replayguard
+// config print, every default filled in but store.member (whose default
+// depends on the command: see StoreConfig.Member) and the client ids
+// derived from mqtt.client_id (a feed's <client_id>-<name>, outputs.mqtt's
+// <client_id>-out), which are left out so that each member given the output
+// derives its own again. c itself is not changed. Parse reads the output
+// back to an equal Config, except that a
 // secret reads back as "xxxxx". Secrets never appear: the configuration
 // holds only the names of the variables and files that carry most of them;
 // a password in a store, broker, webhook or NATS URL, the user of a webhook
