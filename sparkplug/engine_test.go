@@ -152,8 +152,8 @@ func testBdSeqWrapsAndStillOrdersSessions(t *testing.T, store engine.Store) {
 		h.expect(engine.Applied, edge.Data(c.next(), pulse()))
 	}
 	r := h.source("m1")
-	if r.Sparkplug.BdSeq != 257 || r.Epoch != "257" {
-		t.Fatalf("after the bdSeq wrap: session %+v epoch %q, want 257 (bdSeq 1 after 255)", r.Sparkplug, r.Epoch)
+	if r.Sparkplug.BdSeq != 1 || r.Sparkplug.BdSeqUnwrapped != 257 || r.Epoch != "257" {
+		t.Fatalf("after the bdSeq wrap: session %+v epoch %q, want bdSeq 1, unwrapped 257 (bdSeq 1 after 255)", r.Sparkplug, r.Epoch)
 	}
 	// Births of kept sessions are duplicates; so is the oldest's, whose
 	// window is gone but whose key the key window holds with its content.
