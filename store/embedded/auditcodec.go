@@ -66,20 +66,24 @@ type auditChunk struct {
 }
 
 // chunkAudit encodes recs, whose positions are consecutive, into chunks.
+// Each record is written in place in the batch's one buffer, sized for
+// them all (auditBytes), behind room for its length.
 func chunkAudit(recs []engine.AuditRecord) []auditChunk {
-	buf := make([]byte, 0, len(recs)*auditSizeHint)
-	var chunks []auditChunk
-	var starts []int
-	var rec []byte
+	size := auditBytes(recs)
+	buf := make([]byte, 0, size)
+	chunks := make([]auditChunk, 0, size/auditChunkBytes+1)
+	starts := make([]int, 0, cap(chunks))
 	for i := range recs {
-		rec = appendAudit(rec[:0], &recs[i])
+		at := len(buf)
+		buf = append(buf, 0, 0) // its length: two bytes, unless moved
+		buf = appendAudit(buf, &recs[i])
+		size := len(buf) - at - 2
 		n := len(chunks)
-		if n == 0 || len(buf)-starts[n-1]+binary.MaxVarintLen32+len(rec) > auditChunkBytes {
+		if n == 0 || at-starts[n-1]+binary.MaxVarintLen32+size > auditChunkBytes {
 			chunks = append(chunks, auditChunk{first: recs[i].Position})
-			starts = append(starts, len(buf))
+			starts = append(starts, at)
 		}
-		buf = binary.AppendUvarint(buf, uint64(len(rec)))
-		buf = append(buf, rec...)
+		buf = putLength(buf, at, size)
 	}
 	for i := range chunks {
 		end := len(buf)
@@ -90,6 +94,48 @@ func chunkAudit(recs []engine.AuditRecord) []auditChunk {
 	}
 	return chunks
 }
+
+// putLength writes size, the length of the record after buf[at:at+2], as
+// a uvarint at buf[at], moving the record when it takes other than those
+// two bytes.
+func putLength(buf []byte, at, size int) []byte {
+	var l [binary.MaxVarintLen64]byte
+	w := binary.PutUvarint(l[:], uint64(size))
+	switch {
+	case w < 2:
+		copy(buf[at+w:], buf[at+2:])
+		buf = buf[:len(buf)-(2-w)]
+	case w > 2:
+		buf = append(buf, l[:w-2]...) // room for the longer length
+		copy(buf[at+w:], buf[at+2:len(buf)-(w-2)])
+	}
+	copy(buf[at:], l[:w])
+	return buf
+}
+
+// auditBytes is about what recs take encoded, a little more as a rule:
+// their strings, and room for the rest.
+func auditBytes(recs []engine.AuditRecord) int {
+	n := 0
+	for i := range recs {
+		r := &recs[i]
+		n += auditFixedBytes + len(r.Route) + len(r.Topic) + len(r.Epoch) + len(r.ID) + len(r.Outcome) +
+			len(r.Reason) + len(r.Broker) + len(r.Operator) + len(r.Feed)
+		for _, s := range r.Source {
+			n += 2 + len(s)
+		}
+		for j := range r.Effects {
+			c := &r.Effects[j]
+			n += 16 + len(c.Entity) + len(c.Field) + len(c.Op) + len(c.Value) + len(c.After)
+		}
+	}
+	return n
+}
+
+// auditFixedBytes bounds what a record takes besides its strings: its
+// length, format and flags, times, ref, sequence and gap, the strings'
+// lengths and the four hashes.
+const auditFixedBytes = 3 + 2 + 2*(binary.MaxVarintLen64+5) + 4*binary.MaxVarintLen64 + 12*2 + 4*32
 
 // decodeChunkFrom decodes the records of a chunk stored under k whose
 // position is at least from, and appends them to dst.

@@ -13,10 +13,6 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// auditSizeHint is about the size of an encoded audit record, to size
-// the batch's buffer in one go.
-const auditSizeHint = 256
-
 // encoded is a batch turned into bytes before the write transaction starts,
 // so the transaction only copies them in.
 type encoded struct {
