@@ -26,12 +26,7 @@ func (h *heldCommit) Commit(ctx context.Context, b *engine.Batch) error {
 // on, /readyz's warning says so, and stops saying so once it is done.
 func TestReadyzWarnsOfACommitThatRunsLong(t *testing.T) {
 	st := &heldCommit{Store: memory.New(), release: make(chan struct{})}
-	e, err := engine.New(context.Background(), st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
-		Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := meterEngine(t, st)
 	if w := commitWarning("postgres", e, time.Now()); w != "" {
 		t.Fatalf("warning with no commit under way: %q", w)
 	}

@@ -18,12 +18,7 @@ import (
 func TestAConflictInALineageNamesThePathThatBroughtIt(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
-		Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := meterEngine(t, st)
 	fromA := engine.Message{Topic: "plant/m1/energy", Broker: "tcp://site-a-1:1883", Feed: "a", Payload: []byte(`{"msgId":"r1","kwh":1.5}`)}
 	fromB := engine.Message{Topic: "plant/m1/energy", Broker: "tcp://site-b-1:1883", Feed: "b", Dup: true, Payload: []byte(`{"msgId":"r1","kwh":2.5}`)}
 	for _, m := range []engine.Message{fromA, fromB} {

@@ -551,12 +551,7 @@ func (g *gatedStore) Commit(ctx context.Context, b *engine.Batch) error {
 func TestFeedsSubmittedToTheEngineSurviveAFailedCommit(t *testing.T) {
 	ctx := context.Background()
 	st := &gatedStore{Store: memory.New(), gate: make(chan struct{})}
-	e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
-		Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := meterEngine(t, st)
 	procs := FeedProcessors(e, []string{"a", "b"}, nil)
 	a, b := procs[0].Submitting(), procs[1].Submitting()
 	reading := func(id, kwh string) engine.Message {

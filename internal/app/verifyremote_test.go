@@ -46,16 +46,25 @@ func apiLog(t *testing.T, head engine.AuditHead, records []engine.AuditRecord) *
 	return &remote{base: srv.URL, client: srv.Client()}
 }
 
-// fiveReadings is a memory store whose log holds five applied readings,
-// one record each.
-func fiveReadings(t *testing.T) *memory.Store {
+// meterEngine is an engine on st with one id route, meters: each reading's
+// kwh added into meter/{topic[1]}. It is closed when the test ends.
+func meterEngine(t *testing.T, st engine.Store) *engine.Engine {
 	t.Helper()
-	st := memory.New()
 	e, err := engine.New(context.Background(), st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
 		Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// fiveReadings is a memory store whose log holds five applied readings,
+// one record each.
+func fiveReadings(t *testing.T) *memory.Store {
+	t.Helper()
+	st := memory.New()
+	e := meterEngine(t, st)
 	defer e.Close()
 	for i := range 5 {
 		if _, err := e.Process(context.Background(), []engine.Message{{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r%d","kwh":1}`, i)}}); err != nil {

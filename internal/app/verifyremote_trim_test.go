@@ -65,12 +65,7 @@ func TestAuditVerifyThroughTheAPIWhileRetentionTrims(t *testing.T) {
 		t.Run(fmt.Sprintf("archive %v", withArchive), func(t *testing.T) {
 			ctx := context.Background()
 			st := memory.New()
-			e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{{Name: "meters", Topic: "plant/+/energy",
-				Source: []string{"topic[1]"}, ID: "msgId", Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
+			e := meterEngine(t, st)
 			msgs := make([]engine.Message, 4000)
 			for i := range msgs {
 				msgs[i] = engine.Message{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r%d","kwh":1}`, i)}
