@@ -42,10 +42,10 @@ func TestIngestASparkplugCapture(t *testing.T) {
 			"audit chain intact: 279 records\n"},
 		{"postgres", func(t *testing.T) string {
 			return fmt.Sprintf("{kind: postgres, url: %q}", testbroker.StartPostgres(t, testbroker.PostgresOptions{}).URL())
-		}, "audit chains intact: 1 members, 279 records\n"},
+		}, "audit chains intact: 1 member, 279 records\n"},
 		{"redis", func(t *testing.T) string {
 			return fmt.Sprintf("{kind: redis, url: %q}", testbroker.StartRedis(t, testbroker.RedisOptions{}).URL())
-		}, "audit chains intact: 1 members, 279 records\n"},
+		}, "audit chains intact: 1 member, 279 records\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.name != "embedded" && testing.Short() {

@@ -274,11 +274,19 @@ func (t *Tool) verifyChains(ctx context.Context, cs engine.ChainScanner, bases a
 		return fmt.Errorf("%d of %d member chains are behind their witness: the store lost commits the members made and acknowledged", len(behind), members)
 	}
 	if archive != "" {
-		fmt.Fprintf(t.Out, "audit chains intact: %d members, %d records, archive and store as one chain each\n", members, total)
+		fmt.Fprintf(t.Out, "audit chains intact: %s, %d records, archive and store as one chain each\n", memberCount(members), total)
 		return nil
 	}
-	fmt.Fprintf(t.Out, "audit chains intact: %d members, %d records\n", members, total)
+	fmt.Fprintf(t.Out, "audit chains intact: %s, %d records\n", memberCount(members), total)
 	return nil
+}
+
+// memberCount is "1 member" or "n members".
+func memberCount(n int) string {
+	if n == 1 {
+		return "1 member"
+	}
+	return fmt.Sprintf("%d members", n)
 }
 
 // verifyStoredChains verifies what the store holds of every member's
