@@ -210,3 +210,28 @@ http:
 		}
 	})
 }
+
+// A forward publishing to the broker replayguard consumes, on topics its
+// own route takes, gets every copy back as a new message: lint says so
+// at the forward's line, and passes.
+func TestLintWarnsOfAForwardWhoseCopiesComeBack(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
+	if err := os.WriteFile(cfg, []byte(`store: {kind: memory}
+routes:
+  - name: plant
+    topic: plant/#
+    source: [device]
+    id: msgId
+    effects:
+      - forward: {topic: "plant/clean/{topic}"}
+mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-1}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := cli(t, "", "lint", "-c", cfg)
+	want := cfg + `:8: warning: routes[0] (plant).effects[0].forward.topic: forward topic "plant/clean/{topic}" publishes to tcp://127.0.0.1:1883, ` +
+		`a broker replayguard consumes, and routes[0] (plant) "plant/#" can match its topics: each copy comes back as a new message`
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("lint: exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out, errs, want)
+	}
+}
