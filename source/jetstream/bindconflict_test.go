@@ -46,3 +46,35 @@ func TestADurableTheServerCannotUpdateIsRefused(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrStream naming the consumer and what cannot be updated", err)
 	}
 }
+
+// A push consumer of the same name (one with a deliver subject) can never
+// be pulled from: Run ends with ErrStream naming the consumer and saying
+// so, rather than a bind retried for ever while Ready says no.
+func TestAPushConsumerOfTheSameNameIsRefused(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(context.Background(), testStream, natsjs.ConsumerConfig{Durable: testConsumer,
+		AckPolicy: natsjs.AckExplicitPolicy, DeliverSubject: "deliver." + testConsumer}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	e, _ := meters(t)
+	c, err := jetstream.New(testConfig(t, n.URL()), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	if !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), testConsumer) || !strings.Contains(err.Error(), "push consumer") {
+		t.Fatalf("Run = %v, want ErrStream naming the consumer as a push consumer", err)
+	}
+}

@@ -290,7 +290,11 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	}
 	_, err = st.Consumer(ctx, c.cfg.Consumer)
 	existed := err == nil
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	switch {
+	case errors.Is(err, jetstream.ErrNotPullConsumer):
+		return nil, fmt.Errorf("%w: consumer %q on stream %q is a push consumer (it has a deliver subject), and replayguard pulls: delete it, or name another jetstream.consumer",
+			ErrStream, c.cfg.Consumer, c.cfg.Stream)
+	case err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return nil, err
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, c.consumerConfig())

@@ -9,7 +9,8 @@ var (
 	ErrConfig = errors.New("jetstream: invalid configuration")
 	// ErrStream is returned by Run when the stream does not exist, or the
 	// server refuses the durable consumer (another consumer of that name
-	// with settings that cannot be updated, access denied). It is
+	// with settings that cannot be updated, a push consumer of that name,
+	// access denied). It is
 	// permanent: the server's streams or permissions must change first.
 	ErrStream = errors.New("jetstream: stream or consumer refused")
 	// ErrConsumerDeleted is returned by Run when the durable consumer is
