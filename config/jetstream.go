@@ -65,7 +65,9 @@ type JetStreamConfig struct {
 	Consumer string `yaml:"consumer"`
 	// Subjects filter the stream's subjects the consumer takes. Default
 	// none: every subject of the stream. More than one needs nats-server
-	// 2.10 or later.
+	// 2.10 or later. Widened on an existing consumer, past a message of an
+	// added subject it would pass over (the server keeps its position), run
+	// refuses to start.
 	Subjects []string `yaml:"subjects,omitempty"`
 	// MaxAckPending is how many messages the server lets the consumer hold
 	// unacknowledged: the in-flight bound, and the backpressure a slow or

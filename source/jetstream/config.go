@@ -53,7 +53,10 @@ type Config struct {
 	// stream's first message.
 	Consumer string
 	// Subjects filter the stream's subjects. Default none: all of them.
-	// More than one needs nats-server 2.10.
+	// More than one needs nats-server 2.10. Subjects wider than an
+	// existing consumer's filter, adding one with a message stored at or
+	// below the consumer's position (which the server keeps, and would
+	// pass over), make Run return ErrStream.
 	Subjects []string
 	// MaxAckPending is how many delivered messages the server lets wait
 	// for their ack: the in-flight bound and the backpressure of a slow

@@ -288,6 +288,9 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	case err != nil:
 		return nil, err
 	}
+	if err := c.skipped(ctx, st); err != nil {
+		return nil, err
+	}
 	_, err = st.Consumer(ctx, c.cfg.Consumer)
 	existed := err == nil
 	switch {
