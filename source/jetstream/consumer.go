@@ -324,6 +324,7 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	}
 	c.log.Info(verb, "stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "pending", info.NumPending,
 		"ack_pending", info.NumAckPending, "redelivered", info.NumRedelivered, "acked_through", info.AckFloor.Stream)
+	c.noteUnheld(info, 0)
 	return cons, nil
 }
 
@@ -353,15 +354,45 @@ func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
 // connection was down (a server restarted without it, a stream deleted and
 // created again) sends no notice, and its pulls only go unanswered. It returns the error that
 // ends Run, or nil when the consumer exists or the server cannot tell.
-func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer) error {
+// held is how many of the consumer's messages Run holds (unacknowledged).
+func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer, held int) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	_, err := cons.Info(ctx)
+	info, err := cons.Info(ctx)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("%w: %q on stream %q: %v", ErrConsumerDeleted, c.cfg.Consumer, c.cfg.Stream, err)
 	}
+	if err == nil {
+		c.noteUnheld(info, held)
+	}
 	return nil
 }
+
+// noteUnheld tells when the server counts more of the consumer's messages
+// delivered and unacknowledged than the held ones this consumer holds:
+// messages delivered to a connection or a process that is gone (a crash, a server
+// restart), which the server delivers again only once their ack_wait has
+// run out, or messages another member holds. The server delivers no more
+// than max_ack_pending of them meanwhile: at that bound, the feed waits,
+// and it warns.
+func (c *Consumer) noteUnheld(info *jetstream.ConsumerInfo, held int) {
+	unheld := info.NumAckPending - held
+	if unheld <= 0 {
+		return
+	}
+	msg := "jetstream: the server holds messages delivered but not acknowledged that this consumer does not hold (delivered before a crash or a server restart, or to another member); it delivers them again once jetstream.ack_wait has passed since their delivery"
+	level := slog.LevelInfo // another member's, in a group, as often as not
+	if info.NumAckPending >= c.cfg.MaxAckPending && info.NumPending > 0 {
+		msg += ", and until then nothing more: jetstream.max_ack_pending is reached"
+		level = slog.LevelWarn
+	}
+	c.log.Log(context.Background(), level, msg, "stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "messages", unheld,
+		"ack_wait", c.cfg.AckWait, "max_ack_pending", c.cfg.MaxAckPending, "backlog", info.NumPending)
+}
+
+// held is how many of the consumer's messages Run holds: those handed on
+// and those its pull's inbox holds yet.
+func (c *Consumer) held(p *puller) int { return c.holding.len() + len(p.msgs) }
 
 // delivery turns a message into the engine's form, decoded ahead when the
 // processor can: here, not on the goroutine that decides and commits.

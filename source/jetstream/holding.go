@@ -32,6 +32,13 @@ func (h *holding) add(m acker, at time.Time) {
 	h.mu.Unlock()
 }
 
+// len is how many messages are held.
+func (h *holding) len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.told)
+}
+
 // release lets go of batch's messages. It is called before they are
 // acknowledged, positively or not: no in-progress signal follows.
 func (h *holding) release(batch []delivery) {

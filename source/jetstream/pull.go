@@ -164,7 +164,7 @@ func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, p *pull
 				hb.Reset(2 * pullHeartbeat)
 				// And the consumer may be too, with no notice: nats-server
 				// (2.9) answers no pull for a consumer it lacks.
-				if err := c.gone(ctx, cons); err != nil {
+				if err := c.gone(ctx, cons, c.held(p)); err != nil {
 					fatal <- err
 					return
 				}
@@ -182,7 +182,7 @@ func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, p *pull
 				hb.Reset(2 * pullHeartbeat) // connected again, the consumer asks again
 				continue
 			}
-			if err := c.gone(ctx, cons); err != nil {
+			if err := c.gone(ctx, cons, c.held(p)); err != nil {
 				fatal <- err
 				return
 			}
@@ -253,7 +253,7 @@ func (c *Consumer) status(ctx context.Context, cons jetstream.Consumer, p *pulle
 	// whether the consumer is still there.
 	p.ended(m)
 	if code != "409" {
-		if err := c.gone(ctx, cons); err != nil {
+		if err := c.gone(ctx, cons, c.held(p)); err != nil {
 			return err
 		}
 	}
