@@ -315,6 +315,17 @@ func (c *Config) RunMember() string {
 	return c.MQTT.ClientID
 }
 
+// RunMemberSetting names the setting RunMember reads.
+func (c *Config) RunMemberSetting() string {
+	if c.Input == InputJetStream && c.JetStream != nil {
+		return "jetstream.consumer"
+	}
+	if c.MQTT.ClientID == "" && len(c.MQTT.Feeds) > 0 {
+		return "mqtt.feeds[0].client_id"
+	}
+	return "mqtt.client_id"
+}
+
 // checkClientID refuses an id a persistent session cannot keep.
 func checkClientID(ps *problems, f field, id string) {
 	switch {

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +156,41 @@ func TestIngestRefusesAStoreThatCanLoseACommit(t *testing.T) {
 			}
 			t.Logf("refused: %s", strings.TrimSpace(stderr.String()))
 		})
+	}
+}
+
+// A second run given the same file on a shared store, with store.member
+// unset, is refused as a member another process holds; the refusal says
+// where that member id came from and what to set, since members of a
+// JetStream group, or processes given one file, share the setting it is
+// taken from.
+func TestASecondRunUnderADerivedMemberIDNamesStoreMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts Redis and Mosquitto")
+	}
+	bin := buildBinary(t)
+	cfg, listen, _ := daemonConfig(t, "")
+	r := testbroker.StartRedis(t, testbroker.RedisOptions{})
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := withJournal(fmt.Sprintf(`{kind: redis, url: %q, prefix: "{g}:"}`, r.URL()), filepath.Join(filepath.Dir(cfg), "journal"))
+	text := regexp.MustCompile(`(?m)^store:.*$`).ReplaceAllLiteralString(string(b), "store: "+store)
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, bin, cfg, listen)
+
+	second := exec.Command(bin, "run", "-c", cfg)
+	var stderr bytes.Buffer
+	second.Stderr = &stderr
+	err = second.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("a second run under the same member: %v, want exit status 1\n%s", err, stderr.String())
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "held") || !strings.Contains(msg, `store.member is unset, so the member id is mqtt.client_id "replayguard-example-1"`) {
+		t.Fatalf("a second run under the same member said %q; want it to name mqtt.client_id and store.member", msg)
 	}
 }

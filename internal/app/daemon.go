@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -78,6 +79,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		opts.ForwardObserver = fm
 	}
 	a, err := Open(ctx, cfg, opts)
+	if errors.Is(err, engine.ErrMemberHeld) && cfg.Store.Member == "" {
+		// Members of a JetStream group share their consumer's name.
+		return fmt.Errorf("%w; store.member is unset, so the member id is %s %q: give each process of a group a store.member of its own",
+			err, cfg.RunMemberSetting(), cfg.RunMember())
+	}
 	if err != nil {
 		return err
 	}
