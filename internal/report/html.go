@@ -20,6 +20,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"member": func(s string) string { return memberText(s) },
 	"anchor": anchor,
 	"total":  func(l *Lineage) int { return l.Omitted + len(l.Changes) }, // a trimmed lineage's changes, every one
+	"count":  func(n int) string { return itoa(int64(n)) },
 }).Parse(pageText))
 
 // RenderHTML writes the report as one self-contained HTML page: inline
@@ -31,7 +32,8 @@ func RenderHTML(w io.Writer, r *Report) error {
 		Timeline template.HTML
 		Legend   []legendItem
 		Shared   bool
-	}{r, timelineSVG(r), legend(r), shared(r)})
+		Rows     sourceRows
+	}{r, timelineSVG(r), legend(r), shared(r), sourceTable(r.Sources, MaxSourceRows)})
 }
 
 // anchor is the id of entity's lineage section in r, or "" when it has
