@@ -14,7 +14,9 @@
 //	GET  /api/v1/rates                     Rates: deliveries per second by outcome;
 //	                                       window (default 5m, 1s to 15m)
 //	GET  /api/v1/audit                     {records, next}; key, source, outcome,
-//	                                       route, since, until, from, limit
+//	                                       route, since, until, from, limit; a page
+//	                                       examines 100,000 records at most: follow
+//	                                       next until null
 //	GET  /api/v1/explain/{entity...}       an entity's lineage (replayguard explain
 //	                                       --json); field, at; 404 when nothing changed it
 //	GET  /api/v1/quarantine                {entries, total, next}; from, limit
