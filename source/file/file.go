@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/buger/jsonparser"
@@ -67,8 +68,11 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 			Invalid: fmt.Sprintf("capture line %d: ", lineNo) + fmt.Sprintf(format, a...)}
 	}
 	var c captureLine
-	if len(raw) == 0 || raw[0] != '{' || !c.scan(raw) {
+	switch {
+	case len(raw) == 0 || raw[0] != '{':
 		return invalid("not a JSON object")
+	case !c.scan(raw):
+		return invalid("%s", notJSON(raw))
 	}
 	t, err := jsonparser.ParseString(c.topic)
 	switch {
@@ -97,6 +101,21 @@ func Parse(raw []byte, lineNo int64, name string) engine.Message {
 	}
 	m.Payload = append([]byte(nil), c.payload...)
 	return m
+}
+
+// notJSON says what is wrong with a line that opens a JSON object and is
+// no valid one: cut short (a capture truncated, a write interrupted), or
+// the byte where it breaks (counted from 1).
+func notJSON(raw []byte) string {
+	var v json.RawMessage
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&v); errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Sprintf("not valid JSON: the object is cut short after %d bytes", len(raw))
+	}
+	var syn *json.SyntaxError
+	if err := json.Unmarshal(raw, &v); errors.As(err, &syn) {
+		return fmt.Sprintf("not valid JSON at byte %d of %d: %v", syn.Offset, len(raw), err)
+	}
+	return "not a JSON object" // valid to encoding/json, not to the capture's reading of it
 }
 
 // captureMembers are the members of a capture line that Parse reads.

@@ -1,8 +1,12 @@
 package file_test
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"testing"
@@ -52,7 +56,17 @@ func parseReference(raw []byte, lineNo int64, name string) engine.Message {
 		return engine.Message{Payload: append([]byte(nil), raw...), Broker: name,
 			Invalid: fmt.Sprintf("capture line %d: ", lineNo) + fmt.Sprintf(format, a...)}
 	}
-	if len(raw) == 0 || raw[0] != '{' || !engine.ValidJSON(raw) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return invalid("not a JSON object")
+	}
+	if !engine.ValidJSON(raw) {
+		var v json.RawMessage
+		var syn *json.SyntaxError
+		if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&v); errors.Is(err, io.ErrUnexpectedEOF) {
+			return invalid("not valid JSON: the object is cut short after %d bytes", len(raw))
+		} else if err := json.Unmarshal(raw, &v); errors.As(err, &syn) {
+			return invalid("not valid JSON at byte %d of %d: %v", syn.Offset, len(raw), err)
+		}
 		return invalid("not a JSON object")
 	}
 	var (
