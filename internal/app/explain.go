@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -75,38 +76,28 @@ func explainNone(l *report.Lineage) error {
 }
 
 // Lineages reads the lineages of opts.Entities from the audit log and the
-// archive dir ("": none), as Report reads the log.
+// archive dir ("": none), as Report reads the log. While a running process
+// holds the store, that process reads each (GET /api/v1/explain), from its
+// own store and audit.archive, rather than sending its whole log to be
+// read here: only an archive it does not read, or a process that serves no
+// lineage, makes the log come through the API. An entity no decision
+// changed is then an error saying so (errUnchanged), not an empty lineage.
 func (t *Tool) Lineages(ctx context.Context, opts report.LineageOptions, archive string) ([]*report.Lineage, error) {
-	recs, bases, done, err := t.auditRecords(ctx, archive)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	opts.Bases = bases
-	return report.Lineages(recs, opts)
-}
-
-// auditRecords is the whole audit log, read-only: a shared store's every
-// chain merged by time, a single-owner store's log, or the running
-// process's API; each from the archive dir ("": none) where retention
-// moved its oldest records. bases are where retention left each chain
-// beginning in the store (none through the API). done closes the store.
-func (t *Tool) auditRecords(ctx context.Context, archive string) (iter.Seq2[engine.AuditRecord, error], map[string]engine.AuditHead, func(), error) {
 	a, err := t.openRead(ctx)
 	if err != nil {
 		r, rerr := t.remoteFor(err)
 		if rerr != nil {
-			return nil, nil, nil, rerr
+			return nil, rerr
 		}
-		return report.Scanned(report.WithArchive(ctx, "", archiveReader(archive),
-			func(fn func(engine.AuditRecord) error) error { return r.audit(1, fn) })), nil, func() {}, nil
+		if archive == t.Config.Audit.Archive {
+			if ls, err := r.lineages(opts); !errors.Is(err, errNoExplain) {
+				return ls, err
+			}
+		}
+		return report.Lineages(r.records(ctx, archive), opts)
 	}
-	recs, bases, err := storeRecords(ctx, a.Store, archive)
-	if err != nil {
-		a.Close()
-		return nil, nil, nil, err
-	}
-	return recs, bases, func() { a.Close() }, nil
+	defer a.Close()
+	return StoreLineages(ctx, a.Store, archive, opts)
 }
 
 // storeRecords is the whole audit log of s: a shared store's every chain

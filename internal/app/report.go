@@ -160,6 +160,10 @@ func (t *Tool) reportLineages(ctx context.Context, rep *report.Report, named []s
 		fmt.Fprintf(t.errOut(), "note: the lineages of the most replayed entities are left out: %v\n", err)
 		return nil
 	}
+	var unchanged *errUnchanged
+	if errors.As(err, &unchanged) { // read by the running process: a named entity's
+		return fmt.Errorf("--entity %s: %w", unchanged.entity, err)
+	}
 	if err != nil {
 		return err
 	}
