@@ -216,7 +216,30 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 		return why
 	}
 	sp.digest = sp.contentDigest()
+	if sp.typ == spDData && sp.readsTable() && sp.p.Timestamp < birth.Devices[sp.device].Stamp {
+		// Sent under an earlier DBIRTH of its device, whose table the
+		// device's last DBIRTH replaced: read with the last one's, an
+		// alias may name another metric. Only a proven duplicate is
+		// placed; anything else waits for a person.
+		if why := sp.placeSeq(d, p, src); why == "" && p.Holds(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, sp.seq), sp.digest) {
+			return ""
+		}
+		return fmt.Sprintf("%s of device %q: its timestamp %d predates the device's last DBIRTH (%d) in session %s, "+
+			"whose aliases may name other metrics: the DBIRTH it was sent under is no longer kept", sp.typ, sp.device,
+			sp.p.Timestamp, birth.Devices[sp.device].Stamp, birth.Epoch)
+	}
 	return sp.placeSeq(d, p, src)
+}
+
+// readsTable reports whether resolving the message reads its birth's
+// table: a metric by alias, or without a datatype.
+func (sp *spMessage) readsTable() bool {
+	for _, mt := range sp.p.Metrics {
+		if mt.Name == "" || mt.Datatype == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // retiredBirth places an NBIRTH of session sp.bdSeq that matches a

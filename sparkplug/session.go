@@ -96,13 +96,16 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		}
 	case spDBirth:
 		b := &st.Births[sp.birth]
+		if dev, ok := b.Devices[sp.device]; ok && dev.Stamp > sp.p.Timestamp {
+			return changed // an earlier DBIRTH decided late: the device's last one stays
+		}
 		if b.Devices == nil {
 			b.Devices = map[string]engine.SparkplugDevice{}
 		}
 		b.Devices[sp.device] = engine.SparkplugDevice{Online: true, Stamp: sp.p.Timestamp, Table: tableOf(sp)}
 	case spDDeath:
 		b := &st.Births[sp.birth]
-		if dev, ok := b.Devices[sp.device]; ok {
+		if dev, ok := b.Devices[sp.device]; ok && dev.Stamp <= sp.p.Timestamp {
 			dev.Online = false
 			b.Devices[sp.device] = dev
 		}
