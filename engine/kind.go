@@ -233,6 +233,16 @@ func (p *Placement) KeyTTL() time.Duration { return p.e.ttl }
 // Now is the decision's time.
 func (p *Placement) Now() time.Time { return p.now }
 
+// KeyNow is the time the key window ages its keys by at this decision: a
+// single-owner engine's key clock, which follows the time elapsed and not
+// a step of the wall clock; Now on a shared store.
+func (p *Placement) KeyNow() time.Time {
+	if p.e.ages != nil {
+		return time.Unix(0, p.e.ages.last).UTC()
+	}
+	return p.now
+}
+
 // Position is the audit position the delivery's record takes.
 func (p *Placement) Position() uint64 { return p.e.tail.Position + 1 }
 

@@ -18,7 +18,8 @@ type SparkplugState struct {
 	// a replay of their messages is read with their tables and found at
 	// the placement whose key the key window still holds with its content,
 	// a duplicate, however old its birth. At most window.keep_epochs + 1
-	// of them; a later NBIRTH drops those retired longer than window.ttl.
+	// of them; a later NBIRTH drops those retired longer than window.ttl
+	// (RetiredAt is on the clock the key window ages by, Placement.KeyNow).
 	Retired []SparkplugBirth `json:"retired,omitempty"`
 }
 

@@ -120,6 +120,9 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 // the birth applied now opened or placed its own), and forgets retired
 // births past window.keep_epochs + 1 of them, and those retired longer
 // than window.ttl ago: no key of theirs is left in the key window then.
+// Both times are read on the key window's clock, which a step of the wall
+// clock does not move: stepped forward, it would forget births whose keys
+// the key window still holds.
 func keepBirths(s *engine.SparkplugState, src *engine.SourceState, highs []epochHigh, p *engine.Placement) {
 	kept := s.Births[:0]
 	var retired []engine.SparkplugBirth
@@ -130,7 +133,7 @@ func keepBirths(s *engine.SparkplugState, src *engine.SourceState, highs []epoch
 		}
 		for _, h := range highs {
 			if h.epoch == b.Epoch && h.high >= 0 {
-				b.High, b.RetiredAt = h.high, p.Now().UTC()
+				b.High, b.RetiredAt = h.high, p.KeyNow()
 				retired = append(retired, b)
 			}
 		}
@@ -140,7 +143,7 @@ func keepBirths(s *engine.SparkplugState, src *engine.SourceState, highs []epoch
 		return
 	}
 	retired = append(retired, s.Retired...) // those retired now are newer than those retired before
-	cutoff := p.Now().Add(-p.KeyTTL())
+	cutoff := p.KeyNow().Add(-p.KeyTTL())
 	n := 0
 	for _, b := range retired {
 		if n <= p.KeepEpochs() && !b.RetiredAt.Before(cutoff) {
