@@ -76,6 +76,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		}
 		b := engine.SparkplugBirth{Epoch: sp.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, HighStamp: sp.p.Timestamp,
 			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: tableOf(sp)}
+		adoptDevices(&b, st.Births, sp.at)
 		if sp.at > 0 { // an older birth decided late: the session is as it was
 			st.Births = slices.Insert(st.Births, sp.at, b)
 		} else {
@@ -113,6 +114,30 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		return changed
 	}
 	return true
+}
+
+// adoptDevices gives birth b, about to take index at among births, the
+// devices the birth before it holds from DBIRTHs stamped at or after its
+// NBIRTH (and before the birth after it): DBIRTHs of b decided before b's
+// NBIRTH (the broker reordered them, or another member held the NBIRTH),
+// applied in the birth before, above its highest. Without them b's device
+// data would find no DBIRTH in b and be held, and the DBIRTHs' replays are
+// duplicates of where they were applied. They are online: the NDEATH that
+// came since ended the birth before, not them.
+func adoptDevices(b *engine.SparkplugBirth, births []engine.SparkplugBirth, at int) {
+	if at >= len(births) {
+		return
+	}
+	for name, dev := range births[at].Devices {
+		if dev.Stamp < b.Stamp || at > 0 && dev.Stamp >= births[at-1].Stamp {
+			continue
+		}
+		if b.Devices == nil {
+			b.Devices = map[string]engine.SparkplugDevice{}
+		}
+		dev.Online = true
+		b.Devices[name] = dev
+	}
 }
 
 // keepBirths retires the births whose epoch window the source no longer
