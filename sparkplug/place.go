@@ -388,6 +388,18 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 			return ""
 		}
 	}
+	if older && (!ok || s > h) {
+		// Behind the highest by its timestamp, more than half the ring:
+		// when one placement congruent to its seq is left in the window
+		// (none below it at or above the window's first), and the window
+		// saw it, it is that message again, whose key has left the key
+		// window: the window decides it a duplicate.
+		below := h - ((h-sp.seqRaw)%256+256)%256
+		if below >= 0 && below-256 < w.First && h-below < int64(p.SequenceSpan()) && seenIn(w, below) {
+			sp.seq = below
+			return ""
+		}
+	}
 	if p.Released() && (!ok || s > h && older) {
 		// An operator judged it genuine: its timestamp says on which side
 		// of the highest it was sent, and the nearest placement there is
@@ -431,6 +443,20 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	}
 	sp.seq = s
 	return ""
+}
+
+// seenIn reports whether window w saw seq: at or below its highest, at or
+// above its first, and in none of its gaps.
+func seenIn(w *engine.EpochWindow, seq int64) bool {
+	if w == nil || seq > w.High || seq < w.First {
+		return false
+	}
+	for _, g := range w.OpenGaps() {
+		if seq >= g.From && seq <= g.To {
+			return false
+		}
+	}
+	return true
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,
