@@ -35,9 +35,14 @@ type SparkplugBirth struct {
 	Position uint64    `json:"position"`
 	// HighStamp is the timestamp of the message at its window's highest
 	// sequence: a message older than it cannot be placed above it.
-	HighStamp uint64                     `json:"high_stamp,omitempty"`
-	Node      SparkplugTable             `json:"node"`
-	Devices   map[string]SparkplugDevice `json:"devices,omitempty"`
+	HighStamp uint64 `json:"high_stamp,omitempty"`
+	// Before is the HighStamp of the birth before when this one was
+	// applied, when later than its NBIRTH: its messages stamped up to it
+	// may have been applied there (decided before the NBIRTH), and once
+	// their keys leave the key window nothing tells them from new ones.
+	Before  uint64                     `json:"before,omitempty"`
+	Node    SparkplugTable             `json:"node"`
+	Devices map[string]SparkplugDevice `json:"devices,omitempty"`
 	// High and RetiredAt are a retired birth's (SparkplugState.Retired):
 	// its window's highest sequence when the window left, and when.
 	High      int64     `json:"high,omitempty"`

@@ -228,7 +228,33 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 			"whose aliases may name other metrics: the DBIRTH it was sent under is no longer kept", sp.typ, sp.device,
 			sp.p.Timestamp, birth.Devices[sp.device].Stamp, birth.Epoch)
 	}
-	return sp.placeSeq(d, p, src)
+	if why := sp.placeSeq(d, p, src); why != "" {
+		return why
+	}
+	if sp.p.Timestamp <= birth.Before && !p.Released() && !seenIn(src.Kept(sp.epoch), sp.seq) {
+		// Not found in the birth before (placedBefore), yet it may have
+		// been applied there, decided before its NBIRTH, with a key the
+		// key window no longer holds: its own window never saw it, and
+		// applied there it could be applied twice.
+		return fmt.Sprintf("seq %d of session %s is stamped %d, not after the last message the birth before applied (%d): "+
+			"it may have been applied there, decided before its NBIRTH, and its key is not in the key window",
+			sp.seqRaw, birth.Epoch, sp.p.Timestamp, birth.Before)
+	}
+	return ""
+}
+
+// seenIn reports whether window w saw seq: at or below its highest, at or
+// above its first, and in none of its gaps.
+func seenIn(w *engine.EpochWindow, seq int64) bool {
+	if w == nil || seq > w.High || seq < w.First {
+		return false
+	}
+	for _, g := range w.OpenGaps() {
+		if seq >= g.From && seq <= g.To {
+			return false
+		}
+	}
+	return true
 }
 
 // readsTable reports whether resolving the message reads its birth's
@@ -443,20 +469,6 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	}
 	sp.seq = s
 	return ""
-}
-
-// seenIn reports whether window w saw seq: at or below its highest, at or
-// above its first, and in none of its gaps.
-func seenIn(w *engine.EpochWindow, seq int64) bool {
-	if w == nil || seq > w.High || seq < w.First {
-		return false
-	}
-	for _, g := range w.OpenGaps() {
-		if seq >= g.From && seq <= g.To {
-			return false
-		}
-	}
-	return true
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,

@@ -76,6 +76,9 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		}
 		b := engine.SparkplugBirth{Epoch: sp.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, HighStamp: sp.p.Timestamp,
 			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: tableOf(sp)}
+		if len(st.Births) > sp.at && st.Births[sp.at].HighStamp > b.Stamp {
+			b.Before = st.Births[sp.at].HighStamp // the birth before it applied its data
+		}
 		adoptDevices(&b, st.Births, sp.at)
 		if sp.at > 0 { // an older birth decided late: the session is as it was
 			st.Births = slices.Insert(st.Births, sp.at, b)
