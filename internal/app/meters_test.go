@@ -43,3 +43,23 @@ func ingest(t *testing.T, tool *Tool, feed string) {
 		t.Fatal(err)
 	}
 }
+
+// A fleet on an id route keeps no source windows: sources prints its
+// header alone, and says on stderr why, rather than leave an operator to
+// wonder where a hundred thousand meters went.
+func TestSourcesOfAnIDRouteSaysWhyItListsNone(t *testing.T) {
+	tool := meterTool(t, t.TempDir(), "add: {kwh: kwh}")
+	ingest(t, tool, `{"topic":"plant/m1/energy","payload":{"msgId":"a","kwh":1.5}}
+`)
+	var out, errs bytes.Buffer
+	tool.Out, tool.Err = &out, &errs
+	if err := tool.Sources(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(out.String()); len(got) != 6 || got[0] != "ROUTE" {
+		t.Errorf("sources printed %q, want its header alone", out.String())
+	}
+	if !strings.Contains(errs.String(), "no source windows") || !strings.Contains(errs.String(), "id route") {
+		t.Errorf("sources said %q on stderr, want why it lists none", errs.String())
+	}
+}

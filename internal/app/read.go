@@ -161,6 +161,10 @@ func (t *Tool) printSources(reps []engine.SourceReport, asJSON bool) error {
 	if asJSON {
 		return t.writeJSON(reps)
 	}
+	if len(reps) == 0 {
+		fmt.Fprintln(t.errOut(), "no source windows: a route keeps one for each source only when it has a sequence (or is a sparkplug route); "+
+			"an id route's messages are decided by the key window alone, and replayguard state shows what they changed")
+	}
 	tw := t.table()
 	sessions := slices.ContainsFunc(reps, func(r engine.SourceReport) bool { return r.Sparkplug != nil })
 	feeds := slices.ContainsFunc(reps, func(r engine.SourceReport) bool { return r.Feed != "" })
