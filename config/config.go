@@ -20,9 +20,9 @@ const (
 	DefaultBroker         = "tcp://127.0.0.1:1883"
 	DefaultSessionExpiry  = Duration(time.Hour)
 	DefaultKeepAlive      = Duration(30 * time.Second)
-	DefaultBatchSize      = 256 // measured: see BENCHMARKS.md
+	DefaultBatchSize      = 1024 // measured: see BENCHMARKS.md
 	DefaultBatchLinger    = Duration(time.Millisecond)
-	DefaultReceiveMaximum = 1024
+	DefaultReceiveMaximum = 2048
 	DefaultMQTTProtocol   = ProtocolAuto
 	DefaultHTTPListen     = "127.0.0.1:9780"
 
@@ -314,13 +314,13 @@ type MQTTConfig struct {
 	TLS TLSConfig `yaml:"tls,omitempty"`
 	// KeepAlive is the MQTT keep-alive interval. Default 30s.
 	KeepAlive Duration `yaml:"keep_alive"`
-	// BatchSize caps the messages committed in one transaction. Default 256.
+	// BatchSize caps the messages committed in one transaction. Default 1024.
 	BatchSize int `yaml:"batch_size"`
 	// BatchLinger is how long a batch waits for more messages. Default 1ms.
 	BatchLinger Duration `yaml:"batch_linger"`
 	// ReceiveMaximum caps unacknowledged deliveries in flight. Default
-	// 1024, or 4 × batch_size when that is more; 1 to 65535, at least
-	// batch_size.
+	// 2048, or 2 × batch_size when that is more (a batch committing and
+	// the next one collected); 1 to 65535, at least batch_size.
 	ReceiveMaximum int `yaml:"receive_maximum"`
 	// Feeds are redundant broker paths consumed at the same time into one
 	// engine, each its own persistent session: a message's copy from the
@@ -480,7 +480,7 @@ func (c *Config) SetDefaults() {
 	setDuration(&m.KeepAlive, DefaultKeepAlive)
 	setInt(&m.BatchSize, DefaultBatchSize)
 	setDuration(&m.BatchLinger, DefaultBatchLinger)
-	setInt(&m.ReceiveMaximum, min(65535, max(DefaultReceiveMaximum, 4*m.BatchSize))) // room for the next batches while one commits
+	setInt(&m.ReceiveMaximum, min(65535, max(DefaultReceiveMaximum, 2*m.BatchSize))) // room for the next batch while one commits
 	setString(&c.HTTP.Listen, DefaultHTTPListen)
 	c.Audit.setDefaults()
 	c.setOutputDefaults()

@@ -104,7 +104,7 @@ audit: {archive: /var/lib/replayguard-archive}
 		}
 		for _, want := range []string{"kind: embedded", "path: ./replayguard-data", "ttl: 2h", "max_entries: 1000000",
 			"sequence_span: 4096", "keep_epochs: 2", "max_payload: 256KiB", "- tcp://127.0.0.1:1883", "session_expiry: 1h",
-			"keep_alive: 30s", "batch_size: 256", "batch_linger: 1ms", "receive_maximum: 1024", "listen: 127.0.0.1:9780",
+			"keep_alive: 30s", "batch_size: 1024", "batch_linger: 1ms", "receive_maximum: 2048", "listen: 127.0.0.1:9780",
 			"cached_rows: 100000"} {
 			if !strings.Contains(string(out), want+"\n") {
 				t.Errorf("output lacks %q:\n%s", want, out)

@@ -100,7 +100,7 @@ func TestGivenZeros(t *testing.T) {
 		want string
 	}{
 		{"a zero ttl is refused", "window:\n  ttl: 0s", "2: window.ttl: ttl is 0: remove it to use the default (2h), or set a positive value"},
-		{"a zero batch size is refused", "mqtt:\n  batch_size: 0", "2: mqtt.batch_size: batch_size is 0: remove it to use the default (256), or set a positive value"},
+		{"a zero batch size is refused", "mqtt:\n  batch_size: 0", "2: mqtt.batch_size: batch_size is 0: remove it to use the default (1024), or set a positive value"},
 		{"a zero payload limit is refused", "limits:\n  max_payload: 0", "2: limits.max_payload: max_payload is 0: remove it to use the default (256KiB), or set a positive value"},
 		{"a zero session expiry is refused", "mqtt:\n  session_expiry: 0s", "2: mqtt.session_expiry: session_expiry 0s ends the session at every disconnect, so messages not yet acknowledged would be lost: remove it to use the default (1h), or set a longer one"},
 		{"a null value takes the default", "window:\n  ttl:\n  max_entries: ~", ""},
@@ -221,15 +221,21 @@ func TestDefaults(t *testing.T) {
 			{"mqtt.protocol", c.MQTT.Protocol, "auto"},
 			{"mqtt.session_expiry", c.MQTT.SessionExpiry.String(), "1h"},
 			{"mqtt.keep_alive", c.MQTT.KeepAlive.String(), "30s"},
-			{"mqtt.batch_size", c.MQTT.BatchSize, 256},
+			{"mqtt.batch_size", c.MQTT.BatchSize, 1024},
 			{"mqtt.batch_linger", c.MQTT.BatchLinger.String(), "1ms"},
-			{"mqtt.receive_maximum", c.MQTT.ReceiveMaximum, 1024},
+			{"mqtt.receive_maximum", c.MQTT.ReceiveMaximum, 2048},
 			{"http.listen", c.HTTP.Listen, "127.0.0.1:9780"},
 		}
 		for _, ch := range checks {
 			if ch.got != ch.want {
 				t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
 			}
+		}
+	})
+	t.Run("receive_maximum holds a batch committing and the next one collected", func(t *testing.T) {
+		c, err := Parse([]byte("mqtt: {batch_size: 1500}"), "f.yaml", nil)
+		if err != nil || c.MQTT.ReceiveMaximum != 3000 {
+			t.Fatalf("Parse: %v, receive_maximum %d, want 3000 (2 × batch_size)", err, c.MQTT.ReceiveMaximum)
 		}
 	})
 	t.Run("a route's qos defaults to 1", func(t *testing.T) {

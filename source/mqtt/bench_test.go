@@ -196,7 +196,7 @@ func describe(cfg mqtt.Config) string {
 		linger = mqtt.DefaultBatchLinger
 	}
 	if rm == 0 {
-		rm = uint16(max(mqtt.DefaultReceiveMaximum, 4*size))
+		rm = uint16(max(mqtt.DefaultReceiveMaximum, 2*size))
 	}
 	return fmt.Sprintf("batch=%d,linger=%v,rm=%d", size, linger, rm)
 }

@@ -12,14 +12,17 @@ import (
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
 
-// Defaults of Config. BatchSize, BatchLinger and ReceiveMaximum were chosen
-// by BenchmarkConsume against Mosquitto (see bench_test.go).
+// Defaults of Config. BatchLinger was chosen by BenchmarkConsume against
+// Mosquitto (see bench_test.go); BatchSize and ReceiveMaximum by draining a
+// backlog with `replayguard run` (BENCHMARKS.md): each batch costs a commit,
+// and a batch committing while the next is collected needs twice a batch in
+// flight.
 const (
 	DefaultSessionExpiry   = time.Hour
 	DefaultKeepAlive       = 30 * time.Second
-	DefaultBatchSize       = consume.DefaultBatchSize
+	DefaultBatchSize       = 1024
 	DefaultBatchLinger     = consume.DefaultBatchLinger
-	DefaultReceiveMaximum  = 1024
+	DefaultReceiveMaximum  = 2048
 	DefaultConnectRetryMin = consume.DefaultRetryMin
 	DefaultConnectRetryMax = consume.DefaultRetryMax
 	DefaultConnectTimeout  = 10 * time.Second
@@ -76,15 +79,15 @@ type Config struct {
 	// re-established. Default 30s; rounded to whole seconds, at least 1s.
 	KeepAlive time.Duration
 	// BatchSize is the most deliveries passed to one Process call.
-	// Default 256; at most ReceiveMaximum.
+	// Default 1024; at most ReceiveMaximum.
 	BatchSize int
 	// BatchLinger is how long a batch waits for more deliveries after its
 	// first one before it is processed anyway. Default 1ms.
 	BatchLinger time.Duration
 	// ReceiveMaximum is how many deliveries the broker may have in flight
 	// (sent, not yet acknowledged) on the connection: the memory bound,
-	// and the backpressure a slow Process exerts. Default 1024, or
-	// 4×BatchSize when that is larger.
+	// and the backpressure a slow Process exerts. Default 2048, or
+	// 2×BatchSize when that is larger.
 	ReceiveMaximum uint16
 	// ConnectRetryMin and ConnectRetryMax bound the jittered exponential
 	// backoff between rounds of connection attempts; each round tries every
@@ -125,7 +128,7 @@ func (c *Config) setDefaults() {
 	consume.DefaultRetry(&c.CommitRetryMin, &c.CommitRetryMax, DefaultCommitRetryMin, DefaultCommitRetryMax)
 	consume.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	consume.Default(&c.BatchSize, DefaultBatchSize)
-	consume.Default(&c.ReceiveMaximum, uint16(min(math.MaxUint16, max(DefaultReceiveMaximum, 4*c.BatchSize))))
+	consume.Default(&c.ReceiveMaximum, uint16(min(math.MaxUint16, max(DefaultReceiveMaximum, 2*c.BatchSize))))
 	consume.DefaultSinks(&c.Logger, &c.Observer)
 }
 
