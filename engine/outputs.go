@@ -401,6 +401,11 @@ func (c *route) absentField(f *forwardEffect, vals []value) string {
 	return ""
 }
 
+// maxTopicSeparators is how many '/' an MQTT topic may hold: Mosquitto
+// answers a PUBLISH to a topic with more (its TOPIC_HIERARCHY_LIMIT) by
+// closing the connection, at every attempt.
+const maxTopicSeparators = 200
+
 // checkTarget says why a rendered topic or subject cannot be published to,
 // or returns "".
 func checkTarget(output, t string) string {
@@ -413,6 +418,9 @@ func checkTarget(output, t string) string {
 		return fmt.Sprintf("%q holds a wildcard or NUL", t)
 	case output == OutputMQTT && !mqttText(t):
 		return fmt.Sprintf("%q holds a control character, a noncharacter or bytes that are not UTF-8, which a broker answers by closing the connection", t)
+	case output == OutputMQTT && strings.Count(t, "/") > maxTopicSeparators:
+		return fmt.Sprintf("%.64q... has %d levels, over the %d Mosquitto takes (it answers a publish to more by closing the connection)",
+			t, strings.Count(t, "/")+1, maxTopicSeparators+1)
 	case output == OutputNATS && (strings.ContainsAny(t, " \t\r\n*>") || strings.Contains(t, "..") ||
 		strings.HasPrefix(t, ".") || strings.HasSuffix(t, ".")):
 		return fmt.Sprintf("%q is not a valid subject", t)

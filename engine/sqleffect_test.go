@@ -209,6 +209,39 @@ func TestAProducerCannotChooseABrokersDollarTopic(t *testing.T) {
 	}
 }
 
+// TestAForwardTopicOfMoreLevelsThanMosquittoTakesIsQuarantined: Mosquitto
+// answers a PUBLISH whose topic holds more than 200 '/' by closing the
+// connection (DISCONNECT 0x82), at every attempt, so the output's lane would
+// wait behind the entry for good; a topic the message's field renders that
+// deep, as "clean/{topic}" does of a 201-level input topic, which the input
+// broker took, makes the message malformed instead.
+func TestAForwardTopicOfMoreLevelsThanMosquittoTakesIsQuarantined(t *testing.T) {
+	r := engine.Route{Name: "incidents", Topic: "incidents/#", Source: []string{"source_id"}, ID: "msgId",
+		Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Topic: "clean/{topic}"}}}}
+	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{r}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i, tc := range []struct {
+		levels  int // of the input topic; the copy's has one more
+		refused bool
+	}{
+		{2, false}, {199, false}, {200, false}, {201, true}, {1000, true},
+	} {
+		topic := "incidents" + strings.Repeat("/x", tc.levels-1)
+		msg := engine.Message{Topic: topic, Payload: fmt.Appendf(nil, `{"msgId":"m%d","source_id":"e1"}`, i)}
+		d, err := e.Process(context.Background(), []engine.Message{msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("has %d levels, over the 201", tc.levels+1)
+		if refused := d[0].Outcome == engine.Malformed; refused != tc.refused || refused && !strings.Contains(d[0].Reason, want) {
+			t.Errorf("an input topic of %d levels: %s %q", tc.levels, d[0].Outcome, d[0].Reason)
+		}
+	}
+}
+
 func TestAForwardTopicABrokerWouldRefuseIsQuarantined(t *testing.T) {
 	r := engine.Route{Name: "incidents", Topic: "incidents/#", Source: []string{"source_id"}, ID: "msgId",
 		Effects: []engine.EffectSpec{{Forward: &engine.ForwardSpec{Topic: "clean/{source_id}"}}}}
