@@ -250,7 +250,7 @@ func (m *MQTT) connection(ctx context.Context) (*mqttConn, error) {
 			break
 		}
 	}
-	return nil, fmt.Errorf("mqtt output connect: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("mqtt output connect (outputs.mqtt.brokers, by default the consumer's): %w", errors.Join(errs...))
 }
 
 func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {

@@ -139,7 +139,7 @@ func (n *NATS) connect() (*nats.Conn, jetstream.JetStream, error) {
 	}
 	nc, err := nats.Connect(n.opts.URL, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("nats connect %s: %w", redactServers(n.opts.URL), err)
+		return nil, nil, fmt.Errorf("nats connect %s (outputs.nats.url): %w", redactServers(n.opts.URL), err)
 	}
 	// The client's own bound on publishes awaiting PubAcks (4,000) stays
 	// above the window, with room for a window a cancelled Deliver left.

@@ -120,7 +120,7 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 	resp, err := w.client.Do(req)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return fmt.Errorf("POST %s: no answer within %s", engine.RedactTarget(engine.OutputWebhook, e.Target), w.timeout)
+			return fmt.Errorf("POST %s: no answer within %s (outputs.webhook.timeout)", engine.RedactTarget(engine.OutputWebhook, e.Target), w.timeout)
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -138,8 +138,22 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 		err := fmt.Errorf("POST %s: %s%s", engine.RedactTarget(engine.OutputWebhook, e.Target), resp.Status, excerpt(body))
 		return httpretry.Wrap(err, resp, time.Now())
 	default:
-		return &RefusedError{Reason: fmt.Sprintf("HTTP %s%s", resp.Status, excerpt(body))}
+		return &RefusedError{Reason: fmt.Sprintf("HTTP %s%s%s", resp.Status, redirectedTo(resp), excerpt(body))}
 	}
+}
+
+// redirectedTo says where a redirect answer points, which the webhook does
+// not follow, and what to change: " to URL (…)"; "" for any other answer.
+func redirectedTo(resp *http.Response) string {
+	if resp.StatusCode < 300 || resp.StatusCode >= 400 {
+		return ""
+	}
+	loc, err := resp.Location()
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" to %s (a POST is not redirected: change the forward's webhook URL)",
+		engine.RedactTarget(engine.OutputWebhook, loc.String()))
 }
 
 // endpointStatus are the 4xx answers that say nothing of the entry: the

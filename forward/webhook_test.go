@@ -378,3 +378,26 @@ func TestWebhookSendsAProtobufPayloadAsOctets(t *testing.T) {
 		t.Fatalf("Content-Type %q for JSON, %q for protobuf", json, proto)
 	}
 }
+
+// TestWebhookRedirectIsHeldSayingWhereTo: a receiver that moved answers a
+// POST with a redirect, which the webhook does not follow (a redirected
+// POST can lose its body): the entry is held, and the reason says where the
+// receiver points (its password, if any, left out) and which setting to
+// change.
+func TestWebhookRedirectIsHeldSayingWhereTo(t *testing.T) {
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "https://rg:s3cret@dispatch.example/v2/hook", status)
+		}))
+		wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+		n, err := wh.Deliver(context.Background(), []engine.OutboxEntry{{ID: 1, Target: srv.URL, Payload: []byte(`{}`)}})
+		var ref *forward.RefusedError
+		if n != 0 || !errors.As(err, &ref) {
+			t.Errorf("HTTP %d: %d delivered, %v; want the entry held", status, n, err)
+		} else if want := "to https://xxxxx@dispatch.example/v2/hook (a POST is not redirected: change the forward's webhook URL)"; !strings.Contains(ref.Reason, want) || strings.Contains(ref.Reason, "s3cret") {
+			t.Errorf("HTTP %d: reason %q; want it to say %q", status, ref.Reason, want)
+		}
+		wh.Close()
+		srv.Close()
+	}
+}
