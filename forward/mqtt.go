@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
@@ -65,12 +66,27 @@ type MQTTOptions struct {
 //
 // The connection is a clean session that ends with it: the outbox is the
 // session. After a drop, what had no PUBACK is sent again from the outbox
-// on the next connection. It connects on the first Deliver.
+// on the next connection, one at a time: a broker that closed the
+// connection on one of them (its reset may have lost the PUBACKs of those
+// before) closes it again on that one alone, which the error then names;
+// the next time, the entry is refused (a *RefusedError) when the broker's
+// DISCONNECT refuses the packet. It connects on the first Deliver.
 type MQTT struct {
-	opts MQTTOptions
-	urls []*url.URL
-	log  *slog.Logger
-	conn *mqttConn // the connection up, nil when none; Deliver's alone
+	opts  MQTTOptions
+	urls  []*url.URL
+	log   *slog.Logger
+	conn  *mqttConn // the connection up, nil when none; Deliver's alone
+	alone int       // how many entries of the next Deliver go one at a time: those in flight at a drop
+	// struck is the entry the broker closed the last connection on, alone
+	// in flight, with a reason code that refuses the packet; nil when the
+	// last connection ended otherwise.
+	struck *struckEntry
+}
+
+// struckEntry names an outbox entry across Deliver calls.
+type struckEntry struct {
+	id  uint64
+	key engine.Hash
 }
 
 // mqttConn is one connection and the session that tracks its PUBACKs.
@@ -80,9 +96,15 @@ type mqttConn struct {
 	cork   *corkConn // what paho writes on
 	sess   *pubSession
 	broker string
-	quota  int    // in flight at most
-	limit  uint32 // the broker's Maximum Packet Size; 0: none said
+	quota  int       // in flight at most
+	limit  uint32    // the broker's Maximum Packet Size; 0: none said
+	gone   chan byte // the reason code of the broker's DISCONNECT, when it sent one
 }
+
+// disconnectGrace is how long a lost connection's error waits for the
+// reason code of the broker's DISCONNECT: paho hands it over just after the
+// connection ends.
+const disconnectGrace = 50 * time.Millisecond
 
 // NewMQTT returns an MQTT output. It does not connect yet.
 func NewMQTT(opts MQTTOptions) (*MQTT, error) {
@@ -136,6 +158,8 @@ func (m *MQTT) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, 
 func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.OutboxEntry) (int, error) {
 	acks := make([]chan byte, len(entries))
 	sent, acked := 0, 0
+	alone := m.alone
+	m.alone = 0
 	var deadline *time.Timer
 	defer func() {
 		if deadline != nil {
@@ -144,7 +168,7 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 	}()
 	for acked < len(entries) {
 		var err error
-		if sent, err = c.fill(ctx, entries, acks, sent, acked); err != nil {
+		if sent, err = c.fill(ctx, entries, acks, sent, acked, alone); err != nil {
 			return acked, err
 		}
 		if deadline == nil {
@@ -164,7 +188,22 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 			}
 			deadline.Reset(m.opts.AckTimeout) // the next oldest gets its own time
 		case <-c.client.Done():
-			return acked, fmt.Errorf("mqtt connection to %s lost with %d publishes awaiting PUBACK", c.broker, sent-acked)
+			for ; acked < sent && len(acks[acked]) > 0; acked++ { // PUBACKs read before the end
+				if rc := <-acks[acked]; rc >= 0x80 {
+					return acked, pubackError(entries[acked], rc, acked)
+				}
+			}
+			rc, said := c.disconnectReason()
+			m.alone = sent - acked
+			struck := m.struck
+			m.struck = nil
+			if e := entries[acked]; said && sent-acked == 1 && packetRefusal[rc] {
+				if struck != nil && *struck == (struckEntry{e.ID, e.Key}) {
+					return acked, closedOn(e, rc, acked)
+				}
+				m.struck = &struckEntry{e.ID, e.Key}
+			}
+			return acked, c.lost(entries[acked], sent-acked, rc, said)
 		case <-deadline.C:
 			return acked, fmt.Errorf("mqtt broker %s sent no PUBACK within %s", c.broker, m.opts.AckTimeout)
 		case <-ctx.Done():
@@ -177,11 +216,12 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 // fill publishes entries from sent on while fewer than c.quota await their
 // PUBACK, each with its channel in acks, in one write, and returns the new
 // sent. An entry larger than the broker takes is held back until those
-// before it are delivered, then refused.
-func (c *mqttConn) fill(ctx context.Context, entries []engine.OutboxEntry, acks []chan byte, sent, acked int) (int, error) {
+// before it are delivered, then refused. Until the first alone entries
+// have their PUBACK, one goes at a time.
+func (c *mqttConn) fill(ctx context.Context, entries []engine.OutboxEntry, acks []chan byte, sent, acked, alone int) (int, error) {
 	c.cork.Cork()
 	defer c.cork.Uncork()
-	for sent < len(entries) && sent-acked < c.quota {
+	for sent < len(entries) && sent-acked < c.quota && (sent == acked || acked >= alone) {
 		if c.limit > 0 { // the broker set a Maximum Packet Size
 			if size := publishSize(entries[sent]); size > int(c.limit) {
 				if sent == acked { // every entry before it is delivered: hold it
@@ -200,6 +240,54 @@ func (c *mqttConn) fill(ctx context.Context, entries []engine.OutboxEntry, acks 
 		return sent, fmt.Errorf("mqtt publish on %s: %w", c.broker, err)
 	}
 	return sent, nil
+}
+
+// disconnectReason is the reason code of the broker's DISCONNECT, and
+// whether one came, waiting disconnectGrace for it: paho hands it over just
+// after the connection ends.
+func (c *mqttConn) disconnectReason() (byte, bool) {
+	select {
+	case rc := <-c.gone:
+		return rc, true
+	case <-time.After(disconnectGrace):
+		return 0, false
+	}
+}
+
+// lost is the error of a connection that ended with publishes awaiting
+// their PUBACK. It names the oldest of them, and the reason code of the
+// broker's DISCONNECT when one came (said): a broker that refuses a publish
+// by closing the connection (Mosquitto, on a topic of more levels than it
+// takes) does so at every attempt, and the entries behind it wait.
+func (c *mqttConn) lost(oldest engine.OutboxEntry, awaiting int, rc byte, said bool) error {
+	how := "lost"
+	if said {
+		how = fmt.Sprintf("closed by the broker's DISCONNECT of reason code 0x%02x%s", rc, reasonName(rc))
+	}
+	return fmt.Errorf("mqtt connection to %s %s with %d publishes awaiting PUBACK, the oldest to topic %s (key %s)",
+		c.broker, how, awaiting, topicStart(oldest.Target), oldest.Key)
+}
+
+// packetRefusal are the DISCONNECT reason codes that refuse a packet the
+// client sent: said of a publish alone in flight, they are its.
+var packetRefusal = map[byte]bool{0x82: true, 0x90: true, 0x95: true, 0x99: true}
+
+// closedOn refuses, for good, an entry the broker closed the connection on
+// twice in a row, alone in flight, with a reason code of packetRefusal:
+// sent again it would be refused again, and every entry behind it waits.
+func closedOn(e engine.OutboxEntry, rc byte, i int) error {
+	return &RefusedError{Index: i, Reason: fmt.Sprintf("mqtt broker closed the connection on this copy, alone in flight, twice in a row: "+
+		"DISCONNECT reason code 0x%02x%s for topic %s", rc, reasonName(rc), topicStart(e.Target))}
+}
+
+// topicStart is a topic as an error shows it: quoted, its first 64
+// characters and an ellipsis after when it has more.
+func topicStart(t string) string {
+	q := fmt.Sprintf("%.64q", t)
+	if utf8.RuneCountInString(t) > 64 {
+		q += "…"
+	}
+	return q
 }
 
 // pubackError is what a PUBACK reason code of 0x80 or more means: a
@@ -260,7 +348,7 @@ func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &mqttConn{sess: newPubSession(), broker: u.Redacted(), raw: conn.Conn, cork: &corkConn{Conn: conn}}
+	c := &mqttConn{sess: newPubSession(), broker: u.Redacted(), raw: conn.Conn, cork: &corkConn{Conn: conn}, gone: make(chan byte, 1)}
 	c.client = paho.NewClient(paho.ClientConfig{
 		ClientID:      m.opts.ClientID,
 		Conn:          packets.NewThreadSafeConn(c.cork),
@@ -274,6 +362,10 @@ func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
 			m.log.Warn("forward: mqtt output connection error", "broker", c.broker, "err", err)
 		},
 		OnServerDisconnect: func(d *paho.Disconnect) {
+			select {
+			case c.gone <- d.ReasonCode:
+			default:
+			}
 			m.log.Warn("forward: mqtt broker disconnected the output", "broker", c.broker, "reason_code", d.ReasonCode)
 		},
 	})
@@ -331,7 +423,7 @@ func (m *MQTT) Close() error {
 // reasonNames are the MQTT 5 reason codes a PUBACK or CONNACK of a
 // publisher most often carries.
 var reasonNames = map[byte]string{
-	0x80: "unspecified error", 0x83: "implementation specific error", 0x84: "unsupported protocol version",
+	0x80: "unspecified error", 0x82: "protocol error", 0x83: "implementation specific error", 0x84: "unsupported protocol version",
 	0x85: "client identifier not valid", 0x86: "bad user name or password", 0x87: "not authorized",
 	0x88: "server unavailable", 0x89: "server busy", 0x8A: "banned", 0x90: "topic name invalid",
 	0x95: "packet too large", 0x97: "quota exceeded", 0x99: "payload format invalid",

@@ -2,7 +2,9 @@ package forward_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +169,64 @@ func TestMQTTOutputToABrokerOfMQTT311OnlySaysWhy(t *testing.T) {
 	got, err := out.Deliver(t.Context(), []engine.OutboxEntry{{ID: 1, Target: "clean/x", Payload: []byte(`{}`)}})
 	if got != 0 || err == nil || !strings.Contains(err.Error(), "the output speaks MQTT 5 only") {
 		t.Fatalf("Deliver to an MQTT 3.1.1 broker = %d, %v; want an error saying the output speaks MQTT 5 only", got, err)
+	}
+}
+
+// TestMQTTHoldsACopyTheBrokerClosesTheConnectionOn: a broker that refuses
+// a publish by closing the connection (Mosquitto, on a topic of more than
+// 201 levels: DISCONNECT 0x82) does it at every attempt, and the entries
+// behind it would wait for good. The connection's reset can take the
+// PUBACKs of the copies before it along, so what was in flight goes again
+// one at a time: the second attempt's error, which readiness and the log
+// show, names the copy the broker stops at, alone in flight, and the third
+// holds it for an operator, saying why; the copies before and after it are
+// delivered.
+func TestMQTTHoldsACopyTheBrokerClosesTheConnectionOn(t *testing.T) {
+	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	sub := testbroker.NewSubscriber(t, []string{broker.URL()}, "clean/#")
+	out := mqttOutput(t, broker, 16)
+	defer out.Close()
+	deep := "clean" + strings.Repeat("/x", 205)
+	entries := []engine.OutboxEntry{
+		{ID: 1, Target: "clean/a", Payload: []byte(`{"n":1}`)},
+		{ID: 2, Target: deep, Payload: []byte(`{"n":2}`)},
+		{ID: 3, Target: "clean/b", Payload: []byte(`{"n":3}`)},
+	}
+	delivered := 0
+	for attempt := 1; attempt <= 2; attempt++ {
+		got, err := out.Deliver(t.Context(), entries[delivered:])
+		delivered += got
+		var ref *forward.RefusedError
+		if err == nil || errors.As(err, &ref) {
+			t.Fatalf("attempt %d: Deliver = %d, %v; want an error that holds nothing yet", attempt, got, err)
+		}
+		// The DISCONNECT is said when it was read before the connection's
+		// reset, which the publishes written after it may cause.
+		if strings.Contains(err.Error(), "DISCONNECT") && !strings.Contains(err.Error(), "DISCONNECT of reason code 0x82 (protocol error)") {
+			t.Errorf("attempt %d: error %q misreads the broker's DISCONNECT", attempt, err)
+		}
+		if attempt == 2 && (delivered != 1 || !strings.Contains(err.Error(),
+			`reason code 0x82 (protocol error) with 1 publishes awaiting PUBACK, the oldest to topic "clean/x/x/x`)) {
+			t.Fatalf("attempt 2: %d delivered in all, error %q; want 1, and the error naming the deep topic alone in flight", delivered, err)
+		}
+	}
+	got, err := out.Deliver(t.Context(), entries[delivered:])
+	var ref *forward.RefusedError
+	if got != 0 || !errors.As(err, &ref) || ref.Index != 0 ||
+		!strings.Contains(ref.Reason, `alone in flight, twice in a row: DISCONNECT reason code 0x82 (protocol error) for topic "clean/x/x/x`) {
+		t.Fatalf("attempt 3: Deliver = %d, %v; want the deep copy refused, saying why", got, err)
+	}
+	if got, err := out.Deliver(t.Context(), entries[delivered+1:]); got != 1 || err != nil {
+		t.Fatalf("the copy after the held one: Deliver = %d, %v; want it delivered", got, err)
+	}
+	waitFor(t, "the two others reach the subscriber", func() bool { return len(sub.Messages()) >= 2 })
+	var topics []string
+	for _, m := range sub.Messages() {
+		if !slices.Contains(topics, m.Topic) { // clean/a again when the reset took its PUBACK
+			topics = append(topics, m.Topic)
+		}
+	}
+	if strings.Join(topics, " ") != "clean/a clean/b" {
+		t.Fatalf("received %v; want clean/a clean/b", topics)
 	}
 }
