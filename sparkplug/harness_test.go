@@ -56,8 +56,10 @@ func newHarness(t *testing.T, store engine.Store) *harness {
 	return h
 }
 
-// keyTTL is the group store's key TTL in these tests: it prunes keys by the
-// wall clock, and the harness's clock is a fixed day in the past.
+// keyTTL is the group stores' key TTL in these tests (memory and
+// PostgreSQL): they prune keys by the wall clock, and the harness's clock
+// is a fixed day in the past, so with a shorter TTL a pruning run deletes
+// every key a test applied.
 const keyTTL = 100 * 365 * 24 * time.Hour
 
 // onEveryStore runs test on a single-owner store and on a member of a

@@ -1,6 +1,7 @@
 package sparkplug_test
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -39,7 +40,7 @@ func onSharedServers(t *testing.T, test func(t *testing.T, newGroup func() func(
 		test(t, func() func(string) engine.Store {
 			schema := fmt.Sprintf("sp%d", groups.Add(1))
 			return func(member string) engine.Store {
-				s, err := postgres.Open(t.Context(), postgres.Options{URL: pg.URL(), Member: member, Schema: schema})
+				s, err := postgres.Open(t.Context(), postgres.Options{URL: pg.URL(), Member: member, Schema: schema, TTL: keyTTL})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -47,6 +48,32 @@ func onSharedServers(t *testing.T, test func(t *testing.T, newGroup func() func(
 				return s
 			}
 		})
+	})
+}
+
+// TestAnNDEATHAppliedBeforeTheStorePrunesIsADuplicateAfter: a group's
+// store prunes its keys by the wall clock (PostgreSQL every few seconds),
+// and the harness decides at a fixed time in the past. An NDEATH has no
+// sequence: its key alone makes its redelivery a duplicate. The key must
+// outlive a pruning run between the two, as it does in a group whose
+// members decide at the wall clock's time.
+func TestAnNDEATHAppliedBeforeTheStorePrunesIsADuplicateAfter(t *testing.T) {
+	onSharedServers(t, func(t *testing.T, newGroup func() func(string) engine.Store) {
+		open := newGroup()
+		a, b := newHarness(t, open("a")), newHarness(t, open("b"))
+		c := newClock()
+		edge := sparkplug.NewEdge("plant", "m1", 0)
+		a.expect(engine.Applied, edge.Birth(c.next(), meterMetrics), edge.Data(c.next(), pulse()))
+		death := edge.Death(c.next())
+		a.expect(engine.Applied, death)
+		if p, ok := a.store.(interface {
+			Prune(context.Context) (int64, error)
+		}); ok { // what the store's pruning task does every few seconds
+			if _, err := p.Prune(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.expect(engine.Duplicate, death)
 	})
 }
 
