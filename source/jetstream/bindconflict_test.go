@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
 	"github.com/replayguard/replayguard/source/jetstream"
 )
@@ -21,30 +22,9 @@ import (
 func TestADurableTheServerCannotUpdateIsRefused(t *testing.T) {
 	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
 	n.CreateStream(testStream, "plant.>")
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateOrUpdateConsumer(context.Background(), testStream, natsjs.ConsumerConfig{Durable: testConsumer,
-		AckPolicy: natsjs.AckExplicitPolicy, MaxWaiting: 1}); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy, MaxWaiting: 1})
 	e, _ := meters(t)
-	c, err := jetstream.New(testConfig(t, n.URL()), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err = c.Run(ctx)
-	if !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), testConsumer) || !strings.Contains(err.Error(), "can not be updated") {
-		t.Fatalf("Run = %v, want ErrStream naming the consumer and what cannot be updated", err)
-	}
+	runRefused(t, n, e, testConsumer, "can not be updated")
 }
 
 // A push consumer of the same name (one with a deliver subject) can never
@@ -53,20 +33,35 @@ func TestADurableTheServerCannotUpdateIsRefused(t *testing.T) {
 func TestAPushConsumerOfTheSameNameIsRefused(t *testing.T) {
 	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
 	n.CreateStream(testStream, "plant.>")
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy, DeliverSubject: "deliver." + testConsumer})
+	e, _ := meters(t)
+	runRefused(t, n, e, testConsumer, "push consumer")
+}
+
+// durableMadeElsewhere creates the tests' durable consumer on n as an
+// operator or another program would, with cfg.
+func durableMadeElsewhere(t *testing.T, n *testbroker.NATS, cfg natsjs.ConsumerConfig) {
+	t.Helper()
 	nc, err := nats.Connect(n.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer nc.Close()
 	js, err := natsjs.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateOrUpdateConsumer(context.Background(), testStream, natsjs.ConsumerConfig{Durable: testConsumer,
-		AckPolicy: natsjs.AckExplicitPolicy, DeliverSubject: "deliver." + testConsumer}); err != nil {
+	cfg.Durable = testConsumer
+	if _, err := js.CreateOrUpdateConsumer(context.Background(), testStream, cfg); err != nil {
 		t.Fatal(err)
 	}
-	nc.Close()
-	e, _ := meters(t)
+}
+
+// runRefused runs a consumer of the tests' configuration on n into e and
+// requires Run to end within 10 s with ErrStream, its text holding every
+// one of words.
+func runRefused(t *testing.T, n *testbroker.NATS, e *engine.Engine, words ...string) {
+	t.Helper()
 	c, err := jetstream.New(testConfig(t, n.URL()), e)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +69,12 @@ func TestAPushConsumerOfTheSameNameIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = c.Run(ctx)
-	if !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), testConsumer) || !strings.Contains(err.Error(), "push consumer") {
-		t.Fatalf("Run = %v, want ErrStream naming the consumer as a push consumer", err)
+	if !errors.Is(err, jetstream.ErrStream) {
+		t.Fatalf("Run = %v, want ErrStream", err)
+	}
+	for _, w := range words {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("Run = %v, want ErrStream saying %q", err, w)
+		}
 	}
 }

@@ -1,15 +1,11 @@
 package jetstream_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
-	"github.com/replayguard/replayguard/source/jetstream"
 )
 
 // water is n readings of meter m on plant.<m>.water, a subject no route of
@@ -48,16 +44,7 @@ func TestWideningTheSubjectsPastMessagesTheDurableSkippedIsRefused(t *testing.T)
 	consumeFiltered(t, n, "plant.*.water")
 
 	e, _ := meters(t)
-	c, err := jetstream.New(testConfig(t, n.URL()), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err = c.Run(ctx)
-	if !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), testConsumer) || !strings.Contains(err.Error(), "jetstream.subjects") {
-		t.Fatalf("Run = %v, want ErrStream naming the consumer and jetstream.subjects", err)
-	}
+	runRefused(t, n, e, testConsumer, "jetstream.subjects")
 	if got := kwh(e, "m1"); got != "" {
 		t.Errorf("meter/m1 kwh = %s, want nothing applied", got)
 	}
@@ -91,14 +78,5 @@ func TestWideningTheSubjectsPastMoreMessagesThanTheCheckReadsIsRefusedSayingSo(t
 	consumeFiltered(t, n, "plant.*.water")
 
 	e, _ := meters(t)
-	c, err := jetstream.New(testConfig(t, n.URL()), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err = c.Run(ctx)
-	if !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), "first 256 messages") || !strings.Contains(err.Error(), "cannot be told") {
-		t.Fatalf("Run = %v, want ErrStream saying the check could not tell", err)
-	}
+	runRefused(t, n, e, "first 256 messages", "cannot be told")
 }
