@@ -14,6 +14,7 @@ import (
 
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/testbroker"
 	"github.com/replayguard/replayguard/store/memory"
 )
 
@@ -101,7 +102,7 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &testbroker.SyncBuffer{}
 	a, err := Open(t.Context(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func TestRunCountsTheChainsARetentionPassFailsOn(t *testing.T) {
 	decide(t, gone, 0, 30)
 	gone.Close()
 
-	logs := &lockedBuffer{}
+	logs := &testbroker.SyncBuffer{}
 	a := groupMember(t, g, "m1", archive, filepath.Join(dir, "m1.jsonl"))
 	a.Log = slog.New(slog.NewTextHandler(logs, nil))
 	c, err := a.chainWork()

@@ -1,13 +1,11 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/testbroker"
 	"github.com/replayguard/replayguard/store/memory"
 )
 
@@ -71,30 +70,12 @@ func serveUntilStopped(t *testing.T, d *daemon) time.Duration {
 	return time.Since(stopped)
 }
 
-// lockedBuffer is a log written by the daemon and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // A planned stop of run delivers to the audit sinks what they have not
 // sent, the decisions committed as the consumer stopped too, before the
 // sinks' exporters close; a sink whose receiver is down holds the stop up
 // no longer than the flush's bound, and its cursor keeps the rest.
 func TestRunDeliversToTheSinksWhatIsLeftAtItsStop(t *testing.T) {
-	open := func(t *testing.T, sinkPath string) (*App, *lockedBuffer) {
+	open := func(t *testing.T, sinkPath string) (*App, *testbroker.SyncBuffer) {
 		cfg, err := config.Parse(fmt.Appendf(nil, `store: {kind: memory}
 routes:
   - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
@@ -104,7 +85,7 @@ audit:
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs := &lockedBuffer{}
+		logs := &testbroker.SyncBuffer{}
 		a, err := Open(t.Context(), cfg, Options{Sinks: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)

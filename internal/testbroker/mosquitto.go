@@ -62,7 +62,7 @@ type Mosquitto struct {
 	opts MosquittoOptions
 	port int
 	dir  string
-	log  *syncBuffer
+	log  *SyncBuffer
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -111,7 +111,7 @@ func missing(tb testing.TB, what string) {
 // StartMosquitto starts a broker and waits until it accepts connections.
 func StartMosquitto(tb testing.TB, opts MosquittoOptions) *Mosquitto {
 	tb.Helper()
-	m := &Mosquitto{tb: tb, bin: MosquittoPath(tb), opts: opts, dir: opts.Dir, log: &syncBuffer{}}
+	m := &Mosquitto{tb: tb, bin: MosquittoPath(tb), opts: opts, dir: opts.Dir, log: &SyncBuffer{}}
 	if m.dir == "" {
 		m.dir = tb.TempDir()
 	}
@@ -346,33 +346,33 @@ func tail(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// syncBuffer is a bytes.Buffer safe for the process's output copiers and
-// the test goroutine.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's
+// output copiers, a logger) and the test goroutine reading it.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) WriteString(s string) {
+func (b *SyncBuffer) WriteString(s string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf.WriteString(s)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
 // Len is the number of bytes written so far.
-func (b *syncBuffer) Len() int {
+func (b *SyncBuffer) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Len()

@@ -50,7 +50,7 @@ type NATS struct {
 	opts NATSOptions
 	port int
 	dir  string
-	log  *syncBuffer
+	log  *SyncBuffer
 	proc *child
 
 	mqttPort int // 0 without an MQTT listener
@@ -67,7 +67,7 @@ func NATSPath(tb testing.TB) string {
 // for clients.
 func StartNATS(tb testing.TB, opts NATSOptions) *NATS {
 	tb.Helper()
-	n := &NATS{tb: tb, bin: NATSPath(tb), opts: opts, dir: opts.Dir, log: &syncBuffer{}}
+	n := &NATS{tb: tb, bin: NATSPath(tb), opts: opts, dir: opts.Dir, log: &SyncBuffer{}}
 	if n.dir == "" {
 		n.dir = tb.TempDir()
 	}

@@ -48,7 +48,7 @@ type Postgres struct {
 	cred *syscall.Credential // nil: run as this process's user
 	port int
 	dir  string // holds data/ and the Unix socket
-	log  *syncBuffer
+	log  *SyncBuffer
 	proc *child
 }
 
@@ -103,7 +103,7 @@ func pgVersion(binDir string) int {
 func StartPostgres(tb testing.TB, opts PostgresOptions) *Postgres {
 	tb.Helper()
 	binDir := PostgresBinDir(tb)
-	p := &Postgres{tb: tb, bin: filepath.Join(binDir, "postgres"), opts: opts, log: &syncBuffer{}}
+	p := &Postgres{tb: tb, bin: filepath.Join(binDir, "postgres"), opts: opts, log: &SyncBuffer{}}
 	p.cred = postgresCredential(tb)
 	tmpl, made, err := postgresTemplate(binDir, p.cred)
 	if err != nil {

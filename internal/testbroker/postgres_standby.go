@@ -39,7 +39,7 @@ func (p *Postgres) StartStandby(tb testing.TB, settings ...string) *Postgres {
 	if err != nil {
 		tb.Fatalf("testbroker: %v", err)
 	}
-	s := &Postgres{tb: tb, bin: p.bin, cred: p.cred, log: &syncBuffer{}}
+	s := &Postgres{tb: tb, bin: p.bin, cred: p.cred, log: &SyncBuffer{}}
 	s.dir = s.baseBackup(p, tmpl)
 	tb.Cleanup(s.cleanup)
 	s.opts.Settings = append([]string{"hot_standby=on", "synchronous_standby_names=", "cluster_name=" + s.standbyName(),

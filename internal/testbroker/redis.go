@@ -46,7 +46,7 @@ type Redis struct {
 	opts RedisOptions
 	port int
 	dir  string
-	log  *syncBuffer
+	log  *SyncBuffer
 	proc *child
 }
 
@@ -61,7 +61,7 @@ func RedisPath(tb testing.TB) string {
 // does only once its append-only file is loaded.
 func StartRedis(tb testing.TB, opts RedisOptions) *Redis {
 	tb.Helper()
-	r := &Redis{tb: tb, bin: RedisPath(tb), opts: opts, dir: opts.Dir, log: &syncBuffer{}}
+	r := &Redis{tb: tb, bin: RedisPath(tb), opts: opts, dir: opts.Dir, log: &SyncBuffer{}}
 	if r.dir == "" {
 		r.dir = tb.TempDir()
 	}

@@ -99,7 +99,7 @@ type Sentinel struct {
 	tb   testing.TB
 	port int
 	dir  string
-	log  *syncBuffer
+	log  *SyncBuffer
 	proc *child
 }
 
@@ -108,7 +108,7 @@ type Sentinel struct {
 // failover promotes by hand), and waits until it names r as name's master.
 func (r *Redis) StartSentinel(tb testing.TB, name string) *Sentinel {
 	tb.Helper()
-	s := &Sentinel{tb: tb, dir: tb.TempDir(), log: &syncBuffer{}}
+	s := &Sentinel{tb: tb, dir: tb.TempDir(), log: &SyncBuffer{}}
 	tb.Cleanup(func() {
 		s.proc.signalAndWait(syscall.SIGKILL)
 		if tb.Failed() {

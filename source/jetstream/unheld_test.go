@@ -1,11 +1,9 @@
 package jetstream_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,6 @@ import (
 
 	"github.com/replayguard/replayguard/internal/testbroker"
 )
-
-// logBuffer is a log sink whose text tests can read while the consumer
-// writes to it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A process that received messages and died without acknowledging them
 // leaves them pending on the server until their AckWait runs out; a
@@ -72,7 +51,7 @@ func TestMessagesAGoneConsumerLeftUnacknowledgedAreReportedAtStart(t *testing.T)
 		t.Fatalf("fetched %d messages, want %d", got, cfg.MaxAckPending)
 	}
 
-	var logs logBuffer
+	var logs testbroker.SyncBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	e, _ := meters(t)
 	r := start(t, cfg, e)
