@@ -193,6 +193,13 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 					return acked, pubackError(entries[acked], rc, acked)
 				}
 			}
+			if acked == sent { // every publish sent had its PUBACK
+				m.struck = nil
+				if acked == len(entries) {
+					return acked, nil // the next Deliver connects again
+				}
+				return acked, fmt.Errorf("mqtt connection to %s lost", c.broker)
+			}
 			rc, said := c.disconnectReason()
 			m.alone = sent - acked
 			struck := m.struck
