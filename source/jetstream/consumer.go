@@ -354,7 +354,8 @@ func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
 // connection was down (a server restarted without it, a stream deleted and
 // created again) sends no notice, and its pulls only go unanswered. It returns the error that
 // ends Run, or nil when the consumer exists or the server cannot tell.
-// held is how many of the consumer's messages Run holds (unacknowledged).
+// Where it exists, what the server holds unacknowledged beyond held, the
+// messages Run holds, is told (noteUnheld).
 func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer, held int) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
@@ -370,8 +371,8 @@ func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer, held int) 
 
 // noteUnheld tells when the server counts more of the consumer's messages
 // delivered and unacknowledged than the held ones this consumer holds:
-// messages delivered to a connection or a process that is gone (a crash, a server
-// restart), which the server delivers again only once their ack_wait has
+// messages delivered to a connection or a process that is gone (a crash,
+// a server restart), which the server delivers again only once their ack_wait has
 // run out, or messages another member holds. The server delivers no more
 // than max_ack_pending of them meanwhile: at that bound, the feed waits,
 // and it warns.
