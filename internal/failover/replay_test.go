@@ -42,7 +42,6 @@ func TestReplayFromOlderSnapshot(t *testing.T) {
 
 func replayFromOlderSnapshot(t *testing.T, standby bool) {
 	skipShort(t)
-	const phase1, phase2, phase3, phase4 = 200, 600, 600, 200
 	sources := sourceNames(3)
 	primary := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
 	brokers := []string{primary.URL()}
@@ -52,6 +51,11 @@ func replayFromOlderSnapshot(t *testing.T, standby bool) {
 		brokers = append(brokers, fmt.Sprintf("tcp://127.0.0.1:%d", standbyPort))
 	}
 	s := newSetup(t, brokers, false)
+	// Phases 2 and 3 are each 1.75 times the consumer's receive maximum:
+	// part of each is delivered, the rest queued behind it.
+	const phase1, phase4 = 200, 200
+	phase2 := s.Config.MQTT.ReceiveMaximum*7/4/len(sources) + 1
+	phase3 := phase2
 	g := startGuard(t, s)
 	pub := newPublisher(t, brokers, 20)
 	acked := func(n int) func() bool {
@@ -103,7 +107,7 @@ func replayFromOlderSnapshot(t *testing.T, standby bool) {
 		t.Errorf("%d publishes unacknowledged: every phase was published to a running broker", r.Unacked)
 	}
 	for _, src := range sources {
-		for seq := int64(phase1 + 1); seq <= phase1+phase2; seq++ {
+		for seq := int64(phase1 + 1); seq <= int64(phase1+phase2); seq++ {
 			if k := (seqKey{src, seq}); r.DuplicatesOf[k] == 0 {
 				t.Errorf("%v, applied before the broker's restore, was not replayed as a duplicate", k)
 			}
