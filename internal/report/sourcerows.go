@@ -55,12 +55,7 @@ func (s *SourceFigures) held() uint64 {
 
 // add sums o's figures into s.
 func (s *SourceFigures) add(o *SourceFigures) {
-	s.Applied += o.Applied
-	s.AppliedLate += o.AppliedLate
-	s.Duplicate += o.Duplicate
-	s.Conflict += o.Conflict
-	s.Quarantined += o.Quarantined
-	s.Malformed += o.Malformed
+	add(&s.Outcomes, &o.Outcomes)
 	s.Released += o.Released
 	s.HeldAgain += o.HeldAgain
 	s.Discarded += o.Discarded
