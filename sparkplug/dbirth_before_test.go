@@ -24,16 +24,8 @@ func TestADeviceBirthDecidedBeforeItsNBirthIsThatBirthsDevice(t *testing.T) {
 	})
 	t.Run("memory group", func(t *testing.T) {
 		testDeviceBirthBeforeItsNBirth(t, func(t *testing.T) (*harness, *harness) {
-			g := memory.NewGroup(keyTTL, 10_000)
-			open := func(id string) *harness {
-				m, err := g.Open(id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { m.Close() })
-				return newHarness(t, m)
-			}
-			return open("a"), open("b")
+			open := memoryGroup(t)
+			return newHarness(t, open("a")), newHarness(t, open("b"))
 		})
 	})
 }

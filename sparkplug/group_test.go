@@ -20,16 +20,8 @@ import (
 // sums are exact.
 func TestEdgeSessionIsTheGroupsOnASharedStore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 3))
-	g := memory.NewGroup(keyTTL, 10_000)
-	var hs []*harness
-	for _, id := range []string{"m1", "m2"} {
-		m, err := g.Open(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		hs = append(hs, newHarness(t, m))
-	}
+	open := memoryGroup(t)
+	hs := []*harness{newHarness(t, open("m1")), newHarness(t, open("m2"))}
 	feed, pulses := edgeFeed()
 	send := func(msgs []sparkplug.Message, want engine.Outcome) {
 		h := hs[rng.IntN(len(hs))]

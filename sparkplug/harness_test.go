@@ -67,14 +67,21 @@ const keyTTL = 100 * 365 * 24 * time.Hour
 // before the keys and entities its messages imply.
 func onEveryStore(t *testing.T, test func(t *testing.T, store engine.Store)) {
 	t.Run("single-owner", func(t *testing.T) { test(t, memory.New()) })
-	t.Run("group", func(t *testing.T) {
-		m, err := memory.NewGroup(keyTTL, 10_000).Open("m1")
+	t.Run("group", func(t *testing.T) { test(t, memoryGroup(t)("m1")) })
+}
+
+// memoryGroup is a consumer group on the memory store, its keys kept
+// keyTTL: each call opens a member, closed at the end of t.
+func memoryGroup(t *testing.T) func(id string) engine.Store {
+	g := memory.NewGroup(keyTTL, 10_000)
+	return func(id string) engine.Store {
+		m, err := g.Open(id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { m.Close() })
-		test(t, m)
-	})
+		return m
+	}
 }
 
 // send decides msgs in one batch.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/sparkplug"
-	"github.com/replayguard/replayguard/store/memory"
 )
 
 // TestDataAppliedInTheBirthBeforeItsOwnIsADuplicateOnceThatBirthRetired:
@@ -19,17 +18,7 @@ import (
 // time in its own birth's window, whose gap at its seq it would fill.
 func TestDataAppliedInTheBirthBeforeItsOwnIsADuplicateOnceThatBirthRetired(t *testing.T) {
 	t.Run("memory group", func(t *testing.T) {
-		testDataAppliedInARetiredBirth(t, func() func(string) engine.Store {
-			g := memory.NewGroup(keyTTL, 10_000)
-			return func(id string) engine.Store {
-				m, err := g.Open(id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { m.Close() })
-				return m
-			}
-		})
+		testDataAppliedInARetiredBirth(t, func() func(string) engine.Store { return memoryGroup(t) })
 	})
 	onSharedServers(t, testDataAppliedInARetiredBirth)
 }

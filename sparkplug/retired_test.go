@@ -29,16 +29,8 @@ func TestAReplayFromABirthOlderThanTheKeptOnesIsADuplicate(t *testing.T) {
 		testReplayFromARetiredBirth(t, h, func() *harness { return h })
 	})
 	t.Run("memory group", func(t *testing.T) {
-		g := memory.NewGroup(keyTTL, 10_000)
-		open := func(id string) *harness {
-			m, err := g.Open(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { m.Close() })
-			return newHarness(t, m)
-		}
-		testReplayFromARetiredBirth(t, open("a"), func() *harness { return open("b") })
+		open := memoryGroup(t)
+		testReplayFromARetiredBirth(t, newHarness(t, open("a")), func() *harness { return newHarness(t, open("b")) })
 	})
 	t.Run("embedded, restarted", func(t *testing.T) {
 		dir := t.TempDir()
