@@ -216,7 +216,7 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 		return why
 	}
 	sp.digest = sp.contentDigest()
-	if sp.typ == spDData && sp.readsTable() && sp.p.Timestamp < birth.Devices[sp.device].Stamp {
+	if sp.typ == spDData && sp.p.Timestamp < birth.Devices[sp.device].Stamp && sp.readsTable() {
 		// Sent under an earlier DBIRTH of its device, whose table the
 		// device's last DBIRTH replaced: read with the last one's, an
 		// alias may name another metric. Only a proven duplicate is
