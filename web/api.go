@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,18 +30,33 @@ const (
 )
 
 // state answers exactly what `replayguard state --json` prints; with
-// limit, the first entities by name only, X-Total-Count saying how many
-// there are.
+// entity (repeated), only the entities with those names or matching those
+// patterns (engine.EntityMatcher); with limit, the first entities by name
+// only, X-Total-Count saying how many there are.
 func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 	limit, err := partLimit(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	match, err := engine.EntityMatcher(r.URL.Query()["entity"])
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "entity: %v", err)
+		return
+	}
 	var st []engine.EntityState
-	if limit == 0 {
+	switch {
+	case r.URL.Query().Has("entity"):
 		st, err = s.deps.Engine.ReadState(r.Context())
-	} else {
+		st = slices.DeleteFunc(st, func(e engine.EntityState) bool { return !match(e.Name) })
+		if limit > 0 {
+			w.Header().Set("X-Total-Count", strconv.Itoa(len(st)))
+			slices.SortFunc(st, func(a, b engine.EntityState) int { return strings.Compare(a.Name, b.Name) })
+			st = st[:min(limit, len(st))]
+		}
+	case limit == 0:
+		st, err = s.deps.Engine.ReadState(r.Context())
+	default:
 		var total int
 		st, total, err = s.deps.Engine.ReadStateUpTo(r.Context(), limit)
 		w.Header().Set("X-Total-Count", strconv.Itoa(total))

@@ -53,6 +53,34 @@ func TestStateIsWhatStateJSONPrints(t *testing.T) {
 	}
 }
 
+// TestStateOfEntityPatternsIsWhatStateOfThemPrints: `state PATTERN`
+// through a running process asks for entity=PATTERN, and gets only what
+// matches; with limit, X-Total-Count counts the matches; a malformed
+// pattern is a 400 naming it.
+func TestStateOfEntityPatternsIsWhatStateOfThemPrints(t *testing.T) {
+	f := newFixture(t, Config{})
+	at := func(site string) engine.Message {
+		return engine.Message{Topic: "plant/" + site + "/energy", Payload: []byte(`{"msgId":"a","kwh":1}`)}
+	}
+	f.process(incident(1, "7", 2, "assigned"), at("meter-3"), at("meter-4"), at("meter-40"))
+	var got map[string]map[string]json.RawMessage
+	f.get("/api/v1/state?entity=meter/meter-4*&entity=incident/7").want(t, http.StatusOK, &got)
+	if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, []string{"incident/7", "meter/meter-4", "meter/meter-40"}) {
+		t.Fatalf("state of meter/meter-4* and incident/7: %v", names)
+	}
+	got = nil
+	r := f.get("/api/v1/state?entity=meter/*&limit=2")
+	r.want(t, http.StatusOK, &got)
+	if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, []string{"meter/meter-3", "meter/meter-4"}) || r.header.Get("X-Total-Count") != "3" {
+		t.Fatalf("state of meter/* limit 2: %v, X-Total-Count %q; want the first 2 of 3", names, r.header.Get("X-Total-Count"))
+	}
+	r = f.get("/api/v1/state?entity=" + url.QueryEscape("meter/[x"))
+	r.want(t, http.StatusBadRequest, nil)
+	if !strings.Contains(string(r.body), `meter/[x`) {
+		t.Fatalf("a malformed pattern: %s", r.body)
+	}
+}
+
 func TestSourcesListSequenceHealth(t *testing.T) {
 	f := newFixture(t, Config{})
 	f.process(incident(1, "7", 0, "a"), incident(5, "7", 0, "b")) // 2..4 missing

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -52,6 +53,7 @@ type command struct {
 	usage   string                 // arguments after the verb
 	flags   func(fs *flag.FlagSet) // extra flags; optional
 	noCfg   bool                   // does not need a configuration
+	args    bool                   // takes arguments after the verb (usage names them)
 	run     func(e *env) error
 }
 
@@ -60,17 +62,17 @@ var commands map[string]command
 func init() {
 	commands = map[string]command{
 		"run":        {summary: "consume from MQTT until SIGINT/SIGTERM, then drain and stop", run: cmdRun},
-		"ingest":     {summary: "decide a captured feed (JSON Lines) and print a summary", usage: "FILE|- [--batch N] [--progress] [--drain-timeout D]", flags: ingestFlags, run: cmdIngest},
-		"state":      {summary: "print entity state", usage: "[--json] [--token-name NAME]", flags: readFlags, run: cmdState},
+		"ingest":     {summary: "decide a captured feed (JSON Lines) and print a summary", usage: "FILE|- [--batch N] [--progress] [--drain-timeout D]", flags: ingestFlags, args: true, run: cmdIngest},
+		"state":      {summary: "print entity state: every entity, or those whose names match a pattern (meter/m-4*)", usage: "[ENTITY|PATTERN]... [--json] [--token-name NAME]", flags: readFlags, args: true, run: cmdState},
 		"sources":    {summary: "print per-source windows: epoch, high-water, open gaps", usage: "[--json] [--token-name NAME]", flags: readFlags, run: cmdSources},
-		"audit":      {summary: "export the audit log (JSONL) or verify its hash chain", usage: "(export [--from N] | verify [--file F | --archive DIR]) [--token-name NAME]", flags: auditFlags, run: cmdAudit},
-		"quarantine": {summary: "list, release or discard held messages", usage: "(list | release ID... [--operator NAME] | discard ID... --reason TEXT [--operator NAME]) [--token-name NAME]", flags: quarantineFlags, run: cmdQuarantine},
-		"outbox":     {summary: "list, retry or drop forward entries a downstream refused", usage: "(list | retry ID... [--member M] [--reason TEXT] [--operator NAME] | drop ID... --reason TEXT [--member M] [--operator NAME]) [--token-name NAME]", flags: outboxFlags, run: cmdOutbox},
-		"report":     {summary: "write the after-action report (HTML or JSON) from the audit log", usage: "[--from T] [--to T] [--route NAME] [--entity E]... [--archive DIR] [-o FILE] [--format html|json] [--token-name NAME]", flags: reportFlags, run: cmdReport},
-		"explain":    {summary: "an entity's lineage: every decision that changed it, and the replays suppressed beside each", usage: "ENTITY [--field F] [--at T] [--json] [--archive DIR] [--token-name NAME]", flags: explainFlags, run: cmdExplain},
-		"store":      {summary: "show or accept what a shared store lost of this member's commits at a failover", usage: "(loss | accept-loss [--operator NAME]) [--token-name NAME]", flags: storeFlags, run: cmdStore},
+		"audit":      {summary: "export the audit log (JSONL) or verify its hash chain", usage: "(export [--from N] | verify [--file F | --archive DIR]) [--token-name NAME]", flags: auditFlags, args: true, run: cmdAudit},
+		"quarantine": {summary: "list, release or discard held messages", usage: "(list | release ID... [--operator NAME] | discard ID... --reason TEXT [--operator NAME]) [--token-name NAME]", flags: quarantineFlags, args: true, run: cmdQuarantine},
+		"outbox":     {summary: "list, retry or drop forward entries a downstream refused", usage: "(list | retry ID... [--member M] [--reason TEXT] [--operator NAME] | drop ID... --reason TEXT [--member M] [--operator NAME]) [--token-name NAME]", flags: outboxFlags, args: true, run: cmdOutbox},
+		"report":     {summary: "write the after-action report (HTML or JSON) from the audit log", usage: "[--from T] [--to T] [--route NAME] [--entity E]... [--archive DIR] [-o FILE] [--format html|json] [--token-name NAME]", flags: reportFlags, args: true, run: cmdReport},
+		"explain":    {summary: "an entity's lineage: every decision that changed it, and the replays suppressed beside each", usage: "ENTITY [--field F] [--at T] [--json] [--archive DIR] [--token-name NAME]", flags: explainFlags, args: true, run: cmdExplain},
+		"store":      {summary: "show or accept what a shared store lost of this member's commits at a failover", usage: "(loss | accept-loss [--operator NAME]) [--token-name NAME]", flags: storeFlags, args: true, run: cmdStore},
 		"lint":       {summary: "validate the configuration; list every problem", run: cmdLint},
-		"config":     {summary: "print the effective configuration with all defaults", usage: "print", run: cmdConfig},
+		"config":     {summary: "print the effective configuration with all defaults", usage: "print", args: true, run: cmdConfig},
 		"demo":       {summary: "a failover story end to end on embedded brokers", usage: "[--story incident|plant|redundant] [--hold 5m] [--listen ADDR] [--pace D] [--report FILE]", flags: demoFlags, noCfg: true, run: cmdDemo},
 		"version":    {summary: "print the version", noCfg: true, run: cmdVersion},
 		"bench":      {summary: "measure durable decisions on a generated feed (embedded store, or a shared one)", usage: "[--messages N] [--sources N] [--replays F] [--batch N] [--dir DIR | --store URL [--members N] [--journal DIR]]", flags: benchFlags, noCfg: true, run: cmdBench},
@@ -150,6 +152,9 @@ func (e *env) parse(verb string, cmd command, args []string) error {
 		args = fs.Args()[1:]
 	}
 	e.flags = fs
+	if len(e.args) > 0 && !cmd.args {
+		return strayArgs(cmd, e.args)
+	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("--log-level: %v", err)
@@ -252,4 +257,21 @@ func startProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// strayArgs is the error of a command given arguments it takes none of:
+// `lint other.yaml` would otherwise check ./replayguard.yaml and say it is
+// fine.
+func strayArgs(cmd command, args []string) error {
+	err := fmt.Errorf("takes no arguments, got %q", args)
+	if !cmd.noCfg && looksLikeConfig(args[0]) {
+		err = fmt.Errorf("%w: to use %s as the configuration, give --config %s", err, args[0], args[0])
+	}
+	return err
+}
+
+// looksLikeConfig says whether arg names a YAML file.
+func looksLikeConfig(arg string) bool {
+	ext := strings.ToLower(filepath.Ext(arg))
+	return ext == ".yaml" || ext == ".yml"
 }

@@ -201,6 +201,11 @@ func TestCommandLineMistakes(t *testing.T) {
 		{"a missing config file is an error", []string{"state", "-c", "/nonexistent.yaml"}, 1, "no such file"},
 		{"an unknown flag is a usage error", []string{"state", "--frob", "-c", cfg}, 2, "flag provided but not defined"},
 		{"state before any ingest says so", []string{"state", "-c", cfg}, 1, "no store at"},
+		{"a file given to lint as an argument is not taken for the configuration", []string{"lint", "-c", cfg, bad}, 2,
+			"takes no arguments, got [\"" + bad + "\"]: to use " + bad + " as the configuration, give --config " + bad},
+		{"an argument run takes none of is a usage error", []string{"run", "-c", cfg, "now"}, 2, `takes no arguments, got ["now"]`},
+		{"an argument of a command without a configuration is a usage error", []string{"demo", "plant"}, 2, `takes no arguments, got ["plant"]`},
+		{"a malformed entity pattern is a usage error", []string{"state", "-c", cfg, "incident/[7"}, 2, `entity pattern "incident/[7"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

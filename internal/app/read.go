@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,28 +19,51 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// State prints every entity's state, one line each (asJSON: one JSON
+// State prints the state of every entity, or of those whose names match
+// patterns (engine.EntityMatcher), one line each (asJSON: one JSON
 // object), from the store or through the API of the process holding it.
-func (t *Tool) State(ctx context.Context, asJSON bool) error {
+func (t *Tool) State(ctx context.Context, asJSON bool, patterns ...string) error {
+	match, err := engine.EntityMatcher(patterns)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
 	a, err := t.openRead(ctx)
 	if err != nil {
 		r, rerr := t.remoteFor(err)
 		if rerr != nil {
 			return rerr
 		}
+		q := url.Values{"entity": patterns}
 		var state map[string]map[string]json.RawMessage
-		if err := r.do("GET", "/api/v1/state", nil, &state); err != nil {
+		if err := r.do("GET", "/api/v1/state?"+q.Encode(), nil, &state); err != nil {
 			return err
 		}
+		maps.DeleteFunc(state, func(name string, _ map[string]json.RawMessage) bool { return !match(name) }) // a process of a build before entity=
+		t.noEntityMatched(patterns, len(state))
 		return t.printState(state, asJSON)
 	}
 	defer a.Close()
+	n := 0
 	if asJSON {
-		return t.streamStateJSON(ctx, a.Store)
+		n, err = t.streamStateJSON(ctx, a.Store, match)
+	} else {
+		n, err = t.printStoredState(ctx, a.Store, match)
 	}
+	if err == nil {
+		t.noEntityMatched(patterns, n)
+	}
+	return err
+}
+
+// printStoredState prints the matching entities of store as a table and
+// says how many it printed.
+func (t *Tool) printStoredState(ctx context.Context, store engine.Store, match func(string) bool) (int, error) {
 	tw := t.table()
 	n := 0
-	err = engine.ScanStoredEntities(ctx, a.Store, func(st engine.EntityState) error {
+	err := engine.ScanStoredEntities(ctx, store, func(st engine.EntityState) error {
+		if !match(st.Name) {
+			return nil
+		}
 		if n++; n%stateBlock == 0 {
 			if err := tw.Flush(); err != nil { // aligns the block so far
 				return err
@@ -47,9 +72,17 @@ func (t *Tool) State(ctx context.Context, asJSON bool) error {
 		return printEntity(tw, st.Name, engine.StateJSON([]engine.EntityState{st})[st.Name])
 	})
 	if err != nil {
-		return err
+		return n, err
 	}
-	return tw.flush()
+	return n, tw.flush()
+}
+
+// noEntityMatched says on stderr that patterns took no entity, so that an
+// empty answer is not read as a store with nothing in it, nor the other way.
+func (t *Tool) noEntityMatched(patterns []string, n int) {
+	if n == 0 && len(patterns) > 0 {
+		fmt.Fprintf(t.errOut(), "no entity matches %s: `replayguard state` lists every one\n", strings.Join(patterns, " "))
+	}
 }
 
 // stateBlock is how many entities `state` aligns at a time: a fleet's
@@ -77,10 +110,14 @@ func (tw table) flush() error {
 
 // streamStateJSON prints every entity of store as one JSON object, as
 // writeJSON prints a map of them, reading one at a time.
-func (t *Tool) streamStateJSON(ctx context.Context, store engine.Store) error {
+func (t *Tool) streamStateJSON(ctx context.Context, store engine.Store, match func(string) bool) (int, error) {
 	w := bufio.NewWriter(t.Out)
 	sep := "{\n"
+	n := 0
 	err := engine.ScanStoredEntities(ctx, store, func(st engine.EntityState) error {
+		if !match(st.Name) {
+			return nil
+		}
 		name, err := json.Marshal(st.Name)
 		if err != nil {
 			return err
@@ -91,17 +128,18 @@ func (t *Tool) streamStateJSON(ctx context.Context, store engine.Store) error {
 		}
 		_, err = fmt.Fprintf(w, "%s  %s: %s", sep, name, fields) // a closed pipe ends the read
 		sep = ",\n"
+		n++
 		return err
 	})
 	if err != nil {
-		return err
+		return n, err
 	}
 	if sep == "{\n" {
 		w.WriteString("{}\n")
 	} else {
 		w.WriteString("\n}\n")
 	}
-	return w.Flush()
+	return n, w.Flush()
 }
 
 // printEntity prints one entity's line of `state`: its name and its

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -88,4 +89,59 @@ func cells(table string) string {
 		lines[i] = strings.Join(strings.Fields(l), " ")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestStateOfPatternsPrintsOnlyTheEntitiesTheyName: `state meter/m1*`
+// reads a fleet's few meters, not all of them; a name with a pattern's
+// characters in it is matched as itself; a malformed pattern is a usage
+// error, and patterns that take nothing say so on stderr rather than
+// print an empty state as if the store held none.
+func TestStateOfPatternsPrintsOnlyTheEntitiesTheyName(t *testing.T) {
+	tool := meterTool(t, t.TempDir(), "add: {kwh: kwh}")
+	var feed strings.Builder
+	for _, site := range []string{"m1", "m10", "m2", "m20", "x*y", "m3"} {
+		fmt.Fprintf(&feed, `{"topic":"plant/%s/energy","payload":{"msgId":"a","kwh":1.5}}`+"\n", site)
+	}
+	ingest(t, tool, feed.String())
+	state := func(asJSON bool, patterns ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		tool.Out, tool.Err = &out, &errOut
+		err := tool.State(t.Context(), asJSON, patterns...)
+		return out.String(), errOut.String(), err
+	}
+	names := func(out string) string {
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			got = append(got, strings.Fields(l)[0])
+		}
+		return strings.Join(got, " ")
+	}
+	for _, c := range []struct {
+		patterns []string
+		want     string
+	}{
+		{[]string{"meter/m1*"}, "meter/m1 meter/m10"},
+		{[]string{"meter/m2", "meter/m3"}, "meter/m2 meter/m3"},
+		{[]string{"meter/x*y"}, "meter/x*y"},
+		{[]string{"meter/m?0"}, "meter/m10 meter/m20"},
+		{nil, "meter/m1 meter/m10 meter/m2 meter/m20 meter/m3 meter/x*y"},
+	} {
+		out, errOut, err := state(false, c.patterns...)
+		if err != nil || errOut != "" {
+			t.Fatalf("state %q: %v %s", c.patterns, err, errOut)
+		}
+		if got := names(out); got != c.want {
+			t.Errorf("state %q printed %s, want %s", c.patterns, got, c.want)
+		}
+	}
+	if out, _, err := state(true, "meter/m1*"); err != nil || out != "{\n  \"meter/m1\": {\n    \"kwh\": 1.5\n  },\n  \"meter/m10\": {\n    \"kwh\": 1.5\n  }\n}\n" {
+		t.Fatalf("state --json meter/m1* = %q, %v", out, err)
+	}
+	out, errOut, err := state(true, "meter/q*")
+	if err != nil || out != "{}\n" || !strings.Contains(errOut, "no entity matches meter/q*") {
+		t.Fatalf("state --json of a pattern that takes nothing: %q, stderr %q, %v", out, errOut, err)
+	}
+	if _, _, err := state(false, "meter/[m"); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), `"meter/[m"`) {
+		t.Fatalf("state of a malformed pattern: %v, want a usage error naming it", err)
+	}
 }
