@@ -63,7 +63,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 // place has d's kind place it against its source's committed state; stop
 // says it could not be (held, or malformed), with the decision to record.
 func (e *Engine) place(d *Delivery, topic string, now time.Time, released bool) (dec Decision, stop bool) {
-	d.seq, d.epoch, d.epochNum, d.epochInt, d.older = -1, "", true, 0, false
+	d.seq, d.epoch, d.epochNum, d.epochInt, d.older, d.seen = -1, "", true, 0, false, false
 	hold, err := d.placer.Place(d, &Placement{e: e, d: d, topic: topic, now: now, released: released})
 	switch {
 	case err != nil:
@@ -129,6 +129,10 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, keyApplied bool, re
 		default:
 			dec.Outcome, dec.Reason = Conflict, reasonConflict
 		}
+		return dec
+	}
+	if d.seen {
+		dec.Outcome, dec.Reason = Duplicate, reasonStateSeen
 		return dec
 	}
 	ver := Version{Ordinal: e.tail.Position + 1, Source: sourceTag(d.route.Name, d.source)}

@@ -59,6 +59,7 @@ type Delivery struct {
 	epochNum bool
 	epochInt int64
 	older    bool  // its kind found its integer epoch new, though older than the current one (SetOlderEpoch)
+	seen     bool  // its kind's state proves it applied, whatever the key window holds (SetSeen)
 	seq      int64 // -1 for id routes
 	id       string
 	key      Hash

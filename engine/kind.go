@@ -84,6 +84,13 @@ func (d *Delivery) SetPlace(epoch string, value int64, seq int64) {
 // (old_epoch), as without.
 func (d *Delivery) SetOlderEpoch() { d.older = true }
 
+// SetSeen says the delivery was applied before, as the state its kind
+// keeps in its source records (a Sparkplug session keeps the content of
+// the NDEATH that ended it), though the key window may no longer hold its
+// key (window.ttl, window.max_entries): it is decided a duplicate. A kind
+// calls it only on such a proof, never for a likeness.
+func (d *Delivery) SetSeen() { d.seen = true }
+
 // SetKey sets the delivery's idempotency key and content digest.
 func (d *Delivery) SetKey(key, digest Hash) { d.key, d.digest = key, digest }
 

@@ -30,6 +30,7 @@ const (
 	reasonOldEpoch    = "old_epoch"
 	reasonSeqSeen     = "sequence already seen"
 	reasonKeySeen     = "key already applied"
+	reasonStateSeen   = "already applied, as its source's state records"
 	reasonConflict    = "key already applied with different content"
 	reasonNewEpoch    = "new epoch"
 	reasonOlderEpoch  = "older epoch, decided after a newer one"

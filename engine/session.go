@@ -2,6 +2,7 @@ package engine
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -21,6 +22,22 @@ type SparkplugState struct {
 	// of them; a later NBIRTH drops those retired longer than window.ttl
 	// (RetiredAt is on the clock the key window ages by, Placement.KeyNow).
 	Retired []SparkplugBirth `json:"retired,omitempty"`
+	// Deaths are the NDEATHs applied when no kept or retired birth of
+	// their session was there to record them (an older session's the edge
+	// was never born in here, a late Will; a newer one's, decided before
+	// its NBIRTH, whose birth then takes the record over), newest session
+	// first, at most window.keep_epochs + 1 of them.
+	Deaths []SparkplugDeath `json:"deaths,omitempty"`
+	// Forgot is one past the newest session whose NDEATH record (its
+	// births', or in Deaths) was dropped: an NDEATH of a session below it
+	// that is found nowhere may have been applied.
+	Forgot int64 `json:"forgot,omitempty"`
+}
+
+// SparkplugDeath is an applied NDEATH of a session: its digest.
+type SparkplugDeath struct {
+	BdSeq  int64 `json:"bdseq"`
+	Digest Hash  `json:"digest"`
 }
 
 // SparkplugBirth is one NBIRTH: an epoch of the edge and the alias tables
@@ -40,7 +57,13 @@ type SparkplugBirth struct {
 	// applied, when later than its NBIRTH: its messages stamped up to it
 	// may have been applied there (decided before the NBIRTH), and once
 	// their keys leave the key window nothing tells them from new ones.
-	Before  uint64                     `json:"before,omitempty"`
+	Before uint64 `json:"before,omitempty"`
+	// Ended says its session's NDEATH was applied, before or after it was;
+	// Death is that NDEATH's content digest, unless it was applied before
+	// any birth of its session and its key was all that told of it. A
+	// replay of it whose key has left the key window is found here.
+	Ended   bool                       `json:"ended,omitempty"`
+	Death   Hash                       `json:"death,omitzero"`
 	Node    SparkplugTable             `json:"node"`
 	Devices map[string]SparkplugDevice `json:"devices,omitempty"`
 	// High and RetiredAt are a retired birth's (SparkplugState.Retired):
@@ -75,6 +98,7 @@ func (s *SparkplugState) Clone() *SparkplugState {
 	for i := range c.Births {
 		c.Births[i].Devices = maps.Clone(c.Births[i].Devices)
 	}
+	c.Deaths = slices.Clone(s.Deaths)
 	if s.Retired != nil {
 		c.Retired = append([]SparkplugBirth(nil), s.Retired...)
 		for i := range c.Retired {

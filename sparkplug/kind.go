@@ -108,7 +108,9 @@ type spMessage struct {
 	rebirth             int          // a new NBIRTH: its rebirth number in its session
 	newBirth            bool         // a new NBIRTH opens an epoch
 	at                  int          // a new NBIRTH older than the current birth: its index among the births
-	ended               bool         // a new current NBIRTH whose session's NDEATH was applied before it
+	ended               bool         // a new NBIRTH whose session's NDEATH was applied before it
+	death               engine.Hash  // an ended new NBIRTH: that NDEATH's digest, when known
+	past                bool         // an NDEATH that is not its unwrapped session's (released, it changes no state)
 	seqRaw              int64
 	highs               []epochHigh // a new NBIRTH: each window's highest sequence before it
 

@@ -16,7 +16,7 @@ import (
 // tables), then its values, key and digest. A message that cannot be
 // placed is held; nothing is ever guessed.
 func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string, err error) {
-	sp.birth, sp.newBirth, sp.rebirth, sp.bdSeq, sp.at, sp.ended = -1, false, 0, 0, 0, false
+	sp.birth, sp.newBirth, sp.rebirth, sp.bdSeq, sp.at, sp.ended, sp.death, sp.past = -1, false, 0, 0, 0, false, engine.Hash{}, false
 	sp.seq, sp.epoch, sp.epochInt = -1, "", 0
 	src := p.Window()
 	var st *engine.SparkplugState
@@ -28,18 +28,24 @@ func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string
 	case spNBirth:
 		why = sp.placeBirth(d, p, src, st)
 	case spNDeath:
-		why = sp.placeDeath(st)
+		why = sp.placeDeath(d, p, st)
 	default:
 		why = sp.placeData(d, p, src, st)
 	}
 	if why != "" {
 		return why, nil
 	}
-	if sp.newBirth && sp.at == 0 {
+	if sp.newBirth {
 		// An NBIRTH decided after its session's NDEATH (the broker
 		// reordered them, or another member decided the NDEATH first)
-		// opens a session that has already ended.
-		sp.ended = p.HoldsKey(deathKey(d, sp.bdSeq))
+		// opens a session that has already ended: the key window holds
+		// the NDEATH's key, or, once it has left, another birth of the
+		// session records it.
+		if death, ok := deathRecord(st, sp.bdSeq); ok {
+			sp.ended, sp.death = true, death
+		} else {
+			sp.ended = p.HoldsKey(deathKey(d, sp.bdSeq))
+		}
 	}
 	sp.highs = sp.highs[:0]
 	if sp.newBirth && src != nil { // the windows it may retire: their highest sequence, for Applied
@@ -160,8 +166,16 @@ func unwrapBdSeq(raw int64, st *engine.SparkplugState, what string) (int64, stri
 }
 
 // placeDeath places an NDEATH by its bdSeq: its identity is (source,
-// session, NDEATH), so a replayed one is a duplicate.
-func (sp *spMessage) placeDeath(st *engine.SparkplugState) string {
+// session, NDEATH), so a replayed one is a duplicate while the key window
+// holds its key. Once the key has left, the births of its session, kept
+// or retired, record the NDEATH that ended it: one with its content is
+// that NDEATH again, a proven duplicate; one with other content, or one
+// of a session whose births are no longer kept (it may have been applied
+// and recorded there), or stamped before a birth of an earlier session
+// (a replay from bdSeq's previous turn, which its 8-bit bdSeq places in
+// a session to come) is held. Nothing but the current session's, or a
+// newer one's, death changes the edge's state.
+func (sp *spMessage) placeDeath(d *engine.Delivery, p *engine.Placement, st *engine.SparkplugState) string {
 	raw := int64(sp.p.BdSeq)
 	sp.bdSeq = raw
 	if st != nil && len(st.Births) > 0 {
@@ -186,7 +200,87 @@ func (sp *spMessage) placeDeath(st *engine.SparkplugState) string {
 		return why
 	}
 	sp.digest = sp.contentDigest()
-	return ""
+	if st == nil || len(st.Births) == 0 || p.HoldsKey(deathKey(d, sp.bdSeq)) {
+		return "" // the key window decides it
+	}
+	why := sp.unprovenDeath(d, st)
+	switch {
+	case why == "":
+		return ""
+	case p.Released(): // an operator judged it genuine: applied, it changes no state
+		sp.past = true
+		return ""
+	}
+	return why
+}
+
+// unprovenDeath decides an NDEATH of session sp.bdSeq whose key the key
+// window does not hold: "" to apply it (after SetSeen on d, as a
+// duplicate), else why it is held.
+func (sp *spMessage) unprovenDeath(d *engine.Delivery, st *engine.SparkplugState) string {
+	b := sp.bdSeq
+	if sp.p.HasTimestamp {
+		for _, births := range [][]engine.SparkplugBirth{st.Births, st.Retired} {
+			for i := range births {
+				if x := &births[i]; x.BdSeq < b && x.Stamp > sp.p.Timestamp {
+					return fmt.Sprintf("%s: NDEATH of session %d (bdSeq %d) is stamped %d, before the NBIRTH of session %s (%d): "+
+						"it is not that session's, but a replay of an earlier one with the same bdSeq", engine.ReasonOldEpoch,
+						b, b%256, sp.p.Timestamp, x.Epoch, x.Stamp)
+				}
+			}
+		}
+	}
+	if death, ok := deathRecord(st, b); ok {
+		if death == sp.digest {
+			d.SetSeen()
+			return ""
+		}
+		return fmt.Sprintf("NDEATH of session %d: the session's NDEATH was applied with other content, or before its NBIRTH, "+
+			"and its key has left the key window: this one cannot be proven a duplicate", b)
+	}
+	if b < st.Forgot && b < st.BdSeq && !hasBirth(st, b) {
+		return fmt.Sprintf("%s: NDEATH of session %d, whose record is no longer kept: it may have been applied, "+
+			"and its key is not in the key window", engine.ReasonOldEpoch, b)
+	}
+	return "" // never applied: an applied NDEATH is recorded
+}
+
+// deathRecord returns the digest of the NDEATH of session bdSeq the state
+// records as applied (zero when its births know it by its key alone).
+func deathRecord(st *engine.SparkplugState, bdSeq int64) (engine.Hash, bool) {
+	if st == nil {
+		return engine.Hash{}, false
+	}
+	for _, d := range st.Deaths {
+		if d.BdSeq == bdSeq {
+			return d.Digest, true
+		}
+	}
+	found := false
+	for _, births := range [][]engine.SparkplugBirth{st.Births, st.Retired} {
+		for i := range births {
+			if b := &births[i]; b.BdSeq == bdSeq && b.Ended {
+				if !b.Death.IsZero() {
+					return b.Death, true
+				}
+				found = true
+			}
+		}
+	}
+	return engine.Hash{}, found
+}
+
+// hasBirth reports whether a kept or retired birth of session bdSeq is
+// there to record its NDEATH.
+func hasBirth(st *engine.SparkplugState, bdSeq int64) bool {
+	for _, births := range [][]engine.SparkplugBirth{st.Births, st.Retired} {
+		for i := range births {
+			if births[i].BdSeq == bdSeq {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // placeData places NDATA, DBIRTH, DDATA and DDEATH in the birth their

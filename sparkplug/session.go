@@ -1,6 +1,7 @@
 package sparkplug
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/replayguard/replayguard/engine"
@@ -75,11 +76,17 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 			src.Sparkplug = st
 		}
 		b := engine.SparkplugBirth{Epoch: sp.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, HighStamp: sp.p.Timestamp,
-			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: tableOf(sp)}
+			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: tableOf(sp), Ended: sp.ended, Death: sp.death}
 		if len(st.Births) > sp.at && st.Births[sp.at].HighStamp > b.Stamp {
 			b.Before = st.Births[sp.at].HighStamp // the birth before it applied its data
 		}
 		adoptDevices(&b, st.Births, sp.at)
+		// The birth takes over the record of its session's NDEATH,
+		// decided before it.
+		st.Deaths = slices.DeleteFunc(st.Deaths, func(d engine.SparkplugDeath) bool { return d.BdSeq == sp.bdSeq })
+		if len(st.Deaths) == 0 {
+			st.Deaths = nil
+		}
 		if sp.at > 0 { // an older birth decided late: the session is as it was
 			st.Births = slices.Insert(st.Births, sp.at, b)
 		} else {
@@ -88,8 +95,15 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		}
 		keepBirths(st, src, sp.highs, p)
 	case spNDeath:
-		if st == nil || sp.bdSeq < st.BdSeq {
-			return changed // an older session's death changes nothing
+		if st == nil || sp.past {
+			return changed
+		}
+		// Its session's births record it, or Deaths when it has none: its
+		// replay is found there once its key has left the key window.
+		recordDeath(st, sp.bdSeq, sp.digest, p.KeepEpochs())
+		changed = true
+		if sp.bdSeq < st.BdSeq {
+			return changed // an older session's death changes nothing else
 		}
 		st.Online = false
 		if len(st.Births) > 0 {
@@ -117,6 +131,32 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		return changed
 	}
 	return true
+}
+
+// recordDeath records the applied NDEATH of session bdSeq, with digest, on
+// its session's kept and retired births, or, when it has none, in
+// s.Deaths, whose oldest past keep + 1 it forgets.
+func recordDeath(s *engine.SparkplugState, bdSeq int64, digest engine.Hash, keep int) {
+	found := false
+	for _, births := range [][]engine.SparkplugBirth{s.Births, s.Retired} {
+		for i := range births {
+			if b := &births[i]; b.BdSeq == bdSeq {
+				found = true
+				if !b.Ended {
+					b.Ended, b.Death = true, digest
+				}
+			}
+		}
+	}
+	if found || slices.ContainsFunc(s.Deaths, func(d engine.SparkplugDeath) bool { return d.BdSeq == bdSeq }) {
+		return
+	}
+	s.Deaths = append(s.Deaths, engine.SparkplugDeath{BdSeq: bdSeq, Digest: digest})
+	slices.SortFunc(s.Deaths, func(a, b engine.SparkplugDeath) int { return cmp.Compare(b.BdSeq, a.BdSeq) })
+	for len(s.Deaths) > keep+1 {
+		s.Forgot = max(s.Forgot, s.Deaths[len(s.Deaths)-1].BdSeq+1)
+		s.Deaths = slices.Clip(s.Deaths[:len(s.Deaths)-1])
+	}
 }
 
 // adoptDevices gives birth b, about to take index at among births, the
@@ -159,11 +199,16 @@ func keepBirths(s *engine.SparkplugState, src *engine.SourceState, highs []epoch
 			kept = append(kept, b)
 			continue
 		}
+		forgot := true
 		for _, h := range highs {
 			if h.epoch == b.Epoch && h.high >= 0 {
 				b.High, b.RetiredAt = h.high, p.KeyNow()
 				retired = append(retired, b)
+				forgot = false
 			}
+		}
+		if forgot {
+			s.Forgot = max(s.Forgot, b.BdSeq+1)
 		}
 	}
 	s.Births = kept
@@ -177,6 +222,8 @@ func keepBirths(s *engine.SparkplugState, src *engine.SourceState, highs []epoch
 		if n <= p.KeepEpochs() && !b.RetiredAt.Before(cutoff) {
 			retired[n] = b
 			n++
+		} else {
+			s.Forgot = max(s.Forgot, b.BdSeq+1) // the record of its session's NDEATH goes with it
 		}
 	}
 	s.Retired = slices.Clip(retired[:n])
