@@ -77,6 +77,9 @@ type SparkplugDevice struct {
 	Online bool           `json:"online"`
 	Stamp  uint64         `json:"stamp"` // the DBIRTH's timestamp, ms
 	Table  SparkplugTable `json:"table"`
+	// Death is the timestamp of the last DDEATH applied to it, ms: one at
+	// or after its DBIRTH's ended it, in whatever order they were decided.
+	Death uint64 `json:"death,omitempty"`
 }
 
 // SparkplugTable maps a birth certificate's aliases to metric names and

@@ -120,11 +120,14 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		if b.Devices == nil {
 			b.Devices = map[string]engine.SparkplugDevice{}
 		}
-		b.Devices[sp.device] = engine.SparkplugDevice{Online: true, Stamp: sp.p.Timestamp, Table: tableOf(sp)}
+		// A DDEATH stamped at or after it, decided before it (the broker
+		// reordered them), ended it already.
+		death := b.Devices[sp.device].Death
+		b.Devices[sp.device] = engine.SparkplugDevice{Online: death < sp.p.Timestamp, Stamp: sp.p.Timestamp, Table: tableOf(sp), Death: death}
 	case spDDeath:
 		b := &st.Births[sp.birth]
 		if dev, ok := b.Devices[sp.device]; ok && dev.Stamp <= sp.p.Timestamp {
-			dev.Online = false
+			dev.Online, dev.Death = false, max(dev.Death, sp.p.Timestamp)
 			b.Devices[sp.device] = dev
 		}
 	default:
@@ -165,8 +168,10 @@ func recordDeath(s *engine.SparkplugState, bdSeq int64, digest engine.Hash, keep
 // NBIRTH (the broker reordered them, or another member held the NBIRTH),
 // applied in the birth before, above its highest. Without them b's device
 // data would find no DBIRTH in b and be held, and the DBIRTHs' replays are
-// duplicates of where they were applied. They are online: the NDEATH that
-// came since ended the birth before, not them.
+// duplicates of where they were applied. They are online, the NDEATH that
+// came since having ended the birth before, not them, unless a DDEATH of
+// b (stamped at or after the device's DBIRTH, and before the birth after
+// b), decided before b's NBIRTH too, ended them there.
 func adoptDevices(b *engine.SparkplugBirth, births []engine.SparkplugBirth, at int) {
 	if at >= len(births) {
 		return
@@ -178,7 +183,7 @@ func adoptDevices(b *engine.SparkplugBirth, births []engine.SparkplugBirth, at i
 		if b.Devices == nil {
 			b.Devices = map[string]engine.SparkplugDevice{}
 		}
-		dev.Online = true
+		dev.Online = dev.Death < dev.Stamp || at > 0 && dev.Death >= births[at-1].Stamp
 		b.Devices[name] = dev
 	}
 }
