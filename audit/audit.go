@@ -206,9 +206,14 @@ type ChainBases interface {
 // meanwhile: a chain is verified up to the head read before its records,
 // and again when retention trimmed it between the reads. It returns what it
 // verified, chain by chain, up to the first break, whose chain is the last.
+// A store that can find records outside every chain (a StrayFinder) is
+// asked first: such records are a break named by their member.
 func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) ([]ChainResult, error) {
 	chains, err := s.Chains(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkStray(ctx, s); err != nil {
 		return nil, err
 	}
 	var out []ChainResult
@@ -228,6 +233,32 @@ func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) 
 		}
 	}
 	return out, nil
+}
+
+// StrayFinder is a shared store that can find audit records outside every
+// chain its Chains lists. A chain is verified up to the head the store
+// keeps for it, so records past a head that was reset or moved back, or of
+// a member whose row was removed, would otherwise be read by nothing.
+type StrayFinder interface {
+	// StrayAudit returns the first such chain's member, the position of its
+	// last record and the head the store keeps for it (zero: none); last is
+	// zero when every record is in a chain.
+	StrayAudit(ctx context.Context) (member string, last, head uint64, err error)
+}
+
+// checkStray reports the records of s outside every chain, when s can
+// find them (a StrayFinder).
+func checkStray(ctx context.Context, s engine.ChainScanner) error {
+	f, ok := s.(StrayFinder)
+	if !ok {
+		return nil
+	}
+	member, last, head, err := f.StrayAudit(ctx)
+	if err != nil || last == 0 {
+		return err
+	}
+	return &BrokenError{Position: head + 1, Member: member,
+		Reason: fmt.Sprintf("the store holds records of this chain up to position %d, past the chain head it keeps (%d): the head was reset or moved back, or the member removed", last, head)}
 }
 
 // chainBase is member's base; zero without bases.

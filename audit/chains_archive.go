@@ -35,6 +35,9 @@ func VerifyChainsWithArchive(ctx context.Context, dir string, s engine.ChainScan
 	if err := checkArchivedMembers(dir, chains); err != nil {
 		return nil, err
 	}
+	if err := checkStray(ctx, s); err != nil {
+		return nil, err
+	}
 	var out []ChainVerified
 	for _, c := range chains {
 		v, head, err := againWhileTrimmed(ctx, s, bases, c.Member, c.Head, func(base, head engine.AuditHead) (Verified, error) {

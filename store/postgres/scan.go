@@ -232,6 +232,24 @@ func (s *Store) Chains(ctx context.Context) ([]engine.Chain, error) {
 	return out, err
 }
 
+// StrayAudit finds the records the store holds outside every chain
+// Chains lists: past the head their member's row keeps, or of a member
+// number no row names ("#N" then). It returns the first such chain's
+// member, its last record's position and the head kept; last is zero when
+// every record is in a chain. It reads the whole audit table.
+func (s *Store) StrayAudit(ctx context.Context) (member string, last, head uint64, err error) {
+	err = s.query(ctx, func(c *pgx.Conn) error {
+		var l, h int64
+		err := c.QueryRow(ctx, s.sql.strayAudit).Scan(&member, &l, &h)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		last, head = uint64(l), uint64(h)
+		return dbErr(err)
+	})
+	return member, last, head, err
+}
+
 // CountQuarantine counts the group's open entries without reading them.
 func (s *Store) CountQuarantine(ctx context.Context) (int, error) {
 	var n int64

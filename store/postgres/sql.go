@@ -20,8 +20,8 @@ type statements struct {
 	insertEntities, updateEntities, upsertEntities, insertAudit, setHead, insertQuar string
 	resolve, resolveAny                                                              string
 	// reads
-	allSources, allEntities, head, chains, scanAudit, scanQuar, countQuar, quarantined, memberNumber string
-	scanSources, scanEntities, countRows                                                             string
+	allSources, allEntities, head, chains, strayAudit, scanAudit, scanQuar, countQuar, quarantined, memberNumber string
+	scanSources, scanEntities, countRows                                                                         string
 	// pruning
 	pruneAge, pruneCutoff, pruneCount string
 	analyzeDue, analyze               string
@@ -107,6 +107,12 @@ func newStatements(schema string) statements {
 		countRows:    q(`SELECT (SELECT count(*) FROM {s}.sources), (SELECT count(*) FROM {s}.entities)`),
 		head:         q(`SELECT head_position, head_hash FROM {s}.members WHERE member = $1`),
 		chains:       q(`SELECT member, head_position, head_hash FROM {s}.members WHERE head_position > 0 ORDER BY member`),
+		// One statement, one snapshot: a batch writes its records and its
+		// member's head in one transaction, so no record is past its head.
+		strayAudit: q(`SELECT coalesce(m.member, '#' || a.member), max(a.position), coalesce(max(m.head_position), 0)
+			FROM {s}.audit a LEFT JOIN {s}.members m ON m.number = a.member
+			WHERE m.number IS NULL OR a.position > m.head_position
+			GROUP BY a.member, m.member ORDER BY a.member LIMIT 1`),
 		scanAudit: q(`SELECT record FROM {s}.audit
 			WHERE member = (SELECT number FROM {s}.members WHERE member = $1) AND position >= $2 ORDER BY position LIMIT $3`),
 		scanQuar:     q(`SELECT id, entry, payload FROM {s}.quarantine WHERE id >= $1 ORDER BY id LIMIT $2`),

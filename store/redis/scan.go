@@ -296,6 +296,71 @@ func (s *Store) Chains(ctx context.Context) ([]engine.Chain, error) {
 	return out, nil
 }
 
+// StrayAudit finds the records the store holds outside every chain
+// Chains lists: of a member whose head is missing or before its last
+// record. It returns the first such member (by id), the position of its
+// last record and the head kept; last is zero when every record is in a
+// chain. A member's last record is read before its head, so a batch it
+// commits between the reads is within the head. The members' ids are
+// read from the members hash: records of an id removed from it are not
+// found.
+func (s *Store) StrayAudit(ctx context.Context) (member string, last, head uint64, err error) {
+	if err := s.check(); err != nil {
+		return "", 0, 0, err
+	}
+	ids, err := s.c.HKeys(ctx, s.k.members).Result()
+	if err != nil {
+		return "", 0, 0, s.fail("read the members", err)
+	}
+	slices.Sort(ids)
+	for _, m := range ids {
+		if last, err = s.lastRecord(ctx, m); err != nil || last == 0 {
+			if err != nil {
+				return "", 0, 0, err
+			}
+			continue
+		}
+		v, err := s.c.HGet(ctx, s.k.heads, m).Result()
+		var h engine.AuditHead
+		switch {
+		case err == nil:
+			if h, err = decodeHead(v); err != nil {
+				return "", 0, 0, fmt.Errorf("redis store: member %q: %w", m, err)
+			}
+		case !errors.Is(err, goredis.Nil):
+			return "", 0, 0, s.fail("read the chain head of "+m, err)
+		}
+		if last > h.Position {
+			return m, last, h.Position, nil
+		}
+	}
+	return "", 0, 0, nil
+}
+
+// lastRecord is the position of the last record of member's chain; zero
+// when it holds none.
+func (s *Store) lastRecord(ctx context.Context, member string) (uint64, error) {
+	starts, err := s.c.ZRange(ctx, s.k.chainIndex(member), -1, -1).Result()
+	if err != nil {
+		return 0, s.fail("read the audit chain index of "+member, err)
+	}
+	if len(starts) == 0 {
+		return 0, nil
+	}
+	blob, err := s.c.HGet(ctx, s.k.chain(member), starts[0]).Result()
+	if errors.Is(err, goredis.Nil) { // its last batch trimmed meanwhile: it holds none
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.fail("read the audit chain of "+member, err)
+	}
+	var r engine.AuditRecord
+	if err := json.Unmarshal([]byte(blob[strings.LastIndexByte(blob, '\n')+1:]), &r); err != nil {
+		return 0, fmt.Errorf("redis store: decode an audit record of %q: %w", member, err)
+	}
+	return r.Position, nil
+}
+
 // CountQuarantine counts the group's open entries without reading them.
 func (s *Store) CountQuarantine(ctx context.Context) (int, error) {
 	if err := s.check(); err != nil {
