@@ -12,6 +12,12 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
+// ErrArchiveLevel is returned for an archive directory given at the wrong
+// level: a shared store's archive root (a directory member-<id> per
+// member) for a single-owner store's chain, or one that holds segments
+// itself (one member's directory) for a member's chain of a shared store.
+var ErrArchiveLevel = errors.New("audit archive: a directory at the wrong level")
+
 // ArchiveResult is what VerifyArchive checked of one chain.
 type ArchiveResult struct {
 	Member   string
@@ -45,7 +51,7 @@ func scanArchive(ctx context.Context, dir, member string, fn func(engine.AuditRe
 	cdir := ChainDir(dir, member)
 	entries, err := os.ReadDir(cdir)
 	if errors.Is(err, os.ErrNotExist) {
-		return v, res, nil
+		return v, res, checkLevel(dir, member)
 	}
 	if err != nil {
 		return v, res, fmt.Errorf("audit archive: %w", err)
@@ -88,7 +94,31 @@ func scanArchive(ctx context.Context, dir, member string, fn func(engine.AuditRe
 		res.Head = v.Head()
 		last = m.Segment
 	}
+	if res.Segments == 0 {
+		return v, res, checkLevel(dir, member)
+	}
 	return v, res, nil
+}
+
+// checkLevel refuses archive dir, which holds none of member's segments,
+// when it is at the wrong level for member's chain (see ErrArchiveLevel):
+// the chain would read as one whose segments are all missing.
+func checkLevel(dir, member string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // nothing there: an archive retention has not written yet
+	}
+	for _, e := range entries {
+		switch _, _, suffix, ok := parseName(e.Name()); {
+		case member == "" && e.IsDir() && strings.HasPrefix(e.Name(), "member-"):
+			return fmt.Errorf("%w: %s holds the chains of a shared store's members (%s), not the chain of a single-owner store",
+				ErrArchiveLevel, dir, e.Name())
+		case member != "" && ok && suffix == manifestSuffix:
+			return fmt.Errorf("%w: %s holds segments itself (%s), where a shared store's archive holds a directory member-<id> per member: give the directory that holds %s",
+				ErrArchiveLevel, dir, e.Name(), filepath.Base(ChainDir(dir, member)))
+		}
+	}
+	return nil
 }
 
 // readManifest reads and checks the manifest name, whose name says it
