@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -112,16 +113,42 @@ type statsJSON struct {
 	Position uint64 `json:"position"`
 	// Head is the hash of the record at Position, so that a reader of the
 	// log through the API can tell its last record was not rewritten.
-	Head     *engine.Hash `json:"head,omitempty"`
-	Keys     *int         `json:"keys,omitempty"`
-	Sources  *int         `json:"sources,omitempty"`
-	Entities *int         `json:"entities,omitempty"`
-	Counts   *Counts      `json:"counts,omitempty"`
+	Head *engine.Hash `json:"head,omitempty"`
+	// Base is where the stored log begins, when the store keeps one (see
+	// engine.AuditTrimmer): the last record audit retention moved out
+	// (position 0 when none), to which the first stored record links, so
+	// that a reader of the log through the API can tell records removed
+	// from its start from records retention moved to the archive.
+	Base     *baseJSON `json:"base,omitempty"`
+	Keys     *int      `json:"keys,omitempty"`
+	Sources  *int      `json:"sources,omitempty"`
+	Entities *int      `json:"entities,omitempty"`
+	Counts   *Counts   `json:"counts,omitempty"`
 }
 
-func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
+// baseJSON is a store's audit base as /api/v1/stats says it.
+type baseJSON struct {
+	Position uint64      `json:"position"`
+	Hash     engine.Hash `json:"hash"`
+}
+
+// auditBase is a store that keeps where its log begins (engine.AuditTrimmer).
+type auditBase interface {
+	AuditBase(ctx context.Context) (engine.AuditHead, error)
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	var base *baseJSON
+	if b, ok := s.deps.Audit.(auditBase); ok { // read before the head: a trim meanwhile leaves the head above it
+		h, err := b.AuditBase(r.Context())
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "read the audit base: %v", err)
+			return
+		}
+		base = &baseJSON{Position: h.Position, Hash: h.Hash}
+	}
 	st := s.deps.Engine.Stats()
-	out := statsJSON{Version: s.cfg.Version, Position: st.Position}
+	out := statsJSON{Version: s.cfg.Version, Position: st.Position, Base: base}
 	if st.Position > 0 {
 		out.Head = &st.Head
 	}

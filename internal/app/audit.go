@@ -192,9 +192,12 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 	// The head the process committed, read first: the log must reach it
 	// (a removed tail is caught), and records it commits meanwhile are
 	// past it.
-	h, hashed, err := r.head()
+	h, hashed, base, err := r.head()
 	if err != nil {
 		return err
+	}
+	if v == nil && base != nil { // the store says where its log begins: the first record must link to it
+		v = audit.NewVerifierFrom(*base, "")
 	}
 	head := h.Position
 	pastHead := errors.New("past the head")
@@ -203,7 +206,7 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 		if rec.Position > head {
 			return pastHead
 		}
-		if v == nil { // the store's first record: its prev is the base
+		if v == nil { // the store's first record, from a build that does not say its base: its prev is the base
 			base := engine.AuditHead{Position: rec.Position - 1, Hash: rec.Prev}
 			if rec.Position == 1 {
 				base.Hash = engine.Hash{} // the chain's first record follows nothing
@@ -239,6 +242,8 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 			fmt.Fprintf(out, "store: positions %d..%d intact\n", first, last)
 		}
 		fmt.Fprintf(out, "audit chain intact: %d records, archive and store as one chain\n", last)
+	case first == 0 && last > 0: // the same words as a shared store's chain read directly
+		fmt.Fprintf(out, "audit chain intact: all its records, 1..%d, were archived by retention: add --archive DIR to verify them\n", last)
 	case first > 1:
 		fmt.Fprintf(out, "audit chain intact from the store's base: %d records, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
 			n, first, last, first-1)

@@ -270,20 +270,29 @@ func (r *remote) audit(from uint64, fn func(engine.AuditRecord) error) error {
 }
 
 // head reads the audit head the process committed. hashed is false when
-// the process did not say the head's hash (a build before it did).
-func (r *remote) head() (h engine.AuditHead, hashed bool, err error) {
+// the process did not say the head's hash (a build before it did). base is
+// where the store's log begins, nil when the process did not say (a build
+// before it did, or a store that keeps none).
+func (r *remote) head() (h engine.AuditHead, hashed bool, base *engine.AuditHead, err error) {
 	var stats struct {
 		Position uint64       `json:"position"`
 		Head     *engine.Hash `json:"head"`
+		Base     *struct {
+			Position uint64      `json:"position"`
+			Hash     engine.Hash `json:"hash"`
+		} `json:"base"`
 	}
 	if err := r.do("GET", "/api/v1/stats", nil, &stats); err != nil {
-		return h, false, fmt.Errorf("read the audit head: %w", err)
+		return h, false, nil, fmt.Errorf("read the audit head: %w", err)
 	}
 	h.Position = stats.Position
 	if stats.Head != nil {
 		h.Hash = *stats.Head
 	}
-	return h, stats.Head != nil || stats.Position == 0, nil
+	if stats.Base != nil {
+		base = &engine.AuditHead{Position: stats.Base.Position, Hash: stats.Base.Hash}
+	}
+	return h, stats.Head != nil || stats.Position == 0, base, nil
 }
 
 // firstStored is the position of the first record the store holds (0:

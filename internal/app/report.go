@@ -225,17 +225,20 @@ func (t *Tool) buildReport(ctx context.Context, opts report.Options) (*report.Re
 		// The report covers the log up to the head the process committed
 		// when it began, checked against that head as a store read
 		// directly is; records committed meanwhile are past it.
-		head, hashed, err := r.head()
+		head, hashed, base, err := r.head()
 		if err != nil {
 			return nil, err
 		}
 		if hashed {
 			opts.Heads = map[string]engine.AuditHead{"": head}
 		}
-		// The API does not say where retention left the chain beginning:
-		// the store's first record's prev is its base, as audit verify
-		// through the API takes it.
-		bases, first := map[string]engine.AuditHead{}, true
+		// Where retention left the chain beginning, as the API says it; from
+		// a build that does not, the store's first record's prev is its base,
+		// as audit verify through the API takes it then.
+		bases, first := map[string]engine.AuditHead{}, base == nil
+		if base != nil && base.Position > 0 {
+			bases[""] = *base
+		}
 		opts.Bases = bases
 		pastHead := errors.New("past the head")
 		return report.Build(report.Scanned(report.WithArchive(ctx, "", archiveReader(opts.Archive),
