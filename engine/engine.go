@@ -221,6 +221,9 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		names[r.Name] = true
 		e.routes = append(e.routes, c)
 	}
+	if err := checkDerivations(ctx, caps.Routes, e.routes); err != nil {
+		return nil, err
+	}
 	e.resetPending() // the first batch is number 1: no entity's mark, 0 at first, is one
 	if sh := caps.Shared; sh != nil {
 		e.win = newSharedWindows(e, sh, caps.Scan, opts.Journal)

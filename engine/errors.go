@@ -53,3 +53,10 @@ var ErrTrimQuarantine = errors.New("replayguard: audit records below an open qua
 // trimmed must not drop records the claim's new holder may not have
 // archived.
 var ErrChainClaimed = errors.New("replayguard: another process holds the claim of that member's chain")
+
+// ErrKeyDerivation is returned by New for a route whose key derivation
+// (KeyDerivation) differs from the one the store recorded for its name:
+// replays of the messages it already applied would get other keys and
+// other source windows, and be applied again. Permanent: the configuration
+// must change.
+var ErrKeyDerivation = errors.New("replayguard: a route derives its keys differently from the store's record")

@@ -66,6 +66,10 @@ type Capabilities struct {
 	// only the rows its recent batches touched (Options.CachedRows). nil:
 	// Load returns every row and the engine holds them all.
 	Rows RowReader
+	// Routes keeps each route's key derivation: New records it the first
+	// time and refuses a route whose recorded one differs. nil: the
+	// routes are not checked.
+	Routes RouteRecorder
 	// Scan reads a shared store's sources and entities one row at a time
 	// (set with Shared): what the dashboard, the metrics and `sources`
 	// read of a group, in memory that does not grow with its rows. nil:

@@ -29,6 +29,7 @@ import (
 //	            "rows"    -> big-endian number of sources (8) | of entities (8)
 //	outbox, outboxheld   the outbox, see outbox.go
 //	cursors              audit sinks' cursors, see cursor.go
+//	routes               each route's key derivation, see routes.go
 var (
 	bucketAudit      = []byte("audit")
 	bucketKeys       = []byte("keys")

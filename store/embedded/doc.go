@@ -14,7 +14,8 @@
 // a running daemon should go through its HTTP API.
 //
 // A Store declares, in its Capabilities, audit retention (Trim), the audit
-// sinks' cursors (Cursors) and the outbox of forward effects (Outbox). Its
+// sinks' cursors (Cursors), the outbox of forward effects (Outbox) and the
+// routes' key derivations (Routes). Its
 // conformance test runs storetest.Run with Features{Durable: true}: the
 // suite reopens a directory, and checks its lock.
 //

@@ -33,6 +33,7 @@ type Group struct {
 	claims     map[claimKey]claim   // outbox and chain claims
 	cursors    map[chainSink]uint64 // audit sinks' cursors, per member's chain
 	claimTTL   time.Duration
+	routes     map[string][]byte // route name → its key derivation
 }
 
 // chain is one member's audit chain: its records from base on (the pages
@@ -76,7 +77,7 @@ var ErrReadOnly = errors.New("memory: a read-only handle writes nothing")
 
 // Capabilities declares a group's store.
 func (m *Member) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: m, Chains: m, Outbox: m, Claims: m, Keeper: m, Scan: m}
+	return engine.Capabilities{Shared: m, Chains: m, Outbox: m, Claims: m, Keeper: m, Scan: m, Routes: m}
 }
 
 // Open returns a handle writing member's chain, or a read-only handle when

@@ -27,6 +27,7 @@ type Store struct {
 	quarantine map[uint64]engine.QuarantineEntry // entries are replaced, never changed in place
 	cursors    map[string]uint64                 // audit sinks' cursors
 	outbox     *outbox
+	routes     map[string][]byte // route name → its key derivation
 }
 
 var (
@@ -39,7 +40,7 @@ var (
 // Capabilities declares a single-owner store with audit retention, sink
 // cursors and an outbox.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s}
+	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s, Routes: s}
 }
 
 // New returns an empty store.

@@ -19,6 +19,7 @@ type Checkpoint struct {
 	numbers    map[string]uint64
 	outboxes   map[string]*outbox
 	cursors    map[chainSink]uint64
+	routes     map[string][]byte
 }
 
 // Checkpoint copies the group's state as it is now.
@@ -27,7 +28,7 @@ func (g *Group) Checkpoint() *Checkpoint {
 	defer g.mu.Unlock()
 	c := &Checkpoint{keys: maps.Clone(g.keys), sources: map[string]engine.SourceState{}, entities: map[string]engine.EntityState{},
 		chains: map[string]chain{}, quarantine: maps.Clone(g.quarantine), numbers: maps.Clone(g.numbers), outboxes: map[string]*outbox{},
-		cursors: maps.Clone(g.cursors)}
+		cursors: maps.Clone(g.cursors), routes: maps.Clone(g.routes)}
 	for id, s := range g.sources {
 		c.sources[id] = copySource(s)
 	}
@@ -53,7 +54,7 @@ func (g *Group) FailOver(c *Checkpoint) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.keys, g.quarantine, g.numbers = maps.Clone(c.keys), maps.Clone(c.quarantine), maps.Clone(c.numbers)
-	g.cursors = maps.Clone(c.cursors)
+	g.cursors, g.routes = maps.Clone(c.cursors), maps.Clone(c.routes)
 	g.sources, g.entities = map[string]engine.SourceState{}, map[string]engine.EntityState{}
 	for id, s := range c.sources {
 		g.sources[id] = copySource(s)

@@ -80,9 +80,10 @@
 //
 // A Store declares, in its Capabilities, a group's store (Shared, Chains),
 // the outbox and its claims (Outbox, Claims), the chains' retention,
-// cursors and claims (Keeper), SharedStats (Stats), and sql effects run in
-// the batch's transaction (SQL). Its conformance test runs
-// storetest.Run with Features{Members, Durable, Kill}, a schema per case.
+// cursors and claims (Keeper), SharedStats (Stats), sql effects run in the
+// batch's transaction (SQL), and the routes' key derivations (Routes). Its
+// conformance test runs storetest.Run with Features{Members, Durable, Kill},
+// a schema per case.
 //
 // A Store is safe for concurrent use; its connections come from a pool.
 package postgres

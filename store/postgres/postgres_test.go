@@ -300,7 +300,7 @@ func testSchemaMigrated(t *testing.T, g *group) {
 	// The schema as version 1 left it: no outbox, no chain bases, cursors
 	// or claims.
 	run(t, g.url, `DROP TABLE `+g.schema+`.outbox, `+g.schema+`.outbox_held, `+g.schema+`.outbox_claims,
-			`+g.schema+`.chain_bases, `+g.schema+`.chain_cursors, `+g.schema+`.chain_claims;
+			`+g.schema+`.chain_bases, `+g.schema+`.chain_cursors, `+g.schema+`.chain_claims, `+g.schema+`.routes;
 		UPDATE `+g.schema+`.schema_version SET version = 1`)
 	leasesInMembers(t, g)
 	want := fmt.Sprintf("version 1, older than this build's %d", postgres.SchemaVersion)

@@ -27,6 +27,8 @@ type statements struct {
 	analyzeDue, analyze               string
 	outbox                            outboxStatements
 	chain                             chainStatements
+	// routes' key derivations
+	insertRoutes, readRoutes string
 }
 
 func newStatements(schema string) statements {
@@ -136,6 +138,10 @@ func newStatements(schema string) statements {
 
 		outbox: newOutboxStatements(q),
 		chain:  newChainStatements(q),
+
+		insertRoutes: q(`INSERT INTO {s}.routes (name, derivation)
+			SELECT n, d FROM unnest($1::text[], $2::bytea[]) AS u(n, d) ORDER BY n ON CONFLICT DO NOTHING`),
+		readRoutes: q(`SELECT name, derivation FROM {s}.routes WHERE name = ANY($1::text[])`),
 	}
 }
 

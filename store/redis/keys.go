@@ -44,10 +44,14 @@ import (
 //	                      hash: audit sink name → the position of the last record of the
 //	                      member's chain the sink delivered
 //	P chainclaim:<member> string: the holder that keeps the member's chain, PX the lease TTL
+//	P routes              hash: route name → its key derivation (engine.KeyDerivation),
+//	                      written once, by the first member that opens the route
 //
 // Version 2 only changed how the source and entity rows are written.
 // The chain keys came after version 1 without changing it: absent, they
-// read as a chain never trimmed, cursors never set and claims free.
+// read as a chain never trimmed, cursors never set and claims free. So did
+// routes: absent, no route's derivation was recorded, and the next member
+// to open records its own.
 type keys struct {
 	prefix                   string
 	schema                   string
@@ -59,6 +63,7 @@ type keys struct {
 	quarantine, quarIDs      string
 	pruneLock                string
 	unlocked                 string
+	routes                   string
 }
 
 func newKeys(p string) keys {
@@ -79,6 +84,7 @@ func newKeys(p string) keys {
 		quarIDs:        p + "quarantine:ids",
 		pruneLock:      p + "prune",
 		unlocked:       p + "unlocked",
+		routes:         p + "routes",
 	}
 }
 

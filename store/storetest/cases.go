@@ -98,6 +98,11 @@ var suites = []suite{
 		{name: "a key applied at the cutoff is live; a nanosecond before it, expired", fn: testSharedKeyCutoff},
 		{name: "close while an update decides: it commits whole or not at all", fn: testSharedCloseWhileUpdating},
 	}},
+	{name: "routes", needs: needRoutes, cases: []testCase{
+		{name: "a route's key derivation is recorded once and kept", fn: testRoutesRecordedOnce},
+		{name: "a route whose key derivation changed is refused; an effect or a route added or removed is not", fn: testRoutesChangedRefused},
+		{name: "a member whose route derives keys another way is refused while the others go on", needs: needMembers, fn: testRoutesMemberRefused},
+	}},
 	{name: "outbox", needs: needOutbox, cases: []testCase{
 		{name: "entries committed with a batch are listed in id order, fields and payloads exact", fn: onOutbox(testOutboxList)},
 		{name: "a failed commit writes no entry", fn: onOutbox(testOutboxFailed)},

@@ -23,7 +23,7 @@
 // declares in engine.Capabilities where it is opened: Trim brings the audit
 // retention cases, Cursors the sink cursors', Outbox the outbox's, Claims
 // the outbox claims', Keeper the per-member chain retention, cursors and
-// chain claims'; every case reaches those parts through the declared
+// chain claims', Routes the routes' key derivations'; every case reaches those parts through the declared
 // interfaces, never by a type assertion. What Capabilities cannot say is
 // in Features: Members (a consumer group's store, opened under member ids;
 // it must declare Shared and Chains, and a single-owner store neither),
@@ -52,6 +52,10 @@
 //   - group: a group's store as members see it: each member's chain, Update's
 //     reads and refusals, member leases, read-only handles, and engines on
 //     two members racing on keys, windows, entities and releases.
+//   - routes: engine.RouteRecorder records a route's key derivation once
+//     and keeps it, and an engine whose route derives keys another way is
+//     refused (on a group's store: at one member, while another goes on)
+//     before it applies a replay again.
 //   - outbox, group outbox, claims: engine.OutboxStore on one handle, then
 //     between members, then engine.OutboxClaimer's takeovers.
 //   - chain keeper, chain claims: engine.ChainKeeper: each member's chain

@@ -138,6 +138,7 @@ var capabilityFields = []struct {
 	{"Claims", func(c engine.Capabilities) any { return c.Claims }},
 	{"Keeper", func(c engine.Capabilities) any { return c.Keeper }},
 	{"Stats", func(c engine.Capabilities) any { return c.Stats }},
+	{"Routes", func(c engine.Capabilities) any { return c.Routes }},
 }
 
 // sameValue reports whether two declared interfaces hold the same value:
@@ -171,6 +172,7 @@ const (
 	needRows                     // Capabilities.Rows
 	needScan                     // Capabilities.Scan
 	needRowScan                  // Capabilities.Rows or Capabilities.Scan
+	needRoutes                   // Capabilities.Routes
 )
 
 // missing returns why a store lacks what n needs; "" when it has all.
@@ -192,6 +194,7 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needRows, c.Rows != nil, "the store does not declare Capabilities.Rows"},
 		{needScan, c.Scan != nil, "the store does not declare Capabilities.Scan"},
 		{needRowScan, c.Rows != nil || c.Scan != nil, "the store declares neither Capabilities.Rows nor Capabilities.Scan"},
+		{needRoutes, c.Routes != nil, "the store does not declare Capabilities.Routes"},
 	} {
 		if n&r.bit != 0 && !r.has {
 			return r.why

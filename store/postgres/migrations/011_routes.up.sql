@@ -1,0 +1,10 @@
+-- Version 11: each route's key derivation (engine.KeyDerivation), by route
+-- name, recorded by the first member that opens the route and never
+-- changed: a member whose configuration derives a route's keys another way
+-- is refused at start, before it decides anything. A build from before
+-- would decide without that check; the version keeps it from opening the
+-- schema.
+CREATE TABLE IF NOT EXISTS /* TEMPLATE: schema */routes (
+	name       text COLLATE "C" PRIMARY KEY,
+	derivation bytea NOT NULL
+);
