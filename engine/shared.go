@@ -131,6 +131,15 @@ type ChainKeeper interface {
 	// the chain ended cannot take it back). A member the group never had
 	// fails it with ErrNotFound, a read-only handle fails.
 	SetChainCursor(ctx context.Context, member, sink string, pos uint64) error
+	// ChainCursors returns every cursor stored on member's chain, by sink
+	// name: those of sinks no live process configures too. Audit
+	// retention trims the chain no further than the lowest.
+	ChainCursors(ctx context.Context, member string) (map[string]uint64, error)
+	// ForgetSink drops sink's cursor on every member's chain and returns
+	// the members whose chain had one, sorted: an operator's word that
+	// the sink is gone for good, so that its cursors no longer hold
+	// retention back. A read-only handle fails.
+	ForgetSink(ctx context.Context, sink string) ([]string, error)
 	// QuarantineBases returns every member's quarantine base (see
 	// SharedStore.QuarantineBase), by member id: an open entry's id minus
 	// its member's base is its record's position in that member's chain.

@@ -221,6 +221,13 @@ type CursorStore interface {
 	// SetCursor records pos as the sink's cursor, durably when it returns
 	// nil.
 	SetCursor(ctx context.Context, name string, pos uint64) error
+	// Cursors returns every stored cursor, by sink name: those of sinks
+	// the configuration no longer names too. Audit retention trims the
+	// log no further than the lowest.
+	Cursors(ctx context.Context) (map[string]uint64, error)
+	// ForgetCursor drops the sink's cursor, an operator's word that the
+	// sink is gone for good; false when there was none.
+	ForgetCursor(ctx context.Context, name string) (bool, error)
 }
 
 // NextHead checks that recs follow head contiguously, as a batch's audit

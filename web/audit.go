@@ -54,9 +54,10 @@ func outcomeNames() []string {
 }
 
 // recordOutcomes are the outcomes of audit records that are no decision:
-// an operator's discard, and what became of an outbox entry a downstream
-// refused.
-var recordOutcomes = []string{engine.OutcomeDiscarded, engine.OutcomeForwardHeld, engine.OutcomeForwardRetried, engine.OutcomeForwardDropped}
+// an operator's discard, what became of an outbox entry a downstream
+// refused, and an audit sink an operator forgot.
+var recordOutcomes = []string{engine.OutcomeDiscarded, engine.OutcomeForwardHeld, engine.OutcomeForwardRetried, engine.OutcomeForwardDropped,
+	engine.OutcomeSinkForgotten}
 
 func timeParam(q url.Values, name string) (time.Time, error) {
 	raw := q.Get(name)

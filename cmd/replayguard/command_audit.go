@@ -12,12 +12,17 @@ func auditFlags(fs *flag.FlagSet) {
 	fs.String("from", "1", "export: first position")
 	fs.String("file", "", "verify: an exported JSONL file instead of the store")
 	fs.String("archive", "", "verify: the audit archive directory too, with the store as one chain (on a shared store: each member's chain with its part of the archive)")
+	fs.String("reason", "", "forget-sink: why the sink is gone for good (required)")
+	fs.String("operator", "", "forget-sink: who decides, for the audit (default the OS user)")
 	tokenNameFlag(fs)
 }
 
 func cmdAudit(e *env) error {
+	if len(e.args) == 2 && e.args[0] == "forget-sink" {
+		return e.tool().ForgetSink(e.ctx, e.args[1], e.flagString("reason"), e.flagString("operator"))
+	}
 	if len(e.args) != 1 {
-		return fmt.Errorf("%w: audit takes export or verify", errUsage)
+		return fmt.Errorf("%w: audit takes export, verify or forget-sink NAME", errUsage)
 	}
 	switch e.args[0] {
 	case "export":
@@ -32,6 +37,8 @@ func cmdAudit(e *env) error {
 			return fmt.Errorf("%w: audit verify takes --file or --archive, not both", errUsage)
 		}
 		return e.tool().AuditVerify(e.ctx, app.AuditVerifyOptions{File: e.flagString("file"), Archive: e.flagString("archive")})
+	case "forget-sink":
+		return fmt.Errorf("%w: audit forget-sink takes the sink's name", errUsage)
 	default:
 		return fmt.Errorf("%w: unknown audit action %q", errUsage, e.args[0])
 	}

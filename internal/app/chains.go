@@ -372,20 +372,32 @@ func (c *chains) retention(member string) (*audit.Retention, error) {
 }
 
 // trimHead is the position retention may trim member's chain up to: its
-// head as the store keeps it, held back to the lowest cursor the sinks
-// keep on it, so that a record leaves only once every sink delivered it.
+// head as the store keeps it, held back to the lowest cursor of this
+// process's sinks on it and to every cursor the store keeps on it, those
+// of sinks other members configure (which stream it when it is theirs)
+// and of sinks removed from every configuration included (holdBack), so
+// that a record leaves only once every sink delivered it, until an
+// operator forgets a sink that is gone.
 func (c *chains) trimHead(ctx context.Context, member string) (uint64, error) {
 	heads, err := c.heads(ctx)
 	if err != nil {
 		return 0, err
 	}
 	pos := heads[member].Position
+	var configured []string
 	if c.sinks != nil {
 		floor, err := c.sinks.Floor(ctx, member)
 		if err != nil {
 			return 0, err
 		}
 		pos = min(pos, floor)
+		for _, st := range c.sinks.Status() {
+			configured = append(configured, st.Name)
+		}
 	}
-	return pos, nil
+	stored, err := c.g.ChainCursors(ctx, member)
+	if err != nil {
+		return 0, fmt.Errorf("read the sinks' cursors on the chain: %w", err)
+	}
+	return holdBack(c.a.Log, pos, member, stored, configured), nil
 }

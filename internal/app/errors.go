@@ -9,3 +9,7 @@ var ErrUsage = errors.New("usage")
 
 // ErrStoreKind is returned for a store kind this build cannot open.
 var ErrStoreKind = errors.New("store kind not available")
+
+// ErrNoSinkCursor is returned by ForgetSink for a sink the store keeps no
+// cursor of.
+var ErrNoSinkCursor = errors.New("no cursor of that audit sink is stored")

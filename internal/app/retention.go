@@ -28,7 +28,7 @@ func (a *App) Retention() (*audit.Retention, error) {
 		Archive:    ac.Archive,
 		MaxAge:     time.Duration(ac.Retention.MaxAge),
 		MaxRecords: uint64(ac.Retention.MaxRecords),
-		Head:       func(context.Context) (uint64, error) { return a.auditHead(), nil },
+		Head:       a.retainHead,
 		Logger:     a.Log,
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/replayguard/replayguard/audit/sink"
@@ -61,16 +63,54 @@ func newExporter(ctx context.Context, sc config.SinkConfig, log *slog.Logger) (s
 	return nil, fmt.Errorf("kind %q is not one of otlp, syslog, file", sc.Kind)
 }
 
-// auditHead is the position audit retention may trim a single-owner
-// store's log up to: the committed head, held back to the lowest sink
-// cursor, so a record leaves the store only once every sink delivered it.
+// retainHead is the position audit retention may trim a single-owner
+// store's log up to: the committed head, held back to the lowest cursor of
+// the configured sinks and to every cursor the store keeps (holdBack), so
+// a record leaves the store only once every sink delivered it, those the
+// configuration no longer names included, until an operator forgets them.
 // (A shared store's chains: chains.trimHead.)
-func (a *App) auditHead() uint64 {
+func (a *App) retainHead(ctx context.Context) (uint64, error) {
 	pos := a.Engine.Stats().Position
+	var configured []string
 	if a.Sinks != nil {
 		for _, st := range a.Sinks.Status() {
 			pos = min(pos, st.Cursor)
+			configured = append(configured, st.Name)
 		}
+	}
+	cs := a.Store.Capabilities().Cursors
+	if cs == nil {
+		return pos, nil
+	}
+	stored, err := cs.Cursors(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the audit sinks' cursors: %w", err)
+	}
+	return holdBack(a.Log, pos, "", stored, configured), nil
+}
+
+// holdBack returns pos held back to each cursor in stored, by sink, on
+// chain ("" for a single-owner store's log), and warns for each cursor of
+// a sink not in configured that holds it back: a sink removed from this
+// configuration (or, on a shared store, configured on other members only)
+// keeps the records it has not delivered until it is configured again and
+// catches up, or an operator forgets it (`replayguard audit forget-sink`).
+func holdBack(log *slog.Logger, pos uint64, chain string, stored map[string]uint64, configured []string) uint64 {
+	for _, name := range slices.Sorted(maps.Keys(stored)) {
+		c := stored[name]
+		if c >= pos {
+			continue
+		}
+		pos = c
+		if slices.Contains(configured, name) {
+			continue
+		}
+		attrs := []any{"sink", name, "cursor", c}
+		if chain != "" {
+			attrs = append(attrs, "chain", chain)
+		}
+		log.Warn("audit retention: held back by the stored cursor of a sink this configuration does not name; "+
+			"configure the sink, or run `replayguard audit forget-sink "+name+"` if it is gone for good", attrs...)
 	}
 	return pos
 }

@@ -55,3 +55,44 @@ func (s *Store) SetCursor(ctx context.Context, name string, pos uint64) error {
 		return b.Put([]byte(name), u64(pos))
 	}))
 }
+
+// Cursors returns every stored cursor, by sink name: those of sinks the
+// configuration no longer names too.
+func (s *Store) Cursors(ctx context.Context) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketCursors)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("embedded: corrupt cursor of sink %q: %x", k, v)
+			}
+			out[string(k)] = binary.BigEndian.Uint64(v)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// ForgetCursor drops the sink's cursor in one small transaction, synced
+// like a commit; false when there was none.
+func (s *Store) ForgetCursor(ctx context.Context, name string) (bool, error) {
+	if s.closed.Load() {
+		return false, engine.ErrClosed
+	}
+	if s.readOnly {
+		return false, ErrReadOnly
+	}
+	found := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketCursors)
+		if b == nil || b.Get([]byte(name)) == nil {
+			return nil
+		}
+		found = true
+		return b.Delete([]byte(name))
+	})
+	return found, closedErr(err)
+}

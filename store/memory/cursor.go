@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"maps"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -30,4 +31,26 @@ func (s *Store) SetCursor(ctx context.Context, name string, pos uint64) error {
 	}
 	s.cursors[name] = pos
 	return nil
+}
+
+// Cursors returns every stored cursor, by sink name.
+func (s *Store) Cursors(ctx context.Context) (map[string]uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, engine.ErrClosed
+	}
+	return maps.Clone(s.cursors), nil
+}
+
+// ForgetCursor drops the sink's cursor; false when there was none.
+func (s *Store) ForgetCursor(ctx context.Context, name string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, engine.ErrClosed
+	}
+	_, ok := s.cursors[name]
+	delete(s.cursors, name)
+	return ok, nil
 }

@@ -77,6 +77,39 @@ func (m *Member) ChainCursor(ctx context.Context, member, sink string) (uint64, 
 	return m.g.cursors[chainSink{member, sink}], nil
 }
 
+// ChainCursors returns every cursor stored on member's chain, by sink.
+func (m *Member) ChainCursors(ctx context.Context, member string) (map[string]uint64, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.g.mu.Unlock()
+	out := map[string]uint64{}
+	for k, pos := range m.g.cursors {
+		if k.member == member {
+			out[k.sink] = pos
+		}
+	}
+	return out, nil
+}
+
+// ForgetSink drops sink's cursor on every member's chain and returns the
+// members whose chain had one, sorted.
+func (m *Member) ForgetSink(ctx context.Context, sink string) ([]string, error) {
+	if err := m.lockWriter("forget a sink"); err != nil {
+		return nil, err
+	}
+	defer m.g.mu.Unlock()
+	var members []string
+	for k := range m.g.cursors {
+		if k.sink == sink {
+			members = append(members, k.member)
+			delete(m.g.cursors, k)
+		}
+	}
+	slices.Sort(members)
+	return members, nil
+}
+
 // SetChainCursor records pos as sink's cursor on member's chain, unless
 // the cursor is already past it. A member the group never had fails it
 // with engine.ErrNotFound, a read-only handle with ErrReadOnly.

@@ -21,7 +21,7 @@ var _ engine.ChainKeeper = (*Store)(nil)
 // chainStatements are the chains' SQL texts of one schema.
 type chainStatements struct {
 	base, member, lockBase, claimed, held, record, trim, setBase string
-	cursor, setCursor                                            string
+	cursor, setCursor, cursors, forget                           string
 	claims                                                       claimStatements
 }
 
@@ -46,6 +46,10 @@ func newChainStatements(q func(string) string) chainStatements {
 		setCursor: q(`INSERT INTO {s}.chain_cursors (member, sink, position)
 			SELECT number, $2, $3 FROM {s}.members WHERE member = $1
 			ON CONFLICT (member, sink) DO UPDATE SET position = GREATEST(chain_cursors.position, excluded.position)`),
+		cursors: q(`SELECT c.sink, c.position FROM {s}.chain_cursors c
+			JOIN {s}.members m ON m.number = c.member WHERE m.member = $1`),
+		forget: q(`WITH gone AS (DELETE FROM {s}.chain_cursors WHERE sink = $1 RETURNING member)
+			SELECT m.member FROM gone JOIN {s}.members m ON m.number = gone.member ORDER BY m.member`),
 		claims: newClaimStatements(q, "chain", "chain_claims", "m.head_position > 0"),
 	}
 }
@@ -155,6 +159,47 @@ func (s *Store) ChainCursor(ctx context.Context, member, sink string) (uint64, e
 		return dbErr(err)
 	})
 	return uint64(pos), err
+}
+
+// ChainCursors returns every cursor stored on member's chain, by sink.
+func (s *Store) ChainCursors(ctx context.Context, member string) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	err := s.query(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, s.sql.chain.cursors, member)
+		if err != nil {
+			return dbErr(err)
+		}
+		var sink string
+		var pos int64
+		_, err = pgx.ForEachRow(rows, []any{&sink, &pos}, func() error {
+			out[sink] = uint64(pos)
+			return nil
+		})
+		return dbErr(err)
+	})
+	return out, err
+}
+
+// ForgetSink drops sink's cursor on every member's chain, in one
+// statement, and returns the members whose chain had one, sorted.
+func (s *Store) ForgetSink(ctx context.Context, sink string) ([]string, error) {
+	if s.member == "" {
+		return nil, fmt.Errorf("%w: forget a sink", ErrReadOnly)
+	}
+	var members []string
+	err := s.query(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, s.sql.chain.forget, sink)
+		if err != nil {
+			return dbErr(err)
+		}
+		var m string
+		_, err = pgx.ForEachRow(rows, []any{&m}, func() error {
+			members = append(members, m)
+			return nil
+		})
+		return dbErr(err)
+	})
+	return members, err
 }
 
 // SetChainCursor records pos as sink's cursor on member's chain, durably

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -150,6 +151,51 @@ func (s *Store) ChainCursor(ctx context.Context, member, sink string) (uint64, e
 		return 0, s.fail("read the cursor of "+sink+" on the chain of "+member, err)
 	}
 	return pos, nil
+}
+
+// ChainCursors returns every cursor stored on member's chain, by sink.
+func (s *Store) ChainCursors(ctx context.Context, member string) (map[string]uint64, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	all, err := s.c.HGetAll(ctx, s.k.chainCursors(member)).Result()
+	if err != nil {
+		return nil, s.fail("read the cursors on the chain of "+member, err)
+	}
+	out := make(map[string]uint64, len(all))
+	for sink, v := range all {
+		pos, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redis store: the cursor of sink %q on the chain of %s is %q", sink, member, v)
+		}
+		out[sink] = pos
+	}
+	return out, nil
+}
+
+// ForgetSink drops sink's cursor on every member's chain and returns the
+// members whose chain had one, sorted. Each chain's cursor goes in a
+// command of its own: run again, it finishes what a failure left.
+func (s *Store) ForgetSink(ctx context.Context, sink string) ([]string, error) {
+	if err := s.writer("forget a sink"); err != nil {
+		return nil, err
+	}
+	members, err := s.c.HKeys(ctx, s.k.members).Result()
+	if err != nil {
+		return nil, s.fail("read the members", err)
+	}
+	slices.Sort(members)
+	var had []string
+	for _, m := range members {
+		n, err := s.c.HDel(ctx, s.k.chainCursors(m), sink).Result()
+		if err != nil {
+			return had, s.fail("drop the cursor of "+sink+" on the chain of "+m, err)
+		}
+		if n > 0 {
+			had = append(had, m)
+		}
+	}
+	return had, nil
 }
 
 // setCursorScript moves a sink's cursor on a member's chain forward, never

@@ -141,6 +141,7 @@ var suites = []suite{
 		{name: "scans of a chain run safely while it is trimmed", fn: testChainTrimScans},
 		{name: "an engine on a chain trimmed of every record goes on after its head", fn: testChainTrimmedEngine},
 		{name: "sink cursors are kept per member's chain and sink", fn: testChainCursors},
+		{name: "every sink cursor on a chain is listed, and a sink forgotten on every chain", fn: testChainCursorsForgotten},
 		{name: "chain sink cursors named with separators and unicode are kept apart", fn: testChainOddCursorNames},
 		{name: "every member's quarantine base is listed", fn: testChainQuarantineBases},
 		{name: "a read-only handle reads bases and cursors and changes nothing", fn: testChainReadOnly},

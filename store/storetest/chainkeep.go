@@ -288,6 +288,44 @@ func testChainCursors(t *testing.T, p *place) {
 	}
 }
 
+func testChainCursorsForgotten(t *testing.T, p *place) {
+	a, b := p.handle(t, "a"), p.handle(t, "b")
+	for _, set := range []struct {
+		c   sinkCursor
+		pos uint64
+	}{{sinkCursor{"a", "siem"}, 42}, {sinkCursor{"b", "siem"}, 7}, {sinkCursor{"a", "otel"}, 3}} {
+		if err := keeper(t, a).SetChainCursor(t.Context(), set.c.member, set.c.sink, set.pos); err != nil {
+			t.Fatalf("SetChainCursor(%s, %s, %d): %v", set.c.member, set.c.sink, set.pos, err)
+		}
+	}
+	checkAll := func(what string, s *handle, want map[string]map[string]uint64) {
+		t.Helper()
+		for _, m := range []string{"a", "b", "c"} {
+			got, err := keeper(t, s).ChainCursors(t.Context(), m)
+			if err != nil || !maps.Equal(got, want[m]) {
+				t.Fatalf("%s: ChainCursors(%s) = %v, %v; want %v", what, m, got, err, want[m])
+			}
+		}
+	}
+	checkAll("through b", b, map[string]map[string]uint64{"a": {"siem": 42, "otel": 3}, "b": {"siem": 7}})
+	checkAll("through a read-only handle", p.handle(t, ""), map[string]map[string]uint64{"a": {"siem": 42, "otel": 3}, "b": {"siem": 7}})
+	if got, err := keeper(t, b).ForgetSink(t.Context(), "siem"); err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("ForgetSink(siem) = %v, %v; want the chains of a and b", got, err)
+	}
+	checkAll("after forgetting siem", a, map[string]map[string]uint64{"a": {"otel": 3}})
+	if got, err := keeper(t, b).ForgetSink(t.Context(), "siem"); err != nil || len(got) != 0 {
+		t.Fatalf("ForgetSink(siem) again = %v, %v; want none", got, err)
+	}
+	if _, err := keeper(t, p.handle(t, "")).ForgetSink(t.Context(), "otel"); err == nil {
+		t.Fatal("ForgetSink through a read-only handle succeeded")
+	}
+	if p.f.Durable {
+		closeStore(t, b)
+		a = p.reopen(t, a)
+		checkAll("after reopening", a, map[string]map[string]uint64{"a": {"otel": 3}})
+	}
+}
+
 func testChainQuarantineBases(t *testing.T, p *place) {
 	want := map[string]uint64{}
 	var hs []*handle

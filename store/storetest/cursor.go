@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"maps"
 	"testing"
 
 	"github.com/replayguard/replayguard/engine"
@@ -34,6 +35,19 @@ func testCursors(t *testing.T, p *place) {
 		}
 	}
 	check("after SetCursor", cs)
+	if got, err := cs.Cursors(t.Context()); err != nil || !maps.Equal(got, map[string]uint64{"siem": 43, "otel": 7}) {
+		t.Fatalf("Cursors = %v, %v; want siem 43, otel 7", got, err)
+	}
+	if gone, err := cs.ForgetCursor(t.Context(), "otel"); err != nil || !gone {
+		t.Fatalf("ForgetCursor(otel) = %v, %v; want true", gone, err)
+	}
+	if gone, err := cs.ForgetCursor(t.Context(), "otel"); err != nil || gone {
+		t.Fatalf("ForgetCursor(otel) again = %v, %v; want false", gone, err)
+	}
+	want["otel"] = 0
+	if got, err := cs.Cursors(t.Context()); err != nil || !maps.Equal(got, map[string]uint64{"siem": 43}) {
+		t.Fatalf("Cursors after forgetting otel = %v, %v; want siem 43", got, err)
+	}
 	if p.f.Durable {
 		s = p.reopen(t, s)
 		cs = s.caps.Cursors
