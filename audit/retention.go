@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
@@ -157,6 +158,9 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 	if !r.opts.Owned() {
 		return res, nil
 	}
+	if err := r.checkLeftovers(ctx, base); err != nil {
+		return res, err
+	}
 	if err := clearFrom(r.dir, base.Position+1); err != nil {
 		return res, err
 	}
@@ -187,6 +191,52 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 	}
 	return res, nil
 }
+
+// checkLeftovers refuses a sealed segment after base that the store's
+// chain does not hold: clearFrom removes the segments an interrupted pass
+// sealed before its trim, whose records the store still holds, and would
+// otherwise delete the archived history of a chain the store lost (a
+// server that keeps nothing on disk restarted, a store restored from an
+// older copy), whose chain begins again below them. Such a segment stays,
+// and retention of the chain stops until an operator moves it aside.
+func (r *Retention) checkLeftovers(ctx context.Context, base engine.AuditHead) error {
+	entries, err := os.ReadDir(r.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("audit archive: %w", err)
+	}
+	for _, e := range entries {
+		first, _, kind, ok := parseName(e.Name())
+		if !ok || kind != manifestSuffix || first <= base.Position {
+			continue
+		}
+		m, err := readManifest(r.dir, e.Name(), first, r.opts.Member)
+		if err != nil {
+			return err
+		}
+		held := false
+		err = r.store.ScanAudit(ctx, m.Last, func(rec engine.AuditRecord) error {
+			held = rec.Position == m.Last && rec.Hash == m.Hash
+			return errStop
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			return err
+		}
+		if !held {
+			return fmt.Errorf("%w: %s holds sealed segment %s (positions %d..%d), which the store's chain does not hold: "+
+				"the store lost the chain it was archived from (its base is now %d); retention will not archive over it: move the segment and its manifest aside",
+				ErrArchiveAhead, r.dir, m.Segment, m.First, m.Last, base.Position)
+		}
+	}
+	return nil
+}
+
+// ErrArchiveAhead is returned by Retention.Once when the archive holds a
+// sealed segment beyond the store's base that the store's chain does not
+// hold: archiving the chain again would delete it.
+var ErrArchiveAhead = errors.New("audit retention: the archive holds records the store lost")
 
 // pass is what one Once lets go: positions up to limit that are at or
 // below countCut or older than ageCut.
