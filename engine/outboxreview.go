@@ -18,10 +18,20 @@ const (
 )
 
 // OutboxDepth is the number of pending entries of one member's outbox
-// ("" on a single-owner store).
+// ("" on a single-owner store), and the oldest of them: the one an output
+// that stopped delivering may be stuck at.
 type OutboxDepth struct {
-	Member  string `json:"member"`
-	Pending int    `json:"pending"`
+	Member  string         `json:"member"`
+	Pending int            `json:"pending"`
+	Oldest  *PendingOldest `json:"oldest,omitempty"` // nil when none is pending
+}
+
+// PendingOldest is the oldest pending entry of an outbox.
+type PendingOldest struct {
+	ID     uint64    `json:"id"`
+	Output string    `json:"output"`
+	Target string    `json:"target"` // redacted (RedactTarget)
+	Time   time.Time `json:"time"`   // when it was decided
 }
 
 // OutboxReport is what an operator looks at: the held entries of every
@@ -61,7 +71,18 @@ func ReadOutbox(ctx context.Context, s Store) (OutboxReport, error) {
 		if err != nil {
 			return OutboxReport{}, err
 		}
-		rep.Pending = append(rep.Pending, OutboxDepth{Member: m, Pending: n})
+		d := OutboxDepth{Member: m, Pending: n}
+		if n > 0 {
+			first, err := ob.Outbox(ctx, m, 0, 1)
+			if err != nil {
+				return OutboxReport{}, err
+			}
+			if len(first) == 1 {
+				e := first[0]
+				d.Oldest = &PendingOldest{ID: e.ID, Output: e.Output, Target: RedactTarget(e.Output, e.Target), Time: e.Time.UTC()}
+			}
+		}
+		rep.Pending = append(rep.Pending, d)
 	}
 	return rep, nil
 }
@@ -188,4 +209,64 @@ func ofMember(m string) string {
 		return ""
 	}
 	return fmt.Sprintf(" of member %q", m)
+}
+
+// HoldPending sets aside a pending entry of member's outbox that its
+// downstream keeps refusing with an error that passes for a retryable one
+// (a webhook's 503 to that entry alone, a JetStream PubAck error that
+// repeats), so that the entries behind it go on: in one commit, an audit
+// record (outcome forward_held, ref the entry, the operator, and the
+// reason, required) and the entry moved to the held ones, where
+// RetryForward and DropForward resolve it. A copy of it may still reach the
+// downstream if an attempt under way succeeds; a retry sends it again
+// under its key.
+//
+// member is "" on a single-owner store; on a shared store "" stands for
+// this engine's own member. An entry that is not pending (delivered, held
+// already, or never was) is ErrNotFound, with nothing written.
+func (e *Engine) HoldPending(ctx context.Context, member string, id uint64, reason, operator string) (ForwardResolution, error) {
+	ob := e.caps.Outbox
+	if ob == nil {
+		return ForwardResolution{}, fmt.Errorf("%w: store %T keeps no outbox", ErrConfig, e.store)
+	}
+	if strings.TrimSpace(reason) == "" {
+		return ForwardResolution{}, fmt.Errorf("%w: holding a pending outbox entry needs a reason", ErrConfig)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.ready(ctx); err != nil {
+		return ForwardResolution{}, err
+	}
+	if own, group := e.win.member(); group && member == "" {
+		member = own
+	}
+	var entry OutboxEntry
+	if id > 0 {
+		page, err := ob.Outbox(ctx, member, id-1, 1)
+		if err != nil {
+			return ForwardResolution{}, err
+		}
+		if len(page) == 1 && page[0].ID == id {
+			entry = page[0]
+		}
+	}
+	if entry.ID == 0 {
+		return ForwardResolution{}, fmt.Errorf("%w: no pending outbox entry %d%s", ErrNotFound, id, ofMember(member))
+	}
+	why := fmt.Sprintf("%s %s: held by an operator while pending: %s", entry.Output, RedactTarget(entry.Output, entry.Target), reason)
+	var r AuditRecord
+	hold := func(now time.Time) {
+		r = AuditRecord{Time: now.UTC(), Route: entry.Route, Topic: entry.Topic, Source: entry.Source,
+			Epoch: entry.Epoch, Key: entry.Key, Outcome: OutcomeForwardHeld, Reason: why, Ref: entry.ID, Operator: operator}
+		if entry.Sequence >= 0 {
+			s := entry.Sequence
+			r.Sequence = &s
+		}
+		e.appendAudit(&r)
+		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: why})
+	}
+	if err := e.act(ctx, nil, hold); err != nil {
+		return ForwardResolution{}, err
+	}
+	return ForwardResolution{Entry: HeldEntry{OutboxEntry: entry, Member: member, Reason: why}, Record: r}, nil
 }

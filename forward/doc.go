@@ -21,6 +21,12 @@
 // committed by its own engine at once, and of one by another process at
 // its next poll.
 //
+// A downstream that refuses one entry with a passing error for ever (a
+// webhook's 503 to it alone) stops its output there: Status names that
+// entry (OutputStatus.Stuck), and an operator who holds it while pending
+// (engine.Engine.HoldPending) has the output go on after it, at the next
+// poll.
+//
 // The MQTT output dials its broker, over TCP or TLS by the URL's scheme,
 // through package internal/mqttconn, as the MQTT consumers do.
 //

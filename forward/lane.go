@@ -37,6 +37,12 @@ type lane struct {
 	// mark failed).
 	rewind atomic.Bool
 	mark   *marker // while runLane runs
+	// stuck is the entry the last failed attempt stopped at (nil when the
+	// attempt failed before any entry, reading the store); runLane's.
+	stuck *engine.OutboxEntry
+	// skip cuts a backoff short: an entry of the lane's member was held
+	// by an operator while pending, perhaps the one the lane waits at.
+	skip chan struct{}
 
 	mu sync.Mutex
 	st OutputStatus
@@ -44,7 +50,7 @@ type lane struct {
 
 func (d *Drainer) newLane(member, kind string) *lane {
 	return &lane{id: laneID{member, kind}, out: d.opts.Outputs[kind], outMu: d.outMu[kind],
-		own: member == d.opts.Member, wake: make(chan struct{}, 1),
+		own: member == d.opts.Member, wake: make(chan struct{}, 1), skip: make(chan struct{}, 1),
 		st: OutputStatus{Output: kind, Member: member}}
 }
 
@@ -79,7 +85,7 @@ func (d *Drainer) runLane(ctx context.Context, l *lane) {
 			backoff = min(max(2*backoff, d.opts.MinBackoff), d.maxBackoff(l.id.kind))
 			wait := httpretry.Wait(err, backoff/2+rand.N(backoff/2+1)) // jitter in [backoff/2, backoff], or what the receiver asked for
 			d.failed(l, err, wait)
-			sleep(ctx, wait)
+			sleep(ctx, wait, l.skip)
 			d.obs.ForwardRetried(l.id.kind)
 			continue
 		}
@@ -94,12 +100,14 @@ func (d *Drainer) runLane(ctx context.Context, l *lane) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// sleep waits d, or until ctx is done or skip receives.
+func sleep(ctx context.Context, d time.Duration, skip <-chan struct{}) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	case <-skip:
 	}
 }
 
@@ -108,6 +116,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // cursor after the last entry done, so that the next attempt sends the
 // rest again. A rewound lane reads from the start.
 func (d *Drainer) catchUp(ctx context.Context, l *lane) error {
+	l.stuck = nil
 	if err := l.mark.takeErr(); err != nil {
 		return err
 	}
@@ -184,6 +193,7 @@ func (d *Drainer) deliver(ctx context.Context, l *lane, entries []engine.OutboxE
 			// were not tried (a webhook sends one at a time), or were
 			// sent with it and wait the same retry.
 			d.obs.Forwarded(l.id.kind, ResultFailed, 1)
+			l.stuck = &entries[n]
 			return err
 		}
 	}
@@ -239,27 +249,39 @@ func (d *Drainer) hold(ctx context.Context, l *lane, e engine.OutboxEntry, reaso
 	return nil
 }
 
-// failed notes a failed attempt: logged, with the wait before the next,
-// and kept for Status.
+// failed notes a failed attempt: logged, with the wait before the next
+// and the entry it stopped at, and kept for Status.
 func (d *Drainer) failed(l *lane, err error, wait time.Duration) {
+	now := time.Now()
 	l.mu.Lock()
 	if !l.st.Failing {
-		l.st.Failing, l.st.Since = true, time.Now()
+		l.st.Failing, l.st.Since = true, now
 	}
 	l.st.Attempts++
 	l.st.Failures++
 	l.st.LastError = err.Error()
-	attempts, since := l.st.Attempts, l.st.Since
+	switch {
+	case l.stuck == nil:
+	case l.st.Stuck.ID == l.stuck.ID:
+		l.st.Stuck.Attempts++
+	default:
+		e := l.stuck
+		l.st.Stuck = StuckEntry{ID: e.ID, Target: engine.RedactTarget(e.Output, e.Target), Key: e.Key.String(), Since: now, Attempts: 1}
+	}
+	attempts, since, stuck := l.st.Attempts, l.st.Since, l.st.Stuck
 	l.mu.Unlock()
-	d.log.Warn("forward: delivery failed; the entries wait in the outbox and are sent again",
-		"output", l.id.kind, "member", l.id.member, "attempt", attempts, "failing_for", time.Since(since).Round(time.Millisecond),
-		"retry_in", wait.Round(time.Millisecond), "err", err)
+	args := []any{"output", l.id.kind, "member", l.id.member, "attempt", attempts, "failing_for", time.Since(since).Round(time.Millisecond),
+		"retry_in", wait.Round(time.Millisecond), "err", err}
+	if l.stuck != nil {
+		args = append(args, "entry", stuck.ID, "target", stuck.Target, "entry_attempts", stuck.Attempts)
+	}
+	d.log.Warn("forward: delivery failed; the entries wait in the outbox and are sent again", args...)
 }
 
 func (d *Drainer) recovered(l *lane) {
 	l.mu.Lock()
 	attempts, since := l.st.Attempts, l.st.Since
-	l.st.Failing, l.st.Attempts, l.st.LastError = false, 0, ""
+	l.st.Failing, l.st.Attempts, l.st.LastError, l.st.Stuck = false, 0, "", StuckEntry{}
 	l.mu.Unlock()
 	d.log.Info("forward: delivering again", "output", l.id.kind, "member", l.id.member,
 		"failed_attempts", attempts, "down_for", time.Since(since).Round(time.Millisecond))

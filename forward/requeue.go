@@ -57,7 +57,10 @@ func (d *Drainer) heldBy(member string, id uint64) {
 
 // watchHeld reads the held entries and rewinds the lanes of every member
 // one of whose entries, held at the last look or held by this drainer
-// since, is held no more. Called by Run's goroutine only.
+// since, is held no more; and cuts short the backoff of the lanes of every
+// member with an entry held since the last look by someone else (an
+// operator's `outbox hold` of the entry a lane is stuck at), so that they
+// go on after it. Called by Run's goroutine only.
 func (d *Drainer) watchHeld(ctx context.Context) {
 	d.heldMu.Lock()
 	seen := d.heldSeen
@@ -78,14 +81,36 @@ func (d *Drainer) watchHeld(ctx context.Context) {
 	for _, h := range hs {
 		now[heldRef{h.Member, h.ID}] = struct{}{}
 	}
-	gone := map[string]bool{}
+	gone, added := map[string]bool{}, map[string]bool{}
 	for r := range seen {
 		if _, ok := now[r]; !ok {
 			gone[r.member] = true
 		}
 	}
+	for r := range now {
+		if _, ok := seen[r]; !ok {
+			added[r.member] = true
+		}
+	}
 	d.heldSeen = now
 	for m := range gone {
 		d.rewind(m)
+	}
+	for m := range added {
+		d.skipBackoff(m)
+	}
+}
+
+// skipBackoff cuts short the backoff of the lanes of member's outbox.
+func (d *Drainer) skipBackoff(member string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, l := range d.lanes {
+		if id.member == member {
+			select {
+			case l.skip <- struct{}{}:
+			default:
+			}
+		}
 	}
 }

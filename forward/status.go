@@ -21,6 +21,21 @@ type OutputStatus struct {
 	Since     time.Time
 	Attempts  int
 	LastError string
+	// Stuck is the entry the failing attempts stop at (zero while none
+	// has: the outbox could not be read): every entry behind it waits for
+	// it. One the downstream refuses alone, for ever, with an error that
+	// passes for a retryable one, an operator sets aside with `outbox hold`
+	// (engine.Engine.HoldPending).
+	Stuck StuckEntry
+}
+
+// StuckEntry is a pending entry that failed attempts stopped at.
+type StuckEntry struct {
+	ID       uint64 // 0: none
+	Target   string // redacted (engine.RedactTarget)
+	Key      string
+	Since    time.Time // its first failed attempt of this run of them
+	Attempts int       // failed attempts at it since
 }
 
 // Status is the drainer's state, for readiness and the dashboard.
@@ -82,8 +97,17 @@ func (s Status) failing() string {
 		if o.Member != "" {
 			who += " (member " + o.Member + ")"
 		}
-		parts = append(parts, fmt.Sprintf("%s failing for %s (%d attempts): %s", who,
-			time.Since(o.Since).Round(time.Second), o.Attempts, o.LastError))
+		part := fmt.Sprintf("%s failing for %s (%d attempts): %s", who,
+			time.Since(o.Since).Round(time.Second), o.Attempts, o.LastError)
+		if st := o.Stuck; st.ID != 0 {
+			member := ""
+			if o.Member != "" {
+				member = " --member " + o.Member
+			}
+			part += fmt.Sprintf(" (at entry %d, %s, key %s: %d attempts over %s; the entries behind it wait: `outbox hold %d%s --reason TEXT` sets it aside once the downstream is known to refuse it alone)",
+				st.ID, st.Target, st.Key, st.Attempts, time.Since(st.Since).Round(time.Second), st.ID, member)
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, "; ")
 }

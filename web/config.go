@@ -164,15 +164,17 @@ type Reviewer interface {
 	Discard(ctx context.Context, id uint64, reason, operator string) (engine.Decision, error)
 }
 
-// OutboxReviewer lists the outbox and resolves the entries a downstream
-// refused for good, on behalf of a named operator ("" when writes are
-// open). *engine.Engine satisfies it; see its RetryForward and
-// DropForward for member and the errors. A call may block while the
-// engine commits a batch.
+// OutboxReviewer lists the outbox, resolves the entries a downstream
+// refused for good and holds a pending one a downstream keeps failing, on
+// behalf of a named operator ("" when writes are open). *engine.Engine
+// satisfies it; see its RetryForward, DropForward and HoldPending for
+// member and the errors. A call may block while the engine commits a
+// batch.
 type OutboxReviewer interface {
 	OutboxReport(ctx context.Context) (engine.OutboxReport, error)
 	RetryForward(ctx context.Context, member string, id uint64, reason, operator string) (engine.ForwardResolution, error)
 	DropForward(ctx context.Context, member string, id uint64, reason, operator string) (engine.ForwardResolution, error)
+	HoldPending(ctx context.Context, member string, id uint64, reason, operator string) (engine.ForwardResolution, error)
 }
 
 // Engine is what the server needs of the engine.

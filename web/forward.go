@@ -42,6 +42,20 @@ type ForwardOutput struct {
 	Since     time.Time `json:"since,omitzero"`
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"last_error,omitempty"`
+	// Stuck is the pending entry the failing attempts stop at, which the
+	// entries behind it wait for; absent while none has.
+	Stuck ForwardStuck `json:"stuck,omitzero"`
+}
+
+// ForwardStuck is a pending entry failed attempts stop at: its id (for
+// `outbox hold`), target, key, the first failed attempt at it and how many
+// have failed since.
+type ForwardStuck struct {
+	ID       uint64    `json:"id"`
+	Target   string    `json:"target"`
+	Key      string    `json:"key"`
+	Since    time.Time `json:"since"`
+	Attempts int       `json:"attempts"`
 }
 
 // forward serves GET /api/v1/forward. It reads no store: the dashboard

@@ -153,7 +153,9 @@ func forwardStatus(d *forward.Drainer) func() ForwardStatus {
 		out := ForwardStatus{Member: st.Member, Depth: st.Depth, MaxEntries: st.MaxEntries, Full: st.Full,
 			FullSince: st.FullSince, Outputs: make([]ForwardOutput, len(st.Outputs))}
 		for i, o := range st.Outputs {
-			out.Outputs[i] = ForwardOutput(o)
+			out.Outputs[i] = ForwardOutput{Output: o.Output, Member: o.Member, Delivered: o.Delivered, Held: o.Held,
+				Failures: o.Failures, Failing: o.Failing, Since: o.Since, Attempts: o.Attempts, LastError: o.LastError,
+				Stuck: ForwardStuck(o.Stuck)}
 		}
 		return out
 	}

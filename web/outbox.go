@@ -126,14 +126,23 @@ type forwardResolution struct {
 }
 
 func (s *Server) retryForward(w http.ResponseWriter, r *http.Request, operator string) {
-	s.resolveForward(w, r, operator, true)
+	s.resolveForward(w, r, operator, "retry")
 }
 
 func (s *Server) dropForward(w http.ResponseWriter, r *http.Request, operator string) {
-	s.resolveForward(w, r, operator, false)
+	s.resolveForward(w, r, operator, "drop")
 }
 
-func (s *Server) resolveForward(w http.ResponseWriter, r *http.Request, operator string, retry bool) {
+// holdForward holds a pending entry (reason required): the one a
+// downstream keeps failing, so that the entries behind it go on.
+func (s *Server) holdForward(w http.ResponseWriter, r *http.Request, operator string) {
+	s.resolveForward(w, r, operator, "hold")
+}
+
+// resolveForward retries or drops a held entry, or holds a pending one
+// (action "retry", "drop", "hold").
+func (s *Server) resolveForward(w http.ResponseWriter, r *http.Request, operator, action string) {
+	retry := action == "retry"
 	if s.deps.Outbox == nil {
 		writeError(w, http.StatusNotFound, "this process keeps no outbox")
 		return
@@ -150,7 +159,7 @@ func (s *Server) resolveForward(w http.ResponseWriter, r *http.Request, operator
 	body.Reason = strings.TrimSpace(body.Reason)
 	switch {
 	case !retry && body.Reason == "":
-		writeError(w, http.StatusBadRequest, `a drop needs a non-empty "reason"`)
+		writeError(w, http.StatusBadRequest, `a %s needs a non-empty "reason"`, action)
 		return
 	case len(body.Reason) > maxReasonSize:
 		writeError(w, http.StatusBadRequest, "reason is over %d bytes", maxReasonSize)
@@ -165,12 +174,17 @@ func (s *Server) resolveForward(w http.ResponseWriter, r *http.Request, operator
 		return
 	}
 	var res engine.ForwardResolution
-	if retry {
+	switch action {
+	case "retry":
 		res, err = s.deps.Outbox.RetryForward(r.Context(), body.Member, id, body.Reason, operator)
-	} else {
+	case "drop":
 		res, err = s.deps.Outbox.DropForward(r.Context(), body.Member, id, body.Reason, operator)
+	default:
+		res, err = s.deps.Outbox.HoldPending(r.Context(), body.Member, id, body.Reason, operator)
 	}
 	switch {
+	case errors.Is(err, engine.ErrNotFound) && action == "hold":
+		writeError(w, http.StatusNotFound, "no pending outbox entry %d%s", id, ofMember(body.Member))
 	case errors.Is(err, engine.ErrNotFound):
 		writeError(w, http.StatusNotFound, "no held outbox entry %d%s", id, ofMember(body.Member))
 	case errors.Is(err, engine.ErrAmbiguous):

@@ -61,7 +61,8 @@ func TestOutboxAPI(t *testing.T) {
 			h.PayloadB64 != base64.StdEncoding.EncodeToString(es[0].Payload) {
 			t.Fatalf("held item: %+v", h)
 		}
-		if len(page.Pending) != 1 || page.Pending[0] != (engine.OutboxDepth{Member: "", Pending: 1}) {
+		if len(page.Pending) != 1 || page.Pending[0].Member != "" || page.Pending[0].Pending != 1 ||
+			page.Pending[0].Oldest == nil || page.Pending[0].Oldest.Target != "https://dispatch.example/hook" {
 			t.Fatalf("pending: %+v", page.Pending)
 		}
 	})
@@ -128,6 +129,33 @@ func TestOutboxAPI(t *testing.T) {
 		f.get("/api/v1/outbox").want(t, http.StatusOK, &list)
 		if len(list.Held) != 0 || list.Pending[0].Pending != 1 {
 			t.Fatalf("after retry and drop: %+v", list)
+		}
+	})
+	t.Run("an operator holds a pending entry the downstream keeps failing, with a reason; the audit names them", func(t *testing.T) {
+		f := newFixture(t, Config{Tokens: namedTokens}, withAlerts)
+		f.process(engine.Message{Topic: "alerts/u9", Payload: []byte(`{"unit":"u9","msgId":"c-1"}`)})
+		es, err := f.store.Outbox(context.Background(), "", 0, 10)
+		if err != nil || len(es) != 1 {
+			t.Fatalf("outbox: %d entries, %v", len(es), err)
+		}
+		path := fmt.Sprintf("/api/v1/outbox/%d/hold", es[0].ID)
+		f.post(path, `{"reason":"x"}`, viewer...).want(t, http.StatusForbidden, nil)
+		f.post(path, ``, operator...).want(t, http.StatusBadRequest, nil)
+		var res forwardResolution
+		f.post(path, `{"reason":"dispatch answers 503 to this alert alone"}`, operator...).want(t, http.StatusOK, &res)
+		if res.ID != es[0].ID || res.Outcome != engine.OutcomeForwardHeld || res.Operator != "j.doe" ||
+			!strings.Contains(res.Reason, "held by an operator while pending: dispatch answers 503 to this alert alone") {
+			t.Fatalf("hold: %+v", res)
+		}
+		var list OutboxPage
+		f.get("/api/v1/outbox").want(t, http.StatusOK, &list)
+		if len(list.Held) != 1 || list.Held[0].ID != es[0].ID || list.Pending[0].Pending != 0 || list.Pending[0].Oldest != nil {
+			t.Fatalf("after the hold: %+v", list)
+		}
+		r := f.post(path, `{"reason":"again"}`, operator...)
+		r.want(t, http.StatusNotFound, nil)
+		if !strings.Contains(string(r.body), "no pending outbox entry") {
+			t.Fatalf("404 body %s", r.body)
 		}
 	})
 	t.Run("without an outbox the endpoints answer 404", func(t *testing.T) {

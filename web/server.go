@@ -147,6 +147,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/api/v1/outbox", s.only("GET", s.reads(s.outboxList)))
 	mux.HandleFunc("/api/v1/outbox/{id}/retry", s.only("POST", s.writes("retry or drop", s.retryForward)))
 	mux.HandleFunc("/api/v1/outbox/{id}/drop", s.only("POST", s.writes("retry or drop", s.dropForward)))
+	mux.HandleFunc("/api/v1/outbox/{id}/hold", s.only("POST", s.writes("hold", s.holdForward)))
 	mux.HandleFunc("/api/v1/forward", s.only("GET", s.reads(s.forward)))
 	mux.HandleFunc("/api/v1/feeds", s.only("GET", s.reads(s.feeds)))
 	mux.HandleFunc("/api/v1/store/loss", s.only("GET", s.reads(s.storeLoss)))

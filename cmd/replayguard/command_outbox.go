@@ -8,16 +8,16 @@ import (
 )
 
 func outboxFlags(fs *flag.FlagSet) {
-	fs.String("member", "", "retry, drop on a shared store: whose outbox holds the entry (default the one member whose held entries have ID)")
-	fs.String("reason", "", "drop: why (required); retry: a note for the audit (optional)")
-	fs.String("operator", "", "retry, drop on a local store: who decides, for the audit (default the OS user); "+
+	fs.String("member", "", "retry, drop, hold on a shared store: whose outbox holds the entry (default for retry and drop the one member whose held entries have ID, for hold this configuration's member)")
+	fs.String("reason", "", "drop, hold: why (required); retry: a note for the audit (optional)")
+	fs.String("operator", "", "retry, drop, hold on a local store: who decides, for the audit (default the OS user); "+
 		"through a running daemon's API the token names the operator")
 	tokenNameFlag(fs)
 }
 
 func cmdOutbox(e *env) error {
 	if len(e.args) == 0 {
-		return fmt.Errorf("%w: outbox takes list, retry ID... or drop ID...", errUsage)
+		return fmt.Errorf("%w: outbox takes list, retry ID..., drop ID... or hold ID...", errUsage)
 	}
 	switch e.args[0] {
 	case "list":
@@ -25,7 +25,7 @@ func cmdOutbox(e *env) error {
 			return fmt.Errorf("%w: outbox list takes no argument", errUsage)
 		}
 		return e.tool().OutboxList(e.ctx)
-	case "retry", "drop":
+	case "retry", "drop", "hold":
 		ids, err := entryIDs(e.args, "an outbox entry id")
 		if err != nil {
 			return err

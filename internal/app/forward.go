@@ -150,7 +150,9 @@ func (a *App) ForwardStatus() func() web.ForwardStatus {
 		out := web.ForwardStatus{Member: st.Member, Depth: st.Depth, MaxEntries: st.MaxEntries, Full: st.Full,
 			FullSince: st.FullSince, Outputs: make([]web.ForwardOutput, len(st.Outputs))}
 		for i, o := range st.Outputs {
-			out.Outputs[i] = web.ForwardOutput(o)
+			out.Outputs[i] = web.ForwardOutput{Output: o.Output, Member: o.Member, Delivered: o.Delivered, Held: o.Held,
+				Failures: o.Failures, Failing: o.Failing, Since: o.Since, Attempts: o.Attempts, LastError: o.LastError,
+				Stuck: web.ForwardStuck(o.Stuck)}
 		}
 		return out
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/web"
@@ -43,8 +44,19 @@ func (t *Tool) OutboxList(ctx context.Context) error {
 	total := 0
 	for _, p := range pending {
 		total += p.Pending
-		if p.Member != "" && p.Pending > 0 {
+		// The oldest entry is the one a stalled output may wait at, named
+		// for `outbox hold` when its downstream refuses it alone, for ever.
+		oldest := ""
+		if o := p.Oldest; o != nil {
+			oldest = fmt.Sprintf("oldest pending entry %d (%s %s), decided %s ago", o.ID, o.Output, o.Target, time.Since(o.Time).Round(time.Second))
+		}
+		switch {
+		case p.Member != "" && p.Pending > 0 && oldest != "":
+			fmt.Fprintf(t.errOut(), "outbox of member %s: %d pending, %s\n", p.Member, p.Pending, oldest)
+		case p.Member != "" && p.Pending > 0:
 			fmt.Fprintf(t.errOut(), "outbox of member %s: %d pending\n", p.Member, p.Pending)
+		case oldest != "":
+			fmt.Fprintf(t.errOut(), "outbox: %s\n", oldest)
 		}
 	}
 	fmt.Fprintf(t.errOut(), "outbox: %d pending, %d held for an operator\n", total, held)
@@ -60,15 +72,17 @@ type forwardResult struct {
 	Chain    string `json:"chain"`
 }
 
-// OutboxResolve retries or drops the held outbox entries ids in turn, on
-// the local store or through the running daemon's API, and prints each;
-// an entry not held is reported and the rest go on (see resolveEach).
+// OutboxResolve retries or drops the held outbox entries ids in turn, or
+// holds pending ones (rs.Action "hold": entries a downstream keeps
+// failing, which every entry behind them waits for), on the local store or
+// through the running daemon's API, and prints each; an entry not held (not
+// pending, for a hold) is reported and the rest go on (see resolveEach).
 func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve, ids ...uint64) error {
 	// A reason of white space says nothing, as the API holds too: it is
 	// trimmed, and a blank one refused.
 	rs.Reason = strings.TrimSpace(rs.Reason)
-	if rs.Action == "drop" && rs.Reason == "" {
-		return fmt.Errorf("%w: drop needs --reason TEXT", ErrUsage)
+	if rs.Action != "retry" && rs.Reason == "" {
+		return fmt.Errorf("%w: %s needs --reason TEXT", ErrUsage, rs.Action)
 	}
 	if err := checkReason(rs.Reason); err != nil {
 		return err
@@ -95,9 +109,11 @@ func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve, ids ...uint64) err
 			return resolveForward(ctx, a.Engine, rs)
 		}
 	}
-	return t.resolveEach(ids, map[string]string{"retry": "retried", "drop": "dropped"}[rs.Action], func(id uint64) (bool, error) {
+	return t.resolveEach(ids, map[string]string{"retry": "retried", "drop": "dropped", "hold": "held"}[rs.Action], func(id uint64) (bool, error) {
 		res, err := resolve(id)
 		switch {
+		case errors.Is(err, engine.ErrNotFound) && rs.Action == "hold":
+			return true, fmt.Errorf("no pending outbox entry %d%s (delivered, held already, or never was: readiness names the entry an output is stuck at)", id, ofMember(rs.Member))
 		case errors.Is(err, engine.ErrNotFound):
 			return true, fmt.Errorf("no held outbox entry %d%s (outbox list shows them)", id, ofMember(rs.Member))
 		case errors.Is(err, engine.ErrAmbiguous):
@@ -106,10 +122,14 @@ func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve, ids ...uint64) err
 			return false, err
 		}
 		where, chain := ofMember(res.Member), ofMember(res.Chain)
-		if rs.Action == "retry" {
+		switch rs.Action {
+		case "retry":
 			fmt.Fprintf(t.Out, "outbox entry %d%s (%s %s) is pending again: the drainer delivers it (audit position %d%s)\n",
 				id, where, res.Output, res.Target, res.Position, chain)
-		} else {
+		case "hold":
+			fmt.Fprintf(t.Out, "outbox entry %d%s (%s %s) is held: the entries behind it go on; retry or drop it once resolved (audit position %d%s)\n",
+				id, where, res.Output, res.Target, res.Position, chain)
+		default:
 			fmt.Fprintf(t.Out, "outbox entry %d%s (%s %s) dropped (audit position %d%s)\n",
 				id, where, res.Output, res.Target, res.Position, chain)
 		}
@@ -125,9 +145,12 @@ func resolveForward(ctx context.Context, e *engine.Engine, rs Resolve) (forwardR
 		return forwardResult{}, err
 	}
 	var fr engine.ForwardResolution
-	if rs.Action == "retry" {
+	switch rs.Action {
+	case "retry":
 		fr, err = e.RetryForward(ctx, rs.Member, rs.ID, rs.Reason, operator)
-	} else {
+	case "hold":
+		fr, err = e.HoldPending(ctx, rs.Member, rs.ID, rs.Reason, operator)
+	default:
 		fr, err = e.DropForward(ctx, rs.Member, rs.ID, rs.Reason, operator)
 	}
 	return forwardResult{Member: fr.Entry.Member, Output: fr.Entry.Output, Target: fr.Entry.Target,

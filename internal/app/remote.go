@@ -367,7 +367,7 @@ func (r *remote) outbox(fn func(web.HeldItem) error) ([]engine.OutboxDepth, erro
 	}
 }
 
-// resolveForward retries or drops through the API.
+// resolveForward retries or drops, or holds a pending entry, through the API.
 func (r *remote) resolveForward(action, member string, id uint64, reason, operator string) (forwardResult, error) {
 	var res forwardResult
 	body := map[string]string{}

@@ -115,7 +115,7 @@ type Counts struct {
 
 // Forwards count the forward effects' audit records.
 type Forwards struct {
-	Held    uint64 `json:"held"`    // refused by the downstream, held for an operator
+	Held    uint64 `json:"held"`    // held for an operator: refused by the downstream, or held by one while pending
 	Retried uint64 `json:"retried"` // put back into the outbox by an operator
 	Dropped uint64 `json:"dropped"` // dropped by an operator
 }

@@ -118,6 +118,7 @@ var suites = []suite{
 		{name: "resolving an entry that is not held fails the whole batch", fn: onOutbox(testOutboxResolveNotHeld)},
 		{name: "two resolutions of one held entry at once: exactly one commits", fn: onOutbox(testOutboxResolveRace)},
 		{name: "the engine retries and drops held entries, each with an audit record", fn: onOutbox(testOutboxEngineResolve)},
+		{name: "an operator holds a pending entry, with an audit record", fn: onOutbox(testOutboxEngineHoldPending)},
 		{name: "outbox methods return ErrClosed after close", fn: onOutbox(testOutboxClosed)},
 		{name: "a member other than \"\" is refused", single: whyOneOwner, fn: onOutbox(testOutboxSingleOwner)},
 	}},

@@ -343,3 +343,51 @@ func withEntryAt(t *testing.T, m member, pos uint64) engine.OutboxEntry {
 	m.h.commit(t, &engine.Batch{Audit: recs, Outbox: []engine.OutboxEntry{e}})
 	return e
 }
+
+// testOutboxEngineHoldPending has an operator hold a pending entry (the one
+// a downstream keeps failing): it leaves the pending ones, held with an
+// audit record naming the operator, member "" standing for the engine's
+// own; an entry not pending is ErrNotFound, nothing written.
+func testOutboxEngineHoldPending(t *testing.T, h *outboxHarness) {
+	e, err := engine.New(t.Context(), h.s.Store, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	o := h.ob(t)
+	if _, err := e.Process(t.Context(), []engine.Message{incidentMsg(1, "7", "")}); err != nil {
+		t.Fatal(err)
+	}
+	entries := pending(t, o, h.member)
+	if len(entries) != 3 {
+		t.Fatalf("%d entries, want 3", len(entries))
+	}
+	if _, err := e.HoldPending(t.Context(), "", entries[1].ID, " ", "duty officer"); !errors.Is(err, engine.ErrConfig) {
+		t.Fatalf("HoldPending without a reason = %v, want ErrConfig", err)
+	}
+	res, err := e.HoldPending(t.Context(), "", entries[1].ID, "dispatch answers 503 to it alone", "duty officer")
+	if err != nil {
+		t.Fatalf("HoldPending: %v", err)
+	}
+	last := lastRecord(t, h)
+	if res.Entry.Member != h.member || res.Record.Position != last.Position || last.Outcome != engine.OutcomeForwardHeld ||
+		last.Ref != entries[1].ID || last.Operator != "duty officer" || !strings.HasSuffix(last.Reason, ": held by an operator while pending: dispatch answers 503 to it alone") {
+		t.Fatalf("the hold's audit record: %+v (entry of member %q)", last, res.Entry.Member)
+	}
+	equalEntries(t, "pending after HoldPending", pending(t, o, h.member), []engine.OutboxEntry{entries[0], entries[2]})
+	if hs := held(t, o); len(hs) != 1 || hs[0].ID != entries[1].ID || hs[0].Member != h.member || hs[0].Reason != last.Reason {
+		t.Fatalf("held after HoldPending: %+v", hs)
+	}
+	for _, id := range []uint64{entries[1].ID, entries[2].ID + 1, 0} {
+		if _, err := e.HoldPending(t.Context(), h.member, id, "again", "duty officer"); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("HoldPending of %d, not pending = %v, want ErrNotFound", id, err)
+		}
+	}
+	if lastRecord(t, h).Position != last.Position {
+		t.Fatal("a refused hold wrote an audit record")
+	}
+	if _, err := e.RetryForward(t.Context(), h.member, entries[1].ID, "", "duty officer"); err != nil {
+		t.Fatalf("RetryForward of the held entry: %v", err)
+	}
+	equalEntries(t, "pending after RetryForward", pending(t, o, h.member), entries)
+}
