@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -88,7 +89,10 @@ type OutboxConfig struct {
 	// MaxEntries is the most pending entries this member's outbox holds:
 	// at that depth the consumer stops committing, and so acknowledging
 	// upstream, until the drainer made room. A batch admitted just below it
-	// may pass it by its own entries. Default 100000.
+	// may pass it by its own entries; so run refuses a bound below what one
+	// batch can add (mqtt.batch_size, or jetstream.batch_size, times the
+	// most forward effects of a route), which every batch would pass, and
+	// ingest one below its --batch times that. Default 100000.
 	MaxEntries int `yaml:"max_entries"`
 }
 
@@ -215,4 +219,55 @@ func (c *Config) checkOutputMQTT(ps *problems, f field, o *OutputMQTTConfig) {
 		ps.add(f.dot("keep_alive"), "keep_alive must be a whole number of seconds from 1s to 65535s, got %s", ka)
 	}
 	o.TLS.checkPair(ps, f.dot("tls"))
+}
+
+// BatchOutboxEntries is the most outbox entries one batch of batch
+// messages can add: batch times the most forward effects of a route, and
+// that route's name; 0 when no route forwards.
+func (c *Config) BatchOutboxEntries(batch int) (n int, route string) {
+	most := 0
+	for _, r := range c.Routes {
+		fw := 0
+		for _, e := range r.Effects {
+			if e.Forward != nil {
+				fw++
+			}
+		}
+		if fw > most {
+			most, route = fw, r.Name
+		}
+	}
+	return batch * most, route
+}
+
+// OutboxBoundProblem says why outbox.max_entries cannot bound the outbox
+// of batches of batch messages, which setting names (setting), or "": a
+// bound below one batch's entries is passed by every batch, so readiness
+// turns to "outbox full" and back with each.
+func (c *Config) OutboxBoundProblem(batch int, setting string) string {
+	n, route := c.BatchOutboxEntries(batch)
+	if n <= c.Outbox.MaxEntries {
+		return ""
+	}
+	per := ""
+	if n != batch {
+		per = fmt.Sprintf(" × %d forward effects of route %s", n/batch, route)
+	}
+	return fmt.Sprintf("max_entries %d is below what one batch can add, %s %d%s = %d entries: every batch would pass the bound, "+
+		"and readiness turn to \"outbox full\" and back with each; raise outbox.max_entries to at least %d or lower %s",
+		c.Outbox.MaxEntries, setting, batch, per, n, n, setting)
+}
+
+// checkOutboxBound refuses an outbox bound the run's batches pass.
+func (c *Config) checkOutboxBound(ps *problems) {
+	if c.Outbox.MaxEntries < 1 {
+		return // said by checkOutputs
+	}
+	batch, setting := c.MQTT.BatchSize, "mqtt.batch_size"
+	if c.Input == InputJetStream && c.JetStream != nil {
+		batch, setting = c.JetStream.BatchSize, "jetstream.batch_size"
+	}
+	if why := c.OutboxBoundProblem(batch, setting); why != "" {
+		ps.add(field{}.dot("outbox").dot("max_entries"), "%s", why)
+	}
 }

@@ -279,6 +279,7 @@ func (c *Config) checkRun(ps *problems) {
 	if len(c.Routes) == 0 {
 		ps.add(field{}.dot("routes"), "no routes: run needs at least one route to subscribe to")
 	}
+	c.checkOutboxBound(ps)
 	if c.Input == InputJetStream && c.JetStream != nil {
 		c.checkRunJetStream(ps)
 		return

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -37,6 +38,11 @@ const SinkFlushTimeout = 10 * time.Second
 // audit sinks took and what audit retention archived (on a shared store:
 // of each chain it claims, see finishChains).
 func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
+	// A bound one batch passes is passed by every batch: the gate would
+	// turn full and back at each, so it is refused, as run refuses it.
+	if why := t.Config.OutboxBoundProblem(cmp.Or(opts.BatchSize, file.DefaultBatchSize), "--batch"); why != "" {
+		return fmt.Errorf("%w: outbox.max_entries: %s", ErrUsage, why)
+	}
 	a, err := Open(ctx, t.Config, Options{Logger: t.Log, Member: MemberFor("ingest"), Sinks: true,
 		AdmitWait: opts.DrainTimeout, OutputClientID: MemberFor("ingest") + "-out"})
 	if err != nil {

@@ -33,10 +33,13 @@ type Submitter interface {
 	Submit(ctx context.Context, msgs []engine.Message) (wait func() ([]engine.Decision, error), err error)
 }
 
+// DefaultBatchSize is Options.BatchSize's default.
+const DefaultBatchSize = 1000
+
 // Options tune Ingest. The zero value is usable.
 type Options struct {
 	Name      string                   // recorded as the messages' broker; default "file"
-	BatchSize int                      // messages per commit; default 1000
+	BatchSize int                      // messages per commit; default DefaultBatchSize
 	MaxLine   int                      // longest line read, bytes; default 16 MiB
 	Progress  func(lines, bytes int64) // called after each batch; optional
 }
@@ -214,7 +217,7 @@ func Ingest(ctx context.Context, p Processor, r io.Reader, opts Options) (Summar
 		opts.Name = "file"
 	}
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = 1000
+		opts.BatchSize = DefaultBatchSize
 	}
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = 16 << 20
