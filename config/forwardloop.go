@@ -10,7 +10,9 @@ import (
 // forwardLoopWarnings warns of a forward whose copies come back: its output
 // is a broker the consumer reads (for input jetstream, the server of
 // jetstream.url) and a route's topic filter can match the topics its
-// template renders, so each copy is delivered again as a new message.
+// template renders, so each copy is delivered again as a new message; or,
+// for input jetstream, jetstream.subjects takes its subjects and no route's
+// filter can match them, so each copy comes back malformed.
 func (c *Config) forwardLoopWarnings(warn func(path, msg string)) {
 	js := c.Input == InputJetStream && c.JetStream != nil
 	server, setting, sep := "", "topic", "/"
@@ -66,6 +68,9 @@ func (c *Config) forwardLoopWarnings(warn func(path, msg string)) {
 				}
 			}
 			if len(names) == 0 {
+				if js && len(c.JetStream.Subjects) > 0 {
+					warn(fmt.Sprintf("routes[%d] (%s).effects[%d].forward.%s", i, r.Name, j, setting), unroutedCopies(tmpl, server, stream, c.JetStream.Stream))
+				}
 				continue
 			}
 			if more > 0 {
@@ -83,6 +88,17 @@ func (c *Config) forwardLoopWarnings(warn func(path, msg string)) {
 					"applied and forwarded again when its key does; "+fix)
 		}
 	}
+}
+
+// unroutedCopies is the warning of a forward whose subjects the consumed
+// stream takes (a filter of jetstream.subjects can match them, and NATS
+// lets no other stream take a subject the stream holds) and no route's
+// filter can match. Without jetstream.subjects the stream's own subjects
+// decide, which the configuration does not hold, so nothing is said.
+func unroutedCopies(tmpl, server, filter, stream string) string {
+	return fmt.Sprintf("forward nats %q publishes to %s, the server replayguard consumes stream %q from, and %s takes its subjects, "+
+		"but no route's filter matches them (tokens read as topic levels): each copy comes back as a message no route takes and is held in quarantine as malformed, "+
+		"one a forwarded message; forward to subjects outside jetstream.subjects, or to another server (outputs.nats.url)", tmpl, server, stream, filter)
 }
 
 // sameServer returns the first of out that in lists too, or "". It compares

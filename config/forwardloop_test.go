@@ -177,3 +177,44 @@ func TestTheForwardLoopMatchAgreesWithTryingEverySplit(t *testing.T) {
 		}
 	}
 }
+
+// TestAForwardIntoTheConsumedStreamThatNoRouteTakesIsWarnedOf: with input
+// jetstream, a NATS output on the consumer's server whose subjects
+// jetstream.subjects takes, but no route's filter matches, has every copy
+// delivered again and held as malformed. Without jetstream.subjects the
+// stream's own subjects decide, which the file does not say: no warning.
+func TestAForwardIntoTheConsumedStreamThatNoRouteTakesIsWarnedOf(t *testing.T) {
+	file := func(filter, subject, more string) string {
+		return "input: jetstream\njetstream: {url: 'nats://127.0.0.1:4222', stream: S, consumer: rg" + more + "}\n" +
+			"routes:\n  - {name: m, topic: '" + filter + "', source: [d], id: msgId, effects: [{forward: {nats: '" + subject + "'}}]}\n"
+	}
+	const at = "routes[0] (m).effects[0].forward.nats"
+	for _, tc := range []struct{ name, file, want string }{
+		{"a subject the consumer's filter takes and no route", file("plant/+/energy", "cop.{d}", ", subjects: ['plant.>', 'cop.*']"), `jetstream.subjects[1] "cop.*"`},
+		{"a subject of many tokens under a wildcard filter", file("meters/+/energy", "plant.clean.{topic}", ", subjects: ['plant.>']"), `jetstream.subjects[0] "plant.>"`},
+
+		{"a subject a route takes (the loop warning's)", file("cop/#", "cop.{d}", ", subjects: ['cop.>']"), ""},
+		{"a subject the consumer's filter does not take", file("plant/#", "cop.{d}", ", subjects: ['plant.>']"), ""},
+		{"no jetstream.subjects", file("plant/+/energy", "cop.{d}", ""), ""},
+		{"another server", file("plant/#", "cop.{d}", ", subjects: ['cop.>']") + "outputs: {nats: {url: 'nats://10.0.0.9:4222'}}\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.file), "f.yaml", func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range c.Warnings() {
+				if strings.Contains(w.Message, "held in quarantine as malformed") {
+					got = append(got, w.Path+": "+w.Message)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("warnings %q, want none", got)
+			case tc.want != "" && (len(got) != 1 || !strings.HasPrefix(got[0], at+": ") || !strings.Contains(got[0], "and "+tc.want+" takes its subjects, but no route's filter matches them")):
+				t.Errorf("warnings %q, want one at %s naming %s", got, at, tc.want)
+			}
+		})
+	}
+}
