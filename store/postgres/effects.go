@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,14 +128,16 @@ func runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement,
 	}
 	br := tx.SendBatch(ctx, &q)
 	var err error
+	var st *engine.SQLStatement // the statement that failed; nil for the savepoint
 	if withSavepoint {
 		_, err = br.Exec()
-		err = dbErr(err)
 	}
 	for i := 0; err == nil && i < len(stmts); i++ {
-		if _, err = br.Exec(); err != nil {
-			err = stmtErr(&stmts[i], err)
-		}
+		st = &stmts[i]
+		_, err = br.Exec()
+	}
+	if err != nil {
+		err = cmp.Or(unprepared(stmts, err), stmtErr(st, err))
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = dbErr(cerr)
@@ -208,6 +211,9 @@ func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatemen
 		if err == nil {
 			break
 		}
+		if named := unprepared(rest, err); named != nil {
+			return named
+		}
 		if failed.atEnd {
 			err = checkErr(failed.st, err)
 		} else {
@@ -257,6 +263,25 @@ func stmtErr(st *engine.SQLStatement, err error) error {
 		return refusedError{engine.SQLRefusals{st.Key: reason}}
 	}
 	return dbErr(fmt.Errorf("route %q effects[%d]: sql: %w", st.Route, st.Effect, err))
+}
+
+// unprepared is the error of a pipeline the server refused to prepare
+// (a missing table or column, a syntax error, a lock timeout while
+// preparing), naming the route and effect of the statement it refused:
+// pgx reports that error at the pipeline's first query, whichever
+// statement it is about. It is nil when err is another error, or names
+// none of stmts.
+func unprepared(stmts []engine.SQLStatement, err error) error {
+	var pp pgx.ErrPreprocessingBatch
+	if !errors.As(err, &pp) {
+		return nil
+	}
+	for i := range stmts {
+		if stmts[i].SQL == pp.SQL() {
+			return dbErr(fmt.Errorf("route %q effects[%d]: sql: %w", stmts[i].Route, stmts[i].Effect, err))
+		}
+	}
+	return nil
 }
 
 // checkErr is the error of the check at the end of st's message (see

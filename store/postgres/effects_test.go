@@ -139,6 +139,11 @@ func TestSQLEffects(t *testing.T) {
 		testStatementBroken(t, pg.URL())
 	})
 	for _, mode := range sqlModes {
+		t.Run("a statement that fails to prepare is named in the batch's error, "+mode.name, func(t *testing.T) {
+			testUnpreparedNamed(t, pg.URL(), mode.mode)
+		})
+	}
+	for _, mode := range sqlModes {
 		t.Run("a message that breaks a deferred constraint is quarantined at commit, "+mode.name, func(t *testing.T) {
 			testDeferredConstraint(t, pg.URL(), mode.mode)
 		})
@@ -374,6 +379,20 @@ func testStatementBroken(t *testing.T, url string) {
 	}
 	if n := x.count(`SELECT count(*) FROM ` + x.s.Schema() + `.audit`); n != 0 {
 		t.Fatalf("%d audit records written by a failed batch", n)
+	}
+}
+
+// testUnpreparedNamed runs a route whose second sql effect names a
+// column its table lacks: the server refuses to prepare it, and the
+// batch's error names that effect, so that an operator with several
+// statements knows which one to fix.
+func testUnpreparedNamed(t *testing.T, url string, mode postgres.SQLMode) {
+	r := meterRoute()
+	r.Effects = append(r.Effects, engine.EffectSpec{SQL: "UPDATE {app}.readings SET no_such_column = $1 WHERE msg_id = $2", Args: []string{"kwh", "msgId"}})
+	x := newSQLSetup(t, url, mode, readingsDDL, r)
+	_, err := x.e.Process(t.Context(), []engine.Message{reading("m1", 1, "0.5", "")})
+	if err == nil || !strings.Contains(err.Error(), `route "meters" effects[2]`) || !strings.Contains(err.Error(), "SQLSTATE 42703") {
+		t.Fatalf("Process = %v, want the error to name route \"meters\" effects[2] and SQLSTATE 42703", err)
 	}
 }
 
