@@ -37,6 +37,9 @@ func TestSQLEffectRules(t *testing.T) {
 		{"@sequence on an id route",
 			pgStore + meters + effects("{sql: \"INSERT INTO t VALUES ($1)\", args: [\"@sequence\"]}"),
 			[]string{r + `.args[0]: @sequence: route "r" has no sequence`}},
+		{"a statement that ends the decision's transaction",
+			pgStore + meters + effects("{sql: \"-- the row is in\\nCOMMIT\", args: []}"),
+			[]string{r + ".sql: the statement begins with COMMIT, which controls the transaction: a sql effect runs inside the decision's own transaction, which replayguard commits with the message's key and audit record"}},
 		{"an empty statement",
 			pgStore + meters + effects("{sql: \" \", args: [kwh]}"),
 			[]string{r + `.sql: sql is empty: write the statement, like "INSERT INTO readings (meter, kwh) VALUES ($1, $2)", and list its args`}},
@@ -105,6 +108,34 @@ func TestHighestParamSkipsQuotesAndComments(t *testing.T) {
 	} {
 		if got := highestParam(tc.sql); got != tc.want {
 			t.Errorf("highestParam(%q) = %d, want %d", tc.sql, got, tc.want)
+		}
+	}
+}
+
+func TestTransactionControlStatements(t *testing.T) {
+	for sql, want := range map[string]string{
+		"ROLLBACK":                                     "ROLLBACK",
+		"rollback to savepoint replayguard_sql":        "ROLLBACK",
+		"  /* a /* nested */ comment */ end;":          "END",
+		"-- first\n-- second\nCommit and chain":        "COMMIT",
+		"COMMIT/* now */":                              "COMMIT",
+		"begin":                                        "BEGIN",
+		"START TRANSACTION":                            "START",
+		"abort":                                        "ABORT",
+		"SAVEPOINT s":                                  "SAVEPOINT",
+		"release s":                                    "RELEASE",
+		"PREPARE /* it */ TRANSACTION 'x'":             "PREPARE TRANSACTION",
+		"PREPARE p AS SELECT 1":                        "",
+		"INSERT INTO commits VALUES ($1)":              "",
+		"WITH ended AS (SELECT 1) SELECT * FROM ended": "",
+		"SELECT 'rollback'":                            "",
+		"ENDPOINT":                                     "",
+		"/* unclosed comment COMMIT":                   "",
+		"-- COMMIT":                                    "",
+		"":                                             "",
+	} {
+		if got := transactionControl(sql); got != want {
+			t.Errorf("transactionControl(%q) = %q, want %q", sql, got, want)
 		}
 	}
 }

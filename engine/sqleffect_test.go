@@ -152,6 +152,7 @@ func TestSQLAndForwardEffectsAreCheckedAtCompile(t *testing.T) {
 		{"unknown meta", engine.EffectSpec{SQL: "SELECT $1", Args: []string{"@offset"}}, `"@offset" is none of`},
 		{"epoch on a route without", engine.EffectSpec{SQL: "SELECT $1", Args: []string{"@epoch"}}, "@epoch on a route without epoch"},
 		{"empty statement", engine.EffectSpec{SQL: " ", Args: []string{"msgId"}}, "empty statement"},
+		{"a statement that ends the transaction", engine.EffectSpec{SQL: "/* done */ rollback"}, "begins with ROLLBACK, which controls the transaction"},
 		{"two kinds", engine.EffectSpec{Entity: "m", Add: map[string]string{"kwh": "kwh"}, SQL: "SELECT 1"}, "one of"},
 		{"two targets", engine.EffectSpec{Forward: &engine.ForwardSpec{Topic: "a", NATS: "b"}}, "exactly one of topic, webhook, nats"},
 		{"open template", engine.EffectSpec{Forward: &engine.ForwardSpec{Topic: "clean/{topic"}}, "unbalanced"},

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -507,5 +508,39 @@ func TestExecAndSimpleQueryModesAreRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "default_query_exec_mode="+mode) {
 			t.Errorf("Open = %v, want %s mode refused by name", err, mode)
 		}
+	}
+}
+
+// TestAStatementThatEndsTheTransactionIsRefused: a sql effect runs in the
+// decision's transaction, after the batch's keys are written. A statement
+// that controls that transaction (ROLLBACK, COMMIT, END, BEGIN, a
+// savepoint) would leave the statements after it, the audit records and
+// the window to run outside it or undo the store's own savepoint:
+// with ROLLBACK first, the message's keys and audit record are rolled back
+// while the user's row behind it stays, so every replay applies it again.
+// Such a route is refused when the engine is built, on a real server.
+func TestAStatementThatEndsTheTransactionIsRefused(t *testing.T) {
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	for _, stmt := range []string{"ROLLBACK", "commit", " /* done */ END", "-- done\nCOMMIT AND CHAIN", "Begin",
+		"START TRANSACTION", "abort", "COMMIT/* now */", "SAVEPOINT s", "RELEASE SAVEPOINT replayguard_sql", "PREPARE TRANSACTION 'x'"} {
+		t.Run(stmt, func(t *testing.T) {
+			g := newGroup(t, pg.URL())
+			app := g.schema + "_app"
+			run(t, pg.URL(), "CREATE SCHEMA "+app+"; CREATE TABLE "+app+".tally (meter text, n int)")
+			s := g.mustOpen("m1")
+			r := engine.Route{Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId",
+				Effects: []engine.EffectSpec{
+					{SQL: stmt},
+					{SQL: "INSERT INTO " + app + ".tally VALUES ($1, 1)", Args: []string{"topic[1]"}},
+				}}
+			e, err := engine.New(t.Context(), s, engine.Options{Routes: []engine.Route{r}})
+			if err == nil {
+				e.Close()
+				t.Fatalf("New accepted a route whose statement %q ends the decision's transaction", stmt)
+			}
+			if !errors.Is(err, engine.ErrConfig) || !strings.Contains(err.Error(), "transaction") {
+				t.Fatalf("New = %v, want a config error saying the statement controls the transaction", err)
+			}
+		})
 	}
 }
