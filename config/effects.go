@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/replayguard/replayguard/internal/sqltext"
 )
 
 // SQLArgs are the arguments of a sql effect that name the decision's own
@@ -30,7 +32,7 @@ func (e Effect) checkSQL(ps *problems, f field, r Route) {
 			checkPath(ps, af, a, r.Topic)
 		}
 	}
-	if w := transactionControl(e.SQL); w != "" {
+	if w := sqltext.TransactionControl(e.SQL); w != "" {
 		ps.add(f.dot("sql"), "the statement begins with %s, which controls the transaction: a sql effect runs inside the decision's own transaction, which replayguard commits with the message's key and audit record", w)
 	}
 	switch n := highestParam(e.SQL); {
@@ -40,61 +42,6 @@ func (e Effect) checkSQL(ps *problems, f field, r Route) {
 	default:
 		ps.add(f.dot("args"), "the statement uses %d parameters ($1 to $%d) but args lists %d", n, n, len(e.Args))
 	}
-}
-
-// transactionControl returns the first word of a statement that controls
-// its transaction, in capitals, or "" for any other statement, as
-// engine.transactionControl does (config imports no package of the
-// project).
-func transactionControl(sql string) string {
-	w, rest := sqlWord(sql)
-	switch w {
-	case "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE":
-		return w
-	case "PREPARE":
-		if next, _ := sqlWord(rest); next == "TRANSACTION" {
-			return "PREPARE TRANSACTION"
-		}
-	}
-	return ""
-}
-
-// sqlWord returns the keyword sql begins with, after white space and
-// comments (-- and nested /* */), in capitals, and the rest of sql after it.
-func sqlWord(sql string) (word, rest string) {
-	for {
-		sql = strings.TrimLeft(sql, " \t\n\r\f\v")
-		if strings.HasPrefix(sql, "--") {
-			i := strings.IndexByte(sql, '\n')
-			if i < 0 {
-				return "", ""
-			}
-			sql = sql[i+1:]
-			continue
-		}
-		if !strings.HasPrefix(sql, "/*") {
-			break
-		}
-		depth, i := 0, 0
-		for ; i < len(sql); i++ {
-			if strings.HasPrefix(sql[i:], "/*") {
-				depth, i = depth+1, i+1
-			} else if strings.HasPrefix(sql[i:], "*/") {
-				if depth, i = depth-1, i+1; depth == 0 {
-					break
-				}
-			}
-		}
-		if i >= len(sql) {
-			return "", ""
-		}
-		sql = sql[i+1:]
-	}
-	i := 0
-	for i < len(sql) && (sql[i] >= 'a' && sql[i] <= 'z' || sql[i] >= 'A' && sql[i] <= 'Z') {
-		i++
-	}
-	return strings.ToUpper(sql[:i]), sql[i:]
 }
 
 // highestParam returns the highest $N the statement names outside
