@@ -167,9 +167,10 @@ func oneWon(t *testing.T, what string, errs []error) int {
 	return won
 }
 
-// testOutboxEngineResolve has the engine hold an entry, retry it, hold it
-// again and drop it, and resolve one entry from two goroutines at once.
-func testOutboxEngineResolve(t *testing.T, h *outboxHarness) {
+// forwardedIncident opens an engine with forwardRoutes on h's store and
+// decides one incident update: its three outbox entries are pending.
+func forwardedIncident(t *testing.T, h *outboxHarness) (*engine.Engine, engine.OutboxStore, []engine.OutboxEntry) {
+	t.Helper()
 	e, err := engine.New(t.Context(), h.s.Store, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +184,13 @@ func testOutboxEngineResolve(t *testing.T, h *outboxHarness) {
 	if len(entries) != 3 {
 		t.Fatalf("%d entries, want 3", len(entries))
 	}
+	return e, o, entries
+}
+
+// testOutboxEngineResolve has the engine hold an entry, retry it, hold it
+// again and drop it, and resolve one entry from two goroutines at once.
+func testOutboxEngineResolve(t *testing.T, h *outboxHarness) {
+	e, o, entries := forwardedIncident(t, h)
 	hook := entries[2] // the webhook's
 	if err := e.HoldForward(t.Context(), h.member, hook, "webhook https://cop.example/hooks/incidents: 422 Unprocessable Entity: unit unknown"); err != nil {
 		t.Fatal(err)
@@ -349,19 +357,7 @@ func withEntryAt(t *testing.T, m member, pos uint64) engine.OutboxEntry {
 // audit record naming the operator, member "" standing for the engine's
 // own; an entry not pending is ErrNotFound, nothing written.
 func testOutboxEngineHoldPending(t *testing.T, h *outboxHarness) {
-	e, err := engine.New(t.Context(), h.s.Store, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	o := h.ob(t)
-	if _, err := e.Process(t.Context(), []engine.Message{incidentMsg(1, "7", "")}); err != nil {
-		t.Fatal(err)
-	}
-	entries := pending(t, o, h.member)
-	if len(entries) != 3 {
-		t.Fatalf("%d entries, want 3", len(entries))
-	}
+	e, o, entries := forwardedIncident(t, h)
 	if _, err := e.HoldPending(t.Context(), "", entries[1].ID, " ", "duty officer"); !errors.Is(err, engine.ErrConfig) {
 		t.Fatalf("HoldPending without a reason = %v, want ErrConfig", err)
 	}
