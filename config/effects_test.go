@@ -86,28 +86,3 @@ func TestForwardEffectRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { checkProblems(t, tc.file, tc.want...) })
 	}
 }
-
-func TestHighestParamSkipsQuotesAndComments(t *testing.T) {
-	for _, tc := range []struct {
-		sql  string
-		want int
-	}{
-		{"INSERT INTO t VALUES ($1, $2)", 2},
-		{"INSERT INTO t VALUES ($1, '$9')", 1},
-		{"INSERT INTO t VALUES ($1, 'it''s $7', $2)", 2},
-		{`INSERT INTO "col$5" VALUES ($1)`, 1},
-		{"INSERT INTO t VALUES ($1) -- not $2\n", 1},
-		{"INSERT INTO t VALUES ($1 /* not $2 /* nor $3 */ still not $4 */, $2)", 2},
-		{"INSERT INTO t VALUES ($1, $q$ not $2 $q$)", 1},
-		{"INSERT INTO t VALUES ($$it's$$, $1)", 1},
-		{"INSERT INTO t VALUES (E'\\'', $1, E'\\\\', $2)", 2},
-		{"INSERT INTO t VALUES ('E\\', $1)", 1},
-		{"SELECT x$7 FROM t WHERE y = $1", 1},
-		{"SELECT 1", 0},
-		{"INSERT INTO t VALUES ($1, '$2", 1}, // an unclosed quote runs to the end
-	} {
-		if got := highestParam(tc.sql); got != tc.want {
-			t.Errorf("highestParam(%q) = %d, want %d", tc.sql, got, tc.want)
-		}
-	}
-}

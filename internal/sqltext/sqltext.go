@@ -40,16 +40,7 @@ func sqlWord(sql string) (word, rest string) {
 		if !strings.HasPrefix(sql, "/*") {
 			break
 		}
-		depth, i := 0, 0
-		for ; i < len(sql); i++ {
-			if strings.HasPrefix(sql[i:], "/*") {
-				depth, i = depth+1, i+1
-			} else if strings.HasPrefix(sql[i:], "*/") {
-				if depth, i = depth-1, i+1; depth == 0 {
-					break
-				}
-			}
-		}
+		i := commentEnd(sql, 0)
 		if i >= len(sql) {
 			return "", ""
 		}
@@ -60,4 +51,84 @@ func sqlWord(sql string) (word, rest string) {
 		i++
 	}
 	return strings.ToUpper(sql[:i]), sql[i:]
+}
+
+// HighestParam returns the highest $N the statement names outside
+// PostgreSQL's quotes and comments: 'text' (E'text' with backslash
+// escapes), "identifiers", $tag$dollar quotes$tag$, -- line comments and
+// /* block comments */, which nest.
+func HighestParam(sql string) int {
+	high := 0
+	for i := 0; i < len(sql); i++ {
+		switch c := sql[i]; {
+		case c == '\'' || c == '"':
+			escapes := c == '\'' && i > 0 && (sql[i-1] == 'E' || sql[i-1] == 'e') && (i == 1 || !identByte(sql[i-2]))
+			for i++; i < len(sql) && sql[i] != c; i++ {
+				if escapes && sql[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' && strings.HasPrefix(sql[i:], "--"):
+			for i < len(sql) && sql[i] != '\n' {
+				i++
+			}
+		case c == '/' && strings.HasPrefix(sql[i:], "/*"):
+			i = commentEnd(sql, i)
+		case c == '$' && i > 0 && identByte(sql[i-1]): // within an identifier, like x$1
+		case c == '$' && i+1 < len(sql) && sql[i+1] >= '1' && sql[i+1] <= '9':
+			n := 0
+			for i+1 < len(sql) && sql[i+1] >= '0' && sql[i+1] <= '9' {
+				n = n*10 + int(sql[i+1]-'0')
+				i++
+			}
+			high = max(high, n)
+		case c == '$':
+			if tag, ok := dollarTag(sql[i:]); ok {
+				if end := strings.Index(sql[i+len(tag):], tag); end >= 0 {
+					i += len(tag) + end + len(tag) - 1
+				} else {
+					i = len(sql)
+				}
+			}
+		}
+	}
+	return high
+}
+
+// dollarTag returns the opening $tag$ (or $$) s begins with.
+func dollarTag(s string) (string, bool) {
+	for j := 1; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '$':
+			return s[:j+1], true
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80 || j > 1 && c >= '0' && c <= '9':
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// identByte reports whether c may be part of an identifier, in which a $
+// is no dollar quote (PostgreSQL allows $ after an identifier's first
+// letter).
+func identByte(c byte) bool {
+	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// commentEnd returns the index of the last byte of the block comment (/*
+// */, which nest) that begins at sql[i], or len(sql) when it is not
+// closed.
+func commentEnd(sql string, i int) int {
+	depth := 0
+	for ; i < len(sql); i++ {
+		if strings.HasPrefix(sql[i:], "/*") {
+			depth, i = depth+1, i+1
+		} else if strings.HasPrefix(sql[i:], "*/") {
+			if depth, i = depth-1, i+1; depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(sql)
 }
