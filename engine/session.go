@@ -32,6 +32,37 @@ type SparkplugState struct {
 	// births', or in Deaths) was dropped: an NDEATH of a session below it
 	// that is found nowhere may have been applied.
 	Forgot int64 `json:"forgot,omitempty"`
+	// Recorded says the NDEATHs applied to the edge are recorded here
+	// (Deaths, the births' Ended and Death). A row written by a build from
+	// before the records has it false, and holds no record of the NDEATHs
+	// that build applied; the first write of a build that records sets
+	// it, and Unrecorded.
+	Recorded bool `json:"recorded,omitempty"`
+	// Unrecorded is one past the newest session whose NDEATH may have been
+	// applied unrecorded, when the row was written by a build from before
+	// the records: its current session if the edge was offline then, else
+	// the one before. An NDEATH of a session below it that is found
+	// nowhere may have been applied.
+	Unrecorded int64 `json:"unrecorded,omitempty"`
+}
+
+// UnrecordedBelow is one past the newest session whose NDEATH the row may
+// have no record of although it was applied: Unrecorded once a build that
+// records wrote the row; for a row of a build from before (Recorded
+// false), its current session if the edge is offline, else the one
+// before; zero for an edge never born.
+func (s *SparkplugState) UnrecordedBelow() int64 {
+	switch {
+	case s == nil:
+		return 0
+	case s.Recorded:
+		return s.Unrecorded
+	case len(s.Births) == 0 && len(s.Retired) == 0:
+		return 0
+	case s.Online:
+		return s.BdSeq
+	}
+	return s.BdSeq + 1
 }
 
 // SparkplugDeath is an applied NDEATH of a session: its digest.

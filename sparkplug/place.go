@@ -242,6 +242,10 @@ func (sp *spMessage) unprovenDeath(d *engine.Delivery, st *engine.SparkplugState
 		return fmt.Sprintf("%s: NDEATH of session %d, whose record is no longer kept: it may have been applied, "+
 			"and its key is not in the key window", engine.ReasonOldEpoch, b)
 	}
+	if b < st.UnrecordedBelow() {
+		return fmt.Sprintf("%s: NDEATH of session %d, decided by a build that kept no record of the NDEATHs it applied: "+
+			"it may have been applied, and its key is not in the key window", engine.ReasonOldEpoch, b)
+	}
 	return "" // never applied: an applied NDEATH is recorded
 }
 

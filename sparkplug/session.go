@@ -59,6 +59,13 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 	}
 	st := src.Sparkplug
 	changed := false
+	if st != nil && !st.Recorded {
+		// A row of a build from before the NDEATH records: what it
+		// applied unrecorded stays unproven, what this build applies is
+		// recorded from now on.
+		st.Unrecorded, st.Recorded = st.UnrecordedBelow(), true
+		changed = true
+	}
 	if sp.birth >= 0 && st != nil && sp.typ != spNDeath {
 		b := &st.Births[sp.birth]
 		if w := src.Kept(b.Epoch); w != nil && w.High == sp.seq && sp.p.Timestamp > b.HighStamp {
@@ -72,7 +79,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 			return changed
 		}
 		if st == nil {
-			st = &engine.SparkplugState{}
+			st = &engine.SparkplugState{Recorded: true}
 			src.Sparkplug = st
 		}
 		b := engine.SparkplugBirth{Epoch: sp.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, HighStamp: sp.p.Timestamp,
