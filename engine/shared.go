@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -669,9 +670,16 @@ func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decisio
 // single-owner store. Key ordinals continue from the member's last, and
 // are at least the current time in nanoseconds: the group's keys are
 // ordered by when they were applied.
+//
+// The key window holds every key read and every key the batch applies,
+// however many: window.max_entries bounds the group's key table, which the
+// store prunes (the newest kept), not the rows of one batch. A key evicted
+// while its batch is decided would be decided again as new against a row
+// the store holds: a replay read as stored, or one of the batch's own
+// keys, applied a second time or failing the batch on every retry.
 func (e *Engine) loadRows(rows *Rows, cutoff int64) {
 	next := max(e.keys.next, uint64(max(e.opts.Now().UnixNano(), 0)))
-	e.keys = newKeyWindow(e.opts.MaxEntries, next)
+	e.keys = newKeyWindow(math.MaxInt, next)
 	for _, k := range rows.Keys {
 		if k.Time >= cutoff {
 			e.keys.add(k.Key, k.Digest, k.Time, k.Ordinal)

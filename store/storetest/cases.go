@@ -96,6 +96,7 @@ var suites = []suite{
 		{name: "two concurrent releases of an entry that applies apply it once", fn: testSharedConcurrentReleaseApplies},
 		{name: "an expired key lets its message apply again", fn: testSharedExpiredKey},
 		{name: "a key applied at the cutoff is live; a nanosecond before it, expired", fn: testSharedKeyCutoff},
+		{name: "a batch with more keys than max_entries commits, its replays duplicates", fn: testSharedBatchPastMaxEntries},
 		{name: "close while an update decides: it commits whole or not at all", fn: testSharedCloseWhileUpdating},
 	}},
 	{name: "routes", needs: needRoutes, cases: []testCase{
