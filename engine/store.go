@@ -75,6 +75,30 @@ type Capabilities struct {
 	// read of a group, in memory that does not grow with its rows. nil:
 	// they read Load.
 	Scan RowScanner
+	// Share keeps which members of a group hold its MQTT shared
+	// subscription, so that a member stopping leaves it only while
+	// another holds it (set with Shared). nil: a member stopping keeps
+	// its subscription.
+	Share ShareMembership
+}
+
+// ShareMembership keeps, in a group's store, the members that hold the
+// group's MQTT shared subscription ($share/GROUP/…). A member joins when
+// it starts and asks to leave when it stops gracefully; the broker deals a
+// member's share to the others only once it has left, and drops the
+// messages of a group none of whose members holds the subscription, so
+// the last member never leaves. It is safe for concurrent use, also by
+// the members of a group.
+type ShareMembership interface {
+	// JoinShare records that this handle's member holds the subscription
+	// of share group group, until its lease ends or it is granted leave.
+	JoinShare(ctx context.Context, group string) error
+	// LeaveShare asks, for this handle's member, to leave share group
+	// group; it is granted, atomically, only when another member of
+	// the group holds a live lease and has not been granted leave
+	// itself, and the grant marks this member as leaving. Of members
+	// asking at once, the last is never granted.
+	LeaveShare(ctx context.Context, group string) (bool, error)
 }
 
 // RowScanner reads a store's sources and entities one row at a time.

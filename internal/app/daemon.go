@@ -95,7 +95,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		fm.WatchOutbox(a.Forward)
 	}
 
-	consumer, err := newSource(cfg, log, m, reg, a.Engine)
+	leave, err := a.joinShare(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	consumer, err := newSource(cfg, log, m, reg, a.Engine, leave)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -66,6 +67,16 @@ type Config struct {
 	// that their messages stop coming to a configuration that holds each
 	// of them for want of a route. Default none.
 	FormerFilters []string
+	// LeaveShare, with ShareGroup, is asked as Run stops whether this
+	// consumer may leave the share group (engine.ShareMembership's
+	// LeaveShare: only while another live member holds it). When granted,
+	// Run unsubscribes the group's filters, so that the broker deals this
+	// member's share to the live members instead of keeping it in the
+	// session, and decides what the session still delivers until none has
+	// come for a second, or ShutdownTimeout, before it stops as it would
+	// without. Refused, or failing, the subscription is kept. Default nil:
+	// the subscription is kept.
+	LeaveShare func(ctx context.Context) (bool, error)
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The

@@ -53,6 +53,7 @@ type Consumer struct {
 	q          *consume.Queue[delivery]
 	gate       *ackGate         // sends the acknowledgements; one per Run
 	leave      mqttconn.Leaving // set as Run disconnects
+	share      *consume.Leaving // leaves the share group as Run stops
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -87,6 +88,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		fatal:      make(chan error, 1),
 	}
 	c.prep, _ = p.(preparer)
+	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
 		c.urls = append(c.urls, u)
@@ -116,9 +118,11 @@ func (c *Consumer) NotReady() string {
 	return consume.NotReady(c.connected.Load(), c.subscribed.Load(), c.commits)
 }
 
-// Run consumes until ctx is done, then stops receiving, commits and
-// acknowledges the deliveries in hand, disconnects and waits for the broker
-// to close the connection (all within ShutdownTimeout), and returns nil:
+// Run consumes until ctx is done, then, in a share group, leaves it when
+// Config.LeaveShare grants it, deciding what the session still delivers;
+// then it stops receiving, commits and acknowledges the deliveries in
+// hand, disconnects and waits for the broker to close the connection (all
+// within ShutdownTimeout), and returns nil:
 // on a TCP or TLS broker, the broker has then read every acknowledgement,
 // so a consumer started again under the same client id is not sent the
 // acknowledged messages again. Deliveries arriving after that point stay
@@ -153,7 +157,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		stopSubscribing()
 		return fmt.Errorf("mqtt: %w", err)
 	}
-	inHand, committed, runErr := c.batches.Consume(ctx)
+	c.share.Unsubscribe = func(ctx context.Context) error { return c.unsubscribeShared(ctx, cm) }
+	consumeCtx, stopLeaving := c.share.Context(ctx)
+	inHand, committed, runErr := c.batches.Consume(consumeCtx)
+	stopLeaving()
 
 	rest := c.q.Close() // stop receiving
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
@@ -255,6 +262,9 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	broker := c.brokerURL()
 	c.log.Info("mqtt connected", "broker", broker, "client_id", c.cfg.ClientID, "session_present", ca.SessionPresent)
 	c.obs.Observe(source.Event{Kind: source.Connected, Broker: broker})
+	if c.share.Left() { // stopping: the session delivers what it holds, no more
+		return
+	}
 	// Subscribe on a Run's first connection (the filters may have changed),
 	// whenever the broker has no session, and, in a share group, on every
 	// connection: a session restored from a broker's persistence may lack
@@ -401,6 +411,34 @@ func (c *Consumer) unsubscribeStale(ctx context.Context, cm *autopaho.Connection
 	return true
 }
 
+// unsubscribeShared removes the share group's filters from the session,
+// as Run stops after the store granted this member leave; the Unshared
+// ones stay. A filter the session no longer holds (0x11) is gone too.
+func (c *Consumer) unsubscribeShared(ctx context.Context, cm *autopaho.ConnectionManager) error {
+	var topics []string
+	for _, f := range c.cfg.Filters {
+		if t := c.cfg.subscriptionTopic(f); !f.Unshared && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	ua, err := cm.Unsubscribe(ctx, &paho.Unsubscribe{Topics: topics})
+	if err != nil && ua == nil {
+		return err
+	}
+	for i, topic := range topics {
+		if i >= len(ua.Reasons) {
+			return fmt.Errorf("%q: no reason code in UNSUBACK", topic)
+		}
+		if code := ua.Reasons[i]; code != 0x00 && code != 0x11 {
+			return fmt.Errorf("%q: reason code 0x%02x", topic, code)
+		}
+	}
+	return nil
+}
+
 // subscribePacket subscribes to every filter, with the $share prefix in a
 // share group.
 func (c *Consumer) subscribePacket() *paho.Subscribe {
@@ -458,6 +496,7 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 		d.msg.Connected = c.gate.upTime() // the connection's first delivery
 	}
 	c.reconnects.traffic()
+	c.share.Received()
 	if c.prep != nil { // here, not on the goroutine that decides
 		one := []engine.Message{d.msg}
 		c.prep.Prepare(one)

@@ -1,6 +1,7 @@
 package mqtt3
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,13 @@ type Config struct {
 	// that their messages stop coming to a configuration that holds each
 	// of them for want of a route. Default none.
 	FormerFilters []string
+	// LeaveShare, with ShareGroup, is asked as Run stops whether this
+	// consumer may leave the share group (see the MQTT 5 consumer's
+	// Config.LeaveShare): when granted, Run unsubscribes the group's
+	// filters and decides what the session still delivers until none has
+	// come for a second, or ShutdownTimeout. Default nil: the
+	// subscription is kept.
+	LeaveShare func(ctx context.Context) (bool, error)
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The

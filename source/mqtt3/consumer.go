@@ -43,6 +43,8 @@ type Consumer struct {
 	lastGen   uint64                     // the connection loop's
 	needClean bool                       // the connection loop's: CleanStart not yet done in this Run
 	leave     mqttconn.Leaving
+	share     *consume.Leaving     // leaves the share group as Run stops
+	live      atomic.Pointer[link] // the connection up, for the share group's unsubscribe
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -69,6 +71,8 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer, q: consume.NewQueue[delivery](),
 		fatal: make(chan error, 1), beforeAck: consume.BeforeAck}
 	c.prep, _ = p.(preparer)
+	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger,
+		Unsubscribe: c.unsubscribeShared}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
 		c.urls = append(c.urls, u)
@@ -119,7 +123,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.connectLoop(connCtx) })
 
-	inHand, committed, runErr := c.batches.Consume(ctx)
+	consumeCtx, stopLeaving := c.share.Context(ctx)
+	inHand, committed, runErr := c.batches.Consume(consumeCtx)
+	stopLeaving()
 	rest := c.q.Close() // stop receiving
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ShutdownTimeout)
 	defer cancel()

@@ -38,6 +38,11 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	if !all {
 		maps.DeleteFunc(subs, func(topic string, _ byte) bool { return !strings.HasPrefix(topic, "$share/") })
 	}
+	if c.share.Left() { // stopping: the session delivers what it holds, no more
+		clear(subs)
+	}
+	c.live.Store(l)
+	defer c.live.CompareAndSwap(l, nil)
 	if len(subs) > 0 {
 		// After the Run's first grant every subscription is a renewal,
 		// with the session or without it (a failover to a standby that
@@ -130,6 +135,32 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte,
 			return
 		}
 	}
+}
+
+// unsubscribeShared removes the share group's filters from the session
+// of the connection up, as Run stops after the store granted this member
+// leave; the Unshared ones stay.
+func (c *Consumer) unsubscribeShared(ctx context.Context) error {
+	l := c.live.Load()
+	if l == nil {
+		return errors.New("not connected")
+	}
+	var topics []string
+	for topic := range c.cfg.subscriptions() {
+		if strings.HasPrefix(topic, "$share/") {
+			topics = append(topics, topic)
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	tok := l.client.Unsubscribe(topics...)
+	select {
+	case <-tok.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return tok.Error()
 }
 
 // unsubscribeStale removes the subscription forms a resumed session may

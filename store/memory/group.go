@@ -34,6 +34,7 @@ type Group struct {
 	cursors    map[chainSink]uint64 // audit sinks' cursors, per member's chain
 	claimTTL   time.Duration
 	routes     map[string][]byte // route name → its key derivation
+	shares     map[string]string // member id → the share group it holds, while its handle is open
 }
 
 // chain is one member's audit chain: its records from base on (the pages
@@ -77,7 +78,7 @@ var ErrReadOnly = errors.New("memory: a read-only handle writes nothing")
 
 // Capabilities declares a group's store.
 func (m *Member) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: m, Chains: m, Outbox: m, Claims: m, Keeper: m, Scan: m, Routes: m}
+	return engine.Capabilities{Shared: m, Chains: m, Outbox: m, Claims: m, Keeper: m, Scan: m, Routes: m, Share: m}
 }
 
 // Open returns a handle writing member's chain, or a read-only handle when
@@ -409,6 +410,7 @@ func (m *Member) Close() error {
 	m.closed = true
 	if m.member != "" {
 		delete(m.g.held, m.member)
+		delete(m.g.shares, m.member)
 	}
 	m.releaseClaims()
 	return nil

@@ -81,7 +81,8 @@
 // A Store declares, in its Capabilities, a group's store (Shared, Chains),
 // the outbox and its claims (Outbox, Claims), the chains' retention,
 // cursors and claims (Keeper), SharedStats (Stats), sql effects run in the
-// batch's transaction (SQL), and the routes' key derivations (Routes). Its
+// batch's transaction (SQL), the routes' key derivations (Routes) and the
+// members of the MQTT share group (Share, in the leases table). Its
 // conformance test runs storetest.Run with Features{Members, Durable, Kill},
 // a schema per case.
 //

@@ -134,7 +134,7 @@ var (
 // Capabilities declares a group's store that runs sql effects in the
 // batch's own transaction.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, SQL: true, Routes: s}
+	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, SQL: true, Routes: s, Share: s}
 }
 
 // ApplicationName is the application_name the store's connections give

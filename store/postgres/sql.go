@@ -29,6 +29,8 @@ type statements struct {
 	chain                             chainStatements
 	// routes' key derivations
 	insertRoutes, readRoutes string
+	// share groups
+	joinShare, lockShares, leaveShare string
 }
 
 func newStatements(schema string) statements {
@@ -56,7 +58,8 @@ func newStatements(schema string) statements {
 		// (lockLease), in a statement of its own after it: a holder
 		// read in the statement that waited for a takeover's lock would
 		// be the one before the takeover.
-		extend: q(`UPDATE {s}.leases SET expires = clock_timestamp() + $2::bigint * interval '1 microsecond'
+		// A lease taken holds no share group until its member joins one.
+		extend: q(`UPDATE {s}.leases SET expires = clock_timestamp() + $2::bigint * interval '1 microsecond', share = ''
 			WHERE member = $1 RETURNING expires`),
 		renew: q(`UPDATE {s}.leases l SET expires = clock_timestamp() + $3::bigint * interval '1 microsecond'
 			FROM {s}.members m WHERE l.member = $1 AND m.member = l.member AND m.holder = $2 RETURNING l.expires`),
@@ -142,6 +145,19 @@ func newStatements(schema string) statements {
 		insertRoutes: q(`INSERT INTO {s}.routes (name, derivation)
 			SELECT n, d FROM unnest($1::text[], $2::bytea[]) AS u(n, d) ORDER BY n ON CONFLICT DO NOTHING`),
 		readRoutes: q(`SELECT name, derivation FROM {s}.routes WHERE name = ANY($1::text[])`),
+
+		// A member leaves its share group only while another live member
+		// holds the group's subscription. Requests to leave take one
+		// advisory lock in turn, and each reads the others' rows in a
+		// statement after it: of two members leaving at once, the second
+		// sees the first's leave committed (READ COMMITTED alone would let
+		// each see the other still in the group).
+		joinShare:  q(`UPDATE {s}.leases SET share = $2 WHERE member = $1`),
+		lockShares: `SELECT pg_advisory_xact_lock(` + strconv.Itoa(int(claimClass(schema, "leases"))) + `, 0)`,
+		leaveShare: q(`UPDATE {s}.leases SET share = '' WHERE member = $1 AND share = $2 AND EXISTS (
+				SELECT FROM {s}.leases o JOIN {s}.members m USING (member)
+				WHERE o.member <> $1 AND o.share = $2 AND m.holder <> '' AND o.expires > clock_timestamp())
+			RETURNING true`),
 	}
 }
 

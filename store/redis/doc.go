@@ -56,8 +56,9 @@
 //
 // A Store declares, in its Capabilities, a group's store (Shared, Chains),
 // the outbox and its claims (Outbox, Claims), the chains' retention,
-// cursors and claims (Keeper), SharedStats (Stats) and the routes' key
-// derivations (Routes); sql effects need a
+// cursors and claims (Keeper), SharedStats (Stats), the routes' key
+// derivations (Routes) and the members of the MQTT share group (Share);
+// sql effects need a
 // SQL store. Its conformance test runs storetest.Run with
 // Features{Members, Durable, Kill}, a key prefix per case.
 //

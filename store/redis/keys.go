@@ -46,12 +46,16 @@ import (
 //	P chainclaim:<member> string: the holder that keeps the member's chain, PX the lease TTL
 //	P routes              hash: route name → its key derivation (engine.KeyDerivation),
 //	                      written once, by the first member that opens the route
+//	P shares              hash: member id → the MQTT share group it holds (ShareMembership);
+//	                      cleared when the member takes its lease, counted only while
+//	                      its lease is live
 //
 // Version 2 only changed how the source and entity rows are written.
 // The chain keys came after version 1 without changing it: absent, they
 // read as a chain never trimmed, cursors never set and claims free. So did
 // routes: absent, no route's derivation was recorded, and the next member
-// to open records its own.
+// to open records its own; and shares: absent, no member holds a share
+// group, and a member stopping keeps its subscription.
 type keys struct {
 	prefix                   string
 	schema                   string
@@ -64,6 +68,7 @@ type keys struct {
 	pruneLock                string
 	unlocked                 string
 	routes                   string
+	shares                   string // member → the share group it holds
 }
 
 func newKeys(p string) keys {
@@ -85,6 +90,7 @@ func newKeys(p string) keys {
 		pruneLock:      p + "prune",
 		unlocked:       p + "unlocked",
 		routes:         p + "routes",
+		shares:         p + "shares",
 	}
 }
 

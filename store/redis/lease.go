@@ -14,7 +14,7 @@ func (s *Store) acquire(ctx context.Context) error {
 	s.holder = shared.NewHolder()
 	replace := ""
 	for range 2 {
-		res, err := acquireScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.members, s.k.membersLast},
+		res, err := acquireScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.members, s.k.membersLast, s.k.shares},
 			s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, replace).Slice()
 		if err != nil {
 			return s.fail("take the member's lease", err)

@@ -185,7 +185,7 @@ var (
 
 // Capabilities declares a group's store.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s}
+	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s, Share: s}
 }
 
 // ClientName is the name the store's connections give the server (CLIENT

@@ -247,7 +247,10 @@ return 0
 // caller's, or held by ARGV[4] (a holder found dead), and gives the member
 // its number the first time it is ever seen.
 //
-// KEYS[1] the lease, [2] the member numbers, [3] the last number given.
+// A lease taken holds no share group until its member joins one.
+//
+// KEYS[1] the lease, [2] the member numbers, [3] the last number given,
+// [4] the members' share groups.
 // ARGV[1] the holder, [2] the lease's PX milliseconds, [3] the member,
 // [4] the holder it may replace ("" for none).
 //
@@ -259,6 +262,7 @@ if cur and cur ~= ARGV[1] and cur ~= ARGV[4] then
   return {0, cur, redis.call('PTTL', KEYS[1])}
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('HDEL', KEYS[4], ARGV[3])
 local n = redis.call('HGET', KEYS[2], ARGV[3])
 if not n then
   n = redis.call('INCR', KEYS[3])
@@ -339,4 +343,27 @@ for i = 1, tonumber(ARGV[4]) do
   count = count - n
 end
 return {expired, trimmed}
+`)
+
+// leaveShareScript grants a member leave from its share group when another
+// member of the group holds a live lease, and removes the member from the
+// group; in one script, so that of two members leaving at once the second
+// sees the first gone. A member that joined after the caller listed the
+// lease keys is not counted: the grant can only be refused for it.
+//
+// KEYS[1] the members' share groups, then from [2] the lease of each member
+// the caller found in them. ARGV[1] the member, [2] its share group, then
+// from [3] the member of each lease, in KEYS order.
+//
+// Returns 1 when granted, else 0.
+var leaveShareScript = goredis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+for i = 2, #KEYS do
+  local m = ARGV[i + 1]
+  if m ~= ARGV[1] and redis.call('HGET', KEYS[1], m) == ARGV[2] and redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('HDEL', KEYS[1], ARGV[1])
+    return 1
+  end
+end
+return 0
 `)

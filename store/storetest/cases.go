@@ -104,6 +104,11 @@ var suites = []suite{
 		{name: "a route whose key derivation changed is refused; an effect or a route added or removed is not", fn: testRoutesChangedRefused},
 		{name: "a member whose route derives keys another way is refused while the others go on", needs: needMembers, fn: testRoutesMemberRefused},
 	}},
+	{name: "share", needs: needShare | needMembers, cases: []testCase{
+		{name: "a member leaves its share group only while another live member holds it", fn: testShareLeftWhileAnotherHolds},
+		{name: "a member whose handle closed holds no share group, nor does one opened again until it joins", fn: testShareNotHeldByClosedMember},
+		{name: "of the last two members leaving at once, exactly one is granted", fn: testShareLastTwoLeavingAtOnce},
+	}},
 	{name: "outbox", needs: needOutbox, cases: []testCase{
 		{name: "entries committed with a batch are listed in id order, fields and payloads exact", fn: onOutbox(testOutboxList)},
 		{name: "a failed commit writes no entry", fn: onOutbox(testOutboxFailed)},

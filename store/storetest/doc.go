@@ -23,7 +23,8 @@
 // declares in engine.Capabilities where it is opened: Trim brings the audit
 // retention cases, Cursors the sink cursors', Outbox the outbox's, Claims
 // the outbox claims', Keeper the per-member chain retention, cursors and
-// chain claims', Routes the routes' key derivations'; every case reaches those parts through the declared
+// chain claims', Routes the routes' key derivations', Share the share
+// group's members'; every case reaches those parts through the declared
 // interfaces, never by a type assertion. What Capabilities cannot say is
 // in Features: Members (a consumer group's store, opened under member ids;
 // it must declare Shared and Chains, and a single-owner store neither),
@@ -56,6 +57,10 @@
 //     and keeps it, and an engine whose route derives keys another way is
 //     refused (on a group's store: at one member, while another goes on)
 //     before it applies a replay again.
+//   - share: engine.ShareMembership grants a member leave from its MQTT
+//     share group only while another live member holds it (not one whose
+//     handle closed, nor one opened again that has not joined), and of the
+//     last two members leaving at once exactly one.
 //   - outbox, group outbox, claims: engine.OutboxStore on one handle, then
 //     between members, then engine.OutboxClaimer's takeovers.
 //   - chain keeper, chain claims: engine.ChainKeeper: each member's chain

@@ -122,6 +122,8 @@ func checkCapabilities(t *testing.T, f Features, s engine.Store, c engine.Capabi
 		t.Fatalf("%T declares Stats without Shared: they are a shared store's counters", s)
 	case c.Keeper != nil && c.Shared == nil:
 		t.Fatalf("%T declares Keeper without Shared: it keeps the members' chains", s)
+	case c.Share != nil && c.Shared == nil:
+		t.Fatalf("%T declares Share without Shared: it keeps a group's members", s)
 	}
 }
 
@@ -139,6 +141,7 @@ var capabilityFields = []struct {
 	{"Keeper", func(c engine.Capabilities) any { return c.Keeper }},
 	{"Stats", func(c engine.Capabilities) any { return c.Stats }},
 	{"Routes", func(c engine.Capabilities) any { return c.Routes }},
+	{"Share", func(c engine.Capabilities) any { return c.Share }},
 }
 
 // sameValue reports whether two declared interfaces hold the same value:
@@ -173,6 +176,7 @@ const (
 	needScan                     // Capabilities.Scan
 	needRowScan                  // Capabilities.Rows or Capabilities.Scan
 	needRoutes                   // Capabilities.Routes
+	needShare                    // Capabilities.Share
 )
 
 // missing returns why a store lacks what n needs; "" when it has all.
@@ -195,6 +199,7 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needScan, c.Scan != nil, "the store does not declare Capabilities.Scan"},
 		{needRowScan, c.Rows != nil || c.Scan != nil, "the store declares neither Capabilities.Rows nor Capabilities.Scan"},
 		{needRoutes, c.Routes != nil, "the store does not declare Capabilities.Routes"},
+		{needShare, c.Share != nil, "the store does not declare Capabilities.Share"},
 	} {
 		if n&r.bit != 0 && !r.has {
 			return r.why

@@ -8,3 +8,9 @@ CREATE TABLE IF NOT EXISTS /* TEMPLATE: schema */routes (
 	name       text COLLATE "C" PRIMARY KEY,
 	derivation bytea NOT NULL
 );
+
+-- Each member's MQTT share group ($share/GROUP/…), while it holds that
+-- subscription: '' when it holds none (a member not in a group, or one
+-- granted leave as it stops). A member stopping leaves the group only
+-- while another live member holds its subscription (Store.LeaveShare).
+ALTER TABLE /* TEMPLATE: schema */leases ADD COLUMN IF NOT EXISTS share text COLLATE "C" NOT NULL DEFAULT '';

@@ -1,0 +1,103 @@
+package failover
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+// A member of a group stopped with SIGTERM leaves the group's shared
+// subscription: the broker deals every message published afterwards to
+// the member still running, which decides them all at once, instead of
+// keeping half of them in the stopped member's session until it returns.
+func TestAStoppedMemberLeavesItsShareToTheLiveOnes(t *testing.T) {
+	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
+		t.Run(kind, func(t *testing.T) {
+			skipShort(t)
+			server := startStoreServer(t, kind)
+			m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+			brokers := []string{m.URL()}
+			g := startGroup(t, 2, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), false, "")
+			stopped, live := g.members[0], g.members[1]
+			stopped.Stop()
+			pub := newPublisher(t, brokers, 20)
+			publishEach(t, pub, []string{"s1"}, 100)
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				n := live.Metrics()["replayguard_decisions_total"]
+				if n >= 100 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the live member decided %v of the 100 messages published after the other stopped, within 15 s", n)
+				}
+			}
+			if logged(t, stopped, "left the share group") != 1 {
+				t.Error("the stopped member did not log leaving the share group")
+			}
+		})
+	}
+}
+
+// The last two members of a group stopped with SIGTERM at the same moment:
+// one of them keeps the group's subscription, so the broker keeps the
+// messages published while both are down in its session, and the members
+// decide them all once they run again.
+func TestTheLastTwoMembersStoppedAtOnceLoseNothing(t *testing.T) {
+	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
+		t.Run(kind, func(t *testing.T) {
+			skipShort(t)
+			server := startStoreServer(t, kind)
+			m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+			brokers := []string{m.URL()}
+			g := startGroup(t, 2, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), false, "")
+			for _, d := range g.members {
+				d.signal(syscall.SIGTERM)
+			}
+			for _, d := range g.members {
+				<-d.exited
+				if d.err != nil {
+					t.Fatalf("replayguard run after SIGTERM: %v", d.err)
+				}
+			}
+			left, kept := 0, 0
+			for _, d := range g.members {
+				left += logged(t, d, "left the share group")
+				kept += logged(t, d, "keeping the share group's subscription, no other member of the group is live")
+			}
+			if left > 1 || kept < 1 {
+				t.Fatalf("%d members left the share group and %d kept it, want at least one keeping it", left, kept)
+			}
+			pub := newPublisher(t, brokers, 20)
+			publishEach(t, pub, []string{"s1"}, 100)
+			for _, d := range g.members {
+				d.Start()
+			}
+			g.WaitReady()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				n := g.members[0].Metrics()["replayguard_decisions_total"] + g.members[1].Metrics()["replayguard_decisions_total"]
+				if n >= 100 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the members decided %v of the 100 messages published while both were down, within 30 s of their restart", n)
+				}
+			}
+		})
+	}
+}
+
+// logged is how many lines of d's log hold text.
+func logged(t testing.TB, d *daemon, text string) int {
+	t.Helper()
+	b, err := os.ReadFile(d.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte(text))
+}

@@ -1,0 +1,109 @@
+package consume
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// LeaveQuiet is how long a member that left its share group goes on
+// deciding what its session still delivers after the last delivery came.
+const LeaveQuiet = time.Second
+
+// LeaveFunc asks a group's store whether this member may leave its share
+// group (engine.ShareMembership.LeaveShare): true when another live member
+// holds the group's subscription, and the member is then marked as
+// leaving.
+type LeaveFunc func(ctx context.Context) (bool, error)
+
+// Leaving is how a member of a share group leaves it as Run stops: when
+// the store grants it leave, it unsubscribes the group's filters, so the
+// broker deals its share to the live members, and goes on consuming what
+// its session still delivers (queued before the unsubscribe) until none
+// has come for Quiet, or for at most Timeout; else it keeps its
+// subscription. One Leaving serves one consumer, one Run at a time.
+type Leaving struct {
+	Group string    // the share group; "" leaves nothing
+	Ask   LeaveFunc // nil leaves nothing
+	// Unsubscribe removes the group's filters from the session; an error
+	// means they may still be there.
+	Unsubscribe func(ctx context.Context) error
+	Quiet       time.Duration // Default LeaveQuiet
+	Timeout     time.Duration // bounds asking, unsubscribing and waiting
+	Log         *slog.Logger
+
+	last atomic.Int64 // UnixNano of the last delivery
+	left atomic.Bool  // unsubscribed, or about to: subscribe no more
+}
+
+// Received notes a delivery.
+func (l *Leaving) Received() { l.last.Store(time.Now().UnixNano()) }
+
+// Left reports whether the consumer is leaving the group, so that a new
+// connection must not subscribe to it again.
+func (l *Leaving) Left() bool { return l.left.Load() }
+
+// Context returns the context a Run consumes under: done once ctx is done
+// and the consumer has left the group (or kept its subscription), and
+// stop, which ends it at once and waits for the leaving to end; call it
+// after consuming, also when consuming ended on its own.
+func (l *Leaving) Context(ctx context.Context) (consumeCtx context.Context, stop func()) {
+	l.left.Store(false)
+	consumeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+			l.leave(consumeCtx)
+			cancel()
+		case <-consumeCtx.Done():
+		}
+	}()
+	return consumeCtx, func() { cancel(); <-done }
+}
+
+// leave asks the store, unsubscribes and waits for the session's quiet.
+func (l *Leaving) leave(ctx context.Context) {
+	if l.Group == "" || l.Ask == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
+	defer cancel()
+	granted, err := l.Ask(ctx)
+	switch {
+	case err != nil:
+		l.Log.Warn("mqtt stopping: keeping the share group's subscription, the store could not say whether another member holds it; "+
+			"the broker keeps dealing this member's share to its session until it returns", "group", l.Group, "err", err)
+		return
+	case !granted:
+		l.Log.Warn("mqtt stopping: keeping the share group's subscription, no other member of the group is live; "+
+			"the broker keeps this member's share in its session until it returns", "group", l.Group)
+		return
+	}
+	l.left.Store(true)
+	l.Received() // the quiet runs from the unsubscribe at the earliest
+	if err := l.Unsubscribe(ctx); err != nil {
+		l.Log.Warn("mqtt stopping: unsubscribing from the share group failed; the broker keeps dealing this member's share to its session until it returns",
+			"group", l.Group, "err", err)
+		return
+	}
+	l.Log.Info("mqtt stopping: left the share group, deciding what the session still delivers", "group", l.Group)
+	quiet := l.Quiet
+	if quiet <= 0 {
+		quiet = LeaveQuiet
+	}
+	for {
+		idle := time.Since(time.Unix(0, l.last.Load()))
+		if idle >= quiet {
+			l.Log.Info("mqtt stopping: the session delivered nothing more", "group", l.Group, "quiet", quiet)
+			return
+		}
+		if !Sleep(ctx.Done(), quiet-idle) {
+			l.Log.Warn("mqtt stopping: the session still delivers at the shutdown timeout; the rest waits in it until this member returns",
+				"group", l.Group, "timeout", l.Timeout)
+			return
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package redis
+
+import (
+	"context"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+var _ engine.ShareMembership = (*Store)(nil)
+
+// JoinShare records in the shares hash that the member holds group's
+// shared subscription; taking the lease clears it.
+func (s *Store) JoinShare(ctx context.Context, group string) error {
+	if err := s.writer("join a share group"); err != nil {
+		return err
+	}
+	if err := s.c.HSet(ctx, s.k.shares, s.member, group).Err(); err != nil {
+		return s.fail("join a share group", err)
+	}
+	return nil
+}
+
+// LeaveShare grants the member leave from group when another member of
+// group holds a live lease (leaveShareScript).
+func (s *Store) LeaveShare(ctx context.Context, group string) (bool, error) {
+	if err := s.writer("leave a share group"); err != nil {
+		return false, err
+	}
+	members, err := s.c.HKeys(ctx, s.k.shares).Result()
+	if err != nil {
+		return false, s.fail("read the share groups", err)
+	}
+	keys := []string{s.k.shares}
+	args := []any{s.member, group}
+	for _, m := range members {
+		keys = append(keys, s.k.lease(m))
+		args = append(args, m)
+	}
+	n, err := leaveShareScript.Run(ctx, s.c, keys, args...).Int()
+	if err != nil {
+		return false, s.fail("leave a share group", err)
+	}
+	return n == 1, nil
+}
