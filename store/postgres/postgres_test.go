@@ -269,13 +269,15 @@ func testLeaseFenced(t *testing.T, g *group) {
 
 func testLeaseRenewed(t *testing.T, g *group) {
 	o := g.options("m1")
-	o.LeaseTTL = 600 * time.Millisecond
+	// Renewed every second, the lease lapses only if renewals starve for
+	// three: a loaded test machine delays one by a few hundred ms.
+	o.LeaseTTL = 3 * time.Second
 	s, err := g.openWith(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := s.SharedStats().LeaseExpires
-	time.Sleep(900 * time.Millisecond)
+	time.Sleep(time.Until(first) + 200*time.Millisecond) // past the lease as it was taken
 	st := s.SharedStats()
 	if !st.LeaseExpires.After(first) || st.LeaseTTL != o.LeaseTTL {
 		t.Fatalf("lease expires %v, was %v at open", st.LeaseExpires, first)
