@@ -20,10 +20,7 @@ func TestAStoppedMemberLeavesItsShareToTheLiveOnes(t *testing.T) {
 	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
 		t.Run(kind, func(t *testing.T) {
 			skipShort(t)
-			server := startStoreServer(t, kind)
-			m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
-			brokers := []string{m.URL()}
-			g := startGroup(t, 2, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), false, "")
+			g, brokers := twoMembers(t, kind)
 			stopped, live := g.members[0], g.members[1]
 			stopped.Stop()
 			pub := newPublisher(t, brokers, 20)
@@ -52,10 +49,7 @@ func TestTheLastTwoMembersStoppedAtOnceLoseNothing(t *testing.T) {
 	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
 		t.Run(kind, func(t *testing.T) {
 			skipShort(t)
-			server := startStoreServer(t, kind)
-			m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
-			brokers := []string{m.URL()}
-			g := startGroup(t, 2, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), false, "")
+			g, brokers := twoMembers(t, kind)
 			for _, d := range g.members {
 				d.signal(syscall.SIGTERM)
 			}
@@ -100,4 +94,13 @@ func logged(t testing.TB, d *daemon, text string) int {
 		t.Fatal(err)
 	}
 	return bytes.Count(b, []byte(text))
+}
+
+// twoMembers starts a group of two run members on a store server of kind
+// and a Mosquitto of their own, whose addresses it returns.
+func twoMembers(t *testing.T, kind string) (*group, []string) {
+	server := startStoreServer(t, kind)
+	m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	brokers := []string{m.URL()}
+	return startGroup(t, 2, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), false, ""), brokers
 }
