@@ -37,8 +37,9 @@ type Leaving struct {
 	left atomic.Bool  // unsubscribed, or about to: subscribe no more
 }
 
-// Received notes a delivery.
-func (l *Leaving) Received() { l.last.Store(time.Now().UnixNano()) }
+// Received notes a delivery, received at (the time its consumer stamped
+// it with already: none is read again per message).
+func (l *Leaving) Received(at time.Time) { l.last.Store(at.UnixNano()) }
 
 // Left reports whether the consumer is leaving the group, so that a new
 // connection must not subscribe to it again.
@@ -83,7 +84,7 @@ func (l *Leaving) leave(ctx context.Context) {
 		return
 	}
 	l.left.Store(true)
-	l.Received() // the quiet runs from the unsubscribe at the earliest
+	l.Received(time.Now()) // the quiet runs from the unsubscribe at the earliest
 	if err := l.Unsubscribe(ctx); err != nil {
 		l.Log.Warn("mqtt stopping: unsubscribing from the share group failed; the broker keeps dealing this member's share to its session until it returns",
 			"group", l.Group, "err", err)
