@@ -96,6 +96,15 @@ type OutboxResolveObserver interface {
 	OutboxResolved(resolved []OutboxResolve)
 }
 
+// OutboxHoldObserver is an Observer that also hears about the pending
+// outbox entries each commit of this engine moved to the held ones
+// (HoldForward, HoldPending): after Committed, on the same goroutine, under
+// the same rules. A drainer waiting to send an entry again learns from it
+// at once that an operator set the entry aside, and goes on after it.
+type OutboxHoldObserver interface {
+	OutboxHolds(held []OutboxHold)
+}
+
 // observe tells the observer about a durable commit.
 func (e *Engine) observe(b *Batch) {
 	o := e.opts.Observer
@@ -111,6 +120,9 @@ func (e *Engine) observe(b *Batch) {
 	if e.resObs != nil && len(b.OutboxResolved) > 0 {
 		e.resObs.OutboxResolved(b.OutboxResolved)
 	}
+	if e.holdObs != nil && len(b.OutboxHeld) > 0 {
+		e.holdObs.OutboxHolds(b.OutboxHeld)
+	}
 }
 
 // Engine decides messages against durable windows and commits each batch
@@ -122,6 +134,7 @@ type Engine struct {
 	caps       Capabilities
 	outObs     OutboxObserver        // opts.Observer, when it is one
 	resObs     OutboxResolveObserver // opts.Observer, when it is one
+	holdObs    OutboxHoldObserver    // opts.Observer, when it is one
 	win        windows               // where the windows come from and batches go: chosen once, in New
 	member     string                // the shared store's member id, on every record
 	qbase      uint64                // added to audit positions to form quarantine ids
@@ -195,6 +208,7 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	e := &Engine{store: store, caps: caps, opts: opts, log: opts.Logger, maxPayload: opts.MaxPayload, ttl: opts.TTL}
 	e.outObs, _ = opts.Observer.(OutboxObserver)
 	e.resObs, _ = opts.Observer.(OutboxResolveObserver)
+	e.holdObs, _ = opts.Observer.(OutboxHoldObserver)
 	e.storeName = opts.StoreName
 	if e.storeName == "" {
 		e.storeName = fmt.Sprintf("%T", store)

@@ -43,6 +43,6 @@
 //	d.Close()          // after Run returned
 //
 // A Drainer runs one goroutine per output kind and drained member outbox,
-// owned by Run; Committed, OutboxCommitted, OutboxResolved, Admit, Depth,
+// owned by Run; Committed, OutboxCommitted, OutboxResolved, OutboxHolds, Admit, Depth,
 // Drain and Status are safe to call from any goroutine while it runs.
 package forward

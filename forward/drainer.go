@@ -104,7 +104,9 @@ type Options struct {
 //
 // A Drainer is an engine.Observer, engine.OutboxObserver (a commit with
 // outbox entries wakes the outputs it concerns) and
-// engine.OutboxResolveObserver (a retried entry is read again), and
+// engine.OutboxResolveObserver (a retried entry is read again),
+// engine.OutboxHoldObserver (a lane waiting at an entry an operator held
+// goes on at once), and
 // provides Admit, the engine's backpressure gate. Its methods are safe for
 // concurrent use.
 type Drainer struct {
@@ -128,7 +130,8 @@ type Drainer struct {
 	lanes map[laneID]*lane
 
 	heldMu    sync.Mutex
-	heldSince []heldRef            // entries the lanes held since the last watchHeld
+	heldSince []heldRef            // entries the lanes or operators held since the last watchHeld
+	holding   map[heldRef]struct{} // entries a lane is holding now (hold)
 	heldSeen  map[heldRef]struct{} // the held entries at the last watchHeld; Run's
 }
 
@@ -146,7 +149,7 @@ func New(opts Options) (*Drainer, error) {
 	setDefault(&opts.MaxBackoff, DefaultMaxBackoff)
 	setDefault(&opts.Poll, DefaultPoll)
 	d := &Drainer{opts: opts, log: opts.Logger, obs: opts.Observer, outMu: map[string]*sync.Mutex{}, lanes: map[laneID]*lane{},
-		heldSeen: map[heldRef]struct{}{}}
+		heldSeen: map[heldRef]struct{}{}, holding: map[heldRef]struct{}{}}
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -231,7 +231,14 @@ func (d *Drainer) hold(ctx context.Context, l *lane, e engine.OutboxEntry, reaso
 	if l.own {
 		d.removing(1)
 	}
+	ref := heldRef{l.id.member, e.ID}
+	d.heldMu.Lock()
+	d.holding[ref] = struct{}{} // not an operator's: OutboxHolds leaves it out
+	d.heldMu.Unlock()
 	err := (*d.holder.Load()).HoldForward(ctx, l.id.member, e, reason)
+	d.heldMu.Lock()
+	delete(d.holding, ref)
+	d.heldMu.Unlock()
 	if l.own {
 		d.removedNow(1, err == nil)
 	}

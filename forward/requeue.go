@@ -48,6 +48,32 @@ func (d *Drainer) rewind(member string) {
 	}
 }
 
+// OutboxHolds implements engine.OutboxHoldObserver: an entry an operator
+// held while pending (engine.Engine.HoldPending, through this process's
+// engine: the API, or the CLI through it) cuts short the backoff of the
+// lanes of its member at once, so that a lane waiting to send it again
+// goes on after it rather than at the end of its backoff or the next
+// poll. The entries the lanes hold themselves are left out. It never
+// blocks.
+func (d *Drainer) OutboxHolds(held []engine.OutboxHold) {
+	d.heldMu.Lock()
+	var members []string
+	for _, h := range held {
+		r := heldRef{h.Member, h.ID}
+		if _, ok := d.holding[r]; ok {
+			continue
+		}
+		d.heldSince = append(d.heldSince, r) // seen: the next watchHeld skips nothing again
+		if !contains(members, h.Member) {
+			members = append(members, h.Member)
+		}
+	}
+	d.heldMu.Unlock()
+	for _, m := range members {
+		d.skipBackoff(m)
+	}
+}
+
 // heldBy notes an entry a lane held, for the next watchHeld.
 func (d *Drainer) heldBy(member string, id uint64) {
 	d.heldMu.Lock()

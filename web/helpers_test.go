@@ -57,6 +57,14 @@ func (o observers) OutboxResolved(rs []engine.OutboxResolve) {
 	}
 }
 
+func (o observers) OutboxHolds(held []engine.OutboxHold) {
+	for _, x := range o {
+		if ho, ok := x.(engine.OutboxHoldObserver); ok {
+			ho.OutboxHolds(held)
+		}
+	}
+}
+
 // fixture is a real engine over a memory store behind the server.
 type fixture struct {
 	t       *testing.T

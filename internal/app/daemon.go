@@ -56,6 +56,16 @@ func (os observers) OutboxResolved(rs []engine.OutboxResolve) {
 	}
 }
 
+// OutboxHolds passes the pending outbox entries the commit held to the
+// observers that hear them.
+func (os observers) OutboxHolds(held []engine.OutboxHold) {
+	for _, o := range os {
+		if ho, ok := o.(engine.OutboxHoldObserver); ok {
+			ho.OutboxHolds(held)
+		}
+	}
+}
+
 // Build identifies the binary in metrics and on the dashboard.
 type Build struct{ Version, Commit string }
 
