@@ -1,7 +1,8 @@
 // replayguard dashboard: the outbox of the forward effects. How full each
 // member's outbox is against outbox.max_entries, the state of each output
 // (delivered, held, failing with the downstream's last error), and the
-// entries a downstream refused for good, each with Retry and Drop.
+// entries a downstream refused for good, each with Retry and Drop, and the
+// entry each failing output waits at, with Hold.
 // GET /api/v1/forward is the drainer's state, held in memory and polled;
 // GET /api/v1/outbox reads the store, so it is fetched when the event
 // stream or the drainer's counts say that the held entries changed, and
@@ -23,6 +24,7 @@ const outbox = {
   heldCount: -1,      // the drainer's held entries at the last poll
   summaryShown: null, // what the depth and outputs show now
   heldShown: null,    // the held entries on screen
+  stuckShown: null,   // the entries the failing outputs wait at, on screen
 };
 
 const outputName = (o) => o.output + "/" + o.member;
@@ -77,7 +79,8 @@ function renderOutbox() {
   if (!active) {
     $("outbox-sub").textContent = "— no forward effects";
     $("outbox-summary").textContent = "";
-    outbox.summaryShown = outbox.heldShown = null;
+    outbox.summaryShown = outbox.heldShown = outbox.stuckShown = null;
+    $("outbox-stuck").replaceChildren();
     $("outbox-depth").replaceChildren();
     $("outputs").tBodies[0].replaceChildren();
     $("outbox-held").replaceChildren();
@@ -85,7 +88,55 @@ function renderOutbox() {
   }
   $("outbox-sub").textContent = "— forward effects";
   renderDepths();
+  renderStuck();
   renderHeldForwards();
+}
+
+// renderStuck shows the entry each failing output waits at (every entry
+// behind it waits too): its id, target and key, the downstream's last
+// answer, the attempts, and what to do. A card is kept while its output
+// waits at the same entry, so that its Hold button is never swapped out
+// from under a click; the answer and the attempts change in place.
+function renderStuck() {
+  const root = $("outbox-stuck");
+  const st = outbox.status;
+  const stuck = st && st.forwarding ? st.outputs.filter(o => o.failing && o.stuck && o.stuck.id) : [];
+  const now = stuck.map(o => outputName(o) + ":" + o.stuck.id).join("\n");
+  if (now !== outbox.stuckShown) {
+    outbox.stuckShown = now;
+    root.replaceChildren(...stuck.map(stuckCard));
+  }
+  stuck.forEach((o, i) => updateStuck(root.children[i], o));
+}
+
+function stuckCard(o) {
+  const s = o.stuck;
+  const card = el("div", "held-msg stuck-fwd");
+  card.dataset.id = s.id;
+  card.dataset.output = o.output;
+  card.dataset.member = o.member;
+  const top = el("div", "top");
+  top.append(el("strong", "", "#" + s.id), el("span", "badge stuck", o.output + " waits here"), el("span", "target", s.target));
+  if (o.member) top.append(el("span", "muted", "member " + o.member));
+  const actions = el("div", "actions");
+  const hold = el("button", "hold", "Hold…");
+  hold.type = "button";
+  hold.addEventListener("click", () => askHold({ id: s.id, member: o.member, output: o.output, target: s.target }));
+  actions.append(hold);
+  top.append(actions);
+  const key = el("div", "key", s.key);
+  key.title = "replayguard-key " + s.key;
+  const remedy = el("div", "remedy", "The entries behind it wait. If the downstream refuses this entry alone (it takes the others), " +
+    "hold it so that they go on, then Retry or Drop it once the downstream is fixed. From a shell: ");
+  remedy.append(el("code", "", "replayguard outbox hold " + s.id + (o.member ? " --member " + o.member : "") + " --reason TEXT"));
+  card.append(top, el("div", "reason"), el("div", "meta"), key, remedy);
+  return card;
+}
+
+function updateStuck(card, o) {
+  card.querySelector(".reason").textContent = shown(o.last_error || "(no answer)");
+  card.querySelector(".meta").textContent = o.stuck.attempts + " attempts at it since " + timeOf(o.stuck.since) +
+    " · the output failing since " + timeOf(o.since);
 }
 
 // depths are the pending entries per member: this member's from the
@@ -292,12 +343,69 @@ async function confirmDrop() {
   await reloadAfter(said, true, loadOutbox, loadForward);
 }
 
-// startOutbox wires the drop dialog and the polls. A poll that fails says
+let holdEntry = null;
+// holdDrafts keeps, by member and entry, a reason whose hold did not go
+// through: the dialog opened again for the entry shows it.
+const holdDrafts = new Map();
+
+// askHold opens the hold dialog for pending entry h, with refusal, the
+// server's words on the reason last sent, when there is one.
+function askHold(h, refusal) {
+  holdEntry = h;
+  $("hold-id").textContent = shown("#" + h.id + " (" + h.output + " " + h.target + ")");
+  $("hold-reason").value = holdDrafts.get(dropKey(h)) || "";
+  $("hold-error").textContent = refusal ? shown(refusal) : "";
+  $("hold-error").hidden = !refusal;
+  if (!$("hold-dialog").open) $("hold-dialog").showModal();
+  $("hold-reason").focus();
+}
+
+function cancelHold() {
+  if (holdEntry) holdDrafts.delete(dropKey(holdEntry));
+  $("hold-dialog").close();
+}
+
+async function confirmHold() {
+  const typed = $("hold-reason").value;
+  const reason = typed.trim();
+  if (!reason) {
+    $("hold-reason").focus();
+    toast("A hold needs a reason.");
+    return;
+  }
+  $("hold-dialog").close();
+  const h = holdEntry;
+  holdDrafts.set(dropKey(h), typed);
+  let r;
+  try {
+    r = await forwardAction(h, "hold", reason);
+  } catch (e) {
+    if ((e.status === 400 || e.status === 413) && !(holdEntry !== h && $("hold-dialog").open)) {
+      toast("Hold #" + h.id + " refused: " + e.message);
+      askHold(h, e.message);
+    } else {
+      if (e.status === 404) holdDrafts.delete(dropKey(h)); // delivered or held meanwhile: nothing to hold
+      toast("Hold #" + h.id + " failed: " + e.message);
+      soon("forward", loadForward, 0);
+      soon("outbox", loadOutbox, 0);
+    }
+    return;
+  }
+  holdDrafts.delete(dropKey(h));
+  const said = "Held #" + h.id + ": the entries behind it go on; Retry or Drop it once resolved" + auditedAs(r);
+  toast(said, true);
+  await reloadAfter(said, true, loadOutbox, loadForward);
+}
+
+// startOutbox wires the drop and hold dialogs and the polls. A poll that fails says
 // nothing: the live indicator already tells that the server is away.
 function startOutbox() {
   $("drop-ok").addEventListener("click", confirmDrop);
   $("drop-cancel").addEventListener("click", cancelDrop);
   $("drop-reason").addEventListener("keydown", (e) => { if (e.key === "Enter") confirmDrop(); });
+  $("hold-ok").addEventListener("click", confirmHold);
+  $("hold-cancel").addEventListener("click", cancelHold);
+  $("hold-reason").addEventListener("keydown", (e) => { if (e.key === "Enter") confirmHold(); });
   const quietly = (fn) => () => fn().catch(() => {});
   setInterval(() => { if (outbox.status && outbox.status.forwarding) soon("forward", quietly(loadForward), 0); }, FORWARD_POLL);
   setInterval(() => { if (outboxActive()) soon("outbox", quietly(loadOutbox), 0); }, OUTBOX_POLL);
