@@ -137,11 +137,19 @@ func NewMQTT(opts MQTTOptions) (*MQTT, error) {
 
 // Deliver implements Output.
 func (m *MQTT) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, error) {
+	return m.deliverEach(ctx, entries, nil)
+}
+
+// deliverEach is Deliver, calling acked(i), when not nil, as soon as
+// entries[i] and every one before it have their PUBACKs: the drainer
+// counts each entry delivered then, not once the whole page is, which a
+// PUBACK that does not come puts off by the ack timeout.
+func (m *MQTT) deliverEach(ctx context.Context, entries []engine.OutboxEntry, acked func(i int)) (int, error) {
 	c, err := m.connection(ctx)
 	if err != nil {
 		return 0, err
 	}
-	n, err := m.publish(ctx, c, entries)
+	n, err := m.publish(ctx, c, entries, acked)
 	if err != nil {
 		var ref *RefusedError
 		if !errors.As(err, &ref) {
@@ -155,7 +163,7 @@ func (m *MQTT) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, 
 // returns how many of them, from the first, have their PUBACK. It tops the
 // window up once per wake, with every PUBACK that has come by then taken,
 // and writes the publishes of a top-up in one write.
-func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.OutboxEntry) (int, error) {
+func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.OutboxEntry, tell func(i int)) (int, error) {
 	acks := make([]chan byte, len(entries))
 	sent, acked := 0, 0
 	alone := m.alone
@@ -185,6 +193,9 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 				if rc := <-acks[acked]; rc >= 0x80 {
 					return acked, pubackError(entries[acked], rc, acked)
 				}
+			}
+			if tell != nil {
+				tell(acked - 1)
 			}
 			deadline.Reset(m.opts.AckTimeout) // the next oldest gets its own time
 		case <-c.client.Done():

@@ -172,6 +172,14 @@ func redactServers(list string) string {
 // Deliver implements Output: it writes a window of entries (the first
 // alone, then up to natsWindow), then waits for their PubAcks in order.
 func (n *NATS) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, error) {
+	return n.deliverEach(ctx, entries, nil)
+}
+
+// deliverEach is Deliver, calling acked(i), when not nil, as soon as
+// entries[i] and every one before it have their PubAcks: the drainer
+// counts each entry delivered then, not once the whole page is, which a
+// PubAck that does not come puts off by the ack timeout.
+func (n *NATS) deliverEach(ctx context.Context, entries []engine.OutboxEntry, acked func(i int)) (int, error) {
 	nc, js, err := n.connect()
 	if err != nil {
 		return 0, err
@@ -198,6 +206,9 @@ func (n *NATS) Deliver(ctx context.Context, entries []engine.OutboxEntry) (int, 
 			select {
 			case <-f.Ok():
 				done++
+				if acked != nil {
+					acked(done - 1)
+				}
 			case err := <-f.Err():
 				return done, n.failed(entries, done, err)
 			case <-ctx.Done():

@@ -30,9 +30,10 @@ type Output interface {
 // progressive is an Output that tells each acknowledgement as it comes:
 // the drainer counts an entry delivered (replayguard_forwarded_total, its
 // latency, the lane's status) then, rather than when the whole page has
-// been delivered, which takes a page of POSTs for a webhook. The drainer
-// checks for it at each Deliver; entries are still marked done a page at
-// a time.
+// been delivered, which takes a page of POSTs for a webhook, and for the
+// MQTT and NATS outputs waits for the page's last acknowledgement, or for
+// the ack timeout when one does not come. The drainer checks for it at
+// each Deliver; entries are still marked done a page at a time.
 type progressive interface {
 	// deliverEach is Deliver, calling acked(i) on Deliver's goroutine once
 	// entries[i] is acknowledged, in order, before it returns.
