@@ -83,8 +83,10 @@ type Capabilities struct {
 }
 
 // ShareMembership keeps, in a group's store, the members that hold the
-// group's MQTT shared subscription ($share/GROUP/…). A member joins when
-// it starts and asks to leave when it stops gracefully; the broker deals a
+// group's MQTT shared subscription ($share/GROUP/…). A member joins each
+// time the broker grants it the subscription, never before (one recorded
+// without it would let the last member holding it leave), and asks to
+// leave when it stops gracefully; the broker deals a
 // member's share to the others only once it has left, and drops the
 // messages of a group none of whose members holds the subscription, so
 // the last member never leaves. It is safe for concurrent use, also by

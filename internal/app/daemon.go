@@ -105,11 +105,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		fm.WatchOutbox(a.Forward)
 	}
 
-	leave, err := a.joinShare(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	consumer, err := newSource(cfg, log, m, reg, a.Engine, leave)
+	consumer, err := newSource(cfg, log, m, reg, a.Engine, a.shareMembership(cfg))
 	if err != nil {
 		return err
 	}

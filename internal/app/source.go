@@ -35,11 +35,11 @@ type source interface {
 // mqtt.client_id, the first feed's), or the JetStream consumer.
 func RunMember(cfg *config.Config) string { return cfg.RunMember() }
 
-// newSource builds the consumer that cfg.Input names, feeding p; leave,
-// when set, is how the MQTT consumer asks to leave its share group as it
-// stops (App.joinShare).
+// newSource builds the consumer that cfg.Input names, feeding p; share is
+// how the MQTT consumer joins its share group once subscribed and asks to
+// leave it as it stops (App.shareMembership).
 func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg prometheus.Registerer, p mqtt.Processor,
-	leave func(context.Context) (bool, error)) (source, error) {
+	share shareMembership) (source, error) {
 	if cfg.Input == config.InputJetStream {
 		jc, err := jetStreamConfig(cfg, log, m.JetStream(reg))
 		if err != nil {
@@ -54,7 +54,7 @@ func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg pro
 	if err != nil {
 		return nil, err
 	}
-	mc.LeaveShare = leave
+	mc.JoinShare, mc.LeaveShare = share.join, share.leave
 	return newMQTTSource(mqttprobe.Choice(cfg.MQTT.Protocol), mc, p, log)
 }
 

@@ -104,3 +104,43 @@ func twoMembers(t *testing.T, kind string) (*group, []string) {
 	brokers := []string{m.URL()}
 	return startGroup(t, 2, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), false, ""), brokers
 }
+
+// A member whose broker it cannot reach holds no subscription of the
+// group: the only member that holds one keeps it as it stops, so the
+// broker keeps the messages published meanwhile in its session, and the
+// member decides them all once it runs again.
+func TestAMemberNotYetSubscribedDoesNotLetTheLastSubscriberLeave(t *testing.T) {
+	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
+		t.Run(kind, func(t *testing.T) {
+			skipShort(t)
+			server := startStoreServer(t, kind)
+			m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+			brokers := []string{m.URL()}
+			store := fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL())
+			live := startGroup(t, 1, brokers, store, false, "").members[0]
+			unreachable := []string{fmt.Sprintf("tcp://127.0.0.1:%d", testbroker.FreePort(t))}
+			cut := startDaemon(t, newSetupWith(t, unreachable, setupOptions{API: true, Store: store, ShareGroup: shareGroup,
+				IDRoute: true, ReceiveMaximum: receiveMaximum}))
+			waitFor(t, "the member without a broker failing to connect", 15*time.Second, func() bool {
+				return logged(t, cut, "no broker answered") > 0
+			})
+			live.Stop()
+			if n := logged(t, live, "left the share group"); n != 0 {
+				t.Errorf("the only member subscribed left the share group while the other had never subscribed")
+			}
+			pub := newPublisher(t, brokers, 20)
+			publishEach(t, pub, []string{"s1"}, 100)
+			live.Start()
+			live.WaitReady()
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				n := live.Metrics()["replayguard_decisions_total"]
+				if n >= 100 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the member decided %v of the 100 messages published while it was down, within 15 s of its restart", n)
+				}
+			}
+		})
+	}
+}

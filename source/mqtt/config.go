@@ -77,6 +77,14 @@ type Config struct {
 	// without. Refused, or failing, the subscription is kept. Default nil:
 	// the subscription is kept.
 	LeaveShare func(ctx context.Context) (bool, error)
+	// JoinShare, with ShareGroup, records in the group's store that this
+	// consumer holds the group's subscription (engine.ShareMembership's
+	// JoinShare); Run calls it each time the broker grants the group's
+	// filters, never before: a member counted as holding a subscription it
+	// does not hold yet would let the last one holding it leave, and the
+	// broker would then drop the group's messages. Default nil: nothing
+	// recorded, and the store grants no leave.
+	JoinShare func(ctx context.Context) error
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The

@@ -89,6 +89,9 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	}
 	c.prep, _ = p.(preparer)
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger}
+	if slices.ContainsFunc(cfg.Filters, func(f Filter) bool { return !f.Unshared }) {
+		c.share.Join = cfg.JoinShare // the group's subscriptions are among those subscribed
+	}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
 		c.urls = append(c.urls, u)
@@ -365,6 +368,7 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 		if present && !c.unsubscribeStale(ctx, cm) {
 			return
 		}
+		c.share.Subscribed(ctx)
 		c.subscribed.Store(true)
 		c.everSubbed.Store(true)
 		c.log.Info("mqtt subscribed", "broker", c.brokerURL(), "filters", len(sub.Subscriptions))

@@ -70,6 +70,11 @@ type Config struct {
 	// come for a second, or ShutdownTimeout. Default nil: the
 	// subscription is kept.
 	LeaveShare func(ctx context.Context) (bool, error)
+	// JoinShare, with ShareGroup, records in the group's store that this
+	// consumer holds the group's subscription (see the MQTT 5 consumer's
+	// Config.JoinShare): Run calls it each time the broker grants the
+	// group's filters. Default nil: nothing recorded.
+	JoinShare func(ctx context.Context) error
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The

@@ -72,7 +72,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		fatal: make(chan error, 1), beforeAck: consume.BeforeAck}
 	c.prep, _ = p.(preparer)
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger,
-		Unsubscribe: c.unsubscribeShared}
+		Unsubscribe: c.unsubscribeShared, Join: cfg.JoinShare}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
 		c.urls = append(c.urls, u)

@@ -116,6 +116,12 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte,
 			if all {
 				c.holdsAll.Store(true)
 			}
+			for topic := range subs {
+				if strings.HasPrefix(topic, "$share/") { // the group's: record that this member holds them
+					c.share.Subscribed(ctx)
+					break
+				}
+			}
 			c.subscribed.Store(true)
 			c.everSubbed.Store(true)
 			c.log.Info("mqtt subscribed", "broker", l.broker, "filters", len(subs))

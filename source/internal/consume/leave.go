@@ -17,15 +17,24 @@ const LeaveQuiet = time.Second
 // leaving.
 type LeaveFunc func(ctx context.Context) (bool, error)
 
-// Leaving is how a member of a share group leaves it as Run stops: when
+// JoinFunc records in a group's store that this member holds its share
+// group's subscription (engine.ShareMembership.JoinShare).
+type JoinFunc func(ctx context.Context) error
+
+// Leaving is how a member of a share group joins it in the group's store
+// once the broker granted its subscription, and leaves it as Run stops: when
 // the store grants it leave, it unsubscribes the group's filters, so the
 // broker deals its share to the live members, and goes on consuming what
 // its session still delivers (queued before the unsubscribe) until none
 // has come for Quiet, or for at most Timeout; else it keeps its
 // subscription. One Leaving serves one consumer, one Run at a time.
 type Leaving struct {
-	Group string    // the share group; "" leaves nothing
+	Group string    // the share group; "" joins and leaves nothing
 	Ask   LeaveFunc // nil leaves nothing
+	// Join, asked each time the broker grants the group's subscriptions,
+	// records that this member holds them; nil records nothing (and the
+	// store then grants no leave).
+	Join JoinFunc
 	// Unsubscribe removes the group's filters from the session; an error
 	// means they may still be there.
 	Unsubscribe func(ctx context.Context) error
@@ -40,6 +49,21 @@ type Leaving struct {
 // Received notes a delivery, received at (the time its consumer stamped
 // it with already: none is read again per message).
 func (l *Leaving) Received(at time.Time) { l.last.Store(at.UnixNano()) }
+
+// Subscribed records in the group's store that this member holds the
+// share group's subscription, which the broker has just granted: only
+// then may another member leave the group counting on it. Not once the
+// member is leaving. A failure is logged: the store then counts this
+// member out, and refuses it leave as it stops.
+func (l *Leaving) Subscribed(ctx context.Context) {
+	if l.Group == "" || l.Join == nil || l.Left() {
+		return
+	}
+	if err := l.Join(ctx); err != nil {
+		l.Log.Warn("mqtt subscribed, but the group's store did not record that this member holds the share group's subscription: "+
+			"other members stopping do not count on it, and it keeps its subscription as it stops", "group", l.Group, "err", err)
+	}
+}
 
 // Left reports whether the consumer is leaving the group, so that a new
 // connection must not subscribe to it again.
