@@ -20,4 +20,7 @@ func (c *Consumer) ack(batch []delivery) {
 		}
 	}
 	c.batches.ReportAcks(len(batch), c.gate.ack(pkts, gens), oldest)
+	if len(batch) > 0 {
+		c.share.Settled(batch[len(batch)-1].n, time.Now())
+	}
 }

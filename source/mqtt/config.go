@@ -73,7 +73,9 @@ type Config struct {
 	// Run unsubscribes the group's filters, so that the broker deals this
 	// member's share to the live members instead of keeping it in the
 	// session, and decides what the session still delivers until none has
-	// come for a second, or ShutdownTimeout, before it stops as it would
+	// come for a second while it held none unacknowledged (the broker
+	// sends no more than ReceiveMaximum before acknowledgements), or
+	// ShutdownTimeout, before it stops as it would
 	// without. Refused, or failing, the subscription is kept. Default nil:
 	// the subscription is kept.
 	LeaveShare func(ctx context.Context) (bool, error)

@@ -500,7 +500,7 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 		d.msg.Connected = c.gate.upTime() // the connection's first delivery
 	}
 	c.reconnects.traffic()
-	c.share.Received(d.at)
+	d.n = c.share.Received(d.at)
 	if c.prep != nil { // here, not on the goroutine that decides
 		one := []engine.Message{d.msg}
 		c.prep.Prepare(one)

@@ -16,6 +16,7 @@ type delivery struct {
 	gen  uint64
 	pkt  *packets.Publish
 	at   time.Time
+	n    uint64 // its number among the consumer's deliveries (consume.Leaving)
 }
 
 // message is the engine message of the delivery: what its batch commits.

@@ -34,4 +34,7 @@ func (c *Consumer) ack(batch []delivery) {
 		acked++
 	}
 	c.batches.ReportAcks(len(batch), acked, oldest)
+	if len(batch) > 0 {
+		c.share.Settled(batch[len(batch)-1].n, time.Now())
+	}
 }

@@ -67,7 +67,8 @@ type Config struct {
 	// consumer may leave the share group (see the MQTT 5 consumer's
 	// Config.LeaveShare): when granted, Run unsubscribes the group's
 	// filters and decides what the session still delivers until none has
-	// come for a second, or ShutdownTimeout. Default nil: the
+	// come for a second while it held none unacknowledged, or
+	// ShutdownTimeout. Default nil: the
 	// subscription is kept.
 	LeaveShare func(ctx context.Context) (bool, error)
 	// JoinShare, with ShareGroup, records in the group's store that this

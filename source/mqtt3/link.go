@@ -189,7 +189,7 @@ func (l *link) receive(_ paho.Client, m paho.Message) {
 	if first {
 		d.msg.Connected = l.connectAt // the connection's first delivery
 	}
-	c.share.Received(d.at)
+	d.n = c.share.Received(d.at)
 	if c.prep != nil { // here, not on the goroutine that decides
 		one := []engine.Message{d.msg}
 		c.prep.Prepare(one)

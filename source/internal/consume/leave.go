@@ -26,8 +26,9 @@ type JoinFunc func(ctx context.Context) error
 // the store grants it leave, it unsubscribes the group's filters, so the
 // broker deals its share to the live members, and goes on consuming what
 // its session still delivers (queued before the unsubscribe) until none
-// has come for Quiet, or for at most Timeout; else it keeps its
-// subscription. One Leaving serves one consumer, one Run at a time.
+// has come for Quiet while it held none unacknowledged, or for at most
+// Timeout; else it keeps its subscription. One Leaving serves one
+// consumer, one Run at a time.
 type Leaving struct {
 	Group string    // the share group; "" joins and leaves nothing
 	Ask   LeaveFunc // nil leaves nothing
@@ -42,13 +43,41 @@ type Leaving struct {
 	Timeout     time.Duration // bounds asking, unsubscribing and waiting
 	Log         *slog.Logger
 
-	last atomic.Int64 // UnixNano of the last delivery
-	left atomic.Bool  // unsubscribed, or about to: subscribe no more
+	last     atomic.Int64  // UnixNano of the last delivery or acknowledgement
+	received atomic.Uint64 // deliveries received: the last one's number
+	settled  atomic.Uint64 // the number of the last delivery acknowledged
+	left     atomic.Bool   // unsubscribed, or about to: subscribe no more
 }
 
 // Received notes a delivery, received at (the time its consumer stamped
-// it with already: none is read again per message).
-func (l *Leaving) Received(at time.Time) { l.last.Store(at.UnixNano()) }
+// it with already: none is read again per message), and returns its
+// number, for Settled.
+func (l *Leaving) Received(at time.Time) uint64 {
+	l.active(at)
+	return l.received.Add(1)
+}
+
+// Settled notes that the deliveries up to number n (Received's), which are
+// acknowledged in receive order, were acknowledged at at, or let go: the
+// broker, which sends no more than the receive window unacknowledged, may
+// send more of what the session holds from then on.
+func (l *Leaving) Settled(n uint64, at time.Time) {
+	for cur := l.settled.Load(); n > cur && !l.settled.CompareAndSwap(cur, n); cur = l.settled.Load() {
+	}
+	l.active(at)
+}
+
+// active notes activity at at: the quiet runs from the latest.
+func (l *Leaving) active(at time.Time) {
+	t := at.UnixNano()
+	for cur := l.last.Load(); t > cur && !l.last.CompareAndSwap(cur, t); cur = l.last.Load() {
+	}
+}
+
+// holding reports whether a delivery received is not acknowledged yet:
+// while it is, the broker's silence may be the full receive window, not
+// the session's end.
+func (l *Leaving) holding() bool { return l.settled.Load() < l.received.Load() }
 
 // Subscribed records in the group's store that this member holds the
 // share group's subscription, which the broker has just granted: only
@@ -75,6 +104,7 @@ func (l *Leaving) Left() bool { return l.left.Load() }
 // after consuming, also when consuming ended on its own.
 func (l *Leaving) Context(ctx context.Context) (consumeCtx context.Context, stop func()) {
 	l.left.Store(false)
+	l.settled.Store(l.received.Load()) // what an earlier Run left unacknowledged is not waited for
 	consumeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -108,7 +138,7 @@ func (l *Leaving) leave(ctx context.Context) {
 		return
 	}
 	l.left.Store(true)
-	l.Received(time.Now()) // the quiet runs from the unsubscribe at the earliest
+	l.active(time.Now()) // the quiet runs from the unsubscribe at the earliest
 	if err := l.Unsubscribe(ctx); err != nil {
 		l.Log.Warn("mqtt stopping: unsubscribing from the share group failed; the broker keeps dealing this member's share to its session until it returns",
 			"group", l.Group, "err", err)
@@ -121,11 +151,16 @@ func (l *Leaving) leave(ctx context.Context) {
 	}
 	for {
 		idle := time.Since(time.Unix(0, l.last.Load()))
-		if idle >= quiet {
+		holding := l.holding()
+		if idle >= quiet && !holding {
 			l.Log.Info("mqtt stopping: the session delivered nothing more", "group", l.Group, "quiet", quiet)
 			return
 		}
-		if !Sleep(ctx.Done(), quiet-idle) {
+		wait := quiet - idle
+		if holding { // their acknowledgement, after a commit that may take long, lets the broker send more
+			wait = quiet / 4
+		}
+		if !Sleep(ctx.Done(), wait) {
 			l.Log.Warn("mqtt stopping: the session still delivers at the shutdown timeout; the rest waits in it until this member returns",
 				"group", l.Group, "timeout", l.Timeout)
 			return
