@@ -24,6 +24,25 @@ func (n *NATS) CreateStream(name string, subjects ...string) {
 	}
 }
 
+// SetStreamSubjects changes the subjects stream takes, and fails the test
+// if it cannot.
+func (n *NATS) SetStreamSubjects(name string, subjects ...string) {
+	n.tb.Helper()
+	nc, js := n.jetStream()
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		n.tb.Fatalf("testbroker: stream %s: %v", name, err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Subjects = subjects
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		n.tb.Fatalf("testbroker: update stream %s: %v", name, err)
+	}
+}
+
 // ConsumerInfo returns the state of the durable consumer on stream, or an
 // error when the server cannot tell.
 func (n *NATS) ConsumerInfo(stream, consumer string) (*jetstream.ConsumerInfo, error) {

@@ -27,6 +27,8 @@ const (
 	DefaultShutdownTimeout = consume.DefaultShutdownTimeout
 	// MinAckWait is the shortest AckWait accepted.
 	MinAckWait = time.Second
+	// DefaultSubjectsCheck is how often Run reads the stream's subjects.
+	DefaultSubjectsCheck = time.Minute
 )
 
 // Config configures a Consumer. Fields marked "required" have no default;
@@ -58,6 +60,17 @@ type Config struct {
 	// below the consumer's position (which the server keeps, and would
 	// pass over), make Run return ErrStream.
 	Subjects []string
+	// Routes are the engine's routes, in its order. At the bind, each
+	// subject of the stream the consumer takes is logged with the routes
+	// that match it, and a warning names one that no route matches, or
+	// that the routes match only in part: its messages are quarantined as
+	// malformed (no route matches). While Run consumes, a change of the
+	// stream's own subjects is warned about, and each subject added is
+	// checked the same way. Default none: no check, and no watch.
+	Routes []Route
+	// SubjectsCheck is how often Run reads the stream's subjects, when
+	// Routes are set. Default DefaultSubjectsCheck.
+	SubjectsCheck time.Duration
 	// MaxAckPending is how many delivered messages the server lets wait
 	// for their ack: the in-flight bound and the backpressure of a slow
 	// Process. Default DefaultMaxAckPending, or 2×BatchSize when larger:
@@ -100,6 +113,7 @@ func (c *Config) setDefaults() {
 	consume.DefaultRetry(&c.BindRetryMin, &c.BindRetryMax, DefaultBindRetryMin, DefaultBindRetryMax)
 	consume.DefaultRetry(&c.CommitRetryMin, &c.CommitRetryMax, DefaultCommitRetryMin, DefaultCommitRetryMax)
 	consume.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	consume.Default(&c.SubjectsCheck, DefaultSubjectsCheck)
 	consume.DefaultSinks(&c.Logger, &c.Observer)
 }
 
@@ -120,7 +134,12 @@ func (c *Config) Validate() error {
 	case c.BindRetryMax < c.BindRetryMin || c.CommitRetryMax < c.CommitRetryMin:
 		return fmt.Errorf("%w: a retry maximum is below its minimum", ErrConfig)
 	}
-	for _, d := range []time.Duration{c.BatchLinger, c.BindRetryMin, c.CommitRetryMin, c.ShutdownTimeout} {
+	for _, r := range c.Routes {
+		if r.Topic == "" {
+			return fmt.Errorf("%w: route %q has no topic filter", ErrConfig, r.Name)
+		}
+	}
+	for _, d := range []time.Duration{c.BatchLinger, c.BindRetryMin, c.CommitRetryMin, c.ShutdownTimeout, c.SubjectsCheck} {
 		if d < 0 {
 			return fmt.Errorf("%w: negative duration %v", ErrConfig, d)
 		}

@@ -114,7 +114,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		nc.Close()
 		c.connected.Store(false)
 	}()
-	cons, err := c.bind(ctx, nc)
+	cons, subjects, err := c.bind(ctx, nc)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -135,6 +135,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.receive(rctx, cons, pull, endPull, in, fatal) })
 	wg.Go(func() { c.holding.keep(kctx) })
+	if len(c.cfg.Routes) > 0 {
+		wg.Go(func() { c.watchSubjects(kctx, nc, subjects) })
+	}
 
 	inHand, committed, runErr := c.consume(ctx, in, fatal)
 
@@ -250,59 +253,61 @@ func (c *Consumer) serverURL() string {
 
 // bind finds the stream and creates or updates the durable consumer,
 // retrying with a growing wait while the server cannot answer. A missing
-// stream or a refused consumer ends it with ErrStream.
-func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer, error) {
+// stream or a refused consumer ends it with ErrStream. It returns the
+// consumer and the stream's subjects.
+func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer, []string, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	b := consume.Backoff{Min: c.cfg.BindRetryMin, Max: c.cfg.BindRetryMax}
 	for attempt := 1; ; attempt++ {
-		cons, err := c.bindOnce(ctx, js)
+		cons, subjects, err := c.bindOnce(ctx, js)
 		if err == nil {
 			c.bound.Store(true)
-			return cons, nil
+			c.noteRoutes(subjects, "bind")
+			return cons, subjects, nil
 		}
 		if errors.Is(err, ErrStream) || ctx.Err() != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		wait := b.Delay(attempt)
 		c.log.Warn("jetstream cannot bind the consumer yet; trying again", "server", c.cfg.URL,
 			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "attempt", attempt, "wait", wait, "err", err)
 		c.obs.Observe(source.Event{Kind: source.ConnectFailed, Broker: c.serverURL(), Err: err})
 		if !consume.Sleep(ctx.Done(), wait) {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 }
 
-func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
+func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, []string, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	st, err := js.Stream(ctx, c.cfg.Stream)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return nil, fmt.Errorf("%w: stream %q not found on %s: create it, or set jetstream.stream", ErrStream, c.cfg.Stream, c.serverURL())
+		return nil, nil, fmt.Errorf("%w: stream %q not found on %s: create it, or set jetstream.stream", ErrStream, c.cfg.Stream, c.serverURL())
 	case errors.Is(err, nats.ErrNoResponders):
-		return nil, fmt.Errorf("no JetStream answers on %s (is the server run with -js?): %w", c.serverURL(), err)
+		return nil, nil, fmt.Errorf("no JetStream answers on %s (is the server run with -js?): %w", c.serverURL(), err)
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	}
 	if err := c.skipped(ctx, st); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_, err = st.Consumer(ctx, c.cfg.Consumer)
 	existed := err == nil
 	switch {
 	case errors.Is(err, jetstream.ErrNotPullConsumer):
-		return nil, fmt.Errorf("%w: consumer %q on stream %q is a push consumer (it has a deliver subject), and replayguard pulls: delete it, or name another jetstream.consumer",
+		return nil, nil, fmt.Errorf("%w: consumer %q on stream %q is a push consumer (it has a deliver subject), and replayguard pulls: delete it, or name another jetstream.consumer",
 			ErrStream, c.cfg.Consumer, c.cfg.Stream)
 	case err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound):
-		return nil, err
+		return nil, nil, err
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, c.consumerConfig())
 	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
-		return nil, fmt.Errorf("%w: consumer %q on stream %q: %d subjects need nats-server 2.10 or later: %v",
+		return nil, nil, fmt.Errorf("%w: consumer %q on stream %q: %d subjects need nats-server 2.10 or later: %v",
 			ErrStream, c.cfg.Consumer, c.cfg.Stream, len(c.cfg.Subjects), err)
 	}
 	if err != nil {
@@ -310,12 +315,12 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 		switch {
 		case !errors.As(err, &api):
 		case strings.Contains(api.Description, "can not be updated"): // nats-server 2.9 says so with code 500
-			return nil, fmt.Errorf("%w: consumer %q on stream %q exists with a setting the server cannot change (%s): delete it, or name another jetstream.consumer",
+			return nil, nil, fmt.Errorf("%w: consumer %q on stream %q exists with a setting the server cannot change (%s): delete it, or name another jetstream.consumer",
 				ErrStream, c.cfg.Consumer, c.cfg.Stream, api.Description)
 		case api.Code >= http.StatusBadRequest && api.Code < http.StatusInternalServerError && api.Code != http.StatusRequestTimeout:
-			return nil, fmt.Errorf("%w: consumer %q on stream %q: %s", ErrStream, c.cfg.Consumer, c.cfg.Stream, api.Description)
+			return nil, nil, fmt.Errorf("%w: consumer %q on stream %q: %s", ErrStream, c.cfg.Consumer, c.cfg.Stream, api.Description)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	info := cons.CachedInfo()
 	verb := "jetstream consumer bound"
@@ -325,7 +330,7 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	c.log.Info(verb, "stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "pending", info.NumPending,
 		"ack_pending", info.NumAckPending, "redelivered", info.NumRedelivered, "acked_through", info.AckFloor.Stream)
 	c.noteUnheld(info, 0)
-	return cons, nil
+	return cons, st.CachedInfo().Config.Subjects, nil
 }
 
 // consumerConfig is the durable consumer: explicit acks, every message of
