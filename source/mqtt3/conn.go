@@ -43,6 +43,19 @@ type corkedConn struct {
 	corked       bool
 	pending      []byte
 	writeTimeout time.Duration // bounds each write: a broker that stops reading is a stall
+
+	// onFirstRead, when set before paho reads, is called once the first
+	// bytes from the broker are read: its CONNACK.
+	onFirstRead func()
+	readOnce    sync.Once
+}
+
+func (c *corkedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.onFirstRead != nil {
+		c.readOnce.Do(c.onFirstRead)
+	}
+	return n, err
 }
 
 func (c *corkedConn) Write(p []byte) (int, error) {

@@ -45,3 +45,33 @@ func TestTheFirstDeliveryOfEachConnectionCarriesItsTime(t *testing.T) {
 		t.Fatalf("connection times %v, want the two connections', in UTC, the second later", stamped)
 	}
 }
+
+// A broker that accepts the connection and is slow to send its CONNACK
+// does not make the connection look older than it is: the time the first
+// delivery carries into the audit trail is when the CONNACK came, never
+// when the CONNECT went out. The session is resumed with messages queued,
+// which the broker delivers right behind the CONNACK, before paho's
+// Connect returns.
+func TestTheConnectionTimeIsTheConnacksNotTheConnects(t *testing.T) {
+	m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	p := startSlowProxy(t, m.Addr(), 1500*time.Millisecond)
+	cfg := testConfig(t, p.URL())
+	first := start(t, cfg, newRecorder(t))
+	first.waitReady(t)
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	pub := testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{})
+	publish(t, pub, "a", 3) // queued in the session
+
+	rec := newRecorder(t)
+	start(t, cfg, rec)
+	waitFor(t, "the queued messages", 10*time.Second, func() bool { return rec.Len() == 3 })
+	conns := p.Conns()
+	connack := conns[len(conns)-1].Connack()
+	got := rec.Committed()[0].Connected
+	if got.Before(connack) {
+		t.Fatalf("the first delivery carries connection time %v, %v before the CONNACK was sent (%v): the CONNECT's time",
+			got.Format(time.RFC3339Nano), connack.Sub(got).Round(time.Millisecond), connack.Format(time.RFC3339Nano))
+	}
+}

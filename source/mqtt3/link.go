@@ -39,11 +39,15 @@ type link struct {
 	gen    uint64
 	broker string
 	client paho.Client
-	upAt   time.Time
-	// connectAt is when its CONNECT went out, set before any delivery (a
-	// resumed session delivers before Connect returns): the time its
-	// first delivery carries (engine.Message.Connected).
-	connectAt time.Time
+	// upAt is when the connection came up, in Unix nanoseconds: when the
+	// broker's first bytes, its CONNACK, were read, or, where paho reads
+	// the connection itself, the first delivery or Connect's return,
+	// whichever came first (each follows the CONNACK; a resumed session
+	// delivers before Connect returns). Its first delivery carries it
+	// (engine.Message.Connected): never the CONNECT's time, which a broker
+	// slow to answer, or one that never does, would set apart from the
+	// connection's.
+	upAt atomic.Int64
 
 	delivered atomic.Bool // the connection delivered a message
 
@@ -88,7 +92,7 @@ func (c *Consumer) clientOptions(ctx context.Context, u *url.URL, clean bool, l 
 // fixed client id, and the subscriptions when the broker has no session.
 func (c *Consumer) connect(ctx context.Context, u *url.URL) (l *link, sessionPresent bool, err error) {
 	c.lastGen++
-	l = &link{c: c, gen: c.lastGen, broker: u.Redacted(), lost: make(chan struct{}), connectAt: time.Now().UTC()}
+	l = &link{c: c, gen: c.lastGen, broker: u.Redacted(), lost: make(chan struct{})}
 	c.cur.Store(l.gen) // before CONNECT: a resumed session delivers at once
 	l.client = paho.NewClient(c.clientOptions(ctx, u, false, l))
 	c.log.Info("mqtt connecting", "broker", l.broker, "protocol", protocolName)
@@ -98,12 +102,19 @@ func (c *Consumer) connect(ctx context.Context, u *url.URL) (l *link, sessionPre
 		c.conn.Store(nil)
 		return nil, false, l.connectError(err, tok.(*paho.ConnectToken).ReturnCode())
 	}
-	l.upAt = time.Now()
+	l.up()
 	present := tok.(*paho.ConnectToken).SessionPresent()
 	c.connected.Store(true)
 	c.log.Info("mqtt connected", "broker", l.broker, "protocol", protocolName, "client_id", c.cfg.ClientID, "session_present", present)
 	c.obs.Observe(source.Event{Kind: source.Connected, Broker: l.broker})
 	return l, present, nil
+}
+
+// up notes that the connection is up, if not noted yet, and returns when
+// it came up, in UTC.
+func (l *link) up() time.Time {
+	l.upAt.CompareAndSwap(0, time.Now().UnixNano())
+	return time.Unix(0, l.upAt.Load()).UTC()
 }
 
 // cleanSession discards the broker's session for the client id: a
@@ -140,6 +151,7 @@ func (l *link) dialed(conn *corkedConn) {
 	l.mu.Lock()
 	l.conn, l.dialOK = conn, true
 	l.mu.Unlock()
+	conn.onFirstRead = func() { l.up() }
 	if l.gen != 0 {
 		l.c.conn.Store(conn)
 	}
@@ -187,7 +199,7 @@ func (l *link) receive(_ paho.Client, m paho.Message) {
 		at:  time.Now(),
 	}
 	if first {
-		d.msg.Connected = l.connectAt // the connection's first delivery
+		d.msg.Connected = l.up() // the connection's first delivery
 	}
 	d.n = c.share.Received(d.at)
 	if c.prep != nil { // here, not on the goroutine that decides

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // proxy forwards MQTT connections to a broker and records, per
@@ -17,6 +18,9 @@ type proxy struct {
 	t      testing.TB
 	l      net.Listener
 	target string
+	// connackDelay holds each CONNACK back this long: a broker that
+	// accepts the connection and is slow to answer its CONNECT.
+	connackDelay time.Duration
 
 	mu    sync.Mutex
 	conns []*proxied
@@ -27,17 +31,24 @@ type proxy struct {
 type proxied struct {
 	client, broker net.Conn
 	mu             sync.Mutex
-	publishes      []uint16 // broker → client, QoS > 0
-	pubacks        []uint16 // client → broker
+	publishes      []uint16  // broker → client, QoS > 0
+	pubacks        []uint16  // client → broker
+	connack        time.Time // when the CONNACK was passed on
 }
 
 func startProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	return startSlowProxy(t, target, 0)
+}
+
+// startSlowProxy is startProxy holding each CONNACK back for connackDelay.
+func startSlowProxy(t testing.TB, target string, connackDelay time.Duration) *proxy {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{t: t, l: l, target: target}
+	p := &proxy{t: t, l: l, target: target, connackDelay: connackDelay}
 	p.wg.Go(p.accept)
 	t.Cleanup(func() {
 		l.Close()
@@ -64,7 +75,17 @@ func (p *proxy) accept() {
 		p.mu.Lock()
 		p.conns = append(p.conns, pc)
 		p.mu.Unlock()
-		p.wg.Go(func() { pc.pipe(b, c, func(typ byte, id uint16) { pc.note(&pc.publishes, typ == 3, id) }) })
+		p.wg.Go(func() {
+			pc.pipe(b, c, func(typ byte, id uint16) {
+				if typ == 2 { // CONNACK
+					time.Sleep(p.connackDelay)
+					pc.mu.Lock()
+					pc.connack = time.Now()
+					pc.mu.Unlock()
+				}
+				pc.note(&pc.publishes, typ == 3, id)
+			})
+		})
 		p.wg.Go(func() { pc.pipe(c, b, func(typ byte, id uint16) { pc.note(&pc.pubacks, typ == 4, id) }) })
 	}
 }
@@ -93,6 +114,13 @@ func (c *proxied) note(list *[]uint16, ok bool, id uint16) {
 	c.mu.Lock()
 	*list = append(*list, id)
 	c.mu.Unlock()
+}
+
+// Connack returns when the CONNACK was passed on; zero before.
+func (c *proxied) Connack() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connack
 }
 
 // Record returns the ids seen so far.

@@ -60,7 +60,7 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	c.cur.CompareAndSwap(l.gen, 0)
 	c.conn.Store(nil)
 	c.connected.Store(false)
-	held = time.Since(l.upAt)
+	held = time.Since(l.up())
 	if ctx.Err() != nil {
 		l.client.Disconnect(c.quiesce())
 		c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: l.broker})
