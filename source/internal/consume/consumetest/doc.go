@@ -1,7 +1,7 @@
 // Package consumetest holds the test helpers the source packages share:
 // a logger to testing.T, a consumer run in the background until the test
-// ends, a Processor that records what it commits, and an Observer that
-// records events.
+// ends, a Processor that records what it commits, an Observer that
+// records events, and the scenarios every MQTT source runs (LeaveShare).
 //
 //	rec := consumetest.NewRecorder(t)
 //	c, _ := mqtt.New(cfg, rec)
