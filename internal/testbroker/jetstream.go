@@ -24,9 +24,9 @@ func (n *NATS) CreateStream(name string, subjects ...string) {
 	}
 }
 
-// SetStreamSubjects changes the subjects stream takes, and fails the test
-// if it cannot.
-func (n *NATS) SetStreamSubjects(name string, subjects ...string) {
+// UpdateStream changes stream's configuration with edit, as an
+// operator's `nats stream edit` would, and fails the test if it cannot.
+func (n *NATS) UpdateStream(name string, edit func(*jetstream.StreamConfig)) {
 	n.tb.Helper()
 	nc, js := n.jetStream()
 	defer nc.Close()
@@ -37,9 +37,28 @@ func (n *NATS) SetStreamSubjects(name string, subjects ...string) {
 		n.tb.Fatalf("testbroker: stream %s: %v", name, err)
 	}
 	cfg := st.CachedInfo().Config
-	cfg.Subjects = subjects
+	edit(&cfg)
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		n.tb.Fatalf("testbroker: update stream %s: %v", name, err)
+	}
+}
+
+// SetConsumerMaxDeliver sets the durable consumer's max_deliver on stream,
+// as an operator's edit would, and fails the test if it cannot.
+func (n *NATS) SetConsumerMaxDeliver(stream, consumer string, maxDeliver int) {
+	n.tb.Helper()
+	info, err := n.ConsumerInfo(stream, consumer)
+	if err != nil {
+		n.tb.Fatalf("testbroker: consumer %s on %s: %v", consumer, stream, err)
+	}
+	nc, js := n.jetStream()
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg := info.Config
+	cfg.MaxDeliver = maxDeliver
+	if _, err := js.UpdateConsumer(ctx, stream, cfg); err != nil {
+		n.tb.Fatalf("testbroker: update consumer %s on %s: %v", consumer, stream, err)
 	}
 }
 

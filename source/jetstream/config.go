@@ -27,8 +27,9 @@ const (
 	DefaultShutdownTimeout = consume.DefaultShutdownTimeout
 	// MinAckWait is the shortest AckWait accepted.
 	MinAckWait = time.Second
-	// DefaultSubjectsCheck is how often Run reads the stream's subjects.
-	DefaultSubjectsCheck = time.Minute
+	// DefaultStreamCheck is how often Run reads the stream's and the
+	// consumer's state.
+	DefaultStreamCheck = time.Minute
 )
 
 // Config configures a Consumer. Fields marked "required" have no default;
@@ -66,11 +67,12 @@ type Config struct {
 	// that the routes match only in part: its messages are quarantined as
 	// malformed (no route matches). While Run consumes, a change of the
 	// stream's own subjects is warned about, and each subject added is
-	// checked the same way. Default none: no check, and no watch.
+	// checked the same way. Default none: no check.
 	Routes []Route
-	// SubjectsCheck is how often Run reads the stream's subjects, when
-	// Routes are set. Default DefaultSubjectsCheck.
-	SubjectsCheck time.Duration
+	// StreamCheck is how often Run reads the stream's subjects and first
+	// sequence and the consumer's settings (see Run). Default
+	// DefaultStreamCheck.
+	StreamCheck time.Duration
 	// MaxAckPending is how many delivered messages the server lets wait
 	// for their ack: the in-flight bound and the backpressure of a slow
 	// Process. Default DefaultMaxAckPending, or 2×BatchSize when larger:
@@ -113,7 +115,7 @@ func (c *Config) setDefaults() {
 	consume.DefaultRetry(&c.BindRetryMin, &c.BindRetryMax, DefaultBindRetryMin, DefaultBindRetryMax)
 	consume.DefaultRetry(&c.CommitRetryMin, &c.CommitRetryMax, DefaultCommitRetryMin, DefaultCommitRetryMax)
 	consume.Default(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	consume.Default(&c.SubjectsCheck, DefaultSubjectsCheck)
+	consume.Default(&c.StreamCheck, DefaultStreamCheck)
 	consume.DefaultSinks(&c.Logger, &c.Observer)
 }
 
@@ -139,7 +141,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: route %q has no topic filter", ErrConfig, r.Name)
 		}
 	}
-	for _, d := range []time.Duration{c.BatchLinger, c.BindRetryMin, c.CommitRetryMin, c.ShutdownTimeout, c.SubjectsCheck} {
+	for _, d := range []time.Duration{c.BatchLinger, c.BindRetryMin, c.CommitRetryMin, c.ShutdownTimeout, c.StreamCheck} {
 		if d < 0 {
 			return fmt.Errorf("%w: negative duration %v", ErrConfig, d)
 		}

@@ -50,6 +50,9 @@ type Consumer struct {
 	commits   *consume.Committer
 	holding   *holding               // the messages Run holds
 	server    atomic.Pointer[string] // URL of the server connected to
+	// removedThrough is the last stream sequence told removed before the
+	// consumer received it (see removedAhead); Run's.
+	removedThrough uint64
 }
 
 // delivery is one message in hand, with what its ack needs.
@@ -135,9 +138,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.receive(rctx, cons, pull, endPull, in, fatal) })
 	wg.Go(func() { c.holding.keep(kctx) })
-	if len(c.cfg.Routes) > 0 {
-		wg.Go(func() { c.watchSubjects(kctx, nc, subjects) })
-	}
+	wg.Go(func() { c.watch(kctx, nc, cons, subjects) })
 
 	inHand, committed, runErr := c.consume(ctx, in, fatal)
 
@@ -323,6 +324,9 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 		return nil, nil, err
 	}
 	info := cons.CachedInfo()
+	if existed {
+		c.removedAhead(st.CachedInfo().State.FirstSeq, info.Delivered.Stream)
+	}
 	verb := "jetstream consumer bound"
 	if !existed {
 		verb = "jetstream consumer created: delivering the stream from its first message"

@@ -65,6 +65,12 @@
 // ErrConsumerDeleted: when the server says so, or when, after a reconnect
 // or a missed heartbeat, it no longer knows the consumer.
 //
+// While Run consumes, it reads the stream and the consumer every
+// Config.StreamCheck: a change of the stream's subjects is warned about
+// (with the routes that take each added one, Config.Routes), messages the
+// stream removed before the consumer received them are logged as an
+// error, and a max_deliver set on the server is set back to unlimited.
+//
 // A Processor that also has Submit, as the engine does (engine.Engine.Submit),
 // has the next batch collected and decided while the last one commits;
 // acknowledgements stay in delivery order, each after its batch's commit. A batch

@@ -1,13 +1,8 @@
 package jetstream
 
 import (
-	"context"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Route is one of the engine's routes as the consumer checks the stream's
@@ -23,7 +18,7 @@ type Route struct {
 // message no route matches is decided malformed ("no route matches
 // topic"), kept in quarantine and acknowledged. It does nothing when the
 // consumer was given no routes.
-func (c *Consumer) noteRoutes(subjects []string, level string) {
+func (c *Consumer) noteRoutes(subjects []string, when string) {
 	if len(c.cfg.Routes) == 0 {
 		return
 	}
@@ -32,12 +27,12 @@ func (c *Consumer) noteRoutes(subjects []string, level string) {
 		switch {
 		case len(some) == 0:
 			c.log.Warn("jetstream: no route matches the stream subject "+s+" the consumer takes: each of its messages is quarantined as malformed (no route matches); add a route, or narrow jetstream.subjects or the stream",
-				"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "subject", s, "when", level)
+				"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "subject", s, "when", when)
 		case len(full) == 0:
 			c.log.Warn("jetstream: the routes match only some subjects of the stream subject "+s+" the consumer takes: a message no route matches is quarantined as malformed (no route matches)",
-				"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "subject", s, "routes", some, "when", level)
+				"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "subject", s, "routes", some, "when", when)
 		default:
-			c.log.Info("jetstream: stream subject taken", "stream", c.cfg.Stream, "subject", s, "routes", some, "when", level)
+			c.log.Info("jetstream: stream subject taken", "stream", c.cfg.Stream, "subject", s, "routes", some, "when", when)
 		}
 	}
 }
@@ -58,48 +53,6 @@ func (c *Consumer) taken(stream []string) []string {
 		}
 	}
 	return out
-}
-
-// watchSubjects reads the stream's subjects every SubjectsCheck until ctx
-// is done, starting from those seen at the bind, and warns when they
-// change: the consumer takes a subject added to the stream (with no
-// jetstream.subjects, or one its filter covers), and the routes decide
-// its messages, or none does.
-func (c *Consumer) watchSubjects(ctx context.Context, nc *nats.Conn, seen []string) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return
-	}
-	t := time.NewTicker(c.cfg.SubjectsCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now, ok := c.streamSubjects(ctx, js)
-		if !ok || slices.Equal(now, seen) {
-			continue
-		}
-		added, removed := diff(seen, now), diff(now, seen)
-		c.log.Warn("jetstream: the stream's subjects changed while the consumer runs", "stream", c.cfg.Stream,
-			"added", added, "removed", removed, "subjects", now)
-		c.noteRoutes(added, "stream subjects changed")
-		seen = now
-	}
-}
-
-// streamSubjects reads the stream's subjects; false when the server does
-// not answer (the next check asks again).
-func (c *Consumer) streamSubjects(ctx context.Context, js jetstream.JetStream) ([]string, bool) {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
-	st, err := js.Stream(ctx, c.cfg.Stream)
-	if err != nil {
-		return nil, false
-	}
-	return st.CachedInfo().Config.Subjects, true
 }
 
 // diff is what b holds that a does not.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
 	"github.com/replayguard/replayguard/source/jetstream"
@@ -101,7 +103,7 @@ func (l *logBuffer) String() string {
 func routedConfig(t *testing.T, url string) (jetstream.Config, *logBuffer) {
 	cfg := testConfig(t, url)
 	cfg.Routes = []jetstream.Route{{Name: "meters", Topic: "plant/+/energy"}}
-	cfg.SubjectsCheck = 20 * time.Millisecond
+	cfg.StreamCheck = 20 * time.Millisecond
 	logs := &logBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	t.Cleanup(func() {
@@ -146,7 +148,7 @@ func TestASubjectAddedToTheStreamWhileRunningIsWarnedAboutAndItsMessagesQuaranti
 	r := start(t, cfg, rec)
 	waitFor(t, "the consumer bound", 10*time.Second, r.Ready)
 
-	n.SetStreamSubjects(testStream, "plant.*.energy", "plant.*.water")
+	n.UpdateStream(testStream, func(c *natsjs.StreamConfig) { c.Subjects = []string{"plant.*.energy", "plant.*.water"} })
 	waitFor(t, "the change warned about", 10*time.Second, func() bool {
 		return logs.has("WARN", "subjects changed", "added=[plant.*.water]")
 	})
