@@ -48,9 +48,10 @@ type Consumer struct {
 
 	running    atomic.Bool
 	connected  atomic.Bool
-	subscribed atomic.Bool // the broker's session holds our subscriptions
-	everSubbed atomic.Bool // a subscription of this Run was granted once
-	holdsAll   atomic.Bool // every filter of this Run was granted in the broker's session
+	subscribed atomic.Bool            // the broker's session holds our subscriptions
+	everSubbed atomic.Bool            // a subscription of this Run was granted once
+	holdsAll   atomic.Bool            // every filter of this Run was granted in the broker's session
+	refused    atomic.Pointer[string] // why the broker refuses to renew the subscriptions; nil when it does not
 	commits    *consume.Committer
 	batches    *consume.Batches[delivery]
 
@@ -95,6 +96,9 @@ func (c *Consumer) Connected() bool { return c.connected.Load() }
 
 // NotReady says why Ready is false; "" when it is true.
 func (c *Consumer) NotReady() string {
+	if why := c.refused.Load(); why != nil && c.connected.Load() && !c.subscribed.Load() {
+		return "connected, and the broker refuses to renew the subscriptions (trying again): " + *why
+	}
 	return consume.NotReady(c.connected.Load(), c.subscribed.Load(), c.commits)
 }
 
@@ -113,6 +117,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.subscribed.Store(false)
 	c.everSubbed.Store(false)
 	c.holdsAll.Store(false)
+	c.refused.Store(nil)
 	c.leave.Clear()
 	c.needClean = c.cfg.CleanStart
 	select {

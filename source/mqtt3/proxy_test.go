@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -21,6 +22,9 @@ type proxy struct {
 	// connackDelay holds each CONNACK back this long: a broker that
 	// accepts the connection and is slow to answer its CONNECT.
 	connackDelay time.Duration
+	// refuseSubacks, while set, turns every return code of the SUBACKs
+	// passed on into 0x80: the broker refusing the subscriptions.
+	refuseSubacks atomic.Bool
 
 	mu    sync.Mutex
 	conns []*proxied
@@ -84,9 +88,9 @@ func (p *proxy) accept() {
 					pc.mu.Unlock()
 				}
 				pc.note(&pc.publishes, typ == 3, id)
-			})
+			}, p.rewrite)
 		})
-		p.wg.Go(func() { pc.pipe(c, b, func(typ byte, id uint16) { pc.note(&pc.pubacks, typ == 4, id) }) })
+		p.wg.Go(func() { pc.pipe(c, b, func(typ byte, id uint16) { pc.note(&pc.pubacks, typ == 4, id) }, nil) })
 	}
 }
 
@@ -130,9 +134,25 @@ func (c *proxied) Record() (publishes, pubacks []uint16) {
 	return append([]uint16(nil), c.publishes...), append([]uint16(nil), c.pubacks...)
 }
 
+// rewrite changes a packet from the broker before it is passed on: a
+// SUBACK's return codes to 0x80 while refuseSubacks is set.
+func (p *proxy) rewrite(typ byte, pkt []byte) {
+	if typ != 9 || !p.refuseSubacks.Load() {
+		return
+	}
+	n := 1
+	for pkt[n]&0x80 != 0 { // the remaining length's bytes
+		n++
+	}
+	for i := n + 1 + 2; i < len(pkt); i++ { // past the packet id
+		pkt[i] = 0x80
+	}
+}
+
 // pipe copies packets from src to dst, telling seen each packet's type
-// and, for PUBLISH at QoS > 0 and PUBACK, its packet id.
-func (c *proxied) pipe(src, dst net.Conn, seen func(typ byte, id uint16)) {
+// and, for PUBLISH at QoS > 0 and PUBACK, its packet id, and letting
+// rewrite, when set, change it first.
+func (c *proxied) pipe(src, dst net.Conn, seen func(typ byte, id uint16), rewrite func(typ byte, pkt []byte)) {
 	defer dst.Close()
 	r := bufio.NewReader(src)
 	for {
@@ -141,6 +161,9 @@ func (c *proxied) pipe(src, dst net.Conn, seen func(typ byte, id uint16)) {
 			return
 		}
 		seen(typ, id)
+		if rewrite != nil {
+			rewrite(typ, pkt)
+		}
 		if _, err := dst.Write(pkt); err != nil {
 			return
 		}

@@ -122,6 +122,7 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte,
 					break
 				}
 			}
+			c.refused.Store(nil)
 			c.subscribed.Store(true)
 			c.everSubbed.Store(true)
 			c.log.Info("mqtt subscribed", "broker", l.broker, "filters", len(subs))
@@ -134,6 +135,8 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte,
 			}
 			return
 		}
+		why := err.Error()
+		c.refused.Store(&why)
 		wait := b.Delay(attempt)
 		c.log.Warn("mqtt broker refused to renew the subscriptions; trying again",
 			"broker", l.broker, "err", err, "attempt", attempt, "wait", wait)
