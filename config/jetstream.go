@@ -60,8 +60,10 @@ type JetStreamConfig struct {
 	// Consumer is the durable consumer's name, created on the stream at the
 	// first start (delivering the stream from its first message) and bound
 	// again at every later start: the server keeps what it acknowledged.
-	// Required, and fixed like an MQTT client id: a new name starts over
-	// from the stream's first message. It is also the default store.member.
+	// Required, and fixed like an MQTT client id: a new consumer delivers
+	// the stream from its first message, so once the store holds this
+	// member's decisions run refuses to create one, naming how to create it
+	// at the right sequence. It is also the default store.member.
 	Consumer string `yaml:"consumer"`
 	// Subjects filter the stream's subjects the consumer takes. Default
 	// none: every subject of the stream. More than one needs nats-server

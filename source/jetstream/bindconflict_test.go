@@ -38,6 +38,29 @@ func TestAPushConsumerOfTheSameNameIsRefused(t *testing.T) {
 	runRefused(t, n, e, testConsumer, "push consumer")
 }
 
+// A durable consumer an operator created to start at a chosen stream
+// sequence (after replayguard's was deleted: a new one would deliver the
+// stream again from its first message, and an id route's messages whose
+// keys have left the window would apply twice) is bound as it is, its
+// start kept: the server cannot change it, and it mattered only at its
+// creation.
+func TestADurableMadeToStartAtASequenceIsBoundAsItIs(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	publishAll(t, n, readings(5, "m1"))
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy,
+		DeliverPolicy: natsjs.DeliverByStartSequencePolicy, OptStartSeq: 4, MaxDeliver: -1})
+	e, _ := meters(t)
+	r := start(t, testConfig(t, n.URL()), e)
+	allAcked(t, n, 10*time.Second)
+	if got := kwh(e, "m1"); got != "2" {
+		t.Errorf("meter/m1 kwh = %s, want 2: the readings from stream sequence 4 on", got)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // durableMadeElsewhere creates the tests' durable consumer on n as an
 // operator or another program would, with cfg.
 func durableMadeElsewhere(t *testing.T, n *testbroker.NATS, cfg natsjs.ConsumerConfig) {

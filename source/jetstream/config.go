@@ -51,9 +51,10 @@ type Config struct {
 	Stream string
 	// Consumer is the durable pull consumer's name: created with
 	// DeliverAll, explicit acks and MaxAckPending when the stream has none
-	// of that name, bound (and its AckWait and MaxAckPending updated)
-	// otherwise. Required, and fixed: another name starts over from the
-	// stream's first message.
+	// of that name and the Processor has decided nothing yet (else Run
+	// returns ErrStream, saying how to create it), bound (and its AckWait
+	// and MaxAckPending updated, where it starts kept) otherwise. Required,
+	// and fixed.
 	Consumer string
 	// Subjects filter the stream's subjects. Default none: all of them.
 	// More than one needs nats-server 2.10. Subjects wider than an

@@ -29,6 +29,10 @@ type Processor = consume.Processor
 // consume.Preparer).
 type preparer = consume.Preparer
 
+// decider is a Processor that tells what its store holds, as the engine
+// does (engine.Engine.Stats): whether it has decided anything yet.
+type decider interface{ Stats() engine.Stats }
+
 // apiTimeout bounds one JetStream API request (stream info, consumer
 // create) while binding.
 const apiTimeout = 10 * time.Second
@@ -40,6 +44,7 @@ type Consumer struct {
 	cfg  Config
 	p    Processor
 	prep preparer // p, when it can decode ahead; else nil
+	dec  decider  // p, when it tells its store's state; else nil
 	log  *slog.Logger
 	obs  source.Observer
 
@@ -53,6 +58,22 @@ type Consumer struct {
 	// removedThrough is the last stream sequence told removed before the
 	// consumer received it (see removedAhead); Run's.
 	removedThrough uint64
+	// ackFloor is the consumer's ack floor as the server last told it (at
+	// the bind, a check, a reconnect), and when: every message up to it
+	// was acknowledged, so decided, and every one after it was decided
+	// since, if at all. Where to resume a consumer deleted.
+	ackFloor atomic.Pointer[floor]
+}
+
+// floor is an ack floor and when it was read.
+type floor struct {
+	seq uint64
+	at  time.Time
+}
+
+// noteFloor records the consumer's ack floor, read now.
+func (c *Consumer) noteFloor(info *jetstream.ConsumerInfo) {
+	c.ackFloor.Store(&floor{seq: info.AckFloor.Stream, at: time.Now().UTC()})
 }
 
 // delivery is one message in hand, with what its ack needs.
@@ -76,6 +97,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	}
 	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer}
 	c.prep, _ = p.(preparer)
+	c.dec, _ = p.(decider)
 	c.commits = consume.NewCommitter("jetstream", p, consume.Backoff{Min: cfg.CommitRetryMin, Max: cfg.CommitRetryMax}, cfg.Observer, cfg.Logger)
 	return c, nil
 }
@@ -297,7 +319,7 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	if err := c.skipped(ctx, st); err != nil {
 		return nil, nil, err
 	}
-	_, err = st.Consumer(ctx, c.cfg.Consumer)
+	prev, err := st.Consumer(ctx, c.cfg.Consumer)
 	existed := err == nil
 	switch {
 	case errors.Is(err, jetstream.ErrNotPullConsumer):
@@ -306,7 +328,17 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	case err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return nil, nil, err
 	}
-	cons, err := st.CreateOrUpdateConsumer(ctx, c.consumerConfig())
+	cc := c.consumerConfig()
+	if existed {
+		c.keepStart(&cc, prev.CachedInfo().Config)
+	} else if c.dec != nil && c.dec.Stats().Position > 0 {
+		return nil, nil, fmt.Errorf("%w: durable consumer %q is missing on stream %q, and the store already holds this member's decisions (it was deleted, or the stream created again, or jetstream.consumer renamed): "+
+			"a new one would deliver the stream from its first message, where messages whose keys have left the window (window.ttl) apply again. "+
+			"Create it first, where it should start: e.g. nats consumer add %s %s --pull --ack explicit --deliver SEQ (the stream sequence after the last one decided; "+
+			"what comes again is found duplicate), or --deliver all to take the whole stream again",
+			ErrStream, c.cfg.Consumer, c.cfg.Stream, c.cfg.Stream, c.cfg.Consumer)
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, cc)
 	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
 		return nil, nil, fmt.Errorf("%w: consumer %q on stream %q: %d subjects need nats-server 2.10 or later: %v",
 			ErrStream, c.cfg.Consumer, c.cfg.Stream, len(c.cfg.Subjects), err)
@@ -324,6 +356,7 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 		return nil, nil, err
 	}
 	info := cons.CachedInfo()
+	c.noteFloor(info)
 	if existed {
 		c.removedAhead(st.CachedInfo().State.FirstSeq, info.Delivered.Stream)
 	}
@@ -358,6 +391,21 @@ func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
 	return cc
 }
 
+// keepStart keeps, in cc, where the existing consumer was made to start:
+// the server cannot change it, and it only ever mattered at its creation.
+// An operator who creates the durable at a chosen position (after one was
+// deleted, `nats consumer add --deliver SEQ`, rather than have a new one
+// deliver the stream again from its first message) has it bound, not
+// refused.
+func (c *Consumer) keepStart(cc *jetstream.ConsumerConfig, was jetstream.ConsumerConfig) {
+	if was.DeliverPolicy == cc.DeliverPolicy {
+		return
+	}
+	cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = was.DeliverPolicy, was.OptStartSeq, was.OptStartTime
+	c.log.Info("jetstream consumer made elsewhere to start past the stream's first message: bound as it is", "stream", c.cfg.Stream,
+		"consumer", c.cfg.Consumer, "deliver_policy", was.DeliverPolicy.String(), "start_sequence", was.OptStartSeq)
+}
+
 // gone asks the server, after a missed heartbeat or a pull request it
 // refused, whether the consumer still exists: one deleted while the
 // connection was down (a server restarted without it, a stream deleted and
@@ -370,12 +418,33 @@ func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer, held int) 
 	defer cancel()
 	info, err := cons.Info(ctx)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("%w: %q on stream %q: %v", ErrConsumerDeleted, c.cfg.Consumer, c.cfg.Stream, err)
+		return c.deleted(err.Error())
 	}
 	if err == nil {
+		c.noteFloor(info)
 		c.noteUnheld(info, held)
 	}
 	return nil
+}
+
+// deleted is the error that ends Run when the consumer is deleted on the
+// server, saying why (the server's words) and how to resume: a new
+// consumer would deliver the stream from its first message, where an id
+// route's messages whose keys have left the window (window.ttl) would
+// apply again, so the next start refuses to create one on a store that
+// holds decisions.
+func (c *Consumer) deleted(why string) error {
+	f := c.ackFloor.Load()
+	if f == nil {
+		f = &floor{at: time.Now().UTC()}
+	}
+	from := f.seq + 1
+	return fmt.Errorf("%w: %q on stream %q: %s; a new one would deliver the stream from its first message, "+
+		"where messages whose keys have left the window (window.ttl) apply again, so the next start refuses until it exists: "+
+		"to resume, create it from stream sequence %d, after the ack floor read at %s "+
+		"(what was decided after it was decided since then: its copies are found duplicate while their keys are in the window, window.ttl from then), "+
+		"e.g. nats consumer add %s %s --pull --ack explicit --deliver %d",
+		ErrConsumerDeleted, c.cfg.Consumer, c.cfg.Stream, why, from, f.at.Format(time.RFC3339), c.cfg.Stream, c.cfg.Consumer, from)
 }
 
 // noteUnheld tells when the server counts more of the consumer's messages

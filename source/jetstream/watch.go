@@ -56,6 +56,7 @@ func (c *Consumer) check(ctx context.Context, js jetstream.JetStream, cons jetst
 	if err != nil {
 		return seen
 	}
+	c.noteFloor(info)
 	c.removedAhead(si.State.FirstSeq, info.Delivered.Stream)
 	if n := info.Config.MaxDeliver; n > 0 {
 		_, err := st.UpdateConsumer(ctx, c.consumerConfig())

@@ -1,12 +1,16 @@
 package jetstream_test
 
 import (
+	"errors"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source/jetstream"
 )
 
 // A max_deliver set on the durable consumer while replayguard runs (an
@@ -58,6 +62,51 @@ func TestMessagesTheStreamRemovedBeforeTheConsumerReceivedThemAreToldAtTheBind(t
 	waitFor(t, "the consumer bound", 10*time.Second, r.Ready)
 	if !logs.has("ERROR", "removed messages before this consumer received them", "from_sequence=3", "through_sequence=4") {
 		t.Error("no error names stream sequences 3 and 4, discarded before the consumer received them")
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A consumer deleted under replayguard ends Run with where to resume: a
+// new one would deliver the stream from its first message, where an id
+// route's messages whose keys have left the window apply again, so the
+// next start on the same store refuses to create it. The durable created
+// from the sequence named delivers nothing twice into effect and misses
+// nothing.
+func TestADeletedConsumerEndsRunNamingWhereToResume(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, _ := meters(t)
+	cfg, _ := routedConfig(t, n.URL())
+	r := start(t, cfg, e)
+	publishAll(t, n, readings(5, "m1"))
+	allAcked(t, n, 10*time.Second)
+	n.DeleteConsumer(testStream, testConsumer)
+	<-r.run.Done()
+	err := r.run.Err()
+	if !errors.Is(err, jetstream.ErrConsumerDeleted) {
+		t.Fatalf("Run = %v, want ErrConsumerDeleted", err)
+	}
+	m := regexp.MustCompile(`--deliver (\d+)`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("Run = %v, want it to name the stream sequence to resume from", err)
+	}
+	from, _ := strconv.ParseUint(m[1], 10, 64)
+	if from < 1 || from > 6 {
+		t.Fatalf("resume from stream sequence %d, want 1 to 6: every message after it unacknowledged or absent", from)
+	}
+
+	// Started again before it exists, it is refused, not created anew.
+	runRefused(t, n, e, testConsumer, "missing", "--deliver")
+
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy,
+		DeliverPolicy: natsjs.DeliverByStartSequencePolicy, OptStartSeq: from, MaxDeliver: -1})
+	r = start(t, cfg, e)
+	publishAll(t, n, readings(7, "m1")[5:])
+	allAcked(t, n, 10*time.Second)
+	if got := kwh(e, "m1"); got != "7" {
+		t.Errorf("meter/m1 kwh = %s, want 7: each reading once", got)
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
