@@ -302,17 +302,17 @@ func (s *Store) Chains(ctx context.Context) ([]engine.Chain, error) {
 // last record and the head kept; last is zero when every record is in a
 // chain. A member's last record is read before its head, so a batch it
 // commits between the reads is within the head. The members' ids are
-// read from the members hash: records of an id removed from it are not
-// found.
+// those the members hash names and those of every chain the store holds
+// (chainIDs), so the records of an id removed from the hash are found
+// too.
 func (s *Store) StrayAudit(ctx context.Context) (member string, last, head uint64, err error) {
 	if err := s.check(); err != nil {
 		return "", 0, 0, err
 	}
-	ids, err := s.c.HKeys(ctx, s.k.members).Result()
+	ids, err := s.chainIDs(ctx)
 	if err != nil {
-		return "", 0, 0, s.fail("read the members", err)
+		return "", 0, 0, err
 	}
-	slices.Sort(ids)
 	for _, m := range ids {
 		if last, err = s.lastRecord(ctx, m); err != nil || last == 0 {
 			if err != nil {
@@ -337,15 +337,45 @@ func (s *Store) StrayAudit(ctx context.Context) (member string, last, head uint6
 	return "", 0, 0, nil
 }
 
+// chainIDs returns, sorted, every member id the members hash names and
+// every id whose chain or chain index the store holds, found by SCAN over
+// the group's chain keys: a member removed from the hash leaves its
+// records there. The SCAN walks the server's whole keyspace.
+func (s *Store) chainIDs(ctx context.Context) ([]string, error) {
+	ids, err := s.c.HKeys(ctx, s.k.members).Result()
+	if err != nil {
+		return nil, s.fail("read the members", err)
+	}
+	it := s.c.Scan(ctx, 0, globEscaper.Replace(s.k.prefix)+"chain*", 1000).Iterator()
+	for it.Next(ctx) {
+		k := strings.TrimPrefix(it.Val(), s.k.prefix)
+		m, ok := strings.CutPrefix(k, "chain:")
+		if !ok {
+			m, ok = strings.CutPrefix(k, "chainindex:")
+		}
+		if ok && !slices.Contains(ids, m) {
+			ids = append(ids, m)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, s.fail("find the audit chains", err)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
 // lastRecord is the position of the last record of member's chain; zero
-// when it holds none.
+// when it holds none. A chain whose index is gone is read from its
+// batches' first positions.
 func (s *Store) lastRecord(ctx context.Context, member string) (uint64, error) {
 	starts, err := s.c.ZRange(ctx, s.k.chainIndex(member), -1, -1).Result()
 	if err != nil {
 		return 0, s.fail("read the audit chain index of "+member, err)
 	}
 	if len(starts) == 0 {
-		return 0, nil
+		if starts, err = s.lastUnindexed(ctx, member); err != nil || len(starts) == 0 {
+			return 0, err
+		}
 	}
 	blob, err := s.c.HGet(ctx, s.k.chain(member), starts[0]).Result()
 	if errors.Is(err, goredis.Nil) { // its last batch trimmed meanwhile: it holds none
@@ -359,6 +389,26 @@ func (s *Store) lastRecord(ctx context.Context, member string) (uint64, error) {
 		return 0, fmt.Errorf("redis store: decode an audit record of %q: %w", member, err)
 	}
 	return r.Position, nil
+}
+
+// lastUnindexed returns the highest first position of a batch member's
+// chain holds, read from the chain itself (none when it holds none).
+func (s *Store) lastUnindexed(ctx context.Context, member string) ([]string, error) {
+	fields, err := s.c.HKeys(ctx, s.k.chain(member)).Result()
+	if err != nil {
+		return nil, s.fail("read the audit chain of "+member, err)
+	}
+	var last string
+	top := uint64(0)
+	for _, f := range fields {
+		if n, err := strconv.ParseUint(f, 10, 64); err == nil && n >= top {
+			top, last = n, f
+		}
+	}
+	if last == "" {
+		return nil, nil
+	}
+	return []string{last}, nil
 }
 
 // CountQuarantine counts the group's open entries without reading them.

@@ -11,20 +11,27 @@ import (
 )
 
 // TestAuditVerifyCatchesRecordsOutsideEveryChain removes a member's chain
-// head, or moves it back, leaving the member's records in the store: audit
-// verify reads every chain up to its head, so those records would be read
-// by nothing, and the group's chains must not verify as intact.
+// head, or moves it back, or removes the member from the members hash with
+// its head, leaving the member's records in the store: audit verify reads
+// every chain up to its head, so those records would be read by nothing,
+// and the group's chains must not verify as intact.
 func TestAuditVerifyCatchesRecordsOutsideEveryChain(t *testing.T) {
 	srv := testbroker.StartRedis(t, testbroker.RedisOptions{})
 	for _, tc := range []struct {
 		name   string
-		tamper func(g *group, recs []engine.AuditRecord) []string
+		tamper func(g *group, recs []engine.AuditRecord) [][]string
 	}{
-		{"a member's head removed", func(g *group, _ []engine.AuditRecord) []string {
-			return []string{"HDEL", g.prefix + "heads", "m2"}
+		{"a member's head removed", func(g *group, _ []engine.AuditRecord) [][]string {
+			return [][]string{{"HDEL", g.prefix + "heads", "m2"}}
 		}},
-		{"a member's head moved back", func(g *group, recs []engine.AuditRecord) []string {
-			return []string{"HSET", g.prefix + "heads", "m2", encodeHead(engine.AuditHead{Position: 3, Hash: recs[2].Hash})}
+		{"a member's head moved back", func(g *group, recs []engine.AuditRecord) [][]string {
+			return [][]string{{"HSET", g.prefix + "heads", "m2", encodeHead(engine.AuditHead{Position: 3, Hash: recs[2].Hash})}}
+		}},
+		{"a member removed from the members hash with its head", func(g *group, _ []engine.AuditRecord) [][]string {
+			return [][]string{{"HDEL", g.prefix + "members", "m2"}, {"HDEL", g.prefix + "heads", "m2"}}
+		}},
+		{"a member's head and chain index removed", func(g *group, _ []engine.AuditRecord) [][]string {
+			return [][]string{{"HDEL", g.prefix + "members", "m2"}, {"HDEL", g.prefix + "heads", "m2"}, {"DEL", g.prefix + "chainindex:m2"}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +49,9 @@ func TestAuditVerifyCatchesRecordsOutsideEveryChain(t *testing.T) {
 			if _, err := audit.VerifyChains(t.Context(), ro, ro); err != nil {
 				t.Fatalf("before the change: %v", err)
 			}
-			g.do(t, tc.tamper(g, m2)...)
+			for _, cmd := range tc.tamper(g, m2) {
+				g.do(t, cmd...)
+			}
 			res, err := audit.VerifyChains(t.Context(), ro, ro)
 			if !errors.Is(err, audit.ErrBroken) || !strings.Contains(err.Error(), "member m2") {
 				t.Fatalf("verify = %+v, %v; want the chain of m2 broken", res, err)
