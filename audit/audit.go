@@ -3,7 +3,6 @@ package audit
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -130,58 +129,6 @@ func (v *Verifier) CheckHead(head engine.AuditHead) error {
 		return &BrokenError{Position: v.next, Member: v.member,
 			Reason: fmt.Sprintf("log ends at position %d but the chain head is at %d", v.next-1, head.Position)}
 	}
-}
-
-// VerifyJSONL verifies an exported log: one chain, or a group's chains
-// (each record's member names its chain; each chain's records in order).
-// It returns the number of records checked. See VerifyJSONLChains for an
-// export that does not begin at position 1.
-func VerifyJSONL(r io.Reader) (uint64, error) {
-	n, _, err := VerifyJSONLChains(r)
-	return n, err
-}
-
-// VerifyJSONLChains is VerifyJSONL, and also returns the position each
-// chain begins at in the export, by member. A chain that begins after
-// position 1 (its store was trimmed by audit retention, or it was
-// exported with a later --from) is verified from its first record, which
-// links to what the file does not hold: the records before it cannot be
-// verified from the file.
-func VerifyJSONLChains(r io.Reader) (uint64, map[string]uint64, error) {
-	chains := map[string]*Verifier{}
-	starts := map[string]uint64{}
-	n, err := scanJSONL(r, func(rec engine.AuditRecord) error {
-		v := chains[rec.Member]
-		if v == nil {
-			v = NewChainVerifier(rec.Member)
-			if rec.Position > 1 {
-				v = NewVerifierFrom(engine.AuditHead{Position: rec.Position - 1, Hash: rec.Prev}, rec.Member)
-			}
-			chains[rec.Member] = v
-			starts[rec.Member] = rec.Position
-		}
-		return v.Check(rec)
-	})
-	return n, starts, err
-}
-
-// scanJSONL calls fn for each record of a JSON Lines log and returns how
-// many fn accepted.
-func scanJSONL(r io.Reader, fn func(engine.AuditRecord) error) (uint64, error) {
-	n := uint64(0)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for line := 1; sc.Scan(); line++ {
-		var rec engine.AuditRecord
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			return n, &BrokenError{Position: rec.Position, Member: rec.Member, Reason: fmt.Sprintf("line %d is not an audit record: %v", line, err)}
-		}
-		if err := fn(rec); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, sc.Err()
 }
 
 // ChainResult is one member's verified chain.

@@ -164,6 +164,9 @@ func (e *env) parse(verb string, cmd command, args []string) error {
 	return nil
 }
 
+// cfgDefaults is the source of a configuration no file gave.
+const cfgDefaults = "(defaults)"
+
 func (e *env) loadConfig(path string) error {
 	if path == "" {
 		path = os.Getenv("REPLAYGUARD_CONFIG")
@@ -180,7 +183,7 @@ func (e *env) loadConfig(path string) error {
 	case path == "" && forRun:
 		return fmt.Errorf("no configuration: give --config FILE, set REPLAYGUARD_CONFIG, or create ./replayguard.yaml")
 	case path == "":
-		e.cfgSrc = "(defaults)"
+		e.cfgSrc = cfgDefaults
 		e.cfg, err = config.Parse(nil, e.cfgSrc, os.LookupEnv)
 	case forRun: // what run needs is listed with the file's problems, with their lines
 		e.cfgSrc = path

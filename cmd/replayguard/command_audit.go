@@ -36,7 +36,10 @@ func cmdAudit(e *env) error {
 			// An export is verified on its own: the archive would go unread.
 			return fmt.Errorf("%w: audit verify takes --file or --archive, not both", errUsage)
 		}
-		return e.tool().AuditVerify(e.ctx, app.AuditVerifyOptions{File: e.flagString("file"), Archive: e.flagString("archive")})
+		// A file's end is compared with the store's chain heads when a
+		// configuration names the store it came from.
+		return e.tool().AuditVerify(e.ctx, app.AuditVerifyOptions{File: e.flagString("file"), Archive: e.flagString("archive"),
+			Store: e.cfgSrc != cfgDefaults})
 	case "forget-sink":
 		return fmt.Errorf("%w: audit forget-sink takes the sink's name", errUsage)
 	default:

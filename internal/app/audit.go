@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 
 	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/engine"
@@ -45,6 +43,11 @@ type AuditVerifyOptions struct {
 	// one chain (on a shared store: each member's part of it with that
 	// member's chain).
 	Archive string
+	// Store, with File, compares where each chain of the file ends with
+	// the chain head of the configured store: only the store can tell a
+	// file cut short between two records from a whole one. Without it
+	// the result says what the file cannot vouch for.
+	Store bool
 }
 
 // AuditVerify checks the audit log's hash chain and prints how much it
@@ -53,7 +56,7 @@ type AuditVerifyOptions struct {
 // witness, the member's journal on this machine.
 func (t *Tool) AuditVerify(ctx context.Context, opts AuditVerifyOptions) error {
 	if opts.File != "" {
-		return t.verifyFile(opts.File)
+		return t.verifyFile(ctx, opts.File, opts.Store)
 	}
 	if opts.Archive != "" { // named: it must be there, else every archived position reads as missing
 		if _, err := os.Stat(opts.Archive); err != nil {
@@ -80,30 +83,6 @@ func (t *Tool) AuditVerify(ctx context.Context, opts AuditVerifyOptions) error {
 		return t.verifyWithArchive(ctx, a.Store, opts.Archive, snap.AuditHead)
 	}
 	return t.verifyStore(ctx, a.Store, snap.AuditHead)
-}
-
-func (t *Tool) verifyFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	n, starts, err := audit.VerifyJSONLChains(f)
-	if err != nil {
-		return fmt.Errorf("%w (%d records verified before it)", err, n)
-	}
-	fmt.Fprintf(t.Out, "audit chain intact: %d records\n", n)
-	for _, m := range slices.Sorted(maps.Keys(starts)) {
-		if p := starts[m]; p > 1 {
-			chain := "the chain"
-			if m != "" {
-				chain = fmt.Sprintf("member %s's chain", m)
-			}
-			fmt.Fprintf(t.Out, "%s begins at position %d in the file: positions 1..%d are not in it (archived by retention, or exported from a later position) and are not verified\n",
-				chain, p, p-1)
-		}
-	}
-	return nil
 }
 
 // verifyWithArchive verifies the archive and the store up to head as one

@@ -138,11 +138,11 @@ func TestAuditVerifyOfAnExportSaysWhereItBegins(t *testing.T) {
 	}
 	f.Close()
 	var out bytes.Buffer
-	if err := (&Tool{Out: &out}).verifyFile(file); err != nil {
+	if err := (&Tool{Out: &out}).verifyFile(ctx, file, false); err != nil {
 		t.Fatal(err)
 	}
-	want := "audit chain intact: 3 records\nthe chain begins at position 3 in the file: positions 1..2 are not in it (archived by retention, or exported from a later position) and are not verified\n"
-	if out.String() != want {
+	want := "audit chain intact as far as the file goes: 3 records\nthe chain begins at position 3 in the file: positions 1..2 are not in it (archived by retention, or exported from a later position) and are not verified\n"
+	if !strings.HasPrefix(out.String(), want) {
 		t.Fatalf("verify --file of an export from position 3:\n%s\nwant\n%s", out.String(), want)
 	}
 }
