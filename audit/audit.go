@@ -160,7 +160,7 @@ func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStray(ctx, s); err != nil {
+	if err := CheckStray(ctx, s); err != nil {
 		return nil, err
 	}
 	var out []ChainResult
@@ -193,9 +193,10 @@ type StrayFinder interface {
 	StrayAudit(ctx context.Context) (member string, last, head uint64, err error)
 }
 
-// checkStray reports the records of s outside every chain, when s can
-// find them (a StrayFinder).
-func checkStray(ctx context.Context, s engine.ChainScanner) error {
+// CheckStray reports the records of s outside every chain, when s can
+// find them (a StrayFinder): a *BrokenError naming the first such chain's
+// member.
+func CheckStray(ctx context.Context, s engine.ChainScanner) error {
 	f, ok := s.(StrayFinder)
 	if !ok {
 		return nil

@@ -35,7 +35,7 @@ func VerifyChainsWithArchive(ctx context.Context, dir string, s engine.ChainScan
 	if err := checkArchivedMembers(dir, chains); err != nil {
 		return nil, err
 	}
-	if err := checkStray(ctx, s); err != nil {
+	if err := CheckStray(ctx, s); err != nil {
 		return nil, err
 	}
 	var out []ChainVerified

@@ -266,6 +266,9 @@ func (t *Tool) buildReport(ctx context.Context, opts report.Options) (*report.Re
 			return nil, err
 		}
 		opts.Heads, opts.ReadPath = heads, "from the store, every member's chain"
+		if opts.StoreBroken, err = strayChains(ctx, cs); err != nil {
+			return nil, err
+		}
 		if opts.Bases, err = trimmedChains(ctx, a.Store); err != nil { // retention archived their oldest records
 			return nil, err
 		}
@@ -289,6 +292,17 @@ func (t *Tool) buildReport(ctx context.Context, opts report.Options) (*report.Re
 		opts.Bases = map[string]engine.AuditHead{"": base}
 	}
 	return report.Build(report.Records(ctx, a.Store, archiveReader(opts.Archive)), opts)
+}
+
+// strayChains is the chain whose records the store holds outside every
+// chain it lists, with why, as audit verify reports it (audit.CheckStray);
+// nil when there is none.
+func strayChains(ctx context.Context, cs engine.ChainScanner) (map[string]string, error) {
+	var b *audit.BrokenError
+	if err := audit.CheckStray(ctx, cs); !errors.As(err, &b) {
+		return nil, err
+	}
+	return map[string]string{b.Member: fmt.Sprintf("at position %d: %s", b.Position, b.Reason)}, nil
 }
 
 // archiveReader reads the chains of audit archive dir, each record

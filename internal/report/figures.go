@@ -19,6 +19,12 @@ type Options struct {
 	// not match its head is reported broken (a removed tail). Nil: the heads
 	// are not checked, and the report says so.
 	Heads map[string]engine.AuditHead
+	// StoreBroken are chains the store itself finds broken beyond what
+	// their records show, by member, with why: a shared store that holds
+	// records of a chain outside every chain it lists (audit.CheckStray:
+	// past the head it keeps, or of a member it no longer lists). Such a
+	// chain is reported broken, never left out of the verification.
+	StoreBroken map[string]string
 	// QuarantineBases are a shared store's members' quarantine bases
 	// (engine.SharedStore.QuarantineBase), by member: a held decision's
 	// quarantine id is its member's base plus its position. Nil: the report

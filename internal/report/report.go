@@ -443,6 +443,9 @@ func (b *builder) verification() Verification {
 	for m := range b.opts.Heads {
 		members[m] = true
 	}
+	for m := range b.opts.StoreBroken {
+		members[m] = true
+	}
 	for _, m := range slices.Sorted(func(yield func(string) bool) {
 		for m := range members {
 			if !yield(m) {
@@ -462,6 +465,9 @@ func (b *builder) verification() Verification {
 			if want.Position == h.Position {
 				st.Broken = fmt.Sprintf("the last record's hash does not match the chain head at position %d", h.Position)
 			}
+		}
+		if why, ok := b.opts.StoreBroken[m]; ok && st.Broken == "" {
+			st.Broken = why
 		}
 		if st.Broken != "" {
 			v.Intact = false
