@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/report"
 )
@@ -104,8 +105,14 @@ func (t *Tool) Lineages(ctx context.Context, opts report.LineageOptions, archive
 // merged by time, or a single-owner store's log; each from the archive dir
 // ("": none) where retention moved its oldest records; and where
 // retention left each chain beginning in the store (nil: none trimmed).
+// A shared store holding records outside every chain it lists
+// (audit.CheckStray) is an error matching audit.ErrBroken: what is read
+// without them would be a part of the log.
 func storeRecords(ctx context.Context, s engine.Store, archive string) (iter.Seq2[engine.AuditRecord, error], map[string]engine.AuditHead, error) {
 	if cs := s.Capabilities().Chains; cs != nil {
+		if err := audit.CheckStray(ctx, cs); err != nil {
+			return nil, nil, fmt.Errorf("%w; a lineage read without them would be a part of one", err)
+		}
 		bases, err := trimmedChains(ctx, s) // before the chains: a base only moves up
 		if err != nil {
 			return nil, nil, err

@@ -152,11 +152,11 @@ func (t *Tool) reportLineages(ctx context.Context, rep *report.Report, named []s
 		at = to.Add(-time.Nanosecond) // the period ends before To
 	}
 	ls, err := t.Lineages(ctx, report.LineageOptions{Entities: entities, At: at, Keep: reportChanges}, archive)
-	if (errors.Is(err, report.ErrChainTrimmed) || errors.Is(err, report.ErrChainBroken)) && nNamed == 0 {
+	if (errors.Is(err, report.ErrChainTrimmed) || errors.Is(err, report.ErrChainBroken) || errors.Is(err, audit.ErrBroken)) && nNamed == 0 {
 		// A period after the store's first record needs no archive; the
 		// lineages of its most replayed entities do. A chain that does not
-		// link is the report's to show (its verification): no lineage is
-		// read from it.
+		// link, or whose records the store holds outside every chain, is
+		// the report's to show (its verification): no lineage is read.
 		fmt.Fprintf(t.errOut(), "note: the lineages of the most replayed entities are left out: %v\n", err)
 		return nil
 	}
