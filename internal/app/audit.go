@@ -15,7 +15,9 @@ import (
 
 // AuditExport writes the audit log from position from on, one JSON record
 // a line: every member's chain of a shared store, a single-owner store's
-// log, or the log of the running process that holds the store.
+// log, or the log of the running process that holds the store. A shared
+// store holding records outside every chain it lists is an error, after
+// the chains it lists are written.
 func (t *Tool) AuditExport(ctx context.Context, from uint64) error {
 	a, err := t.openRead(ctx)
 	if err != nil {
@@ -28,8 +30,15 @@ func (t *Tool) AuditExport(ctx context.Context, from uint64) error {
 	}
 	defer a.Close()
 	if cs := a.Store.Capabilities().Chains; cs != nil { // a group: every member's chain
-		_, err = audit.ExportChains(ctx, cs, from, t.Out)
-		return err
+		if _, err = audit.ExportChains(ctx, cs, from, t.Out); err != nil {
+			return err
+		}
+		// Records outside every chain the store lists are read by no
+		// chain: the export says it lacks them, as audit verify does.
+		if err := audit.CheckStray(ctx, cs); err != nil {
+			return fmt.Errorf("%w; its records are not in the export", err)
+		}
+		return nil
 	}
 	_, err = audit.Export(ctx, a.Store, from, t.Out)
 	return err
