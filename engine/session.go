@@ -111,6 +111,19 @@ type SparkplugDevice struct {
 	// Death is the timestamp of the last DDEATH applied to it, ms: one at
 	// or after its DBIRTH's ended it, in whatever order they were decided.
 	Death uint64 `json:"death,omitempty"`
+	// Earlier are the tables of its DBIRTHs in this birth before the last
+	// one, newest first, each with the timestamp from which it was the
+	// device's (a run of DBIRTHs with one table is one entry): a DDATA
+	// stamped before the last DBIRTH is read with the table it was sent
+	// under. At most window.keep_epochs + 1 of them.
+	Earlier []SparkplugDeviceTable `json:"earlier,omitempty"`
+}
+
+// SparkplugDeviceTable is a device's alias table from Stamp (a DBIRTH's
+// timestamp, ms) until its next DBIRTH that gave another.
+type SparkplugDeviceTable struct {
+	Stamp uint64         `json:"stamp"`
+	Table SparkplugTable `json:"table"`
 }
 
 // SparkplugTable maps a birth certificate's aliases to metric names and

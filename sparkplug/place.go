@@ -310,22 +310,27 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 	if !ok {
 		return fmt.Sprintf("no DBIRTH seen for device %q of edge %q in its session %s", sp.device, sp.edge, birth.Epoch)
 	}
-	if why := sp.resolve(table); why != "" {
-		return why
-	}
-	sp.digest = sp.contentDigest()
-	if sp.typ == spDData && sp.p.Timestamp < birth.Devices[sp.device].Stamp && sp.readsTable() {
+	why := sp.resolve(table)
+	if sp.typ == spDData && sp.predatesTables(birth) && sp.readsTable() {
 		// Sent under an earlier DBIRTH of its device, whose table the
-		// device's last DBIRTH replaced: read with the last one's, an
-		// alias may name another metric. Only a proven duplicate is
-		// placed; anything else waits for a person.
-		if why := sp.placeSeq(d, p, src); why == "" && p.Holds(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, sp.seq), sp.digest) {
-			return ""
+		// device's later DBIRTHs replaced and no longer keep: read with
+		// the oldest kept, an alias may name another metric, or none.
+		// Only a proven duplicate is placed; anything else waits for a
+		// person.
+		if why == "" {
+			sp.digest = sp.contentDigest()
+			if why := sp.placeSeq(d, p, src); why == "" && p.Holds(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, sp.seq), sp.digest) {
+				return ""
+			}
 		}
 		return fmt.Sprintf("%s of device %q: its timestamp %d predates the device's last DBIRTH (%d) in session %s, "+
 			"whose aliases may name other metrics: the DBIRTH it was sent under is no longer kept", sp.typ, sp.device,
 			sp.p.Timestamp, birth.Devices[sp.device].Stamp, birth.Epoch)
 	}
+	if why != "" {
+		return why
+	}
+	sp.digest = sp.contentDigest()
 	if why := sp.placeSeq(d, p, src); why != "" {
 		return why
 	}
@@ -416,16 +421,35 @@ func (sp *spMessage) placedRetired(d *engine.Delivery, p *engine.Placement, st *
 }
 
 // tableIn returns the alias table a data message resolves with in birth:
-// the node's, or its device's (false when the birth has no DBIRTH of it).
+// the node's, or the one its device had at the message's timestamp, the
+// oldest kept if none (false when the birth has no DBIRTH of it).
 func (sp *spMessage) tableIn(birth *engine.SparkplugBirth) (*engine.SparkplugTable, bool) {
 	switch sp.typ {
 	case spNData:
 		return &birth.Node, true
 	case spDData, spDDeath:
 		dev, ok := birth.Devices[sp.device]
-		return &dev.Table, ok
+		if !ok || sp.p.Timestamp >= dev.Stamp || len(dev.Earlier) == 0 {
+			return &dev.Table, ok
+		}
+		for i := range dev.Earlier {
+			if dev.Earlier[i].Stamp <= sp.p.Timestamp {
+				return &dev.Earlier[i].Table, true
+			}
+		}
+		return &dev.Earlier[len(dev.Earlier)-1].Table, true
 	}
 	return nil, true
+}
+
+// predatesTables reports whether a device message is stamped before every
+// table birth keeps of its device: the DBIRTH it was sent under is gone.
+func (sp *spMessage) predatesTables(birth *engine.SparkplugBirth) bool {
+	dev := birth.Devices[sp.device]
+	if n := len(dev.Earlier); n > 0 {
+		return sp.p.Timestamp < dev.Earlier[n-1].Stamp
+	}
+	return sp.p.Timestamp < dev.Stamp
 }
 
 // placedBefore looks for the message in the births before birth i whose

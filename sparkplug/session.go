@@ -2,6 +2,7 @@ package sparkplug
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/replayguard/replayguard/engine"
@@ -122,15 +123,23 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 	case spDBirth:
 		b := &st.Births[sp.birth]
 		if dev, ok := b.Devices[sp.device]; ok && dev.Stamp > sp.p.Timestamp {
-			return changed // an earlier DBIRTH decided late: the device's last one stays
+			// An earlier DBIRTH decided late: the device's last one stays,
+			// and its table reads the DDATA sent under it.
+			dev.Earlier = lateTable(dev.Earlier, engine.SparkplugDeviceTable{Stamp: sp.p.Timestamp, Table: tableOf(sp)}, p.KeepEpochs())
+			b.Devices[sp.device] = dev
+			return true
 		}
 		if b.Devices == nil {
 			b.Devices = map[string]engine.SparkplugDevice{}
 		}
 		// A DDEATH stamped at or after it, decided before it (the broker
 		// reordered them), ended it already.
-		death := b.Devices[sp.device].Death
-		b.Devices[sp.device] = engine.SparkplugDevice{Online: death < sp.p.Timestamp, Stamp: sp.p.Timestamp, Table: tableOf(sp), Death: death}
+		last, had := b.Devices[sp.device]
+		dev := engine.SparkplugDevice{Online: last.Death < sp.p.Timestamp, Stamp: sp.p.Timestamp, Table: tableOf(sp), Death: last.Death}
+		if had {
+			dev.Earlier = earlierTables(last, p.KeepEpochs())
+		}
+		b.Devices[sp.device] = dev
 	case spDDeath:
 		b := &st.Births[sp.birth]
 		if dev, ok := b.Devices[sp.device]; ok && dev.Stamp <= sp.p.Timestamp {
@@ -167,6 +176,38 @@ func recordDeath(s *engine.SparkplugState, bdSeq int64, digest engine.Hash, keep
 		s.Forgot = max(s.Forgot, s.Deaths[len(s.Deaths)-1].BdSeq+1)
 		s.Deaths = slices.Clip(s.Deaths[:len(s.Deaths)-1])
 	}
+}
+
+// earlierTables are the tables a device's next DBIRTH keeps of dev, its
+// last: dev's own before those it kept (unless the one before it gave the
+// same, which then stays in effect for dev's time too), at most keep + 1.
+func earlierTables(dev engine.SparkplugDevice, keep int) []engine.SparkplugDeviceTable {
+	if len(dev.Earlier) > 0 && sameTable(dev.Earlier[0].Table, dev.Table) {
+		return dev.Earlier
+	}
+	out := make([]engine.SparkplugDeviceTable, 0, min(len(dev.Earlier)+1, keep+1))
+	out = append(out, engine.SparkplugDeviceTable{Stamp: dev.Stamp, Table: dev.Table})
+	return append(out, dev.Earlier[:min(len(dev.Earlier), keep)]...)
+}
+
+// lateTable puts the table of a DBIRTH decided after a later one among a
+// device's earlier tables, at its timestamp's place, keeping keep + 1.
+func lateTable(earlier []engine.SparkplugDeviceTable, t engine.SparkplugDeviceTable, keep int) []engine.SparkplugDeviceTable {
+	at := len(earlier)
+	for i, e := range earlier {
+		if e.Stamp <= t.Stamp {
+			at = i
+			break
+		}
+	}
+	out := slices.Insert(slices.Clone(earlier), at, t)
+	return slices.Clip(out[:min(len(out), keep+1)])
+}
+
+// sameTable reports whether two tables name the same metrics by the same
+// aliases, with the same datatypes.
+func sameTable(a, b engine.SparkplugTable) bool {
+	return maps.Equal(a.Aliases, b.Aliases) && maps.Equal(a.Types, b.Types)
 }
 
 // adoptDevices gives birth b, about to take index at among births, the
