@@ -71,6 +71,9 @@ func (e refusedError) merge(refused engine.SQLRefusals, batchKeys int) (engine.S
 // A pipeline that fails drops its statements from the cache (pgx does so
 // on any error): a refusal costs one more prepare.
 //
+// Each pipeline ends with restoreSyncCommit (see there), so that no
+// statement decides whether the batch's commit is durable.
+//
 // checkEach is set once the batch's commit broke a constraint the server
 // checks at commit (a deferredError): each message's statements then run
 // with every deferrable constraint deferred and checked at their end, so
@@ -80,13 +83,13 @@ func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStateme
 	case len(stmts) == 0:
 		return nil
 	case checkEach:
-		return runSQLSavepoints(ctx, tx, stmts, nil, true)
+		return s.runSQLSavepoints(ctx, tx, stmts, nil, true)
 	case s.sqlMode == sqlSavepoints || (s.sqlMode == sqlAdaptive && refused):
-		return runSQLSavepoints(ctx, tx, stmts, nil, false)
+		return s.runSQLSavepoints(ctx, tx, stmts, nil, false)
 	case s.sqlMode == sqlRerun:
-		return runSQLPipeline(ctx, tx, stmts, false)
+		return s.runSQLPipeline(ctx, tx, stmts, false)
 	}
-	err := runSQLPipeline(ctx, tx, stmts, true)
+	err := s.runSQLPipeline(ctx, tx, stmts, true)
 	var re refusedError
 	if !errors.As(err, &re) {
 		return err
@@ -100,7 +103,7 @@ func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStateme
 			rest = append(rest, st)
 		}
 	}
-	return runSQLSavepoints(ctx, tx, rest, re.keys, false)
+	return s.runSQLSavepoints(ctx, tx, rest, re.keys, false)
 }
 
 // sqlMode is how runSQL finds refused messages; the benchmark compares
@@ -116,9 +119,35 @@ const (
 // savepoint brackets a batch's statements, or one message's.
 const savepoint = "replayguard_sql"
 
+// restoreSyncCommit follows a batch's sql effects in their pipeline: it
+// sets synchronous_commit back to the value Open checked (Store.syncCommit),
+// for the transaction and the connection, and returns the value the
+// effects left. A statement may have turned it off (SET LOCAL, SET,
+// set_config, a function of the user's), which would make the batch's
+// commit, whose success acknowledges the broker, return before its WAL
+// is flushed, and with SET or set_config every later commit on the
+// connection too. A word check of the statements cannot see set_config
+// or a function; setting the value back before the commit covers them
+// all, and costs no round trip.
+const restoreSyncCommit = `SELECT current_setting('synchronous_commit'), set_config('synchronous_commit', $1, false)`
+
+// syncCommitRestored reads restoreSyncCommit's row and says, once, when
+// the effects had changed the setting.
+func (s *Store) syncCommitRestored(br pgx.BatchResults) error {
+	var was string
+	if err := br.QueryRow().Scan(&was, new(string)); err != nil {
+		return dbErr(fmt.Errorf("sql: setting synchronous_commit back to %q after the sql effects: %w", s.syncCommit, err))
+	}
+	if was != s.syncCommit && !s.syncCommitWarned.Swap(true) {
+		s.log.Warn("a sql effect set synchronous_commit: the store sets it back before each commit, so that an acknowledged decision is durable; "+
+			"remove the setting from the statement or the functions it calls", "member", s.member, "set_to", was, "set_back_to", s.syncCommit)
+	}
+	return nil
+}
+
 // runSQLPipeline sends the statements as one pipeline, behind a savepoint
 // when asked, and stops at the first that fails.
-func runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, withSavepoint bool) error {
+func (s *Store) runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, withSavepoint bool) error {
 	var q pgx.Batch
 	if withSavepoint {
 		q.Queue("SAVEPOINT " + savepoint)
@@ -126,6 +155,7 @@ func runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement,
 	for i := range stmts {
 		q.Queue(stmts[i].SQL, sqlArgs(stmts[i].Args)...)
 	}
+	q.Queue(restoreSyncCommit, s.syncCommit)
 	br := tx.SendBatch(ctx, &q)
 	var err error
 	var st *engine.SQLStatement // the statement that failed; nil for the savepoint
@@ -138,6 +168,8 @@ func runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement,
 	}
 	if err != nil {
 		err = cmp.Or(unprepared(stmts, err), stmtErr(st, err))
+	} else {
+		err = s.syncCommitRestored(br)
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = dbErr(cerr)
@@ -156,7 +188,7 @@ func runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement,
 // CONSTRAINTS ALL IMMEDIATE, which runs the checks pending): a message
 // may satisfy a constraint by its last statement, but not by a later
 // message's.
-func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused engine.SQLRefusals, checkEach bool) error {
+func (s *Store) runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused engine.SQLRefusals, checkEach bool) error {
 	found := maps.Clone(refused)
 	if found == nil {
 		found = engine.SQLRefusals{}
@@ -196,6 +228,7 @@ func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatemen
 			queue(st, false, st.SQL, sqlArgs(st.Args)...)
 		}
 		end(&rest[len(rest)-1])
+		q.Queue(restoreSyncCommit, s.syncCommit)
 		br := tx.SendBatch(ctx, &q)
 		var failed queued
 		var err error
@@ -203,6 +236,12 @@ func runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatemen
 			if _, err = br.Exec(); err != nil {
 				failed = sq
 				break
+			}
+		}
+		if err == nil {
+			if err := s.syncCommitRestored(br); err != nil {
+				br.Close()
+				return err
 			}
 		}
 		if cerr := br.Close(); err == nil && cerr != nil {

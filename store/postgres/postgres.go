@@ -114,6 +114,12 @@ type Store struct {
 
 	stats      shared.Counters
 	notDurable string // the setting accepted through store.allow_not_durable; "" when durable
+	// syncCommit is synchronous_commit as checkDurable read it, which
+	// every batch with sql effects sets back before its commit
+	// (restoreSyncCommit); syncCommitWarned is set once a batch's effects
+	// were found to have changed it, which is logged once.
+	syncCommit       string
+	syncCommitWarned atomic.Bool
 
 	commitTimeout time.Duration
 	allowAsync    bool        // store.allow_async_replication
@@ -274,6 +280,7 @@ func (s *Store) checkDurable(ctx context.Context, allow bool) error {
 	if err != nil {
 		return fmt.Errorf("postgres store: read the durability settings: %w", err)
 	}
+	s.syncCommit = syncCommit
 	var bad string
 	switch {
 	case syncCommit == "off":
