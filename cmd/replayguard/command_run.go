@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -10,12 +11,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/app"
 	"github.com/replayguard/replayguard/internal/demo"
 )
 
 func cmdRun(e *env) error {
-	return app.Run(e.ctx, e.cfg, e.log, app.Build{Version: version, Commit: buildCommit()})
+	err := app.Run(e.ctx, e.cfg, e.log, app.Build{Version: version, Commit: buildCommit()})
+	var ve *config.ValidationError
+	if errors.As(err, &ve) && ve.File == "" { // a sql statement the server refuses, in lint's words
+		ve.File = e.cfgSrc
+	}
+	return err
 }
 
 func demoFlags(fs *flag.FlagSet) {

@@ -78,6 +78,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	if err := checkRun(cfg, log); err != nil {
 		return err
 	}
+	if err := refuseUnpreparedSQL(ctx, cfg, log); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg, build.Version, build.Commit, routeNames(cfg)...)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -51,6 +52,25 @@ func CheckSQL(ctx context.Context, cfg *config.Config) (problems []config.Proble
 		}
 	}
 	return problems, nil
+}
+
+// refuseUnpreparedSQL refuses to run, as lint does, with lint's words, a
+// sql effect whose statement the server will not prepare (a syntax error,
+// a table or column that does not exist, a parameter count other than
+// args): run would otherwise start ready and fail every batch from the
+// first message on. A table created after the refusal lets the next
+// start run (a unit restarts on failure). The problems come as a
+// config.ValidationError without a file name, which the caller may set.
+// A server that cannot be reached is logged and left to the store's open.
+func refuseUnpreparedSQL(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	problems, skipped := CheckSQL(ctx, cfg)
+	if len(problems) > 0 {
+		return &config.ValidationError{Problems: problems}
+	}
+	if skipped != nil {
+		log.Warn("sql statements not checked against the database at start", "err", skipped)
+	}
+	return nil
 }
 
 // CheckLocal reads what run reads from this machine before it connects
