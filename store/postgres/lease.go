@@ -46,13 +46,18 @@ func (s *Store) takeLease(ctx context.Context) error {
 
 // take makes this handle the member's holder, in one transaction: when the
 // lease is free, expired or already this handle's, or, with dead set, when
-// dead holds it; pgx.ErrNoRows when it may not. The lease row is locked
-// first, so that no renewal comes between the expiry read and the takeover;
-// setting the holder waits for a batch of the old holder's to commit, as
-// that batch holds the members row.
+// dead holds it; pgx.ErrNoRows when it may not. It first takes the
+// migration lock shared and checks the schema's version again
+// (checkVersionLocked), so that no migration comes between that check and
+// the lease. The lease row is locked next, so that no renewal comes
+// between the expiry read and the takeover; setting the holder waits for a
+// batch of the old holder's to commit, as that batch holds the members row.
 func (s *Store) take(ctx context.Context, dead string) (time.Time, error) {
 	var expires time.Time
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if err := checkVersionLocked(ctx, tx, s.schema); err != nil {
+			return err
+		}
 		var expired bool
 		if err := tx.QueryRow(ctx, s.sql.lockLease, s.member).Scan(&expired); err != nil {
 			return err

@@ -87,10 +87,20 @@ func (m migration) in(s string) string {
 // wait for each other and the second finds the work done. A read-only
 // handle only checks the version. It refuses to migrate while a member
 // holds its lease: that member runs an earlier build, which would go on
-// deciding on tables and rows it no longer reads right.
+// deciding on tables and rows it no longer reads right. A member of this
+// build takes its lease under the same lock, shared (checkVersionLocked),
+// so a later build's migration either sees that lease or is seen by the
+// member, which then refuses. A migration clears every holder whose lease
+// it found given up or run out: a member of an earlier build stalled past
+// its lease, which would renew it and go on, finds it lost instead.
+//
+// The transaction reads committed rows, whatever the server's or the
+// URL's default_transaction_isolation: a snapshot taken while the lock
+// is waited for would not see the migration of the member that held it,
+// and a second member starting at once would run it again (and fail).
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, readOnly bool) error {
 	s := pgx.Identifier{schema}.Sanitize()
-	tx, err := pool.Begin(ctx)
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return err
 	}
@@ -123,10 +133,40 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, readOnly bo
 			return fmt.Errorf("migrate schema %q to version %d (%s): %w", schema, m.version, m.name, err)
 		}
 	}
+	if v > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE `+s+`.members SET holder = '' WHERE holder <> ''`); err != nil {
+			return fmt.Errorf("clear the leases that ran out, migrating schema %q: %w", schema, err)
+		}
+	}
 	if _, err := tx.Exec(ctx, `UPDATE `+s+`.schema_version SET version = $1`, schemaVersion); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// migrationLock is the advisory lock a migration holds, and a member
+// taking its lease holds shared.
+const migrationLock = `hashtext('replayguard migrate ' || $1)`
+
+// checkVersionLocked takes the migration lock shared for tx and fails
+// unless the schema is still at schemaVersion: a later build may have
+// migrated it since migrate read it. Held until tx ends, the lock keeps
+// such a migration waiting until the member's lease is committed, which
+// the migration then sees.
+func checkVersionLocked(ctx context.Context, tx pgx.Tx, schema string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+migrationLock+`)`, schema); err != nil {
+		return err
+	}
+	s := pgx.Identifier{schema}.Sanitize()
+	v, err := readVersion(ctx, tx, schema, s)
+	if err != nil {
+		return err
+	}
+	if v != schemaVersion {
+		return fmt.Errorf("schema %q has version %d since this member checked it, not this build's %d: a member of another build migrated it meanwhile; "+
+			"run the build that wrote it", schema, v, schemaVersion)
+	}
+	return nil
 }
 
 // refuseLiveMembers fails, naming them, when members hold a lease in a
@@ -169,7 +209,7 @@ func refuseLiveMembers(ctx context.Context, tx pgx.Tx, schema, s string, v int) 
 // createVersionTable takes the migration lock and creates the schema and
 // its version table at version 0 when they are missing.
 func createVersionTable(ctx context.Context, tx pgx.Tx, schema, s string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('replayguard migrate ' || $1))`, schema); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+migrationLock+`)`, schema); err != nil {
 		return err
 	}
 	_, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s+`;
