@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -168,4 +169,36 @@ func positions(from, to uint64) []uint64 {
 		out = append(out, p)
 	}
 	return out
+}
+
+// TestTheRetentionWarningOfARemovedSinkNamesACommandThatRuns reads the
+// command the warning of a removed sink's cursor gives as its remedy and
+// runs it, TEXT filled in: it forgets the sink, rather than failing on a
+// flag the warning left out.
+func TestTheRetentionWarningOfARemovedSinkNamesACommandThatRuns(t *testing.T) {
+	dir := t.TempDir()
+	gone := fmt.Sprintf("{name: gone, kind: file, path: %s}", filepath.Join(dir, "gone.jsonl"))
+	before := testConfig(t, fmt.Sprintf("audit: {sinks: [%s]}\n", gone))
+	after := filepath.Join(filepath.Dir(before), "after.yaml")
+	b, err := os.ReadFile(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), fmt.Sprintf("audit: {sinks: [%s]}", gone),
+		fmt.Sprintf("audit: {retention: {max_records: 10}, archive: %s}", filepath.Join(dir, "archive")), 1)
+	if err := os.WriteFile(after, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustIngest(t, before, meterFeed(t, 0, 20))
+	errs := mustIngest(t, after, meterFeed(t, 20, 20))
+	m := regexp.MustCompile("run `replayguard ([^`]*)`").FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("the warning of the removed sink gives no command to run:\n%s", errs)
+	}
+	args := strings.Fields(strings.ReplaceAll(m[1], "TEXT", "decommissioned"))
+	out, errs, code := cli(t, "", append(args, "-c", after)...)
+	if code != exitOK {
+		t.Fatalf("replayguard %s, as the warning gives it: exit %d\n%s%s", m[1], code, out, errs)
+	}
+	mustSay(t, out, "audit sink gone forgotten")
 }

@@ -110,7 +110,8 @@ func holdBack(log *slog.Logger, pos uint64, chain string, stored map[string]uint
 			attrs = append(attrs, "chain", chain)
 		}
 		log.Warn("audit retention: held back by the stored cursor of a sink this configuration does not name; "+
-			"configure the sink, or run `replayguard audit forget-sink "+name+"` if it is gone for good", attrs...)
+			"configure the sink, or, gone for good, remove it from every member's audit.sinks and run "+
+			"`replayguard audit forget-sink "+name+" --reason TEXT`", attrs...)
 	}
 	return pos
 }
