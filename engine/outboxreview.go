@@ -222,8 +222,9 @@ func ofMember(m string) string {
 // under its key.
 //
 // member is "" on a single-owner store; on a shared store "" stands for
-// this engine's own member. An entry that is not pending (delivered, held
-// already, or never was) is ErrNotFound, with nothing written.
+// this engine's own member. An entry that is not pending in member's
+// outbox (delivered, held already, never was, or member keeps no outbox
+// here) is ErrNotFound, with nothing written.
 func (e *Engine) HoldPending(ctx context.Context, member string, id uint64, reason, operator string) (ForwardResolution, error) {
 	ob := e.caps.Outbox
 	if ob == nil {
@@ -237,11 +238,14 @@ func (e *Engine) HoldPending(ctx context.Context, member string, id uint64, reas
 	if err := e.ready(ctx); err != nil {
 		return ForwardResolution{}, err
 	}
-	if own, group := e.win.member(); group && member == "" {
+	own, group := e.win.member()
+	if group && member == "" {
 		member = own
 	}
 	var entry OutboxEntry
-	if id > 0 {
+	// A single-owner store keeps the outbox of member "" alone: another
+	// member holds no entry there, as RetryForward and DropForward find.
+	if id > 0 && (group || member == "") {
 		page, err := ob.Outbox(ctx, member, id-1, 1)
 		if err != nil {
 			return ForwardResolution{}, err

@@ -387,3 +387,28 @@ func testOutboxEngineHoldPending(t *testing.T, h *outboxHarness) {
 	}
 	equalEntries(t, "pending after RetryForward", pending(t, o, h.member), entries)
 }
+
+// testOutboxEngineOtherMember has an operator name a member whose outbox
+// does not hold the entry (a mistyped --member, or any member on a
+// single-owner store): a hold, a retry and a drop are each ErrNotFound,
+// the answer an entry that is not there gets, with nothing written.
+func testOutboxEngineOtherMember(t *testing.T, h *outboxHarness) {
+	e, o, entries := forwardedIncident(t, h)
+	if _, err := e.HoldPending(t.Context(), "", entries[1].ID, "dispatch answers 503 to it alone", "duty officer"); err != nil {
+		t.Fatalf("HoldPending: %v", err)
+	}
+	last := lastRecord(t, h)
+	if _, err := e.HoldPending(t.Context(), "no-such-member", entries[0].ID, "again", "duty officer"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("HoldPending naming member no-such-member = %v, want ErrNotFound", err)
+	}
+	if _, err := e.RetryForward(t.Context(), "no-such-member", entries[1].ID, "", "duty officer"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("RetryForward naming member no-such-member = %v, want ErrNotFound", err)
+	}
+	if _, err := e.DropForward(t.Context(), "no-such-member", entries[1].ID, "gone", "duty officer"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("DropForward naming member no-such-member = %v, want ErrNotFound", err)
+	}
+	if lastRecord(t, h).Position != last.Position {
+		t.Fatal("a refused hold or resolution wrote an audit record")
+	}
+	equalEntries(t, "pending after the refusals", pending(t, o, h.member), []engine.OutboxEntry{entries[0], entries[2]})
+}
