@@ -16,7 +16,7 @@ func reportFlags(fs *flag.FlagSet) {
 	fs.String("o", "", "write to FILE instead of stdout")
 	fs.String("format", "html", "html or json")
 	fs.String("archive", "", "the audit archive to read what retention moved out of the store from (default: audit.archive)")
-	fs.Var(&entityList{}, "entity", "add a lineage section for this entity (as `state` names it); repeat it, or separate names with commas")
+	fs.Var(&entityList{}, "entity", "add a lineage section for entity `E` (named as state prints it); repeat it, or separate names with commas")
 	tokenNameFlag(fs)
 }
 

@@ -80,3 +80,31 @@ func helpLines(help string) map[string]string {
 	}
 	return lines
 }
+
+// The argument a command's --help shows for a flag, taken from a quoted
+// word of its usage, is the one its line in `replayguard help` (and
+// docs/commands.md) shows: `report --help` reads "-entity E", never
+// another word of the usage.
+func TestTheArgumentEachFlagsHelpShowsIsTheHelpLines(t *testing.T) {
+	out, errs, code := cli(t, "", "help")
+	if code != exitOK {
+		t.Fatalf("help: exit %d\n%s", code, errs)
+	}
+	lines := helpLines(out)
+	for verb, c := range commands {
+		if c.flags == nil {
+			continue
+		}
+		fs := flag.NewFlagSet(verb, flag.ContinueOnError)
+		c.flags(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			arg, _ := flag.UnquoteUsage(f)
+			if slices.Contains([]string{"", "string", "int", "float", "duration", "value", "uint"}, arg) {
+				return
+			}
+			if !strings.Contains(lines[verb], "--"+f.Name+" "+arg) && !strings.Contains(lines[verb], "-"+f.Name+" "+arg) {
+				t.Errorf("%s --help shows -%s %s, which its help line does not: %q", verb, f.Name, arg, lines[verb])
+			}
+		})
+	}
+}
