@@ -8,7 +8,7 @@ import (
 )
 
 func outboxFlags(fs *flag.FlagSet) {
-	fs.String("member", "", "retry, drop, hold on a shared store: whose outbox holds the entry (default for retry and drop the one member whose held entries have ID, for hold this configuration's member)")
+	fs.String("member", "", "retry, drop, hold on a shared store: whose outbox holds the entry (default for retry and drop the one member whose held entries have ID, for hold the member run writes as: store.member, else mqtt.client_id)")
 	fs.String("reason", "", "drop, hold: why (required); retry: a note for the audit (optional)")
 	fs.String("operator", "", "retry, drop, hold on a local store: who decides, for the audit (default the OS user); "+
 		"through a running daemon's API the token names the operator")

@@ -5,10 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
 // TestAnOperatorHoldsThePendingEntryADownstreamKeepsFailing: dispatch
@@ -81,5 +85,47 @@ func TestAnOperatorHoldsThePendingEntryADownstreamKeepsFailing(t *testing.T) {
 	mustRun(t, "", "outbox", "drop", id, "--reason", "entered in dispatch by hand", "-c", cfg)
 	if hs, errs := heldList(t, cfg); len(hs) != 0 || !strings.Contains(errs, "outbox: 0 pending, 0 held for an operator") {
 		t.Fatalf("after the drop: %+v\n%s", hs, errs)
+	}
+}
+
+// TestOutboxHoldOnASharedStoreDefaultsToTheMemberRunWritesAs: on a shared
+// store with store.member unset, run writes as mqtt.client_id, and that is
+// whose outbox `outbox hold` without --member looks in, not a member of
+// the command's own, which keeps no outbox.
+func TestOutboxHoldOnASharedStoreDefaultsToTheMemberRunWritesAs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis")
+	}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "dispatch is busy", http.StatusServiceUnavailable)
+	}))
+	defer hook.Close()
+	cfg := forwardConfig(t, "tcp://127.0.0.1:1883", "off", fmt.Sprintf("{webhook: %q}", hook.URL), "outputs: {webhook: {max_backoff: 100ms}}\n")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := regexp.MustCompile(`client_id: (\S+),`).FindStringSubmatch(string(b))[1]
+	store := fmt.Sprintf(`store: {kind: redis, url: %q, prefix: "{hold}:"`, testbroker.StartRedis(t, testbroker.RedisOptions{}).URL())
+	text := regexp.MustCompile(`(?m)^store:.*$`).ReplaceAllLiteralString(string(b), store+"}")
+	asRun := filepath.Join(filepath.Dir(cfg), "as-run.yaml") // decides as run would, under mqtt.client_id
+	if err := os.WriteFile(asRun, []byte(regexp.MustCompile(`(?m)^store:.*$`).ReplaceAllLiteralString(string(b), store+", member: "+member+"}")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	feed := fmt.Sprintf(`{"topic":"incidents/fd/e3","payload":%s}`+"\n", incidentPayload("e3", 1))
+	if _, errs, code := cli(t, feed, "ingest", "--drain-timeout", "300ms", "-c", asRun, "-"); code != 0 {
+		t.Fatalf("ingest: exit %d\n%s", code, errs)
+	}
+	_, errs := heldList(t, cfg)
+	m := regexp.MustCompile(`outbox of member ` + regexp.QuoteMeta(member) + `: 1 pending, oldest pending entry (\d+) `).FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("no entry pending in the outbox of %s:\n%s", member, errs)
+	}
+	out, errs, code := cli(t, "", "outbox", "hold", m[1], "--reason", "dispatch answers 503 to this update alone", "-c", cfg)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("outbox entry %s of member %s (webhook %s) is held", m[1], member, hook.URL)) {
+		t.Fatalf("outbox hold %s without --member: exit %d\n%s%s", m[1], code, out, errs)
 	}
 }

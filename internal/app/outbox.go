@@ -87,6 +87,12 @@ func (t *Tool) OutboxResolve(ctx context.Context, rs Resolve, ids ...uint64) err
 	if err := checkReason(rs.Reason); err != nil {
 		return err
 	}
+	// A hold's entry is pending in the outbox of a member that decides:
+	// without --member, that of the member run writes as (store.member,
+	// else what RunMember names), never the command's own, which keeps none.
+	if sc := t.Config.Store; rs.Action == "hold" && rs.Member == "" && sc.Shared() && sc.Member == "" {
+		rs.Member = RunMember(t.Config)
+	}
 	var resolve func(id uint64) (forwardResult, error)
 	a, err := t.open(ctx, "outbox")
 	if err != nil {
