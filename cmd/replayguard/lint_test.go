@@ -186,7 +186,7 @@ http:
 		write("    - {name: a, role: operator, token_env: RG_LINT_TOKEN_A}\n")
 		os.Unsetenv("RG_LINT_MQTT_PASSWORD")
 		_, errs, code := cli(t, "", "lint", "-c", cfg)
-		if want := cfg + ":10: mqtt.password: environment variable RG_LINT_MQTT_PASSWORD is not set"; code != 1 || !strings.Contains(errs, want) {
+		if want := cfg + ":10: mqtt.password_env: environment variable RG_LINT_MQTT_PASSWORD is not set"; code != 1 || !strings.Contains(errs, want) {
 			t.Fatalf("lint: exit %d, stderr %q; want exit 1 naming %q", code, errs, want)
 		}
 	})
@@ -233,5 +233,43 @@ mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-1}
 		`a broker replayguard consumes, and routes[0] (plant) "plant/#" can match its topics: each copy comes back as a new message`
 	if code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("lint: exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out, errs, want)
+	}
+}
+
+// A password lint cannot read is named by the setting the file writes,
+// password_env or password_file, of mqtt, of a feed or of outputs.mqtt:
+// there is no setting "password" to look for.
+func TestLintNamesThePasswordSettingAsWritten(t *testing.T) {
+	route := `routes:
+  - name: meters
+    topic: plant/+/energy
+    source: ["topic[1]"]
+    id: msgId
+    effects:
+      - entity: "meter/{topic[1]}"
+        add: {kwh: kwh}
+      - forward: {topic: "clean/{topic}"}
+`
+	missing := filepath.Join(t.TempDir(), "no-such-password")
+	for name, c := range map[string]struct{ mqtt, want string }{
+		"mqtt's variable": {"mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-pw, password_env: RG_LINT_PW_UNSET}\n",
+			"mqtt.password_env: environment variable RG_LINT_PW_UNSET is not set"},
+		"mqtt's file": {fmt.Sprintf("mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-pw, password_file: %s}\n", missing),
+			"mqtt.password_file: open " + missing},
+		"a feed's variable": {"mqtt:\n  client_id: rg-lint-pw\n  feeds:\n    - {name: a, brokers: [tcp://127.0.0.1:1883], password_env: RG_LINT_PW_UNSET}\n    - {name: b, brokers: [tcp://127.0.0.1:1884]}\n",
+			"mqtt.feeds[0] (a).password_env: environment variable RG_LINT_PW_UNSET is not set"},
+		"the output's file": {fmt.Sprintf("mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-pw}\noutputs: {mqtt: {brokers: [tcp://127.0.0.1:1885], password_file: %s}}\n", missing),
+			"outputs.mqtt.password_file: open " + missing},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
+			if err := os.WriteFile(cfg, []byte("store: {kind: memory}\n"+route+c.mqtt), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, errs, code := cli(t, "", "lint", "-c", cfg)
+			if code != 1 || !strings.Contains(errs, c.want) {
+				t.Fatalf("lint: exit %d, stderr %q; want exit 1 naming %q", code, errs, c.want)
+			}
+		})
 	}
 }

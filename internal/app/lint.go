@@ -86,14 +86,15 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 			ps = append(ps, cfg.Place(key, config.Problem{Path: label, Message: err.Error()}))
 		}
 	}
+	// key and label end in "password": the setting is password_env or
+	// password_file, whichever is written, and the problem names it so.
 	secret := func(key, label, env, file string) {
 		_, err := Secret(env, file)
+		suffix := "_env"
 		if file != "" {
-			key += "_file"
-		} else {
-			key += "_env"
+			suffix = "_file"
 		}
-		add(key, label, err)
+		add(key+suffix, label+suffix, err)
 	}
 	tlsFiles := func(key, label string, t config.TLSConfig) {
 		_, err := clientTLS(t)

@@ -18,7 +18,7 @@ func TestLintReadsMQTTSecretsOnlyThroughTheFeedsThatTakeThem(t *testing.T) {
 		want        []string // problems, in order
 	}{
 		{"every feed has its own password", "password_env: RG_FEED_PASS", nil},
-		{"feed b takes mqtt's", "username: u", []string{"mqtt.feeds[1] (b).password: open /nonexistent/rg-pw"}},
+		{"feed b takes mqtt's", "username: u", []string{"mqtt.feeds[1] (b).password_file: open /nonexistent/rg-pw"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := config.Parse([]byte(`mqtt:
