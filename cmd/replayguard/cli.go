@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -198,6 +199,24 @@ func (e *env) loadConfig(path string) error {
 func (e *env) flagBool(name string) bool {
 	f := e.flags.Lookup(name)
 	return f != nil && f.Value.String() == "true"
+}
+
+// actionFlags refuses a flag given on the command line that action (of a
+// command with several, "audit export") does not read, so that it is never
+// ignored: `audit verify --from 100` verifies every record, and `outbox
+// list --member M` lists every member's entries. The flags every action
+// takes (--config, --log-level, --token-name) pass.
+func (e *env) actionFlags(action string, takes ...string) error {
+	var stray []string
+	e.flags.Visit(func(f *flag.Flag) {
+		if !slices.Contains(takes, f.Name) && !slices.Contains([]string{"config", "c", "log-level", "token-name"}, f.Name) {
+			stray = append(stray, "--"+f.Name)
+		}
+	})
+	if len(stray) > 0 {
+		return fmt.Errorf("%w: %s does not take %s", errUsage, action, strings.Join(stray, ", "))
+	}
+	return nil
 }
 
 func (e *env) flagString(name string) string {

@@ -230,3 +230,36 @@ func TestBenchDecidesEveryGeneratedMessage(t *testing.T) {
 		t.Fatalf("bench summary %q: every update applied once and every replay a duplicate", lines[1])
 	}
 }
+
+// TestWhatAnActionDoesNotReadIsRefused: an id after `quarantine list`, or
+// a flag another action of the command reads (`audit verify --from 100`
+// verifies every record, `outbox list --member M` lists every member's
+// entries), is a usage error naming it, never ignored; the flags every
+// action takes pass.
+func TestWhatAnActionDoesNotReadIsRefused(t *testing.T) {
+	cfg := testConfig(t, "")
+	mustRun(t, `{"topic":"incidents/fd/e1","payload":`+string(incidentPayload("e1", 1))+"}\nnot json\n", "ingest", "-c", cfg, "-")
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"quarantine", "list", "2"}, "quarantine list takes no argument"},
+		{[]string{"quarantine", "list", "--reason", "x"}, "quarantine list does not take --reason"},
+		{[]string{"quarantine", "release", "2", "--reason", "checked by hand"}, "quarantine release does not take --reason"},
+		{[]string{"audit", "verify", "--from", "100"}, "audit verify does not take --from"},
+		{[]string{"audit", "export", "--archive", "/tmp", "--file", "x"}, "audit export does not take --archive, --file"},
+		{[]string{"audit", "forget-sink", "gone", "--reason", "x", "--from", "3"}, "audit forget-sink does not take --from"},
+		{[]string{"outbox", "list", "--member", "replayguard-2"}, "outbox list does not take --member"},
+		{[]string{"store", "loss", "--operator", "alice"}, "store loss does not take --operator"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, errs, code := cli(t, "", append(c.args, "-c", cfg)...)
+			if code != exitUsage || !strings.Contains(errs, c.msg) {
+				t.Fatalf("exit %d, stderr %q, stdout %q; want exit %d and %q", code, errs, out, exitUsage, c.msg)
+			}
+		})
+	}
+	if _, errs, code := cli(t, "", "audit", "export", "--from", "2", "--token-name", "ops", "--log-level", "error", "-c", cfg); code != exitOK {
+		t.Fatalf("audit export with the flags every action takes: exit %d\n%s", code, errs)
+	}
+}

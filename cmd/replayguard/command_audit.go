@@ -19,6 +19,9 @@ func auditFlags(fs *flag.FlagSet) {
 
 func cmdAudit(e *env) error {
 	if len(e.args) == 2 && e.args[0] == "forget-sink" {
+		if err := e.actionFlags("audit forget-sink", "reason", "operator"); err != nil {
+			return err
+		}
 		return e.tool().ForgetSink(e.ctx, e.args[1], e.flagString("reason"), e.flagString("operator"))
 	}
 	if len(e.args) != 1 {
@@ -26,12 +29,18 @@ func cmdAudit(e *env) error {
 	}
 	switch e.args[0] {
 	case "export":
+		if err := e.actionFlags("audit export", "from"); err != nil {
+			return err
+		}
 		from, err := strconv.ParseUint(e.flagString("from"), 10, 64)
 		if err != nil || from == 0 {
 			return fmt.Errorf("%w: --from wants a position >= 1", errUsage)
 		}
 		return e.tool().AuditExport(e.ctx, from)
 	case "verify":
+		if err := e.actionFlags("audit verify", "file", "archive"); err != nil {
+			return err
+		}
 		if e.flagString("file") != "" && e.flagString("archive") != "" {
 			// An export is verified on its own: the archive would go unread.
 			return fmt.Errorf("%w: audit verify takes --file or --archive, not both", errUsage)

@@ -24,10 +24,16 @@ func cmdOutbox(e *env) error {
 		if len(e.args) != 1 {
 			return fmt.Errorf("%w: outbox list takes no argument", errUsage)
 		}
+		if err := e.actionFlags("outbox list"); err != nil {
+			return err
+		}
 		return e.tool().OutboxList(e.ctx)
 	case "retry", "drop", "hold":
 		ids, err := entryIDs(e.args, "an outbox entry id")
 		if err != nil {
+			return err
+		}
+		if err := e.actionFlags("outbox "+e.args[0], "member", "reason", "operator"); err != nil {
 			return err
 		}
 		return e.tool().OutboxResolve(e.ctx, app.Resolve{Action: e.args[0], Reason: e.flagString("reason"),

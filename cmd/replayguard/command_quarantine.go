@@ -21,10 +21,23 @@ func cmdQuarantine(e *env) error {
 	}
 	switch e.args[0] {
 	case "list":
+		if len(e.args) != 1 {
+			return fmt.Errorf("%w: quarantine list takes no argument", errUsage)
+		}
+		if err := e.actionFlags("quarantine list"); err != nil {
+			return err
+		}
 		return e.tool().QuarantineList(e.ctx)
 	case "release", "discard":
 		ids, err := entryIDs(e.args, "a quarantine id")
 		if err != nil {
+			return err
+		}
+		takes := []string{"operator"}
+		if e.args[0] == "discard" {
+			takes = append(takes, "reason")
+		}
+		if err := e.actionFlags("quarantine "+e.args[0], takes...); err != nil {
 			return err
 		}
 		return e.tool().QuarantineResolve(e.ctx, app.Resolve{Action: e.args[0],

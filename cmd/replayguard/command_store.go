@@ -20,6 +20,9 @@ func cmdStore(e *env) error {
 		return fmt.Errorf("%w: store takes loss or accept-loss", errUsage)
 	}
 	if e.args[0] == "loss" {
+		if err := e.actionFlags("store loss"); err != nil {
+			return err
+		}
 		return e.tool().StoreLoss(e.ctx)
 	}
 	return e.tool().AcceptLoss(e.ctx, e.flagString("operator"))
