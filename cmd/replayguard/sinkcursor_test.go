@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/replayguard/replayguard/store/embedded"
 )
 
 // TestRetentionKeepsWhatASinkOfAnotherMemberHasNotDelivered runs two
@@ -201,4 +203,31 @@ func TestTheRetentionWarningOfARemovedSinkNamesACommandThatRuns(t *testing.T) {
 		t.Fatalf("replayguard %s, as the warning gives it: exit %d\n%s%s", m[1], code, out, errs)
 	}
 	mustSay(t, out, "audit sink gone forgotten")
+}
+
+// TestForgetSinkOnAHeldEmbeddedStoreSaysToStopTheInstance: forget-sink
+// opens the store itself, never through a running instance's API, so on an
+// embedded store another process holds it says what to do: stop that
+// instance first.
+func TestForgetSinkOnAHeldEmbeddedStoreSaysToStopTheInstance(t *testing.T) {
+	gone := fmt.Sprintf("{name: gone, kind: file, path: %s}", filepath.Join(t.TempDir(), "gone.jsonl"))
+	before := testConfig(t, fmt.Sprintf("audit: {sinks: [%s]}\n", gone))
+	after := filepath.Join(filepath.Dir(before), "after.yaml")
+	b, err := os.ReadFile(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(after, []byte(strings.Replace(string(b), fmt.Sprintf("audit: {sinks: [%s]}\n", gone), "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustIngest(t, before, meterFeed(t, 0, 5))
+	held, err := embedded.Open(filepath.Join(filepath.Dir(before), "data"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, errs, code := cli(t, "", "audit", "forget-sink", "gone", "--reason", "decommissioned", "-c", after)
+	if code != 1 || !strings.Contains(errs, "stop the instance that holds it") {
+		t.Fatalf("forget-sink on a held store: exit %d\n%s", code, errs)
+	}
 }

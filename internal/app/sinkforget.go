@@ -2,12 +2,14 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
 )
 
 // ForgetSink is `replayguard audit forget-sink NAME --reason TEXT`: an
@@ -36,6 +38,9 @@ func (t *Tool) ForgetSink(ctx context.Context, sink, reason, operator string) er
 		return err
 	}
 	a, err := t.open(ctx, "audit")
+	if errors.Is(err, engine.ErrLocked) {
+		return fmt.Errorf("%w: forget-sink opens the store itself, never through a running instance's API: stop the instance that holds it, then forget the sink", err)
+	}
 	if err != nil {
 		return err
 	}
