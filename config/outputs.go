@@ -137,11 +137,23 @@ func (c *Config) setOutputDefaults() {
 		}
 	}
 	if c.Outputs.MQTT == nil && contains(kinds, "mqtt") {
-		c.Outputs.MQTT = &OutputMQTTConfig{Username: m.Username, PasswordEnv: m.PasswordEnv, PasswordFile: m.PasswordFile, TLS: m.TLS}
+		c.Outputs.MQTT = &OutputMQTTConfig{}
 	}
 	if o := c.Outputs.MQTT; o != nil {
+		// Without brokers of its own the output connects where the
+		// consumer does, and so as it does: each credential and the TLS
+		// the file does not set for the output are the consumer's.
 		if len(o.Brokers) == 0 {
 			o.Brokers = append([]string(nil), brokers...)
+			if o.Username == "" {
+				o.Username = m.Username
+			}
+			if o.PasswordEnv == "" && o.PasswordFile == "" {
+				o.PasswordEnv, o.PasswordFile = m.PasswordEnv, m.PasswordFile
+			}
+			if o.TLS == (TLSConfig{}) {
+				o.TLS = m.TLS
+			}
 		}
 		if o.ClientID == "" && clientID != "" {
 			o.ClientID = clientID + OutputClientIDSuffix

@@ -46,6 +46,43 @@ func TestOutputDefaultsFollowTheConsumer(t *testing.T) {
 	}
 }
 
+// outputs.mqtt named for its client id or keep-alive alone still connects
+// to mqtt's brokers as the consumer does: with its username, password and
+// TLS, which a setting of its own replaces one by one; with brokers of its
+// own it takes none of them.
+func TestAnOutputWithoutBrokersOfItsOwnKeepsTheConsumersCredentials(t *testing.T) {
+	meters := route("name: r", "topic: plant/+/energy", "source: [\"topic[1]\"]", "id: msgId") + effects("forward: {topic: \"clean/{topic}\"}")
+	consumer := "mqtt: {brokers: [\"ssl://b1:8883\"], client_id: rg-1, username: u, password_env: PW, tls: {ca_file: /ca.pem}}\n"
+	for _, c := range []struct {
+		name, output            string
+		user, env, file, caFile string
+	}{
+		{"a client id alone", "{client_id: rg-1-copies}", "u", "PW", "", "/ca.pem"},
+		{"a keep-alive alone", "{keep_alive: 10s}", "u", "PW", "", "/ca.pem"},
+		{"a password file of its own", "{password_file: /run/out-pw}", "u", "", "/run/out-pw", "/ca.pem"},
+		{"brokers of its own", "{brokers: [\"tcp://cop:1883\"]}", "", "", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(consumer+meters+"outputs: {mqtt: "+c.output+"}\n"), "f.yaml", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := cfg.Outputs.MQTT
+			if m.Username != c.user || m.PasswordEnv != c.env || m.PasswordFile != c.file || m.TLS.CAFile != c.caFile {
+				t.Fatalf("outputs.mqtt %s: username %q, password_env %q, password_file %q, tls.ca_file %q; want %q, %q, %q, %q",
+					c.output, m.Username, m.PasswordEnv, m.PasswordFile, m.TLS.CAFile, c.user, c.env, c.file, c.caFile)
+			}
+			out, err := cfg.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back, err := Parse(out, "print.yaml", nil); err != nil || !equalConfig(back, cfg) {
+				t.Fatalf("config print does not read back: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
 func TestOutputsAreLeftOutWithoutAForward(t *testing.T) {
 	c, err := Parse([]byte(route(ok)), "f.yaml", nil)
 	if err != nil {
