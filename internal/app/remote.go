@@ -43,6 +43,9 @@ type remote struct {
 // says the store is locked, or that a running member holds the member id
 // store.member names, and the configuration names an HTTP listener.
 func (t *Tool) remoteFor(err error) (*remote, error) {
+	if errors.Is(err, engine.ErrLocked) && !t.Config.HTTP.Enabled() {
+		return nil, fmt.Errorf("%w: with http.listen off there is no API of the process holding it to go through: wait for it to end (an ingest), stop it, or give run an http.listen", err)
+	}
 	if !errors.Is(err, engine.ErrLocked) && !errors.Is(err, engine.ErrMemberHeld) || !t.Config.HTTP.Enabled() {
 		return nil, err
 	}
