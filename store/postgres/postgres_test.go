@@ -127,6 +127,7 @@ func TestStore(t *testing.T) {
 		{"a schema of version 1 is migrated, its rows kept", testSchemaMigrated},
 		{"a schema of a newer version is refused", testSchemaNewer},
 		{"a schema of version 9 is raised so that a build that cannot read a connection time refuses it", testSchemaRaisedForConnected},
+		{"a schema of version 11 without the leases' share column is given it", testSchemaGivenTheShareColumn},
 		{"a read-only open of an older schema says how to read it and how it is migrated", testSchemaOlderReadOnly},
 		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},
@@ -182,6 +183,23 @@ func testSchemaNewer(t *testing.T, g *group) {
 		if err == nil || !strings.Contains(err.Error(), "version 99, newer than this build knows") {
 			t.Fatalf("open %q on a newer schema = %v", m, err)
 		}
+	}
+}
+
+// testSchemaGivenTheShareColumn: version 11 was first written without
+// the leases' share column (the share group a member that stops leaves),
+// by the builds that recorded the routes' key derivations before members
+// left their share groups; such a schema is given the column at open, on
+// which every lease a member takes would fail otherwise.
+func testSchemaGivenTheShareColumn(t *testing.T, g *group) {
+	g.mustOpen("m1").Close()
+	run(t, g.url, `ALTER TABLE `+g.schema+`.leases DROP COLUMN share; UPDATE `+g.schema+`.schema_version SET version = 11`)
+	g.mustOpen("m1").Close()
+	if n := count(t, g.url, `SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'leases' AND column_name = 'share'`, g.schema); n != 1 {
+		t.Fatal("the schema was left without the leases' share column")
+	}
+	if n := count(t, g.url, `SELECT version FROM `+g.schema+`.schema_version`); n != int64(postgres.SchemaVersion) {
+		t.Fatalf("schema version %d after the open, want %d", n, postgres.SchemaVersion)
 	}
 }
 

@@ -114,9 +114,17 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, readOnly bo
 	if err != nil {
 		return err
 	}
+	given := false
+	if !readOnly && v >= 11 {
+		if given, err = giveLeasesShare(ctx, tx, schema, s); err != nil {
+			return err
+		}
+	}
 	switch {
 	case v > schemaVersion:
 		return fmt.Errorf("schema %q has version %d, newer than this build knows (%d): upgrade replayguard", schema, v, schemaVersion)
+	case v == schemaVersion && given:
+		return tx.Commit(ctx)
 	case v == schemaVersion:
 		return nil
 	case readOnly:
@@ -142,6 +150,26 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, readOnly bo
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// giveLeasesShare adds the leases' share column to a schema of version 11
+// or later that lacks it. Version 11 was first written without it, by the
+// builds that recorded the routes' key derivations before a member that
+// stops left its share group; every lease this build takes sets it. Those
+// builds never read the column, so adding it leaves their members right.
+// Called under the migration lock; a schema that has it is only read. It
+// reports whether it added the column, which the caller commits.
+func giveLeasesShare(ctx context.Context, tx pgx.Tx, schema, s string) (bool, error) {
+	var has bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = $1 AND table_name = 'leases' AND column_name = 'share')`, schema).Scan(&has)
+	if err != nil || has {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `ALTER TABLE `+s+`.leases ADD COLUMN IF NOT EXISTS share text COLLATE "C" NOT NULL DEFAULT ''`); err != nil {
+		return false, fmt.Errorf("give the leases of schema %q their share column: %w", schema, err)
+	}
+	return true, nil
 }
 
 // migrationLock is the advisory lock a migration holds, and a member
