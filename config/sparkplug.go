@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -25,8 +27,22 @@ func (r Route) checkSparkplug(ps *problems, f field) {
 	if first, rest, _ := strings.Cut(r.Topic, "/"); r.Topic != "" && (first != SparkplugNamespace || rest == "") {
 		ps.add(f.dot("topic"), "topic %q: a sparkplug route's topic is under %s/, like %s/plant/+/# (%s/{group}/{type}/{edge}[/{device}])",
 			r.Topic, SparkplugNamespace, SparkplugNamespace, SparkplugNamespace)
+		return
+	}
+	levels := strings.Split(r.Topic, "/")
+	switch {
+	case len(levels) > 1 && levels[1] == "STATE":
+		ps.add(f.dot("topic"), "topic %q: %s/STATE/ holds the host applications' STATE messages, not an edge's: "+
+			"a sparkplug route decides %s; name a group, like %s/plant/#", r.Topic, SparkplugNamespace, sparkplugTypes, SparkplugNamespace)
+	case len(levels) > 2 && levels[2] != "+" && levels[2] != "#" && !slices.Contains(strings.Split(sparkplugTypes, ", "), levels[2]):
+		ps.add(f.dot("topic"), "topic %q: message type %q is not one a sparkplug route decides (%s; NCMD and DCMD are a host application's commands, "+
+			"not an edge's messages); write + for the type level, like %s/plant/+/#, and the route subscribes to the types it decides alone",
+			r.Topic, levels[2], sparkplugTypes, SparkplugNamespace)
 	}
 }
+
+// sparkplugTypes are the message types a sparkplug route decides.
+const sparkplugTypes = "NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH"
 
 // checkSparkplugPath reports p unless a sparkplug route can read it:
 // metrics.<Name> (the name is the rest, '.', '/' and spaces included),
@@ -40,4 +56,33 @@ func checkSparkplugPath(ps *problems, f field, p, filter string) bool {
 	}
 	ps.add(f, "%q: a sparkplug route reads metrics.<Name> (like metrics.Energy), timestamp, seq or topic[N]", p)
 	return false
+}
+
+// sparkplugWarnings warns of a sparkplug route on input jetstream whose
+// topic covers a host application's commands (NCMD, DCMD) and STATE
+// messages, unless jetstream.subjects leaves them out: there the stream's
+// subjects, not the route's topic, decide what comes, and each such
+// message is held as malformed.
+func (c *Config) sparkplugWarnings(warn func(path, msg string)) {
+	if c.Input != InputJetStream || c.JetStream == nil {
+		return
+	}
+	typed := len(c.JetStream.Subjects) > 0
+	for _, s := range c.JetStream.Subjects {
+		tokens := strings.Split(s, ".")
+		typed = typed && len(tokens) > 2 && slices.Contains(strings.Split(sparkplugTypes, ", "), tokens[2])
+	}
+	if typed {
+		return
+	}
+	for i, r := range c.Routes {
+		levels := strings.Split(r.Topic, "/")
+		if r.Kind != RouteSparkplug || len(levels) < 2 || levels[1] != "#" && (len(levels) < 3 || levels[2] != "+" && levels[2] != "#") {
+			continue
+		}
+		warn(fmt.Sprintf("routes[%d] (%s).topic", i, r.Name), fmt.Sprintf("on input jetstream the stream's subjects, not the route's topic, "+
+			"decide what comes: topic %q covers a host application's commands (NCMD, DCMD) and STATE messages, which are not an edge's, "+
+			"and each one in the stream is held as malformed; list in jetstream.subjects only the types a sparkplug route decides (%s), "+
+			"like spBv1//0.plant.NDATA.>", r.Topic, sparkplugTypes))
+	}
 }

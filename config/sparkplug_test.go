@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestSparkplugRoutes(t *testing.T) {
 	r := "routes[0] (plant)"
@@ -22,6 +25,17 @@ func TestSparkplugRoutes(t *testing.T) {
 		{"a sparkplug route reading a json path is refused",
 			"routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/#\n    effects: [{entity: m, set: {kwh: kwh}}]",
 			[]string{r + `.effects[0].set.kwh: "kwh": a sparkplug route reads metrics.<Name> (like metrics.Energy), timestamp, seq or topic[N]`}},
+		{"a sparkplug route whose topic names a command type is refused",
+			"routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/plant/NCMD/#",
+			[]string{r + `.topic: topic "spBv1.0/plant/NCMD/#": message type "NCMD" is not one a sparkplug route decides (NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH; ` +
+				`NCMD and DCMD are a host application's commands, not an edge's messages); write + for the type level, like spBv1.0/plant/+/#, and the route subscribes to the types it decides alone`}},
+		{"a sparkplug route on the host applications' STATE topics is refused",
+			"routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/STATE/#",
+			[]string{r + `.topic: topic "spBv1.0/STATE/#": spBv1.0/STATE/ holds the host applications' STATE messages, not an edge's: ` +
+				`a sparkplug route decides NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH; name a group, like spBv1.0/plant/#`}},
+		{"a sparkplug route that names a data type is accepted",
+			"routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/plant/DDATA/+/+\n    effects: [{entity: m, add: {kwh: metrics.Energy}}]",
+			nil},
 		{"an unknown kind is refused",
 			"routes:\n  - name: plant\n    kind: avro\n    topic: a/#\n    source: [a]\n    id: i",
 			[]string{r + `.kind: kind "avro" is not json or sparkplug`}},
@@ -31,5 +45,42 @@ func TestSparkplugRoutes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkProblems(t, c.file, c.want...) })
+	}
+}
+
+// On input jetstream the stream's subjects decide what comes: a sparkplug
+// route whose topic covers the host applications' commands is warned of,
+// unless jetstream.subjects names only the types it decides.
+func TestASparkplugRouteOnAStreamWithCommandsIsWarnedOf(t *testing.T) {
+	const route = "routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/plant/#\n    effects: [{entity: m, add: {kwh: metrics.Energy}}]\n"
+	const want = `routes[0] (plant).topic: on input jetstream the stream's subjects, not the route's topic, decide what comes: ` +
+		`topic "spBv1.0/plant/#" covers a host application's commands (NCMD, DCMD) and STATE messages, which are not an edge's, ` +
+		`and each one in the stream is held as malformed; list in jetstream.subjects only the types a sparkplug route decides ` +
+		`(NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH), like spBv1//0.plant.NDATA.>`
+	for _, tc := range []struct {
+		name, file string
+		warned     bool
+	}{
+		{"a stream read whole", "input: jetstream\njetstream: {url: 'nats://127.0.0.1:4222', stream: S, consumer: rg}\n" + route, true},
+		{"subjects that take commands", "input: jetstream\njetstream: {url: 'nats://127.0.0.1:4222', stream: S, consumer: rg, subjects: ['spBv1//0.plant.>']}\n" + route, true},
+		{"subjects of the decided types alone", "input: jetstream\njetstream: {url: 'nats://127.0.0.1:4222', stream: S, consumer: rg, " +
+			"subjects: ['spBv1//0.plant.NBIRTH.>', 'spBv1//0.plant.NDATA.>', 'spBv1//0.plant.NDEATH.>']}\n" + route, false},
+		{"mqtt, where the route subscribes to its types alone", route, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.file), "f.yaml", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range c.Warnings() {
+				if s := w.String(); strings.HasPrefix(s, "routes[0] (plant).topic") {
+					got = append(got, s)
+				}
+			}
+			if tc.warned && (len(got) != 1 || got[0] != want) || !tc.warned && len(got) != 0 {
+				t.Fatalf("warnings %q, want %v", got, tc.warned)
+			}
+		})
 	}
 }

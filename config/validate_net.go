@@ -382,6 +382,7 @@ func (c *Config) Warnings() []Problem {
 	}
 	c.MQTT.sharedBrokerWarnings(warn)
 	c.routeWarnings(warn)
+	c.sparkplugWarnings(warn)
 	c.forwardLoopWarnings(warn)
 	if h := c.HTTP; h.Enabled() && !h.HasToken() && !loopback(h.Listen) {
 		warn("http.listen", "listening on "+h.Listen+" without a token: anyone who can reach it reads the API, and release, discard, retry and drop are refused; give it http.tokens")

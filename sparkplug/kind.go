@@ -142,6 +142,9 @@ func parseTopic(topic string) (*spMessage, error) {
 	}
 	sp := &spMessage{birth: -1}
 	levels, ok := splitLevels(sp.levelBuf[:0], topic)
+	if err := notAnEdges(topic, levels); err != nil {
+		return nil, err
+	}
 	if !ok || len(levels) < 4 || levels[0] != Namespace {
 		return nil, bad("wrong levels")
 	}
@@ -170,6 +173,33 @@ func parseTopic(topic string) (*spMessage, error) {
 		}
 	}
 	return sp, nil
+}
+
+// notAnEdges refuses, saying what it is and where it came from, a host
+// application's message on a topic a route's filter covers: a command to
+// an edge (NCMD, DCMD) or a host's state (spBv1.0/STATE/{host}). A route
+// subscribes to the types it decides alone (Subscriptions), so such a
+// message came another way.
+func notAnEdges(topic string, levels []string) error {
+	if len(levels) < 3 || levels[0] != Namespace {
+		return nil
+	}
+	var what string
+	switch {
+	case levels[1] == "STATE" && len(levels) == 3:
+		what = fmt.Sprintf("host application %q's STATE message (Sparkplug 3.0)", levels[2])
+	case len(levels) == 4 && levels[2] == "NCMD":
+		what = fmt.Sprintf("a host application's NCMD, a command to edge node %q of group %q", levels[3], levels[1])
+	case len(levels) == 5 && levels[2] == "DCMD":
+		what = fmt.Sprintf("a host application's DCMD, a command to device %q of edge node %q of group %q", levels[4], levels[3], levels[1])
+	default:
+		return nil
+	}
+	return fmt.Errorf("topic %q is %s, not an edge's message: a sparkplug route decides NBIRTH, NDATA, NDEATH, DBIRTH, DDATA and DDEATH, "+
+		"and subscribes to those alone; this one came another way: through a later route's filter that covers it (a message goes to the "+
+		"first route whose topic matches: narrow that filter, or this route's topic), a subscription a persistent MQTT session kept from an "+
+		"older configuration (name it in mqtt.former_filters), a jetstream stream's subjects (leave the command and STATE subjects out of "+
+		"jetstream.subjects) or an ingested file", topic, what)
 }
 
 // splitLevels appends topic's levels to dst, within its capacity: false

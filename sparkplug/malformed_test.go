@@ -40,7 +40,12 @@ func testMalformedSparkplugIsHeldWithItsReason(t *testing.T, store engine.Store)
 	}{
 		{"a JSON payload", "spBv1.0/plant/NDATA/m1", []byte(`{"seq":1}`), "payload is not a Sparkplug B payload"},
 		{"a topic outside the namespace's shape", "spBv1.0/plant/NDATA", edge.Data(c.next(), pulse()).Payload, "is not a Sparkplug B message topic"},
-		{"a command", "spBv1.0/plant/NCMD/m1", edge.Data(c.next(), pulse()).Payload, `message type "NCMD" is not one a route decides`},
+		{"an unknown message type", "spBv1.0/plant/NREPORT/m1", edge.Data(c.next(), pulse()).Payload, `message type "NREPORT" is not one a route decides`},
+		{"a node command", "spBv1.0/plant/NCMD/m1", rebirthRequest(t, c), `topic "spBv1.0/plant/NCMD/m1" is a host application's NCMD, a command to edge node "m1" of group "plant", ` +
+			`not an edge's message: a sparkplug route decides NBIRTH, NDATA, NDEATH, DBIRTH, DDATA and DDEATH, and subscribes to those alone; this one came another way`},
+		{"a device command", "spBv1.0/plant/DCMD/m1/pump", rebirthRequest(t, c), `is a host application's DCMD, a command to device "pump" of edge node "m1" of group "plant", not an edge's message`},
+		{"a host application's state", "spBv1.0/STATE/scada-1", []byte(`{"online":true,"timestamp":1764921600000}`),
+			`topic "spBv1.0/STATE/scada-1" is host application "scada-1"'s STATE message (Sparkplug 3.0), not an edge's message`},
 		{"a device message without a device", "spBv1.0/plant/DDATA/m1", edge.Data(c.next(), pulse()).Payload, "names a device level if and only if"},
 		{"a seq over 255", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{Seq: proto.Uint64(256)}), "seq 256 is out of range (0–255)"},
 		{"no seq", "spBv1.0/plant/NDATA/m1", encode(t, &pb.Payload{}), "NDATA has no seq"},
@@ -67,4 +72,10 @@ func testMalformedSparkplugIsHeldWithItsReason(t *testing.T, store engine.Store)
 	if got := h.field("meter/m1", "pulses"); got != "0" {
 		t.Fatalf("pulses %s: a malformed message changed the state", got)
 	}
+}
+
+// rebirthRequest is a host application's Node Control/Rebirth command.
+func rebirthRequest(t *testing.T, c *clock) []byte {
+	return encode(t, &pb.Payload{Timestamp: proto.Uint64(uint64(c.next().UnixMilli())), Metrics: []*pb.Payload_Metric{
+		{Name: proto.String("Node Control/Rebirth"), Datatype: proto.Uint32(uint32(pb.DataType_Boolean)), Value: &pb.Payload_Metric_BooleanValue{BooleanValue: true}}}})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/replayguard/replayguard/metrics"
 	rgsource "github.com/replayguard/replayguard/source" // events; app has a type named source
 	"github.com/replayguard/replayguard/source/mqtt"
+	"github.com/replayguard/replayguard/sparkplug"
 	"github.com/replayguard/replayguard/web"
 )
 
@@ -158,9 +160,24 @@ func consumerBase(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) m
 		if r.QoS != nil {
 			qos = *r.QoS
 		}
+		if r.Kind != config.RouteSparkplug {
+			c.Filters = append(c.Filters, mqtt.Filter{Topic: r.Topic, QoS: byte(qos)})
+			continue
+		}
 		// A Sparkplug route's messages reach every member of a share
-		// group, each in its edge's order (mqtt.Filter.Unshared).
-		c.Filters = append(c.Filters, mqtt.Filter{Topic: r.Topic, QoS: byte(qos), Unshared: r.Kind == config.RouteSparkplug})
+		// group, each in its edge's order (mqtt.Filter.Unshared); it
+		// subscribes to the message types it decides alone, never to the
+		// host applications' commands and states its topic also covers.
+		// A session resumed from a build that subscribed to the topic
+		// itself has that subscription removed (consume.StaleForms), unless
+		// another route asks for it.
+		subs := sparkplug.Subscriptions(r.Topic)
+		for _, topic := range subs {
+			c.Filters = append(c.Filters, mqtt.Filter{Topic: topic, QoS: byte(qos), Unshared: true})
+		}
+		if !slices.Contains(subs, r.Topic) && !slices.Contains(c.FormerFilters, r.Topic) {
+			c.FormerFilters = append(slices.Clip(c.FormerFilters), r.Topic)
+		}
 	}
 	return c
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/replayguard/replayguard/metrics"
 	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/mqtt"
+	"github.com/replayguard/replayguard/sparkplug"
 	"github.com/replayguard/replayguard/web"
 )
 
@@ -116,11 +117,19 @@ func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
 // consumerConfig is the consumer's configuration on the brokers of mqtt
 // (a feed sets its own brokers, client id and observer).
 func consumerConfig(c *config.Config, cfg guardConfig) mqtt.Config {
+	r := c.Routes[0]
+	filters := []mqtt.Filter{{Topic: r.Topic, QoS: 1}}
+	if r.Kind == config.RouteSparkplug { // as run subscribes it: the types it decides alone
+		filters = filters[:0]
+		for _, topic := range sparkplug.Subscriptions(r.Topic) {
+			filters = append(filters, mqtt.Filter{Topic: topic, QoS: 1})
+		}
+	}
 	return mqtt.Config{
 		Brokers:         c.MQTT.Brokers,
 		ClientID:        c.MQTT.ClientID,
 		SessionExpiry:   time.Duration(c.MQTT.SessionExpiry),
-		Filters:         []mqtt.Filter{{Topic: c.Routes[0].Topic, QoS: 1}},
+		Filters:         filters,
 		ConnectRetryMin: cfg.retry,
 		ConnectRetryMax: 4 * cfg.retry,
 		ConnectTimeout:  5 * time.Second,
