@@ -21,7 +21,10 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		}
 		dec := Decision{Outcome: Malformed, Reason: de.reason, Sequence: -1}
 		if d != nil {
+			var why string
 			dec.Route = d.route.Name
+			dec.Source, why = d.malformedSource(m.Topic)
+			dec.Reason = sourceReason(dec.Reason, why)
 		}
 		return e.record(m, dec, now, ref, by)
 	}

@@ -23,9 +23,12 @@ const (
 	vBool
 	vNull
 	vComposite // object or array: never a valid field value
+	// vUnread is a field met after its message was found malformed, met
+	// twice, or cut short by the payload's end: its value is not known.
+	vUnread
 )
 
-var kindNames = [...]string{"absent", "string", "number", "boolean", "null", "object or array"}
+var kindNames = [...]string{"absent", "string", "number", "boolean", "null", "object or array", "not read"}
 
 // value is one extracted field: its kind and its canonical text (strings
 // unescaped, numbers as canonical decimals).
@@ -232,9 +235,13 @@ func (d *Delivery) found(slot, start, end int, kind valueKind, ascii bool) {
 	r := d.route
 	i := r.slots[slot]
 	switch {
+	case d.vals[i].kind != vAbsent: // which of its values counts is not known
+		if d.err == nil {
+			d.err = malformed("field %s appears more than once", r.paths[i].text)
+		}
+		d.vals[i] = value{kind: vUnread}
 	case d.err != nil:
-	case d.vals[i].kind != vAbsent:
-		d.err = malformed("field %s appears more than once", r.paths[i].text)
+		d.vals[i] = value{kind: vUnread}
 	default:
 		if ascii {
 			d.vals[i] = value{kind: vString, text: d.text[start:end]}

@@ -217,6 +217,9 @@ func (p *jsonScanner) value(depth int, node *pathNode) bool {
 		if kind == vString {
 			start, end = start+1, end-1
 		}
+		if kind == vNumber && end == len(p.b) && depth > 0 { // its digits may go on past what arrived
+			kind = vUnread
+		}
 		p.sink.found(node.slot, start, end, kind, kind == vString && !p.esc && !p.high)
 	}
 	return ok
