@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/term"
@@ -47,9 +48,17 @@ func cmdIngest(e *env) error {
 	return e.tool().Ingest(e.ctx, opts)
 }
 
+// openInput opens arg, a capture file or "-" for stdin, with its size (0
+// for stdin) and the name its records give as their broker: the file's
+// absolute, cleaned path, so that one file ingested as feed.jsonl and as
+// /data/./feed.jsonl reads as one broker in the report, never a change.
 func openInput(e *env, arg string) (io.ReadCloser, int64, string, error) {
 	if arg == "-" {
 		return io.NopCloser(e.stdin), 0, "stdin", nil
+	}
+	name, err := filepath.Abs(arg)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("ingest %s: %w", arg, err)
 	}
 	f, err := os.Open(arg)
 	if err != nil {
@@ -60,7 +69,7 @@ func openInput(e *env, arg string) (io.ReadCloser, int64, string, error) {
 		f.Close()
 		return nil, 0, "", err
 	}
-	return f, st.Size(), arg, nil
+	return f, st.Size(), name, nil
 }
 
 func isTerminal(w io.Writer) bool {

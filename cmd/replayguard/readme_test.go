@@ -87,7 +87,7 @@ func TestTheReadmeExplainExampleRunsAsWritten(t *testing.T) {
 	section := after(t, string(b), "## Why a value is what it is")
 	commands := strings.Split(strings.TrimSpace(block(t, section, "```sh\n")), "\n")
 	cfg := testConfig(t, "")
-	t.Chdir("../..") // the README's commands run there: the capture's name is the broker the records name
+	t.Chdir("../..") // the README's commands run there
 	mustRun(t, "", "ingest", "-c", cfg, "examples/incidents.jsonl")
 	line := find(t, commands, "replayguard explain ")
 	_, rest, _ := strings.Cut(line, "replayguard explain -c examples/replayguard.yaml ")
