@@ -33,7 +33,10 @@ type Resolve struct {
 func LocalOperator(name string) (string, error) {
 	if name := strings.TrimSpace(name); name != "" {
 		// The same rule as a token's name: the audit record shows it as is.
-		if strings.ContainsFunc(name, unicode.IsControl) || !utf8.ValidString(name) {
+		switch {
+		case len(name) > maxOperatorBytes:
+			return "", fmt.Errorf("%w: --operator is %d bytes, over %d", ErrUsage, len(name), maxOperatorBytes)
+		case strings.ContainsFunc(name, unicode.IsControl) || !utf8.ValidString(name):
 			return "", fmt.Errorf("%w: --operator %q has control characters or invalid UTF-8", ErrUsage, name)
 		}
 		return name, nil
@@ -47,10 +50,21 @@ func LocalOperator(name string) (string, error) {
 	return "", fmt.Errorf("%w: cannot tell who you are (no OS user name, $USER unset): give --operator NAME", ErrUsage)
 }
 
-// checkReason refuses a --reason with a control character other than tab,
-// or invalid UTF-8, with ErrUsage, as LocalOperator refuses such a name:
-// the audit record carries it as is.
+// The bounds of an operator's name and a reason, the API's: a decision
+// made from the CLI on a local store is the same decision, and its audit
+// record, which every sink sends on, stays as small.
+const (
+	maxOperatorBytes = 200
+	maxReasonBytes   = 4096
+)
+
+// checkReason refuses a --reason over maxReasonBytes, or with a control
+// character other than tab, or invalid UTF-8, with ErrUsage, as
+// LocalOperator refuses such a name: the audit record carries it as is.
 func checkReason(reason string) error {
+	if len(reason) > maxReasonBytes {
+		return fmt.Errorf("%w: --reason is %d bytes, over %d", ErrUsage, len(reason), maxReasonBytes)
+	}
 	if strings.ContainsFunc(reason, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) || !utf8.ValidString(reason) {
 		return fmt.Errorf("%w: --reason %q has control characters (a tab is allowed) or invalid UTF-8", ErrUsage, reason)
 	}
