@@ -81,7 +81,7 @@ func (t *Tool) printStoredState(ctx context.Context, store engine.Store, match f
 // empty answer is not read as a store with nothing in it, nor the other way.
 func (t *Tool) noEntityMatched(patterns []string, n int) {
 	if n == 0 && len(patterns) > 0 {
-		fmt.Fprintf(t.errOut(), "no entity matches %s: `replayguard state` lists every one\n", strings.Join(patterns, " "))
+		fmt.Fprintf(t.errOut(), "no entity matches %s: `replayguard state` lists every one\n", shownAll(patterns, " "))
 	}
 }
 
