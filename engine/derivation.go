@@ -153,3 +153,53 @@ func checkDerivations(ctx context.Context, rec RouteRecorder, routes []*route) e
 		"replays of what it applied under the old name are then no longer caught",
 		ErrKeyDerivation, strings.Join(refused, "; "))
 }
+
+// RouteRecords reads the key derivations a store records, recording none:
+// what a check that must not write (lint) compares a configuration with.
+// A store that records derivations (RouteRecorder) and can be opened
+// without writing implements it. Safe for concurrent use.
+type RouteRecords interface {
+	// RecordedRoutes returns the derivation recorded for each of names
+	// that has one; a name without one is left out.
+	RecordedRoutes(ctx context.Context, names []string) (map[string][]byte, error)
+}
+
+// CheckKeyDerivations compares the key derivation of each route of opts
+// (compiled with opts.Kinds) with the one store records for it, writing
+// nothing, and returns what changed for each route whose recorded one
+// differs, by name: the routes New would refuse on store. A route the store
+// records none for is not in it (New would record it). ok is false, with
+// nothing checked, when store cannot read its records without writing.
+func CheckKeyDerivations(ctx context.Context, store Store, opts Options) (changed map[string][]string, ok bool, err error) {
+	rr, ok := store.(RouteRecords)
+	if !ok {
+		return nil, false, nil
+	}
+	kinds, err := kindsOf(opts.Kinds)
+	if err != nil {
+		return nil, true, err
+	}
+	now := make(map[string]KeyDerivation, len(opts.Routes))
+	for _, r := range opts.Routes {
+		c, err := compileRoute(r, kinds, store.Capabilities().Shared != nil)
+		if err != nil {
+			return nil, true, err
+		}
+		now[r.Name] = c.derivation()
+	}
+	got, err := rr.RecordedRoutes(ctx, slices.Sorted(maps.Keys(now)))
+	if err != nil {
+		return nil, true, fmt.Errorf("read the routes' recorded key derivations: %w", err)
+	}
+	changed = map[string][]string{}
+	for name, b := range got {
+		was, err := DecodeKeyDerivation(b)
+		if err != nil {
+			return nil, true, fmt.Errorf("route %q: %w", name, err)
+		}
+		if ch := was.Changes(now[name]); len(ch) > 0 {
+			changed[name] = ch
+		}
+	}
+	return changed, true, nil
+}

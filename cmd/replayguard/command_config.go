@@ -29,12 +29,17 @@ func cmdLint(e *env) error {
 	}
 	problems, skipped := app.CheckSQL(e.ctx, e.cfg)
 	problems = append(app.CheckLocal(e.cfg), problems...)
+	derived, unread := app.CheckKeyDerivations(e.ctx, e.cfg)
+	problems = append(problems, derived...)
 	slices.SortStableFunc(problems, func(a, b config.Problem) int { return a.Line - b.Line })
 	if len(problems) > 0 {
 		return &config.ValidationError{File: e.cfgSrc, Problems: problems}
 	}
 	if skipped != nil {
 		fmt.Fprintf(e.stdout, "%s: sql statements not checked against the database: %v\n", e.cfgSrc, skipped)
+	}
+	if unread != nil {
+		fmt.Fprintf(e.stdout, "%s: key derivations not checked against the store's record: %v\n", e.cfgSrc, unread)
 	}
 	fmt.Fprintf(e.stdout, "%s: ok (%d routes)\n", e.cfgSrc, len(e.cfg.Routes))
 	return nil

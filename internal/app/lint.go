@@ -5,11 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/postgres"
 )
 
@@ -142,4 +145,47 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 		tlsFiles(fmt.Sprintf("audit.sinks[%d].tls", i), fmt.Sprintf("audit.sinks[%d] (%s).tls", i, s.Name), s.TLS)
 	}
 	return ps
+}
+
+// CheckKeyDerivations compares each route's key derivation (kind, source,
+// sequence, epoch, id) with the one the configured store records, writing
+// nothing, and returns a problem at routes[i] for each route whose recorded
+// one differs: run would refuse it at start. A store not created yet
+// records nothing; when the store cannot be opened or read (held by a
+// running process, a server unreachable), skipped says why nothing was
+// checked.
+func CheckKeyDerivations(ctx context.Context, cfg *config.Config) (problems []config.Problem, skipped error) {
+	sc := cfg.Store
+	if sc.Kind == config.StoreMemory || len(cfg.Routes) == 0 {
+		return nil, nil
+	}
+	if sc.Kind == config.StoreEmbedded || sc.Kind == "" {
+		if _, err := os.Stat(sc.Path); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, lintTimeout)
+	defer cancel()
+	sc.Member = ""
+	st, err := openStore(ctx, sc, cfg.Window, true, nil)
+	if errors.Is(err, postgres.ErrNoStore) { // created by the first member: nothing recorded yet
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	changed, ok, err := engine.CheckKeyDerivations(ctx, st, EngineOptions(cfg))
+	if err != nil || !ok {
+		return nil, err
+	}
+	for i, r := range cfg.Routes {
+		if ch := changed[r.Name]; len(ch) > 0 {
+			key := fmt.Sprintf("routes[%d]", i)
+			problems = append(problems, cfg.Place(key, config.Problem{Path: fmt.Sprintf("%s (%s)", key, r.Name),
+				Message: strings.Join(ch, "; ") + ": the store holds keys and source windows derived the recorded way, and run refuses the route; " +
+					"restore the recorded settings, or give the route a new name (replays of what it applied under the old name are then no longer caught)"}))
+		}
+	}
+	return problems, nil
 }

@@ -63,3 +63,24 @@ func (s *Store) RecordRoutes(ctx context.Context, want map[string][]byte) (map[s
 	}))
 	return got, err
 }
+
+var _ engine.RouteRecords = (*Store)(nil)
+
+// RecordedRoutes returns the key derivation recorded for each of names
+// that has one, reading only: also on a store opened read-only.
+func (s *Store) RecordedRoutes(ctx context.Context, names []string) (map[string][]byte, error) {
+	got := make(map[string][]byte, len(names))
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRoutes)
+		for _, name := range names {
+			if b == nil {
+				break
+			}
+			if v := b.Get([]byte(name)); v != nil {
+				got[name] = bytes.Clone(v)
+			}
+		}
+		return nil
+	})
+	return got, err
+}

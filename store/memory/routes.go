@@ -10,6 +10,8 @@ import (
 var (
 	_ engine.RouteRecorder = (*Store)(nil)
 	_ engine.RouteRecorder = (*Member)(nil)
+	_ engine.RouteRecords  = (*Store)(nil)
+	_ engine.RouteRecords  = (*Member)(nil)
 )
 
 // RecordRoutes records the key derivation of each route of want that has
@@ -49,6 +51,37 @@ func recordRoutes(held, want map[string][]byte) map[string][]byte {
 			held[name] = bytes.Clone(d)
 		}
 		got[name] = held[name]
+	}
+	return got
+}
+
+// RecordedRoutes returns the key derivation recorded for each of names
+// that has one, recording none.
+func (s *Store) RecordedRoutes(ctx context.Context, names []string) (map[string][]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, engine.ErrClosed
+	}
+	return recordedRoutes(s.routes, names), nil
+}
+
+// RecordedRoutes returns the key derivation the group records for each of
+// names that has one, recording none.
+func (m *Member) RecordedRoutes(ctx context.Context, names []string) (map[string][]byte, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.g.mu.Unlock()
+	return recordedRoutes(m.g.routes, names), nil
+}
+
+func recordedRoutes(held map[string][]byte, names []string) map[string][]byte {
+	got := make(map[string][]byte, len(names))
+	for _, name := range names {
+		if d, ok := held[name]; ok {
+			got[name] = bytes.Clone(d)
+		}
 	}
 	return got
 }

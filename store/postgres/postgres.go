@@ -38,6 +38,10 @@ const pruneEvery = 5 * time.Second
 // a member id.
 var ErrReadOnly = errors.New("postgres store: opened without a member id (read-only)")
 
+// ErrNoStore is returned by a read-only Open of a schema no member has
+// created yet.
+var ErrNoStore = errors.New("holds no replayguard store")
+
 // ErrMembersRunning is returned by Open when the schema is older than this
 // build's and other members hold their leases: members of an earlier build
 // still run, and the schema is left as it is.

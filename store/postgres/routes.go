@@ -49,3 +49,29 @@ func (s *Store) RecordRoutes(ctx context.Context, want map[string][]byte) (map[s
 	}
 	return got, nil
 }
+
+var _ engine.RouteRecords = (*Store)(nil)
+
+// RecordedRoutes returns the key derivation the group records for each of
+// names that has one, reading only: also on a store opened without a
+// member.
+func (s *Store) RecordedRoutes(ctx context.Context, names []string) (map[string][]byte, error) {
+	got := make(map[string][]byte, len(names))
+	err := s.query(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, s.sql.readRoutes, names)
+		if err != nil {
+			return dbErr(err)
+		}
+		var name string
+		var d []byte
+		_, err = pgx.ForEachRow(rows, []any{&name, &d}, func() error {
+			got[name] = slices.Clone(d)
+			return nil
+		})
+		return dbErr(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
+}

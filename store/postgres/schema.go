@@ -255,7 +255,7 @@ func readVersion(ctx context.Context, tx pgx.Tx, schema, s string) (int, error) 
 	err := tx.QueryRow(ctx, `SELECT version FROM `+s+`.schema_version`).Scan(&v)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
-		return 0, fmt.Errorf("schema %q holds no replayguard store (open it with a member id once to create it)", schema)
+		return 0, fmt.Errorf("schema %q %w (open it with a member id once to create it)", schema, ErrNoStore)
 	}
 	return v, err
 }

@@ -51,3 +51,25 @@ func (s *Store) RecordRoutes(ctx context.Context, want map[string][]byte) (map[s
 	}
 	return got, nil
 }
+
+var _ engine.RouteRecords = (*Store)(nil)
+
+// RecordedRoutes returns the key derivation the group records for each of
+// names that has one, reading only: also on a store opened without a
+// member.
+func (s *Store) RecordedRoutes(ctx context.Context, names []string) (map[string][]byte, error) {
+	got := make(map[string][]byte, len(names))
+	if len(names) == 0 {
+		return got, nil
+	}
+	held, err := s.c.HMGet(ctx, s.k.routes, names...).Result()
+	if err != nil {
+		return nil, s.fail("read the routes' key derivations", err)
+	}
+	for i, v := range held {
+		if d, ok := v.(string); ok {
+			got[names[i]] = []byte(d)
+		}
+	}
+	return got, nil
+}

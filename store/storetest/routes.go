@@ -60,6 +60,25 @@ func testRoutesRecordedOnce(t *testing.T, p *place) {
 	if want := map[string]string{"a|b": "x", "meters": "m", "incidents": want["incidents"]}; !maps.Equal(got, want) {
 		t.Fatalf("after reopening: got %v, want %v", got, want)
 	}
+	// Reading the records records nothing: a name without one stays
+	// without one.
+	rr, ok := h.Store.(engine.RouteRecords)
+	if !ok {
+		t.Fatalf("%T records routes but cannot read them without recording (engine.RouteRecords)", h.Store)
+	}
+	for range 2 {
+		read, err := rr.RecordedRoutes(t.Context(), []string{"meters", "unrecorded", "a|b"})
+		if err != nil {
+			t.Fatalf("RecordedRoutes: %v", err)
+		}
+		if got := maps.Collect(func(yield func(string, string) bool) {
+			for k, v := range read {
+				yield(k, string(v))
+			}
+		}); !maps.Equal(got, map[string]string{"meters": "m", "a|b": "x"}) {
+			t.Fatalf("RecordedRoutes: got %v, want meters and a|b only", got)
+		}
+	}
 }
 
 // swapped is routes with the incidents route's source parts in the other
