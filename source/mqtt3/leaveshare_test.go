@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source/internal/consume"
 	"github.com/replayguard/replayguard/source/internal/consume/consumetest"
 )
 
@@ -16,9 +17,24 @@ import (
 // member's session (consumetest.LeaveShare). MQTT 3.1.1 has no receive
 // maximum: the broker's max_inflight_messages bounds what is in flight.
 func TestAMemberLeavingItsShareGroupDecidesWhatItsSessionHeldUnder311(t *testing.T) {
+	leaveShare(t).Run(t)
+}
+
+// A member leaving its share group whose commit takes longer than the
+// leave's quiet still decides every message its session held
+// (consumetest.LeaveShare.FirstCommit).
+func TestAMemberLeavingWithASlowCommitDecidesWhatItsSessionHeldUnder311(t *testing.T) {
+	s := leaveShare(t)
+	s.FirstCommit = consume.LeaveQuiet + consume.LeaveQuiet/2
+	s.Run(t)
+}
+
+// leaveShare is the scenario on a Mosquitto of the test's own.
+func leaveShare(t *testing.T) consumetest.LeaveShare {
+	t.Helper()
 	m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{NoPersistence: true, MaxInflight: 5})
 	pub := testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{})
-	consumetest.LeaveShare{
+	return consumetest.LeaveShare{
 		Start: func(t *testing.T, rec *recorder, leave func(context.Context) (bool, error)) consumetest.Member {
 			cfg := testConfig(t, m.URL())
 			cfg.ShareGroup = "workers"
@@ -32,5 +48,5 @@ func TestAMemberLeavingItsShareGroupDecidesWhatItsSessionHeldUnder311(t *testing
 			return consumetest.Member{Ready: r.Ready, Stop: r.stop}
 		},
 		Publish: func(t *testing.T, source string, n int) { publish(t, pub, source, n) },
-	}.Run(t)
+	}
 }

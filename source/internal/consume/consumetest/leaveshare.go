@@ -33,6 +33,12 @@ type LeaveShare struct {
 	// Publish publishes n messages of source, sequenced from 1, and fails
 	// the test unless the broker acknowledged every one.
 	Publish func(t *testing.T, source string, n int)
+	// FirstCommit is how long the leaving member's first batch takes once
+	// it has asked to leave: a loaded store. Longer than the leave's quiet,
+	// the member must still decide every message its session held, for the
+	// broker sends nothing while the member's window is full of messages
+	// it has not acknowledged, and that silence is not the session's end.
+	FirstCommit time.Duration
 }
 
 // Run runs the scenario.
@@ -50,10 +56,11 @@ func (s LeaveShare) Run(t *testing.T) {
 	leaving := NewRecorder(t)
 	// Its first batch waits until it has asked to leave: with no more
 	// than 5 in flight to it, the rest of its share queues in its session
-	// at the broker meanwhile.
+	// at the broker meanwhile. Then it takes FirstCommit.
 	leaving.Hook = func(ctx context.Context, call int, msgs []engine.Message) error {
 		if call == 0 {
 			<-release
+			time.Sleep(s.FirstCommit)
 		}
 		return nil
 	}
