@@ -32,17 +32,7 @@ func (s *Store) RecordRoutes(ctx context.Context, want map[string][]byte) (map[s
 		if _, err := c.Exec(ctx, s.sql.insertRoutes, names, ds); err != nil {
 			return dbErr(err)
 		}
-		rows, err := c.Query(ctx, s.sql.readRoutes, names)
-		if err != nil {
-			return dbErr(err)
-		}
-		var name string
-		var d []byte
-		_, err = pgx.ForEachRow(rows, []any{&name, &d}, func() error {
-			got[name] = slices.Clone(d)
-			return nil
-		})
-		return dbErr(err)
+		return s.readRoutes(ctx, c, names, got)
 	})
 	if err != nil {
 		return nil, err
@@ -57,21 +47,25 @@ var _ engine.RouteRecords = (*Store)(nil)
 // member.
 func (s *Store) RecordedRoutes(ctx context.Context, names []string) (map[string][]byte, error) {
 	got := make(map[string][]byte, len(names))
-	err := s.query(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, s.sql.readRoutes, names)
-		if err != nil {
-			return dbErr(err)
-		}
-		var name string
-		var d []byte
-		_, err = pgx.ForEachRow(rows, []any{&name, &d}, func() error {
-			got[name] = slices.Clone(d)
-			return nil
-		})
-		return dbErr(err)
-	})
+	err := s.query(ctx, func(c *pgx.Conn) error { return s.readRoutes(ctx, c, names, got) })
 	if err != nil {
 		return nil, err
 	}
 	return got, nil
+}
+
+// readRoutes reads into got the recorded derivation of each of names
+// that has one.
+func (s *Store) readRoutes(ctx context.Context, c *pgx.Conn, names []string, got map[string][]byte) error {
+	rows, err := c.Query(ctx, s.sql.readRoutes, names)
+	if err != nil {
+		return dbErr(err)
+	}
+	var name string
+	var d []byte
+	_, err = pgx.ForEachRow(rows, []any{&name, &d}, func() error {
+		got[name] = slices.Clone(d)
+		return nil
+	})
+	return dbErr(err)
 }
