@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -224,7 +225,9 @@ func ofMember(m string) string {
 // member is "" on a single-owner store; on a shared store "" stands for
 // this engine's own member. An entry that is not pending in member's
 // outbox (delivered, held already, never was, or member keeps no outbox
-// here) is ErrNotFound, with nothing written.
+// here) is ErrNotFound, with nothing written; so is one the drainer
+// delivers between this read of it and the hold's commit ("was delivered
+// meanwhile": the store checks it is still pending).
 func (e *Engine) HoldPending(ctx context.Context, member string, id uint64, reason, operator string) (ForwardResolution, error) {
 	ob := e.caps.Outbox
 	if ob == nil {
@@ -267,9 +270,11 @@ func (e *Engine) HoldPending(ctx context.Context, member string, id uint64, reas
 			r.Sequence = &s
 		}
 		e.appendAudit(&r)
-		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: why})
+		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: why, Pending: true})
 	}
-	if err := e.act(ctx, nil, hold); err != nil {
+	if err := e.act(ctx, nil, hold); errors.Is(err, ErrNotFound) {
+		return ForwardResolution{}, fmt.Errorf("%w: outbox entry %d%s was delivered meanwhile: not held, nothing written", ErrNotFound, id, ofMember(member))
+	} else if err != nil {
 		return ForwardResolution{}, err
 	}
 	return ForwardResolution{Entry: HeldEntry{OutboxEntry: entry, Member: member, Reason: why}, Record: r}, nil

@@ -99,6 +99,12 @@ type OutboxHold struct {
 	Member string `json:"member,omitempty"`
 	ID     uint64 `json:"id"`
 	Reason string `json:"reason"`
+	// Pending is set on an operator's hold of an entry it read pending
+	// (Engine.HoldPending): an entry no longer pending when the batch is
+	// written (the drainer delivered it meanwhile) fails the whole batch
+	// with ErrNotFound, nothing of it written. Unset (the drainer's own
+	// hold), such an entry is left alone.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // OutboxResolve is an operator's resolution of a held entry of member's

@@ -188,7 +188,9 @@ type Batch struct {
 	Outbox []OutboxEntry
 	// OutboxHeld moves entries out of a member's pending outbox to the
 	// held ones, after this batch's entries are added; an entry no longer
-	// pending (delivered meanwhile) is left alone.
+	// pending (delivered meanwhile) is left alone, or, for a hold with
+	// Pending set, fails the whole batch with ErrNotFound: nothing of it
+	// is written.
 	OutboxHeld []OutboxHold
 	// OutboxResolved takes held entries out of the held ones, each back
 	// into its member's pending outbox with its ID and bytes unchanged

@@ -218,10 +218,15 @@ func resolve(ob, hb *bolt.Bucket, r engine.OutboxResolve) error {
 	return hb.Delete(k)
 }
 
-// hold moves entry h.ID to the held bucket, reporting whether it was pending.
+// hold moves entry h.ID to the held bucket, reporting whether it was
+// pending. An operator's hold (Pending) of an entry no longer pending fails
+// the batch with engine.ErrNotFound.
 func hold(ob, hb *bolt.Bucket, h engine.OutboxHold) (bool, error) {
 	k := u64(h.ID)
 	v := ob.Get(k)
+	if v == nil && h.Pending {
+		return false, fmt.Errorf("%w: outbox entry %d is no longer pending (delivered meanwhile); nothing written", engine.ErrNotFound, h.ID)
+	}
 	if v == nil {
 		return false, nil
 	}

@@ -275,6 +275,11 @@ func (m *Member) write(b *engine.Batch) error {
 			return err
 		}
 	}
+	for _, h := range b.OutboxHeld {
+		if err := g.outboxes[h.Member].checkHeld(h); err != nil {
+			return err
+		}
+	}
 	for _, r := range b.Audit {
 		c.log.append(keepRecord(r))
 	}

@@ -97,6 +97,11 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if err := s.outbox.checkResolved("", b.OutboxResolved); err != nil {
 		return err
 	}
+	for _, h := range b.OutboxHeld {
+		if err := s.outbox.checkHeld(h); err != nil {
+			return err
+		}
+	}
 	for _, r := range b.Audit {
 		s.audit.append(keepRecord(r))
 	}

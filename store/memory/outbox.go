@@ -57,6 +57,20 @@ func (o *outbox) checkResolved(member string, rs []engine.OutboxResolve) error {
 	return nil
 }
 
+// checkHeld refuses an operator's hold (Pending) of an entry that is no
+// longer pending: the drainer delivered it since the operator read it.
+func (o *outbox) checkHeld(h engine.OutboxHold) error {
+	if !h.Pending {
+		return nil
+	}
+	if o != nil {
+		if _, ok := o.pending[h.ID]; ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: outbox entry %d of member %q is no longer pending (delivered meanwhile); nothing written", engine.ErrNotFound, h.ID, h.Member)
+}
+
 func (o *outbox) isHeld(id uint64) bool {
 	_, ok := o.held[id]
 	return ok

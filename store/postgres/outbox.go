@@ -32,12 +32,15 @@ func newOutboxStatements(q func(string) string) outboxStatements {
 		insert: q(`INSERT INTO {s}.outbox (member, id, entry, payload)
 			SELECT $1, * FROM unnest($2::bigint[], $3::bytea[], $4::bytea[])`),
 		hold: q(`WITH h AS (
-				SELECT m.number, u.id, u.reason FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(member, id, reason)
+				SELECT m.number, u.member AS name, u.id, u.reason FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(member, id, reason)
 				JOIN {s}.members m ON m.member = u.member),
 			moved AS (
 				DELETE FROM {s}.outbox o USING h WHERE o.member = h.number AND o.id = h.id
-				RETURNING o.member, o.id, o.entry, o.payload, h.reason)
-			INSERT INTO {s}.outbox_held (member, id, entry, payload, reason) SELECT * FROM moved`),
+				RETURNING o.member, o.id, o.entry, o.payload, h.reason, h.name),
+			kept AS (
+				INSERT INTO {s}.outbox_held (member, id, entry, payload, reason)
+				SELECT member, id, entry, payload, reason FROM moved)
+			SELECT name, id FROM moved`),
 		// Deletes the held entries named, putting those to requeue back
 		// with the bytes they were written with; returns the ones it found
 		// held, which a concurrent resolution (waiting on the row lock,
@@ -101,36 +104,65 @@ func (s *Store) queueOutbox(queue func(func(pgx.BatchResults) error, string, ...
 		for i, h := range b.OutboxHeld {
 			members[i], ids[i], reasons[i] = h.Member, int64(h.ID), h.Reason
 		}
-		queue(execd, s.sql.outbox.hold, members, ids, reasons)
+		queue(movedHeld(b.OutboxHeld), s.sql.outbox.hold, members, ids, reasons)
 	}
 	return nil
+}
+
+// movedHeld checks that every operator's hold (Pending) among hs moved
+// its entry: one no longer pending (the drainer delivered it meanwhile)
+// fails the batch with engine.ErrNotFound.
+func movedHeld(hs []engine.OutboxHold) func(pgx.BatchResults) error {
+	return func(br pgx.BatchResults) error {
+		moved, err := memberIDs(br)
+		if err != nil {
+			return err
+		}
+		for _, h := range hs {
+			if h.Pending && !moved[memberID{h.Member, int64(h.ID)}] {
+				return fmt.Errorf("%w: outbox entry %d of member %q is no longer pending (delivered meanwhile); nothing written", engine.ErrNotFound, h.ID, h.Member)
+			}
+		}
+		return nil
+	}
+}
+
+// memberID names one outbox entry of a member.
+type memberID struct {
+	member string
+	id     int64
+}
+
+// memberIDs reads the entries a statement returned as (member, id) rows.
+func memberIDs(br pgx.BatchResults) (map[memberID]bool, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	found := map[memberID]bool{}
+	for rows.Next() {
+		var r memberID
+		if err := rows.Scan(&r.member, &r.id); err != nil {
+			return nil, dbErr(err)
+		}
+		found[r] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr(err)
+	}
+	return found, nil
 }
 
 // resolvedHeld checks that every held entry rs names was resolved by
 // this batch: one that was not held fails it with engine.ErrNotFound.
 func resolvedHeld(rs []engine.OutboxResolve) func(pgx.BatchResults) error {
 	return func(br pgx.BatchResults) error {
-		rows, err := br.Query()
+		gone, err := memberIDs(br)
 		if err != nil {
-			return dbErr(err)
-		}
-		type ref struct {
-			member string
-			id     int64
-		}
-		gone := map[ref]bool{}
-		for rows.Next() {
-			var r ref
-			if err := rows.Scan(&r.member, &r.id); err != nil {
-				return dbErr(err)
-			}
-			gone[r] = true
-		}
-		if err := rows.Err(); err != nil {
-			return dbErr(err)
+			return err
 		}
 		for _, r := range rs {
-			if !gone[ref{r.Member, int64(min(r.ID, math.MaxInt64))}] {
+			if !gone[memberID{r.Member, int64(min(r.ID, math.MaxInt64))}] {
 				return fmt.Errorf("%w: outbox entry %d of member %q is not held; nothing written", engine.ErrNotFound, r.ID, r.Member)
 			}
 		}

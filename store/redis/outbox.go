@@ -36,7 +36,8 @@ var (
 // every check passed and the quarantine was written: p is then where the
 // resolved ids start in ARGV. Its ARGV follow them: the number of entries,
 // of holds and of resolutions, (hex id, JSON) of each entry, (hex id,
-// reason) of each hold, (hex id, "1" to requeue or "0" to drop) of each
+// reason, "1" for an operator's hold of an entry it read pending or "0")
+// of each hold, (hex id, "1" to requeue or "0" to drop) of each
 // resolution. Its KEYS come just before the row locks: this member's
 // outbox and outbox ids, then for each hold and then each resolution the
 // outbox, ids and held entries of the member it names. A batch without
@@ -48,7 +49,7 @@ if a[o] then
   local ne, nh, nv = tonumber(a[o]), tonumber(a[o + 1]), tonumber(a[o + 2])
   local k = #KEYS - nl - 2 - 3 * nh - 3 * nv
   o = o + 3
-  local ro, rk = o + 2 * ne + 2 * nh, k + 3 + 3 * nh
+  local ro, rk = o + 2 * ne + 3 * nh, k + 3 + 3 * nh
   for i = 0, nv - 1 do
     local ob, ids, held = KEYS[rk + 3 * i], KEYS[rk + 1 + 3 * i], KEYS[rk + 2 + 3 * i]
     local id = a[ro + 2 * i]
@@ -73,7 +74,7 @@ if a[o] then
   o = o + 2 * ne
   for i = 0, nh - 1 do
     local ob, ids, held = KEYS[k + 3 + 3 * i], KEYS[k + 4 + 3 * i], KEYS[k + 5 + 3 * i]
-    local id, reason = a[o + 2 * i], a[o + 2 * i + 1]
+    local id, reason = a[o + 3 * i], a[o + 3 * i + 1]
     local e = redis.call('HGET', ob, id)
     if e then
       redis.call('HSET', held, id, #reason .. ':' .. reason .. e)
@@ -86,13 +87,20 @@ end
 
 // outboxChecks is the update script's part that checks, with the other
 // checks and before any write, that every entry the batch resolves is
-// held: r0 + nr is where outboxWrites' ARGV start. Returns {"notheld",
-// the resolution's index from 0} for one that is not.
+// held, and every entry an operator holds (Pending) still pending: r0 + nr
+// is where outboxWrites' ARGV start. Returns {"notheld", the resolution's
+// index from 0} or {"notpending", the hold's index from 0} for one that
+// is not.
 const outboxChecks = `
 local oc = r0 + nr
 if a[oc] then
   local ne, nh, nv = tonumber(a[oc]), tonumber(a[oc + 1]), tonumber(a[oc + 2])
-  local ro, rk = oc + 3 + 2 * ne + 2 * nh, #KEYS - nl - 3 * nv
+  local ho, ro, rk = oc + 3 + 2 * ne, oc + 3 + 2 * ne + 3 * nh, #KEYS - nl - 3 * nv
+  for i = 0, nh - 1 do
+    if a[ho + 3 * i + 2] == '1' and redis.call('HEXISTS', KEYS[rk - 3 * nh + 1 + 3 * i], a[ho + 3 * i]) == 0 then
+      return {'notpending', tostring(i)}
+    end
+  end
   for i = 0, nv - 1 do
     if redis.call('HEXISTS', KEYS[rk + 3 + 3 * i], a[ro + 2 * i]) == 0 then return {'notheld', tostring(i)} end
   end
@@ -107,6 +115,17 @@ func notHeld(b *engine.Batch, index string) error {
 	}
 	r := b.OutboxResolved[i]
 	return fmt.Errorf("%w: outbox entry %d of member %q is not held; nothing was written", engine.ErrNotFound, r.ID, r.Member)
+}
+
+// notPending is the error of the update script's {"notpending", index}
+// answer: an operator's hold of an entry the drainer delivered meanwhile.
+func notPending(b *engine.Batch, index string) error {
+	i, err := strconv.Atoi(index)
+	if err != nil || i < 0 || i >= len(b.OutboxHeld) {
+		return fmt.Errorf("redis store: the update script answered notpending %q for %d holds", index, len(b.OutboxHeld))
+	}
+	h := b.OutboxHeld[i]
+	return fmt.Errorf("%w: outbox entry %d of member %q is no longer pending (delivered meanwhile); nothing was written", engine.ErrNotFound, h.ID, h.Member)
 }
 
 // outboxArgs appends the batch's outbox writes to the update script's KEYS
@@ -130,7 +149,11 @@ func (s *Store) outboxArgs(b *engine.Batch, keys []string, args []any) ([]string
 	}
 	for _, h := range b.OutboxHeld {
 		keys = append(keys, s.k.outbox(h.Member), s.k.outboxIDs(h.Member), s.k.outboxHeld(h.Member))
-		args = append(args, quarantineID(h.ID), h.Reason)
+		pending := "0"
+		if h.Pending {
+			pending = "1"
+		}
+		args = append(args, quarantineID(h.ID), h.Reason, pending)
 	}
 	for _, r := range b.OutboxResolved {
 		keys = append(keys, s.k.outbox(r.Member), s.k.outboxIDs(r.Member), s.k.outboxHeld(r.Member))

@@ -46,7 +46,9 @@ import goredis "github.com/redis/go-redis/v9"
 // it is free); {"gap", head position} when the first record does not follow
 // the chain head; {"conflict"} when a key or row changed since it was read;
 // {"notfound", hex id} for a resolved entry no longer open; {"notheld",
-// index} for a resolved outbox entry that is not held (outboxChecks). A
+// index} for a resolved outbox entry that is not held, {"notpending",
+// index} for an operator's hold of an entry no longer pending
+// (outboxChecks). A
 // {"conflict"} keeps the caller's row locks (it reads again under them);
 // {"ok"} deletes them.
 const updateSource = `

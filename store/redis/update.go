@@ -155,6 +155,8 @@ func (s *Store) write(ctx context.Context, b *engine.Batch, rd *read) (bool, err
 			return false, fmt.Errorf("%w: quarantine entry %d is no longer open; nothing was written", engine.ErrNotFound, id)
 		case "notheld":
 			return false, notHeld(b, res[1])
+		case "notpending":
+			return false, notPending(b, res[1])
 		case "lease":
 			if res[1] != "" {
 				return false, s.fenced(res[1])

@@ -126,6 +126,7 @@ var suites = []suite{
 		{name: "the engine retries and drops held entries, each with an audit record", fn: onOutbox(testOutboxEngineResolve)},
 		{name: "an operator holds a pending entry, with an audit record", fn: onOutbox(testOutboxEngineHoldPending)},
 		{name: "a hold or a resolution naming a member without the entry is not found", fn: onOutbox(testOutboxEngineOtherMember)},
+		{name: "an operator's hold of an entry the drainer delivered meanwhile is refused, with no record", fn: onOutbox(testOutboxEngineHoldDeliveredMeanwhile)},
 		{name: "outbox methods return ErrClosed after close", fn: onOutbox(testOutboxClosed)},
 		{name: "a member other than \"\" is refused", single: whyOneOwner, fn: onOutbox(testOutboxSingleOwner)},
 	}},
