@@ -94,6 +94,8 @@ type Capabilities struct {
 type ShareMembership interface {
 	// JoinShare records that this handle's member holds the subscription
 	// of share group group, until its lease ends or it is granted leave.
+	// A store that may lose the record (Redis without persistence,
+	// restarted) records it again as the lease is renewed.
 	JoinShare(ctx context.Context, group string) error
 	// LeaveShare asks, for this handle's member, to leave share group
 	// group; it is granted, atomically, only when another member of

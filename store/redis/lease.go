@@ -52,12 +52,20 @@ func (s *Store) renew(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.LeaseTTL/3)
 	defer cancel()
-	other, err := renewScript.Run(ctx, s.c, []string{s.k.lease(s.member)}, s.holder, s.opts.LeaseTTL.Milliseconds()).Text()
+	s.shareMu.Lock()
+	group := s.share
+	res, err := renewScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.shares},
+		s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, group).Slice()
+	s.shareMu.Unlock()
 	if err != nil {
 		return s.fail("renew the member's lease", err)
 	}
-	if other != "" {
+	if other, _ := res[0].(string); other != "" {
 		return s.fenced(other)
+	}
+	if again, _ := res[1].(int64); again == 1 {
+		s.log.Warn("the store had lost the record that this member holds its share group's subscription (a server without persistence, restarted?): recorded it again",
+			"member", s.member, "group", group)
 	}
 	s.stats.Leased(time.Now().Add(s.opts.LeaseTTL))
 	sent := time.Now()

@@ -173,6 +173,8 @@ type Store struct {
 	wake    wake
 	durable string // "" when durable, else the settings that are not
 	repl    replication
+	shareMu sync.Mutex // orders the writes of the member's share, renewals' among them
+	share   string     // the share group the member holds (JoinShare), "" none
 }
 
 var (

@@ -275,16 +275,24 @@ return {1, tonumber(n)}
 
 // renewScript extends the caller's lease, taking it again when it expired
 // meanwhile (the store was unreachable for longer than the lease) and nobody
-// took it.
+// took it, and records the member's share group again when the members'
+// share groups lack it (a server without persistence, restarted).
 //
-// KEYS[1] the lease. ARGV[1] the holder, [2] the lease's PX milliseconds.
+// KEYS[1] the lease, [2] the members' share groups. ARGV[1] the holder, [2]
+// the lease's PX milliseconds, [3] the member, [4] the share group it
+// holds ("" none).
 //
-// Returns "" when the caller holds the lease now, else the holder.
+// Returns {"", 1 when the share group was recorded again, else 0} when
+// the caller holds the lease now, else {the holder, 0}.
 var renewScript = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
-if cur and cur ~= ARGV[1] then return cur end
+if cur and cur ~= ARGV[1] then return {cur, 0} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return ''
+if ARGV[4] ~= '' and redis.call('HGET', KEYS[2], ARGV[3]) ~= ARGV[4] then
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+  return {'', 1}
+end
+return {'', 0}
 `)
 
 // releaseScript deletes a lease or task lock when the caller holds it.

@@ -9,11 +9,18 @@ import (
 var _ engine.ShareMembership = (*Store)(nil)
 
 // JoinShare records in the shares hash that the member holds group's
-// shared subscription; taking the lease clears it.
+// shared subscription; taking the lease clears it. The handle keeps the
+// group, and each renewal of the lease records it again if the hash lost
+// it (a server without persistence, restarted), until the member is
+// granted leave. Also when the write failed: the member holds
+// the subscription, and a renewal records it once the server answers.
 func (s *Store) JoinShare(ctx context.Context, group string) error {
 	if err := s.writer("join a share group"); err != nil {
 		return err
 	}
+	s.shareMu.Lock()
+	defer s.shareMu.Unlock()
+	s.share = group
 	if err := s.c.HSet(ctx, s.k.shares, s.member, group).Err(); err != nil {
 		return s.fail("join a share group", err)
 	}
@@ -26,6 +33,8 @@ func (s *Store) LeaveShare(ctx context.Context, group string) (bool, error) {
 	if err := s.writer("leave a share group"); err != nil {
 		return false, err
 	}
+	s.shareMu.Lock()
+	defer s.shareMu.Unlock()
 	members, err := s.c.HKeys(ctx, s.k.shares).Result()
 	if err != nil {
 		return false, s.fail("read the share groups", err)
@@ -39,6 +48,9 @@ func (s *Store) LeaveShare(ctx context.Context, group string) (bool, error) {
 	n, err := leaveShareScript.Run(ctx, s.c, keys, args...).Int()
 	if err != nil {
 		return false, s.fail("leave a share group", err)
+	}
+	if n == 1 && s.share == group {
+		s.share = ""
 	}
 	return n == 1, nil
 }
