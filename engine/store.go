@@ -93,10 +93,16 @@ type Capabilities struct {
 // the members of a group.
 type ShareMembership interface {
 	// JoinShare records that this handle's member holds the subscription
-	// of share group group, until its lease ends or it is granted leave.
-	// A store that may lose the record (Redis without persistence,
-	// restarted) records it again as the lease is renewed.
+	// of share group group, until its lease ends, it is granted leave, or
+	// it quits. A store that may lose the record (Redis without
+	// persistence, restarted) records it again as the lease is renewed.
 	JoinShare(ctx context.Context, group string) error
+	// QuitShare records that this handle's member may no longer hold the
+	// subscription of share group group (its connection to the broker
+	// was lost: its session, and the subscription with it, may be gone),
+	// so that no member leaves counting on it; it holds it again once it
+	// joins again.
+	QuitShare(ctx context.Context, group string) error
 	// LeaveShare asks, for this handle's member, to leave share group
 	// group; it is granted, atomically, only when another member of
 	// the group holds a live lease and has not been granted leave

@@ -11,6 +11,7 @@ import (
 // leave it (engine.ShareMembership).
 type shareMembership struct {
 	join  func(context.Context) error
+	quit  func(context.Context) error
 	leave func(context.Context) (bool, error)
 }
 
@@ -28,6 +29,7 @@ func (a *App) shareMembership(cfg *config.Config) shareMembership {
 	}
 	return shareMembership{
 		join:  func(ctx context.Context) error { return sh.JoinShare(ctx, group) },
+		quit:  func(ctx context.Context) error { return sh.QuitShare(ctx, group) },
 		leave: func(ctx context.Context) (bool, error) { return sh.LeaveShare(ctx, group) },
 	}
 }

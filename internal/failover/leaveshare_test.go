@@ -3,10 +3,13 @@ package failover
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/internal/testbroker"
@@ -142,5 +145,75 @@ func TestAMemberNotYetSubscribedDoesNotLetTheLastSubscriberLeave(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A member whose connection was lost, and its session with it (expired at
+// the broker, or started clean), holds no subscription of the group: the
+// only member that holds one keeps it as it stops, so the broker keeps the
+// messages published meanwhile in its session instead of dropping them,
+// and the members decide them all once they run again.
+func TestAMemberThatLostItsSessionDoesNotLetTheLastSubscriberLeave(t *testing.T) {
+	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
+		t.Run(kind, func(t *testing.T) {
+			skipShort(t)
+			server := startStoreServer(t, kind)
+			m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+			store := fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL())
+			live := startGroup(t, 1, []string{m.URL()}, store, false, "").members[0]
+			link := startTCPMover(t, m.Addr())
+			cut := startDaemon(t, newSetupWith(t, []string{"tcp://" + link.Addr()}, setupOptions{API: true, Store: store,
+				ShareGroup: shareGroup, IDRoute: true, ReceiveMaximum: receiveMaximum}))
+			cut.WaitReady()
+			link.MoveTo(fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t)))
+			waitFor(t, "the cut member losing its connection", 15*time.Second, func() bool {
+				return logged(t, cut, "mqtt connection lost") > 0
+			})
+			endSession(t, m.Addr(), member(cut))
+			waitFor(t, "the cut member counted out of the share group", 15*time.Second, func() bool {
+				return logged(t, cut, "counts this member out of the share group") > 0
+			})
+			live.Stop()
+			if n := logged(t, live, "left the share group"); n != 0 {
+				t.Fatal("the only member holding the group's subscription left it while the other member's session was gone")
+			}
+			pub := newPublisher(t, []string{m.URL()}, 20)
+			publishEach(t, pub, []string{"s1"}, 100)
+			link.MoveTo(m.Addr())
+			live.Start()
+			live.WaitReady()
+			cut.WaitReady()
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				n := live.Metrics()["replayguard_decisions_total"] + cut.Metrics()["replayguard_decisions_total"]
+				if n >= 100 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the members decided %v of the 100 messages published while the subscribed one was down, within 15 s", n)
+				}
+			}
+		})
+	}
+}
+
+// endSession ends the broker's session of clientID, as its expiry would:
+// a connection with a clean start takes the session over, and its
+// disconnect with no session expiry ends it, subscriptions and all.
+func endSession(t *testing.T, addr, clientID string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{ClientID: clientID, Conn: conn})
+	ca, err := c.Connect(t.Context(), &paho.Connect{ClientID: clientID, CleanStart: true, KeepAlive: 30})
+	if err != nil {
+		t.Fatalf("connect as %s to end its session: %v", clientID, err)
+	}
+	if ca.ReasonCode != 0 || ca.SessionPresent {
+		t.Fatalf("connect as %s with a clean start: reason %#x, session present %v", clientID, ca.ReasonCode, ca.SessionPresent)
+	}
+	if err := c.Disconnect(&paho.Disconnect{}); err != nil {
+		t.Fatalf("disconnect %s: %v", clientID, err)
 	}
 }

@@ -87,6 +87,15 @@ type Config struct {
 	// broker would then drop the group's messages. Default nil: nothing
 	// recorded, and the store grants no leave.
 	JoinShare func(ctx context.Context) error
+	// QuitShare, with ShareGroup, records in the group's store that this
+	// consumer may no longer hold the group's subscription
+	// (engine.ShareMembership's QuitShare); Run calls it when a connection
+	// on which the broker granted the group's filters is lost: its session,
+	// and the subscription with it, may be gone (expired at the broker, or
+	// started clean), and a member counted as holding it would let the last
+	// one holding it leave. JoinShare records it again at the next grant.
+	// Default nil: nothing recorded.
+	QuitShare func(ctx context.Context) error
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The

@@ -90,7 +90,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.prep, _ = p.(preparer)
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger}
 	if slices.ContainsFunc(cfg.Filters, func(f Filter) bool { return !f.Unshared }) {
-		c.share.Join = cfg.JoinShare // the group's subscriptions are among those subscribed
+		c.share.Join, c.share.Quit = cfg.JoinShare, cfg.QuitShare // the group's subscriptions are among those subscribed
 	}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
@@ -203,7 +203,7 @@ func (c *Consumer) clientConfig(subCtx context.Context) autopaho.ClientConfig {
 		ConnectPassword:               []byte(cfg.Password),
 		ConnectPacketBuilder:          c.buildConnect,
 		OnConnectionUp:                func(cm *autopaho.ConnectionManager, ca *paho.Connack) { c.connectionUp(subCtx, cm, ca) },
-		OnConnectionDown:              c.connectionDown,
+		OnConnectionDown:              func() bool { return c.connectionDown(subCtx) },
 		OnConnectError:                c.connectError,
 		ClientConfig: paho.ClientConfig{
 			ClientID:           cfg.ClientID,
@@ -260,6 +260,7 @@ func (c *Consumer) brokerURL() string {
 }
 
 func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionManager, ca *paho.Connack) {
+	conn := c.share.Connection() // before anything: a loss of this connection may follow at once
 	c.reconnects.up(time.Now())
 	c.connected.Store(true)
 	broker := c.brokerURL()
@@ -287,10 +288,16 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	// retried, not the end of Run.
 	renewal := c.everSubbed.Load()
 	c.subscribed.Store(false)
-	c.wg.Go(func() { c.subscribe(ctx, cm, renewal, ca.SessionPresent) })
+	c.wg.Go(func() { c.subscribe(ctx, cm, conn, renewal, ca.SessionPresent) })
 }
 
-func (c *Consumer) connectionDown() bool {
+// connectionDown notes the loss; the group's store then counts this member
+// out of its share group until the broker grants the subscription again
+// (its session, and the subscription with it, may be gone: expired, or
+// started clean), recorded on a goroutine: autopaho waits for this.
+func (c *Consumer) connectionDown(ctx context.Context) bool {
+	quit := c.share.Lost()
+	c.wg.Go(func() { quit(ctx) })
 	held, proved := c.reconnects.down(time.Now())
 	c.connected.Store(false)
 	broker := c.brokerURL()
@@ -335,7 +342,7 @@ func (c *Consumer) serverDisconnect(d *paho.Disconnect) {
 // a present session the forms the configuration no longer asks for are
 // removed once the grant is in (see Config.FormerShareGroups): before
 // Ready says yes.
-func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, renewal, present bool) {
+func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, conn uint64, renewal, present bool) {
 	sub := c.subscribePacket()
 	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	for attempt := 1; ; attempt++ {
@@ -368,7 +375,7 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 		if present && !c.unsubscribeStale(ctx, cm) {
 			return
 		}
-		c.share.Subscribed(ctx)
+		c.share.Subscribed(ctx, conn)
 		c.subscribed.Store(true)
 		c.everSubbed.Store(true)
 		c.log.Info("mqtt subscribed", "broker", c.brokerURL(), "filters", len(sub.Subscriptions))

@@ -76,6 +76,12 @@ type Config struct {
 	// Config.JoinShare): Run calls it each time the broker grants the
 	// group's filters. Default nil: nothing recorded.
 	JoinShare func(ctx context.Context) error
+	// QuitShare, with ShareGroup, records in the group's store that this
+	// consumer may no longer hold the group's subscription (see the MQTT 5
+	// consumer's Config.QuitShare): Run calls it when a connection on
+	// which the broker granted the group's filters is lost. Default nil:
+	// nothing recorded.
+	QuitShare func(ctx context.Context) error
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The

@@ -45,6 +45,7 @@ type Consumer struct {
 	leave     mqttconn.Leaving
 	share     *consume.Leaving     // leaves the share group as Run stops
 	live      atomic.Pointer[link] // the connection up, for the share group's unsubscribe
+	quits     sync.WaitGroup       // the share group's quits of connections lost (consume.Leaving.Lost)
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -73,7 +74,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		fatal: make(chan error, 1), beforeAck: consume.BeforeAck}
 	c.prep, _ = p.(preparer)
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger,
-		Unsubscribe: c.unsubscribeShared, Join: cfg.JoinShare}
+		Unsubscribe: c.unsubscribeShared, Join: cfg.JoinShare, Quit: cfg.QuitShare}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
 		c.urls = append(c.urls, u)
@@ -140,6 +141,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	stopConnecting() // the loop disconnects and waits for the broker
 	wg.Wait()
+	c.quits.Wait()
 	c.connected.Store(false)
 	return runErr
 }

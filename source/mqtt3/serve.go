@@ -41,6 +41,7 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	if c.share.Left() { // stopping: the session delivers what it holds, no more
 		clear(subs)
 	}
+	conn := c.share.Connection()
 	c.live.Store(l)
 	defer c.live.CompareAndSwap(l, nil)
 	if len(subs) > 0 {
@@ -49,7 +50,7 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 		// never had it): only the first grant's refusal ends Run.
 		renewal := c.everSubbed.Load()
 		c.subscribed.Store(false)
-		wg.Go(func() { c.subscribe(linkCtx, l, subs, all, renewal, sessionPresent) })
+		wg.Go(func() { c.subscribe(linkCtx, l, conn, subs, all, renewal, sessionPresent) })
 	}
 	select {
 	case <-l.lost:
@@ -66,6 +67,11 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 		c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: l.broker})
 		return held, l.delivered.Load()
 	}
+	// The group's store counts this member out of its share group until the
+	// broker grants the subscription again: its session, and the
+	// subscription with it, may be gone (expired, or started clean).
+	quit := c.share.Lost()
+	c.quits.Go(func() { quit(ctx) })
 	err := l.lostErr
 	if err != nil && strings.Contains(err.Error(), stallText) {
 		c.log.Warn("mqtt connection stalled: reconnecting", "broker", l.broker, "err", err)
@@ -95,7 +101,7 @@ func (c *Consumer) quiesce() uint {
 // session, the forms the configuration no longer asks for are removed
 // once the grant is in (see Config.FormerShareGroups): before Ready says
 // yes.
-func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte, all, renewal, present bool) {
+func (c *Consumer) subscribe(ctx context.Context, l *link, conn uint64, subs map[string]byte, all, renewal, present bool) {
 	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	for attempt := 1; ; attempt++ {
 		tok := l.client.SubscribeMultiple(subs, nil) // every message goes to the default handler
@@ -118,7 +124,7 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, subs map[string]byte,
 			}
 			for topic := range subs {
 				if strings.HasPrefix(topic, "$share/") { // the group's: record that this member holds them
-					c.share.Subscribed(ctx)
+					c.share.Subscribed(ctx, conn)
 					break
 				}
 			}

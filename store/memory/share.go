@@ -22,6 +22,19 @@ func (m *Member) JoinShare(ctx context.Context, group string) error {
 	return nil
 }
 
+// QuitShare records that the handle's member may no longer hold group's
+// shared subscription.
+func (m *Member) QuitShare(ctx context.Context, group string) error {
+	if err := m.lockWriter("quit a share group"); err != nil {
+		return err
+	}
+	defer m.g.mu.Unlock()
+	if m.g.shares[m.member] == group {
+		delete(m.g.shares, m.member)
+	}
+	return nil
+}
+
 // LeaveShare grants the handle's member leave from group when another
 // member with an open handle holds group's subscription, and marks it as
 // having left; under the group's lock, so two members never both leave

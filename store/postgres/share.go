@@ -24,6 +24,18 @@ func (s *Store) JoinShare(ctx context.Context, group string) error {
 	return nil
 }
 
+// QuitShare clears the member's share when it is group: it may no longer
+// hold group's subscription.
+func (s *Store) QuitShare(ctx context.Context, group string) error {
+	if s.member == "" {
+		return fmt.Errorf("%w: quit a share group", ErrReadOnly)
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.quitShare, s.member, group); err != nil {
+		return fmt.Errorf("postgres store: member %q quits share group %q: %w", s.member, group, err)
+	}
+	return nil
+}
+
 // LeaveShare grants the member leave from group, and clears its share,
 // when another member whose lease is live holds group's subscription, in
 // one transaction under the schema's advisory lock of share groups.

@@ -30,7 +30,7 @@ type statements struct {
 	// routes' key derivations
 	insertRoutes, readRoutes string
 	// share groups
-	joinShare, lockShares, leaveShare string
+	joinShare, quitShare, lockShares, leaveShare string
 }
 
 func newStatements(schema string) statements {
@@ -153,6 +153,7 @@ func newStatements(schema string) statements {
 		// sees the first's leave committed (READ COMMITTED alone would let
 		// each see the other still in the group).
 		joinShare:  q(`UPDATE {s}.leases SET share = $2 WHERE member = $1`),
+		quitShare:  q(`UPDATE {s}.leases SET share = '' WHERE member = $1 AND share = $2`),
 		lockShares: `SELECT pg_advisory_xact_lock(` + strconv.Itoa(int(claimClass(schema, "leases"))) + `, 0)`,
 		leaveShare: q(`UPDATE {s}.leases SET share = '' WHERE member = $1 AND share = $2 AND EXISTS (
 				SELECT FROM {s}.leases o JOIN {s}.members m USING (member)

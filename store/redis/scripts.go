@@ -295,6 +295,17 @@ end
 return {'', 0}
 `)
 
+// quitShareScript removes a member from the members' share groups when it
+// holds the group named there.
+//
+// KEYS[1] the members' share groups. ARGV[1] the member, [2] the group.
+//
+// Returns 1 when removed, else 0.
+var quitShareScript = goredis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+`)
+
 // releaseScript deletes a lease or task lock when the caller holds it.
 //
 // KEYS[1] the lease or lock. ARGV[1] the holder. Returns 1 when deleted.

@@ -12,7 +12,7 @@ var _ engine.ShareMembership = (*Store)(nil)
 // shared subscription; taking the lease clears it. The handle keeps the
 // group, and each renewal of the lease records it again if the hash lost
 // it (a server without persistence, restarted), until the member is
-// granted leave. Also when the write failed: the member holds
+// granted leave or quits. Also when the write failed: the member holds
 // the subscription, and a renewal records it once the server answers.
 func (s *Store) JoinShare(ctx context.Context, group string) error {
 	if err := s.writer("join a share group"); err != nil {
@@ -23,6 +23,23 @@ func (s *Store) JoinShare(ctx context.Context, group string) error {
 	s.share = group
 	if err := s.c.HSet(ctx, s.k.shares, s.member, group).Err(); err != nil {
 		return s.fail("join a share group", err)
+	}
+	return nil
+}
+
+// QuitShare removes the member from the shares hash when it holds group
+// there (quitShareScript); renewals record it no more.
+func (s *Store) QuitShare(ctx context.Context, group string) error {
+	if err := s.writer("quit a share group"); err != nil {
+		return err
+	}
+	s.shareMu.Lock()
+	defer s.shareMu.Unlock()
+	if s.share == group {
+		s.share = ""
+	}
+	if err := quitShareScript.Run(ctx, s.c, []string{s.k.shares}, s.member, group).Err(); err != nil {
+		return s.fail("quit a share group", err)
 	}
 	return nil
 }

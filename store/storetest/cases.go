@@ -108,6 +108,7 @@ var suites = []suite{
 		{name: "a member leaves its share group only while another live member holds it", fn: testShareLeftWhileAnotherHolds},
 		{name: "a member whose handle closed holds no share group, nor does one opened again until it joins", fn: testShareNotHeldByClosedMember},
 		{name: "of the last two members leaving at once, exactly one is granted", fn: testShareLastTwoLeavingAtOnce},
+		{name: "a member that quit its share group is not counted until it joins again", fn: testShareQuitUntilJoinedAgain},
 	}},
 	{name: "outbox", needs: needOutbox, cases: []testCase{
 		{name: "entries committed with a batch are listed in id order, fields and payloads exact", fn: onOutbox(testOutboxList)},

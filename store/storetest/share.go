@@ -102,3 +102,25 @@ func testShareLastTwoLeavingAtOnce(t *testing.T, p *place) {
 		}
 	}
 }
+
+func testShareQuitUntilJoinedAgain(t *testing.T, p *place) {
+	m1, m2 := p.handle(t, "m1"), p.handle(t, "m2")
+	join(t, m1, "g")
+	join(t, m2, "g")
+	if err := share(t, m2).QuitShare(t.Context(), "other"); err != nil {
+		t.Fatalf("m2 quits a group it does not hold: %v", err)
+	}
+	if err := share(t, m2).QuitShare(t.Context(), "g"); err != nil {
+		t.Fatalf("m2 quits %q: %v", "g", err)
+	}
+	if leave(t, m1, "g") {
+		t.Fatal("granted leave while the only other member quit the group")
+	}
+	if leave(t, m2, "g") {
+		t.Fatal("a member that quit was granted leave")
+	}
+	join(t, m2, "g")
+	if !leave(t, m1, "g") {
+		t.Fatal("refused leave once the other member joined again")
+	}
+}

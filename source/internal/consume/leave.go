@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -18,7 +19,8 @@ const LeaveQuiet = time.Second
 type LeaveFunc func(ctx context.Context) (bool, error)
 
 // JoinFunc records in a group's store that this member holds its share
-// group's subscription (engine.ShareMembership.JoinShare).
+// group's subscription (engine.ShareMembership.JoinShare), or may no
+// longer hold it (QuitShare).
 type JoinFunc func(ctx context.Context) error
 
 // Leaving is how a member of a share group joins it in the group's store
@@ -27,7 +29,10 @@ type JoinFunc func(ctx context.Context) error
 // broker deals its share to the live members, and goes on consuming what
 // its session still delivers (queued before the unsubscribe) until none
 // has come for Quiet while it held none unacknowledged, or for at most
-// Timeout; else it keeps its subscription. One Leaving serves one
+// Timeout; else it keeps its subscription. A connection lost takes the
+// member out of the group in the store (its session, and the subscription
+// with it, may be gone at the broker: expired, or started clean) until
+// the broker grants the subscription again. One Leaving serves one
 // consumer, one Run at a time.
 type Leaving struct {
 	Group string    // the share group; "" joins and leaves nothing
@@ -36,6 +41,10 @@ type Leaving struct {
 	// records that this member holds them; nil records nothing (and the
 	// store then grants no leave).
 	Join JoinFunc
+	// Quit, asked when a connection on which the broker granted the
+	// group's subscriptions is lost, records that this member may no
+	// longer hold them; nil records nothing.
+	Quit JoinFunc
 	// Unsubscribe removes the group's filters from the session; an error
 	// means they may still be there.
 	Unsubscribe func(ctx context.Context) error
@@ -47,6 +56,10 @@ type Leaving struct {
 	received atomic.Uint64 // deliveries received: the last one's number
 	settled  atomic.Uint64 // the number of the last delivery acknowledged
 	left     atomic.Bool   // unsubscribed, or about to: subscribe no more
+
+	conn     atomic.Uint64 // the current connection's number: connections lost so far
+	mu       sync.Mutex    // orders the store's joins and quits
+	joinedOn uint64        // under mu: 1 + the number of the last connection whose grant was recorded; 0 none
 }
 
 // Received notes a delivery, received at (the time its consumer stamped
@@ -79,19 +92,67 @@ func (l *Leaving) active(at time.Time) {
 // the session's end.
 func (l *Leaving) holding() bool { return l.settled.Load() < l.received.Load() }
 
+// Connection returns the current connection's number, for Subscribed:
+// read it as the connection comes up.
+func (l *Leaving) Connection() uint64 { return l.conn.Load() }
+
 // Subscribed records in the group's store that this member holds the
-// share group's subscription, which the broker has just granted: only
-// then may another member leave the group counting on it. Not once the
-// member is leaving. A failure is logged: the store then counts this
-// member out, and refuses it leave as it stops.
-func (l *Leaving) Subscribed(ctx context.Context) {
+// share group's subscription, which the broker has just granted on
+// connection conn (Connection's): only then may another member leave the
+// group counting on it. Not once the member is leaving, nor once conn was
+// lost (Lost). A failure is logged: the store then counts this member
+// out, and refuses it leave as it stops.
+func (l *Leaving) Subscribed(ctx context.Context, conn uint64) {
 	if l.Group == "" || l.Join == nil || l.Left() {
 		return
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn.Load() != conn { // lost meanwhile: the grant holds nothing now
+		return
+	}
+	l.joinedOn = conn + 1
 	if err := l.Join(ctx); err != nil {
 		l.Log.Warn("mqtt subscribed, but the group's store did not record that this member holds the share group's subscription: "+
 			"other members stopping do not count on it, and it keeps its subscription as it stops", "group", l.Group, "err", err)
 	}
+}
+
+// Lost marks the current connection lost, at once: a grant of it that
+// Subscribed has not recorded yet is recorded no more. It returns the
+// recording in the group's store that this member may no longer hold the
+// group's subscription, which the caller runs, on a goroutine of its own
+// if it must not wait for the store (for at most Timeout); it records
+// nothing when a later connection's grant was recorded first.
+func (l *Leaving) Lost() func(ctx context.Context) {
+	n := l.conn.Add(1) - 1
+	return func(ctx context.Context) {
+		if l.Group == "" || l.Quit == nil {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.joinedOn == 0 || l.joinedOn > n+1 { // never recorded, or recorded again since
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout())
+		defer cancel()
+		if err := l.Quit(ctx); err != nil {
+			l.Log.Warn("mqtt connection lost, and the group's store did not record that this member may no longer hold the share group's subscription: "+
+				"another member stopping may count on it", "group", l.Group, "err", err)
+			return
+		}
+		l.Log.Info("mqtt connection lost: the group's store counts this member out of the share group until the broker grants its subscription again",
+			"group", l.Group)
+	}
+}
+
+// timeout is Timeout, or DefaultShutdownTimeout when unset.
+func (l *Leaving) timeout() time.Duration {
+	if l.Timeout > 0 {
+		return l.Timeout
+	}
+	return DefaultShutdownTimeout
 }
 
 // Left reports whether the consumer is leaving the group, so that a new
@@ -116,7 +177,12 @@ func (l *Leaving) Context(ctx context.Context) (consumeCtx context.Context, stop
 		case <-consumeCtx.Done():
 		}
 	}()
-	return consumeCtx, func() { cancel(); <-done }
+	return consumeCtx, func() {
+		cancel()
+		<-done
+		// The Run's connection ends: a later Run's grants are its own.
+		l.conn.Add(1)
+	}
 }
 
 // leave asks the store, unsubscribes and waits for the session's quiet.
