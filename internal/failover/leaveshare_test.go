@@ -3,8 +3,10 @@ package failover
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,7 +67,7 @@ func TestTheLastTwoMembersStoppedAtOnceLoseNothing(t *testing.T) {
 			left, kept := 0, 0
 			for _, d := range g.members {
 				left += logged(t, d, "left the share group")
-				kept += logged(t, d, "keeping the share group's subscription, no other member of the group is live")
+				kept += logged(t, d, "keeping the share group's subscription, no other live member of the group holds it")
 			}
 			if left > 1 || kept < 1 {
 				t.Fatalf("%d members left the share group and %d kept it, want at least one keeping it", left, kept)
@@ -177,6 +179,9 @@ func TestAMemberThatLostItsSessionDoesNotLetTheLastSubscriberLeave(t *testing.T)
 			if n := logged(t, live, "left the share group"); n != 0 {
 				t.Fatal("the only member holding the group's subscription left it while the other member's session was gone")
 			}
+			if logged(t, live, "keeping the share group's subscription, no other live member of the group holds it") != 1 {
+				t.Error("the member keeping its subscription did not say that no other live member holds it")
+			}
 			pub := newPublisher(t, []string{m.URL()}, 20)
 			publishEach(t, pub, []string{"s1"}, 100)
 			link.MoveTo(m.Addr())
@@ -194,6 +199,55 @@ func TestAMemberThatLostItsSessionDoesNotLetTheLastSubscriberLeave(t *testing.T)
 			}
 		})
 	}
+}
+
+// probeOnly forwards the first connection to a loopback port to target,
+// and holds every later one open without a word: a member's protocol probe
+// reaches the broker, its consumer never does.
+func probeOnly(t *testing.T, target string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for first := true; ; first = false {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			if !first {
+				wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
+				continue
+			}
+			b, err := net.DialTimeout("tcp", target, 5*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, b)
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(b, c); b.Close() })
+			wg.Go(func() { _, _ = io.Copy(c, b); c.Close() })
+		}
+	})
+	return l.Addr().String()
 }
 
 // endSession ends the broker's session of clientID, as its expiry would:
@@ -215,5 +269,28 @@ func endSession(t *testing.T, addr, clientID string) {
 	}
 	if err := c.Disconnect(&paho.Disconnect{}); err != nil {
 		t.Fatalf("disconnect %s: %v", clientID, err)
+	}
+}
+
+// A member that never reached its broker holds no subscription of the
+// group: as it stops, it says so, not that no other member is live while
+// another is.
+func TestAMemberThatNeverSubscribedSaysSoAsItStops(t *testing.T) {
+	skipShort(t)
+	server := startStoreServer(t, config.StoreRedis)
+	m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	store := fmt.Sprintf("{kind: %s, url: %q}", config.StoreRedis, server.URL())
+	startGroup(t, 1, []string{m.URL()}, store, false, "")
+	never := startDaemon(t, newSetupWith(t, []string{"tcp://" + probeOnly(t, m.Addr())}, setupOptions{API: true, Store: store,
+		ShareGroup: shareGroup, IDRoute: true, ReceiveMaximum: receiveMaximum}))
+	waitFor(t, "the member's consumer failing to connect", 30*time.Second, func() bool {
+		return logged(t, never, "mqtt connect failed") > 0
+	})
+	never.Stop()
+	if logged(t, never, "no other member of the group is live") != 0 || logged(t, never, "no other live member of the group holds it") != 0 {
+		t.Fatalf("the member that never subscribed blamed the other members as it stopped, while one was live:\n%s", never.logText())
+	}
+	if logged(t, never, "not leaving the share group: the broker has not granted this member the group's subscription") != 1 {
+		t.Fatalf("the member that never subscribed did not say so as it stopped:\n%s", never.logText())
 	}
 }

@@ -58,6 +58,7 @@ type Leaving struct {
 	left     atomic.Bool   // unsubscribed, or about to: subscribe no more
 
 	conn     atomic.Uint64 // the current connection's number: connections lost so far
+	granted  atomic.Bool   // the broker granted the group's subscriptions on the current connection
 	mu       sync.Mutex    // orders the store's joins and quits
 	joinedOn uint64        // under mu: 1 + the number of the last connection whose grant was recorded; 0 none
 }
@@ -111,6 +112,7 @@ func (l *Leaving) Subscribed(ctx context.Context, conn uint64) {
 	if l.conn.Load() != conn { // lost meanwhile: the grant holds nothing now
 		return
 	}
+	l.granted.Store(true)
 	l.joinedOn = conn + 1
 	if err := l.Join(ctx); err != nil {
 		l.Log.Warn("mqtt subscribed, but the group's store did not record that this member holds the share group's subscription: "+
@@ -126,6 +128,7 @@ func (l *Leaving) Subscribed(ctx context.Context, conn uint64) {
 // nothing when a later connection's grant was recorded first.
 func (l *Leaving) Lost() func(ctx context.Context) {
 	n := l.conn.Add(1) - 1
+	l.granted.Store(false)
 	return func(ctx context.Context) {
 		if l.Group == "" || l.Quit == nil {
 			return
@@ -182,12 +185,19 @@ func (l *Leaving) Context(ctx context.Context) (consumeCtx context.Context, stop
 		<-done
 		// The Run's connection ends: a later Run's grants are its own.
 		l.conn.Add(1)
+		l.granted.Store(false)
 	}
 }
 
 // leave asks the store, unsubscribes and waits for the session's quiet.
 func (l *Leaving) leave(ctx context.Context) {
 	if l.Group == "" || l.Ask == nil {
+		return
+	}
+	if l.Join != nil && !l.granted.Load() {
+		l.Log.Warn("mqtt stopping: not leaving the share group: the broker has not granted this member the group's subscription on its current connection "+
+			"(not connected, or not subscribed yet), so no other member counts on it; a subscription its session holds from before keeps its share until it returns",
+			"group", l.Group)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
@@ -199,7 +209,7 @@ func (l *Leaving) leave(ctx context.Context) {
 			"the broker keeps dealing this member's share to its session until it returns", "group", l.Group, "err", err)
 		return
 	case !granted:
-		l.Log.Warn("mqtt stopping: keeping the share group's subscription, no other member of the group is live; "+
+		l.Log.Warn("mqtt stopping: keeping the share group's subscription, no other live member of the group holds it; "+
 			"the broker keeps this member's share in its session until it returns", "group", l.Group)
 		return
 	}
