@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,4 +141,29 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// refusingReceiver is a webhook receiver that answers 503 to the update of
+// sequence refused, for ever, and takes every other; delivered lists the
+// sequences it took, in order.
+func refusingReceiver(t *testing.T, refused string) (srv *httptest.Server, delivered func() string) {
+	var mu sync.Mutex
+	var got []string
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seq := r.Header.Get("Replayguard-Sequence")
+		if seq == refused {
+			http.Error(w, "dispatch is busy", http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		got = append(got, seq)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(got, ",")
+	}
 }

@@ -2,10 +2,6 @@ package forward_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,25 +16,7 @@ import (
 // API go through it), must let the entries behind it go at once, not at
 // the end of the backoff or the next poll.
 func TestAnOperatorsHoldOfTheStuckEntryMovesTheLaneOnAtOnce(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seq := r.Header.Get("Replayguard-Sequence")
-		if seq == "2" {
-			http.Error(w, "dispatch is busy", http.StatusServiceUnavailable)
-			return
-		}
-		mu.Lock()
-		got = append(got, seq)
-		mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer srv.Close()
-	delivered := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Join(got, ",")
-	}
+	srv, delivered := refusingReceiver(t, "2")
 	wh, err := forward.NewWebhook(forward.WebhookOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,25 +21,7 @@ import (
 // and an operator's hold of the pending entry lets the entries behind it
 // go, leaving it held with an audit record naming the operator.
 func TestAnEntryTheDownstreamRefusesAloneForNowIsNamedAndCanBeSetAside(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seq := r.Header.Get("Replayguard-Sequence")
-		if seq == "2" {
-			http.Error(w, "dispatch is busy", http.StatusServiceUnavailable)
-			return
-		}
-		mu.Lock()
-		got = append(got, seq)
-		mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer srv.Close()
-	delivered := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Join(got, ",")
-	}
+	srv, delivered := refusingReceiver(t, "2")
 	wh, err := forward.NewWebhook(forward.WebhookOptions{})
 	if err != nil {
 		t.Fatal(err)
