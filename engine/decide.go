@@ -30,10 +30,16 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 	}
 	if d.placer != nil {
 		if dec, stop := e.place(d, m.Topic, now, ref != 0); stop {
+			if dec.Outcome.Held() {
+				e.heldPlaced(d, m.Topic, now)
+			}
 			return e.record(m, dec, now, ref, by)
 		}
 	}
 	dec := e.decide(d, now, ref != 0, m.keyApplied, m.recovery)
+	if dec.Outcome.Held() && d.placer != nil {
+		e.heldPlaced(d, m.Topic, now)
+	}
 	if m.recovery != 0 {
 		dec.Reason = strings.TrimPrefix(dec.Reason+"; "+reasonRecovered, "; ")
 	}
@@ -83,6 +89,22 @@ func (e *Engine) placed(d *Delivery, topic string, now time.Time) {
 	p := &Placement{e: e, d: d, topic: topic, now: now}
 	if d.placer.Applied(d, p) {
 		if src := p.Window(); src != nil { // the window Applied changed, looked up once
+			e.pending.sources[src] = struct{}{}
+		}
+	}
+}
+
+// heldPlaced tells d's kind, when it keeps a record of what it held, that
+// d was held, and commits its source's window when the kind changed its
+// state.
+func (e *Engine) heldPlaced(d *Delivery, topic string, now time.Time) {
+	h, ok := d.placer.(HeldPlacer)
+	if !ok {
+		return
+	}
+	p := &Placement{e: e, d: d, topic: topic, now: now}
+	if h.Held(d, p) {
+		if src := p.Window(); src != nil {
 			e.pending.sources[src] = struct{}{}
 		}
 	}

@@ -58,6 +58,17 @@ type Placer interface {
 	Applied(d *Delivery, p *Placement) bool
 }
 
+// HeldPlacer is a Placer whose kind keeps, in its source's state, what it
+// must know of the deliveries it held: Held is called, in decision order,
+// after d was held (quarantined, malformed or a conflict, whether its
+// Place held it or the engine did), and reports whether it changed the
+// state its kind keeps in p's source window (the engine then commits the
+// source with the decision). It changes nothing else.
+type HeldPlacer interface {
+	Placer
+	Held(d *Delivery, p *Placement) bool
+}
+
 // RouteName is the name of the delivery's route.
 func (d *Delivery) RouteName() string { return d.route.Name }
 

@@ -93,6 +93,13 @@ type SparkplugBirth struct {
 	// Death is that NDEATH's content digest, unless it was applied before
 	// any birth of its session and its key was all that told of it. A
 	// replay of it whose key has left the key window is found here.
+	// Held is the timestamp of the earliest NBIRTH stamped after this
+	// one that was held (quarantined, malformed, or held on recovery)
+	// while this was the edge's newest birth: the messages stamped from
+	// it on, until the edge's next applied birth, belong to a birth whose
+	// aliases and seq are not known, and are held rather than read here.
+	// Zero when none was (and in rows of builds from before it).
+	Held    uint64                     `json:"held,omitempty"`
 	Ended   bool                       `json:"ended,omitempty"`
 	Death   Hash                       `json:"death,omitzero"`
 	Node    SparkplugTable             `json:"node"`
@@ -111,6 +118,10 @@ type SparkplugDevice struct {
 	// Death is the timestamp of the last DDEATH applied to it, ms: one at
 	// or after its DBIRTH's ended it, in whatever order they were decided.
 	Death uint64 `json:"death,omitempty"`
+	// Held is the timestamp of the earliest DBIRTH of the device stamped
+	// after Stamp that was held: its DDATA stamped from it on, until the
+	// device's next applied DBIRTH, is held rather than read with Table.
+	Held uint64 `json:"held,omitempty"`
 	// Earlier are the tables of its DBIRTHs in this birth before the last
 	// one, newest first, each with the timestamp from which it was the
 	// device's (a run of DBIRTHs with one table is one entry): a DDATA
@@ -124,6 +135,7 @@ type SparkplugDevice struct {
 type SparkplugDeviceTable struct {
 	Stamp uint64         `json:"stamp"`
 	Table SparkplugTable `json:"table"`
+	Held  uint64         `json:"held,omitempty"` // the device's Held while it was its table
 }
 
 // SparkplugTable maps a birth certificate's aliases to metric names and

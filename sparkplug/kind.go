@@ -70,7 +70,14 @@ func (reader) Decode(d *engine.Delivery, m *engine.Message) (engine.Placer, erro
 		return nil, fmt.Errorf("payload is not a Sparkplug B payload: %v", err)
 	}
 	if err := sp.checkPayload(); err != nil {
-		return nil, err
+		if !sp.typ.birth() || !sp.p.HasTimestamp {
+			return nil, err
+		}
+		// A birth refused for its content still names its edge and when
+		// it was sent: placed, it is malformed, and the edge's session
+		// records that it was held (Held), so the data sent after it is
+		// held too rather than read with the aliases of the birth before.
+		sp.bad = err
 	}
 	d.SetSource(sp.group, sp.edge)
 	return sp, nil
@@ -94,6 +101,8 @@ func (t spType) String() string { return spTypeNames[t] }
 
 func (t spType) device() bool { return t >= spDBirth }
 
+func (t spType) birth() bool { return t == spNBirth || t == spDBirth }
+
 // spMessage is a Sparkplug message after the stateless decode, and what
 // the decision resolves on it.
 type spMessage struct {
@@ -112,6 +121,7 @@ type spMessage struct {
 	death               engine.Hash  // an ended new NBIRTH: that NDEATH's digest, when known
 	past                bool         // an NDEATH that is not its unwrapped session's (released, it changes no state)
 	seqRaw              int64
+	bad                 error       // a birth whose payload was refused: its malformed reason
 	highs               []epochHigh // a new NBIRTH: each window's highest sequence before it
 
 	// Its placement: the epoch (text and value), the sequence in it (-1

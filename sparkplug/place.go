@@ -16,6 +16,9 @@ import (
 // tables), then its values, key and digest. A message that cannot be
 // placed is held; nothing is ever guessed.
 func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string, err error) {
+	if sp.bad != nil {
+		return "", sp.bad
+	}
 	sp.birth, sp.newBirth, sp.rebirth, sp.bdSeq, sp.at, sp.ended, sp.death, sp.past = -1, false, 0, 0, 0, false, engine.Hash{}, false
 	sp.seq, sp.epoch, sp.epochInt = -1, "", 0
 	src := p.Window()
@@ -343,7 +346,99 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 			"it may have been applied there, decided before its NBIRTH, and its key is not in the key window",
 			sp.seqRaw, birth.Epoch, sp.p.Timestamp, birth.Before)
 	}
-	return ""
+	what, mark := sp.heldAfter(birth)
+	key := engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, sp.seq)
+	if mark == 0 || p.Holds(key, sp.digest) {
+		return ""
+	}
+	// Sent after a birth that was held, it is that birth's: the aliases
+	// it is sent by are that birth's, not the ones it would be read with
+	// here. Released, it is read with those of the birth that replaced
+	// the held one (the next applied), and keeps its placement here;
+	// applied so, its redelivery is found there, a duplicate.
+	if next := sp.replacement(src.Sparkplug, i, what); next != nil {
+		why := sp.resolve(next)
+		if why == "" {
+			if dg := sp.contentDigest(); p.Released() || p.Holds(key, dg) {
+				sp.digest = dg
+				return ""
+			}
+		} else if p.Released() {
+			return why
+		}
+	}
+	return fmt.Sprintf("%s seq %d is stamped %d, at or after a %s of %s that was held (stamped %d): it is that birth's, "+
+		"whose aliases are not known, and read with those of session %s it could set other metrics; release it once "+
+		"that %s is released, or replaced by a later one, whose aliases it is then read with", sp.typ, sp.seqRaw,
+		sp.p.Timestamp, what, sp.heldWhose(what), mark, birth.Epoch, what)
+}
+
+// replacement is the table a message sent after a held birth (what, in
+// birth i) is read with when released: that of the birth applied after
+// the held one, nil when none is yet.
+func (sp *spMessage) replacement(st *engine.SparkplugState, i int, what string) *engine.SparkplugTable {
+	if what == "NBIRTH" {
+		if i == 0 {
+			return nil
+		}
+		next := &st.Births[i-1]
+		if sp.typ != spDData {
+			return &next.Node
+		}
+		if dev, ok := next.Devices[sp.device]; ok {
+			if n := len(dev.Earlier); n > 0 {
+				return &dev.Earlier[n-1].Table
+			}
+			return &dev.Table
+		}
+		return nil
+	}
+	dev := st.Births[i].Devices[sp.device]
+	for k := range dev.Earlier {
+		if dev.Earlier[k].Stamp <= sp.p.Timestamp {
+			if k == 0 {
+				return &dev.Table
+			}
+			return &dev.Earlier[k-1].Table
+		}
+	}
+	return nil // read with the device's last table: none replaced it yet
+}
+
+// heldAfter returns the held birth the message may belong to: the
+// NBIRTH held after birth, or the device's DBIRTH held after the table it
+// is read with, when it is stamped at or after it (0 when none).
+func (sp *spMessage) heldAfter(birth *engine.SparkplugBirth) (string, uint64) {
+	ts := sp.p.Timestamp
+	if birth.Held != 0 && ts >= birth.Held {
+		return "NBIRTH", birth.Held
+	}
+	if sp.typ != spDData {
+		return "", 0
+	}
+	dev := birth.Devices[sp.device]
+	mark := dev.Held
+	if ts < dev.Stamp {
+		mark = 0
+		for _, e := range dev.Earlier {
+			if e.Stamp <= ts {
+				mark = e.Held
+				break
+			}
+		}
+	}
+	if mark != 0 && ts >= mark {
+		return "DBIRTH", mark
+	}
+	return "", 0
+}
+
+// heldWhose names whose birth a held birth of what type was.
+func (sp *spMessage) heldWhose(what string) string {
+	if what == "DBIRTH" {
+		return fmt.Sprintf("device %q of edge %q", sp.device, sp.edge)
+	}
+	return fmt.Sprintf("edge %q", sp.edge)
 }
 
 // seenIn reports whether window w saw seq: at or below its highest, at or

@@ -88,6 +88,9 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		if len(st.Births) > sp.at && st.Births[sp.at].HighStamp > b.Stamp {
 			b.Before = st.Births[sp.at].HighStamp // the birth before it applied its data
 		}
+		if len(st.Births) > sp.at && st.Births[sp.at].Held > b.Stamp {
+			b.Held = st.Births[sp.at].Held // an NBIRTH held after it is still the newest
+		}
 		adoptDevices(&b, st.Births, sp.at)
 		// The birth takes over the record of its session's NDEATH,
 		// decided before it.
@@ -136,6 +139,9 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		// reordered them), ended it already.
 		last, had := b.Devices[sp.device]
 		dev := engine.SparkplugDevice{Online: last.Death < sp.p.Timestamp, Stamp: sp.p.Timestamp, Table: tableOf(sp), Death: last.Death}
+		if last.Held > sp.p.Timestamp {
+			dev.Held = last.Held // a DBIRTH held after it is still the device's newest
+		}
 		if had {
 			dev.Earlier = earlierTables(last, p.KeepEpochs())
 		}
@@ -149,6 +155,46 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 	default:
 		return changed
 	}
+	return true
+}
+
+var _ engine.HeldPlacer = (*spMessage)(nil)
+
+// Held records a held NBIRTH stamped after the edge's newest birth on
+// that birth, and a held DBIRTH stamped after its device's last DBIRTH on
+// the device (the earliest such, when several were): the data sent after
+// it, which would be placed in the birth before above its highest and
+// read with its aliases, is held instead (placeData), until a birth
+// stamped after it is applied. A birth stamped before them was not
+// the one their data follows, and changes nothing.
+func (sp *spMessage) Held(d *engine.Delivery, p *engine.Placement) bool {
+	if !sp.typ.birth() {
+		return false
+	}
+	src := p.Window()
+	if src == nil || src.Sparkplug == nil || len(src.Sparkplug.Births) == 0 {
+		return false // its data finds no birth to be read in: held
+	}
+	st, ts := src.Sparkplug, sp.p.Timestamp
+	if sp.typ == spNBirth {
+		b := &st.Births[0]
+		if ts <= b.Stamp || b.Held != 0 && b.Held <= ts {
+			return false
+		}
+		b.Held = ts
+		return true
+	}
+	i := attribute(st, sp)
+	if i < 0 {
+		return false
+	}
+	b := &st.Births[i]
+	dev, ok := b.Devices[sp.device]
+	if !ok || ts <= dev.Stamp || dev.Held != 0 && dev.Held <= ts {
+		return false // a device without a DBIRTH has its data held already
+	}
+	dev.Held = ts
+	b.Devices[sp.device] = dev
 	return true
 }
 
@@ -182,11 +228,11 @@ func recordDeath(s *engine.SparkplugState, bdSeq int64, digest engine.Hash, keep
 // last: dev's own before those it kept (unless the one before it gave the
 // same, which then stays in effect for dev's time too), at most keep + 1.
 func earlierTables(dev engine.SparkplugDevice, keep int) []engine.SparkplugDeviceTable {
-	if len(dev.Earlier) > 0 && sameTable(dev.Earlier[0].Table, dev.Table) {
+	if len(dev.Earlier) > 0 && sameTable(dev.Earlier[0].Table, dev.Table) && dev.Held == 0 && dev.Earlier[0].Held == 0 {
 		return dev.Earlier
 	}
 	out := make([]engine.SparkplugDeviceTable, 0, min(len(dev.Earlier)+1, keep+1))
-	out = append(out, engine.SparkplugDeviceTable{Stamp: dev.Stamp, Table: dev.Table})
+	out = append(out, engine.SparkplugDeviceTable{Stamp: dev.Stamp, Table: dev.Table, Held: dev.Held})
 	return append(out, dev.Earlier[:min(len(dev.Earlier), keep)]...)
 }
 

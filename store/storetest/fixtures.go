@@ -152,8 +152,10 @@ func sparkplugSource() engine.SourceState {
 	table := engine.SparkplugTable{Aliases: map[uint64]string{1: "Energy", 2: "Node Control/Rebirth"},
 		Types: map[string]uint32{"Energy": 10, "Node Control/Rebirth": 11}}
 	s.Sparkplug = &engine.SparkplugState{BdSeq: 257, Online: true, Births: []engine.SparkplugBirth{
-		{Epoch: "257", BdSeq: 257, Stamp: 1_700_000_000_123, Before: 1_700_000_000_150, Digest: keyHash(9), Time: time.Unix(1_700_000_000, 5).UTC(), Position: 41,
-			Node: table, Devices: map[string]engine.SparkplugDevice{"pump": {Online: true, Stamp: 1_700_000_000_200, Table: table}}},
+		{Epoch: "257", BdSeq: 257, Stamp: 1_700_000_000_123, Before: 1_700_000_000_150, Held: 1_700_000_000_400, Digest: keyHash(9),
+			Time: time.Unix(1_700_000_000, 5).UTC(), Position: 41, Node: table, Devices: map[string]engine.SparkplugDevice{
+				"pump": {Online: true, Stamp: 1_700_000_000_200, Held: 1_700_000_000_300, Table: table,
+					Earlier: []engine.SparkplugDeviceTable{{Stamp: 1_700_000_000_130, Table: table, Held: 1_700_000_000_140}}}}},
 		{Epoch: "256.1", BdSeq: 256, Rebirth: 1, Stamp: 1_600_000_000_000, Time: time.Unix(1_600_000_000, 0).UTC(), Position: 7, Node: table},
 	}}
 	return s
