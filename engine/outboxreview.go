@@ -272,7 +272,9 @@ func (e *Engine) HoldPending(ctx context.Context, member string, id uint64, reas
 		e.appendAudit(&r)
 		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: why, Pending: true})
 	}
-	if err := e.act(ctx, nil, hold); errors.Is(err, ErrNotFound) {
+	// The store refuses a hold of an entry delivered meanwhile: no
+	// consumer's batch may be decided on top of it before it knows.
+	if err := e.win.actAlone(ctx, hold); errors.Is(err, ErrNotFound) {
 		return ForwardResolution{}, fmt.Errorf("%w: outbox entry %d%s was delivered meanwhile: not held, nothing written", ErrNotFound, id, ofMember(member))
 	} else if err != nil {
 		return ForwardResolution{}, err

@@ -123,6 +123,19 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (<-chan struc
 // decided on top of it, and a commit failed by a caller's cancellation
 // would abort them and reload the whole state.
 func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now time.Time)) error {
+	return w.commitAction(ctx, fill, true)
+}
+
+// actAlone keeps e.mu while the commit runs: no batch is decided on top of
+// the action's before the store took or refused it, so a refusal fails the
+// action alone, never a consumer's batch sealed behind it.
+func (w *ownedWindows) actAlone(ctx context.Context, fill func(now time.Time)) error {
+	return w.commitAction(ctx, fill, false)
+}
+
+// commitAction seals fill's action and waits for its commit, letting e.mu
+// go meanwhile when unlock is set.
+func (w *ownedWindows) commitAction(ctx context.Context, fill func(now time.Time), unlock bool) error {
 	if w.e.rows != nil {
 		w.e.rows.begin(ctx)
 		defer w.e.rows.release()
@@ -134,6 +147,10 @@ func (w *ownedWindows) act(ctx context.Context, msgs []Message, fill func(now ti
 		return err
 	}
 	c := w.seal(context.WithoutCancel(ctx), false)
+	if !unlock {
+		<-c.done // the committer never takes e.mu
+		return c.err
+	}
 	w.e.mu.Unlock()
 	<-c.done
 	w.e.mu.Lock()

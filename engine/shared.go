@@ -284,6 +284,12 @@ func (w *sharedWindows) act(ctx context.Context, msgs []Message, fill func(now t
 	return w.update(ctx, w.e.reads(msgs, now), func() { fill(now) }, nil, nil)
 }
 
+// actAlone is act: a member's commit runs with e.mu held, before any
+// other batch is decided.
+func (w *sharedWindows) actAlone(ctx context.Context, fill func(now time.Time)) error {
+	return w.act(ctx, nil, fill)
+}
+
 func (w *sharedWindows) member() (string, bool) { return w.e.member, true }
 
 // close has nothing to stop: every batch was committed before its submit

@@ -41,6 +41,11 @@ type windows interface {
 	// batch, deciding msgs again (nil: none). Called with e.mu held, which
 	// it may let go while the commit runs.
 	act(ctx context.Context, msgs []Message, fill func(now time.Time)) error
+	// actAlone is act for an action the store may refuse while every
+	// batch before it commits (an operator's hold of an entry the drainer
+	// may deliver meanwhile): it keeps e.mu until the commit ended, so no
+	// batch decided on top of the action fails with it.
+	actAlone(ctx context.Context, fill func(now time.Time)) error
 	// member returns the member id whose chain the engine writes, and
 	// whether the store is a consumer group's (group), whose other
 	// members' outboxes it may also review; "" and false on a

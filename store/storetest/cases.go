@@ -33,6 +33,7 @@ const (
 	whyLocked = "a group's store is opened by many processes at once; a member id held by a live handle is refused instead " +
 		"(group/a member id held by a live handle is refused)"
 	whyOneOwner = "the case checks that a single-owner store refuses what names a member"
+	whyOwned    = "a group's store commits each batch before its submit returns: no batch is decided while another commits"
 )
 
 // suites are every case of the suite, by concept.
@@ -128,6 +129,7 @@ var suites = []suite{
 		{name: "an operator holds a pending entry, with an audit record", fn: onOutbox(testOutboxEngineHoldPending)},
 		{name: "a hold or a resolution naming a member without the entry is not found", fn: onOutbox(testOutboxEngineOtherMember)},
 		{name: "an operator's hold of an entry the drainer delivered meanwhile is refused, with no record", fn: onOutbox(testOutboxEngineHoldDeliveredMeanwhile)},
+		{name: "a refused hold leaves a consumer's batch decided meanwhile to commit", single: whyOwned, fn: onOutbox(testOutboxEngineHoldDeliveredMeanwhileKeepsDecisions)},
 		{name: "outbox methods return ErrClosed after close", fn: onOutbox(testOutboxClosed)},
 		{name: "a member other than \"\" is refused", single: whyOneOwner, fn: onOutbox(testOutboxSingleOwner)},
 	}},

@@ -75,3 +75,88 @@ func testOutboxEngineHoldDeliveredMeanwhile(t *testing.T, h *outboxHarness) {
 		t.Fatalf("the granted hold's audit record: %+v", last)
 	}
 }
+
+// heldWhileCommitting is a store that stops the commit of an operator's
+// hold until released, once armed, and says when that commit starts.
+type heldWhileCommitting struct {
+	drainedWhileRead
+	armed      atomic.Bool
+	committing chan struct{}
+	release    chan struct{}
+}
+
+func (s *heldWhileCommitting) Commit(ctx context.Context, b *engine.Batch) error {
+	if len(b.OutboxHeld) > 0 && b.OutboxHeld[0].Pending && s.armed.CompareAndSwap(true, false) {
+		close(s.committing)
+		<-s.release
+	}
+	return s.Store.Commit(ctx, b)
+}
+
+// testOutboxEngineHoldDeliveredMeanwhileKeepsDecisions has an operator's
+// hold of an entry the drainer delivered meanwhile refused while a
+// consumer's batch is being decided: the consumer's batch commits, as it
+// would had the hold never been asked for.
+func testOutboxEngineHoldDeliveredMeanwhileKeepsDecisions(t *testing.T, h *outboxHarness) {
+	ob := &drainingOutbox{OutboxStore: h.ob(t)}
+	caps := h.s.caps
+	caps.Outbox = ob
+	s := &heldWhileCommitting{drainedWhileRead: drainedWhileRead{Store: h.s.Store, caps: caps},
+		committing: make(chan struct{}), release: make(chan struct{})}
+	deciding := make(chan struct{})
+	var watch atomic.Bool
+	now := func() time.Time {
+		if watch.CompareAndSwap(true, false) {
+			close(deciding)
+		}
+		return time.Now()
+	}
+	e, err := engine.New(t.Context(), s, engine.Options{Routes: forwardRoutes, SequenceSpan: 64, TTL: time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if _, err := e.Process(t.Context(), []engine.Message{incidentMsg(1, "7", "")}); err != nil {
+		t.Fatal(err)
+	}
+	entries := pending(t, ob, h.member)
+	if len(entries) != 3 {
+		t.Fatalf("%d entries, want 3", len(entries))
+	}
+	ob.armed.Store(true)
+	s.armed.Store(true)
+	holdErr := make(chan error, 1)
+	go func() {
+		_, err := e.HoldPending(t.Context(), "", entries[1].ID, "dispatch answers 503 to it alone", "duty officer")
+		holdErr <- err
+	}()
+	<-s.committing
+	watch.Store(true)
+	type outcome struct {
+		ds  []engine.Decision
+		err error
+	}
+	processed := make(chan outcome, 1)
+	go func() {
+		ds, err := e.Process(t.Context(), []engine.Message{incidentMsg(2, "", "")})
+		processed <- outcome{ds, err}
+	}()
+	// The consumer's batch is decided while the hold commits, or waits for
+	// it: nothing tells the second apart from a batch not started yet, so
+	// it is given a moment before the hold's commit goes on.
+	select {
+	case <-deciding:
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(s.release)
+	if err := <-holdErr; !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("HoldPending of an entry delivered meanwhile: %v; want ErrNotFound", err)
+	}
+	got := <-processed
+	if got.err != nil {
+		t.Fatalf("a consumer's batch decided while a refused hold committed: %v; want it committed", got.err)
+	}
+	if len(got.ds) != 1 || got.ds[0].Outcome != engine.Applied {
+		t.Fatalf("decisions %+v; want one applied", got.ds)
+	}
+}
