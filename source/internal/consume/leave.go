@@ -59,7 +59,7 @@ type Leaving struct {
 
 	conn     atomic.Uint64 // the current connection's number: connections lost so far
 	granted  atomic.Bool   // the broker granted the group's subscriptions on the current connection
-	mu       sync.Mutex    // orders the store's joins and quits
+	mu       sync.Mutex    // orders the store's joins, quits and the leave asked
 	joinedOn uint64        // under mu: 1 + the number of the last connection whose grant was recorded; 0 none
 }
 
@@ -109,7 +109,7 @@ func (l *Leaving) Subscribed(ctx context.Context, conn uint64) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.conn.Load() != conn { // lost meanwhile: the grant holds nothing now
+	if l.conn.Load() != conn || l.Left() { // lost meanwhile: the grant holds nothing now; or granted leave meanwhile
 		return
 	}
 	l.granted.Store(true)
@@ -194,26 +194,11 @@ func (l *Leaving) leave(ctx context.Context) {
 	if l.Group == "" || l.Ask == nil {
 		return
 	}
-	if l.Join != nil && !l.granted.Load() {
-		l.Log.Warn("mqtt stopping: not leaving the share group: the broker has not granted this member the group's subscription on its current connection "+
-			"(not connected, or not subscribed yet), so no other member counts on it; a subscription its session holds from before keeps its share until it returns",
-			"group", l.Group)
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
-	granted, err := l.Ask(ctx)
-	switch {
-	case err != nil:
-		l.Log.Warn("mqtt stopping: keeping the share group's subscription, the store could not say whether another member holds it; "+
-			"the broker keeps dealing this member's share to its session until it returns", "group", l.Group, "err", err)
-		return
-	case !granted:
-		l.Log.Warn("mqtt stopping: keeping the share group's subscription, no other live member of the group holds it; "+
-			"the broker keeps this member's share in its session until it returns", "group", l.Group)
+	if !l.askLeave(ctx) {
 		return
 	}
-	l.left.Store(true)
 	l.active(time.Now()) // the quiet runs from the unsubscribe at the earliest
 	if err := l.Unsubscribe(ctx); err != nil {
 		l.Log.Warn("mqtt stopping: unsubscribing from the share group failed; the broker keeps dealing this member's share to its session until it returns",
@@ -242,4 +227,32 @@ func (l *Leaving) leave(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// askLeave asks the store for leave, and marks the member leaving when
+// granted. Under mu: a connection regained while the store answers records
+// its grant (Subscribed) once the answer is known, and not at all when the
+// member was granted leave, for it unsubscribes on that connection.
+func (l *Leaving) askLeave(ctx context.Context) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.Join != nil && !l.granted.Load() {
+		l.Log.Warn("mqtt stopping: not leaving the share group: the broker has not granted this member the group's subscription on its current connection "+
+			"(not connected, or not subscribed yet), so no other member counts on it; a subscription its session holds from before keeps its share until it returns",
+			"group", l.Group)
+		return false
+	}
+	granted, err := l.Ask(ctx)
+	switch {
+	case err != nil:
+		l.Log.Warn("mqtt stopping: keeping the share group's subscription, the store could not say whether another member holds it; "+
+			"the broker keeps dealing this member's share to its session until it returns", "group", l.Group, "err", err)
+		return false
+	case !granted:
+		l.Log.Warn("mqtt stopping: keeping the share group's subscription, no other live member of the group holds it; "+
+			"the broker keeps this member's share in its session until it returns", "group", l.Group)
+		return false
+	}
+	l.left.Store(true)
+	return true
 }
