@@ -398,12 +398,22 @@ func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
 // deliver the stream again from its first message) has it bound, not
 // refused.
 func (c *Consumer) keepStart(cc *jetstream.ConsumerConfig, was jetstream.ConsumerConfig) {
-	if was.DeliverPolicy == cc.DeliverPolicy {
+	if !startOf(cc, was) {
 		return
 	}
-	cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = was.DeliverPolicy, was.OptStartSeq, was.OptStartTime
 	c.log.Info("jetstream consumer made elsewhere to start past the stream's first message: bound as it is", "stream", c.cfg.Stream,
 		"consumer", c.cfg.Consumer, "deliver_policy", was.DeliverPolicy.String(), "start_sequence", was.OptStartSeq)
+}
+
+// startOf sets, in cc, where was starts, and reports whether that differs
+// from cc's own: every update of an existing consumer keeps it, for the
+// server refuses to change it ("deliver policy can not be updated").
+func startOf(cc *jetstream.ConsumerConfig, was jetstream.ConsumerConfig) bool {
+	if was.DeliverPolicy == cc.DeliverPolicy {
+		return false
+	}
+	cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = was.DeliverPolicy, was.OptStartSeq, was.OptStartTime
+	return true
 }
 
 // gone asks the server, after a missed heartbeat or a pull request it

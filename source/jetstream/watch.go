@@ -59,9 +59,16 @@ func (c *Consumer) check(ctx context.Context, js jetstream.JetStream, cons jetst
 	c.noteFloor(info)
 	c.removedAhead(si.State.FirstSeq, info.Delivered.Stream)
 	if n := info.Config.MaxDeliver; n > 0 {
-		_, err := st.UpdateConsumer(ctx, c.consumerConfig())
+		cc := c.consumerConfig()
+		startOf(&cc, info.Config) // a durable made elsewhere to start at a sequence keeps it
+		if _, err := st.UpdateConsumer(ctx, cc); err != nil {
+			c.log.Error("jetstream: the consumer's max_deliver was set on the server: past it the server gives up on a message, never decided, with no audit record; "+
+				"replayguard could not set it back to unlimited, and tries again at the next check: set it with nats consumer edit --max-deliver=-1",
+				"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "max_deliver", n, "err", err)
+			return seen
+		}
 		c.log.Warn("jetstream: the consumer's max_deliver was set on the server: past it the server gives up on a message, never decided, with no audit record; replayguard sets it back to unlimited",
-			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "max_deliver", n, "err", err)
+			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "max_deliver", n)
 	}
 	return seen
 }

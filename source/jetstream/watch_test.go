@@ -112,3 +112,31 @@ func TestADeletedConsumerEndsRunNamingWhereToResume(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A max_deliver set on a durable made elsewhere to start at a stream
+// sequence (the way to resume after a deletion) is set back to unlimited
+// too: the update keeps where the consumer starts, which the server
+// cannot change.
+func TestAMaxDeliverSetOnADurableMadeToStartAtASequenceIsSetBackToUnlimited(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	publishAll(t, n, readings(3, "m1"))
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy,
+		DeliverPolicy: natsjs.DeliverByStartSequencePolicy, OptStartSeq: 2, MaxDeliver: -1})
+	e, _ := meters(t)
+	cfg, logs := routedConfig(t, n.URL())
+	r := start(t, cfg, e)
+	waitFor(t, "the consumer bound", 10*time.Second, r.Ready)
+
+	n.SetConsumerMaxDeliver(testStream, testConsumer, 1)
+	waitFor(t, "max_deliver unlimited again", 10*time.Second, func() bool {
+		info, err := n.ConsumerInfo(testStream, testConsumer)
+		return err == nil && info.Config.MaxDeliver == -1
+	})
+	if logs.has("ERROR", "could not set it back") {
+		t.Error("setting max_deliver back logged an error")
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
