@@ -131,9 +131,26 @@ const savepoint = "replayguard_sql"
 // all, and costs no round trip.
 const restoreSyncCommit = `SELECT current_setting('synchronous_commit'), set_config('synchronous_commit', $1, false)`
 
-// syncCommitRestored reads restoreSyncCommit's row and says, once, when
-// the effects had changed the setting.
+// queueRestoreSyncCommit ends a pipeline of sql effects: the constraint
+// triggers deferred to the commit run first (SET CONSTRAINTS ALL
+// IMMEDIATE), for a function they call could turn synchronous_commit off
+// as the transaction commits, after restoreSyncCommit; then
+// restoreSyncCommit. syncCommitRestored reads their answers.
+func (s *Store) queueRestoreSyncCommit(q *pgx.Batch) {
+	q.Queue("SET CONSTRAINTS ALL IMMEDIATE")
+	q.Queue(restoreSyncCommit, s.syncCommit)
+}
+
+// syncCommitRestored reads queueRestoreSyncCommit's answers and says, once,
+// when the effects had changed the setting. A deferred constraint the
+// effects broke is a deferredError, as at the commit.
 func (s *Store) syncCommitRestored(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
+		if messageFault(err) != nil {
+			return deferredError{dbErr(err)}
+		}
+		return dbErr(fmt.Errorf("sql: running the constraint triggers deferred by the sql effects: %w", err))
+	}
 	var was string
 	if err := br.QueryRow().Scan(&was, new(string)); err != nil {
 		return dbErr(fmt.Errorf("sql: setting synchronous_commit back to %q after the sql effects: %w", s.syncCommit, err))
@@ -155,7 +172,7 @@ func (s *Store) runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQ
 	for i := range stmts {
 		q.Queue(stmts[i].SQL, sqlArgs(stmts[i].Args)...)
 	}
-	q.Queue(restoreSyncCommit, s.syncCommit)
+	s.queueRestoreSyncCommit(&q)
 	br := tx.SendBatch(ctx, &q)
 	var err error
 	var st *engine.SQLStatement // the statement that failed; nil for the savepoint
@@ -228,7 +245,7 @@ func (s *Store) runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.
 			queue(st, false, st.SQL, sqlArgs(st.Args)...)
 		}
 		end(&rest[len(rest)-1])
-		q.Queue(restoreSyncCommit, s.syncCommit)
+		s.queueRestoreSyncCommit(&q)
 		br := tx.SendBatch(ctx, &q)
 		var failed queued
 		var err error

@@ -29,16 +29,44 @@ func TestASQLEffectCannotMakeTheCommitNotDurable(t *testing.T) {
 		"SELECT set_config('synchronous_commit', 'off', false)",
 	} {
 		for _, mode := range sqlModes {
-			t.Run(off+", "+mode.name, func(t *testing.T) { testSyncCommitKept(t, pg, off, mode.mode) })
+			t.Run(off+", "+mode.name, func(t *testing.T) { testSyncCommitKept(t, pg, "", off, mode.mode) })
 		}
 	}
 }
 
-func testSyncCommitKept(t *testing.T, pg *testbroker.Postgres, off string, mode postgres.SQLMode) {
+// TestADeferredTriggerCannotMakeTheCommitNotDurable has a constraint
+// trigger deferred to the commit turn synchronous_commit off for the
+// transaction of the decisions whose sql effects fired it: the server runs
+// it as it commits, after every statement of the batch, and each decision
+// the store reported committed is still there after a kill.
+func TestADeferredTriggerCannotMakeTheCommitNotDurable(t *testing.T) {
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{Settings: []string{"wal_writer_delay=10s", "bgwriter_lru_maxpages=0"}})
+	for _, mode := range sqlModes {
+		t.Run(mode.name, func(t *testing.T) {
+			testSyncCommitKept(t, pg, `CREATE FUNCTION APP.async() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN PERFORM set_config('synchronous_commit', 'off', true); RETURN NULL; END $$;
+				CREATE CONSTRAINT TRIGGER async AFTER INSERT ON APP.readings DEFERRABLE INITIALLY DEFERRED
+				FOR EACH ROW EXECUTE FUNCTION APP.async()`, "", mode.mode)
+		})
+	}
+}
+
+// testSyncCommitKept runs setup (APP standing for the effects' schema, with
+// its table readings) and a route whose sql effects run off ("" none), then
+// an insert into readings, and kills the server once the batch committed.
+func testSyncCommitKept(t *testing.T, pg *testbroker.Postgres, setup, off string, mode postgres.SQLMode) {
 	var logs bytes.Buffer
 	g := newGroup(t, pg.URL())
 	app := g.schema + "_app"
 	run(t, pg.URL(), "CREATE SCHEMA "+app+"; CREATE TABLE "+app+".readings (msg_id text PRIMARY KEY, kwh numeric)")
+	if setup != "" {
+		run(t, pg.URL(), strings.ReplaceAll(setup, "APP.", app+"."))
+	}
+	var effects []engine.EffectSpec
+	if off != "" {
+		effects = append(effects, engine.EffectSpec{SQL: off})
+	}
+	effects = append(effects, engine.EffectSpec{SQL: "INSERT INTO " + app + ".readings (msg_id, kwh) VALUES ($1, $2)", Args: []string{"msgId", "kwh"}})
 	o := g.options("m1")
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	s, err := g.openWith(o)
@@ -48,10 +76,7 @@ func testSyncCommitKept(t *testing.T, pg *testbroker.Postgres, off string, mode 
 	postgres.SetSQLMode(s, mode)
 	e, err := engine.New(t.Context(), s, engine.Options{Routes: []engine.Route{{
 		Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId",
-		Effects: []engine.EffectSpec{
-			{SQL: off},
-			{SQL: "INSERT INTO " + app + ".readings (msg_id, kwh) VALUES ($1, $2)", Args: []string{"msgId", "kwh"}},
-		}}}})
+		Effects: effects}}})
 	if err != nil {
 		t.Fatal(err)
 	}
