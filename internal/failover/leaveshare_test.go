@@ -46,6 +46,41 @@ func TestAStoppedMemberLeavesItsShareToTheLiveOnes(t *testing.T) {
 	}
 }
 
+// A member of a group that also consumes a Sparkplug route, whose
+// subscription is not shared, leaves its share as it stops with SIGTERM
+// while the edge goes on publishing: what the edge sends keeps coming to
+// the member's own subscription, and waits in its session until it
+// returns, so the member stops once its share is decided, not at the
+// shutdown timeout.
+func TestAMemberWithASparkplugRouteStopsOnceItsShareIsDecided(t *testing.T) {
+	skipShort(t)
+	server := startStoreServer(t, config.StorePostgres)
+	m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	brokers := []string{m.URL()}
+	g := &group{t: t, from: map[*daemon]uint64{}}
+	for range 2 {
+		s := newSetupWith(t, brokers, setupOptions{API: true, Store: fmt.Sprintf("{kind: %s, url: %q}", config.StorePostgres, server.URL()),
+			ShareGroup: shareGroup, Sparkplug: true})
+		g.members = append(g.members, startDaemon(t, s))
+	}
+	g.WaitReady()
+	edge := newSpEdge(t, brokers, spGroup, spNode, 1)
+	edge.connect()
+	edge.birth(spFirstBirth)
+	sp := startSpFeederEvery(t, edge, 20*time.Millisecond)
+	defer sp.stop()
+	stopped := g.members[0]
+	waitFor(t, "the edge's data decided", 10*time.Second, func() bool {
+		return stopped.Metrics()["replayguard_decisions_total"] > 10
+	})
+	began := time.Now()
+	stopped.Stop()
+	took := time.Since(began)
+	if logged(t, stopped, "left the share group") != 1 || logged(t, stopped, "the session delivered nothing more") != 1 {
+		t.Fatalf("the member stopped in %v without its session going quiet after it left the share group:\n%s", took, stopped.logText())
+	}
+}
+
 // The last two members of a group stopped with SIGTERM at the same moment:
 // one of them keeps the group's subscription, so the broker keeps the
 // messages published while both are down in its session, and the members

@@ -88,7 +88,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		fatal:      make(chan error, 1),
 	}
 	c.prep, _ = p.(preparer)
-	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger}
+	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger, Filters: cfg.Filters}
 	if slices.ContainsFunc(cfg.Filters, func(f Filter) bool { return !f.Unshared }) {
 		c.share.Join, c.share.Quit = cfg.JoinShare, cfg.QuitShare // the group's subscriptions are among those subscribed
 	}
@@ -507,7 +507,7 @@ func (c *Consumer) receive(pr paho.PublishReceived) (bool, error) {
 		d.msg.Connected = c.gate.upTime() // the connection's first delivery
 	}
 	c.reconnects.traffic()
-	d.n = c.share.Received(d.at)
+	d.n = c.share.Received(d.msg.Topic, d.at)
 	if c.prep != nil { // here, not on the goroutine that decides
 		one := []engine.Message{d.msg}
 		c.prep.Prepare(one)

@@ -73,7 +73,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer, q: consume.NewQueue[delivery](),
 		fatal: make(chan error, 1), beforeAck: consume.BeforeAck}
 	c.prep, _ = p.(preparer)
-	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger,
+	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger, Filters: cfg.Filters,
 		Unsubscribe: c.unsubscribeShared, Join: cfg.JoinShare, Quit: cfg.QuitShare}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate

@@ -201,7 +201,7 @@ func (l *link) receive(_ paho.Client, m paho.Message) {
 	if first {
 		d.msg.Connected = l.up() // the connection's first delivery
 	}
-	d.n = c.share.Received(d.at)
+	d.n = c.share.Received(d.msg.Topic, d.at)
 	if c.prep != nil { // here, not on the goroutine that decides
 		one := []engine.Message{d.msg}
 		c.prep.Prepare(one)

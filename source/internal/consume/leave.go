@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,10 @@ type JoinFunc func(ctx context.Context) error
 // broker deals its share to the live members, and goes on consuming what
 // its session still delivers (queued before the unsubscribe) until none
 // has come for Quiet while it held none unacknowledged, or for at most
-// Timeout; else it keeps its subscription. A connection lost takes the
+// Timeout; else it keeps its subscription. Deliveries of the Unshared
+// filters alone (a Sparkplug route's) are not the group's share: they
+// keep coming to the member's own subscription, and wait in its session
+// until it returns, so the leaving waits for none of them. A connection lost takes the
 // member out of the group in the store (its session, and the subscription
 // with it, may be gone at the broker: expired, or started clean) until
 // the broker grants the subscription again. One Leaving serves one
@@ -49,12 +53,16 @@ type Leaving struct {
 	// means they may still be there.
 	Unsubscribe func(ctx context.Context) error
 	Quiet       time.Duration // Default LeaveQuiet
-	Timeout     time.Duration // bounds asking, unsubscribing and waiting
-	Log         *slog.Logger
+	// Filters are the consumer's subscriptions; with one Unshared among
+	// them, a delivery that matches no shared filter is not waited for.
+	Filters []Filter
+	Timeout time.Duration // bounds asking, unsubscribing and waiting
+	Log     *slog.Logger
 
 	last     atomic.Int64  // UnixNano of the last delivery or acknowledgement
 	received atomic.Uint64 // deliveries received: the last one's number
 	settled  atomic.Uint64 // the number of the last delivery acknowledged
+	shared   atomic.Uint64 // the number of the last delivery of the group's share
 	left     atomic.Bool   // unsubscribed, or about to: subscribe no more
 
 	conn     atomic.Uint64 // the current connection's number: connections lost so far
@@ -63,12 +71,32 @@ type Leaving struct {
 	joinedOn uint64        // under mu: 1 + the number of the last connection whose grant was recorded; 0 none
 }
 
-// Received notes a delivery, received at (the time its consumer stamped
-// it with already: none is read again per message), and returns its
-// number, for Settled.
-func (l *Leaving) Received(at time.Time) uint64 {
+// Received notes a delivery on topic, received at (the time its consumer
+// stamped it with already: none is read again per message), and returns
+// its number, for Settled.
+func (l *Leaving) Received(topic string, at time.Time) uint64 {
+	n := l.received.Add(1)
+	if !l.ofShare(topic) {
+		return n
+	}
+	raise(&l.shared, n)
 	l.active(at)
-	return l.received.Add(1)
+	return n
+}
+
+// ofShare reports whether a delivery on topic may be of the group's
+// share: it matches a filter that is not Unshared, or no filter is.
+func (l *Leaving) ofShare(topic string) bool {
+	if l.Group == "" || !slices.ContainsFunc(l.Filters, func(f Filter) bool { return f.Unshared }) {
+		return true
+	}
+	return slices.ContainsFunc(l.Filters, func(f Filter) bool { return !f.Unshared && MatchTopic(f.Topic, topic) })
+}
+
+// raise sets v to n when n is higher.
+func raise(v *atomic.Uint64, n uint64) {
+	for cur := v.Load(); n > cur && !v.CompareAndSwap(cur, n); cur = v.Load() {
+	}
 }
 
 // Settled notes that the deliveries up to number n (Received's), which are
@@ -76,9 +104,11 @@ func (l *Leaving) Received(at time.Time) uint64 {
 // broker, which sends no more than the receive window unacknowledged, may
 // send more of what the session holds from then on.
 func (l *Leaving) Settled(n uint64, at time.Time) {
-	for cur := l.settled.Load(); n > cur && !l.settled.CompareAndSwap(cur, n); cur = l.settled.Load() {
+	before := l.settled.Load()
+	raise(&l.settled, n)
+	if before < l.shared.Load() { // some of the group's share among them
+		l.active(at)
 	}
-	l.active(at)
 }
 
 // active notes activity at at: the quiet runs from the latest.
@@ -88,10 +118,10 @@ func (l *Leaving) active(at time.Time) {
 	}
 }
 
-// holding reports whether a delivery received is not acknowledged yet:
-// while it is, the broker's silence may be the full receive window, not
-// the session's end.
-func (l *Leaving) holding() bool { return l.settled.Load() < l.received.Load() }
+// holding reports whether a delivery of the group's share received is
+// not acknowledged yet: while it is, the broker's silence may be the full
+// receive window, not the session's end.
+func (l *Leaving) holding() bool { return l.settled.Load() < l.shared.Load() }
 
 // Connection returns the current connection's number, for Subscribed:
 // read it as the connection comes up.
@@ -169,6 +199,7 @@ func (l *Leaving) Left() bool { return l.left.Load() }
 func (l *Leaving) Context(ctx context.Context) (consumeCtx context.Context, stop func()) {
 	l.left.Store(false)
 	l.settled.Store(l.received.Load()) // what an earlier Run left unacknowledged is not waited for
+	l.shared.Store(l.received.Load())
 	consumeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {

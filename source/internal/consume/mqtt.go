@@ -28,6 +28,32 @@ func SubscriptionTopic(f Filter, group string) string {
 	return "$share/" + group + "/" + f.Topic
 }
 
+// MatchTopic reports whether topic matches the MQTT topic filter (a
+// filter starting with a wildcard does not match a topic starting with
+// '$').
+func MatchTopic(filter, topic string) bool {
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	for {
+		f, frest, fmore := strings.Cut(filter, "/")
+		if f == "#" {
+			return true
+		}
+		level, rest, more := strings.Cut(topic, "/")
+		if f != "+" && f != level {
+			return false
+		}
+		if !more {
+			return !fmore || frest == "#"
+		}
+		if !fmore {
+			return false
+		}
+		filter, topic = frest, rest
+	}
+}
+
 // StaleForms returns the subscriptions a session resumed under the same
 // client id may still hold although the configuration no longer asks for
 // them: each shared filter's plain form in a share group (the consumer
