@@ -142,7 +142,7 @@ func readManifest(dir, name string, first uint64, member string) (Manifest, erro
 	case name != ManifestName(m.First, m.Last) || m.Segment != SegmentName(m.First, m.Last):
 		return m, broken("describes positions %d..%d (segment %s), which its name does not: renamed or reordered", m.First, m.Last, m.Segment)
 	case m.Last < m.First || m.Records != m.Last-m.First+1:
-		return m, broken("%d records for positions %d..%d", m.Records, m.First, m.Last)
+		return m, broken("%d %s for positions %d..%d", m.Records, records(m.Records), m.First, m.Last)
 	}
 	return m, nil
 }
@@ -279,4 +279,12 @@ func (v *Verifier) checkArchived(archived, head engine.AuditHead) error {
 			Reason: fmt.Sprintf("the archive holds positions up to %d, beyond the store's chain head %d", archived.Position, head.Position)}
 	}
 	return nil
+}
+
+// records is the noun for n records: "record" for one.
+func records(n uint64) string {
+	if n == 1 {
+		return "record"
+	}
+	return "records"
 }

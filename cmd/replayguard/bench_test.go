@@ -36,7 +36,7 @@ func TestBenchKeepsAJournalOnASharedStore(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "journal")
 			url := tt.url(t)
 			out := mustRun(t, "", "bench", "--store", url, "--members", "2", "--messages", "3000", "--journal", dir)
-			if !strings.Contains(out, "msg/s durable, 2 member(s)") || !strings.Contains(out, "journal under "+dir) || !tt.dropped.MatchString(out) {
+			if !strings.Contains(out, "msg/s durable, 2 members") || !strings.Contains(out, "journal under "+dir) || !tt.dropped.MatchString(out) {
 				t.Fatalf("bench output %q", out)
 			}
 			if n := tt.left(t, url); n != 0 {

@@ -41,7 +41,7 @@ func cmdLint(e *env) error {
 	if unread != nil {
 		fmt.Fprintf(e.stdout, "%s: key derivations not checked against the store's record: %v\n", e.cfgSrc, unread)
 	}
-	fmt.Fprintf(e.stdout, "%s: ok (%d routes)\n", e.cfgSrc, len(e.cfg.Routes))
+	fmt.Fprintf(e.stdout, "%s: ok (%s)\n", e.cfgSrc, counted(int64(len(e.cfg.Routes)), "route", "routes"))
 	return nil
 }
 

@@ -83,7 +83,7 @@ func progressBar(w io.Writer, total int64) func(lines, bytes int64) {
 	return func(lines, bytes int64) {
 		rate := float64(lines) / max(time.Since(start).Seconds(), 1e-9)
 		if total <= 0 {
-			fmt.Fprintf(w, "\ringest: %d messages, %.0f msg/s", lines, rate)
+			fmt.Fprintf(w, "\ringest: %s, %.0f msg/s", counted(lines, "message", "messages"), rate)
 			return
 		}
 		frac := min(float64(bytes)/float64(total), 1)
@@ -96,6 +96,6 @@ func progressBar(w io.Writer, total int64) func(lines, bytes int64) {
 				bar[i] = '#'
 			}
 		}
-		fmt.Fprintf(w, "\ringest: [%s] %3.0f%%  %d messages, %.0f msg/s", bar, frac*100, lines, rate)
+		fmt.Fprintf(w, "\ringest: [%s] %3.0f%%  %s, %.0f msg/s", bar, frac*100, counted(lines, "message", "messages"), rate)
 	}
 }

@@ -21,7 +21,7 @@ func TestAProducersControlCharactersArePrintedEscaped(t *testing.T) {
 	}{
 		{[]string{"state"}, []string{`"incident/I1\tx\u0085"`, `status="open\u001b[2J"`}},
 		{[]string{"sources"}, []string{`"fd\x1b[31m"/"e1\nforged row"`, `"b\x1b]0;owned\a"`}},
-		{[]string{"explain", entity}, []string{`"incident/I1\tx\u0085": 1 changes`, `source "fd\x1b[31m"/"e1\nforged row"`,
+		{[]string{"explain", entity}, []string{`"incident/I1\tx\u0085": 1 change`, `source "fd\x1b[31m"/"e1\nforged row"`,
 			`epoch "b\x1b]0;owned\a"`, `status set "open\u001b[2J" -> "open\u001b[2J"`}},
 	} {
 		out := mustRun(t, "", append(tc.args, "-c", cfg)...)

@@ -33,7 +33,7 @@ func TestExplainAWhollyArchivedLogNamesThePositions(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustRun(t, "", "ingest", "-c", cfg, empty)
-	if out := mustRun(t, "", "explain", "meter/meter-3", "-c", cfg); !strings.Contains(out, "meter/meter-3: 3 changes, 1 replays suppressed") {
+	if out := mustRun(t, "", "explain", "meter/meter-3", "-c", cfg); !strings.Contains(out, "meter/meter-3: 3 changes, 1 replay suppressed") {
 		t.Fatalf("with the archive:\n%s", out)
 	}
 	b, err := os.ReadFile(cfg)

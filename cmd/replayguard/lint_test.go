@@ -80,7 +80,7 @@ func TestLintChecksSQLAgainstTheDatabase(t *testing.T) {
 	})
 	t.Run("statements the server takes pass, and nothing is created", func(t *testing.T) {
 		out, errs, code := cli(t, "", "lint", "-c", sqlLintConfig(t, pg.URL(), goodStatement))
-		if code != 0 || !strings.HasSuffix(out, ": ok (1 routes)\n") || strings.Contains(out, "not checked") {
+		if code != 0 || !strings.HasSuffix(out, ": ok (1 route)\n") || strings.Contains(out, "not checked") {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
 		}
 		var n int
@@ -94,7 +94,7 @@ func TestLintChecksSQLAgainstTheDatabase(t *testing.T) {
 		url := "postgres://rg:s3cret@" + down.Addr() + "/postgres?sslmode=disable&connect_timeout=2"
 		out, errs, code := cli(t, "", "lint", "-c", sqlLintConfig(t, url, goodStatement))
 		wantNote := "sql statements not checked against the database: postgres server not reachable: postgres://rg@" + down.Addr() + "/postgres: "
-		if code != 0 || !strings.Contains(out, wantNote) || !strings.HasSuffix(out, ": ok (1 routes)\n") || strings.Contains(out, "s3cret") {
+		if code != 0 || !strings.Contains(out, wantNote) || !strings.HasSuffix(out, ": ok (1 route)\n") || strings.Contains(out, "s3cret") {
 			t.Fatalf("exit %d, stdout %q, stderr %q; want exit 0 and %q", code, out, errs, wantNote)
 		}
 		t.Logf("%s", out)

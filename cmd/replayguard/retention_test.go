@@ -29,7 +29,7 @@ func TestIngestAppliesRetentionAndVerifyChecksTheArchive(t *testing.T) {
 	cfg := testConfig(t, fmt.Sprintf("audit: {retention: {max_records: 500}, archive: %s}\n", archive))
 
 	_, errs, code := cli(t, "", "ingest", "-c", cfg, meterFeed(t, 0, 3000))
-	if code != 0 || !strings.Contains(errs, "audit retention: 2500 records archived in 1 segments") {
+	if code != 0 || !strings.Contains(errs, "audit retention: 2500 records archived in 1 segment") {
 		t.Fatalf("ingest: exit %d\n%s", code, errs)
 	}
 	out := mustRun(t, "", "audit", "verify", "-c", cfg)

@@ -54,7 +54,7 @@ func TestSharedStoreAuditRetentionAndSinksSurviveAKilledMember(t *testing.T) {
 
 			errs := runBinStderr(t, bin, "ingest", "-c", cfg, "--batch", "40", meterFeed(t, 0, 300))
 			first := memberNamed(errs)
-			mustSay(t, errs, fmt.Sprintf("audit retention: 250 records of member %s's chain archived in 1 segments", first))
+			mustSay(t, errs, fmt.Sprintf("audit retention: 250 records of member %s's chain archived in 1 segment", first))
 
 			killed := ingestKilledAfter(t, bin, cfg, 200)
 			crash() // the store's server dies and comes back: the chains and cursors are durable
@@ -62,15 +62,15 @@ func TestSharedStoreAuditRetentionAndSinksSurviveAKilledMember(t *testing.T) {
 
 			errs = runBinStderr(t, bin, "ingest", "-c", cfg, "--batch", "40", meterFeed(t, 1000, 100))
 			last := memberNamed(errs)
-			mustSay(t, errs, fmt.Sprintf("audit retention: 150 records of member %s's chain archived in 1 segments", killed))
-			mustSay(t, errs, fmt.Sprintf("audit retention: 50 records of member %s's chain archived in 1 segments", last))
+			mustSay(t, errs, fmt.Sprintf("audit retention: 150 records of member %s's chain archived in 1 segment", killed))
+			mustSay(t, errs, fmt.Sprintf("audit retention: 50 records of member %s's chain archived in 1 segment", last))
 
 			heads := map[string]uint64{first: 300, killed: 200, last: 100}
 			checkSinkChains(t, sinkFile, heads)
 			members := slices.Sorted(maps.Keys(heads))
 			var want strings.Builder
 			for _, m := range members {
-				fmt.Fprintf(&want, "member %s: archive: 1 segments, positions 1..%d intact; store: positions %d..%d intact; %d records as one chain\n",
+				fmt.Fprintf(&want, "member %s: archive: 1 segment, positions 1..%d intact; store: positions %d..%d intact; %d records as one chain\n",
 					m, heads[m]-50, heads[m]-49, heads[m], heads[m])
 			}
 			want.WriteString("audit chains intact: 3 members, 600 records, archive and store as one chain each\n")

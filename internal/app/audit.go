@@ -103,7 +103,7 @@ func (t *Tool) verifyWithArchive(ctx context.Context, st Store, archive string, 
 	}
 	t.printArchived(v.Archive)
 	fmt.Fprintf(t.Out, "store: positions %d..%d intact\n", v.Base.Position+1, head.Position)
-	fmt.Fprintf(t.Out, "audit chain intact: %d records, archive and store as one chain\n", head.Position)
+	fmt.Fprintf(t.Out, "audit chain intact: %s, archive and store as one chain\n", counted(head.Position, "record", "records"))
 	return nil
 }
 
@@ -119,14 +119,14 @@ func (t *Tool) verifyStore(ctx context.Context, st Store, head engine.AuditHead)
 	}
 	n, err := audit.VerifyFrom(ctx, st, base, head)
 	if err != nil {
-		return fmt.Errorf("%w (%d records verified before it)", err, n)
+		return fmt.Errorf("%w (%s verified before it)", err, counted(n, "record", "records"))
 	}
 	if base.Position > 0 {
-		fmt.Fprintf(t.Out, "audit chain intact from the store's base: %d records, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
-			n, base.Position+1, head.Position, base.Position)
+		fmt.Fprintf(t.Out, "audit chain intact from the store's base: %s, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
+			counted(n, "record", "records"), base.Position+1, head.Position, base.Position)
 		return nil
 	}
-	fmt.Fprintf(t.Out, "audit chain intact: %d records\n", n)
+	fmt.Fprintf(t.Out, "audit chain intact: %s\n", counted(n, "record", "records"))
 	return nil
 }
 
@@ -137,7 +137,7 @@ func printArchived(out io.Writer, ar audit.ArchiveResult) {
 		fmt.Fprintln(out, "archive: no segments")
 		return
 	}
-	fmt.Fprintf(out, "archive: %d segments, positions 1..%d intact\n", ar.Segments, ar.Head.Position)
+	fmt.Fprintf(out, "archive: %s, positions 1..%d intact\n", counted(ar.Segments, "segment", "segments"), ar.Head.Position)
 }
 
 // verifyRemote verifies through the HTTP API of the process that holds
@@ -172,7 +172,7 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 	if archive != "" {
 		av, ar, err := audit.VerifyArchive(ctx, archive, "")
 		if err != nil {
-			return fmt.Errorf("%w (%d archived records verified before it)", err, ar.Records)
+			return fmt.Errorf("%w (%s verified before it)", err, counted(ar.Records, "archived record", "archived records"))
 		}
 		printArchived(out, ar)
 		v, from = av, ar.Head.Position+1
@@ -221,7 +221,7 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 		err = &audit.BrokenError{Position: last + 1, Reason: fmt.Sprintf("log ends at position %d but the chain head is at %d", last, head)}
 	}
 	if err != nil {
-		return fmt.Errorf("%w (%d records verified before it)", err, n)
+		return fmt.Errorf("%w (%s verified before it)", err, counted(n, "record", "records"))
 	}
 	// The same words as a store read directly (verifyStore, verifyWithArchive).
 	switch {
@@ -229,14 +229,14 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 		if first > 0 {
 			fmt.Fprintf(out, "store: positions %d..%d intact\n", first, last)
 		}
-		fmt.Fprintf(out, "audit chain intact: %d records, archive and store as one chain\n", last)
+		fmt.Fprintf(out, "audit chain intact: %s, archive and store as one chain\n", counted(last, "record", "records"))
 	case first == 0 && last > 0: // the same words as a shared store's chain read directly
 		fmt.Fprintf(out, "audit chain intact: all its records, 1..%d, were archived by retention: add --archive DIR to verify them\n", last)
 	case first > 1:
-		fmt.Fprintf(out, "audit chain intact from the store's base: %d records, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
-			n, first, last, first-1)
+		fmt.Fprintf(out, "audit chain intact from the store's base: %s, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
+			counted(n, "record", "records"), first, last, first-1)
 	default:
-		fmt.Fprintf(out, "audit chain intact: %d records\n", n)
+		fmt.Fprintf(out, "audit chain intact: %s\n", counted(n, "record", "records"))
 	}
 	return nil
 }
@@ -264,22 +264,14 @@ func (t *Tool) verifyChains(ctx context.Context, cs engine.ChainScanner, bases a
 		fmt.Fprintf(t.Out, "member %s: %s\n", b.member, b.what)
 	}
 	if len(behind) > 0 {
-		return fmt.Errorf("%d of %d member chains are behind their witness: the store lost commits the members made and acknowledged", len(behind), members)
+		return fmt.Errorf("%d of %s behind their witness: the store lost commits the members made and acknowledged", len(behind), counted(members, "member chain is", "member chains are"))
 	}
 	if archive != "" {
-		fmt.Fprintf(t.Out, "audit chains intact: %s, %d records, archive and store as one chain each\n", memberCount(members), total)
+		fmt.Fprintf(t.Out, "audit chains intact: %s, %s, archive and store as one chain each\n", counted(members, "member", "members"), counted(total, "record", "records"))
 		return nil
 	}
-	fmt.Fprintf(t.Out, "audit chains intact: %s, %d records\n", memberCount(members), total)
+	fmt.Fprintf(t.Out, "audit chains intact: %s, %s\n", counted(members, "member", "members"), counted(total, "record", "records"))
 	return nil
-}
-
-// memberCount is "1 member" or "n members".
-func memberCount(n int) string {
-	if n == 1 {
-		return "1 member"
-	}
-	return fmt.Sprintf("%d members", n)
 }
 
 // verifyStoredChains verifies what the store holds of every member's
@@ -296,14 +288,14 @@ func (t *Tool) verifyStoredChains(ctx context.Context, cs engine.ChainScanner, b
 			fmt.Fprintf(t.Out, "member %s: audit chain intact: all its records, 1..%d, were archived by retention: add --archive DIR to verify them\n",
 				r.Member, r.Base.Position)
 		case r.Base.Position > 0:
-			fmt.Fprintf(t.Out, "member %s: audit chain intact from the store's base: %d records, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
-				r.Member, r.Records, r.Base.Position+1, r.Head.Position, r.Base.Position)
+			fmt.Fprintf(t.Out, "member %s: audit chain intact from the store's base: %s, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
+				r.Member, counted(r.Records, "record", "records"), r.Base.Position+1, r.Head.Position, r.Base.Position)
 		default:
-			fmt.Fprintf(t.Out, "member %s: audit chain intact: %d records\n", r.Member, r.Records)
+			fmt.Fprintf(t.Out, "member %s: audit chain intact: %s\n", r.Member, counted(r.Records, "record", "records"))
 		}
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w (%d records verified before it)", err, total)
+		return 0, 0, fmt.Errorf("%w (%s verified before it)", err, counted(total, "record", "records"))
 	}
 	return len(res), total, nil
 }
@@ -320,13 +312,13 @@ func (t *Tool) verifyChainArchives(ctx context.Context, cs engine.ChainScanner, 
 		}
 		segments := "no segments"
 		if r.Archive.Segments > 0 {
-			segments = fmt.Sprintf("%d segments, positions 1..%d intact", r.Archive.Segments, r.Archive.Head.Position)
+			segments = fmt.Sprintf("%s, positions 1..%d intact", counted(r.Archive.Segments, "segment", "segments"), r.Archive.Head.Position)
 		}
 		stored := fmt.Sprintf("positions %d..%d intact", r.Base.Position+1, r.Head.Position)
 		if r.Stored == 0 {
 			stored = "nothing after the archive"
 		}
-		fmt.Fprintf(t.Out, "member %s: archive: %s; store: %s; %d records as one chain\n", r.Member, segments, stored, r.Head.Position)
+		fmt.Fprintf(t.Out, "member %s: archive: %s; store: %s; %s as one chain\n", r.Member, segments, stored, counted(r.Head.Position, "record", "records"))
 		total += r.Head.Position
 	}
 	if err != nil {

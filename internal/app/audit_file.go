@@ -24,7 +24,7 @@ func (t *Tool) verifyFile(ctx context.Context, path string, store bool) error {
 	defer f.Close()
 	n, chains, err := audit.VerifyJSONLFile(f)
 	if err != nil {
-		return fmt.Errorf("%w (%d records verified before it)", err, n)
+		return fmt.Errorf("%w (%s verified before it)", err, counted(n, "record", "records"))
 	}
 	var ends *storeEnds
 	var unread error
@@ -37,15 +37,15 @@ func (t *Tool) verifyFile(ctx context.Context, path string, store bool) error {
 	switch {
 	case ends != nil:
 		if notes, err = ends.compare(chains); err != nil {
-			return fmt.Errorf("%w (%d records verified in the file)", err, n)
+			return fmt.Errorf("%w (%s verified in the file)", err, counted(n, "record", "records"))
 		}
 	default:
 		notes = fileEndsUnchecked(chains, unread)
 	}
 	if len(notes) == 0 {
-		fmt.Fprintf(t.Out, "audit chain intact: %d records\n", n)
+		fmt.Fprintf(t.Out, "audit chain intact: %s\n", counted(n, "record", "records"))
 	} else {
-		fmt.Fprintf(t.Out, "audit chain intact as far as the file goes: %d records\n", n)
+		fmt.Fprintf(t.Out, "audit chain intact as far as the file goes: %s\n", counted(n, "record", "records"))
 	}
 	for _, c := range chains {
 		if c.First > 1 {

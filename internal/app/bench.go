@@ -87,8 +87,8 @@ func Bench(ctx context.Context, opts BenchOptions, w io.Writer) error {
 	if cpu0 >= 0 && sum.Lines > 0 {
 		perMsg = fmt.Sprintf(", %.2f µs CPU per message", float64(cpu.Microseconds())/float64(sum.Lines))
 	}
-	fmt.Fprintf(w, "%d messages (%d MB) in %.2f s: %.0f msg/s durable%s, embedded store at %s\n%s\n",
-		sum.Lines, size>>20, took.Seconds(), float64(sum.Lines)/took.Seconds(), perMsg, dir, sum)
+	fmt.Fprintf(w, "%s (%d MB) in %.2f s: %.0f msg/s durable%s, embedded store at %s\n%s\n",
+		counted(sum.Lines, "message", "messages"), size>>20, took.Seconds(), float64(sum.Lines)/took.Seconds(), perMsg, dir, sum)
 	return nil
 }
 
@@ -202,7 +202,7 @@ func (b *sharedBench) drop(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "prefix %s deleted: %d keys\n", b.cfg.Store.Prefix, n)
+	fmt.Fprintf(w, "prefix %s deleted: %s\n", b.cfg.Store.Prefix, counted(n, "key", "keys"))
 	return nil
 }
 
@@ -275,8 +275,8 @@ func (b *sharedBench) print(w io.Writer, apps []*App, sums []file.Summary, took,
 	if cpu >= 0 && total > 0 {
 		perMsg = fmt.Sprintf(", %.2f µs CPU per message in this process", float64(cpu.Microseconds())/float64(total))
 	}
-	fmt.Fprintf(w, "%d messages in %.2f s: %.0f msg/s durable, %d member(s) on the %s store (%s)%s\n",
-		total, took.Seconds(), float64(total)/took.Seconds(), len(apps), b.kind, where, perMsg)
+	fmt.Fprintf(w, "%s in %.2f s: %.0f msg/s durable, %s on the %s store (%s)%s\n",
+		counted(total, "message", "messages"), took.Seconds(), float64(total)/took.Seconds(), counted(len(apps), "member", "members"), b.kind, where, perMsg)
 	pct := 0.0
 	if updates > 0 {
 		pct = 100 * float64(retries) / float64(updates)

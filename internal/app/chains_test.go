@@ -210,8 +210,8 @@ func TestIngestEndOnAGroupStreamsAndTrimsEveryChainItClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"audit retention: 15 records of member ingest-1's chain archived in 1 segments to " + audit.ChainDir(archive, "ingest-1") + "; the store keeps its positions from 16\n",
-		"audit retention: 25 records of member ingest-2's chain archived in 1 segments to " + audit.ChainDir(archive, "ingest-2") + "; the store keeps its positions from 26\n",
+		"audit retention: 15 records of member ingest-1's chain archived in 1 segment to " + audit.ChainDir(archive, "ingest-1") + "; the store keeps its positions from 16\n",
+		"audit retention: 25 records of member ingest-2's chain archived in 1 segment to " + audit.ChainDir(archive, "ingest-2") + "; the store keeps its positions from 26\n",
 	} {
 		if !strings.Contains(errs.String(), want) {
 			t.Errorf("ingest said:\n%s\nwant the line\n%s", errs.String(), want)

@@ -69,9 +69,9 @@ func explainNone(l *report.Lineage) error {
 	if l.At != nil {
 		when = " up to " + l.At.Format(time.RFC3339Nano)
 	}
-	msg := fmt.Sprintf("no decision changed %s in the %d audit records read%s", what, l.Read.Records, when)
+	msg := fmt.Sprintf("no decision changed %s in the %s read%s", what, counted(l.Read.Records, "audit record", "audit records"), when)
 	if n := l.Read.WithoutEffects; n > 0 {
-		msg += fmt.Sprintf("; %d applied records say nothing of what they changed (written before records did, or of a route that changes no entity)", n)
+		msg += fmt.Sprintf("; %s (written before records did, or of a route that changes no entity)", counted(n, "applied record says nothing of what it changed", "applied records say nothing of what they changed"))
 	}
 	return fmt.Errorf("%s", msg)
 }
@@ -148,11 +148,11 @@ func StoreLineages(ctx context.Context, s engine.Store, archive string, opts rep
 // the deliveries of its key beside it, then the entity's state.
 func WriteLineage(w io.Writer, l *report.Lineage) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d changes", shown(l.Entity), len(l.Changes))
+	fmt.Fprintf(&b, "%s: %s", shown(l.Entity), counted(len(l.Changes), "change", "changes"))
 	if l.Field != "" {
 		fmt.Fprintf(&b, " to %s", shown(l.Field))
 	}
-	fmt.Fprintf(&b, ", %d replays suppressed", l.Suppressed)
+	fmt.Fprintf(&b, ", %s suppressed", counted(l.Suppressed, "replay", "replays"))
 	if l.At != nil {
 		fmt.Fprintf(&b, ", up to %s", l.At.Format(time.RFC3339Nano))
 	}
@@ -220,7 +220,8 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 	}
 	b.WriteString("\n")
 	if n := l.Read.WithoutEffects; n > 0 {
-		fmt.Fprintf(&b, "note: %d of the %d records read are applied decisions that say nothing of what they changed (written before records did, or of a route that changes no entity); any change of theirs is not listed\n", n, l.Read.Records)
+		fmt.Fprintf(&b, "note: %d of the %s read %s nothing of what %s changed (written before records did, or of a route that changes no entity); any change of %s is not listed\n",
+			n, counted(l.Read.Records, "record", "records"), plural(n, "is an applied decision that says", "are applied decisions that say"), plural(n, "it", "they"), plural(n, "its", "theirs"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -93,7 +93,7 @@ func TestExplainThroughTheAPIAsksForTheLineageNotTheLog(t *testing.T) {
 		return out.String(), err
 	}
 	local, err := explain("meter/m1")
-	if err != nil || !strings.Contains(local, "meter/m1: 2 changes, 1 replays suppressed") {
+	if err != nil || !strings.Contains(local, "meter/m1: 2 changes, 1 replay suppressed") {
 		t.Fatalf("explain from the store: %q, %v", local, err)
 	}
 	_, localNone := explain("meter/m9")

@@ -61,14 +61,14 @@ func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
 	if err != nil {
 		stopForward()
 		t.reportForward(a, 0)
-		return fmt.Errorf("after %d messages: %w", sum.Lines, err)
+		return fmt.Errorf("after %s: %w", counted(sum.Lines, "message", "messages"), err)
 	}
 	fmt.Fprintln(t.Out, sum.String())
 	left := t.flushForward(ctx, a, opts.DrainTimeout)
 	stopForward()
 	if left > 0 && t.Config.Store.Kind == config.StoreMemory {
-		return fmt.Errorf("forward: %d entries not delivered within --drain-timeout %s are lost: the memory store keeps no outbox after ingest",
-			left, opts.DrainTimeout)
+		return fmt.Errorf("forward: %s not delivered within --drain-timeout %s are lost: the memory store keeps no outbox after ingest",
+			counted(left, "entry", "entries"), opts.DrainTimeout)
 	}
 	c, err := a.chainWork()
 	if err != nil {
@@ -94,8 +94,8 @@ func (t *Tool) finishChains(ctx context.Context, c *chains) error {
 	res, err := c.trim(ctx)
 	for _, r := range res {
 		if r.Records > 0 {
-			fmt.Fprintf(t.errOut(), "audit retention: %d records of member %s's chain archived in %d segments to %s; the store keeps its positions from %d\n",
-				r.Records, r.Member, r.Segments, audit.ChainDir(t.Config.Audit.Archive, r.Member), r.Base.Position+1)
+			fmt.Fprintf(t.errOut(), "audit retention: %s of member %s's chain archived in %s to %s; the store keeps its positions from %d\n",
+				counted(r.Records, "record", "records"), r.Member, counted(r.Segments, "segment", "segments"), audit.ChainDir(t.Config.Audit.Archive, r.Member), r.Base.Position+1)
 		}
 	}
 	if err != nil {
@@ -140,7 +140,7 @@ func (t *Tool) reportForward(a *App, pending int) int {
 	if pending == 0 {
 		pending = st.Depth
 	}
-	fmt.Fprintf(w, "forward: %d entries delivered downstream", delivered)
+	fmt.Fprintf(w, "forward: %s delivered downstream", counted(delivered, "entry", "entries"))
 	if held > 0 {
 		fmt.Fprintf(w, ", %d refused and held for an operator (audit outcome forward_held)", held)
 	}
@@ -174,8 +174,8 @@ func (t *Tool) applyRetention(ctx context.Context, a *App) error {
 		return fmt.Errorf("audit retention: %w", err)
 	}
 	if res.Records > 0 {
-		fmt.Fprintf(t.errOut(), "audit retention: %d records archived in %d segments to %s; the store keeps positions from %d\n",
-			res.Records, res.Segments, t.Config.Audit.Archive, res.Base.Position+1)
+		fmt.Fprintf(t.errOut(), "audit retention: %s archived in %s to %s; the store keeps positions from %d\n",
+			counted(res.Records, "record", "records"), counted(res.Segments, "segment", "segments"), t.Config.Audit.Archive, res.Base.Position+1)
 	}
 	return nil
 }

@@ -107,7 +107,7 @@ func (t *Tool) resolveEach(ids []uint64, done string, resolve func(id uint64) (o
 		}
 	}
 	if unresolved > 0 {
-		return fmt.Errorf("%d of %d entries not %s (above)", unresolved, len(ids), done)
+		return fmt.Errorf("%d of %s not %s (above)", unresolved, counted(len(ids), "entry", "entries"), done)
 	}
 	return nil
 }

@@ -26,8 +26,8 @@ func (t *Tool) StoreLoss(ctx context.Context) error {
 	l := a.Engine.Loss()
 	switch st := a.Engine.LossStats(); {
 	case l == nil && st.Detected > 0: // found and recovered when the member opened, as run would have
-		fmt.Fprintf(t.Out, "member %s: the store had lost commits of this member; %d deliveries decided again from its journal (the recovered audit record names them)\n",
-			a.Engine.Member(), st.Recovered)
+		fmt.Fprintf(t.Out, "member %s: the store had lost commits of this member; %s decided again from its journal (the recovered audit record names them)\n",
+			a.Engine.Member(), counted(st.Recovered, "delivery", "deliveries"))
 		return nil
 	case l == nil:
 		fmt.Fprintf(t.Out, "member %s: the store holds every commit this member made\n", a.Engine.Member())
