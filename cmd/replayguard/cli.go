@@ -62,7 +62,7 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"run":        {summary: "consume from MQTT until SIGINT/SIGTERM, then drain and stop", run: cmdRun},
+		"run":        {summary: "consume from MQTT (or a JetStream stream, input: jetstream) until SIGINT/SIGTERM, then drain and stop", run: cmdRun},
 		"ingest":     {summary: "decide a captured feed (JSON Lines) and print a summary", usage: "FILE|- [--batch N] [--progress] [--drain-timeout D]", flags: ingestFlags, args: true, run: cmdIngest},
 		"state":      {summary: "print entity state: every entity, or those whose names match a pattern (meter/m-4*)", usage: "[ENTITY|PATTERN]... [--json] [--token-name NAME]", flags: readFlags, args: true, run: cmdState},
 		"sources":    {summary: "print per-source windows: epoch, high-water, open gaps", usage: "[--json] [--token-name NAME]", flags: readFlags, run: cmdSources},

@@ -108,3 +108,16 @@ func TestTheArgumentEachFlagsHelpShowsIsTheHelpLines(t *testing.T) {
 		})
 	}
 }
+
+// run consumes a JetStream stream as well as MQTT: its help line says so,
+// as docs/commands.md does.
+func TestRunsHelpLineNamesJetStream(t *testing.T) {
+	out, errs, code := cli(t, "", "help")
+	if code != exitOK {
+		t.Fatalf("help: exit %d\n%s", code, errs)
+	}
+	want := "  run         consume from MQTT (or a JetStream stream, input: jetstream) until SIGINT/SIGTERM, then drain and stop\n"
+	if !strings.Contains(out, want) {
+		t.Fatalf("help:\n%s\nwant the line %q", out, want)
+	}
+}
