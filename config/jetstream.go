@@ -129,7 +129,7 @@ func (j *JetStreamConfig) check(ps *problems, f field) {
 	checkNATSURL(ps, f.dot("url"), j.URL)
 	j.TLS.checkPair(ps, f.dot("tls"))
 	if j.Stream == "" {
-		ps.add(f.dot("stream"), "stream is required: name the JetStream stream to consume")
+		ps.add(f.dot("stream"), "stream is required: name the JetStream stream to consume (or set %s)", EnvJetStreamStream)
 	} else if !natsName.MatchString(j.Stream) {
 		ps.add(f.dot("stream"), "stream %q is not a JetStream name: no spaces, '.', '*', '>', '/' or '\\'", j.Stream)
 	}

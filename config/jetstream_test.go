@@ -56,7 +56,7 @@ func TestJetStreamRules(t *testing.T) {
 	}{
 		{"a full section", js(`url: "tls://n1:4222,tls://n2:4222", stream: PLANT, consumer: rg, subjects: [plant.>, "alarms.*.high"], max_ack_pending: 4096, ack_wait: 1m, batch_size: 512, batch_linger: 5ms, tls: {ca_file: ca.pem}, creds_file: rg.creds`), nil},
 		{"an unknown input", "input: kafka\n", []string{`input: input "kafka" is not mqtt or jetstream`}},
-		{"no stream", js("consumer: rg"), []string{"jetstream.stream: stream is required: name the JetStream stream to consume"}},
+		{"no stream", js("consumer: rg"), []string{"jetstream.stream: stream is required: name the JetStream stream to consume (or set REPLAYGUARD_JETSTREAM_STREAM)"}},
 		{"a stream name with a dot", js("stream: plant.a, consumer: rg"), []string{`jetstream.stream: stream "plant.a" is not a JetStream name: no spaces, '.', '*', '>', '/' or '\'`}},
 		{"a consumer name with a wildcard", js("stream: S, consumer: rg*"), []string{`jetstream.consumer: consumer "rg*" is not a JetStream name: no spaces, '.', '*', '>', '/' or '\'`}},
 		{"an http url", js("stream: S, consumer: rg, url: http://n:4222"), []string{`jetstream.url: url "http://n:4222" is not a nats://host:port or tls://host:port URL`}},
@@ -143,5 +143,18 @@ func TestJetStreamEnvAndWarnings(t *testing.T) {
 	c.Input = InputMQTT
 	if ws := c.Warnings(); len(ws) == 0 || ws[0].Path != "jetstream" {
 		t.Fatalf("a jetstream section under input mqtt: warnings %v", ws)
+	}
+}
+
+// REPLAYGUARD_INPUT=jetstream with no stream anywhere: the problem names
+// the variable that would set it as well as the key, as the consumer's
+// does.
+func TestAJetStreamInputWithoutAStreamNamesItsVariable(t *testing.T) {
+	env := map[string]string{EnvInput: "jetstream", EnvJetStreamConsumer: "rg"}
+	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	_, err := Parse([]byte(route(ok)), "f.yaml", getenv)
+	want := "jetstream.stream: stream is required: name the JetStream stream to consume (or set REPLAYGUARD_JETSTREAM_STREAM)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Parse: %v\nwant %q", err, want)
 	}
 }
