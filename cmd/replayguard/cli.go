@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "replayguard %s: %v\nusage: replayguard %s [--config FILE] %s\n", verb, err, verb, cmd.usage)
+		fmt.Fprintf(stderr, "replayguard %s: %v\n%s\n", verb, err, cmd.usageLine(verb))
 		return exitUsage
 	}
 	if path := os.Getenv("REPLAYGUARD_CPUPROFILE"); path != "" {
@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if err != nil {
 		if errors.Is(err, errUsage) {
-			fmt.Fprintf(stderr, "replayguard %s: %v\nusage: replayguard %s [--config FILE] %s\n", verb, err, verb, cmd.usage)
+			fmt.Fprintf(stderr, "replayguard %s: %v\n%s\n", verb, err, cmd.usageLine(verb))
 			return exitUsage
 		}
 		fmt.Fprintf(stderr, "replayguard %s: %v\n", verb, err)
@@ -241,6 +241,17 @@ func readFlags(fs *flag.FlagSet) {
 
 // tokenNameFlag is --token-name, of every command that can go through a
 // running daemon's API.
+// usageLine is the line a command-line mistake ends with:
+// "usage: replayguard VERB [--config FILE]", then the arguments when the
+// command takes any.
+func (c command) usageLine(verb string) string {
+	line := "usage: replayguard " + verb + " [--config FILE]"
+	if c.usage != "" {
+		line += " " + c.usage
+	}
+	return line
+}
+
 func tokenNameFlag(fs *flag.FlagSet) {
 	fs.String("token-name", "", "through a running daemon's API: the http.tokens entry whose token to send (default $"+EnvToken+")")
 }

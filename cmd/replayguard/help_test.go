@@ -121,3 +121,21 @@ func TestRunsHelpLineNamesJetStream(t *testing.T) {
 		t.Fatalf("help:\n%s\nwant the line %q", out, want)
 	}
 }
+
+// The usage line a command-line mistake prints ends with its last word,
+// not a space, whether or not the command takes arguments.
+func TestAUsageLineEndsWithoutATrailingSpace(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lint", "--bogus"}, "\nusage: replayguard lint [--config FILE]\n"},
+		{[]string{"version", "extra"}, "\nusage: replayguard version [--config FILE]\n"},
+		{[]string{"sources", "--bogus"}, "\nusage: replayguard sources [--config FILE] [--json] [--token-name NAME]\n"},
+	} {
+		_, errs, code := cli(t, "", c.args...)
+		if code != exitUsage || !strings.HasSuffix(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d ending %q", c.args, code, errs, exitUsage, c.want)
+		}
+	}
+}
