@@ -18,14 +18,25 @@ func auditFlags(fs *flag.FlagSet) {
 }
 
 func cmdAudit(e *env) error {
-	if len(e.args) == 2 && e.args[0] == "forget-sink" {
+	if len(e.args) == 0 {
+		return fmt.Errorf("%w: audit takes export, verify or forget-sink NAME", errUsage)
+	}
+	switch e.args[0] {
+	case "forget-sink":
+		if len(e.args) == 1 {
+			return fmt.Errorf("%w: audit forget-sink takes the sink's name", errUsage)
+		}
+		if len(e.args) > 2 {
+			return fmt.Errorf("%w: audit forget-sink takes one sink name, got %q", errUsage, e.args[1:])
+		}
 		if err := e.actionFlags("audit forget-sink", "reason", "operator"); err != nil {
 			return err
 		}
 		return e.tool().ForgetSink(e.ctx, e.args[1], e.flagString("reason"), e.flagString("operator"))
-	}
-	if len(e.args) != 1 {
-		return fmt.Errorf("%w: audit takes export, verify or forget-sink NAME", errUsage)
+	case "export", "verify":
+		if len(e.args) > 1 {
+			return fmt.Errorf("%w: audit %s takes no arguments, got %q", errUsage, e.args[0], e.args[1:])
+		}
 	}
 	switch e.args[0] {
 	case "export":
@@ -49,8 +60,6 @@ func cmdAudit(e *env) error {
 		// configuration names the store it came from.
 		return e.tool().AuditVerify(e.ctx, app.AuditVerifyOptions{File: e.flagString("file"), Archive: e.flagString("archive"),
 			Store: e.cfgSrc != cfgDefaults})
-	case "forget-sink":
-		return fmt.Errorf("%w: audit forget-sink takes the sink's name", errUsage)
 	default:
 		return fmt.Errorf("%w: unknown audit action %q", errUsage, e.args[0])
 	}

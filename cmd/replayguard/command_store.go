@@ -16,8 +16,11 @@ func storeFlags(fs *flag.FlagSet) {
 // the member's lease, else opens the store as the member (store.member or
 // mqtt.client_id) with its journal.
 func cmdStore(e *env) error {
-	if len(e.args) != 1 || (e.args[0] != "loss" && e.args[0] != "accept-loss") {
+	if len(e.args) == 0 || (e.args[0] != "loss" && e.args[0] != "accept-loss") {
 		return fmt.Errorf("%w: store takes loss or accept-loss", errUsage)
+	}
+	if len(e.args) > 1 {
+		return fmt.Errorf("%w: store %s takes no arguments, got %q", errUsage, e.args[0], e.args[1:])
 	}
 	if e.args[0] == "loss" {
 		if err := e.actionFlags("store loss"); err != nil {
