@@ -114,6 +114,15 @@ func (c *Config) Place(key string, p Problem) Problem {
 	return c.origin.place(key, p)
 }
 
+// Sets reports whether the file or the environment set key (like
+// "outputs.mqtt.password_file") itself, rather than a default filling it
+// in.
+func (c *Config) Sets(key string) bool {
+	_, line := c.origin.lines[key]
+	_, env := c.origin.env[key]
+	return line || env
+}
+
 func (ps *problems) addProblem(key string, p Problem) {
 	ps.list = append(ps.list, p)
 	ps.keys = append(ps.keys, key)

@@ -273,3 +273,59 @@ func TestLintNamesThePasswordSettingAsWritten(t *testing.T) {
 		})
 	}
 }
+
+// outputs.mqtt without a password of its own takes the consumer's: lint
+// reports a missing one once, at the consumer's setting and its line,
+// not again under outputs.mqtt with no line; run names the setting too.
+func TestAnInheritedOutputPasswordIsReportedOnceAtItsSetting(t *testing.T) {
+	route := `routes:
+  - name: meters
+    topic: plant/+/energy
+    source: ["topic[1]"]
+    id: msgId
+    effects:
+      - entity: "meter/{topic[1]}"
+        add: {kwh: kwh}
+      - forward: {topic: "clean/{topic}"}
+`
+	missing := filepath.Join(t.TempDir(), "no-such-password")
+	for name, c := range map[string]struct{ mqtt, lint, run string }{
+		"mqtt's file": {fmt.Sprintf("mqtt:\n  brokers: [tcp://127.0.0.1:1]\n  client_id: rg-lint-pw\n  password_file: %s\n", missing),
+			fmt.Sprintf("replayguard lint: %%s:14: mqtt.password_file: open %s: no such file or directory\n", missing),
+			fmt.Sprintf("replayguard run: outputs.mqtt: mqtt.password_file: open %s: no such file or directory\n", missing)},
+		"a feed's variable": {"mqtt:\n  client_id: rg-lint-pw\n  feeds:\n    - {name: a, brokers: [tcp://127.0.0.1:1], password_env: RG_LINT_PW_UNSET}\n",
+			"replayguard lint: %s:14: mqtt.feeds[0] (a).password_env: environment variable RG_LINT_PW_UNSET is not set\n",
+			"replayguard run: outputs.mqtt: mqtt.feeds[0] (a).password_env: environment variable RG_LINT_PW_UNSET is not set\n"},
+		"the output's own": {fmt.Sprintf("mqtt: {brokers: [tcp://127.0.0.1:1], client_id: rg-lint-pw}\noutputs:\n  mqtt: {password_file: %s}\n", missing),
+			fmt.Sprintf("replayguard lint: %%s:13: outputs.mqtt.password_file: open %s: no such file or directory\n", missing),
+			fmt.Sprintf("replayguard run: outputs.mqtt: password_file: open %s: no such file or directory\n", missing)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
+			if err := os.WriteFile(cfg, []byte("store: {kind: memory}\n"+route+c.mqtt), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, errs, code := cli(t, "", "lint", "-c", cfg); code != 1 || errs != fmt.Sprintf(c.lint, cfg) {
+				t.Errorf("lint: exit %d, stderr %q; want exit 1 and %q", code, errs, fmt.Sprintf(c.lint, cfg))
+			}
+			if _, errs, code := cli(t, "", "run", "-c", cfg); code != 1 || errs != c.run {
+				t.Errorf("run: exit %d, stderr %q; want exit 1 and %q", code, errs, c.run)
+			}
+		})
+	}
+}
+
+// run refuses a consumer password it cannot read naming the setting,
+// password_env or password_file, as lint does.
+func TestRunNamesThePasswordSettingItCannotRead(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
+	body := "store: {kind: memory}\nroutes:\n  - {name: m, topic: a/#, source: [\"topic[1]\"], id: msgId, effects: [{entity: \"m/{topic[1]}\", add: {kwh: kwh}}]}\n" +
+		"mqtt: {brokers: [tcp://127.0.0.1:1], client_id: rg-run-pw, password_env: RG_RUN_PW_UNSET}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "replayguard run: mqtt.password_env: environment variable RG_RUN_PW_UNSET is not set\n"
+	if _, errs, code := cli(t, "", "run", "-c", cfg); code != 1 || errs != want {
+		t.Fatalf("run: exit %d, stderr %q; want exit 1 and %q", code, errs, want)
+	}
+}

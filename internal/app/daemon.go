@@ -140,8 +140,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 func consumerConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) (mqtt.Config, error) {
 	c := consumerBase(cfg, log, obs)
 	var err error
-	if c.Password, err = Secret(cfg.MQTT.PasswordEnv, cfg.MQTT.PasswordFile); err != nil {
-		return c, fmt.Errorf("mqtt password: %w", err)
+	if c.Password, err = secretOf("mqtt.password", cfg.MQTT.PasswordEnv, cfg.MQTT.PasswordFile); err != nil {
+		return c, err
 	}
 	c.TLS, err = clientTLS(cfg.MQTT.TLS)
 	return c, err
@@ -213,6 +213,45 @@ func HTTPTokens(h config.HTTPConfig) ([]web.NamedToken, error) {
 		out = append(out, web.NamedToken{Name: t.Name, Secret: secret, Role: web.Role(t.Role)})
 	}
 	return out, nil
+}
+
+// secretOf is Secret for the setting label ("mqtt.password"): its error
+// names password_env or password_file, whichever is written.
+func secretOf(label, envName, file string) (string, error) {
+	v, err := Secret(envName, file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", label+secretSuffix(file), err)
+	}
+	return v, nil
+}
+
+// secretSuffix is the suffix of the setting a secret is read through:
+// "_file" when file is set, else "_env".
+func secretSuffix(file string) string {
+	if file != "" {
+		return "_file"
+	}
+	return "_env"
+}
+
+// outputPasswordSetting is the setting outputs.mqtt's password comes
+// from, as key (for its line) and label: the output's own when the file
+// or the environment sets it, else the consumer's it inherits (mqtt's,
+// or the first feed's).
+func outputPasswordSetting(cfg *config.Config) (key, label string) {
+	own := "outputs.mqtt.password"
+	if cfg.Sets(own+"_env") || cfg.Sets(own+"_file") {
+		return own, own
+	}
+	o := cfg.Outputs.MQTT
+	if fs := cfg.MQTT.Feeds; len(fs) > 0 {
+		if o.PasswordEnv == fs[0].PasswordEnv && o.PasswordFile == fs[0].PasswordFile {
+			return "mqtt.feeds[0].password", fmt.Sprintf("mqtt.feeds[0] (%s).password", fs[0].Name)
+		}
+	} else if o.PasswordEnv == cfg.MQTT.PasswordEnv && o.PasswordFile == cfg.MQTT.PasswordFile {
+		return "mqtt.password", "mqtt.password"
+	}
+	return own, own
 }
 
 // Secret reads a value from an environment variable or a file.

@@ -71,8 +71,8 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		mc := consumerBase(cfg, flog, m.Feed(f.Name)) // a feed has its password and TLS of its own, or mqtt's
 		mc.Brokers, mc.ClientID, mc.Username = f.Brokers, f.ClientID, f.Username
 		var err error
-		if mc.Password, err = Secret(f.PasswordEnv, f.PasswordFile); err != nil {
-			return nil, fmt.Errorf("feed %s: mqtt password: %w", f.Name, err)
+		if mc.Password, err = secretOf(fmt.Sprintf("mqtt.feeds[%d] (%s).password", i, f.Name), f.PasswordEnv, f.PasswordFile); err != nil {
+			return nil, err
 		}
 		tlsCfg := cfg.MQTT.TLS
 		if f.TLS != nil {

@@ -68,8 +68,9 @@ func newOutput(cfg *config.Config, kind string, opts Options) (forward.Output, e
 			mo.ClientID = opts.OutputClientID
 		}
 		var err error
-		if mo.Password, err = Secret(o.PasswordEnv, o.PasswordFile); err != nil {
-			return nil, fmt.Errorf("password: %w", err)
+		_, label := outputPasswordSetting(cfg)
+		if mo.Password, err = secretOf(strings.TrimPrefix(label, "outputs.mqtt."), o.PasswordEnv, o.PasswordFile); err != nil {
+			return nil, err
 		}
 		if mo.TLS, err = clientTLS(o.TLS); err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,19 +86,18 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 	var ps []config.Problem
 	// key is the setting, for its line; label the path shown
 	add := func(key, label string, err error) {
-		if err != nil {
-			ps = append(ps, cfg.Place(key, config.Problem{Path: label, Message: err.Error()}))
+		if err == nil {
+			return
+		}
+		if p := cfg.Place(key, config.Problem{Path: label, Message: err.Error()}); !slices.Contains(ps, p) {
+			ps = append(ps, p)
 		}
 	}
 	// key and label end in "password": the setting is password_env or
 	// password_file, whichever is written, and the problem names it so.
 	secret := func(key, label, env, file string) {
 		_, err := Secret(env, file)
-		suffix := "_env"
-		if file != "" {
-			suffix = "_file"
-		}
-		add(key+suffix, label+suffix, err)
+		add(key+secretSuffix(file), label+secretSuffix(file), err)
 	}
 	tlsFiles := func(key, label string, t config.TLSConfig) {
 		_, err := clientTLS(t)
@@ -132,7 +132,10 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 		}
 	}
 	if o := cfg.Outputs.MQTT; o != nil {
-		secret("outputs.mqtt.password", "outputs.mqtt.password", o.PasswordEnv, o.PasswordFile)
+		// An inherited password is the consumer's setting: checked
+		// there, and reported once.
+		key, label := outputPasswordSetting(cfg)
+		secret(key, label, o.PasswordEnv, o.PasswordFile)
 		tlsFiles("outputs.mqtt.tls", "outputs.mqtt.tls", o.TLS)
 	}
 	if w := cfg.Outputs.Webhook; w != nil {
