@@ -139,6 +139,9 @@ func (n *NATS) connect() (*nats.Conn, jetstream.JetStream, error) {
 	}
 	nc, err := nats.Connect(n.opts.URL, opts...)
 	if err != nil {
+		if errors.Is(err, nats.ErrSecureConnWanted) {
+			return nil, nil, fmt.Errorf("nats connect %s (outputs.nats.url): the server does not speak TLS (its URL would be nats://): %w", redactServers(n.opts.URL), err)
+		}
 		return nil, nil, fmt.Errorf("nats connect %s (outputs.nats.url): %w", redactServers(n.opts.URL), err)
 	}
 	// The client's own bound on publishes awaiting PubAcks (4,000) stays

@@ -126,6 +126,10 @@ func (w *Webhook) post(ctx context.Context, e engine.OutboxEntry) error {
 		if errors.As(err, &ue) {
 			err = ue.Err // it names the URL again, with a user's token
 		}
+		if speaksNoTLS(err) {
+			return fmt.Errorf("POST %s: the server does not speak TLS: the webhook output's URL is https://, the server answers in plain HTTP (its URL would be http://): %w",
+				engine.RedactTarget(engine.OutputWebhook, e.Target), err)
+		}
 		return fmt.Errorf("POST %s: %w", engine.RedactTarget(engine.OutputWebhook, e.Target), err)
 	}
 	defer resp.Body.Close()
@@ -192,4 +196,12 @@ func excerpt(b []byte) string {
 func (w *Webhook) Close() error {
 	w.client.CloseIdleConnections()
 	return nil
+}
+
+// speaksNoTLS reports whether err is a TLS handshake answered in plain
+// text: by an HTTP server (net/http says so in words of its own) or by
+// another.
+func speaksNoTLS(err error) bool {
+	var plain tls.RecordHeaderError
+	return errors.As(err, &plain) || err.Error() == "http: server gave HTTP response to HTTPS client"
 }

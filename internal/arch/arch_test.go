@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"source/mqtt":                         {"engine", "source", "source/internal/consume", "internal/mqttconn"},
 	"source/jetstream":                    {"engine", "source", "source/internal/consume"},
 	"source/mqtt3":                        {"engine", "source", "source/internal/consume", "internal/mqttconn"},
-	"internal/mqttprobe":                  {},
+	"internal/mqttprobe":                  {"internal/mqttconn"},
 	"internal/mqttconn":                   {},
 	"forward":                             {"engine", "internal/mqttconn", "internal/httpretry"},
 	"internal/httpretry":                  {},

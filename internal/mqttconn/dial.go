@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -49,14 +53,42 @@ func DialsItself(u *url.URL) bool {
 }
 
 // Dial connects to u's host under ctx: over TLS with tlsCfg (nil: the
-// system roots) when IsTLS(u), else over TCP.
+// system roots) when IsTLS(u), else over TCP. A TLS handshake a broker
+// answers in plain text, or drops, says the broker may not speak TLS on
+// that port.
 func Dial(ctx context.Context, u *url.URL, tlsCfg *tls.Config) (net.Conn, error) {
-	if IsTLS(u) {
-		d := tls.Dialer{Config: tlsCfg}
-		return d.DialContext(ctx, "tcp", u.Host)
-	}
 	var d net.Dialer
-	return d.DialContext(ctx, "tcp", u.Host)
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil || !IsTLS(u) {
+		return conn, err
+	}
+	cfg := &tls.Config{}
+	if tlsCfg != nil {
+		cfg = tlsCfg.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = u.Hostname()
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, handshakeError(err)
+	}
+	return tc, nil
+}
+
+// handshakeError says what a failed TLS handshake means when the broker
+// answered it in plain text (it does not speak TLS), or closed the
+// connection without a TLS alert (it may not).
+func handshakeError(err error) error {
+	var plain tls.RecordHeaderError
+	switch {
+	case errors.As(err, &plain):
+		return fmt.Errorf("the broker does not speak TLS on this port (a plain MQTT listener? its URL would be tcp://): %w", err)
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+		return fmt.Errorf("the broker closed the connection during the TLS handshake: it does not speak TLS on this port (a plain MQTT listener? its URL would be tcp://), or it refused the handshake: %w", err)
+	}
+	return err
 }
 
 // DialBuffered dials u as Dial does, within timeout when it is positive,

@@ -1,7 +1,13 @@
 package mqttconn
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -35,4 +41,25 @@ func TestSchemes(t *testing.T) {
 			t.Fatal("dials itself with all_proxy set")
 		}
 	})
+}
+
+// A tls:// URL is dialled over TLS, verified against the configured
+// roots for the URL's host.
+func TestDialVerifiesATLSServerByTheURLsHost(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	u, _ := url.Parse("tls://" + srv.Listener.Addr().String())
+	conn, err := Dial(context.Background(), u, &tls.Config{RootCAs: roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if st := conn.(*tls.Conn).ConnectionState(); !st.HandshakeComplete {
+		t.Fatal("a tls:// connection without a completed handshake")
+	}
+	if _, err := Dial(context.Background(), u, nil); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without the server's root: %v, want a certificate error", err)
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/replayguard/replayguard/internal/mqttconn"
 )
 
 // Version is an MQTT protocol level as CONNECT carries it.
@@ -110,16 +112,13 @@ func codeText(v Version, code byte) string {
 	return "refused"
 }
 
+// dial connects as the consumer will (mqttconn.Dial), so that a TLS
+// handshake the broker does not speak fails in the same words.
 func dial(ctx context.Context, u *url.URL, tlsCfg *tls.Config) (net.Conn, error) {
-	switch strings.ToLower(u.Scheme) {
-	case "ssl", "tls", "mqtts":
-		d := tls.Dialer{Config: tlsCfg}
-		return d.DialContext(ctx, "tcp", u.Host)
-	case "tcp", "mqtt":
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", u.Host)
+	if !mqttconn.Dialable(u) {
+		return nil, fmt.Errorf("scheme %q cannot be probed", u.Scheme)
 	}
-	return nil, fmt.Errorf("scheme %q cannot be probed", u.Scheme)
+	return mqttconn.Dial(ctx, u, tlsCfg)
 }
 
 // Probeable reports whether Probe can reach u: TCP and TLS brokers, not

@@ -146,3 +146,13 @@ func TestNegotiate(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A probe of an ssl:// URL at a plain MQTT listener says the broker may
+// not speak TLS there, as the consumer's own dial does.
+func TestAProbeOverTLSOfAPlainBrokerSaysItMayNotSpeakTLS(t *testing.T) {
+	b := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	err := Probe(context.Background(), mustURL(t, "ssl://"+b.Addr()), V5, opts)
+	if want := "the broker closed the connection during the TLS handshake: it does not speak TLS on this port"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("probe: %v, want %q", err, want)
+	}
+}
