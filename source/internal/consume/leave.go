@@ -33,11 +33,11 @@ type JoinFunc func(ctx context.Context) error
 // Timeout; else it keeps its subscription. Deliveries of the Unshared
 // filters alone (a Sparkplug route's) are not the group's share: they
 // keep coming to the member's own subscription, and wait in its session
-// until it returns, so the leaving waits for none of them. A connection lost takes the
-// member out of the group in the store (its session, and the subscription
-// with it, may be gone at the broker: expired, or started clean) until
-// the broker grants the subscription again. One Leaving serves one
-// consumer, one Run at a time.
+// until it returns, so the leaving waits for none of them. A connection
+// lost takes the member out of the group in the store (its session, and
+// the subscription with it, may be gone at the broker: expired, or
+// started clean) until the broker grants the subscription again. One
+// Leaving serves one consumer, one Run at a time.
 type Leaving struct {
 	Group string    // the share group; "" joins and leaves nothing
 	Ask   LeaveFunc // nil leaves nothing
