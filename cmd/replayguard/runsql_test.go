@@ -112,3 +112,32 @@ http: {listen: "127.0.0.1:0"}
 		t.Fatalf("run with the table created: started %v, exit %d, stderr:\n%s", ok, code, errs)
 	}
 }
+
+// TestRunStoppedWhileOpeningItsStoreStopsCleanly: a stop (SIGINT,
+// SIGTERM) that comes while run opens its store is a stop, exit 0, not a
+// failure naming a canceled context; nothing was consumed.
+func TestRunStoppedWhileOpeningItsStoreStopsCleanly(t *testing.T) {
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "replayguard.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, `store: {kind: postgres, url: %q, member: m1, journal: {path: %q}}
+routes:
+  - name: meters
+    topic: plant/+/energy
+    source: ["topic[1]"]
+    id: msgId
+    effects:
+      - add: {kwh: kwh}
+        entity: "meter/{topic[1]}"
+mqtt: {brokers: [tcp://127.0.0.1:1], client_id: rg-stopped-starting}
+http: {listen: "127.0.0.1:0"}
+`, pg.URL(), filepath.Join(dir, "journal")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var errb bytes.Buffer
+	if code := run(ctx, []string{"run", "-c", cfg}, strings.NewReader(""), new(bytes.Buffer), &errb); code != 0 || strings.Contains(errb.String(), "context canceled") {
+		t.Fatalf("run stopped while opening its store: exit %d, stderr:\n%s\nwant exit 0, no error", code, errb.String())
+	}
+}

@@ -94,6 +94,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		opts.ForwardObserver = fm
 	}
 	a, err := Open(ctx, cfg, opts)
+	if stoppedStarting(ctx, err) {
+		log.Info("stopped while starting, before consuming anything")
+		return nil
+	}
 	if errors.Is(err, engine.ErrMemberHeld) && cfg.Store.Member == "" {
 		// Members of a JetStream group share their consumer's name.
 		return fmt.Errorf("%w; store.member is unset, so the member id is %s %q: give each process of a group a store.member of its own",
@@ -135,6 +139,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		return err
 	}
 	return d.serve(ctx)
+}
+
+// stoppedStarting reports whether err is ctx's end: run was stopped
+// (SIGINT, SIGTERM) while it opened the store, which is a stop, not a
+// failure; nothing was consumed yet.
+func stoppedStarting(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
 }
 
 func consumerConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) (mqtt.Config, error) {
