@@ -31,11 +31,11 @@ type FileOptions struct {
 }
 
 // File appends each record as one line of JSON, the audit export format,
-// and syncs the file before a batch counts as delivered. A batch a crash
-// (or a failed write) cut short leaves a last line without its newline;
-// the next open cuts that partial line off before appending, so that no
-// record is glued to it: its records were not counted delivered, and the
-// sink writes them again from its cursor.
+// and syncs the file before a batch counts as delivered. A write that fails
+// (the disk full) is cut back off the file, whole lines and all, since the
+// sink writes its records again from its cursor. A batch a crash cut short
+// leaves a last line without its newline; the next open cuts that partial
+// line off before appending, so that no record is glued to it.
 type File struct {
 	opts FileOptions
 	f    *os.File
@@ -85,15 +85,23 @@ func (w *File) write(b []byte) error {
 		return nil
 	}
 	n, err := w.f.Write(b)
-	w.size += int64(n)
 	if err == nil {
 		err = w.f.Sync()
 	}
 	if err != nil {
+		// A write cut short (the disk full) or not synced may have left
+		// whole lines of records the cursor does not count delivered: cut
+		// the file back to where this write began, so that the retry from
+		// the cursor writes each of them once. Where the file cannot be
+		// cut (append-only), the next open ends the partial line.
+		if n > 0 && w.f.Truncate(w.size) == nil {
+			w.f.Sync()
+		}
 		w.f.Close()
 		w.f = nil // reopened, and its size read again, by the next Export
 		return fmt.Errorf("audit file %s: %w", w.opts.Path, err)
 	}
+	w.size += int64(n)
 	return nil
 }
 
