@@ -94,7 +94,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if err != nil {
 		return err
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		if err := apply(tx, b, enc); err != nil {
 			return err
 		}

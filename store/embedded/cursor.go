@@ -47,7 +47,7 @@ func (s *Store) SetCursor(ctx context.Context, name string, pos uint64) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	return closedErr(s.db.Update(func(tx *bolt.Tx) error {
+	return closedErr(s.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketCursors)
 		if err != nil {
 			return err
@@ -86,7 +86,7 @@ func (s *Store) ForgetCursor(ctx context.Context, name string) (bool, error) {
 		return false, ErrReadOnly
 	}
 	found := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCursors)
 		if b == nil || b.Get([]byte(name)) == nil {
 			return nil

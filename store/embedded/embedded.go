@@ -96,14 +96,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      lockTimeout,
-		ReadOnly:     opts.ReadOnly,
-		NoSync:       opts.NoSync,
-		FreelistType: bolt.FreelistMapType,
-	})
+	db, err := openBolt(path, opts)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", engine.ErrLocked, path)
+	}
+	if errors.Is(err, ErrDamaged) {
+		return nil, err
+	}
+	if isDamagedAtOpen(err) {
+		return nil, damaged(path, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
@@ -118,6 +119,18 @@ func Open(dir string, opts Options) (*Store, error) {
 		log.Warn("store commits are not synced: a crash may lose recent decisions", "path", path)
 	}
 	return s, nil
+}
+
+// openBolt opens the bbolt file; a page that does not read as bbolt's
+// (bbolt panics on some) is ErrDamaged.
+func openBolt(path string, opts Options) (db *bolt.DB, err error) {
+	defer recoverDamaged(path, &err, guard())
+	return bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      lockTimeout,
+		ReadOnly:     opts.ReadOnly,
+		NoSync:       opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+	})
 }
 
 // init creates the buckets of a new store and checks the layout of an old one.
@@ -137,9 +150,9 @@ func (s *Store) init() error {
 		return nil
 	}
 	if s.readOnly {
-		return s.db.View(check)
+		return s.view(check)
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		version := binary.BigEndian.AppendUint64(nil, schemaVersion)
 		if tx.Bucket(bucketMeta) == nil {
 			for _, name := range allBuckets {
@@ -181,12 +194,21 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// view runs fn in a read transaction.
-func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+// view runs fn in a read transaction; a damaged page it meets is
+// ErrDamaged.
+func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
 	if s.closed.Load() {
 		return engine.ErrClosed
 	}
+	defer recoverDamaged(s.path, &err, guard())
 	return closedErr(s.db.View(fn))
+}
+
+// update runs fn in a write transaction; a damaged page it meets is
+// ErrDamaged, and nothing of fn is committed.
+func (s *Store) update(fn func(tx *bolt.Tx) error) (err error) {
+	defer recoverDamaged(s.path, &err, guard())
+	return s.db.Update(fn)
 }
 
 // closedErr reports a transaction that lost a race with Close as ErrClosed.

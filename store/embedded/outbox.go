@@ -316,7 +316,7 @@ func (s *Store) OutboxDone(ctx context.Context, member string, ids []uint64) err
 	if len(ids) == 0 {
 		return nil
 	}
-	return closedErr(s.db.Update(func(tx *bolt.Tx) error {
+	return closedErr(s.update(func(tx *bolt.Tx) error {
 		ob := tx.Bucket(bucketOutbox)
 		if ob == nil {
 			return nil

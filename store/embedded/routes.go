@@ -46,7 +46,7 @@ func (s *Store) RecordRoutes(ctx context.Context, want map[string][]byte) (map[s
 	if s.readOnly {
 		return nil, ErrReadOnly
 	}
-	err := closedErr(s.db.Update(func(tx *bolt.Tx) error {
+	err := closedErr(s.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketRoutes)
 		if err != nil {
 			return err

@@ -71,12 +71,13 @@ func (s *Store) ReadRows(ctx context.Context) (engine.RowTx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: read rows: %w", closedErr(err))
 	}
-	return &rowTx{tx: tx, sources: tx.Bucket(bucketSources).Cursor(), entities: tx.Bucket(bucketEntities).Cursor()}, nil
+	return &rowTx{path: s.path, tx: tx, sources: tx.Bucket(bucketSources).Cursor(), entities: tx.Bucket(bucketEntities).Cursor()}, nil
 }
 
 // rowTx is one read of the rows, in one bbolt read transaction, with a
 // cursor on each bucket (Bucket.Get makes a cursor for each read).
 type rowTx struct {
+	path              string // the file, named by ErrDamaged
 	tx                *bolt.Tx
 	sources, entities *bolt.Cursor
 }
@@ -89,7 +90,8 @@ func get(c *bolt.Cursor, key []byte) []byte {
 	return nil
 }
 
-func (r *rowTx) Source(id string) (engine.SourceState, bool, error) {
+func (r *rowTx) Source(id string) (_ engine.SourceState, _ bool, err error) {
+	defer recoverDamaged(r.path, &err, guard())
 	v := get(r.sources, []byte(id))
 	if v == nil {
 		return engine.SourceState{}, false, nil
@@ -98,7 +100,8 @@ func (r *rowTx) Source(id string) (engine.SourceState, bool, error) {
 	return st, err == nil, err
 }
 
-func (r *rowTx) Entity(name string) (engine.EntityState, bool, error) {
+func (r *rowTx) Entity(name string) (_ engine.EntityState, _ bool, err error) {
+	defer recoverDamaged(r.path, &err, guard())
 	v := get(r.entities, []byte(name))
 	if v == nil {
 		return engine.EntityState{}, false, nil

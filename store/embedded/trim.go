@@ -57,7 +57,7 @@ func (s *Store) TrimAudit(ctx context.Context, below uint64, base engine.AuditHe
 	if s.readOnly {
 		return ErrReadOnly
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -1,0 +1,61 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// ErrDamaged is returned when the store file's pages do not read as a
+// store: zeroed or overwritten by a disk fault, or cut short. The error
+// names the file; nothing in it can be decided on, so the process stops
+// rather than deciding on windows it cannot read.
+var ErrDamaged = errors.New("embedded: store file damaged")
+
+// damagedAdvice tells the operator what to do with a damaged file.
+const damagedAdvice = "with replayguard stopped, move the file aside and restore the directory from a backup; " +
+	"starting on an empty directory instead forgets the windows, so replays of what the file held are applied again"
+
+// damaged reports a file whose pages bbolt refused (an error at open) or
+// found inconsistent (bbolt panics on a page that is not what its parent
+// says it is) as ErrDamaged, naming the file and what to do.
+func damaged(path string, what any) error {
+	return fmt.Errorf("%w: %s: %v: %s", ErrDamaged, path, what, damagedAdvice)
+}
+
+// recoverDamaged turns a panic of bbolt inside a transaction into
+// ErrDamaged in *err. bbolt rolls the transaction back before the panic
+// leaves it, so the store stays usable for the transactions that do not
+// touch the damaged pages. A read past the end of a file cut short faults
+// in the mapping: guard turns that fault into a panic too. Use as
+//
+//	defer recoverDamaged(path, &err, guard())
+func recoverDamaged(path string, err *error, panicOnFault bool) {
+	debug.SetPanicOnFault(panicOnFault)
+	r := recover()
+	if r == nil {
+		return
+	}
+	if _, fault := r.(interface{ Addr() uintptr }); fault {
+		size := int64(-1)
+		if st, serr := os.Stat(path); serr == nil {
+			size = st.Size()
+		}
+		r = fmt.Sprintf("a page lies past the file's end: the file is cut short (%d bytes)", size)
+	}
+	*err = damaged(path, r)
+}
+
+// guard makes a fault in the file's mapping a panic, for recoverDamaged,
+// and returns the setting to restore.
+func guard() bool { return debug.SetPanicOnFault(true) }
+
+// isDamagedAtOpen reports the errors bbolt's Open returns for a file whose
+// meta pages do not read as a bbolt file of this version.
+func isDamagedAtOpen(err error) bool {
+	return errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) ||
+		errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrInvalidMapping)
+}
