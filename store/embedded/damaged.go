@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -55,7 +56,10 @@ func guard() bool { return debug.SetPanicOnFault(true) }
 
 // isDamagedAtOpen reports the errors bbolt's Open returns for a file whose
 // meta pages do not read as a bbolt file of this version.
+// bbolt says "file size too small" without a sentinel, of a file shorter
+// than its two meta pages.
 func isDamagedAtOpen(err error) bool {
 	return errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) ||
-		errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrInvalidMapping)
+		errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrInvalidMapping) ||
+		strings.HasPrefix(err.Error(), "file size too small")
 }

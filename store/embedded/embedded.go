@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -96,18 +97,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	db, err := openBolt(path, opts)
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s", engine.ErrLocked, path)
-	}
-	if errors.Is(err, ErrDamaged) {
-		return nil, err
-	}
-	if isDamagedAtOpen(err) {
-		return nil, damaged(path, err)
-	}
+	db, err := openFile(path, opts)
 	if err != nil {
-		return nil, fmt.Errorf("embedded: open %s: %w", path, err)
+		return nil, err
 	}
 	s := &Store{db: db, path: path, readOnly: opts.ReadOnly, log: log}
 	if err := s.init(); err != nil {
@@ -119,6 +111,31 @@ func Open(dir string, opts Options) (*Store, error) {
 		log.Warn("store commits are not synced: a crash may lose recent decisions", "path", path)
 	}
 	return s, nil
+}
+
+// openFile opens the bbolt file at path. A file this call created and
+// could not write (the disk full) is removed again: it never held a
+// commit, and left there it would be refused as cut short once the disk
+// has room. A file whose pages do not read as bbolt's is ErrDamaged.
+func openFile(path string, opts Options) (*bolt.DB, error) {
+	_, statErr := os.Stat(path)
+	db, err := openBolt(path, opts)
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("%w: %s", engine.ErrLocked, path)
+	case errors.Is(statErr, fs.ErrNotExist) && !opts.ReadOnly:
+		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("embedded: create %s: %w (and removing the file it left: %v)", path, err, rerr)
+		}
+		return nil, fmt.Errorf("embedded: create %s: %w (nothing kept: start again once it is fixed)", path, err)
+	case errors.Is(err, ErrDamaged):
+		return nil, err
+	case isDamagedAtOpen(err):
+		return nil, damaged(path, err)
+	}
+	return nil, fmt.Errorf("embedded: open %s: %w", path, err)
 }
 
 // openBolt opens the bbolt file; a page that does not read as bbolt's
