@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,12 +36,19 @@ type FileOptions struct {
 // (the disk full) is cut back off the file, whole lines and all, since the
 // sink writes its records again from its cursor. A batch a crash cut short
 // leaves a last line without its newline; the next open cuts that partial
-// line off before appending, so that no record is glued to it.
+// line off before appending, so that no record is glued to it, and the
+// records of the batch before it, whole lines already in the file, are not
+// written a second time.
 type File struct {
 	opts FileOptions
 	f    *os.File
 	size int64
 	buf  []byte
+	// last is the file's last record as open found it: a batch a crash
+	// cut short after whole lines comes again from the cursor, and its
+	// records up to this one (same chain, position and hash) are in the
+	// file already.
+	last *engine.AuditRecord
 }
 
 // NewFile returns a file exporter; it opens the file on the first Export.
@@ -57,6 +65,7 @@ func (w *File) Export(_ context.Context, recs []engine.AuditRecord) error {
 	if err := w.open(); err != nil {
 		return err
 	}
+	recs = w.notWritten(recs)
 	w.buf = w.buf[:0]
 	for i := range recs {
 		line, err := engine.AppendRecordJSON(w.buf, &recs[i])
@@ -118,8 +127,51 @@ func (w *File) open() error {
 		f.Close()
 		return fmt.Errorf("audit file %s: %w", w.opts.Path, err)
 	}
-	w.f, w.size = f, size
+	last, err := lastRecord(f, size)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("audit file %s: %w", w.opts.Path, err)
+	}
+	w.f, w.size, w.last = f, size, last
 	return nil
+}
+
+// notWritten returns recs without those up to the file's last record, when
+// recs hold it: they were written before a crash that kept the cursor from
+// moving. Records of another chain, or of this one after it, are all kept.
+func (w *File) notWritten(recs []engine.AuditRecord) []engine.AuditRecord {
+	if w.last == nil {
+		return recs
+	}
+	l := w.last
+	w.last = nil // records after it are new: only the first batch can repeat
+	for i := range recs {
+		if r := &recs[i]; r.Member == l.Member && r.Position == l.Position && r.Hash == l.Hash {
+			return recs[i+1:]
+		}
+	}
+	return recs
+}
+
+// lastRecord decodes the last line of f's first size bytes, which end with
+// a newline; nil when f is empty or the line is no record.
+func lastRecord(f *os.File, size int64) (*engine.AuditRecord, error) {
+	if size == 0 {
+		return nil, nil
+	}
+	start, err := lastLineEnd(f, size-1)
+	if err != nil {
+		return nil, err
+	}
+	line := make([]byte, size-1-start)
+	if _, err := f.ReadAt(line, start); err != nil {
+		return nil, err
+	}
+	var rec engine.AuditRecord
+	if json.Unmarshal(line, &rec) != nil {
+		return nil, nil
+	}
+	return &rec, nil
 }
 
 // dropPartialLine cuts off f's last line when it has no newline, the rest

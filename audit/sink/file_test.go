@@ -117,3 +117,63 @@ func TestFileCutsOffAPartialLastLineBeforeAppending(t *testing.T) {
 		t.Fatalf("the file holds records %v, want 1 2 3 4", got)
 	}
 }
+
+// A process killed while writing a batch leaves the batch's first records
+// as whole lines and the next one cut short; its cursor did not move, so
+// the next process writes the batch again from the cursor. The records
+// already whole in the file must not stand in it twice; a chain that
+// begins again (a new store: the same positions, other hashes) is written
+// in full.
+func TestFileAfterACrashMidBatchWritesNoRecordTwice(t *testing.T) {
+	chain := func(route string) []engine.AuditRecord {
+		var head engine.Hash
+		recs := make([]engine.AuditRecord, 6)
+		for i := range recs {
+			recs[i] = engine.AuditRecord{Position: uint64(i + 1), Route: route, Outcome: "applied", Member: "rg-1"}
+			if err := engine.Seal(&recs[i], head); err != nil {
+				t.Fatal(err)
+			}
+			head = recs[i].Hash
+		}
+		return recs
+	}
+	recs := chain("meters")
+	var before []byte
+	for i := range 4 { // the batch 1-5, killed halfway through record 4
+		line, err := engine.AppendRecordJSON(nil, &recs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			before = append(append(before, line...), '\n')
+		} else {
+			before = append(before, line[:len(line)/2]...)
+		}
+	}
+	for name, tc := range map[string]struct {
+		again []engine.AuditRecord
+		want  []uint64
+	}{
+		"the same chain from its cursor": {recs, []uint64{1, 2, 3, 4, 5, 6}},
+		"a chain begun again":            {chain("incidents"), []uint64{1, 2, 3, 1, 2, 3, 4, 5, 6}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.jsonl")
+			if err := os.WriteFile(path, before, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			w := sink.NewFile(sink.FileOptions{Path: path})
+			defer w.Close(context.Background())
+			if err := w.Export(context.Background(), tc.again); err != nil {
+				t.Fatal(err)
+			}
+			var got []uint64
+			for _, r := range readLines(t, path) {
+				got = append(got, r.Position)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("the file holds records %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
