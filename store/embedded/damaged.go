@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -31,7 +32,9 @@ func damaged(path string, what any) error {
 // ErrDamaged in *err. bbolt rolls the transaction back before the panic
 // leaves it, so the store stays usable for the transactions that do not
 // touch the damaged pages. A read past the end of a file cut short faults
-// in the mapping: guard turns that fault into a panic too. Use as
+// in the mapping: guard turns that fault into a panic too. A panic raised
+// anywhere but in bbolt is a defect of this program, not of the file: it
+// goes on as it came, stack and all. Use as
 //
 //	defer recoverDamaged(path, &err, guard())
 func recoverDamaged(path string, err *error, panicOnFault bool) {
@@ -39,6 +42,9 @@ func recoverDamaged(path string, err *error, panicOnFault bool) {
 	r := recover()
 	if r == nil {
 		return
+	}
+	if !raisedInBolt() {
+		panic(r)
 	}
 	if _, fault := r.(interface{ Addr() uintptr }); fault {
 		size := int64(-1)
@@ -48,6 +54,27 @@ func recoverDamaged(path string, err *error, panicOnFault bool) {
 		r = fmt.Sprintf("a page lies past the file's end: the file is cut short (%d bytes)", size)
 	}
 	*err = damaged(path, r)
+}
+
+// raisedInBolt reports whether the panic being recovered was raised in
+// bbolt's code: the first frame below the runtime's panic machinery, the
+// function that panicked or faulted, is bbolt's.
+func raisedInBolt() bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	panicking := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case strings.HasPrefix(f.Function, "runtime."):
+			panicking = panicking || f.Function == "runtime.gopanic" || f.Function == "runtime.sigpanic"
+		case panicking:
+			return strings.HasPrefix(f.Function, "go.etcd.io/bbolt")
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 // guard makes a fault in the file's mapping a panic, for recoverDamaged,
