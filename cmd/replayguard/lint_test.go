@@ -236,11 +236,9 @@ mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-1}
 	}
 }
 
-// A password lint cannot read is named by the setting the file writes,
-// password_env or password_file, of mqtt, of a feed or of outputs.mqtt:
-// there is no setting "password" to look for.
-func TestLintNamesThePasswordSettingAsWritten(t *testing.T) {
-	route := `routes:
+// forwardingMeters is a route that forwards, so that the configuration
+// has an MQTT output.
+const forwardingMeters = `routes:
   - name: meters
     topic: plant/+/energy
     source: ["topic[1]"]
@@ -250,6 +248,11 @@ func TestLintNamesThePasswordSettingAsWritten(t *testing.T) {
         add: {kwh: kwh}
       - forward: {topic: "clean/{topic}"}
 `
+
+// A password lint cannot read is named by the setting the file writes,
+// password_env or password_file, of mqtt, of a feed or of outputs.mqtt:
+// there is no setting "password" to look for.
+func TestLintNamesThePasswordSettingAsWritten(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-password")
 	for name, c := range map[string]struct{ mqtt, want string }{
 		"mqtt's variable": {"mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-pw, password_env: RG_LINT_PW_UNSET}\n",
@@ -263,7 +266,7 @@ func TestLintNamesThePasswordSettingAsWritten(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
-			if err := os.WriteFile(cfg, []byte("store: {kind: memory}\n"+route+c.mqtt), 0o644); err != nil {
+			if err := os.WriteFile(cfg, []byte("store: {kind: memory}\n"+forwardingMeters+c.mqtt), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			_, errs, code := cli(t, "", "lint", "-c", cfg)
@@ -278,16 +281,6 @@ func TestLintNamesThePasswordSettingAsWritten(t *testing.T) {
 // reports a missing one once, at the consumer's setting and its line,
 // not again under outputs.mqtt with no line; run names the setting too.
 func TestAnInheritedOutputPasswordIsReportedOnceAtItsSetting(t *testing.T) {
-	route := `routes:
-  - name: meters
-    topic: plant/+/energy
-    source: ["topic[1]"]
-    id: msgId
-    effects:
-      - entity: "meter/{topic[1]}"
-        add: {kwh: kwh}
-      - forward: {topic: "clean/{topic}"}
-`
 	missing := filepath.Join(t.TempDir(), "no-such-password")
 	for name, c := range map[string]struct{ mqtt, lint, run string }{
 		"mqtt's file": {fmt.Sprintf("mqtt:\n  brokers: [tcp://127.0.0.1:1]\n  client_id: rg-lint-pw\n  password_file: %s\n", missing),
@@ -302,7 +295,7 @@ func TestAnInheritedOutputPasswordIsReportedOnceAtItsSetting(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
-			if err := os.WriteFile(cfg, []byte("store: {kind: memory}\n"+route+c.mqtt), 0o644); err != nil {
+			if err := os.WriteFile(cfg, []byte("store: {kind: memory}\n"+forwardingMeters+c.mqtt), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			if _, errs, code := cli(t, "", "lint", "-c", cfg); code != 1 || errs != fmt.Sprintf(c.lint, cfg) {
