@@ -357,8 +357,8 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	}
 	info := cons.CachedInfo()
 	c.noteFloor(info)
-	if existed {
-		c.removedAhead(st.CachedInfo().State.FirstSeq, info.Delivered.Stream)
+	if existed { // nothing of this process in flight: from the ack floor, so that a message delivered and never acknowledged counts
+		c.removedAhead(st.CachedInfo().State.FirstSeq, info.AckFloor.Stream)
 	}
 	verb := "jetstream consumer bound"
 	if !existed {

@@ -78,18 +78,23 @@ func (c *Consumer) check(ctx context.Context, js jetstream.JetStream, cons jetst
 // messages the consumer never received (a purge, a limit on age, count or
 // size with discard old, a stream edit), and nothing will deliver them.
 // The count is an upper bound: some may not be of the consumer's subjects.
-// It tells what the consumer's position shows, and the server moves that
+// At the bind, after is the consumer's ack floor: a message delivered and
+// never acknowledged (to a process that stopped before deciding it, or to
+// a pull request that outlived it) and then removed is lost as well, and
+// no process of this run holds one; while Run consumes, it is the last
+// message delivered, so that those in hand are not told. It tells what the
+// consumer's position shows, and the server moves that
 // past removed messages itself when it looks for the next one to deliver
 // (nats-server 2.9: at once on a purge; on a limit, once a pull waits with
 // room under max_ack_pending): reliably the removals made while no
 // replayguard ran, at the bind, and those ahead of a consumer that
 // holds max_ack_pending messages as they happen, at best.
-func (c *Consumer) removedAhead(first, delivered uint64) {
-	if first <= delivered+1 || first-1 <= c.removedThrough {
+func (c *Consumer) removedAhead(first, after uint64) {
+	if first <= after+1 || first-1 <= c.removedThrough {
 		return
 	}
-	from := max(delivered, c.removedThrough) + 1
-	c.log.Error("jetstream: the stream removed messages before this consumer received them (a purge, a max_age, max_msgs or max_bytes limit with discard old, a stream edit): they were never decided, and nothing will deliver them",
+	from := max(after, c.removedThrough) + 1
+	c.log.Error("jetstream: the stream removed messages this consumer never acknowledged (a purge, a max_age, max_msgs or max_bytes limit with discard old, a stream edit): no decision of them was acknowledged, and nothing will deliver them; a decision the audit log holds for one was made before a stop took its acknowledgement",
 		"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "from_sequence", from, "through_sequence", first-1, "messages_at_most", first-from)
 	c.removedThrough = first - 1
 }

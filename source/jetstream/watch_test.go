@@ -54,13 +54,21 @@ func TestMessagesTheStreamRemovedBeforeTheConsumerReceivedThemAreToldAtTheBind(t
 	keepLast(n, 3)
 	publishAll(t, n, readings(2, "m1"))
 	consumeFiltered(t, n)
+	// A pull request of the stopped consumer may still wait at the server
+	// and take the next message, which the stream then removes with no
+	// acknowledgement; the server may move the ack floor past it, and
+	// nothing tells it then. The test is of messages never delivered.
+	waitFor(t, "no pull request of the stopped consumer waiting", 10*time.Second, func() bool {
+		info, err := n.ConsumerInfo(testStream, testConsumer)
+		return err == nil && info.NumWaiting == 0
+	})
 	publishAll(t, n, readings(5, "m2")) // 3 to 7; 3 and 4 discarded
 
 	e, _ := meters(t)
 	cfg, logs := routedConfig(t, n.URL())
 	r := start(t, cfg, e)
 	waitFor(t, "the consumer bound", 10*time.Second, r.Ready)
-	if !logs.has("ERROR", "removed messages before this consumer received them", "from_sequence=3", "through_sequence=4") {
+	if !logs.has("ERROR", "removed messages this consumer never acknowledged", "from_sequence=3", "through_sequence=4") {
 		t.Error("no error names stream sequences 3 and 4, discarded before the consumer received them")
 	}
 	if err := r.stop(); err != nil {
