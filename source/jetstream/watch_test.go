@@ -25,16 +25,24 @@ func TestAMaxDeliverSetOnTheServerWhileRunningIsSetBackToUnlimited(t *testing.T)
 	r := start(t, cfg, e)
 	waitFor(t, "the consumer bound", 10*time.Second, r.Ready)
 
+	setMaxDeliverAndWaitForItBack(t, n, logs)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setMaxDeliverAndWaitForItBack sets the durable's max_deliver to 1 on
+// the server, as an operator's `nats consumer edit` does, and waits until
+// replayguard has set it back to unlimited and warned of it. The server
+// holds the update before its answer reaches replayguard, which warns once
+// it has the answer: both are waited for.
+func setMaxDeliverAndWaitForItBack(t *testing.T, n *testbroker.NATS, logs *logBuffer) {
+	t.Helper()
 	n.SetConsumerMaxDeliver(testStream, testConsumer, 1)
-	// The server holds the update before its answer reaches replayguard,
-	// which warns once it has the answer: both are waited for.
 	waitFor(t, "max_deliver unlimited again, with a warning that it was set", 10*time.Second, func() bool {
 		info, err := n.ConsumerInfo(testStream, testConsumer)
 		return err == nil && info.Config.MaxDeliver == -1 && logs.has("WARN", "max_deliver was set on the server", "max_deliver=1")
 	})
-	if err := r.stop(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // keepLast limits the test stream to its last n messages, discarding the
@@ -135,11 +143,7 @@ func TestAMaxDeliverSetOnADurableMadeToStartAtASequenceIsSetBackToUnlimited(t *t
 	r := start(t, cfg, e)
 	waitFor(t, "the consumer bound", 10*time.Second, r.Ready)
 
-	n.SetConsumerMaxDeliver(testStream, testConsumer, 1)
-	waitFor(t, "max_deliver unlimited again, with a warning that it was set", 10*time.Second, func() bool {
-		info, err := n.ConsumerInfo(testStream, testConsumer)
-		return err == nil && info.Config.MaxDeliver == -1 && logs.has("WARN", "max_deliver was set on the server", "max_deliver=1")
-	})
+	setMaxDeliverAndWaitForItBack(t, n, logs)
 	if logs.has("ERROR", "could not set it back") {
 		t.Error("setting max_deliver back logged an error")
 	}
