@@ -28,22 +28,9 @@ func TestRunRefusesAStatementTheServerWillNotPrepare(t *testing.T) {
 	}
 	broker := l.Addr().String() // no broker listens there: run never gets past it
 	l.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "replayguard.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `store: {kind: postgres, url: %q, member: m1, journal: {path: %q}}
-routes:
-  - name: meters
-    topic: plant/+/energy
-    source: ["topic[1]"]
-    id: msgId
-    effects:
-      - sql: "INSERT INTO later_readings (meter, msg_id, kwh) VALUES ($1, $2, $3)"
+	cfg := meterRunConfig(t, pg.URL(), broker, `      - sql: "INSERT INTO later_readings (meter, msg_id, kwh) VALUES ($1, $2, $3)"
         args: ["topic[1]", msgId, kwh]
-mqtt: {brokers: [tcp://%s], client_id: rg-runsql-1}
-http: {listen: "127.0.0.1:0"}
-`, pg.URL(), filepath.Join(dir, "journal"), broker), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	c, err := pgx.Connect(t.Context(), pg.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +105,23 @@ http: {listen: "127.0.0.1:0"}
 // failure naming a canceled context; nothing was consumed.
 func TestRunStoppedWhileOpeningItsStoreStopsCleanly(t *testing.T) {
 	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	cfg := meterRunConfig(t, pg.URL(), "127.0.0.1:1", `      - add: {kwh: kwh}
+        entity: "meter/{topic[1]}"
+`)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var errb bytes.Buffer
+	if code := run(ctx, []string{"run", "-c", cfg}, strings.NewReader(""), new(bytes.Buffer), &errb); code != 0 || strings.Contains(errb.String(), "context canceled") {
+		t.Fatalf("run stopped while opening its store: exit %d, stderr:\n%s\nwant exit 0, no error", code, errb.String())
+	}
+}
+
+// meterRunConfig writes the configuration of a run as member m1 of a
+// PostgreSQL group at url, consuming from broker (host:port), with one
+// meters route whose effects are the YAML list items effects; it returns
+// the file's path.
+func meterRunConfig(t *testing.T, url, broker, effects string) string {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "replayguard.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `store: {kind: postgres, url: %q, member: m1, journal: {path: %q}}
@@ -127,17 +131,10 @@ routes:
     source: ["topic[1]"]
     id: msgId
     effects:
-      - add: {kwh: kwh}
-        entity: "meter/{topic[1]}"
-mqtt: {brokers: [tcp://127.0.0.1:1], client_id: rg-stopped-starting}
+%smqtt: {brokers: [tcp://%s], client_id: rg-runsql-1}
 http: {listen: "127.0.0.1:0"}
-`, pg.URL(), filepath.Join(dir, "journal")), 0o644); err != nil {
+`, url, filepath.Join(dir, "journal"), effects, broker), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	var errb bytes.Buffer
-	if code := run(ctx, []string{"run", "-c", cfg}, strings.NewReader(""), new(bytes.Buffer), &errb); code != 0 || strings.Contains(errb.String(), "context canceled") {
-		t.Fatalf("run stopped while opening its store: exit %d, stderr:\n%s\nwant exit 0, no error", code, errb.String())
-	}
+	return cfg
 }
