@@ -59,6 +59,54 @@ func NewFile(o FileOptions) *File {
 	return &File{opts: o}
 }
 
+// CheckFile says why a File on path could not append its records, nil
+// when it can: path is a regular file it may open for writing, or is
+// absent from a directory it may create files in. It leaves path as it
+// found it.
+func CheckFile(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("directory %s does not exist", dir)
+	case err != nil:
+		return err
+	case !st.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	st, err = os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// A file created and removed at once: whether the directory
+		// takes new files (permissions, a read-only mount) is what
+		// creating one says.
+		f, err := os.CreateTemp(dir, ".replayguard-check-*")
+		if err != nil {
+			return fmt.Errorf("cannot create %s: %w", path, pathCause(err))
+		}
+		f.Close()
+		return os.Remove(f.Name())
+	case err != nil:
+		return err
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("cannot append to %s: %w", path, pathCause(err))
+	}
+	return f.Close()
+}
+
+// pathCause is err without the operation and path a *fs.PathError adds
+// (the message names the path itself).
+func pathCause(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
+
 // Export appends recs and syncs the file. A file is rotated between two
 // records, so none but one holding a single larger record passes MaxBytes.
 func (w *File) Export(_ context.Context, recs []engine.AuditRecord) error {

@@ -144,7 +144,15 @@ func TestGroupMembersStreamAndTrimTheirChainsAndTakeOverAGoneOnes(t *testing.T) 
 	g := memory.NewGroup(0, 0)
 	g.SetClaimTTL(300 * time.Millisecond)
 	a1 := groupMember(t, g, "m1", archive, file1)
+	// m2's sink directory goes away once its sinks are open (a mount
+	// lost): they refuse one missing at start.
+	if err := os.Mkdir(filepath.Join(dir, "missing"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	a2 := groupMember(t, g, "m2", archive, filepath.Join(dir, "missing", "m2.jsonl"))
+	if err := os.Remove(filepath.Join(dir, "missing")); err != nil {
+		t.Fatal(err)
+	}
 	ro, _ := g.Open("")
 	base := func(member string) uint64 {
 		b, err := ro.ChainBase(t.Context(), member)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replayguard/replayguard/audit/sink"
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/postgres"
@@ -79,7 +80,8 @@ func refuseUnpreparedSQL(ctx context.Context, cfg *config.Config, log *slog.Logg
 
 // CheckLocal reads what run reads from this machine before it connects
 // to anything: the HTTP tokens, the passwords named by an environment
-// variable or a file, and the TLS files. It returns a problem for each
+// variable or a file, the TLS files, and whether each file sink can
+// append to its file. It returns a problem for each
 // that run would refuse, so that lint, run on the machine that runs the
 // daemon (a unit's ExecStartPre), says what run would.
 func CheckLocal(cfg *config.Config) []config.Problem {
@@ -146,6 +148,9 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 	}
 	for i, s := range cfg.Audit.Sinks {
 		tlsFiles(fmt.Sprintf("audit.sinks[%d].tls", i), fmt.Sprintf("audit.sinks[%d] (%s).tls", i, s.Name), s.TLS)
+		if s.Kind == config.SinkFile && s.Path != "" {
+			add(fmt.Sprintf("audit.sinks[%d].path", i), fmt.Sprintf("audit.sinks[%d] (%s).path", i, s.Name), sink.CheckFile(s.Path))
+		}
 	}
 	return ps
 }

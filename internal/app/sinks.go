@@ -29,6 +29,18 @@ func newSinks(ctx context.Context, cfg *config.Config, st Store, member string, 
 	opts := sink.Options{Logger: a.Log}
 	for i, sc := range cfg.Audit.Sinks {
 		exp, err := newExporter(ctx, sc, a.Log)
+		if err == nil && sc.Kind == config.SinkFile {
+			// Refused at start, like a TLS file it cannot read: a sink
+			// that could never write would leave every record behind its
+			// cursor while run reports ready.
+			if err = sink.CheckFile(sc.Path); err != nil {
+				exp.Close(ctx)
+				for _, k := range opts.Sinks {
+					k.Exporter.Close(ctx)
+				}
+				return nil, fmt.Errorf("audit.sinks[%d] (%s).path: %w", i, sc.Name, err)
+			}
+		}
 		if err != nil {
 			for _, k := range opts.Sinks {
 				k.Exporter.Close(ctx)

@@ -30,11 +30,19 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sink's directory goes away once the sinks are open (a mount
+	// lost): they refuse one missing at start.
+	if err := os.Mkdir(sinkDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	a, err := Open(t.Context(), cfg, Options{Sinks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	if err := os.Remove(sinkDir); err != nil {
+		t.Fatal(err)
+	}
 	msgs := make([]engine.Message, 100)
 	for i := range msgs {
 		msgs[i] = engine.Message{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"m-%d"}`, i)}

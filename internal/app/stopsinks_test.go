@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,7 +107,16 @@ audit:
 	})
 
 	t.Run("a sink that is down holds the stop up no longer than the bound", func(t *testing.T) {
-		a, logs := open(t, filepath.Join(t.TempDir(), "missing", "audit.jsonl"))
+		// The sink's directory goes away once run started (a mount
+		// lost): run refuses one missing at start.
+		dir := filepath.Join(t.TempDir(), "gone")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		a, logs := open(t, filepath.Join(dir, "audit.jsonl"))
+		if err := os.Remove(dir); err != nil {
+			t.Fatal(err)
+		}
 		d := &daemon{app: a, log: a.Log, reg: prometheus.NewRegistry(), sinkFlush: 300 * time.Millisecond}
 		d.consumer = &stoppingSource{a: a, n: 5, m: 5}
 		if took := serveUntilStopped(t, d); took > 3*time.Second {
