@@ -62,6 +62,7 @@ type chains struct {
 	mu        sync.Mutex
 	claimed   []string                    // as ClaimChains last answered, sorted
 	claimedAt time.Time                   // when the ClaimChains that answered it began
+	claimErr  error                       // why the last claim failed; nil once one succeeded
 	trims     map[string]*audit.Retention // by member, of the claimed chains
 	passes    map[string]*sync.Mutex      // by member: held while retention trims the chain
 }
@@ -139,12 +140,38 @@ func (c *chains) flushAtStop(ctx context.Context) {
 
 // runRetention trims every claimed chain now and then every interval
 // until ctx is done, logging and counting each chain a pass fails on (the
-// next pass tries again).
+// next pass tries again); with no chain claimed because the store did not
+// answer, the member's own chain.
 func (c *chains) runRetention(ctx context.Context, every time.Duration) {
 	retainEvery(ctx, every, c.a.Log, c.retained, func(ctx context.Context) []error {
+		if err := c.unclaimed(); err != nil {
+			return []error{err}
+		}
 		_, errs := c.trimEach(ctx)
 		return errs
 	})
+}
+
+// claimFailed notes why a claim failed.
+func (c *chains) claimFailed(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.claimErr = err
+}
+
+// unclaimed says why this process trims no chain, its own included, when
+// that is because the store did not answer: the claims lapsed (or were
+// never made) and the last claim failed. A pass then fails on the
+// member's own chain, rather than succeed over none. nil while chains are
+// claimed, or when the store gave this process none (other processes hold
+// them).
+func (c *chains) unclaimed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.claimed != nil || c.claimErr == nil {
+		return nil
+	}
+	return fmt.Errorf("member %s's chain: not claimed, the store did not answer the claim: %w", c.member, c.claimErr)
 }
 
 // claim takes or renews the chain claims, hands the claimed chains to the
@@ -162,6 +189,7 @@ func (c *chains) claim(ctx context.Context) error {
 	members, err := c.g.ClaimChains(rctx)
 	if err != nil {
 		if ctx.Err() == nil {
+			c.claimFailed(err)
 			c.a.Log.Warn("audit: cannot claim the members' chains to stream and trim; the last claims stand until they are about to expire", "err", err)
 			c.lapse()
 		}
@@ -170,6 +198,7 @@ func (c *chains) claim(ctx context.Context) error {
 	heads, err := c.heads(rctx)
 	if err != nil {
 		if ctx.Err() == nil {
+			c.claimFailed(err)
 			c.a.Log.Warn("audit: cannot read the chains' heads; the sinks keep the chains they had", "err", err)
 		}
 		return err
@@ -180,7 +209,7 @@ func (c *chains) claim(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	before := c.claimed
-	c.claimed, c.claimedAt = members, began
+	c.claimed, c.claimedAt, c.claimErr = members, began, nil
 	for m := range c.trims {
 		if !slices.Contains(members, m) {
 			delete(c.trims, m)
