@@ -38,16 +38,17 @@ type FileOptions struct {
 // leaves a last line without its newline; the next open cuts that partial
 // line off before appending, so that no record is glued to it, and the
 // records of the batch before it, whole lines already in the file, are not
-// written a second time.
+// written a second time; nor are those a crash inside a rotation left in
+// Path.1, the new Path still empty.
 type File struct {
 	opts FileOptions
 	f    *os.File
 	size int64
 	buf  []byte
-	// last is the file's last record as open found it: a batch a crash
-	// cut short after whole lines comes again from the cursor, and its
-	// records up to this one (same chain, position and hash) are in the
-	// file already.
+	// last is the file's last record as open found it (Path.1's when
+	// Path is empty): a batch a crash cut short after whole lines comes
+	// again from the cursor, and its records up to this one (same chain,
+	// position and hash) are in the files already.
 	last *engine.AuditRecord
 }
 
@@ -176,12 +177,39 @@ func (w *File) open() error {
 		return fmt.Errorf("audit file %s: %w", w.opts.Path, err)
 	}
 	last, err := lastRecord(f, size)
+	if err == nil && size == 0 && w.opts.MaxBytes > 0 {
+		// A crash inside a rotation, after the rename and before the new
+		// file's first write, left the batch's first records in path.1.
+		last, err = lastRotated(w.opts.Path + ".1")
+	}
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("audit file %s: %w", w.opts.Path, err)
 	}
 	w.f, w.size, w.last = f, size, last
 	return nil
+}
+
+// lastRotated returns the last record of the rotated file path; nil when
+// there is none.
+func lastRotated(path string) (*engine.AuditRecord, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	end, err := lastLineEnd(f, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	return lastRecord(f, end)
 }
 
 // notWritten returns recs without those up to the file's last record, when

@@ -1,0 +1,90 @@
+package sink_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/replayguard/replayguard/audit/sink"
+	"github.com/replayguard/replayguard/engine"
+)
+
+// sealedChain returns n records of member's chain, hash-linked from
+// position 1.
+func sealedChain(t *testing.T, member string, n int) []engine.AuditRecord {
+	t.Helper()
+	var head engine.Hash
+	recs := make([]engine.AuditRecord, n)
+	for i := range recs {
+		recs[i] = engine.AuditRecord{Position: uint64(i + 1), Route: "meters", Outcome: "applied", Member: member}
+		if err := engine.Seal(&recs[i], head); err != nil {
+			t.Fatal(err)
+		}
+		head = recs[i].Hash
+	}
+	return recs
+}
+
+// writeLines writes recs to path as whole JSON lines.
+func writeLines(t *testing.T, path string, recs []engine.AuditRecord) {
+	t.Helper()
+	var b []byte
+	for i := range recs {
+		line, err := engine.AppendRecordJSON(b, &recs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(line, '\n')
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// positions lists the records' member:position in the files, oldest first.
+func positions(t *testing.T, paths ...string) []string {
+	t.Helper()
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); os.IsNotExist(err) {
+			continue
+		}
+		for _, r := range readLines(t, p) {
+			out = append(out, fmt.Sprintf("%s:%d", r.Member, r.Position))
+		}
+	}
+	return out
+}
+
+// A process killed inside a rotation, once the file was renamed to path.1
+// and before the new file received a record, leaves path.1 ending with the
+// batch's first records and path absent or empty; its cursor did not move,
+// so the next process writes the batch again from the cursor. The records
+// already in path.1 must not stand in the files twice.
+func TestFileAfterACrashInItsRotationWritesNoRecordTwice(t *testing.T) {
+	recs := sealedChain(t, "", 8)
+	for name, newFile := range map[string]bool{"the new file not created yet": false, "the new file created, empty": true} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.jsonl")
+			writeLines(t, path+".1", recs[:5]) // the batch 1-8, rotated after 5
+			if newFile {
+				if err := os.WriteFile(path, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w := sink.NewFile(sink.FileOptions{Path: path, MaxBytes: 64 << 10, Keep: 3})
+			defer w.Close(context.Background())
+			if err := w.Export(context.Background(), recs); err != nil {
+				t.Fatal(err)
+			}
+			got, want := positions(t, path+".1", path), positions(t, path+".1")
+			want = append(want, ":6", ":7", ":8")
+			if !slices.Equal(got, want) {
+				t.Fatalf("path.1 then path hold %v, want %v", got, want)
+			}
+		})
+	}
+}
