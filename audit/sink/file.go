@@ -215,12 +215,14 @@ func lastRotated(path string) (*engine.AuditRecord, error) {
 // notWritten returns recs without those up to the file's last record, when
 // recs hold it: they were written before a crash that kept the cursor from
 // moving. Records of another chain, or of this one after it, are all kept.
+// A batch holds one chain's records; the batches of other chains that come
+// first after a crash leave the last record to the first batch of its own.
 func (w *File) notWritten(recs []engine.AuditRecord) []engine.AuditRecord {
-	if w.last == nil {
+	if w.last == nil || len(recs) == 0 || recs[0].Member != w.last.Member {
 		return recs
 	}
 	l := w.last
-	w.last = nil // records after it are new: only the first batch can repeat
+	w.last = nil // records after it are new: only the chain's first batch can repeat
 	for i := range recs {
 		if r := &recs[i]; r.Member == l.Member && r.Position == l.Position && r.Hash == l.Hash {
 			return recs[i+1:]

@@ -88,3 +88,25 @@ func TestFileAfterACrashInItsRotationWritesNoRecordTwice(t *testing.T) {
 		})
 	}
 }
+
+// On a shared store one file receives every member's chain, batch after
+// batch. A process killed inside a batch of m2's chain leaves its first
+// records in the file; the next process may deliver a batch of another
+// chain first (chains go in turn), and only then m2's batch again from its
+// cursor. m2's records already in the file must not stand in it twice.
+func TestFileAfterACrashWritesNoRecordTwiceWhenAnotherChainComesFirst(t *testing.T) {
+	m1, m2 := sealedChain(t, "m1", 2), sealedChain(t, "m2", 6)
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	writeLines(t, path, m2[:3]) // the batch 1-6 of m2, killed after 3
+	w := sink.NewFile(sink.FileOptions{Path: path})
+	defer w.Close(context.Background())
+	for _, batch := range [][]engine.AuditRecord{m1, m2} {
+		if err := w.Export(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"m2:1", "m2:2", "m2:3", "m1:1", "m1:2", "m2:4", "m2:5", "m2:6"}
+	if got := positions(t, path); !slices.Equal(got, want) {
+		t.Fatalf("the file holds %v, want %v", got, want)
+	}
+}
