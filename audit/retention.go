@@ -235,8 +235,10 @@ func (r *Retention) checkLeftovers(ctx context.Context, base engine.AuditHead) e
 
 // ErrArchiveAhead is returned by Retention.Once when the archive holds a
 // sealed segment beyond the store's base that the store's chain does not
-// hold: archiving the chain again would delete it.
-var ErrArchiveAhead = errors.New("audit retention: the archive holds records the store lost")
+// hold: archiving the chain again would delete it. Its words name no
+// task: those that run retention say "audit retention" before them, as
+// they do before every error of a pass.
+var ErrArchiveAhead = errors.New("the archive holds records the store lost")
 
 // pass is what one Once lets go: positions up to limit that are at or
 // below countCut or older than ageCut.
