@@ -109,7 +109,8 @@ func (t *Tool) finishChains(ctx context.Context, c *chains) error {
 // next run or ingest.
 func (t *Tool) flushSinks(ctx context.Context, a *App) {
 	if err := a.FlushSinks(ctx, SinkFlushTimeout); err != nil {
-		fmt.Fprintf(t.errOut(), "audit sinks: %v; the rest is delivered from the cursor by the next run or ingest\n", err)
+		// err says "audit sink" and names each sink (sink.ErrUndelivered).
+		fmt.Fprintf(t.errOut(), "%v; the rest is delivered from the cursor by the next run or ingest\n", err)
 	}
 }
 
