@@ -307,3 +307,22 @@ func (a *App) closeSinks() {
 func (a *App) Snapshot(ctx context.Context) (*engine.Snapshot, error) {
 	return a.Store.Load(ctx)
 }
+
+// auditHeadReader is a single-owner store that reads its chain head
+// without loading the rest of its state (the embedded store).
+type auditHeadReader interface {
+	AuditHead(ctx context.Context) (engine.AuditHead, error)
+}
+
+// AuditHead reads the chain head of a single-owner store's log: alone
+// where the store can, else from a snapshot of its whole state.
+func (a *App) AuditHead(ctx context.Context) (engine.AuditHead, error) {
+	if h, ok := a.Store.(auditHeadReader); ok {
+		return h.AuditHead(ctx)
+	}
+	snap, err := a.Store.Load(ctx)
+	if err != nil {
+		return engine.AuditHead{}, err
+	}
+	return snap.AuditHead, nil
+}

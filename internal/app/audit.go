@@ -84,14 +84,14 @@ func (t *Tool) AuditVerify(ctx context.Context, opts AuditVerifyOptions) error {
 	if cs := a.Store.Capabilities().Chains; cs != nil {
 		return t.verifyChains(ctx, cs, chainBases(a.Store), opts.Archive)
 	}
-	snap, err := a.Snapshot(ctx)
+	head, err := a.AuditHead(ctx)
 	if err != nil {
 		return err
 	}
 	if opts.Archive != "" {
-		return t.verifyWithArchive(ctx, a.Store, opts.Archive, snap.AuditHead)
+		return t.verifyWithArchive(ctx, a.Store, opts.Archive, head)
 	}
-	return t.verifyStore(ctx, a.Store, snap.AuditHead)
+	return t.verifyStore(ctx, a.Store, head)
 }
 
 // verifyWithArchive verifies the archive and the store up to head as one

@@ -137,12 +137,12 @@ func (t *Tool) readStoreEnds(ctx context.Context) (*storeEnds, error) {
 		}
 		return e, nil
 	}
-	snap, err := a.Snapshot(ctx)
+	head, err := a.AuditHead(ctx)
 	if err != nil {
 		a.Close()
 		return nil, err
 	}
-	e.heads[""], e.order = snap.AuditHead, []string{""}
+	e.heads[""], e.order = head, []string{""}
 	e.held = func(_ string, pos uint64) (engine.Hash, bool, error) {
 		return recordAt(pos, func(fn func(engine.AuditRecord) error) error { return a.Store.ScanAudit(ctx, pos, fn) })
 	}

@@ -279,11 +279,11 @@ func (t *Tool) buildReport(ctx context.Context, opts report.Options) (*report.Re
 		}
 		return report.Build(recs, opts)
 	}
-	snap, err := a.Snapshot(ctx)
+	head, err := a.AuditHead(ctx)
 	if err != nil {
 		return nil, err
 	}
-	opts.Heads, opts.ReadPath = map[string]engine.AuditHead{"": snap.AuditHead}, "from the store"
+	opts.Heads, opts.ReadPath = map[string]engine.AuditHead{"": head}, "from the store"
 	if tr := a.Store.Capabilities().Trim; tr != nil { // retention archived the oldest records
 		base, err := tr.AuditBase(ctx)
 		if err != nil {

@@ -241,6 +241,17 @@ func (s *Store) Load(ctx context.Context) (*engine.Snapshot, error) {
 	return s.load(ctx, true, true)
 }
 
+// AuditHead reads the chain head alone, without the key window, sources
+// and entities Load decodes: what a command that verifies or reports the
+// audit log needs of the state.
+func (s *Store) AuditHead(ctx context.Context) (engine.AuditHead, error) {
+	snap, err := s.load(ctx, false, false)
+	if err != nil {
+		return engine.AuditHead{}, err
+	}
+	return snap.AuditHead, nil
+}
+
 // LoadKeys reads the key window and the chain head: the engine reads the
 // sources and entities its batches touch with ReadRows.
 func (s *Store) LoadKeys(ctx context.Context) (*engine.Snapshot, error) {
