@@ -39,7 +39,8 @@ type FileOptions struct {
 // line off before appending, so that no record is glued to it, and the
 // records of the batch before it, whole lines already in the file, are not
 // written a second time; nor are those a crash inside a rotation left in
-// Path.1, the new Path still empty.
+// Path.1, the new Path still empty. A file another tool renamed or removed
+// (logrotate) is noticed before the next batch, which goes to a new Path.
 type File struct {
 	opts FileOptions
 	f    *os.File
@@ -111,6 +112,7 @@ func pathCause(err error) error {
 // Export appends recs and syncs the file. A file is rotated between two
 // records, so none but one holding a single larger record passes MaxBytes.
 func (w *File) Export(_ context.Context, recs []engine.AuditRecord) error {
+	w.reopenIfMoved()
 	if err := w.open(); err != nil {
 		return err
 	}
@@ -210,6 +212,25 @@ func lastRotated(path string) (*engine.AuditRecord, error) {
 		return nil, err
 	}
 	return lastRecord(f, end)
+}
+
+// reopenIfMoved closes the file when Path no longer names it: another
+// tool renamed or removed it (logrotate), and records written to it would
+// go wherever it went, lost with it once it is compressed or deleted. The
+// next open opens Path again.
+func (w *File) reopenIfMoved() {
+	if w.f == nil {
+		return
+	}
+	open, err := w.f.Stat()
+	if err != nil {
+		return // the write says what is wrong
+	}
+	if at, err := os.Stat(w.opts.Path); err == nil && os.SameFile(open, at) {
+		return
+	}
+	w.f.Close()
+	w.f = nil
 }
 
 // notWritten returns recs without those up to the file's last record, when

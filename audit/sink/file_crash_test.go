@@ -110,3 +110,38 @@ func TestFileAfterACrashWritesNoRecordTwiceWhenAnotherChainComesFirst(t *testing
 		t.Fatalf("the file holds %v, want %v", got, want)
 	}
 }
+
+// Another tool that rotates the file (logrotate's create: rename, then a
+// new empty file; or a plain removal) must not leave the sink writing to
+// the renamed or removed file, where its records would be lost with it
+// once compressed or deleted: the next batch goes to path.
+func TestFileMovedAwayByAnotherToolGetsTheNextBatchAtItsPath(t *testing.T) {
+	recs := sealedChain(t, "", 6)
+	for name, move := range map[string]func(path string) error{
+		"renamed, a new file created": func(path string) error {
+			if err := os.Rename(path, path+".rotated"); err != nil {
+				return err
+			}
+			return os.WriteFile(path, nil, 0o600)
+		},
+		"removed": os.Remove,
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.jsonl")
+			w := sink.NewFile(sink.FileOptions{Path: path})
+			defer w.Close(context.Background())
+			if err := w.Export(context.Background(), recs[:3]); err != nil {
+				t.Fatal(err)
+			}
+			if err := move(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Export(context.Background(), recs[3:]); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := positions(t, path), []string{":4", ":5", ":6"}; !slices.Equal(got, want) {
+				t.Fatalf("path holds %v after the move, want %v", got, want)
+			}
+		})
+	}
+}
