@@ -196,12 +196,15 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, keyApplied bool, re
 			return dec
 		}
 	}
-	aged := now.UnixNano() // what the window ages the key by
-	if e.ages != nil {
+	aged, stamp := now.UnixNano(), now.UnixNano() // what the window ages the key by, and the time stored with it
+	switch {
+	case e.ages != nil:
 		aged = e.ages.last
+	case e.group != nil:
+		aged, stamp = e.keyStamp, e.keyStamp
 	}
 	ord := e.keys.insert(d.key, d.digest, aged)
-	e.pending.batch.Keys = append(e.pending.batch.Keys, KeyEntry{Ordinal: ord, Key: d.key, Digest: d.digest, Time: now.UnixNano()})
+	e.pending.batch.Keys = append(e.pending.batch.Keys, KeyEntry{Ordinal: ord, Key: d.key, Digest: d.digest, Time: stamp})
 	if e.groupOrder {
 		// Audit positions are per member; key ordinals follow time across
 		// the group, so unsequenced `set` writers are ordered by when

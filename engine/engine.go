@@ -170,8 +170,13 @@ type Engine struct {
 	groupOrder bool
 	// ages is the clock a single-owner engine's key window ages by; nil on
 	// a shared store, whose keys the store keeps.
-	ages   *keyClock
-	reload atomic.Bool // a commit failed: reload before deciding
+	ages *keyClock
+	// group is the clock a member of a group ages keys by, where its store
+	// reads its server's clock (nil: Now); keyStamp its reading for the
+	// batch being decided, which stamps the batch's keys.
+	group               *groupClock
+	keyStamp, keyCutoff int64
+	reload              atomic.Bool // a commit failed: reload before deciding
 	// committing is when the store's commit under way began, in Unix
 	// nanoseconds; 0 when none is (Committing).
 	committing atomic.Int64
@@ -241,6 +246,9 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 	e.resetPending() // the first batch is number 1: no entity's mark, 0 at first, is one
 	if sh := caps.Shared; sh != nil {
 		e.win = newSharedWindows(e, sh, caps.Scan, opts.Journal)
+		if caps.Clock != nil {
+			e.group = &groupClock{src: caps.Clock, since: time.Since, wall: time.Now}
+		}
 	} else {
 		if caps.Rows != nil {
 			e.rows = &lazyRows{r: caps.Rows, limit: opts.CachedRows}

@@ -253,12 +253,28 @@ func (p *Placement) Now() time.Time { return p.now }
 
 // KeyNow is the time the key window ages its keys by at this decision: a
 // single-owner engine's key clock, which follows the time elapsed and not
-// a step of the wall clock; Now on a shared store.
+// a step of the wall clock; on a shared store whose server's clock is read,
+// the group's key clock; else Now.
 func (p *Placement) KeyNow() time.Time {
+	if p.e.group != nil {
+		return time.Unix(0, p.e.keyStamp).UTC()
+	}
 	if p.e.ages != nil {
 		return time.Unix(0, p.e.ages.last).UTC()
 	}
 	return p.now
+}
+
+// KeyCutoff is the oldest a time read from KeyNow may be for the key
+// window to hold what was stamped with it still, at this decision: KeyNow
+// less KeyTTL, or on a shared store whose server's clock is read, the
+// group's key cutoff, earlier than that by the reading's round trip and
+// the drift since (groupClock).
+func (p *Placement) KeyCutoff() time.Time {
+	if p.e.group != nil {
+		return time.Unix(0, p.e.keyCutoff).UTC()
+	}
+	return p.KeyNow().Add(-p.e.ttl)
 }
 
 // Position is the audit position the delivery's record takes.

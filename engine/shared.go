@@ -250,6 +250,9 @@ func (w *sharedWindows) load(ctx context.Context) error {
 	if err := w.appendUnjournaled(); err != nil { // the member's last commit, compared with the rest
 		return err
 	}
+	if e.group != nil && !e.group.anchor() {
+		return fmt.Errorf("load store: %w", ErrNoServerClock)
+	}
 	known := w.known() // before the head read here replaces the one in memory
 	head, err := w.store.Head(ctx)
 	if err != nil {
@@ -529,9 +532,15 @@ func pick[T any](s []T, idx []int) []T {
 // reads decodes msgs (keeping what it found for decideOne) and names every
 // row deciding them can touch: each key, each sequenced (route, source),
 // each entity an effect names. A delivery its kind places names its
-// source alone: the rest is found by deciding (unreadRows).
+// source alone: the rest is found by deciding (unreadRows). Where the
+// store reads its server's clock, it reads the group's key clock for the
+// batch: the stamp of its keys and the key cutoff.
 func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
 	r := &Reads{KeyCutoff: now.Add(-e.ttl).UnixNano()}
+	if e.group != nil {
+		e.keyStamp, e.keyCutoff = e.readGroupClock()
+		r.KeyCutoff = e.keyCutoff
+	}
 	keys, sources, entities := map[Hash]struct{}{}, map[string]struct{}{}, map[string]struct{}{}
 	placing := false
 	for i := range msgs {
@@ -674,7 +683,7 @@ func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decisio
 // loadRows makes the rows read for one batch the engine's whole window
 // state, so that the batch is decided by the same code as on a
 // single-owner store. Key ordinals continue from the member's last, and
-// are at least the current time in nanoseconds: the group's keys are
+// are at least the key clock's stamp in nanoseconds: the group's keys are
 // ordered by when they were applied.
 //
 // The key window holds every key read and every key the batch applies,
@@ -684,7 +693,11 @@ func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decisio
 // the store holds: a replay read as stored, or one of the batch's own
 // keys, applied a second time or failing the batch on every retry.
 func (e *Engine) loadRows(rows *Rows, cutoff int64) {
-	next := max(e.keys.next, uint64(max(e.opts.Now().UnixNano(), 0)))
+	t := e.opts.Now().UnixNano()
+	if e.group != nil {
+		t = e.keyStamp
+	}
+	next := max(e.keys.next, uint64(max(t, 0)))
 	e.keys = newKeyWindow(math.MaxInt, next)
 	for _, k := range rows.Keys {
 		if k.Time >= cutoff {
@@ -795,8 +808,8 @@ type SharedStats struct {
 	Fenced string
 	// ClockOffset is this member's clock less the store server's, as the
 	// last lease renewal measured it (within ClockUncertainty, half its
-	// round trip), when ClockMeasured is set: a group's keys age by its
-	// members' clocks.
+	// round trip), when ClockMeasured is set: the member's audit records
+	// carry its wall time, the group's keys the server's (ServerClock).
 	ClockOffset, ClockUncertainty time.Duration
 	ClockMeasured                 time.Time
 }

@@ -58,6 +58,10 @@ type Capabilities struct {
 	Keeper ChainKeeper
 	// Stats reports a shared store's counters for the metrics.
 	Stats StatsReporter
+	// Clock reads a shared store's server clock (set with Shared): the
+	// group's keys are stamped and aged by it, not by the members' wall
+	// clocks. nil: by the members' wall clocks (Options.Now).
+	Clock ServerClock
 	// SQL says the store runs a batch's sql effects in the batch's own
 	// transaction; a route with a sql effect needs it.
 	SQL bool

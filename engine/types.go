@@ -188,7 +188,10 @@ type KeyEntry struct {
 	Ordinal uint64 // insertion order, strictly increasing, never reused
 	Key     Hash
 	Digest  Hash
-	Time    int64 // unix nanoseconds when it was applied
+	// Time is when it was applied, in unix nanoseconds: by the wall clock
+	// of the engine that applied it, or on a shared store that reads its
+	// server's clock (Capabilities.Clock), by the group's key clock.
+	Time int64
 }
 
 // EpochWindow is the anti-replay state of one (route, source, epoch).

@@ -315,7 +315,7 @@ func keepBirths(s *engine.SparkplugState, src *engine.SourceState, highs []epoch
 		return
 	}
 	retired = append(retired, s.Retired...) // those retired now are newer than those retired before
-	cutoff := p.KeyNow().Add(-p.KeyTTL())
+	cutoff := p.KeyCutoff()
 	n := 0
 	for _, b := range retired {
 		if n <= p.KeepEpochs() && !b.RetiredAt.Before(cutoff) {

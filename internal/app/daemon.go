@@ -356,8 +356,8 @@ func clockWarning(kind string, st engine.SharedStats) string {
 	if off := st.ClockOffset; st.ClockMeasured.IsZero() || off.Abs() < ClockOffsetWarn {
 		return ""
 	}
-	return fmt.Sprintf("this member's clock is %v off the %s store server's (ahead when positive): the group's keys age by its members' clocks, "+
-		"so window.ttl is that much shorter for some replays; sync the clocks (docs/consumer-groups.md, Clocks)", st.ClockOffset.Round(time.Millisecond), kind)
+	return fmt.Sprintf("this member's clock is %v off the %s store server's (ahead when positive): its audit records carry its wall time, off by as much "+
+		"(the group's keys age by the server's clock); sync the clock (docs/consumer-groups.md, Clocks)", st.ClockOffset.Round(time.Millisecond), kind)
 }
 
 func (a *App) watchStore(m *metrics.Metrics) func() web.StoreStatus {

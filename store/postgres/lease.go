@@ -52,6 +52,8 @@ func (s *Store) takeLease(ctx context.Context) error {
 // the lease. The lease row is locked next, so that no renewal comes
 // between the expiry read and the takeover; setting the holder waits for a
 // batch of the old holder's to commit, as that batch holds the members row.
+// It reads the server's clock as it sets the lease's expiry: the group's
+// keys age by it from the first batch.
 func (s *Store) take(ctx context.Context, dead string) (time.Time, error) {
 	var expires time.Time
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
@@ -71,7 +73,12 @@ func (s *Store) take(ctx context.Context, dead string) (time.Time, error) {
 		if err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, s.sql.extend, s.member, s.leaseTTL.Microseconds()).Scan(&expires)
+		sent := time.Now()
+		if err := tx.QueryRow(ctx, s.sql.extend, s.member, s.leaseTTL.Microseconds()).Scan(&expires); err != nil {
+			return err
+		}
+		s.stats.Clock(expires.Add(-s.leaseTTL), sent, time.Now()) // the expiry runs from the server's clock_timestamp()
+		return nil
 	})
 	return expires, err
 }

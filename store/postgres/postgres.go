@@ -142,10 +142,18 @@ var (
 )
 
 // Capabilities declares a group's store that runs sql effects in the
-// batch's own transaction.
+// batch's own transaction; a member's handle reads the server's clock.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, SQL: true, Routes: s, Share: s}
+	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, SQL: true, Routes: s, Share: s}
+	if s.member != "" {
+		c.Clock = s
+	}
+	return c
 }
+
+// ServerTime returns the latest reading of the server's clock_timestamp(),
+// taken with the member's lease and each renewal (engine.ServerClock).
+func (s *Store) ServerTime() (engine.ServerReading, bool) { return s.stats.ServerTime() }
 
 // ApplicationName is the application_name the store's connections give
 // the server (pg_stat_activity shows it) when store.url sets none:

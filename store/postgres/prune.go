@@ -30,8 +30,9 @@ func (s *Store) pruneLoop() {
 	}
 }
 
-// Prune deletes the keys older than the TTL, then the oldest by ordinal
-// beyond MaxEntries, in chunks, and returns how many it deleted. A key is
+// Prune deletes the keys older than the TTL by the server's clock (the
+// clock members stamp keys with: engine.ServerClock), then the oldest by
+// ordinal beyond MaxEntries, in chunks, and returns how many it deleted. A key is
 // found old by its ordinal too (the engine makes ordinals at least the time
 // a key is applied, and the table has no index by time): one whose
 // ordinal is ahead of its time stays until its ordinal is past the cutoff. Only one
@@ -67,8 +68,11 @@ func (s *Store) prune(ctx context.Context, c *pgx.Conn) (int64, error) {
 	if err := s.analyzeNew(ctx, c); err != nil { // the plans wait for autovacuum's; the keys must not wait
 		s.log.Warn("analyzing a new group's tables failed; pruning goes on", "err", err)
 	}
-	cutoff := time.Now().Add(-s.ttl).UnixNano()
-	n, err := deleteChunks(ctx, c, s.sql.pruneAge, cutoff)
+	var now time.Time // the server's clock, which the group's keys are stamped by: never this process's
+	if err := c.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return 0, fmt.Errorf("postgres store: read the server's clock: %w", err)
+	}
+	n, err := deleteChunks(ctx, c, s.sql.pruneAge, now.Add(-s.ttl).UnixNano())
 	if err != nil {
 		return n, fmt.Errorf("postgres store: prune keys by age: %w", err)
 	}

@@ -9,8 +9,13 @@ import (
 	"github.com/replayguard/replayguard/store/internal/shared"
 )
 
-// acquire takes the member's lease and learns the member's number.
+// acquire reads the server's clock, which the group's keys age by from
+// the first batch, then takes the member's lease and learns the member's
+// number.
 func (s *Store) acquire(ctx context.Context) error {
+	if err := s.readClock(ctx); err != nil {
+		return err
+	}
 	s.holder = shared.NewHolder()
 	replace := ""
 	for range 2 {
@@ -68,10 +73,21 @@ func (s *Store) renew(ctx context.Context) error {
 			"member", s.member, "group", group)
 	}
 	s.stats.Leased(time.Now().Add(s.opts.LeaseTTL))
-	sent := time.Now()
-	if now, err := s.c.Time(ctx).Result(); err == nil { // the lease runs out by the server's clock
-		s.stats.Clock(now, sent, time.Now())
+	if err := s.readClock(ctx); err != nil {
+		s.log.Warn("reading the server's clock failed: the group's keys age from the last reading by this process's monotonic clock", "err", err)
 	}
+	return nil
+}
+
+// readClock reads the server's clock (TIME), which the lease runs out by
+// and the group's keys age by.
+func (s *Store) readClock(ctx context.Context) error {
+	sent := time.Now()
+	now, err := s.c.Time(ctx).Result()
+	if err != nil {
+		return s.fail("read the server's clock", err)
+	}
+	s.stats.Clock(now, sent, time.Now())
 	return nil
 }
 

@@ -185,10 +185,19 @@ var (
 	_ engine.StatsReporter     = (*Store)(nil)
 )
 
-// Capabilities declares a group's store.
+// Capabilities declares a group's store; a member's handle reads the
+// server's clock.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s, Share: s}
+	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s, Share: s}
+	if s.member != "" {
+		c.Clock = s
+	}
+	return c
 }
+
+// ServerTime returns the latest reading of the server's clock (TIME),
+// taken with the member's lease and each renewal (engine.ServerClock).
+func (s *Store) ServerTime() (engine.ServerReading, bool) { return s.stats.ServerTime() }
 
 // ClientName is the name the store's connections give the server (CLIENT
 // SETNAME; CLIENT LIST shows it) when store.url sets none: "replayguard" and

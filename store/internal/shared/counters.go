@@ -26,16 +26,28 @@ type Counters struct {
 	offset   time.Duration // this process's clock less the store server's
 	within   time.Duration // offset's uncertainty: half the round trip
 	measured time.Time     // when offset was measured; zero: never
+	reading  engine.ServerReading
 }
 
-// Clock records this process's clock less the store server's, serverNow
-// being the server's clock read between sent and received, this process's
-// clock before the request and after its answer.
+// Clock records a reading of the store server's clock: serverNow, read
+// between sent and received, this process's clock (time.Now, with its
+// monotonic reading) before the request and after its answer. The group's
+// key clock follows it (ServerTime); the offset it gives is this
+// process's wall clock less the server's.
 func (c *Counters) Clock(serverNow, sent, received time.Time) {
 	mid := sent.Add(received.Sub(sent) / 2)
 	c.mu.Lock()
 	c.offset, c.within, c.measured = mid.Sub(serverNow), received.Sub(sent)/2, received
+	c.reading = engine.ServerReading{Server: serverNow, Sent: sent, Received: received}
 	c.mu.Unlock()
+}
+
+// ServerTime returns the latest reading of the store server's clock
+// (engine.ServerClock); false before the first.
+func (c *Counters) ServerTime() (engine.ServerReading, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reading, !c.reading.Received.IsZero()
 }
 
 // Replicating records how the server replicates asynchronously, accepted

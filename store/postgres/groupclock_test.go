@@ -1,0 +1,87 @@
+package postgres_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/store/postgres"
+)
+
+// TestAMemberWhoseWallClockStepsKeepsTheGroupsKeys: the group's keys age
+// by the store server's clock, not by a member's wall clock. A member
+// whose wall clock steps forward past window.ttl (NTP after a VM resumes)
+// still finds the replay of a key another member applied a moment ago a
+// duplicate, and a member whose wall clock runs behind by more than
+// window.ttl stamps keys that pruning leaves alone.
+func TestAMemberWhoseWallClockStepsKeepsTheGroupsKeys(t *testing.T) {
+	const ttl = 30 * time.Minute
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	g := newGroup(t, pg.URL())
+	routes := []engine.Route{{Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId",
+		Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}
+	var step [3]atomic.Int64 // each member's wall clock less the real time
+	stores := make([]*postgres.Store, 3)
+	es := make([]*engine.Engine, 3)
+	for i, id := range []string{"m1", "m2", "m3"} {
+		o := g.options(id)
+		o.TTL = ttl
+		s, err := g.openWith(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(t.Context(), s, engine.Options{Routes: routes, TTL: ttl,
+			Now: func() time.Time { return time.Now().Add(time.Duration(step[i].Load())) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		stores[i], es[i] = s, e
+	}
+	reading := func(id string) engine.Message {
+		return engine.Message{Topic: "plant/m3/energy", Payload: []byte(`{"msgId":"` + id + `","kwh":0.25}`)}
+	}
+	decide := func(i int, m engine.Message) engine.Outcome {
+		t.Helper()
+		ds, err := es[i].Process(context.Background(), []engine.Message{m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds[0].Outcome
+	}
+	t.Run("a replay on the member whose clock stepped forward past the ttl is a duplicate", func(t *testing.T) {
+		if got := decide(0, reading("r-1")); got != engine.Applied {
+			t.Fatalf("first copy on m1: %s", got)
+		}
+		step[1].Store(int64(2 * time.Hour))
+		if got := decide(1, reading("r-1")); got != engine.Duplicate {
+			t.Fatalf("replay on m2, whose wall clock stepped 2h forward a moment after m1 applied it: %s, want duplicate", got)
+		}
+	})
+	t.Run("a member whose clock runs behind by more than the ttl stamps keys pruning keeps", func(t *testing.T) {
+		step[2].Store(int64(-2 * time.Hour))
+		if got := decide(2, reading("r-2")); got != engine.Applied {
+			t.Fatalf("first copy on m3: %s", got)
+		}
+		n, err := stores[0].Prune(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("pruning deleted %d keys, each applied a moment ago", n)
+		}
+		if got := decide(0, reading("r-2")); got != engine.Duplicate {
+			t.Fatalf("replay on m1 of the key m3 applied a moment ago: %s, want duplicate", got)
+		}
+	})
+	st, err := es[0].ReadState(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || st[0].Fields["kwh"].Num != "0.5" {
+		t.Fatalf("state %+v: want meter/m3 kwh 0.5, two readings applied once each", st)
+	}
+}
