@@ -15,6 +15,7 @@ type feeds struct {
 	connected  *prometheus.GaugeVec
 	first      *prometheus.CounterVec
 	duplicates *prometheus.CounterVec
+	again      *prometheus.CounterVec
 	behind     *prometheus.HistogramVec
 	up, wasUp  map[string]bool // by feed, under Metrics.mu
 }
@@ -37,6 +38,10 @@ func newFeeds() *feeds {
 			Name: "replayguard_feed_duplicates_total",
 			Help: "Deliveries of the feed decided duplicate: mostly the twin of a message the other feed delivered first.",
 		}, []string{"feed"}),
+		again: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "replayguard_feed_applied_again_total",
+			Help: "Twins the feed delivered that were applied although the other feed's copy was applied before: their key had left the key window.",
+		}, []string{"feed"}),
 		behind: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "replayguard_feed_behind_seconds",
 			Help:    "How long after the other feed's copy each twin the feed delivered arrived: how far the feed trails.",
@@ -48,7 +53,7 @@ func newFeeds() *feeds {
 }
 
 func (f *feeds) collectors() []prometheus.Collector {
-	return []prometheus.Collector{f.deliveries, f.connected, f.first, f.duplicates, f.behind}
+	return []prometheus.Collector{f.deliveries, f.connected, f.first, f.duplicates, f.again, f.behind}
 }
 
 // Feed returns the source.Observer of one feed of mqtt.feeds: its
@@ -63,6 +68,7 @@ func (m *Metrics) Feed(name string) source.Observer {
 	m.feeds.connected.WithLabelValues(name).Set(0)
 	m.feeds.first.WithLabelValues(name)
 	m.feeds.duplicates.WithLabelValues(name)
+	m.feeds.again.WithLabelValues(name)
 	m.feeds.behind.WithLabelValues(name)
 	return source.ObserverFunc(func(e source.Event) { m.observeFeed(name, e) })
 }
@@ -95,6 +101,12 @@ func (m *Metrics) observeFeed(name string, e source.Event) {
 // copy.
 func (m *Metrics) FeedBehind(feed string, d time.Duration) {
 	m.feeds.behind.WithLabelValues(feed).Observe(d.Seconds())
+}
+
+// FeedAppliedAgain counts a twin of feed applied although the other
+// feed's copy was applied before.
+func (m *Metrics) FeedAppliedAgain(feed string) {
+	m.feeds.again.WithLabelValues(feed).Inc()
 }
 
 // countFeeds counts the committed decisions of each feed's deliveries.

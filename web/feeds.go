@@ -14,6 +14,10 @@ type FeedStatus struct {
 	Deliveries uint64 `json:"deliveries"`
 	First      uint64 `json:"first"`
 	Duplicates uint64 `json:"duplicates"`
+	// AppliedAgain counts the twins it delivered that were applied
+	// although the other feed's copy was applied before: their key had
+	// left the key window (counted in First too).
+	AppliedAgain uint64 `json:"applied_again"`
 	// BehindSeconds is how long after the other feed's copy the last twin
 	// this feed delivered arrived: how far the feed trails; 0 before any.
 	BehindSeconds float64 `json:"behind_seconds"`

@@ -23,12 +23,16 @@ func newFeedsFixture(t *testing.T, feeds func() []FeedStatus) *fixture {
 
 // GET /api/v1/feeds lists the redundant paths, and none with one path; the
 // dashboard shows each feed's connection and the share of messages it
-// delivered first, and a feed that goes down.
+// delivered first, the twins it brought that were applied again (which it
+// did not deliver first), and a feed that goes down.
 func TestFeedsOnTheAPIAndTheDashboard(t *testing.T) {
-	var bDown atomic.Bool
+	var bDown, bAgain atomic.Bool
 	feeds := func() []FeedStatus {
-		return []FeedStatus{{Name: "a", Connected: true, Deliveries: 120, First: 90, Duplicates: 30},
-			{Name: "b", Connected: !bDown.Load(), Deliveries: 110, First: 10, Duplicates: 100, BehindSeconds: 0.012}}
+		b := FeedStatus{Name: "b", Connected: !bDown.Load(), Deliveries: 110, First: 10, Duplicates: 100, BehindSeconds: 0.012}
+		if bAgain.Load() {
+			b.AppliedAgain = 4
+		}
+		return []FeedStatus{{Name: "a", Connected: true, Deliveries: 120, First: 90, Duplicates: 30}, b}
 	}
 	f := newFeedsFixture(t, feeds)
 	var got struct{ Feeds []FeedStatus }
@@ -50,6 +54,11 @@ func TestFeedsOnTheAPIAndTheDashboard(t *testing.T) {
 	}
 	if txt := b.eval(`document.querySelector('#feeds [data-feed="b"]').textContent`); !strings.Contains(txt, "trails 12 ms") {
 		t.Errorf("feed b shows %q, want it to trail by 12 ms", txt)
+	}
+	bAgain.Store(true)
+	b.waitFor("feed b's twins applied again shown", `document.querySelector('#feeds [data-feed="b"]').textContent.includes('4 applied again')`)
+	if txt := b.eval(`document.querySelector('#feeds [data-feed="a"]').textContent`); !strings.Contains(txt, "94% first") {
+		t.Errorf("feed a shows %q, want 94%% first: b's twins applied again were not first", txt)
 	}
 	bDown.Store(true)
 	b.waitFor("feed b shown down", `(() => { const e = document.querySelector('#feeds [data-feed="b"]'); return !!e && e.classList.contains('down') && e.textContent.includes('DOWN'); })()`)

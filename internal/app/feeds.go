@@ -61,7 +61,7 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 	for i, f := range cfg.MQTT.Feeds {
 		names[i] = f.Name
 	}
-	procs := FeedProcessors(p, names, m.FeedBehind)
+	procs := FeedProcessors(p, names, m.FeedBehind, appliedAgain(log, m))
 	s := &feedsSource{log: log}
 	if len(procs) > 0 {
 		s.one = procs[0].one
@@ -89,6 +89,25 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		s.feeds = append(s.feeds, &feedSource{name: f.Name, src: src, proc: procs[i]})
 	}
 	return s, nil
+}
+
+// appliedAgain counts on m each twin applied again, and logs it: the
+// first of each feed, then whenever its count doubles, so that a path
+// trailing past the key window for hours does not flood the log.
+func appliedAgain(log *slog.Logger, m *metrics.Metrics) func(feed, first string, d time.Duration) {
+	var mu sync.Mutex
+	counts := map[string]uint64{}
+	return func(feed, first string, d time.Duration) {
+		m.FeedAppliedAgain(feed)
+		mu.Lock()
+		counts[feed]++
+		n := counts[feed]
+		mu.Unlock()
+		if n&(n-1) == 0 {
+			log.Warn("a twin was applied again: its key had left the key window (window.ttl, window.max_entries) when this feed delivered it, after the other feed's copy was applied",
+				"feed", feed, "first_feed", first, "behind", d, "applied_again", n)
+		}
+	}
 }
 
 // feedProcessor is what a feed's consumer passes its batches to: f with
@@ -265,7 +284,7 @@ func (s *feedsSource) Status() []web.FeedStatus {
 	for i, f := range s.feeds {
 		deliveries, first, dups := f.proc.Counts()
 		out[i] = web.FeedStatus{Name: f.name, Connected: f.src.Ready(), Deliveries: deliveries, First: first, Duplicates: dups,
-			BehindSeconds: f.proc.Behind().Seconds()}
+			AppliedAgain: f.proc.AppliedAgain(), BehindSeconds: f.proc.Behind().Seconds()}
 	}
 	return out
 }
@@ -280,15 +299,20 @@ type FeedProcessor struct {
 	// failed is counted when it is passed again and commits); first and
 	// duplicates their decisions.
 	deliveries, first, duplicates atomic.Uint64
-	behind                        atomic.Int64 // nanoseconds: the last twin's delay behind the other feed's copy
+	// again counts the twins applied again: their key had left the key
+	// window when they came, after the other feed's copy was applied.
+	again  atomic.Uint64
+	behind atomic.Int64 // nanoseconds: the last twin's delay behind the other feed's copy
 }
 
 // FeedProcessors returns one processor per feed of names, all passing
 // their batches to p one at a time: each feed's consumer calls its own
 // from its own goroutine, and p's calls must not overlap. behind, when not
-// nil, is told how long after the other feed's copy each twin arrived.
-func FeedProcessors(p mqtt.Processor, names []string, behind func(feed string, d time.Duration)) []*FeedProcessor {
-	one := &oneAtATime{p: p, firsts: newArrivals(recentArrivals), behind: behind}
+// nil, is told how long after the other feed's copy each twin arrived;
+// again, when not nil, of each twin applied again (AppliedAgain), with the
+// feed whose copy was applied first.
+func FeedProcessors(p mqtt.Processor, names []string, behind func(feed string, d time.Duration), again func(feed, first string, d time.Duration)) []*FeedProcessor {
+	one := &oneAtATime{p: p, firsts: newArrivals(recentArrivals), behind: behind, again: again}
 	out := make([]*FeedProcessor, len(names))
 	for i, name := range names {
 		out[i] = &FeedProcessor{name: name, one: one}
@@ -376,6 +400,12 @@ func (f *FeedProcessor) Counts() (deliveries, first, duplicates uint64) {
 	return f.deliveries.Load(), f.first.Load(), f.duplicates.Load()
 }
 
+// AppliedAgain counts the twins this feed delivered that were applied
+// although the other feed's copy was applied before: their key had left
+// the key window (window.ttl, window.max_entries) when they came. Only a
+// twin whose first copy is among the last recentArrivals applied is seen.
+func (f *FeedProcessor) AppliedAgain() uint64 { return f.again.Load() }
+
 // Behind is how long after the other feed's copy the last twin this feed
 // delivered arrived; 0 before any.
 func (f *FeedProcessor) Behind() time.Duration { return time.Duration(f.behind.Load()) }
@@ -438,6 +468,7 @@ type oneAtATime struct {
 	timeMu sync.Mutex
 	firsts *arrivals
 	behind func(feed string, d time.Duration)
+	again  func(feed, first string, d time.Duration)
 }
 
 // feedBatch is one feed's Process call, waiting to be committed.
@@ -596,8 +627,9 @@ func (o *oneAtATime) fail(ctx context.Context, err error) {
 }
 
 // time notes the first copy of each message applied, and times each twin
-// against the other feed's copy; it passes over a batch that failed.
-// Called with timeMu held.
+// against the other feed's copy; it passes over a batch that failed. A
+// twin applied (its key had left the key window) is counted as applied
+// again, on its feed. Called with timeMu held.
 func (o *oneAtATime) time(batches []*feedBatch) {
 	for _, b := range batches {
 		if b.err != nil {
@@ -605,19 +637,26 @@ func (o *oneAtATime) time(batches []*feedBatch) {
 		}
 		for i := range b.ds {
 			d := &b.ds[i]
-			switch {
-			case d.Key.IsZero():
-			case d.Outcome.Effective():
+			if d.Key.IsZero() || !d.Outcome.Effective() && d.Outcome != engine.Duplicate {
+				continue
+			}
+			first, twin := o.firsts.at[d.Key]
+			twin = twin && first.feed != b.feed
+			if d.Outcome.Effective() && !twin { // a twin applied again keeps its first copy's arrival
 				o.firsts.add(d.Key, arrival{feed: b.feed, at: b.at})
-			case d.Outcome == engine.Duplicate:
-				first, ok := o.firsts.at[d.Key]
-				if !ok || first.feed == b.feed {
-					continue
-				}
-				late := max(0, b.at.Sub(first.at))
-				b.feed.behind.Store(int64(late))
-				if o.behind != nil {
-					o.behind(b.feed.name, late)
+			}
+			if !twin {
+				continue
+			}
+			late := max(0, b.at.Sub(first.at))
+			b.feed.behind.Store(int64(late))
+			if o.behind != nil {
+				o.behind(b.feed.name, late)
+			}
+			if d.Outcome.Effective() {
+				b.feed.again.Add(1)
+				if o.again != nil {
+					o.again(b.feed.name, first.feed.name, late)
 				}
 			}
 		}

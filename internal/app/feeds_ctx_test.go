@@ -28,7 +28,7 @@ func (g *ctxGated) Process(ctx context.Context, msgs []engine.Message) ([]engine
 // would be reported failed, and its drain wait a retry.
 func TestACombinedBatchIsNotFailedByAnotherFeedsStop(t *testing.T) {
 	g := &ctxGated{gated{echo: echo{t: t}, gate: make(chan struct{})}}
-	procs := FeedProcessors(g, []string{"a", "b", "c"}, nil)
+	procs := FeedProcessors(g, []string{"a", "b", "c"}, nil, nil)
 	one := procs[0].one
 	stopped, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

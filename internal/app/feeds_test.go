@@ -57,7 +57,7 @@ func (e *echo) Process(_ context.Context, msgs []engine.Message) ([]engine.Decis
 // decisions, named by its feed; a failed call fails every batch in it.
 func TestFeedProcessorsCommitOneCallAtATime(t *testing.T) {
 	p := &echo{t: t}
-	procs := FeedProcessors(p, []string{"a", "b", "c"}, nil)
+	procs := FeedProcessors(p, []string{"a", "b", "c"}, nil, nil)
 	var wg sync.WaitGroup
 	for _, f := range procs {
 		wg.Go(func() {
@@ -130,7 +130,7 @@ func (g *gated) Process(ctx context.Context, msgs []engine.Message) ([]engine.De
 // the next call, in the order they came, each getting its own decisions.
 func TestWaitingBatchesAreCombined(t *testing.T) {
 	g := &gated{echo: echo{t: t}, gate: make(chan struct{})}
-	procs := FeedProcessors(g, []string{"a", "b", "c"}, nil)
+	procs := FeedProcessors(g, []string{"a", "b", "c"}, nil, nil)
 	one := procs[0].one
 	results := make([][]engine.Decision, 3)
 	var wg sync.WaitGroup
@@ -194,7 +194,7 @@ func TestATwinIsTimedAgainstTheOtherFeedsCopy(t *testing.T) {
 	var told []string
 	procs := FeedProcessors(&window{seen: map[string]bool{}}, []string{"a", "b"}, func(feed string, d time.Duration) {
 		told = append(told, fmt.Sprintf("%s %v", feed, d > 0))
-	})
+	}, nil)
 	a, b := procs[0], procs[1]
 	msg := func(topic string) []engine.Message { return []engine.Message{{Topic: topic}} }
 	if _, err := a.Process(context.Background(), msg("m1")); err != nil {
@@ -210,6 +210,47 @@ func TestATwinIsTimedAgainstTheOtherFeedsCopy(t *testing.T) {
 		t.Fatalf("behind: a %v, b %v; want b at least 2ms behind, a not", a.Behind(), b.Behind())
 	}
 	if fmt.Sprint(told) != "[b true]" {
+		t.Fatalf("told %v", told)
+	}
+}
+
+// forgetful decides every message applied: a key window whose keys have
+// all left it.
+type forgetful struct{}
+
+func (forgetful) Process(_ context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	ds := make([]engine.Decision, len(msgs))
+	for i, m := range msgs {
+		ds[i] = engine.Decision{Outcome: engine.Applied, Key: sha256.Sum256([]byte(m.Topic))}
+	}
+	return ds, nil
+}
+
+// A twin applied (its key had left the key window) is counted as applied
+// again on the feed that delivered it, timed against the other feed's
+// copy, and told with the feed that came first; the feed that came first
+// counts nothing again.
+func TestATwinAppliedAgainIsCountedOnItsFeed(t *testing.T) {
+	var told []string
+	procs := FeedProcessors(forgetful{}, []string{"a", "b"}, nil, func(feed, first string, d time.Duration) {
+		told = append(told, fmt.Sprintf("%s after %s %v", feed, first, d > 0))
+	})
+	a, b := procs[0], procs[1]
+	msg := func(topic string) []engine.Message { return []engine.Message{{Topic: topic}} }
+	if _, err := a.Process(context.Background(), msg("m1")); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	for time.Since(before) < 2*time.Millisecond { // b's copy comes measurably later
+		runtime.Gosched()
+	}
+	b.Process(context.Background(), msg("m1"))
+	a.Process(context.Background(), msg("m2"))
+	a.Process(context.Background(), msg("m1")) // a replay on a, applied a third time: no twin of b's
+	if a.AppliedAgain() != 0 || b.AppliedAgain() != 1 || b.Behind() < 2*time.Millisecond || a.Behind() != 0 {
+		t.Fatalf("applied again: a %d, b %d (behind: a %v, b %v); want b's twin alone, at least 2ms behind", a.AppliedAgain(), b.AppliedAgain(), a.Behind(), b.Behind())
+	}
+	if fmt.Sprint(told) != "[b after a true]" {
 		t.Fatalf("told %v", told)
 	}
 }
@@ -328,7 +369,7 @@ func (f *failingProc) Process(_ context.Context, msgs []engine.Message) ([]engin
 // not make the consumer ready while feed a's commits fail.
 func TestFeedsAreNotReadyWhileCommitsFail(t *testing.T) {
 	p := &failingProc{}
-	procs := FeedProcessors(p, []string{"a", "b"}, nil)
+	procs := FeedProcessors(p, []string{"a", "b"}, nil, nil)
 	a, b := &fakeSource{}, &fakeSource{}
 	a.ready.Store(true)
 	b.ready.Store(true)
@@ -423,14 +464,14 @@ func (w *submitWindow) land(i int, err error) {
 // inside Submit, and where the processor has none, the feeds' batches are
 // combined into one call instead.
 func TestFeedsSubmitOnlyWhereTheEngineCommitsBehind(t *testing.T) {
-	sub := FeedProcessors(&submitWindow{window: window{seen: map[string]bool{}}}, []string{"a"}, nil)[0]
+	sub := FeedProcessors(&submitWindow{window: window{seen: map[string]bool{}}}, []string{"a"}, nil, nil)[0]
 	if _, ok := feedProcessor(sub, false).(*SubmittingFeed); !ok {
 		t.Error("single-owner store: the feed's processor has no Submit")
 	}
 	if _, ok := feedProcessor(sub, true).(*SubmittingFeed); ok {
 		t.Error("shared store: the feed's processor has Submit")
 	}
-	plain := FeedProcessors(&window{seen: map[string]bool{}}, []string{"a"}, nil)[0]
+	plain := FeedProcessors(&window{seen: map[string]bool{}}, []string{"a"}, nil, nil)[0]
 	if plain.Submitting() != nil {
 		t.Error("a processor without Submit gave a feed Submit")
 	}
@@ -449,7 +490,7 @@ func TestSubmittedFeedBatchesAreCountedAndTimedInOrder(t *testing.T) {
 	var told []string
 	procs := FeedProcessors(w, []string{"a", "b"}, func(feed string, d time.Duration) {
 		told = append(told, fmt.Sprintf("%s %v", feed, d > 0))
-	})
+	}, nil)
 	a, b := procs[0].Submitting(), procs[1].Submitting()
 	src := &fakeSource{}
 	src.ready.Store(true)
@@ -552,7 +593,7 @@ func TestFeedsSubmittedToTheEngineSurviveAFailedCommit(t *testing.T) {
 	ctx := context.Background()
 	st := &gatedStore{Store: memory.New(), gate: make(chan struct{})}
 	e := meterEngine(t, st)
-	procs := FeedProcessors(e, []string{"a", "b"}, nil)
+	procs := FeedProcessors(e, []string{"a", "b"}, nil, nil)
 	a, b := procs[0].Submitting(), procs[1].Submitting()
 	reading := func(id, kwh string) engine.Message {
 		return engine.Message{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":%q,"kwh":%s}`, id, kwh)}

@@ -145,7 +145,7 @@ func (g *guard) openFeeds(cfg guardConfig, m *metrics.Metrics) error {
 	for i, f := range g.cfg.MQTT.Feeds {
 		names[i] = f.Name
 	}
-	procs := app.FeedProcessors(g.eng, names, m.FeedBehind) // as run passes each feed's batches
+	procs := app.FeedProcessors(g.eng, names, m.FeedBehind, nil) // as run passes each feed's batches
 	for i, f := range g.cfg.MQTT.Feeds {
 		gf := &guardFeed{name: f.Name, clientID: f.ClientID}
 		mc := consumerConfig(g.cfg, cfg)
