@@ -153,6 +153,9 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 		fmt.Fprintf(&b, " to %s", shown(l.Field))
 	}
 	fmt.Fprintf(&b, ", %s suppressed", counted(l.Suppressed, "replay", "replays"))
+	if l.Twins > 0 {
+		fmt.Fprintf(&b, ", %s from the other path", counted(l.Twins, "twin", "twins"))
+	}
 	if l.At != nil {
 		fmt.Fprintf(&b, ", up to %s", l.At.Format(time.RFC3339Nano))
 	}

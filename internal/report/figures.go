@@ -84,7 +84,8 @@ type Report struct {
 	Quarantine   []QuarantineItem `json:"quarantine"`
 	Verification Verification     `json:"verification"`
 	// Replayed are the entities with the most replays suppressed in the
-	// period, most first (ten at most): each a link to its lineage.
+	// period, most first, then the most twins (ten at most): each a link
+	// to its lineage.
 	Replayed []EntityReplays `json:"replayed"`
 	// Lineages are the entities a reviewer named, then the most replayed:
 	// each one's lineage up to the period's end (see Lineages).
@@ -92,10 +93,13 @@ type Report struct {
 }
 
 // EntityReplays is how many replays of the messages that changed an entity
-// were suppressed in the period.
+// were suppressed in the period, and apart from them how many twins: the
+// copies another redundant path (mqtt.feeds) delivered, which are
+// duplicates by design.
 type EntityReplays struct {
 	Entity     string `json:"entity"`
 	Suppressed uint64 `json:"suppressed"`
+	Twins      uint64 `json:"twins,omitempty"`
 }
 
 // Outcomes counts decisions by outcome.

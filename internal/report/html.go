@@ -32,8 +32,20 @@ func RenderHTML(w io.Writer, r *Report) error {
 		Timeline template.HTML
 		Legend   []legendItem
 		Shared   bool
+		Twins    bool
 		Rows     sourceRows
-	}{r, timelineSVG(r), legend(r), shared(r), sourceTable(r.Sources, MaxSourceRows)})
+	}{r, timelineSVG(r), legend(r), shared(r), twins(r), sourceTable(r.Sources, MaxSourceRows)})
+}
+
+// twins reports whether any entity of r.Replayed had twins: copies of
+// another redundant path, shown apart from the replays.
+func twins(r *Report) bool {
+	for _, e := range r.Replayed {
+		if e.Twins > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // anchor is the id of entity's lineage section in r, or "" when it has

@@ -48,8 +48,11 @@ type Lineage struct {
 	// report's sections hold the last ones; explain holds every one.
 	Omitted int `json:"omitted,omitempty"`
 	// Suppressed counts the deliveries of the changes' keys that were
-	// suppressed as duplicates: the replays the entity did not take.
+	// suppressed as duplicates: the replays the entity did not take. Twins
+	// counts apart those another redundant path (mqtt.feeds) delivered than
+	// the change's, duplicates by design.
 	Suppressed int `json:"suppressed"`
+	Twins      int `json:"twins,omitempty"`
 	// Read is what the lineage was read from: how many records, and how
 	// many applied ones carry no effects before the first that does, in
 	// their chain (written before records said what they changed, or of
@@ -141,9 +144,10 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 	// lineage's changes (Omitted and its index in Changes), and the
 	// ordinal of its record in the scan.
 	type ref struct {
-		l  *Lineage
-		i  int
-		at uint64
+		l    *Lineage
+		i    int
+		at   uint64
+		feed string // the change's
 	}
 	byKey := map[engine.Hash][]ref{}
 	var read LineageRead
@@ -172,7 +176,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 				Sequence: cloneSeq(r.Sequence), ID: r.ID, Effects: effects, Suppressed: []Decision{}, Held: []Decision{}}
 			if !r.Key.IsZero() {
 				c.Key = r.Key.String()
-				byKey[r.Key] = append(byKey[r.Key], ref{l, l.Omitted + len(l.Changes), ord})
+				byKey[r.Key] = append(byKey[r.Key], ref{l, l.Omitted + len(l.Changes), ord, r.Feed})
 			}
 			l.Changes = append(l.Changes, c)
 			if opts.Keep > 0 && len(l.Changes) >= 2*opts.Keep {
@@ -223,7 +227,11 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 					if c != nil {
 						c.Suppressed = append(c.Suppressed, decisionOf(&r))
 					}
-					x.l.Suppressed++
+					if isTwin(x.feed, r.Feed) {
+						x.l.Twins++
+					} else {
+						x.l.Suppressed++
+					}
 				case (!known || !o.Effective()) && c != nil: // held, or an operator's discard
 					c.Held = append(c.Held, decisionOf(&r))
 				}

@@ -94,6 +94,7 @@ function lineageSummary(l) {
   const parts = [l.changes.length + (l.changes.length === 1 ? " change" : " changes")];
   if (l.field) parts.push("to " + l.field);
   parts.push(l.suppressed + (l.suppressed === 1 ? " replay" : " replays") + " suppressed");
+  if (l.twins) parts.push(l.twins + (l.twins === 1 ? " twin" : " twins") + " from the other path");
   if (l.at) parts.push("up to " + dateTimeOf(l.at));
   parts.push(l.read.records.toLocaleString() + " audit records read");
   return parts.join(" · ");
