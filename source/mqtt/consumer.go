@@ -265,6 +265,14 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	c.connected.Store(true)
 	broker := c.brokerURL()
 	c.log.Info("mqtt connected", "broker", broker, "client_id", c.cfg.ClientID, "session_present", ca.SessionPresent)
+	if !ca.SessionPresent && c.everSubbed.Load() {
+		// Reconnects resume the session (clean start only on a Run's
+		// first connection), which this Run's subscription made.
+		c.log.Warn("mqtt reconnected, but the broker has no session for this consumer: what it held for it since the last connection is lost "+
+			"(the broker restarted without persisting the session, expired it before mqtt.session_expiry, or is a standby that never had it); "+
+			"a sequenced route shows the loss as gaps, an id route cannot",
+			"broker", broker, "client_id", c.cfg.ClientID, "session_expiry", c.cfg.SessionExpiry)
+	}
 	c.obs.Observe(source.Event{Kind: source.Connected, Broker: broker})
 	if c.share.Left() { // stopping: the session delivers what it holds, no more
 		return
