@@ -106,6 +106,12 @@ func (c *Consumer) connect(ctx context.Context, u *url.URL) (l *link, sessionPre
 	present := tok.(*paho.ConnectToken).SessionPresent()
 	c.connected.Store(true)
 	c.log.Info("mqtt connected", "broker", l.broker, "protocol", protocolName, "client_id", c.cfg.ClientID, "session_present", present)
+	if !present && c.everSubbed.Load() { // this Run's subscription made the session the reconnect resumes
+		c.log.Warn("mqtt reconnected, but the broker has no session for this consumer: what it held for it since the last connection is lost "+
+			"(the broker restarted without persisting the session, expired it under its persistent_client_expiration, or is a standby that never had it); "+
+			"a sequenced route shows the loss as gaps, an id route cannot",
+			"broker", l.broker, "client_id", c.cfg.ClientID)
+	}
 	c.obs.Observe(source.Event{Kind: source.Connected, Broker: l.broker})
 	return l, present, nil
 }
