@@ -9,17 +9,28 @@ import (
 // JetStream returns an observer of the JetStream source that records its
 // events in the metrics the MQTT consumers' feed (connections, received,
 // commits, acks, abandoned), so that the accounting reads the same
-// whichever source runs, and counts its redeliveries in
-// replayguard_redelivered_total. It registers that counter on reg.
+// whichever source runs, counts its redeliveries in
+// replayguard_redelivered_total, and the messages of the stream it never
+// received and never will (a purge, a limit, the server moving the
+// consumer past them) in replayguard_jetstream_lost_total. It registers
+// those counters on reg.
 func (m *Metrics) JetStream(reg prometheus.Registerer) source.Observer {
 	redelivered := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "replayguard_redelivered_total",
 		Help: "Deliveries the server flagged as delivered before (JetStream num_delivered > 1): recorded in the audit's dup field, never trusted.",
 	})
-	reg.MustRegister(redelivered)
+	lost := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "replayguard_jetstream_lost_total",
+		Help: "Messages of the JetStream stream the consumer never received and never will, never decided: removed by a purge or a limit first, or passed over by the server. An upper bound where jetstream.subjects takes part of the stream; the ERROR log names their stream sequences.",
+	})
+	reg.MustRegister(redelivered, lost)
 	return source.ObserverFunc(func(e source.Event) {
-		if e.Kind == source.Redelivered {
+		switch e.Kind {
+		case source.Redelivered:
 			redelivered.Add(float64(e.N))
+			return
+		case source.Lost:
+			lost.Add(float64(e.N))
 			return
 		}
 		m.Observe(e) // the JetStream source reports the MQTT consumers' events

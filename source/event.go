@@ -60,10 +60,15 @@ const (
 	// came in a batch; the engine decides them like any other, and the
 	// audit record's dup field says so. JetStream only.
 	Redelivered
+	// Lost: messages of the stream the consumer never received and never
+	// will (N): the stream removed them first (a purge, a limit), or the
+	// server moved the consumer past them. Never decided, so never in the
+	// accounting's received. JetStream only.
+	Lost
 )
 
 var eventNames = [...]string{"connected", "disconnected", "connect_failed", "stalled", "received",
-	"committed", "commit_failed", "acked", "ack_dropped", "abandoned", "redelivered"}
+	"committed", "commit_failed", "acked", "ack_dropped", "abandoned", "redelivered", "lost"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {

@@ -89,6 +89,31 @@ func (n *NATS) DeleteConsumer(stream, consumer string) {
 	}
 }
 
+// PurgeStream purges stream on the server, as an operator's `nats stream
+// purge` does (with opts: a subject, a sequence to keep from, a count to
+// keep), and fails the test if it cannot. It returns how many messages
+// the server purged.
+func (n *NATS) PurgeStream(name string, opts ...jetstream.StreamPurgeOpt) uint64 {
+	n.tb.Helper()
+	nc, js := n.jetStream()
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		n.tb.Fatalf("testbroker: stream %s: %v", name, err)
+	}
+	before := st.CachedInfo().State.Msgs
+	if err := st.Purge(ctx, opts...); err != nil {
+		n.tb.Fatalf("testbroker: purge stream %s: %v", name, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		n.tb.Fatalf("testbroker: stream %s: %v", name, err)
+	}
+	return before - info.State.Msgs
+}
+
 // StreamMessages returns how many messages the stream holds.
 func (n *NATS) StreamMessages(name string) uint64 {
 	n.tb.Helper()

@@ -70,9 +70,10 @@ type Config struct {
 	// stream's own subjects is warned about, and each subject added is
 	// checked the same way. Default none: no check.
 	Routes []Route
-	// StreamCheck is how often Run reads the stream's subjects and first
-	// sequence and the consumer's settings (see Run). Default
-	// DefaultStreamCheck.
+	// StreamCheck is how often Run reads the stream's subjects, first
+	// sequence and deleted sequences and the consumer's settings and
+	// position (see Run); messages lost are told one reading after it
+	// shows them. Default DefaultStreamCheck.
 	StreamCheck time.Duration
 	// MaxAckPending is how many delivered messages the server lets wait
 	// for their ack: the in-flight bound and the backpressure of a slow

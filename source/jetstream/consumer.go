@@ -55,9 +55,21 @@ type Consumer struct {
 	commits   *consume.Committer
 	holding   *holding               // the messages Run holds
 	server    atomic.Pointer[string] // URL of the server connected to
-	// removedThrough is the last stream sequence told removed before the
-	// consumer received it (see removedAhead); Run's.
-	removedThrough uint64
+	// accounted is the last stream sequence accounted for: every one up
+	// to it was received, or told lost (see account); Run's.
+	accounted uint64
+	// receipts is what this bind received (see account).
+	receipts receipts
+	// verified is the last delivery (consumer sequence) known to have
+	// come here or told of; lastReading is the last check's reading, told of at
+	// the next one. Run's.
+	verified    uint64
+	lastReading *reading
+	// deliveredBefore is the consumer's delivered stream sequence at the
+	// bind: what the server delivered up to it went to an earlier process
+	// (or this one's earlier bind), which may have decided a message and
+	// stopped before its acknowledgement. Run's.
+	deliveredBefore uint64
 	// ackFloor is the consumer's ack floor as the server last told it (at
 	// the bind, a check, a reconnect), and when: every message up to it
 	// was acknowledged, so decided, and every one after it was decided
@@ -357,9 +369,19 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	}
 	info := cons.CachedInfo()
 	c.noteFloor(info)
-	if existed { // nothing of this process in flight: from the ack floor, so that a message delivered and never acknowledged counts
-		c.removedAhead(st.CachedInfo().State.FirstSeq, info.AckFloor.Stream)
+	// The stream's first sequence read after the consumer's ack floor: a
+	// purge between the two shows in it, never only in the floor it moved.
+	si, err := st.Info(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
+	first := si.State.FirstSeq
+	if existed { // nothing of this process in flight: from the ack floor, so that a message delivered and never acknowledged counts
+		c.removedAhead(first, info.AckFloor.Stream)
+	}
+	c.accounted = max(c.accounted, info.AckFloor.Stream, preceding(first))
+	c.receipts.reset(c.accounted, info.Delivered.Consumer)
+	c.verified, c.lastReading, c.deliveredBefore = info.Delivered.Consumer, nil, info.Delivered.Stream
 	verb := "jetstream consumer bound"
 	if !existed {
 		verb = "jetstream consumer created: delivering the stream from its first message"
@@ -367,7 +389,7 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	c.log.Info(verb, "stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "pending", info.NumPending,
 		"ack_pending", info.NumAckPending, "redelivered", info.NumRedelivered, "acked_through", info.AckFloor.Stream)
 	c.noteUnheld(info, 0)
-	return cons, st.CachedInfo().Config.Subjects, nil
+	return cons, si.Config.Subjects, nil
 }
 
 // consumerConfig is the durable consumer: explicit acks, every message of
@@ -496,6 +518,7 @@ func (c *Consumer) delivery(m *nats.Msg) delivery {
 	}
 	if md, err := m.Metadata(); err == nil {
 		d.delivered, d.streamSeq = md.NumDelivered, md.Sequence.Stream
+		c.receipts.received(md.Sequence.Stream, md.Sequence.Consumer)
 		d.msg.Dup = md.NumDelivered > 1 // recorded, never trusted
 	}
 	if c.prep != nil {

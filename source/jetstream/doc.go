@@ -72,8 +72,13 @@
 // While Run consumes, it reads the stream and the consumer every
 // Config.StreamCheck: a change of the stream's subjects is warned about
 // (with the routes that take each added one, Config.Routes), messages the
-// stream removed before the consumer received them are logged as an
-// error, and a max_deliver set on the server is set back to unlimited.
+// consumer never received and never will (the stream removed them first,
+// a purge above all, which moves the consumer past them at once, or the
+// server passed over them) are logged as an error with their stream
+// sequences and observed as Lost, and a max_deliver set on the server is
+// set back to unlimited. The sequences are exact for a consumer of the
+// whole stream that received every delivery the server made; else only
+// those the stream removed from its start are told, as an upper bound.
 //
 // A Processor that also has Submit, as the engine does (engine.Engine.Submit),
 // has the next batch collected and decided while the last one commits;
@@ -92,7 +97,7 @@
 // Disconnected, ConnectFailed (a (re)connect or a bind of the consumer),
 // Received, Committed, CommitFailed, Acked, AckDropped, Abandoned, and,
 // JetStream's own, Redelivered (messages the server delivered more than
-// once). nats.go reconnects after a Disconnected; an AckDropped message
+// once) and Lost (messages it never received). nats.go reconnects after a Disconnected; an AckDropped message
 // (connection closed) is delivered again after AckWait; Abandoned messages
 // are negatively acknowledged once the server holds no pull request of the
 // consumer's, so that it delivers them again at once, to the next consumer.

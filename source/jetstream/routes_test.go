@@ -65,6 +65,9 @@ func TestTheSubjectsTwoFiltersShare(t *testing.T) {
 type logBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+	// lostExpected: the test makes the consumer lose messages; else a
+	// line telling some fails it.
+	lostExpected bool
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
@@ -107,6 +110,9 @@ func routedConfig(t *testing.T, url string) (jetstream.Config, *logBuffer) {
 	logs := &logBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	t.Cleanup(func() {
+		if lines := lostLines(logs); len(lines) > 0 && !logs.lostExpected {
+			t.Errorf("messages told lost where none were: %q", lines)
+		}
 		if t.Failed() {
 			t.Log(logs.String())
 		}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/replayguard/replayguard/source"
 )
 
 // watch reads the stream's and the consumer's state every StreamCheck
@@ -15,8 +17,9 @@ import (
 //   - the stream's own subjects changed: a subject added reaches the
 //     consumer (with no filter, or one covering it), and the routes decide
 //     its messages, or none does (noteRoutes);
-//   - the stream removed messages before the consumer received them
-//     (removedAhead);
+//   - the stream removed messages before the consumer received them, or
+//     the server moved the consumer past messages it never received
+//     (account, one check later);
 //   - the consumer's max_deliver was set on the server: it is set back to
 //     unlimited, as at the bind.
 func (c *Consumer) watch(ctx context.Context, nc *nats.Conn, cons jetstream.Consumer, subjects []string) {
@@ -41,6 +44,10 @@ func (c *Consumer) watch(ctx context.Context, nc *nats.Conn, cons jetstream.Cons
 func (c *Consumer) check(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, seen []string) []string {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	// The consumer's state first, then the stream's: a purge between the
+	// two then shows in the stream's first or deleted sequences, and never
+	// only in where the server moved the consumer.
+	info, infoErr := cons.Info(ctx)
 	st, err := js.Stream(ctx, c.cfg.Stream)
 	if err != nil {
 		return seen
@@ -52,12 +59,16 @@ func (c *Consumer) check(ctx context.Context, js jetstream.JetStream, cons jetst
 		c.noteRoutes(diff(seen, now), "stream subjects changed")
 		seen = now
 	}
-	info, err := cons.Info(ctx) // after the stream's: its delivered sequence is no older
-	if err != nil {
+	if infoErr != nil {
 		return seen
 	}
 	c.noteFloor(info)
-	c.removedAhead(si.State.FirstSeq, info.Delivered.Stream)
+	rd := reading{first: si.State.FirstSeq, delivered: info.Delivered.Stream, ackFloor: info.AckFloor.Stream, dseq: info.Delivered.Consumer}
+	c.readDeleted(ctx, st, si, &rd)
+	if p := c.lastReading; p != nil {
+		c.account(*p, rd.dseq >= p.dseq)
+	}
+	c.lastReading = &rd
 	if n := info.Config.MaxDeliver; n > 0 {
 		cc := c.consumerConfig()
 		startOf(&cc, info.Config) // a durable made elsewhere to start at a sequence keeps it
@@ -73,28 +84,21 @@ func (c *Consumer) check(ctx context.Context, js jetstream.JetStream, cons jetst
 	return seen
 }
 
-// removedAhead tells, once per range, when the stream's first message
-// lies past the next one the consumer would receive: the stream removed
-// messages the consumer never received (a purge, a limit on age, count or
-// size with discard old, a stream edit), and nothing will deliver them.
-// The count is an upper bound: some may not be of the consumer's subjects.
-// At the bind, after is the consumer's ack floor: a message delivered and
-// never acknowledged (to a process that stopped before deciding it, or to
-// a pull request that outlived it) and then removed is lost as well, and
-// no process of this run holds one; while Run consumes, it is the last
-// message delivered, so that those in hand are not told. It tells what the
-// consumer's position shows, and the server moves that
-// past removed messages itself when it looks for the next one to deliver
-// (nats-server 2.9: at once on a purge; on a limit, once a pull waits with
-// room under max_ack_pending): reliably the removals made while no
-// replayguard ran, at the bind, and those ahead of a consumer that
-// holds max_ack_pending messages as they happen, at best.
+// removedAhead tells, at the bind, when the stream's first message lies
+// past the consumer's ack floor, after: the stream removed messages the
+// consumer never acknowledged (a purge, a limit on age, count or size
+// with discard old, a stream edit) while no replayguard consumed, and
+// nothing will deliver them. A message delivered and never acknowledged
+// (to a process that stopped before deciding it, or to a pull request
+// that outlived it) and then removed is lost as well. The count is an
+// upper bound: some may not be of the consumer's subjects.
 func (c *Consumer) removedAhead(first, after uint64) {
-	if first <= after+1 || first-1 <= c.removedThrough {
+	if first <= after+1 || first-1 <= c.accounted {
 		return
 	}
-	from := max(after, c.removedThrough) + 1
+	from := max(after, c.accounted) + 1
 	c.log.Error("jetstream: the stream removed messages this consumer never acknowledged (a purge, a max_age, max_msgs or max_bytes limit with discard old, a stream edit): no decision of them was acknowledged, and nothing will deliver them; a decision the audit log holds for one was made before a stop took its acknowledgement",
 		"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "from_sequence", from, "through_sequence", first-1, "messages_at_most", first-from)
-	c.removedThrough = first - 1
+	c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: int(first - from)})
+	c.accounted = first - 1
 }
