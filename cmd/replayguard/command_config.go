@@ -20,17 +20,14 @@ var (
 func cmdLint(e *env) error {
 	// loadConfig already checked every section and what run needs on top
 	// (config.LoadRun), and listed every problem with its line.
-	for _, w := range e.cfg.Warnings() {
-		at := e.cfgSrc
-		if w.Line > 0 {
-			at += ":" + strconv.Itoa(w.Line)
-		}
-		fmt.Fprintf(e.stdout, "%s: warning: %s\n", at, w)
-	}
+	printWarnings(e, e.cfg.Warnings())
 	problems, skipped := app.CheckSQL(e.ctx, e.cfg)
 	problems = append(app.CheckLocal(e.cfg), problems...)
 	derived, unread := app.CheckKeyDerivations(e.ctx, e.cfg)
 	problems = append(problems, derived...)
+	stream, subjectWarnings, unasked := app.CheckJetStream(e.ctx, e.cfg)
+	problems = append(problems, stream...)
+	printWarnings(e, subjectWarnings)
 	slices.SortStableFunc(problems, func(a, b config.Problem) int { return a.Line - b.Line })
 	if len(problems) > 0 {
 		return &config.ValidationError{File: e.cfgSrc, Problems: problems}
@@ -41,8 +38,22 @@ func cmdLint(e *env) error {
 	if unread != nil {
 		fmt.Fprintf(e.stdout, "%s: key derivations not checked against the store's record: %v\n", e.cfgSrc, unread)
 	}
+	if unasked != nil {
+		fmt.Fprintf(e.stdout, "%s: the stream's subjects not checked against the routes: %v (run's bind logs each subject the consumer takes with the routes that match it, and warns of one no route matches)\n", e.cfgSrc, unasked)
+	}
 	fmt.Fprintf(e.stdout, "%s: ok (%s)\n", e.cfgSrc, counted(int64(len(e.cfg.Routes)), "route", "routes"))
 	return nil
+}
+
+// printWarnings prints ws on stdout, each with its file and line.
+func printWarnings(e *env, ws []config.Problem) {
+	for _, w := range ws {
+		at := e.cfgSrc
+		if w.Line > 0 {
+			at += ":" + strconv.Itoa(w.Line)
+		}
+		fmt.Fprintf(e.stdout, "%s: warning: %s\n", at, w)
+	}
 }
 
 func cmdConfig(e *env) error {

@@ -31,6 +31,9 @@
 // topic SubjectToTopic returns ('.' separators become '/'), so
 // plant.m1.energy matches plant/+/energy with topic[1] = m1. A subject
 // with no unambiguous topic is malformed, with the reason, and acknowledged.
+// Cover tells how routes meet the subjects of a stream that a consumer
+// takes, as the bind logs it; StreamSubjects reads those subjects from
+// the server once, so that a configuration can be checked before a start.
 //
 // # Acknowledgements
 //

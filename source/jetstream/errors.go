@@ -2,7 +2,7 @@ package jetstream
 
 import "errors"
 
-// Errors returned by New and Run.
+// Errors returned by New, Run and StreamSubjects.
 var (
 	// ErrConfig is returned by New for an invalid Config. It is permanent:
 	// the same configuration fails again.
@@ -17,6 +17,9 @@ var (
 	// deleted on the server while Run consumes. Starting again creates it
 	// anew, delivering the stream from its first message.
 	ErrConsumerDeleted = errors.New("jetstream: durable consumer deleted on the server")
+	// ErrUnreachable is returned by StreamSubjects when the server cannot
+	// be reached, or does not answer in time. It may pass.
+	ErrUnreachable = errors.New("jetstream: server not reachable")
 	// ErrRunning is returned by Run while another Run of the same Consumer
 	// has not returned.
 	ErrRunning = errors.New("jetstream: consumer already running")

@@ -38,22 +38,8 @@ func (c *Consumer) noteRoutes(subjects []string, when string) {
 }
 
 // taken is the part of each of the stream's subjects that the consumer's
-// filter takes: the subjects themselves with no filter, else their
-// intersections with the filter's subjects.
-func (c *Consumer) taken(stream []string) []string {
-	if len(c.cfg.Subjects) == 0 {
-		return stream
-	}
-	var out []string
-	for _, s := range stream {
-		for _, f := range c.cfg.Subjects {
-			if i := intersect(s, f); i != "" && !slices.Contains(out, i) {
-				out = append(out, i)
-			}
-		}
-	}
-	return out
-}
+// filter takes (takenOf).
+func (c *Consumer) taken(stream []string) []string { return takenOf(stream, c.cfg.Subjects) }
 
 // diff is what b holds that a does not.
 func diff(a, b []string) []string {

@@ -2,7 +2,9 @@ package jetstream_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,5 +180,29 @@ func TestASubjectAddedToTheStreamWhileRunningIsWarnedAboutAndItsMessagesQuaranti
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestCoverTellsTheSubjectsNoRouteTakesAndTheRoutesNoSubjectFeeds(t *testing.T) {
+	routes := []jetstream.Route{{Name: "energy", Topic: "plant/+/energy"}, {Name: "alarm-m1", Topic: "plant/m1/alarm"}, {Name: "power", Topic: "plant/+/power"}}
+	for _, c := range []struct {
+		name           string
+		stream, filter []string
+		unrouted, idle []string
+		partly         []jetstream.Partly
+	}{
+		{"every subject routed, every route fed", []string{"plant.*.energy", "plant.*.power", "plant.m1.alarm"}, nil, nil, nil, nil},
+		{"a subject no route matches", []string{"plant.*.energy", "plant.*.power", "plant.m1.alarm", "site.>"}, nil, []string{"site.>"}, nil, nil},
+		{"a subject the routes match in part", []string{"plant.*.energy", "plant.*.power", "plant.*.alarm"}, nil, nil, nil,
+			[]jetstream.Partly{{Subject: "plant.*.alarm", Routes: []string{"alarm-m1"}}}},
+		{"a route no subject feeds", []string{"plant.*.energy", "plant.m1.alarm"}, nil, nil, []string{"power"}, nil},
+		{"the filter takes part of the stream", []string{"plant.>"}, []string{"plant.*.energy"}, nil, []string{"alarm-m1", "power"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cv := jetstream.Cover(c.stream, c.filter, routes)
+			if !slices.Equal(cv.Unrouted, c.unrouted) || !slices.Equal(cv.Idle, c.idle) || fmt.Sprint(cv.Partly) != fmt.Sprint(c.partly) {
+				t.Errorf("Cover = unrouted %v, idle %v, partly %v; want %v, %v, %v", cv.Unrouted, cv.Idle, cv.Partly, c.unrouted, c.idle, c.partly)
+			}
+		})
 	}
 }
