@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
@@ -198,7 +199,13 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 // otherwise delete the archived history of a chain the store lost (a
 // server that keeps nothing on disk restarted, a store restored from an
 // older copy), whose chain begins again below them. Such a segment stays,
-// and retention of the chain stops until an operator moves it aside.
+// and retention of the chain stops until an operator moves it aside;
+// unless the member itself found the loss and decided again what it lost
+// (a failover to a standby that lacked its last commits, recovered from
+// its journal or accepted by an operator): the chain then holds a
+// recovered or loss_accepted record at or after the segment's first
+// position, and the segments the store lost are moved aside (setAside),
+// kept, and retention goes on.
 func (r *Retention) checkLeftovers(ctx context.Context, base engine.AuditHead) error {
 	entries, err := os.ReadDir(r.dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -207,6 +214,7 @@ func (r *Retention) checkLeftovers(ctx context.Context, base engine.AuditHead) e
 	if err != nil {
 		return fmt.Errorf("audit archive: %w", err)
 	}
+	var lost []Manifest
 	for _, e := range entries {
 		first, _, kind, ok := parseName(e.Name())
 		if !ok || kind != manifestSuffix || first <= base.Position {
@@ -225,11 +233,74 @@ func (r *Retention) checkLeftovers(ctx context.Context, base engine.AuditHead) e
 			return err
 		}
 		if !held {
-			return fmt.Errorf("%w: %s holds sealed segment %s (positions %d..%d), which the store's chain does not hold: "+
-				"the store lost the chain it was archived from (its base is now %d); retention will not archive over it: move the segment and its manifest aside",
-				ErrArchiveAhead, r.dir, m.Segment, m.First, m.Last, base.Position)
+			lost = append(lost, m)
 		}
 	}
+	if len(lost) == 0 {
+		return nil
+	}
+	recovered, err := r.recoveredSince(ctx, lost[0].First)
+	if err != nil {
+		return err
+	}
+	if !recovered {
+		m := lost[0]
+		return fmt.Errorf("%w: %s holds sealed segment %s (positions %d..%d), which the store's chain does not hold: "+
+			"the store lost the chain it was archived from (its base is now %d); retention will not archive over it: move the segment and its manifest aside",
+			ErrArchiveAhead, r.dir, m.Segment, m.First, m.Last, base.Position)
+	}
+	return r.setAside(lost, base)
+}
+
+// recoveredSince reports whether the store's chain holds, at or after
+// position from, the record of a recovery from the member's journal or of
+// an operator's acceptance of a loss: the member found that the store had
+// lost its commits and decided again what it had lost.
+func (r *Retention) recoveredSince(ctx context.Context, from uint64) (bool, error) {
+	found := false
+	err := r.store.ScanAudit(ctx, from, func(rec engine.AuditRecord) error {
+		if rec.Outcome == engine.OutcomeRecovered || rec.Outcome == engine.OutcomeLossAccepted {
+			found = true
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return false, err
+	}
+	return found, nil
+}
+
+// lostDirPrefix begins the name of the directory, beside a chain's
+// segments, that setAside moves the segments of a lost chain into.
+const lostDirPrefix = "lost-"
+
+// setAside moves the sealed segments the store lost, after the member
+// decided their deliveries again, out of the chain's way into a directory
+// of the chain's own, lost-<base>-<time>: verification reads the chain's
+// segments only, and these stay, the decisions as first made. Each
+// segment moves before its manifest, so that a crash in between leaves
+// the manifest, which the next pass moves, and never an unsealed segment
+// clearFrom would take for a leftover.
+func (r *Retention) setAside(lost []Manifest, base engine.AuditHead) error {
+	dest := filepath.Join(r.dir, fmt.Sprintf("%s%020d-%s", lostDirPrefix, base.Position, r.opts.Now().UTC().Format("20060102T150405.000000000Z")))
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return fmt.Errorf("audit archive: %w", err)
+	}
+	for _, m := range lost {
+		for _, name := range []string{m.Segment, ManifestName(m.First, m.Last)} {
+			if err := os.Rename(filepath.Join(r.dir, name), filepath.Join(dest, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("audit archive: %w", err)
+			}
+		}
+	}
+	for _, d := range []string{dest, r.dir} {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	r.log.Warn("audit retention: the store lost these archived records, and the member decided their deliveries again; their segments are moved aside and kept",
+		"segments", len(lost), "first", lost[0].First, "last", lost[len(lost)-1].Last, "base", base.Position, "dir", dest)
 	return nil
 }
 
