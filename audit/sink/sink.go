@@ -117,6 +117,7 @@ type runner struct {
 	wake      chan struct{}
 	mu        sync.Mutex
 	cursors   map[string]uint64 // by chain, once read from the store
+	rewinds   map[string]uint64 // by chain, how often rewind moved its cursor back
 	delivered atomic.Uint64
 	failures  atomic.Uint64
 }
@@ -159,18 +160,25 @@ func newSet(logs chainLogs, opts Options) (*Set, error) {
 			return nil, fmt.Errorf("audit sink: name %q is empty, repeated or has no exporter", k.Name)
 		}
 		seen[k.Name] = true
-		s.sinks = append(s.sinks, &runner{Sink: k, wake: make(chan struct{}, 1), cursors: map[string]uint64{}})
+		s.sinks = append(s.sinks, &runner{Sink: k, wake: make(chan struct{}, 1), cursors: map[string]uint64{}, rewinds: map[string]uint64{}})
 	}
 	return s, nil
 }
 
 // Committed advances the head of the records' chain and wakes every sink.
-// It never blocks.
+// A commit at or below a sink's cursor is a chain that went back: its
+// store lost the member's last commits (a failover to a standby that
+// lacked them) and the member decided them again, into other records at
+// the positions the sink had delivered. The sink's cursor then goes back
+// to just before the commit, so that it delivers them. It never blocks.
 func (s *Set) Committed(recs []engine.AuditRecord, _ []engine.EntityState) {
 	if len(recs) == 0 {
 		return
 	}
-	last := recs[len(recs)-1]
+	first, last := recs[0], recs[len(recs)-1]
+	for _, r := range s.sinks {
+		r.rewind(first.Member, first.Position-1)
+	}
 	s.raise(last.Member, last.Position)
 	s.wakeAll()
 }
@@ -338,6 +346,7 @@ func (s *Set) fly(ctx context.Context, chain string) (_ context.Context, land fu
 
 // deliverBatch is deliver's work once the delivery started.
 func (s *Set) deliverBatch(ctx context.Context, r *runner, chain string) (int, error) {
+	rewinds := r.rewound(chain)
 	c, err := s.loadCursor(ctx, r, chain)
 	if err != nil {
 		return 0, fmt.Errorf("read cursor: %w", err)
@@ -367,10 +376,16 @@ func (s *Set) deliverBatch(ctx context.Context, r *runner, chain string) (int, e
 		return 0, err
 	}
 	last := batch[len(batch)-1].Position
+	if r.rewound(chain) != rewinds {
+		// The chain went back below the batch meanwhile: the records the
+		// member decided again at its positions go next.
+		r.delivered.Add(uint64(len(batch)))
+		return len(batch), nil
+	}
 	if err := s.logs.setCursor(ctx, chain, r.Name, last); err != nil {
 		return 0, fmt.Errorf("save cursor %d: %w", last, err)
 	}
-	r.advance(chain, last)
+	r.advance(chain, last, rewinds)
 	r.delivered.Add(uint64(len(batch)))
 	s.raise(chain, last)
 	return len(batch), nil
@@ -401,13 +416,31 @@ func (s *Set) loadCursor(ctx context.Context, r *runner, chain string) (uint64, 
 }
 
 // advance moves the sink's cursor on chain to pos, unless the chain was
-// taken away meanwhile.
-func (r *runner) advance(chain string, pos uint64) {
+// taken away meanwhile, or its cursor was rewound since the batch read
+// it (rewinds, as rewinds returned then, says which).
+func (r *runner) advance(chain string, pos, rewinds uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.cursors[chain]; ok {
+	if _, ok := r.cursors[chain]; ok && r.rewinds[chain] == rewinds {
 		r.cursors[chain] = pos
 	}
+}
+
+// rewind moves the sink's cursor on chain back to pos when it is past it.
+func (r *runner) rewind(chain string, pos uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.cursors[chain]; ok && c > pos {
+		r.cursors[chain] = pos
+		r.rewinds[chain]++
+	}
+}
+
+// rewound returns how often chain's cursor was rewound.
+func (r *runner) rewound(chain string) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rewinds[chain]
 }
 
 // cursor is the sink's cursor on chain as far as it knows; 0 before it
