@@ -115,6 +115,7 @@ type Drainer struct {
 	obs  Observer
 
 	depth  atomic.Int64           // Member's pending entries: counted, kept by deltas
+	newest atomic.Uint64          // the highest id of Member's entries committed since New
 	added  atomic.Int64           // entries committed since New
 	gate   gate                   // Admit's state
 	outMu  map[string]*sync.Mutex // one Deliver per output at a time
@@ -180,9 +181,20 @@ func setDefault[T int | time.Duration](p *T, v T) {
 func (d *Drainer) Committed([]engine.AuditRecord, []engine.EntityState) {}
 
 // OutboxCommitted implements engine.OutboxObserver: it counts the new
-// entries of Member's outbox and wakes the outputs they go to. It never
-// blocks.
+// entries of Member's outbox and wakes the outputs they go to. Entries
+// whose ids are not above those committed before went back: the store
+// lost the member's last commits (a failover to a standby that lacked
+// them) and the member decided them again, at positions, and so outbox
+// ids, at or below those its lanes had delivered up to; the lanes then
+// read the outbox from its start, as after a requeue. It never blocks.
 func (d *Drainer) OutboxCommitted(entries []engine.OutboxEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	if entries[0].ID <= d.newest.Load() {
+		d.rewind(d.opts.Member)
+	}
+	d.newest.Store(entries[len(entries)-1].ID)
 	// added first: a recount (refresh) between the two, of a store that
 	// did not hold these entries yet, then counts them through added, and
 	// the count errs high, never low.
