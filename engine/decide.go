@@ -29,7 +29,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		return e.record(m, dec, now, ref, by)
 	}
 	if d.placer != nil {
-		if dec, stop := e.place(d, m.Topic, now, ref != 0); stop {
+		// A delivery first applied, decided again from the journal, was
+		// acknowledged as genuine: its kind places it as a release.
+		if dec, stop := e.place(d, m.Topic, now, ref != 0 || m.recovery == recoveredApplied); stop {
 			if dec.Outcome.Held() {
 				e.heldPlaced(d, m.Topic, now)
 			}

@@ -200,9 +200,11 @@ type Placement struct {
 }
 
 // Released reports whether an operator releases the delivery from
-// quarantine: a kind places it where what it knows makes one placement
-// the likeliest, even where a delivery would be held as ambiguous, the
-// operator having judged it genuine; the window rules decide it then.
+// quarantine, or a member decides again from its journal a delivery it
+// applied before its shared store lost the commit: a kind places it where
+// what it knows makes one placement the likeliest, even where a delivery
+// would be held as ambiguous, the operator (or the first decision) having
+// judged it genuine; the window rules decide it then.
 func (p *Placement) Released() bool { return p.released }
 
 // Topic is the delivery's topic.

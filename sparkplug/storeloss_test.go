@@ -1,0 +1,103 @@
+package sparkplug_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/journal"
+	"github.com/replayguard/replayguard/sparkplug"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+// TestAnEdgesDataAMemberAppliedIsAppliedAgainAfterAFailoverTheGroupWentOnFrom:
+// member m1 applies an edge's NDATA seq 1..30; the store fails over to a
+// replica that holds them up to seq 20; before m1 decides 21..30 again from
+// its journal, member m2 applies the edge's NDATA that came after them,
+// seq 31..200, so that 21..30 are now more than half the ring behind the
+// session's highest. m1 applied and acknowledged them: they are applied
+// again (placed by their timestamps, as an operator's release is), never
+// held, and the edge's pulses sum to 200.
+func TestAnEdgesDataAMemberAppliedIsAppliedAgainAfterAFailoverTheGroupWentOnFrom(t *testing.T) {
+	ctx := context.Background()
+	g := memory.NewGroup(keyTTL, 10_000)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clockNow := func() time.Time { return now }
+	handles := map[string]*memory.Member{}
+	member := func(id string, j engine.Journal) *engine.Engine {
+		t.Helper()
+		m, err := g.Open(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(ctx, m, engine.Options{Routes: []engine.Route{plantRoute}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}},
+			Now: clockNow, StoreName: "memory", Journal: j})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close(); m.Close() })
+		handles[id] = m
+		return e
+	}
+	j, err := journal.Open(t.TempDir(), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	m1, m2 := member("m1", j), member("m2", nil)
+	send := func(e *engine.Engine, msgs ...sparkplug.Message) {
+		t.Helper()
+		in := make([]engine.Message, len(msgs))
+		for i, m := range msgs {
+			in[i] = engine.Message{Topic: m.Topic, Payload: m.Payload}
+		}
+		now = now.Add(time.Second)
+		out, err := e.Process(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range out {
+			if d.Outcome != engine.Applied && d.Outcome != engine.AppliedLate {
+				t.Fatalf("message %d (%s): %s (%s), want applied", i, msgs[i].Topic, d.Outcome, d.Reason)
+			}
+		}
+	}
+	c := newClock()
+	edge := sparkplug.NewEdge("plant", "e1", 0)
+	send(m1, edge.Birth(c.next(), meterMetrics))
+	for range 20 {
+		send(m1, edge.Data(c.next(), pulse()))
+	}
+	replica := g.Checkpoint()
+	for range 10 {
+		send(m1, edge.Data(c.next(), pulse()))
+	}
+	g.FailOver(replica)
+	for range 170 {
+		send(m2, edge.Data(c.next(), pulse()))
+	}
+	if err := m1.CheckStore(ctx); err != nil {
+		t.Fatalf("m1 did not recover what the store lost from its journal: %v", err)
+	}
+	err = handles["m1"].ScanQuarantine(ctx, func(q engine.QuarantineEntry) error {
+		t.Errorf("held after the recovery: %s", q.Reason)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := m1.ReadState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for _, s := range st {
+		if s.Name == "meter/e1" {
+			got = s.Fields["pulses"].Num
+		}
+	}
+	if got != "200" {
+		t.Errorf("meter/e1 pulses = %q after the recovery, want 200", got)
+	}
+}
