@@ -631,6 +631,12 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 			return ""
 		}
 	}
+	if p.Released() && ok && s <= h && older {
+		if c, found := sp.untakenBelow(d, p, w, s); found {
+			sp.seq = c
+			return ""
+		}
+	}
 	if older && (!ok || s > h) {
 		// Behind the highest by its timestamp, more than half the ring:
 		// when one placement congruent to its seq is left in the window
@@ -686,6 +692,28 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	}
 	sp.seq = s
 	return ""
+}
+
+// untakenBelow places a message judged genuine (an operator's release,
+// or a delivery first applied and decided again from the journal after
+// the store lost it), older than the session's highest, whose nearest
+// placement s another message took (its key held with other content, or
+// the window saw it): it was sent a ring or more before, and its place is
+// the nearest below s, within the window, that no message took. found is
+// false when s is not taken, or no placement below is free.
+func (sp *spMessage) untakenBelow(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, s int64) (int64, bool) {
+	key := func(c int64) engine.Hash { return engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c) }
+	taken := func(c int64) bool { return p.HoldsKey(key(c)) || seenIn(w, c) }
+	if !taken(s) {
+		return 0, false
+	}
+	low := max(0, w.High-int64(p.SequenceSpan()), w.First)
+	for c := s - 256; c >= low; c -= 256 {
+		if !taken(c) {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,

@@ -2,6 +2,7 @@ package sparkplug_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,12 +15,20 @@ import (
 // TestAnEdgesDataAMemberAppliedIsAppliedAgainAfterAFailoverTheGroupWentOnFrom:
 // member m1 applies an edge's NDATA seq 1..30; the store fails over to a
 // replica that holds them up to seq 20; before m1 decides 21..30 again from
-// its journal, member m2 applies the edge's NDATA that came after them,
-// seq 31..200, so that 21..30 are now more than half the ring behind the
-// session's highest. m1 applied and acknowledged them: they are applied
-// again (placed by their timestamps, as an operator's release is), never
-// held, and the edge's pulses sum to 200.
+// its journal, member m2 applies the edge's NDATA that came after them, so
+// that 21..30 are now more than half the ring behind the session's
+// highest, or more than a whole ring (their nearest placements are m2's
+// messages). m1 applied and acknowledged them: they are applied again
+// (placed by their timestamps, as an operator's release is, where no
+// message took the placement), never held, and the edge's pulses sum to
+// every message's.
 func TestAnEdgesDataAMemberAppliedIsAppliedAgainAfterAFailoverTheGroupWentOnFrom(t *testing.T) {
+	for _, after := range []int{170, 300} {
+		t.Run(fmt.Sprintf("%d messages on", after), func(t *testing.T) { edgeDataAfterFailover(t, after) })
+	}
+}
+
+func edgeDataAfterFailover(t *testing.T, after int) {
 	ctx := context.Background()
 	g := memory.NewGroup(keyTTL, 10_000)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -74,7 +83,7 @@ func TestAnEdgesDataAMemberAppliedIsAppliedAgainAfterAFailoverTheGroupWentOnFrom
 		send(m1, edge.Data(c.next(), pulse()))
 	}
 	g.FailOver(replica)
-	for range 170 {
+	for range after {
 		send(m2, edge.Data(c.next(), pulse()))
 	}
 	if err := m1.CheckStore(ctx); err != nil {
@@ -97,7 +106,7 @@ func TestAnEdgesDataAMemberAppliedIsAppliedAgainAfterAFailoverTheGroupWentOnFrom
 			got = s.Fields["pulses"].Num
 		}
 	}
-	if got != "200" {
-		t.Errorf("meter/e1 pulses = %q after the recovery, want 200", got)
+	if want := fmt.Sprint(30 + after); got != want {
+		t.Errorf("meter/e1 pulses = %q after the recovery, want %s", got, want)
 	}
 }
