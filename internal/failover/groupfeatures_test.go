@@ -220,7 +220,7 @@ func (g *group) KillUntilChainTakenOver(d *daemon, otlp *otlpReceiver) string {
 }
 
 // WaitSinks waits until every chain's head is in the files and at the
-// OTLP receiver, and returns each member's chain head.
+// OTLP receiver (when there is one), and returns each member's chain head.
 func (g *group) WaitSinks(files map[string]string, otlp *otlpReceiver) map[string]engine.AuditHead {
 	g.t.Helper()
 	st := openStore(g.t, g.members[0].setup)
@@ -253,7 +253,10 @@ func (g *group) WaitSinks(files map[string]string, otlp *otlpReceiver) map[strin
 	var left []string
 	deadline := time.Now().Add(time.Minute)
 	for {
-		left = append(behind("file", fileStreams(g.t, files)), behind("otlp", [][]engine.AuditRecord{otlp.Records()})...)
+		left = behind("file", fileStreams(g.t, files))
+		if otlp != nil {
+			left = append(left, behind("otlp", [][]engine.AuditRecord{otlp.Records()})...)
+		}
 		if len(left) == 0 {
 			return heads
 		}

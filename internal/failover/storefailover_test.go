@@ -52,6 +52,7 @@ func TestStoreFailover(t *testing.T) {
 // then promotes in place of the primary.
 type replicated struct {
 	store    string // the store section, as a YAML flow mapping
+	url      string // the store's URL
 	cutOff   func() // the replica stops receiving the primary's commits
 	failOver func() // the primary dies whole; the replica takes its place
 }
@@ -70,7 +71,7 @@ func startReplicated(t *testing.T, kind string, sync bool) replicated {
 		if !sync {
 			store += ", allow_async_replication: true"
 		}
-		return replicated{store: store + "}", cutOff: primary.PauseWALSender, failOver: func() {
+		return replicated{store: store + "}", url: testbroker.MultiHostURL(primary, standby), cutOff: primary.PauseWALSender, failOver: func() {
 			primary.KillAll()
 			standby.Promote()
 		}}
@@ -80,6 +81,7 @@ func startReplicated(t *testing.T, kind string, sync bool) replicated {
 		addr := startTCPMover(t, primary.Addr())
 		return replicated{
 			store:  fmt.Sprintf("{kind: redis, url: %q, allow_async_replication: true, commit_timeout: 5s}", "redis://"+addr.Addr()+"/0"),
+			url:    "redis://" + addr.Addr() + "/0",
 			cutOff: replica.Pause,
 			failOver: func() {
 				primary.Kill()
