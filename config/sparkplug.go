@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/replayguard/replayguard/internal/sptopic"
 )
 
 // Route kinds.
@@ -13,7 +15,7 @@ const (
 )
 
 // SparkplugNamespace is the first level of every Sparkplug B topic.
-const SparkplugNamespace = "spBv1.0"
+const SparkplugNamespace = sptopic.Namespace
 
 // checkSparkplug checks a route of kind sparkplug in place of the identity
 // checks of a json route: its source, sequence and epoch are implied.
@@ -24,25 +26,16 @@ func (r Route) checkSparkplug(ps *problems, f field) {
 				"(source [group, edge] from the topic, sequence the payload's seq, epoch the edge's session from bdSeq); drop it", p.name)
 		}
 	}
-	if first, rest, _ := strings.Cut(r.Topic, "/"); r.Topic != "" && (first != SparkplugNamespace || rest == "") {
-		ps.add(f.dot("topic"), "topic %q: a sparkplug route's topic is under %s/, like %s/plant/+/# (%s/{group}/{type}/{edge}[/{device}])",
-			r.Topic, SparkplugNamespace, SparkplugNamespace, SparkplugNamespace)
+	if r.Topic == "" {
 		return
 	}
-	levels := strings.Split(r.Topic, "/")
-	switch {
-	case len(levels) > 1 && levels[1] == "STATE":
-		ps.add(f.dot("topic"), "topic %q: %s/STATE/ holds the host applications' STATE messages, not an edge's: "+
-			"a sparkplug route decides %s; name a group, like %s/plant/#", r.Topic, SparkplugNamespace, sparkplugTypes, SparkplugNamespace)
-	case len(levels) > 2 && levels[2] != "+" && levels[2] != "#" && !slices.Contains(strings.Split(sparkplugTypes, ", "), levels[2]):
-		ps.add(f.dot("topic"), "topic %q: message type %q is not one a sparkplug route decides (%s; NCMD and DCMD are a host application's commands, "+
-			"not an edge's messages); write + for the type level, like %s/plant/+/#, and the route subscribes to the types it decides alone",
-			r.Topic, levels[2], sparkplugTypes, SparkplugNamespace)
+	if err := sptopic.CheckFilter(r.Topic); err != nil {
+		ps.add(f.dot("topic"), "%v", err)
 	}
 }
 
 // sparkplugTypes are the message types a sparkplug route decides.
-const sparkplugTypes = "NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH"
+var sparkplugTypes = strings.Join(sptopic.Types, ", ")
 
 // checkSparkplugPath reports p unless a sparkplug route can read it:
 // metrics.<Name> (the name is the rest, '.', '/' and spaces included),
@@ -70,7 +63,7 @@ func (c *Config) sparkplugWarnings(warn func(path, msg string)) {
 	typed := len(c.JetStream.Subjects) > 0
 	for _, s := range c.JetStream.Subjects {
 		tokens := strings.Split(s, ".")
-		typed = typed && len(tokens) > 2 && slices.Contains(strings.Split(sparkplugTypes, ", "), tokens[2])
+		typed = typed && len(tokens) > 2 && slices.Contains(sptopic.Types, tokens[2])
 	}
 	if typed {
 		return

@@ -6,13 +6,14 @@ import (
 	"strings"
 
 	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/internal/sptopic"
 )
 
 // KindSparkplug is the Route.Kind of Sparkplug B routes.
 const KindSparkplug = "sparkplug"
 
 // Namespace is the first topic level of every Sparkplug B topic.
-const Namespace = "spBv1.0"
+const Namespace = sptopic.Namespace
 
 // RouteKind is the engine's route kind for Eclipse Sparkplug B (an
 // engine.RouteKind): a route's source is the edge node ([group, edge]),
@@ -40,7 +41,11 @@ func (RouteKind) ParsePath(p string) ([]string, error) {
 	return nil, fmt.Errorf("bad sparkplug path %q: a sparkplug route reads metrics.<Name>, timestamp, seq or topic[N]", p)
 }
 
-// Compile checks what a sparkplug route must and must not set.
+// Compile checks what a sparkplug route must and must not set: no
+// identity, and a topic filter under Namespace whose type level is a
+// wildcard or a type the route decides, never the host applications'
+// commands (NCMD, DCMD) or STATE topics, as the configuration's check
+// says in the same words.
 // It runs on every store: on a shared one, the engine reads an edge's
 // session row before the keys and entities its messages imply.
 func (RouteKind) Compile(r engine.Route, _ *engine.RoutePaths, _ bool) (engine.RouteReader, error) {
@@ -48,9 +53,8 @@ func (RouteKind) Compile(r engine.Route, _ *engine.RoutePaths, _ bool) (engine.R
 		return nil, fmt.Errorf("a sparkplug route sets no source, sequence, epoch or id: they are implied " +
 			"(source [group, edge], sequence seq, epoch the edge's session from bdSeq)")
 	}
-	first, rest, _ := strings.Cut(r.Topic, "/")
-	if first != Namespace || rest == "" {
-		return nil, fmt.Errorf("topic %q: a sparkplug route's topic is under %s/, like %s/+/+/#", r.Topic, Namespace, Namespace)
+	if err := sptopic.CheckFilter(r.Topic); err != nil {
+		return nil, err
 	}
 	return reader{}, nil
 }

@@ -32,6 +32,16 @@ func TestASparkplugRouteIsRefused(t *testing.T) {
 			Kinds: []engine.RouteKind{sparkplug.RouteKind{}}}, "is under spBv1.0/"},
 		{"when it reads a json path", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug, Topic: "spBv1.0/#",
 			Effects: []engine.EffectSpec{{Entity: "m", Set: map[string]string{"k": "kwh"}}}}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}}, "reads metrics.<Name>, timestamp, seq or topic[N]"},
+		{"when its topic names the host applications' NCMD", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug,
+			Topic: "spBv1.0/plant/NCMD/#"}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}},
+			`topic "spBv1.0/plant/NCMD/#": message type "NCMD" is not one a sparkplug route decides (NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH; ` +
+				`NCMD and DCMD are a host application's commands, not an edge's messages)`},
+		{"when its topic names the host applications' DCMD", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug,
+			Topic: "spBv1.0/+/DCMD/line-1/+"}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}},
+			`message type "DCMD" is not one a sparkplug route decides`},
+		{"when its topic is the host applications' STATE", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug,
+			Topic: "spBv1.0/STATE/#"}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}},
+			`topic "spBv1.0/STATE/#": spBv1.0/STATE/ holds the host applications' STATE messages, not an edge's`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

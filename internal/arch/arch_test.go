@@ -15,6 +15,7 @@ var allowed = map[string][]string{
 	"engine":                              {},
 	"config":                              {},
 	"internal/sqltext":                    {},
+	"internal/sptopic":                    {},
 	"audit":                               {"engine"},
 	"audit/sink":                          {"engine", "internal/httpretry"},
 	"store/memory":                        {"engine"},
@@ -49,7 +50,7 @@ var allowed = map[string][]string{
 
 // leaves are packages of a few functions that import no project package
 // and that any package may use, the engine and the configuration alike.
-var leaves = []string{"internal/sqltext"}
+var leaves = []string{"internal/sqltext", "internal/sptopic"}
 
 // appDeps are the project packages internal/app depends on, directly or
 // not.
