@@ -15,14 +15,15 @@ import (
 // starts with '{' is the JSON the stores wrote before, and is still read.
 //
 //	source: rowFormat | str route | list(str) source | list(epoch) epochs |
-//	        n str seen | bytes sparkplug JSON (empty when nil) | str feed
+//	        n str seen | bytes sparkplug (empty when nil; JSON before format 5,
+//	        sparkplugcodec.go from it) | str feed
 //	epoch:  str epoch | numeric byte | varint value, high, first |
 //	        bitmap | varint floor | n (varint from, varint to) gaps
 //	bitmap: uvarint words, then runs covering them: uvarint (length<<2 |
 //	        kind), kind 0 a run of zero words, 1 of all-ones words, 2 of
 //	        words that follow, 8 bytes little-endian each
 //	        (format 1: n words, 8 bytes little-endian each)
-//	entity: rowFormat | str name | list fields: str name | kind byte |
+//	entity: rowFormat4 | str name | list fields: str name | kind byte |
 //	        str num | str str | varint epoch, sequence | uvarint ordinal |
 //	        uvarint source (format 4)
 //
@@ -42,8 +43,19 @@ import (
 // such an epoch is written as format 4, every other source row as format
 // 3. An entity row of format 4 gives each field the tag of the source that
 // wrote it (Version.Source), which a set from another source is judged by;
-// every entity row is written so. Format 1 and 2 rows are still read.
-const rowFormat = 4
+// every entity row is written so. Format 5 has format 4's layout, but its
+// Sparkplug session is the binary encoding of sparkplugcodec.go, each alias
+// table written once however many births share it, not JSON (an edge's
+// row with keep_epochs 64 was a megabyte of JSON, rewritten whole by every
+// batch that touched the edge); a build that reads only format 4 would
+// take it for JSON, so only a row with a Sparkplug session is written as
+// format 5. Format 1 and 2 rows are still read, and so are the JSON
+// sessions of rows before format 5.
+const rowFormat = 5
+
+// rowFormat4 is the format of every entity row, and of a source row
+// without a Sparkplug session whose older epoch keeps its bitmap.
+const rowFormat4 = 4
 
 // rowFormat3 is the format of every source row but one whose older epoch
 // keeps its bitmap.
@@ -70,8 +82,11 @@ func (s *SourceState) AppendBinary(b []byte) ([]byte, error) {
 	format := byte(rowFormat3)
 	for i := 1; i < len(s.Epochs); i++ {
 		if s.Epochs[i].Bitmap != nil {
-			format = rowFormat
+			format = rowFormat4
 		}
+	}
+	if s.Sparkplug != nil {
+		format = rowFormat
 	}
 	b = append(b, format)
 	b = appendStr(b, s.Route)
@@ -89,12 +104,9 @@ func (s *SourceState) AppendBinary(b []byte) ([]byte, error) {
 	}
 	var spb []byte
 	if s.Sparkplug != nil {
-		var err error
-		if spb, err = json.Marshal(s.Sparkplug); err != nil {
-			return nil, fmt.Errorf("encode the Sparkplug session of %q: %w", s.Route, err)
-		}
+		spb = appendSparkplug(nil, s.Sparkplug)
 	}
-	b = appendStr(b, string(spb))
+	b = append(binary.AppendUvarint(b, uint64(len(spb))), spb...)
 	return appendStr(b, s.Feed), nil
 }
 
@@ -175,9 +187,17 @@ func (s *SourceState) UnmarshalBinary(b []byte) error {
 		}
 	}
 	if spb := r.bytes(); len(spb) > 0 && r.err == nil {
-		out.Sparkplug = new(SparkplugState)
-		if err := json.Unmarshal(spb, out.Sparkplug); err != nil {
-			return fmt.Errorf("decode a source row's Sparkplug session: %w", err)
+		if r.version < rowFormat {
+			out.Sparkplug = new(SparkplugState)
+			if err := json.Unmarshal(spb, out.Sparkplug); err != nil {
+				return fmt.Errorf("decode a source row's Sparkplug session: %w", err)
+			}
+		} else {
+			sr := rowReader{b: spb, version: r.version}
+			out.Sparkplug = sr.sparkplug()
+			if err := sr.done("source row's Sparkplug session"); err != nil {
+				return err
+			}
 		}
 	}
 	out.Feed = r.str()
@@ -233,7 +253,7 @@ func (e *EntityState) MarshalBinary() ([]byte, error) { return e.AppendBinary(ni
 
 // AppendBinary appends the entity's row encoding to b.
 func (e *EntityState) AppendBinary(b []byte) ([]byte, error) {
-	b = append(b, rowFormat)
+	b = append(b, rowFormat4)
 	b = appendStr(b, e.Name)
 	b = appendList(b, e.Fields == nil, len(e.Fields))
 	var buf [8]string // an entity has a few fields: their names sort on the stack

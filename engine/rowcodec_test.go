@@ -24,6 +24,8 @@ func rowCodecSamples() ([]SourceState, []EntityState) {
 			Sparkplug: &SparkplugState{BdSeq: 261, Online: true, Births: []SparkplugBirth{{
 				Epoch: "5.1", BdSeq: 261, Rebirth: 1, Stamp: 1700000000000, Digest: Hash{1, 2, 3},
 				Time: time.Date(2026, 12, 2, 13, 0, 0, 5, time.UTC), Position: 42}}}},
+		{Route: "plant", Source: []string{"g1", "e2"}, Epochs: []EpochWindow{{Epoch: "7", Numeric: true, Value: 7 << 20, High: 3}},
+			Sparkplug: fullSparkplugState()},
 	}
 	entities := []EntityState{
 		{Name: "incident/7", Fields: map[string]FieldValue{
@@ -364,4 +366,56 @@ func TestFormat2RowsDecideAsTheyDid(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("source b: %v, want %v", got, want)
 	}
+}
+
+// fullSparkplugState is a session with every field of every Sparkplug
+// type set, two births sharing a table.
+func fullSparkplugState() *SparkplugState {
+	node := SparkplugTable{Aliases: map[uint64]string{1: "Energy", 1 << 40: "a/b c"}, Types: map[string]uint32{"Energy": 10, "a/b c": 12}}
+	dev := SparkplugTable{Aliases: map[uint64]string{7: "Temp"}, Types: map[string]uint32{"Temp": 9}}
+	birth := func(epoch string, bdSeq int64) SparkplugBirth {
+		return SparkplugBirth{Epoch: epoch, BdSeq: bdSeq, Rebirth: 1, Stamp: 1700000000000, Digest: Hash{1, 2}, Time: time.Date(2026, 12, 2, 13, 0, 0, 5, time.UTC),
+			Position: 42, HighStamp: 1700000000009, Before: 1700000000001, Held: 1700000000007, Ended: true, Death: Hash{9},
+			Node: node, Devices: map[string]SparkplugDevice{"d1": {Online: true, Stamp: 1700000000002, Table: dev, Death: 1700000000003, Held: 1700000000004,
+				Earlier: []SparkplugDeviceTable{{Stamp: 1700000000001, Table: node, Held: 1700000000002}}}, "d 2/é": {Table: SparkplugTable{}}},
+			High: 300, RetiredAt: time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)}
+	}
+	return &SparkplugState{BdSeq: 263, Online: true, Births: []SparkplugBirth{birth("7.1", 263)}, Retired: []SparkplugBirth{birth("6", 262)},
+		Deaths: []SparkplugDeath{{BdSeq: 264, Digest: Hash{4}}}, Forgot: 5, Recorded: true, Unrecorded: 6}
+}
+
+// TestTheSparkplugSampleSetsEveryField keeps the row sample complete: a
+// field added to a Sparkplug type must be set in it, so that
+// TestRowsDecodeAsTheirJSONDid checks that its row keeps it.
+func TestTheSparkplugSampleSetsEveryField(t *testing.T) {
+	var check func(path string, v reflect.Value)
+	check = func(path string, v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			check(path, v.Elem())
+		case reflect.Struct:
+			if v.Type() == reflect.TypeFor[time.Time]() {
+				if v.Interface().(time.Time).IsZero() {
+					t.Errorf("%s is not set", path)
+				}
+				return
+			}
+			for i := range v.NumField() {
+				f := v.Field(i)
+				if f.IsZero() {
+					t.Errorf("%s.%s is not set", path, v.Type().Field(i).Name)
+				}
+				check(path+"."+v.Type().Field(i).Name, f)
+			}
+		case reflect.Slice:
+			for i := range v.Len() {
+				check(path+"["+strconv.Itoa(i)+"]", v.Index(i))
+			}
+		case reflect.Map:
+			if v.Type().Elem().Kind() == reflect.Struct {
+				check(path+"[d1]", v.MapIndex(reflect.ValueOf("d1")))
+			}
+		}
+	}
+	check("SparkplugState", reflect.ValueOf(fullSparkplugState()))
 }

@@ -314,8 +314,8 @@ func TestAnOlderEpochKeepsEveryGapOfItsWindow(t *testing.T) {
 	}
 	check(2, 1) // the source rebooted
 	back, row := roundTrip(t, &src)
-	if row[0] != rowFormat {
-		t.Fatalf("the row has format %d, want %d: its older epoch keeps a bitmap", row[0], rowFormat)
+	if row[0] != rowFormat4 {
+		t.Fatalf("the row has format %d, want %d: its older epoch keeps a bitmap", row[0], rowFormat4)
 	}
 	src = back
 	if got := sourceReport(&src).Older[0].Gaps; len(got) != 140 {

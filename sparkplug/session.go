@@ -84,7 +84,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 			src.Sparkplug = st
 		}
 		b := engine.SparkplugBirth{Epoch: sp.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, HighStamp: sp.p.Timestamp,
-			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: tableOf(sp), Ended: sp.ended, Death: sp.death}
+			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: sharedTable(st, tableOf(sp)), Ended: sp.ended, Death: sp.death}
 		if len(st.Births) > sp.at && st.Births[sp.at].HighStamp > b.Stamp {
 			b.Before = st.Births[sp.at].HighStamp // the birth before it applied its data
 		}
@@ -128,7 +128,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		if dev, ok := b.Devices[sp.device]; ok && dev.Stamp > sp.p.Timestamp {
 			// An earlier DBIRTH decided late: the device's last one stays,
 			// and its table reads the DDATA sent under it.
-			dev.Earlier = lateTable(dev.Earlier, engine.SparkplugDeviceTable{Stamp: sp.p.Timestamp, Table: tableOf(sp)}, p.KeepEpochs())
+			dev.Earlier = lateTable(dev.Earlier, engine.SparkplugDeviceTable{Stamp: sp.p.Timestamp, Table: sharedTable(st, tableOf(sp))}, p.KeepEpochs())
 			b.Devices[sp.device] = dev
 			return true
 		}
@@ -138,7 +138,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		// A DDEATH stamped at or after it, decided before it (the broker
 		// reordered them), ended it already.
 		last, had := b.Devices[sp.device]
-		dev := engine.SparkplugDevice{Online: last.Death < sp.p.Timestamp, Stamp: sp.p.Timestamp, Table: tableOf(sp), Death: last.Death}
+		dev := engine.SparkplugDevice{Online: last.Death < sp.p.Timestamp, Stamp: sp.p.Timestamp, Table: sharedTable(st, tableOf(sp)), Death: last.Death}
 		if last.Held > sp.p.Timestamp {
 			dev.Held = last.Held // a DBIRTH held after it is still the device's newest
 		}

@@ -10,8 +10,8 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// The layout, one bucket per table (schemaVersion 3; 2 held no row of format
-// 4 and no audit record of format 3):
+// The layout, one bucket per table (schemaVersion 4; 3 held no row of format
+// 5, 2 no row of format 4 and no audit record of format 3):
 //
 //	audit       big-endian position of the chunk's first record ->
 //	            a chunk of consecutive records of one batch, see auditcodec.go

@@ -32,13 +32,14 @@ const lockTimeout = time.Second
 // entity rows as JSON, which the row decoder still reads; version 2 kept
 // them binary, of row formats 1 to 3; version 3 may hold rows of format 4
 // (engine/rowcodec.go) and audit records of format 3 (a connection's first
-// delivery, see auditcodec.go), which a build of version 2 cannot read. A
-// writer
-// raises an older store to this version (and rewrites each row when it
+// delivery, see auditcodec.go), which a build of version 2 cannot read;
+// version 4 source rows of format 5 (a Sparkplug edge's session, binary,
+// each alias table once), which a build of version 3 cannot read. A
+// writer raises an older store to this version (and rewrites each row when it
 // next writes it), and a reader reads it as it is. A build of an older
 // version refuses a store raised, at open, rather than stop at the first
 // row or record it cannot read.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // ErrReadOnly is returned by Commit on a store opened with Options.ReadOnly.
 var ErrReadOnly = errors.New("embedded: store opened read-only")

@@ -125,7 +125,7 @@ func TestRefusesAnotherLayout(t *testing.T) {
 	if s, err := embedded.Open(dir, embedded.Options{}); err == nil {
 		_ = s.Close()
 		t.Fatal("Open accepted a store with layout version 9")
-	} else if !strings.Contains(err.Error(), "newer than this build's 3: upgrade replayguard") {
+	} else if !strings.Contains(err.Error(), "newer than this build's 4: upgrade replayguard") {
 		t.Errorf("Open of a store with layout version 9: %v", err)
 	}
 }
@@ -226,22 +226,23 @@ func TestReadsVersion1Rows(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, sr, er := stored()
-	if v[7] != 3 {
-		t.Errorf("layout after a writer's open = %x, want 3", v)
+	if v[7] != 4 {
+		t.Errorf("layout after a writer's open = %x, want 4", v)
 	}
 	if sr[0] == '{' || er[0] != '{' {
 		t.Errorf("rows after one write: source %q, entity %q; want the source binary and the entity left as it was", sr, er)
 	}
 }
 
-// TestALayout2StoreIsRaisedSoThatAnOlderBuildRefusesItAtOpen: a build of
+// TestAnOlderLayoutIsRaisedSoThatAnOlderBuildRefusesItAtOpen: a build of
 // layout 2 reads source and entity rows of formats 1 to 3 and audit
-// records of formats 1 and 2 only, and this one writes rows of format 4 and
-// a connection's first delivery as a record of format 3. A writer raises a
-// layout 2 store to 3, which such a
-// build refuses when it opens the store, instead of running until the
-// first row it cannot read; a reader leaves the layout as it is.
-func TestALayout2StoreIsRaisedSoThatAnOlderBuildRefusesItAtOpen(t *testing.T) {
+// records of formats 1 and 2 only, one of layout 3 rows up to format 4,
+// and this one writes rows of format 4 and 5 and a connection's first
+// delivery as a record of format 3. A writer raises a layout 2 or 3 store
+// to 4, which such a build refuses when it opens the store, instead of
+// running until the first row it cannot read; a reader leaves the layout
+// as it is.
+func TestAnOlderLayoutIsRaisedSoThatAnOlderBuildRefusesItAtOpen(t *testing.T) {
 	dir := t.TempDir()
 	s, err := embedded.Open(dir, embedded.Options{})
 	if err != nil {
@@ -272,29 +273,31 @@ func TestALayout2StoreIsRaisedSoThatAnOlderBuildRefusesItAtOpen(t *testing.T) {
 		}
 		return v[7]
 	}
-	if v := layout(0); v != 3 {
-		t.Fatalf("a new store's layout = %d, want 3", v)
+	if v := layout(0); v != 4 {
+		t.Fatalf("a new store's layout = %d, want 4", v)
 	}
-	layout(2)
-	r, err := embedded.Open(dir, embedded.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if v := layout(0); v != 2 {
-		t.Fatalf("a read-only open changed the layout to %d", v)
-	}
-	w, err := embedded.Open(dir, embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if v := layout(0); v != 3 {
-		t.Fatalf("the layout after a writer's open = %d, want 3", v)
+	for _, older := range []byte{2, 3} {
+		layout(older)
+		r, err := embedded.Open(dir, embedded.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if v := layout(0); v != older {
+			t.Fatalf("a read-only open changed the layout %d to %d", older, v)
+		}
+		w, err := embedded.Open(dir, embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if v := layout(0); v != 4 {
+			t.Fatalf("the layout %d after a writer's open = %d, want 4", older, v)
+		}
 	}
 }
 

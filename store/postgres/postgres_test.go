@@ -128,6 +128,7 @@ func TestStore(t *testing.T) {
 		{"a schema of a newer version is refused", testSchemaNewer},
 		{"a schema of version 9 is raised so that a build that cannot read a connection time refuses it", testSchemaRaisedForConnected},
 		{"a schema of version 11 without the leases' share column is given it", testSchemaGivenTheShareColumn},
+		{"a schema of version 11 is raised so that a build that cannot read a binary Sparkplug session refuses it", testSchemaRaisedForSparkplugRows},
 		{"a read-only open of an older schema says how to read it and how it is migrated", testSchemaOlderReadOnly},
 		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},
@@ -183,6 +184,19 @@ func testSchemaNewer(t *testing.T, g *group) {
 		if err == nil || !strings.Contains(err.Error(), "version 99, newer than this build knows") {
 			t.Fatalf("open %q on a newer schema = %v", m, err)
 		}
+	}
+}
+
+// testSchemaRaisedForSparkplugRows: a build of schema version 11 reads
+// source rows up to format 4, whose Sparkplug session is JSON; this one
+// writes format 5, the session binary. A member of this build raises a
+// version 11 schema to 12, which such a build refuses.
+func testSchemaRaisedForSparkplugRows(t *testing.T, g *group) {
+	g.mustOpen("m1").Close()
+	run(t, g.url, `UPDATE `+g.schema+`.schema_version SET version = 11`)
+	g.mustOpen("m1").Close()
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version >= 12`); n != 1 {
+		t.Fatalf("a member left the schema below version 12 (build version %d)", postgres.SchemaVersion)
 	}
 }
 

@@ -105,7 +105,7 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 	}
-	if v := g.do(t, "GET", g.prefix+"schema"); v != "6" {
+	if v := g.do(t, "GET", g.prefix+"schema"); v != "7" {
 		t.Fatalf("schema %v", v)
 	}
 	nums := g.do(t, "HVALS", g.prefix+"members").([]any)
@@ -116,9 +116,9 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 }
 
 func testSchemaNewer(t *testing.T, g *group) {
-	g.do(t, "SET", g.prefix+"schema", "7")
+	g.do(t, "SET", g.prefix+"schema", "8")
 	_, err := g.open(t, "a")
-	if err == nil || !strings.Contains(err.Error(), "schema version 7") {
+	if err == nil || !strings.Contains(err.Error(), "schema version 8") {
 		t.Fatalf("open: %v", err)
 	}
 }
@@ -195,8 +195,8 @@ func testSchemaJSONRows(t *testing.T, g *group) {
 		t.Fatalf("read-only Load of JSON rows = %+v, %v", snap, err)
 	}
 	s := g.must(t, "a")
-	if v := g.do(t, "GET", g.prefix+"schema"); v != "6" {
-		t.Fatalf("schema %v after a member opened, want 6", v)
+	if v := g.do(t, "GET", g.prefix+"schema"); v != "7" {
+		t.Fatalf("schema %v after a member opened, want 7", v)
 	}
 	snap, err := s.Load(t.Context())
 	if err != nil || len(snap.Sources) != 1 || len(snap.Entities) != 1 ||

@@ -36,10 +36,11 @@ const DefaultLeaseTTL = 15 * time.Second
 // and for every entity (each field with its writer's source); version 6
 // audit records that carry connected (the first delivery of each broker
 // connection), which a build from before decodes without it, finding the
-// record's hash wrong.
+// record's hash wrong; version 7 row format 5 for a source with a
+// Sparkplug session (binary, each alias table once).
 // Each reads the rows of the versions before, and keeps a build that reads
 // only those out.
-const schemaVersion = 6
+const schemaVersion = 7
 
 // openTimeout bounds each step of Open that talks to the server.
 const openTimeout = 10 * time.Second
