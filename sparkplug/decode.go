@@ -153,12 +153,17 @@ func wants(dt pb.DataType, what string, ok ...pb.DataType) error {
 // as two's complement of their width, the rest unsigned.
 func intValue(bits uint64, width uint8, dt pb.DataType) (MetricValue, error) {
 	var buf [24]byte
-	text, err := appendInt(buf[:0], bits, dt)
+	text, err := appendInt(buf[:0], bits, width, dt)
 	return MetricValue{Kind: ValueNumber, Bits: bits, Width: width, Text: string(text)}, err
 }
 
-// appendInt appends an integer's decimal text, read with dt, to dst.
-func appendInt(dst []byte, bits uint64, dt pb.DataType) ([]byte, error) {
+// appendInt appends an integer's decimal text, read with dt, to dst:
+// bits is the value of an int_value (width 32) or long_value (64) field.
+// A value out of dt's range is refused (inRange), never wrapped into it.
+func appendInt(dst []byte, bits uint64, width uint8, dt pb.DataType) ([]byte, error) {
+	if !inRange(bits, width, dt) {
+		return dst, fmt.Errorf("%w: datatype %s but the integer %d, out of its range", ErrValue, dt, bits)
+	}
 	switch dt {
 	case pb.DataType_Int8:
 		return strconv.AppendInt(dst, int64(int8(bits)), 10), nil
@@ -184,4 +189,30 @@ func floatValue(f float64, bits int, dt pb.DataType) (MetricValue, error) {
 		return unsupported("non-finite float", strconv.FormatFloat(f, 'g', -1, bits)), nil
 	}
 	return MetricValue{Kind: ValueNumber, Text: strconv.FormatFloat(f, 'g', -1, bits)}, nil
+}
+
+// inRange says whether bits, a field of width bits, is a value of dt. An
+// unsigned datatype's value fits its size. A signed one's comes two's
+// complement in its own size (Eclipse Tahu's Python sends an Int8 of -1
+// as 255) or in the field's width (Tahu's Java: 4294967295), and either
+// is read; any other value is neither.
+func inRange(bits uint64, width uint8, dt pb.DataType) bool {
+	var size uint
+	switch dt {
+	case pb.DataType_Int8, pb.DataType_UInt8:
+		size = 8
+	case pb.DataType_Int16, pb.DataType_UInt16:
+		size = 16
+	case pb.DataType_Int32, pb.DataType_UInt32:
+		size = 32
+	default:
+		return true
+	}
+	if bits < 1<<size {
+		return true
+	}
+	signed := dt == pb.DataType_Int8 || dt == pb.DataType_Int16 || dt == pb.DataType_Int32
+	// Sign-extended to the field's width: its top width-size+1 bits set.
+	top := uint64(math.MaxUint64) >> (64 - uint(width)) &^ (1<<(size-1) - 1)
+	return signed && bits&top == top && bits>>width == 0
 }

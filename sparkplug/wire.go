@@ -246,7 +246,7 @@ func wireMetricValue(text []byte, v wireValue, isNull bool, dt pb.DataType) (Met
 		if v.field == 10 {
 			val.Bits, val.Width = uint64(uint32(v.bits)), 32
 		}
-		text, err = appendInt(text, val.Bits, dt)
+		text, err = appendInt(text, val.Bits, val.Width, dt)
 		return val, text, err
 	case 12, 13:
 		f, bits := math.Float64frombits(v.bits), 64
