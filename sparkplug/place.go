@@ -687,8 +687,8 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 		// one the dead session sent after its last. Placed in the dead
 		// session it would be read with that session's aliases, and its
 		// replay after the next NBIRTH applied again.
-		return fmt.Sprintf("seq %d cannot be placed: edge %q is offline (its session %s's NDEATH came) and it would come after "+
-			"that session's highest, %d (seq %d): it waits for the next NBIRTH", sp.seqRaw, sp.edge, b.Epoch, h, h%256)
+		return fmt.Sprintf("seq %d cannot be placed: edge %q is offline (%s) and it would come after "+
+			"%s highest, %d (seq %d): it waits for the next NBIRTH", sp.seqRaw, sp.edge, offlineWhy(src.Sparkplug, b), whoseHighest(b), h, h%256)
 	}
 	sp.seq = s
 	return ""
@@ -861,4 +861,28 @@ func (sp *spMessage) pathValue(segs []string) engine.Value {
 func appendField(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
+}
+
+// offlineWhy says which NDEATH took the edge offline while b was its
+// current birth: b's session's own, or a later session's (the Will of a
+// connection that died before its NBIRTH), recorded in st.Deaths.
+func offlineWhy(st *engine.SparkplugState, b *engine.SparkplugBirth) string {
+	if b.Ended {
+		return fmt.Sprintf("its session %s's NDEATH came", b.Epoch)
+	}
+	for _, d := range st.Deaths { // newest first
+		if d.BdSeq > b.BdSeq {
+			return fmt.Sprintf("an NDEATH of its later session %d came, whose NBIRTH is not decided", d.BdSeq)
+		}
+	}
+	return fmt.Sprintf("an NDEATH ended its session %s", b.Epoch)
+}
+
+// whoseHighest names the session whose highest sequence offlineWhy's
+// message would come after.
+func whoseHighest(b *engine.SparkplugBirth) string {
+	if b.Ended {
+		return "that session's"
+	}
+	return "session " + b.Epoch + "'s"
 }
