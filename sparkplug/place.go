@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/replayguard/replayguard/engine"
+	pb "github.com/replayguard/replayguard/sparkplug/sparkplugpb"
 )
 
 // Place gives a Sparkplug message its identity against the edge's
@@ -753,6 +754,9 @@ func (sp *spMessage) resolve(table *engine.SparkplugTable) string {
 		typ := mt.Datatype
 		if typ == 0 && table != nil {
 			typ = table.Types[name]
+			if v := mt.Value; v.Kind == ValueNumber && v.Width > 0 && !inRange(v.Bits, v.Width, pb.DataType(typ)) {
+				return fmt.Sprintf("metric %q: the integer %d is out of the range of its datatype %s from its birth", name, v.Bits, pb.DataType(typ))
+			}
 		}
 		v, ok := engineValue(mt.Value, mt.Datatype == 0, typ)
 		if !ok {
