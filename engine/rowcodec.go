@@ -192,6 +192,7 @@ func (s *SourceState) UnmarshalBinary(b []byte) error {
 			if err := json.Unmarshal(spb, out.Sparkplug); err != nil {
 				return fmt.Errorf("decode a source row's Sparkplug session: %w", err)
 			}
+			out.Sparkplug.shareEqualTables()
 		} else {
 			sr := rowReader{b: spb, version: r.version}
 			out.Sparkplug = sr.sparkplug()

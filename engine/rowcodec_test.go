@@ -419,3 +419,52 @@ func TestTheSparkplugSampleSetsEveryField(t *testing.T) {
 	}
 	check("SparkplugState", reflect.ValueOf(fullSparkplugState()))
 }
+
+// TestARowOfJSONSessionIsWrittenBackWithEachTableOnce: a row of format 4
+// keeps its Sparkplug session as JSON, a table per birth, though the
+// edge's births gave the same metrics. Read and written back, the row
+// stores that table once.
+func TestARowOfJSONSessionIsWrittenBackWithEachTableOnce(t *testing.T) {
+	table := func() SparkplugTable {
+		t := SparkplugTable{Aliases: map[uint64]string{}, Types: map[string]uint32{}}
+		for i := range 100 {
+			name := "Line 1/Meter " + strconv.Itoa(i) + "/Energy"
+			t.Aliases[uint64(i+1)], t.Types[name] = name, 10
+		}
+		return t
+	}
+	src := SourceState{Route: "plant", Source: []string{"g", "e"}, Sparkplug: &SparkplugState{BdSeq: 40, Recorded: true}}
+	for i := range 40 {
+		src.Sparkplug.Births = append(src.Sparkplug.Births, SparkplugBirth{Epoch: strconv.Itoa(40 - i), BdSeq: int64(40 - i), Node: table(),
+			Devices: map[string]SparkplugDevice{"d1": {Table: table()}}})
+	}
+	spb, err := json.Marshal(src.Sparkplug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Format 4: the row of src without its session, then the JSON session.
+	bare := src
+	bare.Sparkplug = nil
+	row, err := bare.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	row[0] = rowFormat4
+	row = append(appendStr(row[:len(row)-2:len(row)-2], string(spb)), 0) // then the empty feed
+	var back SourceState
+	if err := back.UnmarshalBinary(row); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, jsonRoundTrip(t, &src)) {
+		t.Fatalf("read %+v", back)
+	}
+	again, err := back.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := SourceState{Route: "plant", Source: []string{"g", "e"}, Sparkplug: &SparkplugState{Births: []SparkplugBirth{{Node: table()}}}}
+	oneRow, _ := one.MarshalBinary()
+	if most := len(oneRow) + 40*150; len(again) > most {
+		t.Fatalf("written back, the row of 40 births with one table is %d bytes (the JSON one %d), over %d", len(again), len(row), most)
+	}
+}

@@ -233,3 +233,32 @@ func (r *rowReader) time() time.Time {
 	}
 	return time.Unix(sec, int64(nsec)).UTC()
 }
+
+// shareEqualTables makes the births and devices of a session decoded from
+// JSON (a row of format 4 or before, a table per birth) share the tables
+// they hold equal, so that the row is written back with each table once.
+func (s *SparkplugState) shareEqualTables() {
+	var distinct []SparkplugTable
+	share := func(t *SparkplugTable) {
+		for _, u := range distinct {
+			if len(u.Aliases) == len(t.Aliases) && len(u.Types) == len(t.Types) && maps.Equal(u.Aliases, t.Aliases) && maps.Equal(u.Types, t.Types) {
+				*t = u
+				return
+			}
+		}
+		distinct = append(distinct, *t)
+	}
+	for _, births := range [][]SparkplugBirth{s.Births, s.Retired} {
+		for i := range births {
+			b := &births[i]
+			share(&b.Node)
+			for name, d := range b.Devices {
+				share(&d.Table)
+				for j := range d.Earlier {
+					share(&d.Earlier[j].Table)
+				}
+				b.Devices[name] = d
+			}
+		}
+	}
+}
