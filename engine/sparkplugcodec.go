@@ -239,25 +239,62 @@ func (r *rowReader) time() time.Time {
 // they hold equal, so that the row is written back with each table once.
 func (s *SparkplugState) shareEqualTables() {
 	var distinct []SparkplugTable
-	share := func(t *SparkplugTable) {
-		for _, u := range distinct {
-			if len(u.Aliases) == len(t.Aliases) && len(u.Types) == len(t.Types) && maps.Equal(u.Aliases, t.Aliases) && maps.Equal(u.Types, t.Types) {
-				*t = u
-				return
-			}
+	s.eachTable(func(t *SparkplugTable) bool {
+		if i := slices.IndexFunc(distinct, t.Equal); i >= 0 {
+			*t = distinct[i]
+		} else {
+			distinct = append(distinct, *t)
 		}
-		distinct = append(distinct, *t)
+		return true
+	})
+}
+
+// SharedTable returns a table s keeps that equals t, or t: a birth that
+// gives the aliases and datatypes an earlier one gave shares its table,
+// which the edge's row then stores once (tables never change once made).
+func (s *SparkplugState) SharedTable(t SparkplugTable) SparkplugTable {
+	if s == nil {
+		return t
 	}
+	found := t
+	s.eachTable(func(u *SparkplugTable) bool {
+		if u.Equal(t) {
+			found = *u
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// Equal says whether t and u give the same aliases and datatypes.
+func (t SparkplugTable) Equal(u SparkplugTable) bool {
+	return maps.Equal(t.Aliases, u.Aliases) && maps.Equal(t.Types, u.Types)
+}
+
+// eachTable calls fn with every table of s's births, kept and retired,
+// and of their devices, until fn returns false; fn may replace the table
+// (s is then changed in place: only a state no other holds, one just
+// decoded).
+func (s *SparkplugState) eachTable(fn func(t *SparkplugTable) bool) {
 	for _, births := range [][]SparkplugBirth{s.Births, s.Retired} {
 		for i := range births {
 			b := &births[i]
-			share(&b.Node)
+			if !fn(&b.Node) {
+				return
+			}
 			for name, d := range b.Devices {
-				share(&d.Table)
-				for j := range d.Earlier {
-					share(&d.Earlier[j].Table)
+				id := idOf(d.Table)
+				more := fn(&d.Table)
+				if idOf(d.Table) != id {
+					b.Devices[name] = d
 				}
-				b.Devices[name] = d
+				for j := 0; more && j < len(d.Earlier); j++ {
+					more = fn(&d.Earlier[j].Table) // in place: Earlier is the map value's
+				}
+				if !more {
+					return
+				}
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package sparkplug
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 
 	"github.com/replayguard/replayguard/engine"
@@ -84,7 +83,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 			src.Sparkplug = st
 		}
 		b := engine.SparkplugBirth{Epoch: sp.epoch, BdSeq: sp.bdSeq, Rebirth: sp.rebirth, Stamp: sp.p.Timestamp, HighStamp: sp.p.Timestamp,
-			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: sharedTable(st, tableOf(sp)), Ended: sp.ended, Death: sp.death}
+			Digest: sp.digest, Time: p.Now().UTC(), Position: p.Position(), Node: st.SharedTable(tableOf(sp)), Ended: sp.ended, Death: sp.death}
 		if len(st.Births) > sp.at && st.Births[sp.at].HighStamp > b.Stamp {
 			b.Before = st.Births[sp.at].HighStamp // the birth before it applied its data
 		}
@@ -128,7 +127,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		if dev, ok := b.Devices[sp.device]; ok && dev.Stamp > sp.p.Timestamp {
 			// An earlier DBIRTH decided late: the device's last one stays,
 			// and its table reads the DDATA sent under it.
-			dev.Earlier = lateTable(dev.Earlier, engine.SparkplugDeviceTable{Stamp: sp.p.Timestamp, Table: sharedTable(st, tableOf(sp))}, p.KeepEpochs())
+			dev.Earlier = lateTable(dev.Earlier, engine.SparkplugDeviceTable{Stamp: sp.p.Timestamp, Table: st.SharedTable(tableOf(sp))}, p.KeepEpochs())
 			b.Devices[sp.device] = dev
 			return true
 		}
@@ -138,7 +137,7 @@ func (sp *spMessage) Applied(d *engine.Delivery, p *engine.Placement) bool {
 		// A DDEATH stamped at or after it, decided before it (the broker
 		// reordered them), ended it already.
 		last, had := b.Devices[sp.device]
-		dev := engine.SparkplugDevice{Online: last.Death < sp.p.Timestamp, Stamp: sp.p.Timestamp, Table: sharedTable(st, tableOf(sp)), Death: last.Death}
+		dev := engine.SparkplugDevice{Online: last.Death < sp.p.Timestamp, Stamp: sp.p.Timestamp, Table: st.SharedTable(tableOf(sp)), Death: last.Death}
 		if last.Held > sp.p.Timestamp {
 			dev.Held = last.Held // a DBIRTH held after it is still the device's newest
 		}
@@ -228,7 +227,7 @@ func recordDeath(s *engine.SparkplugState, bdSeq int64, digest engine.Hash, keep
 // last: dev's own before those it kept (unless the one before it gave the
 // same, which then stays in effect for dev's time too), at most keep + 1.
 func earlierTables(dev engine.SparkplugDevice, keep int) []engine.SparkplugDeviceTable {
-	if len(dev.Earlier) > 0 && sameTable(dev.Earlier[0].Table, dev.Table) && dev.Held == 0 && dev.Earlier[0].Held == 0 {
+	if len(dev.Earlier) > 0 && dev.Earlier[0].Table.Equal(dev.Table) && dev.Held == 0 && dev.Earlier[0].Held == 0 {
 		return dev.Earlier
 	}
 	out := make([]engine.SparkplugDeviceTable, 0, min(len(dev.Earlier)+1, keep+1))
@@ -248,12 +247,6 @@ func lateTable(earlier []engine.SparkplugDeviceTable, t engine.SparkplugDeviceTa
 	}
 	out := slices.Insert(slices.Clone(earlier), at, t)
 	return slices.Clip(out[:min(len(out), keep+1)])
-}
-
-// sameTable reports whether two tables name the same metrics by the same
-// aliases, with the same datatypes.
-func sameTable(a, b engine.SparkplugTable) bool {
-	return maps.Equal(a.Aliases, b.Aliases) && maps.Equal(a.Types, b.Types)
 }
 
 // adoptDevices gives birth b, about to take index at among births, the
