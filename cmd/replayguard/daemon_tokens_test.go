@@ -73,7 +73,7 @@ func TestReviewThroughTheAPINamesTheToken(t *testing.T) {
 		!strings.Contains(errs, "--operator is not taken with an API token") {
 		t.Fatalf("--operator through the API: exit %d %s", code, errs)
 	}
-	if _, errs, code := cli(t, "", "quarantine", "release", id, "--token-name", "nobody", "-c", cfg); code != 1 ||
+	if _, errs, code := cli(t, "", "quarantine", "release", id, "--token-name", "nobody", "-c", cfg); code != exitUsage ||
 		!strings.Contains(errs, `--token-name "nobody" is not in http.tokens ("watch desk", "j.doe")`) {
 		t.Fatalf("an unknown --token-name: exit %d %s", code, errs)
 	}

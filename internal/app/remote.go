@@ -169,9 +169,9 @@ func (t *Tool) apiToken() (string, error) {
 			names = append(names, strconv.Quote(tok.Name))
 		}
 		if len(names) == 0 {
-			return "", fmt.Errorf("--token-name %q: the configuration has no http.tokens", name)
+			return "", fmt.Errorf("%w: --token-name %q: the configuration has no http.tokens", ErrUsage, name)
 		}
-		return "", fmt.Errorf("--token-name %q is not in http.tokens (%s)", name, strings.Join(names, ", "))
+		return "", fmt.Errorf("%w: --token-name %q is not in http.tokens (%s)", ErrUsage, name, strings.Join(names, ", "))
 	}
 	if t.Token != "" {
 		return t.Token, nil
