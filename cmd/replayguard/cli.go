@@ -132,8 +132,10 @@ func (e *env) parse(verb string, cmd command, args []string) error {
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	var cfgPath, level string
-	fs.StringVar(&cfgPath, "config", "", "configuration file (default $REPLAYGUARD_CONFIG, else ./replayguard.yaml when present)")
-	fs.StringVar(&cfgPath, "c", "", "shorthand for --config")
+	if !cmd.noCfg { // a command that reads none takes none: it would be read by nothing
+		fs.StringVar(&cfgPath, "config", "", "configuration file (default $REPLAYGUARD_CONFIG, else ./replayguard.yaml when present)")
+		fs.StringVar(&cfgPath, "c", "", "shorthand for --config")
+	}
 	defLevel := "warn"
 	if verb == "run" || verb == "demo" {
 		defLevel = "info"
@@ -242,10 +244,14 @@ func readFlags(fs *flag.FlagSet) {
 // tokenNameFlag is --token-name, of every command that can go through a
 // running daemon's API.
 // usageLine is the line a command-line mistake ends with:
-// "usage: replayguard VERB [--config FILE]", then the arguments when the
+// "usage: replayguard VERB [--config FILE]" ([--config FILE] left out for
+// a command that reads no configuration), then the arguments when the
 // command takes any.
 func (c command) usageLine(verb string) string {
-	line := "usage: replayguard " + verb + " [--config FILE]"
+	line := "usage: replayguard " + verb
+	if !c.noCfg {
+		line += " [--config FILE]"
+	}
 	if c.usage != "" {
 		line += " " + c.usage
 	}
@@ -271,7 +277,7 @@ func usage(w io.Writer) {
 			fmt.Fprintf(w, "  %-11s   replayguard %s %s\n", "", n, c.usage)
 		}
 	}
-	fmt.Fprintln(w, "\nEvery command takes --config/-c FILE and --log-level LEVEL.")
+	fmt.Fprintln(w, "\nEvery command but demo, bench and version takes --config/-c FILE; every one takes --log-level LEVEL.")
 	fmt.Fprintln(w, strings.TrimSpace(`
 Exit status is 0 on success, 1 on any error (a message on stderr), 2 on a
 command-line mistake.`))
