@@ -291,15 +291,26 @@ func badReason(reason string) bool {
 	return strings.ContainsFunc(reason, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }) || !utf8.ValidString(reason)
 }
 
+// errNotTheToken is a body naming an operator other than the token's
+// holder: refused (403), since the token names the operator.
+var errNotTheToken = errors.New("not the token's operator")
+
 // claimedOperator is who a write is audited as: the token's name, else
 // (open writes on loopback, no tokens configured) the name the body
 // gives, as the CLI sends the OS user's, which the process takes on trust
-// as the CLI on a local store does; "" when neither names one.
+// as the CLI on a local store does; "" when neither names one. With a
+// token, a body naming someone else is refused (errNotTheToken), as the
+// CLI refuses --operator beside a token: audited under the token's name,
+// the write would name another than the caller said.
 func claimedOperator(token, claimed string) (string, error) {
+	claimed = strings.TrimSpace(claimed)
 	if token != "" {
+		if claimed != "" && claimed != token {
+			return "", fmt.Errorf("%w: the body names %q, and the token names the operator, %s: leave \"operator\" out, or use %q's own token",
+				errNotTheToken, claimed, token, claimed)
+		}
 		return token, nil
 	}
-	claimed = strings.TrimSpace(claimed)
 	switch {
 	case strings.ContainsFunc(claimed, unicode.IsControl) || !utf8.ValidString(claimed):
 		return "", fmt.Errorf("operator %q has control characters or invalid UTF-8", claimed)
@@ -321,7 +332,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, operator string
 	}
 	operator, err := claimedOperator(operator, body.Operator)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+		writeError(w, statusOf(err), "%v", err)
 		return
 	}
 	d, err := s.deps.Engine.Release(r.Context(), id, operator)
@@ -361,7 +372,7 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request, operator string
 	}
 	operator, err := claimedOperator(operator, body.Operator)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+		writeError(w, statusOf(err), "%v", err)
 		return
 	}
 	d, err := s.deps.Engine.Discard(r.Context(), id, body.Reason, operator)
@@ -408,8 +419,11 @@ var (
 )
 
 func statusOf(err error) int {
-	if errors.Is(err, errTooLarge) {
+	switch {
+	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, errNotTheToken):
+		return http.StatusForbidden
 	}
 	return http.StatusBadRequest
 }

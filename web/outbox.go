@@ -170,7 +170,7 @@ func (s *Server) resolveForward(w http.ResponseWriter, r *http.Request, operator
 	}
 	operator, err := claimedOperator(operator, body.Operator)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+		writeError(w, statusOf(err), "%v", err)
 		return
 	}
 	var res engine.ForwardResolution

@@ -128,8 +128,7 @@ func openIDs(t *testing.T, f *fixture) []uint64 {
 }
 
 // Without tokens (open writes on loopback) a release or discard is audited
-// as the operator its body names, as the CLI names the OS user; with
-// tokens the token names them, whatever the body says.
+// as the operator its body names, as the CLI names the OS user.
 func TestOpenWritesNameTheOperatorTheBodyGives(t *testing.T) {
 	f := newFixture(t, Config{Listen: "127.0.0.1:0"})
 	below, conflict, other := f.hold()
@@ -146,12 +145,35 @@ func TestOpenWritesNameTheOperatorTheBodyGives(t *testing.T) {
 	if rel.Operator != "duty officer" || dis.Operator != "j.doe" || by[rel.Position] != "duty officer" || by[dis.Position] != "j.doe" {
 		t.Fatalf("resolutions name %q and %q; audit operators by position: %v", rel.Operator, dis.Operator, by)
 	}
+}
 
-	tf := newFixture(t, Config{Tokens: namedTokens})
-	below, _, _ = tf.hold()
-	tf.post(fmt.Sprintf("/api/v1/quarantine/%d/release", below), `{"operator": "someone else"}`,
-		"Authorization", "Bearer 0perator").want(t, http.StatusOK, &rel)
-	if rel.Operator != "j.doe" {
-		t.Fatalf("with a token the release names %q, want the token's j.doe", rel.Operator)
+// TestATokenHolderCannotWriteAsSomeoneElse: with tokens the token names
+// the operator. A body naming someone else is refused with 403 saying so,
+// nothing resolved, rather than audited under the token's name while the
+// caller believes it named another (the CLI refuses --operator beside a
+// token for the same reason); a body naming the token's own holder, or
+// nobody, goes through.
+func TestATokenHolderCannotWriteAsSomeoneElse(t *testing.T) {
+	f := newFixture(t, Config{Tokens: namedTokens})
+	below, conflict, _ := f.hold()
+	auth := []string{"Authorization", "Bearer 0perator"} // j.doe's
+	for _, req := range []struct{ path, body string }{
+		{fmt.Sprintf("/api/v1/quarantine/%d/release", below), `{"operator": "someone else"}`},
+		{fmt.Sprintf("/api/v1/quarantine/%d/discard", conflict), `{"reason": "noise", "operator": "a.smith"}`},
+	} {
+		r := f.post(req.path, req.body, auth...)
+		r.want(t, http.StatusForbidden, nil)
+		if !strings.Contains(string(r.body), `the token names the operator, j.doe`) {
+			t.Fatalf("%s: 403 body %s does not say the token names the operator", req.path, r.body)
+		}
+	}
+	if ids := openIDs(t, f); len(ids) != 3 {
+		t.Fatalf("a refused write resolved something: %v open", ids)
+	}
+	var rel, dis resolution
+	f.post(fmt.Sprintf("/api/v1/quarantine/%d/release", below), `{"operator": " j.doe "}`, auth...).want(t, http.StatusOK, &rel)
+	f.post(fmt.Sprintf("/api/v1/quarantine/%d/discard", conflict), `{"reason": "noise"}`, auth...).want(t, http.StatusOK, &dis)
+	if rel.Operator != "j.doe" || dis.Operator != "j.doe" {
+		t.Fatalf("the token's own writes name %q and %q, want j.doe", rel.Operator, dis.Operator)
 	}
 }

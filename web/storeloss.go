@@ -62,7 +62,7 @@ func (s *Server) acceptLoss(w http.ResponseWriter, r *http.Request, operator str
 	}
 	operator, err := claimedOperator(operator, body.Operator)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+		writeError(w, statusOf(err), "%v", err)
 		return
 	}
 	if operator == "" {

@@ -50,7 +50,8 @@ function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
 
 // operator is the name the person gave at the top. A write's body carries
 // it; the server audits the write under it when no token names the
-// operator (open writes on loopback), else names the token's holder.
+// operator (open writes on loopback), else names the token's holder, and
+// refuses (403, told in the toast) a name that is not the token's.
 function operator() { return $("operator").value.trim(); }
 
 // writeBody is a write's JSON body: fields, and the operator when named.
