@@ -270,7 +270,7 @@ func (e *Engine) HoldPending(ctx context.Context, member string, id uint64, reas
 			r.Sequence = &s
 		}
 		e.appendAudit(&r)
-		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: why, Pending: true})
+		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: why, Output: entry.Output, Pending: true})
 	}
 	// The store refuses a hold of an entry delivered meanwhile: no
 	// consumer's batch may be decided on top of it before it knows.

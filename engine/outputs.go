@@ -99,6 +99,9 @@ type OutboxHold struct {
 	Member string `json:"member,omitempty"`
 	ID     uint64 `json:"id"`
 	Reason string `json:"reason"`
+	// Output is the entry's output kind (OutputMQTT, …), for the
+	// observers' counts; the stores need it not.
+	Output string `json:"output,omitempty"`
 	// Pending is set on an operator's hold of an entry it read pending
 	// (Engine.HoldPending): an entry no longer pending when the batch is
 	// written (the drainer delivered it meanwhile) fails the whole batch
@@ -252,7 +255,7 @@ func (e *Engine) HoldForward(ctx context.Context, member string, entry OutboxEnt
 			r.Sequence = &s
 		}
 		e.appendAudit(&r)
-		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: r.Reason})
+		e.pending.batch.OutboxHeld = append(e.pending.batch.OutboxHeld, OutboxHold{Member: member, ID: entry.ID, Reason: r.Reason, Output: entry.Output})
 	}
 	return e.act(ctx, nil, hold)
 }

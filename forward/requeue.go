@@ -53,25 +53,46 @@ func (d *Drainer) rewind(member string) {
 // engine: the API, or the CLI through it) cuts short the backoff of the
 // lanes of its member at once, so that a lane waiting to send it again
 // goes on after it rather than at the end of its backoff or the next
-// poll. The entries the lanes hold themselves are left out. It never
-// blocks.
+// poll, and counts as held by its output, as an entry the downstream
+// refused for good does. The entries the lanes hold themselves are left
+// out. It never blocks.
 func (d *Drainer) OutboxHolds(held []engine.OutboxHold) {
 	d.heldMu.Lock()
 	var members []string
+	var counted []engine.OutboxHold
 	for _, h := range held {
 		r := heldRef{h.Member, h.ID}
 		if _, ok := d.holding[r]; ok {
 			continue
 		}
 		d.heldSince = append(d.heldSince, r) // seen: the next watchHeld skips nothing again
+		counted = append(counted, h)
 		if !contains(members, h.Member) {
 			members = append(members, h.Member)
 		}
 	}
 	d.heldMu.Unlock()
+	for _, h := range counted {
+		d.countHeld(h.Member, h.Output)
+	}
 	for _, m := range members {
 		d.skipBackoff(m)
 	}
+}
+
+// countHeld counts an entry of member's outbox an operator held in the
+// held count of its output's lane, when this drainer runs that lane.
+func (d *Drainer) countHeld(member, output string) {
+	d.mu.Lock()
+	l := d.lanes[laneID{member, output}]
+	d.mu.Unlock()
+	if l == nil {
+		return
+	}
+	d.obs.Forwarded(output, ResultHeld, 1)
+	l.mu.Lock()
+	l.st.Held++
+	l.mu.Unlock()
 }
 
 // heldBy notes an entry a lane held, for the next watchHeld.

@@ -12,7 +12,8 @@ type OutputStatus struct {
 	Output string // engine.OutputMQTT, …
 	Member string // "" on a single-owner store
 	// Delivered and Held count the entries acknowledged downstream and
-	// those refused for good since start; Failures the failed attempts.
+	// those held since start (refused for good, or held by an operator
+	// through this process's engine); Failures the failed attempts.
 	Delivered, Held, Failures uint64
 	// Failing is set from a failed attempt until the next one succeeds;
 	// Since is when the failing began, Attempts how many have failed since,

@@ -159,7 +159,7 @@ func TestWebhookDeliversInOrderThroughFailuresAndHoldsTheRefusedEntry(t *testing
 		t.Fatalf("audit record of the hold: %+v, held entry %d", rec, held[0].ID)
 	}
 	want = fmt.Sprintf(`
-# HELP replayguard_forwarded_total Outbox entries by output and result: delivered (acknowledged downstream; a copy sent again after a crash counts again), held (refused for good, held for an operator, audited as forward_held), failed (an attempt that failed, counted at the entry it stopped at; sent again).
+# HELP replayguard_forwarded_total Outbox entries by output and result: delivered (acknowledged downstream; a copy sent again after a crash counts again), held (refused for good, or held by an operator while pending; audited as forward_held), failed (an attempt that failed, counted at the entry it stopped at; sent again).
 # TYPE replayguard_forwarded_total counter
 replayguard_forwarded_total{output="webhook",result="delivered"} %d
 replayguard_forwarded_total{output="webhook",result="failed"} %d

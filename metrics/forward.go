@@ -48,7 +48,7 @@ func NewForward(reg prometheus.Registerer, outputs ...string) *Forward {
 	f := &Forward{
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "replayguard_forwarded_total",
-			Help: "Outbox entries by output and result: delivered (acknowledged downstream; a copy sent again after a crash counts again), held (refused for good, held for an operator, audited as forward_held), failed (an attempt that failed, counted at the entry it stopped at; sent again).",
+			Help: "Outbox entries by output and result: delivered (acknowledged downstream; a copy sent again after a crash counts again), held (refused for good, or held by an operator while pending; audited as forward_held), failed (an attempt that failed, counted at the entry it stopped at; sent again).",
 		}, []string{"output", "result"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "replayguard_forward_latency_seconds",

@@ -91,6 +91,9 @@ func TestTheDashboardShowsAnEntryTheDownstreamKeepsRefusingAndHoldsIt(t *testing
 	b.waitFor("the hold's answer", `document.getElementById('toast').textContent.startsWith('Held #')`)
 	eventually(t, "the alert behind the held one is delivered", func() bool { return delivered() == "a-1,a-3" })
 	b.waitFor("the entry held, no longer waited at", card+` === null && document.querySelector('.held-fwd[data-id="`+fmt.Sprint(stuck)+`"]') !== null`)
+	output := `document.querySelector('#outputs tr[data-output="webhook"]')`
+	b.waitFor("the output's held column counting the operator's hold", output+`?.querySelector('td.n-held').textContent === '1' && `+
+		`document.getElementById('outbox-summary').textContent.endsWith(' 1 held')`)
 	held, err := f.store.OutboxHeld(context.Background())
 	if err != nil {
 		t.Fatal(err)

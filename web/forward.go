@@ -30,7 +30,8 @@ type ForwardOutput struct {
 	Output string `json:"output"`
 	Member string `json:"member"`
 	// Delivered and Held count the entries acknowledged downstream and
-	// those refused for good since start; Failures the failed attempts.
+	// those held since start (refused for good, or held by an operator
+	// through this process); Failures the failed attempts.
 	Delivered uint64 `json:"delivered"`
 	Held      uint64 `json:"held"`
 	Failures  uint64 `json:"failures"`
