@@ -130,6 +130,8 @@ type Drainer struct {
 	mu    sync.Mutex
 	lanes map[laneID]*lane
 
+	recount chan struct{} // asks Run for a count of the outbox before the next poll
+
 	heldMu    sync.Mutex
 	heldSince []heldRef            // entries the lanes or operators held since the last watchHeld
 	holding   map[heldRef]struct{} // entries a lane is holding now (hold)
@@ -150,7 +152,7 @@ func New(opts Options) (*Drainer, error) {
 	setDefault(&opts.MaxBackoff, DefaultMaxBackoff)
 	setDefault(&opts.Poll, DefaultPoll)
 	d := &Drainer{opts: opts, log: opts.Logger, obs: opts.Observer, outMu: map[string]*sync.Mutex{}, lanes: map[laneID]*lane{},
-		heldSeen: map[heldRef]struct{}{}, holding: map[heldRef]struct{}{}}
+		heldSeen: map[heldRef]struct{}{}, holding: map[heldRef]struct{}{}, recount: make(chan struct{}, 1)}
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -268,14 +270,22 @@ func (d *Drainer) Run(ctx context.Context, h Holder) {
 	var claimed time.Time // when the last ClaimOutboxes that answered began
 	for {
 		d.claim(ctx, running, start, release, &claimed)
-		select {
-		case <-ctx.Done():
-			for _, r := range running {
-				r.cancel()
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				for _, r := range running {
+					r.cancel()
+				}
+				wg.Wait()
+				return
+			case <-d.recount:
+				pctx, cancel := d.pollContext(ctx)
+				_ = d.refresh(pctx)
+				cancel()
+			case <-tick.C:
+				break wait
 			}
-			wg.Wait()
-			return
-		case <-tick.C:
 		}
 		// Bounded: a poll read that hangs would keep the next claim from
 		// being made, and so the lanes from stopping before the claims

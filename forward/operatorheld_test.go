@@ -56,3 +56,17 @@ func TestAnEntryAnOperatorHoldsIsCountedAmongItsOutputsHeld(t *testing.T) {
 		return len(st.Outputs) == 1 && st.Outputs[0].Held == 1
 	})
 }
+
+// TestTheDepthLeavesAnEntryAnOperatorHoldsBeforeTheNextPoll: an entry an
+// operator holds leaves the pending outbox in the hold's commit; the
+// drainer's depth (replayguard_outbox_entries, the dashboard's pending
+// bar, Admit's bound) must say so then, not stay one too high until the
+// next poll recounts (an hour here).
+func TestTheDepthLeavesAnEntryAnOperatorHoldsBeforeTheNextPoll(t *testing.T) {
+	r := holdStuckEntry(t)
+	n, err := r.store.OutboxDepth(context.Background(), "")
+	if err != nil || n != 0 {
+		t.Fatalf("pending entries in the store: %d (%v), want 0", n, err)
+	}
+	waitFor(t, "the depth to leave the held entry", func() bool { depth, _ := r.d.Depth(); return depth == 0 })
+}

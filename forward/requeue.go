@@ -74,9 +74,23 @@ func (d *Drainer) OutboxHolds(held []engine.OutboxHold) {
 	d.heldMu.Unlock()
 	for _, h := range counted {
 		d.countHeld(h.Member, h.Output)
+		if h.Pending && h.Member == d.opts.Member {
+			d.askRecount() // it left Member's pending outbox in the engine's commit
+		}
 	}
 	for _, m := range members {
 		d.skipBackoff(m)
+	}
+}
+
+// askRecount has Run count Member's pending entries again soon, rather
+// than at the next poll: entries left the outbox in a commit not the
+// drainer's own, whose removal it cannot order against a count running
+// meanwhile (see removing). It never blocks.
+func (d *Drainer) askRecount() {
+	select {
+	case d.recount <- struct{}{}:
+	default: // one asked already: that count comes after this
 	}
 }
 
