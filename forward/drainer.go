@@ -123,9 +123,14 @@ type Drainer struct {
 
 	// countMu orders a recount's store of depth (refresh) against the
 	// entries taken off it (removedNow); leaving counts the entries whose
-	// removal from the store is under way (removing).
-	countMu sync.Mutex
-	leaving int64
+	// removal from the store is under way (removing), counting the
+	// recounts under way, and overlap says that one of them ran while a
+	// removal was under way, so that it may have counted its entries
+	// twice: once both are done, another count is asked for (askRecount).
+	countMu  sync.Mutex
+	leaving  int64
+	counting int
+	overlap  bool
 
 	mu    sync.Mutex
 	lanes map[laneID]*lane

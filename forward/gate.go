@@ -65,10 +65,15 @@ func (g *gate) state() (full bool, since time.Time) {
 // removing notes n entries about to leave Member's outbox in the store.
 // Until removedNow, a recount counts them as pending (refresh): the store
 // may remove them before it counts, and the count must not then lose them
-// a second time when removedNow takes them off.
+// a second time when removedNow takes them off. The store may as well
+// remove them after it counts, and the count then holds them twice: so a
+// recount that overlaps a removal has another count follow both.
 func (d *Drainer) removing(n int) {
 	d.countMu.Lock()
 	d.leaving += int64(n)
+	if d.counting > 0 {
+		d.overlap = true
+	}
 	d.countMu.Unlock()
 }
 
@@ -80,28 +85,57 @@ func (d *Drainer) removedNow(n int, ok bool) {
 	if ok {
 		d.depth.Add(-int64(n))
 	}
+	again := d.settled()
 	d.countMu.Unlock()
 	if ok {
 		d.gate.signal()
 	}
+	if again {
+		d.askRecount()
+	}
+}
+
+// settled reports, once no removal and no recount is under way, whether
+// one overlapped the other, clearing it: then the depth may be high by the
+// entries removed meanwhile, and is counted again. countMu is held.
+func (d *Drainer) settled() bool {
+	if !d.overlap || d.leaving != 0 || d.counting != 0 {
+		return false
+	}
+	d.overlap = false
+	return true
 }
 
 // refresh counts Member's pending entries in the store. Entries committed
 // while it counts are added on top, and entries being removed are counted
 // until their removal is taken off (removing), so the count errs on the
-// high side until the next refresh.
+// high side; a count that overlapped a removal is followed by another
+// once both are done (settled), which Run takes at once.
 func (d *Drainer) refresh(ctx context.Context) error {
 	before := d.added.Load()
+	d.countMu.Lock()
+	d.counting++
+	if d.leaving > 0 {
+		d.overlap = true
+	}
+	d.countMu.Unlock()
 	n, err := d.opts.Store.OutboxDepth(ctx, d.opts.Member)
+	d.countMu.Lock()
+	d.counting--
+	if err == nil {
+		d.depth.Store(int64(n) + d.added.Load() - before + d.leaving)
+	}
+	again := d.settled()
+	d.countMu.Unlock()
+	if again {
+		d.askRecount()
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("forward: cannot count the outbox's pending entries", "err", err)
 		}
 		return err
 	}
-	d.countMu.Lock()
-	d.depth.Store(int64(n) + d.added.Load() - before + d.leaving)
-	d.countMu.Unlock()
 	return nil
 }
 
