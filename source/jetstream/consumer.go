@@ -240,6 +240,7 @@ func (c *Consumer) connect() (*nats.Conn, error) {
 		nats.ReconnectHandler(c.up),
 		nats.DisconnectErrHandler(c.down),
 		nats.ReconnectErrHandler(func(nc *nats.Conn, err error) {
+			err = connectError(err)
 			c.log.Warn("jetstream reconnect failed", "server", c.cfg.URL, "err", err)
 			c.obs.Observe(source.Event{Kind: source.ConnectFailed, Broker: c.serverURL(), Err: err})
 		}),
@@ -253,9 +254,19 @@ func (c *Consumer) connect() (*nats.Conn, error) {
 	c.log.Info("jetstream connecting", "server", c.cfg.URL, "stream", c.cfg.Stream, "consumer", c.cfg.Consumer)
 	nc, err := nats.Connect(c.cfg.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: connect %s: %w", c.cfg.URL, err)
+		return nil, fmt.Errorf("jetstream: connect %s: %w", c.cfg.URL, connectError(err))
 	}
 	return nc, nil
+}
+
+// connectError is err of a failed connection attempt, saying what to do
+// when the cause is plain: a tls:// URL of a server that does not speak
+// TLS (nats.go says only "secure connection not available").
+func connectError(err error) error {
+	if errors.Is(err, nats.ErrSecureConnWanted) {
+		return fmt.Errorf("the server does not speak TLS (jetstream.url is tls://; a plain NATS listener? its URL would be nats://): %w", err)
+	}
+	return err
 }
 
 func (c *Consumer) up(nc *nats.Conn) {
