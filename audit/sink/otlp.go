@@ -32,8 +32,9 @@ type OTLPOptions struct {
 	// TLS verifies an https:// receiver and presents a client
 	// certificate. Default nil: the system roots.
 	TLS *tls.Config
-	// Logger receives a line per batch the receiver took with a partial
-	// success (records it rejected). Default: discard.
+	// Logger receives a line per batch the receiver answered with a
+	// partial success (audit records whose log records it rejected).
+	// Default: discard.
 	Logger *slog.Logger
 }
 
@@ -117,7 +118,7 @@ func (o *OTLP) Export(ctx context.Context, recs []engine.AuditRecord) error {
 	case err != nil && code >= 200 && code <= 299:
 		// The receiver took the request; what it rejected it would
 		// reject again.
-		o.log.Warn("otlp receiver took the audit records with a partial success; rejected records are not sent again",
+		o.log.Warn("otlp partial success: the receiver rejected some of the batch's audit records (its log records); those are not sent again, as OTLP asks",
 			"endpoint", o.endpoint, "from", recs[0].Position, "to", recs[len(recs)-1].Position, "err", err)
 		return nil
 	case err != nil && o.status.retryAfter.Load() > 0: // 429 or 503 with a Retry-After: the receiver asks for a pause
