@@ -387,6 +387,9 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 		return nil, nil, err
 	}
 	first := si.State.FirstSeq
+	// What lies before the consumer's own start was never to be delivered:
+	// not lost.
+	c.accounted = max(c.accounted, startBefore(info, first))
 	if existed { // nothing of this process in flight: from the ack floor, so that a message delivered and never acknowledged counts
 		c.removedAhead(first, info.AckFloor.Stream)
 	}

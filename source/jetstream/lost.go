@@ -168,6 +168,30 @@ func split(r span, rd reading) []span {
 	return out
 }
 
+// startBefore is the stream sequence before the consumer's own start, as
+// far as the server tells it: a durable made elsewhere to deliver from a
+// sequence, a time, the new or the last messages was never to deliver
+// what lies before, which is no loss. The start sequence is in the
+// configuration; for the other policies, the server sets the delivered
+// stream sequence to the one before the first it is to deliver, and
+// keeps it there until a delivery. A purge moves it too, but only to
+// before the stream's first sequence (first): there, what lay before it
+// may have been removed after the start, and 0 keeps it told. Once the
+// consumer delivered, the start is no longer read (the ack floor bounds
+// what was decided).
+func startBefore(info *jetstream.ConsumerInfo, first uint64) uint64 {
+	switch info.Config.DeliverPolicy {
+	case jetstream.DeliverAllPolicy:
+		return 0
+	case jetstream.DeliverByStartSequencePolicy:
+		return preceding(info.Config.OptStartSeq)
+	}
+	if info.Delivered.Consumer == 0 && info.Delivered.Stream > preceding(first) {
+		return info.Delivered.Stream
+	}
+	return 0
+}
+
 // preceding is the stream sequence before first, the stream's first
 // sequence (0 for a stream that never held a message).
 func preceding(first uint64) uint64 { return max(first, 1) - 1 }

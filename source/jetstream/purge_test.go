@@ -269,3 +269,44 @@ func TestAPurgeAheadOfAGroupIsToldByEachMemberExactlyOrAsAnUpperBound(t *testing
 		}
 	}
 }
+
+// A durable made elsewhere to deliver only new messages never delivers
+// those the stream held when it was made: they are no loss, and are not
+// told. A purge after its start, of messages it had not received yet, is
+// told all the same, and only it.
+func TestADurableMadeToDeliverNewMessagesTellsNoneBeforeItsStartLostButAPurgeAfterIt(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	publishAll(t, n, readings(3, "m1")) // 1 to 3, before the consumer's start
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy, DeliverPolicy: natsjs.DeliverNewPolicy, MaxDeliver: -1})
+	e, _ := meters(t)
+	r, g, logs, events := slowConsumer(t, n, e)
+	publishAll(t, n, readings(5, "m1")[3:]) // 4 and 5
+	allAcked(t, n, 10*time.Second)
+	if got := kwh(e, "m1"); got != "2" {
+		t.Fatalf("meter/m1 kwh = %s, want 2: readings 4 and 5 only", got)
+	}
+
+	// 6 and 7 held, 8 to 12 waiting at the server; keeping the last 3
+	// removes 1 to 9: 8 and 9 are lost, 10 to 12 are delivered.
+	g.shut()
+	publishAll(t, n, readings(12, "m1")[5:])
+	heldBack(t, n, 2, 5)
+	if got := n.PurgeStream(testStream, natsjs.WithPurgeKeep(3)); got != 9 {
+		t.Fatalf("purged %d messages, want 9", got)
+	}
+	g.release()
+	publishAll(t, n, readings(13, "m1")[12:]) // wakes the pull request the purge left waiting
+	waitFor(t, "readings 4 to 7 and 10 to 13 decided", 10*time.Second, func() bool { return kwh(e, "m1") == "8" })
+	waitFor(t, "the lost messages told", 10*time.Second, func() bool { return len(lostLines(logs)) > 0 })
+	lines := lostLines(logs)
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "from_sequence=8 through_sequence=9 messages=2 ") {
+		t.Errorf("lost messages told as %q, want one error naming stream sequences 8 and 9, 2 messages", lines)
+	}
+	if got := events.Sum(source.Lost); got != 2 {
+		t.Errorf("%d messages counted lost, want 2", got)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
