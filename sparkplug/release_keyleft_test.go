@@ -1,0 +1,73 @@
+package sparkplug_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/sparkplug"
+	"github.com/replayguard/replayguard/store/memory"
+)
+
+// TestAReleasedCopyOfDataWhoseKeyLeftTheKeyWindowIsADuplicateOfWhatTheWindowSaw:
+// an edge's NDATA at seq 456 (raw 200) is applied, and its key then
+// leaves the key window (max_entries 8) while the session's window still
+// holds 456; seq 200, a ring below, was never seen. A copy of that NDATA,
+// delivered while the session's highest was 210 (its nearest placement
+// 200, yet stamped after the highest: held, waiting for the NBIRTH of its
+// birth), is released once the highest is 470: its nearest placement is
+// 456, which the window saw and whose key is gone. It may be this very
+// message, applied once: it is decided a duplicate there, never applied a
+// ring lower at the free 200, and the edge's pulses stay one a message.
+func TestAReleasedCopyOfDataWhoseKeyLeftTheKeyWindowIsADuplicateOfWhatTheWindowSaw(t *testing.T) {
+	store := memory.New()
+	h := &harness{t: t, store: store, clock: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	e, err := engine.New(context.Background(), store, engine.Options{Routes: []engine.Route{plantRoute},
+		Kinds: []engine.RouteKind{sparkplug.RouteKind{}}, Now: func() time.Time { return h.clock }, MaxEntries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	h.e = e
+	c := newClock()
+	edge := sparkplug.NewEdge("plant", "m1", 0)
+	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))
+	sent := make([]sparkplug.Message, 471) // sent[s]: the NDATA at unwrapped seq s, 1 … 470
+	for s := 1; s <= 470; s++ {
+		sent[s] = edge.Data(c.next(), pulse())
+	}
+	for s := 1; s <= 210; s++ {
+		if s != 200 { // seq 200 is lost
+			h.expect(engine.Applied, sent[s])
+		}
+	}
+	d := h.expect(engine.Quarantined, sent[456])
+	if !strings.Contains(d[0].Reason, "it waits for the NBIRTH of its birth") {
+		t.Fatalf("seq 456 (raw 200) with the highest at 210: reason %q", d[0].Reason)
+	}
+	for s := 211; s <= 470; s++ {
+		h.expect(engine.Applied, sent[s])
+	}
+	if got := h.field("meter/m1", "pulses"); got != "469" {
+		t.Fatalf("pulses %s, want 469", got)
+	}
+	var ids []uint64
+	if err := store.ScanQuarantine(t.Context(), func(q engine.QuarantineEntry) error {
+		ids = append(ids, q.ID)
+		return nil
+	}); err != nil || len(ids) != 1 {
+		t.Fatalf("held %v, %v: want the one copy", ids, err)
+	}
+	r, err := h.e.Release(t.Context(), ids[0], "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != engine.Duplicate || r.Sequence != 456 {
+		t.Fatalf("released: %s (%s) at seq %d, want duplicate at seq 456", r.Outcome, r.Reason, r.Sequence)
+	}
+	if got := h.field("meter/m1", "pulses"); got != "469" {
+		t.Fatalf("pulses %s after the release, want 469", got)
+	}
+}
