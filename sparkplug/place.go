@@ -700,20 +700,20 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 // the store lost it), older than the session's highest, whose nearest
 // placement s another message took (its key held with other content:
 // appliedAt found none with this one's): it was sent a ring or more
-// before, and its place is the nearest below s, within the window, that
-// no message took (no key held, none seen by the window). found is false
-// when s's key is not held, or no placement below is free. A placement
-// the window saw whose key is gone may have been this very message,
-// applied once: that stays the window's duplicate.
+// before, and its place is the nearest below s, within the window, whose
+// key is not held. There the window decides it: applied where no message
+// was seen; a duplicate where one was seen whose key is gone, since that
+// may have been this very message, applied once. found is false when s's
+// key is not held (the same holds at s), or every placement below within
+// the window holds a key.
 func (sp *spMessage) untakenBelow(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, s int64) (int64, bool) {
 	key := func(c int64) engine.Hash { return engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c) }
 	if !p.HoldsKey(key(s)) {
 		return 0, false
 	}
-	taken := func(c int64) bool { return p.HoldsKey(key(c)) || seenIn(w, c) }
 	low := max(0, w.High-int64(p.SequenceSpan()), w.First)
 	for c := s - 256; c >= low; c -= 256 {
-		if !taken(c) {
+		if !p.HoldsKey(key(c)) {
 			return c, true
 		}
 	}

@@ -71,3 +71,60 @@ func TestAReleasedCopyOfDataWhoseKeyLeftTheKeyWindowIsADuplicateOfWhatTheWindowS
 		t.Fatalf("pulses %s after the release, want 469", got)
 	}
 }
+
+// TestAReleasedCopyIsNotAppliedARingBelowWhatTheWindowSaw: an edge's NDATA
+// at seq 300 (raw 44) is applied, seq 44 never is. A copy of seq 300,
+// delivered when the highest is 440, is held (more than half the ring
+// behind by its timestamp); by its release the highest is 560, so its
+// nearest placement is 556, whose key the key window still holds with
+// other content, while 300's key is gone (max_entries 8). It was sent a
+// ring or more before 556, but 300, the next placement below, was seen by
+// the window and may be this very message: it is decided a duplicate
+// there, never applied at the free 44.
+func TestAReleasedCopyIsNotAppliedARingBelowWhatTheWindowSaw(t *testing.T) {
+	store := memory.New()
+	h := &harness{t: t, store: store, clock: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	e, err := engine.New(context.Background(), store, engine.Options{Routes: []engine.Route{plantRoute},
+		Kinds: []engine.RouteKind{sparkplug.RouteKind{}}, Now: func() time.Time { return h.clock }, MaxEntries: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	h.e = e
+	c := newClock()
+	edge := sparkplug.NewEdge("plant", "m1", 0)
+	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))
+	sent := make([]sparkplug.Message, 561) // sent[s]: the NDATA at unwrapped seq s, 1 … 560
+	for s := 1; s <= 560; s++ {
+		sent[s] = edge.Data(c.next(), pulse())
+	}
+	for s := 1; s <= 440; s++ {
+		if s != 44 { // seq 44 is lost
+			h.expect(engine.Applied, sent[s])
+		}
+	}
+	h.expect(engine.Quarantined, sent[300])
+	for s := 441; s <= 560; s++ {
+		h.expect(engine.Applied, sent[s])
+	}
+	if got := h.field("meter/m1", "pulses"); got != "559" {
+		t.Fatalf("pulses %s, want 559", got)
+	}
+	var ids []uint64
+	if err := store.ScanQuarantine(t.Context(), func(q engine.QuarantineEntry) error {
+		ids = append(ids, q.ID)
+		return nil
+	}); err != nil || len(ids) != 1 {
+		t.Fatalf("held %v, %v: want the one copy", ids, err)
+	}
+	r, err := h.e.Release(t.Context(), ids[0], "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != engine.Duplicate || r.Sequence != 300 {
+		t.Fatalf("released: %s (%s) at seq %d, want duplicate at seq 300", r.Outcome, r.Reason, r.Sequence)
+	}
+	if got := h.field("meter/m1", "pulses"); got != "559" {
+		t.Fatalf("pulses %s after the release, want 559", got)
+	}
+}
