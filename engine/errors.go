@@ -44,6 +44,12 @@ var ErrAborted = errors.New("replayguard: batch aborted")
 // stored record just below the trim: the caller archived something else.
 var ErrTrimBase = errors.New("replayguard: audit trim base does not match the stored record")
 
+// ErrCursorRecord is returned by ChainKeeper.SetChainCursorAt when the
+// chain does not hold the record the cursor names at its position: the
+// store lost it (a failover to a standby that lacked it) or holds another
+// record there, decided again. The cursor is left as it was.
+var ErrCursorRecord = errors.New("replayguard: the chain does not hold the record a sink's cursor names")
+
 // ErrTrimQuarantine is returned by TrimAudit when an open quarantine entry
 // still needs a record it would drop.
 var ErrTrimQuarantine = errors.New("replayguard: audit records below an open quarantine entry stay until it is resolved")

@@ -132,6 +132,14 @@ type ChainKeeper interface {
 	// the chain ended cannot take it back). A member the group never had
 	// fails it with ErrNotFound, a read-only handle fails.
 	SetChainCursor(ctx context.Context, member, sink string, pos uint64) error
+	// SetChainCursorAt is SetChainCursor for a sink that delivered the
+	// record at: it records at.Position only if member's chain holds that
+	// very record (its hash) there, atomically, and fails with
+	// ErrCursorRecord otherwise. A batch read before a failover to a
+	// standby that lacked its records thus cannot leave a cursor past
+	// records the chain then holds at those positions and the sink never
+	// delivered.
+	SetChainCursorAt(ctx context.Context, member, sink string, at AuditHead) error
 	// ChainCursors returns every cursor stored on member's chain, by sink
 	// name: those of sinks no live process configures too. Audit
 	// retention trims the chain no further than the lowest.

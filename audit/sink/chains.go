@@ -18,9 +18,10 @@ type ChainStore interface {
 	ScanChain(ctx context.Context, member string, from uint64, fn func(engine.AuditRecord) error) error
 	// ChainCursor returns sink's cursor on member's chain; 0 when none.
 	ChainCursor(ctx context.Context, member, sink string) (uint64, error)
-	// SetChainCursor records it, durably when it returns nil, unless the
-	// cursor is already past it.
-	SetChainCursor(ctx context.Context, member, sink string, pos uint64) error
+	// SetChainCursorAt records at.Position as it, durably when it returns
+	// nil, unless the cursor is already past it, and only if the chain
+	// holds the record at there: engine.ErrCursorRecord otherwise.
+	SetChainCursorAt(ctx context.Context, member, sink string, at engine.AuditHead) error
 }
 
 // NewChains returns a set of sinks over the members' chains of a shared
@@ -97,7 +98,8 @@ func (s *Set) Floor(ctx context.Context, member string) (uint64, error) {
 type chainLogs interface {
 	scan(ctx context.Context, chain string, from uint64, fn func(engine.AuditRecord) error) error
 	cursor(ctx context.Context, chain, sink string) (uint64, error)
-	setCursor(ctx context.Context, chain, sink string, pos uint64) error
+	// setCursor saves the cursor of a sink that delivered the record at.
+	setCursor(ctx context.Context, chain, sink string, at engine.AuditHead) error
 }
 
 // ownerLogs is a single-owner store: one chain, "".
@@ -111,8 +113,10 @@ func (l ownerLogs) cursor(ctx context.Context, _, sink string) (uint64, error) {
 	return l.s.Cursor(ctx, sink)
 }
 
-func (l ownerLogs) setCursor(ctx context.Context, _, sink string, pos uint64) error {
-	return l.s.SetCursor(ctx, sink, pos)
+// setCursor needs no check of the record: a single-owner store's log
+// never goes back under its owner.
+func (l ownerLogs) setCursor(ctx context.Context, _, sink string, at engine.AuditHead) error {
+	return l.s.SetCursor(ctx, sink, at.Position)
 }
 
 // groupLogs is a shared store: a chain per member.
@@ -126,6 +130,6 @@ func (l groupLogs) cursor(ctx context.Context, chain, sink string) (uint64, erro
 	return l.s.ChainCursor(ctx, chain, sink)
 }
 
-func (l groupLogs) setCursor(ctx context.Context, chain, sink string, pos uint64) error {
-	return l.s.SetChainCursor(ctx, chain, sink, pos)
+func (l groupLogs) setCursor(ctx context.Context, chain, sink string, at engine.AuditHead) error {
+	return l.s.SetChainCursorAt(ctx, chain, sink, at)
 }

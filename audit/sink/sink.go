@@ -375,14 +375,28 @@ func (s *Set) deliverBatch(ctx context.Context, r *runner, chain string) (int, e
 	if err := r.Exporter.Export(ctx, batch); err != nil {
 		return 0, err
 	}
-	last := batch[len(batch)-1].Position
+	lastRec := batch[len(batch)-1]
+	last := lastRec.Position
 	if r.rewound(chain) != rewinds {
 		// The chain went back below the batch meanwhile: the records the
 		// member decided again at its positions go next.
 		r.delivered.Add(uint64(len(batch)))
 		return len(batch), nil
 	}
-	if err := s.logs.setCursor(ctx, chain, r.Name, last); err != nil {
+	err = s.logs.setCursor(ctx, chain, r.Name, engine.AuditHead{Position: last, Hash: lastRec.Hash})
+	if errors.Is(err, engine.ErrCursorRecord) {
+		// The batch was read from a store that failed over since, to a
+		// standby lacking its records: the chain holds others at those
+		// positions, or none yet. The rewind on a commit at or below the
+		// cursor may have come after the check above; the cursor in the
+		// store stays where the chain still holds what it names, so a
+		// restart delivers them too, and this one reads them next.
+		s.log.Warn("audit sink delivered records the store no longer holds (a failover); delivering the chain's from its cursor",
+			append(sinkAttrs(r.Name, chain), "from", from, "to", last)...)
+		r.delivered.Add(uint64(len(batch)))
+		return len(batch), nil
+	}
+	if err != nil {
 		return 0, fmt.Errorf("save cursor %d: %w", last, err)
 	}
 	r.advance(chain, last, rewinds)

@@ -126,6 +126,29 @@ func (m *Member) SetChainCursor(ctx context.Context, member, sink string, pos ui
 	return nil
 }
 
+// SetChainCursorAt records at.Position as sink's cursor on member's chain,
+// as SetChainCursor does, only if the chain holds the record at (its hash)
+// there; engine.ErrCursorRecord otherwise.
+func (m *Member) SetChainCursorAt(ctx context.Context, member, sink string, at engine.AuditHead) error {
+	if err := m.lockWriter("set chain cursor"); err != nil {
+		return err
+	}
+	defer m.g.mu.Unlock()
+	if _, ok := m.g.numbers[member]; !ok {
+		return fmt.Errorf("%w: memory store: set the cursor of sink %q: the group has no member %q", engine.ErrNotFound, sink, member)
+	}
+	var r *engine.AuditRecord
+	if c := m.g.chains[member]; c != nil {
+		r = c.log.at(at.Position)
+	}
+	if r == nil || r.Hash != at.Hash {
+		return fmt.Errorf("%w: memory store: sink %q, position %d of member %q's chain", engine.ErrCursorRecord, sink, at.Position, member)
+	}
+	k := chainSink{member, sink}
+	m.g.cursors[k] = max(m.g.cursors[k], at.Position)
+	return nil
+}
+
 // QuarantineBases returns every member's quarantine base by member id.
 func (m *Member) QuarantineBases(ctx context.Context) (map[string]uint64, error) {
 	if err := m.lock(); err != nil {

@@ -21,7 +21,7 @@ var _ engine.ChainKeeper = (*Store)(nil)
 // chainStatements are the chains' SQL texts of one schema.
 type chainStatements struct {
 	base, member, lockBase, claimed, held, record, trim, setBase string
-	cursor, setCursor, cursors, forget                           string
+	cursor, setCursor, setCursorAt, cursors, forget              string
 	claims                                                       claimStatements
 }
 
@@ -45,6 +45,12 @@ func newChainStatements(q func(string) string) chainStatements {
 			JOIN {s}.members m ON m.number = c.member WHERE m.member = $1 AND c.sink = $2`),
 		setCursor: q(`INSERT INTO {s}.chain_cursors (member, sink, position)
 			SELECT number, $2, $3 FROM {s}.members WHERE member = $1
+			ON CONFLICT (member, sink) DO UPDATE SET position = GREATEST(chain_cursors.position, excluded.position)`),
+		// As setCursor, only if the chain holds the record whose hash is $4
+		// at $3.
+		setCursorAt: q(`INSERT INTO {s}.chain_cursors (member, sink, position)
+			SELECT m.number, $2, $3 FROM {s}.members m JOIN {s}.audit a ON a.member = m.number AND a.position = $3
+			WHERE m.member = $1 AND convert_from(a.record, 'UTF8')::jsonb->>'hash' = $4
 			ON CONFLICT (member, sink) DO UPDATE SET position = GREATEST(chain_cursors.position, excluded.position)`),
 		cursors: q(`SELECT c.sink, c.position FROM {s}.chain_cursors c
 			JOIN {s}.members m ON m.number = c.member WHERE m.member = $1`),
@@ -221,6 +227,33 @@ func (s *Store) SetChainCursor(ctx context.Context, member, sink string, pos uin
 			return fmt.Errorf("%w: postgres store: set the cursor of sink %q: the group has no member %q", engine.ErrNotFound, sink, member)
 		}
 		return nil
+	})
+}
+
+// SetChainCursorAt records at.Position as sink's cursor on member's chain,
+// as SetChainCursor does, only if the chain holds the record at (its hash)
+// there, in one statement; engine.ErrCursorRecord otherwise.
+func (s *Store) SetChainCursorAt(ctx context.Context, member, sink string, at engine.AuditHead) error {
+	if s.member == "" {
+		return fmt.Errorf("%w: set chain cursor", ErrReadOnly)
+	}
+	return s.query(ctx, func(c *pgx.Conn) error {
+		tag, err := c.Exec(ctx, s.sql.chain.setCursorAt, member, sink, int64(at.Position), at.Hash.String())
+		if err != nil {
+			return dbErr(err)
+		}
+		if tag.RowsAffected() > 0 {
+			return nil
+		}
+		var number, head int64
+		err = c.QueryRow(ctx, s.sql.chain.member, member).Scan(&number, &head)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: postgres store: set the cursor of sink %q: the group has no member %q", engine.ErrNotFound, sink, member)
+		}
+		if err != nil {
+			return dbErr(err)
+		}
+		return fmt.Errorf("%w: postgres store: sink %q, position %d of member %q's chain (head %d)", engine.ErrCursorRecord, sink, at.Position, member, head)
 	})
 }
 

@@ -228,6 +228,52 @@ func (s *Store) SetChainCursor(ctx context.Context, member, sink string, pos uin
 	return nil
 }
 
+// setCursorAtScript is setCursorScript only if the chain holds the record
+// whose hash is ARGV[4] at ARGV[3]: KEYS[3] the chain's index, KEYS[4] its
+// batches of records, one JSON a line, each beginning with its position.
+// Returns 0, -1 when the group has no such member, or -2 when the chain
+// holds another record there, or none.
+var setCursorAtScript = goredis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
+local starts = redis.call('ZREVRANGEBYSCORE', KEYS[3], ARGV[3], '-inf', 'LIMIT', 0, 1)
+if #starts == 0 then return -2 end
+local blob = redis.call('HGET', KEYS[4], starts[1])
+if not blob then return -2 end
+local head = '{"position":' .. ARGV[3] .. ','
+local held = false
+for line in string.gmatch(blob, '[^\n]+') do
+	if string.sub(line, 1, #head) == head then
+		held = string.find(line, '"hash":"' .. ARGV[4] .. '"', 1, true) ~= nil
+		break
+	end
+end
+if not held then return -2 end
+local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
+if tonumber(ARGV[3]) > cur then redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) end
+return 0
+`)
+
+// SetChainCursorAt records at.Position as sink's cursor on member's chain,
+// as SetChainCursor does, only if the chain holds the record at (its hash)
+// there, in one script; engine.ErrCursorRecord otherwise.
+func (s *Store) SetChainCursorAt(ctx context.Context, member, sink string, at engine.AuditHead) error {
+	if err := s.writer("set chain cursor"); err != nil {
+		return err
+	}
+	n, err := setCursorAtScript.Run(ctx, s.c, []string{s.k.members, s.k.chainCursors(member), s.k.chainIndex(member), s.k.chain(member)},
+		member, sink, at.Position, at.Hash.String()).Int()
+	if err != nil {
+		return s.fail("write the cursor of "+sink+" on the chain of "+member, err)
+	}
+	switch n {
+	case -1:
+		return fmt.Errorf("%w: redis store: set the cursor of sink %q: the group has no member %q", engine.ErrNotFound, sink, member)
+	case -2:
+		return fmt.Errorf("%w: redis store: sink %q, position %d of member %q's chain", engine.ErrCursorRecord, sink, at.Position, member)
+	}
+	return nil
+}
+
 // ClaimChains takes or renews this handle's chain claims for ClaimTTL: its
 // own member's, and that of every member with a chain whose lease is gone;
 // see engine.ChainKeeper. A claim of this member's chain held by a process

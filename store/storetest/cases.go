@@ -153,6 +153,7 @@ var suites = []suite{
 		{name: "scans of a chain run safely while it is trimmed", fn: testChainTrimScans},
 		{name: "an engine on a chain trimmed of every record goes on after its head", fn: testChainTrimmedEngine},
 		{name: "sink cursors are kept per member's chain and sink", fn: testChainCursors},
+		{name: "a sink cursor is set only at the record the chain holds there", fn: testChainCursorsAt},
 		{name: "every sink cursor on a chain is listed, and a sink forgotten on every chain", fn: testChainCursorsForgotten},
 		{name: "chain sink cursors named with separators and unicode are kept apart", fn: testChainOddCursorNames},
 		{name: "every member's quarantine base is listed", fn: testChainQuarantineBases},

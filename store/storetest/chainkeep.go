@@ -288,6 +288,45 @@ func testChainCursors(t *testing.T, p *place) {
 	}
 }
 
+// testChainCursorsAt: SetChainCursorAt moves a cursor to a record only
+// where the chain holds that very record; a batch read before a failover
+// to a standby that lacked it cannot save a cursor past the records the
+// member decides again there.
+func testChainCursorsAt(t *testing.T, p *place) {
+	a := p.handle(t, "a")
+	c := chain{member: "a"}
+	var recs []engine.AuditRecord
+	for range 3 { // three batches, so that a record is inside one, another a batch's first
+		batch := c.records(t, 4)
+		commit(t, a, &engine.Batch{Audit: batch})
+		recs = append(recs, batch...)
+	}
+	k := keeper(t, a)
+	at := func(r engine.AuditRecord) engine.AuditHead {
+		return engine.AuditHead{Position: r.Position, Hash: r.Hash}
+	}
+	want := map[sinkCursor]uint64{{"a", "siem"}: 0}
+	for _, r := range []engine.AuditRecord{recs[5], recs[4], recs[2]} { // inside a batch, a batch's first, then below
+		if err := k.SetChainCursorAt(t.Context(), "a", "siem", at(r)); err != nil {
+			t.Fatalf("SetChainCursorAt(%d): %v", r.Position, err)
+		}
+		want[sinkCursor{"a", "siem"}] = max(want[sinkCursor{"a", "siem"}], r.Position)
+		checkCursors(t, fmt.Sprintf("at the chain's record %d", r.Position), a, want)
+	}
+	other := at(recs[9])
+	other.Hash = recs[8].Hash
+	past := engine.AuditHead{Position: 13, Hash: recs[11].Hash}
+	for _, bad := range []engine.AuditHead{other, past} {
+		if err := k.SetChainCursorAt(t.Context(), "a", "siem", bad); !errors.Is(err, engine.ErrCursorRecord) {
+			t.Fatalf("SetChainCursorAt(%d, a hash the chain does not hold there) = %v, want ErrCursorRecord", bad.Position, err)
+		}
+		checkCursors(t, fmt.Sprintf("after a refused cursor at %d", bad.Position), a, want)
+	}
+	if err := k.SetChainCursorAt(t.Context(), "c", "siem", at(recs[0])); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("SetChainCursorAt of a member the group never had = %v, want ErrNotFound", err)
+	}
+}
+
 func testChainCursorsForgotten(t *testing.T, p *place) {
 	a, b := p.handle(t, "a"), p.handle(t, "b")
 	for _, set := range []struct {
