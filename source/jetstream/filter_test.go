@@ -20,7 +20,11 @@ func water(n int, m string) []testbroker.JSMessage {
 }
 
 // consumeFiltered runs a consumer filtered to subjects until the server
-// holds nothing unacknowledged for it, then stops it.
+// holds nothing unacknowledged for it, then stops it, and waits until no
+// pull request of it waits at the server: one left there takes the next
+// messages published and holds them unacknowledged, to be delivered again
+// only after the consumer's ack wait (30 s), which the tests that follow
+// would take for messages never delivered.
 func consumeFiltered(t *testing.T, n *testbroker.NATS, subjects ...string) {
 	t.Helper()
 	e, _ := meters(t)
@@ -31,6 +35,10 @@ func consumeFiltered(t *testing.T, n *testbroker.NATS, subjects ...string) {
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, "no pull request of the stopped consumer waiting", 10*time.Second, func() bool {
+		info, err := n.ConsumerInfo(testStream, testConsumer)
+		return err == nil && info.NumWaiting == 0
+	})
 }
 
 // The server keeps a durable consumer's position when its filter changes:
