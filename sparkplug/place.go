@@ -753,6 +753,17 @@ func (sp *spMessage) resolve(table *engine.SparkplugTable) string {
 			if !ok {
 				return fmt.Sprintf("alias %d of edge %q is not in its current birth certificate", mt.Alias, sp.edge)
 			}
+		} else if mt.HasAlias && table != nil && (sp.typ == spNData || sp.typ == spDData) {
+			// Named one metric and aliased as another: which one the
+			// edge meant cannot be told.
+			if named, ok := table.Aliases[mt.Alias]; ok && named != name {
+				whose := fmt.Sprintf("edge %q", sp.edge)
+				if sp.typ == spDData {
+					whose = fmt.Sprintf("device %q of %s", sp.device, whose)
+				}
+				return fmt.Sprintf("metric %q of %s has alias %d, which its birth certificate gives to %q: "+
+					"which of the two it sets cannot be told", name, whose, mt.Alias, named)
+			}
 		}
 		typ := mt.Datatype
 		if typ == 0 && table != nil {
