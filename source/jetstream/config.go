@@ -66,9 +66,11 @@ type Config struct {
 	// subject of the stream the consumer takes is logged with the routes
 	// that match it, and a warning names one that no route matches, or
 	// that the routes match only in part: its messages are quarantined as
-	// malformed (no route matches). While Run consumes, a change of the
-	// stream's own subjects is warned about, and each subject added is
-	// checked the same way. Default none: no check.
+	// malformed (no route matches); another names a route that matches
+	// none of them, which decides nothing. While Run consumes, a change
+	// of the stream's own subjects is warned about, each subject added is
+	// checked the same way, and a route the change leaves matching none
+	// is named. Default none: no check.
 	Routes []Route
 	// StreamCheck is how often Run reads the stream's subjects, first
 	// sequence and deleted sequences and the consumer's settings and

@@ -312,6 +312,7 @@ func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer,
 		if err == nil {
 			c.bound.Store(true)
 			c.noteRoutes(subjects, "bind")
+			c.noteIdle(nil, subjects, "bind")
 			return cons, subjects, nil
 		}
 		if errors.Is(err, ErrStream) || ctx.Err() != nil {

@@ -37,6 +37,28 @@ func (c *Consumer) noteRoutes(subjects []string, when string) {
 	}
 }
 
+// noteIdle warns of each route that matches none of subjects the
+// consumer takes (Cover's Idle) and of none of before: it decides
+// nothing. At the bind before is nil; at a change of the stream's
+// subjects it is the subjects seen until then, so a route is named when
+// the change leaves it without any. It does nothing when the consumer
+// was given no routes.
+func (c *Consumer) noteIdle(before, subjects []string, when string) {
+	if len(c.cfg.Routes) == 0 {
+		return
+	}
+	idle := Cover(subjects, c.cfg.Subjects, c.cfg.Routes).Idle
+	if before != nil {
+		idle = diff(Cover(before, c.cfg.Subjects, c.cfg.Routes).Idle, idle)
+	}
+	for _, r := range c.cfg.Routes {
+		if slices.Contains(idle, r.Name) {
+			c.log.Warn("jetstream: route "+r.Name+" ("+r.Topic+") matches none of the stream subjects the consumer takes: the route decides nothing",
+				"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "route", r.Name, "topic", r.Topic, "taken", c.taken(subjects), "when", when)
+		}
+	}
+}
+
 // taken is the part of each of the stream's subjects that the consumer's
 // filter takes (takenOf).
 func (c *Consumer) taken(stream []string) []string { return takenOf(stream, c.cfg.Subjects) }

@@ -16,7 +16,8 @@ import (
 // bind, and tells what would otherwise pass unseen:
 //   - the stream's own subjects changed: a subject added reaches the
 //     consumer (with no filter, or one covering it), and the routes decide
-//     its messages, or none does (noteRoutes);
+//     its messages, or none does (noteRoutes), and a route the change
+//     leaves matching none of them decides nothing (noteIdle);
 //   - the stream removed messages before the consumer received them, or
 //     the server moved the consumer past messages it never received
 //     (account, one check later);
@@ -57,6 +58,7 @@ func (c *Consumer) check(ctx context.Context, js jetstream.JetStream, cons jetst
 		c.log.Warn("jetstream: the stream's subjects changed while the consumer runs", "stream", c.cfg.Stream,
 			"added", diff(seen, now), "removed", diff(now, seen), "subjects", now)
 		c.noteRoutes(diff(seen, now), "stream subjects changed")
+		c.noteIdle(seen, now, "stream subjects changed")
 		seen = now
 	}
 	if infoErr != nil {
