@@ -451,7 +451,52 @@ func readBody(w http.ResponseWriter, r *http.Request, v any, optional bool) erro
 	if len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0 {
 		return fmt.Errorf("%w: data after the JSON object", errBody)
 	}
+	// The decoder keeps the last of a key given twice; which one the
+	// client meant cannot be told.
+	if key, ok := repeatedKey(raw[:dec.InputOffset()]); ok {
+		return fmt.Errorf("%w: key %q given twice", errBody, key)
+	}
 	return nil
+}
+
+// repeatedKey returns a key that an object of raw, one JSON value that
+// decodes, gives twice.
+func repeatedKey(raw []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	// For each object open, its keys seen; nil for an array.
+	var open []map[string]bool
+	afterKey := false // the token read last was an object's key
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		inObject := len(open) > 0 && open[len(open)-1] != nil
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				open = append(open, map[string]bool{})
+			case '[':
+				open = append(open, nil)
+			default:
+				open = open[:len(open)-1]
+			}
+			afterKey = false
+			continue
+		case string:
+			if inObject && !afterKey {
+				keys := open[len(open)-1]
+				if keys[v] {
+					return v, true
+				}
+				keys[v] = true
+				afterKey = true
+				continue
+			}
+		}
+		afterKey = false
+	}
 }
 
 func uintParam(q url.Values, name string, def uint64) (uint64, error) {

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 //go:embed assets
@@ -21,6 +22,16 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 func (s *Server) assets() http.Handler {
 	files := http.StripPrefix("/assets/", http.FileServerFS(assetFiles))
 	return s.only("GET", func(w http.ResponseWriter, r *http.Request) {
+		// One that is not there is answered as every error is, in JSON,
+		// not with the file server's plain text.
+		name := strings.TrimPrefix(r.URL.Path, "/assets/")
+		if name == "" {
+			name = "."
+		}
+		if _, err := fs.Stat(assetFiles, name); err != nil {
+			writeError(w, http.StatusNotFound, "no such asset: %s", r.URL.Path)
+			return
+		}
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
 	})
