@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -17,15 +18,19 @@ type Quarantine interface {
 	ScanQuarantine(ctx context.Context, fn func(engine.QuarantineEntry) error) error
 }
 
-// quarantineScanTimeout bounds the scrape-time quarantine count, and
-// sourcesReadTimeout the scrape-time read of a shared store's source
-// windows, which are in the store. A count of the windows is reused by
-// the scrapes that come within gapsReuse times the time it took: a fleet
-// of a million sources is not read in full at every scrape.
+// A scrape waits at most scrapeStoreWait for each count it reads from a
+// shared store (the open gaps, the quarantine), then shows the last count
+// read, marked stale: a store that does not answer must not take the
+// scrape, and every other metric with it, past the scraper's timeout.
+// The count of the source windows goes on without the scrape for up to
+// sourcesReadTimeout, so that a large fleet's count can still finish and
+// serve the next scrapes. A count of the windows is reused by the scrapes
+// that come within gapsReuse times the time it took: a fleet of a million
+// sources is not read in full at every scrape.
 const (
-	quarantineScanTimeout = 2 * time.Second
-	sourcesReadTimeout    = 2 * time.Second
-	gapsReuse             = 20
+	scrapeStoreWait    = 500 * time.Millisecond
+	sourcesReadTimeout = 2 * time.Second
+	gapsReuse          = 20
 )
 
 var (
@@ -56,6 +61,9 @@ var (
 		"Position of the last committed audit record.", nil, nil)
 	descQuarantine = prometheus.NewDesc("replayguard_quarantine_open",
 		"Messages held in quarantine for an operator.", nil, nil)
+	descStale = prometheus.NewDesc("replayguard_scrape_stale",
+		"1 when the value this scrape shows for metric is the last one read, because the shared store did not answer within 0.5 s (or failed); 0 when it was read for this scrape.",
+		[]string{"metric"}, nil)
 )
 
 type labelPair struct{ route, outcome string }
@@ -73,46 +81,94 @@ type accounting struct {
 	losses     lossCounter // the windows' engine on a shared store, nil otherwise
 	quarantine Quarantine
 	gaps       gapCount
+	held       quarantineCount
 }
 
 // gapCount is the last count of the source windows and their open gaps,
 // and what it cost.
 type gapCount struct {
-	mu      sync.Mutex
-	at      time.Time     // when it was counted; zero: never
-	took    time.Duration // how long the count took
-	sources int
-	gaps    int64
+	mu       sync.Mutex
+	at       time.Time     // when it was counted; zero: never
+	took     time.Duration // how long the count took
+	sources  int
+	gaps     int64
+	failed   error         // the last count's error, nil once one succeeds
+	counting chan struct{} // closed when the count under way ends; nil: none
 }
 
 // read counts w's windows and open gaps, or returns the last count while
-// it is younger than gapsReuse times what it took. A count that fails is
-// not kept. The count runs without g.mu: concurrent scrapes of a store
-// that does not answer each give up within their own timeout, none waits
-// for another's in turn.
-func (g *gapCount) read(w Windows, shared bool) (int, int64, error) {
+// it is younger than gapsReuse times what it took. The windows of a shared
+// store are counted by one goroutine at a time, which gives up after
+// sourcesReadTimeout; a scrape waits for it at most scrapeStoreWait and
+// otherwise returns the last count, stale. It fails only when no count
+// ever succeeded.
+func (g *gapCount) read(w Windows, shared bool) (sources int, gaps int64, stale bool, err error) {
 	g.mu.Lock()
 	if !g.at.IsZero() && time.Since(g.at) < gapsReuse*g.took {
 		defer g.mu.Unlock()
-		return g.sources, g.gaps, nil
+		return g.sources, g.gaps, false, nil
 	}
+	if g.counting == nil {
+		done := make(chan struct{})
+		g.counting = done
+		if !shared { // in memory: nothing to wait for
+			g.mu.Unlock()
+			g.count(context.Background(), w, done)
+			return g.last(false)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), sourcesReadTimeout)
+		go func() {
+			defer cancel()
+			g.count(ctx, w, done)
+		}()
+	}
+	done := g.counting
 	g.mu.Unlock()
-	ctx := context.Background()
-	if shared {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, sourcesReadTimeout)
-		defer cancel()
+	timer := time.NewTimer(scrapeStoreWait)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		stale = true
 	}
+	return g.last(stale)
+}
+
+// last returns the last count, stale if it is not this scrape's; it fails
+// when no count ever succeeded.
+func (g *gapCount) last(stale bool) (sources int, gaps int64, _ bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.at.IsZero() {
+		if g.failed == nil {
+			g.failed = fmt.Errorf("the shared store did not answer within %v: %w", scrapeStoreWait, context.DeadlineExceeded)
+		}
+		return 0, 0, true, g.failed
+	}
+	return g.sources, g.gaps, stale || g.failed != nil, nil
+}
+
+// count counts w's windows, keeps the count when it succeeds, and closes
+// done.
+func (g *gapCount) count(ctx context.Context, w Windows, done chan struct{}) {
 	began := time.Now()
 	sources, gaps, err := w.CountGaps(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
 	now := time.Now()
 	g.mu.Lock()
-	g.at, g.took, g.sources, g.gaps = now, now.Sub(began), sources, gaps
-	g.mu.Unlock()
-	return sources, gaps, nil
+	defer g.mu.Unlock()
+	g.failed = err
+	if err == nil {
+		g.at, g.took, g.sources, g.gaps = now, now.Sub(began), sources, gaps
+	}
+	g.counting = nil
+	close(done)
+}
+
+// quarantineCount is the last count of the open quarantine entries.
+type quarantineCount struct {
+	mu   sync.Mutex
+	read bool
+	n    int
 }
 
 // lossCounter counts the deliveries an engine decided again after its
@@ -186,7 +242,7 @@ func (a *accounting) committed(records []engine.AuditRecord) (n, gaps int) {
 
 func (a *accounting) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descReceived, descDecisions, descAbandoned, descInFlight, descResolved,
-		descKeys, descMaxKeys, descOldestKey, descSources, descEntities, descGapsOpen, descPosition, descQuarantine} {
+		descKeys, descMaxKeys, descOldestKey, descSources, descEntities, descGapsOpen, descPosition, descQuarantine, descStale} {
 		ch <- d
 	}
 }
@@ -220,7 +276,7 @@ func (a *accounting) Collect(ch chan<- prometheus.Metric) {
 		collectWindows(ch, w, &a.gaps)
 	}
 	if q != nil {
-		collectQuarantine(ch, q)
+		collectQuarantine(ch, q, &a.held)
 	}
 }
 
@@ -236,7 +292,10 @@ func collectWindows(ch chan<- prometheus.Metric, w Windows, g *gapCount) {
 		ch <- prometheus.MustNewConstMetric(descSources, prometheus.GaugeValue, float64(st.Sources))
 	}
 	ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(st.Position))
-	sources, gaps, err := g.read(w, st.Shared)
+	sources, gaps, stale, err := g.read(w, st.Shared)
+	if st.Shared {
+		ch <- staleMetric("replayguard_gaps_open", stale)
+	}
 	if err != nil { // absent, not 0: an unread window may have gaps
 		if st.Shared {
 			ch <- prometheus.NewInvalidMetric(descSources, err)
@@ -261,13 +320,31 @@ func countQuarantine(ctx context.Context, q Quarantine) (int, error) {
 	return n, err
 }
 
-func collectQuarantine(ch chan<- prometheus.Metric, q Quarantine) {
-	ctx, cancel := context.WithTimeout(context.Background(), quarantineScanTimeout)
+// collectQuarantine counts q's open entries within scrapeStoreWait, or
+// shows the last count, stale.
+func collectQuarantine(ch chan<- prometheus.Metric, q Quarantine, last *quarantineCount) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeStoreWait)
 	defer cancel()
 	n, err := countQuarantine(ctx, q)
-	if err != nil {
+	last.mu.Lock()
+	defer last.mu.Unlock()
+	if err == nil {
+		last.read, last.n = true, n
+	}
+	ch <- staleMetric("replayguard_quarantine_open", err != nil)
+	if !last.read {
 		ch <- prometheus.NewInvalidMetric(descQuarantine, err)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(descQuarantine, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(descQuarantine, prometheus.GaugeValue, float64(last.n))
+}
+
+// staleMetric says whether the value shown for metric is the last one
+// read rather than this scrape's.
+func staleMetric(metric string, stale bool) prometheus.Metric {
+	v := 0.0
+	if stale {
+		v = 1
+	}
+	return prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, v, metric)
 }
