@@ -48,6 +48,12 @@ type Config struct {
 	Version string
 	// ShutdownTimeout bounds the graceful stop of Run; default 5s.
 	ShutdownTimeout time.Duration
+	// StoreReadTimeout bounds each API read of a shared store (state,
+	// sources, audit, quarantine, outbox, explain): a server that stops
+	// answering gets the request a 503 then, rather than a request that
+	// waits for as long as the server does. A local store is read without
+	// it. Default 5s.
+	StoreReadTimeout time.Duration
 	// Logger receives request errors; nil discards.
 	Logger *slog.Logger
 }
@@ -89,6 +95,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 5 * time.Second
+	}
+	if c.StoreReadTimeout == 0 {
+		c.StoreReadTimeout = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

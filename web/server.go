@@ -135,16 +135,16 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/healthz", s.only("GET", s.healthz))
 	mux.HandleFunc("/readyz", s.only("GET", s.readyz))
 	mux.HandleFunc("/metrics", s.only("GET", s.reads(s.metrics())))
-	mux.HandleFunc("/api/v1/state", s.only("GET", s.reads(s.state)))
-	mux.HandleFunc("/api/v1/sources", s.only("GET", s.reads(s.sources)))
+	mux.HandleFunc("/api/v1/state", s.only("GET", s.reads(s.storeRead(s.state))))
+	mux.HandleFunc("/api/v1/sources", s.only("GET", s.reads(s.storeRead(s.sources))))
 	mux.HandleFunc("/api/v1/stats", s.only("GET", s.reads(s.stats)))
 	mux.HandleFunc("/api/v1/rates", s.only("GET", s.reads(s.rates)))
-	mux.HandleFunc("/api/v1/audit", s.only("GET", s.reads(s.audit)))
-	mux.HandleFunc("/api/v1/quarantine", s.only("GET", s.reads(s.quarantineList)))
-	mux.HandleFunc("/api/v1/quarantine/{id}", s.only("GET", s.reads(s.quarantineOne)))
+	mux.HandleFunc("/api/v1/audit", s.only("GET", s.reads(s.storeRead(s.audit))))
+	mux.HandleFunc("/api/v1/quarantine", s.only("GET", s.reads(s.storeRead(s.quarantineList))))
+	mux.HandleFunc("/api/v1/quarantine/{id}", s.only("GET", s.reads(s.storeRead(s.quarantineOne))))
 	mux.HandleFunc("/api/v1/quarantine/{id}/release", s.only("POST", s.writes("release or discard", s.release)))
 	mux.HandleFunc("/api/v1/quarantine/{id}/discard", s.only("POST", s.writes("release or discard", s.discard)))
-	mux.HandleFunc("/api/v1/outbox", s.only("GET", s.reads(s.outboxList)))
+	mux.HandleFunc("/api/v1/outbox", s.only("GET", s.reads(s.storeRead(s.outboxList))))
 	mux.HandleFunc("/api/v1/outbox/{id}/retry", s.only("POST", s.writes("retry or drop", s.retryForward)))
 	mux.HandleFunc("/api/v1/outbox/{id}/drop", s.only("POST", s.writes("retry or drop", s.dropForward)))
 	mux.HandleFunc("/api/v1/outbox/{id}/hold", s.only("POST", s.writes("hold", s.holdForward)))
@@ -152,7 +152,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/api/v1/feeds", s.only("GET", s.reads(s.feeds)))
 	mux.HandleFunc("/api/v1/store/loss", s.only("GET", s.reads(s.storeLoss)))
 	mux.HandleFunc("/api/v1/store/accept-loss", s.only("POST", s.writes("accept a store loss", s.acceptLoss)))
-	mux.HandleFunc("/api/v1/explain/{entity...}", s.only("GET", s.reads(s.explain)))
+	mux.HandleFunc("/api/v1/explain/{entity...}", s.only("GET", s.reads(s.storeRead(s.explain))))
 	mux.HandleFunc("/api/v1/events", s.only("GET", s.reads(s.events)))
 	mux.HandleFunc("/{$}", s.only("GET", s.dashboard))
 	mux.Handle("/assets/", s.assets())
@@ -212,6 +212,19 @@ func (s *Server) reads(h http.HandlerFunc) http.HandlerFunc {
 		if _, ok := s.authorized(w, r); ok {
 			h(w, r)
 		}
+	}
+}
+
+// storeRead bounds h's reads of a shared store by cfg.StoreReadTimeout.
+func (s *Server) storeRead(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.deps.Engine.Stats().Shared {
+			h(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.StoreReadTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx))
 	}
 }
 

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+)
+
+// TestAnAPIReadOfAMemberWhosePostgreSQLStoppedAnsweringFailsWithinItsTimeout
+// runs a member on a PostgreSQL that is then paused (SIGSTOP of the
+// postmaster and every backend: connections stay open, nothing answers),
+// and requires each read the dashboard polls to answer 503 within the
+// 5 s store read timeout (with a second's grace), and 200 again once the
+// server is resumed.
+func TestAnAPIReadOfAMemberWhosePostgreSQLStoppedAnsweringFailsWithinItsTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, mosquitto and the daemon")
+	}
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	listen := sharedDaemon(t, fmt.Sprintf(`{kind: postgres, url: %q, member: a, journal: {path: %q}}`,
+		pg.URL(), filepath.Join(t.TempDir(), "journal")))
+	waitMetric(t, "http://"+listen+"/metrics", `replayguard_decisions_total{outcome="applied",route="incidents"} 3`)
+	reads := []string{"/api/v1/state", "/api/v1/sources", "/api/v1/audit", "/api/v1/quarantine", "/api/v1/outbox"}
+
+	pg.Pause()
+	t.Cleanup(pg.Resume)
+	for _, path := range reads {
+		code, body, took := timedGet(t, "http://"+listen+path, 15*time.Second)
+		if code != http.StatusServiceUnavailable || took > 6*time.Second {
+			t.Errorf("GET %s with the store paused: status %d after %v, want 503 within 6 s: %s", path, code, took, body)
+		}
+	}
+	code, _, took := timedGet(t, "http://"+listen+"/metrics", 5*time.Second)
+	if code != http.StatusOK || took > 1500*time.Millisecond {
+		t.Errorf("scrape with the store paused: status %d after %v, want 200 within 1.5 s", code, took)
+	}
+
+	pg.Resume()
+	for _, path := range reads {
+		if code, body, _ := timedGet(t, "http://"+listen+path, 15*time.Second); code != http.StatusOK {
+			t.Errorf("GET %s with the store resumed: status %d: %s", path, code, body)
+		}
+	}
+}
