@@ -31,7 +31,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 	if d.placer != nil {
 		// A delivery first applied, decided again from the journal, was
 		// acknowledged as genuine: its kind places it as a release.
-		if dec, stop := e.place(d, m.Topic, now, ref != 0 || m.recovery == recoveredApplied); stop {
+		if dec, stop := e.place(d, m.Topic, now, ref != 0 || m.recovery == recoveredApplied, m.recovery == recoveredApplied); stop {
 			if dec.Outcome.Held() {
 				e.heldPlaced(d, m.Topic, now)
 			}
@@ -73,9 +73,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 
 // place has d's kind place it against its source's committed state; stop
 // says it could not be (held, or malformed), with the decision to record.
-func (e *Engine) place(d *Delivery, topic string, now time.Time, released bool) (dec Decision, stop bool) {
+func (e *Engine) place(d *Delivery, topic string, now time.Time, released, recovered bool) (dec Decision, stop bool) {
 	d.seq, d.epoch, d.epochNum, d.epochInt, d.older, d.seen = -1, "", true, 0, false, false
-	hold, err := d.placer.Place(d, &Placement{e: e, d: d, topic: topic, now: now, released: released})
+	hold, err := d.placer.Place(d, &Placement{e: e, d: d, topic: topic, now: now, released: released, recovered: recovered})
 	switch {
 	case err != nil:
 		return Decision{Outcome: Malformed, Reason: err.Error(), Route: d.route.Name, Source: d.source, Sequence: -1}, true

@@ -190,13 +190,14 @@ func OpaqueValue(typeName string) Value { return Value{value{kind: vComposite, t
 // Placement is what a Placer sees of the engine when it places a delivery:
 // the source's committed window and the key window.
 type Placement struct {
-	e        *Engine
-	d        *Delivery
-	topic    string
-	now      time.Time
-	src      *SourceState // the source window, once looked up
-	looked   bool
-	released bool
+	e         *Engine
+	d         *Delivery
+	topic     string
+	now       time.Time
+	src       *SourceState // the source window, once looked up
+	looked    bool
+	released  bool
+	recovered bool
 }
 
 // Released reports whether an operator releases the delivery from
@@ -206,6 +207,14 @@ type Placement struct {
 // would be held as ambiguous, the operator (or the first decision) having
 // judged it genuine; the window rules decide it then.
 func (p *Placement) Released() bool { return p.released }
+
+// Recovered reports whether the delivery is one this member applied
+// before its shared store lost the commit, decided again from its
+// journal (Released is true then too). Its first decision was made on
+// what the store held then: a kind may take a placement another message
+// took since (another member going on from what the store kept) as proof
+// that the delivery's own lies elsewhere.
+func (p *Placement) Recovered() bool { return p.recovered }
 
 // Topic is the delivery's topic.
 func (p *Placement) Topic() string { return p.topic }

@@ -632,7 +632,7 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 			return ""
 		}
 	}
-	if p.Released() && ok && s <= h && older {
+	if p.Recovered() && ok && s <= h && older {
 		if c, found := sp.untakenBelow(d, p, w, s); found {
 			sp.seq = c
 			return ""
@@ -695,25 +695,24 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	return ""
 }
 
-// untakenBelow places a message judged genuine (an operator's release,
-// or a delivery first applied and decided again from the journal after
-// the store lost it), older than the session's highest, whose nearest
-// placement s another message took (its key held with other content:
-// appliedAt found none with this one's): it was sent a ring or more
-// before, and its place is the nearest below s, within the window, whose
-// key is not held. There the window decides it: applied where no message
-// was seen; a duplicate where one was seen whose key is gone, since that
-// may have been this very message, applied once. found is false when s's
-// key is not held (the same holds at s), or every placement below within
-// the window holds a key.
+// untakenBelow places a delivery this member applied before its shared
+// store lost the commit, decided again from its journal, older than the
+// session's highest, whose nearest placement s another message took since
+// (its key held with other content, or the window saw it: another member
+// went on from what the store kept): it was sent a ring or more before,
+// and its place is the nearest below s, within the window, that no
+// message took. found is false when s is not taken, or no placement below
+// is free. An operator's release is not placed so: a placement the window
+// saw whose key is gone may have been that very message, applied once.
 func (sp *spMessage) untakenBelow(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, s int64) (int64, bool) {
 	key := func(c int64) engine.Hash { return engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c) }
-	if !p.HoldsKey(key(s)) {
+	taken := func(c int64) bool { return p.HoldsKey(key(c)) || seenIn(w, c) }
+	if !taken(s) {
 		return 0, false
 	}
 	low := max(0, w.High-int64(p.SequenceSpan()), w.First)
 	for c := s - 256; c >= low; c -= 256 {
-		if !p.HoldsKey(key(c)) {
+		if !taken(c) {
 			return c, true
 		}
 	}
