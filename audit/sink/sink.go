@@ -116,8 +116,9 @@ type runner struct {
 	Sink
 	wake      chan struct{}
 	mu        sync.Mutex
-	cursors   map[string]uint64 // by chain, once read from the store
-	rewinds   map[string]uint64 // by chain, how often rewind moved its cursor back
+	cursors   map[string]uint64  // by chain, once read from the store
+	rewinds   map[string]uint64  // by chain, how often rewind moved its cursor back
+	recent    map[string]*recent // by chain, the records delivered last
 	delivered atomic.Uint64
 	failures  atomic.Uint64
 }
@@ -160,7 +161,7 @@ func newSet(logs chainLogs, opts Options) (*Set, error) {
 			return nil, fmt.Errorf("audit sink: name %q is empty, repeated or has no exporter", k.Name)
 		}
 		seen[k.Name] = true
-		s.sinks = append(s.sinks, &runner{Sink: k, wake: make(chan struct{}, 1), cursors: map[string]uint64{}, rewinds: map[string]uint64{}})
+		s.sinks = append(s.sinks, &runner{Sink: k, wake: make(chan struct{}, 1), cursors: map[string]uint64{}, rewinds: map[string]uint64{}, recent: map[string]*recent{}})
 	}
 	return s, nil
 }
@@ -177,7 +178,7 @@ func (s *Set) Committed(recs []engine.AuditRecord, _ []engine.EntityState) {
 	}
 	first, last := recs[0], recs[len(recs)-1]
 	for _, r := range s.sinks {
-		r.rewind(first.Member, first.Position-1)
+		r.rewind(first)
 	}
 	s.raise(last.Member, last.Position)
 	s.wakeAll()
@@ -399,7 +400,7 @@ func (s *Set) deliverBatch(ctx context.Context, r *runner, chain string) (int, e
 	if err != nil {
 		return 0, fmt.Errorf("save cursor %d: %w", last, err)
 	}
-	r.advance(chain, last, rewinds)
+	r.advance(chain, batch, rewinds)
 	r.delivered.Add(uint64(len(batch)))
 	s.raise(chain, last)
 	return len(batch), nil
@@ -429,25 +430,71 @@ func (s *Set) loadCursor(ctx context.Context, r *runner, chain string) (uint64, 
 	return c, nil
 }
 
-// advance moves the sink's cursor on chain to pos, unless the chain was
-// taken away meanwhile, or its cursor was rewound since the batch read
-// it (rewinds, as rewinds returned then, says which).
-func (r *runner) advance(chain string, pos, rewinds uint64) {
+// advance moves the sink's cursor on chain to the end of batch, which it
+// delivered, unless the chain was taken away meanwhile, or its cursor was
+// rewound since the batch read it (rewinds, as rewound returned then,
+// says which).
+func (r *runner) advance(chain string, batch []engine.AuditRecord, rewinds uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.cursors[chain]; ok && r.rewinds[chain] == rewinds {
-		r.cursors[chain] = pos
+		r.cursors[chain] = batch[len(batch)-1].Position
+		rc := r.recent[chain]
+		if rc == nil {
+			rc = new(recent)
+			r.recent[chain] = rc
+		}
+		for _, rec := range batch {
+			rc.put(rec)
+		}
 	}
 }
 
-// rewind moves the sink's cursor on chain back to pos when it is past it.
-func (r *runner) rewind(chain string, pos uint64) {
+// rewind moves the sink's cursor on first's chain back to just before
+// first, the first record of a commit, when the chain went back under the
+// cursor: the sink delivered another record at first's position (the
+// store lost the member's commits and the member decided them again), or
+// one it no longer knows. A commit the sink already delivered as it is
+// (it reads the store, which holds a commit before the commit is told)
+// moves nothing.
+func (r *runner) rewind(first engine.AuditRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.cursors[chain]; ok && c > pos {
-		r.cursors[chain] = pos
-		r.rewinds[chain]++
+	chain := first.Member
+	c, ok := r.cursors[chain]
+	if !ok || c < first.Position {
+		return
 	}
+	if rc := r.recent[chain]; rc != nil && rc.holds(first) {
+		return
+	}
+	r.cursors[chain] = first.Position - 1
+	r.rewinds[chain]++
+}
+
+// recentRecords is how many of the records a sink delivered last on a
+// chain it remembers by position, to tell a commit it delivered already
+// from a chain that went back.
+const recentRecords = 8192
+
+// recent holds the hashes of the records a sink delivered last on a
+// chain, by position modulo recentRecords.
+type recent [recentRecords]struct {
+	pos  uint64
+	hash engine.Hash
+}
+
+func (rc *recent) put(rec engine.AuditRecord) {
+	rc[rec.Position%recentRecords] = struct {
+		pos  uint64
+		hash engine.Hash
+	}{rec.Position, rec.Hash}
+}
+
+// holds reports whether the sink delivered rec as it is.
+func (rc *recent) holds(rec engine.AuditRecord) bool {
+	e := rc[rec.Position%recentRecords]
+	return e.pos == rec.Position && e.hash == rec.Hash
 }
 
 // rewound returns how often chain's cursor was rewound.
