@@ -369,12 +369,26 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // serverError answers 500 for a failure of the server's own (the store),
-// never of the request, and logs it.
+// never of the request, and logs it; 503 when the store did not answer in
+// time (timedOut).
 func (s *Server) serverError(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Error("request failed", "path", r.URL.Path, "err", err)
 	code := http.StatusInternalServerError
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if timedOut(err) {
 		code = http.StatusServiceUnavailable
 	}
 	writeError(w, code, "%v", err)
+}
+
+// timedOut reports whether err ends a store read or write that did not
+// answer in time: the request's context (the store read timeout, or a
+// client gone), or the store client's own deadline on its connection (a
+// Redis client's read timeout, shorter than the request's, ends in a
+// net.Error, not in the context's error).
+func timedOut(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

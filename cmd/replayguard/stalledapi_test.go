@@ -46,3 +46,38 @@ func TestAnAPIReadOfAMemberWhosePostgreSQLStoppedAnsweringFailsWithinItsTimeout(
 		}
 	}
 }
+
+// TestAnAPIReadOfAMemberWhoseRedisTimedOutAnswers503 runs a member on a
+// Redis that is then paused (SIGSTOP: its connections stay open, nothing
+// answers), with the Redis client's own read timeout (read_timeout in
+// store.url) shorter than the API's store read timeout, and requires each
+// read the dashboard polls to answer 503, as a read that outlives the
+// API's bound does, within that bound (with a second's grace), and 200
+// again once the server is resumed.
+func TestAnAPIReadOfAMemberWhoseRedisTimedOutAnswers503(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis, mosquitto and the daemon")
+	}
+	r := testbroker.StartRedis(t, testbroker.RedisOptions{NonDurable: true})
+	listen := sharedDaemon(t, fmt.Sprintf(`{kind: redis, url: %q, prefix: "{stall}:", member: a, allow_not_durable: true, journal: {path: %q}}`,
+		r.URL()+"?read_timeout=1s", filepath.Join(t.TempDir(), "journal")))
+	waitMetric(t, "http://"+listen+"/metrics", `replayguard_decisions_total{outcome="applied",route="incidents"} 3`)
+	reads := []string{"/api/v1/state", "/api/v1/sources", "/api/v1/audit", "/api/v1/quarantine", "/api/v1/outbox",
+		"/api/v1/explain/incident/I1"}
+
+	r.Pause()
+	t.Cleanup(r.Resume)
+	for _, path := range reads {
+		code, body, took := timedGet(t, "http://"+listen+path, 15*time.Second)
+		if code != http.StatusServiceUnavailable || took > 6*time.Second {
+			t.Errorf("GET %s with the store paused: status %d after %v, want 503 within 6 s: %s", path, code, took, body)
+		}
+	}
+
+	r.Resume()
+	for _, path := range reads {
+		if code, body, _ := timedGet(t, "http://"+listen+path, 15*time.Second); code != http.StatusOK {
+			t.Errorf("GET %s with the store resumed: status %d: %s", path, code, body)
+		}
+	}
+}
