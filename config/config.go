@@ -10,6 +10,7 @@ const (
 	DefaultJournalPath    = "./replayguard-journal"
 	DefaultJournalRetain  = Duration(15 * time.Minute)
 	DefaultCommitTimeout  = Duration(30 * time.Second)
+	DefaultReadTimeout    = Duration(5 * time.Second)
 	DefaultTTL            = Duration(2 * time.Hour)
 	DefaultMaxEntries     = 1_000_000
 	DefaultSequenceSpan   = 4096
@@ -139,6 +140,11 @@ type StoreConfig struct {
 	// counts as failed (nothing acknowledged) and the member is not ready,
 	// never silently stuck. Default 30s; kinds redis and postgres.
 	CommitTimeout Duration `yaml:"commit_timeout,omitempty"`
+	// ReadTimeout bounds each read of a shared store the HTTP API makes
+	// (state, sources, audit, quarantine, outbox, explain): past it the
+	// request answers 503 with the store's error rather than wait for as
+	// long as the server does. Default 5s; kinds redis and postgres.
+	ReadTimeout Duration `yaml:"read_timeout,omitempty"`
 }
 
 // JournalConfig places a shared-store member's journal.
@@ -453,6 +459,7 @@ func (c *Config) SetDefaults() {
 		setString(&c.Store.Journal.Path, DefaultJournalPath)
 		setDuration(&c.Store.Journal.Retention, DefaultJournalRetain)
 		setDuration(&c.Store.CommitTimeout, DefaultCommitTimeout)
+		setDuration(&c.Store.ReadTimeout, DefaultReadTimeout)
 	}
 	setDuration(&c.Window.TTL, DefaultTTL)
 	setInt(&c.Window.MaxEntries, DefaultMaxEntries)

@@ -245,6 +245,7 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 		// The shared store's and the webhook's settings take their defaults
 		// the same way: a 0 written for them would be replaced unseen.
 		{"store.commit_timeout", c.Store.CommitTimeout == 0, DefaultCommitTimeout},
+		{"store.read_timeout", c.Store.ReadTimeout == 0, DefaultReadTimeout},
 		{"store.journal.retention", c.Store.Journal.Retention == 0, DefaultJournalRetain},
 	}
 	if c.Store.Kind == StoreEmbedded || c.Store.Kind == "" { // embedded is the default kind

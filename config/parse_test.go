@@ -20,7 +20,7 @@ func TestDecodeProblems(t *testing.T) {
 		{"an unknown top-level key is refused with a suggestion", "stor: {}",
 			[]string{`1: unknown key "stor" (did you mean "store"?)`}},
 		{"an unknown key lists the known ones when nothing is close", "store:\n  colour: red",
-			[]string{`2: store: unknown key "colour"; known keys: allow_async_replication, allow_not_durable, cached_rows, commit_timeout, journal, kind, member, path, prefix, schema, url, wait_replicas`}},
+			[]string{`2: store: unknown key "colour"; known keys: allow_async_replication, allow_not_durable, cached_rows, commit_timeout, journal, kind, member, path, prefix, read_timeout, schema, url, wait_replicas`}},
 		{"an unknown key in a route names the route and covers the key it misspells",
 			"routes:\n  - name: r\n    topc: a\n    source: [d]\n    id: i",
 			[]string{`3: routes[0] (r): unknown key "topc" (did you mean "topic"?)`}},

@@ -65,7 +65,8 @@ func (s StoreConfig) check(ps *problems, f field) {
 			key string
 			set bool
 		}{{"member", s.Member != ""}, {"allow_not_durable", s.AllowNotDurable}, {"allow_async_replication", s.AllowAsyncReplication},
-			{"journal", s.Journal != (JournalConfig{})}, {"commit_timeout", s.CommitTimeout != 0}} {
+			{"journal", s.Journal != (JournalConfig{})}, {"commit_timeout", s.CommitTimeout != 0},
+			{"read_timeout", s.ReadTimeout != 0}} {
 			if o.set {
 				ps.add(f.dot(o.key), "%s is for a shared store (kind redis or postgres), not kind %s", o.key, s.Kind)
 			}
@@ -108,6 +109,9 @@ func (s StoreConfig) checkShared(ps *problems, f field) {
 	}
 	if s.CommitTimeout < 0 || (s.CommitTimeout > 0 && s.CommitTimeout < Duration(100*time.Millisecond)) {
 		ps.add(f.dot("commit_timeout"), "commit_timeout %v is below 100ms", s.CommitTimeout)
+	}
+	if s.ReadTimeout < 0 || (s.ReadTimeout > 0 && s.ReadTimeout < Duration(100*time.Millisecond)) {
+		ps.add(f.dot("read_timeout"), "read_timeout %v is below 100ms", s.ReadTimeout)
 	}
 	if s.Journal.Retention < 0 || (s.Journal.Retention > 0 && s.Journal.Retention < Duration(time.Second)) {
 		ps.add(f.dot("journal").dot("retention"), "retention %v is below a second", s.Journal.Retention)

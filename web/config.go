@@ -52,7 +52,7 @@ type Config struct {
 	// sources, audit, quarantine, outbox, explain): a server that stops
 	// answering gets the request a 503 then, rather than a request that
 	// waits for as long as the server does. A local store is read without
-	// it. Default 5s.
+	// it. Default 5s (config store.read_timeout).
 	StoreReadTimeout time.Duration
 	// Logger receives request errors; nil discards.
 	Logger *slog.Logger

@@ -81,3 +81,27 @@ func TestAnAPIReadOfAMemberWhoseRedisTimedOutAnswers503(t *testing.T) {
 		}
 	}
 }
+
+// TestTheStoreReadTimeoutOfTheFileBoundsAPIReads runs a member whose file
+// sets store.read_timeout: 1s on a Redis that is then paused, and requires
+// each read the dashboard polls to answer 503 after that second (not the
+// default 5 s), with half a second's grace.
+func TestTheStoreReadTimeoutOfTheFileBoundsAPIReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis, mosquitto and the daemon")
+	}
+	r := testbroker.StartRedis(t, testbroker.RedisOptions{NonDurable: true})
+	listen := sharedDaemon(t, fmt.Sprintf(`{kind: redis, url: %q, prefix: "{stall}:", member: a, allow_not_durable: true, read_timeout: 1s, journal: {path: %q}}`,
+		r.URL(), filepath.Join(t.TempDir(), "journal")))
+	waitMetric(t, "http://"+listen+"/metrics", `replayguard_decisions_total{outcome="applied",route="incidents"} 3`)
+
+	r.Pause()
+	t.Cleanup(r.Resume)
+	for _, path := range []string{"/api/v1/state", "/api/v1/sources", "/api/v1/audit", "/api/v1/quarantine", "/api/v1/outbox",
+		"/api/v1/explain/incident/I1"} {
+		code, body, took := timedGet(t, "http://"+listen+path, 15*time.Second)
+		if code != http.StatusServiceUnavailable || took < time.Second || took > 1500*time.Millisecond {
+			t.Errorf("GET %s with the store paused: status %d after %v, want 503 after 1 s to 1.5 s: %s", path, code, took, body)
+		}
+	}
+}

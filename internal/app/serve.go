@@ -102,7 +102,8 @@ func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.Sto
 		return nil, err
 	}
 	return web.New(web.Config{Listen: h.Listen, CertFile: h.TLS.CertFile, KeyFile: h.TLS.KeyFile,
-		ClientCAFile: h.TLS.CAFile, Tokens: tokens, AuthReads: h.AuthReads, Version: build.Version, Logger: d.log},
+		ClientCAFile: h.TLS.CAFile, Tokens: tokens, AuthReads: h.AuthReads, Version: build.Version,
+		StoreReadTimeout: a.Config.Store.ReadTimeout.Std(), Logger: d.log},
 		web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: d.reg, Ready: d.ready, Hub: hub, Store: storeStatus,
 			Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer(), Feeds: d.feedStatus(),
 			Explain: func(ctx context.Context, q web.ExplainQuery) (any, error) {
