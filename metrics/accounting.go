@@ -80,12 +80,13 @@ type accounting struct {
 	windows    Windows
 	losses     lossCounter // the windows' engine on a shared store, nil otherwise
 	quarantine Quarantine
-	gaps       gapCount
+	gaps       *gapCount
 	held       quarantineCount
 }
 
 // gapCount is the last count of the source windows and their open gaps,
-// and what it cost.
+// and what it cost. It owns the goroutine that counts a shared store's
+// windows: close cancels it and waits for it.
 type gapCount struct {
 	mu       sync.Mutex
 	at       time.Time     // when it was counted; zero: never
@@ -94,19 +95,45 @@ type gapCount struct {
 	gaps     int64
 	failed   error         // the last count's error, nil once one succeeds
 	counting chan struct{} // closed when the count under way ends; nil: none
+
+	ctx    context.Context // the counts' parent: done once closed
+	stop   context.CancelFunc
+	closed bool           // no count starts any more
+	counts sync.WaitGroup // the count goroutine under way
+}
+
+func newGapCount() *gapCount {
+	g := &gapCount{}
+	g.ctx, g.stop = context.WithCancel(context.Background())
+	return g
+}
+
+// close cancels the count of a shared store's windows under way, if any,
+// and waits for it; later reads start none and return the last count,
+// stale.
+func (g *gapCount) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.stop()
+	g.mu.Unlock()
+	g.counts.Wait()
 }
 
 // read counts w's windows and open gaps, or returns the last count while
 // it is younger than gapsReuse times what it took. The windows of a shared
 // store are counted by one goroutine at a time, which gives up after
 // sourcesReadTimeout; a scrape waits for it at most scrapeStoreWait and
-// otherwise returns the last count, stale. It fails only when no count
-// ever succeeded.
+// otherwise returns the last count, stale. After close it counts no more.
+// It fails only when no count ever succeeded.
 func (g *gapCount) read(w Windows, shared bool) (sources int, gaps int64, stale bool, err error) {
 	g.mu.Lock()
 	if !g.at.IsZero() && time.Since(g.at) < gapsReuse*g.took {
 		defer g.mu.Unlock()
 		return g.sources, g.gaps, false, nil
+	}
+	if g.closed && shared {
+		g.mu.Unlock()
+		return g.last(true)
 	}
 	if g.counting == nil {
 		done := make(chan struct{})
@@ -116,8 +143,10 @@ func (g *gapCount) read(w Windows, shared bool) (sources int, gaps int64, stale 
 			g.count(context.Background(), w, done)
 			return g.last(false)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), sourcesReadTimeout)
+		ctx, cancel := context.WithTimeout(g.ctx, sourcesReadTimeout)
+		g.counts.Add(1)
 		go func() {
+			defer g.counts.Done()
 			defer cancel()
 			g.count(ctx, w, done)
 		}()
@@ -176,7 +205,7 @@ type quarantineCount struct {
 type lossCounter interface{ LossStats() engine.LossStats }
 
 func newAccounting(routes []string) *accounting {
-	a := &accounting{decided: map[labelPair]uint64{}, resolved: map[labelPair]uint64{}}
+	a := &accounting{decided: map[labelPair]uint64{}, resolved: map[labelPair]uint64{}, gaps: newGapCount()}
 	for _, r := range routes {
 		for _, o := range engine.Outcomes() {
 			a.decided[labelPair{r, o.String()}] = 0
@@ -273,7 +302,7 @@ func (a *accounting) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAbandoned, prometheus.CounterValue, float64(dropped))
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(int64(recv-decided-dropped)))
 	if w != nil {
-		collectWindows(ch, w, &a.gaps)
+		collectWindows(ch, w, a.gaps)
 	}
 	if q != nil {
 		collectQuarantine(ch, q, &a.held)

@@ -35,8 +35,11 @@
 //	eng, err := engine.New(ctx, store, engine.Options{Routes: routes, Observer: m})
 //	m.Watch(eng)
 //	m.WatchQuarantine(store)
+//	defer m.Close() // once scrapes stop, before the store closes
 //	consumer := mqtt.New(mqtt.Config{Observer: m, ...}, eng)
 //
 // A *Metrics is safe for concurrent use; its engine.Observer and
-// source.Observer methods never block.
+// source.Observer methods never block. The one goroutine it starts (a
+// count of a shared store's windows that outlives the scrape that began
+// it) is its own: Close cancels it and waits for it.
 package metrics

@@ -136,6 +136,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // open gaps, audit position) read w. Until it is called they are absent.
 func (m *Metrics) Watch(w Windows) { m.acct.setWindows(w) }
 
+// Close stops what a scrape left running: the count of a shared store's
+// source windows that outlived the scrape that started it (the store did
+// not answer within 0.5 s) is cancelled and waited for. Scrapes after
+// Close count no windows of a shared store: they show the last count,
+// stale. Call it once scrapes have stopped (the HTTP server shut down) and
+// before the store closes, so that no read of the store outlives the
+// process's shutdown.
+func (m *Metrics) Close() { m.acct.gaps.close() }
+
 // WatchQuarantine makes replayguard_quarantine_open count q's open entries
 // at scrape time. Until it is called the gauge is absent.
 func (m *Metrics) WatchQuarantine(q Quarantine) { m.acct.setQuarantine(q) }

@@ -204,6 +204,7 @@ func TestAStoreThatDoesNotAnswerHoldsUpNoScrape(t *testing.T) {
 	reg := prometheus.NewRegistry() // as run's: Watch adds to what New registered
 	m := metrics.New(reg, "v1", "abc")
 	m.Watch(unansweringStore{})
+	t.Cleanup(m.Close)
 	m.WatchReady(func() bool { return false })
 	type gathered struct {
 		fams map[string]float64
@@ -415,6 +416,7 @@ func TestConcurrentScrapesOfAStoreThatDoesNotAnswer(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, "v1", "abc")
 	m.Watch(unansweringStore{})
+	t.Cleanup(m.Close)
 	const scrapes = 3
 	took := make(chan time.Duration, scrapes)
 	for range scrapes {

@@ -107,6 +107,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		return err
 	}
 	defer a.Close()
+	// Deferred after the store's Close, so run before it: once serve has
+	// stopped the HTTP server, a count of the windows a scrape left running
+	// is cancelled and waited for.
+	defer m.Close()
 	m.Watch(a.Engine)
 	m.WatchQuarantine(a.Store)
 	storeStatus := a.readiness(a.watchStore(m))

@@ -41,6 +41,7 @@ type guard struct {
 	feeds    feeds  // the paths of mqtt.feeds; nil on one path
 	hub      *web.Hub
 	reg      *prometheus.Registry
+	metrics  *metrics.Metrics
 	tally    *tally
 
 	cancel context.CancelFunc
@@ -92,7 +93,7 @@ func openGuard(ctx context.Context, cfg guardConfig, t *tally) (*guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.app, g.store, g.eng = a, a.Store, a.Engine
+	g.app, g.store, g.eng, g.metrics = a, a.Store, a.Engine, m
 	m.Watch(g.eng)
 	m.WatchQuarantine(g.store)
 	if a.Forward != nil {
@@ -279,6 +280,7 @@ func (g *guard) failed() error {
 // drainer's output and the store.
 func (g *guard) close() {
 	g.haltForward()
+	g.metrics.Close()
 	if err := g.app.Close(); err != nil {
 		g.app.Log.Warn("closing replayguard's store", "err", err)
 	}
