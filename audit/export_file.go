@@ -71,7 +71,59 @@ func VerifyJSONLFile(r io.Reader) (uint64, []FileChain, error) {
 		chains[at[rec.Member]].Last = v.Head()
 		return nil
 	})
+	if le, ok := errors.AsType[*LineError](err); ok && n == 0 && !le.Cut {
+		err = &NotExportError{Line: le.Line, Err: le.Err}
+	}
 	return n, chains, err
+}
+
+// NotExportError is a file whose first line holds no audit record: not
+// an export cut short or altered, but some other file (a captured feed,
+// another program's JSON), so there is no chain in it to call broken.
+// errors.Is(err, ErrNotExport) is true.
+type NotExportError struct {
+	Line uint64 // the line, from 1
+	Err  error  // why it holds no record
+}
+
+// ErrNotExport is matched by every NotExportError.
+var ErrNotExport = errors.New("not an audit export")
+
+func (e *NotExportError) Error() string {
+	if nf, ok := errors.AsType[noFieldError](e.Err); ok {
+		return fmt.Sprintf("%v: line %d has no %q", ErrNotExport, e.Line, nf.field)
+	}
+	return fmt.Sprintf("%v: line %d is not an audit record (%v)", ErrNotExport, e.Line, e.Err)
+}
+
+// Is makes errors.Is(err, ErrNotExport) true.
+func (e *NotExportError) Is(target error) bool { return target == ErrNotExport }
+
+func (e *NotExportError) Unwrap() error { return e.Err }
+
+// noFieldError is a line's JSON object without a field every audit record
+// has.
+type noFieldError struct{ field string }
+
+func (e noFieldError) Error() string { return fmt.Sprintf("it has no %q", e.field) }
+
+// missingField returns the first of position and hash, which every audit
+// record has and a chain needs, that line's object lacks; nil when it has
+// both. Only a record that decoded without them is looked at again.
+func missingField(line []byte, rec *engine.AuditRecord) error {
+	if rec.Position != 0 && !rec.Hash.IsZero() {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(line, &fields) != nil {
+		return nil
+	}
+	for _, f := range []string{"position", "hash"} {
+		if _, ok := fields[f]; !ok {
+			return noFieldError{f}
+		}
+	}
+	return nil
 }
 
 // LineError is a line of an export that holds no audit record. Cut says
@@ -124,6 +176,9 @@ func scanJSONL(r io.Reader, fn func(engine.AuditRecord) error) (uint64, error) {
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			cut := !ended && !sc.Scan() && sc.Err() == nil
 			return n, &LineError{Line: line, Cut: cut, After: last, Err: err}
+		}
+		if err := missingField(sc.Bytes(), &rec); err != nil {
+			return n, &LineError{Line: line, After: last, Err: err}
 		}
 		if err := fn(rec); err != nil {
 			return n, err

@@ -39,3 +39,29 @@ func TestVerifyJSONLNamesTheLineAnExportIsCutIn(t *testing.T) {
 		}
 	})
 }
+
+// TestAFileWithoutAuditRecordsIsNotAnExport: a file whose first line
+// holds no audit record is not an export (ErrNotExport), not a broken
+// chain; a line without a position or a hash later in an export is a line
+// that holds no record, named with the record before it.
+func TestAFileWithoutAuditRecordsIsNotAnExport(t *testing.T) {
+	_, lines := exported(t, 4)
+	for _, tc := range []struct {
+		name, text, want string
+		notExport        bool
+	}{
+		{"a captured feed", `{"topic":"incidents/fd/e1","payload":{"sequence":1}}`,
+			`not an audit export: line 1 has no "position"`, true},
+		{"an object without a hash", `{"position":1}`, `not an audit export: line 1 has no "hash"`, true},
+		{"a number", "7", "not an audit export: line 1 is not an audit record (json: cannot unmarshal number into Go value of type engine.AuditRecord)", true},
+		{"a record without a hash in an export", strings.Join([]string{lines[0], lines[1], `{"position":3}`, lines[3]}, "\n"),
+			`line 3 is not an audit record (it has no "hash"), after the record at position 2`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, _, err := audit.VerifyJSONLFile(strings.NewReader(tc.text + "\n"))
+			if err == nil || err.Error() != tc.want || errors.Is(err, audit.ErrNotExport) != tc.notExport || errors.Is(err, audit.ErrBroken) == tc.notExport {
+				t.Fatalf("VerifyJSONLFile = %d, %v; want %q (not an export: %v)", n, err, tc.want, tc.notExport)
+			}
+		})
+	}
+}

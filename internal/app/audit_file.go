@@ -23,6 +23,9 @@ func (t *Tool) verifyFile(ctx context.Context, path string, store bool) error {
 	}
 	defer f.Close()
 	n, chains, err := audit.VerifyJSONLFile(f)
+	if errors.Is(err, audit.ErrNotExport) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w (%s verified before it)", err, counted(n, "record", "records"))
 	}
