@@ -176,7 +176,7 @@ func consumerBase(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) m
 			qos = *r.QoS
 		}
 		if r.Kind != config.RouteSparkplug {
-			c.Filters = append(c.Filters, mqtt.Filter{Topic: r.Topic, QoS: byte(qos)})
+			c.Filters = append(c.Filters, mqtt.Filter{Topic: r.Topic, QoS: byte(qos), Route: r.Name})
 			continue
 		}
 		// A Sparkplug route's messages reach every member of a share
@@ -188,7 +188,7 @@ func consumerBase(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) m
 		// another route asks for it.
 		subs := sparkplug.Subscriptions(r.Topic)
 		for _, topic := range subs {
-			c.Filters = append(c.Filters, mqtt.Filter{Topic: topic, QoS: byte(qos), Unshared: true})
+			c.Filters = append(c.Filters, mqtt.Filter{Topic: topic, QoS: byte(qos), Unshared: true, Route: r.Name})
 		}
 		if !slices.Contains(subs, r.Topic) && !slices.Contains(c.FormerFilters, r.Topic) {
 			c.FormerFilters = append(slices.Clip(c.FormerFilters), r.Topic)

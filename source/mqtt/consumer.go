@@ -488,9 +488,11 @@ func (c *Consumer) checkSuback(sub *paho.Subscribe, sa *paho.Suback) error {
 		}
 		switch code := sa.Reasons[i]; {
 		case code >= 0x80:
-			errs = append(errs, fmt.Errorf("%w: %q: reason code 0x%02x", ErrSubscribe, s.Topic, code))
+			errs = append(errs, fmt.Errorf("%w: %q%s: reason code 0x%02x (%s)", ErrSubscribe, s.Topic,
+				consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, s.Topic), code, consume.SubackReason(code)))
 		case code == 0: // requested 1 or 2
-			errs = append(errs, fmt.Errorf("%w: %q granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, s.Topic))
+			errs = append(errs, fmt.Errorf("%w: %q%s granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, s.Topic,
+				consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, s.Topic)))
 		}
 	}
 	return errors.Join(errs...)

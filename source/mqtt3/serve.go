@@ -114,7 +114,7 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, conn uint64, subs map
 			c.log.Warn("mqtt subscribe failed; retrying on the next connection", "broker", l.broker, "err", err)
 			return
 		}
-		err := checkGranted(subs, tok.(*paho.SubscribeToken).Result())
+		err := c.checkGranted(subs, tok.(*paho.SubscribeToken).Result())
 		if err == nil && all && present && !c.unsubscribeStale(ctx, l) {
 			return
 		}
@@ -207,7 +207,7 @@ func (c *Consumer) unsubscribeStale(ctx context.Context, l *link) bool {
 
 // checkGranted checks a SUBACK's grants: 0x80 is a refusal, and QoS 0
 // cannot be redelivered.
-func checkGranted(subs map[string]byte, granted map[string]byte) error {
+func (c *Consumer) checkGranted(subs map[string]byte, granted map[string]byte) error {
 	var errs []error
 	topics := make([]string, 0, len(subs))
 	for t := range subs {
@@ -218,10 +218,12 @@ func checkGranted(subs map[string]byte, granted map[string]byte) error {
 		switch g, ok := granted[t]; {
 		case !ok:
 			errs = append(errs, fmt.Errorf("%w: %q: no return code in SUBACK", ErrSubscribe, t))
-		case g >= 0x80:
-			errs = append(errs, fmt.Errorf("%w: %q: return code 0x%02x", ErrSubscribe, t, g))
+		case g >= 0x80: // 3.1.1 says no more of why (MQTT 3.1.1 §3.9.3)
+			errs = append(errs, fmt.Errorf("%w: %q%s: return code 0x%02x (failure: denied by the broker's access control, or a filter it does not take)",
+				ErrSubscribe, t, consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, t), g))
 		case g == 0:
-			errs = append(errs, fmt.Errorf("%w: %q granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, t))
+			errs = append(errs, fmt.Errorf("%w: %q%s granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, t,
+				consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, t)))
 		}
 	}
 	return errors.Join(errs...)

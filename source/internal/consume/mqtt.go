@@ -17,6 +17,54 @@ type Filter struct {
 	// session its last birth opened, so a member must see the birth
 	// first; the group's store makes each message applied once.
 	Unshared bool
+	// Route names the route that asked for the filter, in the errors that
+	// concern it (a refused subscription). Default "": none named.
+	Route string
+}
+
+// Refused says which routes asked for topic, the filter as subscribed in
+// share group group, for an error about it: ` (route a)`, ` (routes a, b)`,
+// or "" when filters name none.
+func Refused(filters []Filter, group, topic string) string {
+	var routes []string
+	for _, f := range filters {
+		if f.Route != "" && SubscriptionTopic(f, group) == topic && !slices.Contains(routes, f.Route) {
+			routes = append(routes, f.Route)
+		}
+	}
+	switch len(routes) {
+	case 0:
+		return ""
+	case 1:
+		return " (route " + routes[0] + ")"
+	}
+	return " (routes " + strings.Join(routes, ", ") + ")"
+}
+
+// SubackReason names an MQTT 5 SUBACK reason code of a refusal (MQTT 5
+// §3.9.3).
+func SubackReason(code byte) string {
+	switch code {
+	case 0x80:
+		return "unspecified error"
+	case 0x83:
+		return "implementation specific error"
+	case 0x87:
+		return "not authorized"
+	case 0x8F:
+		return "topic filter invalid"
+	case 0x91:
+		return "packet identifier in use"
+	case 0x97:
+		return "quota exceeded"
+	case 0x9E:
+		return "shared subscriptions not supported"
+	case 0xA1:
+		return "subscription identifiers not supported"
+	case 0xA2:
+		return "wildcard subscriptions not supported"
+	}
+	return "refused"
 }
 
 // SubscriptionTopic is f as subscribed by a consumer in share group group
