@@ -626,14 +626,20 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	}
 	s, ok := unwrap8(sp.seqRaw, h)
 	older := sp.p.Timestamp < b.HighStamp
+	below := h - ((h-sp.seqRaw)%256+256)%256 // its nearest placement behind the highest
 	if !ok || s <= h || older {
 		if c, found := sp.appliedAt(d, p, s, ok, h); found {
 			sp.seq = c
 			return ""
 		}
 	}
-	if p.Recovered() && ok && s <= h && older {
-		if c, found := sp.untakenBelow(d, p, w, s); found {
+	if p.Recovered() && older && below >= 0 {
+		// Sent before the highest, by its timestamp: its place is its
+		// nearest placement behind the highest, or a ring or more below
+		// where another message took that, whether that placement is
+		// within half the ring of the highest or further (the other
+		// members went on more than one and a half rings past it).
+		if c, found := sp.untakenBelow(d, p, w, below); found {
 			sp.seq = c
 			return ""
 		}
@@ -644,7 +650,6 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 		// (none below it at or above the window's first), and the window
 		// saw it, it is that message again, whose key has left the key
 		// window: the window decides it a duplicate.
-		below := h - ((h-sp.seqRaw)%256+256)%256
 		if below >= 0 && below-256 < w.First && h-below < int64(p.SequenceSpan()) && seenIn(w, below) {
 			sp.seq = below
 			return ""
@@ -654,7 +659,6 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 		// An operator judged it genuine: its timestamp says on which side
 		// of the highest it was sent, and the nearest placement there is
 		// the likeliest (a message more than half the ring behind).
-		below := h - ((h-sp.seqRaw)%256+256)%256
 		if older && below >= 0 {
 			sp.seq = below
 			return ""
@@ -697,11 +701,11 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 
 // untakenBelow places a delivery this member applied before its shared
 // store lost the commit, decided again from its journal, older than the
-// session's highest, whose nearest placement s another message took since
-// (its key held with other content, or the window saw it: another member
-// went on from what the store kept): it was sent a ring or more before,
-// and its place is the nearest below s, within the window, that no
-// message took. found is false when s is not taken, or no placement below
+// session's highest, whose nearest placement behind the highest, s (half
+// the ring or more behind it, too), another message took since (its key
+// held with other content, or the window saw it: another member went on
+// from what the store kept): it was sent a ring or more before, and its
+// place is the nearest below s, within the window, that no message took. found is false when s is not taken, or no placement below
 // is free. An operator's release is not placed so: a placement the window
 // saw whose key is gone may have been that very message, applied once.
 func (sp *spMessage) untakenBelow(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, s int64) (int64, bool) {

@@ -28,6 +28,20 @@ func TestAnEdgesDataAMemberAppliedIsAppliedAgainAfterAFailoverTheGroupWentOnFrom
 	}
 }
 
+// TestAnEdgesDataAMemberAppliedIsAppliedAgainBelowWhatTheGroupTookARingAndAHalfOn:
+// as above, but m2 applies 375 or 420 of the edge's NDATA before m1
+// decides 21..30 again, so that their nearest placements behind the
+// session's highest (405 or 450) are m2's messages a ring above theirs,
+// half the ring or more behind the highest: 277 (seq 21 with the highest
+// at 405, exactly half the ring), or 277..286 (with the highest at 450).
+// They are placed at their own placements, 21..30, and applied there,
+// never held as conflicts with m2's messages a ring above.
+func TestAnEdgesDataAMemberAppliedIsAppliedAgainBelowWhatTheGroupTookARingAndAHalfOn(t *testing.T) {
+	for _, after := range []int{375, 420} {
+		t.Run(fmt.Sprintf("%d messages on", after), func(t *testing.T) { edgeDataAfterFailover(t, after) })
+	}
+}
+
 func edgeDataAfterFailover(t *testing.T, after int) {
 	ctx := context.Background()
 	g := memory.NewGroup(keyTTL, 10_000)
@@ -108,5 +122,25 @@ func edgeDataAfterFailover(t *testing.T, after int) {
 	}
 	if want := fmt.Sprint(30 + after); got != want {
 		t.Errorf("meter/e1 pulses = %q after the recovery, want %s", got, want)
+	}
+	applied := map[int64]int{} // the edge's NBIRTH (seq 0) and data applied in the group, by placement
+	for _, id := range []string{"m1", "m2"} {
+		err := handles[id].ScanChain(ctx, id, 0, func(r engine.AuditRecord) error {
+			if r.Sequence != nil && r.Epoch == "0" && (r.Outcome == "applied" || r.Outcome == "applied_late") {
+				applied[*r.Sequence]++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for s := int64(0); s <= int64(30+after); s++ {
+		if applied[s] != 1 {
+			t.Errorf("seq %d of the edge's session applied %d times, want once", s, applied[s])
+		}
+	}
+	if len(applied) != 31+after {
+		t.Errorf("the edge's session applied at %d placements, want %d (0 … %d)", len(applied), 31+after, 30+after)
 	}
 }
