@@ -1,6 +1,9 @@
 package engine
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestTheDigestOfARouteWithoutForwardAllocatesNothing: the digest's input
 // stays on the stack for a route whose effects read named fields only;
@@ -41,5 +44,35 @@ func TestFindingASourcesWindowAllocatesNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("finding the window allocated %v times, want 0", n)
+	}
+}
+
+// nopPlacer places nothing and changes no state.
+type nopPlacer struct{}
+
+func (nopPlacer) Place(*Delivery, *Placement) (string, error) { return "", nil }
+func (nopPlacer) Applied(*Delivery, *Placement) bool          { return false }
+func (nopPlacer) Held(*Delivery, *Placement) bool             { return false }
+
+// TestPlacingADeliveryOfAKindAllocatesNothing: the Placement a kind's
+// Place, Applied and Held are given lives in the delivery, not in an
+// allocation of its own for each call (two a message on the Sparkplug path).
+func TestPlacingADeliveryOfAKindAllocatesNothing(t *testing.T) {
+	e := benchEngine(t, []Route{benchIncidents}, 1000)
+	m := Message{Topic: "incidents/fire", Payload: incidentPayload(1, 1)}
+	d, err := e.decode(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.placer = nopPlacer{}
+	now := time.Unix(1700000000, 0)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, stop := e.place(d, m.Topic, now, false, false); stop {
+			t.Fatal("a placement that holds nothing stopped the decision")
+		}
+		e.placed(d, m.Topic, now)
+		e.heldPlaced(d, m.Topic, now)
+	}); n != 0 {
+		t.Fatalf("placing the delivery allocated %v times, want 0", n)
 	}
 }

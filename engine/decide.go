@@ -75,7 +75,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 // says it could not be (held, or malformed), with the decision to record.
 func (e *Engine) place(d *Delivery, topic string, now time.Time, released, recovered bool) (dec Decision, stop bool) {
 	d.seq, d.epoch, d.epochNum, d.epochInt, d.older, d.seen = -1, "", true, 0, false, false
-	hold, err := d.placer.Place(d, &Placement{e: e, d: d, topic: topic, now: now, released: released, recovered: recovered})
+	p := d.placement(e, topic, now)
+	p.released, p.recovered = released, recovered
+	hold, err := d.placer.Place(d, p)
 	switch {
 	case err != nil:
 		return Decision{Outcome: Malformed, Reason: err.Error(), Route: d.route.Name, Source: d.source, Sequence: -1}, true
@@ -88,7 +90,7 @@ func (e *Engine) place(d *Delivery, topic string, now time.Time, released, recov
 // placed tells d's kind that d was applied, and commits its source's
 // window when the kind changed its state.
 func (e *Engine) placed(d *Delivery, topic string, now time.Time) {
-	p := &Placement{e: e, d: d, topic: topic, now: now}
+	p := d.placement(e, topic, now)
 	if d.placer.Applied(d, p) {
 		if src := p.Window(); src != nil { // the window Applied changed, looked up once
 			e.pending.sources[src] = struct{}{}
@@ -104,7 +106,7 @@ func (e *Engine) heldPlaced(d *Delivery, topic string, now time.Time) {
 	if !ok {
 		return
 	}
-	p := &Placement{e: e, d: d, topic: topic, now: now}
+	p := d.placement(e, topic, now)
 	if h.Held(d, p) {
 		if src := p.Window(); src != nil {
 			e.pending.sources[src] = struct{}{}

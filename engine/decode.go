@@ -77,6 +77,7 @@ type Delivery struct {
 	valsBuf [12]value // backing arrays: one allocation per message
 	srcBuf  [4]string
 	entBuf  [4]string
+	plBuf   Placement // the Placement its kind's Place, Applied and Held are given (see placement)
 }
 
 // decodeError is a malformed message's reason.

@@ -46,7 +46,8 @@ type RouteReader interface {
 
 // Placer gives one delivery its identity against its source's committed
 // state, at decide time: Place and Applied are called on the engine's
-// decision goroutine, in decision order, never concurrently.
+// decision goroutine, in decision order, never concurrently. The Placement
+// they are given is valid for the call alone: it is not kept.
 type Placer interface {
 	// Place sets d's epoch and sequence (or leaves it unsequenced), key,
 	// digest and values against p's source. A non-empty hold quarantines
@@ -186,6 +187,13 @@ func NullValue() Value { return Value{value{kind: vNull, text: "null"}} }
 // OpaqueValue is a value no effect may read (a dataset, an array), named by
 // its type: an effect reading it makes the delivery malformed.
 func OpaqueValue(typeName string) Value { return Value{value{kind: vComposite, text: typeName}} }
+
+// placement is the Placement for one call of d's Placer, in d's own
+// storage (one allocation per message, the Delivery's).
+func (d *Delivery) placement(e *Engine, topic string, now time.Time) *Placement {
+	d.plBuf = Placement{e: e, d: d, topic: topic, now: now}
+	return &d.plBuf
+}
 
 // Placement is what a Placer sees of the engine when it places a delivery:
 // the source's committed window and the key window.
