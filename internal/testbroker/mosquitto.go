@@ -194,6 +194,18 @@ func (m *Mosquitto) CPU() time.Duration {
 	return procCPU(m.cmd.Process.Pid)
 }
 
+// Reads is the read system calls the broker has made so far (Linux), 0
+// when it is not running or they cannot be read. A broker that reads
+// nothing for a while has taken every packet its clients sent it.
+func (m *Mosquitto) Reads() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.runningLocked() {
+		return 0
+	}
+	return procReads(m.cmd.Process.Pid)
+}
+
 // Pause freezes the broker with SIGSTOP: connections stay open but nothing
 // is answered, the silent stall that keepalive must detect.
 func (m *Mosquitto) Pause() { m.tb.Helper(); m.signal(syscall.SIGSTOP) }

@@ -152,6 +152,22 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(utime+stime) * (time.Second / 100)
 }
 
+// procReads is the read system calls pid has made (syscr in
+// /proc/PID/io), 0 when they cannot be read.
+func procReads(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return 0
+	}
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("syscr: ")); ok {
+			n, _ := strconv.ParseInt(string(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // alive reports whether pid has not exited: a zombie, which nobody may reap
 // when its parent was killed, has.
 func alive(pid int) bool {

@@ -147,3 +147,28 @@ func TestMissingServer(t *testing.T) {
 		})
 	}
 }
+
+// TestMosquittoReadsGrowWithThePacketsItTakes: Reads counts the broker's
+// read system calls, which the bench reads to know when it has taken
+// every acknowledgement; they grow with what clients send, stay put while
+// nothing comes, and are 0 once it is stopped.
+func TestMosquittoReadsGrowWithThePacketsItTakes(t *testing.T) {
+	if _, err := os.Stat("/proc/self/io"); err != nil {
+		t.Skip("no /proc/PID/io here")
+	}
+	m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	before := m.Reads()
+	pub := testbroker.NewPublisher(t, []string{m.URL()}, testbroker.PublisherOptions{Window: 10})
+	if got := pub.Publish(context.Background(), "a", 50); got != 50 {
+		t.Fatalf("acked %d of 50", got)
+	}
+	after := m.Reads()
+	if after < before+50 {
+		t.Fatalf("reads went from %d to %d over 50 publishes, want at least one a publish", before, after)
+	}
+	pub.Close()
+	m.Kill()
+	if n := m.Reads(); n != 0 {
+		t.Fatalf("a stopped broker's reads are %d, want 0", n)
+	}
+}
