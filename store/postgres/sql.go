@@ -195,7 +195,9 @@ func lockOrClaim(table, key, lock string, class int32) string {
 	absent := `u.n NOT IN (SELECT ` + key + ` FROM l)`
 	claim := `(SELECT true FROM pg_advisory_xact_lock(` + name + `))`
 	if lock == " SKIP LOCKED" {
-		absent = `NOT EXISTS (SELECT FROM {s}.` + table + ` t WHERE t.` + key + ` = u.n)`
+		// A row locked is present: the probe of the table is for the
+		// names left out (skipped, or absent) alone, not for every name.
+		absent += ` AND NOT EXISTS (SELECT FROM {s}.` + table + ` t WHERE t.` + key + ` = u.n)`
 		claim = `pg_try_advisory_xact_lock(` + name + `)`
 	}
 	return `WITH l AS (SELECT ` + key + `, state FROM {s}.` + table + ` WHERE ` + key + ` = ANY($1) ORDER BY ` + key + ` FOR UPDATE` + lock + `),
