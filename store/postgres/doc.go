@@ -7,14 +7,18 @@
 // then entities by name, both bytewise), and those absent are claimed,
 // inserted in the same order with an empty state that the Update writes
 // over or deletes before it commits; the keys are read by key, the engine
-// decides, and the batch is written with array parameters, keys first. A
+// decides, and the batch is written keys first: its keys and audit records
+// by COPY (the keys by a statement instead when one of them was read as
+// present: an expired key is written over), the other rows with array
+// parameters. A
 // member whose batch names a row another member is creating thus waits
 // for it, as for a locked row, and reads it once it is there. A key that
 // another member inserted in between is a lost race: the transaction is
 // rolled back and the batch decided again on fresh rows, a bounded number
 // of times, as it is on a serialization failure or a deadlock. A batch
-// costs four round trips whatever its size (begin, the locking reads, the
-// writes, commit). SharedStats counts the batches that found a row locked
+// costs about eight round trips whatever its size (begin, the locking
+// reads, the keys' COPY, the writes, the records' COPY, commit; a COPY is
+// two). SharedStats counts the batches that found a row locked
 // by another member (LockWaits: rows are first asked for with NOWAIT, and
 // waited for after that fails) or created by one while they read it.
 //

@@ -13,12 +13,12 @@ type statements struct {
 	// lease
 	addMember, lockLease, takeLease, takeOver, readLease, extend, renew, release string
 	// Update and Commit
-	lockMember, lockSources, lockEntities, readKeys                                  string
-	lockSourcesNowait, lockEntitiesNowait, dropSourceClaims, dropEntityClaims        string
-	lockSourcesSkip, lockEntitiesSkip                                                string
-	insertKeys, upsertKeys, insertSources, updateSources, upsertSources              string
-	insertEntities, updateEntities, upsertEntities, insertAudit, setHead, insertQuar string
-	resolve, resolveAny                                                              string
+	lockMember, lockSources, lockEntities, readKeys                                string
+	lockSourcesNowait, lockEntitiesNowait, dropSourceClaims, dropEntityClaims      string
+	lockSourcesSkip, lockEntitiesSkip                                              string
+	insertKeys, upsertKeys, copyKeys, insertSources, updateSources, upsertSources  string
+	insertEntities, updateEntities, upsertEntities, copyAudit, setHead, insertQuar string
+	resolve, resolveAny                                                            string
 	// reads
 	allSources, allEntities, head, chains, strayAudit, scanAudit, scanQuar, countQuar, quarantined, memberNumber string
 	scanSources, scanEntities, countRows                                                                         string
@@ -97,8 +97,8 @@ func newStatements(schema string) statements {
 			WHERE t.name = u.name`),
 		upsertEntities: q(`INSERT INTO {s}.entities (name, state) SELECT * FROM unnest($1::bytea[], $2::bytea[])
 			ON CONFLICT (name) DO UPDATE SET state = excluded.state`),
-		insertAudit: q(`INSERT INTO {s}.audit (member, position, record)
-			SELECT $1, p, substring($3::bytea FROM f + 1 FOR l) FROM unnest($2::bigint[], $4::integer[], $5::integer[]) AS u(p, f, l)`),
+		copyKeys:   q(`COPY {s}.keys (key, digest, time, ordinal) FROM STDIN (FORMAT binary)`),
+		copyAudit:  q(`COPY {s}.audit (member, position, record) FROM STDIN (FORMAT binary)`),
 		setHead:    q(`UPDATE {s}.members SET head_position = $2, head_hash = $3 WHERE member = $1`),
 		insertQuar: q(`INSERT INTO {s}.quarantine (id, entry, payload) SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bytea[])`),
 		resolve:    q(`DELETE FROM {s}.quarantine WHERE id = ANY($1) RETURNING id`),

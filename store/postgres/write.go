@@ -3,11 +3,14 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -19,6 +22,7 @@ import (
 // (Commit) upserts.
 type update struct {
 	cutoff  int64
+	keys    map[engine.Hash]bool // keys read as present
 	known   map[string]bool
 	claimed map[string]bool
 	claims  map[string]int // by kind, "s" or "e"
@@ -27,7 +31,10 @@ type update struct {
 // newUpdate returns the update of an Update that read r and found rows.
 func newUpdate(r *engine.Reads, rows *engine.Rows) *update {
 	u := &update{cutoff: r.KeyCutoff, known: make(map[string]bool, len(rows.Sources)+len(rows.Entities)),
-		claimed: map[string]bool{}, claims: map[string]int{}}
+		claimed: map[string]bool{}, claims: map[string]int{}, keys: make(map[engine.Hash]bool, len(rows.Keys))}
+	for _, k := range rows.Keys {
+		u.keys[k.Key] = true
+	}
 	for i := range rows.Sources {
 		u.known["s"+rows.Sources[i].ID()] = true
 	}
@@ -56,8 +63,10 @@ func (u *update) claim(kind string, names, held []string) {
 	}
 }
 
-// write writes b in tx after the member's head: one round trip, keys
-// first. In an Update, a key another member wrote first fails it with
+// write writes b in tx after the member's head, keys first: an Update's
+// keys, when it read none of them as present, by a COPY (copyKeys), the
+// other rows by statements in one round trip, the audit records by a COPY
+// after them. In an Update, a key another member wrote first fails it with
 // errLostRace, an open quarantine entry that is gone with
 // engine.ErrNotFound; the rows it read or claimed are updated, and the
 // claims it does not write are deleted.
@@ -72,12 +81,16 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 		q.Queue(sql, args...)
 		checks = append(checks, check)
 	}
+	var keyCopy []byte // an Update's keys, all read as absent, copied in before the statements
 	if len(b.Keys) > 0 {
 		keys, digests, times, ords := keyColumns(b.Keys)
-		if u != nil {
-			queue(returned(len(b.Keys), "key"), s.sql.insertKeys, keys, digests, times, ords, u.cutoff)
-		} else {
+		switch {
+		case u == nil:
 			queue(execd, s.sql.upsertKeys, keys, digests, times, ords)
+		case u.readAny(b.Keys): // one expired is written over
+			queue(returned(len(b.Keys), "key"), s.sql.insertKeys, keys, digests, times, ords, u.cutoff)
+		default:
+			keyCopy = keysCopy(keys, digests, times, ords)
 		}
 	}
 	srcIDs, srcStates, err := sourceColumns(b.Sources)
@@ -90,12 +103,11 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 		return err
 	}
 	s.queueRows(queue, u, "e", entNames, entStates, rowStatements{s.sql.insertEntities, s.sql.updateEntities, s.sql.upsertEntities, s.sql.dropEntityClaims})
+	var audit []byte // the records, copied in after the statements
 	if len(b.Audit) > 0 {
-		pos, recs, from, n, err := auditColumns(b.Audit)
-		if err != nil {
+		if audit, err = auditCopy(s.number, b.Audit); err != nil {
 			return err
 		}
-		queue(execd, s.sql.insertAudit, s.number, pos, recs, from, n)
 		queue(execd, s.sql.setHead, s.member, int64(newHead.Position), newHead.Hash[:])
 	}
 	if len(b.Quarantine) > 0 {
@@ -119,10 +131,30 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 	if err := s.queueOutbox(queue, b); err != nil {
 		return err
 	}
+	if keyCopy != nil {
+		if err := s.copyKeys(ctx, tx, keyCopy, len(b.Keys)); err != nil {
+			return err
+		}
+	}
+	if err := sendChecked(ctx, tx, &q, checks); err != nil {
+		return err
+	}
+	if audit != nil {
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(audit), s.sql.copyAudit); err != nil {
+			return dbErr(err)
+		}
+	}
+	return nil
+}
+
+// sendChecked sends q's statements in one round trip and checks each
+// one's result with its check, in order, until one fails.
+func sendChecked(ctx context.Context, tx pgx.Tx, q *pgx.Batch, checks []func(pgx.BatchResults) error) error {
 	if q.Len() == 0 {
 		return nil
 	}
-	br := tx.SendBatch(ctx, &q)
+	br := tx.SendBatch(ctx, q)
+	var err error
 	for _, check := range checks {
 		if err = check(br); err != nil {
 			break
@@ -132,6 +164,29 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 		err = dbErr(cerr)
 	}
 	return err
+}
+
+// readAny reports whether any of ks was read as present.
+func (u *update) readAny(ks []engine.KeyEntry) bool {
+	for i := range ks {
+		if u.keys[ks[i].Key] {
+			return true
+		}
+	}
+	return false
+}
+
+// copyKeys copies n keys, read as absent by this Update, into the keys
+// table (data from keysCopy). The key's uniqueness decides: a key another
+// member inserted after the read fails the copy, as a lost race, and an
+// insert another member has not committed is waited for, as by an insert.
+func (s *Store) copyKeys(ctx context.Context, tx pgx.Tx, data []byte, n int) error {
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(data), s.sql.copyKeys)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return fmt.Errorf("%w: one of %d key rows (%s)", errLostRace, n, pe.Message)
+	}
+	return dbErr(err)
 }
 
 // rowStatements are the statements that write sources or entities.
@@ -292,19 +347,52 @@ func entityColumns(es []engine.EntityState) (names, states [][]byte, err error) 
 	return names, states, nil
 }
 
-// auditColumns encodes the records into one value, with each record's
-// offset and length, which the statement cuts it up by.
-func auditColumns(rs []engine.AuditRecord) (pos []int64, recs []byte, from, n []int32, err error) {
-	pos, from, n = make([]int64, len(rs)), make([]int32, len(rs)), make([]int32, len(rs))
-	recs = make([]byte, 0, 512*len(rs))
-	for i := range rs {
-		start := len(recs)
-		if recs, err = engine.AppendRecordJSON(recs, &rs[i]); err != nil {
-			return nil, nil, nil, nil, fmt.Errorf("postgres store: encode audit record %d: %w", rs[i].Position, err)
-		}
-		pos[i], from[i], n[i] = int64(rs[i].Position), int32(start), int32(len(recs)-start)
+// keysCopy encodes the keys' columns (keyColumns: 32 bytes a key and a
+// digest) as the data of a binary COPY into the keys table (copyKeys), in
+// their order.
+func keysCopy(keys, digests []byte, times, ords []int64) []byte {
+	out := make([]byte, 0, 19+len(times)*(2+4*4+32+32+8+8)+2)
+	out = append(out, copyHeader...)
+	for i := range times {
+		out = binary.BigEndian.AppendUint16(out, 4) // fields
+		out = binary.BigEndian.AppendUint32(out, 32)
+		out = append(out, keys[32*i:32*i+32]...)
+		out = binary.BigEndian.AppendUint32(out, 32)
+		out = append(out, digests[32*i:32*i+32]...)
+		out = binary.BigEndian.AppendUint32(out, 8)
+		out = binary.BigEndian.AppendUint64(out, uint64(times[i]))
+		out = binary.BigEndian.AppendUint32(out, 8)
+		out = binary.BigEndian.AppendUint64(out, uint64(ords[i]))
 	}
-	return pos, recs, from, n, nil
+	return binary.BigEndian.AppendUint16(out, 0xffff) // trailer
+}
+
+// copyHeader starts the data of a binary COPY: the signature, no flags,
+// no header extension.
+const copyHeader = "PGCOPY\n\377\r\n\000\000\000\000\000\000\000\000\000"
+
+// auditCopy encodes member's records as the data of a binary COPY into
+// the audit table (copyAudit): a COPY costs the server a third less than
+// an INSERT of the same rows from arrays, as it writes them a page at a
+// time.
+func auditCopy(member int64, rs []engine.AuditRecord) ([]byte, error) {
+	out := make([]byte, 0, 19+600*len(rs)+2)
+	out = append(out, copyHeader...)
+	for i := range rs {
+		out = binary.BigEndian.AppendUint16(out, 3) // fields
+		out = binary.BigEndian.AppendUint32(out, 8)
+		out = binary.BigEndian.AppendUint64(out, uint64(member))
+		out = binary.BigEndian.AppendUint32(out, 8)
+		out = binary.BigEndian.AppendUint64(out, rs[i].Position)
+		at := len(out)
+		out = append(out, 0, 0, 0, 0) // the record's length, once known
+		var err error
+		if out, err = engine.AppendRecordJSON(out, &rs[i]); err != nil {
+			return nil, fmt.Errorf("postgres store: encode audit record %d: %w", rs[i].Position, err)
+		}
+		binary.BigEndian.PutUint32(out[at:], uint32(len(out)-at-4))
+	}
+	return binary.BigEndian.AppendUint16(out, 0xffff), nil // trailer
 }
 
 func quarantineColumns(qs []engine.QuarantineEntry) (ids []int64, entries, payloads [][]byte, err error) {
