@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +136,7 @@ func TestStore(t *testing.T) {
 		{"the migrations create the tables, constraints and indexes the Go-string DDL and the later migrations did", testSchemaSameCatalog},
 		{"a schema an earlier build's running member holds is not migrated, naming that member", testSchemaNotMigratedUnderARunningMember},
 		{"a dead holder on this host is taken over at once", testLeaseDeadHolder},
+		{"the chain of a member killed on this host is claimed by another at once", testChainOfAMemberKilledHereIsClaimedAtOnce},
 		{"a stolen lease fences updates", testLeaseFenced},
 		{"the lease is renewed in the background", testLeaseRenewed},
 		{"a key another member inserted first is decided again", testLostKeyRace},
@@ -259,6 +261,48 @@ func testLeaseDeadHolder(t *testing.T, g *group) {
 	_, err = g.open("m1")
 	if !errors.Is(err, engine.ErrMemberHeld) || !strings.Contains(err.Error(), "otherhost 1 cafe") {
 		t.Fatalf("open over a live holder = %v", err)
+	}
+}
+
+// testChainOfAMemberKilledHereIsClaimedAtOnce: an ingest killed with
+// SIGKILL leaves its lease and its chain claim held for their whole ttl
+// by a process that no longer exists, under a member id no process takes
+// again. The next process on this host (the ingest run again) must claim
+// that chain at once, to deliver it to the audit sinks and trim it, rather
+// than leave it behind until a later process comes after the lease ran
+// out.
+func testChainOfAMemberKilledHereIsClaimedAtOnce(t *testing.T, g *group) {
+	killed := g.mustOpen("killed")
+	if err := killed.Commit(t.Context(), &engine.Batch{Audit: records("killed", 1, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := killed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := fmt.Sprintf("%s %d deadbeef", strings.Fields(shared.NewHolder())[0], cmd.Process.Pid)
+	hold(t, g, "killed", dead)
+	run(t, g.url, `INSERT INTO `+g.schema+`.chain_claims (member, holder, expires)
+		SELECT number, $2, now() + interval '1 hour' FROM `+g.schema+`.members WHERE member = $1
+		ON CONFLICT (member) DO UPDATE SET holder = excluded.holder, expires = excluded.expires`, "killed", dead)
+	again := g.mustOpen("again")
+	defer again.Close()
+	got, err := again.ClaimChains(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"again", "killed"}) {
+		t.Fatalf("claimed chains %v, want [again killed]: the killed member's holder is a process on this host that has died", got)
+	}
+	// A holder on another host is never presumed dead.
+	run(t, g.url, `UPDATE `+g.schema+`.chain_claims SET holder = 'otherhost 1 cafe', expires = now() + interval '1 hour'
+		WHERE member = (SELECT number FROM `+g.schema+`.members WHERE member = 'killed')`)
+	hold(t, g, "killed", "otherhost 1 cafe")
+	if got, err := again.ClaimChains(t.Context()); err != nil || !slices.Equal(got, []string{"again"}) {
+		t.Fatalf("claimed chains %v, %v while another host's process holds the killed member's lease, want [again]", got, err)
 	}
 }
 

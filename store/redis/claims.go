@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -41,24 +42,28 @@ var (
 // found dead whose claim of this member's may be taken ("" for none), [5]
 // the test of that key: "entries", a sorted set with members (an outbox's
 // ids), or "head", a hash with a field named by the member (the chain
-// heads); from [6] the members.
+// heads), [6] the holders of leases and claims found to be processes on
+// this host that have died, one a line; from [7] the members.
 //
 // While this handle's member's lease is not another holder's (a handle
 // fenced by another process claims nothing), a member is a candidate when
-// it is this handle's, or when its lease is gone and it passes the test;
-// its claim is taken when free, this holder's or (this member's only)
-// ARGV[4]'s. Returns {the members claimed, in ARGV order; the holder of
-// this member's claim when another holds it, else ""}.
+// it is this handle's, or when its lease is gone (or held by one of
+// ARGV[6]) and it passes the test; its claim is taken when free, this
+// holder's, one of ARGV[6]'s or (this member's only) ARGV[4]'s. Returns
+// {the members claimed, in ARGV order; the holder of this member's claim
+// when another holds it, else ""}.
 var claimScript = goredis.NewScript(`
 local out, other = {}, ''
-for i = 6, #ARGV do
+local dead = {}
+for h in string.gmatch(ARGV[6], '[^\n]+') do dead[h] = true end
+for i = 7, #ARGV do
   if ARGV[i] == ARGV[3] then
-    local lease = redis.call('GET', KEYS[3 * (i - 6) + 1])
+    local lease = redis.call('GET', KEYS[3 * (i - 7) + 1])
     if lease and lease ~= ARGV[1] then return {out, other} end
   end
 end
-for i = 6, #ARGV do
-  local j = 3 * (i - 6)
+for i = 7, #ARGV do
+  local j = 3 * (i - 7)
   local m = ARGV[i]
   local own = m == ARGV[3]
   local has
@@ -67,9 +72,10 @@ for i = 6, #ARGV do
   else
     has = redis.call('ZCARD', KEYS[j + 3]) > 0
   end
-  if own or (redis.call('EXISTS', KEYS[j + 1]) == 0 and has) then
+  local lease = redis.call('GET', KEYS[j + 1])
+  if own or ((not lease or dead[lease]) and has) then
     local cur = redis.call('GET', KEYS[j + 2])
-    if not cur or cur == ARGV[1] or (own and cur == ARGV[4]) then
+    if not cur or cur == ARGV[1] or (own and cur == ARGV[4]) or dead[cur] then
       redis.call('SET', KEYS[j + 2], ARGV[1], 'PX', ARGV[2])
       out[#out + 1] = m
     elseif own then
@@ -83,7 +89,9 @@ return {out, other}
 // claimEach takes or renews this handle's claims of kind k for ClaimTTL
 // and returns the members claimed, sorted. A claim of this member's held
 // by a process on this host that has died is taken over at once, as the
-// lease is.
+// lease is; so is another member's, when its lease or the claim is held by
+// a process on this host that has died (an ingest killed with SIGKILL,
+// whose member id no process will take again).
 func (s *Store) claimEach(ctx context.Context, k claimKind) ([]string, error) {
 	if err := s.writer("claim " + k.what + "s"); err != nil {
 		return nil, err
@@ -95,8 +103,12 @@ func (s *Store) claimEach(ctx context.Context, k claimKind) ([]string, error) {
 	if !slices.Contains(members, s.member) {
 		return nil, fmt.Errorf("redis store: member %q has no number in the group", s.member)
 	}
+	dead, err := s.deadHolders(ctx, k, members)
+	if err != nil {
+		return nil, err
+	}
 	keys := make([]string, 0, 3*len(members))
-	args := []any{s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, "", k.test}
+	args := []any{s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, "", k.test, strings.Join(dead, "\n")}
 	for _, m := range members {
 		keys = append(keys, s.k.lease(m), k.claim(&s.k, m), k.has(&s.k, m))
 		args = append(args, m)
@@ -109,6 +121,26 @@ func (s *Store) claimEach(ctx context.Context, k claimKind) ([]string, error) {
 	args[3] = other
 	out, _, err = s.claim(ctx, k, keys, args)
 	return out, err
+}
+
+// deadHolders are the holders of the members' leases and of their claims
+// of kind k that are processes on this host that have died.
+func (s *Store) deadHolders(ctx context.Context, k claimKind, members []string) ([]string, error) {
+	names := make([]string, 0, 2*len(members))
+	for _, m := range members {
+		names = append(names, s.k.lease(m), k.claim(&s.k, m))
+	}
+	vals, err := s.c.MGet(ctx, names...).Result()
+	if err != nil {
+		return nil, s.fail("read the holders of leases and "+k.what+" claims", err)
+	}
+	var dead []string
+	for _, v := range vals {
+		if h, ok := v.(string); ok && h != "" && !slices.Contains(dead, h) && shared.DeadHere(h) {
+			dead = append(dead, h)
+		}
+	}
+	return dead, nil
 }
 
 // claim runs the claim script: the members claimed, and the holder of this

@@ -51,6 +51,44 @@ func testLeaseDeadHolder(t *testing.T, g *group) {
 	wantErr(t, err, engine.ErrMemberHeld)
 }
 
+// testChainOfAMemberKilledHereIsClaimedAtOnce: an ingest killed with
+// SIGKILL leaves its lease and its chain claim held for their whole ttl
+// by a process that no longer exists, under a member id no process takes
+// again. The next process on this host (the ingest run again) must claim
+// that chain at once, to deliver it to the audit sinks and trim it, rather
+// than leave it behind until a later process comes after the lease ran
+// out.
+func testChainOfAMemberKilledHereIsClaimedAtOnce(t *testing.T, g *group) {
+	killed := g.must(t, "killed")
+	if err := killed.Commit(t.Context(), batchAfter(t, killed, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := killed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := fmt.Sprintf("%s %d deadbeef", strings.Fields(shared.NewHolder())[0], cmd.Process.Pid)
+	g.do(t, "SET", g.prefix+"lease:killed", dead, "PX", "600000")
+	g.do(t, "SET", g.prefix+"chainclaim:killed", dead, "PX", "600000")
+	again := g.must(t, "again")
+	got, err := again.ClaimChains(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"again", "killed"}) {
+		t.Fatalf("claimed chains %v, want [again killed]: the killed member's holder is a process on this host that has died", got)
+	}
+	// A holder on another host is never presumed dead.
+	g.do(t, "SET", g.prefix+"lease:killed", "elsewhere 1 cafe", "PX", "600000")
+	g.do(t, "SET", g.prefix+"chainclaim:killed", "elsewhere 1 cafe", "PX", "600000")
+	if got, err := again.ClaimChains(t.Context()); err != nil || !slices.Equal(got, []string{"again"}) {
+		t.Fatalf("claimed chains %v, %v while another host's process holds the killed member's lease, want [again]", got, err)
+	}
+}
+
 func testFenced(t *testing.T, g *group) {
 	a := g.must(t, "a")
 	g.do(t, "SET", g.prefix+"lease:a", "thief 1 cafe", "PX", "600000")

@@ -59,6 +59,7 @@ func TestStore(t *testing.T) {
 		{"a read-only handle reads every chain and writes nothing", testReadOnly},
 		{"a second open of a member is refused while the first lives", testLeaseHeld},
 		{"a dead holder on this host is taken over", testLeaseDeadHolder},
+		{"the chain of a member killed on this host is claimed by another at once", testChainOfAMemberKilledHereIsClaimedAtOnce},
 		{"a stolen lease fences update", testFenced},
 		{"an expired lease is taken back by the next write", testLeaseExpired},
 		{"a batch decided past its lease, which another process took meanwhile, writes nothing", testLeaseLostDuringABatch},
