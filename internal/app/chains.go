@@ -223,6 +223,30 @@ func (c *chains) claim(ctx context.Context) error {
 	return nil
 }
 
+// keepClaimed renews the claims every c.every until the returned stop is
+// called and has waited for it, for a process that streams and trims the
+// chains once rather than under Run (ingest): retention stops trimming a
+// chain whose claim is no longer fresh, so a sink flush and passes that
+// together outlast that would otherwise leave the chains as they were.
+func (c *chains) keepClaimed(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(c.every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_ = c.claim(ctx) // a failure is logged; the claims stand until they are about to expire
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // owned reports whether member's chain is claimed with more than a third
 // of the claim's lifetime left, by this process's clock: retention goes on
 // archiving and trimming it only then.

@@ -572,3 +572,50 @@ func TestAStopIsNotHeldUpByAStoreThatHangsWhileClaimingChains(t *testing.T) {
 		t.Fatal("Run did not end 10 s after its stop, the store hanging")
 	}
 }
+
+// slowScanner is a chain scanner whose chain scans each take delay.
+type slowScanner struct {
+	engine.ChainScanner
+	delay time.Duration
+}
+
+func (s *slowScanner) ScanChain(ctx context.Context, member string, from uint64, fn func(engine.AuditRecord) error) error {
+	time.Sleep(s.delay)
+	return s.ChainScanner.ScanChain(ctx, member, from, fn)
+}
+
+// TestAnIngestWhoseRetentionOutlastsTheClaimsStillTrimsItsChains: at its
+// end an ingest claims the chains once, delivers them to the sinks (up to
+// 10 s) and then trims them; retention stops on a chain whose claim is no
+// longer fresh. Measured on PostgreSQL: an ingest of 55,207 lines whose
+// sink flush and archive took longer than the claims' fresh part (10 s of
+// their 15 s) sealed a segment, trimmed nothing and said nothing, exit 0.
+// The claims must be renewed while the ingest streams and trims.
+func TestAnIngestWhoseRetentionOutlastsTheClaimsStillTrimsItsChains(t *testing.T) {
+	dir := t.TempDir()
+	archive, file := filepath.Join(dir, "archive"), filepath.Join(dir, "audit.jsonl")
+	g := memory.NewGroup(0, 0)
+	g.SetClaimTTL(300 * time.Millisecond) // fresh for 200 ms after each claim
+	gone := groupMember(t, g, "ingest-1", archive, file)
+	decide(t, gone, 0, 25)
+	gone.Close()
+	a := groupMember(t, g, "ingest-2", archive, file)
+	decide(t, a, 0, 35)
+	c, err := a.chainWork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.g.ChainScanner = &slowScanner{ChainScanner: c.g.ChainScanner, delay: 250 * time.Millisecond}
+	var errs strings.Builder
+	if err := (&Tool{Config: a.Config, Err: &errs}).finishChains(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"audit retention: 15 records of member ingest-1's chain archived in 1 segment to " + audit.ChainDir(archive, "ingest-1") + "; the store keeps its positions from 16\n",
+		"audit retention: 25 records of member ingest-2's chain archived in 1 segment to " + audit.ChainDir(archive, "ingest-2") + "; the store keeps its positions from 26\n",
+	} {
+		if !strings.Contains(errs.String(), want) {
+			t.Errorf("ingest said:\n%s\nwant the line\n%s", errs.String(), want)
+		}
+	}
+}

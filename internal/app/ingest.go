@@ -84,12 +84,15 @@ func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
 // finishChains is the end of an ingest on a shared store with audit sinks
 // or retention: it claims the members' chains it may stream and trim (its
 // own, and those of members that are gone), delivers them to the sinks,
-// applies retention to each, and releases them.
+// applies retention to each, and releases them. The claims are renewed
+// meanwhile: a flush and the passes may outlast them.
 func (t *Tool) finishChains(ctx context.Context, c *chains) error {
 	defer c.releaseAll(ctx)
 	if err := c.claim(ctx); err != nil {
 		return fmt.Errorf("audit: claim the members' chains: %w", err)
 	}
+	stop := c.keepClaimed(ctx)
+	defer stop()
 	t.flushSinks(ctx, c.a)
 	res, err := c.trim(ctx)
 	for _, r := range res {
