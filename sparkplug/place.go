@@ -702,21 +702,31 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 // untakenBelow places a delivery this member applied before its shared
 // store lost the commit, decided again from its journal, older than the
 // session's highest, whose nearest placement behind the highest, s (half
-// the ring or more behind it, too), another message took since (its key
-// held with other content, or the window saw it: another member went on
-// from what the store kept): it was sent a ring or more before, and its
-// place is the nearest below s, within the window, that no message took. found is false when s is not taken, or no placement below
-// is free. An operator's release is not placed so: a placement the window
-// saw whose key is gone may have been that very message, applied once.
+// the ring or more behind it, too), another message took since, its key
+// held with other content (appliedAt found none with its own at a
+// placement congruent to its seq): another member went on from what the
+// store kept, so it was sent a ring or more before, and its place is the
+// nearest below s, within the window, that no message took. found is
+// false when s is not taken, when no placement below is free, and when
+// one at or below s that the window saw has lost its key first: that may
+// be this very message, which the broker delivered again to another
+// member after the store lost this member's commit, applied there once
+// (below it, it would be applied twice). An operator's release is not
+// placed so, for the same reason.
 func (sp *spMessage) untakenBelow(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, s int64) (int64, bool) {
-	key := func(c int64) engine.Hash { return engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c) }
-	taken := func(c int64) bool { return p.HoldsKey(key(c)) || seenIn(w, c) }
-	if !taken(s) {
+	other := func(c int64) bool {
+		return p.HoldsKey(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c))
+	}
+	if !other(s) {
 		return 0, false
 	}
 	low := max(0, w.High-int64(p.SequenceSpan()), w.First)
 	for c := s - 256; c >= low; c -= 256 {
-		if !taken(c) {
+		switch {
+		case other(c):
+		case seenIn(w, c):
+			return 0, false
+		default:
 			return c, true
 		}
 	}
