@@ -187,15 +187,18 @@ func (s *Store) onConnect(ctx context.Context, cn *goredis.Conn) error {
 // It has no Unwrap: go-redis unwraps an OnConnect error once.
 type refusal struct{ error }
 
+// clientReadTimeout is go-redis's read timeout when store.url sets none.
+const clientReadTimeout = 5 * time.Second
+
 // readTimeout returns the client's read timeout (from store.url; 0 means
-// go-redis's 3s) raised, when commits WAIT, to WaitTimeout and a second:
+// go-redis's 5s) raised, when commits WAIT, to WaitTimeout and a second:
 // the update script and its WAIT are read under one deadline.
 func (s *Store) readTimeout(rt time.Duration) time.Duration {
 	if s.opts.WaitReplicas == 0 || rt < 0 {
 		return rt
 	}
 	if rt == 0 {
-		rt = 3 * time.Second
+		rt = clientReadTimeout
 	}
 	return max(rt, s.opts.WaitTimeout+time.Second)
 }
