@@ -24,7 +24,7 @@ func (s *snapshotStore) Commit(ctx context.Context, b *engine.Batch) error {
 		close(s.entered)
 		<-s.gate
 		s.bitmap = append([]uint64(nil), b.Sources[0].Epochs[0].Bitmap...)
-		s.casualties = b.Entities[0].Fields["casualties"].Num
+		s.casualties = b.Entities[0].Fields.Get("casualties").Num
 	}
 	return s.Store.Commit(ctx, b)
 }

@@ -128,9 +128,9 @@ func TestGroupSetOrderIsNotAMembersClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range st {
-		if s.Name == "site/1" && s.Fields["kw"].Num != "7" {
+		if s.Name == "site/1" && s.Fields.Get("kw").Num != "7" {
 			t.Fatalf("kw %s after r-2 set it to 7 (%s): the member whose clock runs an hour ahead pins its older value",
-				s.Fields["kw"].Num, ds[0].Outcome)
+				s.Fields.Get("kw").Num, ds[0].Outcome)
 		}
 	}
 }
@@ -163,7 +163,7 @@ func TestRecoveryAfterAClockStepDecidesTheLostBatchAgain(t *testing.T) {
 	}
 	for _, s := range st {
 		if s.Name == "meter/m1" {
-			kwh = s.Fields["kwh"].Num
+			kwh = s.Fields.Get("kwh").Num
 		}
 	}
 	held := 0

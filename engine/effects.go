@@ -8,8 +8,8 @@ import (
 	"github.com/cockroachdb/apd/v3"
 )
 
-// entity is the in-memory projection of one entity: its fields in the
-// order they were first written. An entity has a few fields, so a scan
+// entity is the in-memory projection of one entity: its fields in name
+// order. An entity has a few fields, so a scan
 // finds one faster than a map would, and a fleet's entities cost the
 // collector one slice each rather than a map and a field apiece.
 type entity struct {
@@ -36,9 +36,16 @@ func (ent *entity) field(name string) *field {
 	return nil
 }
 
-// add appends f as the field called name, absent from the entity.
+// add adds f as the field called name, absent from the entity, in its
+// place by name: the order the entity's state lists its fields in.
 func (ent *entity) add(name string, f field) {
-	ent.fields = append(ent.fields, namedField{name: name, field: f})
+	i := len(ent.fields)
+	for i > 0 && ent.fields[i-1].name > name {
+		i--
+	}
+	ent.fields = append(ent.fields, namedField{})
+	copy(ent.fields[i+1:], ent.fields[i:])
+	ent.fields[i] = namedField{name: name, field: f}
 }
 
 type field struct {
@@ -259,27 +266,33 @@ func (ent *entity) apply(o op, v value, ver Version, late bool) bool {
 	return true
 }
 
-func (ent *entity) state(name string) EntityState {
-	st := EntityState{Name: name, Fields: make(map[string]FieldValue, len(ent.fields))}
+// state returns the entity's state, its fields taken from the front of
+// slab (a batch's states share one), and what is left of slab.
+func (ent *entity) state(name string, slab Fields) (EntityState, Fields) {
+	n := len(ent.fields)
+	if len(slab) < n {
+		slab = make(Fields, n)
+	}
+	st := EntityState{Name: name, Fields: slab[:n:n]}
 	for i := range ent.fields {
 		f := &ent.fields[i]
 		fv := FieldValue{Kind: f.kind, Str: f.str, Version: f.version}
 		if f.kind == KindNumber {
 			fv.Num = formatDecimal(&f.num)
 		}
-		st.Fields[f.name] = fv
+		st.Fields[i] = Field{Name: f.name, FieldValue: fv}
 	}
-	return st
+	return st, slab[n:]
 }
 
 func entityFromState(st EntityState) *entity {
 	ent := &entity{fields: make([]namedField, 0, len(st.Fields))}
-	for k, fv := range st.Fields {
+	for _, fv := range st.Fields {
 		f := field{kind: fv.Kind, str: fv.Str, version: fv.Version}
 		if fv.Kind == KindNumber {
 			f.num.SetString(fv.Num)
 		}
-		ent.add(k, f)
+		ent.add(fv.Name, f)
 	}
 	return ent
 }
@@ -291,8 +304,8 @@ func StateJSON(states []EntityState) map[string]map[string]json.RawMessage {
 	out := make(map[string]map[string]json.RawMessage, len(states))
 	for _, st := range states {
 		m := make(map[string]json.RawMessage, len(st.Fields))
-		for k, fv := range st.Fields {
-			m[k] = fv.JSON()
+		for _, fv := range st.Fields {
+			m[fv.Name] = fv.JSON()
 		}
 		out[st.Name] = m
 	}

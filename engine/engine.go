@@ -392,8 +392,14 @@ func (e *Engine) takeBatch() *Batch {
 	if n := len(e.pending.sources); n > 0 {
 		b.Sources = make([]SourceState, 0, n)
 	}
+	var slab Fields // the batch's entities' fields, one allocation
 	if n := len(e.pending.entities); n > 0 {
 		b.Entities = make([]EntityState, 0, n)
+		nf := 0
+		for _, c := range e.pending.entities {
+			nf += len(c.ent.fields)
+		}
+		slab = make(Fields, nf)
 	}
 	var added RowCount
 	for s := range e.pending.sources {
@@ -408,7 +414,9 @@ func (e *Engine) takeBatch() *Batch {
 			added.Entities++
 			c.ent.unstored = false
 		}
-		b.Entities = append(b.Entities, c.ent.state(c.name))
+		var st EntityState
+		st, slab = c.ent.state(c.name, slab)
+		b.Entities = append(b.Entities, st)
 	}
 	b.NewRows = &added
 	e.resetPending()

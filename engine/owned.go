@@ -372,8 +372,11 @@ func (w *ownedWindows) readState(ctx context.Context, limit int) ([]EntityState,
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]EntityState, 0, len(e.entities))
+	var slab Fields
 	for name, ent := range e.entities {
-		out = append(out, ent.state(name))
+		var st EntityState
+		st, slab = ent.state(name, slab)
+		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return firstOf(out, limit), len(out), nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // The binary row format of a source's window and an entity's state, which
@@ -257,15 +258,14 @@ func (e *EntityState) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, rowFormat4)
 	b = appendStr(b, e.Name)
 	b = appendList(b, e.Fields == nil, len(e.Fields))
-	var buf [8]string // an entity has a few fields: their names sort on the stack
-	names := buf[:0]
-	for name := range e.Fields {
-		names = append(names, name)
+	fields := e.Fields
+	if !fields.sorted() { // one state, one row: a list built out of order is written sorted
+		fields = slices.Clone(fields)
+		slices.SortStableFunc(fields, func(a, b Field) int { return strings.Compare(a.Name, b.Name) })
 	}
-	slices.Sort(names) // one state, one row
-	for _, name := range names {
-		f := e.Fields[name]
-		b = appendStr(b, name)
+	for i := range fields {
+		f := &fields[i]
+		b = appendStr(b, f.Name)
 		b = append(b, byte(f.Kind))
 		b = appendStr(b, f.Num)
 		b = appendStr(b, f.Str)
@@ -291,7 +291,7 @@ func (e *EntityState) UnmarshalBinary(b []byte) error {
 	r.format()
 	out := EntityState{Name: r.str()}
 	if n, ok := r.list(); ok {
-		out.Fields = make(map[string]FieldValue, n)
+		out.Fields = make(Fields, 0, n)
 		for range n {
 			name := r.str()
 			f := FieldValue{Kind: ValueKind(r.byte()), Num: r.str(), Str: r.str()}
@@ -302,7 +302,7 @@ func (e *EntityState) UnmarshalBinary(b []byte) error {
 			if r.err != nil {
 				break
 			}
-			out.Fields[name] = f
+			out.Fields.Set(name, f)
 		}
 	}
 	if err := r.done("entity"); err != nil {

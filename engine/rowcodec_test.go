@@ -28,12 +28,12 @@ func rowCodecSamples() ([]SourceState, []EntityState) {
 			Sparkplug: fullSparkplugState()},
 	}
 	entities := []EntityState{
-		{Name: "incident/7", Fields: map[string]FieldValue{
-			"casualties": {Kind: KindNumber, Num: "3", Version: Version{Epoch: 7, Sequence: 2, Ordinal: 99, Source: math.MaxUint64}},
-			"status":     {Kind: KindString, Str: "available", Version: Version{Epoch: -3, Sequence: -1, Ordinal: math.MaxUint64}},
-			"active":     {Kind: KindRaw, Str: "true"},
+		{Name: "incident/7", Fields: Fields{
+			{Name: "active", FieldValue: FieldValue{Kind: KindRaw, Str: "true"}},
+			{Name: "casualties", FieldValue: FieldValue{Kind: KindNumber, Num: "3", Version: Version{Epoch: 7, Sequence: 2, Ordinal: 99, Source: math.MaxUint64}}},
+			{Name: "status", FieldValue: FieldValue{Kind: KindString, Str: "available", Version: Version{Epoch: -3, Sequence: -1, Ordinal: math.MaxUint64}}},
 		}},
-		{Name: "meter/a", Fields: map[string]FieldValue{}},
+		{Name: "meter/a", Fields: Fields{}},
 		{Name: "", Fields: nil},
 	}
 	return sources, entities
@@ -107,7 +107,7 @@ func TestRowsWrittenAsJSONAreStillRead(t *testing.T) {
 	}
 	for i := range entities {
 		b, _ := json.Marshal(&entities[i])
-		got := EntityState{Name: "left over", Fields: map[string]FieldValue{"x": {}}}
+		got := EntityState{Name: "left over", Fields: Fields{{Name: "x", FieldValue: FieldValue{}}}}
 		if err := got.UnmarshalBinary(b); err != nil {
 			t.Fatalf("entity %d: %v", i, err)
 		}
@@ -179,10 +179,10 @@ func TestRandomRowsDecodeAsTheirJSONDid(t *testing.T) {
 			}
 			s.Epochs = append(s.Epochs, w)
 		}
-		e := EntityState{Name: str(), Fields: map[string]FieldValue{}}
+		e := EntityState{Name: str(), Fields: Fields{}}
 		for range rng.IntN(5) {
-			e.Fields[str()] = FieldValue{Kind: ValueKind(rng.IntN(3)), Num: str(), Str: str(),
-				Version: Version{Epoch: num(), Sequence: num(), Ordinal: rng.Uint64(), Source: rng.Uint64()}}
+			e.Fields.Set(str(), FieldValue{Kind: ValueKind(rng.IntN(3)), Num: str(), Str: str(),
+				Version: Version{Epoch: num(), Sequence: num(), Ordinal: rng.Uint64(), Source: rng.Uint64()}})
 		}
 		sb, _ := s.MarshalBinary()
 		eb, _ := e.MarshalBinary()
@@ -250,9 +250,8 @@ func TestFormat1RowsDecode(t *testing.T) {
 	row, _ := hex.DecodeString("010a696e636964656e742f370406616374697665020004747275650000000a63617375616c74696573000133000e046306737461747573010009617661696c61626c650501ffffffffffffffffff01")
 	var got EntityState
 	want := jsonRoundTrip(t, &entities[0])
-	for name, f := range want.Fields { // format 1 rows tell no field's source
-		f.Version.Source = 0
-		want.Fields[name] = f
+	for i := range want.Fields { // format 1 rows tell no field's source
+		want.Fields[i].Version.Source = 0
 	}
 	if err := got.UnmarshalBinary(row); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("format 1 entity: %+v (%v), want %+v", got, err, want)

@@ -80,7 +80,7 @@ func TestASharedBatchThatFailedIsDecidedAgain(t *testing.T) {
 	if err != nil || len(res) != 1 || res[0].Records != 3 {
 		t.Fatalf("chains %+v, %v: want one intact chain of 3 records", res, err)
 	}
-	if st, err := e.ReadState(ctx); err != nil || len(st) != 1 || st[0].Fields["kwh"].Num != "0.5" {
+	if st, err := e.ReadState(ctx); err != nil || len(st) != 1 || st[0].Fields.Get("kwh").Num != "0.5" {
 		t.Fatalf("state %+v, %v: want 0.5 kWh", st, err)
 	}
 }
@@ -309,8 +309,8 @@ func TestHeldRowsAreSkippedPartAfterPartThenWaitedFor(t *testing.T) {
 func entityValues(st []engine.EntityState) map[string]string {
 	out := map[string]string{}
 	for _, e := range st {
-		for f, v := range e.Fields {
-			out[e.Name+"."+f] = v.Num + v.Str
+		for _, v := range e.Fields {
+			out[e.Name+"."+v.Name] = v.Num + v.Str
 		}
 	}
 	return out

@@ -107,7 +107,7 @@ func TestAMessageWhoseStatementIsRefusedIsQuarantinedAndTheRestCommits(t *testin
 		t.Fatalf("arguments %+v, want %+v", a, want)
 	}
 	state, _ := e.ReadState(ctx)
-	if len(state) != 1 || state[0].Fields["casualties"].Num != "12345678901234567892.123456789" {
+	if len(state) != 1 || state[0].Fields.Get("casualties").Num != "12345678901234567892.123456789" {
 		t.Fatalf("state %+v: the refused message's effects must not apply", state)
 	}
 	srcs, _ := e.ReadSources(ctx)

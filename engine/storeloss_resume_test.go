@@ -116,7 +116,7 @@ func (lg *lossGroup) checkDecidedOnce(n int) {
 	}
 	kwh, casualties := fmt.Sprintf("%g", 0.25*float64(n)), fmt.Sprint(n)
 	for _, s := range st {
-		if s.Name == "meter/m1" && s.Fields["kwh"].Num != kwh || s.Name == "incident/7" && s.Fields["casualties"].Num != casualties {
+		if s.Name == "meter/m1" && s.Fields.Get("kwh").Num != kwh || s.Name == "incident/7" && s.Fields.Get("casualties").Num != casualties {
 			t.Fatalf("%s = %v, want %s kWh and %s casualties", s.Name, s.Fields, kwh, casualties)
 		}
 	}

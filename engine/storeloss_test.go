@@ -85,8 +85,8 @@ func (lg *lossGroup) check(n int) {
 	}
 	got := map[string]string{}
 	for _, s := range st {
-		for f, v := range s.Fields {
-			got[s.Name+"."+f] = v.Num
+		for _, v := range s.Fields {
+			got[s.Name+"."+v.Name] = v.Num
 		}
 	}
 	kwh := fmt.Sprintf("%g", 0.25*float64(n))
@@ -357,8 +357,8 @@ func TestAHeldMessageIsHeldAgainWhenItIsDecidedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range st {
-		if s.Name == "incident/7" && s.Fields["casualties"].Num != "4" {
-			t.Fatalf("incident/7 casualties %s after the recovery, want 4: the held message must stay held", s.Fields["casualties"].Num)
+		if s.Name == "incident/7" && s.Fields.Get("casualties").Num != "4" {
+			t.Fatalf("incident/7 casualties %s after the recovery, want 4: the held message must stay held", s.Fields.Get("casualties").Num)
 		}
 	}
 	var held int

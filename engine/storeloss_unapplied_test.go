@@ -39,8 +39,8 @@ func TestADuplicateDecidedAgainFromTheJournalIsNotApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range st {
-		if s.Name == "meter/m1" && s.Fields["kwh"].Num != "0.25" {
-			t.Fatalf("meter/m1 kwh = %s after the recovery, want 0.25: reading r-1 was applied twice", s.Fields["kwh"].Num)
+		if s.Name == "meter/m1" && s.Fields.Get("kwh").Num != "0.25" {
+			t.Fatalf("meter/m1 kwh = %s after the recovery, want 0.25: reading r-1 was applied twice", s.Fields.Get("kwh").Num)
 		}
 	}
 	held := 0

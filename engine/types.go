@@ -243,8 +243,8 @@ func (s *SourceState) ID() string { return sourceID(s.Route, s.Source) }
 
 // EntityState is the projected state of one entity.
 type EntityState struct {
-	Name   string                `json:"name"`
-	Fields map[string]FieldValue `json:"fields"`
+	Name   string `json:"name"`
+	Fields Fields `json:"fields"`
 }
 
 // FieldValue is one projected field. Exactly one of Num and Str is

@@ -117,7 +117,7 @@ func edgeDataAfterFailover(t *testing.T, after int) {
 	got := ""
 	for _, s := range st {
 		if s.Name == "meter/e1" {
-			got = s.Fields["pulses"].Num
+			got = s.Fields.Get("pulses").Num
 		}
 	}
 	if want := fmt.Sprint(30 + after); got != want {

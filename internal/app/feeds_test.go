@@ -626,7 +626,7 @@ func TestFeedsSubmittedToTheEngineSurviveAFailedCommit(t *testing.T) {
 		t.Fatalf("a again: %+v, %v", ds, err)
 	}
 	state := e.State()
-	if len(state) != 1 || state[0].Fields["kwh"].Num != "1.75" {
+	if len(state) != 1 || state[0].Fields.Get("kwh").Num != "1.75" {
 		t.Fatalf("state %+v; want meter/m1 at 1.75 kWh", state)
 	}
 	for i, want := range [][3]uint64{{1, 0, 1}, {2, 2, 0}} {

@@ -290,12 +290,12 @@ func (g *guard) close() {
 func (g *guard) picture() picture {
 	p := picture{}
 	for _, st := range g.eng.State() {
-		for name, fv := range st.Fields {
+		for _, fv := range st.Fields {
 			v := fv.Str
 			if fv.Kind == engine.KindNumber {
 				v = fv.Num
 			}
-			p.set(st.Name, name, v)
+			p.set(st.Name, fv.Name, v)
 		}
 	}
 	return p

@@ -602,9 +602,9 @@ func (g *group) verify(t testing.TB, f feed) *result {
 		t.Fatalf("state --json: %v", err)
 	}
 	for name, fields := range state {
-		e := engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{}}
+		e := engine.EntityState{Name: name, Fields: engine.Fields{}}
 		for k, v := range fields {
-			e.Fields[k] = engine.FieldValue{Kind: engine.KindNumber, Num: v.String()}
+			e.Fields.Set(k, engine.FieldValue{Kind: engine.KindNumber, Num: v.String()})
 		}
 		obs.Entities = append(obs.Entities, e)
 	}

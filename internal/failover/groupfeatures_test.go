@@ -435,9 +435,9 @@ func stateOf(t *testing.T, d *daemon, skip string) ([]engine.EntityState, []engi
 		if name == skip {
 			continue
 		}
-		e := engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{}}
+		e := engine.EntityState{Name: name, Fields: engine.Fields{}}
 		for k, v := range fields {
-			e.Fields[k] = engine.FieldValue{Kind: engine.KindNumber, Num: v.String()}
+			e.Fields.Set(k, engine.FieldValue{Kind: engine.KindNumber, Num: v.String()})
 		}
 		ents = append(ents, e)
 	}

@@ -118,7 +118,7 @@ func checkJetStreamStore(t testing.TB, s *setup, sources []string, perSource int
 	}
 	for _, src := range sources {
 		e := got["src/"+src]
-		if c, l := e.Fields[countField].Num, e.Fields[lastField].Num; c != want || l != want {
+		if c, l := e.Fields.Get(countField).Num, e.Fields.Get(lastField).Num; c != want || l != want {
 			t.Errorf("src/%s: count %s, last %s; want %s and %s: a message was lost or applied twice", src, c, l, want, want)
 		}
 	}

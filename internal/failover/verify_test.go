@@ -351,7 +351,7 @@ func (r *result) checkState(entities []engine.EntityState, f feed, fail func(str
 }
 
 func fieldInt(e engine.EntityState, name string) int64 {
-	f, ok := e.Fields[name]
+	f, ok := e.Fields.Lookup(name)
 	if !ok {
 		return -1
 	}

@@ -209,7 +209,7 @@ func redelivered(t testing.TB, st *memory.Store) int {
 func kwh(e *engine.Engine, m string) string {
 	for _, s := range e.State() {
 		if s.Name == "meter/"+m {
-			return s.Fields["kwh"].Num
+			return s.Fields.Get("kwh").Num
 		}
 	}
 	return ""

@@ -137,8 +137,8 @@ func TestReadsVersion1Rows(t *testing.T) {
 	dir := t.TempDir()
 	src := engine.SourceState{Route: "r", Source: []string{"a", "1"}, Feed: "b",
 		Epochs: []engine.EpochWindow{{Epoch: "7", Numeric: true, Value: 7, High: 3, First: 1, Bitmap: []uint64{0b1110, 0}}}}
-	ent := engine.EntityState{Name: "unit/1", Fields: map[string]engine.FieldValue{
-		"status": {Kind: engine.KindString, Str: "released", Version: engine.Version{Epoch: 7, Sequence: 3, Ordinal: 2}}}}
+	ent := engine.EntityState{Name: "unit/1", Fields: engine.Fields{
+		{Name: "status", FieldValue: engine.FieldValue{Kind: engine.KindString, Str: "released", Version: engine.Version{Epoch: 7, Sequence: 3, Ordinal: 2}}}}}
 	s, err := embedded.Open(dir, embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +349,7 @@ func TestARowNamedTwiceIsWrittenAsNamedLast(t *testing.T) {
 		return engine.SourceState{Route: "r", Source: []string{"x"}, Feed: feed}
 	}
 	e := func(s string) engine.EntityState {
-		return engine.EntityState{Name: "n", Fields: map[string]engine.FieldValue{"f": {Kind: engine.KindString, Str: s}}}
+		return engine.EntityState{Name: "n", Fields: engine.Fields{{Name: "f", FieldValue: engine.FieldValue{Kind: engine.KindString, Str: s}}}}
 	}
 	b := &engine.Batch{Sources: []engine.SourceState{v("1"), v("2"), v("3")}, Entities: []engine.EntityState{e("1"), e("2"), e("3")}}
 	if err := s.Commit(t.Context(), b); err != nil {
@@ -359,7 +359,7 @@ func TestARowNamedTwiceIsWrittenAsNamedLast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Sources) != 1 || snap.Sources[0].Feed != "3" || len(snap.Entities) != 1 || snap.Entities[0].Fields["f"].Str != "3" {
+	if len(snap.Sources) != 1 || snap.Sources[0].Feed != "3" || len(snap.Entities) != 1 || snap.Entities[0].Fields.Get("f").Str != "3" {
 		t.Errorf("rows named three times: %+v, %+v; want the third of each", snap.Sources, snap.Entities)
 	}
 	if ns, ne, err := s.CountRows(t.Context()); err != nil || ns != 1 || ne != 1 {

@@ -40,7 +40,7 @@ func decideOnce(t *testing.T, dir string, routes []engine.Route, msgs ...engine.
 	var casualties string
 	for _, st := range e.State() {
 		if st.Name == "incident/i9" {
-			casualties = st.Fields["casualties"].Num
+			casualties = st.Fields.Get("casualties").Num
 		}
 	}
 	return ds, casualties, nil

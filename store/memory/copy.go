@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"maps"
 	"slices"
 	"strings"
 
@@ -75,6 +74,6 @@ func copySource(s engine.SourceState) engine.SourceState {
 }
 
 func copyEntity(e engine.EntityState) engine.EntityState {
-	e.Fields = maps.Clone(e.Fields)
+	e.Fields = slices.Clone(e.Fields)
 	return e
 }

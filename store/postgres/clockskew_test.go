@@ -43,7 +43,7 @@ func TestSetOrderIgnoresAMembersClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 1 || st[0].Fields["kw"].Num != "7" {
+	if len(st) != 1 || st[0].Fields.Get("kw").Num != "7" {
 		t.Fatalf("state %+v: want kw 7, the set applied last", st)
 	}
 }

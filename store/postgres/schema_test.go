@@ -169,8 +169,8 @@ func catalog(t *testing.T, url, schema string) []string {
 // schema, reads them on Load and in Update, and writes them back binary.
 func testSchemaJSONRows(t *testing.T, g *group) {
 	src := source(7)
-	ent := engine.EntityState{Name: "incident/7", Fields: map[string]engine.FieldValue{
-		"casualties": {Kind: engine.KindNumber, Num: "3", Version: engine.Version{Epoch: 1, Sequence: 7, Ordinal: 7}}}}
+	ent := engine.EntityState{Name: "incident/7", Fields: engine.Fields{
+		{Name: "casualties", FieldValue: engine.FieldValue{Kind: engine.KindNumber, Num: "3", Version: engine.Version{Epoch: 1, Sequence: 7, Ordinal: 7}}}}}
 	g.mustOpen("m1").Close()
 	sj, _ := json.Marshal(&src)
 	ej, _ := json.Marshal(&ent)

@@ -63,7 +63,7 @@ func testLostKeyRace(t *testing.T, g *group) {
 				t.Errorf("m2: %v", err)
 			}
 			return &engine.Batch{Keys: []engine.KeyEntry{keyEntry(1, time.Now())}, Audit: records("m1", 1, 1),
-				Entities: []engine.EntityState{{Name: "meter/x", Fields: map[string]engine.FieldValue{}}}}, nil
+				Entities: []engine.EntityState{{Name: "meter/x", Fields: engine.Fields{}}}}, nil
 		}
 		if len(rows.Keys) != 1 || rows.Keys[0].Key != key(1) {
 			t.Errorf("second decide read keys %+v, want m2's", rows.Keys)
@@ -142,7 +142,7 @@ func testUnwrittenClaimsDropped(t *testing.T, g *group) {
 	a := g.mustOpen("m1")
 	r := &engine.Reads{Sources: []string{sourceID()}, Entities: []string{"meter/a", "meter/b"}}
 	err := a.Update(t.Context(), r, func(rows *engine.Rows) (*engine.Batch, error) {
-		return &engine.Batch{Entities: []engine.EntityState{{Name: "meter/b", Fields: map[string]engine.FieldValue{}}},
+		return &engine.Batch{Entities: []engine.EntityState{{Name: "meter/b", Fields: engine.Fields{}}},
 			Audit: records("m1", 1, 1)}, nil
 	})
 	if err != nil {
@@ -195,7 +195,7 @@ func testCreatingRowsNoRaces(t *testing.T, g *group) {
 	}
 	total := 0
 	for _, e := range snap.Entities {
-		n, _ := strconv.Atoi(e.Fields["n"].Num)
+		n, _ := strconv.Atoi(e.Fields.Get("n").Num)
 		total += n
 	}
 	if want := members * batches * names / 2; total != want {
@@ -216,8 +216,8 @@ func added(names []string, rows []engine.EntityState) []engine.EntityState {
 	}
 	out := make([]engine.EntityState, len(names))
 	for i, name := range names {
-		n, _ := strconv.Atoi(have[name].Fields["n"].Num)
-		out[i] = engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{"n": {Kind: engine.KindNumber, Num: strconv.Itoa(n + 1)}}}
+		n, _ := strconv.Atoi(have[name].Fields.Get("n").Num)
+		out[i] = engine.EntityState{Name: name, Fields: engine.Fields{{Name: "n", FieldValue: engine.FieldValue{Kind: engine.KindNumber, Num: strconv.Itoa(n + 1)}}}}
 	}
 	return out
 }
@@ -401,7 +401,7 @@ func testCancelled(t *testing.T, g *group) {
 
 // counted is an entity whose field n is the number n.
 func counted(name string, n int) engine.EntityState {
-	return engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{"n": {Kind: engine.KindNumber, Num: strconv.Itoa(n)}}}
+	return engine.EntityState{Name: name, Fields: engine.Fields{{Name: "n", FieldValue: engine.FieldValue{Kind: engine.KindNumber, Num: strconv.Itoa(n)}}}}
 }
 
 // loaded is what s loads.
@@ -418,7 +418,7 @@ func loaded(t *testing.T, s *postgres.Store) *engine.Snapshot {
 func fieldOf(snap *engine.Snapshot, field string) map[string]string {
 	out := map[string]string{}
 	for _, e := range snap.Entities {
-		out[e.Name] = e.Fields[field].Num
+		out[e.Name] = e.Fields.Get(field).Num
 	}
 	return out
 }

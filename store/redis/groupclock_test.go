@@ -67,7 +67,7 @@ func TestAMemberWhoseWallClockStepsKeepsTheGroupsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 1 || st[0].Fields["kwh"].Num != "0.5" {
+	if len(st) != 1 || st[0].Fields.Get("kwh").Num != "0.5" {
 		t.Fatalf("state %+v: want meter/m3 kwh 0.5, two readings applied once each", st)
 	}
 }

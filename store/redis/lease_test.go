@@ -215,8 +215,8 @@ func testSchemaNotRaisedUnderARunningMember(t *testing.T, g *group) {
 func testSchemaJSONRows(t *testing.T, g *group) {
 	src := engine.SourceState{Route: "incidents", Source: []string{"fd", "e1"},
 		Epochs: []engine.EpochWindow{{Epoch: "1", Numeric: true, Value: 1, High: 7, Bitmap: []uint64{0xff}}}}
-	ent := engine.EntityState{Name: "incident/7", Fields: map[string]engine.FieldValue{
-		"casualties": {Kind: engine.KindNumber, Num: "3", Version: engine.Version{Epoch: 1, Sequence: 7, Ordinal: 7}}}}
+	ent := engine.EntityState{Name: "incident/7", Fields: engine.Fields{
+		{Name: "casualties", FieldValue: engine.FieldValue{Kind: engine.KindNumber, Num: "3", Version: engine.Version{Epoch: 1, Sequence: 7, Ordinal: 7}}}}}
 	sj, _ := json.Marshal(&src)
 	ej, _ := json.Marshal(&ent)
 	g.do(t, "SET", g.prefix+"schema", "1")

@@ -68,8 +68,8 @@ func testLocksHammered(t *testing.T, g *group) {
 	}
 	want := 1.5 * float64(len(stores)*batches*size/meters)
 	for _, e := range snap.Entities {
-		if got, err := strconv.ParseFloat(e.Fields["kwh"].Num, 64); err != nil || got != want {
-			t.Fatalf("%s kwh = %q, want %v", e.Name, e.Fields["kwh"].Num, want)
+		if got, err := strconv.ParseFloat(e.Fields.Get("kwh").Num, 64); err != nil || got != want {
+			t.Fatalf("%s kwh = %q, want %v", e.Name, e.Fields.Get("kwh").Num, want)
 		}
 	}
 	if n := g.do(t, "EXISTS", stores[0].k.entityLock("meter/m1")); n != int64(0) {

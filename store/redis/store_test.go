@@ -105,7 +105,7 @@ func testEngineMembers(t *testing.T, g *group) {
 	}
 	var kwh []string
 	for _, e := range st {
-		kwh = append(kwh, e.Name+"="+e.Fields["kwh"].Num)
+		kwh = append(kwh, e.Name+"="+e.Fields.Get("kwh").Num)
 	}
 	if want := []string{"meter/m1=1.5", "meter/m2=1.5", "meter/m3=1.5"}; !slices.Equal(kwh, want) {
 		t.Fatalf("state %v, want %v", kwh, want)
@@ -178,14 +178,14 @@ func testKeyRace(t *testing.T, g *group) {
 func testRowRace(t *testing.T, g *group) {
 	a, b := g.must(t, "a"), g.must(t, "b")
 	ent := func(v string) engine.EntityState {
-		return engine.EntityState{Name: "meter/m1", Fields: map[string]engine.FieldValue{"kwh": {Kind: engine.KindNumber, Num: v}}}
+		return engine.EntityState{Name: "meter/m1", Fields: engine.Fields{{Name: "kwh", FieldValue: engine.FieldValue{Kind: engine.KindNumber, Num: v}}}}
 	}
 	r := &engine.Reads{Entities: []string{"meter/m1"}}
 	var seen []string
 	calls, err := update(t.Context(), a, r, func(rows *engine.Rows) (*engine.Batch, error) {
 		was := "0"
 		if len(rows.Entities) == 1 {
-			was = rows.Entities[0].Fields["kwh"].Num
+			was = rows.Entities[0].Fields.Get("kwh").Num
 		}
 		seen = append(seen, was)
 		if len(seen) == 1 { // b adds 5 in between
@@ -207,7 +207,7 @@ func testRowRace(t *testing.T, g *group) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Entities) != 1 || snap.Entities[0].Fields["kwh"].Num != "5+1" {
+	if len(snap.Entities) != 1 || snap.Entities[0].Fields.Get("kwh").Num != "5+1" {
 		t.Fatalf("entities %+v", snap.Entities)
 	}
 }
@@ -387,7 +387,7 @@ func testLoad(t *testing.T, g *group) {
 	src := engine.SourceState{Route: "r", Source: []string{"s", "1"}, Epochs: []engine.EpochWindow{{Epoch: "1", High: 7, Bitmap: []uint64{0xff}}}}
 	bt := batchAfter(t, b, 2)
 	bt.Sources = []engine.SourceState{src}
-	bt.Entities = []engine.EntityState{{Name: "e/1", Fields: map[string]engine.FieldValue{"f": {Kind: engine.KindString, Str: "x", Version: engine.Version{Epoch: 1, Sequence: 2}}}}}
+	bt.Entities = []engine.EntityState{{Name: "e/1", Fields: engine.Fields{{Name: "f", FieldValue: engine.FieldValue{Kind: engine.KindString, Str: "x", Version: engine.Version{Epoch: 1, Sequence: 2}}}}}}
 	if err := b.Commit(t.Context(), bt); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func testLoad(t *testing.T, g *group) {
 	if len(snap.Keys) != 0 || snap.AuditHead.Position != 1 || len(snap.Sources) != 1 || len(snap.Entities) != 1 {
 		t.Fatalf("snapshot %+v", snap)
 	}
-	if snap.Sources[0].ID() != src.ID() || snap.Sources[0].Epochs[0].Bitmap[0] != 0xff || snap.Entities[0].Fields["f"] != bt.Entities[0].Fields["f"] {
+	if snap.Sources[0].ID() != src.ID() || snap.Sources[0].Epochs[0].Bitmap[0] != 0xff || snap.Entities[0].Fields.Get("f") != bt.Entities[0].Fields.Get("f") {
 		t.Fatalf("rows %+v %+v", snap.Sources, snap.Entities)
 	}
 }

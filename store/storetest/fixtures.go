@@ -90,10 +90,10 @@ func sourceState(route string, parts []string, version int64) engine.SourceState
 }
 
 func entityState(name string, version int64) engine.EntityState {
-	return engine.EntityState{Name: name, Fields: map[string]engine.FieldValue{
-		"casualties": {Kind: engine.KindNumber, Num: fmt.Sprintf("%d.25", version), Version: engine.Version{Ordinal: uint64(version)}},
-		"status":     {Kind: engine.KindString, Str: "assigned", Version: engine.Version{Epoch: 7, Sequence: version, Ordinal: 3}},
-		"active":     {Kind: engine.KindRaw, Str: "true"},
+	return engine.EntityState{Name: name, Fields: engine.Fields{
+		{Name: "active", FieldValue: engine.FieldValue{Kind: engine.KindRaw, Str: "true"}},
+		{Name: "casualties", FieldValue: engine.FieldValue{Kind: engine.KindNumber, Num: fmt.Sprintf("%d.25", version), Version: engine.Version{Ordinal: uint64(version)}}},
+		{Name: "status", FieldValue: engine.FieldValue{Kind: engine.KindString, Str: "assigned", Version: engine.Version{Epoch: 7, Sequence: version, Ordinal: 3}}},
 	}}
 }
 

@@ -61,7 +61,7 @@ func groupField(t *testing.T, e *engine.Engine, entity, field string) string {
 	}
 	for _, s := range st {
 		if s.Name == entity {
-			return s.Fields[field].Num
+			return s.Fields.Get(field).Num
 		}
 	}
 	return ""

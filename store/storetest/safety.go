@@ -28,7 +28,7 @@ func testCopies(t *testing.T, s *handle) {
 	b.Sources[0].Epochs[0].Bitmap[0] = 42
 	b.Sources[0].Epochs[0].Gaps[0].To = 42
 	b.Sources[0].Seen[0] = "changed"
-	b.Entities[0].Fields["status"] = engine.FieldValue{Str: "changed"}
+	b.Entities[0].Fields.Set("status", engine.FieldValue{Str: "changed"})
 	b.Audit[0].Source[0] = "changed"
 	*b.Audit[0].Sequence = 42
 	b.Audit[3].Gap.From = 42
@@ -50,7 +50,7 @@ func testCopies(t *testing.T, s *handle) {
 	}
 	snap.Sources[0].Source[0] = "changed"
 	snap.Sources[0].Epochs[0].Bitmap[0] = 42
-	snap.Entities[0].Fields["status"] = engine.FieldValue{Str: "changed"}
+	snap.Entities[0].Fields.Set("status", engine.FieldValue{Str: "changed"})
 	err := s.ScanAudit(t.Context(), 0, func(r engine.AuditRecord) error {
 		r.Source[0] = "changed"
 		if r.Sequence != nil {

@@ -33,7 +33,7 @@ func testSharedUpdateReads(t *testing.T, p *place) {
 			Audit: memberRecords(t, &c, "m1", 1)}, nil
 	})
 	snap := load(t, s)
-	if len(snap.Entities) != 1 || snap.Entities[0].Fields["casualties"].Num != "4.25" || snap.AuditHead != c.head {
+	if len(snap.Entities) != 1 || snap.Entities[0].Fields.Get("casualties").Num != "4.25" || snap.AuditHead != c.head {
 		t.Fatalf("after update: %+v", snap)
 	}
 }
