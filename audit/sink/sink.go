@@ -542,6 +542,55 @@ func (s *Set) Flush(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// FlushUntilIdle is Flush for as long as the sinks make progress: it
+// gives up once no sink delivered a record for idle, or ctx ends. A sink
+// that is slow but moving is waited for to the end; one that is down
+// holds it idle for at most idle.
+func (s *Set) FlushUntilIdle(ctx context.Context, idle time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.cancelWhenIdle(ctx, cancel, idle)
+	}()
+	err := s.Flush(ctx)
+	cancel()
+	<-watched
+	return err
+}
+
+// cancelWhenIdle calls cancel once the sinks delivered nothing for idle,
+// checking ten times per idle period, and returns then or when ctx ends.
+func (s *Set) cancelWhenIdle(ctx context.Context, cancel context.CancelFunc, idle time.Duration) {
+	tick := time.NewTicker(max(idle/10, time.Millisecond))
+	defer tick.Stop()
+	last, moved := s.progress(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if p := s.progress(); p != last {
+				last, moved = p, now
+			} else if now.Sub(moved) >= idle {
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+// progress counts the records every sink delivered so far: it moves with
+// any sink's cursor.
+func (s *Set) progress() uint64 {
+	var n uint64
+	for _, r := range s.sinks {
+		n += r.delivered.Load()
+	}
+	return n
+}
+
 // givenHeads are the heads of the chains given now.
 func (s *Set) givenHeads() map[string]uint64 {
 	s.mu.Lock()

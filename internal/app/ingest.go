@@ -27,10 +27,14 @@ type IngestOptions struct {
 	DrainTimeout time.Duration
 }
 
-// SinkFlushTimeout bounds how long Ingest waits for the audit sinks at its
-// end, and run at its stop; what they did not take waits behind their
-// cursors.
+// SinkFlushTimeout bounds how long run waits for the audit sinks at its
+// stop, and how long Ingest waits at its end for sinks that deliver
+// nothing (a sink that keeps delivering is waited for to the end); what
+// they did not take waits behind their cursors.
 const SinkFlushTimeout = 10 * time.Second
+
+// sinkFlushIdle is SinkFlushTimeout, for Ingest; tests shorten it.
+var sinkFlushIdle = SinkFlushTimeout
 
 // Ingest is `replayguard ingest`: it decides a captured feed on the
 // store, as the member MemberFor("ingest") on a shared one, prints the
@@ -107,11 +111,13 @@ func (t *Tool) finishChains(ctx context.Context, c *chains) error {
 	return nil
 }
 
-// flushSinks delivers what the audit sinks take within SinkFlushTimeout.
-// A sink that is down is not an error: its cursor keeps the rest for the
-// next run or ingest.
+// flushSinks delivers what the audit sinks take for as long as they make
+// progress: the sink's records are all there once ingest exits, however
+// long a slow sink takes. One that delivers nothing for SinkFlushTimeout
+// (down) is not an error: its cursor keeps the rest for the next run or
+// ingest.
 func (t *Tool) flushSinks(ctx context.Context, a *App) {
-	if err := a.FlushSinks(ctx, SinkFlushTimeout); err != nil {
+	if err := a.FlushSinksUntilIdle(ctx, sinkFlushIdle); err != nil {
 		// err says "audit sink" and names each sink (sink.ErrUndelivered).
 		fmt.Fprintf(t.errOut(), "%v; the rest is delivered from the cursor by the next run or ingest\n", err)
 	}

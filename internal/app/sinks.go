@@ -139,4 +139,14 @@ func (a *App) FlushSinks(ctx context.Context, timeout time.Duration) error {
 	return a.Sinks.Flush(ctx)
 }
 
+// FlushSinksUntilIdle delivers what the audit sinks can for as long as
+// they make progress: it gives up once none delivered a record for idle,
+// and says what is left to their cursors.
+func (a *App) FlushSinksUntilIdle(ctx context.Context, idle time.Duration) error {
+	if a.Sinks == nil {
+		return nil
+	}
+	return a.Sinks.FlushUntilIdle(ctx, idle)
+}
+
 var _ engine.Observer = (*sink.Set)(nil)
