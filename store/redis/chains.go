@@ -230,7 +230,9 @@ func (s *Store) SetChainCursor(ctx context.Context, member, sink string, pos uin
 
 // setCursorAtScript is setCursorScript only if the chain holds the record
 // whose hash is ARGV[4] at ARGV[3]: KEYS[3] the chain's index, KEYS[4] its
-// batches of records, one JSON a line, each beginning with its position.
+// batches of records, one JSON a line, each beginning with its position
+// (the line is found with plain string searches, not a pattern per line:
+// a batch of ingest holds a thousand).
 // Returns 0, -1 when the group has no such member, or -2 when the chain
 // holds another record there, or none.
 var setCursorAtScript = goredis.NewScript(`
@@ -240,14 +242,14 @@ if #starts == 0 then return -2 end
 local blob = redis.call('HGET', KEYS[4], starts[1])
 if not blob then return -2 end
 local head = '{"position":' .. ARGV[3] .. ','
-local held = false
-for line in string.gmatch(blob, '[^\n]+') do
-	if string.sub(line, 1, #head) == head then
-		held = string.find(line, '"hash":"' .. ARGV[4] .. '"', 1, true) ~= nil
-		break
-	end
+local at = 1
+if string.sub(blob, 1, #head) ~= head then
+	at = string.find(blob, '\n' .. head, 1, true)
+	if not at then return -2 end
+	at = at + 1
 end
-if not held then return -2 end
+local stop = string.find(blob, '\n', at, true) or #blob + 1
+if not string.find(string.sub(blob, at, stop - 1), '"hash":"' .. ARGV[4] .. '"', 1, true) then return -2 end
 local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
 if tonumber(ARGV[3]) > cur then redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) end
 return 0

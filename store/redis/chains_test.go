@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/replayguard/replayguard/engine"
@@ -46,5 +47,47 @@ func TestChainSurvivesServerKill(t *testing.T) {
 	}
 	if err := s.Commit(t.Context(), &engine.Batch{Audit: records(t, "a", head, 1)}); err != nil {
 		t.Fatalf("the next batch after the restart: %v", err)
+	}
+}
+
+// TestScanChainReadsEveryBatchFromAnyPosition commits more batches than
+// ScanChain reads in its growing pages, and scans from a batch's first
+// record, from inside one and from the last; then sets a sink's cursor at
+// the first, an inner and the last record of a batch.
+func TestScanChainReadsEveryBatchFromAnyPosition(t *testing.T) {
+	srv := testbroker.StartRedis(t, testbroker.RedisOptions{})
+	s := newGroup(srv).must(t, "a")
+	const batches, size = 40, 3
+	recs := records(t, "a", engine.AuditHead{}, batches*size)
+	for i := 0; i < len(recs); i += size {
+		if err := s.Commit(t.Context(), &engine.Batch{Audit: recs[i : i+size]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, from := range []uint64{1, 2, 3, 4, 50, 118, 120} {
+		var got []uint64
+		if err := s.ScanChain(t.Context(), "a", from, func(r engine.AuditRecord) error {
+			got = append(got, r.Position)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(recs)-int(from)+1 || got[0] != from || got[len(got)-1] != uint64(len(recs)) {
+			t.Fatalf("ScanChain from %d read %d records (%v…), want %d from %d", from, len(got), got[:min(len(got), 3)], len(recs)-int(from)+1, from)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i] != got[i-1]+1 {
+				t.Fatalf("ScanChain from %d: %d after %d", from, got[i], got[i-1])
+			}
+		}
+	}
+	for _, r := range []engine.AuditRecord{recs[3], recs[4], recs[5], recs[len(recs)-1]} {
+		if err := s.SetChainCursorAt(t.Context(), "a", "siem", engine.AuditHead{Position: r.Position, Hash: r.Hash}); err != nil {
+			t.Fatalf("SetChainCursorAt(%d): %v", r.Position, err)
+		}
+		wrong := engine.AuditHead{Position: r.Position, Hash: recs[0].Hash}
+		if err := s.SetChainCursorAt(t.Context(), "a", "siem", wrong); !errors.Is(err, engine.ErrCursorRecord) {
+			t.Fatalf("SetChainCursorAt(%d, another record's hash) = %v, want ErrCursorRecord", r.Position, err)
+		}
 	}
 }

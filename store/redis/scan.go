@@ -219,9 +219,11 @@ func (s *Store) scanChain(ctx context.Context, member string, from uint64, fn fu
 	if len(starts) == 1 {
 		cursor = starts[0]
 	}
-	for {
+	// A reader such as a sink's batch stops early: the batches are read
+	// one at first, then twice as many each time, up to chainBatches.
+	for count := int64(1); ; count = min(2*count, chainBatches) {
 		starts, err := s.c.ZRangeArgs(ctx, goredis.ZRangeArgs{Key: s.k.chainIndex(member), ByScore: true,
-			Start: cursor, Stop: "+inf", Count: chainBatches}).Result()
+			Start: cursor, Stop: "+inf", Count: count}).Result()
 		if err != nil {
 			return from, s.fail("read the audit chain index of "+member, err)
 		}
@@ -242,21 +244,26 @@ func (s *Store) scanChain(ctx context.Context, member string, from uint64, fn fu
 				return from, err
 			}
 		}
-		if len(starts) < chainBatches {
+		if int64(len(starts)) < count {
 			return from, nil
 		}
 		cursor = "(" + starts[len(starts)-1]
 	}
 }
 
-// chainBatches is how many batches of records ScanChain reads per command.
+// chainBatches is how many batches of records ScanChain reads per command
+// at most.
 const chainBatches = 8
 
 // scanRecords decodes one batch's records, one JSON a line, and calls fn
 // with those at or after from; it returns the position after the last one
-// fn was called with (from when none).
+// fn was called with (from when none). A record before from is passed
+// over by its position, which begins its line, undecoded.
 func scanRecords(ctx context.Context, member, blob string, from uint64, fn func(engine.AuditRecord) error) (uint64, error) {
 	for line := range strings.SplitSeq(blob, "\n") {
+		if pos, ok := linePosition(line); ok && pos < from {
+			continue
+		}
 		var r engine.AuditRecord
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			return from, fmt.Errorf("redis store: decode an audit record of %q: %w", member, err)
@@ -273,6 +280,21 @@ func scanRecords(ctx context.Context, member, blob string, from uint64, fn func(
 		from = r.Position + 1
 	}
 	return from, nil
+}
+
+// linePosition reads the position a record's line begins with,
+// {"position":N,...; false when it begins otherwise.
+func linePosition(line string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(line, `{"position":`)
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, ",")
+	if !ok {
+		return 0, false
+	}
+	pos, err := strconv.ParseUint(digits, 10, 64)
+	return pos, err == nil
 }
 
 // Chains returns every member's chain head, ordered by member id.
