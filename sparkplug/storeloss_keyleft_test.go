@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/journal"
 	"github.com/replayguard/replayguard/sparkplug"
-	"github.com/replayguard/replayguard/store/memory"
 )
 
 // TestDataAnotherMemberAppliedAgainAfterAFailoverIsNotAppliedARingBelow:
@@ -32,42 +29,9 @@ func TestDataAnotherMemberAppliedAgainAfterAFailoverIsNotAppliedARingBelow(t *te
 
 func keyLeftAfterFailover(t *testing.T, after int) {
 	ctx := context.Background()
-	g := memory.NewGroup(keyTTL, 200)
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	clockNow := func() time.Time { return now }
-	handles := map[string]*memory.Member{}
-	member := func(id string, j engine.Journal) *engine.Engine {
-		t.Helper()
-		m, err := g.Open(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.New(ctx, m, engine.Options{Routes: []engine.Route{plantRoute}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}},
-			Now: clockNow, StoreName: "memory", Journal: j})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close(); m.Close() })
-		handles[id] = m
-		return e
-	}
-	j, err := journal.Open(t.TempDir(), journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	m1, m2 := member("m1", j), member("m2", nil)
-	send := func(e *engine.Engine, m sparkplug.Message) {
-		t.Helper()
-		now = now.Add(time.Second)
-		out, err := e.Process(ctx, []engine.Message{{Topic: m.Topic, Payload: m.Payload}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := out[0]; d.Outcome != engine.Applied && d.Outcome != engine.AppliedLate {
-			t.Fatalf("%s: %s (%s), want applied", m.Topic, d.Outcome, d.Reason)
-		}
-	}
+	p := newFailoverPair(t, 200)
+	g, m1, m2 := p.g, p.m1, p.m2
+	send := func(e *engine.Engine, m sparkplug.Message) { t.Helper(); p.send(t, e, m) }
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "e1", 0)
 	send(m1, edge.Birth(c.next(), meterMetrics))
@@ -91,18 +55,7 @@ func keyLeftAfterFailover(t *testing.T, after int) {
 	if err := m1.CheckStore(ctx); err != nil {
 		t.Fatalf("m1 did not recover what the store lost from its journal: %v", err)
 	}
-	applied := map[int64]int{}
-	for _, id := range []string{"m1", "m2"} {
-		err := handles[id].ScanChain(ctx, id, 0, func(r engine.AuditRecord) error {
-			if r.Sequence != nil && r.Epoch == "0" && (r.Outcome == "applied" || r.Outcome == "applied_late") {
-				applied[*r.Sequence]++
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	applied := p.applied(t)
 	if applied[15] != 0 {
 		t.Errorf("placement 15, which no message took, applied %d times: seq 15 of placement 271, applied there by m2, applied again a ring below", applied[15])
 	}

@@ -44,48 +44,9 @@ func TestAnEdgesDataAMemberAppliedIsAppliedAgainBelowWhatTheGroupTookARingAndAHa
 
 func edgeDataAfterFailover(t *testing.T, after int) {
 	ctx := context.Background()
-	g := memory.NewGroup(keyTTL, 10_000)
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	clockNow := func() time.Time { return now }
-	handles := map[string]*memory.Member{}
-	member := func(id string, j engine.Journal) *engine.Engine {
-		t.Helper()
-		m, err := g.Open(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.New(ctx, m, engine.Options{Routes: []engine.Route{plantRoute}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}},
-			Now: clockNow, StoreName: "memory", Journal: j})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close(); m.Close() })
-		handles[id] = m
-		return e
-	}
-	j, err := journal.Open(t.TempDir(), journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	m1, m2 := member("m1", j), member("m2", nil)
-	send := func(e *engine.Engine, msgs ...sparkplug.Message) {
-		t.Helper()
-		in := make([]engine.Message, len(msgs))
-		for i, m := range msgs {
-			in[i] = engine.Message{Topic: m.Topic, Payload: m.Payload}
-		}
-		now = now.Add(time.Second)
-		out, err := e.Process(ctx, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, d := range out {
-			if d.Outcome != engine.Applied && d.Outcome != engine.AppliedLate {
-				t.Fatalf("message %d (%s): %s (%s), want applied", i, msgs[i].Topic, d.Outcome, d.Reason)
-			}
-		}
-	}
+	p := newFailoverPair(t, 10_000)
+	g, m1, m2 := p.g, p.m1, p.m2
+	send := func(e *engine.Engine, msgs ...sparkplug.Message) { t.Helper(); p.send(t, e, msgs...) }
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "e1", 0)
 	send(m1, edge.Birth(c.next(), meterMetrics))
@@ -103,7 +64,7 @@ func edgeDataAfterFailover(t *testing.T, after int) {
 	if err := m1.CheckStore(ctx); err != nil {
 		t.Fatalf("m1 did not recover what the store lost from its journal: %v", err)
 	}
-	err = handles["m1"].ScanQuarantine(ctx, func(q engine.QuarantineEntry) error {
+	err := p.handles["m1"].ScanQuarantine(ctx, func(q engine.QuarantineEntry) error {
 		t.Errorf("held after the recovery: %s", q.Reason)
 		return nil
 	})
@@ -123,9 +84,82 @@ func edgeDataAfterFailover(t *testing.T, after int) {
 	if want := fmt.Sprint(30 + after); got != want {
 		t.Errorf("meter/e1 pulses = %q after the recovery, want %s", got, want)
 	}
-	applied := map[int64]int{} // the edge's NBIRTH (seq 0) and data applied in the group, by placement
+	applied := p.applied(t)
+	for s := int64(0); s <= int64(30+after); s++ {
+		if applied[s] != 1 {
+			t.Errorf("seq %d of the edge's session applied %d times, want once", s, applied[s])
+		}
+	}
+	if len(applied) != 31+after {
+		t.Errorf("the edge's session applied at %d placements, want %d (0 … %d)", len(applied), 31+after, 30+after)
+	}
+}
+
+// failoverPair is a memory group of two members of the plant route, m1
+// with a journal, on a clock that moves a second at each batch sent.
+type failoverPair struct {
+	g       *memory.Group
+	m1, m2  *engine.Engine
+	handles map[string]*memory.Member
+	now     time.Time
+}
+
+// newFailoverPair opens the pair on a group whose key window holds
+// maxKeys keys.
+func newFailoverPair(t *testing.T, maxKeys int) *failoverPair {
+	t.Helper()
+	p := &failoverPair{g: memory.NewGroup(keyTTL, maxKeys), handles: map[string]*memory.Member{},
+		now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	j, err := journal.Open(t.TempDir(), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	member := func(id string, j engine.Journal) *engine.Engine {
+		m, err := p.g.Open(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(context.Background(), m, engine.Options{Routes: []engine.Route{plantRoute}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}},
+			Now: func() time.Time { return p.now }, StoreName: "memory", Journal: j})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close(); m.Close() })
+		p.handles[id] = m
+		return e
+	}
+	p.m1, p.m2 = member("m1", j), member("m2", nil)
+	return p
+}
+
+// send has e decide msgs in one batch, a second after the last batch, and
+// fails the test unless each is applied.
+func (p *failoverPair) send(t *testing.T, e *engine.Engine, msgs ...sparkplug.Message) {
+	t.Helper()
+	in := make([]engine.Message, len(msgs))
+	for i, m := range msgs {
+		in[i] = engine.Message{Topic: m.Topic, Payload: m.Payload}
+	}
+	p.now = p.now.Add(time.Second)
+	out, err := e.Process(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range out {
+		if d.Outcome != engine.Applied && d.Outcome != engine.AppliedLate {
+			t.Fatalf("message %d (%s): %s (%s), want applied", i, msgs[i].Topic, d.Outcome, d.Reason)
+		}
+	}
+}
+
+// applied counts the messages of the edge's first session (its NBIRTH,
+// seq 0, and its data) applied in the group, by placement.
+func (p *failoverPair) applied(t *testing.T) map[int64]int {
+	t.Helper()
+	applied := map[int64]int{}
 	for _, id := range []string{"m1", "m2"} {
-		err := handles[id].ScanChain(ctx, id, 0, func(r engine.AuditRecord) error {
+		err := p.handles[id].ScanChain(context.Background(), id, 0, func(r engine.AuditRecord) error {
 			if r.Sequence != nil && r.Epoch == "0" && (r.Outcome == "applied" || r.Outcome == "applied_late") {
 				applied[*r.Sequence]++
 			}
@@ -135,12 +169,5 @@ func edgeDataAfterFailover(t *testing.T, after int) {
 			t.Fatal(err)
 		}
 	}
-	for s := int64(0); s <= int64(30+after); s++ {
-		if applied[s] != 1 {
-			t.Errorf("seq %d of the edge's session applied %d times, want once", s, applied[s])
-		}
-	}
-	if len(applied) != 31+after {
-		t.Errorf("the edge's session applied at %d placements, want %d (0 … %d)", len(applied), 31+after, 30+after)
-	}
+	return applied
 }
