@@ -43,47 +43,9 @@ func (x *hashExporter) records() []engine.AuditRecord {
 // the record it last delivered at every position is the chain's.
 func TestASinkDeliversTheRecordsAMemberRecoveredAtPositionsItHadDelivered(t *testing.T) {
 	ctx := t.Context()
-	g := memory.NewGroup(0, 0)
-	h, err := g.Open("m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := &hashExporter{}
-	set, err := sink.NewChains(h, sink.Options{Sinks: []sink.Sink{{Name: "file", Exporter: x}}, Member: "m1", Batch: 4, Tick: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := journal.Open(t.TempDir(), journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(ctx, h, engine.Options{Routes: meters, StoreName: "memory", Journal: j, Observer: set})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		e.Close()
-		h.Close()
-		j.Close()
-		set.Close(context.Background())
-	})
-	set.SetChains([]engine.Chain{{Member: "m1"}})
-	go func() { defer close(done); set.Run(runCtx) }()
-	next := 0
-	decide := func(n int) {
-		t.Helper()
-		for i := 0; i < n; i++ {
-			msg := engine.Message{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r-%d","kwh":0.25}`, next)}
-			next++
-			if _, err := e.Process(ctx, []engine.Message{msg}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	m := newJournaledSink(t, func(h *memory.Member) sink.ChainStore { return h })
+	g, e, x := m.g, m.e, m.x
+	decide := func(n int) { t.Helper(); m.decide(t, n) }
 	waitDelivered := func(pos uint64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -111,21 +73,7 @@ func TestASinkDeliversTheRecordsAMemberRecoveredAtPositionsItHadDelivered(t *tes
 	head := e.Stats().Position
 	waitDelivered(head)
 
-	last := map[uint64]engine.AuditRecord{} // the record last delivered at each position
-	for _, r := range x.records() {
-		last[r.Position] = r
-	}
-	n := 0
-	err = h.ScanChain(ctx, "m1", 1, func(r engine.AuditRecord) error {
-		n++
-		if got, ok := last[r.Position]; !ok || got.Hash != r.Hash {
-			t.Errorf("position %d: the sink last delivered %s (%q), the chain holds %s (%q)", r.Position, got.Hash, got.Reason, r.Hash, r.Reason)
-		}
-		return nil
-	})
-	if err != nil || uint64(n) != head {
-		t.Fatalf("the chain: %d records, head %d: %v", n, head, err)
-	}
+	m.checkDelivered(t, head, "")
 }
 
 // heldCursors is a member's handle whose cursor writes past a position
@@ -167,48 +115,13 @@ func (h *heldCursors) SetChainCursorAt(ctx context.Context, member, sink string,
 // 16..19 too.
 func TestASinkBatchReadBeforeAFailoverDoesNotSaveACursorPastTheRecordsDecidedAgain(t *testing.T) {
 	ctx := t.Context()
-	g := memory.NewGroup(0, 0)
-	h, err := g.Open("m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := &heldCursors{Member: h, entered: make(chan uint64, 1), release: make(chan struct{})}
-	x := &hashExporter{}
-	set, err := sink.NewChains(held, sink.Options{Sinks: []sink.Sink{{Name: "file", Exporter: x}}, Member: "m1", Batch: 4, Tick: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := journal.Open(t.TempDir(), journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(ctx, h, engine.Options{Routes: meters, StoreName: "memory", Journal: j, Observer: set})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		e.Close()
-		h.Close()
-		j.Close()
-		set.Close(context.Background())
+	var held *heldCursors
+	m := newJournaledSink(t, func(h *memory.Member) sink.ChainStore {
+		held = &heldCursors{Member: h, entered: make(chan uint64, 1), release: make(chan struct{})}
+		return held
 	})
-	set.SetChains([]engine.Chain{{Member: "m1"}})
-	go func() { defer close(done); set.Run(runCtx) }()
-	next := 0
-	decide := func(n int) {
-		t.Helper()
-		for i := 0; i < n; i++ {
-			msg := engine.Message{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r-%d","kwh":0.25}`, next)}
-			next++
-			if _, err := e.Process(ctx, []engine.Message{msg}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	g, h, e := m.g, m.h, m.e
+	decide := func(n int) { t.Helper(); m.decide(t, n) }
 	waitCursor := func(pos uint64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -241,16 +154,80 @@ func TestASinkBatchReadBeforeAFailoverDoesNotSaveACursorPastTheRecordsDecidedAga
 	head := e.Stats().Position
 	waitCursor(head)
 
+	m.checkDelivered(t, head, fmt.Sprintf(" (the stale batch's cursor was %d)", stale))
+}
+
+// journaledSink is member m1 of a memory group, with a journal, deciding
+// meter readings, whose chain a sink named file streams to x (batches of
+// 4) through the store its test gives (the member's handle, or one
+// wrapping it).
+type journaledSink struct {
+	g    *memory.Group
+	h    *memory.Member
+	x    *hashExporter
+	e    *engine.Engine
+	next int
+}
+
+func newJournaledSink(t *testing.T, store func(*memory.Member) sink.ChainStore) *journaledSink {
+	t.Helper()
+	m := &journaledSink{g: memory.NewGroup(0, 0), x: &hashExporter{}}
+	var err error
+	if m.h, err = m.g.Open("m1"); err != nil {
+		t.Fatal(err)
+	}
+	set, err := sink.NewChains(store(m.h), sink.Options{Sinks: []sink.Sink{{Name: "file", Exporter: m.x}}, Member: "m1", Batch: 4, Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := journal.Open(t.TempDir(), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.e, err = engine.New(t.Context(), m.h, engine.Options{Routes: meters, StoreName: "memory", Journal: j, Observer: set}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		m.e.Close()
+		m.h.Close()
+		j.Close()
+		set.Close(context.Background())
+	})
+	set.SetChains([]engine.Chain{{Member: "m1"}})
+	go func() { defer close(done); set.Run(runCtx) }()
+	return m
+}
+
+// decide has the member decide n readings, one a batch.
+func (m *journaledSink) decide(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		msg := engine.Message{Topic: "plant/m1/energy", Payload: fmt.Appendf(nil, `{"msgId":"r-%d","kwh":0.25}`, m.next)}
+		m.next++
+		if _, err := m.e.Process(t.Context(), []engine.Message{msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkDelivered requires the chain to hold head records and the record
+// the sink last delivered at each of its positions to be the one the
+// chain holds there; why adds to each failure.
+func (m *journaledSink) checkDelivered(t *testing.T, head uint64, why string) {
+	t.Helper()
 	last := map[uint64]engine.AuditRecord{} // the record last delivered at each position
-	for _, r := range x.records() {
+	for _, r := range m.x.records() {
 		last[r.Position] = r
 	}
 	n := 0
-	err = h.ScanChain(ctx, "m1", 1, func(r engine.AuditRecord) error {
+	err := m.h.ScanChain(t.Context(), "m1", 1, func(r engine.AuditRecord) error {
 		n++
 		if got, ok := last[r.Position]; !ok || got.Hash != r.Hash {
-			t.Errorf("position %d (the stale batch's cursor was %d): the sink last delivered %s (%q), the chain holds %s (%q)",
-				r.Position, stale, got.Hash, got.Reason, r.Hash, r.Reason)
+			t.Errorf("position %d%s: the sink last delivered %s (%q), the chain holds %s (%q)", r.Position, why, got.Hash, got.Reason, r.Hash, r.Reason)
 		}
 		return nil
 	})
