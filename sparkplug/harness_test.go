@@ -42,12 +42,23 @@ type harness struct {
 
 func newHarness(t *testing.T, store engine.Store) *harness {
 	t.Helper()
+	return newHarnessWith(t, store, nil)
+}
+
+// newHarnessWith is newHarness with the engine's options changed by set
+// (when not nil) before the engine opens.
+func newHarnessWith(t *testing.T, store engine.Store, set func(*engine.Options)) *harness {
+	t.Helper()
 	if store == nil {
 		store = memory.New()
 	}
 	h := &harness{t: t, store: store, clock: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	e, err := engine.New(context.Background(), store, engine.Options{Routes: []engine.Route{plantRoute},
-		Kinds: []engine.RouteKind{sparkplug.RouteKind{}}, Now: func() time.Time { return h.clock }})
+	opts := engine.Options{Routes: []engine.Route{plantRoute},
+		Kinds: []engine.RouteKind{sparkplug.RouteKind{}}, Now: func() time.Time { return h.clock }}
+	if set != nil {
+		set(&opts)
+	}
+	e, err := engine.New(context.Background(), store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

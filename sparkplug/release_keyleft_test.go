@@ -1,10 +1,8 @@
 package sparkplug_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/sparkplug"
@@ -23,14 +21,7 @@ import (
 // ring lower at the free 200, and the edge's pulses stay one a message.
 func TestAReleasedCopyOfDataWhoseKeyLeftTheKeyWindowIsADuplicateOfWhatTheWindowSaw(t *testing.T) {
 	store := memory.New()
-	h := &harness{t: t, store: store, clock: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	e, err := engine.New(context.Background(), store, engine.Options{Routes: []engine.Route{plantRoute},
-		Kinds: []engine.RouteKind{sparkplug.RouteKind{}}, Now: func() time.Time { return h.clock }, MaxEntries: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	h.e = e
+	h := newHarnessWith(t, store, func(o *engine.Options) { o.MaxEntries = 8 })
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
 	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))
@@ -84,14 +75,7 @@ func TestAReleasedCopyOfDataWhoseKeyLeftTheKeyWindowIsADuplicateOfWhatTheWindowS
 // stay one a message.
 func TestAReleasedCopyIsNotAppliedARingBelowWhatTheWindowSaw(t *testing.T) {
 	store := memory.New()
-	h := &harness{t: t, store: store, clock: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	e, err := engine.New(context.Background(), store, engine.Options{Routes: []engine.Route{plantRoute},
-		Kinds: []engine.RouteKind{sparkplug.RouteKind{}}, Now: func() time.Time { return h.clock }, MaxEntries: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	h.e = e
+	h := newHarnessWith(t, store, func(o *engine.Options) { o.MaxEntries = 8 })
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
 	h.expect(engine.Applied, edge.Birth(c.next(), meterMetrics))

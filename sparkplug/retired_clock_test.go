@@ -1,13 +1,11 @@
 package sparkplug_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/sparkplug"
-	"github.com/replayguard/replayguard/store/memory"
 )
 
 // TestARetiredBirthOutlivesAWallClockStepAsItsKeysDo: the key window of a
@@ -19,16 +17,8 @@ import (
 // duplicate. Once window.ttl has really elapsed it is forgotten, and they
 // are held.
 func TestARetiredBirthOutlivesAWallClockStepAsItsKeysDo(t *testing.T) {
-	h := &harness{t: t, store: memory.New(), clock: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	var elapsed time.Duration
-	e, err := engine.New(context.Background(), h.store, engine.Options{Routes: []engine.Route{plantRoute},
-		Kinds: []engine.RouteKind{sparkplug.RouteKind{}}, Now: func() time.Time { return h.clock },
-		Elapsed: func() time.Duration { return elapsed }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	h.e = e
+	h := newHarnessWith(t, nil, func(o *engine.Options) { o.Elapsed = func() time.Duration { return elapsed } })
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
 	old := []sparkplug.Message{edge.Birth(c.next(), meterMetrics)}
