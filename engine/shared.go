@@ -48,7 +48,9 @@ type SharedStore interface {
 	// at or after r.KeyCutoff is such a lost race: it is never overwritten.
 	// A Resolved quarantine entry that is no longer open fails Update with
 	// ErrNotFound and nothing is written; an error from decide is returned
-	// as it is, with nothing written (ErrReadAgain is not a failure).
+	// as it is, with nothing written (ErrReadAgain is not a failure). A
+	// store whose server cannot hold the locks of r's rows at once fails
+	// with ErrLockTable, nothing written.
 	Update(ctx context.Context, r *Reads, decide func(*Rows) (*Batch, error)) error
 }
 
@@ -187,6 +189,15 @@ var ErrMemberHeld = errors.New("replayguard: member id held by another live proc
 // races for its rows through every retry.
 var ErrContention = errors.New("replayguard: batch lost every retry to other members")
 
+// ErrLockTable is returned by Update, with nothing written, when the
+// store's server could not hold the locks of every row the batch names at
+// once (PostgreSQL: "out of shared memory", its lock table full); the
+// error names the setting that bounds them. The engine then decides the
+// batch in two parts, each split again while it fails so, down to one
+// delivery, which fails as any store error does when even its rows do not
+// fit.
+var ErrLockTable = errors.New("replayguard: the store's server cannot hold the locks of the batch's rows")
+
 // sharedWindows are the windows of a consumer group's store: the engine
 // keeps none between batches. For each batch (or operator action) the
 // store reads the rows it touches under its concurrency control, the
@@ -211,6 +222,11 @@ type sharedWindows struct {
 	// part of its batch committed at one of them, before that acceptance,
 	// has no decision any more (keptDecisions).
 	lost []Span
+	// halved counts the parts of the batch being decided that were split
+	// in two because the store's server could not hold their rows' locks
+	// (decideHalves); the error that said so is lockTable.
+	halved    int
+	lockTable error
 }
 
 // errNotJournaled is a committed batch's journal append that failed: its
@@ -318,7 +334,8 @@ const skipRounds = 4
 // deliveries that touch none of the held rows first, then the others in a
 // batch of their own (decideParts). Deliveries that share a source window,
 // an entity or a key keep their order (splitHeld); the audit chain records
-// each part's after the one before.
+// each part's after the one before. A batch whose rows the store's server
+// cannot lock at once (ErrLockTable) is decided in halves (decideHalves).
 func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Decision, error) {
 	if err := w.appendUnjournaled(); err != nil {
 		return nil, err
@@ -327,7 +344,13 @@ func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Deci
 	if partlyCommitted(msgs) {
 		return w.decideRest(ctx, msgs, uncommitted(msgs))
 	}
-	return w.decideParts(ctx, msgs, w.e.opts.Now(), 0)
+	w.halved, w.lockTable = 0, nil
+	out, err := w.decideParts(ctx, msgs, w.e.opts.Now(), 0)
+	if w.halved > 0 {
+		w.e.log.Warn("the store's server could not hold the locks of a batch's rows at once: it was decided in smaller parts",
+			"messages", len(msgs), "splits", w.halved, "committed", err == nil, "err", w.lockTable)
+	}
+	return out, err
 }
 
 // decideParts decides and commits msgs as part round of a batch decided at
@@ -361,6 +384,13 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 		}
 		return pick(msgs, first), pick(out, first)
 	})
+	switch {
+	case errors.Is(err, ErrLockTable) && len(msgs) > 1 && msgs[0].recovery == 0:
+		w.halved, w.lockTable = w.halved+1, err
+		return w.decideHalves(ctx, msgs, now, round)
+	case errors.Is(err, ErrLockTable) && w.halved > 0:
+		return nil, fmt.Errorf("a batch decided in parts, down to one delivery: %w", err)
+	}
 	var unjournaled errNotJournaled
 	if errors.As(err, &unjournaled) { // committed: passed again, they keep their decisions
 		if later == nil {
@@ -404,6 +434,34 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 		out[i] = decided[j]
 	}
 	return out, nil
+}
+
+// decideHalves decides msgs, which the store's server could not lock at
+// once (ErrLockTable, nothing written), as two parts of their batch: the
+// first half, then the second, each read and locked on its own and split
+// again while it fails so. Each half holds about half the locks of new
+// rows, and the second follows the first whole, so deliveries that share
+// a source window, an entity or a key keep their order. Not a recovery's
+// batch, which the journal holds as one entry (sharedWindows.settled).
+func (w *sharedWindows) decideHalves(ctx context.Context, msgs []Message, now time.Time, round int) ([]Decision, error) {
+	half := len(msgs) / 2
+	first, err := w.decideParts(ctx, msgs[:half], now, round)
+	if err != nil {
+		return nil, err
+	}
+	// Committed: passed again after the second half fails, the first
+	// keeps its decisions.
+	for i := range first {
+		w.markCommitted(&msgs[i], &first[i])
+	}
+	second, err := w.decideParts(ctx, msgs[half:], now, round)
+	if err != nil {
+		return nil, err
+	}
+	for i := range first {
+		msgs[i].committed = nil
+	}
+	return append(first, second...), nil
 }
 
 // markCommitted notes in m the decision d a part of its batch committed.

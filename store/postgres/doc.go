@@ -29,6 +29,11 @@
 // rest to a batch after it (SharedStats.HeldRows counts those rows, once a
 // batch that left them out commits). So is a row another transaction is
 // still creating: its claim's advisory lock is tried, not waited for.
+// Those advisory locks, one a row the batch creates, are held until it
+// commits: a batch whose locks the server's lock table cannot hold ("out
+// of shared memory", SQLSTATE 53200) fails with engine.ErrLockTable,
+// naming max_locks_per_transaction, with nothing written, and the engine
+// decides it again in smaller parts.
 //
 // A route's sql effects (engine.SQLStatement) run in the same transaction,
 // after the writes found the batch's keys this member's: one round trip

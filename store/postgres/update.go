@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -137,6 +138,8 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 			s.stats.LockWaits.Add(1)
 			wait = true // its creator may still hold rows the batch names
 			continue
+		case lockTableFull(err): // the engine decides the batch in smaller parts
+			return 0, lockTableErr(err)
 		case !retryable(err):
 			return 0, err
 		}
@@ -233,6 +236,30 @@ func retryable(err error) bool {
 	}
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// lockTableFull reports a server whose lock table was full ("out of
+// shared memory"): a batch holds an advisory lock of each source and
+// entity row it creates until it commits (lockOrClaim), and with the
+// other sessions' locks they outgrew the table.
+func lockTableFull(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "53200"
+}
+
+// lockTableErr is engine.ErrLockTable for err (lockTableFull), naming the
+// setting to raise: max_locks_per_transaction, unless the server's hint
+// names another (max_pred_locks_per_transaction, under serializable
+// isolation).
+func lockTableErr(err error) error {
+	raise := "raise max_locks_per_transaction"
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Hint != "" && !strings.Contains(pe.Hint, "max_locks_per_transaction") {
+		raise = "the server's hint: " + pe.Hint
+	}
+	return fmt.Errorf("%w (%w): a batch holds a lock of each source and entity row it creates until it commits, "+
+		"and the server holds max_locks_per_transaction × (max_connections + max_prepared_transactions) locks in all: %s",
+		engine.ErrLockTable, err, raise)
 }
 
 // backoff sleeps a jittered, growing while before attempt.
