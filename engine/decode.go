@@ -59,8 +59,8 @@ type Delivery struct {
 	vals     []value // one per route path
 	source   []string
 	epoch    string
-	epochNum bool
 	epochInt int64
+	epochNum bool
 	older    bool  // its kind found its integer epoch new, though older than the current one (SetOlderEpoch)
 	seen     bool  // its kind's state proves it applied, whatever the key window holds (SetSeen)
 	seq      int64 // -1 for id routes
@@ -68,11 +68,12 @@ type Delivery struct {
 	key      Hash
 	digest   Hash
 
-	entities []string // rendered entity name per route effect; "" skips it
-	targets  []string // rendered forward target per route effect; "" skips it (nil without forwards)
-	err      error    // the first bad value extract met
-	text     string   // the payload as one string: values written plainly are substrings of it
-	placer   Placer   // a kind's, whose identity is placed at decide time; nil for json
+	entities []string   // rendered entity name per route effect; "" skips it
+	targets  []string   // rendered forward target per route effect; "" skips it (nil without forwards)
+	err      error      // the first bad value extract met
+	text     string     // the payload as one string: values written plainly are substrings of it
+	placer   Placer     // a kind's, whose identity is placed at decide time; nil for json
+	more     *[]reading // the values of the paths a kind read more than once (Readings); nil until one does
 
 	valsBuf [12]value // backing arrays: one allocation per message
 	srcBuf  [4]string
@@ -193,6 +194,9 @@ func (d *Delivery) clearVals() {
 		d.vals = make([]value, 0, n)
 	}
 	d.vals = d.vals[:n]
+	if d.more != nil {
+		*d.more = (*d.more)[:0]
+	}
 }
 
 func (d *Delivery) extract(m *Message) error {

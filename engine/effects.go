@@ -82,7 +82,7 @@ func (e *Engine) project(d *Delivery, ver Version, late bool) []Change {
 		}
 		changed := false
 		for _, o := range ef.ops {
-			v := d.vals[o.src]
+			v := d.opValue(o)
 			if v.kind == vAbsent {
 				continue
 			}
@@ -110,6 +110,42 @@ func (e *Engine) project(d *Delivery, ver Version, late bool) []Change {
 		}
 	}
 	return p.changes[start:len(p.changes):len(p.changes)]
+}
+
+// opValue is the value operation o takes from d: its path's value, or of
+// a path d carries more than once (Readings), for an add the sum of every
+// value, for a max or a min the highest or the lowest.
+func (d *Delivery) opValue(o op) value {
+	v := d.vals[o.src]
+	if d.more == nil || o.kind == opSet {
+		return v
+	}
+	var acc apd.Decimal
+	n := 0
+	for _, r := range *d.more {
+		if r.path != o.src || r.v.kind != vNumber { // numbers, checked when placed; or absent
+			continue
+		}
+		var x apd.Decimal
+		if _, _, err := x.SetString(r.v.text); err != nil {
+			continue // placed values are numbers; unreachable
+		}
+		switch {
+		case n == 0:
+			acc.Set(&x)
+		case o.kind == opAdd:
+			if _, err := decimalCtx.Add(&acc, &acc, &x); err != nil {
+				return v
+			}
+		case o.kind == opMax && x.Cmp(&acc) > 0, o.kind == opMin && x.Cmp(&acc) < 0:
+			acc.Set(&x)
+		}
+		n++
+	}
+	if n == 0 {
+		return v
+	}
+	return value{kind: vNumber, text: formatDecimal(&acc)}
 }
 
 // json returns a message's value as JSON, in the batch's slab of values.

@@ -116,22 +116,58 @@ func (p *Placement) SetValues(read func(segs []string) Value) error {
 	for i, path := range r.paths {
 		var v value // absent, also when placed again
 		if path.topic < 0 {
-			v = read(path.segs).v
+			rv := read(path.segs)
+			v = rv.v
+			if len(rv.more) > 0 {
+				d.keepReadings(i, rv.more)
+			}
 		} else if lv, ok := topicLevel(p.topic, path.topic); ok {
 			v = value{kind: vString, text: lv}
 		}
 		d.vals[i] = v
 	}
 	for i, v := range d.vals {
-		name := r.paths[i].text
-		switch {
-		case v.kind == vComposite:
-			return malformed("%s: a %s value is not a field value", name, v.text)
-		case r.numeric[i] && v.kind != vAbsent && v.kind != vNumber:
-			return malformed("effect field %s: want a number, got %s", name, kindNames[v.kind])
+		if err := r.checkValue(i, v); err != nil {
+			return err
+		}
+	}
+	if d.more != nil {
+		for _, rd := range *d.more {
+			if err := r.checkValue(rd.path, rd.v); err != nil {
+				return err
+			}
 		}
 	}
 	return d.entityNames(p.topic)
+}
+
+// checkValue refuses v as the value of path i: an object or array, or
+// anything but a number for a path an add, max or min reads.
+func (c *route) checkValue(i int, v value) error {
+	name := c.paths[i].text
+	switch {
+	case v.kind == vComposite:
+		return malformed("%s: a %s value is not a field value", name, v.text)
+	case c.numeric[i] && v.kind != vAbsent && v.kind != vNumber:
+		return malformed("effect field %s: want a number, got %s", name, kindNames[v.kind])
+	}
+	return nil
+}
+
+// reading is one of the values a message carries for one path (Readings).
+type reading struct {
+	path int // index into route.paths
+	v    value
+}
+
+// keepReadings keeps rs, the values of path i, in d.
+func (d *Delivery) keepReadings(i int, rs []Reading) {
+	if d.more == nil {
+		d.more = new([]reading)
+	}
+	for _, r := range rs {
+		*d.more = append(*d.more, reading{path: i, v: r.Value.v})
+	}
 }
 
 // topicLevel returns level n of topic.
@@ -150,7 +186,30 @@ func topicLevel(topic string, n int) (string, bool) {
 
 // Value is the value of a path a route kind reads; the zero Value is an
 // absent one (the effect reading it does nothing for that field).
-type Value struct{ v value }
+type Value struct {
+	v    value
+	more []Reading // Readings'
+}
+
+// Reading is one of the values a message carries for one path.
+type Reading struct {
+	Value Value
+}
+
+// Readings is the value of a path a message carries more than once (a
+// Sparkplug payload that holds one metric several times, as an edge
+// forwarding what it stored during an outage sends it): rs, in the
+// message's order. An add takes every one of them, each once, and a max
+// or a min the highest or lowest; everything else (a set, an entity name,
+// a sql argument, a forward's target) reads the last. Empty rs is an
+// absent value. SetValues copies rs before it reads the next path: a
+// kind may reuse it.
+func Readings(rs []Reading) Value {
+	if len(rs) == 0 {
+		return Value{}
+	}
+	return Value{v: rs[len(rs)-1].Value.v, more: rs}
+}
 
 // Text is the value's canonical text: a number's exact decimal, a string,
 // "true", "false", "null", or an opaque value's type name.
@@ -167,26 +226,26 @@ func NumberValue(text string) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	return Value{value{kind: vNumber, text: t, integer: integer}}, nil
+	return Value{v: value{kind: vNumber, text: t, integer: integer}}, nil
 }
 
 // StringValue is a string.
-func StringValue(s string) Value { return Value{value{kind: vString, text: s}} }
+func StringValue(s string) Value { return Value{v: value{kind: vString, text: s}} }
 
 // BoolValue is a boolean.
 func BoolValue(b bool) Value {
 	if b {
-		return Value{value{kind: vBool, text: "true"}}
+		return Value{v: value{kind: vBool, text: "true"}}
 	}
-	return Value{value{kind: vBool, text: "false"}}
+	return Value{v: value{kind: vBool, text: "false"}}
 }
 
 // NullValue is a null.
-func NullValue() Value { return Value{value{kind: vNull, text: "null"}} }
+func NullValue() Value { return Value{v: value{kind: vNull, text: "null"}} }
 
 // OpaqueValue is a value no effect may read (a dataset, an array), named by
 // its type: an effect reading it makes the delivery malformed.
-func OpaqueValue(typeName string) Value { return Value{value{kind: vComposite, text: typeName}} }
+func OpaqueValue(typeName string) Value { return Value{v: value{kind: vComposite, text: typeName}} }
 
 // placement is the Placement for one call of d's Placer, in d's own
 // storage (one allocation per message, the Delivery's).

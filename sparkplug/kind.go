@@ -134,6 +134,8 @@ type spMessage struct {
 	epochInt int64
 	seq      int64
 	digest   engine.Hash
+
+	readings []engine.Reading // pathValue's, for a metric p carries more than once
 }
 
 // epochHigh is an epoch window's highest sequence.

@@ -865,7 +865,9 @@ func (sp *spMessage) contentDigest() engine.Hash {
 }
 
 // pathValue is the value of one path of the route: the payload's
-// timestamp or seq, or a metric (its last value in the payload).
+// timestamp or seq, or a metric: its value, or, when the payload carries
+// it more than once (an edge forwarding what it stored during an outage),
+// each of them (engine.Readings).
 func (sp *spMessage) pathValue(segs []string) engine.Value {
 	switch segs[0] {
 	case "timestamp":
@@ -879,11 +881,23 @@ func (sp *spMessage) pathValue(segs []string) engine.Value {
 			return n
 		}
 	default:
-		for i := len(sp.metrics) - 1; i >= 0; i-- {
+		n, last := 0, -1
+		for i := range sp.metrics {
 			if sp.metrics[i].name == segs[1] {
-				return sp.metrics[i].val
+				n, last = n+1, i
 			}
 		}
+		if n == 1 {
+			return sp.metrics[last].val
+		}
+		rs := sp.readings[:0]
+		for i := range sp.metrics {
+			if sp.metrics[i].name == segs[1] {
+				rs = append(rs, engine.Reading{Value: sp.metrics[i].val})
+			}
+		}
+		sp.readings = rs
+		return engine.Readings(rs)
 	}
 	return engine.Value{}
 }
