@@ -117,6 +117,9 @@ func appendChanges(b []byte, cs []Change) []byte {
 		if c.Lost {
 			b = append(b, `,"lost":true`...)
 		}
+		if c.Historical {
+			b = append(b, `,"historical":true`...)
+		}
 		b = append(b, '}')
 	}
 	return append(b, ']')

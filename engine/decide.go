@@ -43,11 +43,12 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		e.heldPlaced(d, m.Topic, now)
 	}
 	if m.recovery != 0 {
-		dec.Reason = strings.TrimPrefix(dec.Reason+"; "+reasonRecovered, "; ")
+		dec.Reason = joinReason(dec.Reason, reasonRecovered)
 	}
+	var note string // what the effects add to the reason
 	if dec.Outcome.Effective() {
 		late := dec.Outcome == AppliedLate || ref != 0 || m.recovery != 0
-		dec.changes = e.project(d, dec.version, late)
+		dec.changes, note = e.project(d, dec.version, late)
 		if d.placer != nil {
 			e.placed(d, m.Topic, now)
 		}
@@ -67,6 +68,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		case dec.Outcome.Held() && why != "": // its sql effect was refused again: held anew
 			dec.Reason += ": " + why
 		}
+	}
+	if note != "" {
+		dec.Reason = joinReason(dec.Reason, note)
 	}
 	return e.record(m, dec, now, ref, by)
 }

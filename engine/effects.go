@@ -2,6 +2,8 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -57,9 +59,11 @@ type field struct {
 
 // project runs the route's effects of one effective message against the
 // entity states, marking what changed, and returns what each operation did
-// for the message's audit record. Paths absent from the message do nothing;
-// an entity template naming an absent field skips the effect.
-func (e *Engine) project(d *Delivery, ver Version, late bool) []Change {
+// for the message's audit record, and a note for its reason when a set
+// passed over historical values (Readings). Paths absent from the message
+// do nothing, nor does a set of a path whose values are all historical; an
+// entity template naming an absent field skips the effect.
+func (e *Engine) project(d *Delivery, ver Version, late bool) (changes []Change, note string) {
 	p := &e.pending
 	start := len(p.changes)
 	for i, ef := range d.route.effects {
@@ -82,21 +86,20 @@ func (e *Engine) project(d *Delivery, ver Version, late bool) []Change {
 		}
 		changed := false
 		for _, o := range ef.ops {
-			v := d.opValue(o)
+			v, hist := d.opValue(o)
+			if hist.n > 0 {
+				note = joinReason(note, d.historicalNote(o, hist, v.kind != vAbsent))
+			}
 			if v.kind == vAbsent {
+				if f := ent.field(o.field); hist.n > 0 && f != nil { // a set of historical values alone
+					start = p.addChange(start, Change{Entity: name, Field: o.field, Op: o.kind.String(),
+						Value: p.json(hist.last.kind, hist.last.text), After: p.fieldJSON(f), Historical: true})
+				}
 				continue
 			}
 			ok := ent.apply(o, v, e.setVersion(d, ent, o, ver), late)
 			changed = changed || ok
-			if len(p.changes) == cap(p.changes) {
-				// A full slab is left to the records that point into it,
-				// as the sequences' is.
-				n := len(p.changes) - start
-				c := make([]Change, n, max(16, 2*cap(p.changes)))
-				copy(c, p.changes[start:])
-				p.changes, start = c, 0
-			}
-			p.changes = append(p.changes, Change{Entity: name, Field: o.field, Op: o.kind.String(),
+			start = p.addChange(start, Change{Entity: name, Field: o.field, Op: o.kind.String(),
 				Value: p.json(v.kind, v.text), After: p.fieldJSON(ent.field(o.field)), Lost: !ok && o.kind == opSet})
 		}
 		switch {
@@ -109,16 +112,59 @@ func (e *Engine) project(d *Delivery, ver Version, late bool) []Change {
 			delete(e.entities, name)
 		}
 	}
-	return p.changes[start:len(p.changes):len(p.changes)]
+	return p.changes[start:len(p.changes):len(p.changes)], note
+}
+
+// addChange appends c to the batch's changes, those of the message being
+// projected beginning at start, and returns where they begin now.
+func (p *pending) addChange(start int, c Change) int {
+	if len(p.changes) == cap(p.changes) {
+		// A full slab is left to the records that point into it, as the
+		// sequences' is.
+		n := len(p.changes) - start
+		cs := make([]Change, n, max(16, 2*cap(p.changes)))
+		copy(cs, p.changes[start:])
+		p.changes, start = cs, 0
+	}
+	p.changes = append(p.changes, c)
+	return start
+}
+
+// joinReason joins two parts of a decision's reason.
+func joinReason(a, b string) string { return strings.TrimPrefix(a+"; "+b, "; ") }
+
+// historical is what a set passed over: the historical values of its
+// path (Readings).
+type historical struct {
+	n    int   // how many
+	last value // the last of them
+}
+
+// historicalNote says, for a decision's reason, that set o passed over
+// historical values h, and whether it set a current value instead.
+func (d *Delivery) historicalNote(o op, h historical, current bool) string {
+	what := "a historical value"
+	if h.n > 1 {
+		what = strconv.Itoa(h.n) + " historical values"
+	}
+	if current {
+		return fmt.Sprintf("set %s: %s of %s not set, its current one is", o.field, what, d.route.paths[o.src].text)
+	}
+	return fmt.Sprintf("set %s: %s of %s not set, none current: the field is left as it was", o.field, what, d.route.paths[o.src].text)
 }
 
 // opValue is the value operation o takes from d: its path's value, or of
-// a path d carries more than once (Readings), for an add the sum of every
-// value, for a max or a min the highest or the lowest.
-func (d *Delivery) opValue(o op) value {
-	v := d.vals[o.src]
-	if d.more == nil || o.kind == opSet {
-		return v
+// a path d carries more than once or flagged historical (Readings), for a
+// set the last that is not historical (absent when none is: hist is what
+// it passed over), for an add the sum of every value, for a max or a min
+// the highest or the lowest.
+func (d *Delivery) opValue(o op) (v value, hist historical) {
+	v = d.vals[o.src]
+	if d.more == nil {
+		return v, hist
+	}
+	if o.kind == opSet {
+		return d.setValue(o)
 	}
 	var acc apd.Decimal
 	n := 0
@@ -135,7 +181,7 @@ func (d *Delivery) opValue(o op) value {
 			acc.Set(&x)
 		case o.kind == opAdd:
 			if _, err := decimalCtx.Add(&acc, &acc, &x); err != nil {
-				return v
+				return v, hist
 			}
 		case o.kind == opMax && x.Cmp(&acc) > 0, o.kind == opMin && x.Cmp(&acc) < 0:
 			acc.Set(&x)
@@ -143,9 +189,29 @@ func (d *Delivery) opValue(o op) value {
 		n++
 	}
 	if n == 0 {
-		return v
+		return v, hist
 	}
-	return value{kind: vNumber, text: formatDecimal(&acc)}
+	return value{kind: vNumber, text: formatDecimal(&acc)}, hist
+}
+
+// setValue is opValue for a set: the last of its path's values that is
+// not historical, and the historical ones it passed over.
+func (d *Delivery) setValue(o op) (v value, hist historical) {
+	v = d.vals[o.src]
+	found := false
+	for _, r := range *d.more {
+		switch {
+		case r.path != o.src:
+		case r.hist:
+			hist.n, hist.last = hist.n+1, r.v
+		default:
+			v, found = r.v, true
+		}
+	}
+	if hist.n > 0 && !found {
+		return value{}, hist
+	}
+	return v, hist
 }
 
 // json returns a message's value as JSON, in the batch's slab of values.

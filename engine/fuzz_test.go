@@ -143,6 +143,7 @@ func FuzzCanonicalRecord(f *testing.F) {
 				{Entity: s1, Field: reason, Op: "set", Value: p.json(vString, s2), After: p.fieldJSON(f), Lost: dup},
 				{Entity: topic, Field: "kwh", Op: "add", Value: p.json(vNumber, "0.25"), After: p.fieldJSON(n)},
 				{Entity: s1, Field: "ok", Op: "set", Value: p.json(vBool, "true"), After: p.fieldJSON(&field{kind: KindRaw, str: "null"})},
+				{Entity: topic, Field: "temp", Op: "set", Value: p.json(vNumber, "18"), After: p.fieldJSON(n), Historical: !dup},
 			}
 		}
 		want, err := json.Marshal(r)

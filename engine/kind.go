@@ -158,6 +158,7 @@ func (c *route) checkValue(i int, v value) error {
 type reading struct {
 	path int // index into route.paths
 	v    value
+	hist bool // Reading.Historical
 }
 
 // keepReadings keeps rs, the values of path i, in d.
@@ -166,7 +167,7 @@ func (d *Delivery) keepReadings(i int, rs []Reading) {
 		d.more = new([]reading)
 	}
 	for _, r := range rs {
-		*d.more = append(*d.more, reading{path: i, v: r.Value.v})
+		*d.more = append(*d.more, reading{path: i, v: r.Value.v, hist: r.Historical})
 	}
 }
 
@@ -192,18 +193,24 @@ type Value struct {
 }
 
 // Reading is one of the values a message carries for one path.
+// Historical says it is not the path's current value but one acquired
+// before and sent late (a Sparkplug metric flagged is_historical: store
+// and forward after an outage).
 type Reading struct {
-	Value Value
+	Value      Value
+	Historical bool
 }
 
 // Readings is the value of a path a message carries more than once (a
 // Sparkplug payload that holds one metric several times, as an edge
-// forwarding what it stored during an outage sends it): rs, in the
-// message's order. An add takes every one of them, each once, and a max
-// or a min the highest or lowest; everything else (a set, an entity name,
-// a sql argument, a forward's target) reads the last. Empty rs is an
-// absent value. SetValues copies rs before it reads the next path: a
-// kind may reuse it.
+// forwarding what it stored during an outage sends it), or once flagged
+// historical: rs, in the message's order. An add takes every one of them,
+// each once, historical or not, and a max or a min the highest or lowest.
+// A set takes the last that is not historical; when all are, it sets
+// nothing, as for an absent value, and the decision's reason says so.
+// Everything else (an entity name, a sql argument, a forward's target)
+// reads the last. Empty rs is an absent value. SetValues copies rs before
+// it reads the next path: a kind may reuse it.
 func Readings(rs []Reading) Value {
 	if len(rs) == 0 {
 		return Value{}

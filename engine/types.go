@@ -362,6 +362,11 @@ type Change struct {
 	// Lost marks a `set` older than the field's value (by epoch, then
 	// sequence): it left the field as it was, and After is the newer value.
 	Lost bool `json:"lost,omitempty"`
+	// Historical marks a `set` whose message carried only historical values
+	// of its path (Reading.Historical: a Sparkplug metric flagged
+	// is_historical): it left the field as it was; Value is the last of
+	// them, After the field's value.
+	Historical bool `json:"historical,omitempty"`
 }
 
 // QuarantineEntry is a held message with its raw bytes. Its ID is the audit

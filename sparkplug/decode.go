@@ -49,7 +49,8 @@ func decodeMessage(b []byte) (Payload, error) {
 			return Payload{}, fmt.Errorf("metric %q: %w", metricLabel(m, i), err)
 		}
 		out.Metrics = append(out.Metrics, PayloadMetric{Name: m.GetName(), Alias: m.GetAlias(), HasAlias: m.Alias != nil,
-			Timestamp: m.GetTimestamp(), HasTimestamp: m.Timestamp != nil, Datatype: m.GetDatatype(), Value: v})
+			Timestamp: m.GetTimestamp(), HasTimestamp: m.Timestamp != nil, Datatype: m.GetDatatype(),
+			Historical: m.GetIsHistorical(), Value: v})
 		if m.GetName() == "bdSeq" {
 			if v.Kind != ValueNumber || v.Width == 0 {
 				return Payload{}, fmt.Errorf("%w: the bdSeq metric is not an integer", ErrValue)

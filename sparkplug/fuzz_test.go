@@ -13,12 +13,15 @@ import (
 // FuzzDecode feeds arbitrary payloads to the decoder and, on every message
 // type, to an engine with a sparkplug route: each is decided (malformed,
 // held or applied) and never panics. The seed corpus in testdata/fuzz
-// holds an edge's birth, data, device and death payloads.
+// holds an edge's birth, data, device and death payloads; the seeds here
+// add a store-and-forward NDATA, one metric several times, some values
+// flagged historical.
 func FuzzDecode(f *testing.F) {
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
+	stored := historical(f, edge.Data(c.next(), []sparkplug.Metric{temperature(18), energy(0.25), temperature(25), energy(1)}), 0, 1)
 	for _, m := range []sparkplug.Message{edge.Birth(c.next(), meterMetrics), edge.Data(c.next(), pulse()),
-		edge.DeviceBirth("pump", c.next(), meterMetrics), edge.Death(c.next())} {
+		edge.DeviceBirth("pump", c.next(), meterMetrics), edge.Death(c.next()), stored} {
 		f.Add(m.Payload, uint8(0))
 	}
 	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{plantRoute}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}})

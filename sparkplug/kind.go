@@ -149,6 +149,7 @@ type spResolved struct {
 	name string // its name, or its alias's in the birth
 	typ  uint32 // its datatype, from the payload or the birth
 	val  engine.Value
+	hist bool // flagged is_historical
 }
 
 // parseTopic reads a Sparkplug B message topic.

@@ -789,7 +789,7 @@ func (sp *spMessage) resolve(table *engine.SparkplugTable) string {
 		if !ok {
 			return fmt.Sprintf("metric %q: %s is not a number", name, mt.Value.Text)
 		}
-		sp.metrics[i] = spResolved{name: name, typ: typ, val: v}
+		sp.metrics[i] = spResolved{name: name, typ: typ, val: v, hist: mt.Historical}
 	}
 	return ""
 }
@@ -837,7 +837,10 @@ func signed(bits uint64, typ uint32) int64 {
 }
 
 // digest covers the resolved content: type, device, timestamp, seq, and
-// each metric's resolved name, datatype, timestamp and value, in order.
+// each metric's resolved name, datatype, timestamp and value, in order,
+// with its is_historical flag (a set reads a historical value otherwise):
+// a flagged metric's value code has its top bit set, so an unflagged one's
+// digest is what it was before the flag was read.
 func (sp *spMessage) contentDigest() engine.Hash {
 	h := sha256.New()
 	var buf [1024]byte // written to h whenever the next metric might not fit
@@ -854,7 +857,11 @@ func (sp *spMessage) contentDigest() engine.Hash {
 		b = appendField(b, r.name)
 		b = binary.BigEndian.AppendUint32(b, r.typ)
 		b = binary.BigEndian.AppendUint64(b, mt.Timestamp)
-		b = append(b, r.val.Code())
+		code := r.val.Code()
+		if r.hist {
+			code |= historicalCode
+		}
+		b = append(b, code)
 		b = appendField(b, r.val.Text())
 		b = appendField(b, mt.Value.Content)
 	}
@@ -864,10 +871,14 @@ func (sp *spMessage) contentDigest() engine.Hash {
 	return out
 }
 
+// historicalCode marks a historical metric's value code in the digest.
+const historicalCode = 0x80
+
 // pathValue is the value of one path of the route: the payload's
 // timestamp or seq, or a metric: its value, or, when the payload carries
-// it more than once (an edge forwarding what it stored during an outage),
-// each of them (engine.Readings).
+// it more than once (an edge forwarding what it stored during an outage)
+// or flagged historical, each of them and which are historical
+// (engine.Readings).
 func (sp *spMessage) pathValue(segs []string) engine.Value {
 	switch segs[0] {
 	case "timestamp":
@@ -887,13 +898,13 @@ func (sp *spMessage) pathValue(segs []string) engine.Value {
 				n, last = n+1, i
 			}
 		}
-		if n == 1 {
+		if n == 1 && !sp.metrics[last].hist {
 			return sp.metrics[last].val
 		}
 		rs := sp.readings[:0]
 		for i := range sp.metrics {
-			if sp.metrics[i].name == segs[1] {
-				rs = append(rs, engine.Reading{Value: sp.metrics[i].val})
+			if r := &sp.metrics[i]; r.name == segs[1] {
+				rs = append(rs, engine.Reading{Value: r.val, Historical: r.hist})
 			}
 		}
 		sp.readings = rs

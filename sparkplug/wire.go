@@ -185,11 +185,13 @@ func readWireFields(b []byte) (f wireFields, ok bool) {
 				f.m.Timestamp, f.m.HasTimestamp = v, true
 			case 4:
 				f.m.Datatype = uint32(v)
+			case 5:
+				f.m.Historical = protowire.DecodeBool(v)
 			case 7:
 				f.isNull = protowire.DecodeBool(v)
 			case 10, 11, 14:
 				f.val = wireValue{field: num, bits: v}
-			} // 5, 6: is_historical, is_transient, not read
+			} // 6: is_transient, not read
 			b = b[l:]
 		default:
 			return f, false

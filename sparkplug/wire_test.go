@@ -47,7 +47,20 @@ func wirePayloads(t testing.TB) map[string][]byte {
 		"a flagged null":          mustMarshal(t, &pb.Payload{Metrics: []*pb.Payload_Metric{{Alias: proto.Uint64(3), IsNull: proto.Bool(true), IsHistorical: proto.Bool(true), Value: &pb.Payload_Metric_LongValue{LongValue: 1}}}}),
 		"invalid UTF-8 in a name": mustMarshal(t, &pb.Payload{Metrics: []*pb.Payload_Metric{{Name: proto.String("\xff"), Value: &pb.Payload_Metric_LongValue{LongValue: 1}}}}),
 		"uuid and body":           mustMarshal(t, &pb.Payload{Seq: proto.Uint64(4), Uuid: proto.String("u"), Body: []byte("b")}),
+		"stored and forwarded": mustMarshal(t, &pb.Payload{Seq: proto.Uint64(5), Metrics: []*pb.Payload_Metric{
+			{Alias: proto.Uint64(1), Timestamp: proto.Uint64(1), IsHistorical: proto.Bool(true), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: 0.25}},
+			{Alias: proto.Uint64(1), Timestamp: proto.Uint64(2), IsHistorical: proto.Bool(false), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: 0.5}},
+			{Alias: proto.Uint64(1), Timestamp: proto.Uint64(3), IsTransient: proto.Bool(true), Value: &pb.Payload_Metric_DoubleValue{DoubleValue: 1}}}}),
 	}
+	// is_historical given twice: the last wins
+	h := protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 3)
+	h = protowire.AppendVarint(protowire.AppendTag(h, 5, protowire.VarintType), 1)
+	h = protowire.AppendVarint(protowire.AppendTag(h, 5, protowire.VarintType), 0)
+	out["a flag replaced"] = protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), h)
+	// is_historical as bytes: not a bool the wire path reads
+	hb := protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 3)
+	hb = protowire.AppendBytes(protowire.AppendTag(hb, 5, protowire.BytesType), []byte{1})
+	out["a flag as bytes"] = protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), hb)
 	// a oneof given twice: the second value replaces the first
 	m := protowire.AppendVarint(protowire.AppendTag(nil, 11, protowire.VarintType), 5)
 	m = protowire.AppendString(protowire.AppendTag(m, 15, protowire.BytesType), "five")
@@ -65,7 +78,8 @@ func mustMarshal(t testing.TB, p *pb.Payload) []byte {
 
 func TestWireDecodeReadsWhatEdgesSend(t *testing.T) {
 	fast := []string{"NBIRTH", "NDATA by alias", "DBIRTH", "DDATA by alias", "DDEATH", "NDEATH", "empty", "a later seq wins",
-		"a negative Int32 bdSeq", "bytes", "a NaN", "a flagged null", "uuid and body", "a oneof replaced"}
+		"a negative Int32 bdSeq", "bytes", "a NaN", "a flagged null", "uuid and body", "a oneof replaced",
+		"stored and forwarded", "a flag replaced"}
 	payloads := wirePayloads(t)
 	for _, name := range fast {
 		t.Run(name+" is read from the wire, as the generated types read it", func(t *testing.T) {
@@ -79,8 +93,24 @@ func TestWireDecodeReadsWhatEdgesSend(t *testing.T) {
 			}
 		})
 	}
+	t.Run("is_historical is read on both paths, the last given winning", func(t *testing.T) {
+		for name, want := range map[string][]bool{"stored and forwarded": {true, false, false}, "a flag replaced": {false},
+			"a flagged null": {true}} {
+			for path, decode := range map[string]func([]byte) (Payload, bool){"wire": decodeWire,
+				"generated": func(b []byte) (Payload, bool) { p, err := decodeMessage(b); return p, err == nil }} {
+				p, ok := decode(payloads[name])
+				var got []bool
+				for _, m := range p.Metrics {
+					got = append(got, m.Historical)
+				}
+				if !ok || !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s, %s path: historical %v (decoded %v), want %v", name, path, got, ok, want)
+				}
+			}
+		}
+	})
 	for _, name := range []string{"a seq as bytes", "an unknown field", "a truncated metric", "a string bdSeq",
-		"a datatype mismatch", "a dataset", "invalid UTF-8 in a name"} {
+		"a datatype mismatch", "a dataset", "invalid UTF-8 in a name", "a flag as bytes"} {
 		t.Run(name+" is left to the generated types", func(t *testing.T) {
 			if _, ok := decodeWire(payloads[name]); ok {
 				t.Fatal("the wire path decoded it")

@@ -195,6 +195,9 @@ func WriteLineage(w io.Writer, l *report.Lineage) error {
 			if e.Lost {
 				b.WriteString("  (older than the field's value: it stays)")
 			}
+			if e.Historical {
+				b.WriteString("  (historical, not the current value: the field stays)")
+			}
 		}
 		for _, d := range c.Suppressed {
 			fmt.Fprintf(&b, "\n    suppressed %s  %s  %s%s%s", d.Where(), d.Time.UTC().Format(time.RFC3339Nano), brokerText(d.Broker), feedText(d.Feed), dupText(d.Dup))

@@ -231,11 +231,14 @@ func appendAudit(dst []byte, r *engine.AuditRecord) []byte {
 			}
 			dst = appendBytes(dst, c.Value)
 			dst = appendBytes(dst, c.After)
-			lost := byte(0)
-			if c.Lost {
-				lost = 1
+			mark := byte(0) // 1 lost, 2 historical
+			switch {
+			case c.Lost:
+				mark = 1
+			case c.Historical:
+				mark = 2
 			}
-			dst = append(dst, lost)
+			dst = append(dst, mark)
 		}
 	}
 	if format == auditFormatConnected {
@@ -310,6 +313,8 @@ func decodeAudit(pos uint64, v []byte) (engine.AuditRecord, error) {
 			case 0:
 			case 1:
 				c.Lost = true
+			case 2:
+				c.Historical = true
 			default:
 				d.fail()
 			}

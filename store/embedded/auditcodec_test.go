@@ -53,6 +53,7 @@ func TestAuditCodecRoundTrips(t *testing.T) {
 		"effects": {Position: 8, Outcome: "applied", Prev: hash, Hash: hash, Effects: []engine.Change{
 			{Entity: "incident/7", Field: "casualties", Op: "add", Value: json.RawMessage("3"), After: json.RawMessage("5")},
 			{Entity: "incident/7", Field: "status", Op: "set", Value: json.RawMessage(`"assigned"`), After: json.RawMessage(`"available"`), Lost: true},
+			{Entity: "meter/m1", Field: "temp", Op: "set", Value: json.RawMessage("18"), After: json.RawMessage("25"), Historical: true},
 			{Entity: "", Field: "", Op: ""},
 		}},
 		"a feed":             {Position: 9, Outcome: "duplicate", Feed: "b", Prev: hash, Hash: hash},

@@ -129,6 +129,11 @@ function changeRow(c) {
       lost.title = "older than the field's value: it stays " + fieldText(e.after);
       line.append(lost);
     }
+    if (e.historical) {
+      const hist = el("span", "historical", "historical");
+      hist.title = "a historical value, not the current one: the field stays " + fieldText(e.after);
+      line.append(hist);
+    }
     effects.append(line);
   }
   tr.append(el("td", "num", where(c)), el("td", "", dateTimeOf(c.time)), el("td", "", c.route || "—"),
