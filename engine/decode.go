@@ -73,7 +73,7 @@ type Delivery struct {
 	err      error      // the first bad value extract met
 	text     string     // the payload as one string: values written plainly are substrings of it
 	placer   Placer     // a kind's, whose identity is placed at decide time; nil for json
-	more     *[]reading // the values of the paths a kind read more than once (Readings); nil until one does
+	more     *[]reading // the values of the paths a kind read more than once (SetReadings); nil until one does
 
 	valsBuf [12]value // backing arrays: one allocation per message
 	srcBuf  [4]string

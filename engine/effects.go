@@ -60,7 +60,7 @@ type field struct {
 // project runs the route's effects of one effective message against the
 // entity states, marking what changed, and returns what each operation did
 // for the message's audit record, and a note for its reason when a set
-// passed over historical values (Readings). Paths absent from the message
+// passed over historical values (SetReadings). Paths absent from the message
 // do nothing, nor does a set of a path whose values are all historical; an
 // entity template naming an absent field skips the effect.
 func (e *Engine) project(d *Delivery, ver Version, late bool) (changes []Change, note string) {
@@ -134,7 +134,7 @@ func (p *pending) addChange(start int, c Change) int {
 func joinReason(a, b string) string { return strings.TrimPrefix(a+"; "+b, "; ") }
 
 // historical is what a set passed over: the historical values of its
-// path (Readings).
+// path (SetReadings).
 type historical struct {
 	n    int   // how many
 	last value // the last of them
@@ -154,7 +154,7 @@ func (d *Delivery) historicalNote(o op, h historical, current bool) string {
 }
 
 // opValue is the value operation o takes from d: its path's value, or of
-// a path d carries more than once or flagged historical (Readings), for a
+// a path d carries more than once or flagged historical (SetReadings), for a
 // set the last that is not historical (absent when none is: hist is what
 // it passed over), for an add the sum of every value, for a max or a min
 // the highest or the lowest.

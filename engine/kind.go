@@ -110,16 +110,33 @@ func (d *Delivery) SetKey(key, digest Hash) { d.key, d.digest = key, digest }
 // of a path's segments; topic levels are the engine's), checks them and
 // renders the entity names and forward targets: the effects' inputs.
 func (p *Placement) SetValues(read func(segs []string) Value) error {
+	return p.SetReadings(func(segs []string) (Value, []Reading) { return read(segs), nil })
+}
+
+// SetReadings is SetValues for a kind whose messages may carry a path more
+// than once, or flag a value historical: not the path's current value but
+// one acquired before and sent late (a Sparkplug payload that holds one
+// metric several times, some flagged is_historical, as an edge forwarding
+// what it stored during an outage sends it). read returns a path's value
+// and, when it has several or a historical one, all of them in the
+// message's order (nil otherwise). An add takes every one of them, each
+// once, historical or not, and a max or a min the highest or the lowest.
+// A set takes the last that is not historical; when all are, it sets
+// nothing, as for an absent value, and the decision's reason says so.
+// Everything else (an entity name, a sql argument, a forward's target)
+// reads the value read returns. Each path's readings are copied before the
+// next path is read: a kind may reuse their slice.
+func (p *Placement) SetReadings(read func(segs []string) (Value, []Reading)) error {
 	d := p.d
 	r := d.route
 	d.clearVals()
 	for i, path := range r.paths {
 		var v value // absent, also when placed again
 		if path.topic < 0 {
-			rv := read(path.segs)
+			rv, rs := read(path.segs)
 			v = rv.v
-			if len(rv.more) > 0 {
-				d.keepReadings(i, rv.more)
+			if len(rs) > 0 {
+				d.keepReadings(i, rs)
 			}
 		} else if lv, ok := topicLevel(p.topic, path.topic); ok {
 			v = value{kind: vString, text: lv}
@@ -154,7 +171,8 @@ func (c *route) checkValue(i int, v value) error {
 	return nil
 }
 
-// reading is one of the values a message carries for one path (Readings).
+// reading is one of the values a message carries for one path
+// (SetReadings).
 type reading struct {
 	path int // index into route.paths
 	v    value
@@ -187,35 +205,15 @@ func topicLevel(topic string, n int) (string, bool) {
 
 // Value is the value of a path a route kind reads; the zero Value is an
 // absent one (the effect reading it does nothing for that field).
-type Value struct {
-	v    value
-	more []Reading // Readings'
-}
+type Value struct{ v value }
 
-// Reading is one of the values a message carries for one path.
-// Historical says it is not the path's current value but one acquired
-// before and sent late (a Sparkplug metric flagged is_historical: store
-// and forward after an outage).
+// Reading is one of the values a message carries for one path
+// (SetReadings). Historical says it is not the path's current value but
+// one acquired before and sent late (a Sparkplug metric flagged
+// is_historical: store and forward after an outage).
 type Reading struct {
 	Value      Value
 	Historical bool
-}
-
-// Readings is the value of a path a message carries more than once (a
-// Sparkplug payload that holds one metric several times, as an edge
-// forwarding what it stored during an outage sends it), or once flagged
-// historical: rs, in the message's order. An add takes every one of them,
-// each once, historical or not, and a max or a min the highest or lowest.
-// A set takes the last that is not historical; when all are, it sets
-// nothing, as for an absent value, and the decision's reason says so.
-// Everything else (an entity name, a sql argument, a forward's target)
-// reads the last. Empty rs is an absent value. SetValues copies rs before
-// it reads the next path: a kind may reuse it.
-func Readings(rs []Reading) Value {
-	if len(rs) == 0 {
-		return Value{}
-	}
-	return Value{v: rs[len(rs)-1].Value.v, more: rs}
 }
 
 // Text is the value's canonical text: a number's exact decimal, a string,

@@ -134,8 +134,6 @@ type spMessage struct {
 	epochInt int64
 	seq      int64
 	digest   engine.Hash
-
-	readings []engine.Reading // pathValue's, for a metric p carries more than once
 }
 
 // epochHigh is an epoch window's highest sequence.
@@ -148,8 +146,8 @@ type epochHigh struct {
 type spResolved struct {
 	name string // its name, or its alias's in the birth
 	typ  uint32 // its datatype, from the payload or the birth
+	hist bool   // flagged is_historical
 	val  engine.Value
-	hist bool // flagged is_historical
 }
 
 // parseTopic reads a Sparkplug B message topic.

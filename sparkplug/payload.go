@@ -18,12 +18,12 @@ type PayloadMetric struct {
 	HasAlias     bool
 	Timestamp    uint64
 	HasTimestamp bool
-	Datatype     uint32 // Sparkplug DataType; 0 when the payload leaves it out
 	// Historical is the metric's is_historical flag: a value the edge
 	// acquired before and sends late (store and forward after an outage,
 	// a batch), not the metric's current value. (is_transient is not
 	// read: it asks a historian not to store the value, and sets nothing.)
 	Historical bool
+	Datatype   uint32 // Sparkplug DataType; 0 when the payload leaves it out
 	Value      MetricValue
 }
 

@@ -61,7 +61,7 @@ func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string
 	if sp.at > 0 {
 		d.SetOlderEpoch()
 	}
-	if err := p.SetValues(sp.pathValue); err != nil {
+	if err := p.SetReadings(sp.pathValue); err != nil {
 		return "", err
 	}
 	if sp.typ == spNDeath {
@@ -875,21 +875,21 @@ func (sp *spMessage) contentDigest() engine.Hash {
 const historicalCode = 0x80
 
 // pathValue is the value of one path of the route: the payload's
-// timestamp or seq, or a metric: its value, or, when the payload carries
-// it more than once (an edge forwarding what it stored during an outage)
-// or flagged historical, each of them and which are historical
-// (engine.Readings).
-func (sp *spMessage) pathValue(segs []string) engine.Value {
+// timestamp or seq, or a metric: its last value in the payload, and when
+// the payload carries it more than once (an edge forwarding what it
+// stored during an outage) or flagged historical, each of them and which
+// are historical (engine.Placement.SetReadings).
+func (sp *spMessage) pathValue(segs []string) (engine.Value, []engine.Reading) {
 	switch segs[0] {
 	case "timestamp":
 		if sp.p.HasTimestamp {
 			n, _ := engine.NumberValue(strconv.FormatUint(sp.p.Timestamp, 10))
-			return n
+			return n, nil
 		}
 	case "seq":
 		if sp.seqRaw >= 0 {
 			n, _ := engine.NumberValue(strconv.FormatInt(sp.seqRaw, 10))
-			return n
+			return n, nil
 		}
 	default:
 		n, last := 0, -1
@@ -898,19 +898,21 @@ func (sp *spMessage) pathValue(segs []string) engine.Value {
 				n, last = n+1, i
 			}
 		}
-		if n == 1 && !sp.metrics[last].hist {
-			return sp.metrics[last].val
+		switch {
+		case n == 0:
+			return engine.Value{}, nil
+		case n == 1 && !sp.metrics[last].hist:
+			return sp.metrics[last].val, nil
 		}
-		rs := sp.readings[:0]
+		rs := make([]engine.Reading, 0, n) // a store-and-forward payload's: rare
 		for i := range sp.metrics {
 			if r := &sp.metrics[i]; r.name == segs[1] {
 				rs = append(rs, engine.Reading{Value: r.val, Historical: r.hist})
 			}
 		}
-		sp.readings = rs
-		return engine.Readings(rs)
+		return sp.metrics[last].val, rs
 	}
-	return engine.Value{}
+	return engine.Value{}, nil
 }
 
 // appendField appends s, length-prefixed, as the engine's digests do.
