@@ -40,6 +40,7 @@ type Metrics struct {
 	ackDropped    prometheus.Counter
 	connectErrors prometheus.Counter
 	stalls        prometheus.Counter
+	subRefusals   prometheus.Counter
 
 	feeds      *feeds
 	collectors []prometheus.Collector
@@ -104,6 +105,10 @@ func New(reg prometheus.Registerer, version, commit string, routes ...string) *M
 			Name: "replayguard_stalls_total",
 			Help: "Connections dropped because the broker stopped answering keepalives.",
 		}),
+		subRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "replayguard_subscribe_refusals_total",
+			Help: "SUBACKs that refused a subscription, granted one at QoS 0 or left one unanswered; after run's first grant, run is not ready and subscribes again.",
+		}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "replayguard_build_info",
@@ -113,7 +118,7 @@ func New(reg prometheus.Registerer, version, commit string, routes ...string) *M
 	info.Set(1)
 	m.feeds = newFeeds()
 	m.collectors = append([]prometheus.Collector{m.acct, m.acked, m.ackLag, m.gapsOpened, m.batchSize,
-		m.commitTime, m.connected, m.reconnects, m.storeErrors, m.ackDropped, m.connectErrors, m.stalls, info}, m.feeds.collectors()...)
+		m.commitTime, m.connected, m.reconnects, m.storeErrors, m.ackDropped, m.connectErrors, m.stalls, m.subRefusals, info}, m.feeds.collectors()...)
 	reg.MustRegister(m)
 	return m
 }
@@ -180,6 +185,8 @@ func (m *Metrics) Observe(e source.Event) {
 		m.connectErrors.Inc()
 	case source.Stalled:
 		m.stalls.Inc()
+	case source.SubscribeRefused:
+		m.subRefusals.Inc()
 	case source.Received:
 		m.acct.received(e.N)
 	case source.Committed:

@@ -253,6 +253,7 @@ func TestSourceHooks(t *testing.T) {
 		{Kind: source.Committed, N: 4, Duration: 3 * time.Millisecond},
 		{Kind: source.Acked, N: 3, Lag: 20 * time.Millisecond},
 		{Kind: source.AckDropped, N: 1},
+		{Kind: source.SubscribeRefused, N: 2, Err: errors.New("not authorized")},
 	} {
 		m.Observe(e)
 	}
@@ -276,6 +277,9 @@ replayguard_connect_errors_total 1
 # HELP replayguard_stalls_total Connections dropped because the broker stopped answering keepalives.
 # TYPE replayguard_stalls_total counter
 replayguard_stalls_total 1
+# HELP replayguard_subscribe_refusals_total SUBACKs that refused a subscription, granted one at QoS 0 or left one unanswered; after run's first grant, run is not ready and subscribes again.
+# TYPE replayguard_subscribe_refusals_total counter
+replayguard_subscribe_refusals_total 1
 # HELP replayguard_ack_dropped_total Committed deliveries left unacknowledged (their connection dropped, or a stop could not commit those received before them); the broker resends them and they are found duplicate.
 # TYPE replayguard_ack_dropped_total counter
 replayguard_ack_dropped_total 1
@@ -293,7 +297,7 @@ replayguard_gaps_total 2
 replayguard_build_info{commit="deadbeef",version="1.2.3"} 1
 `
 	names := []string{"replayguard_broker_connected", "replayguard_reconnects_total", "replayguard_acked_total",
-		"replayguard_connect_errors_total", "replayguard_stalls_total", "replayguard_ack_dropped_total",
+		"replayguard_connect_errors_total", "replayguard_stalls_total", "replayguard_subscribe_refusals_total", "replayguard_ack_dropped_total",
 		"replayguard_store_errors_total", "replayguard_gaps_total", "replayguard_build_info"}
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)

@@ -65,10 +65,16 @@ const (
 	// server moved the consumer past them. Never decided, so never in the
 	// accounting's received. JetStream only.
 	Lost
+	// SubscribeRefused: a SUBACK refused subscriptions, granted one at QoS
+	// 0 or left one unanswered (Broker, N: the topic filters, Err naming
+	// each, the routes that asked for it and the broker's answer). At a
+	// Run's first subscription it ends Run; after that the consumer is not
+	// ready and subscribes again. MQTT only.
+	SubscribeRefused
 )
 
 var eventNames = [...]string{"connected", "disconnected", "connect_failed", "stalled", "received",
-	"committed", "commit_failed", "acked", "ack_dropped", "abandoned", "redelivered", "lost"}
+	"committed", "commit_failed", "acked", "ack_dropped", "abandoned", "redelivered", "lost", "subscribe_refused"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {

@@ -14,8 +14,8 @@ func TestEventKindNames(t *testing.T) {
 	}{
 		{"the first kind has its name", source.Connected, "connected"},
 		{"a kind of two words is snake case", source.AckDropped, "ack_dropped"},
-		{"the last kind has its name", source.Lost, "lost"},
-		{"a kind past the last is unknown", source.Lost + 1, "unknown"},
+		{"the last kind has its name", source.SubscribeRefused, "subscribe_refused"},
+		{"a kind past the last is unknown", source.SubscribeRefused + 1, "unknown"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := c.kind.String(); got != c.want {

@@ -184,6 +184,13 @@ func stopRun(t *testing.T, daemon *exec.Cmd, exited <-chan error) {
 // printed when the test failed; exited receives what Wait returns.
 func startRun(t *testing.T, bin, cfg, listen string) (daemon *exec.Cmd, exited <-chan error) {
 	t.Helper()
+	daemon, exited, _ = startRunLogged(t, bin, cfg, listen)
+	return daemon, exited
+}
+
+// startRunLogged is startRun, also returning the file run logs to.
+func startRunLogged(t *testing.T, bin, cfg, listen string) (daemon *exec.Cmd, exited <-chan error, logPath string) {
+	t.Helper()
 	daemon = exec.Command(bin, "run", "-c", cfg)
 	logs, _ := os.Create(filepath.Join(t.TempDir(), "run.log"))
 	daemon.Stdout, daemon.Stderr = logs, logs
@@ -200,5 +207,5 @@ func startRun(t *testing.T, bin, cfg, listen string) (daemon *exec.Cmd, exited <
 		}
 	})
 	waitHTTP(t, "http://"+listen+"/readyz")
-	return daemon, done
+	return daemon, done, logs.Name()
 }

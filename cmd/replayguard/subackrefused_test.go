@@ -24,20 +24,47 @@ const dynsecPlugin = "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
 // grants the subscription and drops each message at delivery instead.)
 func deniedMosquitto(t *testing.T) *testbroker.Mosquitto {
 	t.Helper()
+	return dynsecMosquitto(t, false)
+}
+
+// dynsecMosquitto starts a Mosquitto whose access control is the dynamic
+// security plugin: user rg, password rg-secret, may connect, and
+// subscribe when subscribe is set; user admin, password admin-secret, may
+// change the access control while the broker runs (dynsecCommand). The
+// plugin keeps each change in its file, so a restart keeps it too.
+func dynsecMosquitto(t *testing.T, subscribe bool) *testbroker.Mosquitto {
+	t.Helper()
 	if _, err := os.Stat(dynsecPlugin); err != nil {
 		t.Skipf("no Mosquitto dynamic security plugin: %v", err)
 	}
-	salt := make([]byte, 12)
-	rand.Read(salt)
-	hash, err := pbkdf2.Key(sha512.New, "rg-secret", salt, 101, 64)
-	if err != nil {
-		t.Fatal(err)
+	client := func(user, password string, roles ...string) map[string]any {
+		salt := make([]byte, 12)
+		rand.Read(salt)
+		hash, err := pbkdf2.Key(sha512.New, password, salt, 101, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := map[string]any{"username": user, "password": base64.StdEncoding.EncodeToString(hash),
+			"salt": base64.StdEncoding.EncodeToString(salt), "iterations": 101}
+		var rs []map[string]any
+		for _, r := range roles {
+			rs = append(rs, map[string]any{"rolename": r})
+		}
+		if rs != nil {
+			c["roles"] = rs
+		}
+		return c
 	}
+	control := "$CONTROL/dynamic-security/#"
 	acl, err := json.Marshal(map[string]any{
-		"defaultACLAccess": map[string]bool{"publishClientSend": true, "publishClientReceive": true, "subscribe": false, "unsubscribe": true},
-		"clients": []map[string]any{{"username": "rg", "password": base64.StdEncoding.EncodeToString(hash),
-			"salt": base64.StdEncoding.EncodeToString(salt), "iterations": 101}},
-		"groups": []any{}, "roles": []any{},
+		"defaultACLAccess": map[string]bool{"publishClientSend": true, "publishClientReceive": true, "subscribe": subscribe, "unsubscribe": true},
+		"clients":          []map[string]any{client("rg", "rg-secret"), client("admin", "admin-secret", "admin")},
+		"groups":           []any{},
+		"roles": []map[string]any{{"rolename": "admin", "acls": []map[string]any{
+			{"acltype": "publishClientSend", "topic": control, "allow": true},
+			{"acltype": "publishClientReceive", "topic": control, "allow": true},
+			{"acltype": "subscribePattern", "topic": control, "allow": true},
+		}}},
 	})
 	if err != nil {
 		t.Fatal(err)

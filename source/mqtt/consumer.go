@@ -57,9 +57,10 @@ type Consumer struct {
 
 	running    atomic.Bool
 	connected  atomic.Bool
-	subscribed atomic.Bool   // the broker's session holds our subscriptions
-	stamped    atomic.Uint64 // the last connection generation whose first delivery carries its time
-	everSubbed atomic.Bool   // a subscription of this Run was granted once
+	subscribed atomic.Bool            // the broker's session holds our subscriptions
+	stamped    atomic.Uint64          // the last connection generation whose first delivery carries its time
+	everSubbed atomic.Bool            // a subscription of this Run was granted once
+	refused    atomic.Pointer[string] // why the broker last refused the subscriptions after their first grant; nil once granted
 	commits    *consume.Committer
 	batches    *consume.Batches[delivery]
 	broker     atomic.Pointer[string] // URL of the connection being made or up
@@ -118,7 +119,7 @@ func (c *Consumer) Connected() bool { return c.connected.Load() }
 
 // NotReady says why Ready is false; "" when it is true.
 func (c *Consumer) NotReady() string {
-	return consume.NotReady(c.connected.Load(), c.subscribed.Load(), c.commits)
+	return consume.NotReady(c.connected.Load(), c.subscribed.Load(), c.refused.Load(), c.commits)
 }
 
 // Run consumes until ctx is done, then, in a share group, leaves it when
@@ -139,6 +140,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.q.Open()
 	c.subscribed.Store(false) // subscribe on the first connection
 	c.everSubbed.Store(false)
+	c.refused.Store(nil)
 	select {
 	case <-c.fatal: // left by an earlier Run
 	default:
@@ -343,10 +345,13 @@ func (c *Consumer) serverDisconnect(d *paho.Disconnect) {
 
 // subscribe subscribes to every filter. A refusal, or a grant at QoS 0,
 // of a Run's first subscription ends Run; a lost connection leaves it to
-// the next one. A refused renewal (a share group's, on a present session)
-// is tried again on the same connection with a growing wait: it may be
-// passing (mochi-mqtt's 0x91 clears as its in-flight deliveries are
-// acknowledged, 0x89 or 0x97 with load), and meanwhile Ready says no. On
+// the next one. A refusal after that first grant (a share group's renewal,
+// or a new session's subscription: the broker's access control changed,
+// or a failover reached a broker whose differs) is logged at ERROR naming
+// each route and filter (see consume.LogRefusal) and tried again on the
+// same connection with a growing wait: it may be passing (mochi-mqtt's
+// 0x91 clears as its in-flight deliveries are acknowledged, 0x97 with
+// load, an ACL put back), and meanwhile Ready says no and NotReady why. On
 // a present session the forms the configuration no longer asks for are
 // removed once the grant is in (see Config.FormerShareGroups): before
 // Ready says yes.
@@ -356,18 +361,20 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 	for attempt := 1; ; attempt++ {
 		sa, err := cm.Subscribe(ctx, sub)
 		if sa != nil {
-			err = c.checkSuback(sub, sa)
-			if err != nil && !renewal {
-				select {
-				case c.fatal <- err:
-				default:
+			err = nil // the SUBACK's reason codes say what paho's error does
+			if r := c.checkSuback(sub, sa); r != nil {
+				c.obs.Observe(source.Event{Kind: source.SubscribeRefused, Broker: c.brokerURL(), N: len(r.Topics), Err: r.Err})
+				if !renewal {
+					select {
+					case c.fatal <- r.Err:
+					default:
+					}
+					return
 				}
-				return
-			}
-			if err != nil {
+				why := r.Err.Error()
+				c.refused.Store(&why)
 				wait := b.Delay(attempt)
-				c.log.Warn("mqtt broker refused to renew the group's subscriptions; trying again",
-					"broker", c.brokerURL(), "err", err, "attempt", attempt, "wait", wait)
+				consume.LogRefusal(c.log, c.brokerURL(), r, attempt, wait)
 				select {
 				case <-ctx.Done():
 					return
@@ -384,6 +391,7 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 			return
 		}
 		c.share.Subscribed(ctx, conn)
+		c.refused.Store(nil)
 		c.subscribed.Store(true)
 		c.everSubbed.Store(true)
 		c.log.Info("mqtt subscribed", "broker", c.brokerURL(), "filters", len(sub.Subscriptions))
@@ -448,11 +456,12 @@ func (c *Consumer) unsubscribeShared(ctx context.Context, cm *autopaho.Connectio
 		return err
 	}
 	for i, topic := range topics {
+		routes := consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, topic)
 		if i >= len(ua.Reasons) {
-			return fmt.Errorf("%q: no reason code in UNSUBACK", topic)
+			return fmt.Errorf("%q%s: no reason code in UNSUBACK", topic, routes)
 		}
 		if code := ua.Reasons[i]; code != 0x00 && code != 0x11 {
-			return fmt.Errorf("%q: reason code 0x%02x", topic, code)
+			return fmt.Errorf("%q%s: reason code 0x%02x", topic, routes, code)
 		}
 	}
 	return nil
@@ -479,23 +488,27 @@ func (c *Consumer) subscribePacket() *paho.Subscribe {
 	return sub
 }
 
-func (c *Consumer) checkSuback(sub *paho.Subscribe, sa *paho.Suback) error {
-	var errs []error
+// checkSuback returns what sa did not grant of sub as asked, each error
+// wrapping ErrSubscribe and naming the filter and the routes that asked
+// for it; nil when it granted everything.
+func (c *Consumer) checkSuback(sub *paho.Subscribe, sa *paho.Suback) *consume.Refusal {
+	var r consume.Refusal
 	for i, s := range sub.Subscriptions {
+		routes := consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, s.Topic)
 		if i >= len(sa.Reasons) {
-			errs = append(errs, fmt.Errorf("%w: %q: no reason code in SUBACK", ErrSubscribe, s.Topic))
+			r.Add(c.cfg.Filters, c.cfg.ShareGroup, s.Topic, false, fmt.Errorf("%w: %q%s: no reason code in SUBACK", ErrSubscribe, s.Topic, routes))
 			continue
 		}
 		switch code := sa.Reasons[i]; {
 		case code >= 0x80:
-			errs = append(errs, fmt.Errorf("%w: %q%s: reason code 0x%02x (%s)", ErrSubscribe, s.Topic,
-				consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, s.Topic), code, consume.SubackReason(code)))
+			r.Add(c.cfg.Filters, c.cfg.ShareGroup, s.Topic, consume.PassingSuback(code),
+				fmt.Errorf("%w: %q%s: reason code 0x%02x (%s)", ErrSubscribe, s.Topic, routes, code, consume.SubackReason(code)))
 		case code == 0: // requested 1 or 2
-			errs = append(errs, fmt.Errorf("%w: %q%s granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, s.Topic,
-				consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, s.Topic)))
+			r.Add(c.cfg.Filters, c.cfg.ShareGroup, s.Topic, false,
+				fmt.Errorf("%w: %q%s granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, s.Topic, routes))
 		}
 	}
-	return errors.Join(errs...)
+	return r.Done()
 }
 
 // receive is paho's handler for every PUBLISH. It must not block: paho

@@ -65,9 +65,10 @@
 // Config.Observer hears the events every source of replayguard reports
 // (package source, so that one Observer, the metrics, serves them all).
 // This consumer reports Connected, Disconnected, ConnectFailed (one attempt
-// to one broker), Stalled (no PINGRESP within the keepalive), Received,
-// Committed, CommitFailed, Acked, AckDropped and Abandoned, each with the
-// Event fields source documents. A drop before an acknowledgement
+// to one broker), Stalled (no PINGRESP within the keepalive),
+// SubscribeRefused (a SUBACK that did not grant every filter as asked),
+// Received, Committed, CommitFailed, Acked, AckDropped and Abandoned, each
+// with the Event fields source documents. A drop before an acknowledgement
 // (AckDropped) leaves packet ids that mean nothing to a new connection.
 // The connections to the brokers it dials itself (TCP, TLS) are
 // internal/mqttconn's, shared with the other MQTT consumer and the MQTT

@@ -97,10 +97,7 @@ func (c *Consumer) Connected() bool { return c.connected.Load() }
 
 // NotReady says why Ready is false; "" when it is true.
 func (c *Consumer) NotReady() string {
-	if why := c.refused.Load(); why != nil && c.connected.Load() && !c.subscribed.Load() {
-		return "connected, and the broker refuses to renew the subscriptions (trying again): " + *why
-	}
-	return consume.NotReady(c.connected.Load(), c.subscribed.Load(), c.commits)
+	return consume.NotReady(c.connected.Load(), c.subscribed.Load(), c.refused.Load(), c.commits)
 }
 
 // Run consumes until ctx is done, then stops receiving, commits and

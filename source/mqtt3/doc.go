@@ -69,10 +69,11 @@
 // (package source). This consumer reports the MQTT 5 consumer's
 // (source/mqtt), meaning the same: Connected, Disconnected, ConnectFailed
 // (one attempt to one broker, or the discarding of the session that
-// CleanStart asks for), Stalled, Received, Committed, CommitFailed, Acked,
-// AckDropped and Abandoned. The connections to the brokers it dials itself
-// (TCP, TLS) are internal/mqttconn's; this consumer adds a bound on each
-// write, and gathers the PUBACKs of a batch into one write.
+// CleanStart asks for), Stalled, SubscribeRefused, Received, Committed,
+// CommitFailed, Acked, AckDropped and Abandoned. The connections to the
+// brokers it dials itself (TCP, TLS) are internal/mqttconn's; this
+// consumer adds a bound on each write, and gathers the PUBACKs of a batch
+// into one write.
 //
 // Run must not be called again before it returns; Ready may be called from
 // any goroutine. The Observer is called from the consumer's and paho's

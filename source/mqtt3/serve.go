@@ -95,9 +95,12 @@ func (c *Consumer) quiesce() uint {
 // subscribe subscribes to subs (topic: QoS), every filter when all is
 // set. A refusal, or a grant at QoS 0,
 // of a Run's first subscription ends Run; a lost connection leaves it to
-// the next one. A refused renewal (a share group's, on a present session)
-// is tried again on the same connection with a growing wait, and
-// meanwhile Ready says no. When every filter was subscribed on a present
+// the next one. A refusal after that first grant (a share group's renewal,
+// or a new session's subscription: the broker's access control changed,
+// or a failover reached a broker whose differs) is logged at ERROR naming
+// each route and filter (see consume.LogRefusal) and tried again on the
+// same connection with a growing wait, and meanwhile Ready says no and
+// NotReady why. When every filter was subscribed on a present
 // session, the forms the configuration no longer asks for are removed
 // once the grant is in (see Config.FormerShareGroups): before Ready says
 // yes.
@@ -114,11 +117,11 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, conn uint64, subs map
 			c.log.Warn("mqtt subscribe failed; retrying on the next connection", "broker", l.broker, "err", err)
 			return
 		}
-		err := c.checkGranted(subs, tok.(*paho.SubscribeToken).Result())
-		if err == nil && all && present && !c.unsubscribeStale(ctx, l) {
+		r := c.checkGranted(subs, tok.(*paho.SubscribeToken).Result())
+		if r == nil && all && present && !c.unsubscribeStale(ctx, l) {
 			return
 		}
-		if err == nil {
+		if r == nil {
 			if all {
 				c.holdsAll.Store(true)
 			}
@@ -134,18 +137,18 @@ func (c *Consumer) subscribe(ctx context.Context, l *link, conn uint64, subs map
 			c.log.Info("mqtt subscribed", "broker", l.broker, "filters", len(subs))
 			return
 		}
+		c.obs.Observe(source.Event{Kind: source.SubscribeRefused, Broker: l.broker, N: len(r.Topics), Err: r.Err})
 		if !renewal {
 			select {
-			case c.fatal <- err:
+			case c.fatal <- r.Err:
 			default:
 			}
 			return
 		}
-		why := err.Error()
+		why := r.Err.Error()
 		c.refused.Store(&why)
 		wait := b.Delay(attempt)
-		c.log.Warn("mqtt broker refused to renew the subscriptions; trying again",
-			"broker", l.broker, "err", err, "attempt", attempt, "wait", wait)
+		consume.LogRefusal(c.log, l.broker, r, attempt, wait)
 		if !consume.Sleep(ctx.Done(), wait) {
 			return
 		}
@@ -206,25 +209,27 @@ func (c *Consumer) unsubscribeStale(ctx context.Context, l *link) bool {
 }
 
 // checkGranted checks a SUBACK's grants: 0x80 is a refusal, and QoS 0
-// cannot be redelivered.
-func (c *Consumer) checkGranted(subs map[string]byte, granted map[string]byte) error {
-	var errs []error
+// cannot be redelivered. It returns what was not granted as asked, each
+// error wrapping ErrSubscribe and naming the filter and the routes that
+// asked for it; nil when everything was.
+func (c *Consumer) checkGranted(subs map[string]byte, granted map[string]byte) *consume.Refusal {
+	var r consume.Refusal
 	topics := make([]string, 0, len(subs))
 	for t := range subs {
 		topics = append(topics, t)
 	}
 	slices.Sort(topics)
 	for _, t := range topics {
+		routes := consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, t)
 		switch g, ok := granted[t]; {
 		case !ok:
-			errs = append(errs, fmt.Errorf("%w: %q: no return code in SUBACK", ErrSubscribe, t))
+			r.Add(c.cfg.Filters, c.cfg.ShareGroup, t, false, fmt.Errorf("%w: %q%s: no return code in SUBACK", ErrSubscribe, t, routes))
 		case g >= 0x80: // 3.1.1 says no more of why (MQTT 3.1.1 §3.9.3)
-			errs = append(errs, fmt.Errorf("%w: %q%s: return code 0x%02x (failure: denied by the broker's access control, or a filter it does not take)",
-				ErrSubscribe, t, consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, t), g))
+			r.Add(c.cfg.Filters, c.cfg.ShareGroup, t, false, fmt.Errorf("%w: %q%s: return code 0x%02x (failure: denied by the broker's access control, or a filter it does not take)",
+				ErrSubscribe, t, routes, g))
 		case g == 0:
-			errs = append(errs, fmt.Errorf("%w: %q%s granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, t,
-				consume.Refused(c.cfg.Filters, c.cfg.ShareGroup, t)))
+			r.Add(c.cfg.Filters, c.cfg.ShareGroup, t, false, fmt.Errorf("%w: %q%s granted at QoS 0: messages lost in transit could not be redelivered", ErrSubscribe, t, routes))
 		}
 	}
-	return errors.Join(errs...)
+	return r.Done()
 }

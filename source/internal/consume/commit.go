@@ -127,12 +127,15 @@ func (c *Committer) Failure() string {
 }
 
 // NotReady says why an MQTT consumer is not ready, connected to a broker
-// or not, holding its subscriptions or not, and committing through c; ""
-// when it is ready.
-func NotReady(connected, subscribed bool, c *Committer) string {
+// or not, holding its subscriptions or not (refused, when not nil, saying
+// why the broker last refused them), and committing through c; "" when it
+// is ready.
+func NotReady(connected, subscribed bool, refused *string, c *Committer) string {
 	switch {
 	case !connected:
 		return "not connected to a broker (mqtt.brokers)"
+	case !subscribed && refused != nil:
+		return "connected, and the broker refuses to renew the subscriptions (trying again): " + *refused
 	case !subscribed:
 		return "connected, not yet subscribed"
 	}

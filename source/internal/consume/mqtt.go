@@ -26,12 +26,7 @@ type Filter struct {
 // share group group, for an error about it: ` (route a)`, ` (routes a, b)`,
 // or "" when filters name none.
 func Refused(filters []Filter, group, topic string) string {
-	var routes []string
-	for _, f := range filters {
-		if f.Route != "" && SubscriptionTopic(f, group) == topic && !slices.Contains(routes, f.Route) {
-			routes = append(routes, f.Route)
-		}
-	}
+	routes := Routes(filters, group, topic)
 	switch len(routes) {
 	case 0:
 		return ""
@@ -39,6 +34,18 @@ func Refused(filters []Filter, group, topic string) string {
 		return " (route " + routes[0] + ")"
 	}
 	return " (routes " + strings.Join(routes, ", ") + ")"
+}
+
+// Routes lists the routes that asked for topic, the filter as subscribed
+// in share group group, in the order of filters.
+func Routes(filters []Filter, group, topic string) []string {
+	var routes []string
+	for _, f := range filters {
+		if f.Route != "" && SubscriptionTopic(f, group) == topic && !slices.Contains(routes, f.Route) {
+			routes = append(routes, f.Route)
+		}
+	}
+	return routes
 }
 
 // SubackReason names an MQTT 5 SUBACK reason code of a refusal (MQTT 5
