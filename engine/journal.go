@@ -44,7 +44,14 @@ type JournalEntry struct {
 	Head AuditHead
 	// First is the position of the batch's first record.
 	First uint64
-	Time  time.Time
+	// Time is when the entry was appended, by this member's wall clock.
+	Time time.Time
+	// KeyTime is, for a batch, the group's clock (the store server's,
+	// ServerClock) its keys were stamped by: a recovery judges by it
+	// whether the batch's keys may have left the key window. Zero where
+	// the store reads no server clock, and in entries written before it
+	// existed: the batch's age is then judged by Time.
+	KeyTime time.Time
 	// Messages are the deliveries the batch decided, in order (Topic,
 	// Payload, Dup, Broker, Invalid, Feed, Connected); none for an
 	// operator's action.

@@ -723,6 +723,9 @@ func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decisio
 		return nil
 	}
 	je := JournalEntry{Kind: JournalBatch, Head: e.tail, First: b.Audit[0].Position, Time: e.opts.Now(), Messages: msgs}
+	if e.group != nil {
+		je.KeyTime = time.Unix(0, e.keyStamp).UTC() // the stamp of the batch's keys
+	}
 	if len(msgs) == 0 {
 		je.Action = b.Audit[0].Outcome
 		if len(b.Resolved) > 0 && je.Action != OutcomeDiscarded { // a release: its record has the outcome of deciding the message again

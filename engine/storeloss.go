@@ -30,10 +30,9 @@ const reasonRecovered = "recovered from the journal: the store had lost it"
 const reasonNotAppliedFirst = "not applied when first decided, and decided again from the journal: held, as it may be a duplicate whose first copy has left the key window"
 
 // reasonStale is why a delivery of a lost batch older than window.ttl, by
-// the wall clock, is held where it would now be applied: its first copy's
-// key may have left the key window, and the wall clock may have stepped
-// forward since (a batch a moment old then looks old). Held, it is
-// neither applied twice nor lost.
+// the clock the group's keys age by (see staleBatch), is held where it
+// would now be applied: its first copy's key may have left the key window.
+// Held, it is neither applied twice nor lost.
 const reasonStale = "lost by the store in a batch older than window.ttl, and decided again from the journal: held, as its key may have left the key window since"
 
 // LossStats count what this engine found and did about store losses.
@@ -324,6 +323,32 @@ func (w *sharedWindows) recoverLoss(ctx context.Context, l *StoreLoss, head Audi
 	return w.replayJournal(ctx, l)
 }
 
+// staleBatch returns whether a journaled batch is older than window.ttl by
+// the clock the group's keys age by, now: where the store reads its
+// server's clock, whether the stamp of the batch's keys (KeyTime) is
+// below the group's key cutoff, so that a step of this member's wall
+// clock between the commit and the recovery changes nothing (a step
+// forward would hold a batch a moment old; a step back would apply again a
+// batch whose keys, and those of a replay another member applied since,
+// have left the window), and a step of the server's clock ages it as it
+// ages the keys. A batch journaled without its keys' stamp (written
+// before entries carried it), or on a store that reads no server clock, is
+// judged by the member's wall clock, as such a store ages its keys.
+// Called with e.mu held.
+func (e *Engine) staleBatch() func(JournalEntry) bool {
+	oldest := e.opts.Now().Add(-e.ttl)
+	if e.group == nil {
+		return func(je JournalEntry) bool { return je.Time.Before(oldest) }
+	}
+	_, cutoff := e.readGroupClock()
+	return func(je JournalEntry) bool {
+		if je.KeyTime.IsZero() {
+			return je.Time.Before(oldest)
+		}
+		return je.KeyTime.UnixNano() < cutoff
+	}
+}
+
 // markRecovery writes, once per loss, the journal's record that a recovery
 // began: until its end is written, a restart resumes it, and the journal
 // keeps every segment.
@@ -358,7 +383,7 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 	var outcomes [numOutcomes]int
 	var actions []string
 	first := e.tail.Position + 1
-	oldest := e.opts.Now().Add(-e.ttl)
+	aged := e.staleBatch()
 	_, err = w.journal.Replay(l.from, func(je JournalEntry) error {
 		switch {
 		case len(je.Messages) == 0:
@@ -370,13 +395,15 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 			before += len(je.Messages)
 			return nil
 		}
-		old := je.Time.Before(oldest)
+		old := aged(je)
 		if old {
 			// Its keys may have left the key window: applying it again could
-			// apply a copy the store does hold. But the wall clock may as well
-			// have stepped forward: held, what is not a duplicate is not lost.
+			// apply a copy the store does hold (a replay another member
+			// applied meanwhile, whose key has left it too). Held, what is
+			// not a duplicate is not lost.
 			stale += len(je.Messages)
-			e.log.Error("a lost batch is older than window.ttl: decided again, each delivery held where it would be applied", "first", je.First, "last", je.Head.Position, "time", je.Time)
+			e.log.Error("a lost batch is older than window.ttl: decided again, each delivery held where it would be applied", "first", je.First, "last", je.Head.Position,
+				"time", je.Time, "key_time", je.KeyTime)
 		}
 		for i := range je.Messages {
 			je.Messages[i].recovery = recoveredHeld

@@ -13,6 +13,7 @@ import (
 // bytes CRC-32C of the body, then the body:
 //
 //	version 1 byte | kind 1 byte | time unix nanos varint
+//	[key time unix nanos varint, in version 2; 0: none]
 //	head position uvarint | head hash 32 bytes | first uvarint
 //	lost position uvarint | lost hash 32 bytes
 //	messages uvarint, each: topic, payload, broker, invalid (uvarint length + bytes),
@@ -31,11 +32,16 @@ import (
 // recovery's records carry it as the lost ones did; a build from before it
 // reads the body as one without it.
 //
+// Version 2 adds the key time (engine.JournalEntry.KeyTime): the group's
+// clock a batch's keys were stamped by, which a recovery judges the
+// batch's age by. This build writes version 2 and reads both; a build
+// from before it does not read version 2.
+//
 // A frame cut short or whose CRC does not match ends the segment: it is the
 // torn tail of an append that never returned.
 const (
 	frameHeader   = 8
-	recordVersion = 1
+	recordVersion = 2
 	maxFrame      = 1 << 30
 )
 
@@ -56,6 +62,11 @@ func appendFrame(buf []byte, e *engine.JournalEntry) []byte {
 	buf = append(buf, make([]byte, frameHeader)...)
 	buf = append(buf, recordVersion, byte(e.Kind))
 	buf = binary.AppendVarint(buf, e.Time.UnixNano())
+	keyTime := int64(0)
+	if !e.KeyTime.IsZero() {
+		keyTime = e.KeyTime.UnixNano()
+	}
+	buf = binary.AppendVarint(buf, keyTime)
 	buf = binary.AppendUvarint(buf, e.Head.Position)
 	buf = append(buf, e.Head.Hash[:]...)
 	buf = binary.AppendUvarint(buf, e.First)
@@ -120,11 +131,17 @@ func appendBytes(buf []byte, s string) []byte {
 func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 	d := decoder{b: b}
 	var e engine.JournalEntry
-	if v := d.byte(); v != recordVersion {
+	v := d.byte()
+	if v != 1 && v != recordVersion {
 		return e, errCorrupt
 	}
 	e.Kind = engine.JournalKind(d.byte())
 	e.Time = time.Unix(0, d.varint())
+	if v >= 2 {
+		if at := d.varint(); at != 0 {
+			e.KeyTime = time.Unix(0, at).UTC()
+		}
+	}
 	e.Head.Position = d.uvarint()
 	d.hash(&e.Head.Hash)
 	e.First = d.uvarint()

@@ -40,6 +40,9 @@ func randomEntry(r *rand.Rand) engine.JournalEntry {
 		Time:  time.Unix(0, r.Int64()-r.Int64()),
 		Lost:  engine.AuditHead{Position: r.Uint64() >> r.UintN(64), Hash: hash()},
 	}
+	if r.IntN(2) == 0 {
+		e.KeyTime = time.Unix(0, 1+r.Int64N(1<<62)).UTC()
+	}
 	for range r.IntN(4) * r.IntN(4) {
 		e.Messages = append(e.Messages, engine.Message{Topic: text(40), Payload: []byte(text(600)),
 			Dup: r.IntN(2) == 0, Broker: text(30), Invalid: text(r.IntN(2) * 20), Feed: text(r.IntN(2) * 8)})
@@ -68,6 +71,8 @@ func sameEntries(a, b engine.JournalEntry, messages bool) string {
 		return fmt.Sprintf("first %d, want %d", a.First, b.First)
 	case !a.Time.Equal(b.Time):
 		return fmt.Sprintf("time %v, want %v", a.Time, b.Time)
+	case !a.KeyTime.Equal(b.KeyTime):
+		return fmt.Sprintf("key time %v, want %v", a.KeyTime, b.KeyTime)
 	case a.Lost != b.Lost:
 		return fmt.Sprintf("lost %v, want %v", a.Lost, b.Lost)
 	case a.Action != b.Action:
@@ -140,8 +145,8 @@ func TestDecodeRejects(t *testing.T) {
 		Messages: []engine.Message{{Topic: "t", Payload: []byte("{}"), Broker: "b"}, {Topic: "u", Payload: []byte{0, 1, 2}}}}
 	frame := appendFrame(nil, &e)
 	body := frame[frameHeader:]
-	// Where the message count is: after version, kind, time, head, first, lost.
-	countAt := 2 + binary.PutVarint(make([]byte, binary.MaxVarintLen64), e.Time.UnixNano()) + 1 + 32 + 1 + 1 + 32
+	// Where the message count is: after version, kind, time, key time, head, first, lost.
+	countAt := 2 + binary.PutVarint(make([]byte, binary.MaxVarintLen64), e.Time.UnixNano()) + 1 + 1 + 32 + 1 + 1 + 32
 
 	with := func(i int, v byte) []byte {
 		b := bytes.Clone(body)
@@ -322,5 +327,35 @@ func TestAJournaledDeliveryKeepsItsConnectionTime(t *testing.T) {
 	with := frame[frameHeader:]
 	if !bytes.HasPrefix(with, without) || with[len(without)] != 0 {
 		t.Fatalf("the body with a connection time does not extend the one without by a redecides field of position 0")
+	}
+}
+
+// A batch keeps, in the journal, the group's clock its keys were stamped
+// by (engine.JournalEntry.KeyTime), in a version 2 record; a version 1
+// record, as a build from before wrote it, reads as one without it.
+func TestAJournaledBatchKeepsItsKeyTime(t *testing.T) {
+	at := time.Date(2026, 12, 5, 5, 14, 7, 468000001, time.UTC)
+	e := engine.JournalEntry{Kind: engine.JournalBatch, Head: engine.AuditHead{Position: 2}, First: 1, Time: at.Add(-3 * time.Hour), KeyTime: at,
+		Messages: []engine.Message{{Topic: "plant/m3/energy", Payload: []byte(`{"msgId":"a"}`), Broker: "tcp://b:1883"}}, Effective: []bool{true}}
+	for _, messages := range []bool{false, true} {
+		got, err := decodeBody(appendFrame(nil, &e)[frameHeader:], messages)
+		if err != nil || !got.KeyTime.Equal(at) || !got.Time.Equal(e.Time) {
+			t.Fatalf("decoded key time %v, time %v (%v); want %v, %v", got.KeyTime, got.Time, err, at, e.Time)
+		}
+	}
+	plain := e
+	plain.KeyTime = time.Time{}
+	body := appendFrame(nil, &plain)[frameHeader:]
+	timeLen := binary.PutVarint(make([]byte, binary.MaxVarintLen64), e.Time.UnixNano())
+	if body[0] != 2 || body[2+timeLen] != 0 {
+		t.Fatalf("a body without a key time is version %d with %#x where the key time goes; want version 2 with 0", body[0], body[2+timeLen])
+	}
+	v1 := append([]byte{1}, body[1:2+timeLen]...)
+	v1 = append(v1, body[3+timeLen:]...)
+	for _, messages := range []bool{false, true} {
+		got, err := decodeBody(v1, messages)
+		if err != nil || !got.KeyTime.IsZero() || !got.Time.Equal(e.Time) || got.Head != e.Head {
+			t.Fatalf("a version 1 body decodes to key time %v, time %v, head %v (%v); want none, %v, %v", got.KeyTime, got.Time, got.Head, err, e.Time, e.Head)
+		}
 	}
 }
