@@ -119,6 +119,24 @@ func (c *Config) ForwardKinds() []string {
 	return out
 }
 
+// OutputKinds returns the outputs a process builds: those the routes
+// forward to and those the file names under outputs (a forward removed
+// from the routes may have left entries in the outbox, which such an
+// output still delivers), in the order of ForwardKinds.
+func (c *Config) OutputKinds() []string {
+	fwd := c.ForwardKinds()
+	var out []string
+	for _, k := range []struct {
+		named bool
+		name  string
+	}{{c.Outputs.MQTT != nil, "mqtt"}, {c.Outputs.Webhook != nil, "webhook"}, {c.Outputs.NATS != nil, "nats"}} {
+		if k.named || contains(fwd, k.name) {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
 func (c *Config) setOutputDefaults() {
 	setInt(&c.Outbox.MaxEntries, DefaultOutboxMaxEntries)
 	kinds := c.ForwardKinds()

@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	"github.com/replayguard/replayguard/engine"
@@ -26,6 +27,22 @@ type Output interface {
 	// Close releases the output's connections.
 	Close() error
 }
+
+// Unconfigured returns the Output of a kind this process has no
+// configuration for: every Deliver fails with reason, so that entries of
+// that kind an earlier configuration left in the outbox are reported
+// (the lane failing at the first of them, in Status and the log) rather
+// than passed over in silence. Status leaves its lane out while it has
+// never had an entry to fail at.
+func Unconfigured(reason string) Output { return unconfigured(reason) }
+
+type unconfigured string
+
+func (u unconfigured) Deliver(context.Context, []engine.OutboxEntry) (int, error) {
+	return 0, errors.New(string(u))
+}
+
+func (unconfigured) Close() error { return nil }
 
 // progressive is an Output that tells each acknowledgement as it comes:
 // the drainer counts an entry delivered (replayguard_forwarded_total, its

@@ -55,7 +55,9 @@ func (d *Drainer) Status() Status {
 	st.Full, st.FullSince = d.gate.state()
 	for _, l := range d.snapshotLanes() {
 		l.mu.Lock()
-		st.Outputs = append(st.Outputs, l.st)
+		if _, unset := l.out.(unconfigured); !unset || l.st.Failures > 0 || l.st.Held > 0 {
+			st.Outputs = append(st.Outputs, l.st)
+		}
 		l.mu.Unlock()
 	}
 	return st

@@ -153,6 +153,7 @@ func (a *App) openEngine(ctx context.Context, sc config.StoreConfig, opts Option
 	if a.Forward, err = newDrainer(a.Config, a.Store, sc.Member, opts); err != nil {
 		return err
 	}
+	a.warnUndrained(ctx, sc.Member)
 	if a.Forward != nil {
 		obs = append(obs, a.Forward)
 		eo.Admit = a.Forward.Admit

@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	hub := web.NewHub()
 	opts := Options{Logger: log, Observer: observers{m, hub}, Member: RunMember(cfg), Sinks: true, ClaimOutboxes: true, Journal: true}
 	var fm *metrics.Forward
-	if kinds := cfg.ForwardKinds(); len(kinds) > 0 {
+	if kinds := cfg.OutputKinds(); len(kinds) > 0 {
 		fm = metrics.NewForward(reg, kinds...)
 		opts.ForwardObserver = fm
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,12 +16,15 @@ import (
 )
 
 // newDrainer builds the forward effects' drainer over st, with an output
-// for each kind the routes forward to; nil when no route forwards. A
-// store without an outbox is left to the engine to refuse, naming the
-// route.
+// for each kind the routes forward to or the file names under outputs;
+// nil when there is none. A store without an outbox is left to the
+// engine to refuse, naming the route. Every other kind gets an output
+// that fails, naming the setting (unsetOutput): entries of it that an
+// earlier configuration left pending are then reported as waiting, and
+// never pass silently.
 func newDrainer(cfg *config.Config, st Store, member string, opts Options) (*forward.Drainer, error) {
-	kinds := cfg.ForwardKinds()
 	ob := st.Capabilities().Outbox
+	kinds := cfg.OutputKinds()
 	if len(kinds) == 0 || ob == nil {
 		return nil, nil
 	}
@@ -32,13 +36,22 @@ func newDrainer(cfg *config.Config, st Store, member string, opts Options) (*for
 	}
 	fo := forward.Options{Store: ob, Member: member, MaxEntries: cfg.Outbox.MaxEntries, Logger: opts.Logger,
 		Observer: opts.ForwardObserver, MaxBackoffs: map[string]time.Duration{}}
+	forwarded := cfg.ForwardKinds()
 	for _, k := range kinds {
 		out, err := newOutput(cfg, k, opts)
-		if err != nil {
+		switch {
+		case err != nil && slices.Contains(forwarded, k):
 			closeAll()
 			return nil, fmt.Errorf("outputs.%s: %w", k, err)
+		case err != nil: // named, and no route forwards to it: its entries wait, saying why
+			out = forward.Unconfigured(fmt.Sprintf("the outbox holds %s entries left pending by an earlier configuration, and no route forwards to %s: outputs.%s cannot deliver them: %v", k, k, k, err))
 		}
 		outputs[k] = out
+	}
+	for _, k := range []string{engine.OutputMQTT, engine.OutputWebhook, engine.OutputNATS} {
+		if outputs[k] == nil {
+			outputs[k] = unsetOutput(k)
+		}
 	}
 	if w := cfg.Outputs.Webhook; w != nil {
 		fo.MaxBackoffs[engine.OutputWebhook] = time.Duration(w.MaxBackoff)
@@ -53,6 +66,30 @@ func newDrainer(cfg *config.Config, st Store, member string, opts Options) (*for
 		return nil, err
 	}
 	return d, nil
+}
+
+// unsetOutput is the output of a kind no route forwards to and the file
+// does not name under outputs: its entries, which a configuration that
+// forwarded to it left pending, are never sent, and every attempt fails
+// saying so (forward.Unconfigured).
+func unsetOutput(k string) forward.Output {
+	return forward.Unconfigured(fmt.Sprintf("the outbox holds %s entries left pending by an earlier configuration, and no route forwards to %s nor does the file name outputs.%s: "+
+		"name outputs.%s (or forward to it again) to deliver them, or hold and drop them (outbox hold, outbox drop)", k, k, k, k))
+}
+
+// warnUndrained logs a warning when no drainer was built (no route
+// forwards, and the file names no output) while member's outbox holds
+// entries an earlier configuration left pending: nothing delivers them.
+func (a *App) warnUndrained(ctx context.Context, member string) {
+	ob := a.Store.Capabilities().Outbox
+	if a.Forward != nil || ob == nil {
+		return
+	}
+	if n, err := ob.OutboxDepth(ctx, member); err == nil && n > 0 {
+		a.Log.Warn("the outbox holds entries left pending by an earlier configuration, and no route forwards nor does the file name an output: "+
+			"they are not delivered; name their output under outputs (outbox list names the oldest) to deliver them, or hold and drop them (outbox hold, outbox drop)",
+			"pending", n)
+	}
 }
 
 func newOutput(cfg *config.Config, kind string, opts Options) (forward.Output, error) {

@@ -157,7 +157,7 @@ func (d *daemon) startForward(ctx context.Context) (stop func()) {
 	stop = d.app.startForward(ctx)
 	if d.app.Forward != nil {
 		cfg := d.app.Config
-		d.log.Info("forwarding on", "outputs", strings.Join(cfg.ForwardKinds(), ","), "outbox_max_entries", cfg.Outbox.MaxEntries)
+		d.log.Info("forwarding on", "outputs", strings.Join(cfg.OutputKinds(), ","), "outbox_max_entries", cfg.Outbox.MaxEntries)
 	}
 	return stop
 }
