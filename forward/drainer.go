@@ -132,6 +132,9 @@ type Drainer struct {
 	counting int
 	overlap  bool
 
+	overMu sync.Mutex
+	over   time.Time // since when Member's outbox is at its bound (atBound); zero while below
+
 	mu    sync.Mutex
 	lanes map[laneID]*lane
 

@@ -130,6 +130,9 @@ func (d *Drainer) refresh(ctx context.Context) error {
 	if again {
 		d.askRecount()
 	}
+	if err == nil {
+		d.atBound()
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("forward: cannot count the outbox's pending entries", "err", err)
@@ -137,6 +140,32 @@ func (d *Drainer) refresh(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// atBound returns since when Member's outbox has held MaxEntries pending
+// entries or more, as counted, or the zero time while it holds fewer. A
+// full outbox holds back the next batch (Admit) whether or not one waits
+// yet: after a restart on an outbox a downstream outage filled, or with
+// outbox.max_entries lowered below its depth, readiness says so before a
+// message arrives. The first time it finds the outbox at its bound it
+// logs a warning.
+func (d *Drainer) atBound() time.Time {
+	depth, maxEntries := d.Depth()
+	d.overMu.Lock()
+	first := depth >= maxEntries && d.over.IsZero()
+	switch {
+	case depth < maxEntries:
+		d.over = time.Time{}
+	case first:
+		d.over = time.Now()
+	}
+	since := d.over
+	d.overMu.Unlock()
+	if first && !d.gate.isFull() { // Admit, holding a batch back, says so itself
+		d.log.Warn("forward: the outbox is at its bound; the next batch waits, uncommitted and unacknowledged upstream, until the downstream takes entries again",
+			"depth", depth, "max_entries", maxEntries, "outputs", d.failingText())
+	}
+	return since
 }
 
 // Depth returns the number of pending entries in Member's outbox, as last

@@ -43,7 +43,7 @@ func TestAFullOutboxHoldsBatchesBackUntilTheDownstreamTakesEntries(t *testing.T)
 		t.Fatalf("AdmitWithin, 3 entries pending and 1 in flight of 5: %v, %+v", err, r.d.Status())
 	}
 	r.keys(ctx, incident("e1", 4), incident("e1", 5)) // admitted below the bound: now at it
-	waitFor(t, "the output reports the failure", func() bool { return r.d.Status().Warning() != "" })
+	waitFor(t, "the output reports the failure", func() bool { return r.d.Status().Outputs[0].Failing })
 	waitFor(t, "the drainer counting 5 entries", func() bool { n, _ := r.d.Depth(); return n == 5 })
 
 	err := r.d.AdmitWithin(50*time.Millisecond)(ctx, nil)
@@ -112,5 +112,35 @@ func TestAdmitLooksAgainWhenTheEntriesInFlightLand(t *testing.T) {
 	}
 	if r.d.Status().Full {
 		t.Fatalf("admitted, and still reported full: %+v", r.d.Status())
+	}
+}
+
+// TestAnOutboxAtItsBoundIsReportedFullBeforeABatchWaits: a drainer
+// starting on an outbox already at its bound (a restart after a
+// downstream outage filled it, or a bound lowered below its depth), with
+// the downstream still down, reports it full, with its depth, before any
+// batch has come to wait; and not full once the downstream took them.
+func TestAnOutboxAtItsBoundIsReportedFullBeforeABatchWaits(t *testing.T) {
+	var up atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			http.Error(w, "dispatch is down", http.StatusBadGateway)
+		}
+	}))
+	defer srv.Close()
+	wh, _ := forward.NewWebhook(forward.WebhookOptions{})
+	r := newRig(t, engine.ForwardSpec{Webhook: srv.URL}, map[string]forward.Output{engine.OutputWebhook: wh},
+		forward.Options{MaxEntries: 3, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond})
+	ctx := context.Background()
+	r.keys(ctx, incident("e1", 1), incident("e1", 2), incident("e1", 3))
+	r.run()
+	waitFor(t, "the output reports the failure", func() bool { return r.d.Status().Outputs[0].Failing })
+	if st := r.d.Status(); !st.Full || !strings.Contains(st.Blocked(), "outbox full: 3 of 3 entries pending") {
+		t.Fatalf("status of an outbox at its bound, no batch waiting: %+v, blocked %q", st, st.Blocked())
+	}
+	up.Store(true)
+	waitFor(t, "the outbox is empty", func() bool { n, _ := r.d.Depth(); return n == 0 })
+	if st := r.d.Status(); st.Full || st.Blocked() != "" {
+		t.Fatalf("status after the drain: %+v", st)
 	}
 }

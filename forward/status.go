@@ -53,6 +53,9 @@ func (d *Drainer) Status() Status {
 	st := Status{Member: d.opts.Member}
 	st.Depth, st.MaxEntries = d.Depth()
 	st.Full, st.FullSince = d.gate.state()
+	if since := d.atBound(); !st.Full && !since.IsZero() {
+		st.Full, st.FullSince = true, since // the next batch will wait, though none waits yet
+	}
 	for _, l := range d.snapshotLanes() {
 		l.mu.Lock()
 		if _, unset := l.out.(unconfigured); !unset || l.st.Failures > 0 || l.st.Held > 0 {
