@@ -60,7 +60,7 @@ func (fw Forward) check(ps *problems, f field, r Route) {
 		u, err := url.Parse(fw.Webhook)
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			ps.add(f.dot("webhook"), "webhook %q is not an http:// or https:// URL with a host", fw.Webhook)
+			ps.add(f.dot("webhook"), "webhook %q is not an http:// or https:// URL with a host", shownURL(fw.Webhook))
 		case strings.ContainsAny(fw.Webhook, "{}"):
 			// Every copy would go to the literal path, braces and all.
 			ps.add(f.dot("webhook"), "webhook holds a {…}: a webhook URL is fixed, not a template like a topic; "+

@@ -179,6 +179,16 @@ func redactTemplateURL(s string) string {
 	return s[:i+3] + user + ":" + redacted + s[i+3+at:]
 }
 
+// shownURL is a URL as a problem shows it: the password of its user
+// information hidden, or the whole of it when it has no password (a token
+// given as the user), whether or not the rest of it parses.
+func shownURL(s string) string {
+	if !strings.Contains(s, "://") {
+		return redactBroker(s)
+	}
+	return redactTemplateURL(s)
+}
+
 // redactNATSURL hides the credentials of each URL of a comma-separated
 // list of NATS servers: a password, or a user without one, which NATS
 // takes for a token.

@@ -165,19 +165,20 @@ func contains(list []string, s string) bool {
 
 func (s SinkConfig) checkOTLP(ps *problems, f field) {
 	u, err := url.Parse(s.Endpoint)
+	shown := shownURL(s.Endpoint) // it may carry a token
 	switch {
 	case s.Endpoint == "":
 		ps.add(f.dot("endpoint"), "endpoint is required for an otlp sink, like http://127.0.0.1:4318/v1/logs")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
-		ps.add(f.dot("endpoint"), "endpoint %q is not an http(s)://host:port/v1/logs URL", s.Endpoint)
+		ps.add(f.dot("endpoint"), "endpoint %q is not an http(s)://host:port/v1/logs URL", shown)
 	case u.Port() == "" || !validPort(u.Port(), 1):
-		ps.add(f.dot("endpoint"), "endpoint %q needs a port from 1 to 65535 (OTLP/HTTP listens on 4318)", s.Endpoint)
+		ps.add(f.dot("endpoint"), "endpoint %q needs a port from 1 to 65535 (OTLP/HTTP listens on 4318)", shown)
 	case u.Path == "" || u.Path == "/":
-		ps.add(f.dot("endpoint"), "endpoint %q has no path: OTLP/HTTP receivers take logs at /v1/logs", s.Endpoint)
+		ps.add(f.dot("endpoint"), "endpoint %q has no path: OTLP/HTTP receivers take logs at /v1/logs", shown)
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
-		ps.add(f.dot("endpoint"), "endpoint %q carries credentials, a query or a fragment: put credentials in headers", u.Redacted())
+		ps.add(f.dot("endpoint"), "endpoint %q carries credentials, a query or a fragment: put credentials in headers", shown)
 	case u.Scheme == "http" && s.TLS != (TLSConfig{}):
-		ps.add(f.dot("tls"), "tls is set for the plain http:// endpoint %q: write https:// to use it", s.Endpoint)
+		ps.add(f.dot("tls"), "tls is set for the plain http:// endpoint %q: write https:// to use it", shown)
 	}
 	s.TLS.checkPair(ps, f.dot("tls"))
 	for k, v := range s.Headers {
