@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -53,6 +54,26 @@ func (a *AuditConfig) setDefaults() {
 	for i := range a.Sinks {
 		a.Sinks[i].setDefaults()
 	}
+}
+
+// givenZerosOfAudit lists the audit settings whose zero means their
+// default, for checkGivenZeros: retention's interval, and each sink's
+// timeout (otlp), max_message (syslog) and keep (a file sink that
+// rotates: keep: 0 would keep five rotated files).
+func (c *Config) givenZerosOfAudit() []givenZero {
+	zs := []givenZero{{"audit.retention.interval", c.Audit.Retention.Interval == 0, DefaultRetentionInterval}}
+	for i, s := range c.Audit.Sinks {
+		k := fmt.Sprintf("audit.sinks[%d].", i)
+		switch s.Kind {
+		case SinkOTLP:
+			zs = append(zs, givenZero{k + "timeout", s.Timeout == 0, DefaultSinkTimeout})
+		case SinkSyslog:
+			zs = append(zs, givenZero{k + "max_message", s.MaxMessage == 0, DefaultSyslogMaxMessage})
+		case SinkFile:
+			zs = append(zs, givenZero{k + "keep", s.Keep == 0 && s.MaxBytes > 0, DefaultSinkKeep})
+		}
+	}
+	return zs
 }
 
 // check refuses retention without an archive: the records it drops would

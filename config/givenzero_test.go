@@ -26,3 +26,27 @@ func TestGivenZerosOfOtherSettingsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// The audit sinks', retention's and the MQTT output's settings whose zero
+// means their default are refused when written as 0 too: keep: 0 on a
+// file sink that rotates would keep five rotated files, a sink timeout of
+// 0s wait 10s, retention every 0s run every minute.
+func TestGivenZerosOfAuditAndOutputSettingsAreRefused(t *testing.T) {
+	archive := "audit: {archive: /a, retention: {max_records: 10, interval: 0s}}\n"
+	for _, tc := range []struct{ file, key, def string }{
+		{archive, "audit.retention.interval", "(1m)"},
+		{"audit: {sinks: [{name: o, kind: otlp, endpoint: 'http://c:4318/v1/logs', timeout: 0s}]}\n", "audit.sinks[0].timeout", "(10s)"},
+		{"audit: {sinks: [{name: s, kind: syslog, address: 'h:514', max_message: 0}]}\n", "audit.sinks[0].max_message", "(8KiB)"},
+		{"audit: {sinks: [{name: f, kind: file, path: /x}, {name: g, kind: file, path: /y, max_bytes: 1MiB, keep: 0}]}\n", "audit.sinks[1].keep", "(5)"},
+		{"outputs: {mqtt: {brokers: ['tcp://h:1883'], keep_alive: 0s}}\n", "outputs.mqtt.keep_alive", "(mqtt.keep_alive's, 30s)"},
+	} {
+		got := problemsOf(t, tc.file)
+		if len(got) != 1 || !strings.HasPrefix(got[0], tc.key+": ") || !strings.Contains(got[0], "is 0: remove it to use the default "+tc.def) {
+			t.Errorf("%q: problems %q, want one about %s being 0", tc.file, got, tc.key)
+		}
+	}
+	// keep: 0 where nothing rotates takes no default: nothing to refuse.
+	if got := problemsOf(t, "audit: {sinks: [{name: f, kind: file, path: /x, keep: 0}]}\n"); got != nil {
+		t.Errorf("keep: 0 without max_bytes: problems %q, want none", got)
+	}
+}

@@ -223,15 +223,19 @@ func valueGot(tag, value string) string {
 	return value
 }
 
+// givenZero is a setting whose zero value means its default: whether it
+// is zero, and the default a zero would take.
+type givenZero struct {
+	key  string
+	zero bool
+	def  any
+}
+
 // checkGivenZeros refuses zeros written in the file for settings whose zero
 // value means "use the default": the default would silently replace them.
 // So it does a list of brokers from the environment that names none.
 func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
-	zeros := []struct {
-		key  string
-		zero bool
-		def  any
-	}{
+	zeros := []givenZero{
 		{"window.ttl", c.Window.TTL == 0, DefaultTTL},
 		{"window.max_entries", c.Window.MaxEntries == 0, DefaultMaxEntries},
 		{"window.sequence_span", c.Window.SequenceSpan == 0, DefaultSequenceSpan},
@@ -249,33 +253,29 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 		{"store.journal.retention", c.Store.Journal.Retention == 0, DefaultJournalRetain},
 	}
 	if c.Store.Kind == StoreEmbedded || c.Store.Kind == "" { // embedded is the default kind
-		zeros = append(zeros, struct {
-			key  string
-			zero bool
-			def  any
-		}{"store.cached_rows", c.Store.CachedRows == 0, DefaultCachedRows})
+		zeros = append(zeros, givenZero{"store.cached_rows", c.Store.CachedRows == 0, DefaultCachedRows})
 	}
 	if w := c.Outputs.Webhook; w != nil {
-		zeros = append(zeros, []struct {
-			key  string
-			zero bool
-			def  any
-		}{
+		zeros = append(zeros, []givenZero{
 			{"outputs.webhook.timeout", w.Timeout == 0, DefaultWebhookTimeout},
 			{"outputs.webhook.max_backoff", w.MaxBackoff == 0, DefaultWebhookBackoff},
 		}...)
 	}
 	if j := c.JetStream; j != nil {
-		zeros = append(zeros, []struct {
-			key  string
-			zero bool
-			def  any
-		}{
+		zeros = append(zeros, []givenZero{
 			{"jetstream.batch_size", j.BatchSize == 0, DefaultJetStreamBatch},
 			{"jetstream.batch_linger", j.BatchLinger == 0, DefaultBatchLinger},
 			{"jetstream.max_ack_pending", j.MaxAckPending == 0, DefaultMaxAckPending},
 			{"jetstream.ack_wait", j.AckWait == 0, DefaultAckWait},
 		}...)
+	}
+	zeros = append(zeros, c.givenZerosOfAudit()...)
+	if o := c.Outputs.MQTT; o != nil {
+		ka := c.MQTT.KeepAlive
+		if ka == 0 {
+			ka = DefaultKeepAlive
+		}
+		zeros = append(zeros, givenZero{"outputs.mqtt.keep_alive", o.KeepAlive == 0, fmt.Sprintf("mqtt.keep_alive's, %v", ka)})
 	}
 	for _, z := range zeros {
 		if given[z.key] && z.zero {
