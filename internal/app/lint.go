@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -108,10 +107,8 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 	if cfg.HTTP.Enabled() {
 		_, err := HTTPTokens(cfg.HTTP)
 		add("http.tokens", "", err) // its errors name the entry
-		if t := cfg.HTTP.TLS; t.CertFile != "" || t.KeyFile != "" {
-			_, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-			add("http.tls", "http.tls", err)
-		}
+		// the server's certificate, and the CA its clients' must be signed by
+		tlsFiles("http.tls", "http.tls", cfg.HTTP.TLS)
 	}
 	if cfg.Input == config.InputJetStream && cfg.JetStream != nil {
 		tlsFiles("jetstream.tls", "jetstream.tls", cfg.JetStream.TLS)
