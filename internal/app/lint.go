@@ -7,8 +7,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/replayguard/replayguard/audit/sink"
@@ -143,6 +145,9 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 	if n := cfg.Outputs.NATS; n != nil {
 		tlsFiles("outputs.nats.tls", "outputs.nats.tls", n.TLS)
 	}
+	if cfg.Store.Kind == config.StoreEmbedded {
+		add("store.path", "store.path", checkStoreDir(cfg.Store.Path))
+	}
 	for i, s := range cfg.Audit.Sinks {
 		tlsFiles(fmt.Sprintf("audit.sinks[%d].tls", i), fmt.Sprintf("audit.sinks[%d] (%s).tls", i, s.Name), s.TLS)
 		if s.Kind == config.SinkFile && s.Path != "" {
@@ -150,6 +155,37 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 		}
 	}
 	return ps
+}
+
+// checkStoreDir says why run could not open an embedded store in the
+// directory dir, which it creates with its parents when missing: a file
+// in the way, or a nearest existing directory that takes no new one.
+// It creates nothing that stays.
+func checkStoreDir(dir string) error {
+	dir = filepath.Clean(dir)
+	for p := dir; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		switch {
+		case (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) && filepath.Dir(p) != p:
+			continue // a parent is missing, or is a file: found going up
+		case err != nil:
+			return err
+		case !st.IsDir():
+			return fmt.Errorf("%s is not a directory", p)
+		case p == dir:
+			return nil // the store's directory: run opens the store in it
+		}
+		// the nearest directory that exists: run creates the rest in it
+		tmp, err := os.MkdirTemp(p, ".replayguard-check-*")
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return fmt.Errorf("cannot create %s in %s: %w", dir, p, err)
+		}
+		return os.Remove(tmp)
+	}
 }
 
 // CheckKeyDerivations compares each route's key derivation (kind, source,
