@@ -17,6 +17,7 @@ import (
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/postgres"
+	"github.com/replayguard/replayguard/store/redis"
 )
 
 // lintTimeout bounds how long CheckSQL waits for the database.
@@ -145,8 +146,13 @@ func CheckLocal(cfg *config.Config) []config.Problem {
 	if n := cfg.Outputs.NATS; n != nil {
 		tlsFiles("outputs.nats.tls", "outputs.nats.tls", n.TLS)
 	}
-	if cfg.Store.Kind == config.StoreEmbedded {
+	switch cfg.Store.Kind {
+	case config.StoreEmbedded:
 		add("store.path", "store.path", checkStoreDir(cfg.Store.Path))
+	case config.StorePostgres:
+		add("store.url", "store.url", postgres.CheckURL(cfg.Store.URL))
+	case config.StoreRedis:
+		add("store.url", "store.url", redis.CheckURL(cfg.Store.URL))
 	}
 	for i, s := range cfg.Audit.Sinks {
 		tlsFiles(fmt.Sprintf("audit.sinks[%d].tls", i), fmt.Sprintf("audit.sinks[%d] (%s).tls", i, s.Name), s.TLS)

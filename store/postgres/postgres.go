@@ -165,6 +165,37 @@ func ApplicationName(member string) string {
 	return "replayguard " + member
 }
 
+// CheckURL reports what Open would refuse in url without connecting: a
+// URL or connection string the driver cannot read, or a query mode the
+// store cannot work with. Its message never shows the password.
+func CheckURL(url string) error {
+	_, err := parseURL(url)
+	return err
+}
+
+func parseURL(url string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	switch cfg.ConnConfig.DefaultQueryExecMode {
+	case pgx.QueryExecModeExec:
+		// Exec mode sends every argument typed as text: a number bound for
+		// a numeric column of a sql effect would fail every batch instead
+		// of being parsed by the column's type.
+		return nil, errors.New("default_query_exec_mode=exec types every argument as text, which the sql effects' numeric and boolean columns refuse; " +
+			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
+	case pgx.QueryExecModeSimpleProtocol:
+		// The simple protocol writes every value into the statement's
+		// text: a message's string holding a NUL cannot be sent at all
+		// (the batch would fail for ever), and the store's binary columns
+		// come back as text it does not read.
+		return nil, errors.New("default_query_exec_mode=simple_protocol writes every value into the statement's text, which cannot carry a NUL and returns the store's binary columns as text; " +
+			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
+	}
+	return cfg, nil
+}
+
 // Open connects to the server, checks that it is durable, creates or
 // migrates the schema and, with a member id, takes the member's lease and
 // starts the lease renewal and pruning tasks, which Close stops. A lease
@@ -174,24 +205,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(o.URL)
+	cfg, err := parseURL(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: store.url: %w", err)
-	}
-	switch cfg.ConnConfig.DefaultQueryExecMode {
-	case pgx.QueryExecModeExec:
-		// Exec mode sends every argument typed as text: a number bound for
-		// a numeric column of a sql effect would fail every batch instead
-		// of being parsed by the column's type.
-		return nil, fmt.Errorf("postgres store: store.url: default_query_exec_mode=exec types every argument as text, which the sql effects' numeric and boolean columns refuse; " +
-			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
-	case pgx.QueryExecModeSimpleProtocol:
-		// The simple protocol writes every value into the statement's
-		// text: a message's string holding a NUL cannot be sent at all
-		// (the batch would fail for ever), and the store's binary columns
-		// come back as text it does not read.
-		return nil, fmt.Errorf("postgres store: store.url: default_query_exec_mode=simple_protocol writes every value into the statement's text, which cannot carry a NUL and returns the store's binary columns as text; " +
-			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName(o.Member)

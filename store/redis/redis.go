@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -279,6 +280,30 @@ func (s *Store) open(ctx context.Context) error {
 		return nil
 	}
 	return s.acquire(ctx)
+}
+
+// CheckURL reports what Open would refuse in url without connecting: a
+// URL the client cannot read, a port out of range (which the client finds
+// only when it dials), or a list of Sentinels not in their form. Its
+// message never shows the password.
+func CheckURL(url string) error {
+	if isSentinelURL(url) {
+		if _, err := parseSentinelURL(url); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), "redis store: store.url "))
+		}
+		return nil
+	}
+	copt, err := goredis.ParseURL(url)
+	if err != nil {
+		return fmt.Errorf("%s: %w", redactURL(url), err)
+	}
+	if copt.Network == "tcp" {
+		_, port, err := net.SplitHostPort(copt.Addr)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%s: port %q is not from 1 to 65535", redactURL(url), port)
+		}
+	}
+	return nil
 }
 
 // client makes the Redis client for store.url: one server, or the master
