@@ -51,7 +51,8 @@ func cmdIngest(e *env) error {
 // openInput opens arg, a capture file or "-" for stdin, with its size (0
 // for stdin) and the name its records give as their broker: the file's
 // absolute, cleaned path, so that one file ingested as feed.jsonl and as
-// /data/./feed.jsonl reads as one broker in the report, never a change.
+// /data/./feed.jsonl reads as one broker in the report, never a change. A
+// directory is refused.
 func openInput(e *env, arg string) (io.ReadCloser, int64, string, error) {
 	if arg == "-" {
 		return io.NopCloser(e.stdin), 0, "stdin", nil
@@ -65,6 +66,9 @@ func openInput(e *env, arg string) (io.ReadCloser, int64, string, error) {
 		return nil, 0, "", err
 	}
 	st, err := f.Stat()
+	if err == nil && st.IsDir() { // refused before the store is opened, or created
+		err = fmt.Errorf("ingest %s: is a directory, not a capture file: give a JSON Lines file, or - for stdin", arg)
+	}
 	if err != nil {
 		f.Close()
 		return nil, 0, "", err
