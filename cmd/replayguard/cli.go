@@ -112,6 +112,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if !cmd.noCfg {
 		err = e.loadConfig(e.cfgPath)
 	}
+	if name := e.flagString("token-name"); err == nil && name != "" {
+		err = app.CheckTokenName(e.cfg.HTTP, name) // whether the command goes through run's API or not
+	}
 	if err == nil {
 		err = cmd.run(e)
 	}

@@ -42,3 +42,19 @@ func TestAnUnknownTokenNameIsACommandLineMistake(t *testing.T) {
 		}
 	}
 }
+
+// An unknown --token-name is the same mistake when no run holds the store
+// and the command reads it directly: a command that worked while run was
+// down must not start failing with exit 2 once it runs, nor the other way
+// round, and a typo must not pass unseen.
+func TestAnUnknownTokenNameIsACommandLineMistakeWhetherOrNotRunHoldsTheStore(t *testing.T) {
+	cfg := testConfig(t, "")
+	mustIngest(t, cfg, meterFeed(t, 0, 5))
+	for _, args := range [][]string{{"state"}, {"sources"}, {"quarantine", "list"}, {"audit", "export"}, {"report", "--format", "json"}, {"explain", "meter/meter-0"}} {
+		_, errs, code := cli(t, "", append(args, "--token-name", "nobody", "-c", cfg)...)
+		if code != exitUsage || !strings.Contains(errs, `--token-name "nobody": the configuration has no http.tokens`) ||
+			!strings.Contains(errs, "usage: replayguard "+args[0]) {
+			t.Errorf("%s --token-name nobody: exit %d, want %d with the usage line\n%s", strings.Join(args, " "), code, exitUsage, errs)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,6 +155,23 @@ func (r *remote) operator(name string) (string, error) {
 	return LocalOperator(name)
 }
 
+// CheckTokenName returns an error wrapping ErrUsage unless name, given as
+// --token-name, names an entry of h's tokens. A command checks it whether
+// it goes through a running process's API or reads the store itself.
+func CheckTokenName(h config.HTTPConfig, name string) error {
+	var names []string
+	for _, tok := range h.Tokens {
+		if tok.Name == name {
+			return nil
+		}
+		names = append(names, strconv.Quote(tok.Name))
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("%w: --token-name %q: the configuration has no http.tokens", ErrUsage, name)
+	}
+	return fmt.Errorf("%w: --token-name %q is not in http.tokens (%s)", ErrUsage, name, strings.Join(names, ", "))
+}
+
 // apiToken picks the bearer token to send: the http.tokens entry named by
 // TokenName, else Token, else the single token_env or token_file, else the
 // only entry of http.tokens. With several entries and none chosen it sends
@@ -161,17 +179,11 @@ func (r *remote) operator(name string) (string, error) {
 func (t *Tool) apiToken() (string, error) {
 	h := t.Config.HTTP
 	if name := t.TokenName; name != "" {
-		var names []string
-		for _, tok := range h.Tokens {
-			if tok.Name == name {
-				return Secret(tok.TokenEnv, tok.TokenFile)
-			}
-			names = append(names, strconv.Quote(tok.Name))
+		if err := CheckTokenName(h, name); err != nil {
+			return "", err
 		}
-		if len(names) == 0 {
-			return "", fmt.Errorf("%w: --token-name %q: the configuration has no http.tokens", ErrUsage, name)
-		}
-		return "", fmt.Errorf("%w: --token-name %q is not in http.tokens (%s)", ErrUsage, name, strings.Join(names, ", "))
+		i := slices.IndexFunc(h.Tokens, func(tok config.TokenConfig) bool { return tok.Name == name })
+		return Secret(h.Tokens[i].TokenEnv, h.Tokens[i].TokenFile)
 	}
 	if t.Token != "" {
 		return t.Token, nil
