@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -62,6 +64,9 @@ func reportOptions(e *env, now time.Time) (app.ReportOptions, error) {
 	}
 	if !opts.From.IsZero() && !opts.To.IsZero() && !opts.From.Before(opts.To) {
 		return opts, fmt.Errorf("%w: --from %s is not before --to %s", errUsage, opts.From.Format(time.RFC3339), opts.To.Format(time.RFC3339))
+	}
+	if st, err := os.Stat(opts.Output); opts.Output != "" && err == nil && st.IsDir() {
+		return opts, fmt.Errorf("%w: -o %s is a directory: name the file to write, like %s", errUsage, opts.Output, filepath.Join(opts.Output, "review.html"))
 	}
 	if opts.Route != "" && !e.hasRoute(opts.Route) {
 		return opts, fmt.Errorf("%w: --route %q is not a route of %s", errUsage, opts.Route, e.cfgSrc)
