@@ -183,7 +183,7 @@ func (w *walker) typeProblem(msg string) (Problem, string, bool) {
 			c[2] = v.Value // yaml cuts long values short
 		}
 		text = "want " + typeWanted(c[3]) + ", got " + valueGot(c[1], c[2])
-		if c[1] == "str" && strings.HasPrefix(c[3], "[]") {
+		if c[1] == "str" && strings.HasPrefix(c[3], "[]") && c[2] != "" { // "[]" would be a list of none
 			text += fmt.Sprintf(" (write [%s] for a list of one)", c[2])
 		}
 		return Problem{Path: w.labels[key], Message: text, Line: line}, key, true
