@@ -32,6 +32,10 @@ func (d Duration) String() string {
 
 var bareNumber = regexp.MustCompile(`^-?[0-9]+(\.[0-9]*)?$`)
 
+// wellFormed is a duration time.ParseDuration reads unless it is too
+// large: numbers, each with a unit.
+var wellFormed = regexp.MustCompile(`^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // ParseDuration reads a non-negative duration with a unit.
 func ParseDuration(s string) (Duration, error) {
 	s = strings.TrimSpace(s)
@@ -40,6 +44,9 @@ func ParseDuration(s string) (Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
+		if wellFormed.MatchString(s) { // time.ParseDuration says "invalid" when it overflows too
+			return 0, fmt.Errorf("duration %q is beyond the largest, 2562047h (about 292 years)", s)
+		}
 		if strings.HasSuffix(s, "d") {
 			return 0, fmt.Errorf("invalid duration %q: there is no day unit, write hours (24h is a day)", s)
 		}
