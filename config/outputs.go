@@ -62,12 +62,19 @@ type OutputMQTTConfig struct {
 	KeepAlive Duration `yaml:"keep_alive"`
 }
 
+// MinWebhookBackoff is the first wait after a failed delivery (the
+// drainer's forward.DefaultMinBackoff), and the smallest
+// outputs.webhook.max_backoff: a cap below it would make the wait shorter
+// than the first, down to none.
+const MinWebhookBackoff = Duration(100 * time.Millisecond)
+
 // OutputWebhookConfig tunes the webhook POSTs.
 type OutputWebhookConfig struct {
 	// Timeout bounds one POST, the response included. Default 10s.
 	Timeout Duration `yaml:"timeout"`
 	// MaxBackoff caps the jittered, doubling wait between attempts after
-	// a 5xx, a timeout or a connection error. Default 30s.
+	// a 5xx, a timeout or a connection error, which starts at
+	// MinWebhookBackoff; at least that. Default 30s.
 	MaxBackoff Duration `yaml:"max_backoff"`
 	// TLS verifies https:// receivers with ca_file and presents cert_file
 	// and key_file to them. Default: the system roots.
@@ -207,8 +214,12 @@ func (c *Config) checkOutputs(ps *problems) {
 		if o.Timeout <= 0 {
 			ps.add(f.dot("webhook").dot("timeout"), "timeout must be positive, got %v", o.Timeout)
 		}
-		if o.MaxBackoff <= 0 {
+		switch {
+		case o.MaxBackoff <= 0:
 			ps.add(f.dot("webhook").dot("max_backoff"), "max_backoff must be positive, got %v", o.MaxBackoff)
+		case o.MaxBackoff < MinWebhookBackoff:
+			ps.add(f.dot("webhook").dot("max_backoff"), "max_backoff %v is below %v, the first wait after a failed delivery: a receiver that is down would be retried back to back",
+				o.MaxBackoff, MinWebhookBackoff)
 		}
 		o.TLS.checkPair(ps, f.dot("webhook").dot("tls"))
 	}
