@@ -62,6 +62,11 @@ type OutputMQTTConfig struct {
 	KeepAlive Duration `yaml:"keep_alive"`
 }
 
+// MinRequestTimeout is the shortest timeout of a webhook POST or an otlp
+// sink's export: below it a request times out before a receiver can
+// answer (1ns, which was taken, let none through).
+const MinRequestTimeout = Duration(100 * time.Millisecond)
+
 // MinWebhookBackoff is the first wait after a failed delivery (the
 // drainer's forward.DefaultMinBackoff), and the smallest
 // outputs.webhook.max_backoff: a cap below it would make the wait shorter
@@ -70,7 +75,8 @@ const MinWebhookBackoff = Duration(100 * time.Millisecond)
 
 // OutputWebhookConfig tunes the webhook POSTs.
 type OutputWebhookConfig struct {
-	// Timeout bounds one POST, the response included. Default 10s.
+	// Timeout bounds one POST, the response included: at least 100ms.
+	// Default 10s.
 	Timeout Duration `yaml:"timeout"`
 	// MaxBackoff caps the jittered, doubling wait between attempts after
 	// a 5xx, a timeout or a connection error, which starts at
@@ -211,8 +217,12 @@ func (c *Config) checkOutputs(ps *problems) {
 		c.checkOutputMQTT(ps, f.dot("mqtt"), o)
 	}
 	if o := c.Outputs.Webhook; o != nil {
-		if o.Timeout <= 0 {
+		switch {
+		case o.Timeout <= 0:
 			ps.add(f.dot("webhook").dot("timeout"), "timeout must be positive, got %v", o.Timeout)
+		case o.Timeout < MinRequestTimeout:
+			ps.add(f.dot("webhook").dot("timeout"), "timeout %v is below %v: a POST would time out before its receiver could answer, and the outbox fill up undelivered",
+				o.Timeout, MinRequestTimeout)
 		}
 		switch {
 		case o.MaxBackoff <= 0:

@@ -40,7 +40,8 @@ type SinkConfig struct {
 	Endpoint string `yaml:"endpoint,omitempty"`
 	// Headers (otlp) are sent with every request. Default none.
 	Headers map[string]string `yaml:"headers,omitempty"`
-	// Timeout (otlp) bounds one export request. Default 10s.
+	// Timeout (otlp) bounds one export request: at least 100ms. Default
+	// 10s.
 	Timeout Duration `yaml:"timeout,omitempty"`
 	// TLS (otlp with an https:// endpoint, syslog) verifies the receiver
 	// with ca_file and presents cert_file and key_file; a syslog sink with
@@ -189,8 +190,12 @@ func (s SinkConfig) checkOTLP(ps *problems, f field) {
 			ps.add(f.dot("headers"), "the value of header %q holds a control character (a line break?): HTTP cannot send it", k)
 		}
 	}
-	if s.Timeout < 0 {
+	switch {
+	case s.Timeout < 0:
 		ps.add(f.dot("timeout"), "timeout must be positive, got %v", s.Timeout)
+	case s.Timeout > 0 && s.Timeout < MinRequestTimeout:
+		ps.add(f.dot("timeout"), "timeout %v is below %v: an export would time out before its receiver could answer, and the sink deliver nothing",
+			s.Timeout, MinRequestTimeout)
 	}
 }
 
