@@ -28,20 +28,21 @@ func cmdIngest(e *env) error {
 	if len(e.args) != 1 {
 		return fmt.Errorf("%w: ingest takes one FILE or -", errUsage)
 	}
-	in, size, name, err := openInput(e, e.args[0])
-	if err != nil {
-		return err
-	}
-	defer in.Close()
 	drain, err := time.ParseDuration(e.flagString("drain-timeout"))
 	if err != nil || drain <= 0 {
 		return fmt.Errorf("%w: --drain-timeout %q is not a positive duration", errUsage, e.flagString("drain-timeout"))
 	}
-	opts := app.IngestOptions{Input: in, Name: name, DrainTimeout: drain}
+	opts := app.IngestOptions{DrainTimeout: drain}
 	fmt.Sscan(e.flagString("batch"), &opts.BatchSize)
 	if opts.BatchSize < 1 || opts.BatchSize > config.MaxBatch { // below 1 ingest would take 1000 instead without a word
 		return fmt.Errorf("%w: --batch %d is not from 1 to %d", errUsage, opts.BatchSize, config.MaxBatch)
 	}
+	in, size, name, err := openInput(e, e.args[0]) // once the flags are known good
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	opts.Input, opts.Name = in, name
 	if isTerminal(e.stderr) || e.flagBool("progress") {
 		opts.Progress = progressBar(e.stderr, size)
 	}

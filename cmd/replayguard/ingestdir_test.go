@@ -22,3 +22,17 @@ func TestIngestOfADirectoryIsRefusedBeforeTheStoreIsOpened(t *testing.T) {
 		t.Fatalf("the store %s was created (%v)", store, err)
 	}
 }
+
+// A bad --batch or --drain-timeout is said before the capture is opened:
+// a command line with a mistake in a flag and a capture that is not there
+// (yet) exits 2 naming the flag, not 1 about the file.
+func TestIngestFlagMistakesAreSaidBeforeTheCaptureIsOpened(t *testing.T) {
+	cfg := testConfig(t, "")
+	missing := filepath.Join(t.TempDir(), "feed.jsonl")
+	for _, flags := range [][]string{{"--batch", "0"}, {"--drain-timeout", "-1s"}} {
+		_, errs, code := cli(t, "", append(append([]string{"ingest"}, flags...), "-c", cfg, missing)...)
+		if code != exitUsage || !strings.Contains(errs, flags[0]) {
+			t.Errorf("ingest %s %s: exit %d, want %d naming %s\n%s", strings.Join(flags, " "), missing, code, exitUsage, flags[0], errs)
+		}
+	}
+}
