@@ -111,11 +111,11 @@ func shortenSinkFlushIdle(t *testing.T, d time.Duration) {
 // longer in all than the sinks' flush bound, but delivers a batch well
 // within it each time, has every record once ingest returns.
 func TestIngestWaitsForASlowSinkThatKeepsDelivering(t *testing.T) {
-	shortenSinkFlushIdle(t, 500*time.Millisecond)
-	coll := &slowCollector{t: t, delay: 100 * time.Millisecond}
+	shortenSinkFlushIdle(t, 2*time.Second)
+	coll := &slowCollector{t: t, delay: 300 * time.Millisecond}
 	srv := httptest.NewServer(coll)
 	defer srv.Close()
-	const n = 5000 // 10 batches of 512: 1 s of delays, twice the idle bound
+	const n = 5000 // 10 batches of 512: 3 s of delays, more than the idle bound
 	errs := ingestWithSinks(t, n, fmt.Sprintf(`{name: slow, kind: otlp, endpoint: '%s/v1/logs'}`, srv.URL))
 	if strings.Contains(errs, "undelivered") {
 		t.Fatalf("ingest left records of a delivering sink undelivered:\n%s", errs)
@@ -130,9 +130,8 @@ func TestIngestWaitsForASlowSinkThatKeepsDelivering(t *testing.T) {
 // ingest only for the idle bound after the slow one is done; ingest says
 // what the dead one left, and the slow one has every record.
 func TestIngestStopsWaitingForADeadSinkOnceTheOthersDelivered(t *testing.T) {
-	const idle = 500 * time.Millisecond
-	shortenSinkFlushIdle(t, idle)
-	coll := &slowCollector{t: t, delay: 100 * time.Millisecond}
+	shortenSinkFlushIdle(t, 2*time.Second)
+	coll := &slowCollector{t: t, delay: 300 * time.Millisecond}
 	srv := httptest.NewServer(coll)
 	defer srv.Close()
 	addr := fmt.Sprintf("127.0.0.1:%d", testbroker.FreePort(t))
@@ -146,7 +145,7 @@ func TestIngestStopsWaitingForADeadSinkOnceTheOthersDelivered(t *testing.T) {
 	if why := coll.took(n); why != "" {
 		t.Fatalf("the slow sink's collector, once ingest returned: %s", why)
 	}
-	if took > 10*time.Second {
+	if took > 30*time.Second { // without the idle bound it waits for the dead sink for good
 		t.Fatalf("ingest took %s with a dead sink", took)
 	}
 }
