@@ -33,7 +33,7 @@ func leaveWebhookEntries(t *testing.T, dir string) (url string, ok *atomic.Bool,
 	t.Cleanup(srv.Close)
 	cfg := parseConfig(t, dir, fmt.Sprintf(`
       - forward: {webhook: %q}
-outputs: {webhook: {max_backoff: 50ms}}
+outputs: {webhook: {max_backoff: 100ms}}
 `, srv.URL+"/hook"))
 	tool := &Tool{Config: cfg, Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}
 	var feed strings.Builder
