@@ -84,6 +84,11 @@ type Capabilities struct {
 	// another holds it (set with Shared). nil: a member stopping keeps
 	// its subscription.
 	Share ShareMembership
+	// Adopt hands the MQTT session of a member that is gone while it
+	// holds the share group's subscription to one live member, which
+	// drains it (set with Share). nil: a gone member's share waits in its
+	// session until it returns.
+	Adopt ShareAdopter
 }
 
 // ShareMembership keeps, in a group's store, the members that hold the
@@ -97,10 +102,11 @@ type Capabilities struct {
 // the members of a group.
 type ShareMembership interface {
 	// JoinShare records that this handle's member holds the subscription
-	// of share group group, until its lease ends, it is granted leave, or
-	// it quits. A store that may lose the record (Redis without
-	// persistence, restarted) records it again as the lease is renewed.
-	JoinShare(ctx context.Context, group string) error
+	// of share group group, on the MQTT session of clientID, until its
+	// lease ends, it is granted leave, or it quits. A store that may lose
+	// the record (Redis without persistence, restarted) records it again
+	// as the lease is renewed.
+	JoinShare(ctx context.Context, group, clientID string) error
 	// QuitShare records that this handle's member may no longer hold the
 	// subscription of share group group (its connection to the broker
 	// was lost: its session, and the subscription with it, may be gone),
@@ -113,6 +119,47 @@ type ShareMembership interface {
 	// itself, and the grant marks this member as leaving. Of members
 	// asking at once, the last is never granted.
 	LeaveShare(ctx context.Context, group string) (bool, error)
+}
+
+// ShareAdopter hands the MQTT session of a member that is gone while the
+// store records it as holding a share group's subscription (JoinShare) to
+// one live member at a time, which connects with the session's client id,
+// unsubscribes the group's filters, decides what the session delivers and
+// then records the member out of the group (ShareAdopted): the broker
+// would otherwise go on dealing the gone member its share of the group's
+// messages, which would wait in its session until it returns.
+//
+// A member is gone, as for OutboxClaimer, when its lease has run out or
+// was given up, or at once when its holder is a process on this host
+// that has died. A claim lasts ClaimTTL unless renewed, like an outbox
+// claim. A handle whose member's lease another process holds claims
+// nothing; a read-only handle fails. Close releases the handle's claims.
+// Safe for concurrent use.
+type ShareAdopter interface {
+	// ClaimAdoptions takes or renews this handle's claims of the
+	// sessions of the gone members that hold group's subscription, and
+	// returns them, sorted by member; never this handle's own member.
+	ClaimAdoptions(ctx context.Context, group string) ([]Adoption, error)
+	// ShareAdopted records a's member out of its share group, while this
+	// handle holds a's claim and the member's share is still the one a
+	// names (the member has not joined again since); it reports whether
+	// it did.
+	ShareAdopted(ctx context.Context, a Adoption) (bool, error)
+	// ReleaseAdoption gives up this handle's claim of member's session; a
+	// claim it does not hold is left alone.
+	ReleaseAdoption(ctx context.Context, member string) error
+}
+
+// Adoption is a gone member's MQTT session that holds a share group's
+// subscription (ShareAdopter).
+type Adoption struct {
+	Member   string // the member id
+	Group    string // the share group
+	ClientID string // the session's MQTT client id
+	// Holder names the process that recorded the share (its lease
+	// holder): a member that returns records its share again under
+	// another.
+	Holder string
 }
 
 // RowScanner reads a store's sources and entities one row at a time.

@@ -2,34 +2,55 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
 )
 
 // shareMembership is how this run member records, in a group's store, that
 // it holds its MQTT share group's subscription, and asks, as it stops, to
-// leave it (engine.ShareMembership).
+// leave it (engine.ShareMembership); and how it adopts the sessions of
+// the members gone while they held it (engine.ShareAdopter).
 type shareMembership struct {
 	join  func(context.Context) error
 	quit  func(context.Context) error
 	leave func(context.Context) (bool, error)
+	// group and adopt, when adopt is set, adopt the sessions of group's
+	// gone members; claimTTL is how long a claim of one holds.
+	group    string
+	adopt    engine.ShareAdopter
+	claimTTL time.Duration
 }
 
 // shareMembership returns how the source joins and leaves its share group:
 // it joins each time the broker grants the group's subscription, never
 // before, since a member recorded as holding a subscription it does not
-// hold yet would let the last member holding it leave. Zero when there is
-// nothing to join: no mqtt.share_group, mqtt.feeds or JetStream, or a
-// store that keeps no members.
+// hold yet would let the last member holding it leave. The store records
+// the session's client id with it, for a member that adopts the session
+// once this one is gone. Zero when there is nothing to join: no
+// mqtt.share_group, mqtt.feeds or JetStream, or a store that keeps no
+// members.
 func (a *App) shareMembership(cfg *config.Config) shareMembership {
 	group := cfg.MQTT.ShareGroup
-	sh := a.Store.Capabilities().Share
+	caps := a.Store.Capabilities()
+	sh := caps.Share
 	if group == "" || sh == nil || cfg.Input == config.InputJetStream || len(cfg.MQTT.Feeds) > 0 {
 		return shareMembership{}
 	}
-	return shareMembership{
-		join:  func(ctx context.Context) error { return sh.JoinShare(ctx, group) },
+	client := cfg.MQTT.ClientID
+	m := shareMembership{
+		join:  func(ctx context.Context) error { return sh.JoinShare(ctx, group, client) },
 		quit:  func(ctx context.Context) error { return sh.QuitShare(ctx, group) },
 		leave: func(ctx context.Context) (bool, error) { return sh.LeaveShare(ctx, group) },
+		group: group,
+		adopt: caps.Adopt,
 	}
+	if caps.Claims != nil {
+		m.claimTTL = caps.Claims.ClaimTTL()
+	}
+	if m.claimTTL <= 0 {
+		m.adopt = nil
+	}
+	return m
 }

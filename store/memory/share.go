@@ -10,7 +10,9 @@ var _ engine.ShareMembership = (*Member)(nil)
 
 // JoinShare records that the handle's member holds group's shared
 // subscription, until its handle is closed or it is granted leave.
-func (m *Member) JoinShare(ctx context.Context, group string) error {
+// clientID is not kept: the group in memory hands no session over
+// (engine.ShareAdopter), its members living and dying with one process.
+func (m *Member) JoinShare(ctx context.Context, group, clientID string) error {
 	if err := m.lockWriter("join a share group"); err != nil {
 		return err
 	}

@@ -129,11 +129,11 @@ func (s *Store) releaseClaim(ctx context.Context, st claimStatements, member str
 	})
 }
 
-// releaseClaims gives up every outbox and chain claim of this handle, for
-// Close.
+// releaseClaims gives up every outbox, chain and share claim of this
+// handle, for Close.
 func (s *Store) releaseClaims(ctx context.Context) error {
 	var err error
-	for _, st := range []claimStatements{s.sql.outbox.claims, s.sql.chain.claims} {
+	for _, st := range []claimStatements{s.sql.outbox.claims, s.sql.chain.claims, s.sql.adopt.claims} {
 		if _, e := s.pool.Exec(ctx, st.releaseAll, s.holder); e != nil {
 			err = errors.Join(err, fmt.Errorf("postgres store: release the %s claims of member %q: %w", st.what, s.member, e))
 		}

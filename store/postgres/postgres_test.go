@@ -130,6 +130,7 @@ func TestStore(t *testing.T) {
 		{"a schema of version 9 is raised so that a build that cannot read a connection time refuses it", testSchemaRaisedForConnected},
 		{"a schema of version 11 without the leases' share column is given it", testSchemaGivenTheShareColumn},
 		{"a schema of version 11 is raised so that a build that cannot read a binary Sparkplug session refuses it", testSchemaRaisedForSparkplugRows},
+		{"a schema of version 12 is raised to keep the session of each member's share", testSchemaRaisedForShareSessions},
 		{"a read-only open of an older schema says how to read it and how it is migrated", testSchemaOlderReadOnly},
 		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},
@@ -199,6 +200,27 @@ func testSchemaRaisedForSparkplugRows(t *testing.T, g *group) {
 	g.mustOpen("m1").Close()
 	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version >= 12`); n != 1 {
 		t.Fatalf("a member left the schema below version 12 (build version %d)", postgres.SchemaVersion)
+	}
+}
+
+// testSchemaRaisedForShareSessions: a build of schema version 12 records
+// a member's share group without the session holding it, which no member
+// could adopt; a member of this build raises such a schema to 13, giving
+// the leases their share_client and share_holder columns and the schema
+// its share_claims table.
+func testSchemaRaisedForShareSessions(t *testing.T, g *group) {
+	g.mustOpen("m1").Close()
+	run(t, g.url, `DROP TABLE `+g.schema+`.share_claims; ALTER TABLE `+g.schema+`.leases DROP COLUMN share_client, DROP COLUMN share_holder;
+		UPDATE `+g.schema+`.schema_version SET version = 12`)
+	g.mustOpen("m1").Close()
+	if n := count(t, g.url, `SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'leases' AND column_name IN ('share_client', 'share_holder')`, g.schema); n != 2 {
+		t.Fatalf("the leases have %d of the columns share_client and share_holder after the raise, want 2", n)
+	}
+	if n := count(t, g.url, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'share_claims'`, g.schema); n != 1 {
+		t.Fatal("the schema was left without its share_claims table")
+	}
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version = 13`); n != 1 {
+		t.Fatalf("a member left the schema below version 13 (build version %d)", postgres.SchemaVersion)
 	}
 }
 

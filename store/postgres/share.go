@@ -13,12 +13,13 @@ import (
 var _ engine.ShareMembership = (*Store)(nil)
 
 // JoinShare records in the member's lease row that it holds group's shared
-// subscription; taking the lease clears it.
-func (s *Store) JoinShare(ctx context.Context, group string) error {
+// subscription, on the session of clientID, recorded by this handle's
+// lease holder; taking the lease clears it.
+func (s *Store) JoinShare(ctx context.Context, group, clientID string) error {
 	if s.member == "" {
 		return fmt.Errorf("%w: join a share group", ErrReadOnly)
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.joinShare, s.member, group); err != nil {
+	if _, err := s.pool.Exec(ctx, s.sql.joinShare, s.member, group, clientID, s.holder); err != nil {
 		return fmt.Errorf("postgres store: member %q joins share group %q: %w", s.member, group, err)
 	}
 	return nil

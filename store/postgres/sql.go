@@ -31,6 +31,7 @@ type statements struct {
 	insertRoutes, readRoutes string
 	// share groups
 	joinShare, quitShare, lockShares, leaveShare string
+	adopt                                        adoptStatements
 }
 
 func newStatements(schema string) statements {
@@ -152,13 +153,14 @@ func newStatements(schema string) statements {
 		// statement after it: of two members leaving at once, the second
 		// sees the first's leave committed (READ COMMITTED alone would let
 		// each see the other still in the group).
-		joinShare:  q(`UPDATE {s}.leases SET share = $2 WHERE member = $1`),
+		joinShare:  q(`UPDATE {s}.leases SET share = $2, share_client = $3, share_holder = $4 WHERE member = $1`),
 		quitShare:  q(`UPDATE {s}.leases SET share = '' WHERE member = $1 AND share = $2`),
 		lockShares: `SELECT pg_advisory_xact_lock(` + strconv.Itoa(int(claimClass(schema, "leases"))) + `, 0)`,
 		leaveShare: q(`UPDATE {s}.leases SET share = '' WHERE member = $1 AND share = $2 AND EXISTS (
 				SELECT FROM {s}.leases o JOIN {s}.members m USING (member)
 				WHERE o.member <> $1 AND o.share = $2 AND m.holder <> '' AND o.expires > clock_timestamp())
 			RETURNING true`),
+		adopt: newAdoptStatements(q),
 	}
 }
 

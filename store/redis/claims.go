@@ -171,8 +171,8 @@ func (s *Store) releaseClaim(ctx context.Context, k claimKind, member string) er
 	return nil
 }
 
-// releaseClaims gives up every outbox and chain claim of this handle, for
-// Close.
+// releaseClaims gives up every outbox, chain and share claim of this
+// handle, for Close.
 func (s *Store) releaseClaims(ctx context.Context) error {
 	ms, err := s.c.HKeys(ctx, s.k.members).Result()
 	if err != nil {
@@ -184,6 +184,7 @@ func (s *Store) releaseClaims(ctx context.Context) error {
 				releaseScript.Eval(ctx, p, []string{k.claim(&s.k, m)}, s.holder)
 			}
 		}
+		s.releaseAdoptions(ctx, p, ms)
 		return nil
 	})
 	return err

@@ -49,13 +49,19 @@ import (
 //	P shares              hash: member id → the MQTT share group it holds (ShareMembership);
 //	                      cleared when the member takes its lease, counted only while
 //	                      its lease is live
+//	P sharesessions       hash: member id → the MQTT session holding its share: the holder of
+//	                      the lease that recorded it, a newline, the session's client id
+//	                      (ShareAdopter); written with shares, read only along with it
+//	P shareclaim:<member> string: the holder adopting the member's session, PX the lease TTL
 //
 // Version 2 only changed how the source and entity rows are written.
 // The chain keys came after version 1 without changing it: absent, they
 // read as a chain never trimmed, cursors never set and claims free. So did
 // routes: absent, no route's derivation was recorded, and the next member
 // to open records its own; and shares: absent, no member holds a share
-// group, and a member stopping keeps its subscription.
+// group, and a member stopping keeps its subscription; and sharesessions
+// and the share claims: absent, no gone member's session is adopted until
+// its member records its share again.
 type keys struct {
 	prefix                   string
 	schema                   string
@@ -69,6 +75,7 @@ type keys struct {
 	unlocked                 string
 	routes                   string
 	shares                   string // member → the share group it holds
+	shareSessions            string // member → its share's lease holder and client id
 }
 
 func newKeys(p string) keys {
@@ -91,6 +98,7 @@ func newKeys(p string) keys {
 		unlocked:       p + "unlocked",
 		routes:         p + "routes",
 		shares:         p + "shares",
+		shareSessions:  p + "sharesessions",
 	}
 }
 
@@ -101,6 +109,7 @@ func (k *keys) chainCursors(member string) string {
 	return k.prefix + "chaincursors:" + member
 }
 func (k *keys) chainClaim(member string) string { return k.prefix + "chainclaim:" + member }
+func (k *keys) shareClaim(member string) string { return k.prefix + "shareclaim:" + member }
 func (k *keys) keyPrefix() string               { return k.prefix + "key:" }
 func (k *keys) keySetPrefix() string            { return k.prefix + "keyset:" }
 func (k *keys) sourceLock(id string) string     { return k.prefix + "lock:s:" + id }

@@ -59,8 +59,8 @@ func (s *Store) renew(ctx context.Context) error {
 	defer cancel()
 	s.shareMu.Lock()
 	group := s.share
-	res, err := renewScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.shares},
-		s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, group).Slice()
+	res, err := renewScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.shares, s.k.shareSessions},
+		s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, group, s.shareSession).Slice()
 	s.shareMu.Unlock()
 	if err != nil {
 		return s.fail("renew the member's lease", err)

@@ -177,6 +177,8 @@ type Store struct {
 	repl    replication
 	shareMu sync.Mutex // orders the writes of the member's share, renewals' among them
 	share   string     // the share group the member holds (JoinShare), "" none
+	// shareSession is the session holding share: holder, newline, client id.
+	shareSession string
 }
 
 var (
@@ -190,7 +192,7 @@ var (
 // Capabilities declares a group's store; a member's handle reads the
 // server's clock.
 func (s *Store) Capabilities() engine.Capabilities {
-	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s, Share: s}
+	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s, Share: s, Adopt: s}
 	if s.member != "" {
 		c.Clock = s
 	}

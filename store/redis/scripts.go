@@ -275,12 +275,13 @@ return {1, tonumber(n)}
 
 // renewScript extends the caller's lease, taking it again when it expired
 // meanwhile (the store was unreachable for longer than the lease) and nobody
-// took it, and records the member's share group again when the members'
-// share groups lack it (a server without persistence, restarted).
+// took it, and records the member's share group, and the session holding
+// it, again when the members' share groups lack it (a server without
+// persistence, restarted).
 //
-// KEYS[1] the lease, [2] the members' share groups. ARGV[1] the holder, [2]
-// the lease's PX milliseconds, [3] the member, [4] the share group it
-// holds ("" none).
+// KEYS[1] the lease, [2] the members' share groups, [3] their sessions.
+// ARGV[1] the holder, [2] the lease's PX milliseconds, [3] the member, [4]
+// the share group it holds ("" none), [5] the session holding it.
 //
 // Returns {"", 1 when the share group was recorded again, else 0} when
 // the caller holds the lease now, else {the holder, 0}.
@@ -290,6 +291,7 @@ if cur and cur ~= ARGV[1] then return {cur, 0} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if ARGV[4] ~= '' and redis.call('HGET', KEYS[2], ARGV[3]) ~= ARGV[4] then
   redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[5])
   return {'', 1}
 end
 return {'', 0}
@@ -387,4 +389,77 @@ for i = 2, #KEYS do
   end
 end
 return 0
+`)
+
+// joinShareScript records a member's share group and the session that
+// holds it.
+//
+// KEYS[1] the members' share groups, [2] their sessions. ARGV[1] the
+// member, [2] the group, [3] the session: its lease holder, a newline,
+// its client id.
+var joinShareScript = goredis.NewScript(`
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1
+`)
+
+// adoptClaimScript takes or renews a handle's claims of the sessions of
+// the gone members that hold a share group's subscription.
+//
+// KEYS[1] the members' share groups, [2] their sessions, then for each
+// member (in ARGV order) its lease and its share claim. ARGV[1] the
+// holder, [2] the claims' PX milliseconds, [3] this handle's member, [4]
+// the share group, [5] the holders of leases and share claims found to be
+// processes on this host that have died, one a line; from [6] the
+// members.
+//
+// While this handle's member's lease is not another holder's, a member
+// other than this handle's is a candidate when it holds the group in the
+// share groups, its session is recorded, and its lease is gone (or held
+// by one of ARGV[5]); its claim is taken when free, this holder's or one
+// of ARGV[5]'s. Returns the members claimed and their sessions, in ARGV
+// order: {member, session, member, session, …}.
+var adoptClaimScript = goredis.NewScript(`
+local dead = {}
+for h in string.gmatch(ARGV[5], '[^\n]+') do dead[h] = true end
+for i = 6, #ARGV do
+  if ARGV[i] == ARGV[3] then
+    local lease = redis.call('GET', KEYS[2 * (i - 6) + 3])
+    if lease and lease ~= ARGV[1] then return {} end
+  end
+end
+local out = {}
+for i = 6, #ARGV do
+  local j = 2 * (i - 6) + 3
+  local m = ARGV[i]
+  if m ~= ARGV[3] and redis.call('HGET', KEYS[1], m) == ARGV[4] then
+    local session = redis.call('HGET', KEYS[2], m)
+    local lease = redis.call('GET', KEYS[j])
+    if session and (not lease or dead[lease]) then
+      local cur = redis.call('GET', KEYS[j + 1])
+      if not cur or cur == ARGV[1] or dead[cur] then
+        redis.call('SET', KEYS[j + 1], ARGV[1], 'PX', ARGV[2])
+        out[#out + 1] = m
+        out[#out + 1] = session
+      end
+    end
+  end
+end
+return out
+`)
+
+// shareAdoptedScript removes a member from the members' share groups once
+// its session was adopted: while the caller holds its share claim and the
+// member's share is still the group and the session adopted.
+//
+// KEYS[1] the members' share groups, [2] their sessions, [3] the member's
+// share claim. ARGV[1] the holder, [2] the member, [3] the group, [4] the
+// session.
+//
+// Returns 1 when removed, else 0.
+var shareAdoptedScript = goredis.NewScript(`
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], ARGV[2]) ~= ARGV[3] or redis.call('HGET', KEYS[2], ARGV[2]) ~= ARGV[4] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[2])
+return 1
 `)

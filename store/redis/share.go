@@ -9,19 +9,21 @@ import (
 var _ engine.ShareMembership = (*Store)(nil)
 
 // JoinShare records in the shares hash that the member holds group's
-// shared subscription; taking the lease clears it. The handle keeps the
-// group, and each renewal of the lease records it again if the hash lost
-// it (a server without persistence, restarted), until the member is
-// granted leave or quits. Also when the write failed: the member holds
-// the subscription, and a renewal records it once the server answers.
-func (s *Store) JoinShare(ctx context.Context, group string) error {
+// shared subscription, and in the sharesessions hash the session that
+// holds it (this handle's lease holder and clientID); taking the lease
+// clears the share. The handle keeps the group, and each renewal of the
+// lease records it again if the hash lost it (a server without
+// persistence, restarted), until the member is granted leave or quits.
+// Also when the write failed: the member holds the subscription, and a
+// renewal records it once the server answers.
+func (s *Store) JoinShare(ctx context.Context, group, clientID string) error {
 	if err := s.writer("join a share group"); err != nil {
 		return err
 	}
 	s.shareMu.Lock()
 	defer s.shareMu.Unlock()
-	s.share = group
-	if err := s.c.HSet(ctx, s.k.shares, s.member, group).Err(); err != nil {
+	s.share, s.shareSession = group, s.holder+"\n"+clientID
+	if err := joinShareScript.Run(ctx, s.c, []string{s.k.shares, s.k.shareSessions}, s.member, group, s.shareSession).Err(); err != nil {
 		return s.fail("join a share group", err)
 	}
 	return nil

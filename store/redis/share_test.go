@@ -17,7 +17,7 @@ func TestMembersRejoinTheirShareGroupAfterTheServerLostIt(t *testing.T) {
 	notDurable := func(o *Options) { o.AllowNotDurable = true }
 	a, b := g.must(t, "a", notDurable), g.must(t, "b", notDurable)
 	for _, s := range []*Store{a, b} {
-		if err := s.JoinShare(t.Context(), "workers"); err != nil {
+		if err := s.JoinShare(t.Context(), "workers", "client-"+s.member); err != nil {
 			t.Fatal(err)
 		}
 	}

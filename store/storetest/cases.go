@@ -111,6 +111,11 @@ var suites = []suite{
 		{name: "of the last two members leaving at once, exactly one is granted", fn: testShareLastTwoLeavingAtOnce},
 		{name: "a member that quit its share group is not counted until it joins again", fn: testShareQuitUntilJoinedAgain},
 	}},
+	{name: "adopt", needs: needShare | needAdopt | needMembers | needKill | needClaims, cases: []testCase{
+		{name: "the session of a member gone while it held the group is claimed by one live member, with its client id", fn: testAdoptGoneMemberOnce},
+		{name: "a session released is claimed by another member at once", fn: testAdoptReleased},
+		{name: "a member that returns is neither claimed nor recorded out by its old adoption", fn: testAdoptReturned},
+	}},
 	{name: "outbox", needs: needOutbox, cases: []testCase{
 		{name: "entries committed with a batch are listed in id order, fields and payloads exact", fn: onOutbox(testOutboxList)},
 		{name: "a failed commit writes no entry", fn: onOutbox(testOutboxFailed)},

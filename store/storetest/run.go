@@ -124,6 +124,8 @@ func checkCapabilities(t *testing.T, f Features, s engine.Store, c engine.Capabi
 		t.Fatalf("%T declares Keeper without Shared: it keeps the members' chains", s)
 	case c.Share != nil && c.Shared == nil:
 		t.Fatalf("%T declares Share without Shared: it keeps a group's members", s)
+	case c.Adopt != nil && (c.Share == nil || c.Claims == nil):
+		t.Fatalf("%T declares Adopt without Share and Claims: it adopts the sessions that hold a share group, by claims", s)
 	}
 }
 
@@ -142,6 +144,7 @@ var capabilityFields = []struct {
 	{"Stats", func(c engine.Capabilities) any { return c.Stats }},
 	{"Routes", func(c engine.Capabilities) any { return c.Routes }},
 	{"Share", func(c engine.Capabilities) any { return c.Share }},
+	{"Adopt", func(c engine.Capabilities) any { return c.Adopt }},
 }
 
 // sameValue reports whether two declared interfaces hold the same value:
@@ -177,6 +180,7 @@ const (
 	needRowScan                  // Capabilities.Rows or Capabilities.Scan
 	needRoutes                   // Capabilities.Routes
 	needShare                    // Capabilities.Share
+	needAdopt                    // Capabilities.Adopt
 )
 
 // missing returns why a store lacks what n needs; "" when it has all.
@@ -200,6 +204,7 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needRowScan, c.Rows != nil || c.Scan != nil, "the store declares neither Capabilities.Rows nor Capabilities.Scan"},
 		{needRoutes, c.Routes != nil, "the store does not declare Capabilities.Routes"},
 		{needShare, c.Share != nil, "the store does not declare Capabilities.Share"},
+		{needAdopt, c.Adopt != nil, "the store does not declare Capabilities.Adopt"},
 	} {
 		if n&r.bit != 0 && !r.has {
 			return r.why

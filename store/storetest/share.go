@@ -22,7 +22,7 @@ func share(t *testing.T, h *handle) engine.ShareMembership {
 
 func join(t *testing.T, h *handle, group string) {
 	t.Helper()
-	if err := share(t, h).JoinShare(t.Context(), group); err != nil {
+	if err := share(t, h).JoinShare(t.Context(), group, "client-"+h.member); err != nil {
 		t.Fatalf("%s joins %q: %v", h.member, group, err)
 	}
 }
