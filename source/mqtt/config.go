@@ -96,6 +96,23 @@ type Config struct {
 	// one holding it leave. JoinShare records it again at the next grant.
 	// Default nil: nothing recorded.
 	QuitShare func(ctx context.Context) error
+	// Adopt makes Run adopt the session of ClientID, that of a member of
+	// ShareGroup that is gone (engine.ShareAdopter): it connects once,
+	// with clean start false whatever CleanStart says, subscribes to
+	// nothing, unsubscribes the group's filters from the session at once,
+	// so that the broker deals the gone member nothing more, and decides
+	// what the session delivers until none has come for a second while
+	// none is unacknowledged (at most ShutdownTimeout); then it
+	// disconnects, the session kept for SessionExpiry, with the
+	// subscriptions that are not shared. It never connects again: Run
+	// returns nil once the session went quiet, an error wrapping
+	// ErrTakenOver when the broker gave the session to another connection
+	// (the member returned), ErrNoSession when the broker had none, and
+	// ErrAdoption when it ended before the session went quiet. Requires
+	// ShareGroup. Default false.
+	Adopt bool
+	// Adopted names the member whose session Adopt adopts, for the logs.
+	Adopted string
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The
@@ -172,6 +189,9 @@ func (c *Config) Validate() error {
 	}
 	if err := consume.ValidFormerFilters(c.FormerFilters, ErrConfig); err != nil {
 		return err
+	}
+	if c.Adopt && c.ShareGroup == "" {
+		return fmt.Errorf("%w: a session is adopted for its share group: none set", ErrConfig)
 	}
 	if c.SessionExpiry < time.Second || c.SessionExpiry > math.MaxUint32*time.Second {
 		return fmt.Errorf("%w: session expiry %v outside 1s..2^32-1s", ErrConfig, c.SessionExpiry)

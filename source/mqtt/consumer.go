@@ -54,6 +54,7 @@ type Consumer struct {
 	gate       *ackGate         // sends the acknowledgements; one per Run
 	leave      mqttconn.Leaving // set as Run disconnects
 	share      *consume.Leaving // leaves the share group as Run stops
+	adopt      adoption         // an adopting Run's state (Config.Adopt)
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -90,7 +91,9 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	}
 	c.prep, _ = p.(preparer)
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger, Filters: cfg.Filters}
-	if slices.ContainsFunc(cfg.Filters, func(f Filter) bool { return !f.Unshared }) {
+	if cfg.Adopt {
+		c.share = adoptLeaving(cfg)
+	} else if slices.ContainsFunc(cfg.Filters, func(f Filter) bool { return !f.Unshared }) {
 		c.share.Join, c.share.Quit = cfg.JoinShare, cfg.QuitShare // the group's subscriptions are among those subscribed
 	}
 	for _, b := range cfg.Brokers {
@@ -105,6 +108,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.batches = &consume.Batches[delivery]{Name: "mqtt", Queue: c.q, Size: cfg.BatchSize, Linger: cfg.BatchLinger,
 		Fatal: c.fatal, Commit: consume.CommitMessages(c.commits, (*delivery).message),
 		Submit: consume.SubmitMessages(c.commits, (*delivery).message), Land: c.commits.Land, BeforeAck: consume.BeforeAck, Ack: c.ack, Msg: (*delivery).message, Log: cfg.Logger, Observer: cfg.Observer}
+	c.batches.FatalQuiet = cfg.Adopt // Run returns why the adoption ended
 	return c, nil
 }
 
@@ -150,6 +154,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// Noted here, not in OnServerDisconnect: autopaho reports the connection
 	// down before it calls that, and the reason must count for this drop.
 	c.gate.onDisconnect = func(reason byte) {
+		if reason == sessionTakenOver {
+			c.adopt.takenOver.Store(true)
+		}
 		if asksBackoff(reason) {
 			c.reconnects.refusedBy()
 		}
@@ -163,6 +170,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return fmt.Errorf("mqtt: %w", err)
 	}
 	c.share.Unsubscribe = func(ctx context.Context) error { return c.unsubscribeShared(ctx, cm) }
+	if c.cfg.Adopt {
+		var stop func()
+		ctx, stop = c.startAdoption(ctx)
+		defer stop()
+	}
 	consumeCtx, stopLeaving := c.share.Context(ctx)
 	inHand, committed, runErr := c.batches.Consume(consumeCtx)
 	stopLeaving()
@@ -187,6 +199,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.connected.Swap(false) {
 		c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: c.brokerURL()})
 	}
+	if c.cfg.Adopt {
+		return c.adoptResult(runErr)
+	}
 	return runErr
 }
 
@@ -196,7 +211,7 @@ func (c *Consumer) clientConfig(subCtx context.Context) autopaho.ClientConfig {
 		ServerUrls:                    c.urls,
 		TlsCfg:                        cfg.TLS,
 		KeepAlive:                     uint16(max(1, cfg.KeepAlive.Round(time.Second)/time.Second)),
-		CleanStartOnInitialConnection: cfg.CleanStart,
+		CleanStartOnInitialConnection: cfg.CleanStart && !cfg.Adopt,
 		SessionExpiryInterval:         uint32(cfg.SessionExpiry / time.Second),
 		ReconnectBackoff:              c.reconnectWait,
 		ConnectTimeout:                cfg.ConnectTimeout,
@@ -225,6 +240,9 @@ func (c *Consumer) clientConfig(subCtx context.Context) autopaho.ClientConfig {
 // arrive before the next attempt, so the URL noted is the one they came
 // through.
 func (c *Consumer) buildConnect(cp *paho.Connect, u *url.URL) (*paho.Connect, error) {
+	if c.cfg.Adopt && c.adopt.up.Load() {
+		return nil, errAdoptedOnce // the adopted session is not taken again
+	}
 	broker := u.Redacted()
 	c.broker.Store(&broker)
 	round, wait := c.reconnects.current()
@@ -241,6 +259,9 @@ func (c *Consumer) buildConnect(cp *paho.Connect, u *url.URL) (*paho.Connect, er
 // attempt+1 over the brokers, logged as it starts so that the log says how
 // long the consumer will be away.
 func (c *Consumer) reconnectWait(attempt int) time.Duration {
+	if c.cfg.Adopt && c.adopt.up.Load() {
+		return c.cfg.ConnectRetryMax // no other connection is made (errAdoptedOnce): Run is ending
+	}
 	wait := c.reconnects.delay(attempt)
 	switch {
 	case wait == 0:
@@ -276,6 +297,10 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 			"broker", broker, "client_id", c.cfg.ClientID, "session_expiry", c.cfg.SessionExpiry)
 	}
 	c.obs.Observe(source.Event{Kind: source.Connected, Broker: broker})
+	if c.cfg.Adopt {
+		c.adoptUp(ca)
+		return
+	}
 	if c.share.Left() { // stopping: the session delivers what it holds, no more
 		return
 	}
@@ -313,12 +338,18 @@ func (c *Consumer) connectionDown(ctx context.Context) bool {
 	broker := c.brokerURL()
 	// proved: the link carried traffic and held, so this is a failover and
 	// the next round over the brokers starts at once; else a flap, backed off.
-	c.log.Warn("mqtt connection lost", "broker", broker, "held", held.Round(time.Millisecond), "reconnect_at_once", proved)
+	c.log.Warn("mqtt connection lost", "broker", broker, "held", held.Round(time.Millisecond), "reconnect_at_once", proved && !c.cfg.Adopt)
 	c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: broker})
+	if c.cfg.Adopt {
+		c.adoptDown()
+	}
 	return true
 }
 
 func (c *Consumer) connectError(err error) {
+	if errors.Is(err, errAdoptedOnce) {
+		return
+	}
 	broker := c.brokerURL()
 	var ce *autopaho.ConnackError
 	if errors.As(err, &ce) && ce.ReasonCode == unsupportedProtocolVersion {
@@ -335,6 +366,11 @@ func (c *Consumer) clientError(err error) {
 }
 
 func (c *Consumer) serverDisconnect(d *paho.Disconnect) {
+	if d.ReasonCode == sessionTakenOver && c.cfg.Adopt {
+		c.log.Warn("mqtt adopting: the broker gave the adopted session to another connection with its client id: the gone member returned",
+			"broker", c.brokerURL(), "client_id", c.cfg.ClientID)
+		return
+	}
 	if d.ReasonCode == sessionTakenOver {
 		c.log.Error("mqtt broker disconnected us: another client connected with the same client id",
 			"broker", c.brokerURL(), "client_id", c.cfg.ClientID)

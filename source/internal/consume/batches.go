@@ -22,6 +22,10 @@ type Batches[D any] struct {
 	Linger time.Duration
 	// Fatal carries an error that ends the loop: a refused subscription.
 	Fatal <-chan error
+	// FatalQuiet leaves an error from Fatal unlogged: the caller reports
+	// it (an adoption's end). Default false: logged as a refused
+	// subscription.
+	FatalQuiet bool
 	// Commit commits a batch; an error means ctx is done and nothing was
 	// committed.
 	Commit func(ctx context.Context, batch []D) error
@@ -225,7 +229,9 @@ func (b *Batches[D]) collect(ctx context.Context, landed <-chan struct{}) ([]D, 
 		case <-ctx.Done():
 			return batch, nil
 		case err := <-b.Fatal:
-			b.Log.Error(b.Name+" subscription refused", "err", err)
+			if !b.FatalQuiet {
+				b.Log.Error(b.Name+" subscription refused", "err", err)
+			}
 			return batch, err
 		}
 	}

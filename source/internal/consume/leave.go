@@ -58,12 +58,17 @@ type Leaving struct {
 	Filters []Filter
 	Timeout time.Duration // bounds asking, unsubscribing and waiting
 	Log     *slog.Logger
+	// Adopted, when set, names the gone member whose session the consumer
+	// adopts: it leaves the group on the gone member's behalf, and the
+	// logs say so.
+	Adopted string
 
 	last     atomic.Int64  // UnixNano of the last delivery or acknowledgement
 	received atomic.Uint64 // deliveries received: the last one's number
 	settled  atomic.Uint64 // the number of the last delivery acknowledged
 	shared   atomic.Uint64 // the number of the last delivery of the group's share
 	left     atomic.Bool   // unsubscribed, or about to: subscribe no more
+	quiet    atomic.Bool   // left, and the session went quiet: nothing of the share waits in it
 
 	conn     atomic.Uint64 // the current connection's number: connections lost so far
 	granted  atomic.Bool   // the broker granted the group's subscriptions on the current connection
@@ -192,12 +197,17 @@ func (l *Leaving) timeout() time.Duration {
 // connection must not subscribe to it again.
 func (l *Leaving) Left() bool { return l.left.Load() }
 
+// WentQuiet reports whether the consumer left the group and its session
+// then delivered nothing more of the group's share before the timeout.
+func (l *Leaving) WentQuiet() bool { return l.quiet.Load() }
+
 // Context returns the context a Run consumes under: done once ctx is done
 // and the consumer has left the group (or kept its subscription), and
 // stop, which ends it at once and waits for the leaving to end; call it
 // after consuming, also when consuming ended on its own.
 func (l *Leaving) Context(ctx context.Context) (consumeCtx context.Context, stop func()) {
 	l.left.Store(false)
+	l.quiet.Store(false)
 	l.settled.Store(l.received.Load()) // what an earlier Run left unacknowledged is not waited for
 	l.shared.Store(l.received.Load())
 	consumeCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -232,11 +242,12 @@ func (l *Leaving) leave(ctx context.Context) {
 	}
 	l.active(time.Now()) // the quiet runs from the unsubscribe at the earliest
 	if err := l.Unsubscribe(ctx); err != nil {
-		l.Log.Warn("mqtt stopping: unsubscribing from the share group failed; the broker keeps dealing this member's share to its session until it returns",
-			"group", l.Group, "err", err)
+		l.say(slog.LevelWarn, "mqtt stopping: unsubscribing from the share group failed; the broker keeps dealing this member's share to its session until it returns",
+			"unsubscribing the gone member's session from the share group failed; it is adopted again later", "err", err)
 		return
 	}
-	l.Log.Info("mqtt stopping: left the share group, deciding what the session still delivers", "group", l.Group)
+	l.say(slog.LevelInfo, "mqtt stopping: left the share group, deciding what the session still delivers",
+		"unsubscribed the gone member's session from the share group, deciding what it still delivers")
 	quiet := l.Quiet
 	if quiet <= 0 {
 		quiet = LeaveQuiet
@@ -245,7 +256,8 @@ func (l *Leaving) leave(ctx context.Context) {
 		idle := time.Since(time.Unix(0, l.last.Load()))
 		holding := l.holding()
 		if idle >= quiet && !holding {
-			l.Log.Info("mqtt stopping: the session delivered nothing more", "group", l.Group, "quiet", quiet)
+			l.quiet.Store(true)
+			l.say(slog.LevelInfo, "mqtt stopping: the session delivered nothing more", "the gone member's session delivered nothing more", "quiet", quiet)
 			return
 		}
 		wait := quiet - idle
@@ -253,11 +265,21 @@ func (l *Leaving) leave(ctx context.Context) {
 			wait = quiet / 4
 		}
 		if !Sleep(ctx.Done(), wait) {
-			l.Log.Warn("mqtt stopping: the session still delivers at the shutdown timeout; the rest waits in it until this member returns",
-				"group", l.Group, "timeout", l.Timeout)
+			l.say(slog.LevelWarn, "mqtt stopping: the session still delivers at the shutdown timeout; the rest waits in it until this member returns",
+				"the gone member's session still delivers at the timeout, or the adoption ended; the rest waits in it, adopted again later", "timeout", l.Timeout)
 			return
 		}
 	}
+}
+
+// say logs stopping, or adopting when the consumer adopts a gone
+// member's session, with the group (and the member adopted).
+func (l *Leaving) say(level slog.Level, stopping, adopting string, args ...any) {
+	if l.Adopted == "" {
+		l.Log.Log(context.Background(), level, stopping, append([]any{"group", l.Group}, args...)...)
+		return
+	}
+	l.Log.Log(context.Background(), level, "mqtt adopting: "+adopting, append([]any{"group", l.Group}, args...)...)
 }
 
 // askLeave asks the store for leave, and marks the member leaving when
