@@ -55,7 +55,17 @@ func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg pro
 		return nil, err
 	}
 	mc.JoinShare, mc.QuitShare, mc.LeaveShare = share.join, share.quit, share.leave
-	return newMQTTSource(mqttprobe.Choice(cfg.MQTT.Protocol), mc, p, log)
+	if share.adopt == nil || !cfg.Store.Shared() {
+		return newMQTTSource(mqttprobe.Choice(cfg.MQTT.Protocol), mc, p, log)
+	}
+	one := &oneCaller{p: p}
+	src, err := newMQTTSource(mqttprobe.Choice(cfg.MQTT.Protocol), mc, one, log)
+	if err != nil {
+		return nil, err
+	}
+	ad := &adopter{group: share.group, store: share.adopt, every: share.claimTTL / 3, base: mc, proc: one,
+		ready: src.adopts, log: log, met: m.Adoptions(reg), returned: map[string]string{}}
+	return &adoptingSource{mqttSource: src, ad: ad}, nil
 }
 
 func jetStreamConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer) (jetstream.Config, error) {

@@ -21,6 +21,10 @@
 //     group on one shared store (PostgreSQL, Redis), a sequenced route and
 //     an id route, through a failover to an older standby, members killed,
 //     and the store's server killed and started again (TestGroupFailover);
+//   - a member of a group killed with SIGKILL while it holds its share of
+//     the group's subscription: the live member adopts its session and
+//     applies every message once, and a member returning during its
+//     adoption takes its session back (adopt_test.go);
 //   - a Sparkplug B edge node whose Will is its NDEATH: seq across 255 → 0
 //     with copies on both sides of the wrap while the broker is killed and
 //     restarted, a rebirth with the next bdSeq and swapped aliases with the

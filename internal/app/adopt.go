@@ -1,0 +1,227 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/metrics"
+	"github.com/replayguard/replayguard/source/mqtt"
+)
+
+// adopter adopts the MQTT sessions of the members of this member's share
+// group that are gone while the store records them as holding its
+// subscription (engine.ShareAdopter): a member killed, or lost with its
+// machine, cannot leave the group, and the broker would go on dealing it
+// its share of the group's messages, which would wait in its session until
+// it returns, and be dropped at the session's expiry. For each session it
+// claims, it connects with the gone member's client id (mqtt.Config.Adopt),
+// unsubscribes the group's filters, decides what the session delivers in
+// this member's engine, as its own deliveries, and records the member out
+// of the group once the session went quiet. A member that returns takes
+// its session back; its adoption is not tried again until it has
+// recorded its share again (under another lease holder) and is gone again.
+type adopter struct {
+	group string
+	store engine.ShareAdopter
+	every time.Duration // between rounds of claims: a third of a claim's TTL
+	base  mqtt.Config   // this member's consumer's configuration
+	proc  mqtt.Processor
+	// ready reports whether this member may adopt now: its own MQTT 5
+	// connection is up and subscribed.
+	ready func() bool
+	log   *slog.Logger
+	met   *metrics.Adoptions
+	// returned holds, by member, the lease holder of the share whose
+	// adoption that member's return ended; only Run's goroutine uses it.
+	returned map[string]string
+}
+
+// Run adopts, every third of a claim's TTL, the sessions the store lets
+// this member claim, one after the other, until ctx is done.
+func (a *adopter) Run(ctx context.Context) {
+	tick := time.NewTicker(a.every)
+	defer tick.Stop()
+	for {
+		if a.ready() {
+			a.round(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// round claims the sessions of gone members and adopts each.
+func (a *adopter) round(ctx context.Context) {
+	claimed, err := a.store.ClaimAdoptions(ctx, a.group)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("could not claim the sessions of the share group's gone members; trying again", "group", a.group, "err", err)
+		}
+		return
+	}
+	for _, ad := range claimed {
+		if ctx.Err() != nil {
+			return // Close releases the claims
+		}
+		switch {
+		case ad.ClientID == a.base.ClientID:
+			// Its connection would take this member's own session.
+			a.log.Warn("not adopting the session of a gone member of the share group: it has this member's own client id; give each member its own mqtt.client_id",
+				"adopted_member", ad.Member, "client_id", ad.ClientID)
+		case a.returned[ad.Member] != ad.Holder:
+			a.adopt(ctx, ad)
+		}
+		if err := a.store.ReleaseAdoption(context.WithoutCancel(ctx), ad.Member); err != nil {
+			a.log.Warn("could not release the claim of an adopted session: it runs out", "adopted_member", ad.Member, "err", err)
+		}
+	}
+}
+
+// adopt adopts one gone member's session, renewing the claims meanwhile.
+func (a *adopter) adopt(ctx context.Context, ad engine.Adoption) {
+	log := a.log.With("adopted_member", ad.Member, "client_id", ad.ClientID, "group", ad.Group)
+	var received atomic.Uint64
+	cfg := a.base
+	cfg.ClientID, cfg.Adopt, cfg.Adopted, cfg.CleanStart = ad.ClientID, true, ad.Member, false
+	cfg.JoinShare, cfg.QuitShare, cfg.LeaveShare = nil, nil, nil
+	cfg.Logger, cfg.Observer = log, a.met.Observer(&received)
+	c, err := mqtt.New(cfg, a.proc)
+	if err != nil {
+		log.Error("cannot adopt the session of a gone member of the share group", "err", err)
+		return
+	}
+	log.Warn("adopting the session of a member gone while it held the share group's subscription: its share is decided here, not left waiting in its session")
+	began := time.Now()
+	renewing := a.renewClaims(ctx, log)
+	err = c.Run(ctx)
+	renewing()
+	n := received.Load()
+	took := time.Since(began).Round(time.Millisecond)
+	switch {
+	case err == nil || errors.Is(err, mqtt.ErrNoSession):
+		a.adopted(ctx, log, ad, err != nil, n, took)
+	case errors.Is(err, mqtt.ErrTakenOver) || ctx.Err() == nil && a.memberBack(ctx, ad):
+		a.returned[ad.Member] = ad.Holder
+		a.met.Ended(metrics.AdoptionTakenOver)
+		log.Warn("adoption ended: the gone member returned and took its session back, with what was not acknowledged; not adopted again until it is gone again",
+			"messages", n, "took", took)
+	default:
+		a.met.Ended(metrics.AdoptionInterrupted)
+		log.Warn("adoption ended before the session went quiet: what it holds waits in it, and it is adopted again", "messages", n, "took", took, "err", err)
+	}
+}
+
+// memberBack reports whether ad's member is back, once the adopted
+// session's connection was lost: the store no longer hands its session
+// over as recorded, for the member took its lease again (which clears its
+// share) before it connected. Mosquitto 2.0.11 closes the connection of a
+// session another connection takes without saying why (no DISCONNECT
+// with reason 0x8E), so the store tells a member's return from a
+// connection lost otherwise.
+func (a *adopter) memberBack(ctx context.Context, ad engine.Adoption) bool {
+	claimed, err := a.store.ClaimAdoptions(ctx, a.group)
+	return err == nil && !slices.Contains(claimed, ad)
+}
+
+// adopted records ad's member out of the share group, its session
+// drained (or absent at the broker).
+func (a *adopter) adopted(ctx context.Context, log *slog.Logger, ad engine.Adoption, absent bool, n uint64, took time.Duration) {
+	outcome := metrics.AdoptionDrained
+	if absent {
+		outcome = metrics.AdoptionNoSession
+	}
+	a.met.Ended(outcome)
+	out, err := a.store.ShareAdopted(context.WithoutCancel(ctx), ad)
+	switch {
+	case err != nil:
+		log.Warn("adoption ended, but the store did not record the gone member out of the share group: its session is adopted again", "messages", n, "took", took, "err", err)
+	case absent:
+		log.Warn("adoption ended: the broker holds no session of the gone member, nothing of the group's waits for it; recorded out of the share group",
+			"recorded", out)
+	default:
+		log.Info("adoption ended: the gone member's session delivered nothing more of the share group; recorded out of the share group",
+			"messages", n, "took", took, "recorded", out)
+	}
+}
+
+// renewClaims renews this member's claims every a.every until the
+// returned function is called, which waits for it to stop.
+func (a *adopter) renewClaims(ctx context.Context, log *slog.Logger) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(a.every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := a.store.ClaimAdoptions(ctx, a.group); err != nil && ctx.Err() == nil {
+				log.Warn("could not renew the claim of the adopted session", "err", err)
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// adoptingSource is the member's own MQTT source with, beside it, the
+// adoption of the sessions of its share group's gone members.
+type adoptingSource struct {
+	*mqttSource
+	ad *adopter
+}
+
+// Run runs the source until ctx is done, and the adoptions until it
+// returns.
+func (s *adoptingSource) Run(ctx context.Context) error {
+	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.ad.Run(actx) })
+	err := s.mqttSource.Run(ctx)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// adopts reports whether the source runs over MQTT 5 and is ready: an
+// adopted session is resumed over MQTT 5 alone.
+func (s *mqttSource) adopts() bool {
+	c := s.cur.Load()
+	return c != nil && *c == source(s.v5) && s.v5.Ready()
+}
+
+// oneCaller passes the batches of the member's own consumer and of an
+// adopted session to p one call at a time: a Processor's calls must not
+// overlap.
+type oneCaller struct {
+	mu sync.Mutex
+	p  mqtt.Processor
+}
+
+func (o *oneCaller) Process(ctx context.Context, msgs []engine.Message) ([]engine.Decision, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.p.Process(ctx, msgs)
+}
+
+// Prepare decodes ahead of Process when p can: each consumer calls it
+// on its own goroutine, as the feeds of mqtt.feeds do.
+func (o *oneCaller) Prepare(msgs []engine.Message) {
+	if p, ok := o.p.(interface{ Prepare([]engine.Message) }); ok {
+		p.Prepare(msgs)
+	}
+}
