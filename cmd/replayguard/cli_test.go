@@ -259,20 +259,7 @@ func TestWhatAnActionDoesNotReadIsRefused(t *testing.T) {
 			}
 		})
 	}
-	// --token-name must name one of http.tokens, whichever way the command reads.
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokenFile := filepath.Join(filepath.Dir(cfg), "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(string(b), "http: {listen: 127.0.0.1:9780}",
-		"http:\n  listen: 127.0.0.1:9780\n  tokens:\n    - {name: ops, token_file: "+tokenFile+", role: operator}", 1)
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	withOperatorToken(t, cfg, "ops") // --token-name must name one of http.tokens, whichever way the command reads
 	if _, errs, code := cli(t, "", "audit", "export", "--from", "2", "--token-name", "ops", "--log-level", "error", "-c", cfg); code != exitOK {
 		t.Fatalf("audit export with the flags every action takes: exit %d\n%s", code, errs)
 	}

@@ -15,19 +15,7 @@ import (
 // says the command ran and failed.
 func TestAnUnknownTokenNameIsACommandLineMistake(t *testing.T) {
 	cfg := testConfig(t, "")
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokenFile := filepath.Join(filepath.Dir(cfg), "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(string(b), "http: {listen: 127.0.0.1:9780}",
-		"http:\n  listen: 127.0.0.1:9780\n  tokens:\n    - {name: j.doe, token_file: "+tokenFile+", role: operator}", 1)
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	withOperatorToken(t, cfg, "j.doe")
 	mustIngest(t, cfg, meterFeed(t, 0, 5))
 	held, err := embedded.Open(filepath.Join(filepath.Dir(cfg), "data"), embedded.Options{})
 	if err != nil {
@@ -56,5 +44,27 @@ func TestAnUnknownTokenNameIsACommandLineMistakeWhetherOrNotRunHoldsTheStore(t *
 			!strings.Contains(errs, "usage: replayguard "+args[0]) {
 			t.Errorf("%s --token-name nobody: exit %d, want %d with the usage line\n%s", strings.Join(args, " "), code, exitUsage, errs)
 		}
+	}
+}
+
+// withOperatorToken gives the configuration file cfg (testConfig's) one
+// http.tokens entry, an operator named name, its token in a file beside it.
+func withOperatorToken(t *testing.T, cfg, name string) {
+	t.Helper()
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(filepath.Dir(cfg), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), "http: {listen: 127.0.0.1:9780}",
+		"http:\n  listen: 127.0.0.1:9780\n  tokens:\n    - {name: "+name+", token_file: "+tokenFile+", role: operator}", 1)
+	if text == string(b) {
+		t.Fatal("the configuration has no http line to give a token")
+	}
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
