@@ -69,6 +69,9 @@ func (e *Engine) project(d *Delivery, ver Version, late bool) (changes []Change,
 	for i, ef := range d.route.effects {
 		name := d.entities[i]
 		if name == "" {
+			if n := d.unplacedNote(i, ef); n != "" {
+				note = joinReason(note, n)
+			}
 			continue
 		}
 		ent := e.entities[name]
@@ -113,6 +116,38 @@ func (e *Engine) project(d *Delivery, ver Version, late bool) (changes []Change,
 		}
 	}
 	return p.changes[start:len(p.changes):len(p.changes)], note
+}
+
+// unplacedNote says, for a decision's reason, that effect i was skipped
+// because its entity template names a field the message lacks, when the
+// message carries a value one of the effect's operations reads: that value
+// went nowhere. It returns "" when the effect had nothing to do anyway (a
+// route whose messages each name one of several entities).
+func (d *Delivery) unplacedNote(i int, ef effect) string {
+	carried := ""
+	for _, o := range ef.ops { // none for a sql or forward effect
+		if d.vals[o.src].kind != vAbsent {
+			carried = d.route.paths[o.src].text
+			break
+		}
+	}
+	if carried == "" {
+		return ""
+	}
+	for _, p := range ef.entity {
+		if p.src < 0 {
+			continue
+		}
+		if k := d.vals[p.src].kind; k == vAbsent || k == vNull {
+			what := "absent"
+			if k == vNull {
+				what = "null"
+			}
+			return fmt.Sprintf("effects[%d] not applied: its entity %q names %s, %s, and %s went nowhere",
+				i, d.route.Effects[i].Entity, d.route.paths[p.src].text, what, carried)
+		}
+	}
+	return ""
 }
 
 // addChange appends c to the batch's changes, those of the message being

@@ -55,6 +55,27 @@ func TestEffects(t *testing.T) {
 			t.Fatalf("state %s, want %s", got, want)
 		}
 	})
+	t.Run("a value whose effect names an absent or null field is said to go nowhere", func(t *testing.T) {
+		h := newHarness(t, engine.Options{})
+		ds := h.feed(inc("fd", "e1", 1, 1, `"incident_id":7,"casualty_delta":3`), // unit/{unit_id}: nothing to set
+			inc("fd", "e1", 1, 2, `"casualty_delta":5,"unit_id":"E7","unit_status":"x"`),
+			inc("fd", "e1", 1, 3, `"incident_id":null,"casualty_delta":2`),
+			inc("fd", "e1", 1, 4, `"unit_status":"y"`))
+		want := []string{
+			"",
+			`effects[0] not applied: its entity "incident/{incident_id}" names incident_id, absent, and casualty_delta went nowhere`,
+			`effects[0] not applied: its entity "incident/{incident_id}" names incident_id, null, and casualty_delta went nowhere`,
+			`effects[1] not applied: its entity "unit/{unit_id}" names unit_id, absent, and unit_status went nowhere`,
+		}
+		for i, d := range ds {
+			if d.Outcome != engine.Applied || d.Reason != want[i] {
+				t.Errorf("message %d: %s %q, want applied %q", i+1, d.Outcome, d.Reason, want[i])
+			}
+		}
+		if got, want := h.state(), `{"incident/7":{"casualties":3},"unit/E7":{"status":"x"}}`; got != want {
+			t.Fatalf("state %s, want %s", got, want)
+		}
+	})
 	t.Run("the failover story: replays do not double casualties nor flip the engine back", func(t *testing.T) {
 		h := newHarness(t, engine.Options{})
 		story := []engine.Message{
