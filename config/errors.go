@@ -142,6 +142,13 @@ func (ps *problems) dropAfter(start int) {
 	ps.list, ps.keys = list, keys
 }
 
+// reported reports whether a problem was added about f or a setting under
+// it (a value that could not be decoded, left empty): a check that reads f
+// would report that emptiness again, as another problem.
+func (ps *problems) reported(f field) bool {
+	return slices.ContainsFunc(ps.keys, func(k string) bool { return within(k, f.key) })
+}
+
 // within reports whether key is k or a setting under k.
 func within(key, k string) bool {
 	rest, ok := strings.CutPrefix(key, k)

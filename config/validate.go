@@ -295,14 +295,17 @@ func (r Route) checkIdentity(ps *problems, f field) {
 		}
 		dups[s] = true
 	}
+	// A sequence or id that could not be decoded was reported as such, and
+	// is empty here: it is not also missing.
+	badSequence, badID := ps.reported(f.dot("sequence")), ps.reported(f.dot("id"))
 	switch {
-	case r.Sequence == "" && r.ID == "":
+	case r.Sequence == "" && r.ID == "" && !badSequence && !badID:
 		ps.add(f, "neither sequence nor id is set: a route needs one to build an idempotency key")
 	case r.Sequence != "" && r.ID != "":
 		ps.add(f, "both sequence and id are set: the idempotency key would be ambiguous; "+
 			"drop id to deduplicate by (source, epoch, sequence), or drop sequence to deduplicate by id")
 	}
-	if r.Epoch != "" && r.Sequence == "" {
+	if r.Epoch != "" && r.Sequence == "" && !badSequence {
 		ps.add(f.dot("epoch"), "epoch is set without sequence: an epoch only orders sequences; drop epoch or set sequence")
 	}
 	for _, p := range []struct{ name, path string }{{"sequence", r.Sequence}, {"epoch", r.Epoch}, {"id", r.ID}} {
