@@ -364,7 +364,9 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 	out := make([]Decision, len(msgs))
 	r := e.reads(msgs, now)
 	// Not a batch its kind places (its rows are found while deciding), nor
-	// a recovery's (decided again as the journal holds it).
+	// a recovery's: what the store holds of a lost batch decided again must
+	// be its first deliveries (decideHalves), never those that touch no
+	// held row.
 	r.SkipHeld = round < skipRounds && e.unread == nil && len(msgs) > 1 && msgs[0].recovery == 0
 	var first, later []int // with rows held: the deliveries decided now, and after
 	err := w.updateWith(ctx, r, func(rows *Rows) {
@@ -385,7 +387,7 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 		return pick(msgs, first), pick(out, first)
 	})
 	switch {
-	case errors.Is(err, ErrLockTable) && len(msgs) > 1 && msgs[0].recovery == 0:
+	case errors.Is(err, ErrLockTable) && len(msgs) > 1:
 		w.halved, w.lockTable = w.halved+1, err
 		return w.decideHalves(ctx, msgs, now, round)
 	case errors.Is(err, ErrLockTable) && w.halved > 0:
@@ -441,8 +443,15 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 // first half, then the second, each read and locked on its own and split
 // again while it fails so. Each half holds about half the locks of new
 // rows, and the second follows the first whole, so deliveries that share
-// a source window, an entity or a key keep their order. Not a recovery's
-// batch, which the journal holds as one entry (sharedWindows.settled).
+// a source window, an entity or a key keep their order.
+//
+// A recovery's batch, one entry of the journal, is decided so too: each
+// part is journaled as a batch that decides again part of the lost one
+// (JournalEntry.Redecides), and a part commits only after every part
+// before it, so what the store holds of the lost batch, when a recovery
+// is cut short between parts, is always its first deliveries, as many as
+// those parts hold: a recovery taken up again decides the rest
+// (sharedWindows.settled).
 func (w *sharedWindows) decideHalves(ctx context.Context, msgs []Message, now time.Time, round int) ([]Decision, error) {
 	half := len(msgs) / 2
 	first, err := w.decideParts(ctx, msgs[:half], now, round)

@@ -385,23 +385,25 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 	first := e.tail.Position + 1
 	aged := e.staleBatch()
 	_, err = w.journal.Replay(l.from, func(je JournalEntry) error {
+		done := settled[je.Head] // its first deliveries the store holds a decision of
 		switch {
 		case len(je.Messages) == 0:
 			if je.Action != OutcomeRecovered && je.Action != OutcomeLossAccepted {
 				actions = append(actions, je.Action) // an operator's: not a delivery to decide again
 			}
 			return nil
-		case settled[je.Head]:
+		case done >= len(je.Messages):
 			before += len(je.Messages)
 			return nil
 		}
+		before += done
 		old := aged(je)
 		if old {
 			// Its keys may have left the key window: applying it again could
 			// apply a copy the store does hold (a replay another member
 			// applied meanwhile, whose key has left it too). Held, what is
 			// not a duplicate is not lost.
-			stale += len(je.Messages)
+			stale += len(je.Messages) - done
 			e.log.Error("a lost batch is older than window.ttl: decided again, each delivery held where it would be applied", "first", je.First, "last", je.Head.Position,
 				"time", je.Time, "key_time", je.KeyTime)
 		}
@@ -415,7 +417,7 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 			}
 		}
 		w.redeciding = je.Head
-		out, err := w.decideBatch(ctx, je.Messages)
+		out, err := w.decideBatch(ctx, je.Messages[done:])
 		w.redeciding = AuditHead{}
 		if err != nil {
 			return err
@@ -460,23 +462,34 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 	return nil
 }
 
-// settled returns the heads of the batches the journal holds after from
-// that a recovery must not decide again, as the store holds a decision of
-// their deliveries: a lost batch an earlier attempt of a recovery decided
-// again (JournalEntry.Redecides) on the store as it is now, which was cut
-// short before its end (the store failed again, the member was killed);
-// and each such decision made again, unless its lost batch is neither
-// decided again now nor held by the store (a later loss took it away: it
-// is then the only decision there is); and a batch the store holds as it
-// was first committed (a standby ahead of the recovery's start). Called
-// with e.mu held, the engine's tail at the store's head.
-func (w *sharedWindows) settled(ctx context.Context, from AuditHead) (map[AuditHead]bool, error) {
+// settled returns, for the batches the journal holds after from, how
+// many of each one's first deliveries a recovery must not decide again, as
+// the store holds a decision of them (all of a batch's, or none when it
+// is not named):
+//   - a lost batch an earlier attempt of a recovery decided again
+//     (JournalEntry.Redecides) on the store as it is now, which was cut
+//     short before its end (the store failed again, the member was
+//     killed): all of it, or, when that attempt decided it in parts
+//     (decideHalves) and the store holds only the first of them, the
+//     deliveries those parts decided. Parts commit in order, each after
+//     every one before it, so they are the lost batch's first deliveries,
+//     and the rest is decided again;
+//   - each such decision made again, unless its lost batch is neither
+//     decided again now nor held by the store (a later loss took it away:
+//     it is then the only decision there is);
+//   - a batch the store holds as it was first committed (a standby ahead
+//     of the recovery's start).
+//
+// Called with e.mu held, the engine's tail at the store's head.
+func (w *sharedWindows) settled(ctx context.Context, from AuditHead) (map[AuditHead]int, error) {
 	e := w.e
 	inRange := map[AuditHead]bool{}
+	sizes := map[AuditHead]int{} // the deliveries of each batch in range
 	var batches []AuditHead
 	var again [][2]AuditHead // a batch decided again, and the lost batch it decided
 	if _, err := w.journal.Replay(from, func(je JournalEntry) error {
 		inRange[je.Head] = true
+		sizes[je.Head] = len(je.Messages)
 		batches = append(batches, je.Head)
 		if je.Redecides.Position > 0 {
 			again = append(again, [2]AuditHead{je.Head, je.Redecides})
@@ -485,7 +498,8 @@ func (w *sharedWindows) settled(ctx context.Context, from AuditHead) (map[AuditH
 	}); err != nil {
 		return nil, err
 	}
-	settled := map[AuditHead]bool{}
+	settled := map[AuditHead]int{}
+	settle := func(h AuditHead) { settled[h] = sizes[h] }
 	type link struct{ same, archived bool }
 	links := map[AuditHead]link{}
 	read := func(h AuditHead) (link, error) {
@@ -520,9 +534,10 @@ func (w *sharedWindows) settled(ctx context.Context, from AuditHead) (map[AuditH
 			return nil, err
 		}
 		if l.same {
-			settled[h] = true
+			settle(h)
 		}
 	}
+	parts := map[AuditHead]int{} // of each lost batch, the deliveries its parts the store holds decided
 	for _, a := range again {
 		redone, lost := a[0], a[1]
 		ok, err := held(redone)
@@ -530,17 +545,25 @@ func (w *sharedWindows) settled(ctx context.Context, from AuditHead) (map[AuditH
 			return nil, err
 		}
 		if ok {
-			settled[redone], settled[lost] = true, true
+			settle(redone)
+			parts[lost] += sizes[redone]
 			continue
 		}
 		if inRange[lost] {
-			settled[redone] = true // its lost batch is decided now (or held)
+			settle(redone) // what the store does not hold of its lost batch is decided now (or held)
 			continue
 		}
 		if ok, err = held(lost); err != nil {
 			return nil, err
 		}
-		settled[redone] = ok
+		if ok {
+			settle(redone)
+		}
+	}
+	for lost, n := range parts {
+		if inRange[lost] {
+			settled[lost] = min(max(settled[lost], n), sizes[lost])
+		}
 	}
 	return settled, nil
 }
