@@ -117,7 +117,27 @@ func (c *groupClock) now(ttl time.Duration) (stamp, cutoff int64) {
 	c.anchor()
 	d := c.since(c.stamp.at)
 	suspended := max(c.wall().Round(0).Sub(c.stamp.at.Round(0))-d, 0) // the wall clock ran ahead of the monotonic
-	return c.stamp.after(d, 1) + int64(suspended), c.judge.after(c.since(c.judge.at), -1) - int64(ttl)
+	return c.stamp.after(d, 1) + int64(suspended), c.judged() - int64(ttl)
+}
+
+// judged is the clock keys are judged by, now: the latest reading's
+// bottom, advanced by the monotonic clock less the drift. Neither a step
+// of this member's wall clock nor a suspension moves it ahead.
+func (c *groupClock) judged() int64 { return c.judge.after(c.since(c.judge.at), -1) }
+
+// journalTime is the time a journal entry carries, and the journal's
+// retention runs by (JournalEntry.Time): where the store reads its
+// server's clock, the group's clock that keys are judged by, from the
+// reading the last batch took (the engine's load takes the first), so that
+// a step of this member's wall clock neither trims entries a recovery
+// still needs (a step forward) nor keeps them, and every entry after them,
+// for as long as the step (a step back); else the wall clock. Called with
+// e.mu held.
+func (e *Engine) journalTime() time.Time {
+	if e.group == nil {
+		return e.opts.Now()
+	}
+	return time.Unix(0, e.group.judged()).UTC()
 }
 
 // readGroupClock reads the group's key clock for the batch about to be

@@ -44,7 +44,12 @@ type JournalEntry struct {
 	Head AuditHead
 	// First is the position of the batch's first record.
 	First uint64
-	// Time is when the entry was appended, by this member's wall clock.
+	// Time is when the entry was appended: where the store reads its
+	// server's clock, by the group's clock (ServerClock, advanced by this
+	// process's monotonic clock between readings), which a step of this
+	// member's wall clock does not move; else by the wall clock. The
+	// journal's retention runs by it. Entries written before it was the
+	// group's carry the wall clock.
 	Time time.Time
 	// KeyTime is, for a batch, the group's clock (the store server's,
 	// ServerClock) its keys were stamped by: a recovery judges by it

@@ -117,3 +117,95 @@ func TestARecoveryJudgesALostBatchsAgeByTheGroupsClock(t *testing.T) {
 		})
 	}
 }
+
+// TestTheJournalsRetentionRunsByTheGroupsClock: a member's journal trims
+// its entries by the clock a recovery judges their batches by, the
+// group's, not by the member's wall clock. Each batch closes its segment
+// here, as 64 MB segments close every few seconds at a high rate. After a
+// step of the wall clock forward by hours, a batch a moment old is still
+// in the journal when the store loses it, and is decided again, not left
+// for an operator to accept as lost; after a step back, the entries from
+// before the step, which by the wall clock look newer than every later
+// one, still leave once the retention has passed by the group's clock,
+// and so do those after them: the journal does not keep every entry for
+// as long as the step.
+func TestTheJournalsRetentionRunsByTheGroupsClock(t *testing.T) {
+	const ttl = 15 * time.Minute
+	type member struct {
+		sc   *serverClocked
+		e    *engine.Engine
+		j    *journal.Journal
+		g    *memory.Group
+		step *atomic.Int64
+	}
+	open := func(t *testing.T) member {
+		ctx := context.Background()
+		mb := member{g: memory.NewGroup(0, 0), step: &atomic.Int64{}}
+		wall := func() time.Time { return time.Now().Add(time.Duration(mb.step.Load())) }
+		m, err := mb.g.Open("m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mb.sc = &serverClocked{Member: m}
+		mb.sc.read(time.Now())
+		if mb.j, err = journal.Open(t.TempDir(), journal.Options{Retention: ttl, SegmentBytes: 1, Now: wall}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mb.j.Close() })
+		mb.e, err = engine.New(ctx, mb.sc, engine.Options{Routes: []engine.Route{meterRoute}, StoreName: "memory", TTL: ttl, Journal: mb.j, Now: wall})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mb.e.Close() })
+		return mb
+	}
+	decide := func(t *testing.T, e *engine.Engine, id string) {
+		t.Helper()
+		ds, err := e.Process(context.Background(), []engine.Message{meter("m1", id, "0.25")})
+		if err != nil || ds[0].Outcome != engine.Applied {
+			t.Fatalf("%s: %+v, %v; want applied", id, ds, err)
+		}
+	}
+
+	t.Run("a batch a moment old is kept, and recovered, after the wall clock stepped forward", func(t *testing.T) {
+		ctx := context.Background()
+		mb := open(t)
+		decide(t, mb.e, "r-1")
+		replica := mb.g.Checkpoint()
+		decide(t, mb.e, "r-2")
+		mb.step.Store(int64(2 * time.Hour))
+		decide(t, mb.e, "r-3")
+		mb.g.FailOver(replica) // r-2 and r-3, acknowledged to the broker, are lost
+		if err := mb.e.CheckStore(ctx); err != nil {
+			t.Fatalf("CheckStore after the failover: %v", err)
+		}
+		st, err := mb.e.ReadState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.Name == "meter/m1" && s.Fields.Get("kwh").Num != "0.75" {
+				t.Fatalf("after the recovery meter/m1 kwh = %s, want 0.75: three readings, each applied once", s.Fields.Get("kwh").Num)
+			}
+		}
+	})
+
+	t.Run("entries leave once the retention has passed by the group's clock after the wall clock stepped back", func(t *testing.T) {
+		mb := open(t)
+		decide(t, mb.e, "r-1")
+		mb.step.Store(int64(-2 * time.Hour))
+		for i, id := range []string{"r-2", "r-3"} {
+			// A little more than the retention passes, on every clock.
+			passed := time.Duration(i+1) * (ttl + time.Minute)
+			mb.step.Store(int64(-2*time.Hour + passed))
+			mb.sc.read(time.Now().Add(passed)) // the lease renewal's reading
+			decide(t, mb.e, id)
+		}
+		// r-1 is older than the retention by the group's clock when r-2 is
+		// appended, and r-2 when r-3 is.
+		uncovered, err := mb.j.Replay(engine.AuditHead{}, nil)
+		if err != nil || uncovered != (engine.Span{From: 1, To: 2}) {
+			t.Fatalf("the journal no longer holds positions %v (%v); want 1..2, older than the retention by the group's clock", uncovered, err)
+		}
+	})
+}

@@ -731,7 +731,7 @@ func (w *sharedWindows) journalBatch(b *Batch, msgs []Message, decided []Decisio
 	if w.journal == nil || len(b.Audit) == 0 {
 		return nil
 	}
-	je := JournalEntry{Kind: JournalBatch, Head: e.tail, First: b.Audit[0].Position, Time: e.opts.Now(), Messages: msgs}
+	je := JournalEntry{Kind: JournalBatch, Head: e.tail, First: b.Audit[0].Position, Time: e.journalTime(), Messages: msgs}
 	if e.group != nil {
 		je.KeyTime = time.Unix(0, e.keyStamp).UTC() // the stamp of the batch's keys
 	}

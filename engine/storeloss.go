@@ -270,7 +270,7 @@ func (w *sharedWindows) recoverLoss(ctx context.Context, l *StoreLoss, head Audi
 		// written there would make it hold another record at l.Known.
 		if again, err := e.compare(ctx, head, l.Known); err == nil && again == nil {
 			if l.marked {
-				if err := w.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: head, Time: e.opts.Now()}); err != nil {
+				if err := w.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: head, Time: e.journalTime()}); err != nil {
 					return e.recoveryFailed(l, err)
 				}
 			}
@@ -356,7 +356,7 @@ func (w *sharedWindows) markRecovery(l *StoreLoss) error {
 	if l.marked {
 		return nil
 	}
-	m := JournalEntry{Kind: JournalRecoveryStart, Head: l.from, Lost: l.Known, Time: w.e.opts.Now()}
+	m := JournalEntry{Kind: JournalRecoveryStart, Head: l.from, Lost: l.Known, Time: w.e.journalTime()}
 	if l.accepted {
 		m.Action = OutcomeLossAccepted
 	}
@@ -451,7 +451,7 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 		e.appendAudit(&r)
 	}, nil, nil)
 	if err == nil {
-		err = w.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: e.tail, Time: e.opts.Now()})
+		err = w.journal.Append(JournalEntry{Kind: JournalRecoveryDone, Head: e.tail, Time: e.journalTime()})
 	}
 	if err != nil {
 		return e.recoveryFailed(l, err)

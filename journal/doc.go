@@ -14,7 +14,9 @@
 // Segments are files of length-prefixed, CRC-checked records; one that
 // grows past Options.SegmentBytes or a quarter of the retention is closed,
 // and closed segments whose newest record is older than the retention are
-// deleted. A crash during an append leaves a torn record, which Open cuts
+// deleted. Ages are measured by the records' own times, on the clock the
+// engine gives them (the group's, on a store that reads its server's
+// clock), never by this process's wall clock. A crash during an append leaves a torn record, which Open cuts
 // off: that batch was never acknowledged.
 //
 // Concurrency: a Journal is safe for concurrent use; appends are serialised.

@@ -37,7 +37,11 @@ type Options struct {
 	// appended; a segment leaves once its newest entry is older. Default
 	// DefaultRetention. It bounds what a store failover can lose and still
 	// be recovered: keep it above the longest a failover takes to be
-	// noticed.
+	// noticed. It is measured by the entries' own times
+	// (engine.JournalEntry.Time): a segment leaves when an entry appended
+	// is more than Retention after its newest, whatever clock the entries
+	// carry (the engine's is the group's, on a store that reads its
+	// server's clock).
 	Retention time.Duration
 	// SegmentBytes is the size at which a segment is closed and the next
 	// begun; segments older than Retention are deleted whole. Default
@@ -45,7 +49,8 @@ type Options struct {
 	SegmentBytes int64
 	// Logger receives trims and torn tails. Default: discard.
 	Logger *slog.Logger
-	// Now is the clock; default time.Now.
+	// Now is the time given to an entry appended without one; default
+	// time.Now.
 	Now func() time.Time
 	// ReadOnly opens an existing journal to read it while its member may
 	// be appending to it (audit verify): nothing is created, cut off or
@@ -305,15 +310,16 @@ func (j *Journal) Append(e engine.JournalEntry) error {
 	j.add(ent)
 	s.size += int64(len(j.buf))
 	if s.size >= j.opts.SegmentBytes || e.Time.Sub(s.begun) >= j.opts.Retention/4 {
-		j.rollOver()
+		j.rollOver(e.Time)
 	}
 	return nil
 }
 
-// rollOver begins the next segment after a full one. The entries are
+// rollOver begins the next segment after a full one, and trims the
+// journal as of now, the time of the entry appended last. The entries are
 // synced already: a segment that cannot be begun (a full disk) is logged
 // and the full one appended to meanwhile, never an append that fails.
-func (j *Journal) rollOver() {
+func (j *Journal) rollOver(now time.Time) {
 	full := j.f
 	if err := j.roll(); err != nil {
 		j.log.Warn("journal: cannot begin a new segment; appending to the full one meanwhile", "err", err)
@@ -322,7 +328,7 @@ func (j *Journal) rollOver() {
 	if err := full.Close(); err != nil {
 		j.log.Warn("journal: close a full segment", "err", err)
 	}
-	j.trim()
+	j.trim(now)
 }
 
 // valid rejects an entry that would not decode when read back: Open would
@@ -366,15 +372,17 @@ func (j *Journal) firstOf(i int) int {
 }
 
 // trim deletes the oldest segments whose newest entry is older than the
-// retention, keeping the one appended to and the one before it, the one
-// that holds the newest batch (markers may have followed it), and every
-// one while a recovery is unfinished: it reads batches from before its
-// start marker.
-func (j *Journal) trim() {
+// retention as of now, keeping the one appended to and the one before it,
+// the one that holds the newest batch (markers may have followed it), and
+// every one while a recovery is unfinished: it reads batches from before
+// its start marker. now is the newest entry's time, not this process's
+// clock: the entries' times are all on one clock, the one the engine
+// gives them.
+func (j *Journal) trim(now time.Time) {
 	if j.pending != nil {
 		return
 	}
-	cutoff := j.opts.Now().Add(-j.opts.Retention)
+	cutoff := now.Add(-j.opts.Retention)
 	keep := len(j.segs) - 2
 	for i := len(j.index) - 1; i >= 0; i-- {
 		if j.index[i].Kind == engine.JournalBatch {
