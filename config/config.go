@@ -205,7 +205,8 @@ type Route struct {
 	// Kind is how payloads are read: json (JSON, fields by dotted path) or
 	// sparkplug (Eclipse Sparkplug B protobuf on spBv1.0/... topics, whose
 	// source, sequence and epoch are implied and whose paths are
-	// metrics.<Name>, timestamp, seq and topic[N]). Default json.
+	// metrics.<Name>, timestamp.<Name>, is_historical.<Name>, timestamp,
+	// seq and topic[N]). Default json.
 	Kind string `yaml:"kind,omitempty"`
 	// Topic is an MQTT topic filter. Required.
 	Topic string `yaml:"topic"`

@@ -39,15 +39,21 @@ var sparkplugTypes = strings.Join(sptopic.Types, ", ")
 
 // checkSparkplugPath reports p unless a sparkplug route can read it:
 // metrics.<Name> (the name is the rest, '.', '/' and spaces included),
-// timestamp, seq, or topic[N].
+// timestamp.<Name>, is_historical.<Name>, timestamp, seq, or topic[N].
 func checkSparkplugPath(ps *problems, f field, p, filter string) bool {
 	switch {
 	case strings.HasPrefix(p, "topic["):
 		return checkPath(ps, f, p, filter)
-	case p == "timestamp", p == "seq", strings.HasPrefix(p, "metrics.") && len(p) > len("metrics."):
+	case p == "timestamp", p == "seq":
 		return true
 	}
-	ps.add(f, "%q: a sparkplug route reads metrics.<Name> (like metrics.Energy), timestamp, seq or topic[N]", p)
+	for _, root := range []string{"metrics.", "timestamp.", "is_historical."} {
+		if strings.HasPrefix(p, root) && len(p) > len(root) {
+			return true
+		}
+	}
+	ps.add(f, "%q: a sparkplug route reads metrics.<Name> (like metrics.Energy), timestamp.<Name> and is_historical.<Name> "+
+		"(that metric's own timestamp and flag), timestamp, seq or topic[N]", p)
 	return false
 }
 

@@ -15,6 +15,9 @@ func TestSparkplugRoutes(t *testing.T) {
 		{"a sparkplug route with metric effects is accepted",
 			"routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/plant/+/#\n    effects:\n" +
 				"      - entity: \"meter/{topic[3]}/{topic[4]}\"\n        set: {kwh: metrics.Energy, state: \"metrics.Node Control/Rebirth\", at: timestamp}\n        add: {n: seq}", nil},
+		{"a sparkplug route reading a metric's own timestamp and flag is accepted",
+			"routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/plant/+/#\n    effects:\n" +
+				"      - entity: \"meter/{topic[3]}\"\n        set: {at: timestamp.Energy, stored: \"is_historical.Node Control/Rebirth\"}", nil},
 		{"a sparkplug route that sets its identity is told it is implied",
 			"routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/#\n    source: [a]\n    sequence: seq",
 			[]string{r + ".source: a sparkplug route must not set source: source, sequence and epoch are implied (source [group, edge] from the topic, sequence the payload's seq, epoch the edge's session from bdSeq); drop it",
@@ -24,7 +27,7 @@ func TestSparkplugRoutes(t *testing.T) {
 			[]string{r + `.topic: topic "plant/#": a sparkplug route's topic is under spBv1.0/, like spBv1.0/plant/+/# (spBv1.0/{group}/{type}/{edge}[/{device}])`}},
 		{"a sparkplug route reading a json path is refused",
 			"routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/#\n    effects: [{entity: m, set: {kwh: kwh}}]",
-			[]string{r + `.effects[0].set.kwh: "kwh": a sparkplug route reads metrics.<Name> (like metrics.Energy), timestamp, seq or topic[N]`}},
+			[]string{r + `.effects[0].set.kwh: "kwh": a sparkplug route reads metrics.<Name> (like metrics.Energy), timestamp.<Name> and is_historical.<Name> (that metric's own timestamp and flag), timestamp, seq or topic[N]`}},
 		{"a sparkplug route whose topic names a command type is refused",
 			"routes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/plant/NCMD/#",
 			[]string{r + `.topic: topic "spBv1.0/plant/NCMD/#": message type "NCMD" is not one a sparkplug route decides (NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH; ` +

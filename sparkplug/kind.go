@@ -19,9 +19,10 @@ const Namespace = sptopic.Namespace
 // engine.RouteKind): a route's source is the edge node ([group, edge]),
 // its epoch the edge's session (from bdSeq, and its rebirths), its
 // sequence seq unwrapped in that epoch, and its paths metrics.<Name>,
-// timestamp, seq and topic[N]. A message's identity depends on the edge's
-// committed session, so it is placed at decide time; what cannot be
-// placed is held. The zero value is ready; it is safe for concurrent use.
+// timestamp.<Name>, is_historical.<Name>, timestamp, seq and topic[N]. A
+// message's identity depends on the edge's committed session, so it is
+// placed at decide time; what cannot be placed is held. The zero value is
+// ready; it is safe for concurrent use.
 type RouteKind struct{}
 
 var _ engine.RouteKind = RouteKind{}
@@ -29,17 +30,25 @@ var _ engine.RouteKind = RouteKind{}
 // Kind returns KindSparkplug.
 func (RouteKind) Kind() string { return KindSparkplug }
 
-// ParsePath parses a path of a sparkplug route: metrics.<Name> (the name
-// is the whole rest, '.' and '/' included), timestamp or seq.
+// ParsePath parses a path of a sparkplug route: metrics.<Name> (a
+// metric's value; the name is the whole rest, '.' and '/' included),
+// timestamp.<Name> (its own timestamp), is_historical.<Name> (its flag),
+// timestamp (the payload's) or seq.
 func (RouteKind) ParsePath(p string) ([]string, error) {
-	if name, ok := strings.CutPrefix(p, "metrics."); ok && name != "" {
-		return []string{"metrics", name}, nil
+	for _, root := range metricPaths {
+		if name, ok := strings.CutPrefix(p, root+"."); ok && name != "" {
+			return []string{root, name}, nil
+		}
 	}
 	if p == "timestamp" || p == "seq" {
 		return []string{p}, nil
 	}
-	return nil, fmt.Errorf("bad sparkplug path %q: a sparkplug route reads metrics.<Name>, timestamp, seq or topic[N]", p)
+	return nil, fmt.Errorf("bad sparkplug path %q: a sparkplug route reads metrics.<Name>, timestamp.<Name>, is_historical.<Name>, timestamp, seq or topic[N]", p)
 }
+
+// metricPaths are the first segments of the paths that read a metric,
+// named by the rest: its value, its own timestamp, its is_historical flag.
+var metricPaths = []string{"metrics", "timestamp", "is_historical"}
 
 // Compile checks what a sparkplug route must and must not set: no
 // identity, and a topic filter under Namespace whose type level is a

@@ -875,44 +875,65 @@ func (sp *spMessage) contentDigest() engine.Hash {
 const historicalCode = 0x80
 
 // pathValue is the value of one path of the route: the payload's
-// timestamp or seq, or a metric: its last value in the payload, and when
-// the payload carries it more than once (an edge forwarding what it
-// stored during an outage) or flagged historical, each of them and which
-// are historical (engine.Placement.SetReadings).
+// timestamp or seq, or what it reads of a metric (metricField): of its last
+// occurrence in the payload, and when the payload carries it more than once
+// (an edge forwarding what it stored during an outage) or flagged
+// historical, of each of them in order, with which are historical
+// (engine.Placement.SetReadings). A metric's value, timestamp and flag
+// are read alike, so a sql effect run once for each of a metric's values
+// takes each with its own timestamp and flag.
 func (sp *spMessage) pathValue(segs []string) (engine.Value, []engine.Reading) {
-	switch segs[0] {
-	case "timestamp":
-		if sp.p.HasTimestamp {
-			n, _ := engine.NumberValue(strconv.FormatUint(sp.p.Timestamp, 10))
-			return n, nil
-		}
-	case "seq":
-		if sp.seqRaw >= 0 {
-			n, _ := engine.NumberValue(strconv.FormatInt(sp.seqRaw, 10))
-			return n, nil
-		}
-	default:
-		n, last := 0, -1
-		for i := range sp.metrics {
-			if sp.metrics[i].name == segs[1] {
-				n, last = n+1, i
+	if len(segs) == 1 {
+		switch segs[0] {
+		case "timestamp":
+			if sp.p.HasTimestamp {
+				n, _ := engine.NumberValue(strconv.FormatUint(sp.p.Timestamp, 10))
+				return n, nil
+			}
+		case "seq":
+			if sp.seqRaw >= 0 {
+				n, _ := engine.NumberValue(strconv.FormatInt(sp.seqRaw, 10))
+				return n, nil
 			}
 		}
-		switch {
-		case n == 0:
-			return engine.Value{}, nil
-		case n == 1 && !sp.metrics[last].hist:
-			return sp.metrics[last].val, nil
-		}
-		rs := make([]engine.Reading, 0, n) // a store-and-forward payload's: rare
-		for i := range sp.metrics {
-			if r := &sp.metrics[i]; r.name == segs[1] {
-				rs = append(rs, engine.Reading{Value: r.val, Historical: r.hist})
-			}
-		}
-		return sp.metrics[last].val, rs
+		return engine.Value{}, nil
 	}
-	return engine.Value{}, nil
+	n, last := 0, -1
+	for i := range sp.metrics {
+		if sp.metrics[i].name == segs[1] {
+			n, last = n+1, i
+		}
+	}
+	switch {
+	case n == 0:
+		return engine.Value{}, nil
+	case n == 1 && !sp.metrics[last].hist:
+		return sp.metricField(segs[0], last), nil
+	}
+	rs := make([]engine.Reading, 0, n) // a store-and-forward payload's: rare
+	for i := range sp.metrics {
+		if r := &sp.metrics[i]; r.name == segs[1] {
+			rs = append(rs, engine.Reading{Value: sp.metricField(segs[0], i), Historical: r.hist})
+		}
+	}
+	return sp.metricField(segs[0], last), rs
+}
+
+// metricField is what a path whose first segment is root (metricPaths)
+// reads of metric i: its value, its own timestamp (absent when it has
+// none), or its is_historical flag.
+func (sp *spMessage) metricField(root string, i int) engine.Value {
+	switch root {
+	case "metrics":
+		return sp.metrics[i].val
+	case "timestamp":
+		if mt := &sp.p.Metrics[i]; mt.HasTimestamp {
+			n, _ := engine.NumberValue(strconv.FormatUint(mt.Timestamp, 10))
+			return n
+		}
+		return engine.Value{}
+	}
+	return engine.BoolValue(sp.metrics[i].hist)
 }
 
 // appendField appends s, length-prefixed, as the engine's digests do.

@@ -31,7 +31,7 @@ func TestASparkplugRouteIsRefused(t *testing.T) {
 		{"outside the namespace", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug, Topic: "plant/#"}},
 			Kinds: []engine.RouteKind{sparkplug.RouteKind{}}}, "is under spBv1.0/"},
 		{"when it reads a json path", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug, Topic: "spBv1.0/#",
-			Effects: []engine.EffectSpec{{Entity: "m", Set: map[string]string{"k": "kwh"}}}}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}}, "reads metrics.<Name>, timestamp, seq or topic[N]"},
+			Effects: []engine.EffectSpec{{Entity: "m", Set: map[string]string{"k": "kwh"}}}}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}}, "reads metrics.<Name>, timestamp.<Name>, is_historical.<Name>, timestamp, seq or topic[N]"},
 		{"when its topic names the host applications' NCMD", memory.New(), engine.Options{Routes: []engine.Route{{Name: "p", Kind: sparkplug.KindSparkplug,
 			Topic: "spBv1.0/plant/NCMD/#"}}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}},
 			`topic "spBv1.0/plant/NCMD/#": message type "NCMD" is not one a sparkplug route decides (NBIRTH, NDATA, NDEATH, DBIRTH, DDATA, DDEATH; ` +
