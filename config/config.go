@@ -252,7 +252,10 @@ type Effect struct {
 	// transaction on the postgres store. Default none.
 	SQL string `yaml:"sql,omitempty"`
 	// Args fill the statement's parameters in order: payload paths,
-	// topic[N], or @key, @route, @topic, @sequence, @epoch. Default none.
+	// topic[N], or @key, @route, @topic, @sequence, @epoch. A statement
+	// whose message carries several values of a path it reads (a
+	// Sparkplug metric sent more than once) runs once for each. Default
+	// none.
 	Args []string `yaml:"args,omitempty"`
 	// Forward publishes the original bytes downstream after the commit,
 	// carrying the idempotency key. Default none.

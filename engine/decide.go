@@ -55,7 +55,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		if m.Feed != "" {
 			e.fedBy(d, m.Feed)
 		}
-		e.external(m, d, now)
+		if n := e.external(m, d, now); n != "" {
+			note = joinReason(note, n)
+		}
 	}
 	if ref != 0 {
 		why := dec.Reason
@@ -225,18 +227,28 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, keyApplied bool, re
 
 // external adds the sql statements and outbox entries of an effective
 // message to the pending batch; its audit record comes next, at
-// e.tail.Position+1.
-func (e *Engine) external(m *Message, d *Delivery, now time.Time) {
+// e.tail.Position+1. note is what they add to the decision's reason: a sql
+// effect run once for each of several values of a path.
+func (e *Engine) external(m *Message, d *Delivery, now time.Time) (note string) {
 	r := d.route
 	if r.sqls == 0 && r.forwards == 0 {
-		return
+		return ""
 	}
 	pos := e.tail.Position + 1
 	b := &e.pending.batch
 	for i, ef := range r.effects {
 		switch {
 		case ef.sql != nil:
-			b.SQL = append(b.SQL, SQLStatement{Key: d.key, Route: r.Name, Effect: i, SQL: ef.sql.stmt, Args: sqlArgs(ef.sql, d, m.Topic)})
+			runs, paths, _ := d.sqlRuns(ef.sql) // checked when placed (checkRuns)
+			if runs == 1 {
+				b.SQL = append(b.SQL, SQLStatement{Key: d.key, Route: r.Name, Effect: i, SQL: ef.sql.stmt, Args: sqlArgs(ef.sql, d, m.Topic, 0, 1)})
+				continue
+			}
+			for j := range runs {
+				b.SQL = append(b.SQL, SQLStatement{Key: d.key, Route: r.Name, Effect: i, SQL: ef.sql.stmt,
+					Args: sqlArgs(ef.sql, d, m.Topic, j, runs), Run: j + 1, Runs: runs})
+			}
+			note = joinReason(note, d.sqlRunsNote(i, runs, paths))
 		case ef.fwd != nil && d.targets[i] != "":
 			b.Outbox = append(b.Outbox, OutboxEntry{ID: OutboxID(pos, ef.fwd.index), Output: ef.fwd.output,
 				Target: d.targets[i], Route: r.Name, Topic: m.Topic, Source: cloneStrings(d.source), Key: d.key,
@@ -250,6 +262,7 @@ func (e *Engine) external(m *Message, d *Delivery, now time.Time) {
 				"field", r.absentField(ef.fwd, d.vals), "topic", m.Topic, "key", d.key.String())
 		}
 	}
+	return note
 }
 
 // source returns the window of d's (route, source), creating it.

@@ -122,9 +122,14 @@ func (p *Placement) SetValues(read func(segs []string) Value) error {
 // message's order (nil otherwise). An add takes every one of them, each
 // once, historical or not, and a max or a min the highest or the lowest.
 // A set takes the last that is not historical; when all are, it sets
-// nothing, as for an absent value, and the decision's reason says so.
-// Everything else (an entity name, a sql argument, a forward's target)
-// reads the value read returns. Each path's readings are copied before the
+// nothing, as for an absent value, and the decision's reason says so. A
+// sql effect runs once for each value of the path its arguments read, in
+// order, each run taking one of them (paths with several values each, as
+// many, are taken together: value j of each in run j; a message whose
+// paths of one statement carry different numbers of them is malformed),
+// and the reason says how many times it ran. Everything else (an entity
+// name, a forward's target, a sql argument of a path read once) reads the
+// value read returns. Each path's readings are copied before the
 // next path is read: a kind may reuse their slice.
 func (p *Placement) SetReadings(read func(segs []string) (Value, []Reading)) error {
 	d := p.d
@@ -153,6 +158,9 @@ func (p *Placement) SetReadings(read func(segs []string) (Value, []Reading)) err
 			if err := r.checkValue(rd.path, rd.v); err != nil {
 				return err
 			}
+		}
+		if err := d.checkRuns(); err != nil {
+			return err
 		}
 	}
 	return d.entityNames(p.topic)

@@ -41,6 +41,11 @@ type SQLStatement struct {
 	Effect int
 	SQL    string
 	Args   []SQLArg
+	// Run is which of the effect's runs for its message this is, from 1,
+	// of Runs: a message that carries several values of a path the
+	// statement reads (SetReadings) runs it once for each, in the
+	// message's order. Both are 0 for a statement run once.
+	Run, Runs int
 }
 
 // SQLArg is one argument of a statement, with its JSON meaning kept.
@@ -498,13 +503,19 @@ func (d *Delivery) checkMeta() string {
 	return ""
 }
 
-// sqlArgs renders a statement's arguments for decision dec of d.
-func sqlArgs(s *sqlEffect, d *Delivery, topic string) []SQLArg {
+// sqlArgs renders a statement's arguments for d: for run j (from 0) of a
+// statement run once for each of the several values d carries of a path
+// it reads (sqlRuns), each such path's value j, and every other
+// argument's value.
+func sqlArgs(s *sqlEffect, d *Delivery, topic string, run, runs int) []SQLArg {
 	out := make([]SQLArg, len(s.args))
 	for i, a := range s.args {
 		switch a.meta {
 		case "":
 			v := d.vals[a.src]
+			if runs > 1 && d.readings(a.src) == runs {
+				v = d.reading(a.src, run)
+			}
 			switch v.kind {
 			case vNumber:
 				out[i] = SQLArg{Kind: ArgNumber, Text: strings.Clone(v.text)}
@@ -530,4 +541,94 @@ func sqlArgs(s *sqlEffect, d *Delivery, topic string) []SQLArg {
 		}
 	}
 	return out
+}
+
+// sqlRuns is how many times sql effect s runs for d: once, or, when d
+// carries several values of a path s reads (SetReadings: a Sparkplug
+// payload holding a metric more than once, as an edge forwarding what it
+// stored sends it), once for each. paths are the arguments' paths that
+// carry them. Two such paths that carry different numbers of values
+// cannot be run together: err says so (checkRuns makes that delivery
+// malformed before it is decided).
+func (d *Delivery) sqlRuns(s *sqlEffect) (runs int, paths []int, err error) {
+	runs = 1
+	if d.more == nil || len(*d.more) == 0 {
+		return runs, nil, nil
+	}
+	for _, a := range s.args {
+		if a.meta != "" || slices.Contains(paths, a.src) {
+			continue
+		}
+		n := d.readings(a.src)
+		switch {
+		case n < 2:
+		case len(paths) == 0:
+			runs, paths = n, append(paths, a.src)
+		case n != runs:
+			r := d.route
+			return 0, nil, fmt.Errorf("%s carries %d values and %s %d: which of them one run of the statement takes together cannot be told",
+				r.paths[paths[0]].text, runs, r.paths[a.src].text, n)
+		default:
+			paths = append(paths, a.src)
+		}
+	}
+	return runs, paths, nil
+}
+
+// checkRuns refuses a delivery whose values no sql effect of its route can
+// be run with (sqlRuns).
+func (d *Delivery) checkRuns() error {
+	if d.route.sqls == 0 || d.more == nil || len(*d.more) == 0 {
+		return nil
+	}
+	for i, ef := range d.route.effects {
+		if ef.sql == nil {
+			continue
+		}
+		if _, _, err := d.sqlRuns(ef.sql); err != nil {
+			return malformed("sql effects[%d]: %v", i, err)
+		}
+	}
+	return nil
+}
+
+// readings is how many values d carries of path i (SetReadings): 0 when
+// it carries it at most once, and not flagged historical.
+func (d *Delivery) readings(i int) int {
+	n := 0
+	if d.more != nil {
+		for _, r := range *d.more {
+			if r.path == i {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// reading is value j (from 0) of those d carries of path i.
+func (d *Delivery) reading(i, j int) value {
+	for _, r := range *d.more {
+		if r.path == i {
+			if j == 0 {
+				return r.v
+			}
+			j--
+		}
+	}
+	return value{} // j within readings(i); unreachable
+}
+
+// sqlRunsNote says, for a decision's reason, that sql effect i ran runs
+// times, once for each value of paths.
+func (d *Delivery) sqlRunsNote(i, runs int, paths []int) string {
+	names := make([]string, len(paths))
+	for j, p := range paths {
+		names[j] = d.route.paths[p].text
+	}
+	list := names[len(names)-1]
+	if len(names) > 1 {
+		list = strings.Join(names[:len(names)-1], ", ") + " and " + list
+	}
+	return fmt.Sprintf("sql effects[%d] ran %d times, once for each value of %s", i, runs, list)
 }

@@ -357,7 +357,16 @@ func refusal(st *engine.SQLStatement, err error) string {
 	if pe == nil {
 		return ""
 	}
-	return fmt.Sprintf("sql effects[%d]: SQLSTATE %s: %s", st.Effect, pe.Code, words(pe))
+	return fmt.Sprintf("sql effects[%d]%s: SQLSTATE %s: %s", st.Effect, runText(st), pe.Code, words(pe))
+}
+
+// runText names which of its message's runs st is, when its effect ran
+// more than once for the message (engine.SQLStatement.Run), else "".
+func runText(st *engine.SQLStatement) string {
+	if st.Runs == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (run %d of %d)", st.Run, st.Runs)
 }
 
 // messageFault returns the server's error when err is the fault of the
