@@ -24,7 +24,10 @@ func FuzzDecode(f *testing.F) {
 		edge.DeviceBirth("pump", c.next(), meterMetrics), edge.Death(c.next()), stored} {
 		f.Add(m.Payload, uint8(0))
 	}
-	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{plantRoute}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}})
+	route := plantRoute // and what a route reads of a metric beside its value
+	route.Effects = append(append([]engine.EffectSpec(nil), plantRoute.Effects...), engine.EffectSpec{Entity: "stamp/{topic[3]}",
+		Set: map[string]string{"at": "timestamp.Temperature", "stored": "is_historical.Temperature"}, Max: map[string]string{"latest": "timestamp.Energy"}})
+	e, err := engine.New(context.Background(), memory.New(), engine.Options{Routes: []engine.Route{route}, Kinds: []engine.RouteKind{sparkplug.RouteKind{}}})
 	if err != nil {
 		f.Fatal(err)
 	}
