@@ -29,7 +29,7 @@ func (e Effect) checkSQL(ps *problems, f field, r Route) {
 				ps.add(af, "%s: route %q has no %s", a, r.Name, a[1:])
 			}
 		default:
-			checkPath(ps, af, a, r.Topic)
+			checkRoutePath(ps, af, a, r)
 		}
 	}
 	if w := sqltext.TransactionControl(e.SQL); w != "" {
@@ -67,9 +67,9 @@ func (fw Forward) check(ps *problems, f field, r Route) {
 				"each copy carries its route, source and key in its headers (Replayguard-Route, Replayguard-Source, Idempotency-Key)")
 		}
 	case fw.Topic != "":
-		checkForwardTemplate(ps, f.dot("topic"), fw.Topic, r.Topic, "+#")
+		checkForwardTemplate(ps, f.dot("topic"), fw.Topic, r, "+#")
 	default:
-		if checkForwardTemplate(ps, f.dot("nats"), fw.NATS, r.Topic, " \t\r\n*>") && emptyToken(fw.NATS) {
+		if checkForwardTemplate(ps, f.dot("nats"), fw.NATS, r, " \t\r\n*>") && emptyToken(fw.NATS) {
 			// NATS refuses every subject rendered from it: each message
 			// of the route would be malformed.
 			ps.add(f.dot("nats"), "template %q makes an empty subject token (\"..\", or a \".\" at either end), "+
@@ -99,7 +99,7 @@ func emptyToken(t string) bool {
 // checkForwardTemplate checks a topic or subject template: {topic} is the
 // message's topic, other placeholders are paths; its literal text may not
 // hold a wildcard. It reports whether the template's braces balance.
-func checkForwardTemplate(ps *problems, f field, t, filter, wild string) bool {
+func checkForwardTemplate(ps *problems, f field, t string, r Route, wild string) bool {
 	rest := t
 	for rest != "" {
 		open := strings.IndexByte(rest, '{')
@@ -120,7 +120,7 @@ func checkForwardTemplate(ps *problems, f field, t, filter, wild string) bool {
 			return false
 		}
 		if name := rest[open+1 : open+end]; name != "topic" {
-			checkPath(ps, f, name, filter)
+			checkRoutePath(ps, f, name, r)
 		}
 		rest = rest[open+end+1:]
 	}

@@ -5,6 +5,10 @@ import (
 	"testing"
 )
 
+// sparkplugPaths is what lint says a sparkplug route reads.
+const sparkplugPaths = `a sparkplug route reads metrics.<Name> (like metrics.Energy), timestamp.<Name> and is_historical.<Name> ` +
+	`(that metric's own timestamp and flag), timestamp, seq or topic[N]`
+
 func TestSparkplugRoutes(t *testing.T) {
 	r := "routes[0] (plant)"
 	cases := []struct {
@@ -42,6 +46,17 @@ func TestSparkplugRoutes(t *testing.T) {
 		{"an unknown kind is refused",
 			"routes:\n  - name: plant\n    kind: avro\n    topic: a/#\n    source: [a]\n    id: i",
 			[]string{r + `.kind: kind "avro" is not json or sparkplug`}},
+		{"a sparkplug route whose sql argument, entity or forward names a json path is refused, as the engine refuses it at start",
+			"store: {kind: postgres, url: 'postgres://h/db'}\nroutes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/plant/#\n    effects:\n" +
+				"      - {sql: 'INSERT INTO r (m, kwh) VALUES ($$1, $$2)', args: ['topic[3]', kwh]}\n" +
+				"      - {entity: 'meter/{meter}', set: {kwh: metrics.Energy}}\n      - forward: {topic: 'clean/{meter}'}",
+			[]string{r + `.effects[0].args[1]: "kwh": ` + sparkplugPaths, r + `.effects[1].entity: "meter": ` + sparkplugPaths,
+				r + `.effects[2].forward.topic: "meter": ` + sparkplugPaths}},
+		{"a sparkplug route whose sql argument, entity and forward name what it reads is accepted",
+			"store: {kind: postgres, url: 'postgres://h/db'}\nroutes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/plant/#\n    effects:\n" +
+				"      - {sql: 'INSERT INTO r (m, at, kwh, s) VALUES ($$1, $$2, $$3, $$4)', args: ['topic[3]', timestamp.Energy, metrics.Energy, is_historical.Energy]}\n" +
+				"      - {entity: 'meter/{topic[3]}/{metrics.Serial}', set: {kwh: metrics.Energy}}\n      - forward: {topic: 'clean/{topic[3]}/{metrics.Line}'}",
+			nil},
 		{"a sparkplug route on a shared store is accepted",
 			"store: {kind: postgres, url: 'postgres://h/db'}\nroutes:\n  - name: plant\n    kind: sparkplug\n    topic: spBv1.0/#\n    effects: [{entity: m, add: {kwh: metrics.Energy}}]",
 			nil},

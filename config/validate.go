@@ -348,7 +348,6 @@ func levelProblem(p Path, filter string) string {
 }
 
 func (e Effect) check(ps *problems, f field, r Route) {
-	filter := r.Topic
 	projection := e.Entity != "" || len(e.Add)+len(e.Set)+len(e.Max)+len(e.Min) > 0
 	kinds := 0
 	for _, set := range []bool{projection, e.SQL != "" || len(e.Args) > 0, e.Forward != nil} {
@@ -367,7 +366,7 @@ func (e Effect) check(ps *problems, f field, r Route) {
 		e.Forward.check(ps, f.dot("forward"), r)
 		return
 	}
-	e.checkEntity(ps, f.dot("entity"), filter)
+	e.checkEntity(ps, f.dot("entity"), r)
 	owner := map[string]string{}
 	count := 0
 	for _, op := range e.ops() {
@@ -385,13 +384,7 @@ func (e Effect) check(ps *problems, f field, r Route) {
 				ps.add(ff, "the payload path is empty")
 				continue
 			}
-			var valid bool
-			if r.Kind == RouteSparkplug {
-				valid = checkSparkplugPath(ps, ff, op.fields[name], filter)
-			} else {
-				valid = checkPath(ps, ff, op.fields[name], filter)
-			}
-			if valid && op.name != "set" && topicLevel(op.fields[name]) {
+			if valid := checkRoutePath(ps, ff, op.fields[name], r); valid && op.name != "set" && topicLevel(op.fields[name]) {
 				ps.add(ff, "%q is a topic level, which is text, and %s takes a JSON number: every message with that level would be malformed; "+
 					"name a payload field holding the number, or use set to keep the level as text", op.fields[name], op.name)
 			}
@@ -402,7 +395,7 @@ func (e Effect) check(ps *problems, f field, r Route) {
 	}
 }
 
-func (e Effect) checkEntity(ps *problems, f field, filter string) {
+func (e Effect) checkEntity(ps *problems, f field, r Route) {
 	if e.Entity == "" {
 		ps.add(f, "entity is empty: name the entity, like \"meter/{topic[1]}\"")
 		return
@@ -413,8 +406,19 @@ func (e Effect) checkEntity(ps *problems, f field, filter string) {
 		return
 	}
 	for _, p := range t.Paths() {
-		if msg := levelProblem(p, filter); msg != "" {
+		if msg := levelProblem(p, r.Topic); msg != "" {
 			ps.add(f, "placeholder {%s} %s", p, msg)
+		} else if r.Kind == RouteSparkplug && !p.Topic {
+			checkSparkplugPath(ps, f, p.String(), r.Topic)
 		}
 	}
+}
+
+// checkRoutePath reports p unless route r can read it: a path of its
+// kind (checkSparkplugPath for a sparkplug route), or topic[N].
+func checkRoutePath(ps *problems, f field, p string, r Route) bool {
+	if r.Kind == RouteSparkplug {
+		return checkSparkplugPath(ps, f, p, r.Topic)
+	}
+	return checkPath(ps, f, p, r.Topic)
 }
