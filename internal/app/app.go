@@ -318,10 +318,15 @@ type auditHeadReader interface {
 // AuditHead reads the chain head of a single-owner store's log: alone
 // where the store can, else from a snapshot of its whole state.
 func (a *App) AuditHead(ctx context.Context) (engine.AuditHead, error) {
-	if h, ok := a.Store.(auditHeadReader); ok {
+	return auditHead(ctx, a.Store)
+}
+
+// auditHead reads the chain head of s, a single-owner store.
+func auditHead(ctx context.Context, s engine.Store) (engine.AuditHead, error) {
+	if h, ok := s.(auditHeadReader); ok {
 		return h.AuditHead(ctx)
 	}
-	snap, err := a.Store.Load(ctx)
+	snap, err := s.Load(ctx)
 	if err != nil {
 		return engine.AuditHead{}, err
 	}

@@ -103,44 +103,50 @@ func (t *Tool) Lineages(ctx context.Context, opts report.LineageOptions, archive
 
 // storeRecords is the whole audit log of s: a shared store's every chain
 // merged by time, or a single-owner store's log; each from the archive dir
-// ("": none) where retention moved its oldest records; and where
-// retention left each chain beginning in the store (nil: none trimmed).
+// ("": none) where retention moved its oldest records; where retention
+// left each chain beginning in the store (nil: none trimmed); and the
+// chain heads the store keeps, read before the records (nil: none read),
+// which each chain must reach.
 // A shared store holding records outside every chain it lists
 // (audit.CheckStray) is an error matching audit.ErrBroken: what is read
 // without them would be a part of the log.
-func storeRecords(ctx context.Context, s engine.Store, archive string) (iter.Seq2[engine.AuditRecord, error], map[string]engine.AuditHead, error) {
+func storeRecords(ctx context.Context, s engine.Store, archive string) (iter.Seq2[engine.AuditRecord, error], map[string]engine.AuditHead, map[string]engine.AuditHead, error) {
 	if cs := s.Capabilities().Chains; cs != nil {
 		if err := audit.CheckStray(ctx, cs); err != nil {
-			return nil, nil, fmt.Errorf("%w; a lineage read without them would be a part of one", err)
+			return nil, nil, nil, fmt.Errorf("%w; a lineage read without them would be a part of one", err)
 		}
 		bases, err := trimmedChains(ctx, s) // before the chains: a base only moves up
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		recs, _, err := report.Chains(ctx, cs, archiveReader(archive))
-		return recs, bases, err
+		recs, heads, err := report.Chains(ctx, cs, archiveReader(archive))
+		return recs, bases, heads, err
 	}
 	var bases map[string]engine.AuditHead
 	if tr := s.Capabilities().Trim; tr != nil {
 		base, err := tr.AuditBase(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if base.Position > 0 {
 			bases = map[string]engine.AuditHead{"": base}
 		}
 	}
-	return report.Records(ctx, s, archiveReader(archive)), bases, nil
+	head, err := auditHead(ctx, s)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return report.Records(ctx, s, archiveReader(archive)), bases, map[string]engine.AuditHead{"": head}, nil
 }
 
 // StoreLineages reads the lineages of opts.Entities from s and the
 // archive dir ("": none): what the daemon's API serves.
 func StoreLineages(ctx context.Context, s engine.Store, archive string, opts report.LineageOptions) ([]*report.Lineage, error) {
-	recs, bases, err := storeRecords(ctx, s, archive)
+	recs, bases, heads, err := storeRecords(ctx, s, archive)
 	if err != nil {
 		return nil, err
 	}
-	opts.Bases = bases
+	opts.Bases, opts.Heads = bases, heads
 	return report.Lineages(recs, opts)
 }
 

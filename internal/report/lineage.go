@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/engine"
 )
 
@@ -31,6 +32,12 @@ type LineageOptions struct {
 	// read) is an error, as a chain that begins past position 1 is. Nil:
 	// no chain is known to be trimmed.
 	Bases map[string]engine.AuditHead
+	// Heads are the chain heads the store keeps, by member ("" on a
+	// single-owner store), read before the records: each chain must be
+	// read up to its head at least, and its record there must be the one
+	// the head names, or the lineage would be read from a log whose tail
+	// was removed. Nil: no head is checked.
+	Heads map[string]engine.AuditHead
 }
 
 // Lineage is one entity's history as the audit log holds it: every decision
@@ -151,7 +158,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 	}
 	byKey := map[engine.Hash][]ref{}
 	var read LineageRead
-	var chains chainsRead
+	chains := chainsRead{hashed: true, heads: opts.Heads}
 	withEffects := map[string]bool{} // chains that have had a record with effects
 	for r, err := range records {
 		if err != nil {
@@ -188,6 +195,9 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 		}
 	}
 	if err := chains.reached(opts.Bases); err != nil {
+		return nil, err
+	}
+	if err := chains.atHeads(); err != nil {
 		return nil, err
 	}
 	if len(byKey) > 0 {
@@ -266,11 +276,15 @@ func (l *Lineage) drop(n int) {
 // chainsRead follows the chains of a scan: each must begin at position 1,
 // skip none and link each record to the one before it (an archive that is
 // another store's does not), or the lineage would be a part of one, or
-// another's.
+// another's. With hashed, each record's content must match its hash, or
+// the lineage would show what was altered; with heads, each chain must
+// reach its head (atHeads).
 type chainsRead struct {
-	last map[string]engine.AuditHead // each chain's last record read
-	n    uint64                      // records read
-	past map[string]bool             // the chains read past LineageOptions.At
+	last   map[string]engine.AuditHead // each chain's last record read
+	n      uint64                      // records read
+	past   map[string]bool             // the chains read past LineageOptions.At
+	hashed bool
+	heads  map[string]engine.AuditHead
 }
 
 // pastAt reports whether r, the record next read, comes after at (zero:
@@ -311,6 +325,16 @@ func (c *chainsRead) next(r *engine.AuditRecord) (uint64, error) {
 	case ok && r.Prev != prev.Hash:
 		return 0, fmt.Errorf("%s breaks at position %d: it does not link to the record at position %d (%w): an archive of another store, or a broken chain; audit verify --archive names it",
 			chainName(r.Member), r.Position, prev.Position, ErrChainBroken)
+	case !ok && r.Position == 1 && !r.Prev.IsZero():
+		return 0, unsound(r.Member, 1, "prev does not match the previous record's hash")
+	}
+	if c.hashed {
+		if h, err := engine.ChainHash(*r); err != nil || h != r.Hash {
+			return 0, unsound(r.Member, r.Position, "hash does not match the record's content (altered)")
+		}
+	}
+	if h, ok := c.heads[r.Member]; ok && r.Position == h.Position && r.Hash != h.Hash {
+		return 0, unsound(r.Member, r.Position, fmt.Sprintf("the last record's hash does not match the chain head at position %d", h.Position))
 	}
 	c.last[r.Member] = engine.AuditHead{Position: r.Position, Hash: r.Hash}
 	c.n++
@@ -328,6 +352,24 @@ func (c *chainsRead) reached(bases map[string]engine.AuditHead) error {
 		}
 	}
 	return nil
+}
+
+// atHeads checks that each chain was read up to the head the store keeps
+// for it at least: a log whose tail was removed would give a shorter
+// lineage.
+func (c *chainsRead) atHeads() error {
+	for _, m := range slices.Sorted(maps.Keys(c.heads)) {
+		if h, last := c.heads[m], c.last[m].Position; last < h.Position {
+			return unsound(m, last+1, fmt.Sprintf("log ends at position %d but the chain head is at %d", last, h.Position))
+		}
+	}
+	return nil
+}
+
+// unsound is the error of a lineage read from member's chain, broken at
+// position for reason: the words audit verify says it with.
+func unsound(member string, position uint64, reason string) error {
+	return fmt.Errorf("%w; a lineage read from it would show a log that is not the one written", &audit.BrokenError{Position: position, Member: member, Reason: reason})
 }
 
 // entityEffects returns r's effects on each of the entities, those on

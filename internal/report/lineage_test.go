@@ -289,7 +289,7 @@ func TestALineageWithPositionsMissingIsAnError(t *testing.T) {
 			recs = append(recs, engine.AuditRecord{Position: p, Member: "m1", Outcome: "applied",
 				Effects: []engine.Change{{Entity: "meter/a", Field: "kwh", Op: "add", Value: json.RawMessage("1"), After: json.RawMessage("1")}}})
 		}
-		return recs
+		return sealed(recs)
 	}
 	for name, c := range map[string]struct {
 		recs []engine.AuditRecord
@@ -308,6 +308,17 @@ func TestALineageWithPositionsMissingIsAnError(t *testing.T) {
 	}
 }
 
+// sealed links recs into a chain, each after the one before it, as a
+// store writes them: a lineage reads records whose hashes match.
+func sealed(recs []engine.AuditRecord) []engine.AuditRecord {
+	var prev engine.Hash
+	for i := range recs {
+		engine.Seal(&recs[i], prev)
+		prev = recs[i].Hash
+	}
+	return recs
+}
+
 // A key applied twice (its window entry expired in between) has a change
 // each time; a later duplicate belongs to the later change alone, and
 // counts once. An entity named twice is one lineage.
@@ -320,7 +331,7 @@ func TestADuplicateBelongsToTheLastChangeOfItsKey(t *testing.T) {
 		}
 		return r
 	}
-	recs := []engine.AuditRecord{rec(1, "applied", true), rec(2, "duplicate", false), rec(3, "applied", true), rec(4, "duplicate", false)}
+	recs := sealed([]engine.AuditRecord{rec(1, "applied", true), rec(2, "duplicate", false), rec(3, "applied", true), rec(4, "duplicate", false)})
 	ls, err := report.Lineages(report.Scanned(scan(recs)), report.LineageOptions{Entities: []string{"meter/a", "meter/a"}})
 	if err != nil {
 		t.Fatal(err)
