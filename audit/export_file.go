@@ -180,6 +180,9 @@ func scanJSONL(r io.Reader, fn func(engine.AuditRecord) error) (uint64, error) {
 		if err := missingField(sc.Bytes(), &rec); err != nil {
 			return n, &LineError{Line: line, After: last, Err: err}
 		}
+		if err := checkKeys(sc.Bytes()); err != nil {
+			return n, &BrokenError{Position: rec.Position, Member: rec.Member, Reason: fmt.Sprintf("line %d: %v", line, err)}
+		}
 		if err := fn(rec); err != nil {
 			return n, err
 		}
