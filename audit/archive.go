@@ -289,7 +289,8 @@ func readSegment(path string, m Manifest, fn func(engine.AuditRecord) error) err
 	}
 	defer f.Close()
 	sum := sha256.New()
-	if _, err := io.Copy(sum, f); err != nil {
+	size, err := io.Copy(sum, f)
+	if err != nil {
 		return err
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != m.SHA256 {
@@ -309,6 +310,11 @@ func readSegment(path string, m Manifest, fn func(engine.AuditRecord) error) err
 		if !errors.As(err, &b) {
 			err = &BrokenError{Position: m.First + n, Member: m.Member, Reason: fmt.Sprintf("segment %s: %v", m.Segment, err)}
 		}
+		return err
 	}
-	return err
+	if size != m.Bytes { // its records whole: the manifest was edited
+		return &BrokenError{Position: m.First, Member: m.Member,
+			Reason: fmt.Sprintf("segment %s is %d bytes, its manifest says %d: the manifest was altered", m.Segment, size, m.Bytes)}
+	}
+	return nil
 }

@@ -249,6 +249,15 @@ func TestVerifyWithArchiveCatchesTampering(t *testing.T) {
 		brokenAt(t, err, 2501, "found position 5001 where 2501 should be")
 	})
 
+	t.Run("a manifest whose segment size was edited is caught", func(t *testing.T) {
+		f, dir := archived(t)
+		m := manifest(t, dir, 5001)
+		m.Bytes += 100_000 // the segment and every other word of its manifest as sealed
+		writeManifest(t, dir, m)
+		_, err := f.verify(t, dir)
+		brokenAt(t, err, 5001, m.Segment, "bytes, its manifest says")
+	})
+
 	t.Run("a manifest that does not seal its segment's last record is caught", func(t *testing.T) {
 		f, dir := archived(t)
 		m := manifest(t, dir, 7501)
