@@ -240,7 +240,8 @@ func (s *Store) scanChain(ctx context.Context, member string, from uint64, fn fu
 				first, _ := strconv.ParseUint(starts[i], 10, 64)
 				return from, errBatchGone{first}
 			}
-			if from, err = scanRecords(ctx, member, v, from, fn); err != nil {
+			first, _ := strconv.ParseUint(starts[i], 10, 64)
+			if from, err = scanRecords(ctx, member, first, v, from, fn); err != nil {
 				return from, err
 			}
 		}
@@ -258,17 +259,28 @@ const chainBatches = 8
 // scanRecords decodes one batch's records, one JSON a line, and calls fn
 // with those at or after from; it returns the position after the last one
 // fn was called with (from when none). A record before from is passed
-// over by its position, which begins its line, undecoded.
-func scanRecords(ctx context.Context, member, blob string, from uint64, fn func(engine.AuditRecord) error) (uint64, error) {
+// over by its position, which begins its line, undecoded. The batch is
+// stored under first, its first record's position, and holds its records
+// in position order: a line before first, or not after the line before
+// it (a line added to the batch), is out of its place, an error, never a
+// record passed over that no reader of the chain would see.
+func scanRecords(ctx context.Context, member string, first uint64, blob string, from uint64, fn func(engine.AuditRecord) error) (uint64, error) {
+	prev := uint64(0) // the position of the batch's line before
 	for line := range strings.SplitSeq(blob, "\n") {
-		if pos, ok := linePosition(line); ok && pos < from {
-			continue
-		}
+		pos, ok := linePosition(line)
 		var r engine.AuditRecord
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			return from, fmt.Errorf("redis store: decode an audit record of %q: %w", member, err)
+		if !ok || pos >= from {
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				return from, fmt.Errorf("redis store: decode an audit record of %q: %w", member, err)
+			}
+			pos = r.Position
 		}
-		if r.Position < from {
+		if pos < first || (prev != 0 && pos <= prev) {
+			return from, fmt.Errorf("redis store: the audit chain of %q holds a record at position %d out of its place, in the batch of positions %d on (after position %d)",
+				member, pos, first, prev)
+		}
+		prev = pos
+		if pos < from {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
