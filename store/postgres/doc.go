@@ -64,7 +64,11 @@
 // (SharedStats' AsyncReplication then reports it). Every Update and Commit
 // is bounded by Options.CommitTimeout: a commit that waits for a
 // synchronous standby that never answers fails with an error that says so,
-// and that the commit may or may not have happened.
+// and that the commit may or may not have happened. Each new connection of a
+// member's handle also sets client_connection_check_interval (PostgreSQL 14
+// and later), so that the server ends a session whose member has gone
+// while its statement waits, rather than leaving it to hold the member's
+// rows for as long as the lock it waits for is held.
 //
 // The schema is the numbered migrations in migrations/, NNN_name.up.sql
 // files embedded in the build as River keeps its own: Open applies those a

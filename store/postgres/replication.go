@@ -80,6 +80,8 @@ func (r replication) refusal(where string, allow bool) error {
 // again: a standby, or a primary whose standbys stream asynchronously
 // (unless Options.AllowAsyncReplication), is refused and the connection
 // not used. A refusal after Open is kept as the last error and logged.
+// It then makes the session check, while a statement runs, that the member
+// is still connected (checkClient).
 func (s *Store) afterConnect(ctx context.Context, c *pgx.Conn) error {
 	var r replication
 	err := c.QueryRow(ctx, replicationQuery).Scan(&r.standbyNames, &r.syncCommit, &r.streaming, &r.hidden, &r.inRecovery)
@@ -94,7 +96,7 @@ func (s *Store) afterConnect(ctx context.Context, c *pgx.Conn) error {
 		return refusedConn{err}
 	}
 	s.noteReplication(r)
-	return nil
+	return checkClient(ctx, c)
 }
 
 // refusedConn is afterConnect's refusal of a connection, which Open and
