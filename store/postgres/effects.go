@@ -106,6 +106,22 @@ func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStateme
 	return s.runSQLSavepoints(ctx, tx, rest, re.keys, false)
 }
 
+// reopenAfterTimeout has the pool's connections opened again when err is
+// a statement cancelled by statement_timeout (57014) or lock_timeout
+// (55P03). Such a batch is retried until the statement runs in time, and
+// the timeouts a connection has are those of the role and the database
+// when it was opened (ALTER ROLE … SET statement_timeout): on the
+// connections it had, an operator's raised or removed timeout would never
+// reach the retries, and the feed would stay stopped until run is
+// restarted. Opened again, each connection takes the settings as they are
+// now. The connections in use are closed as they are released.
+func (s *Store) reopenAfterTimeout(err error) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "57014" || pe.Code == "55P03") {
+		s.pool.Reset()
+	}
+}
+
 // sqlMode is how runSQL finds refused messages; the benchmark compares
 // them.
 type sqlMode uint8

@@ -71,7 +71,9 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		if err := s.write(ctx, tx, b, head, nil); err != nil {
 			return err
 		}
-		return s.runSQL(ctx, tx, b.SQL, false, false)
+		err = s.runSQL(ctx, tx, b.SQL, false, false)
+		s.reopenAfterTimeout(err)
+		return err
 	})
 	err = s.timedOut(ctx, err)
 	n := 0
@@ -173,6 +175,7 @@ func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide 
 		return 0, 0, err
 	}
 	if err := s.runSQL(ctx, tx, b.SQL, len(rows.Refused) > 0, checkEach); err != nil {
+		s.reopenAfterTimeout(err)
 		return 0, 0, err
 	}
 	return len(b.Audit), len(rows.Held.Sources) + len(rows.Held.Entities), nil
