@@ -39,8 +39,9 @@
 // after the writes found the batch's keys this member's: one round trip
 // more, in one pipeline behind a savepoint, each statement prepared once
 // per connection, every argument sent as text for the server to parse. A
-// statement failing with SQLSTATE class 22, 23 or 54, or with an exception
-// a trigger raised (P0001, P0004), is its message's fault:
+// statement failing with SQLSTATE class 20, 21, 22, 23 or 54, or with an
+// exception a trigger raised (P0001 to P0004, or a code of a class the
+// server does not define), is its message's fault:
 // the transaction is rolled back and the batch decided again with that
 // message quarantined (Rows.Refused), its other refusals found first with a
 // savepoint per message; any other failure commits nothing and is returned.

@@ -390,22 +390,42 @@ func runText(st *engine.SQLStatement) string {
 // SQLSTATE class 22 (data exception: a value that does not fit, a bad
 // cast), 23 (integrity constraint violation: the user's unique key, a
 // check) or 54 (program limit exceeded: a value too large for its index),
-// or an exception the user's trigger or function raised (P0001
-// raise_exception, P0004 assert_failure: its author's refusal of the row).
-// Retried, any of them would fail the same way and hold up the feed.
-// Preparing the statement is not running it: a statement that fails to
-// prepare is no message's fault.
+// 20 or 21 (a CASE the value matched no branch of, a subquery or an upsert
+// that met two rows where the statement allows one), or an exception the
+// user's trigger or function raised: P0001 raise_exception and P0004
+// assert_failure (its author's refusal of the row), P0002 and P0003 (a
+// SELECT INTO STRICT the message's values found no row, or several, for),
+// and any code of a class PostgreSQL does not define (RAISE … USING
+// ERRCODE = 'RG001': a code of the function's own, which only its author
+// raises). Retried, any of them would fail the same way and hold up the
+// feed. Preparing the statement is not running it: a statement that fails
+// to prepare is no message's fault.
 func messageFault(err error) *pgconn.PgError {
 	var pp pgx.ErrPreprocessingBatch
 	var pe *pgconn.PgError
-	if errors.As(err, &pp) || !errors.As(err, &pe) {
+	if errors.As(err, &pp) || !errors.As(err, &pe) || len(pe.Code) != 5 {
 		return nil
 	}
-	switch class := pe.Code[:min(2, len(pe.Code))]; {
-	case class == "22", class == "23", class == "54", pe.Code == "P0001", pe.Code == "P0004":
+	switch class := pe.Code[:2]; {
+	case class == "20", class == "21", class == "22", class == "23", class == "54",
+		pe.Code == "P0001", pe.Code == "P0002", pe.Code == "P0003", pe.Code == "P0004":
+		return pe
+	case !serverClasses[class]:
 		return pe
 	}
 	return nil
+}
+
+// serverClasses are the SQLSTATE classes PostgreSQL defines (its manual,
+// "PostgreSQL Error Codes"); a code of any other class was raised by the
+// user's own code.
+var serverClasses = map[string]bool{
+	"00": true, "01": true, "02": true, "03": true, "08": true, "09": true, "0A": true, "0B": true,
+	"0F": true, "0L": true, "0P": true, "0Z": true, "20": true, "21": true, "22": true, "23": true,
+	"24": true, "25": true, "26": true, "27": true, "28": true, "2B": true, "2D": true, "2F": true,
+	"34": true, "38": true, "39": true, "3B": true, "3D": true, "3F": true, "40": true, "42": true,
+	"44": true, "53": true, "54": true, "55": true, "57": true, "58": true, "72": true, "F0": true,
+	"HV": true, "P0": true, "XX": true,
 }
 
 // words are the server's message and its detail.

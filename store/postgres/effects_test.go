@@ -71,13 +71,18 @@ func (x *sqlSetup) process(msgs ...engine.Message) []engine.Decision {
 
 // readingsDDL is the user's table of meter readings, with a unique
 // constraint of its own on serial, a row that holds serial "taken", and a
-// trigger of the user's that raises an exception for serial "recalled".
+// trigger of the user's that raises an exception for serial "recalled",
+// one with a SQLSTATE of its own for serial "unlisted", and finds no row
+// in a SELECT INTO STRICT for serial "unknown".
 const readingsDDL = `CREATE TABLE {app}.readings (
 		msg_id text NOT NULL, meter text NOT NULL, kwh numeric(4,2), serial text UNIQUE, at timestamptz);
 	INSERT INTO {app}.readings (msg_id, meter, kwh, serial) VALUES ('seed', 'm0', 0, 'taken');
 	CREATE FUNCTION {app}.refuse_recalled() RETURNS trigger LANGUAGE plpgsql AS $$
+		DECLARE found text;
 		BEGIN
 			IF NEW.serial = 'recalled' THEN RAISE EXCEPTION 'meter % is recalled', NEW.meter; END IF;
+			IF NEW.serial = 'unlisted' THEN RAISE EXCEPTION 'meter % is not on the list', NEW.meter USING ERRCODE = 'RG001'; END IF;
+			IF NEW.serial = 'unknown' THEN SELECT meter INTO STRICT found FROM {app}.readings WHERE serial = 'none'; END IF;
 			RETURN NEW;
 		END $$;
 	CREATE TRIGGER refuse_recalled BEFORE INSERT ON {app}.readings FOR EACH ROW EXECUTE FUNCTION {app}.refuse_recalled()`
@@ -212,9 +217,13 @@ func testDeferredConstraint(t *testing.T, url string, mode postgres.SQLMode) {
 
 func testRefused(t *testing.T, x *sqlSetup) {
 	var msgs []engine.Message
-	for i := range 10 {
+	for i := range 12 {
 		kwh, extra := "0.25", ""
 		switch i {
+		case 10:
+			extra = `,"serial":"unlisted"` // the user's trigger raises a code of its own: RG001
+		case 11:
+			extra = `,"serial":"unknown"` // the user's trigger finds no row: P0002
 		case 3:
 			extra = `,"serial":"taken"` // the user's unique constraint: 23505
 		case 6:
@@ -230,11 +239,13 @@ func testRefused(t *testing.T, x *sqlSetup) {
 	}
 	ds := x.process(msgs...)
 	want := map[int]string{
-		3: `sql effects[1]: SQLSTATE 23505: duplicate key value violates unique constraint "readings_serial_key" (Key (serial)=(taken) already exists.)`,
-		6: `sql effects[1]: SQLSTATE 22003: numeric field overflow (A field with precision 4, scale 2 must round to an absolute value less than 10^2.)`,
-		8: `sql effects[1]: SQLSTATE 22007: invalid input syntax for type timestamp with time zone: "not a time"`,
-		1: `sql effects[1]: SQLSTATE 54000: index row size 3016 exceeds btree version 4 maximum 2704 for index "readings_serial_key" (Index row references tuple (…) in relation "readings".)`,
-		5: `sql effects[1]: SQLSTATE P0001: meter m1 is recalled`,
+		3:  `sql effects[1]: SQLSTATE 23505: duplicate key value violates unique constraint "readings_serial_key" (Key (serial)=(taken) already exists.)`,
+		6:  `sql effects[1]: SQLSTATE 22003: numeric field overflow (A field with precision 4, scale 2 must round to an absolute value less than 10^2.)`,
+		8:  `sql effects[1]: SQLSTATE 22007: invalid input syntax for type timestamp with time zone: "not a time"`,
+		1:  `sql effects[1]: SQLSTATE 54000: index row size 3016 exceeds btree version 4 maximum 2704 for index "readings_serial_key" (Index row references tuple (…) in relation "readings".)`,
+		5:  `sql effects[1]: SQLSTATE P0001: meter m1 is recalled`,
+		10: `sql effects[1]: SQLSTATE RG001: meter m0 is not on the list`,
+		11: `sql effects[1]: SQLSTATE P0002: query returned no rows`,
 	}
 	// where the server put the row it could not index differs from run to run
 	tuple := regexp.MustCompile(`tuple \(\d+,\d+\)`)
@@ -262,7 +273,7 @@ func testRefused(t *testing.T, x *sqlSetup) {
 	if n := x.count(`SELECT count(*) FROM ` + x.s.Schema() + `.keys`); n != 5 {
 		t.Errorf("%d keys stored, want the 5 applied", n)
 	}
-	if st := x.s.SharedStats(); st.Updates != 1 || st.Retries != 0 || st.Failures != 0 || st.Rows != 10 {
+	if st := x.s.SharedStats(); st.Updates != 1 || st.Retries != 0 || st.Failures != 0 || st.Rows != 12 {
 		t.Errorf("stats %+v", st)
 	}
 	// The refused key never entered the window: its replay is decided
