@@ -12,6 +12,7 @@ import (
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/metrics"
 	"github.com/replayguard/replayguard/source/mqtt"
+	"github.com/replayguard/replayguard/source/mqtt3"
 )
 
 // adopter adopts the MQTT sessions of the members of this member's share
@@ -32,11 +33,14 @@ type adopter struct {
 	every time.Duration // between rounds of claims: a third of a claim's TTL
 	base  mqtt.Config   // this member's consumer's configuration
 	proc  mqtt.Processor
-	// ready reports whether this member may adopt now: its own MQTT 5
+	// ready reports whether this member may adopt now: its own MQTT
 	// connection is up and subscribed.
 	ready func() bool
-	log   *slog.Logger
-	met   *metrics.Adoptions
+	// consumer returns the consumer of an adoption (cfg.Adopt set) in the
+	// MQTT version this member's own connection speaks.
+	consumer func(cfg mqtt.Config, p mqtt.Processor) (runner, error)
+	log      *slog.Logger
+	met      *metrics.Adoptions
 	// returned holds, by member, the lease holder of the share whose
 	// adoption that member's return ended; only Run's goroutine uses it.
 	returned map[string]string
@@ -94,7 +98,7 @@ func (a *adopter) adopt(ctx context.Context, ad engine.Adoption) {
 	cfg.ClientID, cfg.Adopt, cfg.Adopted, cfg.CleanStart = ad.ClientID, true, ad.Member, false
 	cfg.JoinShare, cfg.QuitShare, cfg.LeaveShare = nil, nil, nil
 	cfg.Logger, cfg.Observer = log, a.met.Observer(&received)
-	c, err := mqtt.New(cfg, a.proc)
+	c, err := a.consumer(cfg, a.proc)
 	if err != nil {
 		log.Error("cannot adopt the session of a gone member of the share group", "err", err)
 		return
@@ -107,7 +111,7 @@ func (a *adopter) adopt(ctx context.Context, ad engine.Adoption) {
 	n := received.Load()
 	took := time.Since(began).Round(time.Millisecond)
 	switch {
-	case err == nil || errors.Is(err, mqtt.ErrNoSession):
+	case err == nil || errors.Is(err, mqtt.ErrNoSession) || errors.Is(err, mqtt3.ErrNoSession):
 		a.adopted(ctx, log, ad, err != nil, n, took)
 	case errors.Is(err, mqtt.ErrTakenOver) || ctx.Err() == nil && a.memberBack(ctx, ad):
 		a.returned[ad.Member] = ad.Holder
@@ -125,8 +129,8 @@ func (a *adopter) adopt(ctx context.Context, ad engine.Adoption) {
 // over as recorded, for the member took its lease again (which clears its
 // share) before it connected. Mosquitto 2.0.11 closes the connection of a
 // session another connection takes without saying why (no DISCONNECT
-// with reason 0x8E), so the store tells a member's return from a
-// connection lost otherwise.
+// with reason 0x8E), and MQTT 3.1.1 has no DISCONNECT from the broker,
+// so the store tells a member's return from a connection lost otherwise.
 func (a *adopter) memberBack(ctx context.Context, ad engine.Adoption) bool {
 	claimed, err := a.store.ClaimAdoptions(ctx, a.group)
 	return err == nil && !slices.Contains(claimed, ad)
@@ -197,11 +201,22 @@ func (s *adoptingSource) Run(ctx context.Context) error {
 	return err
 }
 
-// adopts reports whether the source runs over MQTT 5 and is ready: an
-// adopted session is resumed over MQTT 5 alone.
-func (s *mqttSource) adopts() bool {
-	c := s.cur.Load()
-	return c != nil && *c == source(s.v5) && s.v5.Ready()
+// runner is a consumer that runs until its context is done, or it ends on
+// its own (an adoption, see mqtt.Config.Adopt).
+type runner interface {
+	Run(ctx context.Context) error
+}
+
+// adoption returns the consumer adopting the session cfg names
+// (cfg.Adopt), in the MQTT version this source negotiated: the brokers of
+// a group are one service, which every member and adoption reaches alike.
+func (s *mqttSource) adoption(cfg mqtt.Config, p mqtt.Processor) (runner, error) {
+	if c := s.cur.Load(); c != nil && *c == source(s.v311) {
+		c3 := mqtt3Config(cfg)
+		c3.Adopt, c3.Adopted = cfg.Adopt, cfg.Adopted
+		return mqtt3.New(c3, p)
+	}
+	return mqtt.New(cfg, p)
 }
 
 // oneCaller passes the batches of the member's own consumer and of an

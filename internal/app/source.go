@@ -64,7 +64,7 @@ func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg pro
 		return nil, err
 	}
 	ad := &adopter{group: share.group, store: share.adopt, every: share.claimTTL / 3, base: mc, proc: one,
-		ready: src.adopts, log: log, met: m.Adoptions(reg), returned: map[string]string{}}
+		ready: src.Ready, consumer: src.adoption, log: log, met: m.Adoptions(reg), returned: map[string]string{}}
 	return &adoptingSource{mqttSource: src, ad: ad}, nil
 }
 

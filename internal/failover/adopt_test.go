@@ -23,35 +23,45 @@ const leaseTTL = 15 * time.Second
 // seconds, while the killed member stays down: none waits in its session.
 func TestAKilledMembersShareIsAdoptedByTheLiveOne(t *testing.T) {
 	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
-		t.Run(kind, func(t *testing.T) {
-			skipShort(t)
-			g, brokers := twoMembers(t, kind)
-			killed, live := g.members[0], g.members[1]
-			pub := newPublisher(t, brokers, 20)
-			sources := []string{"s1", "s2"}
-			publishEach(t, pub, sources, 100)
-			killed.Kill()
-			killedAt := time.Now()
-			publishEach(t, pub, sources, 100)
-			deadline, want := killedAt.Add(leaseTTL+10*time.Second), 200*len(sources)
-			for n := appliedCounts(t, live, sources); n != want; n = appliedCounts(t, live, sources) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d of the %d messages applied within %v of the kill, the killed member down: the rest wait in its session",
-						n, want, leaseTTL+10*time.Second)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			checkAppliedOnce(t, live, sources, 200)
-			waitFor(t, "the adoption ended, the session drained", 15*time.Second, func() bool {
-				return logged(t, live, "adoption ended: the gone member's session delivered nothing more") == 1
-			})
-			if n := logged(t, live, "adopting the session of a member gone"); n != 1 {
-				t.Errorf("the live member logged %d adoptions, want 1", n)
-			}
-			if n := live.Metrics()["replayguard_share_adopted_deliveries_total"]; n == 0 {
-				t.Error("replayguard_share_adopted_deliveries_total is 0: no delivery came through the adopted session")
-			}
-		})
+		t.Run(kind, func(t *testing.T) { killedMembersShareIsAdopted(t, kind, "") })
+	}
+}
+
+// Members speaking MQTT 3.1.1 adopt a killed member's session too, over
+// MQTT 3.1.1 (Mosquitto has shared subscriptions for 3.1.1 clients).
+func TestAKilledMQTT311MembersShareIsAdoptedByTheLiveOne(t *testing.T) {
+	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
+		t.Run(kind, func(t *testing.T) { killedMembersShareIsAdopted(t, kind, config.ProtocolMQTT311) })
+	}
+}
+
+func killedMembersShareIsAdopted(t *testing.T, kind, protocol string) {
+	skipShort(t)
+	g, brokers := twoMembersSpeaking(t, kind, protocol)
+	killed, live := g.members[0], g.members[1]
+	pub := newPublisher(t, brokers, 20)
+	sources := []string{"s1", "s2"}
+	publishEach(t, pub, sources, 100)
+	killed.Kill()
+	killedAt := time.Now()
+	publishEach(t, pub, sources, 100)
+	deadline, want := killedAt.Add(leaseTTL+10*time.Second), 200*len(sources)
+	for n := appliedCounts(t, live, sources); n != want; n = appliedCounts(t, live, sources) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the %d messages applied within %v of the kill, the killed member down: the rest wait in its session",
+				n, want, leaseTTL+10*time.Second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	checkAppliedOnce(t, live, sources, 200)
+	waitFor(t, "the adoption ended, the session drained", 15*time.Second, func() bool {
+		return logged(t, live, "adoption ended: the gone member's session delivered nothing more") == 1
+	})
+	if n := logged(t, live, "adopting the session of a member gone"); n != 1 {
+		t.Errorf("the live member logged %d adoptions, want 1", n)
+	}
+	if n := live.Metrics()["replayguard_share_adopted_deliveries_total"]; n == 0 {
+		t.Error("replayguard_share_adopted_deliveries_total is 0: no delivery came through the adopted session")
 	}
 }
 
@@ -61,41 +71,51 @@ func TestAKilledMembersShareIsAdoptedByTheLiveOne(t *testing.T) {
 // member, which rejoins the group, and nothing is lost or applied twice.
 func TestAMemberReturningDuringItsAdoptionTakesItsSessionBack(t *testing.T) {
 	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
-		t.Run(kind, func(t *testing.T) {
-			skipShort(t)
-			g, brokers := twoMembers(t, kind)
-			killed, live := g.members[0], g.members[1]
-			pub := newPublisher(t, brokers, 20)
-			sources := []string{"s1", "s2"}
-			killed.Kill()
-			publishEach(t, pub, sources, 500) // about half of them wait in the killed member's session
-			waitFor(t, "the live member adopting the killed member's session", leaseTTL, func() bool {
-				return logged(t, live, "unsubscribed the gone member's session from the share group") > 0
-			})
-			// Frozen, the adopter cannot finish before the member is back:
-			// the member's connection takes the session from it.
-			live.Pause()
-			if n := logged(t, live, "adoption ended"); n != 0 {
-				t.Fatalf("the adoption ended before the member returned (%d lines): nothing to take back", n)
-			}
-			killed.Start()
-			waitFor(t, "the returned member subscribed", 15*time.Second, func() bool { return killed.ok("/readyz") })
-			live.Resume()
-			waitFor(t, "the adoption ended by the member's return", 15*time.Second, func() bool {
-				return logged(t, live, "adoption ended: the gone member returned and took its session back") == 1
-			})
-			publishEach(t, pub, sources, 100)
-			waitFor(t, "every message applied", time.Minute, func() bool {
-				return appliedCounts(t, live, sources) == 600*len(sources)
-			})
-			checkAppliedOnce(t, live, sources, 600)
-			if n := logged(t, live, "adopting the session of a member gone"); n != 1 {
-				t.Errorf("the live member logged %d adoptions, want 1: adopted again after the member returned", n)
-			}
-			if n := killed.Metrics()["replayguard_decisions_total"]; n == 0 {
-				t.Error("the returned member decided nothing: it did not get its session back or did not rejoin the group")
-			}
-		})
+		t.Run(kind, func(t *testing.T) { returningMemberTakesItsSessionBack(t, kind, "") })
+	}
+}
+
+// Under MQTT 3.1.1, which has no DISCONNECT from the broker, the store
+// tells the adopter that the member is back, as with Mosquitto under 5.
+func TestAnMQTT311MemberReturningDuringItsAdoptionTakesItsSessionBack(t *testing.T) {
+	for _, kind := range []string{config.StorePostgres, config.StoreRedis} {
+		t.Run(kind, func(t *testing.T) { returningMemberTakesItsSessionBack(t, kind, config.ProtocolMQTT311) })
+	}
+}
+
+func returningMemberTakesItsSessionBack(t *testing.T, kind, protocol string) {
+	skipShort(t)
+	g, brokers := twoMembersSpeaking(t, kind, protocol)
+	killed, live := g.members[0], g.members[1]
+	pub := newPublisher(t, brokers, 20)
+	sources := []string{"s1", "s2"}
+	killed.Kill()
+	publishEach(t, pub, sources, 500) // about half of them wait in the killed member's session
+	waitFor(t, "the live member adopting the killed member's session", leaseTTL, func() bool {
+		return logged(t, live, "unsubscribed the gone member's session from the share group") > 0
+	})
+	// Frozen, the adopter cannot finish before the member is back:
+	// the member's connection takes the session from it.
+	live.Pause()
+	if n := logged(t, live, "adoption ended"); n != 0 {
+		t.Fatalf("the adoption ended before the member returned (%d lines): nothing to take back", n)
+	}
+	killed.Start()
+	waitFor(t, "the returned member subscribed", 15*time.Second, func() bool { return killed.ok("/readyz") })
+	live.Resume()
+	waitFor(t, "the adoption ended by the member's return", 15*time.Second, func() bool {
+		return logged(t, live, "adoption ended: the gone member returned and took its session back") == 1
+	})
+	publishEach(t, pub, sources, 100)
+	waitFor(t, "every message applied", time.Minute, func() bool {
+		return appliedCounts(t, live, sources) == 600*len(sources)
+	})
+	checkAppliedOnce(t, live, sources, 600)
+	if n := logged(t, live, "adopting the session of a member gone"); n != 1 {
+		t.Errorf("the live member logged %d adoptions, want 1: adopted again after the member returned", n)
+	}
+	if n := killed.Metrics()["replayguard_decisions_total"]; n == 0 {
+		t.Error("the returned member decided nothing: it did not get its session back or did not rejoin the group")
 	}
 }
 

@@ -24,7 +24,8 @@
 //   - a member of a group killed with SIGKILL while it holds its share of
 //     the group's subscription: the live member adopts its session and
 //     applies every message once, and a member returning during its
-//     adoption takes its session back (adopt_test.go);
+//     adoption takes its session back, over MQTT 5 and 3.1.1
+//     (adopt_test.go);
 //   - a Sparkplug B edge node whose Will is its NDEATH: seq across 255 → 0
 //     with copies on both sides of the wrap while the broker is killed and
 //     restarted, a rebirth with the next bdSeq and swapped aliases with the

@@ -312,11 +312,17 @@ type group struct {
 // With sql, the routes have sql effects.
 func startGroup(t testing.TB, n int, brokers []string, store string, sql bool, downstream string) *group {
 	t.Helper()
+	return startGroupWith(t, n, brokers, setupOptions{Store: store, SQL: sql, Downstream: downstream})
+}
+
+// startGroupWith is startGroup with the members' configuration varied by
+// o (its API, ShareGroup, IDRoute and ReceiveMaximum are startGroup's).
+func startGroupWith(t testing.TB, n int, brokers []string, o setupOptions) *group {
+	t.Helper()
 	g := &group{t: t, from: map[*daemon]uint64{}}
+	o.API, o.ShareGroup, o.IDRoute, o.ReceiveMaximum = true, shareGroup, true, receiveMaximum
 	for range n {
-		s := newSetupWith(t, brokers, setupOptions{API: true, Store: store, ShareGroup: shareGroup, IDRoute: true,
-			ReceiveMaximum: receiveMaximum, SQL: sql, Downstream: downstream})
-		g.members = append(g.members, startDaemon(t, s))
+		g.members = append(g.members, startDaemon(t, newSetupWith(t, brokers, o)))
 	}
 	g.WaitReady()
 	return g

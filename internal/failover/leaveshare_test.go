@@ -139,10 +139,17 @@ func logged(t testing.TB, d *daemon, text string) int {
 // twoMembers starts a group of two run members on a store server of kind
 // and a Mosquitto of their own, whose addresses it returns.
 func twoMembers(t *testing.T, kind string) (*group, []string) {
+	return twoMembersSpeaking(t, kind, "")
+}
+
+// twoMembersSpeaking is twoMembers whose members speak MQTT protocol
+// (mqtt.protocol; "": the default).
+func twoMembersSpeaking(t *testing.T, kind, protocol string) (*group, []string) {
 	server := startStoreServer(t, kind)
 	m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
 	brokers := []string{m.URL()}
-	return startGroup(t, 2, brokers, fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), false, ""), brokers
+	store := fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL())
+	return startGroupWith(t, 2, brokers, setupOptions{Store: store, Protocol: protocol}), brokers
 }
 
 // A member whose broker it cannot reach holds no subscription of the

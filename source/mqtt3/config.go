@@ -82,6 +82,25 @@ type Config struct {
 	// which the broker granted the group's filters is lost. Default nil:
 	// nothing recorded.
 	QuitShare func(ctx context.Context) error
+	// Adopt makes Run adopt the session of ClientID, that of a member of
+	// ShareGroup that is gone (see the MQTT 5 consumer's Config.Adopt):
+	// it connects once, with CleanSession 0 whatever CleanStart says,
+	// subscribes to nothing, unsubscribes the group's filters from the
+	// session at once, so that the broker deals the gone member nothing
+	// more, and decides what the session delivers until none has come for
+	// a second while none is unacknowledged (at most ShutdownTimeout);
+	// then it disconnects, the session kept with the subscriptions that
+	// are not shared (MQTT 3.1.1 has no session expiry: the broker keeps
+	// it by its own settings). It never connects again: Run returns nil
+	// once the session went quiet, an error wrapping ErrNoSession when
+	// the broker had none, and ErrAdoption when it ended before the
+	// session went quiet (no broker answered, the connection was lost, or
+	// Run was stopped). MQTT 3.1.1 has no DISCONNECT from the broker: a
+	// connection taken by the member returning is a connection lost.
+	// Requires ShareGroup. Default false.
+	Adopt bool
+	// Adopted names the member whose session Adopt adopts, for the logs.
+	Adopted string
 	// Filters to subscribe to. Required.
 	Filters []Filter
 	// Username and Password for the CONNECT packet. Default none. The
@@ -145,6 +164,9 @@ func (c *Config) Validate() error {
 	}
 	if err := consume.ValidFormerFilters(c.FormerFilters, ErrConfig); err != nil {
 		return err
+	}
+	if c.Adopt && c.ShareGroup == "" {
+		return fmt.Errorf("%w: a session is adopted for its share group: none set", ErrConfig)
 	}
 	if c.KeepAlive < time.Second || c.KeepAlive > 65535*time.Second || c.KeepAlive%time.Second != 0 {
 		return fmt.Errorf("%w: keepalive %v is not a whole number of seconds from 1s to 65535s", ErrConfig, c.KeepAlive)

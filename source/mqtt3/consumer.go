@@ -58,6 +58,9 @@ type Consumer struct {
 
 	fatal     chan error      // a refused subscription; buffered
 	beforeAck func(time.Time) // a fault point; tests in this package set it
+	// beginAdoption starts leaving the group on the adopted session's
+	// behalf, once it is resumed (Config.Adopt); set by each adopting Run.
+	beginAdoption func()
 }
 
 // New returns a Consumer of the brokers in cfg for p, or an error wrapping
@@ -75,6 +78,9 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.prep, _ = p.(preparer)
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger, Filters: cfg.Filters,
 		Unsubscribe: c.unsubscribeShared, Join: cfg.JoinShare, Quit: cfg.QuitShare}
+	if cfg.Adopt {
+		c.share = c.adoptLeaving()
+	}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
 		c.urls = append(c.urls, u)
@@ -83,6 +89,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.batches = &consume.Batches[delivery]{Name: "mqtt", Queue: c.q, Size: cfg.BatchSize, Linger: cfg.BatchLinger,
 		Fatal: c.fatal, Commit: consume.CommitMessages(c.commits, (*delivery).message),
 		Submit: consume.SubmitMessages(c.commits, (*delivery).message), Land: c.commits.Land, BeforeAck: func(at time.Time) { c.beforeAck(at) }, Ack: c.ack, Msg: (*delivery).message, Log: cfg.Logger, Observer: cfg.Observer}
+	c.batches.FatalQuiet = cfg.Adopt // Run returns why the adoption ended
 	return c, nil
 }
 
@@ -105,7 +112,8 @@ func (c *Consumer) NotReady() string {
 // to close the connection (all within ShutdownTimeout), and returns nil.
 // Deliveries arriving after that point stay unacknowledged in the broker's
 // session. Run returns early with an error wrapping ErrSubscribe when the
-// broker refuses a subscription of its first connection.
+// broker refuses a subscription of its first connection. An adopting Run
+// (Config.Adopt) returns as that field says.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -117,16 +125,23 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.holdsAll.Store(false)
 	c.refused.Store(nil)
 	c.leave.Clear()
-	c.needClean = c.cfg.CleanStart
+	c.needClean = c.cfg.CleanStart && !c.cfg.Adopt
 	select {
 	case <-c.fatal: // left by an earlier Run
 	default:
 	}
 	connCtx, stopConnecting := context.WithCancel(context.WithoutCancel(ctx))
+	leaveCtx, connect := ctx, c.connectLoop
+	if c.cfg.Adopt {
+		var stop func()
+		leaveCtx, stop = c.startAdoption(ctx)
+		defer stop()
+		connect = c.adoptOnce
+	}
+	consumeCtx, stopLeaving := c.share.Context(leaveCtx)
 	var wg sync.WaitGroup
-	wg.Go(func() { c.connectLoop(connCtx) })
+	wg.Go(func() { connect(connCtx) }) // once the leaving counts the deliveries
 
-	consumeCtx, stopLeaving := c.share.Context(ctx)
 	inHand, committed, runErr := c.batches.Consume(consumeCtx)
 	stopLeaving()
 	rest := c.q.Close() // stop receiving
@@ -140,6 +155,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	wg.Wait()
 	c.quits.Wait()
 	c.connected.Store(false)
+	if c.cfg.Adopt {
+		return c.adoptResult(runErr)
+	}
 	return runErr
 }
 

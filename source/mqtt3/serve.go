@@ -38,12 +38,16 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	if !all {
 		maps.DeleteFunc(subs, func(topic string, _ byte) bool { return !strings.HasPrefix(topic, "$share/") })
 	}
-	if c.share.Left() { // stopping: the session delivers what it holds, no more
+	if c.share.Left() || c.cfg.Adopt { // stopping, or adopting: the session delivers what it holds, no more
 		clear(subs)
 	}
 	conn := c.share.Connection()
 	c.live.Store(l)
 	defer c.live.CompareAndSwap(l, nil)
+	if c.cfg.Adopt { // the session resumed: leave the group on its behalf, on this connection
+		c.subscribed.Store(true)
+		c.beginAdoption()
+	}
 	if len(subs) > 0 {
 		// After the Run's first grant every subscription is a renewal,
 		// with the session or without it (a failover to a standby that
