@@ -72,7 +72,7 @@ func (a *adopter) round(ctx context.Context) {
 		}
 		return
 	}
-	for _, ad := range claimed {
+	for i, ad := range claimed {
 		if ctx.Err() != nil {
 			return // Close releases the claims
 		}
@@ -82,7 +82,7 @@ func (a *adopter) round(ctx context.Context) {
 			a.log.Warn("not adopting the session of a gone member of the share group: it has this member's own client id; give each member its own mqtt.client_id",
 				"adopted_member", ad.Member, "client_id", ad.ClientID)
 		case a.returned[ad.Member] != ad.Holder:
-			a.adopt(ctx, ad)
+			a.adopt(ctx, ad, claimed[i:])
 		}
 		if err := a.store.ReleaseAdoption(context.WithoutCancel(ctx), ad.Member); err != nil {
 			a.log.Warn("could not release the claim of an adopted session: it runs out", "adopted_member", ad.Member, "err", err)
@@ -90,8 +90,9 @@ func (a *adopter) round(ctx context.Context) {
 	}
 }
 
-// adopt adopts one gone member's session, renewing the claims meanwhile.
-func (a *adopter) adopt(ctx context.Context, ad engine.Adoption) {
+// adopt adopts one gone member's session, renewing the claims of its
+// round's adoptions still to end (ad's among them) meanwhile.
+func (a *adopter) adopt(ctx context.Context, ad engine.Adoption, round []engine.Adoption) {
 	log := a.log.With("adopted_member", ad.Member, "client_id", ad.ClientID, "group", ad.Group)
 	var received atomic.Uint64
 	cfg := a.base
@@ -105,7 +106,7 @@ func (a *adopter) adopt(ctx context.Context, ad engine.Adoption) {
 	}
 	log.Warn("adopting the session of a member gone while it held the share group's subscription: its share is decided here, not left waiting in its session")
 	began := time.Now()
-	renewing := a.renewClaims(ctx, log)
+	renewing := a.renewClaims(ctx, log, round)
 	err = c.Run(ctx)
 	renewing()
 	n := received.Load()
@@ -113,7 +114,7 @@ func (a *adopter) adopt(ctx context.Context, ad engine.Adoption) {
 	switch {
 	case err == nil || errors.Is(err, mqtt.ErrNoSession) || errors.Is(err, mqtt3.ErrNoSession):
 		a.adopted(ctx, log, ad, err != nil, n, took)
-	case errors.Is(err, mqtt.ErrTakenOver) || ctx.Err() == nil && a.memberBack(ctx, ad):
+	case errors.Is(err, mqtt.ErrTakenOver) || ctx.Err() == nil && a.memberBack(ctx, ad, round):
 		a.returned[ad.Member] = ad.Holder
 		a.met.Ended(metrics.AdoptionTakenOver)
 		log.Warn("adoption ended: the gone member returned and took its session back, with what was not acknowledged; not adopted again until it is gone again",
@@ -131,9 +132,35 @@ func (a *adopter) adopt(ctx context.Context, ad engine.Adoption) {
 // session another connection takes without saying why (no DISCONNECT
 // with reason 0x8E), and MQTT 3.1.1 has no DISCONNECT from the broker,
 // so the store tells a member's return from a connection lost otherwise.
-func (a *adopter) memberBack(ctx context.Context, ad engine.Adoption) bool {
-	claimed, err := a.store.ClaimAdoptions(ctx, a.group)
+func (a *adopter) memberBack(ctx context.Context, ad engine.Adoption, round []engine.Adoption) bool {
+	claimed, err := a.claim(ctx, round)
 	return err == nil && !slices.Contains(claimed, ad)
+}
+
+// claim takes or renews this member's claims of the sessions of the
+// share group's gone members, as the store hands them over, and gives up
+// at once each it took that is not among round, the adoptions its round
+// has still to end: a member gone since the round claimed its sessions is
+// left to the next round of whichever member claims it first. Held here,
+// no other live member could adopt it before the claim ran out (the
+// lease's ttl), however long this member took to come to it, or if it
+// never did: its own connection lost with the adoption's (a broker
+// restarted), or its adoptions stopped.
+func (a *adopter) claim(ctx context.Context, round []engine.Adoption) ([]engine.Adoption, error) {
+	claimed, err := a.store.ClaimAdoptions(ctx, a.group)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range claimed {
+		if slices.ContainsFunc(round, func(r engine.Adoption) bool { return r.Member == c.Member }) {
+			continue
+		}
+		if err := a.store.ReleaseAdoption(context.WithoutCancel(ctx), c.Member); err != nil {
+			a.log.Warn("could not release the claim of a gone member's session this member does not adopt now: it runs out",
+				"adopted_member", c.Member, "err", err)
+		}
+	}
+	return claimed, nil
 }
 
 // adopted records ad's member out of the share group, its session
@@ -157,9 +184,10 @@ func (a *adopter) adopted(ctx context.Context, log *slog.Logger, ad engine.Adopt
 	}
 }
 
-// renewClaims renews this member's claims every a.every until the
-// returned function is called, which waits for it to stop.
-func (a *adopter) renewClaims(ctx context.Context, log *slog.Logger) func() {
+// renewClaims renews this member's claims of round's sessions every
+// a.every until the returned function is called, which waits for it to
+// stop.
+func (a *adopter) renewClaims(ctx context.Context, log *slog.Logger, round []engine.Adoption) func() {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -171,7 +199,7 @@ func (a *adopter) renewClaims(ctx context.Context, log *slog.Logger) func() {
 				return
 			case <-tick.C:
 			}
-			if _, err := a.store.ClaimAdoptions(ctx, a.group); err != nil && ctx.Err() == nil {
+			if _, err := a.claim(ctx, round); err != nil && ctx.Err() == nil {
 				log.Warn("could not renew the claim of the adopted session", "err", err)
 			}
 		}
