@@ -89,6 +89,19 @@ func (n *NATS) DeleteConsumer(stream, consumer string) {
 	}
 }
 
+// DeleteStream deletes stream on the server, with its consumers, as an
+// operator's `nats stream rm` does, and fails the test if it cannot.
+func (n *NATS) DeleteStream(name string) {
+	n.tb.Helper()
+	nc, js := n.jetStream()
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := js.DeleteStream(ctx, name); err != nil {
+		n.tb.Fatalf("testbroker: delete stream %s: %v", name, err)
+	}
+}
+
 // PurgeStream purges stream on the server, as an operator's `nats stream
 // purge` does (with opts: a subject, a sequence to keep from, a count to
 // keep), and fails the test if it cannot. It returns how many messages

@@ -75,6 +75,12 @@ type Consumer struct {
 	// was acknowledged, so decided, and every one after it was decided
 	// since, if at all. Where to resume a consumer deleted.
 	ackFloor atomic.Pointer[floor]
+	// js and streamCreated are the bind's JetStream API and the creation
+	// time of the stream it found: a stream of that name created at
+	// another time is another stream, whose sequences started over. Set
+	// before Run's goroutines start.
+	js            jetstream.JetStream
+	streamCreated time.Time
 }
 
 // floor is an ack floor and when it was read.
@@ -306,6 +312,7 @@ func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer,
 	if err != nil {
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
+	c.js = js
 	b := consume.Backoff{Min: c.cfg.BindRetryMin, Max: c.cfg.BindRetryMax}
 	for attempt := 1; ; attempt++ {
 		cons, subjects, err := c.bindOnce(ctx, js)
@@ -388,6 +395,7 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 		return nil, nil, err
 	}
 	first := si.State.FirstSeq
+	c.streamCreated = si.Created
 	// What lies before the consumer's own start was never to be delivered:
 	// not lost.
 	c.accounted = max(c.accounted, startBefore(info, first))
@@ -465,7 +473,7 @@ func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer, held int) 
 	defer cancel()
 	info, err := cons.Info(ctx)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return c.deleted(err.Error())
+		return c.deleted(ctx, err.Error())
 	}
 	if err == nil {
 		c.noteFloor(info)
@@ -479,19 +487,53 @@ func (c *Consumer) gone(ctx context.Context, cons jetstream.Consumer, held int) 
 // consumer would deliver the stream from its first message, where an id
 // route's messages whose keys have left the window (window.ttl) would
 // apply again, so the next start refuses to create one on a store that
-// holds decisions.
-func (c *Consumer) deleted(why string) error {
+// holds decisions. Where the stream went with it (deleted, or deleted and
+// created again), the ack floor is a sequence of a stream that is gone:
+// one created anew numbers its messages from 1 again, and a consumer made
+// to start after that floor would pass over its first messages, never
+// delivered and never told lost; so it is to start from the first one.
+func (c *Consumer) deleted(ctx context.Context, why string) error {
 	f := c.ackFloor.Load()
 	if f == nil {
 		f = &floor{at: time.Now().UTC()}
 	}
 	from := f.seq + 1
+	if gone := c.streamGone(ctx); gone != "" {
+		return fmt.Errorf("%w: %q on stream %q: %s; %s, so the consumer's position went with it. "+
+			"The next start refuses until the consumer exists: once the stream does, create the consumer from its first message, "+
+			"e.g. nats consumer add %s %s --pull --ack explicit --deliver all "+
+			"(what was decided of it before is found duplicate while its keys are in the window, window.ttl; "+
+			"only a stream restored from a backup of the one deleted, its sequences kept, is resumed after the ack floor read at %s, from stream sequence %d)",
+			ErrConsumerDeleted, c.cfg.Consumer, c.cfg.Stream, why, gone, c.cfg.Stream, c.cfg.Consumer, f.at.Format(time.RFC3339), from)
+	}
 	return fmt.Errorf("%w: %q on stream %q: %s; a new one would deliver the stream from its first message, "+
 		"where messages whose keys have left the window (window.ttl) apply again, so the next start refuses until it exists: "+
 		"to resume, create it from stream sequence %d, after the ack floor read at %s "+
 		"(what was decided after it was decided since then: its copies are found duplicate while their keys are in the window, window.ttl from then), "+
 		"e.g. nats consumer add %s %s --pull --ack explicit --deliver %d",
 		ErrConsumerDeleted, c.cfg.Consumer, c.cfg.Stream, why, from, f.at.Format(time.RFC3339), c.cfg.Stream, c.cfg.Consumer, from)
+}
+
+// streamGone says how the stream the bind found is gone: deleted, or
+// deleted and created again (another creation time); "" when it is the
+// same stream, or the server cannot tell.
+func (c *Consumer) streamGone(ctx context.Context) string {
+	if c.js == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	st, err := c.js.Stream(ctx, c.cfg.Stream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return "the stream was deleted too"
+	case err != nil:
+		return ""
+	}
+	if created := st.CachedInfo().Created; !created.Equal(c.streamCreated) {
+		return fmt.Sprintf("the stream was deleted too, and created again at %s, its sequences starting over", created.UTC().Format(time.RFC3339))
+	}
+	return ""
 }
 
 // noteUnheld tells when the server counts more of the consumer's messages

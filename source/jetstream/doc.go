@@ -68,9 +68,10 @@
 // ErrConsumerDeleted: when the server says so, or when, after a reconnect
 // or a missed heartbeat, it no longer knows the consumer. The error names
 // the stream sequence to create it from again (after the ack floor last
-// read): a Processor that has decided anything (engine.Engine.Stats) never
-// has the consumer created anew, since a new one delivers the stream from
-// its first message.
+// read), or, when the stream went with it (deleted, or created again:
+// its sequences start over), its first message: a Processor that has
+// decided anything (engine.Engine.Stats) never has the consumer created
+// anew, since a new one delivers the stream from its first message.
 //
 // While Run consumes, it reads the stream and the consumer every
 // Config.StreamCheck: a change of the stream's subjects is warned about

@@ -14,8 +14,10 @@ var (
 	// permanent: the server's streams or permissions must change first.
 	ErrStream = errors.New("jetstream: stream or consumer refused")
 	// ErrConsumerDeleted is returned by Run when the durable consumer is
-	// deleted on the server while Run consumes. Starting again creates it
-	// anew, delivering the stream from its first message.
+	// deleted on the server while Run consumes. Its text says where to
+	// create it again: starting again with a Processor that has decided
+	// anything refuses to create it (ErrStream), since a new one would
+	// deliver the stream from its first message.
 	ErrConsumerDeleted = errors.New("jetstream: durable consumer deleted on the server")
 	// ErrUnreachable is returned by StreamSubjects when the server cannot
 	// be reached, or does not answer in time. It may pass.

@@ -244,7 +244,7 @@ func (c *Consumer) status(ctx context.Context, cons jetstream.Consumer, p *pulle
 		p.ended(m)
 		return nil
 	case code == "409" && strings.Contains(strings.ToLower(desc), "consumer deleted"):
-		return c.deleted(code + " " + desc)
+		return c.deleted(ctx, code+" "+desc)
 	}
 	// Any other status ended or refused a request: 409 for a leadership
 	// change, a server shutting down or a request over a limit of the

@@ -1,0 +1,62 @@
+package jetstream_test
+
+import (
+	"errors"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source/jetstream"
+)
+
+// A stream deleted while replayguard consumes it takes its durable consumer
+// with it, and Run ends saying how to create the consumer again. A stream
+// created again anew numbers its messages from 1: the ack floor of the
+// stream that was deleted means nothing in it, and a consumer made to
+// start there would pass over the new stream's first messages, never
+// delivered nor told lost (they lie before its start). Following the
+// advice of the error, every reading of the new stream is applied.
+func TestAStreamDeletedAndCreatedAgainIsResumedFromItsFirstMessage(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, _ := meters(t)
+	cfg, _ := routedConfig(t, n.URL())
+	r := start(t, cfg, e)
+	publishAll(t, n, readings(5, "m1"))
+	allAcked(t, n, 10*time.Second)
+
+	n.DeleteStream(testStream)
+	<-r.run.Done()
+	err := r.run.Err()
+	if !errors.Is(err, jetstream.ErrConsumerDeleted) {
+		t.Fatalf("Run = %v, want ErrConsumerDeleted", err)
+	}
+	n.CreateStream(testStream, "plant.>")
+	publishAll(t, n, readings(8, "m1")[5:])
+
+	m := regexp.MustCompile(`--deliver (\S+)`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("Run = %v, want it to say where to create the consumer again", err)
+	}
+	cc := natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy, MaxDeliver: -1}
+	if m[1] != "all" {
+		from, perr := strconv.ParseUint(m[1], 10, 64)
+		if perr != nil {
+			t.Fatalf("Run = %v: --deliver %q is neither all nor a sequence", err, m[1])
+		}
+		cc.DeliverPolicy, cc.OptStartSeq = natsjs.DeliverByStartSequencePolicy, from
+	}
+	durableMadeElsewhere(t, n, cc)
+	r = start(t, cfg, e)
+	allAcked(t, n, 10*time.Second)
+	if got := kwh(e, "m1"); got != "8" {
+		t.Errorf("meter/m1 kwh = %s, want 8: the new stream's readings were passed over (Run said: %v)", got, err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
