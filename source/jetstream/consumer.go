@@ -386,7 +386,15 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 		}
 		return nil, nil, err
 	}
-	info := cons.CachedInfo()
+	// Read again, not taken from the answer to the create: nats-server
+	// 2.9 answers it, for a durable that exists, with the state it loaded
+	// the consumer with (at its own start), which a restart since leaves
+	// behind: an ack floor that old would tell messages decided and
+	// acknowledged since, and removed, as lost.
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	c.noteFloor(info)
 	// The stream's first sequence read after the consumer's ack floor: a
 	// purge between the two shows in it, never only in the floor it moved.
