@@ -81,6 +81,10 @@ type Consumer struct {
 	// before Run's goroutines start.
 	js            jetstream.JetStream
 	streamCreated time.Time
+	// startFloor is the stream sequence before the consumer's own start
+	// (startBefore), read at the bind: where it was made to start, it
+	// delivers nothing before. Set before Run's goroutines start.
+	startFloor uint64
 }
 
 // floor is an ack floor and when it was read.
@@ -90,8 +94,13 @@ type floor struct {
 }
 
 // noteFloor records the consumer's ack floor, read now.
+// The floor is never below the consumer's own start (startFloor): a
+// durable made to start at a sequence has an ack floor of 0 on
+// nats-server 2.9 until its first acknowledgement, and resuming it from
+// the stream's first message would deliver again what was decided before
+// its start.
 func (c *Consumer) noteFloor(info *jetstream.ConsumerInfo) {
-	c.ackFloor.Store(&floor{seq: info.AckFloor.Stream, at: time.Now().UTC()})
+	c.ackFloor.Store(&floor{seq: max(info.AckFloor.Stream, c.startFloor), at: time.Now().UTC()})
 }
 
 // delivery is one message in hand, with what its ack needs.
@@ -395,7 +404,6 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	if err != nil {
 		return nil, nil, err
 	}
-	c.noteFloor(info)
 	// The stream's first sequence read after the consumer's ack floor: a
 	// purge between the two shows in it, never only in the floor it moved.
 	si, err := st.Info(ctx)
@@ -405,8 +413,10 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	first := si.State.FirstSeq
 	c.streamCreated = si.Created
 	// What lies before the consumer's own start was never to be delivered:
-	// not lost.
-	c.accounted = max(c.accounted, startBefore(info, first))
+	// not lost, and never to be delivered again.
+	c.startFloor = startBefore(info, first)
+	c.noteFloor(info)
+	c.accounted = max(c.accounted, c.startFloor)
 	if existed { // nothing of this process in flight: from the ack floor, so that a message delivered and never acknowledged counts
 		c.removedAhead(first, info.AckFloor.Stream)
 	}

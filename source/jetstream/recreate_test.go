@@ -60,3 +60,35 @@ func TestAStreamDeletedAndCreatedAgainIsResumedFromItsFirstMessage(t *testing.T)
 		t.Fatal(err)
 	}
 }
+
+// A durable made to start at a stream sequence (the way to resume after a
+// deletion) and deleted again before it acknowledged anything has an ack
+// floor of 0 on the server: the sequence named to resume from is where it
+// was made to start, never the stream's first message, which would
+// deliver again what was decided before it (id routes' keys that have
+// left the window since apply again).
+func TestADurableMadeToStartAtASequenceAndDeletedIsResumedFromItsStart(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, _ := meters(t)
+	cfg := testConfig(t, n.URL())
+	publishAll(t, n, readings(5, "m1"))
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy,
+		DeliverPolicy: natsjs.DeliverByStartSequencePolicy, OptStartSeq: 6, MaxDeliver: -1})
+	r := start(t, cfg, e)
+	waitFor(t, "the consumer bound", 10*time.Second, r.Ready)
+
+	n.DeleteConsumer(testStream, testConsumer)
+	<-r.run.Done()
+	err := r.run.Err()
+	if !errors.Is(err, jetstream.ErrConsumerDeleted) {
+		t.Fatalf("Run = %v, want ErrConsumerDeleted", err)
+	}
+	m := regexp.MustCompile(`--deliver (\d+)`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("Run = %v, want it to name the stream sequence to resume from", err)
+	}
+	if from, _ := strconv.ParseUint(m[1], 10, 64); from != 6 {
+		t.Errorf("resume from stream sequence %d, want 6, where the consumer was made to start: %v", from, err)
+	}
+}
