@@ -211,6 +211,7 @@ func (c *Consumer) abandon(left []delivery) {
 	for i := range left {
 		_ = left[i].js.Nak()
 	}
+	c.tellTakenLeft(takenSeqs(left))
 	// A part of their batch committed some (engine.Message.Decided): those
 	// are decided, only their acknowledgement is left undone.
 	decided := consume.Decided(left, (*delivery).message)

@@ -178,6 +178,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: pull from consumer %q: %w", c.cfg.Consumer, err)
 	}
+	gave, stopGaveUp, err := listenGaveUp(nc, c.cfg.Stream, c.cfg.Consumer)
+	if err != nil {
+		return fmt.Errorf("jetstream: listen for the messages the server gives up on: %w", err)
+	}
+	defer stopGaveUp()
 	in := make(chan delivery, c.cfg.MaxAckPending)
 	fatal := make(chan error, 1)
 	rctx, stopReceiving := context.WithCancel(context.WithoutCancel(ctx))
@@ -185,7 +190,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.holding = newHolding(c.cfg.AckWait)
 	endPull := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { c.receive(rctx, cons, pull, endPull, in, fatal) })
+	wg.Go(func() { c.receive(rctx, cons, pull, gave, endPull, in, fatal) })
 	wg.Go(func() { c.holding.keep(kctx) })
 	wg.Go(func() { c.watch(kctx, nc, cons, subjects) })
 
@@ -198,6 +203,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	stopReceiving()
 	stopKeeping()
 	wg.Wait()
+	stopGaveUp()
+	c.tellTakenLeft(leftGaveUp(gave))
 	for d := range in {
 		left = append(left, d)
 	}
@@ -583,23 +590,26 @@ func (c *Consumer) held(p *puller) int { return c.holding.len() + len(p.msgs) }
 // delivery turns a message into the engine's form, decoded ahead when the
 // processor can: here, not on the goroutine that decides and commits.
 func (c *Consumer) delivery(m *nats.Msg) delivery {
-	d := delivery{js: m, at: time.Now()}
-	d.msg = engine.Message{Payload: m.Data, Broker: c.serverURL()}
-	topic, err := SubjectToTopic(m.Subject)
-	if err != nil {
-		d.msg.Topic, d.msg.Invalid = m.Subject, err.Error()
-	} else {
-		d.msg.Topic = topic
-	}
+	d := c.decode(m.Subject, m.Data)
+	d.js, d.at = m, time.Now()
 	if md, err := m.Metadata(); err == nil {
 		d.delivered, d.streamSeq = md.NumDelivered, md.Sequence.Stream
 		c.receipts.received(md.Sequence.Stream, md.Sequence.Consumer)
 		d.msg.Dup = md.NumDelivered > 1 // recorded, never trusted
 	}
-	if c.prep != nil {
-		one := []engine.Message{d.msg}
-		c.prep.Prepare(one)
-		d.msg = one[0]
+	c.prepare(&d)
+	return d
+}
+
+// decode is the delivery of a message of subject with payload data, its
+// topic read from the subject (or the reason it cannot be).
+func (c *Consumer) decode(subject string, data []byte) delivery {
+	d := delivery{msg: engine.Message{Payload: data, Broker: c.serverURL()}}
+	topic, err := SubjectToTopic(subject)
+	if err != nil {
+		d.msg.Topic, d.msg.Invalid = subject, err.Error()
+	} else {
+		d.msg.Topic = topic
 	}
 	return d
 }

@@ -80,7 +80,9 @@
 // a purge above all, which moves the consumer past them at once, or the
 // server passed over them) are logged as an error with their stream
 // sequences and observed as Lost, and a max_deliver set on the server is
-// set back to unlimited. The sequences are exact for a consumer of the
+// set back to unlimited. Until then, a message the server gives up on
+// after max_deliver deliveries is taken from the stream by its sequence
+// (the server's advisory names it) and decided like a delivery, dup set. The sequences are exact for a consumer of the
 // whole stream that received every delivery the server made; else only
 // those the stream removed from its start are told, as an upper bound.
 //

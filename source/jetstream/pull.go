@@ -126,8 +126,9 @@ func (p *puller) stop() {
 
 // receive pulls messages into in until ctx is done or the pull is over
 // (end closed: drained), then closes in. A deleted consumer is sent to
-// fatal.
-func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, p *puller, end <-chan struct{}, in chan<- delivery, fatal chan<- error) {
+// fatal. A message the server gave up on (gave) is taken from the stream
+// into in (takeGaveUp).
+func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, p *puller, gave <-chan gaveUp, end <-chan struct{}, in chan<- delivery, fatal chan<- error) {
 	defer close(in)
 	defer p.stop()
 	hb := time.NewTimer(2 * pullHeartbeat)
@@ -188,6 +189,10 @@ func (c *Consumer) receive(ctx context.Context, cons jetstream.Consumer, p *pull
 			}
 			p.asked = 0
 			hb.Reset(2 * pullHeartbeat)
+		case g := <-gave:
+			if !c.takeGaveUp(ctx, g, in) {
+				return
+			}
 		case <-end:
 			end = nil
 			p.drain()
