@@ -72,7 +72,7 @@ func jetStreamConfig(cfg *config.Config, log *slog.Logger, obs rgsource.Observer
 	j := cfg.JetStream
 	c := jetstream.Config{URL: j.URL, CredsFile: j.CredsFile, Stream: j.Stream, Consumer: j.Consumer,
 		Subjects: j.Subjects, MaxAckPending: j.MaxAckPending, AckWait: time.Duration(j.AckWait),
-		BatchSize: j.BatchSize, BatchLinger: time.Duration(j.BatchLinger), Logger: log, Observer: obs}
+		BatchSize: j.BatchSize, BatchLinger: time.Duration(j.BatchLinger), Alone: !cfg.Store.Shared(), Logger: log, Observer: obs}
 	for _, r := range cfg.Routes {
 		c.Routes = append(c.Routes, jetstream.Route{Name: r.Name, Topic: r.Topic})
 	}

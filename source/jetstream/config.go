@@ -102,6 +102,14 @@ type Config struct {
 	// ShutdownTimeout bounds how long Run, once its context is done,
 	// commits and acknowledges the messages in hand. Default 10s.
 	ShutdownTimeout time.Duration
+	// Alone says that the Processor's store admits no other member (the
+	// embedded and memory stores): another client pulling from the
+	// durable consumer is then a second process with a store of its own,
+	// and each would decide only the part of the stream the server deals
+	// it. The bind waits, not ready and warning, while the server holds
+	// pull requests of another client. Default false: the members of a
+	// group on a shared store pull from the same durable.
+	Alone bool
 	// Logger receives the consumer's logs. Default nil: discard.
 	Logger *slog.Logger
 	// Observer is told about connections, messages, commits and acks.

@@ -85,6 +85,8 @@ type Consumer struct {
 	// (startBefore), read at the bind: where it was made to start, it
 	// delivers nothing before. Set before Run's goroutines start.
 	startFloor uint64
+	// unbound is why the last attempt to bind failed; nil once bound.
+	unbound atomic.Pointer[string]
 }
 
 // floor is an ack floor and when it was read.
@@ -141,6 +143,9 @@ func (c *Consumer) NotReady() string {
 	case !c.connected.Load():
 		return "not connected to the NATS server (jetstream.url)"
 	case !c.bound.Load():
+		if why := c.unbound.Load(); why != nil {
+			return "connected, not yet bound to its durable consumer: " + *why
+		}
 		return "connected, not yet bound to its durable consumer"
 	}
 	return c.commits.Failure()
@@ -333,6 +338,7 @@ func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer,
 	for attempt := 1; ; attempt++ {
 		cons, subjects, err := c.bindOnce(ctx, js)
 		if err == nil {
+			c.unbound.Store(nil)
 			c.bound.Store(true)
 			c.noteRoutes(subjects, "bind")
 			c.noteIdle(nil, subjects, "bind")
@@ -341,6 +347,8 @@ func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer,
 		if errors.Is(err, ErrStream) || ctx.Err() != nil {
 			return nil, nil, err
 		}
+		why := err.Error()
+		c.unbound.Store(&why)
 		wait := b.Delay(attempt)
 		c.log.Warn("jetstream cannot bind the consumer yet; trying again", "server", c.cfg.URL,
 			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "attempt", attempt, "wait", wait, "err", err)
@@ -410,6 +418,12 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	if c.cfg.Alone && info.NumWaiting > 0 {
+		return nil, nil, fmt.Errorf("%w: consumer %q on stream %q: the server holds %d pull requests of another client, and this store admits no other member: "+
+			"a second replayguard run on the same jetstream.consumer with a store of its own? each would decide only the part of the stream the server deals it; "+
+			"waiting until it stops (a group shares a durable on a postgres or redis store, each member with a store.member of its own)",
+			errAnotherClient, c.cfg.Consumer, c.cfg.Stream, info.NumWaiting)
 	}
 	// The stream's first sequence read after the consumer's ack floor: a
 	// purge between the two shows in it, never only in the floor it moved.

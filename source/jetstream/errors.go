@@ -25,6 +25,10 @@ var (
 	// ErrRunning is returned by Run while another Run of the same Consumer
 	// has not returned.
 	ErrRunning = errors.New("jetstream: consumer already running")
+	// errAnotherClient: another client pulls from a durable consumer
+	// that a consumer whose store admits no other member would bind
+	// (Config.Alone). It may pass: the bind waits.
+	errAnotherClient = errors.New("another client pulls from the durable consumer")
 	// ErrSubject is wrapped by SubjectToTopic for a subject that has no
 	// unambiguous MQTT topic.
 	ErrSubject = errors.New("subject cannot be read as an MQTT topic")
