@@ -104,6 +104,7 @@ func (c *Consumer) takeGaveUp(ctx context.Context, g gaveUp, in chan<- delivery)
 		"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "stream_sequence", g.StreamSeq, "deliveries", g.Deliveries)
 	d := c.decode(m.Subject, m.Data)
 	d.js, d.at, d.delivered, d.streamSeq = taken{seq: g.StreamSeq}, time.Now(), g.Deliveries, g.StreamSeq
+	c.receipts.taken(g.StreamSeq)
 	d.msg.Dup = true // delivered before: recorded, never trusted
 	c.prepare(&d)
 	c.holding.add(d.js, d.at)

@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
+	"github.com/replayguard/replayguard/source"
+	"github.com/replayguard/replayguard/source/internal/consume/consumetest"
 )
 
 // A max_deliver set on the server while replayguard runs, before its
@@ -97,4 +100,55 @@ func fetchUnacknowledged(t *testing.T, n *testbroker.NATS, count int) {
 	if got != count {
 		t.Fatalf("fetched %d messages, want %d", got, count)
 	}
+}
+
+// A message the server gave up on and replayguard took from the stream
+// counts as received in the accounting of the stream's sequences: once
+// the feed goes on and the ack floor passes it, the readings that follow
+// do not tell it as a message the server passed over.
+func TestAMessageTakenAfterTheServerGaveUpIsNotToldLost(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy, MaxDeliver: -1})
+	publishAll(t, n, readings(3, "m1"))
+	advisories := gaveUpAdvisories(t, n)
+	fetchUnacknowledged(t, n, 3)
+
+	e, _ := meters(t)
+	cfg, logs := routedConfig(t, n.URL())
+	logs.lostExpected = true          // told below, with the events
+	cfg.StreamCheck = 2 * cfg.AckWait // the first reading, which sets max_deliver back, after the server gave up
+	events := &consumetest.Events{}
+	cfg.Observer = events
+	r := start(t, cfg, e)
+	waitFor(t, "the consumer bound", 10*time.Second, r.Ready)
+	n.SetConsumerMaxDeliver(testStream, testConsumer, 1)
+	for range 3 {
+		select {
+		case <-advisories:
+		case <-time.After(3 * cfg.AckWait):
+			t.Fatal("the server gave up on no message")
+		}
+	}
+	publishAll(t, n, readings(5, "m1")[3:])
+	allAcked(t, n, 10*time.Second)
+	waitFor(t, "the five readings applied", 10*time.Second, func() bool { return kwh(e, "m1") == "5" })
+	// The first reading sets max_deliver back and keeps what it read; the
+	// second compares with it, then sets back a max_deliver set again: its
+	// warning shows that the comparison was made.
+	waitFor(t, "the first reading", 3*cfg.StreamCheck, func() bool { return maxDeliverWarnings(logs) == 1 })
+	n.SetConsumerMaxDeliver(testStream, testConsumer, 1)
+	waitFor(t, "the second reading", 3*cfg.StreamCheck, func() bool { return maxDeliverWarnings(logs) == 2 })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := events.Sum(source.Lost); got != 0 {
+		t.Errorf("%d messages told lost, where each was decided: %q", got, lostLines(logs))
+	}
+}
+
+// maxDeliverWarnings counts the warnings that the consumer's max_deliver
+// was set on the server, one per reading that set it back.
+func maxDeliverWarnings(logs *logBuffer) int {
+	return strings.Count(logs.String(), "max_deliver was set on the server")
 }

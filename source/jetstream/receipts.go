@@ -44,6 +44,15 @@ func (r *receipts) received(sseq, dseq uint64) {
 	r.deliveries.note(dseq)
 }
 
+// taken records a message taken from the stream at sseq rather than
+// delivered (the server gave up on it): received, though no delivery of
+// the consumer's brought it.
+func (r *receipts) taken(sseq uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stream.note(sseq)
+}
+
 // complete reports whether every delivery after after, up to through
 // (consumer sequences), came here.
 func (r *receipts) complete(after, through uint64) bool {
