@@ -115,9 +115,6 @@ func (e *Engine) decodeFresh(m *Message) (*Delivery, error) {
 	if m.Invalid != "" {
 		return nil, malformed("%s", m.Invalid)
 	}
-	if len(m.Payload) > e.maxPayload {
-		return nil, malformed("payload is %d bytes, over max_payload %d", len(m.Payload), e.maxPayload)
-	}
 	if why := notTopicName(m.Topic); why != "" {
 		return nil, malformed("topic %q %s, which no MQTT topic name may", m.Topic, why)
 	}
@@ -126,6 +123,9 @@ func (e *Engine) decodeFresh(m *Message) (*Delivery, error) {
 		return nil, malformed("no route matches topic %q", m.Topic)
 	}
 	d := &Delivery{route: r, seq: -1}
+	if len(m.Payload) > e.maxPayload { // read no further; recorded under its route
+		return d, malformed("payload is %d bytes, over max_payload %d", len(m.Payload), e.maxPayload)
+	}
 	d.entities = d.entBuf[:0]
 	var err error
 	d.placer, err = r.reader.Decode(d, m)

@@ -239,8 +239,8 @@ func TestMalformedReasonsNameTheField(t *testing.T) {
 		h := newHarness(t, engine.Options{MaxPayload: 64})
 		big := `{"msgId":"a","pad":"` + strings.Repeat("x", 100) + `"}`
 		d := h.feed(engine.Message{Topic: "plant/m1/energy", Payload: []byte(big)})[0]
-		if d.Outcome != engine.Malformed || !strings.Contains(d.Reason, "over max_payload 64") {
-			t.Fatalf("got %s %q", d.Outcome, d.Reason)
+		if d.Outcome != engine.Malformed || d.Reason != "payload is 122 bytes, over max_payload 64" || d.Route != "meters" {
+			t.Fatalf("got %s %q on route %q, want malformed for its size on route meters", d.Outcome, d.Reason, d.Route)
 		}
 		assertHeld(t, h, d.Position, big)
 	})
