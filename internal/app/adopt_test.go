@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -17,12 +16,6 @@ import (
 	"github.com/replayguard/replayguard/metrics"
 	"github.com/replayguard/replayguard/source/mqtt"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbroker.CleanupPostgres()
-	os.Exit(code)
-}
 
 // An adoption that ends before its session went quiet (here its broker
 // was killed) leaves no claim held but those of the sessions its round
