@@ -879,6 +879,7 @@ type SharedStats struct {
 	LastError        string        // the last Update or lease error, "" once one succeeds
 	LeaseError       string        // the last lease renewal's error, "" once one succeeds
 	LeaseExpires     time.Time     // when this member's lease ends unless renewed
+	LeaseRenewed     time.Time     // this process's clock when the lease was last taken or renewed
 	LeaseTTL         time.Duration // how long a renewal holds the lease
 	// Fenced is set for good by the first error that said another
 	// process holds this member's lease (ErrMemberHeld after the store

@@ -46,7 +46,7 @@ func newMQTTSource(want mqttprobe.Choice, mc mqtt.Config, p mqtt.Processor, log 
 // configuration: 3.1.1 has no session expiry and no receive maximum.
 func mqtt3Config(mc mqtt.Config) mqtt3.Config {
 	c := mqtt3.Config{Brokers: mc.Brokers, ClientID: mc.ClientID, CleanStart: mc.CleanStart, ShareGroup: mc.ShareGroup, FormerShareGroups: mc.FormerShareGroups, FormerFilters: mc.FormerFilters,
-		JoinShare: mc.JoinShare, QuitShare: mc.QuitShare, LeaveShare: mc.LeaveShare, Username: mc.Username, Password: mc.Password, TLS: mc.TLS, KeepAlive: mc.KeepAlive,
+		JoinShare: mc.JoinShare, QuitShare: mc.QuitShare, LeaveShare: mc.LeaveShare, Hold: mc.Hold, Username: mc.Username, Password: mc.Password, TLS: mc.TLS, KeepAlive: mc.KeepAlive,
 		BatchSize: mc.BatchSize, BatchLinger: mc.BatchLinger, Logger: mc.Logger, Observer: mc.Observer}
 	c.Filters = append(c.Filters, mc.Filters...)
 	return c

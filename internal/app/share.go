@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/replayguard/replayguard/config"
@@ -16,6 +17,10 @@ type shareMembership struct {
 	join  func(context.Context) error
 	quit  func(context.Context) error
 	leave func(context.Context) (bool, error)
+	// hold, once this member's lease has run out, says why its consumer
+	// must not connect (mqtt.Config.Hold); nil when no member adopts
+	// another's session.
+	hold func() string
 	// group and adopt, when adopt is set, adopt the sessions of group's
 	// gone members; claimTTL is how long a claim of one holds.
 	group    string
@@ -52,5 +57,34 @@ func (a *App) shareMembership(cfg *config.Config) shareMembership {
 	if m.claimTTL <= 0 {
 		m.adopt = nil
 	}
+	if m.adopt != nil {
+		m.hold = a.leaseLapsed
+	}
 	return m
+}
+
+// leaseLapsed says why this member keeps off its brokers once its lease
+// has run out: no renewal has reached the store for the lease's whole
+// ttl (the store, or the way to it, is down), so the group's live members
+// may adopt its session, and a connection of its own would take the
+// session back while it can commit nothing. "" while the lease holds, or
+// since a renewal succeeded again. The ttl runs from when the last
+// renewal's answer came, after the store started it: the member keeps
+// off a round trip after the store's lease ended, and an adopter that
+// comes in between takes the session from it once.
+func (a *App) leaseLapsed() string {
+	rep := a.Store.Capabilities().Stats
+	if rep == nil {
+		return ""
+	}
+	st := rep.SharedStats()
+	if st.LeaseError == "" || st.LeaseRenewed.IsZero() {
+		return ""
+	}
+	if since := time.Since(st.LeaseRenewed); since >= st.LeaseTTL {
+		return fmt.Sprintf("this member's lease ran out: no renewal has reached the store for %v (%s); "+
+			"the share group's live members adopt its session meanwhile, and it connects again once a renewal succeeds",
+			since.Round(time.Second), st.LeaseError)
+	}
+	return ""
 }

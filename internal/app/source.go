@@ -54,7 +54,7 @@ func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg pro
 	if err != nil {
 		return nil, err
 	}
-	mc.JoinShare, mc.QuitShare, mc.LeaveShare = share.join, share.quit, share.leave
+	mc.JoinShare, mc.QuitShare, mc.LeaveShare, mc.Hold = share.join, share.quit, share.leave, share.hold
 	if share.adopt == nil || !cfg.Store.Shared() {
 		return newMQTTSource(mqttprobe.Choice(cfg.MQTT.Protocol), mc, p, log)
 	}

@@ -96,6 +96,16 @@ type Config struct {
 	// one holding it leave. JoinShare records it again at the next grant.
 	// Default nil: nothing recorded.
 	QuitShare func(ctx context.Context) error
+	// Hold, when set, is asked before each connection: while it says why
+	// (a member of a group whose lease has run out, its store out of
+	// reach), no connection is made, and it is asked again every
+	// HoldPoll. A member that cannot commit must not take its session
+	// back from the live member that adopts it (engine.ShareAdopter):
+	// it would hold the messages the broker deals it, unacknowledged,
+	// and the adopter adopt it again, round after round. The connection
+	// it has is not closed: the adopter's takes the session, and the
+	// messages with it. Default nil: never held.
+	Hold func() string
 	// Adopt makes Run adopt the session of ClientID, that of a member of
 	// ShareGroup that is gone (engine.ShareAdopter): it connects once,
 	// with clean start false whatever CleanStart says, subscribes to

@@ -55,6 +55,7 @@ type Consumer struct {
 	leave      mqttconn.Leaving // set as Run disconnects
 	share      *consume.Leaving // leaves the share group as Run stops
 	adopt      adoption         // an adopting Run's state (Config.Adopt)
+	hold       consume.Hold     // Config.Hold
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -90,6 +91,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 		fatal:      make(chan error, 1),
 	}
 	c.prep, _ = p.(preparer)
+	c.hold = consume.Hold{Why: cfg.Hold, Log: cfg.Logger}
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger, Filters: cfg.Filters}
 	if cfg.Adopt {
 		c.share = adoptLeaving(cfg)
@@ -243,6 +245,9 @@ func (c *Consumer) buildConnect(cp *paho.Connect, u *url.URL) (*paho.Connect, er
 	if c.cfg.Adopt && c.adopt.up.Load() {
 		return nil, errAdoptedOnce // the adopted session is not taken again
 	}
+	if c.hold.Held() {
+		return nil, consume.ErrHeld
+	}
 	broker := u.Redacted()
 	c.broker.Store(&broker)
 	round, wait := c.reconnects.current()
@@ -261,6 +266,9 @@ func (c *Consumer) buildConnect(cp *paho.Connect, u *url.URL) (*paho.Connect, er
 func (c *Consumer) reconnectWait(attempt int) time.Duration {
 	if c.cfg.Adopt && c.adopt.up.Load() {
 		return c.cfg.ConnectRetryMax // no other connection is made (errAdoptedOnce): Run is ending
+	}
+	if c.hold.Active() {
+		return consume.HoldPoll
 	}
 	wait := c.reconnects.delay(attempt)
 	switch {
@@ -347,7 +355,7 @@ func (c *Consumer) connectionDown(ctx context.Context) bool {
 }
 
 func (c *Consumer) connectError(err error) {
-	if errors.Is(err, errAdoptedOnce) {
+	if errors.Is(err, errAdoptedOnce) || errors.Is(err, consume.ErrHeld) {
 		return
 	}
 	broker := c.brokerURL()

@@ -82,6 +82,10 @@ type Config struct {
 	// which the broker granted the group's filters is lost. Default nil:
 	// nothing recorded.
 	QuitShare func(ctx context.Context) error
+	// Hold, when set, is asked before each round of connections: while
+	// it says why, no connection is made (see the MQTT 5 consumer's
+	// Config.Hold). Default nil: never held.
+	Hold func() string
 	// Adopt makes Run adopt the session of ClientID, that of a member of
 	// ShareGroup that is gone (see the MQTT 5 consumer's Config.Adopt):
 	// it connects once, with CleanSession 0 whatever CleanStart says,

@@ -61,6 +61,7 @@ type Consumer struct {
 	// beginAdoption starts leaving the group on the adopted session's
 	// behalf, once it is resumed (Config.Adopt); set by each adopting Run.
 	beginAdoption func()
+	hold          consume.Hold // Config.Hold
 }
 
 // New returns a Consumer of the brokers in cfg for p, or an error wrapping
@@ -76,6 +77,7 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c := &Consumer{cfg: cfg, p: p, log: cfg.Logger, obs: cfg.Observer, q: consume.NewQueue[delivery](),
 		fatal: make(chan error, 1), beforeAck: consume.BeforeAck}
 	c.prep, _ = p.(preparer)
+	c.hold = consume.Hold{Why: cfg.Hold, Log: cfg.Logger}
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger, Filters: cfg.Filters,
 		Unsubscribe: c.unsubscribeShared, Join: cfg.JoinShare, Quit: cfg.QuitShare}
 	if cfg.Adopt {
@@ -169,6 +171,12 @@ func (c *Consumer) connectLoop(ctx context.Context) {
 	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	flaps, failed := 0, 0
 	for ctx.Err() == nil {
+		if c.hold.Held() {
+			if !consume.Sleep(ctx.Done(), consume.HoldPoll) {
+				return
+			}
+			continue
+		}
 		if wait := b.Delay(flaps + failed); wait > 0 {
 			c.log.Info("mqtt waiting before reconnecting", "wait", wait, "flaps", flaps, "failed_rounds", failed, "brokers", len(c.urls))
 			if !consume.Sleep(ctx.Done(), wait) {

@@ -22,6 +22,7 @@ type Counters struct {
 	leaseErr string
 	fenced   string // the first error that said another process holds the member's lease
 	lease    time.Time
+	renewed  time.Time // this process's clock when the lease was last taken or renewed
 	async    string
 	offset   time.Duration // this process's clock less the store server's
 	within   time.Duration // offset's uncertainty: half the round trip
@@ -116,7 +117,7 @@ func (c *Counters) LeaseFailed(err error) {
 // with nothing to write renews its lease still.
 func (c *Counters) Leased(until time.Time) {
 	c.mu.Lock()
-	c.lease = until
+	c.lease, c.renewed = until, time.Now()
 	if c.lastErr == c.leaseErr {
 		c.lastErr = ""
 	}
@@ -142,6 +143,7 @@ func (c *Counters) Stats(notDurable string, leaseTTL time.Duration) engine.Share
 		LastError:     c.lastErr,
 		LeaseError:    c.leaseErr,
 		LeaseExpires:  c.lease,
+		LeaseRenewed:  c.renewed,
 		LeaseTTL:      leaseTTL,
 		Fenced:        c.fenced,
 		ClockOffset:   c.offset,
