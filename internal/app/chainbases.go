@@ -17,8 +17,8 @@ func chainBases(st Store) audit.ChainBases {
 }
 
 // trimmedChains returns the base of every member's chain of st that audit
-// retention trimmed, by member, for a report (report.Options.Bases); nil
-// when none is.
+// retention trimmed, by member, for a report (report.Options.Bases): empty
+// when none is; nil when st cannot say.
 func trimmedChains(ctx context.Context, st Store) (map[string]engine.AuditHead, error) {
 	caps := st.Capabilities()
 	if caps.Keeper == nil || caps.Chains == nil {
@@ -28,16 +28,13 @@ func trimmedChains(ctx context.Context, st Store) (map[string]engine.AuditHead, 
 	if err != nil {
 		return nil, err
 	}
-	var out map[string]engine.AuditHead
+	out := map[string]engine.AuditHead{}
 	for _, c := range chains {
 		base, err := caps.Keeper.ChainBase(ctx, c.Member)
 		if err != nil {
 			return nil, err
 		}
 		if base.Position > 0 {
-			if out == nil {
-				out = map[string]engine.AuditHead{}
-			}
 			out[c.Member] = base
 		}
 	}

@@ -128,9 +128,7 @@ func storeRecords(ctx context.Context, s engine.Store, archive string) (iter.Seq
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if base.Position > 0 {
-			bases = map[string]engine.AuditHead{"": base}
-		}
+		bases = map[string]engine.AuditHead{"": base} // 0: never trimmed, a hole is the store's
 	}
 	head, err := auditHead(ctx, s)
 	if err != nil {

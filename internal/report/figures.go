@@ -36,7 +36,11 @@ type Options struct {
 	// chain whose records begin after its base is verified from it; one
 	// whose records begin at position 1 (read from the archive first) is
 	// verified from there, and the records at or below its base are
-	// counted as archived.
+	// counted as archived. Positions that neither the archive nor the
+	// store gave are named as missing from the archive at or below the
+	// base, from the store above it; a member absent from the map has base
+	// 0 (its chain never trimmed). Nil: the bases were not read, and such
+	// positions are named without saying which should hold them.
 	Bases map[string]engine.AuditHead
 	// Archive is the directory the archived records were read from, shown
 	// as given; empty: none was read. A period that reaches before a

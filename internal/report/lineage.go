@@ -29,8 +29,12 @@ type LineageOptions struct {
 	// Bases are where audit retention left each chain beginning in the
 	// store, by member ("" on a single-owner store): a chain read up to
 	// less than its base (every record of it archived, and no archive
-	// read) is an error, as a chain that begins past position 1 is. Nil:
-	// no chain is known to be trimmed.
+	// read) is an error, as a chain that begins past position 1 is; a
+	// member absent from the map has base 0 (its chain never trimmed).
+	// Positions above a chain's base that are not read are the store's
+	// loss: a break (audit.ErrBroken). Nil: the bases were not read (no
+	// chain is known to be trimmed), and missing positions are named
+	// without saying which of the archive and the store should hold them.
 	Bases map[string]engine.AuditHead
 	// Heads are the chain heads the store keeps, by member ("" on a
 	// single-owner store), read before the records: each chain must be
@@ -158,7 +162,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 	}
 	byKey := map[engine.Hash][]ref{}
 	var read LineageRead
-	chains := chainsRead{hashed: true, heads: opts.Heads}
+	chains := chainsRead{hashed: true, heads: opts.Heads, bases: opts.Bases}
 	withEffects := map[string]bool{} // chains that have had a record with effects
 	for r, err := range records {
 		if err != nil {
@@ -285,6 +289,7 @@ type chainsRead struct {
 	past   map[string]bool             // the chains read past LineageOptions.At
 	hashed bool
 	heads  map[string]engine.AuditHead
+	bases  map[string]engine.AuditHead // nil: not read
 }
 
 // pastAt reports whether r, the record next read, comes after at (zero:
@@ -315,10 +320,26 @@ func (c *chainsRead) next(r *engine.AuditRecord) (uint64, error) {
 	if c.last == nil {
 		c.last = map[string]engine.AuditHead{}
 	}
-	switch prev, ok := c.last[r.Member]; {
+	prev, ok := c.last[r.Member]
+	if from, base := prev.Position+1, c.bases[r.Member].Position; c.bases != nil && r.Position > from && r.Position-1 > base {
+		// Reaching above the store's base: the store never moved those to
+		// the archive, and does not hold them. Those below it, if any, the
+		// archive read before (a record of the chain was read) lacks.
+		what := missing(from, r.Position-1, base, true, "", ok)
+		if ok {
+			return 0, fmt.Errorf("%s: positions %d..%d were not read: %w", chainName(r.Member), from, r.Position-1,
+				&audit.BrokenError{Position: from, Member: r.Member, Reason: what})
+		}
+		return 0, fmt.Errorf("%s begins at position %d in the store: %w", chainName(r.Member), r.Position,
+			&audit.BrokenError{Position: from, Member: r.Member, Reason: what})
+	}
+	switch {
 	case !ok && r.Position != 1:
 		return 0, fmt.Errorf("%s begins at position %d in the store: positions 1..%d are not in it (audit retention archived them), and %w; "+
 			"give their archive (--archive DIR, or audit.archive in the configuration)", chainName(r.Member), r.Position, r.Position-1, ErrChainTrimmed)
+	case ok && r.Position != prev.Position+1 && c.bases == nil:
+		return 0, fmt.Errorf("%s: positions %d..%d were not read: neither the archive nor the store holds them (audit verify --archive names where), "+
+			"or audit retention moved them to the archive while they were read (read again)", chainName(r.Member), prev.Position+1, r.Position-1)
 	case ok && r.Position != prev.Position+1:
 		return 0, fmt.Errorf("%s: positions %d..%d were not read: the archive lacks them (audit verify --archive names the missing segment), "+
 			"or audit retention moved them to the archive while they were read (read again)", chainName(r.Member), prev.Position+1, r.Position-1)

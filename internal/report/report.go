@@ -123,9 +123,14 @@ func (b *builder) read(r *engine.AuditRecord) error {
 }
 
 // notCovered is the error of a period that reaches before r, its chain's
-// first record read.
+// first record read. Positions the store should hold (above its base) are
+// named as missing from it, not as the archive's.
 func (b *builder) notCovered(r *engine.AuditRecord) error {
 	when := r.Time.UTC().Format(time.RFC3339Nano)
+	if base, known := b.base(r.Member); known && base < r.Position-1 {
+		return fmt.Errorf("the period reaches before the first record read of %s (position %d, %s): %s; give a --from after %s",
+			chainName(r.Member), r.Position, when, missing(1, r.Position-1, base, true, b.opts.Archive, b.opts.Archive != ""), when)
+	}
 	if b.opts.Archive == "" {
 		return fmt.Errorf("the period reaches before the first record the store holds of %s (position %d, %s): positions 1..%d are not in the store (audit retention archived them); "+
 			"give their archive (--archive DIR, or audit.archive in the configuration), or a --from after %s", chainName(r.Member), r.Position, when, r.Position-1, when)
@@ -323,9 +328,25 @@ func (b *builder) chain(member string) *chainAcc {
 	return c
 }
 
+// base is where audit retention left member's chain beginning in the
+// store (Options.Bases); false when the report was not told.
+func (b *builder) base(member string) (uint64, bool) {
+	if b.opts.Bases == nil {
+		return 0, false
+	}
+	return b.opts.Bases[member].Position, true
+}
+
 func (b *builder) verify(r *engine.AuditRecord) {
 	c := b.chain(r.Member)
 	if c.broken != "" {
+		return
+	}
+	if next := c.v.Head().Position + 1; r.Position > next {
+		// Positions neither the archive nor the store gave: named where
+		// they should be, as audit verify names the break.
+		base, known := b.base(r.Member)
+		c.broken = (&audit.BrokenError{Position: next, Member: r.Member, Reason: missing(next, r.Position-1, base, known, b.opts.Archive, b.opts.Archive != "")}).Error()
 		return
 	}
 	if err := c.v.Check(*r); err != nil {
