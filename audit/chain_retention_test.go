@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -206,18 +207,29 @@ func (f *groupFeed) ro2(t *testing.T) *memory.Member {
 	return f.other
 }
 
-func TestChainRetentionStopsAtItsHead(t *testing.T) {
+// TestChainRetentionStopsAtTheLowestSinkCursor: max_records counts back
+// from the chain's head; an audit sink's cursor below that keeps what the
+// sink has yet to deliver in the store, and the pass says which sink holds
+// how many records beyond max_records.
+func TestChainRetentionStopsAtTheLowestSinkCursor(t *testing.T) {
 	f, dir := newGroupFeed(t, "m1"), t.TempDir()
 	f.decide(t, "m1", 300)
-	held := uint64(120) // what every sink delivered, say
+	cursors := map[string]uint64{"collector": 120, "file": 295} // what each sink delivered, say
 	r := f.retention(t, f.members["m1"].m, dir, "m1", audit.RetentionOptions{MaxRecords: 10,
-		Head: func(context.Context) (uint64, error) { return held, nil }})
-	if res := once(t, r); res.Base.Position != 110 {
-		t.Fatalf("retention held back to 120 trimmed to %d; want the 10 records below it kept, as on a single-owner store", res.Base.Position)
+		Cursors: func(_ context.Context, head uint64) (map[string]uint64, error) {
+			if head != 300 {
+				t.Errorf("the cursors are asked with head %d; want the chain's, 300", head)
+			}
+			return maps.Clone(cursors), nil
+		}})
+	res := once(t, r)
+	if want := []audit.SinkHeld{{Sink: "collector", Cursor: 120, Records: 170}}; res.Base.Position != 120 || !slices.Equal(res.Held, want) {
+		t.Fatalf("retention with a sink at 120 trimmed to %d, held %+v; want 120, and the 170 records up to 290 (300 less max_records) held by collector %+v",
+			res.Base.Position, res.Held, want)
 	}
-	held = 300
-	if res := once(t, r); res.Base.Position != 290 {
-		t.Fatalf("retention trimmed to %d; want 290", res.Base.Position)
+	cursors["collector"] = 300
+	if res := once(t, r); res.Base.Position != 290 || len(res.Held) != 0 {
+		t.Fatalf("retention trimmed to %d, held %+v; want 290, none held", res.Base.Position, res.Held)
 	}
 }
 

@@ -1,14 +1,17 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
@@ -46,10 +49,17 @@ type RetentionOptions struct {
 	MaxRecords uint64
 	// SegmentRecords bounds a segment. Default DefaultSegmentRecords.
 	SegmentRecords int
-	// Head returns the position retention may trim up to: the chain's
-	// committed head (the engine's Stats().Position), held back to what
-	// every audit sink delivered. Required.
+	// Head returns the chain's committed head (the engine's
+	// Stats().Position; a shared store's chain head as the store keeps
+	// it): no record above it leaves, and MaxRecords counts back from it.
+	// Required.
 	Head func(ctx context.Context) (uint64, error)
+	// Cursors returns, by audit sink, the position up to which the sink
+	// delivered the chain, whose head Head just returned: no record above
+	// the lowest leaves the store, whatever the limits, and a sink whose
+	// cursor is below the newest MaxRecords holds the records between
+	// them in the store (TrimResult.Held). Default: no sink.
+	Cursors func(ctx context.Context, head uint64) (map[string]uint64, error)
 	// Owned reports whether this process still owns the chain's archive
 	// and trim, as a claim of a shared store's chain says. Once asks it
 	// before it clears what an interrupted pass left, before each segment
@@ -69,10 +79,12 @@ type RetentionOptions struct {
 // segments of an archive and then drops them from the store, so the store
 // stays bounded and archive plus store verify as one chain
 // (VerifyWithArchive, VerifyChainsWithArchive). A record leaves when it is
-// older than MaxAge or beyond the newest MaxRecords, never above Head, and
-// never while an open quarantine entry of its chain is at or below it: a
-// held message and the records up to it stay until it is released or
-// discarded.
+// older than MaxAge or beyond the newest MaxRecords (counted back from
+// Head), never above Head or an audit sink's cursor (Cursors), and never
+// while an open quarantine entry of its chain is at or below it: a held
+// message and the records up to it stay until it is released or
+// discarded. A sink that lags keeps what it has yet to deliver in the
+// store, beyond MaxRecords: each pass says so (TrimResult.Held).
 //
 // Once and Run must not run concurrently with each other, nor with another
 // Retention of the same chain and archive (one task owns a chain's
@@ -98,6 +110,21 @@ type TrimResult struct {
 	Segments int
 	Records  uint64
 	Base     engine.AuditHead // the store's audit base after the pass
+	// Held are the audit sinks that keep records beyond the newest
+	// MaxRecords in the store, because they have yet to deliver them
+	// (RetentionOptions.Cursors), lowest cursor first, as the pass found
+	// them before it trimmed; none without MaxRecords, and none for a sink
+	// within it.
+	Held []SinkHeld
+}
+
+// SinkHeld is an audit sink that holds records beyond the newest
+// MaxRecords in the store: Records of them, those after its Cursor (and
+// after the store's base) up to where the count limit cuts.
+type SinkHeld struct {
+	Sink    string
+	Cursor  uint64
+	Records uint64
 }
 
 // NewRetention returns retention for the log of s, a single-owner store,
@@ -152,6 +179,10 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 	if err != nil {
 		return res, err
 	}
+	limit, err := r.heldBack(ctx, head, base.Position, &res)
+	if err != nil {
+		return res, err
+	}
 	floor, err := r.store.quarantineFloor(ctx)
 	if err != nil {
 		return res, err
@@ -165,10 +196,7 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 	if err := clearFrom(r.dir, base.Position+1); err != nil {
 		return res, err
 	}
-	p := pass{limit: min(head, floor-1), ageCut: r.opts.Now().Add(-r.opts.MaxAge)}
-	if n := r.opts.MaxRecords; n > 0 && head > n {
-		p.countCut = head - n
-	}
+	p := pass{limit: min(limit, floor-1), countCut: r.countCut(head), ageCut: r.opts.Now().Add(-r.opts.MaxAge)}
 	for base.Position < p.limit && r.opts.Owned() {
 		n, next, err := r.segment(ctx, base, p)
 		if err != nil || n == 0 {
@@ -191,6 +219,38 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 		res.Base = base
 	}
 	return res, nil
+}
+
+// countCut is the last position the count limit lets go with the chain's
+// head at head: 0 without MaxRecords, or while the chain is within it.
+func (r *Retention) countCut(head uint64) uint64 {
+	if n := r.opts.MaxRecords; n > 0 && head > n {
+		return head - n
+	}
+	return 0
+}
+
+// heldBack returns head held back to the lowest cursor of the audit sinks,
+// and notes in res.Held the sinks that keep records the count limit lets
+// go, of those the store holds (after its base).
+func (r *Retention) heldBack(ctx context.Context, head, base uint64, res *TrimResult) (uint64, error) {
+	if r.opts.Cursors == nil {
+		return head, nil
+	}
+	cursors, err := r.opts.Cursors(ctx, head)
+	if err != nil {
+		return 0, err
+	}
+	cut := r.countCut(head)
+	for _, name := range slices.Sorted(maps.Keys(cursors)) {
+		c := cursors[name]
+		head = min(head, c)
+		if from := max(c, base); from < cut {
+			res.Held = append(res.Held, SinkHeld{Sink: name, Cursor: c, Records: cut - from})
+		}
+	}
+	slices.SortStableFunc(res.Held, func(a, b SinkHeld) int { return cmp.Compare(a.Cursor, b.Cursor) })
+	return head, nil
 }
 
 // checkLeftovers refuses a sealed segment after base that the store's

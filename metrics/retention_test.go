@@ -59,3 +59,34 @@ replayguard_audit_retention_failing_chains %s
 		})
 	}
 }
+
+// The records each audit sink held beyond the count limit at the last
+// pass are served by sink; a sink that holds none any longer reads 0.
+func TestRetentionServesTheRecordsEachSinkHolds(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	r := metrics.NewRetention(reg)
+	const held = `
+# HELP replayguard_audit_retention_held_records Records beyond audit.retention.max_records that the last audit retention pass kept in the store because the sink had yet to deliver them, summed over the chains the member trims; 0 when it held none.
+# TYPE replayguard_audit_retention_held_records gauge
+`
+	for _, step := range []struct {
+		name string
+		held map[string]uint64
+		want string
+	}{
+		{"none before a pass", nil, ""},
+		{"a sink down holds what it has yet to deliver", map[string]uint64{"collector": 30, "file": 0},
+			held + "replayguard_audit_retention_held_records{sink=\"collector\"} 30\nreplayguard_audit_retention_held_records{sink=\"file\"} 0\n"},
+		{"once it caught up, 0", map[string]uint64{"collector": 0},
+			held + "replayguard_audit_retention_held_records{sink=\"collector\"} 0\nreplayguard_audit_retention_held_records{sink=\"file\"} 0\n"},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			if step.held != nil {
+				r.Held(step.held)
+			}
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(step.want), "replayguard_audit_retention_held_records"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

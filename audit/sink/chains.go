@@ -81,17 +81,32 @@ func (s *Set) SetChains(chains []engine.Chain) {
 // the store keeps it: every sink delivered each record of the chain at or
 // below it. Audit retention trims a chain no further.
 func (s *Set) Floor(ctx context.Context, member string) (uint64, error) {
+	cursors, err := s.Cursors(ctx, member)
+	if err != nil {
+		return 0, err
+	}
 	floor := uint64(0)
 	for i, r := range s.sinks {
-		c, err := s.logs.cursor(ctx, member, r.Name)
-		if err != nil {
-			return 0, fmt.Errorf("read the cursor of sink %s: %w", r.Name, err)
-		}
-		if i == 0 || c < floor {
+		if c := cursors[r.Name]; i == 0 || c < floor {
 			floor = c
 		}
 	}
 	return floor, nil
+}
+
+// Cursors returns each sink's cursor on member's chain, by name, as the
+// store keeps it: the sink delivered each record of the chain at or below
+// it.
+func (s *Set) Cursors(ctx context.Context, member string) (map[string]uint64, error) {
+	out := make(map[string]uint64, len(s.sinks))
+	for _, r := range s.sinks {
+		c, err := s.logs.cursor(ctx, member, r.Name)
+		if err != nil {
+			return nil, fmt.Errorf("read the cursor of sink %s: %w", r.Name, err)
+		}
+		out[r.Name] = c
+	}
+	return out, nil
 }
 
 // chainLogs are the chains a Set delivers and its cursors on them.

@@ -507,9 +507,16 @@ func (r *runner) rewound(chain string) uint64 {
 // cursor is the sink's cursor on chain as far as it knows; 0 before it
 // read it.
 func (r *runner) cursor(chain string) uint64 {
+	c, _ := r.cursorRead(chain)
+	return c
+}
+
+// cursorRead is cursor, and whether the sink read it from the store.
+func (r *runner) cursorRead(chain string) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cursors[chain]
+	c, ok := r.cursors[chain]
+	return c, ok
 }
 
 // Flush delivers, on the calling goroutine, what every sink can up to the
@@ -634,8 +641,11 @@ func (s *Set) Close(ctx context.Context) error {
 type Status struct {
 	Name string
 	// Cursor is the sink's cursor on the member's own chain
-	// (Options.Member; a single-owner store's log).
-	Cursor uint64
+	// (Options.Member; a single-owner store's log). CursorRead is false
+	// until the sink read it from the store, at its first delivery: Cursor
+	// is 0 until then, whatever the store keeps.
+	Cursor     uint64
+	CursorRead bool
 	// Backlog is what the sink has yet to deliver, summed over the chains
 	// it is given.
 	Backlog             uint64
@@ -650,7 +660,8 @@ func (s *Set) Status() []Status {
 	heads := s.givenHeads()
 	out := make([]Status, len(s.sinks))
 	for i, r := range s.sinks {
-		st := Status{Name: r.Name, Cursor: r.cursor(s.opts.Member), Delivered: r.delivered.Load(), Failures: r.failures.Load()}
+		st := Status{Name: r.Name, Delivered: r.delivered.Load(), Failures: r.failures.Load()}
+		st.Cursor, st.CursorRead = r.cursorRead(s.opts.Member)
 		if o, ok := r.Exporter.(oversizer); ok {
 			st.Oversize = o.Oversize()
 		}

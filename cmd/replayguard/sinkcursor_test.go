@@ -49,8 +49,10 @@ func TestRetentionKeepsWhatASinkOfAnotherMemberHasNotDelivered(t *testing.T) {
 			mustIngest(t, cfgA, meterFeed(t, 0, 100))
 			mustIngest(t, cfgB, meterFeed(t, 1000, 10)) // a is gone: b streams a's chain to second, up to 100
 			errs := mustIngest(t, cfgAKeep, meterFeed(t, 2000, 100))
-			// Held at second's cursor, 100, keeping 10 below it.
-			mustSay(t, errs, "audit retention: 90 records of member a's chain archived")
+			// Held at second's cursor, 100: the 90 records after it up to
+			// 190 (200 less max_records) stay, said.
+			mustSay(t, errs, "audit retention: 100 records of member a's chain archived")
+			mustSay(t, errs, "audit sink second has yet to deliver 90 records of member a's chain beyond audit.retention.max_records (10), from its cursor at 100")
 			mustSay(t, errs, "sink=second")
 			mustSay(t, errs, "chain=a")
 			errs = mustIngest(t, cfgB, meterFeed(t, 3000, 10))
@@ -70,7 +72,7 @@ func TestRetentionKeepsWhatASinkOfAnotherMemberHasNotDelivered(t *testing.T) {
 			mustSay(t, out, "audit sink second forgotten by alice: its cursors (member a's chain at 200, member b's chain at 20) no longer hold retention back (audit position 301 of member a)")
 			errs = mustIngest(t, cfgAKeep, meterFeed(t, 5000, 10))
 			// 301 is the audit record of the forgetting, on a's chain (store.member).
-			mustSay(t, errs, "audit retention: 111 records of member a's chain archived")
+			mustSay(t, errs, "audit retention: 101 records of member a's chain archived")
 			if strings.Contains(errs, "sink=second") {
 				t.Fatalf("the forgotten sink still holds retention back:\n%s", errs)
 			}
@@ -103,8 +105,9 @@ func TestARemovedSinkHoldsRetentionBackUntilAnOperatorForgetsIt(t *testing.T) {
 
 	mustIngest(t, before, meterFeed(t, 0, 100))
 	errs := mustIngest(t, after, meterFeed(t, 100, 100))
-	mustSay(t, errs, "audit retention: 90 records archived") // held at gone's cursor, 100, keeping 10 below it
+	mustSay(t, errs, "audit retention: 100 records archived") // held at gone's cursor, 100
 	mustSay(t, errs, "sink=gone")
+	mustSay(t, errs, "audit sink gone has yet to deliver 90 records beyond audit.retention.max_records (10), from its cursor at 100")
 	if _, errs, code := cli(t, "", "audit", "forget-sink", "jsonl", "--reason", "x", "-c", after); code == 0 || !strings.Contains(errs, `audit.sinks names "jsonl"`) {
 		t.Fatalf("forget-sink of a configured sink: exit %d\n%s", code, errs)
 	}
@@ -120,7 +123,7 @@ func TestARemovedSinkHoldsRetentionBackUntilAnOperatorForgetsIt(t *testing.T) {
 		t.Fatalf("the audit record of the forgotten sink: %+v", rec)
 	}
 	errs = mustIngest(t, after, meterFeed(t, 200, 10))
-	mustSay(t, errs, "audit retention: 111 records archived")
+	mustSay(t, errs, "audit retention: 101 records archived")
 	if strings.Contains(errs, "sink=gone") {
 		t.Fatalf("the forgotten sink still holds retention back:\n%s", errs)
 	}

@@ -58,6 +58,9 @@ type chains struct {
 	// retained counts, under Run, the chains a retention pass failed on
 	// and times the passes that failed on none; nil: not counted.
 	retained *metrics.Retention
+	// held says what the sinks keep of the chains beyond
+	// audit.retention.max_records, under Run; nil: nothing says it.
+	held *heldBySinks
 
 	mu        sync.Mutex
 	claimed   []string                    // as ClaimChains last answered, sorted
@@ -143,12 +146,16 @@ func (c *chains) flushAtStop(ctx context.Context) {
 // next pass tries again); with no chain claimed because the store did not
 // answer, the member's own chain.
 func (c *chains) runRetention(ctx context.Context, every time.Duration) {
-	retainEvery(ctx, every, c.a.Log, c.retained, func(ctx context.Context) []error {
+	retainEvery(ctx, every, c.a.Log, c.retained, c.held, func(ctx context.Context) ([]chainHeld, []error) {
 		if err := c.unclaimed(); err != nil {
-			return []error{err}
+			return nil, []error{err}
 		}
-		_, errs := c.trimEach(ctx)
-		return errs
+		res, errs := c.trimEach(ctx)
+		found := make([]chainHeld, 0, len(res))
+		for _, r := range res {
+			found = append(found, chainHeld{chain: r.Member, held: r.Held})
+		}
+		return found, errs
 	})
 }
 
@@ -413,9 +420,15 @@ func (c *chains) retention(member string) (*audit.Retention, error) {
 		Member:     member,
 		MaxAge:     time.Duration(ac.Retention.MaxAge),
 		MaxRecords: uint64(ac.Retention.MaxRecords),
-		Head:       func(ctx context.Context) (uint64, error) { return c.trimHead(ctx, member) },
-		Owned:      func() bool { return c.owned(member) },
-		Logger:     c.a.Log,
+		Head: func(ctx context.Context) (uint64, error) {
+			heads, err := c.heads(ctx)
+			return heads[member].Position, err
+		},
+		Cursors: func(ctx context.Context, head uint64) (map[string]uint64, error) {
+			return c.trimCursors(ctx, member, head)
+		},
+		Owned:  func() bool { return c.owned(member) },
+		Logger: c.a.Log,
 	})
 	if err != nil {
 		return nil, err
@@ -424,33 +437,28 @@ func (c *chains) retention(member string) (*audit.Retention, error) {
 	return r, nil
 }
 
-// trimHead is the position retention may trim member's chain up to: its
-// head as the store keeps it, held back to the lowest cursor of this
-// process's sinks on it and to every cursor the store keeps on it, those
-// of sinks other members configure (which stream it when it is theirs)
-// and of sinks removed from every configuration included (holdBack), so
-// that a record leaves only once every sink delivered it, until an
-// operator forgets a sink that is gone.
-func (c *chains) trimHead(ctx context.Context, member string) (uint64, error) {
-	heads, err := c.heads(ctx)
-	if err != nil {
-		return 0, err
-	}
-	pos := heads[member].Position
+// trimCursors are the cursors retention holds member's chain, whose head
+// is head, back to, by sink: those of this process's sinks on it and
+// every cursor the store keeps on it, those of sinks other members
+// configure (which stream it when it is theirs) and of sinks removed from
+// every configuration included (sinkCursorsOf), so that a record leaves
+// only once every sink delivered it, until an operator forgets a sink
+// that is gone.
+func (c *chains) trimCursors(ctx context.Context, member string, head uint64) (map[string]uint64, error) {
+	cursors := map[string]uint64{}
 	var configured []string
 	if c.sinks != nil {
-		floor, err := c.sinks.Floor(ctx, member)
-		if err != nil {
-			return 0, err
+		var err error
+		if cursors, err = c.sinks.Cursors(ctx, member); err != nil {
+			return nil, err
 		}
-		pos = min(pos, floor)
 		for _, st := range c.sinks.Status() {
 			configured = append(configured, st.Name)
 		}
 	}
 	stored, err := c.g.ChainCursors(ctx, member)
 	if err != nil {
-		return 0, fmt.Errorf("read the sinks' cursors on the chain: %w", err)
+		return nil, fmt.Errorf("read the sinks' cursors on the chain: %w", err)
 	}
-	return holdBack(c.a.Log, pos, member, stored, configured), nil
+	return sinkCursorsOf(c.a.Log, head, member, cursors, stored, configured), nil
 }

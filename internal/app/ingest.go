@@ -104,6 +104,7 @@ func (t *Tool) finishChains(ctx context.Context, c *chains) error {
 			fmt.Fprintf(t.errOut(), "audit retention: %s of member %s's chain archived in %s to %s; the store keeps its positions from %d\n",
 				counted(r.Records, "record", "records"), r.Member, counted(r.Segments, "segment", "segments"), audit.ChainDir(t.Config.Audit.Archive, r.Member), r.Base.Position+1)
 		}
+		t.sayHeld(r.Member, r.Held)
 	}
 	if err != nil {
 		return fmt.Errorf("audit retention: %w", err)
@@ -187,5 +188,20 @@ func (t *Tool) applyRetention(ctx context.Context, a *App) error {
 		fmt.Fprintf(t.errOut(), "audit retention: %s archived in %s to %s; the store keeps positions from %d\n",
 			counted(res.Records, "record", "records"), counted(res.Segments, "segment", "segments"), t.Config.Audit.Archive, res.Base.Position+1)
 	}
+	t.sayHeld("", res.Held)
 	return nil
+}
+
+// sayHeld says on Err which audit sinks keep records of chain ("" a
+// single-owner store's log) beyond audit.retention.max_records, not yet
+// delivered: the store keeps them until the sink does.
+func (t *Tool) sayHeld(chain string, held []audit.SinkHeld) {
+	of := ""
+	if chain != "" {
+		of = fmt.Sprintf(" of member %s's chain", chain)
+	}
+	for _, s := range held {
+		fmt.Fprintf(t.errOut(), "audit retention: audit sink %s has yet to deliver %s%s beyond audit.retention.max_records (%d), from its cursor at %d: the store keeps them until it does\n",
+			s.Sink, counted(s.Records, "record", "records"), of, t.Config.Audit.Retention.MaxRecords, s.Cursor)
+	}
 }

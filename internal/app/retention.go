@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/audit"
+	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/metrics"
 )
 
@@ -29,26 +30,37 @@ func (a *App) Retention() (*audit.Retention, error) {
 		MaxAge:     time.Duration(ac.Retention.MaxAge),
 		MaxRecords: uint64(ac.Retention.MaxRecords),
 		Head:       a.retainHead,
+		Cursors:    a.retainCursors,
 		Logger:     a.Log,
 	})
 }
 
 // retainEvery runs pass now and then every interval until ctx is done.
-// pass returns the errors of the chains it failed on, one each: each is
-// logged (the next pass tries again) and, when m is not nil, counted,
-// and a pass that failed on none is timed. A pass cut short by ctx is
-// neither: the stop ended it.
-func retainEvery(ctx context.Context, every time.Duration, log *slog.Logger, m *metrics.Retention, pass func(context.Context) []error) {
+// pass returns what the audit sinks held of each chain it trimmed beyond
+// audit.retention.max_records (nil when it read none: what the last pass
+// found stands), and the errors of the chains it failed on,
+// one each: each error is logged (the next pass tries again) and, when m
+// is not nil, counted, and a pass that failed on none is timed; what the
+// sinks held goes to held (nil: nowhere), which says it, and to m. A pass
+// cut short by ctx is none of these: the stop ended it.
+func retainEvery(ctx context.Context, every time.Duration, log *slog.Logger, m *metrics.Retention, held *heldBySinks,
+	pass func(context.Context) ([]chainHeld, []error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		errs := pass(ctx)
+		found, errs := pass(ctx)
 		if ctx.Err() == nil {
 			for _, err := range errs {
 				log.Error("audit retention", "err", err)
 			}
+			if held != nil && (found != nil || len(errs) == 0) { // nil with errors: no chain was read, the last pass's stands
+				held.note(found)
+			}
 			if m != nil {
 				m.Pass(time.Now(), len(errs))
+				if held != nil {
+					m.Held(held.bySink())
+				}
 			}
 		}
 		select {
@@ -57,4 +69,13 @@ func retainEvery(ctx context.Context, every time.Duration, log *slog.Logger, m *
 		case <-t.C:
 		}
 	}
+}
+
+// sinkNames are the names of the sinks audit.sinks configures.
+func sinkNames(cfg *config.Config) []string {
+	var out []string
+	for _, s := range cfg.Audit.Sinks {
+		out = append(out, s.Name)
+	}
+	return out
 }

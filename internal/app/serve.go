@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,8 +66,11 @@ type daemon struct {
 	consumer  source
 	retention *audit.Retention // nil when audit.retention is off, or on a shared store
 	chains    *chains          // a shared store's chains, when audit.retention or audit.sinks is on
-	server    *web.Server      // nil without http.listen
-	sinkFlush time.Duration    // how long the audit sinks may deliver, once the consumer stopped, what they have not
+	// held is what the last retention pass found the audit sinks keep
+	// beyond audit.retention.max_records; nil until retention runs.
+	held      atomic.Pointer[heldBySinks]
+	server    *web.Server   // nil without http.listen
+	sinkFlush time.Duration // how long the audit sinks may deliver, once the consumer stopped, what they have not
 }
 
 // ready reports whether the member takes and acknowledges deliveries: the
@@ -96,6 +100,9 @@ func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.Sto
 	a, h := d.app, d.app.Config.HTTP
 	if !h.Enabled() {
 		return nil, nil
+	}
+	if a.Config.Audit.Retention.Enabled() { // an audit sink that keeps records beyond max_records
+		storeStatus = withWarning(storeStatus, func() string { return d.held.Load().warning() })
 	}
 	tokens, err := HTTPTokens(h)
 	if err != nil {
@@ -186,12 +193,16 @@ func (d *daemon) startRetention(ctx context.Context, g *goroutines) {
 		return
 	}
 	ac, m := d.app.Config.Audit, metrics.NewRetention(d.reg)
+	held := newHeldBySinks(d.log, uint64(ac.Retention.MaxRecords), sinkNames(d.app.Config))
+	d.held.Store(held)
 	g.Go(func() error {
-		retainEvery(ctx, time.Duration(ac.Retention.Interval), d.log, m, func(ctx context.Context) []error {
-			if _, err := d.retention.Once(ctx); err != nil {
-				return []error{err}
+		retainEvery(ctx, time.Duration(ac.Retention.Interval), d.log, m, held, func(ctx context.Context) ([]chainHeld, []error) {
+			res, err := d.retention.Once(ctx)
+			found := []chainHeld{{held: res.Held}}
+			if err != nil {
+				return found, []error{err}
 			}
-			return nil
+			return found, nil
 		})
 		return nil
 	})
@@ -238,6 +249,8 @@ func (d *daemon) startChains(ctx context.Context, g *goroutines) {
 	d.chains.stopFlush = d.sinkFlush
 	if d.chains.retain {
 		d.chains.retained = metrics.NewRetention(d.reg)
+		d.chains.held = newHeldBySinks(d.log, uint64(d.app.Config.Audit.Retention.MaxRecords), sinkNames(d.app.Config))
+		d.held.Store(d.chains.held)
 	}
 	g.Go(func() error { d.chains.Run(ctx); return nil })
 	if ac := d.app.Config.Audit; ac.Retention.Enabled() {

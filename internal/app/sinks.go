@@ -75,46 +75,61 @@ func newExporter(ctx context.Context, sc config.SinkConfig, log *slog.Logger) (s
 	return nil, fmt.Errorf("kind %q is not one of otlp, syslog, file", sc.Kind)
 }
 
-// retainHead is the position audit retention may trim a single-owner
-// store's log up to: the committed head, held back to the lowest cursor of
-// the configured sinks and to every cursor the store keeps (holdBack), so
-// a record leaves the store only once every sink delivered it, those the
-// configuration no longer names included, until an operator forgets them.
-// (A shared store's chains: chains.trimHead.)
-func (a *App) retainHead(ctx context.Context) (uint64, error) {
-	pos := a.Engine.Stats().Position
+// retainHead is the head audit retention counts a single-owner store's
+// log back from (audit.retention.max_records): the committed head.
+func (a *App) retainHead(context.Context) (uint64, error) { return a.Engine.Stats().Position, nil }
+
+// retainCursors are the cursors audit retention holds a single-owner
+// store's log back to, by sink: each configured sink's, and every cursor
+// the store keeps (sinkCursorsOf), so a record leaves the store only once
+// every sink delivered it, those the configuration no longer names
+// included, until an operator forgets them. (A shared store's chains:
+// chains.trimCursors.)
+func (a *App) retainCursors(ctx context.Context, head uint64) (map[string]uint64, error) {
+	cursors := map[string]uint64{}
 	var configured []string
 	if a.Sinks != nil {
 		for _, st := range a.Sinks.Status() {
-			pos = min(pos, st.Cursor)
+			// Until the sink read its cursor (its first delivery), the
+			// store's says how far it delivered: 0 only if it keeps none.
+			if st.CursorRead {
+				cursors[st.Name] = st.Cursor
+			}
 			configured = append(configured, st.Name)
 		}
 	}
 	cs := a.Store.Capabilities().Cursors
-	if cs == nil {
-		return pos, nil
+	if cs == nil { // it keeps none: no sink is configured (newSinks)
+		return cursors, nil
 	}
 	stored, err := cs.Cursors(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("read the audit sinks' cursors: %w", err)
+		return nil, fmt.Errorf("read the audit sinks' cursors: %w", err)
 	}
-	return holdBack(a.Log, pos, "", stored, configured), nil
+	cursors = sinkCursorsOf(a.Log, head, "", cursors, stored, configured)
+	for _, name := range configured {
+		if _, ok := cursors[name]; !ok {
+			cursors[name] = 0 // neither read nor stored: it delivered nothing yet
+		}
+	}
+	return cursors, nil
 }
 
-// holdBack returns pos held back to each cursor in stored, by sink, on
-// chain ("" for a single-owner store's log), and warns for each cursor of
-// a sink not in configured that holds it back: a sink removed from this
+// sinkCursorsOf returns cursors, the configured sinks' cursors on chain
+// ("" for a single-owner store's log), each held back to the cursor the
+// store keeps of it, with the stored cursors of the sinks not configured,
+// and warns for each of those below head: a sink removed from this
 // configuration (or, on a shared store, configured on other members only)
 // keeps the records it has not delivered until it is configured again and
 // catches up, or an operator forgets it (`replayguard audit forget-sink`).
-func holdBack(log *slog.Logger, pos uint64, chain string, stored map[string]uint64, configured []string) uint64 {
+func sinkCursorsOf(log *slog.Logger, head uint64, chain string, cursors, stored map[string]uint64, configured []string) map[string]uint64 {
 	for _, name := range slices.Sorted(maps.Keys(stored)) {
 		c := stored[name]
-		if c >= pos {
+		if have, ok := cursors[name]; ok && have <= c {
 			continue
 		}
-		pos = c
-		if slices.Contains(configured, name) {
+		cursors[name] = c
+		if c >= head || slices.Contains(configured, name) {
 			continue
 		}
 		attrs := []any{"sink", name, "cursor", c}
@@ -125,7 +140,7 @@ func holdBack(log *slog.Logger, pos uint64, chain string, stored map[string]uint
 			"configure the sink, or, gone for good, remove it from every member's audit.sinks and run "+
 			"`replayguard audit forget-sink "+name+" --reason TEXT`", attrs...)
 	}
-	return pos
+	return cursors
 }
 
 // FlushSinks delivers what the audit sinks can within timeout, and says
