@@ -67,8 +67,15 @@ type RetentionOptions struct {
 	// false: another process may be archiving the chain by then. Default:
 	// always owned.
 	Owned func() bool
-	// Now is the clock MaxAge is measured on. Default time.Now.
+	// Now is the wall clock: the time of a sealed segment's manifest and
+	// of the directory of a lost chain's segments. Default time.Now.
 	Now func() time.Time
+	// Ages is the clock MaxAge is measured on, read at each pass: a
+	// record leaves once MaxAge has elapsed since it was stamped, by it
+	// (see AgeClock). Default: an AgeClock over Now, first read at the
+	// first pass; a process gives its Retentions one AgeClock first read
+	// at its start.
+	Ages *AgeClock
 	// Logger receives a line per archived segment and the errors of Run.
 	// Default: discard.
 	Logger *slog.Logger
@@ -79,12 +86,13 @@ type RetentionOptions struct {
 // segments of an archive and then drops them from the store, so the store
 // stays bounded and archive plus store verify as one chain
 // (VerifyWithArchive, VerifyChainsWithArchive). A record leaves when it is
-// older than MaxAge or beyond the newest MaxRecords (counted back from
-// Head), never above Head or an audit sink's cursor (Cursors), and never
-// while an open quarantine entry of its chain is at or below it: a held
-// message and the records up to it stay until it is released or
-// discarded. A sink that lags keeps what it has yet to deliver in the
-// store, beyond MaxRecords: each pass says so (TrimResult.Held).
+// older than MaxAge (measured on Ages, which a step of the wall clock does
+// not move) or beyond the newest MaxRecords (counted back from Head),
+// never above Head or an audit sink's cursor (Cursors), and never while an
+// open quarantine entry of its chain is at or below it: a held message and
+// the records up to it stay until it is released or discarded. A sink
+// that lags keeps what it has yet to deliver in the store, beyond
+// MaxRecords: each pass says so (TrimResult.Held).
 //
 // Once and Run must not run concurrently with each other, nor with another
 // Retention of the same chain and archive (one task owns a chain's
@@ -94,6 +102,7 @@ type Retention struct {
 	dir   string // the chain's directory of the archive
 	opts  RetentionOptions
 	log   *slog.Logger
+	marks ageMarks // how far behind opts.Ages the records were stamped, at most
 }
 
 // trimLog is the one chain a Retention trims.
@@ -151,6 +160,9 @@ func newRetention(s trimLog, opts RetentionOptions) (*Retention, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Ages == nil {
+		opts.Ages = NewAgeClock(opts.Now, nil)
+	}
 	if opts.Owned == nil {
 		opts.Owned = func() bool { return true }
 	}
@@ -196,7 +208,10 @@ func (r *Retention) Once(ctx context.Context) (TrimResult, error) {
 	if err := clearFrom(r.dir, base.Position+1); err != nil {
 		return res, err
 	}
-	p := pass{limit: min(limit, floor-1), countCut: r.countCut(head), ageCut: r.opts.Now().Add(-r.opts.MaxAge)}
+	// Read after the head: the records up to it were stamped by then.
+	now, behind := r.opts.Ages.Read()
+	r.marks = r.marks.since(base.Position).note(head, behind)
+	p := pass{limit: min(limit, floor-1), countCut: r.countCut(head), aged: now.Add(-r.opts.MaxAge), marks: r.marks}
 	for base.Position < p.limit && r.opts.Owned() {
 		n, next, err := r.segment(ctx, base, p)
 		if err != nil || n == 0 {
@@ -372,11 +387,19 @@ func (r *Retention) setAside(lost []Manifest, base engine.AuditHead) error {
 var ErrArchiveAhead = errors.New("the archive holds records the store lost")
 
 // pass is what one Once lets go: positions up to limit that are at or
-// below countCut or older than ageCut.
+// below countCut, or stamped before aged (MaxAge before the AgeClock's
+// time) by more than the wall clock that stamped them can have read behind
+// the AgeClock (marks).
 type pass struct {
 	limit    uint64
 	countCut uint64
-	ageCut   time.Time
+	aged     time.Time
+	marks    ageMarks
+}
+
+// old reports whether rec is older than MaxAge.
+func (p pass) old(rec *engine.AuditRecord) bool {
+	return rec.Time.Before(p.aged.Add(p.marks.behind(rec.Position)))
 }
 
 // ownerLog is a single-owner store's log, whose quarantine ids are its
@@ -423,7 +446,7 @@ func (r *Retention) segment(ctx context.Context, base engine.AuditHead, p pass) 
 			// Said, not passed over as nothing to archive.
 			return v.Check(rec)
 		}
-		if rec.Position > upto || (rec.Position > p.countCut && (r.opts.MaxAge <= 0 || !rec.Time.Before(p.ageCut))) {
+		if rec.Position > upto || (rec.Position > p.countCut && (r.opts.MaxAge <= 0 || !p.old(&rec))) {
 			return errStop
 		}
 		if err := v.Check(rec); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/audit/sink"
 	"github.com/replayguard/replayguard/config"
 	"github.com/replayguard/replayguard/engine"
@@ -47,6 +48,10 @@ type App struct {
 	Forward *forward.Drainer
 
 	checkErr atomic.Pointer[error] // the shared store's last check's error (CheckStore), nil once one succeeds
+	// ages is the clock audit retention measures audit.retention.max_age
+	// on, first read when the app opens: a step of the wall clock does
+	// not move it (audit.AgeClock). nil: each Retention its own.
+	ages *audit.AgeClock
 }
 
 // Options tune Open.
@@ -108,7 +113,8 @@ func openOn(ctx context.Context, cfg *config.Config, sc config.StoreConfig, st S
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &App{Config: cfg, Store: st, Log: log}
+	a := &App{Config: cfg, Store: st, Log: log, ages: audit.NewAgeClock(nil, nil)}
+	a.ages.Read() // the first reading: the records' ages are measured from the start
 	if opts.ReadOnly {
 		return a, nil
 	}

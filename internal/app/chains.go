@@ -428,6 +428,7 @@ func (c *chains) retention(member string) (*audit.Retention, error) {
 			return c.trimCursors(ctx, member, head)
 		},
 		Owned:  func() bool { return c.owned(member) },
+		Ages:   c.a.ages,
 		Logger: c.a.Log,
 	})
 	if err != nil {

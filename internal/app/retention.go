@@ -31,6 +31,7 @@ func (a *App) Retention() (*audit.Retention, error) {
 		MaxRecords: uint64(ac.Retention.MaxRecords),
 		Head:       a.retainHead,
 		Cursors:    a.retainCursors,
+		Ages:       a.ages,
 		Logger:     a.Log,
 	})
 }
