@@ -11,7 +11,7 @@ import (
 var (
 	storeLabels       = []string{"store", "member"}
 	descStoreUpdates  = prometheus.NewDesc("replayguard_store_updates_total", "Batches this member wrote to the shared store.", storeLabels, nil)
-	descStoreRetries  = prometheus.NewDesc("replayguard_store_retries_total", "Batches decided again because another member changed a row first (a lost insert, a version changed, a serialisation failure).", storeLabels, nil)
+	descStoreRetries  = prometheus.NewDesc("replayguard_store_retries_total", "Batches decided again because another member changed a row first (a lost insert, a version changed, a serialisation failure, a deadlock).", storeLabels, nil)
 	descStoreFailures = prometheus.NewDesc("replayguard_store_update_failures_total", "Store updates that failed: nothing of them was acknowledged. When the store's answer was lost the write may have landed; its deliveries are then decided again, as duplicates.", storeLabels, nil)
 	descStoreSeconds  = prometheus.NewDesc("replayguard_store_update_seconds_total", "Time spent in store updates that wrote, reading, deciding and committing.", storeLabels, nil)
 	descStoreRows     = prometheus.NewDesc("replayguard_store_records_total", "Audit records written to the shared store: divided by updates, the mean batch size.", storeLabels, nil)

@@ -47,7 +47,11 @@
 // savepoint per message; any other failure commits nothing and is returned.
 // A commit that fails the same way broke a constraint checked at commit:
 // the batch runs again with each message's statements checked at their
-// end, which finds the message.
+// end, which finds the message. The statements of every batch start by
+// taking an advisory lock of the group's, shared; a batch aborted for a
+// deadlock (two members' statements taking the user's rows in different
+// orders) is retried with it taken alone, so that it cannot deadlock with
+// another member's statements again.
 //
 // Open refuses a server that can lose a commit it acknowledged
 // (synchronous_commit = off, fsync = off) unless Options.AllowNotDurable

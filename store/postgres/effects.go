@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,18 +77,36 @@ func (e refusedError) merge(refused engine.SQLRefusals, batchKeys int) (engine.S
 // checks at commit (a deferredError): each message's statements then run
 // with every deferrable constraint deferred and checked at their end, so
 // the message that breaks one is refused like any other.
-func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused, checkEach bool) error {
+//
+// The first pipeline starts with the group's lock of sql effects
+// (statements.sqlShared, sqlAlone): shared, as every member's batches take it, or, with alone,
+// exclusive, for a batch whose statements deadlocked with another
+// transaction. Two members whose statements take the user's rows in
+// different orders (a statement updating two rows, two effects in
+// opposite orders, a trigger) may deadlock, and PostgreSQL then aborts one
+// of them; retried alone, that batch waits for the batches that hold
+// the lock to commit and keeps the others from starting their statements
+// until it has committed, so it cannot deadlock with another member's
+// statements again. The lock comes after the batch's own rows are locked
+// and written, before any statement of the user's, so it adds no wait
+// that could close a cycle: a batch that holds it waits for no row of
+// the store's.
+func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused, checkEach, alone bool) error {
+	lock := s.sql.sqlShared
+	if alone {
+		lock = s.sql.sqlAlone
+	}
 	switch {
 	case len(stmts) == 0:
 		return nil
 	case checkEach:
-		return s.runSQLSavepoints(ctx, tx, stmts, nil, true)
+		return s.runSQLSavepoints(ctx, tx, lock, stmts, nil, true)
 	case s.sqlMode == sqlSavepoints || (s.sqlMode == sqlAdaptive && refused):
-		return s.runSQLSavepoints(ctx, tx, stmts, nil, false)
+		return s.runSQLSavepoints(ctx, tx, lock, stmts, nil, false)
 	case s.sqlMode == sqlRerun:
-		return s.runSQLPipeline(ctx, tx, stmts, false)
+		return s.runSQLPipeline(ctx, tx, lock, stmts, false)
 	}
-	err := s.runSQLPipeline(ctx, tx, stmts, true)
+	err := s.runSQLPipeline(ctx, tx, lock, stmts, true)
 	var re refusedError
 	if !errors.As(err, &re) {
 		return err
@@ -103,7 +120,7 @@ func (s *Store) runSQL(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStateme
 			rest = append(rest, st)
 		}
 	}
-	return s.runSQLSavepoints(ctx, tx, rest, re.keys, false)
+	return s.runSQLSavepoints(ctx, tx, "", rest, re.keys, false) // the lock is held: it was taken before the savepoint
 }
 
 // reopenAfterTimeout has the pool's connections opened again when err is
@@ -120,6 +137,16 @@ func (s *Store) reopenAfterTimeout(err error) {
 	if errors.As(err, &pe) && (pe.Code == "57014" || pe.Code == "55P03") {
 		s.pool.Reset()
 	}
+}
+
+// sqlLockErr is the error of lock, the group's lock of sql effects that
+// starts a batch's statements (runSQL), taken shared or alone.
+func (s *Store) sqlLockErr(lock string, err error) error {
+	how := "shared"
+	if lock == s.sql.sqlAlone {
+		how = "alone, as a batch whose sql effects deadlocked is retried"
+	}
+	return dbErr(fmt.Errorf("sql: taking the group's lock of sql effects (%s): %w", how, err))
 }
 
 // sqlMode is how runSQL finds refused messages; the benchmark compares
@@ -178,10 +205,12 @@ func (s *Store) syncCommitRestored(br pgx.BatchResults) error {
 	return nil
 }
 
-// runSQLPipeline sends the statements as one pipeline, behind a savepoint
-// when asked, and stops at the first that fails.
-func (s *Store) runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, withSavepoint bool) error {
+// runSQLPipeline sends the statements as one pipeline, after lock (the
+// group's lock of sql effects) and behind a savepoint when asked, and
+// stops at the first that fails.
+func (s *Store) runSQLPipeline(ctx context.Context, tx pgx.Tx, lock string, stmts []engine.SQLStatement, withSavepoint bool) error {
 	var q pgx.Batch
+	q.Queue(lock)
 	if withSavepoint {
 		q.Queue("SAVEPOINT " + savepoint)
 	}
@@ -190,18 +219,24 @@ func (s *Store) runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQ
 	}
 	s.queueRestoreSyncCommit(&q)
 	br := tx.SendBatch(ctx, &q)
-	var err error
-	var st *engine.SQLStatement // the statement that failed; nil for the savepoint
-	if withSavepoint {
+	_, err := br.Exec()
+	locking := err != nil
+	var st *engine.SQLStatement // the statement that failed; nil for the lock or the savepoint
+	if err == nil && withSavepoint {
 		_, err = br.Exec()
 	}
 	for i := 0; err == nil && i < len(stmts); i++ {
 		st = &stmts[i]
 		_, err = br.Exec()
 	}
-	if err != nil {
-		err = cmp.Or(unprepared(stmts, err), stmtErr(st, err))
-	} else {
+	switch named := unprepared(stmts, err); {
+	case named != nil:
+		err = named
+	case locking:
+		err = s.sqlLockErr(lock, err)
+	case err != nil:
+		err = stmtErr(st, err)
+	default:
 		err = s.syncCommitRestored(br)
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
@@ -220,8 +255,9 @@ func (s *Store) runSQLPipeline(ctx context.Context, tx pgx.Tx, stmts []engine.SQ
 // (SET CONSTRAINTS ALL DEFERRED) and are checked at their end (SET
 // CONSTRAINTS ALL IMMEDIATE, which runs the checks pending): a message
 // may satisfy a constraint by its last statement, but not by a later
-// message's.
-func (s *Store) runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.SQLStatement, refused engine.SQLRefusals, checkEach bool) error {
+// message's. lock, the group's lock of sql effects, starts the first
+// pipeline unless it is "" (taken before).
+func (s *Store) runSQLSavepoints(ctx context.Context, tx pgx.Tx, lock string, stmts []engine.SQLStatement, refused engine.SQLRefusals, checkEach bool) error {
 	found := maps.Clone(refused)
 	if found == nil {
 		found = engine.SQLRefusals{}
@@ -239,7 +275,11 @@ func (s *Store) runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.
 		var sent []queued
 		queue := func(st *engine.SQLStatement, atEnd bool, sql string, args ...any) {
 			q.Queue(sql, args...)
-			sent = append(sent, queued{st, atEnd})
+			sent = append(sent, queued{st: st, atEnd: atEnd})
+		}
+		if lock != "" {
+			q.Queue(lock)
+			sent = append(sent, queued{lock: true})
 		}
 		end := func(last *engine.SQLStatement) {
 			if checkEach {
@@ -286,6 +326,10 @@ func (s *Store) runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.
 		if named := unprepared(rest, err); named != nil {
 			return named
 		}
+		if failed.lock {
+			return s.sqlLockErr(lock, err)
+		}
+		lock = "" // held till the transaction ends, whatever is rolled back
 		if failed.atEnd {
 			err = checkErr(failed.st, err)
 		} else {
@@ -306,10 +350,12 @@ func (s *Store) runSQLSavepoints(ctx context.Context, tx pgx.Tx, stmts []engine.
 
 // queued is a query of runSQLSavepoints' pipeline: the statement it
 // runs, nil for savepoint control, or, atEnd, the check of the
-// constraints pending at the end of st's message.
+// constraints pending at the end of st's message; or the group's lock of
+// sql effects.
 type queued struct {
 	st    *engine.SQLStatement
 	atEnd bool
+	lock  bool
 }
 
 // skipMessage returns the statements after failed's message.

@@ -16,6 +16,7 @@ type statements struct {
 	lockMember, lockSources, lockEntities, readKeys                                string
 	lockSourcesNowait, lockEntitiesNowait, dropSourceClaims, dropEntityClaims      string
 	lockSourcesSkip, lockEntitiesSkip                                              string
+	sqlShared, sqlAlone                                                            string // the group's lock of sql effects (runSQL)
 	insertKeys, upsertKeys, copyKeys, insertSources, updateSources, upsertSources  string
 	insertEntities, updateEntities, upsertEntities, copyAudit, setHead, insertQuar string
 	resolve, resolveAny                                                            string
@@ -76,6 +77,8 @@ func newStatements(schema string) statements {
 		dropSourceClaims:   q(`DELETE FROM {s}.sources WHERE id = ANY($1) AND state = ''::bytea`),
 		dropEntityClaims:   q(`DELETE FROM {s}.entities WHERE name = ANY($1) AND state = ''::bytea`),
 		readKeys:           q(`SELECT key, digest, time, ordinal FROM {s}.keys WHERE key = ANY($1)`),
+		sqlShared:          `SELECT pg_advisory_xact_lock_shared(` + strconv.Itoa(int(claimClass(schema, "sql effects"))) + `, 0)`,
+		sqlAlone:           `SELECT pg_advisory_xact_lock(` + strconv.Itoa(int(claimClass(schema, "sql effects"))) + `, 0)`,
 
 		insertKeys: q(`INSERT INTO {s}.keys AS k (key, digest, time, ordinal)
 			SELECT substring($1::bytea FROM (i * 32 - 31)::integer FOR 32), substring($2::bytea FROM (i * 32 - 31)::integer FOR 32), t, o

@@ -71,7 +71,7 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 		if err := s.write(ctx, tx, b, head, nil); err != nil {
 			return err
 		}
-		err = s.runSQL(ctx, tx, b.SQL, false, false)
+		err = s.runSQL(ctx, tx, b.SQL, false, false, false)
 		s.reopenAfterTimeout(err)
 		return err
 	})
@@ -103,6 +103,7 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 	var last error
 	var refused engine.SQLRefusals // keys whose sql effects failed because of their messages
 	checkEach := false             // a commit broke a deferred constraint: check each message's (runSQL)
+	alone := false                 // the batch deadlocked: its sql effects run alone (runSQL)
 	decideRefused := func(rows *engine.Rows) (*engine.Batch, error) {
 		rows.Refused = refused
 		return decide(rows)
@@ -111,7 +112,7 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 		var n, held int
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
 			var err error
-			n, held, err = s.attempt(ctx, tx, r, decideRefused, wait, checkEach)
+			n, held, err = s.attempt(ctx, tx, r, decideRefused, wait, checkEach, alone)
 			return err
 		})
 		var de decideError
@@ -145,6 +146,11 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 		case !retryable(err):
 			return 0, err
 		}
+		if deadlocked(err) {
+			s.log.Warn("postgres store: the batch deadlocked with another transaction and is retried, its sql effects alone in the group",
+				"member", s.member, "err", err)
+			alone = true
+		}
 		last = err
 		attempt++
 		if attempt == maxAttempts {
@@ -161,7 +167,7 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 // attempt reads, decides and writes once: the batch, then its sql effects.
 // It returns how many audit records it wrote and how many rows it left out
 // as held.
-func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error), wait, checkEach bool) (int, int, error) {
+func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error), wait, checkEach, alone bool) (int, int, error) {
 	rows, head, err := s.read(ctx, tx, r, wait)
 	if err != nil {
 		return 0, 0, err
@@ -174,7 +180,7 @@ func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide 
 	if err := s.write(ctx, tx, b, head, u); err != nil {
 		return 0, 0, err
 	}
-	if err := s.runSQL(ctx, tx, b.SQL, len(rows.Refused) > 0, checkEach); err != nil {
+	if err := s.runSQL(ctx, tx, b.SQL, len(rows.Refused) > 0, checkEach, alone); err != nil {
 		s.reopenAfterTimeout(err)
 		return 0, 0, err
 	}
@@ -239,6 +245,12 @@ func retryable(err error) bool {
 	}
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// deadlocked reports a transaction PostgreSQL aborted to break a deadlock.
+func deadlocked(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40P01"
 }
 
 // lockTableFull reports a server whose lock table was full ("out of
