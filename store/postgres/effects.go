@@ -146,7 +146,7 @@ func (s *Store) sqlLockErr(lock string, err error) error {
 	if lock == s.sql.sqlAlone {
 		how = "alone, as a batch whose sql effects deadlocked is retried"
 	}
-	return dbErr(fmt.Errorf("sql: taking the group's lock of sql effects (%s): %w", how, err))
+	return dbErr(fmt.Errorf("sql: taking the group's lock of sql effects (%s): %w", how, waitedErr("", err)))
 }
 
 // sqlMode is how runSQL finds refused messages; the benchmark compares
@@ -192,7 +192,7 @@ func (s *Store) syncCommitRestored(br pgx.BatchResults) error {
 		if messageFault(err) != nil {
 			return deferredError{dbErr(err)}
 		}
-		return dbErr(fmt.Errorf("sql: running the constraint triggers deferred by the sql effects: %w", err))
+		return dbErr(fmt.Errorf("sql: running the constraint triggers deferred by the sql effects: %w", waitedErr("", err)))
 	}
 	var was string
 	if err := br.QueryRow().Scan(&was, new(string)); err != nil {
@@ -380,7 +380,55 @@ func stmtErr(st *engine.SQLStatement, err error) error {
 	if reason := refusal(st, err); reason != "" {
 		return refusedError{engine.SQLRefusals{st.Key: reason}}
 	}
-	return dbErr(fmt.Errorf("route %q effects[%d]: sql: %w", st.Route, st.Effect, err))
+	return dbErr(fmt.Errorf("route %q effects[%d]: sql: %w", st.Route, st.Effect, waitedErr(fmt.Sprintf("statement %q", st.SQL), err)))
+}
+
+// waitCodes are the SQLSTATEs of a statement the server cancelled, or
+// aborted, because of a lock or a time: lock_timeout or a NOWAIT lock
+// (55P03), statement_timeout or a cancel request (57014), a deadlock
+// (40P01). None is a message's fault: the batch is retried.
+var waitCodes = map[string]bool{"55P03": true, "57014": true, "40P01": true}
+
+// waitedErr is err, when the server cancelled or aborted a statement for
+// a lock or a time (waitCodes), followed by what the server tells of it:
+// the row the statement waited for (the context of a wait for a row's
+// transaction, "while updating tuple (0,1) in relation "cells""), the
+// rest of the error's context (the function, and the statement in it,
+// that ran), and for a deadlock the processes and what each waited for;
+// then what (the statement, when the caller's words do not name it), and
+// that the batch will be retried. Nothing else is said: the server does
+// not tell which transaction held a lock past lock_timeout, nor whether a
+// statement cancelled by statement_timeout was waiting, unless a row's
+// context says so. Another error is returned as it is.
+func waitedErr(what string, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || !waitCodes[pe.Code] {
+		return err
+	}
+	var waited, context []string
+	for _, l := range strings.Split(pe.Where, "\n") {
+		switch l = strings.TrimSpace(l); {
+		case l == "":
+		case strings.HasPrefix(l, "while "):
+			waited = append(waited, l)
+		default:
+			context = append(context, l)
+		}
+	}
+	var b strings.Builder
+	if len(waited) > 0 {
+		b.WriteString(", " + strings.Join(waited, ", "))
+	}
+	if len(context) > 0 {
+		b.WriteString(" (in " + strings.Join(context, ", in ") + ")")
+	}
+	if pe.Code == "40P01" && pe.Detail != "" {
+		b.WriteString(": " + strings.Join(strings.Fields(pe.Detail), " "))
+	}
+	if what != "" {
+		b.WriteString("; " + what)
+	}
+	return fmt.Errorf("%w%s; nothing was committed, and the batch will be retried", err, b.String())
 }
 
 // unprepared is the error of a pipeline the server refused to prepare
@@ -409,7 +457,7 @@ func checkErr(st *engine.SQLStatement, err error) error {
 	if pe := messageFault(err); pe != nil {
 		return refusedError{engine.SQLRefusals{st.Key: fmt.Sprintf("sql effects: SQLSTATE %s at the end of the message's statements: %s", pe.Code, words(pe))}}
 	}
-	return dbErr(fmt.Errorf("route %q: sql: checking the deferred constraints: %w", st.Route, err))
+	return dbErr(fmt.Errorf("route %q: sql: checking the deferred constraints: %w", st.Route, waitedErr("", err)))
 }
 
 // refusal returns why st's message is refused when err is its message's
