@@ -2,6 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -10,6 +14,20 @@ import (
 	"github.com/replayguard/replayguard/internal/testbroker"
 	"github.com/replayguard/replayguard/store/postgres"
 )
+
+// withSetting is u with a run-time parameter set on every connection
+// ("lock_timeout=200").
+func withSetting(t *testing.T, u, setting string) string {
+	t.Helper()
+	p, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := p.Query()
+	q.Set("options", "-c "+setting)
+	p.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads a + as itself
+	return p.String()
+}
 
 // TestAStatementCancelledWhileItWaitsSaysWhatItWaitedFor holds the row of
 // the user's table that a batch's second sql effect updates, on a member
@@ -85,5 +103,62 @@ func TestAStatementCancelledWhileItWaitsSaysWhatItWaitedFor(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAReadCancelledWhileItWaitsSaysWhatItWaitedFor holds a source's row
+// that a member's next batch reads under its lock, on a member whose
+// connections have a short lock_timeout (the user's role or database may
+// set one): the server ends the batch's wait. The batch fails, committing
+// nothing, with an error that gives the server's words, the row it waited
+// for and that the batch will be retried, rather than taking the wait for
+// a lock found held when asked for with NOWAIT. Once the row is free the
+// same batch is applied.
+func TestAReadCancelledWhileItWaitsSaysWhatItWaitedFor(t *testing.T) {
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	g := newGroup(t, pg.URL())
+	o := g.options("m1")
+	o.URL = withSetting(t, pg.URL(), "lock_timeout=200")
+	s, err := g.openWith(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := engine.Route{Name: "seq", Topic: "s/+", Source: []string{"topic[1]"}, Sequence: "seq"}
+	e, err := engine.New(t.Context(), s, engine.Options{Routes: []engine.Route{route}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	msg := func(seq int) engine.Message {
+		return engine.Message{Topic: "s/a", Payload: fmt.Appendf(nil, `{"seq":%d}`, seq)}
+	}
+	if _, err := e.Process(t.Context(), []engine.Message{msg(1)}); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := pgx.Connect(t.Context(), pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close(context.Background())
+	if _, err := hold.Exec(t.Context(), `BEGIN; SELECT FROM `+g.schema+`.sources FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Process(t.Context(), []engine.Message{msg(2)})
+	want := `postgres store: reading the member's row and the batch's sources and entities under their locks: ` +
+		`ERROR: canceling statement due to lock timeout (SQLSTATE 55P03), while locking tuple (…) in relation "sources"; ` +
+		`nothing was committed, and the batch will be retried`
+	tuple := regexp.MustCompile(`tuple \(\d+,\d+\)`)
+	if err == nil || tuple.ReplaceAllString(err.Error(), "tuple (…)") != want {
+		t.Fatalf("Process with the source's row held = %v\nwant %s", err, want)
+	}
+	if n := count(t, pg.URL(), `SELECT count(*) FROM `+g.schema+`.audit`); n != 1 {
+		t.Fatalf("%d audit records, want the first batch's 1", n)
+	}
+	if _, err := hold.Exec(t.Context(), `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := e.Process(t.Context(), []engine.Message{msg(2)})
+	if err != nil || ds[0].Outcome != engine.Applied {
+		t.Fatalf("the batch with the row free: %+v, %v", ds, err)
 	}
 }

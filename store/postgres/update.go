@@ -22,7 +22,8 @@ const maxAttempts = 10
 // transaction's read and its write.
 var errLostRace = errors.New("another member wrote first")
 
-// errLocked is a row lock another transaction held when asked for with NOWAIT.
+// errLocked is a row lock another transaction held when asked for with
+// NOWAIT, or held until the server's lock_timeout ended the wait for it.
 var errLocked = errors.New("row locked")
 
 // errCreated is a row that another transaction created while this one
@@ -65,6 +66,9 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	defer cancel()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		head, err := s.lockMember(ctx, tx)
+		if errors.Is(err, errLocked) {
+			return waitedRead(err)
+		}
 		if err != nil {
 			return err
 		}
@@ -136,6 +140,8 @@ func (s *Store) update(ctx context.Context, r *engine.Reads, decide func(*engine
 			s.stats.LockWaits.Add(1)
 			wait = true
 			continue
+		case errors.Is(err, errLocked):
+			return 0, waitedRead(err)
 		case errors.Is(err, errCreated) && created < len(r.Sources)+len(r.Entities): // read again: it is there now
 			created++
 			s.stats.LockWaits.Add(1)
@@ -315,16 +321,31 @@ func scanMember(row pgx.Row, s *Store) (engine.AuditHead, error) {
 	return h, nil
 }
 
-// lockErr reports a NOWAIT lock that was held as errLocked.
+// lockErr reports a lock that was held as errLocked, with the server's
+// error: a NOWAIT lock's, or a wait that lock_timeout ended (see
+// waitedRead).
 func lockErr(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "55P03" {
-		return errLocked
+		return fmt.Errorf("%w: %w", errLocked, pe)
 	}
 	if retryable(err) {
 		return err
 	}
 	return dbErr(err)
+}
+
+// waitedRead is the error of a read of a batch's rows (read, lockMember)
+// that waited for a row lock until the server's lock_timeout ended the
+// wait (errLocked, when the read was not asked for with NOWAIT): the
+// user's role or database may set one. It says what the server told, not
+// that a row was locked when asked for.
+func waitedRead(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return dbErr(err)
+	}
+	return dbErr(fmt.Errorf("reading the member's row and the batch's sources and entities under their locks: %w", waitedErr("", pe)))
 }
 
 // read locks the member row, then the sources and the entities r names,
