@@ -87,6 +87,10 @@ type Consumer struct {
 	startFloor uint64
 	// unbound is why the last attempt to bind failed; nil once bound.
 	unbound atomic.Pointer[string]
+	// gaveUpDenied: the server refused this connection's user the
+	// subscription to the advisory of the messages it gives up on
+	// (deniedGaveUp).
+	gaveUpDenied atomic.Bool
 }
 
 // floor is an ack floor and when it was read.
@@ -151,6 +155,16 @@ func (c *Consumer) NotReady() string {
 	return c.commits.Failure()
 }
 
+// Warning says what the consumer cannot do while it is ready, for
+// /readyz; "" when nothing. It names the advisory subject the server
+// refuses this connection's user (deniedGaveUp).
+func (c *Consumer) Warning() string {
+	if !c.gaveUpDenied.Load() {
+		return ""
+	}
+	return gaveUpDeniedText(c.cfg.Stream, c.cfg.Consumer)
+}
+
 // Run consumes until ctx is done, then stops pulling, commits and
 // acknowledges the messages in hand, flushes the acks to the server (all
 // within ShutdownTimeout) and returns nil. It returns early with an error
@@ -166,6 +180,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	c.closing.Store(false)
+	c.gaveUpDenied.Store(false)
 	defer func() {
 		c.closing.Store(true)
 		nc.Close()
@@ -188,6 +203,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return fmt.Errorf("jetstream: listen for the messages the server gives up on: %w", err)
 	}
 	defer stopGaveUp()
+	c.checkGaveUp(ctx, nc)
 	in := make(chan delivery, c.cfg.MaxAckPending)
 	fatal := make(chan error, 1)
 	rctx, stopReceiving := context.WithCancel(context.WithoutCancel(ctx))
@@ -266,6 +282,7 @@ func (c *Consumer) connect() (*nats.Conn, error) {
 		nats.ConnectHandler(c.up),
 		nats.ReconnectHandler(c.up),
 		nats.DisconnectErrHandler(c.down),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.deniedGaveUp(err) }),
 		nats.ReconnectErrHandler(func(nc *nats.Conn, err error) {
 			err = connectError(err)
 			c.log.Warn("jetstream reconnect failed", "server", c.cfg.URL, "err", err)

@@ -82,7 +82,9 @@
 // sequences and observed as Lost, and a max_deliver set on the server is
 // set back to unlimited. Until then, a message the server gives up on
 // after max_deliver deliveries is taken from the stream by its sequence
-// (the server's advisory names it) and decided like a delivery, dup set. The sequences are exact for a consumer of the
+// (the server's advisory names it) and decided like a delivery, dup set;
+// a user the server does not allow to subscribe to that advisory is
+// warned of at the start, and Warning says so while Run consumes. The sequences are exact for a consumer of the
 // whole stream that received every delivery the server made; else only
 // those the stream removed from its start are told, as an upper bound.
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +63,47 @@ func listenGaveUp(nc *nats.Conn, stream, consumer string) (<-chan gaveUp, func()
 	}
 	var once sync.Once
 	return ch, func() { once.Do(func() { close(done); _ = sub.Unsubscribe() }) }, nil
+}
+
+// checkGaveUp tells, once the server has answered the subscription of
+// listenGaveUp (a round trip), whether it refused it: nats-server answers
+// a subscription the user's permissions deny with an error of its own
+// (-ERR 'Permissions Violation for Subscription to …'), read before the
+// round trip's answer, and otherwise keeps quiet, so nothing else shows
+// that the advisories never come. A server that does not answer in time
+// is not judged: a refusal still comes through the connection's error
+// handler.
+func (c *Consumer) checkGaveUp(ctx context.Context, nc *nats.Conn) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if nc.FlushWithContext(ctx) == nil {
+		c.deniedGaveUp(nc.LastError())
+	}
+}
+
+// deniedGaveUp notes err when it is the server's refusal of the
+// subscription to the advisories of the messages it gives up on: warned
+// of once per Run, and told by Warning from then on. Every other error
+// is left alone.
+func (c *Consumer) deniedGaveUp(err error) {
+	subject := gaveUpSubject(c.cfg.Stream, c.cfg.Consumer)
+	if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), `"`+subject+`"`) {
+		return
+	}
+	if c.gaveUpDenied.Swap(true) {
+		return
+	}
+	c.log.Warn(gaveUpDeniedText(c.cfg.Stream, c.cfg.Consumer), "stream", c.cfg.Stream, "consumer", c.cfg.Consumer,
+		"subject", subject, "err", err)
+}
+
+// gaveUpDeniedText says what follows from the refusal of the subscription
+// to the advisories, and what to do.
+func gaveUpDeniedText(stream, consumer string) string {
+	return fmt.Sprintf("jetstream: the server does not allow this connection's user to subscribe to %s: "+
+		"a message the server gives up on after the consumer's max_deliver (when one is set on the server, until the next reading of the consumer sets it back to unlimited) "+
+		"is neither decided nor told lost; allow the user to subscribe to that subject (permissions: subscribe)",
+		gaveUpSubject(stream, consumer))
 }
 
 // leftGaveUp returns the stream sequences of the advisories gave still
