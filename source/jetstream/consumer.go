@@ -87,6 +87,11 @@ type Consumer struct {
 	startFloor uint64
 	// unbound is why the last attempt to bind failed; nil once bound.
 	unbound atomic.Pointer[string]
+	// end is the highest stream sequence the server has shown the stream
+	// to hold; streamWent says how the stream went, once deleted() found
+	// it gone with the consumer (tellGone).
+	end        streamEnd
+	streamWent atomic.Pointer[string]
 	// gaveUpDenied: the server refused this connection's user the
 	// subscription to the advisory of the messages it gives up on
 	// (deniedGaveUp).
@@ -181,6 +186,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.closing.Store(false)
 	c.gaveUpDenied.Store(false)
+	c.streamWent.Store(nil)
 	defer func() {
 		c.closing.Store(true)
 		nc.Close()
@@ -232,6 +238,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if len(left) > 0 && nc.IsConnected() {
 		c.endPull(context.WithoutCancel(ctx), nc, cons)
 	}
+	c.tellGone(left)
 	c.abandon(left)
 	c.flushAcks(drainCtx, nc)
 	return runErr
@@ -450,6 +457,8 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	}
 	first := si.State.FirstSeq
 	c.streamCreated = si.Created
+	c.end.reset()
+	c.end.note(si.State.LastSeq, time.Now().UTC())
 	// What lies before the consumer's own start was never to be delivered:
 	// not lost, and never to be delivered again.
 	c.startFloor = startBefore(info, first)
@@ -555,6 +564,7 @@ func (c *Consumer) deleted(ctx context.Context, why string) error {
 	}
 	from := f.seq + 1
 	if gone := c.streamGone(ctx); gone != "" {
+		c.streamWent.Store(&gone)
 		return fmt.Errorf("%w: %q on stream %q: %s; %s, so the consumer's position went with it. "+
 			"The next start refuses until the consumer exists: once the stream does, create the consumer from its first message, "+
 			"e.g. nats consumer add %s %s --pull --ack explicit --deliver all "+
@@ -625,6 +635,7 @@ func (c *Consumer) delivery(m *nats.Msg) delivery {
 	d.js, d.at = m, time.Now()
 	if md, err := m.Metadata(); err == nil {
 		d.delivered, d.streamSeq = md.NumDelivered, md.Sequence.Stream
+		c.end.note(md.Sequence.Stream+md.NumPending, d.at.UTC())
 		c.receipts.received(md.Sequence.Stream, md.Sequence.Consumer)
 		d.msg.Dup = md.NumDelivered > 1 // recorded, never trusted
 	}

@@ -72,6 +72,9 @@
 // its sequences start over), its first message: a Processor that has
 // decided anything (engine.Engine.Stats) never has the consumer created
 // anew, since a new one delivers the stream from its first message.
+// Where the stream went, the messages of it the consumer had not decided
+// (up to the stream's end as the server last showed it) are logged as an
+// error and observed as Lost.
 //
 // While Run consumes, it reads the stream and the consumer every
 // Config.StreamCheck: a change of the stream's subjects is warned about

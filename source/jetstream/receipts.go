@@ -63,6 +63,15 @@ func (r *receipts) complete(after, through uint64) bool {
 	return ok && len(runs) == 0
 }
 
+// whole reports whether every delivery after after (a consumer
+// sequence), up to the last one received, came here.
+func (r *receipts) whole(after uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	runs, ok := r.deliveries.unseen(after, r.deliveries.last)
+	return ok && len(runs) == 0
+}
+
 // rewound forgets the deliveries counted: the server's count of them
 // went back, and counts again from there. What came before the next
 // check's count is not asked about (see complete).

@@ -54,6 +54,9 @@ func (c *Consumer) check(ctx context.Context, js jetstream.JetStream, cons jetst
 		return seen
 	}
 	si := st.CachedInfo()
+	if si.Created.Equal(c.streamCreated) { // not one created again since the bind
+		c.end.note(si.State.LastSeq, time.Now().UTC())
+	}
 	if now := si.Config.Subjects; !slices.Equal(now, seen) {
 		c.log.Warn("jetstream: the stream's subjects changed while the consumer runs", "stream", c.cfg.Stream,
 			"added", diff(seen, now), "removed", diff(now, seen), "subjects", now)
