@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Store persists the engine's windows, entity state, audit log and
@@ -84,6 +85,11 @@ type Capabilities struct {
 	// another holds it (set with Shared). nil: a member stopping keeps
 	// its subscription.
 	Share ShareMembership
+	// Marks keeps where a single owner's JetStream consumer stood in its
+	// stream (StreamMarks). nil: a consumer's position is kept by the
+	// server alone, and what a stream loses while run is stopped (a
+	// purge, the stream deleted) is not told.
+	Marks StreamMarks
 	// Adopt hands the MQTT session of a member that is gone while it
 	// holds the share group's subscription to one live member, which
 	// drains it (set with Share). nil: a gone member's share waits in its
@@ -315,6 +321,41 @@ type CursorStore interface {
 	// ForgetCursor drops the sink's cursor, an operator's word that the
 	// sink is gone for good; false when there was none.
 	ForgetCursor(ctx context.Context, name string) (bool, error)
+}
+
+// StreamMarks keeps, by name, where a stream's consumer stood when it
+// last looked (StreamMark): the server moves a durable consumer past what
+// a purge removes and deletes it with its stream, so that what the stream
+// took while no consumer ran leaves no trace on the server. A
+// single-owner store keeps each mark durably, apart from the commits:
+// a mark is as old as its At. StreamMark and SetStreamMark are safe for
+// concurrent use.
+type StreamMarks interface {
+	// StreamMark returns the mark kept under name; ok is false when there
+	// is none.
+	StreamMark(ctx context.Context, name string) (m StreamMark, ok bool, err error)
+	// SetStreamMark keeps m under name, in place of the one before,
+	// durably when it returns nil.
+	SetStreamMark(ctx context.Context, name string, m StreamMark) error
+}
+
+// StreamMark is where a stream's consumer stood at At.
+type StreamMark struct {
+	// Created is when the stream was created: a stream of the same name
+	// created at another time is another one, its sequences started over.
+	Created time.Time `json:"created"`
+	// Decided is the stream sequence through which every message the
+	// consumer takes was decided (its ack floor), or told lost.
+	Decided uint64 `json:"decided"`
+	// End is the highest stream sequence the stream was seen to hold.
+	End uint64 `json:"end"`
+	// At is when the consumer looked.
+	At time.Time `json:"at"`
+	// Stopped says that the consumer kept the mark as it stopped, after
+	// its last acknowledgement reached the server: nothing was decided
+	// after it. A mark kept while it ran is as old as At, and one that
+	// stopped without keeping another (a crash) decided more after it.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // NextHead checks that recs follow head contiguously, as a batch's audit

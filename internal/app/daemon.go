@@ -118,7 +118,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 		fm.WatchOutbox(a.Forward)
 	}
 
-	consumer, err := newSource(cfg, log, m, reg, a.Engine, a.shareMembership(cfg))
+	consumer, err := newSource(cfg, log, m, reg, a.Engine, a.shareMembership(cfg), a.Store.Capabilities().Marks)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/replayguard/replayguard/config"
+	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/mqttprobe"
 	"github.com/replayguard/replayguard/metrics"
 	rgsource "github.com/replayguard/replayguard/source" // events; app has a type named source
@@ -37,14 +38,17 @@ func RunMember(cfg *config.Config) string { return cfg.RunMember() }
 
 // newSource builds the consumer that cfg.Input names, feeding p; share is
 // how the MQTT consumer joins its share group once subscribed and asks to
-// leave it as it stops (App.shareMembership).
+// leave it as it stops (App.shareMembership); marks, a single-owner
+// store's, keeps where the JetStream consumer stands in its stream (nil:
+// not kept).
 func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg prometheus.Registerer, p mqtt.Processor,
-	share shareMembership) (source, error) {
+	share shareMembership, marks engine.StreamMarks) (source, error) {
 	if cfg.Input == config.InputJetStream {
 		jc, err := jetStreamConfig(cfg, log, m.JetStream(reg))
 		if err != nil {
 			return nil, err
 		}
+		jc.Marks = marks
 		return jetstream.New(jc, p)
 	}
 	if len(cfg.MQTT.Feeds) > 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/internal/consume"
 )
@@ -110,6 +111,11 @@ type Config struct {
 	// pull requests of another client. Default false: the members of a
 	// group on a shared store pull from the same durable.
 	Alone bool
+	// Marks, a single-owner store's (engine.Capabilities.Marks), keeps
+	// where the consumer stands in the stream: its ack floor and the
+	// stream's end as last seen, at the bind, at each StreamCheck and at
+	// the stop. Default nil: not kept.
+	Marks engine.StreamMarks
 	// Logger receives the consumer's logs. Default nil: discard.
 	Logger *slog.Logger
 	// Observer is told about connections, messages, commits and acks.

@@ -241,6 +241,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.tellGone(left)
 	c.abandon(left)
 	c.flushAcks(drainCtx, nc)
+	c.markStop(drainCtx, cons)
 	return runErr
 }
 
@@ -470,6 +471,7 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	c.accounted = max(c.accounted, info.AckFloor.Stream, preceding(first))
 	c.receipts.reset(c.accounted, info.Delivered.Consumer)
 	c.verified, c.lastReading, c.deliveredBefore = info.Delivered.Consumer, nil, info.Delivered.Stream
+	c.keepMark(ctx, engine.StreamMark{Created: si.Created, Decided: c.accounted, End: si.State.LastSeq})
 	verb := "jetstream consumer bound"
 	if !existed {
 		verb = "jetstream consumer created: delivering the stream from its first message"

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/source"
 )
 
@@ -68,6 +69,10 @@ func (c *Consumer) check(ctx context.Context, js jetstream.JetStream, cons jetst
 		return seen
 	}
 	c.noteFloor(info)
+	if si.Created.Equal(c.streamCreated) {
+		end, _ := c.end.get()
+		c.keepMark(ctx, engine.StreamMark{Created: si.Created, Decided: max(info.AckFloor.Stream, c.startFloor), End: end})
+	}
 	rd := reading{first: si.State.FirstSeq, delivered: info.Delivered.Stream, ackFloor: info.AckFloor.Stream, dseq: info.Delivered.Consumer}
 	c.readDeleted(ctx, st, si, &rd)
 	if p := c.lastReading; p != nil {

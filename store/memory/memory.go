@@ -28,6 +28,7 @@ type Store struct {
 	cursors    map[string]uint64                 // audit sinks' cursors
 	outbox     *outbox
 	routes     map[string][]byte // route name → its key derivation
+	marks      map[string]engine.StreamMark
 }
 
 var (
@@ -40,7 +41,7 @@ var (
 // Capabilities declares a single-owner store with audit retention, sink
 // cursors and an outbox.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s, Routes: s}
+	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s, Routes: s, Marks: s}
 }
 
 // New returns an empty store.

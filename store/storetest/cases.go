@@ -63,6 +63,7 @@ var suites = []suite{
 		{name: "a trim that would break the chain or drop a held record is refused", needs: needTrim, fn: onFirst(testTrimRefuses)},
 		{name: "sink cursors are kept by name", needs: needCursors, fn: testCursors},
 		{name: "sink cursors named with separators and unicode are kept apart", needs: needCursors, fn: testOddCursorNames},
+		{name: "stream marks are kept by name", needs: needMarks, fn: testMarks},
 		{name: "rows are read one at a time and counted", needs: needRows, fn: onFirst(testRows)},
 		{name: "a group's rows are scanned one at a time and counted", needs: needScan, fn: onFirst(testScan)},
 		{name: "rows are scanned across many reads", needs: needRowScan, fn: onFirst(testScanMany)},

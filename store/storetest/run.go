@@ -124,6 +124,8 @@ func checkCapabilities(t *testing.T, f Features, s engine.Store, c engine.Capabi
 		t.Fatalf("%T declares Keeper without Shared: it keeps the members' chains", s)
 	case c.Share != nil && c.Shared == nil:
 		t.Fatalf("%T declares Share without Shared: it keeps a group's members", s)
+	case c.Marks != nil && c.Shared != nil:
+		t.Fatalf("%T declares Marks with Shared: the members of a group share a stream's consumer, and none's position is the consumer's", s)
 	case c.Adopt != nil && (c.Share == nil || c.Claims == nil):
 		t.Fatalf("%T declares Adopt without Share and Claims: it adopts the sessions that hold a share group, by claims", s)
 	}
@@ -145,6 +147,7 @@ var capabilityFields = []struct {
 	{"Routes", func(c engine.Capabilities) any { return c.Routes }},
 	{"Share", func(c engine.Capabilities) any { return c.Share }},
 	{"Adopt", func(c engine.Capabilities) any { return c.Adopt }},
+	{"Marks", func(c engine.Capabilities) any { return c.Marks }},
 }
 
 // sameValue reports whether two declared interfaces hold the same value:
@@ -181,6 +184,7 @@ const (
 	needRoutes                   // Capabilities.Routes
 	needShare                    // Capabilities.Share
 	needAdopt                    // Capabilities.Adopt
+	needMarks                    // Capabilities.Marks
 )
 
 // missing returns why a store lacks what n needs; "" when it has all.
@@ -205,6 +209,7 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needRoutes, c.Routes != nil, "the store does not declare Capabilities.Routes"},
 		{needShare, c.Share != nil, "the store does not declare Capabilities.Share"},
 		{needAdopt, c.Adopt != nil, "the store does not declare Capabilities.Adopt"},
+		{needMarks, c.Marks != nil, "the store does not declare Capabilities.Marks"},
 	} {
 		if n&r.bit != 0 && !r.has {
 			return r.why
