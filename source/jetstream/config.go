@@ -114,7 +114,10 @@ type Config struct {
 	// Marks, a single-owner store's (engine.Capabilities.Marks), keeps
 	// where the consumer stands in the stream: its ack floor and the
 	// stream's end as last seen, at the bind, at each StreamCheck and at
-	// the stop. Default nil: not kept.
+	// the stop. The next bind tells from it what the stream lost while no
+	// Run consumed it: the messages a purge removed past the ack floor
+	// (the server moves the consumer past them), or those a stream
+	// deleted took with it. Default nil: not told.
 	Marks engine.StreamMarks
 	// Logger receives the consumer's logs. Default nil: discard.
 	Logger *slog.Logger

@@ -387,15 +387,19 @@ func (c *Consumer) bind(ctx context.Context, nc *nats.Conn) (jetstream.Consumer,
 func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, []string, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	mark, marked := c.readMark(ctx)
 	st, err := js.Stream(ctx, c.cfg.Stream)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
+		c.goneWhileStopped(ctx, mark, marked, nil)
 		return nil, nil, fmt.Errorf("%w: stream %q not found on %s: create it, or set jetstream.stream", ErrStream, c.cfg.Stream, c.serverURL())
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, nil, fmt.Errorf("no JetStream answers on %s (is the server run with -js?): %w", c.serverURL(), err)
 	case err != nil:
 		return nil, nil, err
 	}
+	c.goneWhileStopped(ctx, mark, marked, st.CachedInfo())
+	marked = marked && mark.Created.Equal(st.CachedInfo().Created) // else the mark was of a stream gone
 	if err := c.skipped(ctx, st); err != nil {
 		return nil, nil, err
 	}
@@ -465,6 +469,9 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	c.startFloor = startBefore(info, first)
 	c.noteFloor(info)
 	c.accounted = max(c.accounted, c.startFloor)
+	if existed && marked && si.Created.Equal(mark.Created) {
+		c.purgedWhileStopped(mark, first, info.AckFloor.Stream)
+	}
 	if existed { // nothing of this process in flight: from the ack floor, so that a message delivered and never acknowledged counts
 		c.removedAhead(first, info.AckFloor.Stream)
 	}

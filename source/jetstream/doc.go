@@ -74,7 +74,10 @@
 // anew, since a new one delivers the stream from its first message.
 // Where the stream went, the messages of it the consumer had not decided
 // (up to the stream's end as the server last showed it) are logged as an
-// error and observed as Lost.
+// error and observed as Lost. With Config.Marks, a single-owner store's,
+// the consumer keeps where it stands (its ack floor, the stream's end and
+// creation time), and the next bind tells from it what a purge removed,
+// or a stream deleted took, while no Run consumed.
 //
 // While Run consumes, it reads the stream and the consumer every
 // Config.StreamCheck: a change of the stream's subjects is warned about

@@ -14,7 +14,8 @@ import (
 // messages it removed at once, and a stream deleted takes its consumer
 // with it. So the consumer keeps a mark in the store (Config.Marks): the
 // stream's creation time, its ack floor and the stream's end as last
-// seen, at the bind, at each check and at the stop.
+// seen, at the bind, at each check and at the stop. The next bind
+// tells from it what the stream lost meanwhile (stopped.go).
 
 // markName is the name the consumer's mark is kept under.
 func (c *Consumer) markName() string { return c.cfg.Stream + "/" + c.cfg.Consumer }
