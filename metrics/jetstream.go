@@ -12,7 +12,8 @@ import (
 // whichever source runs, counts its redeliveries in
 // replayguard_redelivered_total, and the messages of the stream it never
 // received and never will (a purge, a limit, the server moving the
-// consumer past them) in replayguard_jetstream_lost_total. It registers
+// consumer past them, the stream deleted with them undecided) in
+// replayguard_jetstream_lost_total. It registers
 // those counters on reg.
 func (m *Metrics) JetStream(reg prometheus.Registerer) source.Observer {
 	redelivered := prometheus.NewCounter(prometheus.CounterOpts{
@@ -21,7 +22,7 @@ func (m *Metrics) JetStream(reg prometheus.Registerer) source.Observer {
 	})
 	lost := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "replayguard_jetstream_lost_total",
-		Help: "Messages of the JetStream stream the consumer never received and never will, never decided: removed by a purge or a limit first, or passed over by the server. An upper bound where jetstream.subjects takes part of the stream; the ERROR log names their stream sequences.",
+		Help: "Messages of the JetStream stream never decided that nothing will deliver: removed by a purge or a limit before the consumer received them, passed over by the server, or taken undecided by the stream's deletion (while run consumed it, or, on an embedded or memory store, while it was stopped). An upper bound where jetstream.subjects takes part of the stream; the ERROR log names their stream sequences.",
 	})
 	reg.MustRegister(redelivered, lost)
 	return source.ObserverFunc(func(e source.Event) {

@@ -22,7 +22,7 @@ func TestMessagesTheJetStreamConsumerLostAreCounted(t *testing.T) {
 	obs.Observe(source.Event{Kind: source.Lost, N: 3})
 
 	want := `
-# HELP replayguard_jetstream_lost_total Messages of the JetStream stream the consumer never received and never will, never decided: removed by a purge or a limit first, or passed over by the server. An upper bound where jetstream.subjects takes part of the stream; the ERROR log names their stream sequences.
+# HELP replayguard_jetstream_lost_total Messages of the JetStream stream never decided that nothing will deliver: removed by a purge or a limit before the consumer received them, passed over by the server, or taken undecided by the stream's deletion (while run consumed it, or, on an embedded or memory store, while it was stopped). An upper bound where jetstream.subjects takes part of the stream; the ERROR log names their stream sequences.
 # TYPE replayguard_jetstream_lost_total counter
 replayguard_jetstream_lost_total 8
 `

@@ -61,9 +61,11 @@ const (
 	// audit record's dup field says so. JetStream only.
 	Redelivered
 	// Lost: messages of the stream the consumer never received and never
-	// will (N): the stream removed them first (a purge, a limit), or the
-	// server moved the consumer past them. Never decided, so never in the
-	// accounting's received. JetStream only.
+	// will (N): the stream removed them first (a purge, a limit), the
+	// server moved the consumer past them, or the stream was deleted with
+	// them. Never decided, so never in the accounting's received, but for
+	// those a deleted stream took after the consumer received them, left
+	// undecided by the stop (also Abandoned). JetStream only.
 	Lost
 	// SubscribeRefused: a SUBACK refused subscriptions, granted one at QoS
 	// 0 or left one unanswered (Broker, N: the topic filters, Err naming
