@@ -14,6 +14,11 @@ import (
 // operator's name.
 func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Decision {
 	d, err := e.decode(m)
+	if len(e.unacked) > 0 && ref == 0 && m.recovery == 0 {
+		if q, ok := e.redeliveredHeld(m); ok {
+			return e.record(m, unackedDuplicate(d, err, m.Topic, q), now, 0, by)
+		}
+	}
 	if err != nil {
 		var de *decodeError
 		if !errors.As(err, &de) {

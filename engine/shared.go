@@ -677,6 +677,7 @@ func (w *sharedWindows) updateWith(ctx context.Context, r *Reads, fill func(*Row
 		err = w.store.Update(ctx, r, func(rows *Rows) (*Batch, error) {
 			e.tail = start // a retry decides the batch again from the same chain head
 			e.resetPending()
+			e.unackedTaken = nil
 			e.loadRows(rows, r.KeyCutoff)
 			if e.unread != nil {
 				e.unread.start()
@@ -706,11 +707,13 @@ func (w *sharedWindows) updateWith(ctx context.Context, r *Reads, fill func(*Row
 		e.tail = start
 		e.resetPending()
 		e.reload.Store(true)
+		e.unackedTaken = nil
 		return err
 	}
 	e.headMu.Lock()
 	e.head = e.tail
 	e.headMu.Unlock()
+	e.takeUnacked()
 	msgs, decided := journaled()
 	jerr := w.journalBatch(b, msgs, decided)
 	if len(msgs) > 0 && msgs[0].recovery != 0 { // before the observer counts the batch's decisions: see LossStats

@@ -154,6 +154,9 @@ func (w *sharedWindows) checkHead(ctx context.Context, head, known AuditHead) er
 		return err
 	}
 	if l == nil {
+		if err := w.noteUnacked(ctx, head, known); err != nil {
+			return err
+		}
 		e.rebase(head)
 		return nil
 	}

@@ -100,6 +100,8 @@ var suites = []suite{
 		{name: "a key applied at the cutoff is live; a nanosecond before it, expired", fn: testSharedKeyCutoff},
 		{name: "a batch with more keys than max_entries commits, its replays duplicates", fn: testSharedBatchPastMaxEntries},
 		{name: "close while an update decides: it commits whole or not at all", fn: testSharedCloseWhileUpdating},
+		{name: "a message held by a commit the member never journaled is held once when delivered again", needs: needDurable, fn: testSharedHeldOnceAfterAKill},
+		{name: "a message held by a commit whose answer was lost is held once when passed again", fn: testSharedHeldOnceAfterALostAnswer},
 	}},
 	{name: "routes", needs: needRoutes, cases: []testCase{
 		{name: "a route's key derivation is recorded once and kept", fn: testRoutesRecordedOnce},

@@ -1,0 +1,219 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// The case of a member killed between a batch's commit to the group's
+// store and its journal append: the deliveries were never acknowledged,
+// so the broker delivers them again to the member started again, and a
+// delivery the batch held must not be held a second time.
+
+// killJournal is a member's journal that outlives the member's process,
+// as its directory does; refuse makes the next append fail, as the append
+// of a process killed before it wrote does. It keeps no recovery: a case
+// whose store loses commits does not use it (Replay fails).
+type killJournal struct {
+	entries []engine.JournalEntry
+	refuse  bool
+}
+
+var errKilled = errors.New("the member was killed before its journal took the batch")
+
+func (j *killJournal) Append(e engine.JournalEntry) error {
+	if j.refuse {
+		j.refuse = false
+		return errKilled
+	}
+	j.entries = append(j.entries, e)
+	return nil
+}
+
+func (j *killJournal) Last() (last engine.JournalEntry, recovering *engine.JournalEntry) {
+	for _, e := range slices.Backward(j.entries) {
+		if e.Kind == engine.JournalBatch {
+			return e, nil
+		}
+	}
+	return engine.JournalEntry{}, nil
+}
+
+func (j *killJournal) Replay(engine.AuditHead, func(engine.JournalEntry) error) (engine.Span, error) {
+	return engine.Span{}, errors.New("killJournal keeps no recovery: the case's store lost nothing")
+}
+
+func journaledEngine(t *testing.T, h *handle, j engine.Journal) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(t.Context(), h.Store, engine.Options{Routes: sharedRoutes, Journal: j})
+	if err != nil {
+		t.Fatalf("engine on member %s: %v", h.Member(), err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// testSharedHeldOnceAfterAKill: a member killed after its batch committed
+// and before its journal took it holds each message the batch held once.
+// Started again, the member finds the store ahead of its journal; the
+// broker delivers the batch again (never acknowledged), and each held
+// message is then a duplicate of its entry, its record naming the entry:
+// one entry per held delivery, below the window, a conflict and malformed
+// alike. Released, the entry below the window applies once; the chain
+// verifies.
+func testSharedHeldOnceAfterAKill(t *testing.T, p *place) {
+	ctx := t.Context()
+	j := &killJournal{}
+	h := p.handle(t, "m1")
+	e := journaledEngine(t, h, j)
+	mustProcess(t, e, incident(100000, 0), meter(1, "1"))
+	j.refuse = true
+	if _, err := e.Process(ctx, heldBatch()); !errors.Is(err, errKilled) {
+		t.Fatalf("the batch the journal did not take: %v, want the journal's failure", err)
+	}
+	e.Close()
+	heldOnceAgain(t, p, h, j)
+}
+
+// heldBatch is a batch, after incident(100000, 0) and meter(1, "1"), that
+// holds its first three messages and applies the fourth.
+func heldBatch() []engine.Message {
+	return []engine.Message{
+		incident(1, 1), // below the window: quarantined
+		meter(1, "5"),  // the key applied with other content: a conflict
+		{Topic: "incidents/fd", Payload: []byte(`{"agency":`)}, // malformed
+		meter(2, "2"), // applied
+	}
+}
+
+// heldOnceAgain starts member m1 again on h, after its engine, whose last
+// batch was heldBatch, was killed before the batch was acknowledged, and
+// has the broker deliver the batch again: each held message must be a
+// duplicate of its entry, and a release apply once.
+func heldOnceAgain(t *testing.T, p *place, h *handle, j *killJournal) {
+	t.Helper()
+	ctx := t.Context()
+	h = p.reopen(t, h)
+	e := journaledEngine(t, h, j)
+	again := heldBatch()
+	for i := range again {
+		again[i].Dup = true
+	}
+	ds, err := e.Process(ctx, again)
+	if err != nil {
+		t.Fatalf("the batch delivered again: %v", err)
+	}
+	ids := []uint64{h.q(3), h.q(4), h.q(5)} // the entries of the first commit, at positions 3..5
+	for i, d := range ds {
+		if d.Outcome != engine.Duplicate {
+			t.Errorf("delivery %d again: %s (%s), want a duplicate", i, d.Outcome, d.Reason)
+		}
+		if i < len(ids) && !strings.Contains(d.Reason, fmt.Sprintf("held in quarantine as #%d ", ids[i])) {
+			t.Errorf("delivery %d again: reason %q, want it to name entry #%d", i, d.Reason, ids[i])
+		}
+		if d.Held != 0 {
+			t.Errorf("delivery %d again: held as #%d, want no entry", i, d.Held)
+		}
+	}
+	var held []uint64
+	for _, q := range scanQuarantine(t, h) {
+		held = append(held, q.ID)
+	}
+	equal(t, "quarantine entries", held, ids)
+	recs := scanAudit(t, h, 1)
+	var prev engine.Hash
+	for i, r := range recs {
+		if r.Position != uint64(i+1) || r.Prev != prev {
+			t.Fatalf("record %d: position %d, prev %s: the chain does not link", i+1, r.Position, r.Prev)
+		}
+		if hash, _ := engine.ChainHash(r); hash != r.Hash {
+			t.Fatalf("record %d: hash %s, its content hashes to %s", r.Position, r.Hash, hash)
+		}
+		prev = r.Hash
+	}
+	if len(recs) != 10 {
+		t.Fatalf("%d records, want 10: two, the four of the commit never acknowledged, the four of its delivery again", len(recs))
+	}
+	// One release applies the message held below the window, once.
+	if d, err := e.Release(ctx, ids[0], "duty officer"); err != nil || d.Outcome != engine.Applied {
+		t.Fatalf("release #%d: %+v, %v; want applied", ids[0], d, err)
+	}
+	if _, err := e.Release(ctx, ids[0], "duty officer"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("release #%d again: %v, want ErrNotFound", ids[0], err)
+	}
+	if got := groupField(t, e, "incident/7", "casualties"); got != "1" {
+		t.Fatalf("incident/7 casualties = %s, want 1: the released message applied once", got)
+	}
+	if got := groupField(t, e, "meter/m1", "kwh"); got != "3" {
+		t.Fatalf("meter/m1 kwh = %s, want 3: readings 1 and 2 applied once, the conflict held", got)
+	}
+}
+
+// answerLost is a member's handle on a group's store whose next Update,
+// once armed, commits and then fails, as a commit whose answer the
+// connection lost.
+type answerLost struct {
+	engine.Store
+	caps engine.Capabilities
+}
+
+func (s *answerLost) Capabilities() engine.Capabilities { return s.caps }
+
+type losingUpdates struct {
+	engine.SharedStore
+	armed bool
+}
+
+var errAnswerLost = errors.New("connection reset: the commit's answer was lost")
+
+func (s *losingUpdates) Update(ctx context.Context, r *engine.Reads, decide func(*engine.Rows) (*engine.Batch, error)) error {
+	err := s.SharedStore.Update(ctx, r, decide)
+	if err == nil && s.armed {
+		s.armed = false
+		return errAnswerLost
+	}
+	return err
+}
+
+// testSharedHeldOnceAfterALostAnswer: a batch whose commit landed though
+// its answer was lost is passed again, as a batch that failed; the member
+// finds the store ahead of its journal, and each message the batch held
+// is then a duplicate of its entry: held once.
+func testSharedHeldOnceAfterALostAnswer(t *testing.T, p *place) {
+	ctx := t.Context()
+	h := p.handle(t, "m1")
+	up := &losingUpdates{SharedStore: h.caps.Shared}
+	caps := h.caps
+	caps.Shared = up
+	e, err := engine.New(ctx, &answerLost{Store: h.Store, caps: caps}, engine.Options{Routes: sharedRoutes, Journal: &killJournal{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	mustProcess(t, e, incident(100000, 0), meter(1, "1"))
+	batch := heldBatch()
+	up.armed = true
+	if _, err := e.Process(ctx, batch); !errors.Is(err, errAnswerLost) {
+		t.Fatalf("the batch whose answer was lost: %v, want the lost answer", err)
+	}
+	ds, err := e.Process(ctx, batch)
+	if err != nil {
+		t.Fatalf("the batch passed again: %v", err)
+	}
+	for i, d := range ds {
+		if d.Outcome != engine.Duplicate || d.Held != 0 {
+			t.Errorf("delivery %d passed again: %s, held as #%d (%s); want a duplicate, no entry", i, d.Outcome, d.Held, d.Reason)
+		}
+	}
+	var held []uint64
+	for _, q := range scanQuarantine(t, h) {
+		held = append(held, q.ID)
+	}
+	equal(t, "quarantine entries", held, []uint64{h.q(3), h.q(4), h.q(5)})
+}
