@@ -156,9 +156,10 @@ type Engine struct {
 	// places, collects the rows deciding looked for that the batch's
 	// Reads did not name (sharedreads.go).
 	unread *unreadRows
-	// unacked are the open quarantine entries of commits this member never
-	// acknowledged, by the content of the delivery each holds (unacked.go);
-	// unackedTaken counts those the batch being decided took.
+	// unacked are the open quarantine entries of commits this member may
+	// not have acknowledged when it started (or reloaded), by the content
+	// of the delivery each holds (unacked.go); unackedTaken counts those
+	// the batch being decided took.
 	unacked      map[Hash][]unackedHeld
 	unackedTaken map[Hash]int
 	// resolving are the held outbox entries (Requeue false) whose

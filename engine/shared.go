@@ -227,6 +227,9 @@ type sharedWindows struct {
 	// (decideHalves); the error that said so is lockTable.
 	halved    int
 	lockTable error
+	// started: the member's first load is done, and with it the notes of
+	// what its journal's last batch held (noteLastJournaled).
+	started bool
 }
 
 // errNotJournaled is a committed batch's journal append that failed: its
@@ -285,7 +288,17 @@ func (w *sharedWindows) load(ctx context.Context) error {
 	e.keys = newKeyWindow(e.opts.MaxEntries, 0)
 	e.sources = map[string]*SourceState{}
 	e.entities = map[string]*entity{}
-	return w.checkHead(ctx, head, known)
+	if err := w.checkHead(ctx, head, known); err != nil {
+		return err
+	}
+	if w.started { // a reload after a failed commit: the source acknowledges what was journaled before it
+		return nil
+	}
+	if err := w.noteLastJournaled(ctx); err != nil {
+		return err
+	}
+	w.started = true
+	return nil
 }
 
 // submit commits before it returns: the batch has landed, and wait only

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -13,11 +14,17 @@ import (
 // it stays the one an operator releases or discards.
 const reasonUnackedHeld = "delivered again: held in quarantine as #%d by this member's commit at position %d, which it never acknowledged (its journal did not take the batch); the entry holds it, one to release or discard"
 
+// reasonLastHeld is reasonUnackedHeld for a delivery of the member's last
+// journaled batch before it started again, which it journals before it
+// acknowledges.
+const reasonLastHeld = "delivered again: held in quarantine as #%d by this member's commit at position %d, the last its journal took before the member started again, whose acknowledgement may not have reached the broker; the entry holds it, one to release or discard"
+
 // unackedHeld is an open quarantine entry that holds a delivery of a
-// commit this member never acknowledged.
+// commit this member may not have acknowledged.
 type unackedHeld struct {
-	id       uint64 // the entry
-	position uint64 // the record of the decision that held it
+	id        uint64 // the entry
+	position  uint64 // the record of the decision that held it
+	journaled bool   // the commit is the journal's last batch
 }
 
 // heldContent identifies a delivery by its topic and payload bytes, as a
@@ -72,11 +79,7 @@ func (w *sharedWindows) noteUnacked(ctx context.Context, head, known AuditHead) 
 		case err != nil:
 			return fmt.Errorf("read quarantine entry #%d of a commit this member never acknowledged: %w", id, err)
 		}
-		if e.unacked == nil {
-			e.unacked = map[Hash][]unackedHeld{}
-		}
-		c := heldContent(q.Topic, q.Payload)
-		e.unacked[c] = append(e.unacked[c], unackedHeld{id: id, position: r.Position})
+		e.noteHeld(q, unackedHeld{id: id, position: r.Position})
 	}
 	if len(held) > 0 {
 		e.log.Warn("the store holds commits this member never acknowledged (its journal did not take them): what they held is held once, and delivered again is a duplicate of its entry",
@@ -86,6 +89,63 @@ func (w *sharedWindows) noteUnacked(ctx context.Context, head, known AuditHead) 
 }
 
 var errStopScan = errors.New("stop")
+
+// noteLastJournaled notes the open entries of the deliveries the
+// journal's last batch held: the member journals a batch before it
+// acknowledges it, so a member killed between the two (or whose
+// acknowledgements its connection lost with it) is delivered the batch
+// again when it starts. Called with e.mu held, once, as the member
+// starts, on a store that holds the journal's head.
+func (w *sharedWindows) noteLastJournaled(ctx context.Context) error {
+	e := w.e
+	if w.journal == nil {
+		return nil
+	}
+	last, _ := w.journal.Last() // its head: Last need not read its deliveries
+	if last.Head.Position == 0 {
+		return nil
+	}
+	_, err := w.journal.Replay(AuditHead{Position: last.First - 1}, func(je JournalEntry) error {
+		if je.Head == last.Head {
+			last = je
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the journal's last batch: %w", err)
+	}
+	if last.Redecides.Position > 0 { // decided again from the journal: no broker delivers it again
+		return nil
+	}
+	for i := range last.Messages {
+		if i < len(last.Effective) && last.Effective[i] {
+			continue // applied: delivered again, a duplicate by its key
+		}
+		m := &last.Messages[i]
+		pos := last.First + uint64(i)
+		q, err := e.store.Quarantined(ctx, e.qbase+pos)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue // a duplicate, or released or discarded since
+		case err != nil:
+			return fmt.Errorf("read quarantine entry #%d of the journal's last batch: %w", e.qbase+pos, err)
+		}
+		if q.Topic == m.Topic && bytes.Equal(q.Payload, m.Payload) {
+			e.noteHeld(q, unackedHeld{id: e.qbase + pos, position: pos, journaled: true})
+		}
+	}
+	return nil
+}
+
+// noteHeld makes a delivery with q's topic and payload, once, a
+// duplicate of entry h.
+func (e *Engine) noteHeld(q QuarantineEntry, h unackedHeld) {
+	if e.unacked == nil {
+		e.unacked = map[Hash][]unackedHeld{}
+	}
+	c := heldContent(q.Topic, q.Payload)
+	e.unacked[c] = append(e.unacked[c], h)
+}
 
 // redeliveredHeld returns the entry that holds m, when m is a delivery
 // again of one a commit this member never acknowledged held, and the
@@ -120,7 +180,11 @@ func (e *Engine) takeUnacked() {
 // unackedDuplicate is the decision of a delivery again of one held as
 // q: a duplicate, as decoded as it can be.
 func unackedDuplicate(d *Delivery, decodeErr error, topic string, q unackedHeld) Decision {
-	dec := Decision{Outcome: Duplicate, Sequence: -1, Reason: fmt.Sprintf(reasonUnackedHeld, q.id, q.position)}
+	why := reasonUnackedHeld
+	if q.journaled {
+		why = reasonLastHeld
+	}
+	dec := Decision{Outcome: Duplicate, Sequence: -1, Reason: fmt.Sprintf(why, q.id, q.position)}
 	switch {
 	case d == nil:
 	case decodeErr != nil:

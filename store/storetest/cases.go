@@ -101,6 +101,7 @@ var suites = []suite{
 		{name: "a batch with more keys than max_entries commits, its replays duplicates", fn: testSharedBatchPastMaxEntries},
 		{name: "close while an update decides: it commits whole or not at all", fn: testSharedCloseWhileUpdating},
 		{name: "a message held by a commit the member never journaled is held once when delivered again", needs: needDurable, fn: testSharedHeldOnceAfterAKill},
+		{name: "a message held by the member's last journaled batch is held once when delivered again", needs: needDurable, fn: testSharedHeldOnceAfterAKillBeforeTheAck},
 		{name: "a message held by a commit whose answer was lost is held once when passed again", fn: testSharedHeldOnceAfterALostAnswer},
 	}},
 	{name: "routes", needs: needRoutes, cases: []testCase{
