@@ -43,6 +43,9 @@ type lane struct {
 	// skip cuts a backoff short: an entry of the lane's member was held
 	// by an operator while pending, perhaps the one the lane waits at.
 	skip chan struct{}
+	// moved says that the last catch-up delivered or held an entry;
+	// runLane's.
+	moved bool
 
 	mu sync.Mutex
 	st OutputStatus
@@ -71,7 +74,12 @@ func (d *Drainer) maxBackoff(kind string) time.Duration {
 
 // runLane delivers until ctx is done: after each failed attempt it waits a
 // jittered, doubling backoff, whatever commits meanwhile; otherwise it
-// waits for a commit that concerns it or for the poll.
+// waits for a commit that concerns it or for the poll. An attempt that
+// delivered or held entries before it failed starts the backoff again from
+// the shortest: the downstream took them, and a broker that closes the
+// connection after each copy it refuses (Mosquitto, after a PUBACK of an
+// ACL's 0x87) would otherwise have the waits double from one refused copy
+// to the next, up to the longest each, while every entry behind waits.
 func (d *Drainer) runLane(ctx context.Context, l *lane) {
 	l.mark = d.startMarker(ctx, l)
 	defer l.mark.stop()
@@ -82,6 +90,9 @@ func (d *Drainer) runLane(ctx context.Context, l *lane) {
 			return
 		}
 		if err != nil {
+			if l.moved {
+				backoff = 0
+			}
 			backoff = min(max(2*backoff, d.opts.MinBackoff), d.maxBackoff(l.id.kind))
 			wait := httpretry.Wait(err, backoff/2+rand.N(backoff/2+1)) // jitter in [backoff/2, backoff], or what the receiver asked for
 			d.failed(l, err, wait)
@@ -116,7 +127,7 @@ func sleep(ctx context.Context, d time.Duration, skip <-chan struct{}) {
 // cursor after the last entry done, so that the next attempt sends the
 // rest again. A rewound lane reads from the start.
 func (d *Drainer) catchUp(ctx context.Context, l *lane) error {
-	l.stuck = nil
+	l.stuck, l.moved = nil, false
 	if err := l.mark.takeErr(); err != nil {
 		return err
 	}
@@ -223,6 +234,7 @@ func (d *Drainer) done(ctx context.Context, l *lane, entries []engine.OutboxEntr
 		ids[i] = e.ID
 	}
 	l.after = ids[len(ids)-1]
+	l.moved = true
 	return l.mark.add(ctx, ids)
 }
 
@@ -246,6 +258,7 @@ func (d *Drainer) hold(ctx context.Context, l *lane, e engine.OutboxEntry, reaso
 		return fmt.Errorf("hold entry %d refused by the downstream: %w", e.ID, err)
 	}
 	l.after = e.ID
+	l.moved = true
 	d.heldBy(l.id.member, e.ID)
 	d.log.Warn("forward: the downstream refused an entry; it is held for an operator (audit outcome forward_held)",
 		"output", l.id.kind, "target", engine.RedactTarget(e.Output, e.Target), "key", e.Key.String(), "reason", reason)
