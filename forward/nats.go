@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -79,7 +80,9 @@ const natsWindow = 256
 //     is sent again (under its key) by the next Deliver.
 //
 // An entry its stream refuses for good (over the stream's max_msg_size) is
-// refused (a *RefusedError): held, as one over the server's max_payload.
+// refused (a *RefusedError): held, as one over the server's max_payload
+// (which counts the headers too: the refusal gives the copy's size and
+// the limit).
 // What a window can still reorder: entries of two streams in one window,
 // the second stream created in the instant between the publish of its
 // first entry (refused: no stream) and the next; and an entry the server
@@ -213,13 +216,13 @@ func (n *NATS) deliverEach(ctx context.Context, entries []engine.OutboxEntry, ac
 					acked(done - 1)
 				}
 			case err := <-f.Err():
-				return done, n.failed(entries, done, err)
+				return done, n.failed(nc, entries, done, err)
 			case <-ctx.Done():
 				return done, ctx.Err()
 			}
 		}
 		if failed != nil {
-			return done, n.failed(entries, done, failed)
+			return done, n.failed(nc, entries, done, failed)
 		}
 	}
 	return len(entries), nil
@@ -236,13 +239,14 @@ func natsMsg(e engine.OutboxEntry) *nats.Msg {
 
 // failed says why entries[i] was not delivered: a *RefusedError with its
 // index when it never will be.
-func (n *NATS) failed(entries []engine.OutboxEntry, i int, err error) error {
+func (n *NATS) failed(nc *nats.Conn, entries []engine.OutboxEntry, i int, err error) error {
 	e := entries[i]
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Errorf("%w: %q (create a stream with this subject)", ErrNoStream, e.Target)
 	case errors.Is(err, nats.ErrMaxPayload):
-		return &RefusedError{Index: i, Reason: fmt.Sprintf("nats: %v (%d bytes)", err, len(e.Payload))}
+		return &RefusedError{Index: i, Reason: fmt.Sprintf("nats: the copy to %q is %d bytes with its headers (a payload of %d), over the server's max_payload of %d bytes",
+			e.Target, wireSize(e), len(e.Payload), nc.MaxPayload())}
 	case apiErrorCode(err) == jetstream.JSErrCodeStreamMessageExceedsMaximum: // the stream's max_msg_size: for good
 		return &RefusedError{Index: i, Reason: fmt.Sprintf("nats: the stream of %q refuses it: %v (%d bytes)", e.Target, err, len(e.Payload))}
 	case errors.Is(err, nats.ErrReconnectBufExceeded): // nothing is buffered while reconnecting
@@ -251,6 +255,20 @@ func (n *NATS) failed(entries []engine.OutboxEntry, i int, err error) error {
 		return fmt.Errorf("nats publish to %q: no PubAck within %s", e.Target, n.opts.AckTimeout)
 	}
 	return fmt.Errorf("nats publish to %q: %w", e.Target, err)
+}
+
+// wireSize is the size of e's copy as the server holds it to its
+// max_payload: the payload and the header block the client sends with it
+// ("NATS/1.0\r\n", a "Name: value\r\n" line per header, "\r\n"), the
+// replayguard-* headers and Nats-Msg-Id.
+func wireSize(e engine.OutboxEntry) int {
+	size := len("NATS/1.0\r\n\r\n") + len(e.Payload)
+	line := func(name, value string) { size += len(name) + len(": \r\n") + len(textproto.TrimString(value)) }
+	for _, p := range Properties(e) {
+		line(p.Name, p.Value)
+	}
+	line(jetstream.MsgIDHeader, msgID(e))
+	return size
 }
 
 // apiErrorCode is the JetStream error code of a PubAck's error; 0 when it
