@@ -70,7 +70,11 @@ type MQTTOptions struct {
 // connection on one of them (its reset may have lost the PUBACKs of those
 // before) closes it again on that one alone, which the error then names;
 // the next time, the entry is refused (a *RefusedError) when the broker's
-// DISCONNECT refuses the packet. It connects on the first Deliver.
+// DISCONNECT refuses the packet. A PUBACK that refuses an entry for good
+// leaves the publishes written after it in flight for the next Deliver,
+// which takes them over rather than publishing them again, unless the
+// broker closes the connection just after it (Mosquitto does). It
+// connects on the first Deliver.
 type MQTT struct {
 	opts  MQTTOptions
 	urls  []*url.URL
@@ -99,6 +103,17 @@ type mqttConn struct {
 	quota  int       // in flight at most
 	limit  uint32    // the broker's Maximum Packet Size; 0: none said
 	gone   chan byte // the reason code of the broker's DISCONNECT, when it sent one
+	// behind are the publishes in flight after an entry whose PUBACK
+	// refused it for good, which the next publish call takes over.
+	behind []inFlight
+}
+
+// inFlight is a publish awaiting its PUBACK: the entry's id and key, and
+// the channel its reason code arrives on.
+type inFlight struct {
+	id  uint64
+	key engine.Hash
+	ack chan byte
 }
 
 // disconnectGrace is how long a lost connection's error waits for the
@@ -165,7 +180,7 @@ func (m *MQTT) deliverEach(ctx context.Context, entries []engine.OutboxEntry, ac
 // and writes the publishes of a top-up in one write.
 func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.OutboxEntry, tell func(i int)) (int, error) {
 	acks := make([]chan byte, len(entries))
-	sent, acked := 0, 0
+	sent, acked := c.resume(entries, acks), 0
 	alone := m.alone
 	m.alone = 0
 	var deadline *time.Timer
@@ -186,12 +201,12 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 		select {
 		case rc := <-acks[acked]:
 			if rc >= 0x80 {
-				return acked, pubackError(entries[acked], rc, acked)
+				return acked, c.refused(entries, acks, acked, sent, rc)
 			}
 			acked++
 			for ; acked < sent && len(acks[acked]) > 0; acked++ { // those that came meanwhile
 				if rc := <-acks[acked]; rc >= 0x80 {
-					return acked, pubackError(entries[acked], rc, acked)
+					return acked, c.refused(entries, acks, acked, sent, rc)
 				}
 			}
 			if tell != nil {
@@ -258,6 +273,49 @@ func (c *mqttConn) fill(ctx context.Context, entries []engine.OutboxEntry, acks 
 		return sent, fmt.Errorf("mqtt publish on %s: %w", c.broker, err)
 	}
 	return sent, nil
+}
+
+// refused is the error of a PUBACK of reason code rc, for entries[i]. A
+// refusal for good leaves the connection up, unless the broker closes it
+// just after (Mosquitto does, after an ACL's 0x87 or a payload over its
+// message_size_limit): refused waits disconnectGrace for that, and the
+// next Deliver then connects again rather than failing on the closed
+// connection. On a connection that stays up the publishes written after
+// the refused one, up to sent, stay in flight: the drainer holds the entry
+// and calls again with those after it, and resume takes them over, so that
+// they are not published a second time (a copy each to the subscribers
+// again, for every refused entry).
+func (c *mqttConn) refused(entries []engine.OutboxEntry, acks []chan byte, i, sent int, rc byte) error {
+	err := pubackError(entries[i], rc, i)
+	if _, ok := err.(*RefusedError); !ok {
+		return err
+	}
+	t := time.NewTimer(disconnectGrace)
+	defer t.Stop()
+	select {
+	case <-c.client.Done():
+		return err
+	case <-t.C:
+	}
+	for j := i + 1; j < sent; j++ {
+		c.behind = append(c.behind, inFlight{entries[j].ID, entries[j].Key, acks[j]})
+	}
+	return err
+}
+
+// resume takes over, into acks, the publishes in flight behind a refused
+// entry (refused) that entries begins with, and returns how many. Any it
+// does not find there (the hold failed, and the refused entry comes
+// again) are left to their PUBACKs, and published again.
+func (c *mqttConn) resume(entries []engine.OutboxEntry, acks []chan byte) int {
+	behind := c.behind
+	c.behind = nil
+	n := 0
+	for n < len(behind) && n < len(entries) && entries[n].ID == behind[n].id && entries[n].Key == behind[n].key {
+		acks[n] = behind[n].ack
+		n++
+	}
+	return n
 }
 
 // disconnectReason is the reason code of the broker's DISCONNECT, and
