@@ -85,7 +85,14 @@ type MQTT struct {
 	// in flight, with a reason code that refuses the packet; nil when the
 	// last connection ended otherwise.
 	struck *struckEntry
+	// denied are the topics whose last copy a PUBACK refused as the
+	// topic's (0x87 not authorized, 0x90 topic name invalid): their next
+	// copies go alone in flight (see fill). At most maxDenied.
+	denied map[string]bool
 }
+
+// maxDenied bounds MQTT.denied; past it the set starts again empty.
+const maxDenied = 1024
 
 // struckEntry names an outbox entry across Deliver calls.
 type struckEntry struct {
@@ -191,7 +198,7 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 	}()
 	for acked < len(entries) {
 		var err error
-		if sent, err = c.fill(ctx, entries, acks, sent, acked, alone); err != nil {
+		if sent, err = c.fill(ctx, entries, acks, sent, acked, alone, m.denied); err != nil {
 			return acked, err
 		}
 		if deadline == nil {
@@ -201,13 +208,15 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 		select {
 		case rc := <-acks[acked]:
 			if rc >= 0x80 {
-				return acked, c.refused(entries, acks, acked, sent, rc)
+				return acked, m.refused(c, entries, acks, acked, sent, rc)
 			}
+			m.allowed(entries[acked].Target)
 			acked++
 			for ; acked < sent && len(acks[acked]) > 0; acked++ { // those that came meanwhile
 				if rc := <-acks[acked]; rc >= 0x80 {
-					return acked, c.refused(entries, acks, acked, sent, rc)
+					return acked, m.refused(c, entries, acks, acked, sent, rc)
 				}
+				m.allowed(entries[acked].Target)
 			}
 			if tell != nil {
 				tell(acked - 1)
@@ -250,11 +259,17 @@ func (m *MQTT) publish(ctx context.Context, c *mqttConn, entries []engine.Outbox
 // PUBACK, each with its channel in acks, in one write, and returns the new
 // sent. An entry larger than the broker takes is held back until those
 // before it are delivered, then refused. Until the first alone entries
-// have their PUBACK, one goes at a time.
-func (c *mqttConn) fill(ctx context.Context, entries []engine.OutboxEntry, acks []chan byte, sent, acked, alone int) (int, error) {
+// have their PUBACK, one goes at a time. An entry to a denied topic goes
+// alone in flight, after those before it have their PUBACKs: a broker that
+// refuses it and closes the connection (Mosquitto) then leaves nothing
+// unread, whose reset could take PUBACKs along.
+func (c *mqttConn) fill(ctx context.Context, entries []engine.OutboxEntry, acks []chan byte, sent, acked, alone int, denied map[string]bool) (int, error) {
 	c.cork.Cork()
 	defer c.cork.Uncork()
 	for sent < len(entries) && sent-acked < c.quota && (sent == acked || acked >= alone) {
+		if sent > acked && (denied[entries[sent].Target] || denied[entries[sent-1].Target]) {
+			break // alone in flight: wait for the PUBACKs before it, or for its own
+		}
 		if c.limit > 0 { // the broker set a Maximum Packet Size
 			if size := publishSize(entries[sent]); size > int(c.limit) {
 				if sent == acked { // every entry before it is delivered: hold it
@@ -285,10 +300,16 @@ func (c *mqttConn) fill(ctx context.Context, entries []engine.OutboxEntry, acks 
 // and calls again with those after it, and resume takes them over, so that
 // they are not published a second time (a copy each to the subscribers
 // again, for every refused entry).
-func (c *mqttConn) refused(entries []engine.OutboxEntry, acks []chan byte, i, sent int, rc byte) error {
+func (m *MQTT) refused(c *mqttConn, entries []engine.OutboxEntry, acks []chan byte, i, sent int, rc byte) error {
 	err := pubackError(entries[i], rc, i)
 	if _, ok := err.(*RefusedError); !ok {
 		return err
+	}
+	if rc == 0x87 || rc == 0x90 { // the topic's: its next copies go alone
+		if m.denied == nil || len(m.denied) >= maxDenied {
+			m.denied = map[string]bool{}
+		}
+		m.denied[entries[i].Target] = true
 	}
 	t := time.NewTimer(disconnectGrace)
 	defer t.Stop()
@@ -301,6 +322,14 @@ func (c *mqttConn) refused(entries []engine.OutboxEntry, acks []chan byte, i, se
 		c.behind = append(c.behind, inFlight{entries[j].ID, entries[j].Key, acks[j]})
 	}
 	return err
+}
+
+// allowed notes a PUBACK that took a copy to topic: it is denied no more
+// (the broker's ACL changed).
+func (m *MQTT) allowed(topic string) {
+	if len(m.denied) > 0 {
+		delete(m.denied, topic)
+	}
 }
 
 // resume takes over, into acks, the publishes in flight behind a refused
