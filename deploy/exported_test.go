@@ -42,7 +42,9 @@ func exported(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	reg.MustRegister(set)
-	metrics.NewRetention(reg).Pass(time.Unix(1_800_000_000, 0), 0)
+	ret := metrics.NewRetention(reg)
+	ret.Pass(time.Unix(1_800_000_000, 0), 0)
+	ret.Held(map[string]uint64{"collector": 400})
 
 	fams, err := reg.Gather()
 	if err != nil {
