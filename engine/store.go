@@ -95,6 +95,13 @@ type Capabilities struct {
 	// drains it (set with Share). nil: a gone member's share waits in its
 	// session until it returns.
 	Adopt ShareAdopter
+	// Paths keeps, path by path, the share of a member that consumes
+	// several broker paths at once (mqtt.feeds), and hands a gone
+	// member's session on each path to one live member, as Share and
+	// Adopt do of a member's one session (set with Adopt). nil: such a
+	// member's share of each path waits in its session there until it
+	// returns.
+	Paths SharePaths
 }
 
 // ShareMembership keeps, in a group's store, the members that hold the
@@ -166,6 +173,51 @@ type Adoption struct {
 	// holder): a member that returns records its share again under
 	// another.
 	Holder string
+	// Path, Brokers and Filters are the path's, for a session on one of
+	// a member's paths (SharePaths.PathAdopter; SharePath's fields); none
+	// for a member's one session (ShareAdopter of Capabilities.Adopt).
+	Path    string
+	Brokers []string
+	Filters []string
+}
+
+// Same reports whether a and b are one adoption: the same member's
+// session on the same path, recorded by the same holder.
+func (a Adoption) Same(b Adoption) bool {
+	return a.Member == b.Member && a.Group == b.Group && a.ClientID == b.ClientID && a.Holder == b.Holder && a.Path == b.Path
+}
+
+// SharePaths keeps the share of each member that consumes several broker
+// paths at once (mqtt.feeds), each path an MQTT session of its own on the
+// path's own brokers: path by path, what ShareMembership's JoinShare and
+// QuitShare keep of a member's one session, and a ShareAdopter of the
+// sessions on one path, by the rules of Capabilities.Adopt (a member is
+// gone when its lease is; one live member at a time claims its session on
+// a path; a member that takes its lease again has its paths' shares
+// cleared). Safe for concurrent use, also by the members of a group.
+type SharePaths interface {
+	// JoinSharePath records that this handle's member holds p.Group's
+	// subscription on path p.Path, on the session of p.ClientID there,
+	// until its lease ends, it quits the path, or its session on the path
+	// is adopted. A store that may lose the record (Redis without
+	// persistence, restarted) records it again as the lease is renewed.
+	JoinSharePath(ctx context.Context, p SharePath) error
+	// QuitSharePath records that this handle's member may no longer hold
+	// group's subscription on path (its connection there was lost).
+	QuitSharePath(ctx context.Context, path, group string) error
+	// PathAdopter returns the ShareAdopter of the members' sessions on
+	// path: the Adoptions it hands out name the path, and the brokers and
+	// filters the member recorded there.
+	PathAdopter(path string) ShareAdopter
+}
+
+// SharePath is a member's share on one of its paths (SharePaths).
+type SharePath struct {
+	Path     string   // the path's name (mqtt.feeds[].name)
+	Group    string   // the share group
+	ClientID string   // the MQTT client id of the member's session on the path
+	Brokers  []string // the path's brokers, passwords redacted
+	Filters  []string // the topic filters subscribed in the group, without $share/<group>/
 }
 
 // RowScanner reads a store's sources and entities one row at a time.

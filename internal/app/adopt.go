@@ -134,7 +134,7 @@ func (a *adopter) adopt(ctx context.Context, ad engine.Adoption, round []engine.
 // so the store tells a member's return from a connection lost otherwise.
 func (a *adopter) memberBack(ctx context.Context, ad engine.Adoption, round []engine.Adoption) bool {
 	claimed, err := a.claim(ctx, round)
-	return err == nil && !slices.Contains(claimed, ad)
+	return err == nil && !slices.ContainsFunc(claimed, ad.Same)
 }
 
 // claim takes or renews this member's claims of the sessions of the

@@ -129,11 +129,12 @@ func (s *Store) releaseClaim(ctx context.Context, st claimStatements, member str
 	})
 }
 
-// releaseClaims gives up every outbox, chain and share claim of this
+// releaseClaims gives up every outbox, chain, share and share path claim of this
 // handle, for Close.
 func (s *Store) releaseClaims(ctx context.Context) error {
 	var err error
-	for _, st := range []claimStatements{s.sql.outbox.claims, s.sql.chain.claims, s.sql.adopt.claims} {
+	paths := claimStatements{what: "share path", releaseAll: s.sql.paths.releaseAll}
+	for _, st := range []claimStatements{s.sql.outbox.claims, s.sql.chain.claims, s.sql.adopt.claims, paths} {
 		if _, e := s.pool.Exec(ctx, st.releaseAll, s.holder); e != nil {
 			err = errors.Join(err, fmt.Errorf("postgres store: release the %s claims of member %q: %w", st.what, s.member, e))
 		}

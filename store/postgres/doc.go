@@ -99,8 +99,11 @@
 // A Store declares, in its Capabilities, a group's store (Shared, Chains),
 // the outbox and its claims (Outbox, Claims), the chains' retention,
 // cursors and claims (Keeper), SharedStats (Stats), sql effects run in the
-// batch's transaction (SQL), the routes' key derivations (Routes) and the
-// members of the MQTT share group (Share, in the leases table). Its
+// batch's transaction (SQL), the routes' key derivations (Routes), the
+// members of the MQTT share group (Share, in the leases table), the
+// adoption of a gone member's session (Adopt, share_claims) and the
+// shares and adoptions of the paths of members of mqtt.feeds (Paths,
+// share_paths and share_path_claims, schema version 14). Its
 // conformance test runs storetest.Run with Features{Members, Durable, Kill},
 // a schema per case.
 //

@@ -131,6 +131,7 @@ func TestStore(t *testing.T) {
 		{"a schema of version 11 without the leases' share column is given it", testSchemaGivenTheShareColumn},
 		{"a schema of version 11 is raised so that a build that cannot read a binary Sparkplug session refuses it", testSchemaRaisedForSparkplugRows},
 		{"a schema of version 12 is raised to keep the session of each member's share", testSchemaRaisedForShareSessions},
+		{"a schema of version 13 is raised to keep the share of each path of a member's", testSchemaRaisedForSharePaths},
 		{"a read-only open of an older schema says how to read it and how it is migrated", testSchemaOlderReadOnly},
 		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},
@@ -219,8 +220,26 @@ func testSchemaRaisedForShareSessions(t *testing.T, g *group) {
 	if n := count(t, g.url, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'share_claims'`, g.schema); n != 1 {
 		t.Fatal("the schema was left without its share_claims table")
 	}
-	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version = 13`); n != 1 {
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version >= 13`); n != 1 {
 		t.Fatalf("a member left the schema below version 13 (build version %d)", postgres.SchemaVersion)
+	}
+}
+
+// testSchemaRaisedForSharePaths: a build of schema version 13 records no
+// share of a member's paths (mqtt.feeds), and takes its lease without
+// clearing them; a member of this build raises such a schema to 14, giving
+// it the share_paths and share_path_claims tables, which such a build
+// refuses.
+func testSchemaRaisedForSharePaths(t *testing.T, g *group) {
+	g.mustOpen("m1").Close()
+	run(t, g.url, `DROP TABLE `+g.schema+`.share_paths; DROP TABLE `+g.schema+`.share_path_claims;
+		UPDATE `+g.schema+`.schema_version SET version = 13`)
+	g.mustOpen("m1").Close()
+	if n := count(t, g.url, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('share_paths', 'share_path_claims')`, g.schema); n != 2 {
+		t.Fatalf("the schema has %d of the tables share_paths and share_path_claims after the raise, want 2", n)
+	}
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version >= 14`); n != 1 {
+		t.Fatalf("a member left the schema below version 14 (build version %d)", postgres.SchemaVersion)
 	}
 }
 

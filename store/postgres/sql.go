@@ -33,6 +33,7 @@ type statements struct {
 	// share groups
 	joinShare, quitShare, lockShares, leaveShare string
 	adopt                                        adoptStatements
+	paths                                        pathStatements
 }
 
 func newStatements(schema string) statements {
@@ -60,8 +61,10 @@ func newStatements(schema string) statements {
 		// (lockLease), in a statement of its own after it: a holder
 		// read in the statement that waited for a takeover's lock would
 		// be the one before the takeover.
-		// A lease taken holds no share group until its member joins one.
-		extend: q(`UPDATE {s}.leases SET expires = clock_timestamp() + $2::bigint * interval '1 microsecond', share = ''
+		// A lease taken holds no share group until its member joins one,
+		// on none of its paths either.
+		extend: q(`WITH paths AS (DELETE FROM {s}.share_paths WHERE member = $1)
+			UPDATE {s}.leases SET expires = clock_timestamp() + $2::bigint * interval '1 microsecond', share = ''
 			WHERE member = $1 RETURNING expires`),
 		renew: q(`UPDATE {s}.leases l SET expires = clock_timestamp() + $3::bigint * interval '1 microsecond'
 			FROM {s}.members m WHERE l.member = $1 AND m.member = l.member AND m.holder = $2 RETURNING l.expires`),
@@ -164,6 +167,7 @@ func newStatements(schema string) statements {
 				WHERE o.member <> $1 AND o.share = $2 AND m.holder <> '' AND o.expires > clock_timestamp())
 			RETURNING true`),
 		adopt: newAdoptStatements(q),
+		paths: newPathStatements(q),
 	}
 }
 

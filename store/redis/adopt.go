@@ -101,4 +101,5 @@ func (s *Store) releaseAdoptions(ctx context.Context, p goredis.Pipeliner, membe
 	for _, m := range members {
 		releaseScript.Eval(ctx, p, []string{s.k.shareClaim(m)}, s.holder)
 	}
+	s.releasePathAdoptions(ctx, p, members)
 }

@@ -57,8 +57,10 @@
 // A Store declares, in its Capabilities, a group's store (Shared, Chains),
 // the outbox and its claims (Outbox, Claims), the chains' retention,
 // cursors and claims (Keeper), SharedStats (Stats), the routes' key
-// derivations (Routes) and the members of the MQTT share group (Share);
-// sql effects need a
+// derivations (Routes), the members of the MQTT share group (Share), the
+// adoption of a gone member's session (Adopt) and the shares and
+// adoptions of the paths of members of mqtt.feeds (Paths); sql effects
+// need a
 // SQL store. Its conformance test runs storetest.Run with
 // Features{Members, Durable, Kill}, a key prefix per case.
 //

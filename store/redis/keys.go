@@ -53,6 +53,14 @@ import (
 //	                      the lease that recorded it, a newline, the session's client id
 //	                      (ShareAdopter); written with shares, read only along with it
 //	P shareclaim:<member> string: the holder adopting the member's session, PX the lease TTL
+//	P sharepaths:<member> hash: path name → the share the member holds on that path of its
+//	                      mqtt.feeds (SharePaths): the group, the lease holder that recorded
+//	                      it, the session's client id, the path's brokers and the group's
+//	                      filters, one a line (the lists as JSON); cleared when the member
+//	                      takes its lease
+//	P sharepathclaim:<path>:<member>
+//	                      string: the holder adopting the member's session on the path, PX
+//	                      the lease TTL
 //
 // Version 2 only changed how the source and entity rows are written.
 // The chain keys came after version 1 without changing it: absent, they
@@ -61,7 +69,12 @@ import (
 // to open records its own; and shares: absent, no member holds a share
 // group, and a member stopping keeps its subscription; and sharesessions
 // and the share claims: absent, no gone member's session is adopted until
-// its member records its share again.
+// its member records its share again; and sharepaths and their claims:
+// absent, no gone member's session on a path is adopted until its member
+// records its share there again (a build from before records none, and
+// takes its lease without clearing them: a member that ran this build
+// and runs it again is adopted while its lease is gone, as it would be
+// on this build).
 type keys struct {
 	prefix                   string
 	schema                   string
@@ -110,10 +123,17 @@ func (k *keys) chainCursors(member string) string {
 }
 func (k *keys) chainClaim(member string) string { return k.prefix + "chainclaim:" + member }
 func (k *keys) shareClaim(member string) string { return k.prefix + "shareclaim:" + member }
+func (k *keys) sharePaths(member string) string { return k.prefix + "sharepaths:" + member }
 func (k *keys) keyPrefix() string               { return k.prefix + "key:" }
 func (k *keys) keySetPrefix() string            { return k.prefix + "keyset:" }
 func (k *keys) sourceLock(id string) string     { return k.prefix + "lock:s:" + id }
 func (k *keys) entityLock(name string) string   { return k.prefix + "lock:e:" + name }
+
+// sharePathClaim is the claim of member's session on path, whose name
+// holds no colon (config's feed names).
+func (k *keys) sharePathClaim(path, member string) string {
+	return k.prefix + "sharepathclaim:" + path + ":" + member
+}
 
 // key is the name of an idempotency key's entry; it ends with the key's 32
 // bytes, which the scripts take back from it.

@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
@@ -19,7 +21,7 @@ func (s *Store) acquire(ctx context.Context) error {
 	s.holder = shared.NewHolder()
 	replace := ""
 	for range 2 {
-		res, err := acquireScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.members, s.k.membersLast, s.k.shares},
+		res, err := acquireScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.members, s.k.membersLast, s.k.shares, s.k.sharePaths(s.member)},
 			s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, replace).Slice()
 		if err != nil {
 			return s.fail("take the member's lease", err)
@@ -59,8 +61,11 @@ func (s *Store) renew(ctx context.Context) error {
 	defer cancel()
 	s.shareMu.Lock()
 	group := s.share
-	res, err := renewScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.shares, s.k.shareSessions},
-		s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, group, s.shareSession).Slice()
+	args := []any{s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, group, s.shareSession}
+	for _, path := range slices.Sorted(maps.Keys(s.paths)) {
+		args = append(args, path, s.paths[path])
+	}
+	res, err := renewScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.shares, s.k.shareSessions, s.k.sharePaths(s.member)}, args...).Slice()
 	s.shareMu.Unlock()
 	if err != nil {
 		return s.fail("renew the member's lease", err)
@@ -71,6 +76,10 @@ func (s *Store) renew(ctx context.Context) error {
 	if again, _ := res[1].(int64); again == 1 {
 		s.log.Warn("the store had lost the record that this member holds its share group's subscription (a server without persistence, restarted?): recorded it again",
 			"member", s.member, "group", group)
+	}
+	if paths, _ := res[2].(int64); paths > 0 {
+		s.log.Warn("the store had lost the record that this member holds its share group's subscription on its paths (a server without persistence, restarted?): recorded it again",
+			"member", s.member, "paths", paths)
 	}
 	s.stats.Leased(time.Now().Add(s.opts.LeaseTTL))
 	if err := s.readClock(ctx); err != nil {

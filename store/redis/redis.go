@@ -179,6 +179,12 @@ type Store struct {
 	share   string     // the share group the member holds (JoinShare), "" none
 	// shareSession is the session holding share: holder, newline, client id.
 	shareSession string
+	// paths are the shares of the member's paths it holds (JoinSharePath),
+	// by path: each one's record in its sharepaths hash (pathRecord).
+	paths map[string]string
+	// adoptPaths are the paths whose sessions this handle claimed
+	// (PathAdopter), whose claims Close releases; under shareMu.
+	adoptPaths map[string]bool
 }
 
 var (
@@ -192,7 +198,7 @@ var (
 // Capabilities declares a group's store; a member's handle reads the
 // server's clock.
 func (s *Store) Capabilities() engine.Capabilities {
-	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s, Share: s, Adopt: s}
+	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s, Share: s, Adopt: s, Paths: s}
 	if s.member != "" {
 		c.Clock = s
 	}

@@ -252,7 +252,7 @@ return 0
 // A lease taken holds no share group until its member joins one.
 //
 // KEYS[1] the lease, [2] the member numbers, [3] the last number given,
-// [4] the members' share groups.
+// [4] the members' share groups, [5] the member's paths' shares.
 // ARGV[1] the holder, [2] the lease's PX milliseconds, [3] the member,
 // [4] the holder it may replace ("" for none).
 //
@@ -265,6 +265,7 @@ if cur and cur ~= ARGV[1] and cur ~= ARGV[4] then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('HDEL', KEYS[4], ARGV[3])
+redis.call('DEL', KEYS[5])
 local n = redis.call('HGET', KEYS[2], ARGV[3])
 if not n then
   n = redis.call('INCR', KEYS[3])
@@ -279,22 +280,36 @@ return {1, tonumber(n)}
 // it, again when the members' share groups lack it (a server without
 // persistence, restarted).
 //
-// KEYS[1] the lease, [2] the members' share groups, [3] their sessions.
-// ARGV[1] the holder, [2] the lease's PX milliseconds, [3] the member, [4]
-// the share group it holds ("" none), [5] the session holding it.
+// The shares of the member's paths it holds are recorded again in the
+// same way, each one its hash lacks.
 //
-// Returns {"", 1 when the share group was recorded again, else 0} when
-// the caller holds the lease now, else {the holder, 0}.
+// KEYS[1] the lease, [2] the members' share groups, [3] their sessions,
+// [4] the member's paths' shares.
+// ARGV[1] the holder, [2] the lease's PX milliseconds, [3] the member, [4]
+// the share group it holds ("" none), [5] the session holding it, then
+// from [6] each path the member holds a share on and its record, by
+// turns.
+//
+// Returns {"", 1 when the share group was recorded again, else 0, the
+// number of paths' shares recorded again} when the caller holds the
+// lease now, else {the holder, 0, 0}.
 var renewScript = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
-if cur and cur ~= ARGV[1] then return {cur, 0} end
+if cur and cur ~= ARGV[1] then return {cur, 0, 0} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local again, paths = 0, 0
 if ARGV[4] ~= '' and redis.call('HGET', KEYS[2], ARGV[3]) ~= ARGV[4] then
   redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
   redis.call('HSET', KEYS[3], ARGV[3], ARGV[5])
-  return {'', 1}
+  again = 1
 end
-return {'', 0}
+for i = 6, #ARGV - 1, 2 do
+  if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then
+    redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
+    paths = paths + 1
+  end
+end
+return {'', again, paths}
 `)
 
 // quitShareScript removes a member from the members' share groups when it
@@ -462,4 +477,76 @@ if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[1], ARGV[2]) ~= ARGV[3] or redis.call('HGET', KEYS[2], ARGV[2]) ~= ARGV[4] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 return 1
+`)
+
+// pathClaimScript takes or renews a handle's claims of the sessions on
+// one path of the gone members that hold a share group's subscription
+// there: adoptClaimScript, path by path.
+//
+// For each member (in ARGV order) KEYS holds its lease, its paths' shares
+// and its claim on the path. ARGV[1] the holder, [2] the claims' PX
+// milliseconds, [3] this handle's member, [4] the share group, [5] the
+// holders of leases and path claims found to be processes on this host
+// that have died, one a line, [6] the path; from [7] the members.
+//
+// Returns the members claimed and their records on the path, in ARGV
+// order: {member, record, member, record, …}.
+var pathClaimScript = goredis.NewScript(`
+local dead = {}
+for h in string.gmatch(ARGV[5], '[^\n]+') do dead[h] = true end
+for i = 7, #ARGV do
+  if ARGV[i] == ARGV[3] then
+    local lease = redis.call('GET', KEYS[3 * (i - 7) + 1])
+    if lease and lease ~= ARGV[1] then return {} end
+  end
+end
+local group = ARGV[4] .. '\n'
+local out = {}
+for i = 7, #ARGV do
+  local j = 3 * (i - 7) + 1
+  local m = ARGV[i]
+  if m ~= ARGV[3] then
+    local rec = redis.call('HGET', KEYS[j + 1], ARGV[6])
+    local lease = redis.call('GET', KEYS[j])
+    if rec and string.sub(rec, 1, #group) == group and (not lease or dead[lease]) then
+      local cur = redis.call('GET', KEYS[j + 2])
+      if not cur or cur == ARGV[1] or dead[cur] then
+        redis.call('SET', KEYS[j + 2], ARGV[1], 'PX', ARGV[2])
+        out[#out + 1] = m
+        out[#out + 1] = rec
+      end
+    end
+  end
+end
+return out
+`)
+
+// pathAdoptedScript removes a member's share of a path once its session
+// there was adopted: while the caller holds its claim on the path and the
+// member's share there is still the one adopted (its group, holder and
+// client id, the record's first three lines).
+//
+// KEYS[1] the member's paths' shares, [2] its claim on the path. ARGV[1]
+// the holder, [2] the path, [3] the first three lines of the record
+// adopted, each ended by a newline.
+//
+// Returns 1 when removed, else 0.
+var pathAdoptedScript = goredis.NewScript(`
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+local rec = redis.call('HGET', KEYS[1], ARGV[2])
+if not rec or string.sub(rec, 1, #ARGV[3]) ~= ARGV[3] then return 0 end
+return redis.call('HDEL', KEYS[1], ARGV[2])
+`)
+
+// quitPathScript removes a member's share of a path when it is the
+// group's.
+//
+// KEYS[1] the member's paths' shares. ARGV[1] the path, [2] the group.
+//
+// Returns 1 when removed, else 0.
+var quitPathScript = goredis.NewScript(`
+local rec = redis.call('HGET', KEYS[1], ARGV[1])
+local group = ARGV[2] .. '\n'
+if rec and string.sub(rec, 1, #group) == group then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
 `)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
 )
 
@@ -46,5 +47,39 @@ func TestMembersRejoinTheirShareGroupAfterTheServerLostIt(t *testing.T) {
 	}
 	if v, _ := srv.Do("HEXISTS", g.prefix+"shares", "b"); v != int64(0) {
 		t.Fatal("b, granted leave, was recorded in the share group again by its lease's renewal")
+	}
+}
+
+// The shares of the members' paths (mqtt.feeds) are recorded again in the
+// same way, each path a member holds; a path it quit is not.
+func TestMembersRejoinTheirPathsAfterTheServerLostThem(t *testing.T) {
+	srv := testbroker.StartRedis(t, testbroker.RedisOptions{NonDurable: true})
+	g := newGroup(srv)
+	a := g.must(t, "a", func(o *Options) { o.AllowNotDurable = true })
+	for _, path := range []string{"x", "y"} {
+		if err := a.JoinSharePath(t.Context(), engine.SharePath{Path: path, Group: "workers", ClientID: "client-a-" + path}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.QuitSharePath(t.Context(), "y", "workers"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+	if n := g.do(t, "EXISTS", g.prefix+"sharepaths:a"); n != int64(0) {
+		t.Fatalf("the restarted server still holds a's paths (EXISTS = %v): nothing was lost", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, err := srv.Do("HEXISTS", g.prefix+"sharepaths:a", "x")
+		if err == nil && v == int64(1) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's share on path x was not recorded again within 5 s of the server's restart (HEXISTS = %v, %v)", v, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if v, _ := srv.Do("HEXISTS", g.prefix+"sharepaths:a", "y"); v != int64(0) {
+		t.Fatal("a's share on path y, which it quit, was recorded again by its lease's renewal")
 	}
 }

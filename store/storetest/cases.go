@@ -120,6 +120,12 @@ var suites = []suite{
 		{name: "a session released is claimed by another member at once", fn: testAdoptReleased},
 		{name: "a member that returns is neither claimed nor recorded out by its old adoption", fn: testAdoptReturned},
 	}},
+	{name: "paths", needs: needPaths | needShare | needAdopt | needMembers | needKill | needClaims, cases: []testCase{
+		{name: "the session on each path of a member gone while it held the group there is claimed by one live member, path by path", fn: testPathsAdoptedPathByPath},
+		{name: "a path quit, or a path's session released, is claimed no more, or by another member at once", fn: testPathsQuitAndReleased},
+		{name: "a member that returns has its paths' shares cleared: neither claimed nor recorded out by its old adoption", fn: testPathsReturned},
+		{name: "a member's one session and its paths' sessions are claimed apart", fn: testPathsApartFromTheOneSession},
+	}},
 	{name: "outbox", needs: needOutbox, cases: []testCase{
 		{name: "entries committed with a batch are listed in id order, fields and payloads exact", fn: onOutbox(testOutboxList)},
 		{name: "a failed commit writes no entry", fn: onOutbox(testOutboxFailed)},

@@ -128,6 +128,8 @@ func checkCapabilities(t *testing.T, f Features, s engine.Store, c engine.Capabi
 		t.Fatalf("%T declares Marks with Shared: the members of a group share a stream's consumer, and none's position is the consumer's", s)
 	case c.Adopt != nil && (c.Share == nil || c.Claims == nil):
 		t.Fatalf("%T declares Adopt without Share and Claims: it adopts the sessions that hold a share group, by claims", s)
+	case c.Paths != nil && c.Adopt == nil:
+		t.Fatalf("%T declares Paths without Adopt: it keeps and adopts the members' sessions path by path, by Adopt's rules", s)
 	}
 }
 
@@ -148,6 +150,7 @@ var capabilityFields = []struct {
 	{"Share", func(c engine.Capabilities) any { return c.Share }},
 	{"Adopt", func(c engine.Capabilities) any { return c.Adopt }},
 	{"Marks", func(c engine.Capabilities) any { return c.Marks }},
+	{"Paths", func(c engine.Capabilities) any { return c.Paths }},
 }
 
 // sameValue reports whether two declared interfaces hold the same value:
@@ -185,6 +188,7 @@ const (
 	needShare                    // Capabilities.Share
 	needAdopt                    // Capabilities.Adopt
 	needMarks                    // Capabilities.Marks
+	needPaths                    // Capabilities.Paths
 )
 
 // missing returns why a store lacks what n needs; "" when it has all.
@@ -210,6 +214,7 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needShare, c.Share != nil, "the store does not declare Capabilities.Share"},
 		{needAdopt, c.Adopt != nil, "the store does not declare Capabilities.Adopt"},
 		{needMarks, c.Marks != nil, "the store does not declare Capabilities.Marks"},
+		{needPaths, c.Paths != nil, "the store does not declare Capabilities.Paths"},
 	} {
 		if n&r.bit != 0 && !r.has {
 			return r.why
