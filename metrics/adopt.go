@@ -74,3 +74,16 @@ func (a *Adoptions) Observer(received *atomic.Uint64) source.Observer {
 		a.m.Observe(e)
 	})
 }
+
+// FeedObserver is Observer of an adoption on the path of feed (a feed of
+// mqtt.feeds): its deliveries are the feed's too, audited under its name,
+// and count in replayguard_feed_deliveries_total{feed}.
+func (a *Adoptions) FeedObserver(feed string, received *atomic.Uint64) source.Observer {
+	obs := a.Observer(received)
+	return source.ObserverFunc(func(e source.Event) {
+		if e.Kind == source.Received {
+			a.m.feeds.deliveries.WithLabelValues(feed).Add(float64(e.N))
+		}
+		obs.Observe(e)
+	})
+}

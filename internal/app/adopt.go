@@ -41,6 +41,9 @@ type adopter struct {
 	consumer func(cfg mqtt.Config, p mqtt.Processor) (runner, error)
 	log      *slog.Logger
 	met      *metrics.Adoptions
+	// feed names the path of mqtt.feeds whose sessions this adopter
+	// adopts, whose deliveries they are; "" for a member's one session.
+	feed string
 	// returned holds, by member, the lease holder of the share whose
 	// adoption that member's return ended; only Run's goroutine uses it.
 	returned map[string]string
@@ -98,7 +101,15 @@ func (a *adopter) adopt(ctx context.Context, ad engine.Adoption, round []engine.
 	cfg := a.base
 	cfg.ClientID, cfg.Adopt, cfg.Adopted, cfg.CleanStart = ad.ClientID, true, ad.Member, false
 	cfg.JoinShare, cfg.QuitShare, cfg.LeaveShare = nil, nil, nil
+	cfg.Filters = withRecorded(cfg.Filters, ad.Filters)
+	if ad.Path != "" && !slices.Equal(ad.Brokers, redactedBrokers(cfg.Brokers)) {
+		log.Warn("the gone member recorded other brokers for this path than this member's configuration names: adopting its session through this member's",
+			"recorded_brokers", ad.Brokers)
+	}
 	cfg.Logger, cfg.Observer = log, a.met.Observer(&received)
+	if a.feed != "" {
+		cfg.Observer = a.met.FeedObserver(a.feed, &received)
+	}
 	c, err := a.consumer(cfg, a.proc)
 	if err != nil {
 		log.Error("cannot adopt the session of a gone member of the share group", "err", err)
@@ -182,6 +193,20 @@ func (a *adopter) adopted(ctx context.Context, log *slog.Logger, ad engine.Adopt
 		log.Info("adoption ended: the gone member's session delivered nothing more of the share group; recorded out of the share group",
 			"messages", n, "took", took, "recorded", out)
 	}
+}
+
+// withRecorded is filters with each topic filter of recorded, the group's
+// filters a gone member recorded on its path, that filters lacks: the
+// adoption unsubscribes the session from the group's form of each, also
+// one a change of the routes has since taken from this member's.
+func withRecorded(filters []mqtt.Filter, recorded []string) []mqtt.Filter {
+	out := filters
+	for _, topic := range recorded {
+		if !slices.ContainsFunc(filters, func(f mqtt.Filter) bool { return !f.Unshared && f.Topic == topic }) {
+			out = append(slices.Clip(out), mqtt.Filter{Topic: topic, QoS: 1})
+		}
+	}
+	return out
 }
 
 // renewClaims renews this member's claims of round's sessions every

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +48,9 @@ type feedSource struct {
 	src    source
 	proc   *FeedProcessor
 	failed atomic.Pointer[error] // why its consumer stopped early; nil while it runs, or is run again
+	// ad adopts the sessions on this path of the share group's gone
+	// members; nil: none is adopted.
+	ad *adopter
 }
 
 // newFeedsSource builds one MQTT consumer per feed, each passing its
@@ -56,7 +60,13 @@ type feedSource struct {
 // one commit. On a shared store, whose commit is made inside Submit, the
 // feeds' batches that wait are combined into one call instead
 // (oneAtATime).
-func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p mqtt.Processor) (*feedsSource, error) {
+//
+// With share.paths, each feed's consumer records in the group's store
+// that it holds the share group's subscription on its path once the
+// broker grants it (and that it may no longer, its connection lost), and,
+// with met, adopts on its path the sessions of the group's gone members,
+// through its own brokers (feedShare).
+func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p mqtt.Processor, share shareMembership, met *metrics.Adoptions) (*feedsSource, error) {
 	names := make([]string, len(cfg.MQTT.Feeds))
 	for i, f := range cfg.MQTT.Feeds {
 		names[i] = f.Name
@@ -81,14 +91,59 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		if mc.TLS, err = clientTLS(tlsCfg); err != nil {
 			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 		}
+		if share.paths != nil {
+			mc.JoinShare, mc.QuitShare = feedShare(share, f.Name, mc)
+		}
 		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, feedProcessor(procs[i], cfg.Store.Shared()), flog)
 		if err != nil {
 			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 		}
 		src.setting = fmt.Sprintf("mqtt.feeds[%d]", i)
-		s.feeds = append(s.feeds, &feedSource{name: f.Name, src: src, proc: procs[i]})
+		fs := &feedSource{name: f.Name, src: src, proc: procs[i]}
+		if share.paths != nil && met != nil && cfg.Store.Shared() {
+			// On a shared store the feed's processor takes overlapping
+			// calls (oneAtATime): the adoption's batches join the feeds'.
+			fs.ad = &adopter{group: share.group, store: share.paths.PathAdopter(f.Name), every: share.claimTTL / 3, base: mc, proc: procs[i],
+				ready: src.Ready, consumer: src.adoption, log: flog, met: met, returned: map[string]string{}, feed: f.Name}
+		}
+		s.feeds = append(s.feeds, fs)
 	}
 	return s, nil
+}
+
+// feedShare returns how the consumer of path (a feed's name, mc its
+// configuration) records its share of the group on that path: the
+// session's client id, the path's brokers (passwords redacted) and the
+// group's filters.
+func feedShare(share shareMembership, path string, mc mqtt.Config) (join, quit func(context.Context) error) {
+	sp := engine.SharePath{Path: path, Group: share.group, ClientID: mc.ClientID, Brokers: redactedBrokers(mc.Brokers), Filters: sharedTopics(mc.Filters)}
+	join = func(ctx context.Context) error { return share.paths.JoinSharePath(ctx, sp) }
+	quit = func(ctx context.Context) error { return share.paths.QuitSharePath(ctx, path, share.group) }
+	return join, quit
+}
+
+// sharedTopics are the topic filters of filters that are subscribed in
+// the share group (not Unshared).
+func sharedTopics(filters []mqtt.Filter) []string {
+	out := []string{}
+	for _, f := range filters {
+		if !f.Unshared && !slices.Contains(out, f.Topic) {
+			out = append(out, f.Topic)
+		}
+	}
+	return out
+}
+
+// redactedBrokers are brokers with their passwords redacted.
+func redactedBrokers(brokers []string) []string {
+	out := make([]string, len(brokers))
+	for i, b := range brokers {
+		out[i] = b
+		if u, err := url.Parse(b); err == nil {
+			out[i] = u.Redacted()
+		}
+	}
+	return out
 }
 
 // appliedAgain counts on m each twin applied again, and logs it: the
@@ -135,6 +190,7 @@ func (s *feedsSource) Run(ctx context.Context) error {
 	var mu sync.Mutex
 	failing, allFailed := 0, false
 	var wg sync.WaitGroup
+	defer s.adopt(ctx)()
 	for i, f := range s.feeds {
 		wg.Go(func() {
 			pause, most := cmp.Or(s.retryMin, feedRetryMin), cmp.Or(s.retryMax, feedRetryMax)
@@ -172,6 +228,23 @@ func (s *feedsSource) Run(ctx context.Context) error {
 		return nil // stopped: a feed that failed before was logged and reported
 	}
 	return errors.Join(errs...)
+}
+
+// adopt runs each feed's adoptions until ctx is done or the returned
+// function is called, which stops them and waits for them: Run calls it
+// once every feed's consumer has returned (adoptingSource).
+func (s *feedsSource) adopt(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, f := range s.feeds {
+		if f.ad != nil {
+			wg.Go(func() { f.ad.Run(ctx) })
+		}
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // Ready reports whether at least one feed is connected and committing,

@@ -419,7 +419,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newFeedsSource(cfg, discardLogger(), metrics.New(prometheus.NewRegistry(), "test", "test"), &failingProc{})
+	s, err := newFeedsSource(cfg, discardLogger(), metrics.New(prometheus.NewRegistry(), "test", "test"), &failingProc{}, shareMembership{}, nil)
 	if err != nil || len(s.feeds) != 2 {
 		t.Fatalf("newFeedsSource = %v, %v", s, err)
 	}

@@ -26,6 +26,10 @@ type shareMembership struct {
 	group    string
 	adopt    engine.ShareAdopter
 	claimTTL time.Duration
+	// paths, set for a member of mqtt.feeds instead of join, quit, leave
+	// and adopt, records its share on each path, and adopts the gone
+	// members' sessions there (newFeedsSource).
+	paths engine.SharePaths
 }
 
 // shareMembership returns how the source joins and leaves its share group:
@@ -33,15 +37,23 @@ type shareMembership struct {
 // before, since a member recorded as holding a subscription it does not
 // hold yet would let the last member holding it leave. The store records
 // the session's client id with it, for a member that adopts the session
-// once this one is gone. Zero when there is nothing to join: no
-// mqtt.share_group, mqtt.feeds or JetStream, or a store that keeps no
-// members.
+// once this one is gone. A member of mqtt.feeds records its share path
+// by path, and adopts path by path (paths); it never asks to leave. Zero
+// when there is nothing to join: no mqtt.share_group, or JetStream, or a
+// store that keeps no members (with mqtt.feeds: none that keeps them path
+// by path, or hands out no claims).
 func (a *App) shareMembership(cfg *config.Config) shareMembership {
 	group := cfg.MQTT.ShareGroup
 	caps := a.Store.Capabilities()
 	sh := caps.Share
-	if group == "" || sh == nil || cfg.Input == config.InputJetStream || len(cfg.MQTT.Feeds) > 0 {
+	if group == "" || sh == nil || cfg.Input == config.InputJetStream {
 		return shareMembership{}
+	}
+	if len(cfg.MQTT.Feeds) > 0 {
+		if caps.Paths == nil || caps.Claims == nil || caps.Claims.ClaimTTL() <= 0 {
+			return shareMembership{}
+		}
+		return shareMembership{group: group, paths: caps.Paths, claimTTL: caps.Claims.ClaimTTL()}
 	}
 	client := cfg.MQTT.ClientID
 	m := shareMembership{

@@ -52,7 +52,11 @@ func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg pro
 		return jetstream.New(jc, p)
 	}
 	if len(cfg.MQTT.Feeds) > 0 {
-		return newFeedsSource(cfg, log, m, p)
+		var met *metrics.Adoptions
+		if share.paths != nil && cfg.Store.Shared() {
+			met = m.Adoptions(reg)
+		}
+		return newFeedsSource(cfg, log, m, p, share, met)
 	}
 	mc, err := consumerConfig(cfg, log, m)
 	if err != nil {

@@ -222,8 +222,9 @@ var outcomeLabel = regexp.MustCompile(`(?:outcome|result)="([a-z_]+)"`)
 // replayguard_decisions_total, replayguard_forwarded_total and
 // replayguard_store_update_failures_total summed over their labels, its
 // decisions by outcome under replayguard_decisions_total/OUTCOME
-// (…/duplicate, …/conflict) and its forwarded entries by result under
-// replayguard_forwarded_total/RESULT (…/delivered).
+// (…/duplicate, …/conflict), its forwarded entries by result under
+// replayguard_forwarded_total/RESULT (…/delivered) and its adoptions by
+// outcome under replayguard_share_adoptions_total/OUTCOME (…/drained).
 //
 // It asks for the text uncompressed: benchmarks read it every 20 ms, and
 // gzip made each read cost the daemon about a millisecond of CPU.
@@ -257,7 +258,8 @@ func (d *daemon) Metrics() map[string]float64 {
 		if i := strings.IndexByte(name, '{'); i >= 0 {
 			if name[:i] != "replayguard_decisions_total" && name[:i] != "replayguard_forwarded_total" &&
 				name[:i] != "replayguard_store_update_failures_total" && !strings.HasPrefix(name[:i], "replayguard_store_loss") &&
-				name[:i] != "replayguard_store_recovered_total" && name[:i] != "replayguard_journal_bytes" {
+				name[:i] != "replayguard_store_recovered_total" && name[:i] != "replayguard_journal_bytes" &&
+				name[:i] != "replayguard_share_adoptions_total" {
 				continue
 			}
 			if m := outcomeLabel.FindStringSubmatch(name[i:]); m != nil {
