@@ -93,6 +93,7 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		}
 		if share.paths != nil {
 			mc.JoinShare, mc.QuitShare = feedShare(share, f.Name, mc)
+			mc.Hold = share.hold
 		}
 		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, feedProcessor(procs[i], cfg.Store.Shared()), flog)
 		if err != nil {

@@ -17,7 +17,7 @@ type shareMembership struct {
 	join  func(context.Context) error
 	quit  func(context.Context) error
 	leave func(context.Context) (bool, error)
-	// hold, once this member's lease has run out, says why its consumer
+	// hold, once this member's lease has run out, says why its consumers
 	// must not connect (mqtt.Config.Hold); nil when no member adopts
 	// another's session.
 	hold func() string
@@ -53,7 +53,7 @@ func (a *App) shareMembership(cfg *config.Config) shareMembership {
 		if caps.Paths == nil || caps.Claims == nil || caps.Claims.ClaimTTL() <= 0 {
 			return shareMembership{}
 		}
-		return shareMembership{group: group, paths: caps.Paths, claimTTL: caps.Claims.ClaimTTL()}
+		return shareMembership{group: group, paths: caps.Paths, claimTTL: caps.Claims.ClaimTTL(), hold: a.leaseLapsed}
 	}
 	client := cfg.MQTT.ClientID
 	m := shareMembership{

@@ -181,3 +181,65 @@ func (p *cutProxy) Restore() {
 	defer p.mu.Unlock()
 	p.cut = false
 }
+
+// A member of mqtt.feeds cut off from its store keeps off the brokers of
+// every path until it holds its lease again: the live member adopts its
+// session on each path once, and applies what the cut-off member held.
+func TestAFeedsMemberCutOffFromItsStoreLeavesEachPathsSessionToTheLiveOne(t *testing.T) {
+	skipShort(t)
+	server := startStoreServer(t, config.StorePostgres)
+	u, err := url.Parse(server.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startCutProxy(t, u.Host)
+	viaProxy := *u
+	viaProxy.Host = proxy.Addr()
+	feeds := map[string][]string{}
+	var pubs []*testbroker.Publisher
+	for _, p := range feedPaths {
+		m := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+		feeds[p] = []string{m.URL()}
+		pubs = append(pubs, newPublisher(t, feeds[p], 20))
+	}
+	opts := func(store *url.URL) setupOptions {
+		return setupOptions{API: true, Store: fmt.Sprintf("{kind: %s, url: %q}", config.StorePostgres, store.String()),
+			ShareGroup: shareGroup, IDRoute: true, ReceiveMaximum: receiveMaximum}
+	}
+	cut := startDaemon(t, feedsSetup(t, feeds, opts(&viaProxy)))
+	live := startDaemon(t, feedsSetup(t, feeds, opts(u)))
+	waitFeedsReady(t, cut)
+	waitFeedsReady(t, live)
+	sources := []string{"s1", "s2"}
+	publish := func(n int) {
+		for _, pub := range pubs {
+			publishEach(t, pub, sources, n)
+		}
+	}
+	publish(100)
+	waitFor(t, "the first messages applied", 30*time.Second, func() bool {
+		return appliedCounts(t, live, sources) == 100*len(sources)
+	})
+
+	proxy.Cut()
+	cutAt := time.Now()
+	publish(200)
+	waitFor(t, "every message applied, the cut-off member's share adopted on each path", leaseTTL+20*time.Second, func() bool {
+		return appliedCounts(t, live, sources) == 300*len(sources)
+	})
+	t.Logf("every message applied %v after the cut", time.Since(cutAt).Round(time.Millisecond))
+	time.Sleep(12 * time.Second) // two more adoption rounds
+	for _, p := range feedPaths {
+		if n := loggedLines(t, live, "adopting the session of a member gone", "feed="+p); n != 1 {
+			t.Errorf("the live member logged %d adoptions on path %s, want 1", n, p)
+		}
+	}
+
+	proxy.Restore()
+	waitFor(t, "the cut-off member ready again", storeNotice+15*time.Second, func() bool { return cut.ok("/readyz") })
+	publish(100)
+	waitFor(t, "every message applied", time.Minute, func() bool {
+		return appliedCounts(t, live, sources) == 400*len(sources)
+	})
+	checkAppliedOnce(t, live, sources, 400)
+}
