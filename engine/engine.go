@@ -159,9 +159,11 @@ type Engine struct {
 	// unacked are the open quarantine entries of commits this member may
 	// not have acknowledged when it started (or reloaded), by the content
 	// of the delivery each holds (unacked.go); unackedTaken counts those
-	// the batch being decided took.
+	// the batch being decided took; unackedNoted are the entries ever
+	// noted, taken or not, each noted once.
 	unacked      map[Hash][]unackedHeld
 	unackedTaken map[Hash]int
+	unackedNoted map[uint64]bool
 	// resolving are the held outbox entries (Requeue false) whose
 	// resolution is being committed.
 	resolving map[OutboxResolve]bool

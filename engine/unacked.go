@@ -138,8 +138,18 @@ func (w *sharedWindows) noteLastJournaled(ctx context.Context) error {
 }
 
 // noteHeld makes a delivery with q's topic and payload, once, a
-// duplicate of entry h.
+// duplicate of entry h. An entry noted before is not noted again: a
+// reload after a second failed commit reads again, from the same journal
+// head, the commits the first reload read, and an entry noted twice would
+// take two deliveries, the second one held by no entry.
 func (e *Engine) noteHeld(q QuarantineEntry, h unackedHeld) {
+	if e.unackedNoted[h.id] {
+		return
+	}
+	if e.unackedNoted == nil {
+		e.unackedNoted = map[uint64]bool{}
+	}
+	e.unackedNoted[h.id] = true
 	if e.unacked == nil {
 		e.unacked = map[Hash][]unackedHeld{}
 	}

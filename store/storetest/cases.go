@@ -103,6 +103,7 @@ var suites = []suite{
 		{name: "a message held by a commit the member never journaled is held once when delivered again", needs: needDurable, fn: testSharedHeldOnceAfterAKill},
 		{name: "a message held by the member's last journaled batch is held once when delivered again", needs: needDurable, fn: testSharedHeldOnceAfterAKillBeforeTheAck},
 		{name: "a message held by a commit whose answer was lost is held once when passed again", fn: testSharedHeldOnceAfterALostAnswer},
+		{name: "a commit's entries read on two reloads each take one delivery", fn: testSharedHeldOnceAfterTwoLostAnswers},
 	}},
 	{name: "routes", needs: needRoutes, cases: []testCase{
 		{name: "a route's key derivation is recorded once and kept", fn: testRoutesRecordedOnce},

@@ -256,3 +256,41 @@ func testSharedHeldOnceAfterALostAnswer(t *testing.T, p *place) {
 	}
 	equal(t, "quarantine entries", held, []uint64{h.q(3), h.q(4), h.q(5)})
 }
+
+// testSharedHeldOnceAfterTwoLostAnswers: two commits in a row whose
+// answers were lost, the second the batch passed again, make the member
+// reload twice from the same journal head and read the first commit's
+// entries twice. Each entry still takes one delivery: the batch passed
+// again is a duplicate of each, and a second delivery of the message held
+// below the window, in the same batch, is held under its own entry.
+func testSharedHeldOnceAfterTwoLostAnswers(t *testing.T, p *place) {
+	ctx := t.Context()
+	h := p.handle(t, "m1")
+	up := &losingUpdates{SharedStore: h.caps.Shared}
+	caps := h.caps
+	caps.Shared = up
+	e, err := engine.New(ctx, &answerLost{Store: h.Store, caps: caps}, engine.Options{Routes: sharedRoutes, Journal: &killJournal{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	mustProcess(t, e, incident(100000, 0), meter(1, "1"))
+	up.armed = true
+	if _, err := e.Process(ctx, heldBatch()); !errors.Is(err, errAnswerLost) {
+		t.Fatalf("the batch whose answer was lost: %v, want the lost answer", err)
+	}
+	up.armed = true
+	if _, err := e.Process(ctx, heldBatch()); !errors.Is(err, errAnswerLost) {
+		t.Fatalf("the batch passed again, its answer lost too: %v, want the lost answer", err)
+	}
+	ds, err := e.Process(ctx, []engine.Message{incident(1, 1), incident(1, 1)})
+	if err != nil {
+		t.Fatalf("two deliveries of the message held below the window: %v", err)
+	}
+	if d := ds[0]; d.Outcome != engine.Duplicate || !strings.Contains(d.Reason, fmt.Sprintf("held in quarantine as #%d ", h.q(3))) {
+		t.Errorf("first delivery: %s (%s), want a duplicate of #%d", d.Outcome, d.Reason, h.q(3))
+	}
+	if d := ds[1]; d.Outcome != engine.Quarantined || d.Held == 0 {
+		t.Errorf("second delivery: %s, held as #%d (%s); want quarantined under its own entry: entry #%d holds one delivery", d.Outcome, d.Held, d.Reason, h.q(3))
+	}
+}
