@@ -363,6 +363,7 @@ func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decis
 	if err := e.act(ctx, []Message{m}, release); err != nil {
 		return Decision{}, err
 	}
+	e.forgetUnacked(id)
 	return dec, nil
 }
 
@@ -424,6 +425,7 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason, operator string
 	if err := e.act(ctx, nil, discard); err != nil {
 		return Decision{}, err
 	}
+	e.forgetUnacked(id)
 	return Decision{Outcome: Quarantined, Reason: reason, Position: r.Position, Route: q.Route, Sequence: -1}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // reasonUnackedHeld is why a delivery that this member held in a commit it
@@ -185,6 +186,24 @@ func (e *Engine) takeUnacked() {
 		}
 	}
 	e.unackedTaken = nil
+}
+
+// forgetUnacked forgets entry id, released or discarded on this member:
+// it holds no delivery any more, and a delivery of its message after it is
+// decided as any other. Called with e.mu held.
+func (e *Engine) forgetUnacked(id uint64) {
+	for c, refs := range e.unacked {
+		i := slices.IndexFunc(refs, func(h unackedHeld) bool { return h.id == id })
+		if i < 0 {
+			continue
+		}
+		if refs = slices.Delete(refs, i, i+1); len(refs) > 0 {
+			e.unacked[c] = refs
+		} else {
+			delete(e.unacked, c)
+		}
+		return
+	}
 }
 
 // unackedDuplicate is the decision of a delivery again of one held as

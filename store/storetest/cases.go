@@ -104,6 +104,7 @@ var suites = []suite{
 		{name: "a message held by the member's last journaled batch is held once when delivered again", needs: needDurable, fn: testSharedHeldOnceAfterAKillBeforeTheAck},
 		{name: "a message held by a commit whose answer was lost is held once when passed again", fn: testSharedHeldOnceAfterALostAnswer},
 		{name: "a commit's entries read on two reloads each take one delivery", fn: testSharedHeldOnceAfterTwoLostAnswers},
+		{name: "a held message published again after its entry was discarded is held again", needs: needDurable, fn: testSharedHeldDiscardedThenPublishedAgain},
 	}},
 	{name: "routes", needs: needRoutes, cases: []testCase{
 		{name: "a route's key derivation is recorded once and kept", fn: testRoutesRecordedOnce},

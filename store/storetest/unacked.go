@@ -294,3 +294,31 @@ func testSharedHeldOnceAfterTwoLostAnswers(t *testing.T, p *place) {
 		t.Errorf("second delivery: %s, held as #%d (%s); want quarantined under its own entry: entry #%d holds one delivery", d.Outcome, d.Held, d.Reason, h.q(3))
 	}
 }
+
+// testSharedHeldDiscardedThenPublishedAgain: a member started again notes
+// what its journal's last batch held, whether or not the broker delivers
+// the batch again. An entry the operator discards on the member is no
+// longer one that holds a delivery: the same message published after the
+// discard is held again, under a new entry, not recorded as a duplicate
+// of the entry discarded.
+func testSharedHeldDiscardedThenPublishedAgain(t *testing.T, p *place) {
+	ctx := t.Context()
+	j := &killJournal{}
+	h := p.handle(t, "m1")
+	e := journaledEngine(t, h, j)
+	mustProcess(t, e, incident(100000, 0), meter(1, "1"))
+	mustProcess(t, e, heldBatch()...)
+	e.Close()
+	h = p.reopen(t, h)
+	e = journaledEngine(t, h, j)
+	if _, err := e.Discard(ctx, h.q(3), "stale reading", "duty officer"); err != nil {
+		t.Fatalf("discard #%d: %v", h.q(3), err)
+	}
+	ds, err := e.Process(ctx, []engine.Message{incident(1, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ds[0]; d.Outcome != engine.Quarantined || d.Held == 0 {
+		t.Errorf("published again after #%d was discarded: %s, held as #%d (%s); want quarantined under a new entry", h.q(3), d.Outcome, d.Held, d.Reason)
+	}
+}
