@@ -125,6 +125,9 @@ type TrimResult struct {
 	// them before it trimmed; none without MaxRecords, and none for a sink
 	// within it.
 	Held []SinkHeld
+	// SinksRead: the pass read the sinks' cursors, and Held is what it
+	// found; false when it failed before (Held then says nothing).
+	SinksRead bool
 }
 
 // SinkHeld is an audit sink that holds records beyond the newest
@@ -256,6 +259,7 @@ func (r *Retention) heldBack(ctx context.Context, head, base uint64, res *TrimRe
 	if err != nil {
 		return 0, err
 	}
+	res.SinksRead = true
 	cut := r.countCut(head)
 	for _, name := range slices.Sorted(maps.Keys(cursors)) {
 		c := cursors[name]

@@ -153,7 +153,7 @@ func (c *chains) runRetention(ctx context.Context, every time.Duration) {
 		res, errs := c.trimEach(ctx)
 		found := make([]chainHeld, 0, len(res))
 		for _, r := range res {
-			found = append(found, chainHeld{chain: r.Member, held: r.Held})
+			found = append(found, chainHeld{chain: r.Member, held: r.Held, stale: !r.SinksRead})
 		}
 		return found, errs
 	})

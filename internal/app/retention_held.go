@@ -23,6 +23,7 @@ const HeldWarnEvery = 10 * time.Minute
 type chainHeld struct {
 	chain string
 	held  []audit.SinkHeld
+	stale bool // the pass failed before it read the sinks' cursors: the last finding stands
 }
 
 // heldBySinks is what the last audit retention pass under run found the
@@ -52,9 +53,21 @@ func newHeldBySinks(log *slog.Logger, maxRecords uint64, sinks []string) *heldBy
 // note takes what a pass found, and logs it as the type says, each sink
 // on its own.
 func (h *heldBySinks) note(found []chainHeld) {
-	found = slices.DeleteFunc(slices.Clone(found), func(c chainHeld) bool { return len(c.held) == 0 })
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var fresh []chainHeld
+	for _, c := range found {
+		if !c.stale {
+			fresh = append(fresh, c)
+			continue
+		}
+		for _, was := range h.last { // read no cursor: what the last pass found of the chain stands
+			if was.chain == c.chain {
+				fresh = append(fresh, was)
+			}
+		}
+	}
+	found = slices.DeleteFunc(fresh, func(c chainHeld) bool { return len(c.held) == 0 })
 	was := len(h.last) > 0
 	h.last = found
 	now := h.now()

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,5 +181,92 @@ func TestTheWarningOfAHoldingSinkIsRateLimited(t *testing.T) {
 		if !maps.Equal(got, want) {
 			t.Fatalf("at %v: held by sink %v, want %v", now, got, want)
 		}
+	}
+}
+
+// A retention pass that fails before it reads the sinks' cursors (the
+// store did not answer) found nothing about them: what the last pass that
+// read them found stands. The records a down sink holds stay served, and
+// no INFO says that no sink holds records any longer.
+func TestAFailedRetentionPassKeepsWhatTheSinksHeld(t *testing.T) {
+	dir := t.TempDir()
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + down.Addr().String() + "/v1/logs"
+	down.Close()
+	cfg, err := config.Parse(fmt.Appendf(nil, `store: {kind: memory}
+routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
+audit:
+  retention: {max_records: 10, interval: 20ms}
+  archive: %s
+  sinks: [{name: collector, kind: otlp, endpoint: %q}]
+`, filepath.Join(dir, "archive"), endpoint), "rg.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testbroker.SyncBuffer{}
+	a, err := Open(t.Context(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), Sinks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	var fail atomic.Bool
+	d := &daemon{app: a, log: a.Log, reg: prometheus.NewRegistry(), consumer: &stoppingSource{a: a, n: 40}}
+	d.retention, err = audit.NewRetention(a.Store.(audit.RetainStore), audit.RetentionOptions{
+		Archive:    filepath.Join(dir, "archive"),
+		MaxRecords: 10,
+		Head:       a.retainHead,
+		Cursors: func(ctx context.Context, head uint64) (map[string]uint64, error) {
+			if fail.Load() {
+				return nil, errors.New("read the audit sinks' cursors: connection refused")
+			}
+			return a.retainCursors(ctx, head)
+		},
+		Ages:   a.ages,
+		Logger: a.Log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := serveInBackground(t, d)
+	eventually(t, "the 30 records beyond max_records the sink holds served", func() bool {
+		n, ok := gathered(t, d.reg, retentionHeld)
+		return ok && n == 30
+	})
+	fail.Store(true)
+	eventually(t, "two failed passes", func() bool {
+		n, _ := gathered(t, d.reg, retentionFailures)
+		return n >= 2
+	})
+	stop()
+	if n, _ := gathered(t, d.reg, retentionHeld); n != 30 {
+		t.Errorf("%s = %v after passes that read no cursor; want 30, what the last pass that read them found", retentionHeld, n)
+	}
+	if w := d.held.Load().warning(); !strings.Contains(w, "audit sink collector has yet to deliver 30 records") {
+		t.Errorf("/readyz's warning after passes that read no cursor = %q; want it to name the sink's 30 records", w)
+	}
+	if strings.Contains(logs.String(), "no audit sink holds records beyond audit.retention.max_records any longer") {
+		t.Errorf("an INFO said no sink holds records any longer, after passes that read no cursor:\n%s", logs)
+	}
+}
+
+// On a shared store a pass that read no cursor of one chain keeps what the
+// last pass found of that chain, and takes what it found of the others.
+func TestAChainWhosePassReadNoCursorKeepsWhatItsSinksHeld(t *testing.T) {
+	logs := &testbroker.SyncBuffer{}
+	h := newHeldBySinks(slog.New(slog.NewTextHandler(logs, nil)), 10, []string{"collector"})
+	h.note([]chainHeld{
+		{chain: "m1", held: []audit.SinkHeld{{Sink: "collector", Cursor: 0, Records: 30}}},
+		{chain: "m2", held: []audit.SinkHeld{{Sink: "collector", Cursor: 5, Records: 7}}},
+	})
+	h.note([]chainHeld{{chain: "m1", stale: true}, {chain: "m2"}})
+	if got := h.bySink()["collector"]; got != 30 {
+		t.Errorf("collector holds %d records after m1's pass read no cursor and m2's found none; want 30, m1's last finding", got)
+	}
+	if strings.Contains(logs.String(), "any longer") {
+		t.Errorf("an INFO said no sink holds records any longer:\n%s", logs)
 	}
 }

@@ -198,7 +198,10 @@ func (d *daemon) startRetention(ctx context.Context, g *goroutines) {
 	g.Go(func() error {
 		retainEvery(ctx, time.Duration(ac.Retention.Interval), d.log, m, held, func(ctx context.Context) ([]chainHeld, []error) {
 			res, err := d.retention.Once(ctx)
-			found := []chainHeld{{held: res.Held}}
+			var found []chainHeld // nil: the pass read no cursor, and the last pass's finding stands
+			if res.SinksRead {
+				found = []chainHeld{{held: res.Held}}
+			}
 			if err != nil {
 				return found, []error{err}
 			}
