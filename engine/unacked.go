@@ -168,6 +168,15 @@ func (e *Engine) redeliveredHeld(m *Message) (unackedHeld, bool) {
 	if n >= len(refs) {
 		return unackedHeld{}, false
 	}
+	// The journal's last batch may have been acknowledged before the
+	// member stopped: only a delivery its transport sends again (the MQTT
+	// DUP flag, JetStream's delivery count) is taken for that batch's,
+	// never the same bytes published anew, which are decided as any
+	// delivery. A transport that does not flag what it sends again has
+	// the message held a second time, under an entry of its own.
+	if refs[n].journaled && !m.Dup {
+		return unackedHeld{}, false
+	}
 	if e.unackedTaken == nil {
 		e.unackedTaken = map[Hash]int{}
 	}

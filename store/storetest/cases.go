@@ -105,6 +105,7 @@ var suites = []suite{
 		{name: "a message held by a commit whose answer was lost is held once when passed again", fn: testSharedHeldOnceAfterALostAnswer},
 		{name: "a commit's entries read on two reloads each take one delivery", fn: testSharedHeldOnceAfterTwoLostAnswers},
 		{name: "a held message published again after its entry was discarded is held again", needs: needDurable, fn: testSharedHeldDiscardedThenPublishedAgain},
+		{name: "a held message of the last batch published anew after a restart is held again", needs: needDurable, fn: testSharedHeldPublishedAnewAfterARestart},
 	}},
 	{name: "routes", needs: needRoutes, cases: []testCase{
 		{name: "a route's key derivation is recorded once and kept", fn: testRoutesRecordedOnce},

@@ -322,3 +322,37 @@ func testSharedHeldDiscardedThenPublishedAgain(t *testing.T, p *place) {
 		t.Errorf("published again after #%d was discarded: %s, held as #%d (%s); want quarantined under a new entry", h.q(3), d.Outcome, d.Held, d.Reason)
 	}
 }
+
+// testSharedHeldPublishedAnewAfterARestart: a member stopped after its
+// last batch, which held a message, was acknowledged; started again, it
+// notes what that batch held, and the broker delivers nothing again. The
+// same bytes published anew (not flagged as sent again) are not that
+// delivery: they are held again, under an entry of their own, where a
+// delivery flagged as sent again is a duplicate of the entry.
+func testSharedHeldPublishedAnewAfterARestart(t *testing.T, p *place) {
+	ctx := t.Context()
+	j := &killJournal{}
+	h := p.handle(t, "m1")
+	e := journaledEngine(t, h, j)
+	mustProcess(t, e, incident(100000, 0), meter(1, "1"))
+	mustProcess(t, e, heldBatch()...)
+	e.Close()
+	h = p.reopen(t, h)
+	e = journaledEngine(t, h, j)
+	ds, err := e.Process(ctx, []engine.Message{incident(1, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ds[0]; d.Outcome != engine.Quarantined || d.Held == 0 || d.Held == h.q(3) {
+		t.Errorf("published anew after the restart: %s, held as #%d (%s); want quarantined under a new entry, not #%d", d.Outcome, d.Held, d.Reason, h.q(3))
+	}
+	again := heldBatch()[2] // the malformed one, delivered again by the broker
+	again.Dup = true
+	ds, err = e.Process(ctx, []engine.Message{again})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ds[0]; d.Outcome != engine.Duplicate || !strings.Contains(d.Reason, fmt.Sprintf("held in quarantine as #%d ", h.q(5))) {
+		t.Errorf("delivered again, flagged so: %s (%s); want a duplicate of #%d", d.Outcome, d.Reason, h.q(5))
+	}
+}
