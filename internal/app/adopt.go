@@ -26,7 +26,8 @@ import (
 // this member's engine, as its own deliveries, and records the member out
 // of the group once the session went quiet. A member that returns takes
 // its session back; its adoption is not tried again until it has
-// recorded its share again (under another lease holder) and is gone again.
+// recorded its share again under another lease holder, or held its lease
+// again (the store no longer hands it over), and is gone again.
 type adopter struct {
 	group string
 	store engine.ShareAdopter
@@ -45,7 +46,8 @@ type adopter struct {
 	// adopts, whose deliveries they are; "" for a member's one session.
 	feed string
 	// returned holds, by member, the lease holder of the share whose
-	// adoption that member's return ended; only Run's goroutine uses it.
+	// adoption that member's return ended, until a round's claims no
+	// longer hand that member over; only Run's goroutine uses it.
 	returned map[string]string
 }
 
@@ -74,6 +76,15 @@ func (a *adopter) round(ctx context.Context) {
 			a.log.Warn("could not claim the sessions of the share group's gone members; trying again", "group", a.group, "err", err)
 		}
 		return
+	}
+	// A member the store no longer hands over holds its lease again: it
+	// is back, and once gone again (killed, or cut off from its store
+	// again) its session is adopted, though its lease holder, the same
+	// process's, is the one its return was noted under.
+	for m := range a.returned {
+		if !slices.ContainsFunc(claimed, func(c engine.Adoption) bool { return c.Member == m }) {
+			delete(a.returned, m)
+		}
 	}
 	for i, ad := range claimed {
 		if ctx.Err() != nil {
