@@ -171,15 +171,16 @@ func (c *Consumer) connectLoop(ctx context.Context) {
 	b := consume.Backoff{Min: c.cfg.ConnectRetryMin, Max: c.cfg.ConnectRetryMax}
 	flaps, failed := 0, 0
 	for ctx.Err() == nil {
-		if c.hold.Held() {
-			if !consume.Sleep(ctx.Done(), consume.HoldPoll) {
-				return
-			}
-			continue
-		}
 		if wait := b.Delay(flaps + failed); wait > 0 {
 			c.log.Info("mqtt waiting before reconnecting", "wait", wait, "flaps", flaps, "failed_rounds", failed, "brokers", len(c.urls))
 			if !consume.Sleep(ctx.Done(), wait) {
+				return
+			}
+		}
+		// Asked as the round starts, after the wait: a hold that began
+		// during it keeps the consumer off too.
+		for c.hold.Held() {
+			if !consume.Sleep(ctx.Done(), consume.HoldPoll) {
 				return
 			}
 		}
