@@ -56,6 +56,10 @@ type Consumer struct {
 	share      *consume.Leaving // leaves the share group as Run stops
 	adopt      adoption         // an adopting Run's state (Config.Adopt)
 	hold       consume.Hold     // Config.Hold
+	// heldAt is the last attempt (autopaho's count of rounds since the
+	// connection was lost) whose round the hold kept off: rounds held are
+	// no failed rounds, and do not grow the wait after the hold.
+	heldAt atomic.Int64
 
 	running    atomic.Bool
 	connected  atomic.Bool
@@ -165,6 +169,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.leave.Clear()
 	c.reconnects.reset() // autopaho reports no drop of the last Run's connection
+	c.heldAt.Store(0)
 	subCtx, stopSubscribing := context.WithCancel(context.WithoutCancel(ctx))
 	cm, err := autopaho.NewConnection(context.WithoutCancel(ctx), c.clientConfig(subCtx))
 	if err != nil {
@@ -268,8 +273,10 @@ func (c *Consumer) reconnectWait(attempt int) time.Duration {
 		return c.cfg.ConnectRetryMax // no other connection is made (errAdoptedOnce): Run is ending
 	}
 	if c.hold.Active() {
+		c.heldAt.Store(int64(attempt))
 		return consume.HoldPoll
 	}
+	attempt = max(0, attempt-int(c.heldAt.Load()))
 	wait := c.reconnects.delay(attempt)
 	switch {
 	case wait == 0:
@@ -293,6 +300,7 @@ func (c *Consumer) brokerURL() string {
 func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionManager, ca *paho.Connack) {
 	conn := c.share.Connection() // before anything: a loss of this connection may follow at once
 	c.reconnects.up(time.Now())
+	c.heldAt.Store(0) // autopaho counts the rounds of the next loss from 0
 	c.connected.Store(true)
 	broker := c.brokerURL()
 	c.log.Info("mqtt connected", "broker", broker, "client_id", c.cfg.ClientID, "session_present", ca.SessionPresent)
