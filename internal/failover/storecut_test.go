@@ -30,14 +30,7 @@ func TestAMemberCutOffFromItsStoreLeavesItsSessionToTheLiveOne(t *testing.T) {
 
 func memberCutOffFromItsStore(t *testing.T, kind, protocol string) {
 	skipShort(t)
-	server := startStoreServer(t, kind)
-	u, err := url.Parse(server.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startCutProxy(t, u.Host)
-	viaProxy := *u
-	viaProxy.Host = proxy.Addr()
+	u, viaProxy, proxy := storeBehindProxy(t, kind)
 	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
 	brokers := []string{broker.URL()}
 	down := startDownstream(t)
@@ -45,7 +38,7 @@ func memberCutOffFromItsStore(t *testing.T, kind, protocol string) {
 		return setupOptions{API: true, Store: fmt.Sprintf("{kind: %s, url: %q}", kind, store.String()),
 			ShareGroup: shareGroup, IDRoute: true, ReceiveMaximum: receiveMaximum, Protocol: protocol, Downstream: down.Broker.URL()}
 	}
-	cut := startDaemon(t, newSetupWith(t, brokers, opts(&viaProxy)))
+	cut := startDaemon(t, newSetupWith(t, brokers, opts(viaProxy)))
 	live := startDaemon(t, newSetupWith(t, brokers, opts(u)))
 	cut.WaitReady()
 	live.WaitReady()
@@ -95,6 +88,21 @@ func memberCutOffFromItsStore(t *testing.T, kind, protocol string) {
 	// Every message applied reaches downstream, whichever member forwards
 	// it (the cut-off member's outbox is taken over once its lease is gone).
 	down.WaitKeys(t, appliedKeys(exportAudit(t, live)))
+}
+
+// storeBehindProxy starts a store server of kind and a cutProxy in front
+// of it, and returns the server's URL and the one through the proxy.
+func storeBehindProxy(t *testing.T, kind string) (direct, viaProxy *url.URL, proxy *cutProxy) {
+	t.Helper()
+	server := startStoreServer(t, kind)
+	direct, err := url.Parse(server.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy = startCutProxy(t, direct.Host)
+	through := *direct
+	through.Host = proxy.Addr()
+	return direct, &through, proxy
 }
 
 // cutProxy forwards TCP connections to a server until Cut, which closes
@@ -187,14 +195,7 @@ func (p *cutProxy) Restore() {
 // session on each path once, and applies what the cut-off member held.
 func TestAFeedsMemberCutOffFromItsStoreLeavesEachPathsSessionToTheLiveOne(t *testing.T) {
 	skipShort(t)
-	server := startStoreServer(t, config.StorePostgres)
-	u, err := url.Parse(server.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startCutProxy(t, u.Host)
-	viaProxy := *u
-	viaProxy.Host = proxy.Addr()
+	u, viaProxy, proxy := storeBehindProxy(t, config.StorePostgres)
 	feeds := map[string][]string{}
 	var pubs []*testbroker.Publisher
 	for _, p := range feedPaths {
@@ -206,7 +207,7 @@ func TestAFeedsMemberCutOffFromItsStoreLeavesEachPathsSessionToTheLiveOne(t *tes
 		return setupOptions{API: true, Store: fmt.Sprintf("{kind: %s, url: %q}", config.StorePostgres, store.String()),
 			ShareGroup: shareGroup, IDRoute: true, ReceiveMaximum: receiveMaximum}
 	}
-	cut := startDaemon(t, feedsSetup(t, feeds, opts(&viaProxy)))
+	cut := startDaemon(t, feedsSetup(t, feeds, opts(viaProxy)))
 	live := startDaemon(t, feedsSetup(t, feeds, opts(u)))
 	waitFeedsReady(t, cut)
 	waitFeedsReady(t, live)

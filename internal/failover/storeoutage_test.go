@@ -2,7 +2,6 @@ package failover
 
 import (
 	"fmt"
-	"net/url"
 	"testing"
 	"time"
 
@@ -17,14 +16,7 @@ import (
 // ready and takes its share again.
 func TestAGroupCutOffFromItsStoreLosesNothingWhenItReturns(t *testing.T) {
 	skipShort(t)
-	server := startStoreServer(t, config.StorePostgres)
-	u, err := url.Parse(server.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startCutProxy(t, u.Host)
-	viaProxy := *u
-	viaProxy.Host = proxy.Addr()
+	_, viaProxy, proxy := storeBehindProxy(t, config.StorePostgres)
 	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
 	brokers := []string{broker.URL()}
 	opts := setupOptions{API: true, Store: fmt.Sprintf("{kind: %s, url: %q}", config.StorePostgres, viaProxy.String()),
