@@ -2,7 +2,6 @@ package failover
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -116,6 +115,8 @@ type cutProxy struct {
 	mu     sync.Mutex
 	cut    bool
 	conns  map[net.Conn]struct{}
+	toward map[net.Conn]struct{} // of conns, those to the target
+	thawed chan struct{}         // open while frozen
 }
 
 func startCutProxy(t testing.TB, target string) *cutProxy {
@@ -124,7 +125,9 @@ func startCutProxy(t testing.TB, target string) *cutProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{t: t, ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &cutProxy{t: t, ln: ln, target: target, conns: map[net.Conn]struct{}{}, toward: map[net.Conn]struct{}{},
+		thawed: make(chan struct{})}
+	close(p.thawed)
 	t.Cleanup(func() { ln.Close(); p.Cut() })
 	go p.accept()
 	return p
@@ -153,13 +156,32 @@ func (p *cutProxy) forward(c net.Conn) {
 		s.Close()
 		return
 	}
-	go func() { io.Copy(s, c); s.Close(); c.Close() }()
-	io.Copy(c, s)
-	c.Close()
-	s.Close()
+	go p.pipe(s, c)
+	p.pipe(c, s)
 }
 
-// track records the pair of a forwarded connection, unless cut.
+// pipe copies what src sends to dst until either ends, then closes both.
+// While the proxy is frozen it holds what it read, and the end too.
+func (p *cutProxy) pipe(dst, src net.Conn) {
+	defer src.Close()
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.waitThawed()
+		if n > 0 {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// track records the pair of a forwarded connection, the one to the target
+// last, unless cut.
 func (p *cutProxy) track(conns ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -169,6 +191,7 @@ func (p *cutProxy) track(conns ...net.Conn) bool {
 	for _, c := range conns {
 		p.conns[c] = struct{}{}
 	}
+	p.toward[conns[len(conns)-1]] = struct{}{}
 	return true
 }
 
@@ -181,6 +204,8 @@ func (p *cutProxy) Cut() {
 		c.Close()
 	}
 	clear(p.conns)
+	clear(p.toward)
+	p.thaw()
 }
 
 // Restore forwards new connections again.

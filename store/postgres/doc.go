@@ -73,7 +73,11 @@
 // member's handle also sets client_connection_check_interval (PostgreSQL 14
 // and later), so that the server ends a session whose member has gone
 // while its statement waits, rather than leaving it to hold the member's
-// rows for as long as the lock it waits for is held.
+// rows for as long as the lock it waits for is held. Each transaction of
+// Update and Commit has the server end its session once it has waited
+// longer than Options.CommitTimeout for the member's next statement (a
+// member's host that dies in the middle of a batch sends no end of its
+// connection; see inTx).
 //
 // The schema is the numbered migrations in migrations/, NNN_name.up.sql
 // files embedded in the build as River keeps its own: Open applies those a

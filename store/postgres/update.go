@@ -194,14 +194,16 @@ func (s *Store) attempt(ctx context.Context, tx pgx.Tx, r *engine.Reads, decide 
 }
 
 // inTx runs fn in a transaction on a pooled connection and commits when
-// it returns nil.
+// it returns nil. The transaction has the server end its session once it
+// has waited for its member longer than the commit timeout
+// (beginBounded).
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	c, err := s.conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	tx, err := c.Begin(ctx)
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginBounded(s.commitTimeout)})
 	if err != nil {
 		if c.Conn().IsClosed() {
 			return s.brokenErr(ctx, err)
@@ -476,4 +478,21 @@ func byteSlices(ss []string) [][]byte {
 		out[i] = []byte(s)
 	}
 	return out
+}
+
+// beginBounded begins a transaction whose session the server ends, rolling
+// the transaction back, once it has waited longer than timeout for its
+// member's next statement (idle_in_transaction_session_timeout, for this
+// transaction only; in the same round trip as BEGIN).
+//
+// A member's host that dies, or whose network to the server goes silent,
+// in the middle of a batch sends no FIN or RST: without the bound its
+// session would hold every row and key its batch locked until the
+// server's TCP keepalive gave up (hours on a default Linux), and every
+// other member's batch naming one of them would wait as long. The member
+// itself gives a transaction no longer than timeout (store.commit_timeout
+// bounds each Update and Commit from before BEGIN, and the connection is
+// closed when it ends), so a member still alive never meets the bound.
+func beginBounded(timeout time.Duration) string {
+	return fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d", timeout.Milliseconds())
 }
