@@ -12,8 +12,11 @@ import goredis "github.com/redis/go-redis/v9"
 
 // updateSource checks what a batch was decided on and writes the batch, all
 // or nothing: every check runs before the first write. Its work per key is
-// one MGET slot and one SET; the batch's keys are indexed together, and its
-// audit records are stored together, one field each.
+// one slot of an EXISTS (when none of its chunk of a thousand keys was
+// read present, as in a batch without duplicates: it answers a count, not
+// a value per key) or of an MGET, and one SET; the batch's keys are
+// indexed together, and its audit records are stored together, one field
+// each.
 //
 // KEYS[1] the member's lease, [2] the chain heads, [3] the member's chain,
 // [4] its chain index, [5] source versions, [6] sources, [7] entity
@@ -79,13 +82,17 @@ local p = 24
 local present = p
 for i = 0, nk - 1, step do
   local n = math.min(step, nk - i)
-  local vals = redis.call('MGET', unpack(KEYS, 14 + i, 13 + i + n))
-  for j = 1, n do
-    if string.byte(a[18], i + j) == 48 then
-      if vals[j] then return {'conflict'} end
-    else
-      if vals[j] ~= a[present] then return {'conflict'} end
-      present = present + 1
+  if not string.find(string.sub(a[18], i + 1, i + n), '1', 1, true) then
+    if redis.call('EXISTS', unpack(KEYS, 14 + i, 13 + i + n)) ~= 0 then return {'conflict'} end
+  else
+    local vals = redis.call('MGET', unpack(KEYS, 14 + i, 13 + i + n))
+    for j = 1, n do
+      if string.byte(a[18], i + j) == 48 then
+        if vals[j] then return {'conflict'} end
+      else
+        if vals[j] ~= a[present] then return {'conflict'} end
+        present = present + 1
+      end
     end
   end
 end
