@@ -16,7 +16,8 @@ import goredis "github.com/redis/go-redis/v9"
 // read present, as in a batch without duplicates: it answers a count, not
 // a value per key) or of an MGET, and one SET; the batch's keys are
 // indexed together, and its audit records are stored together, one field
-// each.
+// each. A row it checked gets its version read plus one, in one HSET with
+// the others; a row written without a check (Commit) an HINCRBY.
 //
 // KEYS[1] the member's lease, [2] the chain heads, [3] the member's chain,
 // [4] its chain index, [5] source versions, [6] sources, [7] entity
@@ -98,19 +99,24 @@ for i = 0, nk - 1, step do
 end
 p = p + tonumber(a[20])
 local function same(key, n)
+  local read = {}
   for i = 0, n - 1, step do
     local m = math.min(step, n - i)
     local ids = {}
     for j = 1, m do ids[j] = a[p + 2 * (i + j - 1)] end
     local vs = redis.call('HMGET', key, unpack(ids))
     for j = 1, m do
-      if (vs[j] or '0') ~= a[p + 2 * (i + j - 1) + 1] then return false end
+      local v = a[p + 2 * (i + j - 1) + 1]
+      if (vs[j] or '0') ~= v then return nil end
+      read[ids[j]] = v
     end
   end
   p = p + 2 * n
-  return true
+  return read
 end
-if not same(KEYS[5], ns) or not same(KEYS[7], ne) then return {'conflict'} end
+local srcRead = same(KEYS[5], ns)
+local entRead = srcRead and same(KEYS[7], ne)
+if not entRead then return {'conflict'} end
 local r0 = p + wk + 2 * ws + 2 * we + 2 * nq
 for i = r0, r0 + nr - 1 do
   if redis.call('HEXISTS', KEYS[9], a[i]) == 0 then return {'notfound', a[i]} end
@@ -129,15 +135,30 @@ if wk > 0 then
   redis.call('INCRBY', KEYS[12], wk)
 end
 p = p + wk
-local function rows(vkey, dkey, n)
-  for i = 0, n - 1 do redis.call('HINCRBY', vkey, a[p + 2 * i], 1) end
+local function hsetAll(key, list)
+  for i = 1, #list, step do
+    redis.call('HSET', key, unpack(list, i, math.min(i + step - 1, #list)))
+  end
+end
+local function rows(vkey, dkey, n, read)
+  local vs = {}
+  for i = 0, n - 1 do
+    local id = a[p + 2 * i]
+    if read[id] then
+      vs[#vs + 1] = id
+      vs[#vs + 1] = string.format('%d', tonumber(read[id]) + 1)
+    else
+      redis.call('HINCRBY', vkey, id, 1)
+    end
+  end
+  hsetAll(vkey, vs)
   for i = 0, 2 * n - 1, step do
     redis.call('HSET', dkey, unpack(a, p + i, p + math.min(i + step, 2 * n) - 1))
   end
   p = p + 2 * n
 end
-rows(KEYS[5], KEYS[6], ws)
-rows(KEYS[7], KEYS[8], we)
+rows(KEYS[5], KEYS[6], ws, srcRead)
+rows(KEYS[7], KEYS[8], we, entRead)
 if na > 0 then
   redis.call('HSET', KEYS[3], a[3], a[17])
   redis.call('ZADD', KEYS[4], a[3], a[3])

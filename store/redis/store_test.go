@@ -48,6 +48,7 @@ func TestStore(t *testing.T) {
 		{"an engine on two members sees each other's keys", testEngineMembers},
 		{"a key another member wrote first makes update decide again", testKeyRace},
 		{"a row another member changed makes update decide again", testRowRace},
+		{"a row another member's update changed while the locks were lost makes update decide again", testRowRaceUnlocked},
 		{"a race lost on every attempt fails with ErrContention", testContention},
 		{"an error from decide is returned as it is and nothing is written", testDecideError},
 		{"an expired key may be replaced", testExpiredKey},
