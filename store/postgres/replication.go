@@ -81,8 +81,10 @@ func (r replication) refusal(where string, allow bool) error {
 // (unless Options.AllowAsyncReplication), is refused and the connection
 // not used. A refusal after Open is kept as the last error and logged.
 // It then makes the session check, while a statement runs, that the member
-// is still connected (checkClient).
+// is still connected (checkClient). The connection encodes byteaArray
+// arguments itself (registerByteaArray).
 func (s *Store) afterConnect(ctx context.Context, c *pgx.Conn) error {
+	registerByteaArray(c)
 	var r replication
 	err := c.QueryRow(ctx, replicationQuery).Scan(&r.standbyNames, &r.syncCommit, &r.streaming, &r.hidden, &r.inRecovery)
 	if err != nil {

@@ -372,7 +372,7 @@ func (s *Store) read(ctx context.Context, tx pgx.Tx, r *engine.Reads, wait bool)
 		q.Queue(lockEntities, byteSlices(r.Entities))
 	}
 	if len(r.Keys) > 0 {
-		keys := make([][]byte, len(r.Keys))
+		keys := make(byteaArray, len(r.Keys))
 		for i := range r.Keys {
 			keys[i] = r.Keys[i][:]
 		}
@@ -472,8 +472,8 @@ func scanKeys(br pgx.BatchResults) ([]engine.KeyEntry, error) {
 	return out, nil
 }
 
-func byteSlices(ss []string) [][]byte {
-	out := make([][]byte, len(ss))
+func byteSlices(ss []string) byteaArray {
+	out := make(byteaArray, len(ss))
 	for i, s := range ss {
 		out[i] = []byte(s)
 	}

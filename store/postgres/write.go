@@ -201,7 +201,7 @@ func (s *Store) queueRows(queue func(func(pgx.BatchResults) error, string, ...an
 	ids, states [][]byte, st rowStatements) {
 	if u == nil {
 		if len(ids) > 0 {
-			queue(execd, st.upsert, ids, states)
+			queue(execd, st.upsert, byteaArray(ids), byteaArray(states))
 		}
 		return
 	}
@@ -220,14 +220,14 @@ func (s *Store) queueRows(queue func(func(pgx.BatchResults) error, string, ...an
 		}
 	}
 	if len(newIDs) > 0 {
-		queue(returned(len(newIDs), what), st.insert, newIDs, newStates)
+		queue(returned(len(newIDs), what), st.insert, byteaArray(newIDs), byteaArray(newStates))
 	}
 	if len(heldIDs) > 0 {
-		queue(held(len(heldIDs), what), st.update, heldIDs, heldStates)
+		queue(held(len(heldIDs), what), st.update, byteaArray(heldIDs), byteaArray(heldStates))
 	}
 	if claims < u.claims[kind] {
 		drop := u.unwritten(kind, ids)
-		queue(held(len(drop), what+" claim"), st.dropClaims, drop)
+		queue(held(len(drop), what+" claim"), st.dropClaims, byteaArray(drop))
 	}
 }
 
