@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,6 +210,14 @@ type pending struct {
 	seqs     []int64         // what the batch's audit records' Sequence point to
 	changes  []Change        // what the batch's audit records' Effects point into
 	raw      []byte          // the JSON values of those changes
+}
+
+// expect makes room in the batch for n decisions, each an audit record
+// and at most a key, so that deciding a batch of a thousand messages does
+// not copy its records again at every doubling of the slice.
+func (p *pending) expect(n int) {
+	p.batch.Audit = slices.Grow(p.batch.Audit, n)
+	p.batch.Keys = slices.Grow(p.batch.Keys, n)
 }
 
 // New loads the store's state and returns an engine over it, using what

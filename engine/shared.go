@@ -385,11 +385,13 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 	err := w.updateWith(ctx, r, func(rows *Rows) {
 		first, later = splitHeld(msgs, rows.Held)
 		if later == nil {
+			e.pending.expect(len(msgs))
 			for i := range msgs {
 				out[i] = e.decideOne(&msgs[i], now, 0, "")
 			}
 			return
 		}
+		e.pending.expect(len(first))
 		for _, i := range first {
 			out[i] = e.decideOne(&msgs[i], now, 0, "")
 		}

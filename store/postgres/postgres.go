@@ -111,6 +111,7 @@ type Store struct {
 	// the next Update is most likely the batch of the messages on them,
 	// and asks for its rows waiting at once rather than with NOWAIT first.
 	heldLast atomic.Bool
+	auditBuf keptBuffer // the data of the last batch's audit COPY, for the next
 
 	bgCtx    context.Context // cancelled by Close: the background tasks return
 	bgCancel context.CancelFunc
