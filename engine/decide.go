@@ -44,6 +44,11 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		}
 	}
 	dec := e.decide(d, now, ref != 0, m.keyApplied, m.recovery)
+	if dec.Outcome.Held() && ref == 0 && m.recovery == 0 {
+		if id, ok := e.heldAgain(m, &dec); ok {
+			return e.record(m, heldDuplicate(dec, id), now, 0, by)
+		}
+	}
 	if dec.Outcome.Held() && d.placer != nil {
 		e.heldPlaced(d, m.Topic, now)
 	}
@@ -322,9 +327,9 @@ func (e *Engine) record(m *Message, dec Decision, now time.Time, ref uint64, by 
 			key = dec.Key.String()
 		}
 		dec.Held = e.qbase + dec.Position
-		b.Quarantine = append(b.Quarantine, QuarantineEntry{ID: dec.Held, Time: r.Time,
+		b.Quarantine = append(b.Quarantine, e.noteHeldEntry(QuarantineEntry{ID: dec.Held, Time: r.Time,
 			Outcome: r.Outcome, Reason: dec.Reason, Route: dec.Route, Topic: m.Topic, Key: key,
-			Dup: m.Dup, Broker: m.Broker, Feed: m.Feed, Payload: append([]byte(nil), m.Payload...)})
+			Dup: m.Dup, Broker: m.Broker, Feed: m.Feed, Payload: append([]byte(nil), m.Payload...)}, dec.Key))
 	}
 	return dec
 }
@@ -364,6 +369,7 @@ func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decis
 		return Decision{}, err
 	}
 	e.forgetUnacked(id)
+	e.forgetHeld(id)
 	return dec, nil
 }
 
@@ -426,6 +432,7 @@ func (e *Engine) Discard(ctx context.Context, id uint64, reason, operator string
 		return Decision{}, err
 	}
 	e.forgetUnacked(id)
+	e.forgetHeld(id)
 	return Decision{Outcome: Quarantined, Reason: reason, Position: r.Position, Route: q.Route, Sequence: -1}, nil
 }
 

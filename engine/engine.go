@@ -165,6 +165,9 @@ type Engine struct {
 	unacked      map[Hash][]unackedHeld
 	unackedTaken map[Hash]int
 	unackedNoted map[uint64]bool
+	// heldFind finds the open quarantine entry of a delivery about to be
+	// held again (heldagain.go); nil when the store keeps no index of them.
+	heldFind *heldLookup
 	// resolving are the held outbox entries (Requeue false) whose
 	// resolution is being committed.
 	resolving map[OutboxResolve]bool
@@ -261,6 +264,9 @@ func New(ctx context.Context, store Store, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.resetPending() // the first batch is number 1: no entity's mark, 0 at first, is one
+	if caps.Held != nil {
+		e.heldFind = &heldLookup{f: caps.Held}
+	}
 	if sh := caps.Shared; sh != nil {
 		e.win = newSharedWindows(e, sh, caps.Scan, opts.Journal)
 		if caps.Clock != nil {

@@ -150,10 +150,15 @@ func (w *ownedWindows) trim() {
 // reloads before it decides again. Called with e.mu held, before seal.
 func (w *ownedWindows) settleRows() error {
 	e := w.e
-	if e.rows == nil {
-		return nil
+	var err error
+	if e.rows != nil {
+		err = e.rows.end()
 	}
-	err := e.rows.end()
+	if e.heldFind != nil {
+		if herr := e.heldFind.end(); err == nil {
+			err = herr
+		}
+	}
 	if err == nil {
 		return nil
 	}

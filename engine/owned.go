@@ -78,6 +78,7 @@ func (w *ownedWindows) load(ctx context.Context) error {
 	e.headMu.Unlock()
 	e.tail = snap.AuditHead
 	e.resetPending()
+	e.clearHeld()
 	w.gen = w.committedGen.Load()
 	return nil
 }
@@ -101,6 +102,7 @@ func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (<-chan struc
 		e.rows.begin(ctx)
 		defer e.rows.release()
 	}
+	w.beginHeld(ctx)
 	for i := range msgs {
 		out[i] = e.decideOne(&msgs[i], now, 0, "")
 	}
@@ -140,6 +142,7 @@ func (w *ownedWindows) commitAction(ctx context.Context, fill func(now time.Time
 		w.e.rows.begin(ctx)
 		defer w.e.rows.release()
 	}
+	w.beginHeld(ctx)
 	now := w.e.opts.Now()
 	w.e.readKeyClock(now)
 	fill(now)
@@ -155,6 +158,32 @@ func (w *ownedWindows) commitAction(ctx context.Context, fill func(now time.Time
 	<-c.done
 	w.e.mu.Lock()
 	return c.err
+}
+
+// beginHeld starts the held-entry lookups of a batch or action. Once
+// every batch sealed before it is committed, the store's index holds
+// their entries: the engine forgets those it noted (noteHeldEntry), so
+// that what it keeps does not grow with the quarantine. Called with e.mu
+// held.
+func (w *ownedWindows) beginHeld(ctx context.Context) {
+	l := w.e.heldFind
+	if l == nil {
+		return
+	}
+	if w.last == nil || landed(w.last.done) {
+		clear(l.added)
+	}
+	l.begin(ctx)
+}
+
+// landed reports whether done is closed.
+func landed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // commitJob is one sealed batch on its way to the store.

@@ -33,6 +33,7 @@ type model struct {
 	fifo                []string
 	epochs              map[string][]*modelEpoch // newest first
 	sums                map[string]int
+	held                map[genuine]bool // the messages an open quarantine entry holds
 }
 
 type modelEpoch struct {
@@ -41,7 +42,21 @@ type modelEpoch struct {
 	seen        map[int]bool
 }
 
+// decide is the model's decision of g: one held is held once, and
+// delivered again while held, a duplicate of its entry (nothing here
+// releases or discards one).
 func (m *model) decide(g genuine) string {
+	out := m.decideFresh(g)
+	if out == "conflict" || out == "quarantined" {
+		if m.held[g] {
+			return "duplicate"
+		}
+		m.held[g] = true
+	}
+	return out
+}
+
+func (m *model) decideFresh(g genuine) string {
 	key := fmt.Sprintf("%s/%d/%d", g.source, g.boot, g.seq)
 	if d, ok := m.keys[key]; ok {
 		if d == g.delta {
@@ -128,7 +143,7 @@ func randomOptions(rng *rand.Rand) engine.Options {
 func checkModel(t *testing.T, name string, rng *rand.Rand, opts engine.Options, feed []genuine, e func() *engine.Engine, restart func()) {
 	t.Helper()
 	m := &model{span: opts.SequenceSpan, keep: opts.KeepEpochs, maxKeys: opts.MaxEntries,
-		keys: map[string]int{}, epochs: map[string][]*modelEpoch{}, sums: map[string]int{}}
+		keys: map[string]int{}, epochs: map[string][]*modelEpoch{}, sums: map[string]int{}, held: map[genuine]bool{}}
 	type submitted struct {
 		wait  func() ([]engine.Decision, error)
 		start int

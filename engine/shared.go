@@ -688,16 +688,24 @@ func (w *sharedWindows) updateWith(ctx context.Context, r *Reads, fill func(*Row
 	var b *Batch
 	var err error
 	defer e.commitStarted()()
+	if e.heldFind != nil {
+		e.heldFind.begin(ctx)
+		defer e.heldFind.end()
+	}
 	for round := 0; ; round++ {
 		err = w.store.Update(ctx, r, func(rows *Rows) (*Batch, error) {
 			e.tail = start // a retry decides the batch again from the same chain head
 			e.resetPending()
 			e.unackedTaken = nil
+			e.clearHeld() // the entries of an earlier decide were never written
 			e.loadRows(rows, r.KeyCutoff)
 			if e.unread != nil {
 				e.unread.start()
 			}
 			fill(rows)
+			if e.heldFind != nil && e.heldFind.err != nil {
+				return nil, e.heldFind.err
+			}
 			if e.unread != nil && e.unread.missed() {
 				return nil, ErrReadAgain
 			}

@@ -102,6 +102,22 @@ type Capabilities struct {
 	// member's share of each path waits in its session there until it
 	// returns.
 	Paths SharePaths
+	// Held finds the open quarantine entry that holds a message by its
+	// key and content, so that a delivery again of a held message is a
+	// duplicate of its entry rather than held a second time. nil: every
+	// delivery held gets an entry of its own.
+	Held HeldFinder
+}
+
+// HeldFinder finds open quarantine entries by the key and content of the
+// message each holds (QuarantineEntry.Content). A store keeps the index
+// in the commit that adds an entry, and takes the entry out of it in the
+// one that releases or discards it. Safe for concurrent use; on a shared
+// store it may be called from inside Update's decide.
+type HeldFinder interface {
+	// FindHeld returns the lowest id of the open entries that hold a
+	// message of key and content; found is false when none does.
+	FindHeld(ctx context.Context, key, content Hash) (id uint64, found bool, err error)
 }
 
 // ShareMembership keeps, in a group's store, the members that hold the
@@ -293,6 +309,12 @@ type Batch struct {
 	Audit      []AuditRecord     // append
 	Quarantine []QuarantineEntry // add
 	Resolved   []uint64          // remove these quarantine entries
+	// HeldOpen are the open quarantine entries, committed before this
+	// batch, that its duplicates name: deliveries again of the messages
+	// they hold (HeldFinder). A shared store writes the batch only while
+	// every one of them is still open, and otherwise calls decide again,
+	// as after a lost race (SharedStore.Update); Commit ignores it.
+	HeldOpen []uint64
 	// SQL are the sql effects of the batch's applied messages, in decision
 	// order, run in the batch's transaction by a store that declares
 	// Capabilities.SQL; every other store gets none.

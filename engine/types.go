@@ -383,6 +383,13 @@ type QuarantineEntry struct {
 	Broker  string    `json:"broker,omitempty"`
 	Feed    string    `json:"feed,omitempty"` // the redundant path that delivered it (mqtt.feeds)
 	Payload []byte    `json:"payload"`
+	// Content identifies the held message within its key: HeldContent
+	// of its topic and payload, set by the engine on the entries of a
+	// Batch that have a Key. A store that declares Capabilities.Held
+	// indexes the open entries by (Key, Content) (HeldFinder); an entry
+	// without both is not indexed. The entries a store returns may leave
+	// it zero.
+	Content Hash `json:"-"`
 }
 
 // AuditHead is the last link of the audit chain.

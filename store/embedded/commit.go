@@ -131,6 +131,9 @@ func apply(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 	if err := putStates(tx, b, enc); err != nil {
 		return err
 	}
+	if err := putHeld(tx, b); err != nil { // before the resolved entries are deleted
+		return err
+	}
 	if err := putQuarantine(tx.Bucket(bucketQuarantine), b, enc.quarantine); err != nil {
 		return err
 	}

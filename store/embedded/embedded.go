@@ -78,7 +78,7 @@ var (
 // Capabilities declares a single-owner store with audit retention, sink
 // cursors, an outbox, and rows read one at a time.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s, Rows: s, Routes: s, Marks: s}
+	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s, Rows: s, Routes: s, Marks: s, Held: s}
 }
 
 // Open opens the store in dir, creating the directory and the store when

@@ -60,7 +60,7 @@ func (m *Member) Kill() {
 	}
 	m.closed = true
 	if m.member != "" {
-		delete(m.g.held, m.member)
+		delete(m.g.members, m.member)
 	}
 }
 
@@ -165,7 +165,7 @@ func (m *Member) ClaimOutboxes(ctx context.Context) ([]string, error) {
 func (m *Member) claimEach(kind claimKind, others []string, has func(member string) bool) []string {
 	cands := []string{m.member}
 	for _, member := range others {
-		if member != m.member && !m.g.held[member] && has(member) {
+		if member != m.member && !m.g.members[member] && has(member) {
 			cands = append(cands, member)
 		}
 	}

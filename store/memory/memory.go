@@ -25,6 +25,7 @@ type Store struct {
 	base       engine.AuditHead // the last record audit retention dropped
 	nextKey    uint64
 	quarantine map[uint64]engine.QuarantineEntry // entries are replaced, never changed in place
+	held       heldIndex                         // the open entries by key and content
 	cursors    map[string]uint64                 // audit sinks' cursors
 	outbox     *outbox
 	routes     map[string][]byte // route name → its key derivation
@@ -41,7 +42,7 @@ var (
 // Capabilities declares a single-owner store with audit retention, sink
 // cursors and an outbox.
 func (s *Store) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s, Routes: s, Marks: s}
+	return engine.Capabilities{Trim: s, Cursors: s, Outbox: s, Routes: s, Marks: s, Held: s}
 }
 
 // New returns an empty store.
@@ -50,6 +51,7 @@ func New() *Store {
 		sources:    map[string]engine.SourceState{},
 		entities:   map[string]engine.EntityState{},
 		quarantine: map[uint64]engine.QuarantineEntry{},
+		held:       heldIndex{},
 		outbox:     newOutbox(),
 	}
 }
@@ -122,8 +124,10 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	for _, q := range b.Quarantine {
 		q.Payload = slices.Clone(q.Payload)
 		s.quarantine[q.ID] = q
+		s.held.add(q)
 	}
 	for _, id := range b.Resolved {
+		s.held.remove(s.quarantine[id])
 		delete(s.quarantine, id)
 	}
 	for _, r := range b.OutboxResolved {

@@ -54,6 +54,9 @@ func (g *Group) FailOver(c *Checkpoint) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.keys, g.quarantine, g.numbers = maps.Clone(c.keys), maps.Clone(c.quarantine), maps.Clone(c.numbers)
+	g.heldMu.Lock()
+	g.held = rebuildHeld(g.quarantine)
+	g.heldMu.Unlock()
 	g.cursors, g.routes = maps.Clone(c.cursors), maps.Clone(c.routes)
 	g.sources, g.entities = map[string]engine.SourceState{}, map[string]engine.EntityState{}
 	for id, s := range c.sources {

@@ -50,7 +50,7 @@ func (m *Member) LeaveShare(ctx context.Context, group string) (bool, error) {
 		return false, nil
 	}
 	for other, g := range m.g.shares {
-		if other != m.member && g == group && m.g.held[other] {
+		if other != m.member && g == group && m.g.members[other] {
 			delete(m.g.shares, m.member)
 			return true, nil
 		}

@@ -105,7 +105,16 @@ var suites = []suite{
 		{name: "a message held by a commit whose answer was lost is held once when passed again", fn: testSharedHeldOnceAfterALostAnswer},
 		{name: "a commit's entries read on two reloads each take one delivery", fn: testSharedHeldOnceAfterTwoLostAnswers},
 		{name: "a held message published again after its entry was discarded is held again", needs: needDurable, fn: testSharedHeldDiscardedThenPublishedAgain},
-		{name: "a held message of the last batch published anew after a restart is held again", needs: needDurable, fn: testSharedHeldPublishedAnewAfterARestart},
+		{name: "a held message of the last batch published anew after a restart is a duplicate of its entry, or held again without a key", needs: needDurable, fn: testSharedHeldPublishedAnewAfterARestart},
+	}},
+	{name: "held", needs: needHeld, cases: []testCase{
+		{name: "a held message delivered again is a duplicate of its open entry; a keyless one is held again", fn: testHeldAgain},
+		{name: "two copies of a held message in one batch are held once", fn: testHeldTwiceInABatch},
+		{name: "a held message delivered again after a restart is a duplicate of its entry", needs: needDurable, fn: testHeldAgainAfterARestart},
+		{name: "a held message delivered again at another member is a duplicate of its entry", needs: needMembers, fn: testHeldAgainAtAnotherMember},
+		{name: "a held message delivered again after its entry was released or discarded is held anew", fn: testHeldAgainAfterResolve},
+		{name: "a delivery decided while its entry's discard commits is held anew", single: whyOwned, fn: testHeldAgainWhileDiscarding},
+		{name: "a delivery decided while another member discards its entry is held anew, or a duplicate committed before the discard", needs: needMembers, fn: testHeldAgainWhileAnotherMemberDiscards},
 	}},
 	{name: "routes", needs: needRoutes, cases: []testCase{
 		{name: "a route's key derivation is recorded once and kept", fn: testRoutesRecordedOnce},

@@ -151,6 +151,7 @@ var capabilityFields = []struct {
 	{"Adopt", func(c engine.Capabilities) any { return c.Adopt }},
 	{"Marks", func(c engine.Capabilities) any { return c.Marks }},
 	{"Paths", func(c engine.Capabilities) any { return c.Paths }},
+	{"Held", func(c engine.Capabilities) any { return c.Held }},
 }
 
 // sameValue reports whether two declared interfaces hold the same value:
@@ -189,6 +190,7 @@ const (
 	needAdopt                    // Capabilities.Adopt
 	needMarks                    // Capabilities.Marks
 	needPaths                    // Capabilities.Paths
+	needHeld                     // Capabilities.Held
 )
 
 // missing returns why a store lacks what n needs; "" when it has all.
@@ -215,6 +217,7 @@ func (n need) missing(f Features, c engine.Capabilities) string {
 		{needAdopt, c.Adopt != nil, "the store does not declare Capabilities.Adopt"},
 		{needMarks, c.Marks != nil, "the store does not declare Capabilities.Marks"},
 		{needPaths, c.Paths != nil, "the store does not declare Capabilities.Paths"},
+		{needHeld, c.Held != nil, "the store does not declare Capabilities.Held"},
 	} {
 		if n&r.bit != 0 && !r.has {
 			return r.why

@@ -260,9 +260,11 @@ func testSharedHeldOnceAfterALostAnswer(t *testing.T, p *place) {
 // testSharedHeldOnceAfterTwoLostAnswers: two commits in a row whose
 // answers were lost, the second the batch passed again, make the member
 // reload twice from the same journal head and read the first commit's
-// entries twice. Each entry still takes one delivery: the batch passed
-// again is a duplicate of each, and a second delivery of the message held
-// below the window, in the same batch, is held under its own entry.
+// entries twice. Each entry still takes one delivery of those noted: the
+// batch passed again is a duplicate of each. A second delivery of the
+// message held below the window, in the same batch, is a duplicate of the
+// same entry too, as an open entry of its key and content (held.go): it
+// used to be held under an entry of its own, one more to release.
 func testSharedHeldOnceAfterTwoLostAnswers(t *testing.T, p *place) {
 	ctx := t.Context()
 	h := p.handle(t, "m1")
@@ -290,9 +292,14 @@ func testSharedHeldOnceAfterTwoLostAnswers(t *testing.T, p *place) {
 	if d := ds[0]; d.Outcome != engine.Duplicate || !strings.Contains(d.Reason, fmt.Sprintf("held in quarantine as #%d ", h.q(3))) {
 		t.Errorf("first delivery: %s (%s), want a duplicate of #%d", d.Outcome, d.Reason, h.q(3))
 	}
-	if d := ds[1]; d.Outcome != engine.Quarantined || d.Held == 0 {
-		t.Errorf("second delivery: %s, held as #%d (%s); want quarantined under its own entry: entry #%d holds one delivery", d.Outcome, d.Held, d.Reason, h.q(3))
+	if d := ds[1]; d.Outcome != engine.Duplicate || d.Held != 0 || !strings.HasPrefix(d.Reason, fmt.Sprintf("delivered again: held in quarantine as #%d, an open entry of the same key and content", h.q(3))) {
+		t.Errorf("second delivery: %s, held as #%d (%s); want a duplicate of the open entry #%d of its key and content", d.Outcome, d.Held, d.Reason, h.q(3))
 	}
+	var held []uint64
+	for _, q := range scanQuarantine(t, h) {
+		held = append(held, q.ID)
+	}
+	equal(t, "quarantine entries", held, []uint64{h.q(3), h.q(4), h.q(5)})
 }
 
 // testSharedHeldDiscardedThenPublishedAgain: a member started again notes
@@ -327,8 +334,10 @@ func testSharedHeldDiscardedThenPublishedAgain(t *testing.T, p *place) {
 // last batch, which held a message, was acknowledged; started again, it
 // notes what that batch held, and the broker delivers nothing again. The
 // same bytes published anew (not flagged as sent again) are not that
-// delivery: they are held again, under an entry of their own, where a
-// delivery flagged as sent again is a duplicate of the entry.
+// delivery; a message with a key is still a duplicate of the open entry
+// of its key and content (held.go), whoever sends it again. A malformed
+// one, without a key, published anew is held again, under an entry of its
+// own, where a delivery flagged as sent again is a duplicate of the entry.
 func testSharedHeldPublishedAnewAfterARestart(t *testing.T, p *place) {
 	ctx := t.Context()
 	j := &killJournal{}
@@ -339,12 +348,15 @@ func testSharedHeldPublishedAnewAfterARestart(t *testing.T, p *place) {
 	e.Close()
 	h = p.reopen(t, h)
 	e = journaledEngine(t, h, j)
-	ds, err := e.Process(ctx, []engine.Message{incident(1, 1)})
+	ds, err := e.Process(ctx, []engine.Message{incident(1, 1), heldBatch()[2]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := ds[0]; d.Outcome != engine.Quarantined || d.Held == 0 || d.Held == h.q(3) {
-		t.Errorf("published anew after the restart: %s, held as #%d (%s); want quarantined under a new entry, not #%d", d.Outcome, d.Held, d.Reason, h.q(3))
+	if d := ds[0]; d.Outcome != engine.Duplicate || d.Held != 0 || !strings.HasPrefix(d.Reason, fmt.Sprintf("delivered again: held in quarantine as #%d, an open entry", h.q(3))) {
+		t.Errorf("published anew after the restart: %s, held as #%d (%s); want a duplicate of the open entry #%d", d.Outcome, d.Held, d.Reason, h.q(3))
+	}
+	if d := ds[1]; d.Outcome != engine.Malformed || d.Held == 0 || d.Held == h.q(5) {
+		t.Errorf("malformed, published anew after the restart: %s, held as #%d (%s); want held under a new entry, not #%d", d.Outcome, d.Held, d.Reason, h.q(5))
 	}
 	again := heldBatch()[2] // the malformed one, delivered again by the broker
 	again.Dup = true

@@ -1,0 +1,110 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayguard/replayguard/engine"
+)
+
+// bucketHeld indexes the open quarantine entries by the key and content
+// of the message each holds (engine.HeldFinder): key (32 bytes), content
+// (32), entry id (8, big-endian) → nothing. Created by the first commit
+// that holds a message with a key; a store written before it has none,
+// and its entries are not found.
+var bucketHeld = []byte("held")
+
+// heldIndexKey is the index key of entry id, held under key and content.
+func heldIndexKey(key, content engine.Hash, id uint64) []byte {
+	k := make([]byte, 0, 72)
+	k = append(append(k, key[:]...), content[:]...)
+	return binary.BigEndian.AppendUint64(k, id)
+}
+
+// putHeld indexes the batch's entries that have a key and content, and
+// takes those it resolves out of the index, in the batch's transaction.
+// A batch that holds nothing and resolves nothing reads nothing.
+func putHeld(tx *bolt.Tx, b *engine.Batch) error {
+	if len(b.Quarantine) == 0 && len(b.Resolved) == 0 {
+		return nil
+	}
+	var idx *bolt.Bucket
+	for _, q := range b.Quarantine {
+		key, ok := heldKey(q)
+		if !ok || q.Content.IsZero() {
+			continue
+		}
+		if idx == nil {
+			var err error
+			if idx, err = tx.CreateBucketIfNotExists(bucketHeld); err != nil {
+				return err
+			}
+		}
+		if err := idx.Put(heldIndexKey(key, q.Content, q.ID), nil); err != nil {
+			return err
+		}
+	}
+	return unindexResolved(tx, b.Resolved)
+}
+
+// unindexResolved takes the entries ids names out of the index, before
+// they are deleted: each one's key and content follow from the entry.
+func unindexResolved(tx *bolt.Tx, ids []uint64) error {
+	idx := tx.Bucket(bucketHeld)
+	if idx == nil || len(ids) == 0 {
+		return nil
+	}
+	quar := tx.Bucket(bucketQuarantine)
+	for _, id := range ids {
+		v := quar.Get(u64(id))
+		if v == nil {
+			continue
+		}
+		q, err := decodeQuarantine(v)
+		if err != nil {
+			return fmt.Errorf("quarantine entry %d: %w", id, err)
+		}
+		key, ok := heldKey(q)
+		if !ok {
+			continue
+		}
+		if err := idx.Delete(heldIndexKey(key, engine.HeldContent(q.Topic, q.Payload), id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heldKey is q's key, when it has one.
+func heldKey(q engine.QuarantineEntry) (engine.Hash, bool) {
+	if q.Key == "" {
+		return engine.Hash{}, false
+	}
+	k, err := engine.ParseHash(q.Key)
+	return k, err == nil
+}
+
+// FindHeld returns the lowest id of the open entries holding a message of
+// key and content.
+func (s *Store) FindHeld(ctx context.Context, key, content engine.Hash) (id uint64, found bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		idx := tx.Bucket(bucketHeld)
+		if idx == nil {
+			return nil
+		}
+		prefix := heldIndexKey(key, content, 0)[:64]
+		k, _ := idx.Cursor().Seek(prefix)
+		if k != nil && len(k) == 72 && bytes.HasPrefix(k, prefix) {
+			id, found = binary.BigEndian.Uint64(k[64:]), true
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("embedded: find held entry: %w", err)
+	}
+	return id, found, nil
+}
