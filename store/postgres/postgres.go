@@ -145,7 +145,7 @@ var (
 // Capabilities declares a group's store that runs sql effects in the
 // batch's own transaction; a member's handle reads the server's clock.
 func (s *Store) Capabilities() engine.Capabilities {
-	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, SQL: true, Routes: s, Share: s, Adopt: s, Paths: s}
+	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, SQL: true, Routes: s, Share: s, Adopt: s, Paths: s, Held: s}
 	if s.member != "" {
 		c.Clock = s
 	}

@@ -132,6 +132,7 @@ func TestStore(t *testing.T) {
 		{"a schema of version 11 is raised so that a build that cannot read a binary Sparkplug session refuses it", testSchemaRaisedForSparkplugRows},
 		{"a schema of version 12 is raised to keep the session of each member's share", testSchemaRaisedForShareSessions},
 		{"a schema of version 13 is raised to keep the share of each path of a member's", testSchemaRaisedForSharePaths},
+		{"a schema of version 14 is raised to index the open quarantine entries by key and content", testSchemaRaisedForHeld},
 		{"a read-only open of an older schema says how to read it and how it is migrated", testSchemaOlderReadOnly},
 		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},
@@ -240,6 +241,26 @@ func testSchemaRaisedForSharePaths(t *testing.T, g *group) {
 	}
 	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version >= 14`); n != 1 {
 		t.Fatalf("a member left the schema below version 14 (build version %d)", postgres.SchemaVersion)
+	}
+}
+
+// testSchemaRaisedForHeld: a build of schema version 14 writes quarantine
+// entries without their key and content; a member of this build raises
+// such a schema to 15, giving the quarantine its held column and the
+// partial index of the open entries that have one.
+func testSchemaRaisedForHeld(t *testing.T, g *group) {
+	g.mustOpen("m1").Close()
+	run(t, g.url, `DROP INDEX `+g.schema+`.quarantine_held; ALTER TABLE `+g.schema+`.quarantine DROP COLUMN held;
+		UPDATE `+g.schema+`.schema_version SET version = 14`)
+	g.mustOpen("m1").Close()
+	if n := count(t, g.url, `SELECT count(*) FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'quarantine' AND column_name = 'held'`, g.schema); n != 1 {
+		t.Fatalf("the quarantine has %d held columns after the raise, want 1", n)
+	}
+	if n := count(t, g.url, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'quarantine_held' AND indexdef LIKE '%WHERE (held IS NOT NULL)%'`, g.schema); n != 1 {
+		t.Fatalf("%d partial indexes quarantine_held after the raise, want 1", n)
+	}
+	if n := count(t, g.url, `SELECT count(*) FROM `+g.schema+`.schema_version WHERE version >= 15`); n != 1 {
+		t.Fatalf("a member left the schema below version 15 (build version %d)", postgres.SchemaVersion)
 	}
 }
 

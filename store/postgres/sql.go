@@ -20,6 +20,7 @@ type statements struct {
 	insertKeys, upsertKeys, copyKeys, insertSources, updateSources, upsertSources  string
 	insertEntities, updateEntities, upsertEntities, copyAudit, setHead, insertQuar string
 	resolve, resolveAny                                                            string
+	findHeld, heldOpen                                                             string
 	// reads
 	allSources, allEntities, head, chains, strayAudit, scanAudit, scanQuar, countQuar, quarantined, memberNumber string
 	scanSources, scanEntities, countRows                                                                         string
@@ -107,7 +108,13 @@ func newStatements(schema string) statements {
 		copyKeys:   q(`COPY {s}.keys (key, digest, time, ordinal) FROM STDIN (FORMAT binary)`),
 		copyAudit:  q(`COPY {s}.audit (member, position, record) FROM STDIN (FORMAT binary)`),
 		setHead:    q(`UPDATE {s}.members SET head_position = $2, head_hash = $3 WHERE member = $1`),
-		insertQuar: q(`INSERT INTO {s}.quarantine (id, entry, payload) SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bytea[])`),
+		insertQuar: q(`INSERT INTO {s}.quarantine (id, entry, payload, held) SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bytea[], $4::bytea[])`),
+		// The entry a delivery held again is a duplicate of, and the lock
+		// by which a batch relies on it: a release's or a discard's DELETE
+		// waits for the batch, and a batch locking after it finds the
+		// entry gone.
+		findHeld:   q(`SELECT id FROM {s}.quarantine WHERE held = $1 ORDER BY id LIMIT 1`),
+		heldOpen:   q(`SELECT id FROM {s}.quarantine WHERE id = ANY($1) FOR KEY SHARE`),
 		resolve:    q(`DELETE FROM {s}.quarantine WHERE id = ANY($1) RETURNING id`),
 		resolveAny: q(`DELETE FROM {s}.quarantine WHERE id = ANY($1)`),
 

@@ -110,12 +110,16 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 		}
 		queue(execd, s.sql.setHead, s.member, int64(newHead.Position), newHead.Hash[:])
 	}
+	if u != nil && len(b.HeldOpen) > 0 {
+		ids := heldOpenIDs(b)
+		queue(affected(len(ids), heldGone), s.sql.heldOpen, ids)
+	}
 	if len(b.Quarantine) > 0 {
-		ids, entries, payloads, err := quarantineColumns(b.Quarantine)
+		ids, entries, payloads, held, err := quarantineColumns(b.Quarantine)
 		if err != nil {
 			return err
 		}
-		queue(execd, s.sql.insertQuar, ids, entries, payloads)
+		queue(execd, s.sql.insertQuar, ids, entries, payloads, held)
 	}
 	if len(b.Resolved) > 0 {
 		ids := make([]int64, len(b.Resolved))
@@ -396,18 +400,19 @@ func auditCopy(buf []byte, member int64, rs []engine.AuditRecord) ([]byte, error
 	return binary.BigEndian.AppendUint16(out, 0xffff), nil // trailer
 }
 
-func quarantineColumns(qs []engine.QuarantineEntry) (ids []int64, entries, payloads [][]byte, err error) {
-	ids, entries, payloads = make([]int64, len(qs)), make([][]byte, len(qs)), make([][]byte, len(qs))
+func quarantineColumns(qs []engine.QuarantineEntry) (ids []int64, entries, payloads, held [][]byte, err error) {
+	ids, entries, payloads, held = make([]int64, len(qs)), make([][]byte, len(qs)), make([][]byte, len(qs)), make([][]byte, len(qs))
 	for i, q := range qs {
 		ids[i] = int64(q.ID)
+		held[i] = heldValue(q)
 		payloads[i] = q.Payload
 		if payloads[i] == nil {
 			payloads[i] = []byte{} // NOT NULL
 		}
 		q.Payload = nil
 		if entries[i], err = json.Marshal(&q); err != nil {
-			return nil, nil, nil, fmt.Errorf("postgres store: encode quarantine entry %d: %w", q.ID, err)
+			return nil, nil, nil, nil, fmt.Errorf("postgres store: encode quarantine entry %d: %w", q.ID, err)
 		}
 	}
-	return ids, entries, payloads, nil
+	return ids, entries, payloads, held, nil
 }

@@ -32,6 +32,10 @@ import (
 //	P entity:version      hash: the same ids → version, incremented by each write
 //	P quarantine          hash: 16 hex digits of the id → entry JSON (payload base64)
 //	P quarantine:ids      sorted set, all scores 0: the same hex ids, in id order
+//	P quarantine:held     sorted set, all scores 0: "<key hex><content hex>:<hex id>" of each
+//	                      open entry of a message with a key (engine.HeldFinder), so
+//	                      by key and content, then id
+//	P quarantine:heldby   hash: hex id → its member of quarantine:held
 //	P prune               string: the pruning task's holder, PX
 //	P lock:s:<id>,
 //	P lock:e:<name>       string: the token of the Update holding the source's or entity's
@@ -84,6 +88,7 @@ type keys struct {
 	sources, sourceVersions  string
 	entities, entityVersions string
 	quarantine, quarIDs      string
+	quarHeld, quarHeldBy     string
 	pruneLock                string
 	unlocked                 string
 	routes                   string
@@ -107,6 +112,8 @@ func newKeys(p string) keys {
 		entityVersions: p + "entity:version",
 		quarantine:     p + "quarantine",
 		quarIDs:        p + "quarantine:ids",
+		quarHeld:       p + "quarantine:held",
+		quarHeldBy:     p + "quarantine:heldby",
 		pruneLock:      p + "prune",
 		unlocked:       p + "unlocked",
 		routes:         p + "routes",

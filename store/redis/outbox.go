@@ -45,7 +45,7 @@ var (
 // a requeued entry gets back the JSON it was written with.
 const outboxWrites = `
 local o = p + nr
-if a[o] then
+if o < hm then
   local ne, nh, nv = tonumber(a[o]), tonumber(a[o + 1]), tonumber(a[o + 2])
   local k = #KEYS - nl - 2 - 3 * nh - 3 * nv
   o = o + 3
@@ -90,10 +90,10 @@ end
 // held, and every entry an operator holds (Pending) still pending: r0 + nr
 // is where outboxWrites' ARGV start. Returns {"notheld", the resolution's
 // index from 0} or {"notpending", the hold's index from 0} for one that
-// is not.
+// is not. hm is where the held index's ARGV start, after the outbox's.
 const outboxChecks = `
 local oc = r0 + nr
-if a[oc] then
+if oc < hm then
   local ne, nh, nv = tonumber(a[oc]), tonumber(a[oc + 1]), tonumber(a[oc + 2])
   local ho, ro, rk = oc + 3 + 2 * ne, oc + 3 + 2 * ne + 3 * nh, #KEYS - nl - 3 * nv
   for i = 0, nh - 1 do

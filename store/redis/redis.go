@@ -198,7 +198,7 @@ var (
 // Capabilities declares a group's store; a member's handle reads the
 // server's clock.
 func (s *Store) Capabilities() engine.Capabilities {
-	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s, Share: s, Adopt: s, Paths: s}
+	c := engine.Capabilities{Shared: s, Chains: s, Outbox: s, Claims: s, Keeper: s, Stats: s, Scan: s, Routes: s, Share: s, Adopt: s, Paths: s, Held: s}
 	if s.member != "" {
 		c.Clock = s
 	}

@@ -22,9 +22,10 @@ import goredis "github.com/redis/go-redis/v9"
 // KEYS[1] the member's lease, [2] the chain heads, [3] the member's chain,
 // [4] its chain index, [5] source versions, [6] sources, [7] entity
 // versions, [8] entities, [9] quarantine entries, [10] quarantine ids,
-// [11] the key index, [12] the key count, [13] this batch's key set, and
-// from [14] the idempotency keys: first the ARGV[5] checked ones, then any
-// written without a check.
+// [11] the key index, [12] the key count, [13] this batch's key set, [14]
+// the index of open entries by key and content, [15] its members by entry,
+// and from [16] the idempotency keys: first the ARGV[5] checked ones, then
+// any written without a check.
 //
 // ARGV[1] the lease holder, [2] the member, [3] the batch's first audit
 // position (0 when it has none), [4] the chain head after it, then the
@@ -44,7 +45,12 @@ import goredis "github.com/redis/go-redis/v9"
 // written, in KEYS order; (id, JSON) of each source written; (name, JSON) of
 // each entity written; (hex id, JSON) of each quarantine entry; the hex id
 // of each resolved entry; then the outbox's, when the batch has entries or
-// holds (see outboxWrites), whose KEYS come before the row locks.
+// holds (see outboxWrites), whose KEYS come before the row locks. The
+// last ARGV are the held index's (heldArgs), read from the end: the member
+// of quarantine:held of each quarantine entry ("" for one not indexed), the
+// hex ids of the open entries the batch's duplicates name (HeldOpen), and
+// how many of those there are; one named that is no longer open is a
+// {"conflict"}.
 //
 // Returns {"ok"}; {"lease", holder} when the lease is not the caller's ("" when
 // it is free); {"gap", head position} when the first record does not follow
@@ -84,9 +90,9 @@ local present = p
 for i = 0, nk - 1, step do
   local n = math.min(step, nk - i)
   if not string.find(string.sub(a[18], i + 1, i + n), '1', 1, true) then
-    if redis.call('EXISTS', unpack(KEYS, 14 + i, 13 + i + n)) ~= 0 then return {'conflict'} end
+    if redis.call('EXISTS', unpack(KEYS, 16 + i, 15 + i + n)) ~= 0 then return {'conflict'} end
   else
-    local vals = redis.call('MGET', unpack(KEYS, 14 + i, 13 + i + n))
+    local vals = redis.call('MGET', unpack(KEYS, 16 + i, 15 + i + n))
     for j = 1, n do
       if string.byte(a[18], i + j) == 48 then
         if vals[j] then return {'conflict'} end
@@ -121,11 +127,16 @@ local r0 = p + wk + 2 * ws + 2 * we + 2 * nq
 for i = r0, r0 + nr - 1 do
   if redis.call('HEXISTS', KEYS[9], a[i]) == 0 then return {'notfound', a[i]} end
 end
+local hn = tonumber(a[#a])
+local hm = #a - hn - nq
+for i = #a - hn, #a - 1 do
+  if redis.call('HEXISTS', KEYS[9], a[i]) == 0 then return {'conflict'} end
+end
 ` + outboxChecks + `
 local w = p
 for i = 1, #a[19] do
   if string.byte(a[19], i) == 49 then
-    redis.call('SET', KEYS[13 + i], a[w], 'PX', a[14])
+    redis.call('SET', KEYS[15 + i], a[w], 'PX', a[14])
     w = w + 1
   end
 end
@@ -167,11 +178,20 @@ end
 for i = 0, nq - 1 do
   redis.call('HSET', KEYS[9], a[p + 2 * i], a[p + 2 * i + 1])
   redis.call('ZADD', KEYS[10], 0, a[p + 2 * i])
+  if a[hm + i] ~= '' then
+    redis.call('ZADD', KEYS[14], 0, a[hm + i])
+    redis.call('HSET', KEYS[15], a[p + 2 * i], a[hm + i])
+  end
 end
 p = p + 2 * nq
 for i = p, p + nr - 1 do
   redis.call('HDEL', KEYS[9], a[i])
   redis.call('ZREM', KEYS[10], a[i])
+  local m = redis.call('HGET', KEYS[15], a[i])
+  if m then
+    redis.call('ZREM', KEYS[14], m)
+    redis.call('HDEL', KEYS[15], a[i])
+  end
 end
 ` + outboxWrites + `
 if nl > 0 then

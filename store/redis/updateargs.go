@@ -59,10 +59,10 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read, buf *[]byte) ([]string, []
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := make([]string, 0, 13+len(ka.names)+len(lk.names))
+	keys := make([]string, 0, 15+len(ka.names)+len(lk.names))
 	keys = append(keys, s.k.lease(s.member), s.k.heads, s.k.chain(s.member), s.k.chainIndex(s.member),
 		s.k.sourceVersions, s.k.sources, s.k.entityVersions, s.k.entities, s.k.quarantine, s.k.quarIDs,
-		s.k.keyIndex, s.k.keyCount, s.k.keySetPrefix()+setID)
+		s.k.keyIndex, s.k.keyCount, s.k.keySetPrefix()+setID, s.k.quarHeld, s.k.quarHeldBy)
 	keys = append(keys, ka.names...)
 	first, head, audit, err := auditArgs(b.Audit, buf, len(set))
 	if err != nil {
@@ -90,7 +90,7 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read, buf *[]byte) ([]string, []
 	if err != nil {
 		return nil, nil, err
 	}
-	return append(keys, lk.names...), args, nil
+	return append(keys, lk.names...), heldArgs(args, b, rd != nil), nil
 }
 
 // keyArgs are a batch's idempotency keys as the update script takes them.
