@@ -89,11 +89,14 @@ type Change struct {
 	ID       string          `json:"id,omitempty"`
 	Key      string          `json:"key"`
 	Effects  []engine.Change `json:"effects"`
-	// Suppressed are the deliveries of the same key decided duplicate.
+	// Suppressed are the deliveries of the same key and content decided
+	// duplicate: the replays of the change.
 	Suppressed []Decision `json:"suppressed"`
 	// Held are the deliveries of the same key that were held (a conflict,
-	// a quarantined or malformed message) and the operator decisions on
-	// them (a discard, a release decided duplicate or held again); the
+	// a quarantined or malformed message, or other content of the key
+	// delivered again while an entry held it: a duplicate of that entry,
+	// no replay of the change) and the operator decisions on them (a
+	// discard, a release decided duplicate or held again); the
 	// release that applied one is the change itself, its Ref naming the
 	// held entry.
 	Held []Decision `json:"held"`
@@ -155,10 +158,11 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 	// lineage's changes (Omitted and its index in Changes), and the
 	// ordinal of its record in the scan.
 	type ref struct {
-		l    *Lineage
-		i    int
-		at   uint64
-		feed string // the change's
+		l      *Lineage
+		i      int
+		at     uint64
+		feed   string // the change's
+		digest uint64 // the change's content digest (digestOf)
 	}
 	byKey := map[engine.Hash][]ref{}
 	var read LineageRead
@@ -187,7 +191,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 				Sequence: cloneSeq(r.Sequence), ID: r.ID, Effects: effects, Suppressed: []Decision{}, Held: []Decision{}}
 			if !r.Key.IsZero() {
 				c.Key = r.Key.String()
-				byKey[r.Key] = append(byKey[r.Key], ref{l, l.Omitted + len(l.Changes), ord, r.Feed})
+				byKey[r.Key] = append(byKey[r.Key], ref{l, l.Omitted + len(l.Changes), ord, r.Feed, digestOf(&r)})
 			}
 			l.Changes = append(l.Changes, c)
 			if opts.Keep > 0 && len(l.Changes) >= 2*opts.Keep {
@@ -237,7 +241,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 					c = &x.l.Changes[i]
 				}
 				switch {
-				case known && o == engine.Duplicate && r.Ref == 0: // a release decided duplicate is an operator's decision, held below
+				case known && o == engine.Duplicate && r.Ref == 0 && x.digest == digestOf(&r): // a release decided duplicate is an operator's decision, held below
 					if c != nil {
 						c.Suppressed = append(c.Suppressed, decisionOf(&r))
 					}
@@ -246,7 +250,7 @@ func Lineages(records iter.Seq2[engine.AuditRecord, error], opts LineageOptions)
 					} else {
 						x.l.Suppressed++
 					}
-				case (!known || !o.Effective()) && c != nil: // held, or an operator's discard
+				case (!known || !o.Effective()) && c != nil: // held, or an operator's discard, or other content of the key held again (a duplicate of its entry)
 					c.Held = append(c.Held, decisionOf(&r))
 				}
 			}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"encoding/binary"
 	"slices"
 	"strings"
 
@@ -63,13 +64,13 @@ func (p *replays) note(r *engine.AuditRecord, period bool) {
 			feed = len(p.feeds)
 			p.feeds = append(p.feeds, r.Feed)
 		}
-		p.remember(r.Key, keySet{set: i, feed: int32(feed)})
+		p.remember(r.Key, keySet{set: i, feed: int32(feed), digest: digestOf(r)})
 		return
 	}
 	if !period || r.Outcome != engine.Duplicate.String() || r.Ref != 0 { // a release decided duplicate is an operator's, no replay
 		return
 	}
-	if k, ok := p.keys[r.Key]; ok {
+	if k, ok := p.keys[r.Key]; ok && k.digest == digestOf(r) {
 		counts := p.counts
 		if isTwin(p.feeds[k.feed], r.Feed) {
 			counts = p.twins
@@ -90,7 +91,15 @@ func isTwin(applied, feed string) bool {
 // delivered it (an index into feeds) and its place in order: a key applied
 // again has a newer place, which the reuse of its older one must not
 // forget.
-type keySet struct{ set, feed, slot int32 }
+type keySet struct {
+	set, feed, slot int32
+	digest          uint64 // the applied content's, its first 8 bytes
+}
+
+// digestOf is the first 8 bytes of a record's content digest: a duplicate
+// of another digest than the applied record's (a conflict delivered again,
+// a duplicate of the quarantine entry that holds it) is no replay of it.
+func digestOf(r *engine.AuditRecord) uint64 { return binary.BigEndian.Uint64(r.Digest[:8]) }
 
 // remember keeps key's entities, forgetting the oldest key beyond the
 // limit.
