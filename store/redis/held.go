@@ -49,21 +49,45 @@ func heldArgs(args []any, b *engine.Batch, checked bool) []any {
 }
 
 // FindHeld returns the lowest id of the open entries holding a message of
-// key and content: the first member of quarantine:held after their
-// prefix. The batch that relies on it has the update script check that
-// it is still open.
+// key and content: the first member of quarantine:held after their prefix
+// whose entry is still open. A member an entry left behind (resolved by a
+// build from before the index, which knows nothing of it) is passed over.
+// The batch that relies on the entry has the update script check that it
+// is still open.
 func (s *Store) FindHeld(ctx context.Context, key, content engine.Hash) (uint64, bool, error) {
 	prefix := heldPrefix(key, content)
-	ms, err := s.c.ZRangeByLex(ctx, s.k.quarHeld, &goredis.ZRangeBy{Min: "[" + prefix, Max: "(" + prefix[:len(prefix)-1] + ";", Count: 1}).Result()
+	ms, err := s.c.ZRangeByLex(ctx, s.k.quarHeld, &goredis.ZRangeBy{Min: "[" + prefix, Max: "(" + prefix[:len(prefix)-1] + ";", Count: heldLooks}).Result()
 	if err != nil {
 		return 0, false, fmt.Errorf("redis store: find held entry: %w", err)
 	}
-	if len(ms) == 0 || !strings.HasPrefix(ms[0], prefix) {
+	if len(ms) == 0 {
 		return 0, false, nil
 	}
-	id, err := strconv.ParseUint(ms[0][len(prefix):], 16, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("redis store: held index member %q: %w", ms[0], err)
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = strings.TrimPrefix(m, prefix)
 	}
-	return id, true, nil
+	open := make([]*goredis.BoolCmd, len(ids)) // not HMGET: the entries' payloads are not read
+	if _, err := s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, id := range ids {
+			open[i] = p.HExists(ctx, s.k.quarantine, id)
+		}
+		return nil
+	}); err != nil {
+		return 0, false, fmt.Errorf("redis store: find held entry: %w", err)
+	}
+	for i, c := range open {
+		if !c.Val() {
+			continue
+		}
+		id, err := strconv.ParseUint(ids[i], 16, 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("redis store: held index member %q: %w", ms[i], err)
+		}
+		return id, true, nil
+	}
+	return 0, false, nil
 }
+
+// heldLooks bounds the members of one key and content FindHeld reads.
+const heldLooks = 8

@@ -55,6 +55,7 @@ func TestStore(t *testing.T) {
 		{"a batch that overwrites a live key is refused", testLiveKey},
 		{"a resolved entry no longer open writes nothing", testResolvedGone},
 		{"quarantine is group-wide, in id order, bytes exact", testQuarantine},
+		{"an index member an entry resolved by a build from before left behind is passed over", testHeldIndexStale},
 		{"commit must follow the chain head", testAuditGap},
 		{"load returns the group's rows and this member's head", testLoad},
 		{"a read-only handle reads every chain and writes nothing", testReadOnly},
@@ -464,5 +465,34 @@ func testClosed(t *testing.T, g *group) {
 	}
 	if v, _ := g.srv.Do("EXISTS", g.prefix+"lease:a"); v != int64(0) {
 		t.Fatal("close left the lease")
+	}
+}
+
+// testHeldIndexStale: an entry resolved by a build from before the index
+// of open entries by key and content leaves its member behind in
+// quarantine:held; FindHeld passes over it, and finds the next open entry
+// of the same key and content.
+func testHeldIndexStale(t *testing.T, g *group) {
+	ctx := t.Context()
+	s := g.must(t, "m1")
+	b := batchAfter(t, s, 2)
+	key, content := hashOf("k"), hashOf("content")
+	for i, r := range b.Audit {
+		b.Quarantine = append(b.Quarantine, engine.QuarantineEntry{ID: s.QuarantineBase() + r.Position, Topic: "t",
+			Key: key.String(), Content: content, Payload: []byte{byte(i)}})
+	}
+	if err := s.Commit(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	first, second := b.Quarantine[0].ID, b.Quarantine[1].ID
+	if id, found, err := s.FindHeld(ctx, key, content); err != nil || !found || id != first {
+		t.Fatalf("FindHeld: #%d, %v, %v; want #%d", id, found, err, first)
+	}
+	g.do(t, "HDEL", g.prefix+"quarantine", quarantineID(first)) // as a build from before resolves it
+	if id, found, err := s.FindHeld(ctx, key, content); err != nil || !found || id != second {
+		t.Fatalf("FindHeld with #%d resolved by a build from before: #%d, %v, %v; want #%d", first, id, found, err, second)
+	}
+	if _, found, err := s.FindHeld(ctx, key, hashOf("other")); err != nil || found {
+		t.Fatalf("FindHeld of other content: %v, %v; want none", found, err)
 	}
 }
