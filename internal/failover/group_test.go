@@ -141,8 +141,15 @@ func groupFailover(t *testing.T, kind string) {
 			// the standby sends it again with DUP=0.
 			g.Pause()
 			if sql != nil {
-				// Queued among the backlog, it is decided in a batch
-				// with others, and replayed by the standby.
+				// Queued in the middle of the frozen members' backlog,
+				// about a hundred messages before it and two hundred
+				// after it in its member's queue, it reaches the member
+				// among them, and is decided in a batch with others
+				// whichever member the broker deals it to and wherever
+				// the batches are cut; the standby replays it. Published
+				// first thing after the freeze, it could come last in
+				// what a member had read when it took a batch.
+				f.waitProgress(t, f.Attempted()+300)
 				sql.PublishRefused(t)
 			}
 			f.waitProgress(t, f.Attempted()+600)
