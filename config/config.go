@@ -20,6 +20,7 @@ const (
 	DefaultQoS            = 1
 	DefaultBroker         = "tcp://127.0.0.1:1883"
 	DefaultSessionExpiry  = Duration(time.Hour)
+	DefaultAdoptLostAfter = Duration(45 * time.Second)
 	DefaultKeepAlive      = Duration(30 * time.Second)
 	DefaultBatchSize      = 1024 // measured: see BENCHMARKS.md
 	DefaultBatchLinger    = Duration(time.Millisecond)
@@ -306,6 +307,15 @@ type MQTTConfig struct {
 	// more through the old subscription its session kept. Moving into a
 	// group needs no entry. Default none.
 	FormerShareGroups []string `yaml:"former_share_groups,omitempty"`
+	// AdoptLostAfter is how long a member of ShareGroup on a shared store
+	// may stay cut off from its brokers while it still reaches the store
+	// before a live member adopts its session (takes what the broker
+	// queued for it and unsubscribes it from the group, on each path of
+	// Feeds too), and how long the adopting member's own connection must
+	// have been up first, so that after an outage of the broker for
+	// everyone no member adopts another that is still reconnecting.
+	// Default 45s; positive.
+	AdoptLostAfter Duration `yaml:"adopt_lost_after"`
 	// FormerFilters are topic filters this client id subscribed to before
 	// and no route asks for now (a route removed, or its topic changed):
 	// on a resumed session their subscriptions are removed, plain and in
@@ -488,6 +498,7 @@ func (c *Config) SetDefaults() {
 		m.Feeds[i].setDefaults(m)
 	}
 	setDuration(&m.SessionExpiry, DefaultSessionExpiry)
+	setDuration(&m.AdoptLostAfter, DefaultAdoptLostAfter)
 	setDuration(&m.KeepAlive, DefaultKeepAlive)
 	setInt(&m.BatchSize, DefaultBatchSize)
 	setDuration(&m.BatchLinger, DefaultBatchLinger)

@@ -242,6 +242,7 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 		{"window.keep_epochs", c.Window.KeepEpochs == 0, DefaultKeepEpochs},
 		{"limits.max_payload", c.Limits.MaxPayload == 0, DefaultMaxPayload},
 		{"mqtt.keep_alive", c.MQTT.KeepAlive == 0, DefaultKeepAlive},
+		{"mqtt.adopt_lost_after", c.MQTT.AdoptLostAfter == 0, DefaultAdoptLostAfter},
 		{"mqtt.batch_size", c.MQTT.BatchSize == 0, DefaultBatchSize},
 		{"mqtt.batch_linger", c.MQTT.BatchLinger == 0, DefaultBatchLinger},
 		{"mqtt.receive_maximum", c.MQTT.ReceiveMaximum == 0, DefaultReceiveMaximum},

@@ -54,6 +54,9 @@ func (m MQTTConfig) check(ps *problems, f field) {
 	case se%Duration(time.Second) != 0:
 		ps.add(f.dot("session_expiry"), "session_expiry %s is not a whole number of seconds", se)
 	}
+	if m.AdoptLostAfter < 0 {
+		ps.add(f.dot("adopt_lost_after"), "adopt_lost_after must be a positive duration, like 45s, got %s", m.AdoptLostAfter)
+	}
 	switch ka := m.KeepAlive; {
 	case ka <= 0 || ka > Duration(65535*time.Second):
 		ps.add(f.dot("keep_alive"), "keep_alive must be from 1s to 65535s, got %s", ka)

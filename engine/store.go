@@ -140,7 +140,12 @@ type ShareMembership interface {
 	// subscription of share group group (its connection to the broker
 	// was lost: its session, and the subscription with it, may be gone),
 	// so that no member leaves counting on it; it holds it again once it
-	// joins again.
+	// joins again. The share stays recorded, marked lost at the store's
+	// time (the first loss's, while it is not joined again), so that a
+	// live member adopts its session once it has stayed lost for a while
+	// (ShareAdopter.ClaimAdoptions): a member that still reaches the store
+	// but no longer its broker would otherwise leave its share waiting in
+	// its session, which the broker goes on dealing it.
 	QuitShare(ctx context.Context, group string) error
 	// LeaveShare asks, for this handle's member, to leave share group
 	// group; it is granted, atomically, only when another member of
@@ -167,8 +172,11 @@ type ShareMembership interface {
 type ShareAdopter interface {
 	// ClaimAdoptions takes or renews this handle's claims of the
 	// sessions of the gone members that hold group's subscription, and
-	// returns them, sorted by member; never this handle's own member.
-	ClaimAdoptions(ctx context.Context, group string) ([]Adoption, error)
+	// of the members whose share has been marked lost (QuitShare) for at
+	// least lost by the store's clock, and returns them, sorted by
+	// member; never this handle's own member. lost ≤ 0 hands over no
+	// member for its loss alone.
+	ClaimAdoptions(ctx context.Context, group string, lost time.Duration) ([]Adoption, error)
 	// ShareAdopted records a's member out of its share group, while this
 	// handle holds a's claim and the member's share is still the one a
 	// names (the member has not joined again since); it reports whether
@@ -189,6 +197,10 @@ type Adoption struct {
 	// holder): a member that returns records its share again under
 	// another.
 	Holder string
+	// Lost is when the member's share was marked lost (QuitShare), by the
+	// store's clock; zero when it was not. A member that lost its broker,
+	// joined again and lost it again is handed over with another.
+	Lost time.Time
 	// Path, Brokers and Filters are the path's, for a session on one of
 	// a member's paths (SharePaths.PathAdopter; SharePath's fields); none
 	// for a member's one session (ShareAdopter of Capabilities.Adopt).
@@ -198,9 +210,11 @@ type Adoption struct {
 }
 
 // Same reports whether a and b are one adoption: the same member's
-// session on the same path, recorded by the same holder.
+// session on the same path, recorded by the same holder, lost at the same
+// time (or neither lost).
 func (a Adoption) Same(b Adoption) bool {
-	return a.Member == b.Member && a.Group == b.Group && a.ClientID == b.ClientID && a.Holder == b.Holder && a.Path == b.Path
+	return a.Member == b.Member && a.Group == b.Group && a.ClientID == b.ClientID && a.Holder == b.Holder && a.Path == b.Path &&
+		a.Lost.Equal(b.Lost)
 }
 
 // SharePaths keeps the share of each member that consumes several broker
@@ -219,7 +233,9 @@ type SharePaths interface {
 	// persistence, restarted) records it again as the lease is renewed.
 	JoinSharePath(ctx context.Context, p SharePath) error
 	// QuitSharePath records that this handle's member may no longer hold
-	// group's subscription on path (its connection there was lost).
+	// group's subscription on path (its connection there was lost): its
+	// share there stays recorded, marked lost, as QuitShare keeps a
+	// member's one session.
 	QuitSharePath(ctx context.Context, path, group string) error
 	// PathAdopter returns the ShareAdopter of the members' sessions on
 	// path: the Adoptions it hands out name the path, and the brokers and

@@ -24,10 +24,16 @@ import (
 // claims, it connects with the gone member's client id (mqtt.Config.Adopt),
 // unsubscribes the group's filters, decides what the session delivers in
 // this member's engine, as its own deliveries, and records the member out
-// of the group once the session went quiet. A member that returns takes
-// its session back; its adoption is not tried again until it has
-// recorded its share again under another lease holder, or held its lease
-// again (the store no longer hands it over), and is gone again.
+// of the group once the session went quiet. A member that still reaches
+// the store but lost its broker (a network cut between the two) marks its
+// share lost instead of holding it: its session is adopted once it has
+// stayed lost for lostWait, and only while this member's own connection
+// has been up for as long (after an outage of the broker for everyone, the
+// first member back does not adopt the others while they are still
+// reconnecting). A member that returns takes its session back; its
+// adoption is not tried again until it has recorded its share again under
+// another lease holder or lost it again at another time, or held its
+// lease again (the store no longer hands it over), and is gone again.
 type adopter struct {
 	group string
 	store engine.ShareAdopter
@@ -37,6 +43,18 @@ type adopter struct {
 	// ready reports whether this member may adopt now: its own MQTT
 	// connection is up and subscribed.
 	ready func() bool
+	// lostWait is how long a member's share stays marked lost before
+	// its session is adopted (mqtt.adopt_lost_after), and how long this
+	// member's own connection must have been up to adopt it; zero: a
+	// member is adopted only once its lease is gone.
+	lostWait time.Duration
+	// upFor says how long this member's own MQTT connection has been
+	// up; nil: not known, so no member is adopted for its loss alone.
+	upFor func() time.Duration
+	// lost is what the current round asks the store for (ClaimAdoptions'
+	// lost): lostWait, or zero while this member's own connection has
+	// been up for less; set by Run's goroutine before a round's claims.
+	lost time.Duration
 	// consumer returns the consumer of an adoption (cfg.Adopt set) in the
 	// MQTT version this member's own connection speaks.
 	consumer func(cfg mqtt.Config, p mqtt.Processor) (runner, error)
@@ -45,10 +63,22 @@ type adopter struct {
 	// feed names the path of mqtt.feeds whose sessions this adopter
 	// adopts, whose deliveries they are; "" for a member's one session.
 	feed string
-	// returned holds, by member, the lease holder of the share whose
-	// adoption that member's return ended, until a round's claims no
-	// longer hand that member over; only Run's goroutine uses it.
-	returned map[string]string
+	// returned holds, by member, the share (its lease holder and loss
+	// time) whose adoption that member's return ended, until a round's
+	// claims no longer hand that member over; only Run's goroutine uses
+	// it. nil until the first return.
+	returned map[string]returnedShare
+}
+
+// returnedShare is the share of a member whose adoption its return ended.
+type returnedShare struct {
+	holder string
+	lost   time.Time
+}
+
+// of reports whether ad is the share the member returned from.
+func (r returnedShare) of(ad engine.Adoption) bool {
+	return r.holder == ad.Holder && r.lost.Equal(ad.Lost)
 }
 
 // Run adopts, every third of a claim's TTL, the sessions the store lets
@@ -70,7 +100,8 @@ func (a *adopter) Run(ctx context.Context) {
 
 // round claims the sessions of gone members and adopts each.
 func (a *adopter) round(ctx context.Context) {
-	claimed, err := a.store.ClaimAdoptions(ctx, a.group)
+	a.lost = a.lostFor()
+	claimed, err := a.store.ClaimAdoptions(ctx, a.group, a.lost)
 	if err != nil {
 		if ctx.Err() == nil {
 			a.log.Warn("could not claim the sessions of the share group's gone members; trying again", "group", a.group, "err", err)
@@ -81,8 +112,10 @@ func (a *adopter) round(ctx context.Context) {
 	// is back, and once gone again (killed, or cut off from its store
 	// again) its session is adopted, though its lease holder, the same
 	// process's, is the one its return was noted under.
-	for m := range a.returned {
-		if !slices.ContainsFunc(claimed, func(c engine.Adoption) bool { return c.Member == m }) {
+	// A member returned from a loss is not handed over for it in a round
+	// that asks for none: that says nothing of its return.
+	for m, r := range a.returned {
+		if (r.lost.IsZero() || a.lost > 0) && !slices.ContainsFunc(claimed, func(c engine.Adoption) bool { return c.Member == m }) {
 			delete(a.returned, m)
 		}
 	}
@@ -95,7 +128,7 @@ func (a *adopter) round(ctx context.Context) {
 			// Its connection would take this member's own session.
 			a.log.Warn("not adopting the session of a gone member of the share group: it has this member's own client id; give each member its own mqtt.client_id",
 				"adopted_member", ad.Member, "client_id", ad.ClientID)
-		case a.returned[ad.Member] != ad.Holder:
+		case !a.returned[ad.Member].of(ad):
 			a.adopt(ctx, ad, claimed[i:])
 		}
 		if err := a.store.ReleaseAdoption(context.WithoutCancel(ctx), ad.Member); err != nil {
@@ -108,6 +141,9 @@ func (a *adopter) round(ctx context.Context) {
 // round's adoptions still to end (ad's among them) meanwhile.
 func (a *adopter) adopt(ctx context.Context, ad engine.Adoption, round []engine.Adoption) {
 	log := a.log.With("adopted_member", ad.Member, "client_id", ad.ClientID, "group", ad.Group)
+	if !ad.Lost.IsZero() {
+		log = log.With("broker_lost_since", ad.Lost.UTC().Format(time.RFC3339Nano))
+	}
 	var received atomic.Uint64
 	cfg := a.base
 	cfg.ClientID, cfg.Adopt, cfg.Adopted, cfg.CleanStart = ad.ClientID, true, ad.Member, false
@@ -137,7 +173,10 @@ func (a *adopter) adopt(ctx context.Context, ad engine.Adoption, round []engine.
 	case err == nil || errors.Is(err, mqtt.ErrNoSession) || errors.Is(err, mqtt3.ErrNoSession):
 		a.adopted(ctx, log, ad, err != nil, n, took)
 	case errors.Is(err, mqtt.ErrTakenOver) || ctx.Err() == nil && a.memberBack(ctx, ad, round):
-		a.returned[ad.Member] = ad.Holder
+		if a.returned == nil {
+			a.returned = map[string]returnedShare{}
+		}
+		a.returned[ad.Member] = returnedShare{holder: ad.Holder, lost: ad.Lost}
 		a.met.Ended(metrics.AdoptionTakenOver)
 		log.Warn("adoption ended: the gone member returned and took its session back, with what was not acknowledged; not adopted again until it is gone again",
 			"messages", n, "took", took)
@@ -169,7 +208,7 @@ func (a *adopter) memberBack(ctx context.Context, ad engine.Adoption, round []en
 // never did: its own connection lost with the adoption's (a broker
 // restarted), or its adoptions stopped.
 func (a *adopter) claim(ctx context.Context, round []engine.Adoption) ([]engine.Adoption, error) {
-	claimed, err := a.store.ClaimAdoptions(ctx, a.group)
+	claimed, err := a.store.ClaimAdoptions(ctx, a.group, a.lost)
 	if err != nil {
 		return nil, err
 	}
@@ -303,4 +342,14 @@ func (o *oneCaller) Prepare(msgs []engine.Message) {
 	if p, ok := o.p.(interface{ Prepare([]engine.Message) }); ok {
 		p.Prepare(msgs)
 	}
+}
+
+// lostFor is what a round asks the store for (ClaimAdoptions' lost):
+// lostWait once this member's own connection has been up for as long,
+// else zero, which hands over the members whose lease is gone alone.
+func (a *adopter) lostFor() time.Duration {
+	if a.lostWait <= 0 || a.upFor == nil || a.upFor() < a.lostWait {
+		return 0
+	}
+	return a.lostWait
 }

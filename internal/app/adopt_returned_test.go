@@ -21,7 +21,7 @@ type scriptedAdopter struct {
 	n      int
 }
 
-func (s *scriptedAdopter) ClaimAdoptions(context.Context, string) ([]engine.Adoption, error) {
+func (s *scriptedAdopter) ClaimAdoptions(context.Context, string, time.Duration) ([]engine.Adoption, error) {
 	r := s.rounds[min(s.n, len(s.rounds)-1)]
 	s.n++
 	return r, nil
@@ -72,7 +72,7 @@ func TestAMemberThatReturnedIsAdoptedOnceGoneAgain(t *testing.T) {
 				return nil
 			}), nil
 		},
-		log: slog.New(slog.NewTextHandler(&logs, nil)), met: metrics.New(reg, "test", "").Adoptions(reg), returned: map[string]string{}}
+		log: slog.New(slog.NewTextHandler(&logs, nil)), met: metrics.New(reg, "test", "").Adoptions(reg)}
 	want := []int{1, 1, 1, 2}
 	for i, w := range want {
 		a.round(t.Context())

@@ -74,7 +74,7 @@ func TestAnAdoptionEndedEarlyLeavesNoOtherGoneMembersClaimHeld(t *testing.T) {
 				t.Fatal("x's round did not end after its broker was killed")
 			}
 
-			got, err := y.Capabilities().Adopt.ClaimAdoptions(t.Context(), group)
+			got, err := y.Capabilities().Adopt.ClaimAdoptions(t.Context(), group, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +153,7 @@ func testAdopter(t *testing.T, st Store, url, group string, p mqtt.Processor) *a
 	reg := prometheus.NewRegistry()
 	return &adopter{group: group, store: st.Capabilities().Adopt, every: time.Hour, base: adoptTestConfig(url, "client-x", group), proc: p,
 		ready: func() bool { return true }, consumer: func(cfg mqtt.Config, p mqtt.Processor) (runner, error) { return mqtt.New(cfg, p) },
-		log: log, met: metrics.New(reg, "test", "").Adoptions(reg), returned: map[string]string{}}
+		log: log, met: metrics.New(reg, "test", "").Adoptions(reg)}
 }
 
 // heldProcessor decides every batch, holding its first call until release

@@ -91,9 +91,11 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 		if mc.TLS, err = clientTLS(tlsCfg); err != nil {
 			return nil, fmt.Errorf("feed %s: %w", f.Name, err)
 		}
+		clock := &connClock{next: mc.Observer}
 		if share.paths != nil {
 			mc.JoinShare, mc.QuitShare = feedShare(share, f.Name, mc)
 			mc.Hold = share.hold
+			mc.Observer = clock
 		}
 		src, err := newMQTTSource(mqttprobe.Choice(f.Protocol), mc, feedProcessor(procs[i], cfg.Store.Shared()), flog)
 		if err != nil {
@@ -105,7 +107,7 @@ func newFeedsSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, p 
 			// On a shared store the feed's processor takes overlapping
 			// calls (oneAtATime): the adoption's batches join the feeds'.
 			fs.ad = &adopter{group: share.group, store: share.paths.PathAdopter(f.Name), every: share.claimTTL / 3, base: mc, proc: procs[i],
-				ready: src.Ready, consumer: src.adoption, log: flog, met: met, returned: map[string]string{}, feed: f.Name}
+				ready: src.Ready, lostWait: share.lostWait, upFor: clock.upFor, consumer: src.adoption, log: flog, met: met, feed: f.Name}
 		}
 		s.feeds = append(s.feeds, fs)
 	}

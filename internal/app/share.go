@@ -22,10 +22,14 @@ type shareMembership struct {
 	// another's session.
 	hold func() string
 	// group and adopt, when adopt is set, adopt the sessions of group's
-	// gone members; claimTTL is how long a claim of one holds.
+	// gone members; claimTTL is how long a claim of one holds; lostWait
+	// how long a member's share stays lost, its broker lost while it
+	// reaches the store, before its session is adopted
+	// (mqtt.adopt_lost_after).
 	group    string
 	adopt    engine.ShareAdopter
 	claimTTL time.Duration
+	lostWait time.Duration
 	// paths, set for a member of mqtt.feeds instead of join, quit, leave
 	// and adopt, records its share on each path, and adopts the gone
 	// members' sessions there (newFeedsSource).
@@ -53,15 +57,17 @@ func (a *App) shareMembership(cfg *config.Config) shareMembership {
 		if caps.Paths == nil || caps.Claims == nil || caps.Claims.ClaimTTL() <= 0 {
 			return shareMembership{}
 		}
-		return shareMembership{group: group, paths: caps.Paths, claimTTL: caps.Claims.ClaimTTL(), hold: a.leaseLapsed}
+		return shareMembership{group: group, paths: caps.Paths, claimTTL: caps.Claims.ClaimTTL(), hold: a.leaseLapsed,
+			lostWait: time.Duration(cfg.MQTT.AdoptLostAfter)}
 	}
 	client := cfg.MQTT.ClientID
 	m := shareMembership{
-		join:  func(ctx context.Context) error { return sh.JoinShare(ctx, group, client) },
-		quit:  func(ctx context.Context) error { return sh.QuitShare(ctx, group) },
-		leave: func(ctx context.Context) (bool, error) { return sh.LeaveShare(ctx, group) },
-		group: group,
-		adopt: caps.Adopt,
+		join:     func(ctx context.Context) error { return sh.JoinShare(ctx, group, client) },
+		quit:     func(ctx context.Context) error { return sh.QuitShare(ctx, group) },
+		leave:    func(ctx context.Context) (bool, error) { return sh.LeaveShare(ctx, group) },
+		group:    group,
+		adopt:    caps.Adopt,
+		lostWait: time.Duration(cfg.MQTT.AdoptLostAfter),
 	}
 	if caps.Claims != nil {
 		m.claimTTL = caps.Claims.ClaimTTL()

@@ -66,13 +66,15 @@ func newSource(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, reg pro
 	if share.adopt == nil || !cfg.Store.Shared() {
 		return newMQTTSource(mqttprobe.Choice(cfg.MQTT.Protocol), mc, p, log)
 	}
+	clock := &connClock{next: mc.Observer}
+	mc.Observer = clock
 	one := &oneCaller{p: p}
 	src, err := newMQTTSource(mqttprobe.Choice(cfg.MQTT.Protocol), mc, one, log)
 	if err != nil {
 		return nil, err
 	}
 	ad := &adopter{group: share.group, store: share.adopt, every: share.claimTTL / 3, base: mc, proc: one,
-		ready: src.Ready, consumer: src.adoption, log: log, met: m.Adoptions(reg), returned: map[string]string{}}
+		ready: src.Ready, lostWait: share.lostWait, upFor: clock.upFor, consumer: src.adoption, log: log, met: m.Adoptions(reg)}
 	return &adoptingSource{mqttSource: src, ad: ad}, nil
 }
 

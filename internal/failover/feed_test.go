@@ -111,6 +111,9 @@ type setupOptions struct {
 	Sparkplug bool
 	// Audit is the audit section, YAML; empty: none.
 	Audit string
+	// AdoptLostAfter is mqtt.adopt_lost_after, a duration; empty: the
+	// default.
+	AdoptLostAfter string
 }
 
 // newSetup writes a configuration consuming brokers (in failover order)
@@ -169,6 +172,9 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 	}
 	if o.Protocol != "" {
 		mqttExtra += fmt.Sprintf("  protocol: %q\n", o.Protocol)
+	}
+	if o.AdoptLostAfter != "" {
+		mqttExtra += fmt.Sprintf("  adopt_lost_after: %s\n", o.AdoptLostAfter)
 	}
 	if o.ReceiveMaximum != 0 {
 		mqttExtra += fmt.Sprintf("  receive_maximum: %d\n  batch_size: %[1]d\n", o.ReceiveMaximum)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,39 +29,45 @@ func newPathStatements(q func(string) string) pathStatements {
 		join: q(`INSERT INTO {s}.share_paths AS p (member, path, share, client, holder, brokers, filters)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (member, path) DO UPDATE SET share = excluded.share, client = excluded.client,
-				holder = excluded.holder, brokers = excluded.brokers, filters = excluded.filters`),
-		quit: q(`DELETE FROM {s}.share_paths WHERE member = $1 AND path = $2 AND share = $3`),
+				holder = excluded.holder, brokers = excluded.brokers, filters = excluded.filters, lost = NULL`),
+		// A share lost stays recorded, marked at the store's time of its
+		// first loss, as a member's one session's (newStatements).
+		quit: q(`UPDATE {s}.share_paths SET lost = coalesce(lost, clock_timestamp()) WHERE member = $1 AND path = $2 AND share = $3`),
 		// The candidates, while this handle ($2) is its member's ($1)
 		// lease holder: every other member recorded as holding share
 		// group $4 on path $6, whose lease is gone (given up, expired, or
-		// held by one of $5, processes on this host found dead). Each
+		// held by one of $5, processes on this host found dead), or whose
+		// share there was marked lost at least $7 microseconds ago (when
+		// $7 is positive). Each
 		// claim is taken when free, expired, this holder's or held by one
 		// of $5; in member order, so that two claimants never deadlock.
 		claim: q(`WITH cand AS (
 				SELECT m.number FROM {s}.members m JOIN {s}.leases l USING (member) JOIN {s}.share_paths p USING (member)
 				WHERE EXISTS (SELECT 1 FROM {s}.members WHERE number = $1 AND holder = $2)
 				AND m.number <> $1 AND p.path = $6 AND p.share = $4 AND p.client <> ''
-				AND (m.holder = '' OR m.holder = ANY($5::text[]) OR l.expires < now())),
+				AND (m.holder = '' OR m.holder = ANY($5::text[]) OR l.expires < now()
+					OR $7::bigint > 0 AND p.lost <= now() - $7::bigint * interval '1 microsecond')),
 			claimed AS (
 				INSERT INTO {s}.share_path_claims AS c (member, path, holder, expires)
 				SELECT number, $6, $2, now() + $3::bigint * interval '1 microsecond' FROM cand ORDER BY number
 				ON CONFLICT (member, path) DO UPDATE SET holder = excluded.holder, expires = excluded.expires
 				WHERE c.holder = excluded.holder OR c.expires < now() OR c.holder = ANY($5::text[])
 				RETURNING member)
-			SELECT m.member, p.client, p.holder, p.brokers, p.filters
+			SELECT m.member, p.client, p.holder, p.brokers, p.filters, p.lost
 			FROM claimed JOIN {s}.members m ON m.number = claimed.member
 			JOIN {s}.share_paths p ON p.member = m.member AND p.path = $6
 			ORDER BY m.member`),
 		// A member adopted on a path leaves the group there while this
 		// handle ($2) holds its claim and its share is still the one
-		// adopted ($3, $4, $5): one that took its lease again since has
-		// had it cleared, and one that joined again recorded another
-		// holder.
+		// adopted ($3, $4, $5, lost at $7 or not lost): one that took its
+		// lease again since has had it cleared, one that joined again
+		// recorded another holder or cleared its loss, and one lost again
+		// since another loss time.
 		adopted: q(`DELETE FROM {s}.share_paths p
 			USING {s}.members m, {s}.share_path_claims c
 			WHERE p.member = $1 AND p.path = $6 AND m.member = p.member AND c.member = m.number AND c.path = p.path
 			AND c.holder = $2 AND c.expires > now()
-			AND p.share = $3 AND p.client = $4 AND p.holder = $5
+			AND p.share = $3 AND p.client = $4 AND p.holder = $5 AND p.lost IS NOT DISTINCT FROM $7
 			RETURNING true`),
 		release: q(`UPDATE {s}.share_path_claims SET holder = '', expires = '-infinity'
 			WHERE member = (SELECT number FROM {s}.members WHERE member = $1) AND path = $3 AND holder = $2`),
@@ -84,7 +91,7 @@ func (s *Store) JoinSharePath(ctx context.Context, p engine.SharePath) error {
 	return nil
 }
 
-// QuitSharePath removes the member's share of path when it is group's.
+// QuitSharePath marks the member's share of path lost when it is group's.
 func (s *Store) QuitSharePath(ctx context.Context, path, group string) error {
 	if s.member == "" {
 		return fmt.Errorf("%w: quit a share group on a path", ErrReadOnly)
@@ -106,8 +113,9 @@ type pathAdopter struct {
 }
 
 // ClaimAdoptions takes or renews this handle's claims of the sessions on
-// the path of the gone members that hold group's subscription there.
-func (a *pathAdopter) ClaimAdoptions(ctx context.Context, group string) ([]engine.Adoption, error) {
+// the path of the gone members that hold group's subscription there, and
+// of those whose share there has been marked lost for at least lost.
+func (a *pathAdopter) ClaimAdoptions(ctx context.Context, group string, lost time.Duration) ([]engine.Adoption, error) {
 	s := a.s
 	if s.member == "" {
 		return nil, fmt.Errorf("%w: claim share sessions on a path", ErrReadOnly)
@@ -118,13 +126,16 @@ func (a *pathAdopter) ClaimAdoptions(ctx context.Context, group string) ([]engin
 		if err != nil {
 			return err
 		}
-		rs, err := c.Query(ctx, s.sql.paths.claim, s.number, s.holder, s.leaseTTL.Microseconds(), group, dead, a.path)
+		rs, err := c.Query(ctx, s.sql.paths.claim, s.number, s.holder, s.leaseTTL.Microseconds(), group, dead, a.path, lost.Microseconds())
 		if err != nil {
 			return dbErr(err)
 		}
 		out, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (engine.Adoption, error) {
 			ad := engine.Adoption{Group: group, Path: a.path}
-			return ad, r.Scan(&ad.Member, &ad.ClientID, &ad.Holder, &ad.Brokers, &ad.Filters)
+			var at *time.Time
+			err := r.Scan(&ad.Member, &ad.ClientID, &ad.Holder, &ad.Brokers, &ad.Filters, &at)
+			ad.Lost = lostAt(at)
+			return ad, err
 		})
 		if err != nil {
 			return fmt.Errorf("postgres store: claim the share sessions of group %q on path %q: %w", group, a.path, dbErr(err))
@@ -143,7 +154,7 @@ func (a *pathAdopter) ShareAdopted(ctx context.Context, ad engine.Adoption) (boo
 	}
 	done := false
 	err := s.query(ctx, func(c *pgx.Conn) error {
-		err := c.QueryRow(ctx, s.sql.paths.adopted, ad.Member, s.holder, ad.Group, ad.ClientID, ad.Holder, a.path).Scan(&done)
+		err := c.QueryRow(ctx, s.sql.paths.adopted, ad.Member, s.holder, ad.Group, ad.ClientID, ad.Holder, a.path, lostArg(ad.Lost)).Scan(&done)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}

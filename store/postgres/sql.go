@@ -65,7 +65,7 @@ func newStatements(schema string) statements {
 		// A lease taken holds no share group until its member joins one,
 		// on none of its paths either.
 		extend: q(`WITH paths AS (DELETE FROM {s}.share_paths WHERE member = $1)
-			UPDATE {s}.leases SET expires = clock_timestamp() + $2::bigint * interval '1 microsecond', share = ''
+			UPDATE {s}.leases SET expires = clock_timestamp() + $2::bigint * interval '1 microsecond', share = '', share_lost = NULL
 			WHERE member = $1 RETURNING expires`),
 		renew: q(`UPDATE {s}.leases l SET expires = clock_timestamp() + $3::bigint * interval '1 microsecond'
 			FROM {s}.members m WHERE l.member = $1 AND m.member = l.member AND m.holder = $2 RETURNING l.expires`),
@@ -166,12 +166,16 @@ func newStatements(schema string) statements {
 		// statement after it: of two members leaving at once, the second
 		// sees the first's leave committed (READ COMMITTED alone would let
 		// each see the other still in the group).
-		joinShare:  q(`UPDATE {s}.leases SET share = $2, share_client = $3, share_holder = $4 WHERE member = $1`),
-		quitShare:  q(`UPDATE {s}.leases SET share = '' WHERE member = $1 AND share = $2`),
+		// A share lost (its member's connection to the broker lost) stays
+		// recorded, marked at the store's time of its first loss, so that
+		// a live member adopts its session once it stays lost; it counts
+		// for no member leaving, and joining clears the mark.
+		joinShare:  q(`UPDATE {s}.leases SET share = $2, share_client = $3, share_holder = $4, share_lost = NULL WHERE member = $1`),
+		quitShare:  q(`UPDATE {s}.leases SET share_lost = coalesce(share_lost, clock_timestamp()) WHERE member = $1 AND share = $2`),
 		lockShares: `SELECT pg_advisory_xact_lock(` + strconv.Itoa(int(claimClass(schema, "leases"))) + `, 0)`,
-		leaveShare: q(`UPDATE {s}.leases SET share = '' WHERE member = $1 AND share = $2 AND EXISTS (
+		leaveShare: q(`UPDATE {s}.leases SET share = '' WHERE member = $1 AND share = $2 AND share_lost IS NULL AND EXISTS (
 				SELECT FROM {s}.leases o JOIN {s}.members m USING (member)
-				WHERE o.member <> $1 AND o.share = $2 AND m.holder <> '' AND o.expires > clock_timestamp())
+				WHERE o.member <> $1 AND o.share = $2 AND o.share_lost IS NULL AND m.holder <> '' AND o.expires > clock_timestamp())
 			RETURNING true`),
 		adopt: newAdoptStatements(q),
 		paths: newPathStatements(q),

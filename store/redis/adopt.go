@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -17,8 +19,9 @@ var _ engine.ShareAdopter = (*Store)(nil)
 // ClaimAdoptions takes or renews this handle's claims of the sessions of
 // the gone members that hold group's subscription (adoptClaimScript): a
 // member whose lease ran out or was given up, or whose lease or claim is
-// held by a process on this host that has died.
-func (s *Store) ClaimAdoptions(ctx context.Context, group string) ([]engine.Adoption, error) {
+// held by a process on this host that has died, or whose share has been
+// marked lost for at least lost.
+func (s *Store) ClaimAdoptions(ctx context.Context, group string, lost time.Duration) ([]engine.Adoption, error) {
 	if err := s.writer("claim share sessions"); err != nil {
 		return nil, err
 	}
@@ -34,8 +37,8 @@ func (s *Store) ClaimAdoptions(ctx context.Context, group string) ([]engine.Adop
 	if err != nil {
 		return nil, err
 	}
-	keys := []string{s.k.shares, s.k.shareSessions}
-	args := []any{s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, group, strings.Join(dead, "\n")}
+	keys := []string{s.k.shares, s.k.shareSessions, s.k.shareLost}
+	args := []any{s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, group, strings.Join(dead, "\n"), max(0, lost.Milliseconds())}
 	for _, m := range members {
 		keys = append(keys, s.k.lease(m), s.k.shareClaim(m))
 		args = append(args, m)
@@ -45,9 +48,13 @@ func (s *Store) ClaimAdoptions(ctx context.Context, group string) ([]engine.Adop
 		return nil, s.fail("claim share sessions", err)
 	}
 	var out []engine.Adoption
-	for i := 0; i+1 < len(res); i += 2 {
+	for i := 0; i+2 < len(res); i += 3 {
 		holder, client, _ := strings.Cut(res[i+1], "\n")
-		out = append(out, engine.Adoption{Member: res[i], Group: group, ClientID: client, Holder: holder})
+		at, err := lostAt(res[i+2])
+		if err != nil {
+			return out, fmt.Errorf("redis store: claim share sessions: member %q: %w", res[i], err)
+		}
+		out = append(out, engine.Adoption{Member: res[i], Group: group, ClientID: client, Holder: holder, Lost: at})
 	}
 	return out, nil
 }
@@ -77,8 +84,8 @@ func (s *Store) ShareAdopted(ctx context.Context, a engine.Adoption) (bool, erro
 	if err := s.writer("record a share session adopted"); err != nil {
 		return false, err
 	}
-	n, err := shareAdoptedScript.Run(ctx, s.c, []string{s.k.shares, s.k.shareSessions, s.k.shareClaim(a.Member)},
-		s.holder, a.Member, a.Group, a.Holder+"\n"+a.ClientID).Int()
+	n, err := shareAdoptedScript.Run(ctx, s.c, []string{s.k.shares, s.k.shareSessions, s.k.shareClaim(a.Member), s.k.shareLost},
+		s.holder, a.Member, a.Group, a.Holder+"\n"+a.ClientID, lostArg(a.Lost)).Int()
 	if err != nil {
 		return false, s.fail(fmt.Sprintf("record the share session of %q adopted", a.Member), err)
 	}
@@ -102,4 +109,25 @@ func (s *Store) releaseAdoptions(ctx context.Context, p goredis.Pipeliner, membe
 		releaseScript.Eval(ctx, p, []string{s.k.shareClaim(m)}, s.holder)
 	}
 	s.releasePathAdoptions(ctx, p, members)
+}
+
+// lostAt reads when a share was marked lost, milliseconds of the server's
+// clock as the scripts write them: zero for "".
+func lostAt(ms string) (time.Time, error) {
+	if ms == "" {
+		return time.Time{}, nil
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("its share's loss time %q is not milliseconds", ms)
+	}
+	return time.UnixMilli(n), nil
+}
+
+// lostArg is a loss time as the scripts write it: "" for zero.
+func lostArg(lost time.Time) string {
+	if lost.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(lost.UnixMilli(), 10)
 }

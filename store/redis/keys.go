@@ -9,7 +9,7 @@ import (
 	"github.com/replayguard/replayguard/engine"
 )
 
-// The layout, schema version 2. Every key starts with the prefix P, whose
+// The layout, schema version 8. Every key starts with the prefix P, whose
 // hash tag puts the group in one Redis Cluster slot:
 //
 //	P schema              string: the schema version
@@ -65,6 +65,12 @@ import (
 //	P sharepathclaim:<path>:<member>
 //	                      string: the holder adopting the member's session on the path, PX
 //	                      the lease TTL
+//	P sharelost           hash: member id → when its share was marked lost (QuitShare), in
+//	                      milliseconds of the server's clock; cleared when the member joins
+//	                      again or takes its lease (schema version 8)
+//	P sharepathslost:<member>
+//	                      hash: path name → when the member's share on that path was marked
+//	                      lost (QuitSharePath), the same way (schema version 8)
 //
 // Version 2 only changed how the source and entity rows are written.
 // The chain keys came after version 1 without changing it: absent, they
@@ -94,6 +100,7 @@ type keys struct {
 	routes                   string
 	shares                   string // member → the share group it holds
 	shareSessions            string // member → its share's lease holder and client id
+	shareLost                string // member → when its share was marked lost
 }
 
 func newKeys(p string) keys {
@@ -119,6 +126,7 @@ func newKeys(p string) keys {
 		routes:         p + "routes",
 		shares:         p + "shares",
 		shareSessions:  p + "sharesessions",
+		shareLost:      p + "sharelost",
 	}
 }
 
@@ -131,10 +139,13 @@ func (k *keys) chainCursors(member string) string {
 func (k *keys) chainClaim(member string) string { return k.prefix + "chainclaim:" + member }
 func (k *keys) shareClaim(member string) string { return k.prefix + "shareclaim:" + member }
 func (k *keys) sharePaths(member string) string { return k.prefix + "sharepaths:" + member }
-func (k *keys) keyPrefix() string               { return k.prefix + "key:" }
-func (k *keys) keySetPrefix() string            { return k.prefix + "keyset:" }
-func (k *keys) sourceLock(id string) string     { return k.prefix + "lock:s:" + id }
-func (k *keys) entityLock(name string) string   { return k.prefix + "lock:e:" + name }
+func (k *keys) sharePathsLost(member string) string {
+	return k.prefix + "sharepathslost:" + member
+}
+func (k *keys) keyPrefix() string             { return k.prefix + "key:" }
+func (k *keys) keySetPrefix() string          { return k.prefix + "keyset:" }
+func (k *keys) sourceLock(id string) string   { return k.prefix + "lock:s:" + id }
+func (k *keys) entityLock(name string) string { return k.prefix + "lock:e:" + name }
 
 // sharePathClaim is the claim of member's session on path, whose name
 // holds no colon (config's feed names).

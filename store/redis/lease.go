@@ -21,7 +21,8 @@ func (s *Store) acquire(ctx context.Context) error {
 	s.holder = shared.NewHolder()
 	replace := ""
 	for range 2 {
-		res, err := acquireScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.members, s.k.membersLast, s.k.shares, s.k.sharePaths(s.member)},
+		res, err := acquireScript.Run(ctx, s.c, []string{s.k.lease(s.member), s.k.members, s.k.membersLast, s.k.shares, s.k.sharePaths(s.member),
+			s.k.shareLost, s.k.sharePathsLost(s.member)},
 			s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, replace).Slice()
 		if err != nil {
 			return s.fail("take the member's lease", err)

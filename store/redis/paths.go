@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -73,13 +74,13 @@ func (s *Store) JoinSharePath(ctx context.Context, p engine.SharePath) error {
 		s.paths = map[string]string{}
 	}
 	s.paths[p.Path] = rec
-	if err := s.c.HSet(ctx, s.k.sharePaths(s.member), p.Path, rec).Err(); err != nil {
+	if err := joinPathScript.Run(ctx, s.c, []string{s.k.sharePaths(s.member), s.k.sharePathsLost(s.member)}, p.Path, rec).Err(); err != nil {
 		return s.fail("join a share group on path "+p.Path, err)
 	}
 	return nil
 }
 
-// QuitSharePath removes the member's share of path when it is group's
+// QuitSharePath marks the member's share of path lost when it is group's
 // (quitPathScript); renewals record it no more.
 func (s *Store) QuitSharePath(ctx context.Context, path, group string) error {
 	if err := s.writer("quit a share group on a path"); err != nil {
@@ -90,7 +91,7 @@ func (s *Store) QuitSharePath(ctx context.Context, path, group string) error {
 	if rec, ok := s.paths[path]; ok && strings.HasPrefix(rec, group+"\n") {
 		delete(s.paths, path)
 	}
-	if err := quitPathScript.Run(ctx, s.c, []string{s.k.sharePaths(s.member)}, path, group).Err(); err != nil {
+	if err := quitPathScript.Run(ctx, s.c, []string{s.k.sharePaths(s.member), s.k.sharePathsLost(s.member)}, path, group).Err(); err != nil {
 		return s.fail("quit a share group on path "+path, err)
 	}
 	return nil
@@ -109,8 +110,9 @@ type pathAdopter struct {
 // ClaimAdoptions takes or renews this handle's claims of the sessions on
 // the path of the gone members that hold group's subscription there
 // (pathClaimScript): a member whose lease ran out or was given up, or
-// whose lease or claim is held by a process on this host that has died.
-func (a *pathAdopter) ClaimAdoptions(ctx context.Context, group string) ([]engine.Adoption, error) {
+// whose lease or claim is held by a process on this host that has died,
+// or whose share there has been marked lost for at least lost.
+func (a *pathAdopter) ClaimAdoptions(ctx context.Context, group string, lost time.Duration) ([]engine.Adoption, error) {
 	s := a.s
 	if err := s.writer("claim share sessions on a path"); err != nil {
 		return nil, err
@@ -133,10 +135,10 @@ func (a *pathAdopter) ClaimAdoptions(ctx context.Context, group string) ([]engin
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, 3*len(members))
-	args := []any{s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, group, strings.Join(dead, "\n"), a.path}
+	keys := make([]string, 0, 4*len(members))
+	args := []any{s.holder, s.opts.LeaseTTL.Milliseconds(), s.member, group, strings.Join(dead, "\n"), a.path, max(0, lost.Milliseconds())}
 	for _, m := range members {
-		keys = append(keys, s.k.lease(m), s.k.sharePaths(m), s.k.sharePathClaim(a.path, m))
+		keys = append(keys, s.k.lease(m), s.k.sharePaths(m), s.k.sharePathClaim(a.path, m), s.k.sharePathsLost(m))
 		args = append(args, m)
 	}
 	res, err := pathClaimScript.Run(ctx, s.c, keys, args...).StringSlice()
@@ -144,8 +146,11 @@ func (a *pathAdopter) ClaimAdoptions(ctx context.Context, group string) ([]engin
 		return nil, s.fail("claim share sessions on path "+a.path, err)
 	}
 	var out []engine.Adoption
-	for i := 0; i+1 < len(res); i += 2 {
+	for i := 0; i+2 < len(res); i += 3 {
 		ad, err := parsePathRecord(res[i], a.path, res[i+1])
+		if err == nil {
+			ad.Lost, err = lostAt(res[i+2])
+		}
 		if err != nil {
 			return out, fmt.Errorf("redis store: claim share sessions on path %q: %w", a.path, err)
 		}
@@ -162,8 +167,8 @@ func (a *pathAdopter) ShareAdopted(ctx context.Context, ad engine.Adoption) (boo
 		return false, err
 	}
 	head := ad.Group + "\n" + ad.Holder + "\n" + ad.ClientID + "\n"
-	n, err := pathAdoptedScript.Run(ctx, s.c, []string{s.k.sharePaths(ad.Member), s.k.sharePathClaim(a.path, ad.Member)},
-		s.holder, a.path, head).Int()
+	n, err := pathAdoptedScript.Run(ctx, s.c, []string{s.k.sharePaths(ad.Member), s.k.sharePathClaim(a.path, ad.Member), s.k.sharePathsLost(ad.Member)},
+		s.holder, a.path, head, lostArg(ad.Lost)).Int()
 	if err != nil {
 		return false, s.fail(fmt.Sprintf("record the share session of %q on path %q adopted", ad.Member, a.path), err)
 	}

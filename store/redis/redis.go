@@ -38,10 +38,12 @@ const DefaultLeaseTTL = 15 * time.Second
 // audit records that carry connected (the first delivery of each broker
 // connection), which a build from before decodes without it, finding the
 // record's hash wrong; version 7 row format 5 for a source with a
-// Sparkplug session (binary, each alias table once).
+// Sparkplug session (binary, each alias table once); version 8 shares
+// marked lost (sharelost, sharepathslost), which a build from before
+// neither counts out of its group nor clears as its member joins again.
 // Each reads the rows of the versions before, and keeps a build that reads
 // only those out.
-const schemaVersion = 7
+const schemaVersion = 8
 
 // openTimeout bounds each step of Open that talks to the server.
 const openTimeout = 10 * time.Second

@@ -297,10 +297,12 @@ return 0
 // caller's, or held by ARGV[4] (a holder found dead), and gives the member
 // its number the first time it is ever seen.
 //
-// A lease taken holds no share group until its member joins one.
+// A lease taken holds no share group until its member joins one, and no
+// share marked lost.
 //
 // KEYS[1] the lease, [2] the member numbers, [3] the last number given,
-// [4] the members' share groups, [5] the member's paths' shares.
+// [4] the members' share groups, [5] the member's paths' shares, [6] the
+// members' shares lost, [7] the member's paths' shares lost.
 // ARGV[1] the holder, [2] the lease's PX milliseconds, [3] the member,
 // [4] the holder it may replace ("" for none).
 //
@@ -314,6 +316,8 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('HDEL', KEYS[4], ARGV[3])
 redis.call('DEL', KEYS[5])
+redis.call('HDEL', KEYS[6], ARGV[3])
+redis.call('DEL', KEYS[7])
 local n = redis.call('HGET', KEYS[2], ARGV[3])
 if not n then
   n = redis.call('INCR', KEYS[3])
@@ -360,14 +364,23 @@ end
 return {'', again, paths}
 `)
 
-// quitShareScript removes a member from the members' share groups when it
-// holds the group named there.
+// nowMillis is the Lua that sets now to the server's clock in
+// milliseconds.
+const nowMillis = `local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+`
+
+// quitShareScript marks a member's share lost, at the server's time, when
+// it holds the group named there and is not marked lost already: the share
+// stays recorded, for a live member to adopt its session once it stays
+// lost.
 //
-// KEYS[1] the members' share groups. ARGV[1] the member, [2] the group.
+// KEYS[1] the members' share groups, [2] their shares lost. ARGV[1] the
+// member, [2] the group.
 //
-// Returns 1 when removed, else 0.
-var quitShareScript = goredis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+// Returns 1 when marked, else 0.
+var quitShareScript = goredis.NewScript(nowMillis + `
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HSETNX', KEYS[2], ARGV[1], now) end
 return 0
 `)
 
@@ -437,16 +450,19 @@ return {expired, trimmed}
 // sees the first gone. A member that joined after the caller listed the
 // lease keys is not counted: the grant can only be refused for it.
 //
-// KEYS[1] the members' share groups, then from [2] the lease of each member
-// the caller found in them. ARGV[1] the member, [2] its share group, then
-// from [3] the member of each lease, in KEYS order.
+// A share marked lost counts for no member.
+//
+// KEYS[1] the members' share groups, [2] their shares lost, then from [3]
+// the lease of each member the caller found in them. ARGV[1] the member,
+// [2] its share group, then from [3] the member of each lease, in KEYS
+// order.
 //
 // Returns 1 when granted, else 0.
 var leaveShareScript = goredis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-for i = 2, #KEYS do
-  local m = ARGV[i + 1]
-  if m ~= ARGV[1] and redis.call('HGET', KEYS[1], m) == ARGV[2] and redis.call('EXISTS', KEYS[i]) == 1 then
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] or redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+for i = 3, #KEYS do
+  local m = ARGV[i]
+  if m ~= ARGV[1] and redis.call('HGET', KEYS[1], m) == ARGV[2] and redis.call('HEXISTS', KEYS[2], m) == 0 and redis.call('EXISTS', KEYS[i]) == 1 then
     redis.call('HDEL', KEYS[1], ARGV[1])
     return 1
   end
@@ -455,55 +471,63 @@ return 0
 `)
 
 // joinShareScript records a member's share group and the session that
-// holds it.
+// holds it, not lost.
 //
-// KEYS[1] the members' share groups, [2] their sessions. ARGV[1] the
-// member, [2] the group, [3] the session: its lease holder, a newline,
-// its client id.
+// KEYS[1] the members' share groups, [2] their sessions, [3] their shares
+// lost. ARGV[1] the member, [2] the group, [3] the session: its lease
+// holder, a newline, its client id.
 var joinShareScript = goredis.NewScript(`
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HDEL', KEYS[3], ARGV[1])
 return 1
 `)
 
 // adoptClaimScript takes or renews a handle's claims of the sessions of
 // the gone members that hold a share group's subscription.
 //
-// KEYS[1] the members' share groups, [2] their sessions, then for each
-// member (in ARGV order) its lease and its share claim. ARGV[1] the
-// holder, [2] the claims' PX milliseconds, [3] this handle's member, [4]
-// the share group, [5] the holders of leases and share claims found to be
-// processes on this host that have died, one a line; from [6] the
-// members.
+// KEYS[1] the members' share groups, [2] their sessions, [3] their shares
+// lost, then for each member (in ARGV order) its lease and its share
+// claim. ARGV[1] the holder, [2] the claims' PX milliseconds, [3] this
+// handle's member, [4] the share group, [5] the holders of leases and
+// share claims found to be processes on this host that have died, one a
+// line, [6] how long in milliseconds a share marked lost stays so before
+// it is handed over (0: never for its loss alone); from [7] the members.
 //
 // While this handle's member's lease is not another holder's, a member
 // other than this handle's is a candidate when it holds the group in the
 // share groups, its session is recorded, and its lease is gone (or held
-// by one of ARGV[5]); its claim is taken when free, this holder's or one
-// of ARGV[5]'s. Returns the members claimed and their sessions, in ARGV
-// order: {member, session, member, session, …}.
-var adoptClaimScript = goredis.NewScript(`
+// by one of ARGV[5]) or its share was marked lost at least ARGV[6]
+// milliseconds ago; its claim is taken when free, this holder's or one of
+// ARGV[5]'s. Returns the members claimed, their sessions and when their
+// shares were marked lost ("" not lost), in ARGV order: {member, session,
+// lost, member, session, lost, …}.
+var adoptClaimScript = goredis.NewScript(nowMillis + `
 local dead = {}
 for h in string.gmatch(ARGV[5], '[^\n]+') do dead[h] = true end
-for i = 6, #ARGV do
+local wait = tonumber(ARGV[6])
+for i = 7, #ARGV do
   if ARGV[i] == ARGV[3] then
-    local lease = redis.call('GET', KEYS[2 * (i - 6) + 3])
+    local lease = redis.call('GET', KEYS[2 * (i - 7) + 4])
     if lease and lease ~= ARGV[1] then return {} end
   end
 end
 local out = {}
-for i = 6, #ARGV do
-  local j = 2 * (i - 6) + 3
+for i = 7, #ARGV do
+  local j = 2 * (i - 7) + 4
   local m = ARGV[i]
   if m ~= ARGV[3] and redis.call('HGET', KEYS[1], m) == ARGV[4] then
     local session = redis.call('HGET', KEYS[2], m)
     local lease = redis.call('GET', KEYS[j])
-    if session and (not lease or dead[lease]) then
+    local lost = redis.call('HGET', KEYS[3], m)
+    local lostLong = lost and wait > 0 and now - tonumber(lost) >= wait
+    if session and (not lease or dead[lease] or lostLong) then
       local cur = redis.call('GET', KEYS[j + 1])
       if not cur or cur == ARGV[1] or dead[cur] then
         redis.call('SET', KEYS[j + 1], ARGV[1], 'PX', ARGV[2])
         out[#out + 1] = m
         out[#out + 1] = session
+        out[#out + 1] = lost or ''
       end
     end
   end
@@ -516,14 +540,18 @@ return out
 // member's share is still the group and the session adopted.
 //
 // KEYS[1] the members' share groups, [2] their sessions, [3] the member's
-// share claim. ARGV[1] the holder, [2] the member, [3] the group, [4] the
-// session.
+// share claim, [4] the members' shares lost. ARGV[1] the holder, [2] the
+// member, [3] the group, [4] the session, [5] when the share adopted was
+// marked lost ("" not lost): a member that joined again, or was lost
+// again since, is not removed.
 //
 // Returns 1 when removed, else 0.
 var shareAdoptedScript = goredis.NewScript(`
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[1], ARGV[2]) ~= ARGV[3] or redis.call('HGET', KEYS[2], ARGV[2]) ~= ARGV[4] then return 0 end
+if (redis.call('HGET', KEYS[4], ARGV[2]) or '') ~= ARGV[5] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
+redis.call('HDEL', KEYS[4], ARGV[2])
 return 1
 `)
 
@@ -531,37 +559,44 @@ return 1
 // one path of the gone members that hold a share group's subscription
 // there: adoptClaimScript, path by path.
 //
-// For each member (in ARGV order) KEYS holds its lease, its paths' shares
-// and its claim on the path. ARGV[1] the holder, [2] the claims' PX
-// milliseconds, [3] this handle's member, [4] the share group, [5] the
-// holders of leases and path claims found to be processes on this host
-// that have died, one a line, [6] the path; from [7] the members.
+// For each member (in ARGV order) KEYS holds its lease, its paths' shares,
+// its claim on the path and its paths' shares lost. ARGV[1] the holder,
+// [2] the claims' PX milliseconds, [3] this handle's member, [4] the
+// share group, [5] the holders of leases and path claims found to be
+// processes on this host that have died, one a line, [6] the path, [7]
+// how long in milliseconds a share marked lost stays so before it is
+// handed over (0: never for its loss alone); from [8] the members.
 //
-// Returns the members claimed and their records on the path, in ARGV
-// order: {member, record, member, record, …}.
-var pathClaimScript = goredis.NewScript(`
+// Returns the members claimed, their records on the path and when their
+// shares there were marked lost ("" not lost), in ARGV order: {member,
+// record, lost, …}.
+var pathClaimScript = goredis.NewScript(nowMillis + `
 local dead = {}
 for h in string.gmatch(ARGV[5], '[^\n]+') do dead[h] = true end
-for i = 7, #ARGV do
+local wait = tonumber(ARGV[7])
+for i = 8, #ARGV do
   if ARGV[i] == ARGV[3] then
-    local lease = redis.call('GET', KEYS[3 * (i - 7) + 1])
+    local lease = redis.call('GET', KEYS[4 * (i - 8) + 1])
     if lease and lease ~= ARGV[1] then return {} end
   end
 end
 local group = ARGV[4] .. '\n'
 local out = {}
-for i = 7, #ARGV do
-  local j = 3 * (i - 7) + 1
+for i = 8, #ARGV do
+  local j = 4 * (i - 8) + 1
   local m = ARGV[i]
   if m ~= ARGV[3] then
     local rec = redis.call('HGET', KEYS[j + 1], ARGV[6])
     local lease = redis.call('GET', KEYS[j])
-    if rec and string.sub(rec, 1, #group) == group and (not lease or dead[lease]) then
+    local lost = redis.call('HGET', KEYS[j + 3], ARGV[6])
+    local lostLong = lost and wait > 0 and now - tonumber(lost) >= wait
+    if rec and string.sub(rec, 1, #group) == group and (not lease or dead[lease] or lostLong) then
       local cur = redis.call('GET', KEYS[j + 2])
       if not cur or cur == ARGV[1] or dead[cur] then
         redis.call('SET', KEYS[j + 2], ARGV[1], 'PX', ARGV[2])
         out[#out + 1] = m
         out[#out + 1] = rec
+        out[#out + 1] = lost or ''
       end
     end
   end
@@ -574,27 +609,41 @@ return out
 // member's share there is still the one adopted (its group, holder and
 // client id, the record's first three lines).
 //
-// KEYS[1] the member's paths' shares, [2] its claim on the path. ARGV[1]
-// the holder, [2] the path, [3] the first three lines of the record
-// adopted, each ended by a newline.
+// KEYS[1] the member's paths' shares, [2] its claim on the path, [3] its
+// paths' shares lost. ARGV[1] the holder, [2] the path, [3] the first
+// three lines of the record adopted, each ended by a newline, [4] when
+// the share adopted was marked lost ("" not lost).
 //
 // Returns 1 when removed, else 0.
 var pathAdoptedScript = goredis.NewScript(`
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
 local rec = redis.call('HGET', KEYS[1], ARGV[2])
 if not rec or string.sub(rec, 1, #ARGV[3]) ~= ARGV[3] then return 0 end
+if (redis.call('HGET', KEYS[3], ARGV[2]) or '') ~= ARGV[4] then return 0 end
+redis.call('HDEL', KEYS[3], ARGV[2])
 return redis.call('HDEL', KEYS[1], ARGV[2])
 `)
 
-// quitPathScript removes a member's share of a path when it is the
-// group's.
+// joinPathScript records a member's share on a path, not lost.
 //
-// KEYS[1] the member's paths' shares. ARGV[1] the path, [2] the group.
+// KEYS[1] the member's paths' shares, [2] its paths' shares lost. ARGV[1]
+// the path, [2] the record.
+var joinPathScript = goredis.NewScript(`
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1
+`)
+
+// quitPathScript marks a member's share of a path lost, at the server's
+// time, when it is the group's and not marked lost already.
 //
-// Returns 1 when removed, else 0.
-var quitPathScript = goredis.NewScript(`
+// KEYS[1] the member's paths' shares, [2] its paths' shares lost. ARGV[1]
+// the path, [2] the group.
+//
+// Returns 1 when marked, else 0.
+var quitPathScript = goredis.NewScript(nowMillis + `
 local rec = redis.call('HGET', KEYS[1], ARGV[1])
 local group = ARGV[2] .. '\n'
-if rec and string.sub(rec, 1, #group) == group then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+if rec and string.sub(rec, 1, #group) == group then return redis.call('HSETNX', KEYS[2], ARGV[1], now) end
 return 0
 `)

@@ -23,14 +23,15 @@ func (s *Store) JoinShare(ctx context.Context, group, clientID string) error {
 	s.shareMu.Lock()
 	defer s.shareMu.Unlock()
 	s.share, s.shareSession = group, s.holder+"\n"+clientID
-	if err := joinShareScript.Run(ctx, s.c, []string{s.k.shares, s.k.shareSessions}, s.member, group, s.shareSession).Err(); err != nil {
+	if err := joinShareScript.Run(ctx, s.c, []string{s.k.shares, s.k.shareSessions, s.k.shareLost}, s.member, group, s.shareSession).Err(); err != nil {
 		return s.fail("join a share group", err)
 	}
 	return nil
 }
 
-// QuitShare removes the member from the shares hash when it holds group
-// there (quitShareScript); renewals record it no more.
+// QuitShare marks the member's share lost in the sharelost hash when it
+// holds group in the shares hash (quitShareScript); renewals record it no
+// more.
 func (s *Store) QuitShare(ctx context.Context, group string) error {
 	if err := s.writer("quit a share group"); err != nil {
 		return err
@@ -40,7 +41,7 @@ func (s *Store) QuitShare(ctx context.Context, group string) error {
 	if s.share == group {
 		s.share = ""
 	}
-	if err := quitShareScript.Run(ctx, s.c, []string{s.k.shares}, s.member, group).Err(); err != nil {
+	if err := quitShareScript.Run(ctx, s.c, []string{s.k.shares, s.k.shareLost}, s.member, group).Err(); err != nil {
 		return s.fail("quit a share group", err)
 	}
 	return nil
@@ -58,7 +59,7 @@ func (s *Store) LeaveShare(ctx context.Context, group string) (bool, error) {
 	if err != nil {
 		return false, s.fail("read the share groups", err)
 	}
-	keys := []string{s.k.shares}
+	keys := []string{s.k.shares, s.k.shareLost}
 	args := []any{s.member, group}
 	for _, m := range members {
 		keys = append(keys, s.k.lease(m))

@@ -22,7 +22,7 @@ func adopter(t *testing.T, h *handle) engine.ShareAdopter {
 
 func adoptions(t *testing.T, h *handle, group string) []engine.Adoption {
 	t.Helper()
-	got, err := adopter(t, h).ClaimAdoptions(t.Context(), group)
+	got, err := adopter(t, h).ClaimAdoptions(t.Context(), group, 0)
 	if err != nil {
 		t.Fatalf("%s claims the sessions of %q: %v", h.member, group, err)
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -35,7 +36,7 @@ func joinPath(t *testing.T, h *handle, path, group string) {
 
 func pathAdoptions(t *testing.T, h *handle, path, group string) []engine.Adoption {
 	t.Helper()
-	got, err := paths(t, h).PathAdopter(path).ClaimAdoptions(t.Context(), group)
+	got, err := paths(t, h).PathAdopter(path).ClaimAdoptions(t.Context(), group, 0)
 	if err != nil {
 		t.Fatalf("%s claims the sessions of %q on path %s: %v", h.member, group, path, err)
 	}
@@ -137,18 +138,79 @@ func testPathsQuitAndReleased(t *testing.T, p *place) {
 		t.Fatal(err)
 	}
 	p.f.Kill(a.Store)
-	w, _ := pathAdoptedBy(t, "a", "y", "g", b, c)
+	w, ad := pathAdoptedBy(t, "a", "y", "g", b, c)
+	if !ad.Lost.IsZero() {
+		t.Fatalf("a's session on path y, which it never lost (it quit another group there), claimed lost at %v", ad.Lost)
+	}
 	winner, loser := []*handle{b, c}[w], []*handle{b, c}[1-w]
-	for _, h := range []*handle{b, c} {
-		if got := pathAdoptions(t, h, "x", "g"); len(got) != 0 {
-			t.Fatalf("%s claimed %v on path x, which a quit", h.member, got)
-		}
+	// A path whose connection was lost keeps its share, marked lost: gone,
+	// its session there is handed over as well, with the loss time.
+	_, lost := pathAdoptedBy(t, "a", "x", "g", b, c)
+	if lost.Lost.IsZero() {
+		t.Fatalf("a's session on path x, which it lost, claimed without its loss time: %+v", lost)
 	}
 	if err := paths(t, winner).PathAdopter("y").ReleaseAdoption(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
 	if got := pathAdoptions(t, loser, "y", "g"); len(got) != 1 || got[0].Member != "a" {
 		t.Fatalf("%s claimed %v on path y once %s released a's session there, want a's", loser.member, got, winner.member)
+	}
+}
+
+func testPathsLost(t *testing.T, p *place) {
+	a, b := p.handle(t, "a"), p.handle(t, "b")
+	joinPath(t, a, "x", "g")
+	joinPath(t, a, "y", "g")
+	if err := paths(t, a).QuitSharePath(t.Context(), "x", "g"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := paths(t, b).PathAdopter("x").ClaimAdoptions(t.Context(), "g", time.Hour); err != nil || len(got) != 0 {
+		t.Fatalf("b claimed %v, %v on path x with a lost there for less than the wait", got, err)
+	}
+	var ad engine.Adoption
+	eventually(t, lostWait, "a's lost session on path x claimed", func() bool {
+		got, err := paths(t, b).PathAdopter("x").ClaimAdoptions(t.Context(), "g", lostWait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 {
+			ad = got[0]
+		}
+		return len(got) == 1
+	})
+	checkPathAdoption(t, ad, "a", "x", "g")
+	if ad.Lost.IsZero() {
+		t.Fatalf("a's session on path x claimed without its loss time: %+v", ad)
+	}
+	if got, err := paths(t, b).PathAdopter("y").ClaimAdoptions(t.Context(), "g", lostWait); err != nil || len(got) != 0 {
+		t.Fatalf("b claimed %v, %v on path y, which a holds", got, err)
+	}
+	joinPath(t, a, "x", "g")
+	if pathAdopted(t, b, ad) {
+		t.Fatal("b recorded a out of the group on path x after a joined it again")
+	}
+	if err := paths(t, a).QuitSharePath(t.Context(), "x", "g"); err != nil {
+		t.Fatal(err)
+	}
+	var again engine.Adoption
+	eventually(t, lostWait, "a's session on path x, lost again, claimed", func() bool {
+		got, err := paths(t, b).PathAdopter("x").ClaimAdoptions(t.Context(), "g", lostWait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 {
+			again = got[0]
+		}
+		return len(got) == 1
+	})
+	if !again.Lost.After(ad.Lost) {
+		t.Fatalf("a lost again on path x: loss time %v, want after %v", again.Lost, ad.Lost)
+	}
+	if pathAdopted(t, b, ad) {
+		t.Fatal("b recorded a out on path x by its first loss's adoption")
+	}
+	if !pathAdopted(t, b, again) {
+		t.Fatal("b could not record a out on path x by its second loss's adoption")
 	}
 }
 
