@@ -107,7 +107,9 @@
 // members of the MQTT share group (Share, in the leases table), the
 // adoption of a gone member's session (Adopt, share_claims) and the
 // shares and adoptions of the paths of members of mqtt.feeds (Paths,
-// share_paths and share_path_claims, schema version 14). Its
+// share_paths and share_path_claims, schema version 14), a share whose
+// connection was lost marked so for its adoption (leases.share_lost and
+// share_paths.lost, schema version 16). Its
 // conformance test runs storetest.Run with Features{Members, Durable, Kill},
 // a schema per case.
 //
