@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -18,11 +19,14 @@ import (
 // leaveWebhookEntries ingests three meter readings forwarded to a
 // receiver that answers 503, so that their entries stay pending in the
 // embedded store at dir, and returns the receiver, which answers 204 once
-// told (ok) and counts what it took.
+// told (ok) and counts what it took. It returns once the receiver has
+// answered every request of the ingest: a request the ingest gave up on
+// at its drain timeout may reach the handler later, after ok, and count
+// as a copy the next process delivers again.
 func leaveWebhookEntries(t *testing.T, dir string) (url string, ok *atomic.Bool, took *atomic.Int64) {
 	t.Helper()
 	ok, took = new(atomic.Bool), new(atomic.Int64)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !ok.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -30,7 +34,18 @@ func leaveWebhookEntries(t *testing.T, dir string) (url string, ok *atomic.Bool,
 		took.Add(1)
 		w.WriteHeader(http.StatusNoContent)
 	}))
+	var open atomic.Int64 // connections not yet closed
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
+	defer quiesce(t, srv, &open)
 	cfg := parseConfig(t, dir, fmt.Sprintf(`
       - forward: {webhook: %q}
 outputs: {webhook: {max_backoff: 100ms}}
@@ -47,6 +62,20 @@ outputs: {webhook: {max_backoff: 100ms}}
 		t.Fatalf("ingest left no webhook entries pending: %q", e)
 	}
 	return srv.URL, ok, took
+}
+
+// quiesce closes srv's connections and waits until each has ended, its
+// request answered if the handler had it.
+func quiesce(t *testing.T, srv *httptest.Server, open *atomic.Int64) {
+	t.Helper()
+	srv.CloseClientConnections()
+	deadline := time.Now().Add(10 * time.Second)
+	for open.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the receiver still has %d connections 10s after they were closed", open.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // parseConfig is a meters route on an embedded store in dir, with the
