@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -150,6 +151,12 @@ func brokerOutage(t *testing.T, kind string) {
 	broker.Restart()
 	for _, m := range members {
 		waitFor(t, "every member back on the broker", 30*time.Second, func() bool { return m.ok("/readyz") })
+	}
+	// The producer reconnects on its own: a publish before fails at once.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := pub.AwaitConnection(ctx); err != nil {
+		t.Fatalf("the producer did not reconnect to the restarted broker: %v", err)
 	}
 	publishEach(t, pub, sources, 200)
 	waitFor(t, "every message applied", time.Minute, func() bool {
