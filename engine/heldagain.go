@@ -63,7 +63,7 @@ func (e *Engine) heldAgain(m *Message, dec *Decision) (uint64, bool) {
 		l.err = fmt.Errorf("%w: a held entry was looked for outside a batch", ErrAborted)
 		return 0, false
 	}
-	id, found, err := l.f.FindHeld(l.ctx, ref.key, ref.content)
+	id, found, err := e.findHeld(l, ref)
 	if err != nil {
 		l.err = fmt.Errorf("find the open quarantine entry of key %s: %w", dec.Key, err)
 		return 0, false
@@ -73,6 +73,23 @@ func (e *Engine) heldAgain(m *Message, dec *Decision) (uint64, bool) {
 	}
 	e.pending.batch.HeldOpen = append(e.pending.batch.HeldOpen, id)
 	return id, true
+}
+
+// findHeld looks ref up in the store's index: in the read of the batch's
+// rows, on a store that reads them one at a time, or after closing it
+// when that read cannot (a second read beside it could wait for a commit
+// that waits for the first).
+func (e *Engine) findHeld(l *heldLookup, ref heldRef) (uint64, bool, error) {
+	if r := e.rows; r != nil {
+		if !r.read() {
+			return 0, false, nil // the failed read fails the batch
+		}
+		if f, ok := r.tx.(HeldRowTx); ok {
+			return f.FindHeld(ref.key, ref.content)
+		}
+		r.release()
+	}
+	return l.f.FindHeld(l.ctx, ref.key, ref.content)
 }
 
 // noteHeldEntry notes entry q, just added to the pending batch, as the

@@ -279,6 +279,14 @@ type RowReader interface {
 	ReadRows(ctx context.Context) (RowTx, error)
 }
 
+// HeldRowTx is a RowTx that finds open quarantine entries in its own read,
+// as HeldFinder does. While the engine holds a RowTx it looks a held entry
+// up there, or, in a RowTx that is not one, closes it first: it never
+// holds two reads at once.
+type HeldRowTx interface {
+	FindHeld(key, content Hash) (id uint64, found bool, err error)
+}
+
 // RowTx is one read of a store's committed rows.
 type RowTx interface {
 	// Source returns the window stored under SourceID; found is false when

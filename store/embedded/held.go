@@ -92,19 +92,34 @@ func heldKey(q engine.QuarantineEntry) (engine.Hash, bool) {
 // key and content.
 func (s *Store) FindHeld(ctx context.Context, key, content engine.Hash) (id uint64, found bool, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
-		idx := tx.Bucket(bucketHeld)
-		if idx == nil {
-			return nil
-		}
-		prefix := heldIndexKey(key, content, 0)[:64]
-		k, _ := idx.Cursor().Seek(prefix)
-		if k != nil && len(k) == 72 && bytes.HasPrefix(k, prefix) {
-			id, found = binary.BigEndian.Uint64(k[64:]), true
-		}
+		id, found = findHeld(tx, key, content)
 		return nil
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("embedded: find held entry: %w", err)
 	}
 	return id, found, nil
+}
+
+// FindHeld is Store.FindHeld in the rows' read (engine.HeldRowTx): the
+// engine looks up a held entry while it holds this read, and a second
+// read beside it could wait forever for a commit that grows the file,
+// which waits for this one.
+func (r *rowTx) FindHeld(key, content engine.Hash) (uint64, bool, error) {
+	id, found := findHeld(r.tx, key, content)
+	return id, found, nil
+}
+
+// findHeld looks key and content up in tx's index.
+func findHeld(tx *bolt.Tx, key, content engine.Hash) (uint64, bool) {
+	idx := tx.Bucket(bucketHeld)
+	if idx == nil {
+		return 0, false
+	}
+	prefix := heldIndexKey(key, content, 0)[:64]
+	k, _ := idx.Cursor().Seek(prefix)
+	if len(k) != 72 || !bytes.HasPrefix(k, prefix) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[64:]), true
 }
