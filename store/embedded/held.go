@@ -110,16 +110,22 @@ func (r *rowTx) FindHeld(key, content engine.Hash) (uint64, bool, error) {
 	return id, found, nil
 }
 
-// findHeld looks key and content up in tx's index.
+// findHeld looks key and content up in tx's index: the first entry under
+// them that is still open. An index key a build from before the index
+// left behind (it resolves an entry without knowing of the bucket) is
+// passed over.
 func findHeld(tx *bolt.Tx, key, content engine.Hash) (uint64, bool) {
 	idx := tx.Bucket(bucketHeld)
 	if idx == nil {
 		return 0, false
 	}
+	quar := tx.Bucket(bucketQuarantine)
 	prefix := heldIndexKey(key, content, 0)[:64]
-	k, _ := idx.Cursor().Seek(prefix)
-	if len(k) != 72 || !bytes.HasPrefix(k, prefix) {
-		return 0, false
+	c := idx.Cursor()
+	for k, _ := c.Seek(prefix); len(k) == 72 && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if id := binary.BigEndian.Uint64(k[64:]); quar.Get(u64(id)) != nil {
+			return id, true
+		}
 	}
-	return binary.BigEndian.Uint64(k[64:]), true
+	return 0, false
 }
