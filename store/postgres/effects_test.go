@@ -525,6 +525,20 @@ func TestExecAndSimpleQueryModesAreRefused(t *testing.T) {
 	}
 }
 
+// TestAPoolOfOneConnectionIsRefused: a batch's transaction holds a
+// connection while its decide looks a held entry up on another; with a
+// pool of one, every batch holding a message delivered again would wait
+// for itself until store.commit_timeout, and fail again when retried.
+func TestAPoolOfOneConnectionIsRefused(t *testing.T) {
+	_, err := postgres.Open(context.Background(), postgres.Options{URL: "postgres://u@127.0.0.1:1/db?pool_max_conns=1", Member: "m1"})
+	if err == nil || !strings.Contains(err.Error(), "pool_max_conns=1") || !strings.Contains(err.Error(), "at least 2") {
+		t.Errorf("Open = %v, want pool_max_conns=1 refused by name", err)
+	}
+	if err := postgres.CheckURL("postgres://u@127.0.0.1:1/db?pool_max_conns=2"); err != nil {
+		t.Errorf("CheckURL(pool_max_conns=2) = %v, want nil", err)
+	}
+}
+
 // TestAStatementThatEndsTheTransactionIsRefused: a sql effect runs in the
 // decision's transaction, after the batch's keys are written. A statement
 // that controls that transaction (ROLLBACK, COMMIT, END, BEGIN, a

@@ -194,8 +194,18 @@ func parseURL(url string) (*pgxpool.Config, error) {
 		return nil, errors.New("default_query_exec_mode=simple_protocol writes every value into the statement's text, which cannot carry a NUL and returns the store's binary columns as text; " +
 			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
 	}
+	if cfg.MaxConns < minConns {
+		// A batch's transaction holds a connection while its decide looks
+		// held entries up on another (FindHeld): with one, that lookup
+		// would wait for the transaction that waits for it, every batch.
+		return nil, fmt.Errorf("pool_max_conns=%d: the store needs at least %d connections (a batch's transaction holds one while it reads on another); leave the default or set %d or more",
+			cfg.MaxConns, minConns, minConns)
+	}
 	return cfg, nil
 }
+
+// minConns is the fewest connections the store's pool may have.
+const minConns = 2
 
 // Open connects to the server, checks that it is durable, creates or
 // migrates the schema and, with a member id, takes the member's lease and
