@@ -124,6 +124,8 @@ func (a *adopter) round(ctx context.Context) {
 			return // Close releases the claims
 		}
 		switch {
+		case i > 0 && !a.stillHandedOver(ctx, ad, claimed[i:]):
+			// Not adopted: the next round asks again.
 		case ad.ClientID == a.base.ClientID:
 			// Its connection would take this member's own session.
 			a.log.Warn("not adopting the session of a gone member of the share group: it has this member's own client id; give each member its own mqtt.client_id",
@@ -135,6 +137,27 @@ func (a *adopter) round(ctx context.Context) {
 			a.log.Warn("could not release the claim of an adopted session: it runs out", "adopted_member", ad.Member, "err", err)
 		}
 	}
+}
+
+// stillHandedOver asks again, before each adoption of a round after its
+// first (which may have taken long), whether ad is still this member's to
+// adopt: its own connection is up (for adopt_lost_after, for a member
+// handed over for its loss), and the store still hands ad over as it did.
+// A member lost from its broker that has joined again since is not: its
+// connection is live, and adopting would take its session from it.
+func (a *adopter) stillHandedOver(ctx context.Context, ad engine.Adoption, rest []engine.Adoption) bool {
+	if !a.ready() {
+		return false
+	}
+	a.lost = a.lostFor()
+	claimed, err := a.claim(ctx, rest)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("could not claim the sessions of the share group's gone members again; trying in the next round", "group", a.group, "err", err)
+		}
+		return false
+	}
+	return slices.ContainsFunc(claimed, ad.Same)
 }
 
 // adopt adopts one gone member's session, renewing the claims of its
