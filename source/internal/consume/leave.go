@@ -136,8 +136,11 @@ func (l *Leaving) Connection() uint64 { return l.conn.Load() }
 // share group's subscription, which the broker has just granted on
 // connection conn (Connection's): only then may another member leave the
 // group counting on it. Not once the member is leaving, nor once conn was
-// lost (Lost). A failure is logged: the store then counts this member
-// out, and refuses it leave as it stops.
+// lost (Lost). A failure is logged and tried again, with a growing wait,
+// while conn holds (joinAgain): until then the store counts this member
+// out, refuses it leave as it stops, and keeps its share marked lost from
+// a connection lost before, for which a live member would adopt its
+// session from it.
 func (l *Leaving) Subscribed(ctx context.Context, conn uint64) {
 	if l.Group == "" || l.Join == nil || l.Left() {
 		return
@@ -150,9 +153,44 @@ func (l *Leaving) Subscribed(ctx context.Context, conn uint64) {
 	l.granted.Store(true)
 	l.joinedOn = conn + 1
 	if err := l.Join(ctx); err != nil {
-		l.Log.Warn("mqtt subscribed, but the group's store did not record that this member holds the share group's subscription: "+
-			"other members stopping do not count on it, and it keeps its subscription as it stops", "group", l.Group, "err", err)
+		l.Log.Warn("mqtt subscribed, but the group's store did not record that this member holds the share group's subscription; trying again: "+
+			"until then other members stopping do not count on it, and it keeps its subscription as it stops", "group", l.Group, "err", err)
+		go l.joinAgain(ctx, conn)
 	}
+}
+
+// joinAgainMax caps the wait between the tries of joinAgain.
+const joinAgainMax = 15 * time.Second
+
+// joinAgain tries Join again for connection conn, waiting longer each
+// time, until it succeeds, conn is lost, the member leaves or ctx ends.
+func (l *Leaving) joinAgain(ctx context.Context, conn uint64) {
+	for wait := time.Second; ; wait = min(2*wait, joinAgainMax) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if l.rejoin(ctx, conn) {
+			return
+		}
+	}
+}
+
+// rejoin runs Join once for connection conn, unless conn was lost or the
+// member left meanwhile; it reports whether there is nothing more to try.
+func (l *Leaving) rejoin(ctx context.Context, conn uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn.Load() != conn || l.Left() {
+		return true
+	}
+	if err := l.Join(ctx); err != nil {
+		l.Log.Warn("the group's store still did not record that this member holds the share group's subscription; trying again", "group", l.Group, "err", err)
+		return false
+	}
+	l.Log.Info("the group's store recorded that this member holds the share group's subscription", "group", l.Group)
+	return true
 }
 
 // Lost marks the current connection lost, at once: a grant of it that
