@@ -109,7 +109,7 @@ func (e *Engine) placed(d *Delivery, topic string, now time.Time) {
 	p := d.placement(e, topic, now)
 	if d.placer.Applied(d, p) {
 		if src := p.Window(); src != nil { // the window Applied changed, looked up once
-			e.pending.sources[src] = struct{}{}
+			e.pending.touched(src)
 		}
 	}
 }
@@ -125,7 +125,7 @@ func (e *Engine) heldPlaced(d *Delivery, topic string, now time.Time) {
 	p := d.placement(e, topic, now)
 	if h.Held(d, p) {
 		if src := p.Window(); src != nil {
-			e.pending.sources[src] = struct{}{}
+			e.pending.touched(src)
 		}
 	}
 }
@@ -135,7 +135,7 @@ func (e *Engine) heldPlaced(d *Delivery, topic string, now time.Time) {
 func (e *Engine) fedBy(d *Delivery, feed string) {
 	if src := e.lookupSource(d); src != nil && src.Feed != feed {
 		src.Feed = feed
-		e.pending.sources[src] = struct{}{}
+		e.pending.touched(src)
 	}
 }
 
@@ -204,7 +204,7 @@ func (e *Engine) decide(d *Delivery, now time.Time, release, keyApplied bool, re
 		if !v.outcome.Effective() {
 			return dec
 		}
-		e.pending.sources[src] = struct{}{}
+		e.pending.touched(src)
 		ver.Epoch, ver.Sequence = releasedEpochRank(d), d.seq
 		if v.epoch != nil {
 			ver.Epoch = v.epoch.Value

@@ -209,7 +209,7 @@ type pending struct {
 	batch    Batch
 	sources  map[*SourceState]struct{}
 	entities []changedEntity // in the order they first changed
-	gen      uint64          // marks the entities this batch changed
+	gen      uint64          // marks the sources and entities this batch changed
 	seqs     []int64         // what the batch's audit records' Sequence point to
 	changes  []Change        // what the batch's audit records' Effects point into
 	raw      []byte          // the JSON values of those changes
@@ -338,6 +338,12 @@ func (p *pending) changed(name string, ent *entity) {
 		ent.changedIn = p.gen
 		p.entities = append(p.entities, changedEntity{name, ent})
 	}
+}
+
+// touched adds src to the sources the pending batch changed.
+func (p *pending) touched(src *SourceState) {
+	p.sources[src] = struct{}{}
+	src.changedIn = p.gen
 }
 
 // holds reports whether the pending batch changed ent.

@@ -10,9 +10,11 @@ import (
 // engine's memory lacks; the engine then loads none at start, and keeps
 // in memory about Options.CachedRows of them.
 //
-// Rows are let go (trim) only once every batch sealed before is
+// A row is let go (trim) only once the batch that last changed it is
 // committed: a row missing from memory has no write in flight, so the
-// committed row the store returns is its state. A read that fails fails
+// committed row the store returns is its state. Rows the batches in
+// flight changed stay, and the next batch is decided without waiting
+// for them. A read that fails fails
 // the batch it was made for: nothing decided in it is committed, and the
 // engine reloads before deciding again.
 type lazyRows struct {
@@ -110,26 +112,27 @@ func (e *Engine) readEntity(name string) *entity {
 }
 
 // trim lets rows go, down to three quarters of the limit, once memory
-// holds more than the limit: only when nothing sealed is in flight, and
-// never a row of the pending batch. Called with e.mu held, before a batch
-// is decided.
+// holds more than the limit: only rows whose last change is committed,
+// never one the pending batch or a batch in flight changed. Called with
+// e.mu held, before a batch is decided (and so before its read opens,
+// which then sees every commit landedRows counts).
 func (w *ownedWindows) trim() {
 	e := w.e
 	l := e.rows
 	if l == nil || len(e.sources)+len(e.entities) <= l.limit {
 		return
 	}
-	w.drain()
 	if e.reload.Load() {
 		return // a commit failed: the reload starts afresh
 	}
+	landed := w.landedRows.Load()
 	keep := l.limit * 3 / 4
 	n := len(e.sources) + len(e.entities)
 	for id, s := range e.sources { // map order: a random choice
 		if n <= keep {
 			return
 		}
-		if _, ok := e.pending.sources[s]; !ok {
+		if s.changedIn <= landed {
 			delete(e.sources, id)
 			n--
 		}
@@ -138,7 +141,7 @@ func (w *ownedWindows) trim() {
 		if n <= keep {
 			return
 		}
-		if !e.pending.holds(ent) {
+		if ent.changedIn <= landed {
 			delete(e.entities, name)
 			n--
 		}

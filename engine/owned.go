@@ -21,6 +21,9 @@ type ownedWindows struct {
 	queue        chan *commitJob // sealed batches, to the committer
 	stopped      chan struct{}   // closed when the committer returns
 	committedGen atomic.Uint64   // the generation the committer accepts
+	// landedRows is the pending.gen of the last batch committed: a row
+	// whose last change is at or below it has no write in flight (trim).
+	landedRows atomic.Uint64
 	// untold is set when a commit fails with a submitted batch in it or
 	// behind it, and cleared when a submitted batch's wait returns a
 	// commit's error: until then the caller has not seen the failure, and
@@ -86,7 +89,7 @@ func (w *ownedWindows) load(ctx context.Context) error {
 func (w *ownedWindows) submit(ctx context.Context, msgs []Message) (<-chan struct{}, func() ([]Decision, error), error) {
 	e := w.e
 	w.trim()
-	if err := e.ready(ctx); err != nil { // trim found a failed commit
+	if err := e.ready(ctx); err != nil { // a commit failed
 		return nil, nil, err
 	}
 	if w.untold.Load() {
@@ -191,6 +194,7 @@ type commitJob struct {
 	ctx   context.Context
 	batch *Batch
 	gen   uint64 // the state generation it was decided in
+	rows  uint64 // the pending.gen its rows' changes are marked with
 	head  AuditHead
 	// submitted: by submit, whose caller takes the outcome from wait
 	// (not an operator action's).
@@ -203,13 +207,14 @@ type commitJob struct {
 // evictions, and queues it for the committer. Called with e.mu held.
 func (w *ownedWindows) seal(ctx context.Context, submitted bool) *commitJob {
 	e := w.e
+	rows := e.pending.gen
 	b := e.takeBatch()
 	b.NextKey = e.keys.next
 	if old := e.keys.oldest(); old > w.evicted {
 		b.EvictBelow = old
 		w.evicted = old
 	}
-	c := &commitJob{ctx: ctx, batch: b, gen: w.gen, head: e.tail, submitted: submitted, done: make(chan struct{})}
+	c := &commitJob{ctx: ctx, batch: b, gen: w.gen, rows: rows, head: e.tail, submitted: submitted, done: make(chan struct{})}
 	if submitted {
 		w.submits.Add(1)
 		if c.gen != w.committedGen.Load() { // decided on a failed commit: it will be aborted
@@ -370,6 +375,7 @@ func (w *ownedWindows) commitOne(c *commitJob, b *Batch, group []*commitJob) err
 		e.reload.Store(true)
 		return fmt.Errorf("commit: %w", err)
 	}
+	w.landedRows.Store(c.rows)
 	e.headMu.Lock()
 	e.head = c.head
 	e.headMu.Unlock()
