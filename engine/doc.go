@@ -19,7 +19,7 @@
 //     the per-(route, source, epoch) RFC 6479 window;
 //   - project (effects.go): add, set, max, min on entity state, for applied
 //     messages only;
-//   - record and commit (decide.go, chain.go, owned.go, shared.go):
+//   - record and commit (decide.go, chain.go, owned.go, sharedupdate.go):
 //     hash-chained audit records, quarantine entries with raw bytes, one
 //     Batch per commit.
 //
@@ -29,8 +29,9 @@
 // from Store.Load, and each batch is sealed and queued to the committer
 // goroutine (owned.go); on a shared store they are the rows a batch
 // touches, read under the store's concurrency control for that batch by
-// SharedStore.Update and written with it, then journaled (shared.go, with
-// storeloss.go for a store that fails over). Either way each message is
+// SharedStore.Update and written with it, then journaled (shared.go,
+// shareddecide.go, sharedreads.go, sharedupdate.go, with storeloss.go for
+// a store that fails over). Either way each message is
 // decided by the same code, on the windows the seam put in place.
 //
 // Concurrency: an Engine is safe for concurrent use. Decisions are

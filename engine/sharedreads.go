@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // maxReadRounds bounds how often one batch is decided again on wider
@@ -79,4 +80,54 @@ func (u *unreadRows) widen(r *Reads) {
 	r.Keys = slices.SortedFunc(maps.Keys(u.keys), func(a, b Hash) int { return bytes.Compare(a[:], b[:]) })
 	r.Entities = slices.Sorted(maps.Keys(u.entities))
 	u.start()
+}
+
+// reads decodes msgs (keeping what it found for decideOne) and names every
+// row deciding them can touch: each key, each sequenced (route, source),
+// each entity an effect names. A delivery its kind places names its
+// source alone: the rest is found by deciding (unreadRows). Where the
+// store reads its server's clock, it reads the group's key clock for the
+// batch: the stamp of its keys and the key cutoff.
+func (e *Engine) reads(msgs []Message, now time.Time) *Reads {
+	r := &Reads{KeyCutoff: now.Add(-e.ttl).UnixNano()}
+	if e.group != nil {
+		e.keyStamp, e.keyCutoff = e.readGroupClock()
+		r.KeyCutoff = e.keyCutoff
+	}
+	keys, sources, entities := map[Hash]struct{}{}, map[string]struct{}{}, map[string]struct{}{}
+	placing := false
+	for i := range msgs {
+		m := &msgs[i]
+		if m.prepared == nil && m.prepErr == nil {
+			m.prepared, m.prepErr = e.decodeFresh(m)
+		}
+		d := m.prepared
+		if m.prepErr != nil || d == nil {
+			continue // malformed: it reads nothing
+		}
+		if d.placer != nil { // its key and entities follow from its source's row
+			placing = true
+			sources[sourceID(d.route.Name, d.source)] = struct{}{}
+			continue
+		}
+		keys[d.key] = struct{}{}
+		if d.seq >= 0 {
+			sources[sourceID(d.route.Name, d.source)] = struct{}{}
+		}
+		for _, name := range d.entities {
+			if name != "" {
+				entities[name] = struct{}{}
+			}
+		}
+	}
+	for k := range keys {
+		r.Keys = append(r.Keys, k)
+	}
+	slices.SortFunc(r.Keys, func(a, b Hash) int { return bytes.Compare(a[:], b[:]) })
+	r.Sources = slices.Sorted(maps.Keys(sources))
+	r.Entities = slices.Sorted(maps.Keys(entities))
+	if placing {
+		e.unread = newUnreadRows(r)
+	}
+	return r
 }
