@@ -98,7 +98,8 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.hold = consume.Hold{Why: cfg.Hold, Log: cfg.Logger}
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger, Filters: cfg.Filters}
 	if cfg.Adopt {
-		c.share = adoptLeaving(cfg)
+		c.share.Adopting(cfg.Adopted)
+		c.adopt.Fatal, c.adopt.Err = c.fatal, ErrAdoption
 	} else if slices.ContainsFunc(cfg.Filters, func(f Filter) bool { return !f.Unshared }) {
 		c.share.Join, c.share.Quit = cfg.JoinShare, cfg.QuitShare // the group's subscriptions are among those subscribed
 	}
@@ -207,7 +208,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.obs.Observe(source.Event{Kind: source.Disconnected, Broker: c.brokerURL()})
 	}
 	if c.cfg.Adopt {
-		return c.adoptResult(runErr)
+		return c.adopt.Result(runErr, c.share)
 	}
 	return runErr
 }

@@ -56,12 +56,10 @@ type Consumer struct {
 	commits    *consume.Committer
 	batches    *consume.Batches[delivery]
 
-	fatal     chan error      // a refused subscription; buffered
-	beforeAck func(time.Time) // a fault point; tests in this package set it
-	// beginAdoption starts leaving the group on the adopted session's
-	// behalf, once it is resumed (Config.Adopt); set by each adopting Run.
-	beginAdoption func()
-	hold          consume.Hold // Config.Hold
+	fatal     chan error       // a refused subscription; buffered
+	beforeAck func(time.Time)  // a fault point; tests in this package set it
+	adopt     consume.Adoption // an adopting Run's state (Config.Adopt)
+	hold      consume.Hold     // Config.Hold
 }
 
 // New returns a Consumer of the brokers in cfg for p, or an error wrapping
@@ -81,7 +79,8 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger, Filters: cfg.Filters,
 		Unsubscribe: c.unsubscribeShared, Join: cfg.JoinShare, Quit: cfg.QuitShare}
 	if cfg.Adopt {
-		c.share = c.adoptLeaving()
+		c.share.Adopting(cfg.Adopted)
+		c.adopt.Fatal, c.adopt.Err = c.fatal, ErrAdoption
 	}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
@@ -136,7 +135,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	leaveCtx, connect := ctx, c.connectLoop
 	if c.cfg.Adopt {
 		var stop func()
-		leaveCtx, stop = c.startAdoption(ctx)
+		leaveCtx, stop = c.adopt.Start(ctx)
 		defer stop()
 		connect = c.adoptOnce
 	}
@@ -158,7 +157,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.quits.Wait()
 	c.connected.Store(false)
 	if c.cfg.Adopt {
-		return c.adoptResult(runErr)
+		return c.adopt.Result(runErr, c.share)
 	}
 	return runErr
 }

@@ -46,7 +46,7 @@ func (c *Consumer) serve(ctx context.Context, l *link, sessionPresent bool) (hel
 	defer c.live.CompareAndSwap(l, nil)
 	if c.cfg.Adopt { // the session resumed: leave the group on its behalf, on this connection
 		c.subscribed.Store(true)
-		c.beginAdoption()
+		c.adopt.Begin()
 	}
 	if len(subs) > 0 {
 		// After the Run's first grant every subscription is a renewal,

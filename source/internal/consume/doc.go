@@ -5,8 +5,9 @@
 // batch's commit and the messages it passes (Messages), the settings'
 // defaults, and, for the consumers fed by a client library's callback
 // (MQTT), the delivery queue, the batching loop with its report of the
-// acknowledgements (Batches.ReportAcks), and the MQTT consumers' broker URL
-// and topic filter rules. The events a source reports are package source's
+// acknowledgements (Batches.ReportAcks), the MQTT consumers' broker URL
+// and topic filter rules, and their adoption of a gone member's session
+// (Adoption). The events a source reports are package source's
 // (source.Event, source.Observer), public so that the metrics can hear
 // them without importing a source; how an MQTT consumer dials its broker
 // is package internal/mqttconn's, shared with the MQTT output. A source
