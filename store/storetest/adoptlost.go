@@ -37,11 +37,22 @@ func quit(t *testing.T, h *handle, group string) {
 // the adoption.
 func lostClaimed(t *testing.T, b *handle) engine.Adoption {
 	t.Helper()
+	return lostClaimedVia(t, b, adopter(t, b), "a's lost session claimed")
+}
+
+// lostClaimedVia waits until b claims a's session of g for its loss
+// through sa (the adopter of its one session or of a path's), and returns
+// the adoption.
+func lostClaimedVia(t *testing.T, b *handle, sa engine.ShareAdopter, what string) engine.Adoption {
+	t.Helper()
 	var ad engine.Adoption
-	eventually(t, lostWait, "a's lost session claimed", func() bool {
-		got := lostAdoptions(t, b, "g", lostWait)
+	eventually(t, lostWait, what, func() bool {
+		got, err := sa.ClaimAdoptions(t.Context(), "g", lostWait)
+		if err != nil {
+			t.Fatalf("%s claims the sessions of %q lost for %v: %v", b.member, "g", lostWait, err)
+		}
 		if len(got) > 1 || len(got) == 1 && got[0].Member != "a" {
-			t.Fatalf("b claimed %v, want a's session alone", got)
+			t.Fatalf("%s claimed %v, want a's session alone", b.member, got)
 		}
 		if len(got) == 1 {
 			ad = got[0]

@@ -167,17 +167,7 @@ func testPathsLost(t *testing.T, p *place) {
 	if got, err := paths(t, b).PathAdopter("x").ClaimAdoptions(t.Context(), "g", time.Hour); err != nil || len(got) != 0 {
 		t.Fatalf("b claimed %v, %v on path x with a lost there for less than the wait", got, err)
 	}
-	var ad engine.Adoption
-	eventually(t, lostWait, "a's lost session on path x claimed", func() bool {
-		got, err := paths(t, b).PathAdopter("x").ClaimAdoptions(t.Context(), "g", lostWait)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 1 {
-			ad = got[0]
-		}
-		return len(got) == 1
-	})
+	ad := lostClaimedVia(t, b, paths(t, b).PathAdopter("x"), "a's lost session on path x claimed")
 	checkPathAdoption(t, ad, "a", "x", "g")
 	if ad.Lost.IsZero() {
 		t.Fatalf("a's session on path x claimed without its loss time: %+v", ad)
@@ -192,17 +182,7 @@ func testPathsLost(t *testing.T, p *place) {
 	if err := paths(t, a).QuitSharePath(t.Context(), "x", "g"); err != nil {
 		t.Fatal(err)
 	}
-	var again engine.Adoption
-	eventually(t, lostWait, "a's session on path x, lost again, claimed", func() bool {
-		got, err := paths(t, b).PathAdopter("x").ClaimAdoptions(t.Context(), "g", lostWait)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 1 {
-			again = got[0]
-		}
-		return len(got) == 1
-	})
+	again := lostClaimedVia(t, b, paths(t, b).PathAdopter("x"), "a's session on path x, lost again, claimed")
 	if !again.Lost.After(ad.Lost) {
 		t.Fatalf("a lost again on path x: loss time %v, want after %v", again.Lost, ad.Lost)
 	}
