@@ -204,14 +204,7 @@ func feedsMemberCutOffFromOnePath(t *testing.T, kind string) {
 	// cut off from it comes down no other path.
 	pub := newPublisher(t, []string{brokers["a"].URL()}, 20)
 	sources := []string{"s1", "s2"}
-	publishEach(t, pub, sources, 100)
-	waitFor(t, "the first messages applied", 30*time.Second, func() bool {
-		return appliedCounts(t, live, sources) == 100*len(sources)
-	})
-
-	proxy.Cut()
-	cutAt := time.Now()
-	publishEach(t, pub, sources, 200)
+	cutAt := cutUnderLoad(t, proxy, live, sources, pub)
 	for n := appliedCounts(t, live, sources); n != 300*len(sources); n = appliedCounts(t, live, sources) {
 		if time.Since(cutAt) > lostBound {
 			t.Fatalf("%d of the %d messages applied within %v of the member's cut from path a's broker: the rest wait in its session there",

@@ -43,14 +43,7 @@ func memberCutOffFromItsStore(t *testing.T, kind, protocol string) {
 	live.WaitReady()
 	pub := newPublisher(t, brokers, 20)
 	sources := []string{"s1", "s2"}
-	publishEach(t, pub, sources, 100)
-	waitFor(t, "the first messages applied", 30*time.Second, func() bool {
-		return appliedCounts(t, live, sources) == 100*len(sources)
-	})
-
-	proxy.Cut()
-	cutAt := time.Now()
-	publishEach(t, pub, sources, 200)
+	cutAt := cutUnderLoad(t, proxy, live, sources, pub)
 	bound := leaseTTL + 20*time.Second
 	waitFor(t, "every message applied, the cut-off member's share adopted", bound, func() bool {
 		return appliedCounts(t, live, sources) == 300*len(sources)
@@ -215,6 +208,25 @@ func (p *cutProxy) Restore() {
 	p.cut = false
 }
 
+// cutUnderLoad publishes 100 messages of each source through each of pubs
+// and waits until d has applied them, then cuts proxy and publishes 200
+// more of each. It returns when the cut was made.
+func cutUnderLoad(t testing.TB, proxy *cutProxy, d *daemon, sources []string, pubs ...*testbroker.Publisher) time.Time {
+	t.Helper()
+	for _, pub := range pubs {
+		publishEach(t, pub, sources, 100)
+	}
+	waitFor(t, "the first messages applied", 30*time.Second, func() bool {
+		return appliedCounts(t, d, sources) == 100*len(sources)
+	})
+	proxy.Cut()
+	cutAt := time.Now()
+	for _, pub := range pubs {
+		publishEach(t, pub, sources, 200)
+	}
+	return cutAt
+}
+
 // A member of mqtt.feeds cut off from its store keeps off the brokers of
 // every path until it holds its lease again: the live member adopts its
 // session on each path once, and applies what the cut-off member held.
@@ -242,14 +254,7 @@ func TestAFeedsMemberCutOffFromItsStoreLeavesEachPathsSessionToTheLiveOne(t *tes
 			publishEach(t, pub, sources, n)
 		}
 	}
-	publish(100)
-	waitFor(t, "the first messages applied", 30*time.Second, func() bool {
-		return appliedCounts(t, live, sources) == 100*len(sources)
-	})
-
-	proxy.Cut()
-	cutAt := time.Now()
-	publish(200)
+	cutAt := cutUnderLoad(t, proxy, live, sources, pubs...)
 	waitFor(t, "every message applied, the cut-off member's share adopted on each path", leaseTTL+20*time.Second, func() bool {
 		return appliedCounts(t, live, sources) == 300*len(sources)
 	})

@@ -27,13 +27,7 @@ func TestAGroupCutOffFromItsStoreLosesNothingWhenItReturns(t *testing.T) {
 	b.WaitReady()
 	pub := newPublisher(t, brokers, 20)
 	sources := []string{"s1", "s2"}
-	publishEach(t, pub, sources, 100)
-	waitFor(t, "the first messages applied", 30*time.Second, func() bool {
-		return appliedCounts(t, a, sources) == 100*len(sources)
-	})
-
-	proxy.Cut()
-	publishEach(t, pub, sources, 200)
+	cutUnderLoad(t, proxy, a, sources, pub)
 	time.Sleep(leaseTTL + 10*time.Second) // every lease ran out
 	proxy.Restore()
 	waitFor(t, "both members ready again", storeNotice+15*time.Second, func() bool { return a.ok("/readyz") && b.ok("/readyz") })
