@@ -112,8 +112,11 @@ type Capabilities struct {
 // HeldFinder finds open quarantine entries by the key and content of the
 // message each holds (QuarantineEntry.Content). A store keeps the index
 // in the commit that adds an entry, and takes the entry out of it in the
-// one that releases or discards it. Safe for concurrent use; on a shared
-// store it may be called from inside Update's decide.
+// one that releases or discards it. A shared store's Update writes no
+// entry of a key and content another open entry holds (one another member
+// committed after the batch read the index): that is a lost race, and the
+// batch, decided again, finds the entry. Safe for concurrent use; on a
+// shared store it may be called from inside Update's decide.
 type HeldFinder interface {
 	// FindHeld returns the lowest id of the open entries that hold a
 	// message of key and content; found is false when none does.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -24,7 +25,7 @@ func heldValue(q engine.QuarantineEntry) []byte {
 }
 
 // FindHeld returns the lowest id of the open entries holding a message of
-// key and content (the partial index quarantine_held). It reads what is
+// key and content (the partial unique index quarantine_held). It reads what is
 // committed, on a connection of its own: the batch that relies on the
 // entry locks it in its own transaction (heldOpen).
 func (s *Store) FindHeld(ctx context.Context, key, content engine.Hash) (uint64, bool, error) {
@@ -61,4 +62,19 @@ func heldOpenIDs(b *engine.Batch) []int64 {
 // release committed meanwhile: a lost race, decided again.
 func heldGone(missing int64) string {
 	return fmt.Sprintf("%d open quarantine entries the batch's duplicates named were released or discarded meanwhile", missing)
+}
+
+// heldInserted checks the insert of a batch's quarantine entries. One of
+// a message an open entry holds already fails the unique index
+// quarantine_held: an entry another member committed after the batch was
+// decided (an insert it has not committed is waited for), a lost race.
+// Decided again, the batch finds that entry and records the delivery a
+// duplicate of it.
+func heldInserted(br pgx.BatchResults) error {
+	_, err := br.Exec()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "quarantine_held" {
+		return fmt.Errorf("%w: an open quarantine entry holds the same message (%s)", errLostRace, pe.Message)
+	}
+	return dbErr(err)
 }

@@ -67,8 +67,9 @@ func (u *update) claim(kind string, names, held []string) {
 // keys, when it read none of them as present, by a COPY (copyKeys), the
 // other rows by statements in one round trip, the audit records by a COPY
 // after them. In an Update, a key another member wrote first fails it with
-// errLostRace, an open quarantine entry that is gone with
-// engine.ErrNotFound; the rows it read or claimed are updated, and the
+// errLostRace, as does a quarantine entry of a message another member's
+// open entry holds (heldInserted), an open quarantine entry that is gone
+// with engine.ErrNotFound; the rows it read or claimed are updated, and the
 // claims it does not write are deleted.
 func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engine.AuditHead, u *update) error {
 	newHead, err := engine.NextHead(head, b.Audit)
@@ -114,14 +115,7 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 		ids := heldOpenIDs(b)
 		queue(affected(len(ids), heldGone), s.sql.heldOpen, ids)
 	}
-	if len(b.Quarantine) > 0 {
-		ids, entries, payloads, held, err := quarantineColumns(b.Quarantine)
-		if err != nil {
-			return err
-		}
-		queue(execd, s.sql.insertQuar, ids, entries, payloads, held)
-	}
-	if len(b.Resolved) > 0 {
+	if len(b.Resolved) > 0 { // before the inserts: an entry resolved leaves its held value to a new one
 		ids := make([]int64, len(b.Resolved))
 		for i, id := range b.Resolved {
 			ids[i] = int64(id)
@@ -131,6 +125,13 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, b *engine.Batch, head engi
 		} else {
 			queue(execd, s.sql.resolveAny, ids)
 		}
+	}
+	if len(b.Quarantine) > 0 {
+		ids, entries, payloads, held, err := quarantineColumns(b.Quarantine)
+		if err != nil {
+			return err
+		}
+		queue(heldInserted, s.sql.insertQuar, ids, entries, payloads, held)
 	}
 	if err := s.queueOutbox(queue, b); err != nil {
 		return err

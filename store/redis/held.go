@@ -33,7 +33,9 @@ func heldMember(q *engine.QuarantineEntry) string {
 
 // heldArgs appends the update script's last ARGV: each quarantine entry's
 // member of the held index, then, for an Update (checked), the hex ids of
-// the open entries the batch's duplicates name, and their count.
+// the open entries the batch's duplicates name, their count, and "1" ("0"
+// for Commit): an Update's entry of a message another open entry holds
+// already is a lost race (heldFirst).
 func heldArgs(args []any, b *engine.Batch, checked bool) []any {
 	for i := range b.Quarantine {
 		args = append(args, heldMember(&b.Quarantine[i]))
@@ -45,7 +47,11 @@ func heldArgs(args []any, b *engine.Batch, checked bool) []any {
 		}
 		n = len(b.HeldOpen)
 	}
-	return append(args, n)
+	flag := "0"
+	if checked {
+		flag = "1"
+	}
+	return append(args, n, flag)
 }
 
 // FindHeld returns the lowest id of the open entries holding a message of

@@ -48,9 +48,13 @@ import goredis "github.com/redis/go-redis/v9"
 // holds (see outboxWrites), whose KEYS come before the row locks. The
 // last ARGV are the held index's (heldArgs), read from the end: the member
 // of quarantine:held of each quarantine entry ("" for one not indexed), the
-// hex ids of the open entries the batch's duplicates name (HeldOpen), and
-// how many of those there are; one named that is no longer open is a
-// {"conflict"}.
+// hex ids of the open entries the batch's duplicates name (HeldOpen), how
+// many of those there are, and "1" for an Update, "0" for Commit; one
+// named that is no longer open is a {"conflict"}, as is, in an Update, a
+// quarantine entry of a key and content another open entry holds (one
+// the batch does not resolve): another member held the message since the
+// batch was decided, and the batch, decided again, finds that entry
+// (heldFirst).
 //
 // Returns {"ok"}; {"lease", holder} when the lease is not the caller's ("" when
 // it is free); {"gap", head position} when the first record does not follow
@@ -127,10 +131,13 @@ local r0 = p + wk + 2 * ws + 2 * we + 2 * nq
 for i = r0, r0 + nr - 1 do
   if redis.call('HEXISTS', KEYS[9], a[i]) == 0 then return {'notfound', a[i]} end
 end
-local hn = tonumber(a[#a])
-local hm = #a - hn - nq
-for i = #a - hn, #a - 1 do
+local hn = tonumber(a[#a - 1])
+local hm = #a - 1 - hn - nq
+for i = #a - 1 - hn, #a - 2 do
   if redis.call('HEXISTS', KEYS[9], a[i]) == 0 then return {'conflict'} end
+end
+if a[#a] == '1' and nq > 0 then
+` + heldFirst + `
 end
 ` + outboxChecks + `
 local w = p
@@ -204,6 +211,27 @@ if nl > 0 then
 end
 return {'ok'}
 `
+
+// heldFirst is the part of the update script that checks, in an Update,
+// that no open entry holds the message of a quarantine entry the batch
+// writes: the members of quarantine:held (KEYS[14]) of its key and
+// content whose entries are open (KEYS[9]) and not resolved by the batch
+// (a[r0] on). Members an entry left behind (resolved by a build from
+// before the index) are passed over, as FindHeld passes them over.
+const heldFirst = `
+  local gone = {}
+  for i = r0, r0 + nr - 1 do gone[a[i]] = true end
+  for i = 0, nq - 1 do
+    local m = a[hm + i]
+    if m ~= '' then
+      local pre = string.sub(m, 1, 129)
+      local ms = redis.call('ZRANGEBYLEX', KEYS[14], '[' .. pre, '(' .. string.sub(pre, 1, 128) .. ';')
+      for _, o in ipairs(ms) do
+        local id = string.sub(o, 130)
+        if not gone[id] and redis.call('HEXISTS', KEYS[9], id) == 1 then return {'conflict'} end
+      end
+    end
+  end`
 
 var updateScript = goredis.NewScript(updateSource)
 

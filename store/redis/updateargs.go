@@ -73,7 +73,7 @@ func (s *Store) scriptArgs(b *engine.Batch, rd *read, buf *[]byte) ([]string, []
 		srcChk, entChk = pairs(rd.r.Sources, rd.sources), pairs(rd.r.Entities, rd.entities)
 	}
 	args := make([]any, 0, 23+len(ka.present)+len(srcChk)+len(entChk)+len(b.Keys)+
-		2*len(b.Sources)+2*len(b.Entities)+3*len(b.Quarantine)+len(b.Resolved)+len(b.HeldOpen)+1) // the held index's last: heldArgs
+		2*len(b.Sources)+2*len(b.Entities)+3*len(b.Quarantine)+len(b.Resolved)+len(b.HeldOpen)+2) // the held index's last: heldArgs
 	args = append(args, s.holder, s.member, first, head, len(ka.checked), len(srcChk)/2, len(entChk)/2,
 		len(b.Keys), len(b.Sources), len(b.Entities), len(b.Audit), len(b.Quarantine), len(b.Resolved),
 		s.opts.TTL.Milliseconds(), setMember, set, audit, ka.checked, ka.written, len(ka.present), lk.token, len(lk.names), s.k.unlocked)

@@ -115,6 +115,8 @@ var suites = []suite{
 		{name: "a held message delivered again after its entry was released or discarded is held anew", fn: testHeldAgainAfterResolve},
 		{name: "a delivery decided while its entry's discard commits is held anew", single: whyOwned, fn: testHeldAgainWhileDiscarding},
 		{name: "a delivery decided while another member discards its entry is held anew, or a duplicate committed before the discard", needs: needMembers, fn: testHeldAgainWhileAnotherMemberDiscards},
+		{name: "a conflict two members hold at once is held once, the later commit a duplicate of the first one's entry", needs: needMembers, fn: heldAtTwoMembersAtOnce(reading(1, "5"))},
+		{name: "a message below the window two members hold at once is held once, the later commit a duplicate of the first one's entry", needs: needMembers, fn: heldAtTwoMembersAtOnce(incident(1, 1))},
 	}},
 	{name: "routes", needs: needRoutes, cases: []testCase{
 		{name: "a route's key derivation is recorded once and kept", fn: testRoutesRecordedOnce},
