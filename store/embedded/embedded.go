@@ -34,12 +34,15 @@ const lockTimeout = time.Second
 // (engine/rowcodec.go) and audit records of format 3 (a connection's first
 // delivery, see auditcodec.go), which a build of version 2 cannot read;
 // version 4 source rows of format 5 (a Sparkplug edge's session, binary,
-// each alias table once), which a build of version 3 cannot read. A
+// each alias table once), which a build of version 3 cannot read;
+// version 5 every open quarantine entry with a key in the held index
+// (those held before it indexed at the raise, heldSince), which a build
+// of version 4 would hold entries outside of. A
 // writer raises an older store to this version (and rewrites each row when it
 // next writes it), and a reader reads it as it is. A build of an older
 // version refuses a store raised, at open, rather than stop at the first
 // row or record it cannot read.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // ErrReadOnly is returned by Commit on a store opened with Options.ReadOnly.
 var ErrReadOnly = errors.New("embedded: store opened read-only")
@@ -188,6 +191,11 @@ func (s *Store) init() error {
 		m := tx.Bucket(bucketMeta)
 		if m.Get(keyRows) == nil { // a new store, or one of version 1
 			if err := m.Put(keyRows, countRows(tx).encode()); err != nil {
+				return err
+			}
+		}
+		if binary.BigEndian.Uint64(m.Get(keyVersion)) < heldSince {
+			if err := backfillHeld(tx); err != nil {
 				return err
 			}
 		}

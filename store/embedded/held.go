@@ -14,8 +14,9 @@ import (
 // bucketHeld indexes the open quarantine entries by the key and content
 // of the message each holds (engine.HeldFinder): key (32 bytes), content
 // (32), entry id (8, big-endian) → nothing. Created by the first commit
-// that holds a message with a key; a store written before it has none,
-// and its entries are not found.
+// that holds a message with a key; the open entries a store written
+// before it holds are indexed when a writer raises its layout to
+// heldSince (backfillHeld).
 var bucketHeld = []byte("held")
 
 // heldIndexKey is the index key of entry id, held under key and content.
@@ -128,4 +129,38 @@ func findHeld(tx *bolt.Tx, key, content engine.Hash) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// heldSince is the layout from which every open entry of a message with a
+// key is in the held index: a writer raising an older store indexes those
+// held before the index (backfillHeld) in the transaction that raises it,
+// and a build from before, which holds entries the index does not, refuses
+// the raised store.
+const heldSince = 5
+
+// backfillHeld indexes, in id order, the open entries that have a key and
+// no index key, unless an open entry of their key and content is indexed
+// already: of several, the lowest id.
+func backfillHeld(tx *bolt.Tx) error {
+	var idx *bolt.Bucket
+	return tx.Bucket(bucketQuarantine).ForEach(func(_, v []byte) error {
+		q, err := decodeQuarantine(v)
+		if err != nil {
+			return fmt.Errorf("embedded: index the entries held before the index: %w", err)
+		}
+		key, ok := heldKey(q)
+		if !ok {
+			return nil
+		}
+		content := engine.HeldContent(q.Topic, q.Payload)
+		if _, found := findHeld(tx, key, content); found {
+			return nil
+		}
+		if idx == nil {
+			if idx, err = tx.CreateBucketIfNotExists(bucketHeld); err != nil {
+				return err
+			}
+		}
+		return idx.Put(heldIndexKey(key, content, q.ID), nil)
+	})
 }

@@ -134,6 +134,8 @@ func TestStore(t *testing.T) {
 		{"a schema of version 13 is raised to keep the share of each path of a member's", testSchemaRaisedForSharePaths},
 		{"a schema of version 14 is raised to index the open quarantine entries by key and content", testSchemaRaisedForHeld},
 		{"a schema of version 16 is raised to keep one open quarantine entry of a key and content indexed", testSchemaRaisedForUniqueHeld},
+		{"an entry held before version 15 is found once the schema is raised to 18", testSchemaBackfillsHeld},
+		{"the held values the raise to 18 computes are the engine's, byte for byte", testSchemaBackfillsHeldAsTheEngine},
 		{"a read-only open of an older schema says how to read it and how it is migrated", testSchemaOlderReadOnly},
 		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},

@@ -97,3 +97,90 @@ func (s *Store) FindHeld(ctx context.Context, key, content engine.Hash) (uint64,
 
 // heldLooks bounds the members of one key and content FindHeld reads.
 const heldLooks = 8
+
+// heldSince is the schema version from which every open entry of a
+// message with a key is in the held index: a member of this build raising
+// an older version indexes those it finds without a member (backfillHeld)
+// before it raises the version, and a build from before, which writes
+// entries the index does not hold, refuses the raised one.
+const heldSince = 9
+
+// backfillHeld indexes the open entries held before the index (by a build
+// from before it) that have a key: each in id order, unless an open entry
+// of its key and content is indexed already (backfillHeldScript). Members
+// of this build opening at once may both run it: each entry is checked
+// and indexed in one script, and each goes in id order, so the lowest id
+// of a key and content without an index member is the one indexed.
+func (s *Store) backfillHeld(ctx context.Context) error {
+	from := "-"
+	for {
+		ids, err := s.c.ZRangeByLex(ctx, s.k.quarIDs, &goredis.ZRangeBy{Min: from, Max: "+", Count: scanChunk}).Result()
+		if err != nil || len(ids) == 0 {
+			return s.failed("index the entries held before the index", err)
+		}
+		if err := s.backfillHeldChunk(ctx, ids); err != nil {
+			return s.failed("index the entries held before the index", err)
+		}
+		if len(ids) < scanChunk {
+			return nil
+		}
+		from = "(" + ids[len(ids)-1]
+	}
+}
+
+// failed is s.fail(op, err), or nil when err is.
+func (s *Store) failed(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return s.fail(op, err)
+}
+
+// backfillHeldChunk indexes the entries of ids that are open, have a key,
+// and have no member of the index.
+func (s *Store) backfillHeldChunk(ctx context.Context, ids []string) error {
+	vals, err := s.c.HMGet(ctx, s.k.quarantine, ids...).Result()
+	if err != nil {
+		return err
+	}
+	by, err := s.c.HMGet(ctx, s.k.quarHeldBy, ids...).Result()
+	if err != nil {
+		return err
+	}
+	keys := []string{s.k.quarantine, s.k.quarHeld, s.k.quarHeldBy}
+	for i, v := range vals {
+		v, ok := v.(string)
+		if !ok || by[i] != nil {
+			continue // resolved since the ids were read, or indexed
+		}
+		q, err := decodeQuarantine(ids[i], v)
+		if err != nil {
+			return err
+		}
+		q.Content = engine.HeldContent(q.Topic, q.Payload)
+		m := heldMember(&q)
+		if m == "" {
+			continue
+		}
+		if err := backfillHeldScript.Run(ctx, s.c, keys, ids[i], m).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// backfillHeldScript indexes one open entry under its member of the held
+// index, unless it has one, is no longer open, or an open entry of its
+// key and content is indexed already. KEYS[1] quarantine entries, [2]
+// quarantine:held, [3] quarantine:heldby; ARGV[1] the entry's hex id, [2]
+// its member. Returns 1 when it indexed the entry, 0 otherwise.
+var backfillHeldScript = goredis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 or redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return 0 end
+local pre = string.sub(ARGV[2], 1, 129)
+for _, o in ipairs(redis.call('ZRANGEBYLEX', KEYS[2], '[' .. pre, '(' .. string.sub(pre, 1, 128) .. ';')) do
+  if redis.call('HEXISTS', KEYS[1], string.sub(o, 130)) == 1 then return 0 end
+end
+redis.call('ZADD', KEYS[2], 0, ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+return 1
+`)

@@ -143,7 +143,7 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 	}
-	if v := g.do(t, "GET", g.prefix+"schema"); v != "8" {
+	if v := g.do(t, "GET", g.prefix+"schema"); v != fmt.Sprint(schemaVersion) {
 		t.Fatalf("schema %v", v)
 	}
 	nums := g.do(t, "HVALS", g.prefix+"members").([]any)
@@ -154,9 +154,9 @@ func testSchemaConcurrent(t *testing.T, g *group) {
 }
 
 func testSchemaNewer(t *testing.T, g *group) {
-	g.do(t, "SET", g.prefix+"schema", "9")
+	g.do(t, "SET", g.prefix+"schema", fmt.Sprint(schemaVersion+1))
 	_, err := g.open(t, "a")
-	if err == nil || !strings.Contains(err.Error(), "schema version 9") {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprint("schema version ", schemaVersion+1)) {
 		t.Fatalf("open: %v", err)
 	}
 }
@@ -233,8 +233,8 @@ func testSchemaJSONRows(t *testing.T, g *group) {
 		t.Fatalf("read-only Load of JSON rows = %+v, %v", snap, err)
 	}
 	s := g.must(t, "a")
-	if v := g.do(t, "GET", g.prefix+"schema"); v != "8" {
-		t.Fatalf("schema %v after a member opened, want 8", v)
+	if v := g.do(t, "GET", g.prefix+"schema"); v != fmt.Sprint(schemaVersion) {
+		t.Fatalf("schema %v after a member opened, want %d", v, schemaVersion)
 	}
 	snap, err := s.Load(t.Context())
 	if err != nil || len(snap.Sources) != 1 || len(snap.Entities) != 1 ||

@@ -40,10 +40,13 @@ const DefaultLeaseTTL = 15 * time.Second
 // record's hash wrong; version 7 row format 5 for a source with a
 // Sparkplug session (binary, each alias table once); version 8 shares
 // marked lost (sharelost, sharepathslost), which a build from before
-// neither counts out of its group nor clears as its member joins again.
-// Each reads the rows of the versions before, and keeps a build that reads
-// only those out.
-const schemaVersion = 8
+// neither counts out of its group nor clears as its member joins again;
+// version 9 every open entry of a message with a key in the held index,
+// those held before it indexed at the raise (heldSince), which a build
+// from before writes entries without, and opens a second entry of a
+// message another member holds at the same moment. Each reads the rows of
+// the versions before, and keeps a build that reads only those out.
+const schemaVersion = 9
 
 // openTimeout bounds each step of Open that talks to the server.
 const openTimeout = 10 * time.Second
@@ -384,6 +387,11 @@ func (s *Store) schema(ctx context.Context) error {
 		// deciding on rows it no longer reads right.
 		if err := s.refuseLiveMembers(ctx, n); err != nil {
 			return err
+		}
+		if n < heldSince {
+			if err := s.backfillHeld(ctx); err != nil {
+				return err
+			}
 		}
 		// The rows of versions 1 (JSON), 2 (format 1) and 3 (format 2)
 		// are read as they are and rewritten when next written: only

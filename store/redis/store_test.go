@@ -56,6 +56,8 @@ func TestStore(t *testing.T) {
 		{"a resolved entry no longer open writes nothing", testResolvedGone},
 		{"quarantine is group-wide, in id order, bytes exact", testQuarantine},
 		{"an index member an entry resolved by a build from before left behind is passed over", testHeldIndexStale},
+		{"a member raising version 8 indexes the entries held before the index", testHeldBackfilled},
+		{"an entry held before the index is found once a member raised version 8", testHeldBackfilledFound},
 		{"commit must follow the chain head", testAuditGap},
 		{"load returns the group's rows and this member's head", testLoad},
 		{"a read-only handle reads every chain and writes nothing", testReadOnly},
