@@ -207,7 +207,7 @@ type Engine struct {
 
 type pending struct {
 	batch    Batch
-	sources  map[*SourceState]struct{}
+	sources  []*SourceState  // the sources this batch changed, in the order they first changed
 	entities []changedEntity // in the order they first changed
 	gen      uint64          // marks the sources and entities this batch changed
 	seqs     []int64         // what the batch's audit records' Sequence point to
@@ -340,17 +340,19 @@ func (p *pending) changed(name string, ent *entity) {
 	}
 }
 
-// touched adds src to the sources the pending batch changed.
+// touched adds src to the sources the pending batch changed, once.
 func (p *pending) touched(src *SourceState) {
-	p.sources[src] = struct{}{}
-	src.changedIn = p.gen
+	if src.changedIn != p.gen {
+		src.changedIn = p.gen
+		p.sources = append(p.sources, src)
+	}
 }
 
 // holds reports whether the pending batch changed ent.
 func (p *pending) holds(ent *entity) bool { return ent.changedIn == p.gen }
 
 func (e *Engine) resetPending() {
-	e.pending = pending{sources: map[*SourceState]struct{}{}, gen: e.pending.gen + 1}
+	e.pending = pending{gen: e.pending.gen + 1}
 }
 
 func (e *Engine) routeFor(topic string) *route {
@@ -431,7 +433,7 @@ func (e *Engine) takeBatch() *Batch {
 		slab = make(Fields, nf)
 	}
 	var added RowCount
-	for s := range e.pending.sources {
+	for _, s := range e.pending.sources {
 		if s.unstored {
 			added.Sources++
 			s.unstored = false
