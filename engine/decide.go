@@ -144,6 +144,9 @@ func (e *Engine) lookupSource(d *Delivery) *SourceState {
 	var buf [128]byte
 	id := appendSourceID(buf[:0], d.route.Name, d.source)
 	if s := e.sources[string(id)]; s != nil || e.rows == nil {
+		if s != nil {
+			s.usedIn = e.pending.gen
+		}
 		return s
 	}
 	return e.readSource(id)
@@ -289,8 +292,13 @@ func (e *Engine) source(d *Delivery) *SourceState {
 		// Copies, not d.srcBuf and substrings of the payload: they would
 		// keep the message alive.
 		s = &SourceState{Route: d.route.Name, Source: cloneStrings(d.source), unstored: true}
-		e.sources[string(id)] = s
+		key := string(id)
+		e.sources[key] = s
+		if e.rows != nil {
+			e.pending.fresh.sources = append(e.pending.fresh.sources, key)
+		}
 	}
+	s.usedIn = e.pending.gen
 	return s
 }
 

@@ -17,6 +17,7 @@ import (
 type entity struct {
 	fields    []namedField
 	changedIn uint64 // the pending batch that last changed it (pending.gen)
+	usedIn    uint64 // the pending batch that last looked it up
 	// unstored: the engine created it, and no batch that writes it was
 	// sealed yet (Batch.NewRows).
 	unstored bool
@@ -86,7 +87,11 @@ func (e *Engine) project(d *Delivery, ver Version, late bool) (changes []Change,
 			ent = &entity{unstored: true}
 			name = strings.Clone(name) // name shares its bytes with the message's other names
 			e.entities[name] = ent
+			if e.rows != nil {
+				p.fresh.entities = append(p.fresh.entities, name)
+			}
 		}
+		ent.usedIn = p.gen
 		changed := false
 		for _, o := range ef.ops {
 			v, hist := d.opValue(o)

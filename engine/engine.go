@@ -208,6 +208,7 @@ type Engine struct {
 type pending struct {
 	batch    Batch
 	sources  []*SourceState  // the sources this batch changed, in the order they first changed
+	fresh    freshRows       // the rows this batch created, with lazy rows (dropFresh)
 	entities []changedEntity // in the order they first changed
 	gen      uint64          // marks the sources and entities this batch changed
 	seqs     []int64         // what the batch's audit records' Sequence point to

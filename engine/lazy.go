@@ -87,6 +87,7 @@ func (e *Engine) readSource(id []byte) *SourceState {
 		return nil
 	}
 	s := &st
+	s.usedIn = e.pending.gen
 	e.sources[string(id)] = s
 	return s
 }
@@ -111,6 +112,51 @@ func (e *Engine) readEntity(name string) *entity {
 	return ent
 }
 
+// freshRows are the rows a batch created: their keys in e.sources and
+// e.entities.
+type freshRows struct {
+	gen               uint64 // the batch's pending.gen
+	sources, entities []string
+}
+
+// noteFresh queues the rows the batch of pending.gen gen created, sealed
+// now. Called with e.mu held.
+func (w *ownedWindows) noteFresh(gen uint64, f freshRows) {
+	if len(f.sources)+len(f.entities) > 0 {
+		f.gen = gen
+		w.fresh = append(w.fresh, f)
+	}
+}
+
+// dropFresh lets go the rows of the committed batches that created them
+// that no batch looked up since. A fleet's meter creates its rows with
+// its first reading and is not heard from again for minutes, a million
+// meters later: kept, such rows would fill memory with what no batch
+// reads, and make every garbage collection walk them. A row looked up
+// again stays (trim bounds those); one let go is read from the store
+// when it is looked up again, once. Called with e.mu held, before a
+// batch is decided.
+func (w *ownedWindows) dropFresh() {
+	e := w.e
+	landed := w.landedRows.Load()
+	n := 0
+	for ; n < len(w.fresh) && w.fresh[n].gen <= landed; n++ {
+		f := &w.fresh[n]
+		for _, k := range f.sources {
+			if s := e.sources[k]; s != nil && s.usedIn == f.gen && s.changedIn <= landed {
+				delete(e.sources, k)
+			}
+		}
+		for _, k := range f.entities {
+			if ent := e.entities[k]; ent != nil && ent.usedIn == f.gen && ent.changedIn <= landed {
+				delete(e.entities, k)
+			}
+		}
+		*f = freshRows{}
+	}
+	w.fresh = w.fresh[n:]
+}
+
 // trim lets rows go, down to three quarters of the limit, once memory
 // holds more than the limit: only rows whose last change is committed,
 // never one the pending batch or a batch in flight changed. Called with
@@ -119,7 +165,11 @@ func (e *Engine) readEntity(name string) *entity {
 func (w *ownedWindows) trim() {
 	e := w.e
 	l := e.rows
-	if l == nil || len(e.sources)+len(e.entities) <= l.limit {
+	if l == nil {
+		return
+	}
+	w.dropFresh()
+	if len(e.sources)+len(e.entities) <= l.limit {
 		return
 	}
 	if e.reload.Load() {

@@ -78,3 +78,40 @@ func casualties(t *testing.T, s *rowStore, name string) string {
 	}
 	return "(none)"
 }
+
+// A row a committed batch created, and that no batch looked up since, is
+// let go however roomy the cache: read again from the store when its
+// source sends again, it is the committed row; looked up again, it stays.
+func TestARowNotLookedUpSinceItsCreationIsLetGo(t *testing.T) {
+	ctx := context.Background()
+	rs := openRowStore(t, t.TempDir())
+	e, err := engine.New(ctx, rs, engine.Options{Routes: []engine.Route{incidentRoute}, CachedRows: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	msg := func(src string, seq int64) engine.Message {
+		return inc("fd", src, 1, seq, fmt.Sprintf(`"incident_id":1,"casualty_delta":1,"unit_id":%q,"unit_status":"enroute"`, src))
+	}
+	steps := []struct {
+		msgs   []engine.Message
+		reread int64 // rows read back from the store, in all, after the batch
+	}{
+		{[]engine.Message{msg("e1", 1), msg("e2", 1)}, 0}, // e1, e2, their units and incident/1 created
+		{[]engine.Message{msg("e3", 1)}, 1},               // incident/1, looked up again: read back
+		{[]engine.Message{msg("e1", 2)}, 3},               // e1 and its unit, let go once batch 1 committed: read back
+		{[]engine.Message{msg("e4", 1)}, 3},
+		{[]engine.Message{msg("e1", 3)}, 3}, // looked up again in batch 3: kept
+	}
+	for i, s := range steps {
+		if _, err := e.Process(ctx, s.msgs); err != nil {
+			t.Fatal(err)
+		}
+		if got := rs.reread.Load(); got != s.reread {
+			t.Fatalf("after batch %d the store read back %d rows, want %d", i+1, got, s.reread)
+		}
+	}
+	if got := casualties(t, rs, "incident/1"); got != "6" {
+		t.Fatalf("incident/1 has %s casualties, want 6", got)
+	}
+}

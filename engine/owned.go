@@ -34,9 +34,10 @@ type ownedWindows struct {
 	untold atomic.Bool
 	// submits counts the submitted batches sealed and not yet landed.
 	submits atomic.Int64
-	gen     uint64     // state generation: bumped by every reload after a failed commit; under e.mu
-	evicted uint64     // EvictBelow last sealed; under e.mu
-	last    *commitJob // the batch sealed last; under e.mu
+	gen     uint64      // state generation: bumped by every reload after a failed commit; under e.mu
+	evicted uint64      // EvictBelow last sealed; under e.mu
+	last    *commitJob  // the batch sealed last; under e.mu
+	fresh   []freshRows // the rows created by batches sealed, oldest first (dropFresh); under e.mu
 }
 
 // newOwnedWindows starts the committer; close stops it.
@@ -82,6 +83,7 @@ func (w *ownedWindows) load(ctx context.Context) error {
 	e.tail = snap.AuditHead
 	e.resetPending()
 	e.clearHeld()
+	w.fresh = nil
 	w.gen = w.committedGen.Load()
 	return nil
 }
@@ -207,8 +209,9 @@ type commitJob struct {
 // evictions, and queues it for the committer. Called with e.mu held.
 func (w *ownedWindows) seal(ctx context.Context, submitted bool) *commitJob {
 	e := w.e
-	rows := e.pending.gen
+	rows, fresh := e.pending.gen, e.pending.fresh
 	b := e.takeBatch()
+	w.noteFresh(rows, fresh)
 	b.NextKey = e.keys.next
 	if old := e.keys.oldest(); old > w.evicted {
 		b.EvictBelow = old

@@ -233,8 +233,9 @@ type SourceState struct {
 	// unstored: the engine created the window, and no batch that writes it
 	// was sealed yet (Batch.NewRows).
 	unstored bool
-	// changedIn is the pending batch that last changed it (pending.gen).
-	changedIn uint64
+	// changedIn and usedIn are the pending batches that last changed it
+	// and last looked it up (pending.gen).
+	changedIn, usedIn uint64
 	// Feed is the redundant broker path (mqtt.feeds) whose delivery the
 	// source's last message applied was; empty with one path.
 	Feed string `json:"feed,omitempty"`
