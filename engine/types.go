@@ -406,7 +406,9 @@ type AuditHead struct {
 // share until either changes its own (EpochWindow.own).
 func (s *SourceState) clone() SourceState {
 	c := *s
-	c.unstored = false
+	// The marks are this engine's batches: a copy goes to the store, and
+	// another engine, or this one restarted, counts its batches anew.
+	c.unstored, c.changedIn, c.usedIn = false, 0, 0
 	c.Source = append([]string(nil), s.Source...)
 	c.Seen = append([]string(nil), s.Seen...)
 	c.Sparkplug = s.Sparkplug.Clone()
