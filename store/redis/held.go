@@ -57,12 +57,15 @@ func heldArgs(args []any, b *engine.Batch, checked bool) []any {
 // FindHeld returns the lowest id of the open entries holding a message of
 // key and content: the first member of quarantine:held after their prefix
 // whose entry is still open. A member an entry left behind (resolved by a
-// build from before the index, which knows nothing of it) is passed over.
+// build from before the index, which knows nothing of it) is passed over:
+// every member of the prefix is read, as the update script's check of a
+// new entry (heldFirst) reads them, so that an open entry the check finds
+// is one this finds too, and a batch decided again finds it.
 // The batch that relies on the entry has the update script check that it
 // is still open.
 func (s *Store) FindHeld(ctx context.Context, key, content engine.Hash) (uint64, bool, error) {
 	prefix := heldPrefix(key, content)
-	ms, err := s.c.ZRangeByLex(ctx, s.k.quarHeld, &goredis.ZRangeBy{Min: "[" + prefix, Max: "(" + prefix[:len(prefix)-1] + ";", Count: heldLooks}).Result()
+	ms, err := s.c.ZRangeByLex(ctx, s.k.quarHeld, &goredis.ZRangeBy{Min: "[" + prefix, Max: "(" + prefix[:len(prefix)-1] + ";"}).Result()
 	if err != nil {
 		return 0, false, fmt.Errorf("redis store: find held entry: %w", err)
 	}
@@ -94,9 +97,6 @@ func (s *Store) FindHeld(ctx context.Context, key, content engine.Hash) (uint64,
 	}
 	return 0, false, nil
 }
-
-// heldLooks bounds the members of one key and content FindHeld reads.
-const heldLooks = 8
 
 // heldSince is the schema version from which every open entry of a
 // message with a key is in the held index: a member of this build raising
