@@ -2,7 +2,9 @@ package postgres_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -150,5 +152,45 @@ func row(t *testing.T, url, sql string, dst any, args ...any) {
 	defer c.Close(t.Context())
 	if err := c.QueryRow(t.Context(), sql, args...).Scan(dst); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testSchemaBackfillsHeldInALatin1Database: in a database whose encoding
+// is not UTF8, the raise to 18 leaves the entries held before version 15
+// unindexed, as they were, instead of failing on a topic the database's
+// encoding cannot hold, which would keep every member of this build from
+// opening the schema.
+func testSchemaBackfillsHeldInALatin1Database(t *testing.T, g *group) {
+	u, err := url.Parse(g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := g.schema + "_latin1"
+	run(t, g.url, `CREATE DATABASE `+db+` ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`)
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.Background(), g.url); err == nil {
+			c.Exec(context.Background(), `DROP DATABASE `+db+` WITH (FORCE)`)
+			c.Close(context.Background())
+		}
+	})
+	u.Path = "/" + db
+	lg := &group{t: t, url: u.String(), schema: g.schema}
+	s := lg.mustOpen("m1")
+	old := engine.QuarantineEntry{ID: s.QuarantineBase() + 1, Outcome: "conflict", Time: time.Unix(1_700_000_000, 0).UTC(),
+		Topic: "plant/☃/energy", Key: engine.Hash{1}.String(), Payload: []byte(`{"msgId":"r-1","kwh":5}`)}
+	if err := s.Commit(t.Context(), &engine.Batch{Quarantine: []engine.QuarantineEntry{old}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	run(t, lg.url, `UPDATE `+lg.schema+`.schema_version SET version = 17`)
+	s, err = lg.open("m1")
+	if err != nil {
+		t.Fatalf("the raise to 18 in a LATIN1 database: %v", err)
+	}
+	s.Close()
+	var held []byte
+	row(t, lg.url, `SELECT held FROM `+lg.schema+`.quarantine WHERE id = $1`, &held, int64(old.ID))
+	if held != nil {
+		t.Errorf("the entry's held value %x, want none in a database that is not UTF8", held)
 	}
 }

@@ -136,6 +136,7 @@ func TestStore(t *testing.T) {
 		{"a schema of version 16 is raised to keep one open quarantine entry of a key and content indexed", testSchemaRaisedForUniqueHeld},
 		{"an entry held before version 15 is found once the schema is raised to 18", testSchemaBackfillsHeld},
 		{"the held values the raise to 18 computes are the engine's, byte for byte", testSchemaBackfillsHeldAsTheEngine},
+		{"in a database not encoded as UTF8 the raise to 18 leaves the entries held before version 15 as they were", testSchemaBackfillsHeldInALatin1Database},
 		{"a read-only open of an older schema says how to read it and how it is migrated", testSchemaOlderReadOnly},
 		{"rows written as JSON before version 4 are read, and written back binary", testSchemaJSONRows},
 		{"a schema the Go-string DDL created is migrated and opens, twice; its chains are kept", testSchemaGoStrings},

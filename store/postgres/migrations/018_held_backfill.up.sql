@@ -7,12 +7,16 @@
 -- An entry whose key and content another open entry holds already keeps
 -- none, and of such entries without one, the lowest id is given it. An
 -- entry whose JSON escapes a NUL (which json's ->> cannot return as text)
--- is left without one. A build from before writes entries this leaves
--- alone; the version keeps it from opening the schema after it ran.
-WITH entries AS (
+-- is left without one, and so is every entry in a database whose
+-- encoding is not UTF8 (its text could not hold every topic). The CASE
+-- and MATERIALIZED keep those checks ahead of the conversions they guard.
+-- A build from before writes entries this leaves alone; the version keeps
+-- it from opening the schema after it ran.
+WITH entries AS MATERIALIZED (
 	SELECT id, payload, convert_from(entry, 'UTF8')::json AS e
 	FROM /* TEMPLATE: schema */quarantine
-	WHERE held IS NULL AND strpos(convert_from(entry, 'UTF8'), chr(92) || 'u0000') = 0
+	WHERE held IS NULL AND CASE WHEN current_setting('server_encoding') = 'UTF8'
+		THEN strpos(convert_from(entry, 'UTF8'), chr(92) || 'u0000') = 0 ELSE false END
 ), keyed AS (
 	SELECT id, decode(e->>'key', 'hex') AS k, convert_to(e->>'topic', 'UTF8') AS t, payload
 	FROM entries WHERE e->>'key' ~ '^[0-9a-f]{64}$' AND e->>'topic' IS NOT NULL
