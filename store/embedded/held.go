@@ -146,7 +146,9 @@ func backfillHeld(tx *bolt.Tx) error {
 	return tx.Bucket(bucketQuarantine).ForEach(func(_, v []byte) error {
 		q, err := decodeQuarantine(v)
 		if err != nil {
-			return fmt.Errorf("embedded: index the entries held before the index: %w", err)
+			// Left unindexed, as before the raise: the entry's own reads
+			// report it, and the store still opens.
+			return nil
 		}
 		key, ok := heldKey(q)
 		if !ok {

@@ -136,3 +136,27 @@ func TestTheRaiseIndexesTheLowestEntryOfAMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestAnEntryTheRaiseCannotReadDoesNotKeepTheStoreShut: a quarantine
+// entry the raise to layout 5 cannot decode is left unindexed, and the
+// store opens.
+func TestAnEntryTheRaiseCannotReadDoesNotKeepTheStoreShut(t *testing.T) {
+	dir := t.TempDir()
+	processIn(t, dir, engine.Message{Topic: "plant/m1/energy", Payload: []byte(`{"msgId":"r-1","kwh":1}`)})
+	asLayout4(t, dir, true)
+	db, err := bolt.Open(filepath.Join(dir, embedded.FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("quarantine")).Put([]byte{0, 0, 0, 0, 0, 0, 0, 9}, []byte("not an entry"))
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := embedded.Open(dir, embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatalf("a store holding an entry the raise cannot read: %v", err)
+	}
+	s.Close()
+}

@@ -155,7 +155,9 @@ func (s *Store) backfillHeldChunk(ctx context.Context, ids []string) error {
 		}
 		q, err := decodeQuarantine(ids[i], v)
 		if err != nil {
-			return err
+			// Left unindexed, as before the raise: the entry's own reads
+			// report it, and the store still opens.
+			continue
 		}
 		q.Content = engine.HeldContent(q.Topic, q.Payload)
 		m := heldMember(&q)

@@ -91,3 +91,20 @@ func testHeldBackfilledFound(t *testing.T, g *group) {
 		t.Errorf("%v quarantine entries, want 1", n)
 	}
 }
+
+// testHeldBackfillPassesOverAnUnreadableEntry: an entry a member raising
+// version 8 cannot decode is left unindexed, and the store opens.
+func testHeldBackfillPassesOverAnUnreadableEntry(t *testing.T, g *group) {
+	s := g.must(t, "m1")
+	oldEntries(t, s)
+	s.Close()
+	id := quarantineID(0xffff)
+	g.do(t, "HSET", g.prefix+"quarantine", id, "not an entry")
+	g.do(t, "ZADD", g.prefix+"quarantine:ids", "0", id)
+	g.do(t, "SET", g.prefix+"schema", "8")
+	s, err := g.open(t, "m1")
+	if err != nil {
+		t.Fatalf("a store holding an entry the raise cannot read: %v", err)
+	}
+	s.Close()
+}

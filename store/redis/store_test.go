@@ -58,6 +58,7 @@ func TestStore(t *testing.T) {
 		{"an index member an entry resolved by a build from before left behind is passed over", testHeldIndexStale},
 		{"a member raising version 8 indexes the entries held before the index", testHeldBackfilled},
 		{"an entry held before the index is found once a member raised version 8", testHeldBackfilledFound},
+		{"a member raising version 8 passes over an entry it cannot read", testHeldBackfillPassesOverAnUnreadableEntry},
 		{"commit must follow the chain head", testAuditGap},
 		{"load returns the group's rows and this member's head", testLoad},
 		{"a read-only handle reads every chain and writes nothing", testReadOnly},
