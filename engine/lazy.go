@@ -10,13 +10,13 @@ import (
 // engine's memory lacks; the engine then loads none at start, and keeps
 // in memory about Options.CachedRows of them.
 //
-// A row is let go (trim) only once the batch that last changed it is
-// committed: a row missing from memory has no write in flight, so the
-// committed row the store returns is its state. Rows the batches in
-// flight changed stay, and the next batch is decided without waiting
-// for them. A read that fails fails
-// the batch it was made for: nothing decided in it is committed, and the
-// engine reloads before deciding again.
+// A row is let go (trim, dropFresh) only once the batch that last changed
+// it is committed: a row missing from memory has no write in flight, so
+// the committed row the store returns is its state. Rows the batches in
+// flight changed stay, and the next batch is decided without waiting for
+// them. A read that fails fails the batch it was made for: nothing
+// decided in it is committed, and the engine reloads before deciding
+// again.
 type lazyRows struct {
 	r     RowReader
 	limit int
