@@ -64,28 +64,36 @@ func testHeldBackfilled(t *testing.T, g *group) {
 	}
 }
 
-// testHeldBackfilledFound: an entry held before the index, delivered again
-// after a member raised the schema, is a duplicate of it: one entry.
-func testHeldBackfilledFound(t *testing.T, g *group) {
-	s := g.must(t, "m1")
-	e := newEngine(t, s)
+// holdConflict has e apply a reading and hold a conflicting one; it
+// returns the conflict and its decision.
+func holdConflict(t *testing.T, e *engine.Engine) (engine.Message, engine.Decision) {
+	t.Helper()
 	msgs := []engine.Message{meterMsg(1, "r-1"), {Topic: "plant/m1/energy", Payload: []byte(`{"msgId":"r-1","kwh":5}`)}}
 	ds, err := e.Process(t.Context(), msgs)
 	if err != nil || ds[1].Outcome != engine.Conflict || ds[1].Held == 0 {
 		t.Fatalf("the second reading: %+v, %v; want a conflict held", ds, err)
 	}
+	return msgs[1], ds[1]
+}
+
+// testHeldBackfilledFound: an entry held before the index, delivered again
+// after a member raised the schema, is a duplicate of it: one entry.
+func testHeldBackfilledFound(t *testing.T, g *group) {
+	s := g.must(t, "m1")
+	e := newEngine(t, s)
+	conflict, held := holdConflict(t, e)
 	e.Close()
 	s.Close()
 	g.do(t, "DEL", g.prefix+"quarantine:held", g.prefix+"quarantine:heldby") // as a build from before held it
 	g.do(t, "SET", g.prefix+"schema", "8")
 	e = newEngine(t, g.must(t, "m1"))
-	again, err := e.Process(t.Context(), msgs[1:])
+	again, err := e.Process(t.Context(), []engine.Message{conflict})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("delivered again: held in quarantine as #%d,", ds[1].Held)
+	want := fmt.Sprintf("delivered again: held in quarantine as #%d,", held.Held)
 	if again[0].Outcome != engine.Duplicate || !strings.HasPrefix(again[0].Reason, want) {
-		t.Errorf("the conflict delivered again after the raise: %s (%s), want a duplicate naming #%d", again[0].Outcome, again[0].Reason, ds[1].Held)
+		t.Errorf("the conflict delivered again after the raise: %s (%s), want a duplicate naming #%d", again[0].Outcome, again[0].Reason, held.Held)
 	}
 	if n := g.do(t, "HLEN", g.prefix+"quarantine"); n != int64(1) {
 		t.Errorf("%v quarantine entries, want 1", n)

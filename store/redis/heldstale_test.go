@@ -19,26 +19,22 @@ func TestADeliveryAgainPastStaleIndexMembersIsADuplicateOfItsEntry(t *testing.T)
 	g := newGroup(srv)
 	s := g.must(t, "m1")
 	e := newEngine(t, s)
-	msgs := []engine.Message{meterMsg(1, "r-1"), {Topic: "plant/m1/energy", Payload: []byte(`{"msgId":"r-1","kwh":5}`)}}
-	ds, err := e.Process(t.Context(), msgs)
-	if err != nil || ds[1].Outcome != engine.Conflict || ds[1].Held == 0 {
-		t.Fatalf("the second reading: %+v, %v; want a conflict held", ds, err)
-	}
-	k, err := engine.ParseHash(ds[1].Key.String())
+	conflict, held := holdConflict(t, e)
+	k, err := engine.ParseHash(held.Key.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := heldPrefix(k, engine.HeldContent(msgs[1].Topic, msgs[1].Payload))
+	prefix := heldPrefix(k, engine.HeldContent(conflict.Topic, conflict.Payload))
 	const stale = 20
 	for i := 1; i <= stale; i++ { // entries with lower ids, resolved by a build from before
 		g.do(t, "ZADD", g.prefix+"quarantine:held", "0", prefix+quarantineID(uint64(i)))
 	}
-	again, err := e.Process(t.Context(), msgs[1:])
+	again, err := e.Process(t.Context(), []engine.Message{conflict})
 	if err != nil {
-		t.Fatalf("the conflict delivered again past %d stale members before its open entry #%d: %v", stale, ds[1].Held, err)
+		t.Fatalf("the conflict delivered again past %d stale members before its open entry #%d: %v", stale, held.Held, err)
 	}
-	want := fmt.Sprintf("delivered again: held in quarantine as #%d,", ds[1].Held)
+	want := fmt.Sprintf("delivered again: held in quarantine as #%d,", held.Held)
 	if again[0].Outcome != engine.Duplicate || !strings.HasPrefix(again[0].Reason, want) {
-		t.Fatalf("delivered again: %s (%s); want a duplicate naming #%d", again[0].Outcome, again[0].Reason, ds[1].Held)
+		t.Fatalf("delivered again: %s (%s); want a duplicate naming #%d", again[0].Outcome, again[0].Reason, held.Held)
 	}
 }
