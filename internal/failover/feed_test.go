@@ -114,6 +114,9 @@ type setupOptions struct {
 	// AdoptLostAfter is mqtt.adopt_lost_after, a duration; empty: the
 	// default.
 	AdoptLostAfter string
+	// BatchLinger is mqtt.batch_linger, a duration: how long a batch
+	// waits for more deliveries after its first; empty: the default.
+	BatchLinger string
 }
 
 // newSetup writes a configuration consuming brokers (in failover order)
@@ -175,6 +178,9 @@ func newSetupWith(t testing.TB, brokers []string, o setupOptions) *setup {
 	}
 	if o.AdoptLostAfter != "" {
 		mqttExtra += fmt.Sprintf("  adopt_lost_after: %s\n", o.AdoptLostAfter)
+	}
+	if o.BatchLinger != "" {
+		mqttExtra += fmt.Sprintf("  batch_linger: %s\n", o.BatchLinger)
 	}
 	if o.ReceiveMaximum != 0 {
 		mqttExtra += fmt.Sprintf("  receive_maximum: %d\n  batch_size: %[1]d\n", o.ReceiveMaximum)

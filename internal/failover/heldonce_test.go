@@ -31,16 +31,22 @@ func heldOnceAfterAKill(t *testing.T, kind string) {
 	t.Setenv("REPLAYGUARD_FAILPOINT_BEFORE_ACK", "3s")
 	server := startStoreServer(t, kind)
 	broker := testbroker.StartMosquitto(t, testbroker.MosquittoOptions{})
+	// A batch waits a second after its first delivery: the three must
+	// be decided in one batch, none acknowledged before the kill. In
+	// batches of their own, the first one's hold keeps the third from
+	// being decided until the first is acknowledged (and the second, not
+	// held, with it), and only the third is delivered again.
 	s := newSetupWith(t, []string{broker.URL()}, setupOptions{API: true,
-		Store: fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), ShareGroup: shareGroup})
+		Store: fmt.Sprintf("{kind: %s, url: %q}", kind, server.URL()), ShareGroup: shareGroup,
+		BatchLinger: "1s"})
 	d := startDaemon(t, s)
 	d.WaitReady()
 	// Published while the member is stopped (its session keeps its
 	// subscription: no other member is live to leave to), the three come
-	// in one burst as it connects again, and so in one batch: the
-	// journal's last, whose held messages it notes as it starts. Published
-	// while it runs, they could come in batches of their own, and the
-	// earlier ones be acknowledged before the kill.
+	// in one burst as it connects again, within the linger, and so in one
+	// batch: the journal's last, whose held messages it notes as it
+	// starts. Published while it runs, they could come in batches of
+	// their own, and the earlier ones be acknowledged before the kill.
 	d.Stop()
 	pub := newPublisher(t, []string{broker.URL()}, 10)
 	ctx := context.Background()
