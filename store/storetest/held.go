@@ -232,15 +232,25 @@ func (s *discardingFinder) FindHeld(ctx context.Context, key, content engine.Has
 		return id, found, err
 	}
 	s.armed = false
-	s.done = make(chan error, 1)
-	go func() { s.done <- s.discard(id) }()
-	select {
-	case err := <-s.done:
-		s.done <- err
-		s.first = true
-	case <-time.After(300 * time.Millisecond):
-	}
+	s.done, s.first = runAWhile(func() error { return s.discard(id) })
 	return id, found, err
+}
+
+// runAWhile runs another member's step in its own goroutine and waits for
+// it a while (300 ms): a store whose locks keep that member waiting for
+// the caller's batch has it finish after the batch instead. It returns the
+// channel that holds the step's result once it has one, and whether the
+// step finished within the wait.
+func runAWhile[T any](step func() T) (done chan T, first bool) {
+	done = make(chan T, 1)
+	go func() { done <- step() }()
+	select {
+	case got := <-done:
+		done <- got
+		return done, true
+	case <-time.After(300 * time.Millisecond):
+		return done, false
+	}
 }
 
 // inner is the handle's own HeldFinder.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/replayguard/replayguard/engine"
 )
@@ -39,14 +38,7 @@ func (s *racingFinder) FindHeld(ctx context.Context, key, content engine.Hash) (
 		return id, found, err
 	}
 	s.armed = false
-	s.done = make(chan heldAt, 1)
-	go func() { s.done <- s.hold() }()
-	select {
-	case got := <-s.done:
-		s.done <- got
-		s.first = true
-	case <-time.After(300 * time.Millisecond):
-	}
+	s.done, s.first = runAWhile(s.hold)
 	return id, found, err
 }
 
