@@ -30,6 +30,7 @@ import (
 //	outbox, outboxheld   the outbox, see outbox.go
 //	cursors              audit sinks' cursors, see cursor.go
 //	routes               each route's key derivation, see routes.go
+//	rowlog               rows written since the last merge, see rowlog.go
 var (
 	bucketAudit      = []byte("audit")
 	bucketKeys       = []byte("keys")
@@ -37,7 +38,7 @@ var (
 	bucketEntities   = []byte("entities")
 	bucketQuarantine = []byte("quarantine")
 	bucketMeta       = []byte("meta")
-	allBuckets       = [][]byte{bucketAudit, bucketKeys, bucketSources, bucketEntities, bucketQuarantine, bucketMeta}
+	allBuckets       = [][]byte{bucketAudit, bucketKeys, bucketSources, bucketEntities, bucketQuarantine, bucketMeta, bucketRowLog}
 
 	keyVersion = []byte("version")
 	keyHead    = []byte("head")
@@ -154,11 +155,12 @@ func decodeRow[T any, P row[T]](name, k, v []byte) (T, error) {
 	return x, nil
 }
 
-// decodeAll decodes every row of the bucket name.
-func decodeAll[T any, P row[T]](tx *bolt.Tx, name []byte) ([]T, error) {
+// decodeAll decodes every row of the bucket name, with those of the row
+// log in v.
+func decodeAll[T any, P row[T]](s *Store, tx *bolt.Tx, v *rowView, name []byte) ([]T, error) {
 	var out []T
-	err := tx.Bucket(name).ForEach(func(k, v []byte) error {
-		x, err := decodeRow[T, P](name, k, v)
+	err := s.forEachRow(tx.Bucket(name), v, kindOf(name), func(k, val []byte) error {
+		x, err := decodeRow[T, P](name, k, val)
 		out = append(out, x)
 		return err
 	})

@@ -2,11 +2,8 @@ package embedded
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -94,8 +91,13 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if err != nil {
 		return err
 	}
+	s.commitMu.Lock() // the row log in memory takes in the commits in their order
+	defer s.commitMu.Unlock()
+	rows := enc.loggedRows(b)
+	var written rowWrite
 	err = s.update(func(tx *bolt.Tx) error {
-		if err := apply(tx, b, enc); err != nil {
+		var err error
+		if written, err = s.apply(tx, b, enc, rows); err != nil {
 			return err
 		}
 		// The last moment to give up: past here the batch is synced.
@@ -104,11 +106,21 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	if err != nil {
 		return fmt.Errorf("embedded: commit: %w", closedErr(err))
 	}
+	s.rows.committed(written)
 	return nil
 }
 
 // apply writes the batch in tx; an error rolls everything back.
-func apply(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
+func (s *Store) apply(tx *bolt.Tx, b *engine.Batch, enc *encoded, rows []loggedRow) (rowWrite, error) {
+	written, err := s.putStates(tx, b, rows)
+	if err != nil {
+		return written, err
+	}
+	return written, applyRest(tx, b, enc)
+}
+
+// applyRest writes what the batch holds beside its rows.
+func applyRest(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 	meta := tx.Bucket(bucketMeta)
 	head, nextKey, err := readMeta(meta)
 	if err != nil {
@@ -126,9 +138,6 @@ func apply(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
 		}
 	}
 	if err := putKeys(tx.Bucket(bucketKeys), b, enc.keys); err != nil {
-		return err
-	}
-	if err := putStates(tx, b, enc); err != nil {
 		return err
 	}
 	if err := putHeld(tx, b); err != nil { // before the resolved entries are deleted
@@ -185,84 +194,63 @@ func putKeys(keys *bolt.Bucket, b *engine.Batch, chunks [][]byte) error {
 	return nil
 }
 
-func putStates(tx *bolt.Tx, b *engine.Batch, enc *encoded) error {
-	sources, entities := tx.Bucket(bucketSources), tx.Bucket(bucketEntities)
-	// Rows are written in key order, and pages split nearly full: a batch's
-	// rows come in no order, and most of a fleet's rows, once written, are
-	// rewritten in place rather than joined by new neighbours.
-	sources.FillPercent, entities.FillPercent = rowFill, rowFill
-	ids := make([]string, len(b.Sources))
+// loggedRows are the batch's source and entity rows, in its order.
+func (e *encoded) loggedRows(b *engine.Batch) []loggedRow {
+	rows := make([]loggedRow, 0, len(b.Sources)+len(b.Entities))
 	for i := range b.Sources {
-		ids[i] = b.Sources[i].ID()
+		rows = append(rows, loggedRow{kindSource, b.Sources[i].ID(), e.sources[i]})
 	}
+	for i := range b.Entities {
+		rows = append(rows, loggedRow{kindEntity, b.Entities[i].Name, e.entities[i]})
+	}
+	return rows
+}
+
+// putStates writes the batch's rows (putRowLog) and counts those new.
+func (s *Store) putStates(tx *bolt.Tx, b *engine.Batch, rows []loggedRow) (rowWrite, error) {
 	// The engine says which rows are new (Batch.NewRows); a batch made
-	// by hand has each row looked up.
+	// by hand has each row looked up, before the rows are written.
 	var added rowCount
-	look := b.NewRows == nil
-	if !look {
+	if b.NewRows != nil {
 		added = rowCount{sources: uint64(b.NewRows.Sources), entities: uint64(b.NewRows.Entities)}
+	} else {
+		added = s.countNew(tx, rows)
 	}
-	sc, ec := sources.Cursor(), entities.Cursor() // one cursor a bucket: Get makes one each time
-	for _, i := range sortedBy(len(ids), func(i int) string { return ids[i] }) {
-		key := []byte(ids[i])
-		if look {
-			if k, _ := sc.Seek(key); !bytes.Equal(k, key) {
-				added.sources++
-			}
-		}
-		if err := sources.Put(key, enc.sources[i]); err != nil {
-			return err
-		}
-	}
-	for _, i := range sortedBy(len(b.Entities), func(i int) string { return b.Entities[i].Name }) {
-		key := []byte(b.Entities[i].Name)
-		if look {
-			if k, _ := ec.Seek(key); !bytes.Equal(k, key) {
-				added.entities++
-			}
-		}
-		if err := entities.Put(key, enc.entities[i]); err != nil {
-			return err
-		}
-	}
-	if added == (rowCount{}) {
-		return nil
+	written, err := s.putRowLog(tx, rows)
+	if err != nil || added == (rowCount{}) {
+		return written, err
 	}
 	meta := tx.Bucket(bucketMeta)
 	n, err := readRowCount(meta)
 	if err != nil {
-		return err
+		return written, err
 	}
 	n.sources += added.sources
 	n.entities += added.entities
-	return meta.Put(keyRows, n.encode())
+	return written, meta.Put(keyRows, n.encode())
 }
 
-// rowFill is how full a page of sources or entities is left when it splits.
-const rowFill = 0.9
-
-// sortedBy returns 0…n-1 ordered by key, keeping the order of equal keys:
-// a row a batch names twice is written as it names it last.
-func sortedBy(n int, key func(int) string) []int {
-	type keyed struct {
-		key string
-		i   int
-	}
-	rows := make([]keyed, n)
-	for i := range rows {
-		rows[i] = keyed{key(i), i}
-	}
-	slices.SortFunc(rows, func(a, b keyed) int {
-		if c := strings.Compare(a.key, b.key); c != 0 {
-			return c
+// countNew counts the rows of rows that neither their bucket nor the row
+// log holds (a row named twice counts once).
+func (s *Store) countNew(tx *bolt.Tx, rows []loggedRow) rowCount {
+	var added rowCount
+	seen := map[rowID]bool{}
+	sc, ec := tx.Bucket(bucketSources).Cursor(), tx.Bucket(bucketEntities).Cursor()
+	for _, r := range rows {
+		id := rowID{r.kind, r.key}
+		if seen[id] || s.rows.holds(r.kind, r.key) {
+			continue
 		}
-		return cmp.Compare(a.i, b.i)
-	})
-	order := make([]int, n)
-	for j, r := range rows {
-		order[j] = r.i
+		seen[id] = true
+		c, n := ec, &added.entities
+		if r.kind == kindSource {
+			c, n = sc, &added.sources
+		}
+		if get(c, []byte(r.key)) == nil {
+			*n++
+		}
 	}
-	return order
+	return added
 }
 
 func putQuarantine(q *bolt.Bucket, b *engine.Batch, enc [][]byte) error {

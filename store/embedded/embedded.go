@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,12 +38,13 @@ const lockTimeout = time.Second
 // each alias table once), which a build of version 3 cannot read;
 // version 5 every open quarantine entry with a key in the held index
 // (those held before it indexed at the raise, heldSince), which a build
-// of version 4 would hold entries outside of. A
-// writer raises an older store to this version (and rewrites each row when it
+// of version 4 would hold entries outside of; version 6 source and entity
+// rows in the row log (rowLogSince), which a build of version 5 would not
+// read. A writer raises an older store to this version (and rewrites each row when it
 // next writes it), and a reader reads it as it is. A build of an older
 // version refuses a store raised, at open, rather than stop at the first
 // row or record it cannot read.
-const schemaVersion = 5
+const schemaVersion = rowLogSince
 
 // ErrReadOnly is returned by Commit on a store opened with Options.ReadOnly.
 var ErrReadOnly = errors.New("embedded: store opened read-only")
@@ -70,6 +72,8 @@ type Store struct {
 	readOnly bool
 	log      *slog.Logger
 	closed   atomic.Bool
+	rows     *rowLog    // the row log's rows
+	commitMu sync.Mutex // held by Commit from its transaction to s.rows taking it in
 }
 
 var (
@@ -109,6 +113,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		return nil, err
+	}
+	if err := s.view(func(tx *bolt.Tx) (err error) { s.rows, err = loadRowLog(tx); return err }); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("embedded: read the row log of %s: %w", path, err)
 	}
 	log.Debug("store opened", "path", path, "read_only", opts.ReadOnly, "no_sync", opts.NoSync)
 	if opts.NoSync {
@@ -186,6 +194,9 @@ func (s *Store) init() error {
 			}
 		}
 		if err := check(tx); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketRowLog); err != nil { // a store from before it
 			return err
 		}
 		m := tx.Bucket(bucketMeta)
@@ -282,15 +293,15 @@ func (s *Store) ScanEntities(ctx context.Context, fn func(engine.EntityState) er
 // scanRows decodes the rows of the bucket name one at a time, in one
 // read, and calls fn with each.
 func scanRows[T any, P row[T]](s *Store, ctx context.Context, name []byte, fn func(T) error) error {
-	return s.view(func(tx *bolt.Tx) error {
+	return s.withRows(func(tx *bolt.Tx, v *rowView) error {
 		n := 0
-		return tx.Bucket(name).ForEach(func(k, v []byte) error {
+		return s.forEachRow(tx.Bucket(name), v, kindOf(name), func(k, val []byte) error {
 			if n++; n%scanCheckEvery == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 			}
-			x, err := decodeRow[T, P](name, k, v)
+			x, err := decodeRow[T, P](name, k, val)
 			if err != nil {
 				return err
 			}
@@ -305,7 +316,7 @@ const scanCheckEvery = 1024
 
 func (s *Store) load(ctx context.Context, keys, rows bool) (*engine.Snapshot, error) {
 	snap := &engine.Snapshot{}
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.withRows(func(tx *bolt.Tx, v *rowView) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -326,10 +337,10 @@ func (s *Store) load(ctx context.Context, keys, rows bool) (*engine.Snapshot, er
 		if !rows {
 			return nil
 		}
-		if snap.Sources, err = decodeAll[engine.SourceState](tx, bucketSources); err != nil {
+		if snap.Sources, err = decodeAll[engine.SourceState](s, tx, v, bucketSources); err != nil {
 			return err
 		}
-		snap.Entities, err = decodeAll[engine.EntityState](tx, bucketEntities)
+		snap.Entities, err = decodeAll[engine.EntityState](s, tx, v, bucketEntities)
 		return err
 	})
 	if err != nil {

@@ -125,7 +125,7 @@ func TestRefusesAnotherLayout(t *testing.T) {
 	if s, err := embedded.Open(dir, embedded.Options{}); err == nil {
 		_ = s.Close()
 		t.Fatal("Open accepted a store with layout version 9")
-	} else if !strings.Contains(err.Error(), "newer than this build's 5: upgrade replayguard") {
+	} else if !strings.Contains(err.Error(), "newer than this build's 6: upgrade replayguard") {
 		t.Errorf("Open of a store with layout version 9: %v", err)
 	}
 }
@@ -170,8 +170,8 @@ func TestReadsVersion1Rows(t *testing.T) {
 		defer db.Close()
 		_ = db.View(func(tx *bolt.Tx) error {
 			version = bytes.Clone(tx.Bucket([]byte("meta")).Get([]byte("version")))
-			srcRow = bytes.Clone(tx.Bucket([]byte("sources")).Get([]byte(src.ID())))
-			entRow = bytes.Clone(tx.Bucket([]byte("entities")).Get([]byte(ent.Name)))
+			srcRow = bytes.Clone(embedded.StoredRow(tx, "sources", []byte(src.ID())))
+			entRow = bytes.Clone(embedded.StoredRow(tx, "entities", []byte(ent.Name)))
 			return nil
 		})
 		return
@@ -226,8 +226,8 @@ func TestReadsVersion1Rows(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, sr, er := stored()
-	if v[7] != 5 {
-		t.Errorf("layout after a writer's open = %x, want 5", v)
+	if v[7] != 6 {
+		t.Errorf("layout after a writer's open = %x, want 6", v)
 	}
 	if sr[0] == '{' || er[0] != '{' {
 		t.Errorf("rows after one write: source %q, entity %q; want the source binary and the entity left as it was", sr, er)
@@ -273,10 +273,10 @@ func TestAnOlderLayoutIsRaisedSoThatAnOlderBuildRefusesItAtOpen(t *testing.T) {
 		}
 		return v[7]
 	}
-	if v := layout(0); v != 5 {
-		t.Fatalf("a new store's layout = %d, want 5", v)
+	if v := layout(0); v != 6 {
+		t.Fatalf("a new store's layout = %d, want 6", v)
 	}
-	for _, older := range []byte{2, 3, 4} {
+	for _, older := range []byte{2, 3, 4, 5} {
 		layout(older)
 		r, err := embedded.Open(dir, embedded.Options{ReadOnly: true})
 		if err != nil {
@@ -295,8 +295,8 @@ func TestAnOlderLayoutIsRaisedSoThatAnOlderBuildRefusesItAtOpen(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if v := layout(0); v != 5 {
-			t.Fatalf("the layout %d after a writer's open = %d, want 5", older, v)
+		if v := layout(0); v != 6 {
+			t.Fatalf("the layout %d after a writer's open = %d, want 6", older, v)
 		}
 	}
 }

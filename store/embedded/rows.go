@@ -67,18 +67,29 @@ func (s *Store) ReadRows(ctx context.Context) (engine.RowTx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	tx, err := s.db.Begin(false)
-	if err != nil {
-		return nil, fmt.Errorf("embedded: read rows: %w", closedErr(err))
+	for {
+		v := s.rows.current()
+		tx, err := s.db.Begin(false)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: read rows: %w", closedErr(err))
+		}
+		if s.rows.current() != v { // a new view meanwhile (withRows)
+			_ = tx.Rollback()
+			continue
+		}
+		return &rowTx{path: s.path, tx: tx, log: s.rows, view: v,
+			sources: tx.Bucket(bucketSources).Cursor(), entities: tx.Bucket(bucketEntities).Cursor()}, nil
 	}
-	return &rowTx{path: s.path, tx: tx, sources: tx.Bucket(bucketSources).Cursor(), entities: tx.Bucket(bucketEntities).Cursor()}, nil
 }
 
 // rowTx is one read of the rows, in one bbolt read transaction, with a
-// cursor on each bucket (Bucket.Get makes a cursor for each read).
+// cursor on each bucket (Bucket.Get makes a cursor for each read), and the
+// row log's view that goes with it.
 type rowTx struct {
 	path              string // the file, named by ErrDamaged
 	tx                *bolt.Tx
+	log               *rowLog
+	view              *rowView
 	sources, entities *bolt.Cursor
 }
 
@@ -92,7 +103,10 @@ func get(c *bolt.Cursor, key []byte) []byte {
 
 func (r *rowTx) Source(id string) (_ engine.SourceState, _ bool, err error) {
 	defer recoverDamaged(r.path, &err, guard())
-	v := get(r.sources, []byte(id))
+	v := r.log.get(r.view, kindSource, id)
+	if v == nil {
+		v = get(r.sources, []byte(id))
+	}
 	if v == nil {
 		return engine.SourceState{}, false, nil
 	}
@@ -102,7 +116,10 @@ func (r *rowTx) Source(id string) (_ engine.SourceState, _ bool, err error) {
 
 func (r *rowTx) Entity(name string) (_ engine.EntityState, _ bool, err error) {
 	defer recoverDamaged(r.path, &err, guard())
-	v := get(r.entities, []byte(name))
+	v := r.log.get(r.view, kindEntity, name)
+	if v == nil {
+		v = get(r.entities, []byte(name))
+	}
 	if v == nil {
 		return engine.EntityState{}, false, nil
 	}

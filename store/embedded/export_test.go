@@ -1,0 +1,31 @@
+package embedded
+
+import bolt "go.etcd.io/bbolt"
+
+// SetRowLogMerge sets the row log's thresholds: the rows or bytes logged
+// at which they are frozen, and the least frozen rows a commit merges.
+func SetRowLogMerge(s *Store, rows, bytes, slice int) {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.rows.mergeRows, s.rows.mergeBytes, s.rows.mergeSlice = rows, bytes, slice
+}
+
+// StoredRow is the stored value of the row key of bucket ("sources" or
+// "entities") in tx: the row log's newest, else the bucket's.
+func StoredRow(tx *bolt.Tx, bucket string, key []byte) []byte {
+	var v []byte
+	if lb := tx.Bucket(bucketRowLog); lb != nil {
+		kind := kindOf([]byte(bucket))
+		_ = lb.ForEach(func(k, c []byte) error {
+			return readChunk(k, c, func(r loggedRow) {
+				if r.kind == kind && r.key == string(key) {
+					v = r.value
+				}
+			})
+		})
+	}
+	if v == nil {
+		v = tx.Bucket([]byte(bucket)).Get(key)
+	}
+	return v
+}

@@ -1,0 +1,131 @@
+package embedded_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/replayguard/replayguard/engine"
+	"github.com/replayguard/replayguard/store/embedded"
+)
+
+// rowKillChildEnv names the store directory of the child process of
+// TestRowsSurviveKill.
+const rowKillChildEnv = "REPLAYGUARD_ROWS_KILL_CHILD"
+
+// rowKillBatch is the child's commit n: rowBatch(n) and the entity
+// "count" at n, which tells the last commit the store holds.
+func rowKillBatch(n int) engine.Batch {
+	b := rowBatch(n)
+	b.Entities = append(b.Entities, testEntity("count", n))
+	return b
+}
+
+// TestRowsSurviveKill kills a process with kill -9 while it commits rows
+// through the row log, freezing it every few commits and merging it a
+// few rows a commit: after each kill the store reads back exactly the rows
+// of the commits it holds, and holds every commit the process reported.
+func TestRowsSurviveKill(t *testing.T) {
+	if dir := os.Getenv(rowKillChildEnv); dir != "" {
+		rowKillChild(dir)
+		return
+	}
+	dir := t.TempDir()
+	reported := 0
+	for round := range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRowsSurviveKill$")
+		cmd.Env = append(os.Environ(), rowKillChildEnv+"="+dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		for target := reported + 150; reported < target && sc.Scan(); {
+			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "committed" {
+				reported, _ = strconv.Atoi(f[1])
+			}
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		s := open(t, dir, embedded.Options{ReadOnly: true})
+		held := lastRowKillCommit(t, s)
+		if held < reported {
+			t.Fatalf("round %d: the store holds commits up to %d after kill -9; the process reported %d committed (%s)", round, held, reported, stderr.String())
+		}
+		m := newRowModel()
+		for n := 1; n <= held; n++ {
+			b := rowKillBatch(n)
+			m.apply(&b)
+		}
+		when := fmt.Sprintf("round %d, after kill -9 at commit %d", round, held)
+		checkRows(t, s, m, when)
+		checkScans(t, s, m, when)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		reported = held
+	}
+}
+
+// lastRowKillCommit is the child's last commit that s holds.
+func lastRowKillCommit(t *testing.T, s *embedded.Store) int {
+	t.Helper()
+	rt, err := s.ReadRows(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	e, ok, err := rt.Entity("count")
+	if err != nil || !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(e.Fields[0].Num)
+	return n
+}
+
+// rowKillChild commits rowKillBatch after the store's last until killed,
+// printing each once committed.
+func rowKillChild(dir string) {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	s, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		fail(err)
+	}
+	embedded.SetRowLogMerge(s, 60, 1<<20, 9)
+	ctx := context.Background()
+	rt, err := s.ReadRows(ctx)
+	if err != nil {
+		fail(err)
+	}
+	last := 0
+	if e, ok, err := rt.Entity("count"); err != nil {
+		fail(err)
+	} else if ok {
+		last, _ = strconv.Atoi(e.Fields[0].Num)
+	}
+	rt.Close()
+	for n := last + 1; ; n++ {
+		b := rowKillBatch(n)
+		if err := s.Commit(ctx, &b); err != nil {
+			fail(err)
+		}
+		fmt.Printf("committed %d\n", n)
+	}
+}

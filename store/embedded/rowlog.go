@@ -1,0 +1,287 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A fleet's rows come in no order: a row put into its tree rewrites a page
+// of its own, where a chunk of a log writes a page for every few dozen
+// rows. So a commit puts into their trees only the rows that land near
+// each other (rowsNear), and appends the others to the row log, one chunk
+// a commit. The log's rows are kept in memory, where reads look first.
+// Once the log holds mergeRows distinct rows or mergeBytes of chunks, the
+// rows logged so far are frozen and written into their trees in key order,
+// a slice in each of the commits that follow (mergeSlice), which rewrites
+// each page of a tree once for many batches' rows and bounds what one
+// transaction changes; the last slice's commit deletes their chunks. Open
+// reads the log back. The log's value of a row is the newer, and a row the
+// log holds is logged again rather than put into its tree.
+//
+//	rowlog   big-endian chunk number -> rows: kind (1: 's' source, 'e'
+//	         entity) | uvarint key length | key | uvarint value length | value
+var bucketRowLog = []byte("rowlog")
+
+// rowLogSince is the layout version from which rows may be in the row
+// log, which a build of an older version would not read.
+const rowLogSince = 6
+
+const (
+	// mergeRows and mergeBytes bound the rows logged before they are
+	// frozen: what the log keeps in memory (twice, while the frozen rows
+	// are merged) and what Open reads back.
+	mergeRows  = 1 << 18
+	mergeBytes = 32 << 20
+	// mergeSlice is the least number of frozen rows a commit merges; it
+	// merges at least twice the rows it logs, so that the frozen rows are
+	// merged before the log holds mergeRows again.
+	mergeSlice = 1 << 14
+)
+
+const (
+	kindSource = 's'
+	kindEntity = 'e'
+)
+
+// rowLog is the row log's rows in memory. Commits change it one at a time
+// (Store.commitMu), after their transaction commits.
+type rowLog struct {
+	mu   sync.RWMutex
+	view *rowView // what a read that begins now takes
+	// The rest belongs to the committer.
+	next  uint64 // the next chunk's number
+	bytes int    // the size of the active rows' chunks
+	// frozen is the frozen rows in order of kind and key, merged are
+	// those written into their trees, and chunks below frozenBelow are
+	// theirs.
+	frozen      []loggedRow
+	merged      int
+	frozenBelow uint64
+	// mergeRows, mergeBytes and mergeSlice are the thresholds (tests
+	// set them low).
+	mergeRows, mergeBytes, mergeSlice int
+}
+
+// rowView is what a read takes with its transaction: the rows logged since
+// the last freeze, and the frozen rows (nil when none), which no commit
+// changes. A commit adds its logged rows to active; a freeze or the end of
+// a merge makes a new view.
+type rowView struct{ active, frozen *rowGen }
+
+// rowGen is rows of the log by kind.
+type rowGen struct{ sources, entities map[string][]byte }
+
+func newRowGen() *rowGen {
+	return &rowGen{sources: map[string][]byte{}, entities: map[string][]byte{}}
+}
+
+func (g *rowGen) rows(kind byte) map[string][]byte {
+	if kind == kindSource {
+		return g.sources
+	}
+	return g.entities
+}
+
+func (g *rowGen) len() int { return len(g.sources) + len(g.entities) }
+
+// loggedRow is one row of a chunk.
+type loggedRow struct {
+	kind  byte
+	key   string
+	value []byte
+}
+
+// compareRows orders rows by kind, then key.
+func compareRows(a, b loggedRow) int {
+	if a.kind != b.kind {
+		return int(a.kind) - int(b.kind)
+	}
+	return strings.Compare(a.key, b.key)
+}
+
+// kindOf is the kind of the rows of bucket name.
+func kindOf(name []byte) byte {
+	if bytes.Equal(name, bucketSources) {
+		return kindSource
+	}
+	return kindEntity
+}
+
+// current is the view a read that begins now takes.
+func (l *rowLog) current() *rowView {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.view
+}
+
+// get returns v's row key of kind; nil when the log holds none.
+func (l *rowLog) get(v *rowView, kind byte, key string) []byte {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if r, ok := v.active.rows(kind)[key]; ok {
+		return r
+	}
+	if v.frozen != nil {
+		return v.frozen.rows(kind)[key]
+	}
+	return nil
+}
+
+// holds says whether the log holds row key of kind. Called by the
+// committer (Store.commitMu held), the one that changes the log: it reads
+// without the lock.
+func (l *rowLog) holds(kind byte, key string) bool {
+	if _, ok := l.view.active.rows(kind)[key]; ok {
+		return true
+	}
+	if l.view.frozen != nil {
+		_, ok := l.view.frozen.rows(kind)[key]
+		return ok
+	}
+	return false
+}
+
+// sorted returns v's rows of kind in key order, the active row where both
+// hold one.
+func (l *rowLog) sorted(v *rowView, kind byte) []loggedRow {
+	l.mu.RLock()
+	var rows []loggedRow
+	if v.frozen != nil {
+		for k, r := range v.frozen.rows(kind) {
+			if _, newer := v.active.rows(kind)[k]; !newer {
+				rows = append(rows, loggedRow{kind, k, r})
+			}
+		}
+	}
+	for k, r := range v.active.rows(kind) {
+		rows = append(rows, loggedRow{kind, k, r})
+	}
+	l.mu.RUnlock()
+	slices.SortFunc(rows, compareRows)
+	return rows
+}
+
+// appendChunk encodes rows as one chunk of the log.
+func appendChunk(dst []byte, rows []loggedRow) []byte {
+	for _, r := range rows {
+		dst = append(dst, r.kind)
+		dst = binary.AppendUvarint(dst, uint64(len(r.key)))
+		dst = append(dst, r.key...)
+		dst = binary.AppendUvarint(dst, uint64(len(r.value)))
+		dst = append(dst, r.value...)
+	}
+	return dst
+}
+
+// readChunk calls fn with each row of the chunk v; the row's value is
+// v's, which belongs to the transaction.
+func readChunk(k, v []byte, fn func(loggedRow)) error {
+	for len(v) > 0 {
+		kind := v[0]
+		if kind != kindSource && kind != kindEntity {
+			return fmt.Errorf("embedded: corrupt row log chunk %x: row kind %q", k, kind)
+		}
+		key, rest, ok := lengthPrefixed(v[1:])
+		if !ok {
+			return fmt.Errorf("embedded: corrupt row log chunk %x: a row's key is cut short", k)
+		}
+		value, rest, ok := lengthPrefixed(rest)
+		if !ok {
+			return fmt.Errorf("embedded: corrupt row log chunk %x: row %q's value is cut short", k, key)
+		}
+		fn(loggedRow{kind, string(key), value})
+		v = rest
+	}
+	return nil
+}
+
+// lengthPrefixed splits a uvarint-length-prefixed field off b.
+func lengthPrefixed(b []byte) (field, rest []byte, ok bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, nil, false
+	}
+	return b[w : w+int(n)], b[w+int(n):], true
+}
+
+// loadRowLog reads the log of tx into memory, every row active: a merge
+// cut short by a crash starts again from the first row.
+func loadRowLog(tx *bolt.Tx) (*rowLog, error) {
+	l := &rowLog{view: &rowView{active: newRowGen()}, mergeRows: mergeRows, mergeBytes: mergeBytes, mergeSlice: mergeSlice}
+	b := tx.Bucket(bucketRowLog)
+	if b == nil { // a store of an older layout, opened read-only
+		return l, nil
+	}
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(k) != 8 {
+			return nil, fmt.Errorf("embedded: corrupt row log key %x", k)
+		}
+		err := readChunk(k, v, func(r loggedRow) {
+			l.view.active.rows(r.kind)[r.key] = bytes.Clone(r.value)
+		})
+		if err != nil {
+			return nil, err
+		}
+		l.next, l.bytes = binary.BigEndian.Uint64(k)+1, l.bytes+len(v)
+	}
+	return l, nil
+}
+
+// withRows runs fn in a read transaction with the log's view that goes
+// with it: one taken when no new view was made between its start and the
+// transaction's. (A merge's last commit comes before the view without its
+// rows, so a view taken with an earlier transaction holds every row the
+// transaction's trees lack.)
+func (s *Store) withRows(fn func(tx *bolt.Tx, v *rowView) error) error {
+	for {
+		v := s.rows.current()
+		err := s.view(func(tx *bolt.Tx) error {
+			if s.rows.current() != v {
+				return errNewView
+			}
+			return fn(tx, v)
+		})
+		if !errors.Is(err, errNewView) {
+			return err
+		}
+	}
+}
+
+// errNewView is a read that began across a change of view, to begin again.
+var errNewView = errors.New("embedded: the row log's view changed while the read began")
+
+// forEachRow calls fn with each row of kind, in key order: those of b,
+// except where v holds a newer one, and those of v.
+func (s *Store) forEachRow(b *bolt.Bucket, v *rowView, kind byte, fn func(k, v []byte) error) error {
+	logged := s.rows.sorted(v, kind)
+	err := b.ForEach(func(k, val []byte) error {
+		for len(logged) > 0 && logged[0].key <= string(k) {
+			r := logged[0]
+			logged = logged[1:]
+			if err := fn([]byte(r.key), r.value); err != nil {
+				return err
+			}
+			if r.key == string(k) {
+				return nil // the log's is the newer
+			}
+		}
+		return fn(k, val)
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range logged {
+		if err := fn([]byte(r.key), r.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+const (
+	// nearKeys is how many stored keys apart two of a batch's rows may
+	// be and still be near: about a page of rows.
+	nearKeys = 32
+	// nearSamples is how many pairs of a batch's rows of one kind, next
+	// to each other in key order, are looked at to tell whether they
+	// are near one another (a look is a descent of the tree).
+	nearSamples = 16
+)
+
+// rowWrite is what a commit did with its rows, for rowLog.committed.
+type rowWrite struct {
+	logged   []loggedRow // in the commit's chunk; none, no chunk
+	bytes    int         // the chunk's size
+	mergedTo int         // the frozen rows written into their trees so far
+	unfreeze bool        // the commit wrote the last frozen rows and deleted their chunks
+	freeze   bool        // the active rows are frozen once the commit is in
+}
+
+// putRowLog writes a commit's rows: those near one another into their
+// trees, the rest as a chunk of the log, and the next slice of the frozen
+// rows into their trees.
+func (s *Store) putRowLog(tx *bolt.Tx, rows []loggedRow) (rowWrite, error) {
+	l := s.rows
+	w := rowWrite{mergedTo: l.merged}
+	direct, logged := s.splitRows(tx, rows)
+	if err := putRows(tx, direct); err != nil {
+		return w, err
+	}
+	if len(logged) > 0 {
+		chunk := appendChunk(nil, logged)
+		lb := tx.Bucket(bucketRowLog)
+		lb.FillPercent = 1 // numbers ascend: pack pages full
+		if err := lb.Put(u64(l.next), chunk); err != nil {
+			return w, err
+		}
+		w.logged, w.bytes = logged, len(chunk)
+	}
+	full := l.current().active.len()+len(logged) >= l.mergeRows || l.bytes+w.bytes >= l.mergeBytes
+	if l.frozen == nil {
+		w.freeze = full
+		return w, nil
+	}
+	n := max(l.mergeSlice, 2*len(logged))
+	if full { // the active rows are due to freeze: finish the frozen ones first
+		n = len(l.frozen)
+	}
+	w.mergedTo = min(l.merged+n, len(l.frozen))
+	if err := putRows(tx, l.frozen[l.merged:w.mergedTo]); err != nil {
+		return w, err
+	}
+	if w.mergedTo < len(l.frozen) {
+		return w, nil
+	}
+	w.unfreeze = true
+	return w, deleteChunks(tx.Bucket(bucketRowLog), l.frozenBelow)
+}
+
+// deleteChunks deletes the chunks numbered below n.
+func deleteChunks(b *bolt.Bucket, n uint64) error {
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < n; k, _ = c.First() {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// committed takes in what a committed transaction did with its rows.
+func (l *rowLog) committed(w rowWrite) {
+	l.mu.Lock()
+	for _, r := range w.logged {
+		l.view.active.rows(r.kind)[r.key] = r.value
+	}
+	l.mu.Unlock()
+	if w.logged != nil {
+		l.next++
+		l.bytes += w.bytes
+	}
+	l.merged = w.mergedTo
+	switch {
+	case w.unfreeze:
+		l.setView(&rowView{active: l.current().active})
+		l.frozen, l.merged = nil, 0
+	case w.freeze:
+		v := &rowView{active: newRowGen(), frozen: l.current().active}
+		l.frozen = l.sorted(&rowView{active: v.frozen}, kindEntity) // 'e' before 's': kind order
+		l.frozen = append(l.frozen, l.sorted(&rowView{active: v.frozen}, kindSource)...)
+		l.setView(v)
+		l.merged, l.frozenBelow, l.bytes = 0, l.next, 0
+	}
+}
+
+func (l *rowLog) setView(v *rowView) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.view = v
+}
+
+// splitRows parts a batch's rows into those put into their trees, in
+// order of kind and key (rows of one key in the batch's order), and those
+// logged, in the batch's order: rows the log holds are logged, and the
+// others of a kind are put when they are near one another (nearKind).
+// Called by the committer.
+func (s *Store) splitRows(tx *bolt.Tx, rows []loggedRow) (direct, logged []loggedRow) {
+	inLog := make([]bool, len(rows))
+	var order []int // the rows the log does not hold, in order of kind and key
+	for i, r := range rows {
+		if inLog[i] = s.rows.holds(r.kind, r.key); !inLog[i] {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := compareRows(rows[a], rows[b]); c != 0 {
+			return c
+		}
+		return a - b
+	})
+	keys := map[byte][]string{}
+	for j, i := range order {
+		if j == 0 || compareRows(rows[order[j-1]], rows[i]) != 0 {
+			keys[rows[i].kind] = append(keys[rows[i].kind], rows[i].key)
+		}
+	}
+	near := map[byte]bool{
+		kindSource: nearKind(tx.Bucket(bucketSources).Cursor(), keys[kindSource]),
+		kindEntity: nearKind(tx.Bucket(bucketEntities).Cursor(), keys[kindEntity]),
+	}
+	for _, i := range order {
+		if near[rows[i].kind] {
+			direct = append(direct, rows[i])
+		}
+	}
+	for i, r := range rows {
+		if inLog[i] || !near[r.kind] {
+			logged = append(logged, r)
+		}
+	}
+	return direct, logged
+}
+
+// nearKind says whether keys, a batch's distinct rows of one kind in key
+// order, are near one another in c's bucket: at least half of nearSamples
+// pairs of them, next to each other, within nearKeys stored keys. A batch
+// of a few rows is never near: each would change a page of its own.
+func nearKind(c *bolt.Cursor, keys []string) bool {
+	if len(keys) < 2*nearSamples {
+		return false
+	}
+	step, near := (len(keys)-1)/nearSamples, 0
+	for i := range nearSamples {
+		if within(c, keys[i*step], keys[i*step+1]) {
+			near++
+		}
+	}
+	return 2*near >= nearSamples
+}
+
+// rowFill is how full a page of sources or entities is left when it
+// splits: rows are put in key order, and most of a fleet's rows, once
+// written, are rewritten in place rather than joined by new neighbours.
+const rowFill = 0.9
+
+// putRows writes rows, in order of kind and key, into their buckets.
+func putRows(tx *bolt.Tx, rows []loggedRow) error {
+	sources, entities := tx.Bucket(bucketSources), tx.Bucket(bucketEntities)
+	sources.FillPercent, entities.FillPercent = rowFill, rowFill
+	for _, r := range rows {
+		b := entities
+		if r.kind == kindSource {
+			b = sources
+		}
+		if err := b.Put([]byte(r.key), r.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// within says whether fewer than nearKeys stored keys lie from a up to b
+// (a < b) in c's bucket.
+func within(c *bolt.Cursor, a, b string) bool {
+	k, _ := c.Seek([]byte(a))
+	for range nearKeys {
+		if k == nil || string(k) >= b {
+			return true
+		}
+		k, _ = c.Next()
+	}
+	return false
+}
+
+// rowID names a row.
+type rowID struct {
+	kind byte
+	key  string
+}
