@@ -15,7 +15,7 @@ import (
 // A fleet's rows come in no order: a row put into its tree rewrites a page
 // of its own, where a chunk of a log writes a page for every few dozen
 // rows. So a commit puts into their trees only the rows that land near
-// each other (rowsNear), and appends the others to the row log, one chunk
+// each other (nearKind), and appends the others to the row log, one chunk
 // a commit. The log's rows are kept in memory, where reads look first.
 // Once the log holds mergeRows distinct rows or mergeBytes of chunks, the
 // rows logged so far are frozen and written into their trees in key order,
@@ -134,6 +134,9 @@ func (l *rowLog) get(v *rowView, kind byte, key string) []byte {
 	return nil
 }
 
+// empty says whether the log holds no row. Called by the committer.
+func (l *rowLog) empty() bool { return l.view.active.len() == 0 && l.view.frozen == nil }
+
 // holds says whether the log holds row key of kind. Called by the
 // committer (Store.commitMu held), the one that changes the log: it reads
 // without the lock.
@@ -224,8 +227,9 @@ func loadRowLog(tx *bolt.Tx) (*rowLog, error) {
 		if len(k) != 8 {
 			return nil, fmt.Errorf("embedded: corrupt row log key %x", k)
 		}
-		err := readChunk(k, v, func(r loggedRow) {
-			l.view.active.rows(r.kind)[r.key] = bytes.Clone(r.value)
+		// One copy of the chunk, out of the transaction, holds its values.
+		err := readChunk(k, bytes.Clone(v), func(r loggedRow) {
+			l.view.active.rows(r.kind)[r.key] = r.value
 		})
 		if err != nil {
 			return nil, err

@@ -114,9 +114,10 @@ func (l *rowLog) setView(v *rowView) {
 // Called by the committer.
 func (s *Store) splitRows(tx *bolt.Tx, rows []loggedRow) (direct, logged []loggedRow) {
 	inLog := make([]bool, len(rows))
-	var order []int // the rows the log does not hold, in order of kind and key
+	order := make([]int, 0, len(rows)) // the rows the log does not hold, in order of kind and key
+	empty := s.rows.empty()
 	for i, r := range rows {
-		if inLog[i] = s.rows.holds(r.kind, r.key); !inLog[i] {
+		if inLog[i] = !empty && s.rows.holds(r.kind, r.key); !inLog[i] {
 			order = append(order, i)
 		}
 	}
