@@ -116,7 +116,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if err := s.view(func(tx *bolt.Tx) (err error) { s.rows, err = loadRowLog(tx); return err }); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("embedded: read the row log of %s: %w", path, err)
+		if !errors.Is(err, ErrDamaged) { // a chunk that does not decode
+			err = damaged(path, err)
+		}
+		return nil, err
 	}
 	log.Debug("store opened", "path", path, "read_only", opts.ReadOnly, "no_sync", opts.NoSync)
 	if opts.NoSync {

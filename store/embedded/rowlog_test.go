@@ -1,12 +1,18 @@
 package embedded_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/embedded"
@@ -224,4 +230,45 @@ func TestAReadBegunBeforeAMergeReadsEveryRow(t *testing.T) {
 	rt.Close()
 	checkRows(t, s, m, "after the merges")
 	checkScans(t, s, m, "after the merges")
+}
+
+// TestARowLogChunkThatDoesNotDecodeIsADamagedStore: Open refuses a store
+// whose row log holds a chunk cut short, as damaged, naming the chunk,
+// rather than open without the rows it held.
+func TestARowLogChunkThatDoesNotDecodeIsADamagedStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := embedded.Open(dir, embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := rowBatch(2) // a few rows drawn at random: logged
+	if err := s.Commit(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, embedded.FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket([]byte("rowlog")).Cursor()
+		k, v := c.First()
+		if k == nil {
+			return errors.New("the batch's rows were not logged")
+		}
+		return tx.Bucket([]byte("rowlog")).Put(bytes.Clone(k), bytes.Clone(v[:len(v)-3]))
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	s, err = embedded.Open(dir, embedded.Options{ReadOnly: true})
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("Open accepted a store whose row log chunk is cut short")
+	}
+	if !errors.Is(err, embedded.ErrDamaged) || !strings.Contains(err.Error(), "corrupt row log chunk") {
+		t.Fatalf("Open of a store whose row log chunk is cut short: %v; want ErrDamaged naming the chunk", err)
+	}
 }
