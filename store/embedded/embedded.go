@@ -40,10 +40,10 @@ const lockTimeout = time.Second
 // (those held before it indexed at the raise, heldSince), which a build
 // of version 4 would hold entries outside of; version 6 source and entity
 // rows in the row log (rowLogSince), which a build of version 5 would not
-// read. A writer raises an older store to this version (and rewrites each row when it
-// next writes it), and a reader reads it as it is. A build of an older
-// version refuses a store raised, at open, rather than stop at the first
-// row or record it cannot read.
+// read. A writer raises an older store to this version (and rewrites each
+// row when it next writes it), and a reader reads it as it is. A build of
+// an older version refuses a store raised, at open, rather than stop at
+// the first row or record it cannot read.
 const schemaVersion = rowLogSince
 
 // ErrReadOnly is returned by Commit on a store opened with Options.ReadOnly.
