@@ -40,21 +40,10 @@ func TestOutboxSurvivesKill(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for round := range 3 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestOutboxSurvivesKill$")
-		cmd.Env = append(os.Environ(), killChildEnv+"="+dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, sc, stderr := startKillChild(t, "TestOutboxSurvivesKill", killChildEnv, dir)
 		// Entries reported done (true), or to be marked done, which the
 		// child may have done after the last line read (false).
 		committed, doneIDs := map[uint64]int{}, map[uint64]bool{}
-		sc := bufio.NewScanner(out)
 		for sc.Scan() && len(committed) < 300*(round+1) {
 			f := strings.Fields(sc.Text())
 			if len(f) != 4 {
@@ -72,15 +61,40 @@ func TestOutboxSurvivesKill(t *testing.T) {
 				doneIDs[a] = true
 			}
 		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
+		killAndWait(t, cmd)
 		if len(committed) == 0 {
 			t.Fatalf("round %d: the child committed nothing: %s", round, stderr.String())
 		}
 		checkAfterKill(t, dir, committed, doneIDs)
 	}
+}
+
+// startKillChild starts this test binary running test alone with env set
+// to dir, the child process a kill test kills: it returns the child, a
+// scanner of its output and what it writes on stderr.
+func startKillChild(t *testing.T, test, env, dir string) (*exec.Cmd, *bufio.Scanner, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, bufio.NewScanner(out), &stderr
+}
+
+// killAndWait kills the child with kill -9 and waits for it to end.
+func killAndWait(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
 }
 
 func checkAfterKill(t *testing.T, dir string, committed map[uint64]int, doneIDs map[uint64]bool) {

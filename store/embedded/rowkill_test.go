@@ -1,15 +1,11 @@
 package embedded_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/replayguard/replayguard/engine"
@@ -40,27 +36,13 @@ func TestRowsSurviveKill(t *testing.T) {
 	dir := t.TempDir()
 	reported := 0
 	for round := range 3 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestRowsSurviveKill$")
-		cmd.Env = append(os.Environ(), rowKillChildEnv+"="+dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
+		cmd, sc, stderr := startKillChild(t, "TestRowsSurviveKill", rowKillChildEnv, dir)
 		for target := reported + 150; reported < target && sc.Scan(); {
 			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "committed" {
 				reported, _ = strconv.Atoi(f[1])
 			}
 		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
+		killAndWait(t, cmd)
 		s := open(t, dir, embedded.Options{ReadOnly: true})
 		held := lastRowKillCommit(t, s)
 		if held < reported {
