@@ -50,19 +50,27 @@ func (s *Store) putRowLog(tx *bolt.Tx, rows []loggedRow) (rowWrite, error) {
 		w.freeze = full
 		return w, nil
 	}
-	n := max(l.mergeSlice, 2*len(logged))
-	if full { // the active rows are due to freeze: finish the frozen ones first
+	return w, l.mergeSliceTx(tx, &w, full)
+}
+
+// mergeSliceTx writes the next slice of the frozen rows into their trees:
+// at least mergeSlice and twice the rows w logs, all that are left when
+// the active rows are full (they freeze next); the last slice deletes the
+// frozen rows' chunks.
+func (l *rowLog) mergeSliceTx(tx *bolt.Tx, w *rowWrite, full bool) error {
+	n := max(l.mergeSlice, 2*len(w.logged))
+	if full {
 		n = len(l.frozen)
 	}
 	w.mergedTo = min(l.merged+n, len(l.frozen))
 	if err := putRows(tx, l.frozen[l.merged:w.mergedTo]); err != nil {
-		return w, err
+		return err
 	}
 	if w.mergedTo < len(l.frozen) {
-		return w, nil
+		return nil
 	}
 	w.unfreeze = true
-	return w, deleteChunks(tx.Bucket(bucketRowLog), l.frozenBelow)
+	return deleteChunks(tx.Bucket(bucketRowLog), l.frozenBelow)
 }
 
 // deleteChunks deletes the chunks numbered below n.
@@ -127,16 +135,7 @@ func (s *Store) splitRows(tx *bolt.Tx, rows []loggedRow) (direct, logged []logge
 		}
 		return a - b
 	})
-	keys := map[byte][]string{}
-	for j, i := range order {
-		if j == 0 || compareRows(rows[order[j-1]], rows[i]) != 0 {
-			keys[rows[i].kind] = append(keys[rows[i].kind], rows[i].key)
-		}
-	}
-	near := map[byte]bool{
-		kindSource: nearKind(tx.Bucket(bucketSources).Cursor(), keys[kindSource]),
-		kindEntity: nearKind(tx.Bucket(bucketEntities).Cursor(), keys[kindEntity]),
-	}
+	near := nearKinds(tx, rows, order)
 	for _, i := range order {
 		if near[rows[i].kind] {
 			direct = append(direct, rows[i])
@@ -148,6 +147,21 @@ func (s *Store) splitRows(tx *bolt.Tx, rows []loggedRow) (direct, logged []logge
 		}
 	}
 	return direct, logged
+}
+
+// nearKinds says for each kind whether the rows of order (indexes into
+// rows, in order of kind and key) are near one another in its tree.
+func nearKinds(tx *bolt.Tx, rows []loggedRow, order []int) map[byte]bool {
+	keys := map[byte][]string{} // distinct, in key order
+	for j, i := range order {
+		if j == 0 || compareRows(rows[order[j-1]], rows[i]) != 0 {
+			keys[rows[i].kind] = append(keys[rows[i].kind], rows[i].key)
+		}
+	}
+	return map[byte]bool{
+		kindSource: nearKind(tx.Bucket(bucketSources).Cursor(), keys[kindSource]),
+		kindEntity: nearKind(tx.Bucket(bucketEntities).Cursor(), keys[kindEntity]),
+	}
 }
 
 // nearKind says whether keys, a batch's distinct rows of one kind in key
