@@ -209,7 +209,7 @@ func TestAReadBegunBeforeAMergeReadsEveryRow(t *testing.T) {
 	}
 	// While a read is open a commit that must map more of the file waits
 	// for it: a large entry first maps enough for the commits below.
-	commit(engine.Batch{Quarantine: []engine.QuarantineEntry{{ID: 1, Topic: "t", Outcome: "malformed", Payload: make([]byte, 5<<20)}}})
+	commit(engine.Batch{Quarantine: []engine.QuarantineEntry{{ID: 1, Topic: "t", Outcome: "malformed", Payload: make([]byte, 20<<20)}}})
 	rt, err := s.ReadRows(t.Context())
 	if err != nil {
 		t.Fatal(err)
