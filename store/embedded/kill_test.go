@@ -88,6 +88,21 @@ func startKillChild(t *testing.T, test, env, dir string) (*exec.Cmd, *bufio.Scan
 	return cmd, bufio.NewScanner(out), &stderr
 }
 
+// openKillChild opens the store in dir for a kill test's child.
+func openKillChild(dir string) *embedded.Store {
+	s, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		killChildFailed(err)
+	}
+	return s
+}
+
+// killChildFailed ends a kill test's child on err, which the test prints.
+func killChildFailed(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
 // killAndWait kills the child with kill -9 and waits for it to end.
 func killAndWait(t *testing.T, cmd *exec.Cmd) {
 	t.Helper()
@@ -132,22 +147,15 @@ func checkAfterKill(t *testing.T, dir string, committed map[uint64]int, doneIDs 
 // killChild decides messages four at a time until killed, printing each
 // committed message, and marks the first entry of each batch done.
 func killChild(dir string) {
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	s, err := embedded.Open(dir, embedded.Options{})
-	if err != nil {
-		fail(err)
-	}
+	s := openKillChild(dir)
 	ctx := context.Background()
 	snap, err := s.Load(ctx)
 	if err != nil {
-		fail(err)
+		killChildFailed(err)
 	}
 	e, err := engine.New(ctx, s, engine.Options{Routes: killRoutes, TTL: time.Hour})
 	if err != nil {
-		fail(err)
+		killChildFailed(err)
 	}
 	for n := int(snap.AuditHead.Position); ; n += 4 { // a message per position: each round's are new
 		msgs := make([]engine.Message, 4)
@@ -156,11 +164,11 @@ func killChild(dir string) {
 		}
 		ds, err := e.Process(ctx, msgs)
 		if err != nil {
-			fail(err)
+			killChildFailed(err)
 		}
 		for j, d := range ds {
 			if d.Outcome != engine.Applied {
-				fail(fmt.Errorf("message %d: %v", n+j, d.Outcome))
+				killChildFailed(fmt.Errorf("message %d: %v", n+j, d.Outcome))
 			}
 			first := 0
 			if j == 0 {
@@ -170,7 +178,7 @@ func killChild(dir string) {
 		}
 		id := engine.OutboxID(ds[0].Position, 0)
 		if err := s.OutboxDone(ctx, "", []uint64{id}); err != nil {
-			fail(err)
+			killChildFailed(err)
 		}
 		fmt.Printf("done %d 0 0\n", id)
 	}

@@ -44,7 +44,10 @@ func TestRowsSurviveKill(t *testing.T) {
 		}
 		killAndWait(t, cmd)
 		s := open(t, dir, embedded.Options{ReadOnly: true})
-		held := lastRowKillCommit(t, s)
+		held, err := lastRowKillCommit(t.Context(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if held < reported {
 			t.Fatalf("round %d: the store holds commits up to %d after kill -9; the process reported %d committed (%s)", round, held, reported, stderr.String())
 		}
@@ -64,49 +67,33 @@ func TestRowsSurviveKill(t *testing.T) {
 }
 
 // lastRowKillCommit is the child's last commit that s holds.
-func lastRowKillCommit(t *testing.T, s *embedded.Store) int {
-	t.Helper()
-	rt, err := s.ReadRows(t.Context())
+func lastRowKillCommit(ctx context.Context, s *embedded.Store) (int, error) {
+	rt, err := s.ReadRows(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer rt.Close()
 	e, ok, err := rt.Entity("count")
 	if err != nil || !ok {
-		return 0
+		return 0, err
 	}
-	n, _ := strconv.Atoi(e.Fields[0].Num)
-	return n
+	return strconv.Atoi(e.Fields[0].Num)
 }
 
 // rowKillChild commits rowKillBatch after the store's last until killed,
 // printing each once committed.
 func rowKillChild(dir string) {
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	s, err := embedded.Open(dir, embedded.Options{})
-	if err != nil {
-		fail(err)
-	}
+	s := openKillChild(dir)
 	embedded.SetRowLogMerge(s, 60, 1<<20, 9)
 	ctx := context.Background()
-	rt, err := s.ReadRows(ctx)
+	last, err := lastRowKillCommit(ctx, s)
 	if err != nil {
-		fail(err)
+		killChildFailed(err)
 	}
-	last := 0
-	if e, ok, err := rt.Entity("count"); err != nil {
-		fail(err)
-	} else if ok {
-		last, _ = strconv.Atoi(e.Fields[0].Num)
-	}
-	rt.Close()
 	for n := last + 1; ; n++ {
 		b := rowKillBatch(n)
 		if err := s.Commit(ctx, &b); err != nil {
-			fail(err)
+			killChildFailed(err)
 		}
 		fmt.Printf("committed %d\n", n)
 	}
