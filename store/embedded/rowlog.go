@@ -183,6 +183,15 @@ func appendChunk(dst []byte, rows []loggedRow) []byte {
 	return dst
 }
 
+// chunkSize is the size of rows' chunk, within a few bytes a row.
+func chunkSize(rows []loggedRow) int {
+	n := 0
+	for _, r := range rows {
+		n += 1 + 2*binary.MaxVarintLen16 + len(r.key) + len(r.value)
+	}
+	return n
+}
+
 // readChunk calls fn with each row of the chunk v; the row's value is
 // v's, which belongs to the transaction.
 func readChunk(k, v []byte, fn func(loggedRow)) error {

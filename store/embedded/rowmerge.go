@@ -37,7 +37,7 @@ func (s *Store) putRowLog(tx *bolt.Tx, rows []loggedRow) (rowWrite, error) {
 		return w, err
 	}
 	if len(logged) > 0 {
-		chunk := appendChunk(nil, logged)
+		chunk := appendChunk(make([]byte, 0, chunkSize(logged)), logged)
 		lb := tx.Bucket(bucketRowLog)
 		lb.FillPercent = 1 // numbers ascend: pack pages full
 		if err := lb.Put(u64(l.next), chunk); err != nil {
@@ -45,7 +45,7 @@ func (s *Store) putRowLog(tx *bolt.Tx, rows []loggedRow) (rowWrite, error) {
 		}
 		w.logged, w.bytes = logged, len(chunk)
 	}
-	full := l.current().active.len()+len(logged) >= l.mergeRows || l.bytes+w.bytes >= l.mergeBytes
+	full := l.view.active.len()+len(logged) >= l.mergeRows || l.bytes+w.bytes >= l.mergeBytes
 	if l.frozen == nil {
 		w.freeze = full
 		return w, nil
@@ -85,6 +85,7 @@ func deleteChunks(b *bolt.Bucket, n uint64) error {
 }
 
 // committed takes in what a committed transaction did with its rows.
+// The committer reads its own view without the lock; it alone changes it.
 func (l *rowLog) committed(w rowWrite) {
 	l.mu.Lock()
 	for _, r := range w.logged {
@@ -98,10 +99,10 @@ func (l *rowLog) committed(w rowWrite) {
 	l.merged = w.mergedTo
 	switch {
 	case w.unfreeze:
-		l.setView(&rowView{active: l.current().active})
+		l.setView(&rowView{active: l.view.active})
 		l.frozen, l.merged = nil, 0
 	case w.freeze:
-		v := &rowView{active: newRowGen(), frozen: l.current().active}
+		v := &rowView{active: newRowGen(), frozen: l.view.active}
 		l.frozen = l.sorted(&rowView{active: v.frozen}, kindEntity) // 'e' before 's': kind order
 		l.frozen = append(l.frozen, l.sorted(&rowView{active: v.frozen}, kindSource)...)
 		l.setView(v)
