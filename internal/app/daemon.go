@@ -106,7 +106,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
+	defer func() {
+		if err := a.Close(); err != nil {
+			log.Warn("closing", "err", err)
+		}
+	}()
 	// Deferred after the store's Close, so run before it: once serve has
 	// stopped the HTTP server, a count of the windows a scrape left running
 	// is cancelled and waited for.

@@ -52,7 +52,11 @@ func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
 	if err != nil {
 		return err
 	}
-	defer a.Close()
+	defer func() {
+		if err := a.Close(); err != nil {
+			t.Log.Warn("closing", "err", err)
+		}
+	}()
 	stopForward := a.startForward(ctx)
 	defer stopForward()
 	if m := a.Engine.Member(); m != "" {

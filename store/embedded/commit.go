@@ -93,6 +93,9 @@ func (s *Store) Commit(ctx context.Context, b *engine.Batch) error {
 	}
 	s.commitMu.Lock() // the row log in memory takes in the commits in their order
 	defer s.commitMu.Unlock()
+	if s.closed.Load() { // Close drained the log meanwhile
+		return engine.ErrClosed
+	}
 	rows := enc.loggedRows(b)
 	var written rowWrite
 	err = s.update(func(tx *bolt.Tx) error {

@@ -74,6 +74,9 @@ type Store struct {
 	closed   atomic.Bool
 	rows     *rowLog    // the row log's rows
 	commitMu sync.Mutex // held by Commit from its transaction to s.rows taking it in
+	// drainSliced, when set (tests), is called after each transaction
+	// of a drain.
+	drainSliced func()
 }
 
 var (
@@ -222,16 +225,43 @@ func (s *Store) init() error {
 }
 
 // Close releases the directory. Close waits for running reads and commits;
-// every later call returns engine.ErrClosed.
+// every later call returns engine.ErrClosed. A writable store first
+// writes the row log's rows into their trees (drain), so that the next
+// Open reads none back; when that fails the rows stay in the log, and
+// Close still releases the directory.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return engine.ErrClosed
 	}
-	if err := s.db.Close(); err != nil {
+	var drained error
+	if !s.readOnly {
+		drained = s.drainAtClose()
+	}
+	err := s.db.Close()
+	switch {
+	case drained != nil:
+		return fmt.Errorf("embedded: close: write the row log into its trees (its rows stay in the log, read back at the next open): %w", errors.Join(drained, err))
+	case err != nil:
 		return fmt.Errorf("embedded: close: %w", err)
 	}
 	s.log.Debug("store closed", "path", s.path)
 	return nil
+}
+
+// drainAtClose writes the row log's rows into their trees (drain) once
+// the last commit is in, and logs how many and how long it took.
+func (s *Store) drainAtClose() error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	start, rows := time.Now(), s.rows.unmerged()
+	if rows == 0 {
+		return nil
+	}
+	err := s.drain()
+	if err == nil {
+		s.log.Info("row log written into its trees at close", "path", s.path, "rows", rows, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return err
 }
 
 // view runs fn in a read transaction; a damaged page it meets is

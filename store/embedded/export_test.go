@@ -29,3 +29,18 @@ func StoredRow(tx *bolt.Tx, bucket string, key []byte) []byte {
 	}
 	return v
 }
+
+// LoggedRows is the number of rows the row log holds in memory: the
+// active rows and the frozen ones.
+func LoggedRows(s *Store) int {
+	v := s.rows.current()
+	n := v.active.len()
+	if v.frozen != nil {
+		n += v.frozen.len()
+	}
+	return n
+}
+
+// SetDrainSliced has fn called after each transaction of the drain that
+// Close makes of the row log.
+func SetDrainSliced(s *Store, fn func()) { s.drainSliced = fn }

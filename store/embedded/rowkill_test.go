@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/embedded"
@@ -26,8 +27,11 @@ func rowKillBatch(n int) engine.Batch {
 
 // TestRowsSurviveKill kills a process with kill -9 while it commits rows
 // through the row log, freezing it every few commits and merging it a
-// few rows a commit: after each kill the store reads back exactly the rows
-// of the commits it holds, and holds every commit the process reported.
+// few rows a commit, and closing the store (which writes the log into its
+// trees) every rowKillCloseEvery commits: after each kill the store reads
+// back exactly the rows of the commits it holds, and holds every commit
+// the process reported. Rounds 1 and 3 kill it in the middle of a Close,
+// between two of its transactions.
 func TestRowsSurviveKill(t *testing.T) {
 	if dir := os.Getenv(rowKillChildEnv); dir != "" {
 		rowKillChild(dir)
@@ -35,11 +39,15 @@ func TestRowsSurviveKill(t *testing.T) {
 	}
 	dir := t.TempDir()
 	reported := 0
-	for round := range 3 {
+	for round := range 4 {
 		cmd, sc, stderr := startKillChild(t, "TestRowsSurviveKill", rowKillChildEnv, dir)
-		for target := reported + 150; reported < target && sc.Scan(); {
-			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "committed" {
+		for target := reported + 150; sc.Scan(); {
+			f := strings.Fields(sc.Text())
+			if len(f) == 2 && f[0] == "committed" {
 				reported, _ = strconv.Atoi(f[1])
+			}
+			if reported >= target && (round%2 == 0 || len(f) == 1 && f[0] == "drained") {
+				break
 			}
 		}
 		killAndWait(t, cmd)
@@ -80,12 +88,27 @@ func lastRowKillCommit(ctx context.Context, s *embedded.Store) (int, error) {
 	return strconv.Atoi(e.Fields[0].Num)
 }
 
+// rowKillCloseEvery is how many commits the child makes between two
+// closes of the store.
+const rowKillCloseEvery = 100
+
 // rowKillChild commits rowKillBatch after the store's last until killed,
-// printing each once committed.
+// printing each once committed, and closes the store and opens it again
+// every rowKillCloseEvery commits, printing "drained" after each of the
+// Close's transactions, and waiting a little for the kill.
 func rowKillChild(dir string) {
-	s := openKillChild(dir)
-	embedded.SetRowLogMerge(s, 60, 1<<20, 9)
-	ctx := context.Background()
+	open := func() *embedded.Store {
+		s := openKillChild(dir)
+		// Merges of a row a commit, a drain of four rows a transaction:
+		// a Close writes the log in several transactions.
+		embedded.SetRowLogMerge(s, 60, 1<<20, 1)
+		embedded.SetDrainSliced(s, func() {
+			fmt.Println("drained")
+			time.Sleep(10 * time.Millisecond)
+		})
+		return s
+	}
+	s, ctx := open(), context.Background()
 	last, err := lastRowKillCommit(ctx, s)
 	if err != nil {
 		killChildFailed(err)
@@ -96,5 +119,11 @@ func rowKillChild(dir string) {
 			killChildFailed(err)
 		}
 		fmt.Printf("committed %d\n", n)
+		if n%rowKillCloseEvery == 0 {
+			if err := s.Close(); err != nil {
+				killChildFailed(err)
+			}
+			s = open()
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -141,7 +142,8 @@ func checkScans(t *testing.T, s *embedded.Store, m *rowModel, when string) {
 // TestRowsReadBackThroughTheLogAndItsMerges commits batches whose rows go
 // into their trees and into the row log, with thresholds that freeze the
 // log every few commits and merge it a few rows a commit, and reads every
-// row back after each commit, and across reopens (read-only too).
+// row back after each commit, and across reopens (read-only too), each
+// Close having written the log's rows into their trees.
 func TestRowsReadBackThroughTheLogAndItsMerges(t *testing.T) {
 	dir := t.TempDir()
 	open := func(o embedded.Options) *embedded.Store {
@@ -155,6 +157,7 @@ func TestRowsReadBackThroughTheLogAndItsMerges(t *testing.T) {
 	}
 	s := open(embedded.Options{NoSync: true})
 	m := newRowModel()
+	drained := 0 // the rows logged when Close began
 	for n := 1; n <= 400; n++ {
 		b := rowBatch(n)
 		b.NewRows = nil // counted by the store
@@ -168,10 +171,14 @@ func TestRowsReadBackThroughTheLogAndItsMerges(t *testing.T) {
 			checkScans(t, s, m, when)
 		}
 		if n%50 == 0 {
+			drained += embedded.LoggedRows(s)
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
 			r := open(embedded.Options{ReadOnly: true})
+			if n := embedded.LoggedRows(r); n != 0 {
+				t.Fatalf("%s: the store's row log holds %d rows after Close; want them written into their trees", when, n)
+			}
 			checkScans(t, r, m, when+", read-only")
 			checkRows(t, r, m, when+", read-only")
 			if err := r.Close(); err != nil {
@@ -183,6 +190,9 @@ func TestRowsReadBackThroughTheLogAndItsMerges(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if drained == 0 {
+		t.Fatal("the row log was empty at every Close: the test drained nothing")
 	}
 }
 
@@ -245,9 +255,17 @@ func TestARowLogChunkThatDoesNotDecodeIsADamagedStore(t *testing.T) {
 	if err := s.Commit(t.Context(), &b); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
+	// The file as a crash would leave it: Close writes the log's rows
+	// into their trees.
+	crashed := t.TempDir()
+	file, err := os.ReadFile(filepath.Join(dir, embedded.FileName))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(crashed, embedded.FileName), file, 0o600)
+	}
+	if err := errors.Join(err, s.Close()); err != nil {
 		t.Fatal(err)
 	}
+	dir = crashed
 	db, err := bolt.Open(filepath.Join(dir, embedded.FileName), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -50,18 +50,18 @@ func (s *Store) putRowLog(tx *bolt.Tx, rows []loggedRow) (rowWrite, error) {
 		w.freeze = full
 		return w, nil
 	}
-	return w, l.mergeSliceTx(tx, &w, full)
-}
-
-// mergeSliceTx writes the next slice of the frozen rows into their trees:
-// at least mergeSlice and twice the rows w logs, all that are left when
-// the active rows are full (they freeze next); the last slice deletes the
-// frozen rows' chunks.
-func (l *rowLog) mergeSliceTx(tx *bolt.Tx, w *rowWrite, full bool) error {
+	// At least mergeSlice and twice the rows w logs, all that are left
+	// when the active rows are full (they freeze next).
 	n := max(l.mergeSlice, 2*len(w.logged))
 	if full {
 		n = len(l.frozen)
 	}
+	return w, l.mergeSliceTx(tx, &w, n)
+}
+
+// mergeSliceTx writes the next n frozen rows into their trees; the last
+// slice deletes the frozen rows' chunks.
+func (l *rowLog) mergeSliceTx(tx *bolt.Tx, w *rowWrite, n int) error {
 	w.mergedTo = min(l.merged+n, len(l.frozen))
 	if err := putRows(tx, l.frozen[l.merged:w.mergedTo]); err != nil {
 		return err
@@ -83,6 +83,39 @@ func deleteChunks(b *bolt.Bucket, n uint64) error {
 	}
 	return nil
 }
+
+// drainSlices is how many times mergeSlice rows each transaction of a
+// drain writes.
+const drainSlices = 4
+
+// drain writes every row of the log into its tree and deletes its
+// chunks, a transaction for each drainSlices × mergeSlice rows: Close
+// does, so that the next Open reads no log back. A crash between them
+// leaves the log as one between the commits of a merge does.
+func (s *Store) drain() error {
+	l := s.rows
+	for !l.empty() {
+		if l.frozen == nil {
+			l.committed(rowWrite{freeze: true})
+			continue
+		}
+		w := rowWrite{mergedTo: l.merged}
+		err := s.update(func(tx *bolt.Tx) error { return l.mergeSliceTx(tx, &w, drainSlices*l.mergeSlice) })
+		if err != nil {
+			return err
+		}
+		l.committed(w)
+		if s.drainSliced != nil {
+			s.drainSliced()
+		}
+	}
+	return nil
+}
+
+// unmerged is the number of rows the log holds that are not in their
+// trees yet (a row logged again since its freeze counts twice).
+// Called by the committer.
+func (l *rowLog) unmerged() int { return l.view.active.len() + len(l.frozen) - l.merged }
 
 // committed takes in what a committed transaction did with its rows.
 // The committer reads its own view without the lock; it alone changes it.
