@@ -99,9 +99,9 @@ const rowKillCloseEvery = 100
 func rowKillChild(dir string) {
 	open := func() *embedded.Store {
 		s := openKillChild(dir)
-		// Merges of a row a commit, a drain of four rows a transaction:
-		// a Close writes the log in several transactions.
-		embedded.SetRowLogMerge(s, 60, 1<<20, 1)
+		// Merges and a drain of four rows a transaction: a Close writes
+		// the log in several transactions.
+		embedded.SetRowLogMerge(s, 60, 1<<20, 4)
 		embedded.SetDrainSliced(s, func() {
 			fmt.Println("drained")
 			time.Sleep(10 * time.Millisecond)

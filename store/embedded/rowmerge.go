@@ -84,14 +84,12 @@ func deleteChunks(b *bolt.Bucket, n uint64) error {
 	return nil
 }
 
-// drainSlices is how many times mergeSlice rows each transaction of a
-// drain writes.
-const drainSlices = 4
-
 // drain writes every row of the log into its tree and deletes its
-// chunks, a transaction for each drainSlices × mergeSlice rows: Close
-// does, so that the next Open reads no log back. A crash between them
-// leaves the log as one between the commits of a merge does.
+// chunks, a transaction for each mergeSlice rows (a transaction holds
+// each page it changes in memory: four times as many rows took a fleet's
+// store from 1.15 to 1.47 GB of RSS): Close does, so that the next Open
+// reads no log back. A crash between them leaves the log as one between
+// the commits of a merge does.
 func (s *Store) drain() error {
 	l := s.rows
 	for !l.empty() {
@@ -100,7 +98,7 @@ func (s *Store) drain() error {
 			continue
 		}
 		w := rowWrite{mergedTo: l.merged}
-		err := s.update(func(tx *bolt.Tx) error { return l.mergeSliceTx(tx, &w, drainSlices*l.mergeSlice) })
+		err := s.update(func(tx *bolt.Tx) error { return l.mergeSliceTx(tx, &w, l.mergeSlice) })
 		if err != nil {
 			return err
 		}
