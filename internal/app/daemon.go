@@ -108,7 +108,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	}
 	defer func() {
 		if err := a.Close(); err != nil {
-			log.Warn("closing", "err", err)
+			log.Warn("closing the store", "err", err)
 		}
 	}()
 	// Deferred after the store's Close, so run before it: once serve has

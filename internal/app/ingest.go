@@ -54,7 +54,7 @@ func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
 	}
 	defer func() {
 		if err := a.Close(); err != nil {
-			t.Log.Warn("closing", "err", err)
+			t.Log.Warn("closing the store", "err", err)
 		}
 	}()
 	stopForward := a.startForward(ctx)

@@ -93,7 +93,7 @@ func deleteChunks(b *bolt.Bucket, n uint64) error {
 func (s *Store) drain() error {
 	l := s.rows
 	for !l.empty() {
-		if l.frozen == nil {
+		if l.view.frozen == nil { // the active rows, which the loop's test found
 			l.committed(rowWrite{freeze: true})
 			continue
 		}
