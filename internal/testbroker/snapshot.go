@@ -2,7 +2,6 @@ package testbroker
 
 import (
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -101,17 +100,6 @@ func startOnFreePort(tb testing.TB, what string, try func(port int) error, log f
 			tb.Fatalf("testbroker: start %s: %v\n%s", what, err, log())
 		}
 	}
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("testbroker: free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // RestartFrom starts the broker again on the same port and directory, but
