@@ -21,7 +21,8 @@ import (
 // fails to start ("Address already in use") and the other test's clients
 // reach a broker of the wrong kind. So FreePort takes ports below that
 // range, where the kernel hands none out, and reserves each one for the
-// test's life in a file that the test processes running at once all see.
+// test's life in a file that the user's test processes running at once
+// all see.
 
 // portsLow is the lowest port FreePort takes: above the well-known ports
 // of the services a machine may run (PostgreSQL, Redis, NATS, MQTT).
@@ -63,8 +64,11 @@ func ephemeralLow() int {
 	return 32768
 }
 
-// portsDir holds a file for each reserved port, naming the process.
-func portsDir() string { return filepath.Join(os.TempDir(), "replayguard-test-ports") }
+// portsDir holds a file for each port the user's tests reserved, naming
+// the process.
+func portsDir() string {
+	return filepath.Join(os.TempDir(), "replayguard-test-ports-"+strconv.Itoa(os.Getuid()))
+}
 
 // reservePort reserves port for tb's life, unless a live process holds it
 // (the file of one that died is taken over).
