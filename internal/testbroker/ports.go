@@ -39,12 +39,14 @@ func FreePort(tb testing.TB) int {
 		if !reservePort(tb, port) {
 			continue
 		}
+		// A port some other program listens on stays reserved, unused,
+		// until tb's end: released now, another test could reserve it
+		// and lose the reservation to tb's cleanup.
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err == nil {
 			_ = l.Close()
 			return port
 		}
-		releasePort(port)
 	}
 	tb.Fatalf("testbroker: no free port between %d and %d after 1000 tries", portsLow, high)
 	return 0
