@@ -94,7 +94,7 @@ func (s *Store) drain() error {
 	l := s.rows
 	for !l.empty() {
 		if l.view.frozen == nil { // the active rows, which the loop's test found
-			l.committed(rowWrite{freeze: true})
+			l.freeze()
 			continue
 		}
 		w := rowWrite{mergedTo: l.merged}
@@ -133,12 +133,19 @@ func (l *rowLog) committed(w rowWrite) {
 		l.setView(&rowView{active: l.view.active})
 		l.frozen, l.merged = nil, 0
 	case w.freeze:
-		v := &rowView{active: newRowGen(), frozen: l.view.active}
-		l.frozen = l.sorted(&rowView{active: v.frozen}, kindEntity) // 'e' before 's': kind order
-		l.frozen = append(l.frozen, l.sorted(&rowView{active: v.frozen}, kindSource)...)
-		l.setView(v)
-		l.merged, l.frozenBelow, l.bytes = 0, l.next, 0
+		l.freeze()
 	}
+}
+
+// freeze makes the active rows the frozen ones, in key order, to be
+// merged into their trees, and begins new active rows. Called by the
+// committer.
+func (l *rowLog) freeze() {
+	v := &rowView{active: newRowGen(), frozen: l.view.active}
+	l.frozen = l.sorted(&rowView{active: v.frozen}, kindEntity) // 'e' before 's': kind order
+	l.frozen = append(l.frozen, l.sorted(&rowView{active: v.frozen}, kindSource)...)
+	l.setView(v)
+	l.merged, l.frozenBelow, l.bytes = 0, l.next, 0
 }
 
 func (l *rowLog) setView(v *rowView) {
