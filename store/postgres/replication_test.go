@@ -165,7 +165,9 @@ func setStandbyNames(t *testing.T, url, names string) {
 // waitSyncRepDefined waits until a commit waits for a synchronous standby,
 // which the checkpointer decides after the reload: a probe commit cut
 // short by a cancel request then ends with the server's warning that its
-// wait was cancelled. (statement_timeout ends before the commit.)
+// wait was cancelled. (statement_timeout ends before the commit.) The probe
+// writes a logged table: a commit that wrote no WAL, as an insert into a
+// temporary table once it exists, never waits, however long the loop runs.
 func waitSyncRepDefined(t *testing.T, url string) {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(url)
@@ -192,7 +194,7 @@ func waitSyncRepDefined(t *testing.T, url string) {
 	waitFor(t, "a commit that waits for a synchronous standby", func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
-		_, _ = c.Exec(ctx, "CREATE TEMP TABLE IF NOT EXISTS probe (n int); INSERT INTO probe VALUES (1)")
+		_, _ = c.Exec(ctx, "CREATE TABLE IF NOT EXISTS sync_rep_probe (n int); INSERT INTO sync_rep_probe VALUES (1)")
 		if c.IsClosed() {
 			t.Fatal("the probe's connection broke")
 		}
