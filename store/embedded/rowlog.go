@@ -58,10 +58,10 @@ type rowLog struct {
 	// The rest belongs to the committer.
 	next  uint64 // the next chunk's number
 	bytes int    // the size of the active rows' chunks
-	// frozen is the frozen rows in order of kind and key, merged are
-	// those written into their trees, and chunks below frozenBelow are
-	// theirs.
-	frozen      []loggedRow
+	// frozen is the offsets of the frozen rows in the view's frozen
+	// rows, in order of kind and key, merged are those written into
+	// their trees, and chunks below frozenBelow are theirs.
+	frozen      []int
 	merged      int
 	frozenBelow uint64
 	// mergeRows, mergeBytes and mergeSlice are the thresholds (tests
@@ -74,22 +74,6 @@ type rowLog struct {
 // changes. A commit adds its logged rows to active; a freeze or the end of
 // a merge makes a new view.
 type rowView struct{ active, frozen *rowGen }
-
-// rowGen is rows of the log by kind.
-type rowGen struct{ sources, entities map[string][]byte }
-
-func newRowGen() *rowGen {
-	return &rowGen{sources: map[string][]byte{}, entities: map[string][]byte{}}
-}
-
-func (g *rowGen) rows(kind byte) map[string][]byte {
-	if kind == kindSource {
-		return g.sources
-	}
-	return g.entities
-}
-
-func (g *rowGen) len() int { return len(g.sources) + len(g.entities) }
 
 // loggedRow is one row of a chunk.
 type loggedRow struct {
@@ -125,11 +109,12 @@ func (l *rowLog) current() *rowView {
 func (l *rowLog) get(v *rowView, kind byte, key string) []byte {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if r, ok := v.active.rows(kind)[key]; ok {
+	if r, ok := v.active.get(kind, key); ok {
 		return r
 	}
 	if v.frozen != nil {
-		return v.frozen.rows(kind)[key]
+		r, _ := v.frozen.get(kind, key)
+		return r
 	}
 	return nil
 }
@@ -141,11 +126,11 @@ func (l *rowLog) empty() bool { return l.view.active.len() == 0 && l.view.frozen
 // committer (Store.commitMu held), the one that changes the log: it reads
 // without the lock.
 func (l *rowLog) holds(kind byte, key string) bool {
-	if _, ok := l.view.active.rows(kind)[key]; ok {
+	if _, ok := l.view.active.get(kind, key); ok {
 		return true
 	}
 	if l.view.frozen != nil {
-		_, ok := l.view.frozen.rows(kind)[key]
+		_, ok := l.view.frozen.get(kind, key)
 		return ok
 	}
 	return false
@@ -156,16 +141,22 @@ func (l *rowLog) holds(kind byte, key string) bool {
 func (l *rowLog) sorted(v *rowView, kind byte) []loggedRow {
 	l.mu.RLock()
 	var rows []loggedRow
-	if v.frozen != nil {
-		for k, r := range v.frozen.rows(kind) {
-			if _, newer := v.active.rows(kind)[k]; !newer {
-				rows = append(rows, loggedRow{kind, k, r})
+	add := func(g, newer *rowGen) {
+		for _, off := range g.offsets(kind) {
+			_, k, r := g.row(off)
+			key := string(k)
+			if newer != nil {
+				if _, ok := newer.get(kind, key); ok {
+					continue
+				}
 			}
+			rows = append(rows, loggedRow{kind, key, r})
 		}
 	}
-	for k, r := range v.active.rows(kind) {
-		rows = append(rows, loggedRow{kind, k, r})
+	if v.frozen != nil {
+		add(v.frozen, v.active)
 	}
+	add(v.active, nil)
 	l.mu.RUnlock()
 	slices.SortFunc(rows, compareRows)
 	return rows
@@ -174,11 +165,7 @@ func (l *rowLog) sorted(v *rowView, kind byte) []loggedRow {
 // appendChunk encodes rows as one chunk of the log.
 func appendChunk(dst []byte, rows []loggedRow) []byte {
 	for _, r := range rows {
-		dst = append(dst, r.kind)
-		dst = binary.AppendUvarint(dst, uint64(len(r.key)))
-		dst = append(dst, r.key...)
-		dst = binary.AppendUvarint(dst, uint64(len(r.value)))
-		dst = append(dst, r.value...)
+		dst = appendRow(dst, r.kind, r.key, r.value)
 	}
 	return dst
 }
@@ -236,9 +223,8 @@ func loadRowLog(tx *bolt.Tx) (*rowLog, error) {
 		if len(k) != 8 {
 			return nil, fmt.Errorf("embedded: corrupt row log key %x", k)
 		}
-		// One copy of the chunk, out of the transaction, holds its values.
-		err := readChunk(k, bytes.Clone(v), func(r loggedRow) {
-			l.view.active.rows(r.kind)[r.key] = r.value
+		err := readChunk(k, v, func(r loggedRow) { // set copies the row out of the transaction
+			l.view.active.set(r.kind, r.key, r.value)
 		})
 		if err != nil {
 			return nil, err

@@ -63,7 +63,7 @@ func (s *Store) putRowLog(tx *bolt.Tx, rows []loggedRow) (rowWrite, error) {
 // slice deletes the frozen rows' chunks.
 func (l *rowLog) mergeSliceTx(tx *bolt.Tx, w *rowWrite, n int) error {
 	w.mergedTo = min(l.merged+n, len(l.frozen))
-	if err := putRows(tx, l.frozen[l.merged:w.mergedTo]); err != nil {
+	if err := putFrozen(tx, l.view.frozen, l.frozen[l.merged:w.mergedTo]); err != nil {
 		return err
 	}
 	if w.mergedTo < len(l.frozen) {
@@ -120,7 +120,7 @@ func (l *rowLog) unmerged() int { return l.view.active.len() + len(l.frozen) - l
 func (l *rowLog) committed(w rowWrite) {
 	l.mu.Lock()
 	for _, r := range w.logged {
-		l.view.active.rows(r.kind)[r.key] = r.value
+		l.view.active.set(r.kind, r.key, r.value)
 	}
 	l.mu.Unlock()
 	if w.logged != nil {
@@ -142,8 +142,7 @@ func (l *rowLog) committed(w rowWrite) {
 // committer.
 func (l *rowLog) freeze() {
 	v := &rowView{active: newRowGen(), frozen: l.view.active}
-	l.frozen = l.sorted(&rowView{active: v.frozen}, kindEntity) // 'e' before 's': kind order
-	l.frozen = append(l.frozen, l.sorted(&rowView{active: v.frozen}, kindSource)...)
+	l.frozen = v.frozen.sortedOffsets()
 	l.setView(v)
 	l.merged, l.frozenBelow, l.bytes = 0, l.next, 0
 }
@@ -227,18 +226,37 @@ const rowFill = 0.9
 
 // putRows writes rows, in order of kind and key, into their buckets.
 func putRows(tx *bolt.Tx, rows []loggedRow) error {
-	sources, entities := tx.Bucket(bucketSources), tx.Bucket(bucketEntities)
-	sources.FillPercent, entities.FillPercent = rowFill, rowFill
+	put := rowPutter(tx)
 	for _, r := range rows {
-		b := entities
-		if r.kind == kindSource {
-			b = sources
-		}
-		if err := b.Put([]byte(r.key), r.value); err != nil {
+		if err := put(r.kind, []byte(r.key), r.value); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// putFrozen writes the rows of g at offs, in order of kind and key, into
+// their buckets. (g's bytes outlive the transaction, as bbolt asks.)
+func putFrozen(tx *bolt.Tx, g *rowGen, offs []int) error {
+	put := rowPutter(tx)
+	for _, off := range offs {
+		if err := put(g.row(off)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rowPutter returns a function that puts a row into its bucket of tx.
+func rowPutter(tx *bolt.Tx) func(kind byte, key, value []byte) error {
+	sources, entities := tx.Bucket(bucketSources), tx.Bucket(bucketEntities)
+	sources.FillPercent, entities.FillPercent = rowFill, rowFill
+	return func(kind byte, key, value []byte) error {
+		if kind == kindSource {
+			return sources.Put(key, value)
+		}
+		return entities.Put(key, value)
+	}
 }
 
 // within says whether fewer than nearKeys stored keys lie from a up to b
