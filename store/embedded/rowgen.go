@@ -28,6 +28,7 @@ const (
 	slotOffsetBits = 40
 	slotOffsetMask = 1<<slotOffsetBits - 1
 	firstSlots     = 1 << 10
+	firstArena     = 64 << 10
 )
 
 func newRowGen() *rowGen {
@@ -79,6 +80,11 @@ func (g *rowGen) set(kind byte, key string, value []byte) {
 		g.grow()
 	}
 	off, h := len(g.arena), g.hash(kind, key)
+	if need := 1 + 2*binary.MaxVarintLen64 + len(key) + len(value); cap(g.arena)-off < need {
+		// Doubled: append grows a large slice by a quarter, copying all
+		// of it each time (five times the bytes, reading a log back).
+		g.arena = append(make([]byte, 0, max(2*cap(g.arena), off+need, firstArena)), g.arena...)
+	}
 	g.arena = appendRow(g.arena, kind, key, value)
 	i, found := g.find(h, kind, key)
 	if !found {
