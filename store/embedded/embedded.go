@@ -77,6 +77,7 @@ type Store struct {
 	// drainSliced, when set (tests), is called after each transaction
 	// of a drain.
 	drainSliced func()
+	prefetching sync.WaitGroup // prefetch's
 }
 
 var (
@@ -117,7 +118,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	s.prefetch(bucketRowLog, bucketKeys)
 	if err := s.view(func(tx *bolt.Tx) (err error) { s.rows, err = loadRowLog(tx); return err }); err != nil {
+		s.closed.Store(true)
+		s.prefetching.Wait()
 		_ = db.Close()
 		if !errors.Is(err, ErrDamaged) { // a chunk that does not decode
 			err = damaged(path, err)
@@ -233,6 +237,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return engine.ErrClosed
 	}
+	s.prefetching.Wait()
 	var drained error
 	if !s.readOnly {
 		drained = s.drainAtClose()

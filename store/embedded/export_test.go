@@ -44,3 +44,17 @@ func LoggedRows(s *Store) int {
 // SetDrainSliced has fn called after each transaction of the drain that
 // Close makes of the row log.
 func SetDrainSliced(s *Store, fn func()) { s.drainSliced = fn }
+
+// ValueRanges is where the values of bucket ("keys", "rowlog") lie in the
+// store's file, as prefetch asks the kernel to read them: offsets and
+// lengths.
+func ValueRanges(s *Store, bucket string) [][2]int64 {
+	var rs [][2]int64
+	for _, r := range s.valueRanges([]byte(bucket)) {
+		rs = append(rs, [2]int64{r.off, r.len})
+	}
+	return rs
+}
+
+// View runs fn in a read transaction of s.
+func View(s *Store, fn func(*bolt.Tx) error) error { return s.view(fn) }
