@@ -36,9 +36,12 @@ const rowLogSince = 6
 const (
 	// mergeRows and mergeBytes bound the rows logged before they are
 	// frozen: what the log keeps in memory (twice, while the frozen rows
-	// are merged) and what Open reads back.
-	mergeRows  = 1 << 18
-	mergeBytes = 32 << 20
+	// are merged, about 100 bytes a meter's row) and what Open reads
+	// back. Each freeze rewrites nearly every page of trees whose rows
+	// came in no order: half as many freezes took a shuffled fleet's
+	// ingest from 29.8 to 25.4 s.
+	mergeRows  = 1 << 19
+	mergeBytes = 64 << 20
 	// mergeSlice is the least number of frozen rows a commit merges; it
 	// merges at least twice the rows it logs, so that the frozen rows are
 	// merged before the log holds mergeRows again.
