@@ -84,10 +84,18 @@ func (s *Store) take(ctx context.Context, dead string) (time.Time, error) {
 }
 
 // renewLoop renews the lease every LeaseTTL/3 until Close, and every
-// LeaseTTL/30 while renewals fail (shared.RenewLoop).
+// LeaseTTL/30 while renewals fail (shared.RenewLoop); after each renewal it
+// ends the group's sessions left in a transaction (endAbandoned).
 func (s *Store) renewLoop() {
 	defer s.bg.Done()
-	shared.RenewLoop(s.bgCtx, s.leaseTTL/3, s.leaseTTL/30, s.renew, func(err error) {
+	renew := func() error {
+		if err := s.renew(); err != nil {
+			return err
+		}
+		s.endAbandoned()
+		return nil
+	}
+	shared.RenewLoop(s.bgCtx, s.leaseTTL/3, s.leaseTTL/30, renew, func(err error) {
 		s.stats.LeaseFailed(err)
 		s.log.Error("lease renewal failed", "member", s.member, "err", err)
 	})
