@@ -78,6 +78,8 @@ type Store struct {
 	// of a drain.
 	drainSliced func()
 	prefetching sync.WaitGroup // prefetch's
+	filters     rowFilters     // of the keys of the sources' and entities' trees
+	filtering   sync.WaitGroup // the filters' builders
 }
 
 var (
@@ -127,6 +129,9 @@ func Open(dir string, opts Options) (*Store, error) {
 			err = damaged(path, err)
 		}
 		return nil, err
+	}
+	if !opts.ReadOnly {
+		s.startFilters()
 	}
 	log.Debug("store opened", "path", path, "read_only", opts.ReadOnly, "no_sync", opts.NoSync)
 	if opts.NoSync {
@@ -242,6 +247,7 @@ func (s *Store) Close() error {
 	if !s.readOnly {
 		drained = s.drainAtClose()
 	}
+	s.filtering.Wait() // after the drain, whose puts start no builder once closed
 	err := s.db.Close()
 	switch {
 	case drained != nil:

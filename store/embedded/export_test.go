@@ -58,3 +58,22 @@ func ValueRanges(s *Store, bucket string) [][2]int64 {
 
 // View runs fn in a read transaction of s.
 func View(s *Store, fn func(*bolt.Tx) error) error { return s.view(fn) }
+
+// SetMinFilterKeys sets the least number of keys a row filter is sized
+// for, and returns a function that sets it back.
+func SetMinFilterKeys(n int) (restore func()) {
+	old := minFilterKeys
+	minFilterKeys = n
+	return func() { minFilterKeys = old }
+}
+
+// WaitFilters waits until the row filters being built are built.
+func WaitFilters(s *Store) { s.filtering.Wait() }
+
+// FilterMayHold says whether the row filter reads consult now may hold
+// key in the tree of kind ("sources" or "entities"): true when none is
+// built. built says whether one is.
+func FilterMayHold(s *Store, bucket, key string) (mayHold, built bool) {
+	f := s.filters.current()[filterOf(kindOf([]byte(bucket)))]
+	return f == nil || f.holds(key), f != nil
+}

@@ -37,7 +37,7 @@ func (s *Store) putRowLog(tx *bolt.Tx, rows []loggedRow) (rowWrite, error) {
 	l := s.rows
 	w := rowWrite{mergedTo: l.merged}
 	direct, logged := s.splitRows(tx, rows)
-	if err := putRows(tx, direct); err != nil {
+	if err := putRows(tx, direct, s); err != nil {
 		return w, err
 	}
 	if len(logged) > 0 {
@@ -60,14 +60,14 @@ func (s *Store) putRowLog(tx *bolt.Tx, rows []loggedRow) (rowWrite, error) {
 	if full {
 		n = len(l.frozen)
 	}
-	return w, l.mergeSliceTx(tx, &w, n)
+	return w, l.mergeSliceTx(tx, &w, n, s)
 }
 
 // mergeSliceTx writes the next n frozen rows into their trees; the last
 // slice deletes the frozen rows' chunks.
-func (l *rowLog) mergeSliceTx(tx *bolt.Tx, w *rowWrite, n int) error {
+func (l *rowLog) mergeSliceTx(tx *bolt.Tx, w *rowWrite, n int, s *Store) error {
 	w.mergedTo = min(l.merged+n, len(l.frozen))
-	if err := putFrozen(tx, l.view.frozen, l.frozen[l.merged:w.mergedTo]); err != nil {
+	if err := putFrozen(tx, l.view.frozen, l.frozen[l.merged:w.mergedTo], s); err != nil {
 		return err
 	}
 	if w.mergedTo < len(l.frozen) {
@@ -102,7 +102,7 @@ func (s *Store) drain() error {
 			continue
 		}
 		w := rowWrite{mergedTo: l.merged}
-		err := s.update(func(tx *bolt.Tx) error { return l.mergeSliceTx(tx, &w, l.mergeSlice) })
+		err := s.update(func(tx *bolt.Tx) error { return l.mergeSliceTx(tx, &w, l.mergeSlice, s) })
 		if err != nil {
 			return err
 		}
@@ -229,8 +229,8 @@ func nearKind(c *bolt.Cursor, keys []string) bool {
 const rowFill = 0.9
 
 // putRows writes rows, in order of kind and key, into their buckets.
-func putRows(tx *bolt.Tx, rows []loggedRow) error {
-	put := rowPutter(tx)
+func putRows(tx *bolt.Tx, rows []loggedRow, s *Store) error {
+	put := s.rowPutter(tx)
 	for _, r := range rows {
 		if err := put(r.kind, []byte(r.key), r.value); err != nil {
 			return err
@@ -241,8 +241,8 @@ func putRows(tx *bolt.Tx, rows []loggedRow) error {
 
 // putFrozen writes the rows of g at offs, in order of kind and key, into
 // their buckets. (g's bytes outlive the transaction, as bbolt asks.)
-func putFrozen(tx *bolt.Tx, g *rowGen, offs []int) error {
-	put := rowPutter(tx)
+func putFrozen(tx *bolt.Tx, g *rowGen, offs []int, s *Store) error {
+	put := s.rowPutter(tx)
 	for _, off := range offs {
 		if err := put(g.row(off)); err != nil {
 			return err
@@ -251,11 +251,14 @@ func putFrozen(tx *bolt.Tx, g *rowGen, offs []int) error {
 	return nil
 }
 
-// rowPutter returns a function that puts a row into its bucket of tx.
-func rowPutter(tx *bolt.Tx) func(kind byte, key, value []byte) error {
+// rowPutter returns a function that puts a row into its bucket of tx,
+// its key into the bucket's filters first (rowfilter.go).
+func (s *Store) rowPutter(tx *bolt.Tx) func(kind byte, key, value []byte) error {
 	sources, entities := tx.Bucket(bucketSources), tx.Bucket(bucketEntities)
 	sources.FillPercent, entities.FillPercent = rowFill, rowFill
 	return func(kind byte, key, value []byte) error {
+		s.filters.add(kind, key)
+		s.refilter(filterOf(kind))
 		if kind == kindSource {
 			return sources.Put(key, value)
 		}

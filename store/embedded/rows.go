@@ -68,7 +68,7 @@ func (s *Store) ReadRows(ctx context.Context) (engine.RowTx, error) {
 		return nil, err
 	}
 	for {
-		v := s.rows.current()
+		v, f := s.rows.current(), s.filters.current() // f before the snapshot (rowfilter.go)
 		tx, err := s.db.Begin(false)
 		if err != nil {
 			return nil, fmt.Errorf("embedded: read rows: %w", closedErr(err))
@@ -77,7 +77,7 @@ func (s *Store) ReadRows(ctx context.Context) (engine.RowTx, error) {
 			_ = tx.Rollback()
 			continue
 		}
-		return &rowTx{path: s.path, tx: tx, log: s.rows, view: v,
+		return &rowTx{path: s.path, tx: tx, log: s.rows, view: v, filters: f,
 			sources: tx.Bucket(bucketSources).Cursor(), entities: tx.Bucket(bucketEntities).Cursor()}, nil
 	}
 }
@@ -90,6 +90,7 @@ type rowTx struct {
 	tx                *bolt.Tx
 	log               *rowLog
 	view              *rowView
+	filters           [2]*rowFilter // the sources' and entities'; nil where none is built
 	sources, entities *bolt.Cursor
 }
 
@@ -104,7 +105,7 @@ func get(c *bolt.Cursor, key []byte) []byte {
 func (r *rowTx) Source(id string) (_ engine.SourceState, _ bool, err error) {
 	defer recoverDamaged(r.path, &err, guard())
 	v := r.log.get(r.view, kindSource, id)
-	if v == nil {
+	if v == nil && mayHold(r.filters[0], id) {
 		v = get(r.sources, []byte(id))
 	}
 	if v == nil {
@@ -117,7 +118,7 @@ func (r *rowTx) Source(id string) (_ engine.SourceState, _ bool, err error) {
 func (r *rowTx) Entity(name string) (_ engine.EntityState, _ bool, err error) {
 	defer recoverDamaged(r.path, &err, guard())
 	v := r.log.get(r.view, kindEntity, name)
-	if v == nil {
+	if v == nil && mayHold(r.filters[1], name) {
 		v = get(r.entities, []byte(name))
 	}
 	if v == nil {

@@ -1,0 +1,88 @@
+package embedded
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// A row filter holds every key added to it, and says few keys never added
+// may be there; adds and look-ups run at once.
+func TestARowFilterHoldsEveryKeyAdded(t *testing.T) {
+	const n = 200_000
+	f := newRowFilter(n)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range n {
+			f.add([]byte("meter/m" + strconv.Itoa(i)))
+		}
+	})
+	wg.Go(func() { // look-ups while the adds run: no race
+		for i := range n {
+			f.holds("meter/x" + strconv.Itoa(i))
+		}
+	})
+	wg.Wait()
+	for i := range n {
+		if k := "meter/m" + strconv.Itoa(i); !f.holds(k) {
+			t.Fatalf("%s was added; the filter says it is not there", k)
+		}
+	}
+	if got := f.keys.Load(); got < n*99/100 || got > n {
+		t.Fatalf("the filter counts %d keys added; want about %d", got, n)
+	}
+	if f.full() {
+		t.Fatalf("a filter sized for %d keys is full with %d", n, f.keys.Load())
+	}
+	wrong := 0
+	for i := range n {
+		if f.holds("meter/x" + strconv.Itoa(i)) {
+			wrong++
+		}
+	}
+	if wrong > n/50 {
+		t.Fatalf("the filter says %d of %d keys never added may be there; want at most 2 %%", wrong, n)
+	}
+	t.Logf("%d of %d keys never added said to be there (%.2f %%)", wrong, n, 100*float64(wrong)/n)
+	f.add([]byte("one more"))
+	for range 2 * n {
+		f.keys.Add(1)
+	}
+	if !f.full() {
+		t.Fatal("a filter holding three times the keys it was sized for is not full")
+	}
+}
+
+// A read consults the filters: a row put into its tree behind their back
+// (no store does so) is not looked for there, where one put by a commit
+// is found.
+func TestAReadLooksInATreeOnlyForRowsItsFilterMayHold(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.filtering.Wait()
+	err = s.update(func(tx *bolt.Tx) error {
+		if err := s.rowPutter(tx)(kindEntity, []byte("put"), []byte("not a row")); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketEntities).Put([]byte("hidden"), []byte("not a row"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := s.ReadRows(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if _, ok, err := rt.Entity("hidden"); ok || err != nil {
+		t.Fatalf("a row its filter does not hold was looked for in its tree: found %v, %v", ok, err)
+	}
+	if _, _, err := rt.Entity("put"); err == nil {
+		t.Fatal("a row its filter holds was not looked for in its tree (its value, which does not decode, gave no error)")
+	}
+}
