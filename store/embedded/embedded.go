@@ -242,6 +242,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return engine.ErrClosed
 	}
+	s.stopFilters()
 	s.prefetching.Wait()
 	var drained error
 	if !s.readOnly {

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"hash/maphash"
+	"sync"
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
@@ -100,6 +101,9 @@ func (f *rowFilter) full() bool { return f.keys.Load() > f.limit }
 // built.
 type rowFilters struct {
 	inUse, building [2]atomic.Pointer[rowFilter]
+	pending         [2]int     // the keys of those the first read builds
+	start           sync.Once  // of buildPending
+	mu              sync.Mutex // a builder begins, or Close stops them
 }
 
 // filterTrees are the trees of the filters, in their order.
@@ -133,8 +137,11 @@ func (fs *rowFilters) add(kind byte, key []byte) {
 // true when there is none.
 func mayHold(f *rowFilter, key string) bool { return f == nil || f.holds(key) }
 
-// startFilters builds the filters of a writable store at open: at once
-// for an empty tree, in the background for the others. A store it cannot
+// startFilters sets the filters of a writable store's empty trees at
+// open, and sizes those of the others, which the store's first read of
+// the rows begins to build (buildPending): built at open, their scans
+// read every page of the trees while run loads what it needs to be ready
+// (2.2 → 3.1 s from a cold cache, a million meters). A store it cannot
 // read has none: its reads descend, and say what is wrong.
 func (s *Store) startFilters() {
 	var stored rowCount
@@ -156,24 +163,39 @@ func (s *Store) startFilters() {
 	for i, n := range [2]uint64{stored.sources, stored.entities} {
 		if empty[i] {
 			s.filters.inUse[i].Store(newRowFilter(0))
-			continue
+		} else {
+			s.filters.pending[i] = filterHeadroom * int(min(n, most))
 		}
-		s.buildFilter(i, filterHeadroom*int(min(n, most)))
+	}
+}
+
+// buildPending begins to build the filters startFilters sized. Called
+// once, by the first read of the rows.
+func (s *Store) buildPending() {
+	for i, keys := range s.filters.pending {
+		if keys > 0 {
+			s.buildFilter(i, keys)
+		}
 	}
 }
 
 // refilter builds a larger filter for tree i once the one in use is full,
 // unless one is being built. Called in a write transaction.
 func (s *Store) refilter(i int) {
-	if f := s.filters.inUse[i].Load(); f != nil && f.full() && s.filters.building[i].Load() == nil && !s.closed.Load() {
+	if f := s.filters.inUse[i].Load(); f != nil && f.full() && s.filters.building[i].Load() == nil {
 		s.buildFilter(i, filterHeadroom*int(f.keys.Load()))
 	}
 }
 
 // buildFilter sets a filter for tree i sized for keys as the one being
 // built, and fills it in the background from the tree; once it is full
-// the reads consult it.
+// the reads consult it. Nothing is built once the store is closing.
 func (s *Store) buildFilter(i int, keys int) {
+	s.filters.mu.Lock()
+	defer s.filters.mu.Unlock()
+	if s.closed.Load() {
+		return
+	}
 	f := newRowFilter(keys)
 	s.filters.building[i].Store(f)
 	s.filtering.Go(func() {
@@ -186,6 +208,14 @@ func (s *Store) buildFilter(i int, keys int) {
 			s.buildFilter(i, filterHeadroom*int(f.keys.Load()))
 		}
 	})
+}
+
+// stopFilters has the filters' builders stop: none begins once it has
+// returned, and Close waits for those running.
+func (s *Store) stopFilters() {
+	s.filters.mu.Lock()
+	defer s.filters.mu.Unlock()
+	s.closed.Store(true)
 }
 
 // writersGone waits until the write transaction in flight, if any, has

@@ -67,6 +67,9 @@ func (s *Store) ReadRows(ctx context.Context) (engine.RowTx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if !s.readOnly {
+		s.filters.start.Do(s.buildPending)
+	}
 	for {
 		v, f := s.rows.current(), s.filters.current() // f before the snapshot (rowfilter.go)
 		tx, err := s.db.Begin(false)
