@@ -44,6 +44,14 @@ func newKeyWindow(limit int, next uint64) *keyWindow {
 	return w
 }
 
+// reserve makes room for n entries at once, where a load knows how many
+// come: grown by doubling, a million keys were placed about twice over.
+func (w *keyWindow) reserve(n int) {
+	if n = min(n, w.max); n > len(w.ring) {
+		w.resize(n)
+	}
+}
+
 func fingerprint(h Hash) (k0, k1 uint64) {
 	return binary.LittleEndian.Uint64(h[0:8]), binary.LittleEndian.Uint64(h[8:16])
 }

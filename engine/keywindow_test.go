@@ -35,6 +35,34 @@ func TestKeyWindowEvictsTheOldestWhenFull(t *testing.T) {
 	}
 }
 
+// A window that reserves room for the entries a load brings holds them
+// without growing, up to its limit, and finds each; past the limit it
+// evicts as before.
+func TestKeyWindowReservesRoomForALoad(t *testing.T) {
+	w := newKeyWindow(5000, 0)
+	w.reserve(3000)
+	rings := map[*keySlot]bool{}
+	for i := uint64(0); i < 3000; i++ {
+		w.add(testKey(i), testKey(i), int64(i), i)
+		rings[&w.ring[0]] = true
+	}
+	if len(rings) != 1 || len(w.ring) != 3000 {
+		t.Fatalf("the window grew %d times to %d slots loading the 3000 entries it reserved room for", len(rings)-1, len(w.ring))
+	}
+	w.reserve(9000)
+	if len(w.ring) != 5000 {
+		t.Fatalf("a window of 5000 entries at most reserved %d slots", len(w.ring))
+	}
+	for i := uint64(3000); i < 6000; i++ {
+		w.add(testKey(i), testKey(i), int64(i), i)
+	}
+	for i := uint64(0); i < 6000; i++ {
+		if _, ok := w.lookup(testKey(i)); ok != (i >= 1000) {
+			t.Fatalf("key %d present=%v; want the 5000 newest", i, ok)
+		}
+	}
+}
+
 func TestKeyWindowExpiresByAge(t *testing.T) {
 	w := newKeyWindow(100, 0)
 	for i := uint64(0); i < 10; i++ {

@@ -64,6 +64,7 @@ func (w *ownedWindows) load(ctx context.Context) error {
 		return fmt.Errorf("load store: %w", err)
 	}
 	e.keys = newKeyWindow(e.opts.MaxEntries, snap.NextKey)
+	e.keys.reserve(len(snap.Keys))
 	for _, k := range snap.Keys {
 		e.keys.add(k.Key, k.Digest, e.ages.stored(k.Time), k.Ordinal)
 	}

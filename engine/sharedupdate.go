@@ -142,6 +142,7 @@ func (e *Engine) loadRows(rows *Rows, cutoff int64) {
 	}
 	next := max(e.keys.next, uint64(max(t, 0)))
 	e.keys = newKeyWindow(math.MaxInt, next)
+	e.keys.reserve(len(rows.Keys))
 	for _, k := range rows.Keys {
 		if k.Time >= cutoff {
 			e.keys.add(k.Key, k.Digest, k.Time, k.Ordinal)
