@@ -120,7 +120,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	s.prefetch(bucketRowLog, bucketKeys)
+	s.prefetch()
 	if err := s.view(func(tx *bolt.Tx) (err error) { s.rows, err = loadRowLog(tx); return err }); err != nil {
 		s.closed.Store(true)
 		s.prefetching.Wait()

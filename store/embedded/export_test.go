@@ -1,6 +1,10 @@
 package embedded
 
-import bolt "go.etcd.io/bbolt"
+import (
+	"os"
+
+	bolt "go.etcd.io/bbolt"
+)
 
 // SetRowLogMerge sets the row log's thresholds: the rows or bytes logged
 // at which they are frozen, and the least frozen rows a commit merges.
@@ -45,12 +49,36 @@ func LoggedRows(s *Store) int {
 // Close makes of the row log.
 func SetDrainSliced(s *Store, fn func()) { s.drainSliced = fn }
 
-// ValueRanges is where the values of bucket ("keys", "rowlog") lie in the
-// store's file, as prefetch asks the kernel to read them: offsets and
-// lengths.
-func ValueRanges(s *Store, bucket string) [][2]int64 {
+// LeafRanges is where prefetch asks the kernel to read the leaf pages of
+// bucket, found from its branch pages: offsets and lengths.
+func LeafRanges(s *Store, bucket string) [][2]int64 {
+	f, err := os.Open(s.path)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
 	var rs [][2]int64
-	for _, r := range s.valueRanges([]byte(bucket)) {
+	for _, r := range s.leafRanges(f, []byte(bucket)) {
+		rs = append(rs, [2]int64{r.off, r.len})
+	}
+	return rs
+}
+
+// PrefetchRanges is where prefetch asks the kernel to read the chunks of
+// bucket ("keys": its leaf pages, "rowlog": its values) in the store's
+// file: offsets and lengths.
+func PrefetchRanges(s *Store, bucket string) [][2]int64 {
+	f, err := os.Open(s.path)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	ranges := s.valueRanges(bucketRowLog)
+	if bucket == "keys" {
+		ranges = joinRanges(append(s.leafRanges(f, bucketKeys), s.valueRanges(bucketKeys)...))
+	}
+	var rs [][2]int64
+	for _, r := range ranges {
 		rs = append(rs, [2]int64{r.off, r.len})
 	}
 	return rs

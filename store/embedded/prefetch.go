@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"cmp"
+	"encoding/binary"
 	"os"
 	"slices"
 	"unsafe"
@@ -10,24 +11,29 @@ import (
 )
 
 // prefetch asks the kernel, in the background, to read into the page
-// cache the values of the buckets names, each as one read, before the
-// store's opening reads them. bbolt maps its file for random access, so
-// that a page is read from disk when first touched and no further: the
-// key window's chunks and the row log's, appended wherever the file had
-// free pages, took a read of a page each from a cold cache (15,946 of
-// them, 1.1 s, for a million keys; 0.6 s for a log of 265,655 rows). A
-// log chunk spans pages of its own, asked for at once; a key chunk fills
-// a leaf page, which finding it reads, so for the keys this is a second
-// reader beside the store's own. It stops at Close, which waits for it.
-func (s *Store) prefetch(names ...[]byte) {
+// cache the row log's chunks and the key window's, each range of
+// neighbouring pages as one read, before the store's opening reads them.
+// bbolt maps its file for random access, so that a page is read from disk
+// when first touched and no further: the chunks, appended wherever the
+// file had free pages, took a read of a page each from a cold cache
+// (15,946 of them, 1.1 s, for a million keys; 0.6 s for a log of 265,655
+// rows). A log chunk spans pages of its own, found from the log's leaf
+// pages (valueRanges); a key chunk fills a leaf page, found from the key
+// window's branch pages (leafRanges), so that the leaves are asked for
+// before anything reads them. It stops at Close, which waits for it.
+func (s *Store) prefetch() {
 	s.prefetching.Go(func() {
 		f, err := os.Open(s.path)
 		if err != nil {
 			return // the reads that follow say what is wrong
 		}
 		defer f.Close()
-		for _, name := range names {
-			for _, r := range s.valueRanges(name) {
+		for _, ranges := range []func() []fileRange{
+			func() []fileRange { return s.valueRanges(bucketRowLog) },
+			func() []fileRange { return s.leafRanges(f, bucketKeys) },
+			func() []fileRange { return s.valueRanges(bucketKeys) }, // the leaves' pages past leafPages
+		} {
+			for _, r := range ranges() {
 				if s.closed.Load() {
 					return
 				}
@@ -59,6 +65,11 @@ func (s *Store) valueRanges(name []byte) []fileRange {
 		}
 		return nil
 	})
+	return joinRanges(rs)
+}
+
+// joinRanges sorts rs and joins the ranges that meet or overlap.
+func joinRanges(rs []fileRange) []fileRange {
 	slices.SortFunc(rs, func(a, b fileRange) int { return cmp.Compare(a.off, b.off) })
 	joined := rs[:0]
 	for _, r := range rs {
@@ -69,4 +80,103 @@ func (s *Store) valueRanges(name []byte) []fileRange {
 		joined = append(joined, r)
 	}
 	return joined
+}
+
+// bbolt's page header, in the host's byte order: id (8), flags (2),
+// count (2), overflow (4); a branch page's elements follow it, 16 bytes
+// each, the child's page id at 8.
+const (
+	pageHeader     = 16
+	branchElement  = 16
+	branchPageFlag = 0x01
+	leafPageFlag   = 0x02
+)
+
+// leafRanges returns where the leaf pages of bucket name lie in the file,
+// ranges next to one another joined: its branch pages, read from f, name
+// them, and the first child of each says whether its children are leaves
+// (all children of a branch are at one depth), which are not read. A page
+// that does not read as the one its parent names ends the walk of its
+// subtree (the store's own reads say what is wrong).
+func (s *Store) leafRanges(f *os.File, name []byte) []fileRange {
+	var rs []fileRange
+	_ = s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(name)
+		if b == nil || b.Root() == 0 { // an inline bucket: no page of its own
+			return nil
+		}
+		w := pageWalk{f: f, size: int64(tx.DB().Info().PageSize), pages: tx.Size() / int64(tx.DB().Info().PageSize)}
+		rs = w.leaves(uint64(b.Root()), 0, s)
+		return nil
+	})
+	return joinRanges(rs)
+}
+
+// pageWalk reads the branch pages of one tree of the file in a read
+// transaction (which keeps them from being written over).
+type pageWalk struct {
+	f           *os.File
+	size, pages int64 // the page size, and the pages the transaction's file holds
+}
+
+// leafPages is the pages a leaf is asked for, where its own header is not
+// read: bbolt puts two entries at least in a leaf (and up to four before
+// it splits one), and a key chunk fills most of a page, so that most of
+// the key window's leaves span two pages.
+const leafPages = 2
+
+// maxDepth bounds the walk of a tree whose pages name one another in a
+// loop (a damaged file).
+const maxDepth = 32
+
+// leaves returns the leaf pages under page id.
+func (w pageWalk) leaves(id uint64, depth int, s *Store) []fileRange {
+	page, ok := w.read(id)
+	switch {
+	case !ok || depth > maxDepth || s.closed.Load():
+		return nil
+	case page.flags&leafPageFlag != 0:
+		return []fileRange{{int64(id) * w.size, int64(1+page.overflow) * w.size}}
+	case page.flags&branchPageFlag == 0 || len(page.children) == 0:
+		return nil
+	}
+	if first, ok := w.read(page.children[0]); ok && first.flags&leafPageFlag != 0 {
+		rs := make([]fileRange, len(page.children))
+		for i, c := range page.children {
+			rs[i] = fileRange{int64(c) * w.size, int64(max(1+first.overflow, leafPages)) * w.size}
+		}
+		return rs
+	}
+	var rs []fileRange
+	for _, c := range page.children {
+		rs = append(rs, w.leaves(c, depth+1, s)...)
+	}
+	return rs
+}
+
+// walkedPage is what leaves needs of a page.
+type walkedPage struct {
+	flags    uint16
+	overflow uint32
+	children []uint64 // a branch page's
+}
+
+// read reads page id's header, and a branch page's children; false when
+// it is not in the file or does not say it is page id.
+func (w pageWalk) read(id uint64) (walkedPage, bool) {
+	if id < 2 || int64(id) >= w.pages {
+		return walkedPage{}, false
+	}
+	buf := make([]byte, w.size)
+	if _, err := w.f.ReadAt(buf, int64(id)*w.size); err != nil || binary.NativeEndian.Uint64(buf) != id {
+		return walkedPage{}, false
+	}
+	p := walkedPage{flags: binary.NativeEndian.Uint16(buf[8:]), overflow: binary.NativeEndian.Uint32(buf[12:])}
+	if p.flags&branchPageFlag != 0 {
+		n := int(binary.NativeEndian.Uint16(buf[10:]))
+		for i := range min(n, (len(buf)-pageHeader)/branchElement) {
+			p.children = append(p.children, binary.NativeEndian.Uint64(buf[pageHeader+i*branchElement+8:]))
+		}
+	}
+	return p, true
 }

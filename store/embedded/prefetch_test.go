@@ -23,11 +23,11 @@ func TestPrefetchAsksForTheBytesOfEveryValue(t *testing.T) {
 	embedded.SetRowLogMerge(s, 1<<20, 1<<30, 1<<14) // every logged row stays in the log
 	for n := range 60 {
 		b := rowBatch(n)
-		for i := range 100 {
-			o := uint64(n*100 + i + 1)
+		for i := range 300 {
+			o := uint64(n*300 + i + 1)
 			b.Keys = append(b.Keys, engine.KeyEntry{Ordinal: o, Key: engine.IDKey("r", []string{"s"}, fmt.Sprint(o))})
 		}
-		b.NextKey = uint64(n*100 + 101)
+		b.NextKey = uint64(n*300 + 301)
 		if err := s.Commit(t.Context(), &b); err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestPrefetchAsksForTheBytesOfEveryValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bucket := range []string{"keys", "rowlog"} {
-		ranges := embedded.ValueRanges(s, bucket)
+		ranges := embedded.PrefetchRanges(s, bucket)
 		for i, r := range ranges {
 			if r[0] < 0 || r[1] <= 0 || r[0]+r[1] > int64(len(file)) || (i > 0 && ranges[i-1][0]+ranges[i-1][1] >= r[0]) {
 				t.Fatalf("%s: range %d %v out of the file (%d bytes), empty, or not after the one before", bucket, i, r, len(file))
@@ -62,4 +62,24 @@ func TestPrefetchAsksForTheBytesOfEveryValue(t *testing.T) {
 			t.Fatalf("%v (%d values)", err, n)
 		}
 	}
+	// The key window's leaves, found from its branch pages, hold most of
+	// its chunks within the two pages each is asked for.
+	leaves := embedded.LeafRanges(s, "keys")
+	n, in := 0, 0
+	err = embedded.View(s, func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("keys")).ForEach(func(_, v []byte) error {
+			n++
+			for _, r := range leaves {
+				if bytes.Contains(file[r[0]:r[0]+r[1]], v) {
+					in++
+					break
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil || in < n*9/10 {
+		t.Fatalf("%d of the %d key chunks lie in the leaf pages asked for (%v); want nine in ten at least", in, n, err)
+	}
+	t.Logf("%d of the %d key chunks lie in the leaf pages asked for", in, n)
 }
