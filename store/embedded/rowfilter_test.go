@@ -41,33 +41,7 @@ func TestTheRowFiltersNeverHideAStoredRow(t *testing.T) {
 		return s
 	}
 	s := open()
-	var committed atomic.Int64 // the commits whose rows every read must find
-	var stop atomic.Bool
-	var missed atomic.Value
-	reader := func(s *embedded.Store) func() {
-		return func() {
-			for !stop.Load() {
-				if err := readCommitted(t, s, int(committed.Load())); err != nil {
-					missed.Store(err)
-					return
-				}
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	wg.Go(reader(s))
-	for n := 1; n <= 300; n++ {
-		b := filterBatch(n)
-		if err := s.Commit(t.Context(), &b); err != nil {
-			t.Fatalf("commit %d: %v", n, err)
-		}
-		committed.Store(int64(n))
-	}
-	stop.Store(true)
-	wg.Wait()
-	if err, _ := missed.Load().(error); err != nil {
-		t.Fatal(err)
-	}
+	commitWhileReading(t, s, 1, 300)
 	checkNeverWritten(t, s, "before the reopen")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -78,9 +52,32 @@ func TestTheRowFiltersNeverHideAStoredRow(t *testing.T) {
 	if err := readCommitted(t, s, 300); err != nil {
 		t.Fatalf("just after the reopen: %v", err)
 	}
-	stop.Store(false)
-	wg.Go(reader(s))
-	for n := 301; n <= 400; n++ {
+	commitWhileReading(t, s, 301, 400)
+	embedded.WaitFilters(s)
+	if err := readCommitted(t, s, 400); err != nil {
+		t.Fatalf("once the filters are built: %v", err)
+	}
+	checkNeverWritten(t, s, "after the reopen")
+}
+
+// commitWhileReading commits filterBatch from to to while a reader reads,
+// again and again, every row of the commits done so far.
+func commitWhileReading(t *testing.T, s *embedded.Store, from, to int) {
+	t.Helper()
+	var committed atomic.Int64 // the commits whose rows every read must find
+	committed.Store(int64(from - 1))
+	var stop atomic.Bool
+	missed := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !stop.Load() {
+			if err := readCommitted(t, s, int(committed.Load())); err != nil {
+				missed <- err
+				return
+			}
+		}
+	})
+	for n := from; n <= to; n++ {
 		b := filterBatch(n)
 		if err := s.Commit(t.Context(), &b); err != nil {
 			t.Fatalf("commit %d: %v", n, err)
@@ -89,14 +86,11 @@ func TestTheRowFiltersNeverHideAStoredRow(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
-	if err, _ := missed.Load().(error); err != nil {
+	select {
+	case err := <-missed:
 		t.Fatal(err)
+	default:
 	}
-	embedded.WaitFilters(s)
-	if err := readCommitted(t, s, 400); err != nil {
-		t.Fatalf("once the filters are built: %v", err)
-	}
-	checkNeverWritten(t, s, "after the reopen")
 }
 
 // readCommitted reads, in one read of the rows, every row of the first n
