@@ -101,7 +101,7 @@ func (f *rowFilter) full() bool { return f.keys.Load() > f.limit }
 // built.
 type rowFilters struct {
 	inUse, building [2]atomic.Pointer[rowFilter]
-	pending         [2]int     // the keys of those the first read builds
+	pending         [2]*int    // the keys of those the first read builds; nil for none
 	start           sync.Once  // of buildPending
 	mu              sync.Mutex // a builder begins, or Close stops them
 }
@@ -164,7 +164,8 @@ func (s *Store) startFilters() {
 		if empty[i] {
 			s.filters.inUse[i].Store(newRowFilter(0))
 		} else {
-			s.filters.pending[i] = filterHeadroom * int(min(n, most))
+			keys := filterHeadroom * int(min(n, most)) // none counted: the least size, built again as it fills
+			s.filters.pending[i] = &keys
 		}
 	}
 }
@@ -173,8 +174,8 @@ func (s *Store) startFilters() {
 // once, by the first read of the rows.
 func (s *Store) buildPending() {
 	for i, keys := range s.filters.pending {
-		if keys > 0 {
-			s.buildFilter(i, keys)
+		if keys != nil {
+			s.buildFilter(i, *keys)
 		}
 	}
 }
@@ -188,7 +189,7 @@ func (s *Store) refilter(i int) {
 }
 
 // buildFilter sets a filter for tree i sized for keys as the one being
-// built, and fills it in the background from the tree; once it is full
+// built, and fills it in the background from the tree; once it is filled
 // the reads consult it. Nothing is built once the store is closing.
 func (s *Store) buildFilter(i int, keys int) {
 	s.filters.mu.Lock()
