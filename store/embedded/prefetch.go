@@ -18,9 +18,10 @@ import (
 // file had free pages, took a read of a page each from a cold cache
 // (15,946 of them, 1.1 s, for a million keys; 0.6 s for a log of 265,655
 // rows). A log chunk spans pages of its own, found from the log's leaf
-// pages (valueRanges); a key chunk fills a leaf page, found from the key
-// window's branch pages (leafRanges), so that the leaves are asked for
-// before anything reads them. It stops at Close, which waits for it.
+// pages (valueRanges); a key chunk fills most of a page, two or more to a
+// leaf, and the leaves are found from the key window's branch pages
+// (leafRanges), so that they are asked for before anything reads them.
+// It stops at Close, which waits for it.
 func (s *Store) prefetch() {
 	s.prefetching.Go(func() {
 		f, err := os.Open(s.path)
@@ -68,11 +69,16 @@ func (s *Store) valueRanges(name []byte) []fileRange {
 	return joinRanges(rs)
 }
 
-// joinRanges sorts rs and joins the ranges that meet or overlap.
+// joinRanges sorts rs and joins the ranges that meet or overlap; an
+// empty one is dropped (to posix_fadvise, a length of 0 is the rest of
+// the file).
 func joinRanges(rs []fileRange) []fileRange {
 	slices.SortFunc(rs, func(a, b fileRange) int { return cmp.Compare(a.off, b.off) })
 	joined := rs[:0]
 	for _, r := range rs {
+		if r.len <= 0 {
+			continue
+		}
 		if n := len(joined); n > 0 && joined[n-1].off+joined[n-1].len >= r.off {
 			joined[n-1].len = max(joined[n-1].len, r.off+r.len-joined[n-1].off)
 			continue
@@ -136,14 +142,14 @@ func (w pageWalk) leaves(id uint64, depth int, s *Store) []fileRange {
 	case !ok || depth > maxDepth || s.closed.Load():
 		return nil
 	case page.flags&leafPageFlag != 0:
-		return []fileRange{{int64(id) * w.size, int64(1+page.overflow) * w.size}}
+		return []fileRange{w.span(id, 1+int64(page.overflow))}
 	case page.flags&branchPageFlag == 0 || len(page.children) == 0:
 		return nil
 	}
 	if first, ok := w.read(page.children[0]); ok && first.flags&leafPageFlag != 0 {
 		rs := make([]fileRange, len(page.children))
 		for i, c := range page.children {
-			rs[i] = fileRange{int64(c) * w.size, int64(max(1+first.overflow, leafPages)) * w.size}
+			rs[i] = w.span(c, max(1+int64(first.overflow), leafPages))
 		}
 		return rs
 	}
@@ -152,6 +158,12 @@ func (w pageWalk) leaves(id uint64, depth int, s *Store) []fileRange {
 		rs = append(rs, w.leaves(c, depth+1, s)...)
 	}
 	return rs
+}
+
+// span is the range of n pages from page id, cut at the transaction's
+// last page.
+func (w pageWalk) span(id uint64, n int64) fileRange {
+	return fileRange{int64(id) * w.size, max(min(n, w.pages-int64(id)), 0) * w.size}
 }
 
 // walkedPage is what leaves needs of a page.
