@@ -77,6 +77,9 @@ type Store struct {
 	// drainSliced, when set (tests), is called after each transaction
 	// of a drain.
 	drainSliced func()
+	// readBegins, when set (tests), is called by ReadRows before it
+	// begins its transaction.
+	readBegins  func()
 	prefetching sync.WaitGroup // prefetch's
 	filters     rowFilters     // of the keys of the sources' and entities' trees
 	filtering   sync.WaitGroup // the filters' builders

@@ -21,8 +21,10 @@ import (
 // rowPutter, which adds the key first; a filter being built (at open, or
 // larger once the keys outgrow it) takes those puts too, and is filled
 // from the tree by scans that begin after every transaction begun before
-// it was set has ended. A read takes the filter in use before it begins
-// its transaction, so its snapshot is no older than the filter's scan. A
+// it was set has ended. A read takes the filters in use before it begins
+// its transaction, so its snapshot is no older than their scans, and
+// begins again if another took the place of one meanwhile (the one it
+// took no longer takes puts, which its snapshot may hold). A
 // row deleted from its tree stays in the filter (a look-up of it descends
 // in vain). Until a filter is built, reads descend as before.
 

@@ -1,11 +1,14 @@
 package embedded
 
 import (
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayguard/replayguard/engine"
 )
 
 // A row filter holds every key added to it, and says few keys never added
@@ -84,5 +87,44 @@ func TestAReadLooksInATreeOnlyForRowsItsFilterMayHold(t *testing.T) {
 	}
 	if _, _, err := rt.Entity("put"); err == nil {
 		t.Fatal("a row its filter holds was not looked for in its tree (its value, which does not decode, gave no error)")
+	}
+}
+
+// A read whose filter is replaced by a larger one, and a row put, between
+// its taking the filters and beginning its transaction begins again with
+// the new filter: the one it took does not hold the row its snapshot does.
+func TestAReadBegunAsItsFilterIsReplacedFindsEveryRow(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var late engine.Batch // rows side by side, put into their tree (not logged)
+	for i := range 40 {
+		late.Entities = append(late.Entities, engine.EntityState{Name: fmt.Sprintf("late%02d", i),
+			Fields: engine.Fields{{Name: "n", FieldValue: engine.FieldValue{Kind: engine.KindNumber, Num: "1"}}}})
+	}
+	once := false
+	s.readBegins = func() {
+		if once {
+			return
+		}
+		once = true
+		s.buildFilter(1, 64)
+		s.filtering.Wait()
+		if err := s.Commit(t.Context(), &late); err != nil {
+			t.Error(err)
+		}
+		if n := s.rows.current().active.len(); n != 0 {
+			t.Errorf("%d rows logged: the test means them put into their tree", n)
+		}
+	}
+	rt, err := s.ReadRows(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if _, ok, err := rt.Entity("late07"); !ok || err != nil {
+		t.Fatalf("a row committed before the read's transaction began not found (%v): the read kept a filter replaced meanwhile", err)
 	}
 }

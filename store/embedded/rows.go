@@ -72,11 +72,14 @@ func (s *Store) ReadRows(ctx context.Context) (engine.RowTx, error) {
 	}
 	for {
 		v, f := s.rows.current(), s.filters.current() // f before the snapshot (rowfilter.go)
+		if s.readBegins != nil {
+			s.readBegins()
+		}
 		tx, err := s.db.Begin(false)
 		if err != nil {
 			return nil, fmt.Errorf("embedded: read rows: %w", closedErr(err))
 		}
-		if s.rows.current() != v { // a new view meanwhile (withRows)
+		if s.rows.current() != v || s.filters.current() != f { // a new view or filter meanwhile (withRows, buildFilter)
 			_ = tx.Rollback()
 			continue
 		}
