@@ -111,7 +111,8 @@ func (s *Store) leafRanges(f *os.File, name []byte) []fileRange {
 		if b == nil || b.Root() == 0 { // an inline bucket: no page of its own
 			return nil
 		}
-		w := pageWalk{f: f, size: int64(tx.DB().Info().PageSize), pages: tx.Size() / int64(tx.DB().Info().PageSize)}
+		size := int64(tx.DB().Info().PageSize)
+		w := pageWalk{f: f, size: size, pages: tx.Size() / size, seen: map[uint64]bool{}}
 		rs = w.leaves(uint64(b.Root()), 0, s)
 		return nil
 	})
@@ -122,7 +123,8 @@ func (s *Store) leafRanges(f *os.File, name []byte) []fileRange {
 // transaction (which keeps them from being written over).
 type pageWalk struct {
 	f           *os.File
-	size, pages int64 // the page size, and the pages the transaction's file holds
+	size, pages int64           // the page size, and the pages the transaction's file holds
+	seen        map[uint64]bool // the pages walked: a damaged tree may name one twice
 }
 
 // leafPages is the pages a leaf is asked for, where its own header is not
@@ -131,12 +133,15 @@ type pageWalk struct {
 // the key window's leaves span two pages.
 const leafPages = 2
 
-// maxDepth bounds the walk of a tree whose pages name one another in a
-// loop (a damaged file).
+// maxDepth bounds the walk's depth in a damaged tree (seen, its breadth).
 const maxDepth = 32
 
 // leaves returns the leaf pages under page id.
 func (w pageWalk) leaves(id uint64, depth int, s *Store) []fileRange {
+	if w.seen[id] {
+		return nil
+	}
+	w.seen[id] = true
 	page, ok := w.read(id)
 	switch {
 	case !ok || depth > maxDepth || s.closed.Load():
