@@ -62,13 +62,9 @@ func TestARowFilterHoldsEveryKeyAdded(t *testing.T) {
 // (no store does so) is not looked for there, where one put by a commit
 // is found.
 func TestAReadLooksInATreeOnlyForRowsItsFilterMayHold(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t)
 	s.filtering.Wait()
-	err = s.update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if err := s.rowPutter(tx)(kindEntity, []byte("put"), []byte("not a row")); err != nil {
 			return err
 		}
@@ -94,11 +90,7 @@ func TestAReadLooksInATreeOnlyForRowsItsFilterMayHold(t *testing.T) {
 // its taking the filters and beginning its transaction begins again with
 // the new filter: the one it took does not hold the row its snapshot does.
 func TestAReadBegunAsItsFilterIsReplacedFindsEveryRow(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTest(t)
 	var late engine.Batch // rows side by side, put into their tree (not logged)
 	for i := range 40 {
 		late.Entities = append(late.Entities, engine.EntityState{Name: fmt.Sprintf("late%02d", i),
