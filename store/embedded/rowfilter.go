@@ -135,9 +135,13 @@ func (fs *rowFilters) add(kind byte, key []byte) {
 	}
 }
 
-// mayHold says whether a tree may hold a key, by the filter f of a read:
-// true when there is none.
-func mayHold(f *rowFilter, key string) bool { return f == nil || f.holds(key) }
+// mayHold says whether a tree may hold a key, by the filter f of a read.
+// It says so always for now: under load a read found a stored row absent
+// from the filter in use (about 2 runs in 1,000 of
+// TestTheRowFiltersNeverHideAStoredRow, cause not found), and a row read
+// as absent would be decided as new. Until that is found, every read
+// descends the tree as before the filters.
+func mayHold(f *rowFilter, key string) bool { return true }
 
 // startFilters sets the filters of a writable store's empty trees at
 // open, and sizes those of the others, which the store's first read of
@@ -192,11 +196,13 @@ func (s *Store) refilter(i int) {
 
 // buildFilter sets a filter for tree i sized for keys as the one being
 // built, and fills it in the background from the tree; once it is filled
-// the reads consult it. Nothing is built once the store is closing.
+// the reads consult it. One is built at a time for a tree: a second
+// builder would take the puts from the first, which would then go into
+// use without them. Nothing is built once the store is closing.
 func (s *Store) buildFilter(i int, keys int) {
 	s.filters.mu.Lock()
 	defer s.filters.mu.Unlock()
-	if s.closed.Load() {
+	if s.closed.Load() || s.filters.building[i].Load() != nil {
 		return
 	}
 	f := newRowFilter(keys)
@@ -205,8 +211,10 @@ func (s *Store) buildFilter(i int, keys int) {
 		if !s.writersGone() || !s.scanInto(f, filterTrees[i]) {
 			return // closed: nothing consults the filters again
 		}
+		s.filters.mu.Lock()
 		s.filters.inUse[i].Store(f)
 		s.filters.building[i].Store(nil)
+		s.filters.mu.Unlock()
 		if f.full() {
 			s.buildFilter(i, filterHeadroom*int(f.keys.Load()))
 		}
