@@ -166,7 +166,7 @@ func (d *daemon) getJSON(path string, v any) {
 	d.t.Helper()
 	resp, err := d.client.Get(d.url(path))
 	if err != nil {
-		d.t.Fatalf("GET %s: %v", path, err)
+		d.t.Fatalf("GET %s: %v%s", path, err, d.exitedWhy())
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -175,6 +175,19 @@ func (d *daemon) getJSON(path string, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		d.t.Fatalf("GET %s: %v", path, err)
 	}
+}
+
+// exitedWhy says, when the daemon is not running though the test did not
+// stop it, how it exited and the last lines it logged: the failure names
+// the cause though the logs printed at the test's end are cut.
+func (d *daemon) exitedWhy() string {
+	if d.running() || d.exited == nil {
+		return ""
+	}
+	b, _ := os.ReadFile(d.log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return fmt.Sprintf("\nreplayguard run exited (%v) after %d starts and %d kills; its last lines:\n%s",
+		d.err, d.Starts, d.Kills, strings.Join(lines[max(len(lines)-12, 0):], "\n"))
 }
 
 // Position is the daemon's audit head position.

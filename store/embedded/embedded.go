@@ -79,7 +79,10 @@ type Store struct {
 	drainSliced func()
 	// readBegins, when set (tests), is called by ReadRows before it
 	// begins its transaction.
-	readBegins  func()
+	readBegins func()
+	// filterBuilt, when set (tests), is called by a filter's builder
+	// once its scans are done, before the filter goes into use.
+	filterBuilt func()
 	prefetching sync.WaitGroup // prefetch's
 	filters     rowFilters     // of the keys of the sources' and entities' trees
 	filtering   sync.WaitGroup // the filters' builders
