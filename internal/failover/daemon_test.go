@@ -159,7 +159,12 @@ func (d *daemon) ok(path string) bool {
 // WaitReady waits until the daemon is connected, subscribed and committing.
 func (d *daemon) WaitReady() {
 	d.t.Helper()
-	waitFor(d.t, "replayguard run ready", 15*time.Second, func() bool { return d.ok("/readyz") })
+	waitFor(d.t, "replayguard run ready", 15*time.Second, func() bool {
+		if why := d.exitedWhy(); why != "" {
+			d.t.Fatalf("waiting for replayguard run to be ready:%s", why)
+		}
+		return d.ok("/readyz")
+	})
 }
 
 func (d *daemon) getJSON(path string, v any) {
@@ -177,17 +182,24 @@ func (d *daemon) getJSON(path string, v any) {
 	}
 }
 
-// exitedWhy says, when the daemon is not running though the test did not
-// stop it, how it exited and the last lines it logged: the failure names
-// the cause though the logs printed at the test's end are cut.
+// exitedWhy says, when the daemon is not running, how it exited (and
+// how often the test started and killed it) and what it logged last,
+// from its panic if it panicked: a failure to reach it names the cause
+// though the logs printed at the test's end are cut.
 func (d *daemon) exitedWhy() string {
 	if d.running() || d.exited == nil {
 		return ""
 	}
 	b, _ := os.ReadFile(d.log)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return fmt.Sprintf("\nreplayguard run exited (%v) after %d starts and %d kills; its last lines:\n%s",
-		d.err, d.Starts, d.Kills, strings.Join(lines[max(len(lines)-12, 0):], "\n"))
+	from := max(len(lines)-12, 0)
+	for i := len(lines) - 1; i >= 0 && !strings.HasPrefix(lines[i], "--- start "); i-- {
+		if strings.HasPrefix(lines[i], "panic: ") || strings.HasPrefix(lines[i], "fatal error: ") {
+			from = i
+		}
+	}
+	return fmt.Sprintf("\nreplayguard run exited (%v) after %d starts and %d kills; it logged last:\n%s",
+		d.err, d.Starts, d.Kills, strings.Join(lines[from:min(from+24, len(lines))], "\n"))
 }
 
 // Position is the daemon's audit head position.

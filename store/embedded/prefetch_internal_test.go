@@ -10,7 +10,13 @@ import (
 // openTest opens a store in a new directory, closed when the test ends.
 func openTest(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(t.TempDir(), Options{NoSync: true})
+	return openTestIn(t, t.TempDir())
+}
+
+// openTestIn opens the store in dir, closed when the test ends.
+func openTestIn(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

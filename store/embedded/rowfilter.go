@@ -208,7 +208,10 @@ func (s *Store) buildFilter(i int, keys int) {
 	s.filters.building[i].Store(f)
 	s.filtering.Go(func() {
 		if !s.writersGone() || !s.scanInto(f, filterTrees[i]) || !s.useFilter(i, f) {
-			return // closed: nothing consults the filters again
+			// Closed, or the tree could not be read: the filter in use
+			// goes on taking puts, and a later put may build again.
+			s.filters.building[i].CompareAndSwap(f, nil)
+			return
 		}
 		if f.full() {
 			s.buildFilter(i, filterHeadroom*int(f.keys.Load()))

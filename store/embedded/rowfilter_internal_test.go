@@ -1,7 +1,9 @@
 package embedded
 
 import (
+	"encoding/binary"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -130,6 +132,8 @@ func TestABuiltFilterGoesIntoUseOnlyBetweenWriteTransactions(t *testing.T) {
 	s.filtering.Wait()
 	old := s.filters.current()[1]
 	scanned, release := make(chan struct{}), make(chan struct{})
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) }) // before the store's Close
 	s.filterBuilt = func() { close(scanned); <-release }
 	s.buildFilter(1, 64)
 	<-scanned
@@ -137,10 +141,10 @@ func TestABuiltFilterGoesIntoUseOnlyBetweenWriteTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	t.Cleanup(func() { _ = tx.Rollback() }) // after a commit, ErrTxClosed
+	released.Do(func() { close(release) })
 	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); time.Sleep(time.Millisecond) {
 		if s.filters.current()[1] != old {
-			_ = tx.Rollback()
 			t.Fatal("a filter went into use while a write transaction was open")
 		}
 	}
@@ -154,4 +158,75 @@ func TestABuiltFilterGoesIntoUseOnlyBetweenWriteTransactions(t *testing.T) {
 	if f := s.filters.current()[1]; f == old || !f.holds("during") {
 		t.Fatalf("after the transaction the filter built is in use (%v) and holds its put (%v); want both", f != old, f.holds("during"))
 	}
+}
+
+// A filter whose build fails, a page of its tree damaged, is not left as
+// the one being built: were it, no larger filter would be built for that
+// tree again, and the one in use would fill until it held every key.
+func TestAFilterWhoseBuildFailsIsNotLeftBeingBuilt(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.update(func(tx *bolt.Tx) error {
+		put := s.rowPutter(tx)
+		for i := range 3000 {
+			if err := put(kindEntity, fmt.Appendf(nil, "e%05d", i), []byte("v")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, leaf, size := s.path, lastLeaf(t, s, bucketEntities), int64(s.db.Info().PageSize)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt(binary.NativeEndian.AppendUint64(nil, leaf+1), int64(leaf)*size) // it names another page
+	if cerr := f.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	s = openTestIn(t, dir)
+	rt, err := s.ReadRows(t.Context()) // the first read of the rows builds the filters
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	s.filtering.Wait()
+	if s.filters.building[1].Load() != nil {
+		t.Fatal("the entities' filter whose scan met a damaged page is still the one being built")
+	}
+}
+
+// lastLeaf returns the page id of the last leaf under the root of bucket
+// name, a branch page.
+func lastLeaf(t *testing.T, s *Store, name []byte) uint64 {
+	t.Helper()
+	f, err := os.Open(s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var leaf uint64
+	err = s.view(func(tx *bolt.Tx) error {
+		size := int64(tx.DB().Info().PageSize)
+		w := pageWalk{f: f, size: size, pages: tx.Size() / size, seen: map[uint64]bool{}}
+		root, ok := w.read(uint64(tx.Bucket(name).Root()))
+		if !ok || len(root.children) < 2 {
+			return fmt.Errorf("the root of %s is not a branch page of leaves (%v, %d children)", name, ok, len(root.children))
+		}
+		leaf = root.children[len(root.children)-1]
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
 }
