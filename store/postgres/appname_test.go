@@ -1,7 +1,10 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -39,12 +42,24 @@ func TestConnectionsCarryTheMemberID(t *testing.T) {
 		}
 		return out
 	}
-	for _, o := range []postgres.Options{{URL: pg.URL(), Member: "rg-7"}, {URL: pg.URL()}, {URL: pg.URL() + "&application_name=ops-cop", Member: "rg-8"}} {
+	var logs [3]bytes.Buffer
+	for i, o := range []postgres.Options{{URL: pg.URL(), Member: "rg-7"}, {URL: pg.URL()}, {URL: pg.URL() + "&application_name=ops-cop", Member: "rg-8"}} {
+		o.Logger = slog.New(slog.NewTextHandler(&logs[i], nil))
 		s, err := postgres.Open(ctx, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close()
+	}
+	// The member whose URL names its sessions is told that no other
+	// member ends them when a dead host leaves them in a transaction.
+	for i, warned := range []bool{false, false, true} {
+		if got := strings.Contains(logs[i].String(), "no other member ends them"); got != warned {
+			t.Errorf("store %d warned of its sessions' name: %v, want %v; it logged:\n%s", i, got, warned, logs[i].String())
+		}
+	}
+	if !strings.Contains(logs[2].String(), "application_name=ops-cop") {
+		t.Errorf("the warning does not name the sessions' name: %s", logs[2].String())
 	}
 	got := names()
 	for _, want := range []string{"replayguard rg-7", "replayguard", "ops-cop"} {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,6 +167,23 @@ func ApplicationName(member string) string {
 	return "replayguard " + member
 }
 
+// nameSessions sets the application_name of the store's connections when
+// store.url sets none, and warns when a member's name is one the group's
+// other members do not look for (endAbandonedSQL): its sessions left in a
+// transaction by a dead host would hold their rows until the server's TCP
+// keepalive gave up.
+func nameSessions(params map[string]string, o Options) {
+	name := params["application_name"]
+	if name == "" {
+		params["application_name"] = ApplicationName(o.Member)
+		return
+	}
+	if o.Member != "" && !strings.HasPrefix(name, ApplicationName("")+" ") {
+		o.Logger.Warn("postgres store: store.url names the member's sessions; no other member ends them when they are left in a transaction (name them \"replayguard …\" for that)",
+			"member", o.Member, "application_name", name)
+	}
+}
+
 // CheckURL reports what Open would refuse in url without connecting: a
 // URL or connection string the driver cannot read, or a query mode the
 // store cannot work with. Its message never shows the password.
@@ -220,9 +238,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: store.url: %w", err)
 	}
-	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName(o.Member)
-	}
+	nameSessions(cfg.ConnConfig.RuntimeParams, o)
 	where := redacted(cfg)
 	s := &Store{
 		sql: newStatements(o.Schema), schema: o.Schema, where: where, member: o.Member,
