@@ -213,7 +213,7 @@ func (d *Delivery) opValue(o op) (v value, hist historical) {
 			continue
 		}
 		var x apd.Decimal
-		if _, _, err := x.SetString(r.v.text); err != nil {
+		if setNumber(&x, r.v.text) != nil {
 			continue // placed values are numbers; unreachable
 		}
 		switch {
@@ -361,7 +361,7 @@ func (ent *entity) apply(o op, v value, ver Version, late bool) bool {
 		switch v.kind {
 		case vNumber:
 			nf.kind = KindNumber
-			nf.num.SetString(v.text)
+			_ = setNumber(&nf.num, v.text) // decode validated numbers; unreachable
 		case vString:
 			nf.kind, nf.str = KindString, keepString(f, v.text)
 		default:
@@ -375,7 +375,7 @@ func (ent *entity) apply(o op, v value, ver Version, late bool) bool {
 		return true
 	}
 	var x apd.Decimal
-	if _, _, err := x.SetString(v.text); err != nil {
+	if setNumber(&x, v.text) != nil {
 		return false // decode validated numbers; unreachable
 	}
 	if f == nil {
@@ -432,7 +432,7 @@ func entityFromState(st EntityState) *entity {
 	for _, fv := range st.Fields {
 		f := field{kind: fv.Kind, str: fv.Str, version: fv.Version}
 		if fv.Kind == KindNumber {
-			f.num.SetString(fv.Num)
+			_ = setNumber(&f.num, fv.Num) // not a number: NaN, as SetString leaves it
 		}
 		ent.add(fv.Name, f)
 	}

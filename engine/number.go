@@ -101,3 +101,46 @@ func formatDecimal(d *apd.Decimal) string {
 	}
 	return r.Text('f')
 }
+
+// setNumber sets d to the number text, exactly as d.SetString does. Text
+// of up to 18 digits with an optional '-' and fraction, as nearly every
+// reading's is ("0.25", "-229.5", "3"), is read into the coefficient
+// directly: SetString lowers, cuts and copies the text and parses a big
+// integer, half a microsecond for each add of a meter's reading (0.37 s of
+// the 5.9 s of CPU that a million readings of 50 meters took).
+func setNumber(d *apd.Decimal, text string) error {
+	if coeff, exp, ok := smallDecimal(text); ok {
+		d.SetFinite(coeff, exp)
+		return nil
+	}
+	_, _, err := d.SetString(text)
+	return err
+}
+
+// smallDecimal reads text of the form -?\d+(\.\d+)? with at most 18
+// digits as a coefficient and an exponent; false for any other text, and
+// for a negative zero, which SetFinite cannot make.
+func smallDecimal(text string) (coeff int64, exp int32, ok bool) {
+	s, neg := strings.CutPrefix(text, "-")
+	digits, point := 0, -1
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9' && digits < 18:
+			coeff, digits = 10*coeff+int64(c-'0'), digits+1
+		case c == '.' && point < 0 && i > 0 && i < len(s)-1:
+			point = i
+		default:
+			return 0, 0, false
+		}
+	}
+	if digits == 0 || neg && coeff == 0 {
+		return 0, 0, false
+	}
+	if point >= 0 {
+		exp = -int32(len(s) - point - 1)
+	}
+	if neg {
+		coeff = -coeff
+	}
+	return coeff, exp, true
+}
