@@ -77,12 +77,7 @@ func TestSetNumberIsSetString(t *testing.T) {
 		"123456789012345678", "-123456789012345678", "1234567890123456789", "12345678901234567.8",
 		"1234567890123456.78", "0.000000000000000001", "0.0000000000000000001", "999999999999999999",
 		"9223372036854775807", "-9223372036854775808"}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("REPLAYGUARD_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (set REPLAYGUARD_SEED to replay)", seed)
-	rng := rand.New(rand.NewPCG(seed, 5))
+	_, rng := seeded(t)
 	for range 50_000 {
 		var b strings.Builder
 		if rng.IntN(3) == 0 {
