@@ -218,16 +218,12 @@ func (d *Delivery) extract(m *Message) error {
 	if d.err != nil {
 		return d.err
 	}
-	var levels []string
 	for i, p := range r.paths {
 		if p.topic < 0 {
 			continue
 		}
-		if levels == nil {
-			levels = strings.Split(m.Topic, "/")
-		}
-		if p.topic < len(levels) {
-			d.vals[i] = value{kind: vString, text: levels[p.topic]}
+		if level, ok := topicLevel(m.Topic, p.topic); ok { // no slice of levels for each message
+			d.vals[i] = value{kind: vString, text: level}
 		}
 	}
 	return nil
