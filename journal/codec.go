@@ -24,13 +24,13 @@ import (
 //	 [connected uvarint n, each: message index uvarint | unix nanos varint]]
 //
 // The redecides field is there for a batch a recovery decided again
-// (engine.JournalEntry.Redecides), or, its position 0, before the
-// connected field: a body that ends after the action has neither, as
-// every body written before the fields existed. The connected field names
-// the messages that were the first delivery of their broker connection
-// (engine.Message.Connected), in order, with when it came up, so that a
-// recovery's records carry it as the lost ones did; a build from before it
-// reads the body as one without it.
+// (engine.JournalEntry.Redecides), or, its position 0 and its hash zero,
+// before the connected field: a body that ends after the action has
+// neither, as every body written before the fields existed. The connected
+// field names the messages that were the first delivery of their broker
+// connection (engine.Message.Connected), in order, with when it came up,
+// so that a recovery's records carry it as the lost ones did; a build
+// from before it reads the body as one without it.
 //
 // Version 2 adds the key time (engine.JournalEntry.KeyTime): the group's
 // clock a batch's keys were stamped by, which a recovery judges the
@@ -185,6 +185,11 @@ func decodeBody(b []byte, messages bool) (engine.JournalEntry, error) {
 		if len(d.b) > 0 {
 			e.Redecides.Position = d.uvarint()
 			d.hash(&e.Redecides.Hash)
+			// Position 0 is no batch decided again: written only as
+			// the place before the connected field, its hash zero.
+			if e.Redecides.Position == 0 && e.Redecides.Hash != (engine.Hash{}) {
+				d.err = errCorrupt
+			}
 		}
 		if d.err == nil && len(d.b) > 0 {
 			k := d.uvarint()
