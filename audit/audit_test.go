@@ -9,19 +9,23 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/store/memory"
 )
 
-// exported returns the JSONL export of a store holding n decisions.
-func exported(t *testing.T, n int) (*memory.Store, []string) {
+// exported returns the JSONL export of a store holding n decisions, the
+// same bytes at each call (the records' time is fixed).
+func exported(t testing.TB, n int) (*memory.Store, []string) {
 	t.Helper()
 	st := memory.New()
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	e, err := engine.New(context.Background(), st, engine.Options{Routes: []engine.Route{{
 		Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, ID: "msgId",
-		Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}}})
+		Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}}}},
+		Now: func() time.Time { return at }})
 	if err != nil {
 		t.Fatal(err)
 	}
