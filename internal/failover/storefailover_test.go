@@ -82,7 +82,7 @@ func startReplicated(t *testing.T, kind string, sync bool) replicated {
 		return replicated{
 			store:  fmt.Sprintf("{kind: redis, url: %q, allow_async_replication: true, commit_timeout: 5s}", "redis://"+addr.Addr()+"/0"),
 			url:    "redis://" + addr.Addr() + "/0",
-			cutOff: replica.Pause,
+			cutOff: func() { primary.CutOffReplica(replica) },
 			failOver: func() {
 				primary.Kill()
 				replica.Resume()

@@ -83,6 +83,22 @@ func (r *Redis) awaitStream(port int) error {
 	}
 }
 
+// CutOffReplica stops rep, r's replica, with SIGSTOP, waits until it is
+// stopped, and has r close its link to it (CLIENT KILL TYPE replica): from
+// then on rep receives none of r's writes. A replica only paused would
+// still find, once resumed, what r had sent into the link's socket
+// buffers meanwhile, as much as they hold, so that a write made after the
+// pause might reach it. Resume rep before Promote.
+func (r *Redis) CutOffReplica(rep *Redis) {
+	r.tb.Helper()
+	rep.Pause()
+	waitStopped(rep.proc.pid())
+	n, err := r.Do("CLIENT", "KILL", "TYPE", "replica")
+	if err != nil || n != int64(1) {
+		r.tb.Fatalf("testbroker: CLIENT KILL TYPE replica on port %d: %v %v, want 1 link closed", r.port, n, err)
+	}
+}
+
 // Promote makes a replica a primary of its own: REPLICAOF NO ONE. It keeps
 // what it had received from its primary, and nothing more.
 func (r *Redis) Promote() {
