@@ -93,17 +93,21 @@ func (s *SourceState) find(epoch string, numeric bool) int {
 }
 
 // isNewEpoch reports whether an epoch with no kept window is newer than the
-// current one: integers by value, strings by first appearance.
+// current one: integers by value, strings by first appearance. Every window
+// has a rank, Value, which orders its messages' `set` writes (Version): an
+// integer epoch's is its value, a string epoch's one above the epoch
+// current when it first appeared. So an integer epoch is new only above the
+// current window's rank, a string one's included: an integer after a
+// string epoch may have been sent before it (a producer that changed how it
+// names its boots, and back), and a window that took it as new would apply
+// its messages with `set` writes older than the fields they meet, which
+// would then stand. It is held as an old epoch instead, for a person.
 func (s *SourceState) isNewEpoch(d *Delivery) bool {
 	if len(s.Epochs) == 0 {
 		return true
 	}
-	cur := s.Epochs[0]
-	if d.epochNum && cur.Numeric {
-		return d.epochInt > cur.Value
-	}
 	if d.epochNum {
-		return true
+		return d.epochInt > s.Epochs[0].Value
 	}
 	return !slices.Contains(s.Seen, d.epoch)
 }
