@@ -171,7 +171,7 @@ type QuarantineItem struct {
 	Reason     string          `json:"reason"`
 	Route      string          `json:"route,omitempty"`
 	Topic      string          `json:"topic"`
-	Key        string          `json:"key,omitempty"`
+	Key        *string         `json:"key"` // null for a message with none (malformed)
 	Time       time.Time       `json:"time"`
 	Dup        bool            `json:"dup"`
 	Broker     string          `json:"broker,omitempty"`
@@ -183,8 +183,11 @@ type QuarantineItem struct {
 // NewQuarantineItem returns e as the API lists it.
 func NewQuarantineItem(e engine.QuarantineEntry) QuarantineItem {
 	it := QuarantineItem{ID: e.ID, Outcome: e.Outcome, Reason: e.Reason, Route: e.Route, Topic: e.Topic,
-		Key: e.Key, Time: e.Time, Dup: e.Dup, Broker: e.Broker, Feed: e.Feed, Payload: json.RawMessage("null"),
+		Time: e.Time, Dup: e.Dup, Broker: e.Broker, Feed: e.Feed, Payload: json.RawMessage("null"),
 		PayloadB64: base64.StdEncoding.EncodeToString(e.Payload)}
+	if e.Key != "" {
+		it.Key = &e.Key
+	}
 	if engine.ValidJSON(e.Payload) { // nested at most 1000 levels: the response, a few levels more, still encodes
 		it.Payload = e.Payload
 	}

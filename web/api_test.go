@@ -219,6 +219,23 @@ func TestQuarantineListsPayloads(t *testing.T) {
 		t.Fatalf("malformed entry %+v: want its bytes in base64 only", e)
 	}
 
+	// Every entry names its key, null for a message that has none, as a
+	// reader taking the lines' fields by name expects of each line.
+	var raw struct{ Entries []map[string]any }
+	f.get("/api/v1/quarantine").want(t, http.StatusOK, &raw)
+	for _, e := range raw.Entries {
+		key, ok := e["key"]
+		id := uint64(e["id"].(float64))
+		switch k, _ := key.(string); {
+		case !ok:
+			t.Fatalf("entry %d has no key field: %v", id, e)
+		case id == malformed && key != nil:
+			t.Fatalf("malformed entry %d: key %v, want null", id, key)
+		case id != malformed && len(k) != 64:
+			t.Fatalf("entry %d: key %v, want 64 hex digits", id, key)
+		}
+	}
+
 	var one QuarantineItem
 	f.get(fmt.Sprintf("/api/v1/quarantine/%d", conflict)).want(t, http.StatusOK, &one)
 	if one.ID != conflict {
