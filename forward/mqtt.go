@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -110,6 +111,9 @@ type mqttConn struct {
 	quota  int       // in flight at most
 	limit  uint32    // the broker's Maximum Packet Size; 0: none said
 	gone   chan byte // the reason code of the broker's DISCONNECT, when it sent one
+	// closing is set before this process disconnects: the broker's close
+	// that follows (EOF) is no error of the connection.
+	closing atomic.Bool
 	// behind are the publishes in flight after an entry whose PUBACK
 	// refused it for good, which the next publish call takes over.
 	behind []inFlight
@@ -460,7 +464,7 @@ func (m *MQTT) dial(ctx context.Context, u *url.URL) (*mqttConn, error) {
 		Session:       c.sess,
 		PacketTimeout: m.opts.AckTimeout,
 		OnClientError: func(err error) {
-			if errors.Is(err, net.ErrClosed) { // this process closed it (Close, or a drop after a failure)
+			if errors.Is(err, net.ErrClosed) || c.closing.Load() { // this process closed it (Close, or a drop after a failure)
 				m.log.Debug("forward: mqtt output connection closed", "broker", c.broker)
 				return
 			}
@@ -513,6 +517,7 @@ func (m *MQTT) drop(c *mqttConn) {
 	if m.conn == c {
 		m.conn = nil
 	}
+	c.closing.Store(true)
 	_ = c.client.Disconnect(&paho.Disconnect{ReasonCode: 0})
 }
 
@@ -520,6 +525,7 @@ func (m *MQTT) drop(c *mqttConn) {
 func (m *MQTT) Close() error {
 	if c := m.conn; c != nil {
 		m.conn = nil
+		c.closing.Store(true)
 		_ = c.client.Disconnect(&paho.Disconnect{ReasonCode: 0})
 	}
 	return nil
