@@ -50,11 +50,21 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.cfg.Validate(); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	ln, err := s.Listen()
 	if err != nil {
-		return fmt.Errorf("web: listen: %w", err)
+		return err
 	}
 	return s.Serve(ctx, ln)
+}
+
+// Listen binds the configured address, for Serve: a caller that binds
+// before it starts anything else refuses an address in use at once.
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("web: listen: %w", err)
+	}
+	return ln, nil
 }
 
 // Serve serves on ln (closing it) until ctx is done, then stops gracefully:

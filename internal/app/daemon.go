@@ -146,6 +146,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	if d.server, err = d.newServer(build, hub, storeStatus); err != nil {
 		return err
 	}
+	// Bound before anything starts too: an address in use stops run
+	// before it says it serves, or consumes anything.
+	if d.server != nil {
+		if d.listener, err = d.server.Listen(); err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+	}
 	return d.serve(ctx)
 }
 

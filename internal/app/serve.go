@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -70,6 +71,7 @@ type daemon struct {
 	// beyond audit.retention.max_records; nil until retention runs.
 	held      atomic.Pointer[heldBySinks]
 	server    *web.Server   // nil without http.listen
+	listener  net.Listener  // the server's, bound before serve
 	sinkFlush time.Duration // how long the audit sinks may deliver, once the consumer stopped, what they have not
 }
 
@@ -269,13 +271,17 @@ func (d *daemon) startServer(ctx context.Context, g *goroutines, cancel context.
 		return
 	}
 	g.Go(func() error {
-		if err := d.server.Run(ctx); err != nil {
+		if err := d.server.Serve(ctx, d.listener); err != nil {
 			cancel()
 			return fmt.Errorf("http: %w", err)
 		}
 		return nil
 	})
-	d.log.Info("serving the API and dashboard", "url", "http://"+d.app.Config.HTTP.Listen+"/")
+	scheme := "http://"
+	if d.app.Config.HTTP.TLS.CertFile != "" {
+		scheme = "https://"
+	}
+	d.log.Info("serving the API and dashboard", "url", scheme+d.listener.Addr().String()+"/")
 }
 
 // goroutines are the daemon's goroutines beside the consumer: each stops
