@@ -306,13 +306,14 @@ func strayChains(ctx context.Context, cs engine.ChainScanner) (map[string]string
 }
 
 // archiveReader reads the chains of audit archive dir, each record
-// verified (audit.ScanArchive); nil when dir is empty.
+// verified, across a missing segment, whose positions the report names as
+// a break (audit.ScanArchiveAcrossHoles); nil when dir is empty.
 func archiveReader(dir string) report.Archive {
 	if dir == "" {
 		return nil
 	}
 	return func(ctx context.Context, member string, fn func(engine.AuditRecord) error) error {
-		_, err := audit.ScanArchive(ctx, dir, member, fn)
+		_, err := audit.ScanArchiveAcrossHoles(ctx, dir, member, fn)
 		return err
 	}
 }

@@ -345,8 +345,9 @@ func (c *chainsRead) next(r *engine.AuditRecord) (uint64, error) {
 		return 0, fmt.Errorf("%s: positions %d..%d were not read: neither the archive nor the store holds them (audit verify --archive names where), "+
 			"or audit retention moved them to the archive while they were read (read again)", chainName(r.Member), prev.Position+1, r.Position-1)
 	case ok && r.Position != prev.Position+1:
-		return 0, fmt.Errorf("%s: positions %d..%d were not read: the archive lacks them (audit verify --archive names the missing segment), "+
-			"or audit retention moved them to the archive while they were read (read again)", chainName(r.Member), prev.Position+1, r.Position-1)
+		return 0, fmt.Errorf("%s: positions %d..%d were not read: %w", chainName(r.Member), prev.Position+1, r.Position-1,
+			&audit.BrokenError{Position: prev.Position + 1, Member: r.Member, Reason: "the archive lacks them (audit verify --archive names the missing segment), " +
+				"or audit retention moved them to the archive while they were read (read again)"})
 	case ok && r.Prev != prev.Hash:
 		return 0, fmt.Errorf("%s breaks at position %d: it does not link to the record at position %d (%w): an archive of another store, or a broken chain; audit verify --archive names it",
 			chainName(r.Member), r.Position, prev.Position, ErrChainBroken)
