@@ -123,7 +123,8 @@ func (e *Engine) decodeFresh(m *Message) (*Delivery, error) {
 		return nil, malformed("no route matches topic %q", m.Topic)
 	}
 	d := &Delivery{route: r, seq: -1}
-	if len(m.Payload) > e.maxPayload { // read no further; recorded under its route
+	if len(m.Payload) > e.maxPayload { // read no further; recorded under its route, and its source where topic levels name it
+		d.clearVals()
 		return d, malformed("payload is %d bytes, over max_payload %d", len(m.Payload), e.maxPayload)
 	}
 	d.entities = d.entBuf[:0]
