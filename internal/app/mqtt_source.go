@@ -110,7 +110,7 @@ func (s *mqttSource) Run(ctx context.Context) error {
 		timeout = mqtt.DefaultConnectTimeout
 	}
 	opts := mqttprobe.Options{ClientID: s.cfg.ClientID + config.ProbeClientIDSuffix, Username: s.cfg.Username, Password: s.cfg.Password,
-		TLS: s.cfg.TLS, Timeout: timeout}
+		TLS: s.cfg.TLS, Timeout: timeout, Setting: s.setting}
 	v, err := mqttprobe.Negotiate(ctx, s.cfg.Brokers, s.want, opts,
 		mqttprobe.Retry{Min: mqtt.DefaultConnectRetryMin, Max: mqtt.DefaultConnectRetryMax}, s.log)
 	if ctx.Err() != nil {

@@ -1,6 +1,7 @@
 package mqttprobe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,7 +62,7 @@ func Negotiate(ctx context.Context, brokers []string, choice Choice, o Options, 
 			return v, nil
 		}
 		if len(refusals) == len(brokers) {
-			return 0, notNegotiable(choice, brokers, refusals)
+			return 0, notNegotiable(choice, brokers, refusals, cmp.Or(o.Setting, "mqtt"))
 		}
 		d := wait/2 + rand.N(wait/2+1)
 		log.Warn("mqtt protocol not negotiated yet: no broker answered; retrying",
@@ -121,7 +122,7 @@ func negotiateRound(ctx context.Context, brokers []string, choice Choice, o Opti
 	return 0, refusals, last
 }
 
-func notNegotiable(choice Choice, brokers []string, refusals map[int][]error) error {
+func notNegotiable(choice Choice, brokers []string, refusals map[int][]error, setting string) error {
 	tried := make([]string, 0, 2)
 	for _, v := range choice.versions() {
 		tried = append(tried, "MQTT "+v.String())
@@ -134,12 +135,12 @@ func notNegotiable(choice Choice, brokers []string, refusals map[int][]error) er
 		}
 		answers = append(answers, fmt.Sprintf("%s: %s", redact(b), strings.Join(why, "; ")))
 	}
-	fix := "check that mqtt.brokers name MQTT listeners"
+	fix := "check that " + setting + ".brokers name MQTT listeners"
 	switch choice {
 	case Only5:
-		fix = "set mqtt.protocol to 3.1.1 (or auto) if the brokers speak only MQTT 3.1.1, or " + fix
+		fix = "set " + setting + ".protocol to 3.1.1 (or auto) if the brokers speak only MQTT 3.1.1, or " + fix
 	case Only311:
-		fix = "set mqtt.protocol to 5 (or auto) if the brokers speak only MQTT 5, or " + fix
+		fix = "set " + setting + ".protocol to 5 (or auto) if the brokers speak only MQTT 5, or " + fix
 	}
 	return fmt.Errorf("%w (tried %s): %s; %s", ErrNotNegotiable, strings.Join(tried, " and "), strings.Join(answers, "; "), fix)
 }

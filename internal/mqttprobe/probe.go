@@ -47,6 +47,10 @@ type Options struct {
 	// Timeout bounds the connection and the wait for the CONNACK. Default
 	// 10s.
 	Timeout time.Duration
+	// Setting is where the configuration sets the brokers and the
+	// protocol, which Negotiate's error tells to check. Default "mqtt"
+	// (mqtt.brokers, mqtt.protocol); a feed's is "mqtt.feeds[N]".
+	Setting string
 }
 
 // Probe sends one CONNECT of version v to the broker at u and reports nil

@@ -105,6 +105,15 @@ func TestNegotiate(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a feed's brokers that refuse are named by the feed's settings", func(t *testing.T) {
+		o := opts
+		o.Setting = "mqtt.feeds[1]"
+		_, err := Negotiate(ctx, []string{closer(t, nil)}, Only5, o, Retry{}, nil)
+		if !errors.Is(err, ErrNotNegotiable) || !strings.Contains(err.Error(), "set mqtt.feeds[1].protocol to 3.1.1 (or auto)") ||
+			!strings.Contains(err.Error(), "check that mqtt.feeds[1].brokers name MQTT listeners") || strings.Contains(err.Error(), "mqtt.brokers") {
+			t.Fatalf("Negotiate: %v", err)
+		}
+	})
 	t.Run("a listener that answers something other than MQTT refuses", func(t *testing.T) {
 		a := closer(t, []byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
 		_, err := Negotiate(ctx, []string{a}, Only311, opts, Retry{}, nil)
