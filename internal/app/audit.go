@@ -102,7 +102,11 @@ func (t *Tool) verifyWithArchive(ctx context.Context, st Store, archive string, 
 		return fmt.Errorf("%w (%d archived and %d stored records verified before it)", err, v.Archive.Records, v.Stored)
 	}
 	t.printArchived(v.Archive)
-	fmt.Fprintf(t.Out, "store: positions %d..%d intact\n", v.Base.Position+1, head.Position)
+	if v.Base.Position < head.Position {
+		fmt.Fprintf(t.Out, "store: positions %d..%d intact\n", v.Base.Position+1, head.Position)
+	} else {
+		fmt.Fprintln(t.Out, "store: nothing after the archive")
+	}
 	fmt.Fprintf(t.Out, "audit chain intact: %s, archive and store as one chain\n", counted(head.Position, "record", "records"))
 	return nil
 }
@@ -121,7 +125,11 @@ func (t *Tool) verifyStore(ctx context.Context, st Store, head engine.AuditHead)
 	if err != nil {
 		return fmt.Errorf("%w (%s verified before it)", err, counted(n, "record", "records"))
 	}
-	if base.Position > 0 {
+	switch {
+	case base.Position > 0 && n == 0: // the same words as a shared store's chain
+		fmt.Fprintf(t.Out, "audit chain intact: all its records, 1..%d, were archived by retention: add --archive DIR to verify them\n", base.Position)
+		return nil
+	case base.Position > 0:
 		fmt.Fprintf(t.Out, "audit chain intact from the store's base: %s, positions %d..%d (1..%d were archived by retention: add --archive DIR to verify them too)\n",
 			counted(n, "record", "records"), base.Position+1, head.Position, base.Position)
 		return nil
