@@ -46,8 +46,9 @@ func ScanArchive(ctx context.Context, dir, member string, fn func(engine.AuditRe
 }
 
 // ScanArchiveAcrossHoles is ScanArchive but for a segment missing from the
-// archive: it reads on from the segment after the hole, verified from the
-// link its manifest names, so fn sees positions jump across the hole. It is
+// archive after its first: it reads on from the segment after the hole,
+// verified from the link its manifest names, so fn sees positions jump
+// across the hole (a first segment missing fails it as ScanArchive). It is
 // for a reader that names the hole itself and goes on (the after-action
 // report shows the chain broken there, and is still written); a break of
 // any other kind ends the scan as it ends ScanArchive's.
@@ -77,7 +78,7 @@ func scanArchive(ctx context.Context, dir, member string, acrossHoles bool, fn f
 			continue
 		}
 		m, err := readManifest(cdir, e.Name(), first, member)
-		if err == nil && acrossHoles && m.First > v.next {
+		if err == nil && acrossHoles && last != "" && m.First > v.next {
 			v = NewVerifierFrom(engine.AuditHead{Position: m.First - 1, Hash: m.Prev}, member)
 		}
 		if err == nil {
@@ -278,7 +279,7 @@ func joinStore(av *Verifier, base engine.AuditHead, member string) (*Verifier, e
 		return nil, &BrokenError{Position: base.Position + 1, Member: member,
 			Reason: fmt.Sprintf("the store's base (position %d) is not the archive's last record", base.Position)}
 	}
-	sv := NewVerifierFrom(base, member)
+	sv := NewStoreVerifier(base, member)
 	if ah.Position > base.Position {
 		sv.archived = ah // sealed but not yet trimmed: the store must agree
 	}

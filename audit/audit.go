@@ -40,6 +40,9 @@ type Verifier struct {
 	// log (sealed, the store not yet trimmed): the store's record there
 	// must be the same.
 	archived engine.AuditHead
+	// stored is set for the records a store holds, from its base: a
+	// position they skip is named missing from the store (Missing).
+	stored bool
 }
 
 // NewVerifier starts a chain at position 1: a single-owner store's, whose
@@ -57,12 +60,24 @@ func NewVerifierFrom(base engine.AuditHead, member string) *Verifier {
 	return &Verifier{start: base.Position + 1, next: base.Position + 1, prev: base.Hash, member: member}
 }
 
+// NewStoreVerifier is NewVerifierFrom for the records a store holds after
+// its base: positions they skip are named missing from the store, by the
+// base, as the after-action report names them (Missing), rather than as a
+// position found where another should be.
+func NewStoreVerifier(base engine.AuditHead, member string) *Verifier {
+	v := NewVerifierFrom(base, member)
+	v.stored = true
+	return v
+}
+
 // Check verifies the next record.
 func (v *Verifier) Check(r engine.AuditRecord) error {
 	switch {
 	case r.Member != v.member:
 		return &BrokenError{Position: r.Position, Member: v.member,
 			Reason: fmt.Sprintf("the record names member %q in the chain of %q", r.Member, v.member)}
+	case r.Position > v.next && v.stored:
+		return &BrokenError{Position: v.next, Member: v.member, Reason: Missing(v.next, r.Position-1, v.start-1, true, "", false)}
 	case r.Position != v.next:
 		return &BrokenError{Position: v.next, Member: v.member, Reason: fmt.Sprintf("found position %d where %d should be (a record removed or reordered)", r.Position, v.next)}
 	case r.Prev != v.prev:
@@ -109,7 +124,7 @@ func Verify(ctx context.Context, s engine.Store, head engine.AuditHead) (uint64,
 
 // VerifyFrom is Verify from base (zero: position 1).
 func VerifyFrom(ctx context.Context, s engine.AuditScanner, base, head engine.AuditHead) (uint64, error) {
-	v := NewVerifierFrom(base, "")
+	v := NewStoreVerifier(base, "")
 	if err := s.ScanAudit(ctx, base.Position+1, v.Check); err != nil {
 		return v.Count(), err
 	}
@@ -166,7 +181,7 @@ func VerifyChains(ctx context.Context, s engine.ChainScanner, bases ChainBases) 
 	var out []ChainResult
 	for _, c := range chains {
 		r, head, err := againWhileTrimmed(ctx, s, bases, c.Member, c.Head, func(base, head engine.AuditHead) (ChainResult, error) {
-			v := NewVerifierFrom(base, c.Member)
+			v := NewStoreVerifier(base, c.Member)
 			err := chainScanner{s, c.Member, head.Position}.ScanAudit(ctx, base.Position+1, v.Check)
 			if err == nil {
 				err = v.CheckHead(head)

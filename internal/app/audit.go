@@ -193,7 +193,7 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 		return err
 	}
 	if v == nil && base != nil { // the store says where its log begins: the first record must link to it
-		v = audit.NewVerifierFrom(*base, "")
+		v = audit.NewStoreVerifier(*base, "")
 	}
 	head := h.Position
 	pastHead := errors.New("past the head")

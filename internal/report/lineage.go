@@ -329,7 +329,7 @@ func (c *chainsRead) next(r *engine.AuditRecord) (uint64, error) {
 		// Reaching above the store's base: the store never moved those to
 		// the archive, and does not hold them. Those below it, if any, the
 		// archive read before (a record of the chain was read) lacks.
-		what := missing(from, r.Position-1, base, true, "", ok)
+		what := audit.Missing(from, r.Position-1, base, true, "", ok)
 		if ok {
 			return 0, fmt.Errorf("%s: positions %d..%d were not read: %w", chainName(r.Member), from, r.Position-1,
 				&audit.BrokenError{Position: from, Member: r.Member, Reason: what})

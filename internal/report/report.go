@@ -129,7 +129,7 @@ func (b *builder) notCovered(r *engine.AuditRecord) error {
 	when := r.Time.UTC().Format(time.RFC3339Nano)
 	if base, known := b.base(r.Member); known && base < r.Position-1 {
 		return fmt.Errorf("the period reaches before the first record read of %s (position %d, %s): %s; give a --from after %s",
-			chainName(r.Member), r.Position, when, missing(1, r.Position-1, base, true, b.opts.Archive, b.opts.Archive != ""), when)
+			chainName(r.Member), r.Position, when, audit.Missing(1, r.Position-1, base, true, b.opts.Archive, b.opts.Archive != ""), when)
 	}
 	if b.opts.Archive == "" {
 		return fmt.Errorf("the period reaches before the first record the store holds of %s (position %d, %s): positions 1..%d are not in the store (audit retention archived them); "+
@@ -346,7 +346,7 @@ func (b *builder) verify(r *engine.AuditRecord) {
 		// Positions neither the archive nor the store gave: named where
 		// they should be, as audit verify names the break.
 		base, known := b.base(r.Member)
-		c.broken = (&audit.BrokenError{Position: next, Member: r.Member, Reason: missing(next, r.Position-1, base, known, b.opts.Archive, b.opts.Archive != "")}).Error()
+		c.broken = (&audit.BrokenError{Position: next, Member: r.Member, Reason: audit.Missing(next, r.Position-1, base, known, b.opts.Archive, b.opts.Archive != "")}).Error()
 		return
 	}
 	if err := c.v.Check(*r); err != nil {

@@ -1,15 +1,15 @@
-package report
+package audit
 
 import "fmt"
 
-// missing says where positions from..to of a chain, which neither the
+// Missing says where positions from..to of a chain, which neither the
 // archive nor the store gave, should have been, by the store's base (the
 // last position audit retention moved out of the store): those at or
 // below it in the archive, those above it in the store, which never moved
 // them. given says whether an archive was read, archive its directory
 // ("": not known). known is false when the store's base was not read: then
 // neither is named.
-func missing(from, to, base uint64, known bool, archive string, given bool) string {
+func Missing(from, to, base uint64, known bool, archive string, given bool) string {
 	if !known {
 		return fmt.Sprintf("%s %s in neither the archive nor the store (audit verify names where)", span(from, to), are(from, to))
 	}
