@@ -63,4 +63,17 @@ func TestTheReportIsWrittenWhenASegmentIsMissingFromTheArchive(t *testing.T) {
 	if rep.Totals.Applied != 80 || rep.Totals.Duplicate != 10 {
 		t.Fatalf("totals %+v, want 80 applied and 10 duplicates read across the hole", rep.Totals)
 	}
+	// The page's head columns are where the verification stopped, and say
+	// so: a reviewer must not copy position 20's hash as the chain's head.
+	page := filepath.Join(t.TempDir(), "report.html")
+	if _, errs, code := cli(t, "", "report", "-o", page, "-c", cfg); code != 0 {
+		t.Fatalf("report -o %s: exit %d\n%s", page, code, errs)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "20 (the last verified: not the chain") {
+		t.Fatalf("the report's chain table does not say its head position is the last verified:\n%s", html)
+	}
 }

@@ -272,7 +272,9 @@ type ChainStatus struct {
 	Last          *time.Time `json:"last,omitempty"`           // its time
 	Archived      uint64     `json:"archived,omitempty"`       // records read from the archive
 	Records       uint64     `json:"records"`                  // verified
-	HeadPosition  uint64     `json:"head_position"`
-	HeadHash      string     `json:"head_hash"`
-	Broken        string     `json:"broken,omitempty"` // why and where, when not intact
+	// HeadPosition and HeadHash are the last link verified: the chain's
+	// head when it is intact, where the verification stopped when broken.
+	HeadPosition uint64 `json:"head_position"`
+	HeadHash     string `json:"head_hash"`
+	Broken       string `json:"broken,omitempty"` // why and where, when not intact
 }
