@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"slices"
 	"strings"
 )
@@ -95,21 +96,32 @@ func (s *SourceState) find(epoch string, numeric bool) int {
 // isNewEpoch reports whether an epoch with no kept window is newer than the
 // current one: integers by value, strings by first appearance. Every window
 // has a rank, Value, which orders its messages' `set` writes (Version): an
-// integer epoch's is its value, a string epoch's one above the epoch
-// current when it first appeared. So an integer epoch is new only above the
-// current window's rank, a string one's included: an integer after a
-// string epoch may have been sent before it (a producer that changed how it
-// names its boots, and back), and a window that took it as new would apply
-// its messages with `set` writes older than the fields they meet, which
-// would then stand. It is held as an old epoch instead, for a person.
+// integer epoch's is its value, a string epoch's one above the highest
+// kept when it first appeared. So an integer epoch is new only above every
+// kept window's rank, a string one's included: an integer after a string
+// epoch may have been sent before it (a producer that changed how it names
+// its boots, and back), and a window that took it as new would apply its
+// messages with `set` writes older than the fields they meet, which would
+// then stand. It is held as an old epoch instead, for a person. (Above
+// every kept rank, not only the current one's: a build before this rule
+// could leave a string epoch's rank above the current window's.)
 func (s *SourceState) isNewEpoch(d *Delivery) bool {
 	if len(s.Epochs) == 0 {
 		return true
 	}
 	if d.epochNum {
-		return d.epochInt > s.Epochs[0].Value
+		return d.epochInt > s.topRank()
 	}
 	return !slices.Contains(s.Seen, d.epoch)
+}
+
+// topRank is the highest rank (Value) of the kept windows; s has one.
+func (s *SourceState) topRank() int64 {
+	top := s.Epochs[0].Value
+	for _, w := range s.Epochs[1:] {
+		top = max(top, w.Value)
+	}
+	return top
 }
 
 // between reports whether d's integer epoch falls between two kept
@@ -147,7 +159,10 @@ func (s *SourceState) openEpoch(d *Delivery, span, keep int) {
 	case d.epochNum:
 		w.Value = d.epochInt
 	case len(s.Epochs) > 0:
-		w.Value = s.Epochs[0].Value + 1
+		w.Value = s.topRank()
+		if w.Value < math.MaxInt64 {
+			w.Value++
+		}
 	}
 	if !d.epochNum {
 		s.Seen = append(s.Seen, epoch)
