@@ -171,7 +171,7 @@ type QuarantineItem struct {
 	Reason     string          `json:"reason"`
 	Route      string          `json:"route,omitempty"`
 	Topic      string          `json:"topic"`
-	Key        *string         `json:"key"` // null for a message with none (malformed)
+	Key        *string         `json:"key"` // null for a message with none (malformed, a Sparkplug message held before its birth)
 	Time       time.Time       `json:"time"`
 	Dup        bool            `json:"dup"`
 	Broker     string          `json:"broker,omitempty"`

@@ -236,6 +236,8 @@ func (t *Tool) verifyRemoteOnce(ctx context.Context, r *remote, archive string, 
 	case archive != "":
 		if first > 0 {
 			fmt.Fprintf(out, "store: positions %d..%d intact\n", first, last)
+		} else {
+			fmt.Fprintln(out, "store: nothing after the archive")
 		}
 		fmt.Fprintf(out, "audit chain intact: %s, archive and store as one chain\n", counted(last, "record", "records"))
 	case first == 0 && last > 0: // the same words as a shared store's chain read directly

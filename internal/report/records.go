@@ -40,7 +40,7 @@ func Records(ctx context.Context, s engine.AuditScanner, archive Archive) iter.S
 
 // Archive reads member's records that audit retention moved out of the
 // store ("" on a single-owner store), in position order, each verified
-// before fn sees it: audit.ScanArchive over one directory.
+// before fn sees it: audit.ScanArchiveAcrossHoles over one directory.
 type Archive func(ctx context.Context, member string, fn func(engine.AuditRecord) error) error
 
 // WithArchive returns the scan of member's whole chain: the records
