@@ -448,6 +448,14 @@ func (h HTTPConfig) TokenList() []TokenConfig {
 // Enabled reports whether the HTTP server should run.
 func (h HTTPConfig) Enabled() bool { return h.Listen != ListenOff && h.Listen != "" }
 
+// Scheme is the API's URL scheme: https when http.tls gives a certificate.
+func (h HTTPConfig) Scheme() string {
+	if h.TLS.CertFile != "" {
+		return "https"
+	}
+	return "http"
+}
+
 // Default returns the configuration used when a file sets nothing: every
 // default, no routes.
 func Default() *Config {

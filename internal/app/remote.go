@@ -61,9 +61,8 @@ func (t *Tool) remoteHolding(held error, timeout time.Duration) (*remote, error)
 		return nil, fmt.Errorf("%v; and the API token: %w", held, err)
 	}
 	h := t.Config.HTTP
-	scheme, client := "http", &http.Client{Timeout: timeout}
-	if h.TLS.CertFile != "" {
-		scheme = "https"
+	client := &http.Client{Timeout: timeout}
+	if h.Scheme() == "https" {
 		tc, err := apiClientTLS(h.TLS, apiAddr(h.Listen))
 		if err != nil {
 			return nil, fmt.Errorf("%v; and its API's TLS: %w", held, err)
@@ -71,7 +70,7 @@ func (t *Tool) remoteHolding(held error, timeout time.Duration) (*remote, error)
 		client.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	t.logger().Info("held by a running process; using its API", "listen", h.Listen)
-	return &remote{base: scheme + "://" + apiAddr(h.Listen), token: token, client: client, held: held}, nil
+	return &remote{base: h.Scheme() + "://" + apiAddr(h.Listen), token: token, client: client, held: held}, nil
 }
 
 // apiClientTLS is how a command reaches the API of the process holding the

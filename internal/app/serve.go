@@ -277,11 +277,7 @@ func (d *daemon) startServer(ctx context.Context, g *goroutines, cancel context.
 		}
 		return nil
 	})
-	scheme := "http://"
-	if d.app.Config.HTTP.TLS.CertFile != "" {
-		scheme = "https://"
-	}
-	d.log.Info("serving the API and dashboard", "url", scheme+d.listener.Addr().String()+"/")
+	d.log.Info("serving the API and dashboard", "url", d.app.Config.HTTP.Scheme()+"://"+d.listener.Addr().String()+"/")
 }
 
 // goroutines are the daemon's goroutines beside the consumer: each stops
