@@ -25,11 +25,11 @@ func (s *Set) Flush(ctx context.Context) error {
 			defer wg.Done()
 			backoff := s.opts.MinBackoff
 			for {
-				err := s.catchUp(ctx, r)
+				err := s.catchUp(ctx, r, nil)
 				if r.behind(heads) == "" || ctx.Err() != nil || err == nil {
 					break
 				}
-				s.sleep(ctx, backoff)
+				s.sleep(ctx, nil, backoff)
 				backoff = min(2*backoff, s.opts.MaxBackoff)
 			}
 			if b := r.behind(heads); b != "" {

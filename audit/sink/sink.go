@@ -212,64 +212,119 @@ func (s *Set) given() []string {
 }
 
 // Run delivers on one goroutine per sink until ctx is done, then returns
-// once all of them have stopped.
-func (s *Set) Run(ctx context.Context) {
+// once all of them have stopped. A batch in flight when ctx ends is
+// cancelled: whatever the receiver took of it is delivered again from the
+// cursor (at least once).
+func (s *Set) Run(ctx context.Context) { s.runUntil(ctx, nil) }
+
+// Stream delivers as Run does until finish is called. finish lets every
+// batch in flight land and its cursor be saved, then delivers on the
+// calling goroutine, as FlushUntilIdle does, what the sinks can up to the
+// heads the chains have then: for as long as they make progress, giving
+// up once none delivered a record for idle. No record is delivered twice
+// at the handover; one in a batch that a receiver hung on past idle is
+// delivered again by the next delivery from the cursor (at least once).
+// finish returns ErrUndelivered naming the sinks left behind; calls after
+// the first return nil at once. ctx ending stops the stream, as it stops
+// Run.
+func (s *Set) Stream(ctx context.Context, idle time.Duration) (finish func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	finishing, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s.runUntil(ctx, finishing)
+	}()
+	var once sync.Once
+	return func() (err error) {
+		once.Do(func() {
+			defer cancel()
+			close(finishing)
+			watched := make(chan struct{})
+			go func() {
+				defer close(watched)
+				s.cancelWhenIdle(ctx, cancel, idle)
+			}()
+			<-stopped
+			err = s.Flush(ctx)
+			cancel()
+			<-watched
+		})
+		return err
+	}
+}
+
+// runUntil is Run that also returns once stopped is closed (nil: never),
+// between two batches.
+func (s *Set) runUntil(ctx context.Context, stopped <-chan struct{}) {
 	var wg sync.WaitGroup
 	for _, r := range s.sinks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.run(ctx, r)
-		}()
+		wg.Go(func() { s.run(ctx, r, stopped) })
 	}
 	wg.Wait()
 }
 
-func (s *Set) run(ctx context.Context, r *runner) {
+func (s *Set) run(ctx context.Context, r *runner, stopped <-chan struct{}) {
 	tick := time.NewTicker(s.opts.Tick)
 	defer tick.Stop()
 	backoff := time.Duration(0)
 	for {
-		if err := s.catchUp(ctx, r); err != nil {
+		if err := s.catchUp(ctx, r, stopped); err != nil {
 			// Back off, whatever commits meanwhile: the records wait in
 			// the store behind the cursor.
 			backoff = min(max(2*backoff, s.opts.MinBackoff), s.opts.MaxBackoff)
-			wait := backoff/2 + rand.N(backoff/2+1) // jitter in [backoff/2, backoff]
-			s.sleep(ctx, httpretry.Wait(err, wait)) // or what the receiver asked for
+			wait := backoff/2 + rand.N(backoff/2+1)          // jitter in [backoff/2, backoff]
+			s.sleep(ctx, stopped, httpretry.Wait(err, wait)) // or what the receiver asked for
 		} else {
 			backoff = 0
 			select {
 			case <-ctx.Done():
+			case <-stopped:
 			case <-tick.C:
 			case <-r.wake:
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || isClosed(stopped) {
 			return
 		}
 	}
 }
 
-func (s *Set) sleep(ctx context.Context, d time.Duration) {
+// sleep waits for d, or until ctx ends or stopped is closed.
+func (s *Set) sleep(ctx context.Context, stopped <-chan struct{}, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+	case <-stopped:
 	case <-t.C:
 	}
 }
 
+// isClosed says whether c is closed; a nil c never is.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // catchUp delivers batches until the store has no record after the
-// sink's cursor on any chain it is given that has not failed. It takes a
-// batch of each chain in turn, so that a long backlog on one chain does
-// not hold up the others; a chain that fails waits for the next call, and
-// neither holds up the others. It returns the failures, joined.
-func (s *Set) catchUp(ctx context.Context, r *runner) error {
+// sink's cursor on any chain it is given that has not failed, or stopped
+// is closed (nil: never). It takes a batch of each chain in turn, so that
+// a long backlog on one chain does not hold up the others; a chain that
+// fails waits for the next call, and neither holds up the others. It
+// returns the failures, joined.
+func (s *Set) catchUp(ctx context.Context, r *runner, stopped <-chan struct{}) error {
 	var errs []error
 	failed := map[string]bool{}
 	for {
 		moved := false
 		for _, chain := range s.given() {
+			if isClosed(stopped) {
+				return errors.Join(errs...)
+			}
 			if failed[chain] {
 				continue
 			}

@@ -59,6 +59,8 @@ func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
 	}()
 	stopForward := a.startForward(ctx)
 	defer stopForward()
+	finishSinks := t.streamSinks(ctx, a)
+	defer finishSinks()
 	if m := a.Engine.Member(); m != "" {
 		fmt.Fprintf(t.errOut(), "ingest: writing the audit chain of member %s on the %s store\n", m, t.Config.Store.Kind)
 	}
@@ -85,7 +87,7 @@ func (t *Tool) Ingest(ctx context.Context, opts IngestOptions) error {
 	if c != nil {
 		return t.finishChains(ctx, c)
 	}
-	t.flushSinks(ctx, a)
+	t.sayUndelivered(finishSinks())
 	return t.applyRetention(ctx, a)
 }
 
@@ -116,13 +118,30 @@ func (t *Tool) finishChains(ctx context.Context, c *chains) error {
 	return nil
 }
 
+// streamSinks delivers to the audit sinks while ingest decides, on a
+// single-owner store (a shared one's chains are claimed, and streamed, at
+// the end: finishChains), so that a long ingest's records reach them as
+// they commit. The function it returns ends the stream as flushSinks
+// ends a flush; without sinks, or on a shared store, it returns nil.
+func (t *Tool) streamSinks(ctx context.Context, a *App) (finish func() error) {
+	if a.Sinks == nil || t.Config.Store.Shared() {
+		return func() error { return nil }
+	}
+	return a.Sinks.Stream(ctx, sinkFlushIdle)
+}
+
 // flushSinks delivers what the audit sinks take for as long as they make
 // progress: the sink's records are all there once ingest exits, however
 // long a slow sink takes. One that delivers nothing for SinkFlushTimeout
 // (down) is not an error: its cursor keeps the rest for the next run or
 // ingest.
 func (t *Tool) flushSinks(ctx context.Context, a *App) {
-	if err := a.FlushSinksUntilIdle(ctx, sinkFlushIdle); err != nil {
+	t.sayUndelivered(a.FlushSinksUntilIdle(ctx, sinkFlushIdle))
+}
+
+// sayUndelivered says what a flush of the audit sinks left behind them.
+func (t *Tool) sayUndelivered(err error) {
+	if err != nil {
 		// err says "audit sink" and names each sink (sink.ErrUndelivered).
 		fmt.Fprintf(t.errOut(), "%v; the rest is delivered from the cursor by the next run or ingest\n", err)
 	}

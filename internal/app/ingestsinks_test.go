@@ -58,6 +58,13 @@ func (c *slowCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(b)
 }
 
+// count is how many records the collector took.
+func (c *slowCollector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.positions)
+}
+
 // took says whether the collector took positions 1 to n, each once, in
 // order.
 func (c *slowCollector) took(n int) string {
@@ -79,25 +86,81 @@ func (c *slowCollector) took(n int) string {
 // returns what ingest wrote on Err.
 func ingestWithSinks(t *testing.T, n int, sinks string) string {
 	t.Helper()
-	cfg, err := config.Parse(fmt.Appendf(nil, `store: {kind: memory}
+	tool, errOut := sinkTool(t, "{kind: memory}", sinks)
+	if err := tool.Ingest(t.Context(), IngestOptions{Input: strings.NewReader(meterFeed(0, n)), Name: "feed", DrainTimeout: time.Second}); err != nil {
+		t.Fatalf("ingest: %v\n%s", err, errOut)
+	}
+	return errOut.String()
+}
+
+// sinkTool is a Tool on the store given as a YAML flow mapping, one route
+// of meters, and the audit sinks given as YAML flow sequence items; the
+// buffer holds what it writes on Err.
+func sinkTool(t *testing.T, store, sinks string) (*Tool, *bytes.Buffer) {
+	t.Helper()
+	cfg, err := config.Parse(fmt.Appendf(nil, `store: %s
 routes:
   - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
 audit:
   sinks: [%s]
-`, sinks), "rg.yaml", nil)
+`, store, sinks), "rg.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	errOut := &bytes.Buffer{}
+	return &Tool{Config: cfg, Out: io.Discard, Err: errOut}, errOut
+}
+
+// meterFeed is the lines of the meters' messages from..to-1, one meter.
+func meterFeed(from, to int) string {
 	var feed strings.Builder
-	for i := range n {
+	for i := from; i < to; i++ {
 		fmt.Fprintf(&feed, `{"topic":"plant/m1/energy","payload":{"msgId":"m-%d"}}`+"\n", i)
 	}
-	errOut := &bytes.Buffer{}
-	tool := &Tool{Config: cfg, Out: io.Discard, Err: errOut}
-	if err := tool.Ingest(t.Context(), IngestOptions{Input: strings.NewReader(feed.String()), Name: "feed", DrainTimeout: time.Second}); err != nil {
-		t.Fatalf("ingest: %v\n%s", err, errOut)
+	return feed.String()
+}
+
+// TestIngestStreamsToTheSinksAsItDecides: a sink has the records of a
+// long ingest's first messages while the feed still runs, as under run,
+// not only once it ends; and, once ingest returns, every record once, in
+// order: the handover from the stream to the final flush sends none twice.
+func TestIngestStreamsToTheSinksAsItDecides(t *testing.T) {
+	for name, store := range map[string]string{"memory": "{kind: memory}", "embedded": "{kind: embedded, path: " + t.TempDir() + "}"} {
+		t.Run(name, func(t *testing.T) {
+			coll := &slowCollector{t: t, delay: 20 * time.Millisecond}
+			srv := httptest.NewServer(coll)
+			defer srv.Close()
+			tool, errOut := sinkTool(t, store, fmt.Sprintf(`{name: siem, kind: otlp, endpoint: '%s/v1/logs'}`, srv.URL))
+			feed, w := io.Pipe()
+			ingested := make(chan error, 1)
+			go func() {
+				ingested <- tool.Ingest(t.Context(), IngestOptions{Input: feed, Name: "feed", BatchSize: 100, DrainTimeout: time.Second})
+			}()
+			if _, err := io.WriteString(w, meterFeed(0, 3000)); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); coll.count() == 0; time.Sleep(10 * time.Millisecond) {
+				select {
+				case err := <-ingested:
+					t.Fatalf("ingest ended before its feed did: %v\n%s", err, errOut)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the sink took no record of 3,000 decided while the feed runs on")
+				}
+			}
+			if _, err := io.WriteString(w, meterFeed(3000, 6000)); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			if err := <-ingested; err != nil {
+				t.Fatalf("ingest: %v\n%s", err, errOut)
+			}
+			if why := coll.took(6000); why != "" {
+				t.Fatalf("the sink's collector, once ingest returned: %s\n%s", why, errOut)
+			}
+		})
 	}
-	return errOut.String()
 }
 
 // shortenSinkFlushIdle makes ingest give up on sinks idle for d.
