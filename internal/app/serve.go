@@ -225,21 +225,30 @@ func (d *daemon) startSinks(ctx context.Context, g *goroutines) {
 	d.reg.MustRegister(d.app.Sinks)
 	if d.chains == nil { // else they run over the claimed chains (startChains)
 		g.Go(func() error {
-			d.app.Sinks.Run(ctx)
-			d.flushSinks(context.WithoutCancel(ctx))
+			d.streamSinks(ctx)
 			return nil
 		})
 	}
 	d.log.Info("audit sinks on", "sinks", len(d.app.Config.Audit.Sinks))
 }
 
-// flushSinks delivers what the audit sinks can within d.sinkFlush; their
-// cursors keep the rest for the next run or ingest.
-func (d *daemon) flushSinks(ctx context.Context) {
+// streamSinks delivers to the audit sinks until ctx is done, then what
+// they can of the rest within d.sinkFlush: the batches in flight at the
+// stop land rather than being sent again, and the cursors keep what is
+// left for the next run or ingest.
+func (d *daemon) streamSinks(ctx context.Context) {
+	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	finish := d.app.Sinks.Stream(streamCtx, d.sinkFlush)
+	<-ctx.Done()
 	if d.sinkFlush <= 0 {
+		cancel()
+		finish()
 		return
 	}
-	if err := d.app.FlushSinks(ctx, d.sinkFlush); err != nil {
+	bound := time.AfterFunc(d.sinkFlush, cancel)
+	defer bound.Stop()
+	if err := finish(); err != nil {
 		d.log.Warn("audit sinks: what they could not deliver at stop waits behind their cursors", "err", err)
 	}
 }

@@ -143,17 +143,6 @@ func sinkCursorsOf(log *slog.Logger, head uint64, chain string, cursors, stored 
 	return cursors
 }
 
-// FlushSinks delivers what the audit sinks can within timeout, and says
-// what is left to their cursors (the next run or ingest delivers it).
-func (a *App) FlushSinks(ctx context.Context, timeout time.Duration) error {
-	if a.Sinks == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return a.Sinks.Flush(ctx)
-}
-
 // FlushSinksUntilIdle delivers what the audit sinks can for as long as
 // they make progress: it gives up once none delivered a record for idle,
 // and says what is left to their cursors.

@@ -54,14 +54,14 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.FlushSinks(t.Context(), 100*time.Millisecond); err == nil {
+	if err := a.FlushSinksUntilIdle(t.Context(), 100*time.Millisecond); err == nil {
 		t.Fatal("flush into a missing directory succeeded")
 	}
 	if res, err := ret.Once(t.Context()); err != nil || res.Records != 0 {
 		t.Fatalf("retention with an undelivered sink: %+v, %v; want nothing archived", res, err)
 	}
 	os.Mkdir(sinkDir, 0o700)
-	if err := a.FlushSinks(context.Background(), 5*time.Second); err != nil {
+	if err := a.FlushSinksUntilIdle(context.Background(), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := ret.Once(t.Context()); err != nil || res.Records != 90 {

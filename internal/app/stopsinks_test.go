@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,6 +127,34 @@ audit:
 			t.Fatalf("the records left to the cursor were not logged:\n%s", logs.String())
 		}
 	})
+}
+
+// A planned stop of run while a receiver holds a batch lets that batch
+// land, then delivers the rest: every record once, none sent again.
+func TestRunsStopSendsNoRecordTwice(t *testing.T) {
+	coll := &slowCollector{t: t, delay: 300 * time.Millisecond}
+	srv := httptest.NewServer(coll)
+	defer srv.Close()
+	cfg, err := config.Parse(fmt.Appendf(nil, `store: {kind: memory}
+routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
+audit:
+  sinks: [{name: siem, kind: otlp, endpoint: '%s/v1/logs'}]
+`, srv.URL), "rg.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(t.Context(), cfg, Options{Sinks: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	d := &daemon{app: a, log: a.Log, reg: prometheus.NewRegistry(), sinkFlush: 5 * time.Second}
+	d.consumer = &stoppingSource{a: a, n: 25, m: 12} // the stop comes 50 ms into the receiver's 300 ms on 1..25
+	serveUntilStopped(t, d)
+	if why := coll.took(37); why != "" {
+		t.Fatalf("the receiver, once run stopped: %s", why)
+	}
 }
 
 // On a shared store the member's sinks deliver its chain up to what it
