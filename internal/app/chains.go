@@ -94,17 +94,20 @@ func (a *App) chainWork() (*chains, error) {
 		ttl: ttl, every: ttl / 3, trims: map[string]*audit.Retention{}, passes: map[string]*sync.Mutex{}}, nil
 }
 
-// Run claims the chains at once and then every c.every, runs the sinks
-// over them and, every audit.retention.interval, retention, until ctx is
-// done; then it waits for the sinks and retention to stop, lets the sinks
-// deliver what they can of the rest (flushAtStop) and releases its
+// Run claims the chains at once and then every c.every, streams the sinks
+// over them and, every audit.retention.interval, runs retention, until
+// ctx is done; then it waits for retention to stop, lets the sinks
+// deliver what they can of the rest (finishAtStop) and releases its
 // claims, so that another process takes the chains over at once.
 func (c *chains) Run(ctx context.Context) {
 	c.claim(ctx)
-	var wg sync.WaitGroup
+	streamCtx, stopStream := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopStream()
+	finish := func() error { return nil }
 	if c.sinks != nil {
-		wg.Go(func() { c.sinks.Run(ctx) })
+		finish = c.sinks.Stream(streamCtx, c.stopFlush)
 	}
+	var wg sync.WaitGroup
 	if c.retain {
 		wg.Go(func() { c.runRetention(ctx, time.Duration(c.a.Config.Audit.Retention.Interval)) })
 	}
@@ -114,7 +117,7 @@ func (c *chains) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			wg.Wait()
-			c.flushAtStop(context.WithoutCancel(ctx))
+			c.finishAtStop(context.WithoutCancel(ctx), finish, stopStream)
 			c.releaseAll(context.WithoutCancel(ctx))
 			return
 		case <-tick.C:
@@ -123,20 +126,28 @@ func (c *chains) Run(ctx context.Context) {
 	}
 }
 
-// flushAtStop renews the claims and delivers what the sinks can of the
+// finishAtStop renews the claims and ends the sinks' stream: the batches
+// in flight land, and the sinks deliver what they can of the rest of the
 // claimed chains within c.stopFlush, and before a third of the claims'
-// lifetime is left; the cursors keep the rest for whoever claims the
-// chains next.
-func (c *chains) flushAtStop(ctx context.Context) {
-	if c.sinks == nil || c.stopFlush <= 0 {
+// lifetime is left (stop cancels the stream then); the cursors keep the
+// rest for whoever claims the chains next.
+func (c *chains) finishAtStop(ctx context.Context, finish func() error, stop context.CancelFunc) {
+	if c.sinks == nil {
+		return
+	}
+	if c.stopFlush <= 0 {
+		stop()
+		finish()
 		return
 	}
 	if err := c.claim(ctx); err != nil {
-		return // logged
+		stop() // logged
+		finish()
+		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(c.stopFlush, c.ttl-c.every))
-	defer cancel()
-	if err := c.sinks.Flush(ctx); err != nil {
+	bound := time.AfterFunc(min(c.stopFlush, c.ttl-c.every), stop)
+	defer bound.Stop()
+	if err := finish(); err != nil {
 		c.a.Log.Warn("audit sinks: what they could not deliver at stop waits behind their cursors", "err", err)
 	}
 }

@@ -175,3 +175,39 @@ func TestRunOnAGroupDeliversItsChainToTheSinksAtItsStop(t *testing.T) {
 		t.Fatalf("the file sink holds m1's chain %s: %v", inOrder(got, 37), got)
 	}
 }
+
+// On a shared store too, a planned stop while a receiver holds a batch
+// of the member's chain lets it land: every record once.
+func TestRunOnAGroupStopSendsNoRecordTwice(t *testing.T) {
+	coll := &slowCollector{t: t, delay: 300 * time.Millisecond}
+	srv := httptest.NewServer(coll)
+	defer srv.Close()
+	cfg, err := config.Parse(fmt.Appendf(nil, `store: {kind: postgres, url: 'postgres://db/rg', member: m1}
+routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
+audit:
+  sinks: [{name: siem, kind: otlp, endpoint: '%s/v1/logs'}]
+`, srv.URL), "rg.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := memory.NewGroup(0, 0).Open("m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := openOn(t.Context(), cfg, cfg.Store, h, Options{Sinks: true, Logger: slog.New(slog.DiscardHandler)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	c, err := a.chainWork()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{app: a, log: a.Log, reg: prometheus.NewRegistry(), chains: c, sinkFlush: 5 * time.Second}
+	d.consumer = &stoppingSource{a: a, n: 25, m: 12}
+	serveUntilStopped(t, d)
+	if why := coll.took(37); why != "" {
+		t.Fatalf("the receiver, once run stopped: %s", why)
+	}
+}
