@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,10 @@ type lane struct {
 
 	mu sync.Mutex
 	st OutputStatus
+	// entryFailed says that an attempt failed at an entry, not before any
+	// (reading the store): for an output no route forwards to and the
+	// file does not name, only that is the output's to report.
+	entryFailed bool
 }
 
 func (d *Drainer) newLane(member, kind string) *lane {
@@ -280,6 +285,7 @@ func (d *Drainer) failed(l *lane, err error, wait time.Duration) {
 	l.st.Attempts++
 	l.st.Failures++
 	l.st.LastError = err.Error()
+	l.entryFailed = l.entryFailed || l.stuck != nil
 	switch {
 	case l.stuck == nil:
 	case l.st.Stuck.ID == l.stuck.ID:
@@ -295,7 +301,11 @@ func (d *Drainer) failed(l *lane, err error, wait time.Duration) {
 	if l.stuck != nil {
 		args = append(args, "entry", stuck.ID, "target", stuck.Target, "entry_attempts", stuck.Attempts)
 	}
-	d.log.Warn("forward: delivery failed; the entries wait in the outbox and are sent again", args...)
+	level := slog.LevelWarn
+	if _, unset := l.out.(unconfigured); unset && l.stuck == nil {
+		level = slog.LevelDebug // the store's failure, which the named outputs report
+	}
+	d.log.Log(context.Background(), level, "forward: delivery failed; the entries wait in the outbox and are sent again", args...)
 }
 
 func (d *Drainer) recovered(l *lane) {

@@ -58,7 +58,10 @@ func (d *Drainer) Status() Status {
 	}
 	for _, l := range d.snapshotLanes() {
 		l.mu.Lock()
-		if _, unset := l.out.(unconfigured); !unset || l.st.Failures > 0 || l.st.Held > 0 {
+		// An output nothing names is shown once it has entries to answer
+		// for: a failure to read the outbox is the store's, and is shown
+		// by the outputs that are named.
+		if _, unset := l.out.(unconfigured); !unset || l.entryFailed || l.st.Held > 0 {
 			st.Outputs = append(st.Outputs, l.st)
 		}
 		l.mu.Unlock()
