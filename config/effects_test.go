@@ -69,6 +69,8 @@ func TestForwardEffectRules(t *testing.T) {
 			[]string{r + `.topic: template "clean/#" holds a wildcard or an unbalanced '}'`}},
 		{"a webhook without a scheme", meters + effects("forward: {webhook: \"billing.example/readings\"}"),
 			[]string{r + `.webhook: webhook "billing.example/readings" is not an http:// or https:// URL with a host`}},
+		{"a webhook whose port is out of range", meters + effects("forward: {webhook: \"https://billing.example:0/readings\"}"),
+			[]string{r + `.webhook: webhook "https://billing.example:0/readings": port "0" is not from 1 to 65535`}},
 		{"a webhook with a placeholder", meters + effects("forward: {webhook: \"https://billing.example/readings/{topic[1]}\"}"),
 			[]string{r + `.webhook: webhook holds a {…}: a webhook URL is fixed, not a template like a topic; each copy carries its route, source and key in its headers (Replayguard-Route, Replayguard-Source, Idempotency-Key)`}},
 		{"a topic level out of range", meters + effects("forward: {topic: \"clean/{topic[7]}\"}"),

@@ -167,6 +167,8 @@ func checkNATSURL(ps *problems, f field, list string) {
 		switch {
 		case err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Hostname() == "":
 			ps.add(f, "url %q is not a nats://host:port or tls://host:port URL", redactNATSURL(s))
+		case u.Port() != "" && !validPort(u.Port(), 1):
+			ps.add(f, "url %q: port %q is not from 1 to 65535", redactNATSURL(s), u.Port())
 		case u.User != nil && f.key == "jetstream.url":
 			ps.add(f, "url %q carries credentials: put them in jetstream.creds_file instead", redactNATSURL(s))
 		}

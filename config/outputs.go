@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 )
 
@@ -234,12 +233,7 @@ func (c *Config) checkOutputs(ps *problems) {
 		o.TLS.checkPair(ps, f.dot("webhook").dot("tls"))
 	}
 	if o := c.Outputs.NATS; o != nil {
-		for _, s := range strings.Split(o.URL, ",") {
-			u, err := url.Parse(strings.TrimSpace(s))
-			if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Hostname() == "" {
-				ps.add(f.dot("nats").dot("url"), "url %q is not a nats://host:port or tls://host:port URL", redactNATSURL(s))
-			}
-		}
+		checkNATSURL(ps, f.dot("nats").dot("url"), o.URL)
 		o.TLS.checkPair(ps, f.dot("nats").dot("tls"))
 	}
 }

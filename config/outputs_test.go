@@ -119,6 +119,8 @@ func TestOutputRules(t *testing.T) {
 			[]string{`outputs.nats.url: url "http://n:4222" is not a nats://host:port or tls://host:port URL`}},
 		{"a nats url without a scheme, with a token", "outputs: {nats: {url: \"nats://n1:4222,s3cret@n2:4222\"}}\n",
 			[]string{`outputs.nats.url: url "xxxxx@n2:4222" is not a nats://host:port or tls://host:port URL`}},
+		{"a nats url whose port is out of range", "outputs: {nats: {url: \"nats://n1:4222,nats://n2:99999\"}}\n",
+			[]string{`outputs.nats.url: url "nats://n2:99999": port "99999" is not from 1 to 65535`}},
 		{"a negative webhook timeout", "outputs: {webhook: {timeout: -1s}}\n",
 			[]string{`outputs.webhook.timeout: duration "-1s" is negative`}},
 		{"a negative outbox bound", "outbox: {max_entries: -5}\n",
