@@ -58,6 +58,9 @@ type Consumer struct {
 	accounted uint64
 	// receipts is what this bind received (see account).
 	receipts receipts
+	// owed is what the server had delivered before this bind and not
+	// seen acknowledged (see owed).
+	owed owed
 	// verified is the last delivery (consumer sequence) known to have
 	// come here or told of; lastReading is the last check's reading, told of at
 	// the next one. Run's.
@@ -387,6 +390,7 @@ func (c *Consumer) delivery(m *nats.Msg) delivery {
 		d.delivered, d.streamSeq = md.NumDelivered, md.Sequence.Stream
 		c.end.note(md.Sequence.Stream+md.NumPending, d.at.UTC())
 		c.receipts.received(md.Sequence.Stream, md.Sequence.Consumer)
+		c.owed.received(md.Sequence.Stream)
 		d.msg.Dup = md.NumDelivered > 1 // recorded, never trusted
 	}
 	c.prepare(&d)

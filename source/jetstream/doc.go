@@ -93,6 +93,10 @@
 // warned of at the start, and Warning says so while Run consumes. The sequences are exact for a consumer of the
 // whole stream that received every delivery the server made; else only
 // those the stream removed from its start are told, as an upper bound.
+// Of what the server had delivered before the bind past the ack floor,
+// the messages acknowledged one by one above it were decided; only the
+// ack pending ones can be lost, and what the bind never receives of that
+// span is told as at most their count (owed.go).
 //
 // A Processor that also has Submit, as the engine does (engine.Engine.Submit),
 // has the next batch collected and decided while the last one commits;

@@ -141,6 +141,7 @@ func (c *Consumer) takeGaveUp(ctx context.Context, g gaveUp, in chan<- delivery)
 		c.log.Error("jetstream: the server gave up on a message after max_deliver deliveries (the consumer's max_deliver set on the server), and it could not be taken from the stream: never decided, with no audit record",
 			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "stream_sequence", g.StreamSeq, "deliveries", g.Deliveries, "err", err)
 		c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: 1})
+		c.owed.received(g.StreamSeq) // told
 		return true
 	}
 	c.log.Warn("jetstream: the server gave up on a message after max_deliver deliveries (the consumer's max_deliver set on the server): taken from the stream by its sequence and decided",
@@ -148,6 +149,7 @@ func (c *Consumer) takeGaveUp(ctx context.Context, g gaveUp, in chan<- delivery)
 	d := c.decode(m.Subject, m.Data)
 	d.js, d.at, d.delivered, d.streamSeq = taken{seq: g.StreamSeq}, time.Now(), g.Deliveries, g.StreamSeq
 	c.receipts.taken(g.StreamSeq)
+	c.owed.received(g.StreamSeq)
 	d.msg.Dup = true // delivered before: recorded, never trusted
 	c.prepare(&d)
 	c.holding.add(d.js, d.at)

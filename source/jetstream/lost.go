@@ -91,6 +91,8 @@ func (c *Consumer) exact(rd reading) bool {
 	if !ok {
 		return false
 	}
+	runs, before := c.owed.cut(runs)
+	c.tellOwed(before)
 	var removed, held, either []span
 	for _, r := range runs {
 		for _, p := range split(r, rd) {
@@ -126,6 +128,12 @@ func (c *Consumer) front(rd reading, all bool) {
 	if rd.first <= lo+1 {
 		return
 	}
+	outside, before := c.owed.cut([]span{{lo + 1, rd.first - 1}})
+	n := total(outside) + c.owed.tell(total(before))
+	if n == 0 { // each one the server had delivered before this bind, and seen acknowledged
+		c.accounted = rd.first - 1
+		return
+	}
 	msg := "jetstream: the stream removed messages this consumer never received (a purge, a max_age, max_msgs, max_bytes or per-subject limit with discard old): no decision of them was made, and nothing will deliver them"
 	if len(c.cfg.Subjects) > 0 {
 		msg += "; some may not be of the consumer's subjects (jetstream.subjects), which the count includes"
@@ -133,7 +141,7 @@ func (c *Consumer) front(rd reading, all bool) {
 	if !all {
 		msg += "; the server also delivered messages that did not come here (to another member of the group, or to a connection lost), and some of these may be among them, decided there"
 	}
-	c.tellAtMost(span{lo + 1, rd.first - 1}, msg)
+	c.tellAtMost(span{lo + 1, rd.first - 1}, n, msg)
 	c.accounted = rd.first - 1
 }
 
@@ -215,11 +223,32 @@ func (c *Consumer) tellLost(runs []span, msg string) {
 	c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: int(n)})
 }
 
-// tellAtMost logs r with msg, as at most its length, and counts that.
-func (c *Consumer) tellAtMost(r span, msg string) {
+// tellAtMost logs r with msg, as at most n of its messages, and counts
+// that.
+func (c *Consumer) tellAtMost(r span, n uint64, msg string) {
 	c.log.Error(c.earlier(msg, r), "stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "from_sequence", r.from,
-		"through_sequence", r.through, "messages_at_most", r.len())
-	c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: int(r.len())})
+		"through_sequence", r.through, "messages_at_most", n)
+	c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: int(n)})
+}
+
+// tellOwed tells, of runs, the stream sequences the server had delivered
+// before this bind (owed) and this one never received since, those that
+// can have been left undecided: at most as many as were ack pending at
+// the bind and not delivered here again. The others were acknowledged
+// before this start, so decided, and are not told.
+func (c *Consumer) tellOwed(runs []span) {
+	if len(runs) == 0 {
+		return
+	}
+	k := c.owed.tell(total(runs))
+	if k == 0 {
+		return
+	}
+	c.log.Error(c.earlier("jetstream: the stream removed, or the server moved this consumer past, messages it had delivered before this start and held unacknowledged (ack pending at the bind), before delivering them again: "+
+		"no decision of them was acknowledged, and nothing will deliver them; the server does not tell which of these sequences they are (the others were acknowledged before this start, so decided)", runs[0]),
+		"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "from_sequence", runs[0].from, "through_sequence", runs[len(runs)-1].through,
+		"messages_at_most", k, "sequences", runsText(runs))
+	c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: int(k)})
 }
 
 // earlier adds to msg, when first starts at or below the stream sequence

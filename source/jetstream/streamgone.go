@@ -73,25 +73,34 @@ func (c *Consumer) tellGone(left []delivery) {
 			runs = []span{{c.accounted + 1, end}}
 		}
 	}
-	held := undecidedLeft(left)
+	// Of what the server had delivered before this bind, only what it
+	// held unacknowledged can be lost (owed).
+	runs, before := c.owed.cut(runs)
+	owedN := c.owed.tell(total(before))
+	n := total(runs) + owedN
+	if owedN > 0 {
+		runs = append(runs, before...)
+	}
+	slices.SortFunc(runs, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	held, unreceived := undecidedLeft(left), runs
 	for _, seq := range held {
-		if ok || seq <= c.accounted || seq > end { // else in the run above already
+		if !within(unreceived, seq) {
 			runs = append(runs, span{seq, seq})
+			n++
 		}
 	}
 	if len(runs) == 0 {
 		return
 	}
 	slices.SortFunc(runs, func(a, b span) int { return cmp.Compare(a.from, b.from) })
-	var n uint64
-	for _, r := range runs {
-		n += r.len()
-	}
 	msg := fmt.Sprintf("jetstream: the stream was deleted with messages this consumer had not decided (%s): never received, or received and left undecided at the stop, "+
 		"they have no decision and no audit record, and nothing will deliver them; messages the stream stored after %s, when the server last told its end, are not known and not counted",
 		*gone, at.Format(time.RFC3339))
 	count := "messages"
-	exact := ok && len(c.cfg.Subjects) == 0 && c.receipts.whole(c.verified)
+	exact := ok && len(c.cfg.Subjects) == 0 && c.receipts.whole(c.verified) && owedN == 0
+	if owedN > 0 {
+		msg += fmt.Sprintf("; of those the server had delivered before this start (up to stream sequence %d), at most %d were left unacknowledged, the others decided and acknowledged then", c.deliveredBefore, owedN)
+	}
 	if !exact {
 		count = "messages_at_most"
 		msg += "; an upper bound: some may not be of the consumer's subjects (jetstream.subjects), or were delivered elsewhere (another member of the group, a connection lost) and decided there"
@@ -99,6 +108,12 @@ func (c *Consumer) tellGone(left []delivery) {
 	c.log.Error(c.earlier(msg, runs[0]), "stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "from_sequence", runs[0].from,
 		"through_sequence", runs[len(runs)-1].through, count, n, "held_undecided", len(held), "sequences", runsText(runs))
 	c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: int(n)})
+}
+
+// within says whether seq lies in one of runs, sorted and apart.
+func within(runs []span, seq uint64) bool {
+	i, _ := slices.BinarySearchFunc(runs, seq, func(r span, seq uint64) int { return cmp.Compare(r.through, seq) })
+	return i < len(runs) && runs[i].from <= seq
 }
 
 // undecidedLeft returns the stream sequences of the deliveries of left

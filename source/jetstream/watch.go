@@ -107,8 +107,13 @@ func (c *Consumer) removedAhead(first, after uint64) {
 		return
 	}
 	from := max(after, c.accounted) + 1
-	c.log.Error("jetstream: the stream removed messages this consumer never acknowledged (a purge, a max_age, max_msgs or max_bytes limit with discard old, a stream edit): no decision of them was acknowledged, and nothing will deliver them; a decision the audit log holds for one was made before a stop took its acknowledgement",
-		"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "from_sequence", from, "through_sequence", first-1, "messages_at_most", first-from)
-	c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: int(first - from)})
+	outside, before := c.owed.cut([]span{{from, first - 1}})
+	n := total(outside) + c.owed.tell(total(before))
 	c.accounted = first - 1
+	if n == 0 { // each one delivered before this bind, and seen acknowledged
+		return
+	}
+	c.log.Error("jetstream: the stream removed messages this consumer never acknowledged (a purge, a max_age, max_msgs or max_bytes limit with discard old, a stream edit): no decision of them was acknowledged, and nothing will deliver them; a decision the audit log holds for one was made before a stop took its acknowledgement",
+		"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "from_sequence", from, "through_sequence", first-1, "messages_at_most", n)
+	c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: int(n)})
 }
