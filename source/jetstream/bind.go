@@ -66,6 +66,12 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 		return nil, nil, err
 	}
 	c.goneWhileStopped(ctx, mark, marked, st.CachedInfo())
+	// stood is where this store stood on the stream found, when known: a
+	// stream created since the mark was kept is new to it.
+	stood, known := mark, marked
+	if created := st.CachedInfo().Created; marked && !mark.Created.Equal(created) {
+		stood = engine.StreamMark{Created: created, Stopped: true}
+	}
 	marked = marked && mark.Created.Equal(st.CachedInfo().Created) // else the mark was of a stream gone
 	if err := c.skipped(ctx, st); err != nil {
 		return nil, nil, err
@@ -82,12 +88,12 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	cc := c.consumerConfig()
 	if existed {
 		c.keepStart(&cc, prev.CachedInfo().Config)
+		if n := prev.CachedInfo().Config.MaxDeliver; n > 0 {
+			c.log.Warn("jetstream: the consumer's max_deliver was set on the server: past it the server gives up on a message, never decided, with no audit record; replayguard sets it back to unlimited",
+				"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "max_deliver", n, "when", "bind")
+		}
 	} else if c.dec != nil && c.dec.Stats().Position > 0 {
-		return nil, nil, fmt.Errorf("%w: durable consumer %q is missing on stream %q, and the store already holds this member's decisions (it was deleted, or the stream created again, or jetstream.consumer renamed): "+
-			"a new one would deliver the stream from its first message, where messages whose keys have left the window (window.ttl) apply again. "+
-			"Create it first, where it should start: e.g. nats consumer add %s %s --pull --ack explicit --deliver SEQ (the stream sequence after the last one decided; "+
-			"what comes again is found duplicate), or --deliver all to take the whole stream again",
-			ErrStream, c.cfg.Consumer, c.cfg.Stream, c.cfg.Stream, c.cfg.Consumer)
+		return nil, nil, c.missing(stood, known)
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, cc)
 	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
@@ -134,6 +140,9 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	// What lies before the consumer's own start was never to be delivered:
 	// not lost, and never to be delivered again.
 	c.startFloor = startBefore(info, first)
+	if known {
+		c.startsPast(stood, first, si.State.LastSeq)
+	}
 	c.noteFloor(info)
 	c.accounted = max(c.accounted, c.startFloor)
 	if existed && marked && si.Created.Equal(mark.Created) {
@@ -155,6 +164,30 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 		"ack_pending", info.NumAckPending, "redelivered", info.NumRedelivered, "acked_through", info.AckFloor.Stream)
 	c.noteUnheld(info, 0)
 	return cons, si.Config.Subjects, nil
+}
+
+// missing is bindOnce's refusal of a consumer missing on a store that
+// holds decisions, saying where to create it: after the ack floor this
+// store last read of the stream (stood, when known), from its first
+// message when it decided none of it (a stream created again since:
+// its sequences start over), else at the sequence after the last one
+// decided, for the operator to find.
+func (c *Consumer) missing(stood engine.StreamMark, known bool) error {
+	refused := fmt.Sprintf("durable consumer %q is missing on stream %q, and the store already holds this member's decisions (it was deleted, or the stream created again, or jetstream.consumer renamed): "+
+		"a new one would deliver the stream from its first message, where messages whose keys have left the window (window.ttl) apply again. ", c.cfg.Consumer, c.cfg.Stream)
+	add := fmt.Sprintf("nats consumer add %s %s --pull --ack explicit", c.cfg.Stream, c.cfg.Consumer)
+	switch {
+	case known && stood.Decided == 0:
+		refused += fmt.Sprintf("This store decided no message of the stream as it is now (created at %s): create it from the stream's first message, e.g. %s --deliver all "+
+			"(what was decided of a stream of that name before is found duplicate while its keys are in the window, window.ttl)", stood.Created.UTC().Format(time.RFC3339), add)
+	case known:
+		refused += fmt.Sprintf("Create it after the ack floor this store last read of the stream, at %s: e.g. %s --deliver %d (what was decided after it is found duplicate while its keys are in the window, window.ttl)",
+			stood.At.UTC().Format(time.RFC3339), add, stood.Decided+1)
+	default:
+		refused += fmt.Sprintf("Create it first, where it should start: e.g. %s --deliver SEQ (the stream sequence after the last one decided; "+
+			"what comes again is found duplicate), or --deliver all to take the whole stream again", add)
+	}
+	return fmt.Errorf("%w: %s", ErrStream, refused)
 }
 
 // consumerConfig is the durable consumer: explicit acks, every message of

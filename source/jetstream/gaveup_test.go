@@ -152,3 +152,24 @@ func TestAMessageTakenAfterTheServerGaveUpIsNotToldLost(t *testing.T) {
 func maxDeliverWarnings(logs *logBuffer) int {
 	return strings.Count(logs.String(), "max_deliver was set on the server")
 }
+
+// A max_deliver set on the server before a start is set back to
+// unlimited at the bind, with the same warning as at a check.
+func TestAMaxDeliverSetBeforeAStartIsWarnedAboutAtTheBind(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy, MaxDeliver: 3})
+	e, _ := meters(t)
+	cfg, logs := routedConfig(t, n.URL())
+	r := start(t, cfg, e)
+	waitFor(t, "the consumer bound", 10*time.Second, r.Ready)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := n.ConsumerInfo(testStream, testConsumer); err != nil || info.Config.MaxDeliver != -1 {
+		t.Fatalf("consumer info = %+v, %v; want max_deliver set back to unlimited", info, err)
+	}
+	if lines := linesWith(logs, "level=WARN", "max_deliver was set on the server", "max_deliver=3", "when=bind"); len(lines) != 1 {
+		t.Errorf("the max_deliver found at the bind told as %q, want one warning", lines)
+	}
+}

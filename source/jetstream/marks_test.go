@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
 	"github.com/replayguard/replayguard/source"
@@ -224,5 +226,52 @@ func TestAStreamCreatedAgainWhileStoppedIsToldAtTheNextStartFromTheMarkKept(t *t
 	}
 	if got := events.Sum(source.Lost); got != 7 {
 		t.Errorf("%d messages counted lost, want 7", got)
+	}
+}
+
+// After a stream was created again while replayguard was stopped, every
+// start refuses saying to create the consumer from the new stream's first
+// message, never at a sequence, which would pass over the new stream's
+// first messages. Made elsewhere to start past them anyway, the consumer
+// is bound, and the messages it passes over are told lost.
+func TestAStreamCreatedAgainWhileStoppedIsResumedFromItsFirstMessageAndAStartPastItIsTold(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, st := meters(t)
+	cfg, logs, events := markedConfig(t, n.URL(), st)
+	decideFirst(t, n, cfg, e, 5) // 1 to 5 of the stream deleted
+
+	n.DeleteStream(testStream)
+	n.CreateStream(testStream, "plant.>")
+	publishAll(t, n, readings(8, "m1")[5:]) // readings 6 to 8, stream sequences 1 to 3
+	for start := range 2 {
+		c, err := jetstream.New(cfg, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = c.Run(ctx)
+		cancel()
+		if !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), "--deliver all") || strings.Contains(err.Error(), "--deliver SEQ") {
+			t.Fatalf("start %d: Run = %v, want ErrStream saying to create the consumer with --deliver all", start+1, err)
+		}
+	}
+	lost := events.Sum(source.Lost) // none: 1 to 5 were decided
+	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy, MaxDeliver: -1,
+		DeliverPolicy: natsjs.DeliverByStartSequencePolicy, OptStartSeq: 3})
+	r := start(t, cfg, e)
+	allAcked(t, n, 10*time.Second)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := kwh(e, "m1"); got != "6" {
+		t.Errorf("meter/m1 kwh = %s, want 6: readings 1 to 5, and 8 from stream sequence 3", got)
+	}
+	lines := linesWith(logs, "level=ERROR", "made elsewhere to start past messages of the stream this store never decided")
+	if len(lines) != 1 || !strings.Contains(lines[0], "from_sequence=1 through_sequence=2 messages=2") || !strings.Contains(lines[0], "--deliver 1 ") {
+		t.Errorf("the start past the new stream's first messages told as %q, want one error naming stream sequences 1 to 2, 2 messages", lines)
+	}
+	if got := events.Sum(source.Lost) - lost; got != 2 {
+		t.Errorf("%d messages counted lost at the start past them, want 2", got)
 	}
 }

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,10 +40,12 @@ func (c *Consumer) goneWhileStopped(ctx context.Context, m engine.StreamMark, fo
 		return
 	}
 	how := "the stream is not found"
-	next := engine.StreamMark{Created: m.Created, Decided: m.End, End: m.End}
+	// Stopped: the mark is whole, nothing decided past it (and nothing of
+	// a stream created again: none of it was consumed yet).
+	next := engine.StreamMark{Created: m.Created, Decided: m.End, End: m.End, Stopped: true}
 	if st != nil {
 		how = "a stream of that name was created again at " + st.Created.UTC().Format(time.RFC3339) + ", its sequences starting over"
-		next = engine.StreamMark{Created: st.Created, End: st.State.LastSeq}
+		next = engine.StreamMark{Created: st.Created, End: st.State.LastSeq, Stopped: true}
 	}
 	if m.End > m.Decided {
 		n := m.End - m.Decided
@@ -97,4 +100,24 @@ func (c *Consumer) markCount(m engine.StreamMark) (count, caveat string) {
 		return "messages", ""
 	}
 	return "messages_at_most", caveat
+}
+
+// startsPast tells, at the bind, the messages of the stream (first to
+// last, its first and last sequences) a consumer made elsewhere to start
+// past them will never deliver, that this store never decided: those
+// after the ack floor where it stood on the stream (stood) up to the
+// consumer's start. An operator who made it so, to resume after the
+// stream was created again, say, at a sequence of the stream gone, skips
+// the new one's first messages: no decision, no audit record.
+func (c *Consumer) startsPast(stood engine.StreamMark, first, last uint64) {
+	from, through := max(stood.Decided+1, first), min(c.startFloor, last)
+	if c.startFloor == 0 || from > through {
+		return
+	}
+	n := through - from + 1
+	count, caveat := c.markCount(stood)
+	c.log.Error("jetstream: the consumer was made elsewhere to start past messages of the stream this store never decided: it will not deliver them, and they have no decision and no audit record; "+
+		fmt.Sprintf("to decide them, delete the consumer and create it from the first, e.g. nats consumer add %s %s --pull --ack explicit --deliver %d (what comes again is found duplicate)", c.cfg.Stream, c.cfg.Consumer, from)+caveat,
+		"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "from_sequence", from, "through_sequence", through, count, n)
+	c.obs.Observe(source.Event{Kind: source.Lost, Broker: c.serverURL(), N: int(n)})
 }
