@@ -44,9 +44,13 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		}
 	}
 	dec := e.decide(d, now, ref != 0, m.keyApplied, m.recovery)
-	if dec.Outcome.Held() && ref == 0 && m.recovery == 0 {
+	if dec.Outcome.Held() && ref == 0 { // a delivery, or one decided again from the journal
 		if id, ok := e.heldAgain(m, &dec); ok {
-			return e.record(m, heldDuplicate(dec, id), now, 0, by)
+			dup := heldDuplicate(dec, id)
+			if m.recovery != 0 {
+				dup.Reason = joinReason(dup.Reason, reasonRecovered)
+			}
+			return e.record(m, dup, now, 0, by)
 		}
 	}
 	if dec.Outcome.Held() && d.placer != nil {
