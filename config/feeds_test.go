@@ -151,7 +151,8 @@ func TestAFeedsTLSTakesItsClientCertificateFromMQTT(t *testing.T) {
 // In a share group, a feed's client id of its own is warned of: members
 // given one file would share that feed's session.
 func TestAFeedsOwnClientIDInAShareGroupIsWarnedOf(t *testing.T) {
-	c, err := Parse([]byte(`mqtt:
+	c, err := Parse([]byte(`store: {kind: postgres, url: "postgres://db/ops"}
+mqtt:
   client_id: rg-1
   share_group: plant
   feeds:
@@ -177,7 +178,7 @@ func TestAForwardOutputsOwnClientIDInAShareGroupIsWarnedOf(t *testing.T) {
 		{"derived from mqtt.client_id", "outputs:\n  mqtt: {brokers: [tcp://down:1883]}\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte("mqtt:\n  client_id: rg-1\n  share_group: plant\n"+tc.outputs+route(ok)), "f.yaml", nil)
+			c, err := Parse([]byte("store: {kind: postgres, url: \"postgres://db/ops\"}\nmqtt:\n  client_id: rg-1\n  share_group: plant\n"+tc.outputs+route(ok)), "f.yaml", nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,7 @@ func TestASettingTheStoreOrInputDoesNotReadIsWarnedOf(t *testing.T) {
 		{"a url beside the embedded store", rt + "store: {kind: embedded, url: \"postgres://db/ops\"}\n", "store.url"},
 		{"a path beside the memory store", rt + "store: {kind: memory, path: /var/lib/rg}\n", "store.path"},
 		{"a share group beside input jetstream", rt + "input: jetstream\njetstream: {stream: S, consumer: rg}\nmqtt: {share_group: ops}\n", "mqtt.share_group"},
-		{"a share group beside mqtt", rt + "mqtt: {share_group: ops, client_id: rg-1}\n", ""},
+		{"a share group beside mqtt", rt + "store: {kind: postgres, url: \"postgres://db/ops\"}\nmqtt: {share_group: ops, client_id: rg-1}\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(tc.file), "f.yaml", func(string) (string, bool) { return "", false })

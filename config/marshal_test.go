@@ -230,6 +230,7 @@ func mustRead(t *testing.T, path string) string {
 func TestAPrintedConfigLetsEachMemberDeriveItsOwnClientIDs(t *testing.T) {
 	file := `routes:
   - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId, effects: [{forward: {topic: "clean/{topic}"}}]}
+store: {kind: postgres, url: "postgres://db/ops"}
 mqtt:
   client_id: ${RG_ID}
   share_group: ops

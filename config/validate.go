@@ -41,6 +41,11 @@ func (c *Config) check(ps *problems) {
 	c.checkSQLStore(ps)
 	c.checkJournal(ps)
 	c.MQTT.check(ps, field{}.dot("mqtt"))
+	if c.MQTT.ShareGroup != "" && c.Input != InputJetStream && !c.Store.Shared() {
+		ps.add(field{}.dot("mqtt").dot("share_group"), "share_group %q shares the feed among the members of a consumer group, which decide on one shared store; "+
+			"on kind %s each member keeps keys of its own, and a copy the broker delivers again to another member (after a failover, a member's loss) is applied again: "+
+			"set store.kind postgres or redis, or remove share_group", c.MQTT.ShareGroup, c.Store.Kind)
+	}
 	c.HTTP.check(ps, field{}.dot("http"))
 	c.Audit.check(ps, field{}.dot("audit"), c.Store)
 	c.checkOutputs(ps)
