@@ -142,7 +142,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	if b, ok := s.deps.Audit.(auditBase); ok { // read before the head: a trim meanwhile leaves the head above it
 		h, err := b.AuditBase(r.Context())
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, "read the audit base: %v", err)
+			s.serverError(w, r, fmt.Errorf("read the audit base: %w", err))
 			return
 		}
 		base = &baseJSON{Position: h.Position, Hash: h.Hash}

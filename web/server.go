@@ -9,11 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -380,14 +382,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // serverError answers 500 for a failure of the server's own (the store),
 // never of the request, and logs it; 503 when the store did not answer in
-// time (timedOut).
+// time or could not be reached (unreachable).
 func (s *Server) serverError(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Error("request failed", "path", r.URL.Path, "err", err)
 	code := http.StatusInternalServerError
-	if timedOut(err) {
+	if unreachable(err) {
 		code = http.StatusServiceUnavailable
 	}
 	writeError(w, code, "%v", err)
+}
+
+// unreachable reports whether err ends a store read that did not reach
+// the store: it did not answer in time (timedOut), or its connection was
+// refused, reset or closed (a store server down or restarting).
+func unreachable(err error) bool {
+	var op *net.OpError
+	return timedOut(err) || errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // timedOut reports whether err ends a store read or write that did not

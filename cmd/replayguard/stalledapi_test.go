@@ -83,14 +83,42 @@ func TestTheStoreReadTimeoutOfTheFileBoundsAPIReads(t *testing.T) {
 		"/api/v1/explain/incident/I1"}, time.Second, 1500*time.Millisecond)
 }
 
+// TestAnAPIReadOfAMemberWhoseStoreIsDownAnswers503 runs a member on a
+// PostgreSQL and on a Redis that is then stopped (its connections closed,
+// new ones refused), and requires each read the dashboard polls to answer
+// 503, as for a store that does not answer, not 500.
+func TestAnAPIReadOfAMemberWhoseStoreIsDownAnswers503(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, Redis, mosquitto and the daemon")
+	}
+	reads := []string{"/api/v1/state", "/api/v1/sources", "/api/v1/audit", "/api/v1/quarantine", "/api/v1/outbox",
+		"/api/v1/explain/incident/I1"}
+	t.Run("postgres", func(t *testing.T) {
+		pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+		listen := sharedDaemon(t, fmt.Sprintf(`{kind: postgres, url: %q, member: a, journal: {path: %q}}`,
+			pg.URL(), filepath.Join(t.TempDir(), "journal")))
+		waitMetric(t, "http://"+listen+"/metrics", `replayguard_decisions_total{outcome="applied",route="incidents"} 3`)
+		pg.Stop()
+		readsAnswer503(t, listen, reads, 0, 6*time.Second)
+	})
+	t.Run("redis", func(t *testing.T) {
+		r := testbroker.StartRedis(t, testbroker.RedisOptions{NonDurable: true})
+		listen := sharedDaemon(t, fmt.Sprintf(`{kind: redis, url: %q, prefix: "{down}:", member: a, allow_not_durable: true, journal: {path: %q}}`,
+			r.URL(), filepath.Join(t.TempDir(), "journal")))
+		waitMetric(t, "http://"+listen+"/metrics", `replayguard_decisions_total{outcome="applied",route="incidents"} 3`)
+		r.Stop()
+		readsAnswer503(t, listen, reads, 0, 6*time.Second)
+	})
+}
+
 // readsAnswer503 requires each of the member's reads at listen, its
-// store paused, to answer 503 after least and within most.
+// store paused or stopped, to answer 503 after least and within most.
 func readsAnswer503(t *testing.T, listen string, reads []string, least, most time.Duration) {
 	t.Helper()
 	for _, path := range reads {
 		code, body, took := timedGet(t, "http://"+listen+path, 15*time.Second)
 		if code != http.StatusServiceUnavailable || took < least || took > most {
-			t.Errorf("GET %s with the store paused: status %d after %v, want 503 after %v to %v: %s", path, code, took, least, most, body)
+			t.Errorf("GET %s with the store away: status %d after %v, want 503 after %v to %v: %s", path, code, took, least, most, body)
 		}
 	}
 }
