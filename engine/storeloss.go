@@ -322,6 +322,9 @@ func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreL
 		// The acceptance stands (the journal's start marker says so); the
 		// recovery record names it when the recovery is done.
 		e.setLoss(l)
+		if w.journal != nil {
+			return accepted, fmt.Errorf("%w: %w", ErrRecoveryRetried, err)
+		}
 		return accepted, err
 	}
 	e.lossMu.Lock()
@@ -334,8 +337,21 @@ func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreL
 	}
 	l.Forked = false
 	e.setLoss(l)
-	return accepted, w.replayJournal(ctx, l)
+	if err := w.replayJournal(ctx, l); err != nil {
+		var failed *StoreLoss
+		if errors.As(err, &failed) {
+			err = errors.New(failed.Reason) // not the loss itself, which would ask for an acceptance again
+		}
+		return accepted, fmt.Errorf("%w: %w", ErrRecoveryRetried, err)
+	}
+	return accepted, nil
 }
+
+// ErrRecoveryRetried is returned by AcceptLoss when the acceptance is
+// recorded but deciding again what the journal holds failed: the member
+// tries again with its next batch or check (a `run` not running, at its
+// next start), and stays stopped until it succeeds.
+var ErrRecoveryRetried = errors.New("replayguard: the loss is accepted, but the recovery of what the journal holds failed; it is tried again with the member's next batch (or at its next start)")
 
 // ErrNoLoss is returned by AcceptLoss when no store loss stops the member.
 var ErrNoLoss = errors.New("replayguard: no store loss to accept: the store holds every commit this member made")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -428,5 +429,43 @@ func TestAStoreThatComesBackWholeHasLostNothing(t *testing.T) {
 			}
 			lg.check(22)
 		})
+	}
+}
+
+// TestAnAcceptanceWhoseRecoveryFailsIsRecordedAndSaysSo: an operator's
+// acceptance is recorded, and the recovery of what the journal holds
+// after it fails (the store stops taking writes): AcceptLoss says the
+// loss is accepted and the recovery is tried again, not the loss itself,
+// which would ask for the acceptance again; a second acceptance finds
+// nothing to accept; and the member recovers once the store takes
+// writes.
+func TestAnAcceptanceWhoseRecoveryFailsIsRecordedAndSaysSo(t *testing.T) {
+	ctx := context.Background()
+	lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
+	u := lg.openUnreachable()
+	replica := lg.g.Checkpoint()
+	if err := lg.feed(1, 1); err != nil { // positions 1 and 2
+		t.Fatal(err)
+	}
+	lg.g.FailOver(replica)
+	forkChain(t, lg.m, "m1") // the store holds another chain for the member, 1 to 3
+	if err := lg.e.CheckStore(ctx); lg.e.Loss() == nil || !lg.e.Loss().Forked {
+		t.Fatalf("CheckStore = %v, loss %+v; want a fork", err, lg.e.Loss())
+	}
+	u.down.Store(true)
+	u.allow.Store(1) // the acceptance's record; not the recovery after it
+	_, err := lg.e.AcceptLoss(ctx, "duty officer")
+	if !errors.Is(err, engine.ErrRecoveryRetried) || strings.Contains(err.Error(), "accept-loss") || !strings.Contains(err.Error(), errUnreachable.Error()) {
+		t.Fatalf("AcceptLoss with the recovery failing = %v, want ErrRecoveryRetried with the store's words", err)
+	}
+	if lg.e.Loss() == nil {
+		t.Fatal("the member runs on before its recovery")
+	}
+	if _, err := lg.e.AcceptLoss(ctx, "duty officer"); !errors.Is(err, engine.ErrLossCovered) {
+		t.Fatalf("a second AcceptLoss = %v, want ErrLossCovered", err)
+	}
+	u.down.Store(false)
+	if err := lg.e.CheckStore(ctx); err != nil || lg.e.Loss() != nil {
+		t.Fatalf("CheckStore once the store takes writes = %v, loss %v", err, lg.e.Loss())
 	}
 }

@@ -70,10 +70,13 @@ func (s *Server) acceptLoss(w http.ResponseWriter, r *http.Request, operator str
 		return
 	}
 	l, err := s.deps.Loss.AcceptLoss(r.Context(), operator)
+	var recovery string // the acceptance is recorded; what the recovery after it said, when it failed
 	switch {
 	case errors.Is(err, engine.ErrNoLoss), errors.Is(err, engine.ErrLossCovered):
 		writeError(w, http.StatusConflict, "%v", err)
 		return
+	case errors.Is(err, engine.ErrRecoveryRetried):
+		recovery = err.Error()
 	case err != nil:
 		s.serverError(w, r, err)
 		return
@@ -81,5 +84,6 @@ func (s *Server) acceptLoss(w http.ResponseWriter, r *http.Request, operator str
 	writeJSON(w, http.StatusOK, struct {
 		Accepted lossReport `json:"accepted"`
 		Operator string     `json:"operator"`
-	}{reportLoss(l), operator})
+		Recovery string     `json:"recovery,omitempty"`
+	}{reportLoss(l), operator, recovery})
 }

@@ -58,10 +58,10 @@ func (t *Tool) AcceptLoss(ctx context.Context, operator string) error {
 	}
 	defer a.Close()
 	got, err := a.Engine.AcceptLoss(ctx, operator)
-	if err != nil {
+	if err != nil && !errors.Is(err, engine.ErrRecoveryRetried) {
 		return err
 	}
-	t.printAccepted(got.Member, operator, got.Uncovered.String(), got.Store)
+	t.printAccepted(got.Member, operator, got.Uncovered.String(), got.Store, err)
 	return nil
 }
 
@@ -79,8 +79,14 @@ func errNotShared(t *Tool, verb string) error {
 }
 
 // printAccepted says what an operator accepted: gone are the positions no
-// journal held.
-func (t *Tool) printAccepted(member, operator, gone, store string) {
+// journal held; recovery, when not nil, why deciding again what the
+// journal held failed after the acceptance was recorded.
+func (t *Tool) printAccepted(member, operator, gone, store string, recovery error) {
+	if recovery != nil {
+		fmt.Fprintf(t.Out, "member %s: %s accepted the loss of positions %s on the %s store\n", member, operator, gone, store)
+		fmt.Fprintf(t.errOut(), "%v\n", recovery)
+		return
+	}
 	fmt.Fprintf(t.Out, "member %s: %s accepted the loss of positions %s on the %s store; what the journal held was decided again\n",
 		member, operator, gone, store)
 }
@@ -122,10 +128,15 @@ func (t *Tool) acceptLossRemote(operator string, held error) error {
 			Store, Member, Lost, Uncovered string
 		} `json:"accepted"`
 		Operator string `json:"operator"`
+		Recovery string `json:"recovery"`
 	}
 	if err := r.do("POST", "/api/v1/store/accept-loss", map[string]string{"operator": operator}, &out); err != nil {
 		return err
 	}
-	t.printAccepted(out.Accepted.Member, out.Operator, out.Accepted.Uncovered, out.Accepted.Store)
+	var recovery error
+	if out.Recovery != "" {
+		recovery = errors.New(out.Recovery)
+	}
+	t.printAccepted(out.Accepted.Member, out.Operator, out.Accepted.Uncovered, out.Accepted.Store, recovery)
 	return nil
 }
