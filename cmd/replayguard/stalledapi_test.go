@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +110,23 @@ func TestAnAPIReadOfAMemberWhoseStoreIsDownAnswers503(t *testing.T) {
 		r.Stop()
 		readsAnswer503(t, listen, reads, 0, 6*time.Second)
 	})
+}
+
+// TestStoreLossWithTheStoreDownAsksTheRunningMember: with the store
+// stopped, `store loss` cannot open it, and answers from the running
+// member's API, which knows what it lost.
+func TestStoreLossWithTheStoreDownAsksTheRunningMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, mosquitto and the daemon")
+	}
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	cfg, listen := sharedDaemonConfig(t, fmt.Sprintf(`{kind: postgres, url: %q, member: a, journal: {path: %q}}`,
+		pg.URL(), filepath.Join(t.TempDir(), "journal")))
+	waitMetric(t, "http://"+listen+"/metrics", `replayguard_decisions_total{outcome="applied",route="incidents"} 3`)
+	pg.Stop()
+	if out := mustRun(t, "", "store", "loss", "-c", cfg); !strings.Contains(out, "the store holds every commit the running member made") {
+		t.Fatalf("store loss with the store down, the member running: %q", out)
+	}
 }
 
 // readsAnswer503 requires each of the member's reads at listen, its

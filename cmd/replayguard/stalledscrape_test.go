@@ -26,6 +26,14 @@ func redisDaemon(t *testing.T, r *testbroker.Redis) (listen string) {
 // decides.
 func sharedDaemon(t *testing.T, store string) (listen string) {
 	t.Helper()
+	_, listen = sharedDaemonConfig(t, store)
+	return listen
+}
+
+// sharedDaemonConfig is sharedDaemon, also returning the path of the
+// member's configuration.
+func sharedDaemonConfig(t *testing.T, store string) (cfg, listen string) {
+	t.Helper()
 	bin := buildBinary(t)
 	cfg, listen, broker := daemonConfig(t, "")
 	b, err := os.ReadFile(cfg)
@@ -38,7 +46,7 @@ func sharedDaemon(t *testing.T, store string) (listen string) {
 	}
 	startRun(t, bin, cfg, listen)
 	publishIncidents(t, broker, 3)
-	return listen
+	return cfg, listen
 }
 
 // timedGet reads url with a client that gives up after limit, and returns

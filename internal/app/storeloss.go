@@ -14,12 +14,21 @@ import (
 // when that holds the member's lease, else by opening the store as the
 // member (store.member or the run's member id) with its journal, which
 // recovers what the journal holds as run would.
+//
+// A store that cannot be opened (down, or failing over) is when the
+// question is asked most: the running member's API answers then from what
+// the member knows, if it runs.
 func (t *Tool) StoreLoss(ctx context.Context) error {
 	a, err := t.openMember(ctx, "loss")
-	if errors.Is(err, engine.ErrMemberHeld) && t.Config.HTTP.Enabled() {
+	switch {
+	case errors.Is(err, engine.ErrMemberHeld) && t.Config.HTTP.Enabled():
 		return t.storeLossRemote(err)
-	}
-	if err != nil {
+	case err != nil && t.Config.HTTP.Enabled():
+		if rerr := t.storeLossRemote(err); rerr != nil {
+			return err // no member answers either: the store's failure is the one to fix
+		}
+		return nil
+	case err != nil:
 		return err
 	}
 	defer a.Close()
