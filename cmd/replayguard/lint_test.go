@@ -322,3 +322,27 @@ func TestRunNamesThePasswordSettingItCannotRead(t *testing.T) {
 		t.Fatalf("run: exit %d, stderr %q; want exit 1 and %q", code, errs, want)
 	}
 }
+
+// TestLintRefusesAStoreRunWouldRefuseAsNotDurable: lint says what run
+// refuses, a Redis that keeps nothing on disk, naming the setting; with
+// store.allow_not_durable it is ok.
+func TestLintRefusesAStoreRunWouldRefuseAsNotDurable(t *testing.T) {
+	r := testbroker.StartRedis(t, testbroker.RedisOptions{NonDurable: true})
+	for _, allow := range []bool{false, true} {
+		cfg := filepath.Join(t.TempDir(), "replayguard.yaml")
+		if err := os.WriteFile(cfg, fmt.Appendf(nil, `store: {kind: redis, url: %q, allow_not_durable: %v}
+routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
+mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-1}
+`, r.URL(), allow), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errs, code := cli(t, "", "lint", "-c", cfg)
+		switch {
+		case !allow && (code != 1 || !strings.Contains(errs, cfg+":1: store: the redis server is not durable (appendonly") || !strings.Contains(errs, "run refuses it")):
+			t.Errorf("lint of a Redis that keeps nothing: exit %d\n%s%s", code, out, errs)
+		case allow && code != 0:
+			t.Errorf("lint with store.allow_not_durable: exit %d\n%s%s", code, out, errs)
+		}
+	}
+}

@@ -222,9 +222,12 @@ func CheckKeyDerivations(ctx context.Context, cfg *config.Config) (problems []co
 		return nil, err
 	}
 	defer st.Close()
+	if p, ok := notDurable(cfg, st); ok {
+		problems = append(problems, p)
+	}
 	changed, ok, err := engine.CheckKeyDerivations(ctx, st, EngineOptions(cfg))
 	if err != nil || !ok {
-		return nil, err
+		return problems, err
 	}
 	for i, r := range cfg.Routes {
 		if ch := changed[r.Name]; len(ch) > 0 {
@@ -235,4 +238,21 @@ func CheckKeyDerivations(ctx context.Context, cfg *config.Config) (problems []co
 		}
 	}
 	return problems, nil
+}
+
+// notDurable is the problem run would refuse the shared store st with, a
+// read-only handle on it, when its server could lose a commit that
+// returned and store.allow_not_durable does not accept that; ok is false
+// when there is none.
+func notDurable(cfg *config.Config, st Store) (config.Problem, bool) {
+	s, isShared := st.(interface{ SharedStats() engine.SharedStats })
+	if !isShared || cfg.Store.AllowNotDurable {
+		return config.Problem{}, false
+	}
+	bad := s.SharedStats().NotDurable
+	if bad == "" {
+		return config.Problem{}, false
+	}
+	return cfg.Place("store", config.Problem{Path: "store", Message: fmt.Sprintf("the %s server is not durable (%s): a commit could be lost after the broker was acknowledged, and run refuses it; "+
+		"fix the setting, or set store.allow_not_durable: true to accept that", cfg.Store.Kind, bad)}), true
 }
