@@ -156,7 +156,8 @@ func redirectedTo(resp *http.Response) string {
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf(" to %s (a POST is not redirected: change the forward's webhook URL)",
+	return fmt.Sprintf(" to %s (a POST is not redirected: change the forward's webhook URL for the copies to come; "+
+		"this entry keeps the URL it was written with, so retry it once that URL takes it again, or drop it and send its copy to the new one by hand)",
 		engine.RedactTarget(engine.OutputWebhook, loc.String()))
 }
 

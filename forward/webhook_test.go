@@ -394,7 +394,7 @@ func TestWebhookRedirectIsHeldSayingWhereTo(t *testing.T) {
 		var ref *forward.RefusedError
 		if n != 0 || !errors.As(err, &ref) {
 			t.Errorf("HTTP %d: %d delivered, %v; want the entry held", status, n, err)
-		} else if want := "to https://xxxxx@dispatch.example/v2/hook (a POST is not redirected: change the forward's webhook URL)"; !strings.Contains(ref.Reason, want) || strings.Contains(ref.Reason, "s3cret") {
+		} else if want := "to https://xxxxx@dispatch.example/v2/hook (a POST is not redirected: change the forward's webhook URL for the copies to come; this entry keeps the URL it was written with"; !strings.Contains(ref.Reason, want) || strings.Contains(ref.Reason, "s3cret") {
 			t.Errorf("HTTP %d: reason %q; want it to say %q", status, ref.Reason, want)
 		}
 		wh.Close()
