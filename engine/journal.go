@@ -133,6 +133,7 @@ type StoreLoss struct {
 	// error that stopped it.
 	Reason string
 
+	forkAt       uint64    // where the store holds another record, when below Known (Forked; 0: at Known)
 	from         AuditHead // the journal is replayed after this head
 	marked       bool      // the journal holds this recovery's start
 	accepted     bool      // an operator accepted what no journal holds
@@ -144,10 +145,17 @@ func (l *StoreLoss) Error() string {
 	what := fmt.Sprintf("the %s store holds member %q's chain up to position %d, but this member committed up to %d: positions %s were acknowledged and lost",
 		l.Store, l.Member, l.Head.Position, l.Known.Position, l.Lost)
 	if l.Forked {
+		at := l.Known.Position
+		if l.forkAt > 0 {
+			at = l.forkAt
+		}
 		what = fmt.Sprintf("the %s store holds another record at position %d of member %q's chain than the one this member committed: the chain forked (a store that lost commits was written on)",
-			l.Store, l.Known.Position, l.Member)
+			l.Store, at, l.Member)
 	}
 	switch {
+	case l.Forked && !l.accepted:
+		what += fmt.Sprintf("; an operator accepts the store's chain as the member's with `replayguard store accept-loss --operator NAME`: "+
+			"the member's own records at positions %s are then gone from it, and what the journal holds of them is decided again", l.Uncovered)
 	case !l.Uncovered.Empty():
 		what += fmt.Sprintf("; positions %s cannot be recovered (no journal holds them): an operator accepts the loss with `replayguard store accept-loss --operator NAME`", l.Uncovered)
 	case l.Reason != "":

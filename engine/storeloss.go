@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -152,6 +154,22 @@ func (w *sharedWindows) checkHead(ctx context.Context, head, known AuditHead) er
 	if err != nil {
 		return err
 	}
+	if l != nil && !l.Forked {
+		forked, below, err := w.forkedBelow(head)
+		if err != nil {
+			return fmt.Errorf("read the journal: %w", err)
+		}
+		if forked {
+			// Decided again, once accepted: every unit after the last the
+			// store still holds as the member committed it.
+			if l.from, err = e.lastHeld(ctx, below); err != nil {
+				return err
+			}
+			l.Forked, l.forkAt = true, head.Position
+			l.Lost = Span{From: l.from.Position + 1, To: known.Position}
+			l.Uncovered = l.Lost
+		}
+	}
 	if l == nil {
 		if err := w.noteUnacked(ctx, head, known); err != nil {
 			return err
@@ -161,6 +179,62 @@ func (w *sharedWindows) checkHead(ctx context.Context, head, known AuditHead) er
 	}
 	e.noteLoss(l, "the store lost commits this member acknowledged: deciding and acknowledging stop until they are recovered")
 	return w.recoverLoss(ctx, l, head)
+}
+
+// forkedBelow reports whether the store's head, below what the member
+// committed, is a record the member did not commit there: a committed
+// unit of the member's own the journal holds (a batch, a part of one, an
+// operator's action, a recovery's record) holds the head's position, and
+// the head lies inside it, which the member committed whole, or at its
+// end with another hash. Something else wrote the member's chain on a
+// store that had lost the member's commits (a command run under the
+// member's id, its lease lost with them); taking the store's records
+// there for the member's would pass over the unit's deliveries, never
+// decided again. Not when a unit the journal holds ends at the head, or
+// none holds its position (below the journal's retention, or written by
+// a command under the member's id, which keeps no journal): that is not
+// judged. below are the heads of the units the journal holds before the
+// head's position, ascending.
+func (w *sharedWindows) forkedBelow(head AuditHead) (forked bool, below []AuditHead, err error) {
+	if w.journal == nil || head.Position == 0 {
+		return false, nil, nil
+	}
+	covered, mine := false, false
+	_, err = w.journal.Replay(AuditHead{}, func(je JournalEntry) error {
+		switch {
+		case je.First == 0:
+		case je.Head.Position < head.Position:
+			below = append(below, je.Head)
+		case je.First <= head.Position:
+			covered, mine = true, mine || je.Head == head
+		}
+		return nil
+	})
+	if err != nil || !covered || mine {
+		return false, nil, err
+	}
+	slices.SortStableFunc(below, func(a, b AuditHead) int { return cmp.Compare(a.Position, b.Position) })
+	return true, below, nil
+}
+
+// lastHeld returns the highest of heads, ascending, whose record the
+// store holds as the member committed it (or has archived, which it
+// cannot show); zero when none: a recovery from there decides again the
+// journal's every unit after it.
+func (e *Engine) lastHeld(ctx context.Context, heads []AuditHead) (AuditHead, error) {
+	if e.caps.Chains == nil {
+		return AuditHead{}, nil
+	}
+	for i := len(heads) - 1; i >= 0; i-- {
+		link, archived, err := ChainLink(ctx, e.caps.Chains, e.caps.Keeper, e.member, heads[i].Position)
+		if err != nil {
+			return AuditHead{}, fmt.Errorf("read the store's chain below a fork: %w", err)
+		}
+		if archived || link == heads[i] {
+			return heads[i], nil
+		}
+	}
+	return AuditHead{}, nil
 }
 
 // compare returns the loss when the store's head is behind known, or the

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/engine"
@@ -467,5 +468,78 @@ func TestAnAcceptanceWhoseRecoveryFailsIsRecordedAndSaysSo(t *testing.T) {
 	u.down.Store(false)
 	if err := lg.e.CheckStore(ctx); err != nil || lg.e.Loss() != nil {
 		t.Fatalf("CheckStore once the store takes writes = %v, loss %v", err, lg.e.Loss())
+	}
+}
+
+// TestAChainWrittenBelowTheMembersHeadIsAForkForAnOperator: the store
+// lost every commit of the member, and something else wrote three records
+// under its id (a command run as the member, its lease lost too), the
+// third inside the member's second batch. The store's head is below the
+// member's, but it is not the member's: taken for it, the member's first
+// two batches would never be decided again. It is a fork: the member
+// stops until an operator accepts the store's chain, and what the
+// journal holds from the batch the fork cut into is decided again then.
+func TestAChainWrittenBelowTheMembersHeadIsAForkForAnOperator(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		kept      int // messages the store kept, two records each
+		at        int // where the fork's last record lies
+		uncovered engine.Span
+	}{
+		{"over every record", 0, 3, engine.Span{From: 1, To: 20}},
+		{"after the records the store kept", 5, 13, engine.Span{From: 11, To: 20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			lg := newLossGroup(t, true)
+			if err := lg.feed(1, tc.kept); err != nil {
+				t.Fatal(err)
+			}
+			replica := lg.g.Checkpoint()
+			if err := lg.feed(tc.kept+1, 10); err != nil { // up to position 20
+				t.Fatal(err)
+			}
+			lg.g.FailOver(replica)
+			writeOn(t, lg.m, "m1", 3)
+			err := lg.e.CheckStore(ctx)
+			var l *engine.StoreLoss
+			if !errors.As(err, &l) || !l.Forked || !strings.Contains(err.Error(), fmt.Sprintf("another record at position %d ", tc.at)) || l.Uncovered != tc.uncovered {
+				t.Fatalf("CheckStore = %v (%+v), want a fork at position %d, positions %s to accept", err, l, tc.at, tc.uncovered)
+			}
+			if _, err := lg.e.Process(ctx, lossFeed(11)); !errors.Is(err, engine.ErrStoreBehind) {
+				t.Fatalf("Process before the acceptance = %v, want ErrStoreBehind", err)
+			}
+			if _, err := lg.e.AcceptLoss(ctx, "duty officer"); err != nil {
+				t.Fatal(err)
+			}
+			if err := lg.feed(11, 12); err != nil {
+				t.Fatal(err)
+			}
+			lg.check(12)
+		})
+	}
+}
+
+// writeOn commits n records for member on m after its chain's head, as
+// something other than the member would.
+func writeOn(t *testing.T, m *memory.Member, member string, n int) {
+	t.Helper()
+	head, err := m.Head(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []engine.AuditRecord
+	prev := head.Hash
+	for pos := head.Position + 1; pos <= head.Position+uint64(n); pos++ {
+		r := engine.AuditRecord{Position: pos, Time: time.Unix(1_700_000_000, int64(pos)).UTC(), Route: "x", Topic: "x",
+			Outcome: "malformed", Member: member}
+		if err := engine.Seal(&r, prev); err != nil {
+			t.Fatal(err)
+		}
+		prev = r.Hash
+		recs = append(recs, r)
+	}
+	if err := m.Commit(context.Background(), &engine.Batch{Audit: recs}); err != nil {
+		t.Fatal(err)
 	}
 }
