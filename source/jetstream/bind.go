@@ -148,7 +148,9 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 	if existed && marked && si.Created.Equal(mark.Created) {
 		c.purgedWhileStopped(mark, first, info.AckFloor.Stream)
 	}
-	c.owed.reset(info.AckFloor.Stream, info.Delivered.Stream, info.NumAckPending)
+	gaveUp := existed && prev.CachedInfo().Config.MaxDeliver > 0
+	c.owed.reset(info.AckFloor.Stream, info.Delivered.Stream,
+		uint64(max(info.NumAckPending, 0))+c.skippedOver(ctx, st, si, info.AckFloor.Stream, info.Delivered.Stream, gaveUp))
 	if existed { // nothing of this process in flight: from the ack floor, so that a message delivered and never acknowledged counts
 		c.removedAhead(first, info.AckFloor.Stream)
 	}

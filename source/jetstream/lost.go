@@ -234,8 +234,8 @@ func (c *Consumer) tellAtMost(r span, n uint64, msg string) {
 // tellOwed tells, of runs, the stream sequences the server had delivered
 // before this bind (owed) and this one never received since, those that
 // can have been left undecided: at most as many as were ack pending at
-// the bind and not delivered here again. The others were acknowledged
-// before this start, so decided, and are not told.
+// the bind and not delivered here again, or passed over. The others were
+// acknowledged before this start, so decided, and are not told.
 func (c *Consumer) tellOwed(runs []span) {
 	if len(runs) == 0 {
 		return
@@ -244,7 +244,7 @@ func (c *Consumer) tellOwed(runs []span) {
 	if k == 0 {
 		return
 	}
-	c.log.Error(c.earlier("jetstream: the stream removed, or the server moved this consumer past, messages it had delivered before this start and held unacknowledged (ack pending at the bind), before delivering them again: "+
+	c.log.Error(c.earlier("jetstream: the stream removed, or the server moved this consumer past, messages it had delivered before this start and held unacknowledged (ack pending at the bind), before delivering them again, or that it passed over: "+
 		"no decision of them was acknowledged, and nothing will deliver them; the server does not tell which of these sequences they are (the others were acknowledged before this start, so decided)", runs[0]),
 		"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "from_sequence", runs[0].from, "through_sequence", runs[len(runs)-1].through,
 		"messages_at_most", k, "sequences", runsText(runs))

@@ -1,6 +1,11 @@
 package jetstream
 
-import "sync"
+import (
+	"context"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // What the server had delivered before a bind, after the consumer's ack
 // floor, is not what the consumer never received. nats-server keeps the
@@ -8,11 +13,14 @@ import "sync"
 // lost with a connection or a server crash, the floor stays below
 // messages acknowledged since, each decided by the process that
 // acknowledged it. Of the stream sequences after the floor up to the
-// consumer's delivered one, only those the server holds as ack pending
-// were not acknowledged, and it delivers them again, here or to another
+// consumer's delivered one, those the server holds as ack pending were
+// not acknowledged, and it delivers them again, here or to another
 // member, unless the stream removes them first; which ones they are, it
-// does not tell. So of that span, what this bind never receives is told
-// lost only up to the ack pending count, less those delivered here again.
+// does not tell. Nor were those it passed over without delivering them:
+// removed from the stream before it reached them, or given up on after
+// a max_deliver (skippedOver counts them, or the whole span when it cannot
+// tell). So of that span, what this bind never receives is told lost only
+// up to those counts, less the pending ones delivered here again.
 
 // owed is that span of a bind, and what it was owed of it. Its methods
 // are safe for concurrent use: received runs on the goroutine that pulls,
@@ -20,17 +28,18 @@ import "sync"
 type owed struct {
 	mu             sync.Mutex
 	after, through uint64 // the span: after < seq <= through
-	pending        uint64 // ack pending at the bind
+	pending        uint64 // of the span, how many can have been left undecided at the bind
 	told           uint64 // told lost since
 	again          map[uint64]struct{}
 }
 
 // reset starts the span of a bind: the ack floor, the delivered stream
-// sequence and the ack pending count the server gave.
-func (o *owed) reset(floor, delivered uint64, pending int) {
+// sequence, and how many of the span can have been left undecided (the ack
+// pending count the server gave, and what it passed over).
+func (o *owed) reset(floor, delivered, pending uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.after, o.through, o.pending, o.told, o.again = floor, max(floor, delivered), uint64(max(pending, 0)), 0, map[uint64]struct{}{}
+	o.after, o.through, o.pending, o.told, o.again = floor, max(floor, delivered), pending, 0, map[uint64]struct{}{}
 }
 
 // received notes a delivery of stream sequence seq: one of the span is a
@@ -82,6 +91,42 @@ func total(runs []span) uint64 {
 	var n uint64
 	for _, r := range runs {
 		n += r.len()
+	}
+	return n
+}
+
+// skippedOver counts, at the bind, the stream sequences after the ack floor
+// up to the delivered one that the server may have passed over without
+// delivering them: those the stream no longer holds from its start, and
+// those deleted inside it; all of them when it cannot tell (more deleted
+// than it lists, or a max_deliver, gaveUp, by which the server may have
+// given up on messages).
+func (c *Consumer) skippedOver(ctx context.Context, st jetstream.Stream, si *jetstream.StreamInfo, floor, delivered uint64, gaveUp bool) uint64 {
+	if delivered <= floor {
+		return 0
+	}
+	span := delivered - floor
+	if gaveUp {
+		return span
+	}
+	var n uint64
+	lo := floor + 1
+	if first := si.State.FirstSeq; first > lo {
+		n += min(first, delivered+1) - lo
+		lo = first
+	}
+	if lo > delivered || si.State.NumDeleted == 0 {
+		return n
+	}
+	var rd reading
+	c.readDeleted(ctx, st, si, &rd)
+	if !rd.listed {
+		return span
+	}
+	for _, seq := range rd.deleted {
+		if seq >= lo && seq <= delivered {
+			n++
+		}
 	}
 	return n
 }

@@ -19,7 +19,7 @@ import (
 // but the first two, as a process whose first acknowledgements a server
 // crash lost: the server's ack floor stays at 0, with 3 to count
 // acknowledged above it and 1 and 2 ack pending.
-func ackedAboveTheFloor(t *testing.T, n *testbroker.NATS, count int, w time.Duration) {
+func ackedAboveTheFloor(t *testing.T, n *testbroker.NATS, count int, w time.Duration, deleted ...uint64) {
 	t.Helper()
 	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy, MaxDeliver: -1, AckWait: w})
 	publishAll(t, n, readings(count, "m1"))
@@ -34,11 +34,20 @@ func ackedAboveTheFloor(t *testing.T, n *testbroker.NATS, count int, w time.Dura
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	stream, err := js.Stream(ctx, testStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range deleted { // before the server reaches them: never delivered
+		if err := stream.DeleteMsg(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cons, err := js.Consumer(ctx, testStream, testConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := cons.Fetch(count, natsjs.FetchMaxWait(5*time.Second))
+	b, err := cons.Fetch(count-len(deleted), natsjs.FetchMaxWait(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,5 +130,34 @@ func TestAckPendingMessagesAPurgeTakesBeforeTheyComeAgainAreToldAsAtMostThatMany
 	lines := linesWith(logs, "level=ERROR", "held unacknowledged (ack pending at the bind)")
 	if len(lines) != 1 || !strings.Contains(lines[0], "from_sequence=1 through_sequence=10 messages_at_most=2 ") {
 		t.Errorf("the purge told as %q, want one error: stream sequences 1 to 10, at most 2 messages", lines)
+	}
+}
+
+// A message the stream deleted before the server delivered it, between
+// the ack floor and the last delivery, was passed over, never decided:
+// the server counts it neither acknowledged nor pending. Once the pending
+// ones came again, it is still told, as at most one message.
+func TestAMessagePassedOverBelowTheLastDeliveryBeforeAStartIsStillTold(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	ackedAboveTheFloor(t, n, 10, time.Second, 5)
+	e, _ := meters(t)
+	cfg, logs := routedConfig(t, n.URL())
+	logs.lostExpected = true
+	cfg.AckWait = time.Second
+	events := &consumetest.Events{}
+	cfg.Observer = events
+	r := start(t, cfg, e)
+	allAcked(t, n, 10*time.Second) // 1 and 2 delivered again
+	waitFor(t, "the message passed over told", 10*time.Second, func() bool { return events.Sum(source.Lost) > 0 })
+	time.Sleep(10 * cfg.StreamCheck) // no more is told
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := events.Sum(source.Lost); got != 1 {
+		t.Errorf("%d messages counted lost, want 1, the one deleted before its delivery:\n%s", got, logs)
+	}
+	if lines := linesWith(logs, "level=ERROR", "messages_at_most=1 "); len(lines) != 1 {
+		t.Errorf("the message passed over told as %q, want one error, at most 1 message", lines)
 	}
 }

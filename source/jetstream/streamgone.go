@@ -74,20 +74,21 @@ func (c *Consumer) tellGone(left []delivery) {
 		}
 	}
 	// Of what the server had delivered before this bind, only what it
-	// held unacknowledged can be lost (owed).
+	// held unacknowledged, or passed over, can be lost (owed).
 	runs, before := c.owed.cut(runs)
 	owedN := c.owed.tell(total(before))
 	n := total(runs) + owedN
-	if owedN > 0 {
-		runs = append(runs, before...)
-	}
-	slices.SortFunc(runs, func(a, b span) int { return cmp.Compare(a.from, b.from) })
-	held, unreceived := undecidedLeft(left), runs
+	// A delivery left undecided is told whatever the span's bound, which
+	// counts it as come again: unless a run told in full holds it.
+	held, whole := undecidedLeft(left), runs
 	for _, seq := range held {
-		if !within(unreceived, seq) {
+		if !within(whole, seq) {
 			runs = append(runs, span{seq, seq})
 			n++
 		}
+	}
+	if owedN > 0 {
+		runs = append(runs, before...)
 	}
 	if len(runs) == 0 {
 		return
@@ -99,7 +100,7 @@ func (c *Consumer) tellGone(left []delivery) {
 	count := "messages"
 	exact := ok && len(c.cfg.Subjects) == 0 && c.receipts.whole(c.verified) && owedN == 0
 	if owedN > 0 {
-		msg += fmt.Sprintf("; of those the server had delivered before this start (up to stream sequence %d), at most %d were left unacknowledged, the others decided and acknowledged then", c.deliveredBefore, owedN)
+		msg += fmt.Sprintf("; of those the server had delivered before this start (up to stream sequence %d), at most %d were left unacknowledged or passed over, the others decided and acknowledged then", c.deliveredBefore, owedN)
 	}
 	if !exact {
 		count = "messages_at_most"
