@@ -153,7 +153,11 @@ func (l *StoreLoss) Error() string {
 			l.Store, at, l.Member)
 	}
 	switch {
-	case l.Forked && !l.accepted:
+	case l.accepted && l.Reason != "":
+		what += fmt.Sprintf("; %s accepted it, and the recovery of what the journal holds is tried again: it failed: %s", l.operator, l.Reason)
+	case l.accepted:
+		what += fmt.Sprintf("; %s accepted it, and what the journal holds is being decided again", l.operator)
+	case l.Forked:
 		what += fmt.Sprintf("; an operator accepts the store's chain as the member's with `replayguard store accept-loss --operator NAME`: "+
 			"the member's own records at positions %s are then gone from it, and what the journal holds of them is decided again", l.Uncovered)
 	case !l.Uncovered.Empty():

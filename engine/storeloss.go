@@ -154,20 +154,9 @@ func (w *sharedWindows) checkHead(ctx context.Context, head, known AuditHead) er
 	if err != nil {
 		return err
 	}
-	if l != nil && !l.Forked {
-		forked, below, err := w.forkedBelow(head)
-		if err != nil {
-			return fmt.Errorf("read the journal: %w", err)
-		}
-		if forked {
-			// Decided again, once accepted: every unit after the last the
-			// store still holds as the member committed it.
-			if l.from, err = e.lastHeld(ctx, below); err != nil {
-				return err
-			}
-			l.Forked, l.forkAt = true, head.Position
-			l.Lost = Span{From: l.from.Position + 1, To: known.Position}
-			l.Uncovered = l.Lost
+	if l != nil {
+		if err := w.findFork(ctx, l, head, known); err != nil {
+			return err
 		}
 	}
 	if l == nil {
@@ -179,6 +168,47 @@ func (w *sharedWindows) checkHead(ctx context.Context, head, known AuditHead) er
 	}
 	e.noteLoss(l, "the store lost commits this member acknowledged: deciding and acknowledging stop until they are recovered")
 	return w.recoverLoss(ctx, l, head)
+}
+
+// findFork makes l, a loss compare found, a fork where the store's chain
+// is not the member's (forkedBelow, or compare's own), and has the
+// recovery an operator accepts decide again every unit of the journal
+// after the last one the store still holds as the member committed it:
+// those the fork wrote over are the member's lost commits too.
+func (w *sharedWindows) findFork(ctx context.Context, l *StoreLoss, head, known AuditHead) error {
+	var below []AuditHead
+	if l.Forked { // the store holds another record at known: the units below it
+		if w.journal == nil {
+			return nil
+		}
+		_, err := w.journal.Replay(AuditHead{}, func(je JournalEntry) error {
+			if je.First > 0 && je.Head.Position < known.Position {
+				below = append(below, je.Head)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read the journal: %w", err)
+		}
+		slices.SortStableFunc(below, func(a, b AuditHead) int { return cmp.Compare(a.Position, b.Position) })
+	} else {
+		forked, heads, err := w.forkedBelow(head)
+		if err != nil {
+			return fmt.Errorf("read the journal: %w", err)
+		}
+		if !forked {
+			return nil
+		}
+		below, l.Forked, l.forkAt = heads, true, head.Position
+	}
+	from, err := w.e.lastHeld(ctx, below)
+	if err != nil {
+		return err
+	}
+	l.from = from
+	l.Lost = Span{From: from.Position + 1, To: known.Position}
+	l.Uncovered = l.Lost
+	return nil
 }
 
 // forkedBelow reports whether the store's head, below what the member
@@ -370,15 +400,34 @@ func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreL
 	why := fmt.Sprintf("the %s store lost positions %s of member %q's chain (committed up to %d, the store's head was %d); positions %s are in no journal and are accepted as lost",
 		l.Store, l.Lost, l.Member, l.Known.Position, l.Head.Position, gone)
 	if l.Forked {
+		at := l.Known.Position
+		if l.forkAt > 0 {
+			at = l.forkAt
+		}
 		why = fmt.Sprintf("the %s store holds another record than member %q committed at position %d of its chain (a fork); the store's chain up to its head %d is accepted as the member's",
-			l.Store, l.Member, l.Known.Position, head.Position)
+			l.Store, l.Member, at, head.Position)
+		if w.journal != nil {
+			why += fmt.Sprintf(", and what the journal holds of the member's own after position %d is decided again", l.from.Position)
+		}
+	}
+	given := gone // the member's positions whose decisions are given up
+	switch {
+	case l.Forked && w.journal != nil:
+		// The journal's units after l.from are decided again: what it
+		// does not hold of the member's own after there is given up.
+		uncovered, err := w.journal.Replay(l.from, nil)
+		if err != nil {
+			return *l, fmt.Errorf("read the journal: %w", err)
+		}
+		uncovered.To = min(uncovered.To, l.Known.Position)
+		given = uncovered
+	case l.Forked: // the store's chain stands for the member's: none of the member's may be left
+		given = Span{From: 1, To: l.Known.Position}
 	}
 	accepted := *l
 	l.accepted, l.acceptedSpan, l.operator = true, gone, operator
-	if l.Forked { // the store's chain stands for the member's: none of the member's may be left
-		w.lost = append(w.lost, Span{From: 1, To: l.Known.Position})
-	} else {
-		w.lost = append(w.lost, gone)
+	if !given.Empty() {
+		w.lost = append(w.lost, given)
 	}
 	if w.journal != nil {
 		// Before the acceptance moves the journal's head: a crash after it

@@ -472,22 +472,25 @@ func TestAnAcceptanceWhoseRecoveryFailsIsRecordedAndSaysSo(t *testing.T) {
 }
 
 // TestAChainWrittenBelowTheMembersHeadIsAForkForAnOperator: the store
-// lost every commit of the member, and something else wrote three records
-// under its id (a command run as the member, its lease lost too), the
-// third inside the member's second batch. The store's head is below the
-// member's, but it is not the member's: taken for it, the member's first
-// two batches would never be decided again. It is a fork: the member
-// stops until an operator accepts the store's chain, and what the
-// journal holds from the batch the fork cut into is decided again then.
+// lost commits of the member, and something else wrote records under its
+// id after what it kept (a command run as the member, its lease lost
+// too), ending inside one of the member's batches. The store's head is
+// below the member's, but it is not the member's: taken for it, the
+// batches it wrote over would never be decided again. It is a fork: the
+// member stops until an operator accepts the store's chain, and what the
+// journal holds after the last batch the store kept is decided again
+// then; so too where the records written reach past the member's head.
 func TestAChainWrittenBelowTheMembersHeadIsAForkForAnOperator(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		kept      int // messages the store kept, two records each
-		at        int // where the fork's last record lies
+		foreign   int // records written under the member's id after them
+		at        int // the position told forked
 		uncovered engine.Span
 	}{
-		{"over every record", 0, 3, engine.Span{From: 1, To: 20}},
-		{"after the records the store kept", 5, 13, engine.Span{From: 11, To: 20}},
+		{"over every record", 0, 3, 3, engine.Span{From: 1, To: 20}},
+		{"after the records the store kept", 5, 3, 13, engine.Span{From: 11, To: 20}},
+		{"past the member's head", 5, 12, 20, engine.Span{From: 11, To: 20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -500,7 +503,7 @@ func TestAChainWrittenBelowTheMembersHeadIsAForkForAnOperator(t *testing.T) {
 				t.Fatal(err)
 			}
 			lg.g.FailOver(replica)
-			writeOn(t, lg.m, "m1", 3)
+			writeOn(t, lg.m, "m1", tc.foreign)
 			err := lg.e.CheckStore(ctx)
 			var l *engine.StoreLoss
 			if !errors.As(err, &l) || !l.Forked || !strings.Contains(err.Error(), fmt.Sprintf("another record at position %d ", tc.at)) || l.Uncovered != tc.uncovered {
