@@ -50,9 +50,10 @@ type lane struct {
 
 	mu sync.Mutex
 	st OutputStatus
-	// entryFailed says that an attempt failed at an entry, not before any
-	// (reading the store): for an output no route forwards to and the
-	// file does not name, only that is the output's to report.
+	// entryFailed says that an attempt failed at an entry since the lane
+	// last delivered, not before any (reading the store): for an output no
+	// route forwards to and the file does not name, only that is the
+	// output's to report.
 	entryFailed bool
 }
 
@@ -312,6 +313,7 @@ func (d *Drainer) recovered(l *lane) {
 	l.mu.Lock()
 	attempts, since := l.st.Attempts, l.st.Since
 	l.st.Failing, l.st.Attempts, l.st.LastError, l.st.Stuck = false, 0, "", StuckEntry{}
+	l.entryFailed = false
 	l.mu.Unlock()
 	d.log.Info("forward: delivering again", "output", l.id.kind, "member", l.id.member,
 		"failed_attempts", attempts, "down_for", time.Since(since).Round(time.Millisecond))

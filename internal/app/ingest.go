@@ -122,7 +122,7 @@ func (t *Tool) finishChains(ctx context.Context, c *chains) error {
 // single-owner store (a shared one's chains are claimed, and streamed, at
 // the end: finishChains), so that a long ingest's records reach them as
 // they commit. The function it returns ends the stream as flushSinks
-// ends a flush; without sinks, or on a shared store, it returns nil.
+// ends a flush; without sinks, or on a shared store, it does nothing.
 func (t *Tool) streamSinks(ctx context.Context, a *App) (finish func() error) {
 	if a.Sinks == nil || t.Config.Store.Shared() {
 		return func() error { return nil }

@@ -24,6 +24,7 @@ func (t *Tool) StoreLoss(ctx context.Context) error {
 	case errors.Is(err, engine.ErrMemberHeld) && t.Config.HTTP.Enabled():
 		return t.storeLossRemote(err)
 	case err != nil && t.Config.HTTP.Enabled():
+		fmt.Fprintf(t.errOut(), "the store cannot be opened (%v); asking the running member, which tells what it knows\n", err)
 		if rerr := t.storeLossRemote(err); rerr != nil {
 			return err // no member answers either: the store's failure is the one to fix
 		}
