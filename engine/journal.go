@@ -154,9 +154,9 @@ func (l *StoreLoss) Error() string {
 	}
 	switch {
 	case l.accepted && l.Reason != "":
-		what += fmt.Sprintf("; %s accepted it, and the recovery of what the journal holds is tried again: it failed: %s", l.operator, l.Reason)
+		what += fmt.Sprintf("; %s, and the recovery of what the journal holds is tried again: it failed: %s", l.acceptance(), l.Reason)
 	case l.accepted:
-		what += fmt.Sprintf("; %s accepted it, and what the journal holds is being decided again", l.operator)
+		what += fmt.Sprintf("; %s, and what the journal holds is being decided again", l.acceptance())
 	case l.Forked:
 		what += fmt.Sprintf("; an operator accepts the store's chain as the member's with `replayguard store accept-loss --operator NAME`: "+
 			"the member's own records at positions %s are then gone from it, and what the journal holds of them is decided again", l.Uncovered)
@@ -166,6 +166,19 @@ func (l *StoreLoss) Error() string {
 		what += "; recovery from the journal failed: " + l.Reason
 	}
 	return what
+}
+
+// acceptance says what an operator accepted: the positions given up, or,
+// where the journal held all of them (a fork accepted), the store's chain.
+func (l *StoreLoss) acceptance() string {
+	who := l.operator
+	if who == "" { // a recovery resumed at a start: the journal's marker names no one
+		who = "an operator"
+	}
+	if l.acceptedSpan.Empty() {
+		return fmt.Sprintf("%s accepted the store's chain as the member's, the journal holding every position it lacked", who)
+	}
+	return fmt.Sprintf("positions %s were accepted as lost by %s", l.acceptedSpan, who)
 }
 
 // Unwrap makes a StoreLoss an ErrStoreBehind.

@@ -193,7 +193,7 @@ func (w *sharedWindows) replayJournal(ctx context.Context, l *StoreLoss) error {
 		what += fmt.Sprintf("; %d deliveries were in batches older than window.ttl (their keys may have left the window): none of them applied, those not found duplicate held in quarantine", stale)
 	}
 	if l.accepted {
-		what += fmt.Sprintf("; positions %s were accepted as lost by %s", l.acceptedSpan, l.operator)
+		what += "; " + l.acceptance()
 	}
 	err = w.update(ctx, &Reads{}, func() {
 		r := AuditRecord{Time: e.opts.Now().UTC(), Outcome: OutcomeRecovered, Reason: what}

@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -181,16 +179,15 @@ func (w *sharedWindows) findFork(ctx context.Context, l *StoreLoss, head, known 
 		if w.journal == nil {
 			return nil
 		}
-		_, err := w.journal.Replay(AuditHead{}, func(je JournalEntry) error {
-			if je.First > 0 && je.Head.Position < known.Position {
-				below = append(below, je.Head)
-			}
-			return nil
-		})
+		units, err := w.chainUnits()
 		if err != nil {
 			return fmt.Errorf("read the journal: %w", err)
 		}
-		slices.SortStableFunc(below, func(a, b AuditHead) int { return cmp.Compare(a.Position, b.Position) })
+		for _, u := range units {
+			if u.Head.Position < known.Position {
+				below = append(below, u.Head)
+			}
+		}
 	} else {
 		forked, heads, err := w.forkedBelow(head)
 		if err != nil {
@@ -229,22 +226,56 @@ func (w *sharedWindows) forkedBelow(head AuditHead) (forked bool, below []AuditH
 	if w.journal == nil || head.Position == 0 {
 		return false, nil, nil
 	}
-	covered, mine := false, false
-	_, err = w.journal.Replay(AuditHead{}, func(je JournalEntry) error {
-		switch {
-		case je.First == 0:
-		case je.Head.Position < head.Position:
-			below = append(below, je.Head)
-		case je.First <= head.Position:
-			covered, mine = true, mine || je.Head == head
-		}
-		return nil
-	})
-	if err != nil || !covered || mine {
+	units, err := w.chainUnits()
+	if err != nil {
 		return false, nil, err
 	}
-	slices.SortStableFunc(below, func(a, b AuditHead) int { return cmp.Compare(a.Position, b.Position) })
+	covered, mine := false, false
+	for _, u := range units {
+		switch {
+		case u.Head.Position < head.Position:
+			below = append(below, u.Head)
+		case u.Accepted && u.Head != head: // records of the store's that an operator took for the member's
+		case u.First <= head.Position:
+			covered, mine = true, mine || u.Head == head
+		}
+	}
+	if !covered || mine {
+		return false, nil, nil
+	}
 	return true, below, nil
+}
+
+// chainUnit is a unit of the member's committed chain the journal holds:
+// its first position and its head.
+type chainUnit struct {
+	First uint64
+	Head  AuditHead
+	// Accepted says the unit is records an operator accepted as the
+	// member's (a fork, or an acceptance's own record): not decided as a
+	// whole, so a head inside it is not judged.
+	Accepted bool
+}
+
+// chainUnits returns the units the journal holds of the member's chain as
+// it was last committed, ascending: a unit committed after a store lost
+// some (a recovery's, an acceptance's) starts where the chain went on,
+// and the units it was committed over, lost with the store's copy, are
+// left out. Units without a first position (written before entries had
+// one) are too.
+func (w *sharedWindows) chainUnits() ([]chainUnit, error) {
+	var units []chainUnit
+	_, err := w.journal.Replay(AuditHead{}, func(je JournalEntry) error {
+		if je.First == 0 {
+			return nil
+		}
+		for len(units) > 0 && units[len(units)-1].Head.Position >= je.First {
+			units = units[:len(units)-1]
+		}
+		units = append(units, chainUnit{First: je.First, Head: je.Head, Accepted: len(je.Messages) == 0 && je.Action == OutcomeLossAccepted})
+		return nil
+	})
+	return units, err
 }
 
 // lastHeld returns the highest of heads, ascending, whose record the
@@ -385,7 +416,7 @@ func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreL
 	case l == nil:
 		return StoreLoss{}, ErrNoLoss
 	case l.accepted:
-		return *l, fmt.Errorf("%w: positions %s were accepted by %s; the recovery of the rest is being retried: %s", ErrLossCovered, l.acceptedSpan, l.operator, l.Reason)
+		return *l, fmt.Errorf("%w: %s; the recovery of the rest is being retried: %s", ErrLossCovered, l.acceptance(), l.Reason)
 	case w.journal != nil && !l.Forked && l.Uncovered.Empty():
 		return *l, fmt.Errorf("%w: the journal holds every lost position (%s); the member recovers them by itself as soon as the store takes its writes: %s", ErrLossCovered, l.Lost, l.Reason)
 	}
@@ -425,7 +456,8 @@ func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreL
 		given = Span{From: 1, To: l.Known.Position}
 	}
 	accepted := *l
-	l.accepted, l.acceptedSpan, l.operator = true, gone, operator
+	lostBefore := len(w.lost)
+	l.accepted, l.acceptedSpan, l.operator, l.Reason = true, given, operator, ""
 	if !given.Empty() {
 		w.lost = append(w.lost, given)
 	}
@@ -435,6 +467,16 @@ func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreL
 		if err := w.markRecovery(l); err != nil {
 			return accepted, err
 		}
+		if l.Forked && head.Position > l.from.Position {
+			// The store's records after l.from stand for the member's own
+			// from now on: journaled as one unit of its chain, so that the
+			// member's units they were written over are no longer taken
+			// for its chain (chainUnits) when a later loss is judged.
+			err := w.journal.Append(JournalEntry{Kind: JournalBatch, Head: head, First: l.from.Position + 1, Action: OutcomeLossAccepted, Time: e.journalTime()})
+			if err != nil {
+				return accepted, err
+			}
+		}
 	}
 	e.rebase(head)
 	err = w.update(ctx, &Reads{}, func() {
@@ -442,13 +484,18 @@ func (w *sharedWindows) acceptLoss(ctx context.Context, operator string) (StoreL
 		e.appendAudit(&r)
 	}, nil, nil)
 	if err != nil {
+		if w.journal == nil {
+			// Nothing recorded the acceptance: it is asked for again, not
+			// taken for one (a recovery from a journal there is none of).
+			l.accepted, l.acceptedSpan, l.operator = false, Span{}, ""
+			w.lost = w.lost[:lostBefore]
+			e.setLoss(l)
+			return accepted, err
+		}
 		// The acceptance stands (the journal's start marker says so); the
 		// recovery record names it when the recovery is done.
 		e.setLoss(l)
-		if w.journal != nil {
-			return accepted, fmt.Errorf("%w: %w", ErrRecoveryRetried, err)
-		}
-		return accepted, err
+		return accepted, fmt.Errorf("%w: %w", ErrRecoveryRetried, err)
 	}
 	e.lossMu.Lock()
 	e.lossStats.Accepted++

@@ -546,3 +546,82 @@ func writeOn(t *testing.T, m *memory.Member, member string, n int) {
 		t.Fatal(err)
 	}
 }
+
+// TestALossAfterAnAcceptedForkIsNoFork: once an operator accepted a fork,
+// the store's records it took for the member's stand for its chain. A
+// later failover to a copy that ends in them lost only the member's
+// commits after the acceptance: the journal gives them back, with no fork
+// told over the member's own batches the accepted records had replaced.
+func TestALossAfterAnAcceptedForkIsNoFork(t *testing.T) {
+	ctx := context.Background()
+	lg := newLossGroup(t, true)
+	if err := lg.feed(1, 5); err != nil { // positions 1 to 10
+		t.Fatal(err)
+	}
+	kept := lg.g.Checkpoint()
+	if err := lg.feed(6, 10); err != nil { // 11 to 20
+		t.Fatal(err)
+	}
+	lg.g.FailOver(kept)
+	writeOn(t, lg.m, "m1", 2) // 11 and 12, where the member's batch of 11 and 12 was
+	forked := lg.g.Checkpoint()
+	writeOn(t, lg.m, "m1", 1) // 13, ending inside the member's batch of 13 and 14
+	if err := lg.e.CheckStore(ctx); lg.e.Loss() == nil || !lg.e.Loss().Forked {
+		t.Fatalf("CheckStore = %v, want a fork", err)
+	}
+	if _, err := lg.e.AcceptLoss(ctx, "duty officer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.feed(11, 12); err != nil {
+		t.Fatal(err)
+	}
+	lg.g.FailOver(forked) // ends inside the accepted records: the acceptance and all after it lost
+	if err := lg.e.CheckStore(ctx); err != nil || lg.e.Loss() != nil {
+		t.Fatalf("CheckStore after a failover to the accepted chain = %v, loss %v; want the journal to give the rest back", err, lg.e.Loss())
+	}
+	lg.check(12)
+}
+
+// TestAnAcceptanceTheStoreDidNotRecordWithoutAJournalIsAskedForAgain: with
+// no journal, nothing but the loss_accepted record says a loss was
+// accepted. When the store refuses that record, the acceptance did not
+// happen: the member stays stopped for one, and the next check neither
+// recovers from a journal there is none of nor fails on it.
+func TestAnAcceptanceTheStoreDidNotRecordWithoutAJournalIsAskedForAgain(t *testing.T) {
+	ctx := context.Background()
+	lg := &lossGroup{t: t, g: memory.NewGroup(0, 0), jd: t.TempDir()}
+	var err error
+	if lg.m, err = lg.g.Open("m1"); err != nil {
+		t.Fatal(err)
+	}
+	u := &unreachable{groupMember: lg.m}
+	if lg.e, err = engine.New(ctx, u, engine.Options{Routes: []engine.Route{incidentRoute, meterRoute}, StoreName: "memory"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lg.close)
+	if err := lg.feed(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	replica := lg.g.Checkpoint()
+	if err := lg.feed(11, 12); err != nil {
+		t.Fatal(err)
+	}
+	lg.g.FailOver(replica)
+	if err := lg.e.CheckStore(ctx); !errors.Is(err, engine.ErrStoreBehind) {
+		t.Fatalf("CheckStore = %v, want the loss", err)
+	}
+	u.down.Store(true)
+	if _, err := lg.e.AcceptLoss(ctx, "duty officer"); err == nil || errors.Is(err, engine.ErrRecoveryRetried) {
+		t.Fatalf("AcceptLoss with the store refusing its record = %v, want its error", err)
+	}
+	u.down.Store(false)
+	if err := lg.e.CheckStore(ctx); !errors.Is(err, engine.ErrStoreBehind) || strings.Contains(err.Error(), "accepted") {
+		t.Fatalf("CheckStore after the acceptance failed = %v, want the loss, not accepted", err)
+	}
+	if _, err := lg.e.AcceptLoss(ctx, "duty officer"); err != nil {
+		t.Fatal(err)
+	}
+	if lg.e.Loss() != nil {
+		t.Fatalf("still stopped: %v", lg.e.Loss())
+	}
+}
