@@ -302,6 +302,11 @@ func (c *Consumer) connectionUp(ctx context.Context, cm *autopaho.ConnectionMana
 	conn := c.share.Connection() // before anything: a loss of this connection may follow at once
 	c.reconnects.up(time.Now())
 	c.heldAt.Store(0) // autopaho counts the rounds of the next loss from 0
+	if !ca.SessionPresent && !c.cfg.Adopt {
+		// No subscription survived: not ready until this connection's is
+		// granted, rather than ready on the last one's for a moment.
+		c.subscribed.Store(false)
+	}
 	c.connected.Store(true)
 	broker := c.brokerURL()
 	c.log.Info("mqtt connected", "broker", broker, "client_id", c.cfg.ClientID, "session_present", ca.SessionPresent)

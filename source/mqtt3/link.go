@@ -104,6 +104,11 @@ func (c *Consumer) connect(ctx context.Context, u *url.URL) (l *link, sessionPre
 	}
 	l.up()
 	present := tok.(*paho.ConnectToken).SessionPresent()
+	if !present && !c.cfg.Adopt {
+		// No subscription survived: not ready until serve's is granted,
+		// rather than ready on the last connection's for a moment.
+		c.subscribed.Store(false)
+	}
 	c.connected.Store(true)
 	c.log.Info("mqtt connected", "broker", l.broker, "protocol", protocolName, "client_id", c.cfg.ClientID, "session_present", present)
 	if !present && c.everSubbed.Load() { // this Run's subscription made the session the reconnect resumes
