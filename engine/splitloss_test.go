@@ -101,9 +101,16 @@ func TestASplitBatchWhosePartTheStoreLostIsDecidedAgain(t *testing.T) {
 // fork at and past the member's head.
 func forkChain(t *testing.T, s engine.Store, member string) {
 	t.Helper()
+	commitAfter(t, s, member, engine.AuditHead{}, 3)
+}
+
+// commitAfter commits n records for member on s after head, as something
+// other than the member would.
+func commitAfter(t *testing.T, s engine.Store, member string, head engine.AuditHead, n int) {
+	t.Helper()
 	var recs []engine.AuditRecord
-	var prev engine.Hash
-	for pos := uint64(1); pos <= 3; pos++ {
+	prev := head.Hash
+	for pos := head.Position + 1; pos <= head.Position+uint64(n); pos++ {
 		r := engine.AuditRecord{Position: pos, Time: time.Unix(1_700_000_000, int64(pos)).UTC(), Route: "x", Topic: "x",
 			Outcome: "malformed", Member: member}
 		if err := engine.Seal(&r, prev); err != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/engine"
@@ -531,20 +530,7 @@ func writeOn(t *testing.T, m *memory.Member, member string, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []engine.AuditRecord
-	prev := head.Hash
-	for pos := head.Position + 1; pos <= head.Position+uint64(n); pos++ {
-		r := engine.AuditRecord{Position: pos, Time: time.Unix(1_700_000_000, int64(pos)).UTC(), Route: "x", Topic: "x",
-			Outcome: "malformed", Member: member}
-		if err := engine.Seal(&r, prev); err != nil {
-			t.Fatal(err)
-		}
-		prev = r.Hash
-		recs = append(recs, r)
-	}
-	if err := m.Commit(context.Background(), &engine.Batch{Audit: recs}); err != nil {
-		t.Fatal(err)
-	}
+	commitAfter(t, m, member, head, n)
 }
 
 // TestALossAfterAnAcceptedForkIsNoFork: once an operator accepted a fork,
