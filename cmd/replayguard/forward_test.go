@@ -198,13 +198,15 @@ func TestRunStopsAcknowledgingWhileTheOutboxIsFullAndResumes(t *testing.T) {
 		code, body := get(t, "http://"+listen+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "outbox full") && strings.Contains(body, "webhook output failing")
 	})
+	// Full counts the batch decided and not yet committed: once it has
+	// committed, the outbox itself holds the bound.
+	time.Sleep(500 * time.Millisecond) // whatever the consumer still did
 	var fs web.ForwardStatus // what the dashboard's outbox panel shows
 	if code, body := get(t, "http://"+listen+"/api/v1/forward"); code != http.StatusOK || json.Unmarshal([]byte(body), &fs) != nil ||
 		!fs.Forwarding || !fs.Full || fs.FullSince.IsZero() || fs.MaxEntries != maxEntries || fs.Depth < maxEntries ||
 		len(fs.Outputs) != 1 || fs.Outputs[0].Output != "webhook" || !fs.Outputs[0].Failing || fs.Outputs[0].LastError == "" {
 		t.Fatalf("/api/v1/forward while full: %d %s", code, body)
 	}
-	time.Sleep(500 * time.Millisecond) // whatever the consumer still did
 	decided, acked := metricSum(t, listen, "replayguard_decisions_total"), metricSum(t, listen, "replayguard_acked_total")
 	if decided < maxEntries || decided > maxEntries+batch || acked > decided || metricSum(t, listen, "replayguard_outbox_entries") < maxEntries {
 		t.Fatalf("while full: %v decided, %v acknowledged, outbox %v; want between %d and %d", decided, acked,
