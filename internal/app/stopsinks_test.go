@@ -130,30 +130,53 @@ audit:
 }
 
 // A planned stop of run while a receiver holds a batch lets that batch
-// land, then delivers the rest: every record once, none sent again.
+// land, then delivers the rest: every record once, none sent again; on a
+// single-owner store and, for the member's chain, on a shared one.
 func TestRunsStopSendsNoRecordTwice(t *testing.T) {
-	coll := &slowCollector{t: t, delay: 300 * time.Millisecond}
-	srv := httptest.NewServer(coll)
-	defer srv.Close()
-	cfg, err := config.Parse(fmt.Appendf(nil, `store: {kind: memory}
+	for _, tc := range []struct {
+		name, store string
+		open        func(*config.Config) (*App, error)
+	}{
+		{"a single-owner store", "{kind: memory}", func(cfg *config.Config) (*App, error) {
+			return Open(t.Context(), cfg, Options{Sinks: true, Logger: slog.New(slog.DiscardHandler)})
+		}},
+		{"a group member", "{kind: postgres, url: 'postgres://db/rg', member: m1}", func(cfg *config.Config) (*App, error) {
+			h, err := memory.NewGroup(0, 0).Open("m1")
+			if err != nil {
+				return nil, err
+			}
+			return openOn(t.Context(), cfg, cfg.Store, h, Options{Sinks: true, Logger: slog.New(slog.DiscardHandler)}, nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			coll := &slowCollector{t: t, delay: 300 * time.Millisecond}
+			srv := httptest.NewServer(coll)
+			defer srv.Close()
+			cfg, err := config.Parse(fmt.Appendf(nil, `store: %s
 routes:
   - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
 audit:
   sinks: [{name: siem, kind: otlp, endpoint: '%s/v1/logs'}]
-`, srv.URL), "rg.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := Open(t.Context(), cfg, Options{Sinks: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	d := &daemon{app: a, log: a.Log, reg: prometheus.NewRegistry(), sinkFlush: 5 * time.Second}
-	d.consumer = &stoppingSource{a: a, n: 25, m: 12} // the stop comes 50 ms into the receiver's 300 ms on 1..25
-	serveUntilStopped(t, d)
-	if why := coll.took(37); why != "" {
-		t.Fatalf("the receiver, once run stopped: %s", why)
+`, tc.store, srv.URL), "rg.yaml", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := tc.open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { a.Close() })
+			c, err := a.chainWork() // nil on a single-owner store
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &daemon{app: a, log: a.Log, reg: prometheus.NewRegistry(), chains: c, sinkFlush: 5 * time.Second}
+			d.consumer = &stoppingSource{a: a, n: 25, m: 12} // the stop comes 50 ms into the receiver's 300 ms on 1..25
+			serveUntilStopped(t, d)
+			if why := coll.took(37); why != "" {
+				t.Fatalf("the receiver, once run stopped: %s", why)
+			}
+		})
 	}
 }
 
@@ -173,41 +196,5 @@ func TestRunOnAGroupDeliversItsChainToTheSinksAtItsStop(t *testing.T) {
 	serveUntilStopped(t, d)
 	if got := sinkChains(t, file)["m1"]; inOrder(got, 37) != "" {
 		t.Fatalf("the file sink holds m1's chain %s: %v", inOrder(got, 37), got)
-	}
-}
-
-// On a shared store too, a planned stop while a receiver holds a batch
-// of the member's chain lets it land: every record once.
-func TestRunOnAGroupStopSendsNoRecordTwice(t *testing.T) {
-	coll := &slowCollector{t: t, delay: 300 * time.Millisecond}
-	srv := httptest.NewServer(coll)
-	defer srv.Close()
-	cfg, err := config.Parse(fmt.Appendf(nil, `store: {kind: postgres, url: 'postgres://db/rg', member: m1}
-routes:
-  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
-audit:
-  sinks: [{name: siem, kind: otlp, endpoint: '%s/v1/logs'}]
-`, srv.URL), "rg.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := memory.NewGroup(0, 0).Open("m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := openOn(t.Context(), cfg, cfg.Store, h, Options{Sinks: true, Logger: slog.New(slog.DiscardHandler)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	c, err := a.chainWork()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{app: a, log: a.Log, reg: prometheus.NewRegistry(), chains: c, sinkFlush: 5 * time.Second}
-	d.consumer = &stoppingSource{a: a, n: 25, m: 12}
-	serveUntilStopped(t, d)
-	if why := coll.took(37); why != "" {
-		t.Fatalf("the receiver, once run stopped: %s", why)
 	}
 }
