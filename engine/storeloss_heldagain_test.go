@@ -10,16 +10,17 @@ import (
 	"github.com/replayguard/replayguard/store/memory"
 )
 
-// journaledMember is member name of g with a journal of its own, and an
-// engine on it deciding the meters route, clock as its time.
-func journaledMember(t *testing.T, g *memory.Group, name string, clock func() time.Time) (engine.Store, *engine.Engine) {
+// journaledMember is member name of g with a journal of its own, of the
+// given retention, and an engine on it deciding the meters route with a
+// key window of an hour and clock as its time; all closed at cleanup.
+func journaledMember(t *testing.T, g *memory.Group, name string, retention time.Duration, clock func() time.Time) (engine.Store, *engine.Engine) {
 	t.Helper()
 	m, err := g.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	j, err := journal.Open(t.TempDir(), journal.Options{Retention: time.Hour, Now: clock})
+	j, err := journal.Open(t.TempDir(), journal.Options{Retention: retention, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +46,9 @@ func TestARecoveryHoldsAMessageHeldAlreadyUnderNoSecondEntry(t *testing.T) {
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	g := memory.NewGroup(0, 0)
-	m1, e1 := journaledMember(t, g, "m1", clock)
-	_, e2 := journaledMember(t, g, "m2", clock)
-	_, e3 := journaledMember(t, g, "m3", clock)
+	m1, e1 := journaledMember(t, g, "m1", time.Hour, clock)
+	_, e2 := journaledMember(t, g, "m2", time.Hour, clock)
+	_, e3 := journaledMember(t, g, "m3", time.Hour, clock)
 	replica := g.Checkpoint() // before any of it
 	reading := []engine.Message{{Topic: "plant/m1/energy", Payload: []byte(`{"msgId":"r-1","kwh":0.25}`)}}
 	for i, step := range []struct {

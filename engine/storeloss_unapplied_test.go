@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/replayguard/replayguard/engine"
-	"github.com/replayguard/replayguard/journal"
 	"github.com/replayguard/replayguard/store/memory"
 )
 
@@ -61,20 +60,6 @@ func TestADuplicateDecidedAgainFromTheJournalIsNotApplied(t *testing.T) {
 func journaledMeters(t *testing.T, retention time.Duration, clock func() time.Time) (*memory.Group, engine.Store, *engine.Engine) {
 	t.Helper()
 	g := memory.NewGroup(0, 0)
-	m, err := g.Open("m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	j, err := journal.Open(t.TempDir(), journal.Options{Retention: retention, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Close() })
-	e, err := engine.New(context.Background(), m, engine.Options{Routes: []engine.Route{meterRoute}, StoreName: "memory", Journal: j, TTL: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
+	m, e := journaledMember(t, g, "m1", retention, clock)
 	return g, m, e
 }
