@@ -15,7 +15,7 @@ import (
 // subjects on the server, and fails the test if it cannot.
 func (n *NATS) CreateStream(name string, subjects ...string) {
 	n.tb.Helper()
-	nc, js := n.jetStream()
+	nc, js := n.JetStream()
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -28,7 +28,7 @@ func (n *NATS) CreateStream(name string, subjects ...string) {
 // operator's `nats stream edit` would, and fails the test if it cannot.
 func (n *NATS) UpdateStream(name string, edit func(*jetstream.StreamConfig)) {
 	n.tb.Helper()
-	nc, js := n.jetStream()
+	nc, js := n.JetStream()
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -51,7 +51,7 @@ func (n *NATS) SetConsumerMaxDeliver(stream, consumer string, maxDeliver int) {
 	if err != nil {
 		n.tb.Fatalf("testbroker: consumer %s on %s: %v", consumer, stream, err)
 	}
-	nc, js := n.jetStream()
+	nc, js := n.JetStream()
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -65,7 +65,7 @@ func (n *NATS) SetConsumerMaxDeliver(stream, consumer string, maxDeliver int) {
 // ConsumerInfo returns the state of the durable consumer on stream, or an
 // error when the server cannot tell.
 func (n *NATS) ConsumerInfo(stream, consumer string) (*jetstream.ConsumerInfo, error) {
-	nc, js := n.jetStream()
+	nc, js := n.JetStream()
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -80,7 +80,7 @@ func (n *NATS) ConsumerInfo(stream, consumer string) (*jetstream.ConsumerInfo, e
 // test if it cannot.
 func (n *NATS) DeleteConsumer(stream, consumer string) {
 	n.tb.Helper()
-	nc, js := n.jetStream()
+	nc, js := n.JetStream()
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -93,7 +93,7 @@ func (n *NATS) DeleteConsumer(stream, consumer string) {
 // operator's `nats stream rm` does, and fails the test if it cannot.
 func (n *NATS) DeleteStream(name string) {
 	n.tb.Helper()
-	nc, js := n.jetStream()
+	nc, js := n.JetStream()
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -108,7 +108,7 @@ func (n *NATS) DeleteStream(name string) {
 // the server purged.
 func (n *NATS) PurgeStream(name string, opts ...jetstream.StreamPurgeOpt) uint64 {
 	n.tb.Helper()
-	nc, js := n.jetStream()
+	nc, js := n.JetStream()
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -130,7 +130,7 @@ func (n *NATS) PurgeStream(name string, opts ...jetstream.StreamPurgeOpt) uint64
 // StreamMessages returns how many messages the stream holds.
 func (n *NATS) StreamMessages(name string) uint64 {
 	n.tb.Helper()
-	nc, js := n.jetStream()
+	nc, js := n.JetStream()
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -141,7 +141,10 @@ func (n *NATS) StreamMessages(name string) uint64 {
 	return st.CachedInfo().State.Msgs
 }
 
-func (n *NATS) jetStream() (*nats.Conn, jetstream.JetStream) {
+// JetStream connects a client of its own to the server, for a test that
+// acts on streams and consumers as an operator or another program would;
+// the caller closes the connection. It fails the test if it cannot.
+func (n *NATS) JetStream() (*nats.Conn, jetstream.JetStream) {
 	n.tb.Helper()
 	nc, err := nats.Connect(n.URL(), nats.Name("testbroker"))
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replayguard/replayguard/engine"
@@ -65,15 +64,8 @@ func TestADurableMadeToStartAtASequenceIsBoundAsItIs(t *testing.T) {
 // operator or another program would, with cfg.
 func durableMadeElsewhere(t *testing.T, n *testbroker.NATS, cfg natsjs.ConsumerConfig) {
 	t.Helper()
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := n.JetStream()
 	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg.Durable = testConsumer
 	if _, err := js.CreateOrUpdateConsumer(context.Background(), testStream, cfg); err != nil {
 		t.Fatal(err)

@@ -74,15 +74,8 @@ func gaveUpAdvisories(t *testing.T, n *testbroker.NATS) <-chan *nats.Msg {
 // member killed while it held them.
 func fetchUnacknowledged(t *testing.T, n *testbroker.NATS, count int) {
 	t.Helper()
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := n.JetStream()
 	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	cons, err := js.Consumer(ctx, testStream, testConsumer)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
@@ -23,15 +22,8 @@ func ackedAboveTheFloor(t *testing.T, n *testbroker.NATS, count int, w time.Dura
 	t.Helper()
 	durableMadeElsewhere(t, n, natsjs.ConsumerConfig{AckPolicy: natsjs.AckExplicitPolicy, MaxDeliver: -1, AckWait: w})
 	publishAll(t, n, readings(count, "m1"))
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := n.JetStream()
 	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	stream, err := js.Stream(ctx, testStream)

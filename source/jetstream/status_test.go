@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
@@ -35,15 +34,8 @@ var statusLookalikes = []struct {
 // subject, and waits for the stream's ack.
 func publishEmpty(t testing.TB, n *testbroker.NATS, subject string, h nats.Header) {
 	t.Helper()
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := n.JetStream()
 	defer nc.Close()
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h}); err != nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/replayguard/replayguard/internal/testbroker"
@@ -24,14 +23,7 @@ func TestMessagesAGoneConsumerLeftUnacknowledgedAreReportedAtStart(t *testing.T)
 	publishAll(t, n, readings(40, "m1"))
 	cfg := testConfig(t, n.URL())
 	cfg.BatchSize, cfg.MaxAckPending = 8, 10
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := natsjs.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := n.JetStream()
 	gone, err := js.CreateOrUpdateConsumer(context.Background(), testStream, natsjs.ConsumerConfig{Durable: testConsumer,
 		AckPolicy: natsjs.AckExplicitPolicy, DeliverPolicy: natsjs.DeliverAllPolicy, AckWait: cfg.AckWait,
 		MaxAckPending: cfg.MaxAckPending, MaxDeliver: -1})
