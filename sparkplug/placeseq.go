@@ -63,6 +63,17 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 			return ""
 		}
 	}
+	if p.Released() && !p.Recovered() && older && below >= releaseLow(p, w) {
+		// An operator judged it genuine, sent before the highest by its
+		// timestamp: its place is the nearest behind the highest that
+		// no other message took.
+		c, why := sp.releasedBehind(d, p, w, below)
+		if why != "" {
+			return why
+		}
+		sp.seq = c
+		return ""
+	}
 	if p.Released() && (!ok || s > h && older) {
 		// An operator judged it genuine: its timestamp says on which side
 		// of the highest it was sent, and the nearest placement there is
@@ -139,6 +150,53 @@ func (sp *spMessage) untakenBelow(d *engine.Delivery, p *engine.Placement, w *en
 		}
 	}
 	return 0, false
+}
+
+// releaseLow is the lowest placement of w's session that its window
+// tells about: seen, or a gap in it.
+func releaseLow(p *engine.Placement, w *engine.EpochWindow) int64 {
+	return max(0, w.High-int64(p.SequenceSpan()), w.First)
+}
+
+// releasedBehind places a message an operator released, sent before the
+// session's highest by its timestamp, whose content no placement congruent
+// to its seq holds (appliedAt found none): its seq tells its place only
+// up to a ring, and its timestamp only that it lies behind the highest.
+// A placement whose key the key window holds, with other content, is
+// another message's: the message was sent a ring or more before it (an
+// NDATA held before its birth and released once the edge had sent more
+// than a ring since). So its place is the nearest placement, from below
+// down, that no other message took; the window decides it there (seen:
+// a duplicate, that very message whose key is gone; else applied late).
+// Placed in a gap, it is held instead when a placement below it that the
+// window saw has lost its key: that may be this very message, applied
+// there (by another member, or from another copy), and applied again in
+// the gap it would be applied twice. Held too when every placement the
+// window tells about is another message's.
+func (sp *spMessage) releasedBehind(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, below int64) (int64, string) {
+	taken := func(c int64) bool {
+		return p.HoldsKey(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c))
+	}
+	at := int64(-1)
+	for c := below; c >= releaseLow(p, w); c -= 256 {
+		switch {
+		case taken(c):
+		case at < 0:
+			if seenIn(w, c) {
+				return c, ""
+			}
+			at = c
+		case seenIn(w, c):
+			return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), its nearest placement "+
+				"no other message took is %d, a gap, yet %d below it was seen and its key has left the key window: "+
+				"that may be this very message, applied there", sp.seqRaw, w.High, w.High%256, at, c)
+		}
+	}
+	if at < 0 {
+		return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), each of its placements "+
+			"from %d down to %d holds another message", sp.seqRaw, w.High, w.High%256, below, below-(below-releaseLow(p, w))/256*256)
+	}
+	return at, ""
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,
