@@ -44,6 +44,16 @@ type RouteReader interface {
 	Decode(d *Delivery, m *Message) (Placer, error)
 }
 
+// TopicSourcer is a RouteReader whose deliveries' source the topic alone
+// names (a Sparkplug edge: its group and node): a delivery found malformed
+// before or while its payload was read is recorded under it.
+type TopicSourcer interface {
+	RouteReader
+	// TopicSource returns the source topic names, or nil and why it
+	// names none.
+	TopicSource(topic string) (source []string, why string)
+}
+
 // Placer gives one delivery its identity against its source's committed
 // state, at decide time: Place and Applied are called on the engine's
 // decision goroutine, in decision order, never concurrently. The Placement

@@ -5,13 +5,21 @@ import (
 	"strings"
 )
 
-// malformedSource is the source of d, a message of a JSON route found
-// malformed, when every part of it can be read: topic levels, and payload
-// fields the scanner read before it found the message malformed. Else nil,
-// with why the source is unknown ("" when the route reads none, or is of
-// another kind). Its parts are copies: a record must not keep the payload
-// alive.
+// malformedSource is the source of d, a message found malformed, when
+// every part of it can be read: for a JSON route, topic levels and payload
+// fields the scanner read before it found the message malformed; for a
+// kind whose topic names the source (TopicSourcer), the topic. Else nil,
+// with why the source is unknown ("" when the route reads none, or its
+// kind cannot tell). Its parts are copies: a record must not keep the
+// payload alive.
 func (d *Delivery) malformedSource(topic string) (src []string, why string) {
+	if ts, ok := d.route.reader.(TopicSourcer); ok {
+		src, why = ts.TopicSource(topic)
+		for i := range src {
+			src[i] = strings.Clone(src[i])
+		}
+		return src, why
+	}
 	jr, ok := d.route.reader.(*jsonReader)
 	if !ok || len(jr.source) == 0 || len(d.vals) != len(d.route.paths) {
 		return nil, ""
@@ -53,7 +61,7 @@ func (d *Delivery) malformedSource(topic string) (src []string, why string) {
 // unknown when reason does not already: the source is read first, so a
 // reason that names no source field came before it was read.
 func sourceReason(reason, why string) string {
-	if why == "" || strings.HasPrefix(reason, "source field ") || strings.HasPrefix(reason, "the source fields ") {
+	if why == "" || strings.HasPrefix(reason, "source field ") || strings.HasPrefix(reason, "the source fields ") || strings.Contains(reason, why) {
 		return reason
 	}
 	return reason + "; source not read: " + why

@@ -96,6 +96,18 @@ func (reader) Decode(d *engine.Delivery, m *engine.Message) (engine.Placer, erro
 	return sp, nil
 }
 
+// TopicSource is the source of a delivery on topic, its edge's group and
+// node, for a message found malformed (engine.TopicSourcer): its payload
+// too large to read, or not a Sparkplug B payload. Nil, with why, when the
+// topic is not an edge's message topic.
+func (reader) TopicSource(topic string) ([]string, string) {
+	sp, err := parseTopic(topic)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return []string{sp.group, sp.edge}, ""
+}
+
 // Sparkplug message types a route decides.
 type spType uint8
 
