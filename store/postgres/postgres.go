@@ -212,6 +212,12 @@ func parseURL(url string) (*pgxpool.Config, error) {
 		return nil, errors.New("default_query_exec_mode=simple_protocol writes every value into the statement's text, which cannot carry a NUL and returns the store's binary columns as text; " +
 			"leave the default (cache_statement), or use cache_describe behind a transaction pooler")
 	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// A server that accepts the connection and never answers (stopped,
+		// or a host gone behind a listener) would hold every command, and
+		// run before it logs a line, for ever.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
 	if cfg.MaxConns < minConns {
 		// A batch's transaction holds a connection while its decide looks
 		// held entries up on another (FindHeld): with one, that lookup
@@ -221,6 +227,10 @@ func parseURL(url string) (*pgxpool.Config, error) {
 	}
 	return cfg, nil
 }
+
+// DefaultConnectTimeout bounds a connection's whole setup when store.url
+// sets no connect_timeout (or sets 0).
+const DefaultConnectTimeout = 10 * time.Second
 
 // minConns is the fewest connections the store's pool may have.
 const minConns = 2

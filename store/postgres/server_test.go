@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -53,6 +54,21 @@ func TestUnreachable(t *testing.T) {
 	_, err := postgres.Open(t.Context(), postgres.Options{URL: url, Member: "m1"})
 	if err == nil || !strings.Contains(err.Error(), "postgres://rg@"+pg.Addr()+"/postgres") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("Open on a stopped server = %v, want an error naming the server without its password", err)
+	}
+}
+
+// A server that accepts connections and never answers (stopped, here)
+// fails Open within the default connect timeout, naming it, when the URL
+// sets none: it held every command, and run's start, for ever.
+func TestAServerThatNeverAnswersFailsOpen(t *testing.T) {
+	pg := testbroker.StartPostgres(t, testbroker.PostgresOptions{})
+	pg.Pause()
+	t.Cleanup(pg.Resume)
+	ctx, cancel := context.WithTimeout(t.Context(), 6*postgres.DefaultConnectTimeout)
+	defer cancel()
+	_, err := postgres.Open(ctx, postgres.Options{URL: pg.URL(), Member: "m1"})
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "connect to postgres://") {
+		t.Fatalf("Open on a server that never answers = %v (the test's own bound: %v), want it to give up naming the server", err, ctx.Err())
 	}
 }
 
