@@ -62,11 +62,17 @@ func (a *AuditConfig) setDefaults() {
 }
 
 // givenZerosOfAudit lists the audit settings whose zero means their
-// default, for checkGivenZeros: retention's interval, and each sink's
+// default, for checkGivenZeros: retention's interval and limits, and each sink's
 // timeout (otlp), max_message (syslog) and keep (a file sink that
 // rotates: keep: 0 would keep five rotated files).
 func (c *Config) givenZerosOfAudit() []givenZero {
-	zs := []givenZero{{"audit.retention.interval", c.Audit.Retention.Interval == 0, DefaultRetentionInterval}}
+	r := c.Audit.Retention
+	zs := []givenZero{
+		{"audit.retention.interval", r.Interval == 0, DefaultRetentionInterval},
+		// A limit written 0 is no limit: retention silently off.
+		{"audit.retention.max_age", r.MaxAge == 0, "none: no age limit"},
+		{"audit.retention.max_records", r.MaxRecords == 0, "none: no count limit"},
+	}
 	for i, s := range c.Audit.Sinks {
 		k := fmt.Sprintf("audit.sinks[%d].", i)
 		switch s.Kind {

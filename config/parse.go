@@ -291,6 +291,11 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 		// what a list written empty asks for
 		ps.add(field{"mqtt.brokers", "mqtt.brokers"}, "brokers is empty: list at least one, like [tcp://127.0.0.1:1883], or remove it to use that default")
 	}
+	if given["audit.retention"] && !c.Audit.Retention.Enabled() && !given["audit.retention.max_age"] && !given["audit.retention.max_records"] &&
+		!given["audit.retention.interval"] {
+		ps.add(field{"audit.retention", "audit.retention"},
+			"retention sets no limit, so nothing would leave the store: set max_age or max_records, or remove it")
+	}
 	if given["mqtt.session_expiry"] && c.MQTT.SessionExpiry == 0 {
 		ps.add(field{"mqtt.session_expiry", "mqtt.session_expiry"},
 			"session_expiry 0s ends the session at every disconnect, so messages not yet acknowledged would be lost: remove it to use the default (%v), or set a longer one", DefaultSessionExpiry)
