@@ -6,7 +6,7 @@ import "net/http"
 // /api/v1/feeds and the dashboard show it.
 type FeedStatus struct {
 	Name      string `json:"name"`
-	Connected bool   `json:"connected"` // connected and committing
+	Connected bool   `json:"connected"` // its broker connection is up (replayguard_feed_connected)
 	// Deliveries counts what the feed delivered since start; First those
 	// it delivered first (applied or applied late: the messages it won),
 	// Duplicates those decided duplicate (mostly the twin of a message the

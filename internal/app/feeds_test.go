@@ -284,6 +284,29 @@ func (f *fakeSource) NotReady() string {
 	return "not ready"
 }
 
+// connectedSource is a feed's consumer connected to its broker whose
+// commits fail (the store is down): connected, not ready.
+type connectedSource struct{ fakeSource }
+
+func (*connectedSource) Ready() bool     { return false }
+func (*connectedSource) Connected() bool { return true }
+
+// A feed's status says connected while its broker connection is up, as
+// replayguard_feed_connected does, though the store refusing commits
+// holds it back: the dashboard showed every path DOWN during a store
+// outage, pointing at the brokers.
+func TestAFeedConnectedWhileTheStoreIsDownIsShownConnected(t *testing.T) {
+	procs := FeedProcessors(&failingProc{}, []string{"a", "b"}, nil, nil)
+	s := &feedsSource{log: discardLogger(), one: procs[0].one, feeds: []*feedSource{
+		{name: "a", src: &connectedSource{}, proc: procs[0]},
+		{name: "b", src: &fakeSource{}, proc: procs[1]},
+	}}
+	st := s.Status()
+	if len(st) != 2 || !st[0].Connected || st[1].Connected {
+		t.Fatalf("status %+v: want a connected (its broker is up, its commits fail) and b down", st)
+	}
+}
+
 // A feed that stops (its broker refused the subscription) leaves the
 // others running, ready, with a warning that says why.
 func TestAFeedThatStopsLeavesTheOthersRunning(t *testing.T) {

@@ -116,7 +116,14 @@ func (s *feedsSource) Status() []web.FeedStatus {
 	out := make([]web.FeedStatus, len(s.feeds))
 	for i, f := range s.feeds {
 		deliveries, first, dups := f.proc.Counts()
-		out[i] = web.FeedStatus{Name: f.name, Connected: f.src.Ready(), Deliveries: deliveries, First: first, Duplicates: dups,
+		connected := f.src.Ready()
+		if c, ok := f.src.(interface{ Connected() bool }); ok {
+			// Its broker connection, as replayguard_feed_connected: a
+			// store that refuses commits holds every feed back, and is
+			// no broker's fault.
+			connected = c.Connected()
+		}
+		out[i] = web.FeedStatus{Name: f.name, Connected: connected, Deliveries: deliveries, First: first, Duplicates: dups,
 			AppliedAgain: f.proc.AppliedAgain(), BehindSeconds: f.proc.Behind().Seconds()}
 	}
 	return out
