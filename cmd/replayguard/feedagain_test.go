@@ -19,8 +19,18 @@ import (
 // consumer saw the first copy come from the other feed, so it says so:
 // /api/v1/feeds counts the twin on the trailing feed as applied again,
 // with how far that feed trails, and so does
-// replayguard_feed_applied_again_total{feed}.
+// replayguard_feed_applied_again_total{feed}. So it does when run was
+// restarted between the two copies: the audit log says which feed
+// delivered the first.
 func TestATwinAppliedAgainAfterItsKeyLeftTheWindowIsToldOnItsFeed(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one run", true: "run restarted between the copies"}[restart], func(t *testing.T) {
+			twinAppliedAgain(t, restart)
+		})
+	}
+}
+
+func twinAppliedAgain(t *testing.T, restart bool) {
 	const ttl = time.Second
 	bin := buildBinary(t)
 	cfg, listen, a := daemonConfig(t, "")
@@ -47,6 +57,14 @@ func TestATwinAppliedAgainAfterItsKeyLeftTheWindowIsToldOnItsFeed(t *testing.T) 
 	sent := time.Now()
 	publishMeter(t, a)
 	waitUntil(t, "feed a's copy is decided", func() bool { return feedOf(t, listen, "a").Deliveries == 1 })
+	if restart {
+		stopRun(t, daemon, exited)
+		daemon, exited = startRun(t, bin, cfg, listen)
+		waitUntil(t, "both feeds are up again", func() bool {
+			code, body := get(t, "http://"+listen+"/readyz")
+			return code == http.StatusOK && !strings.Contains(body, "warning")
+		})
+	}
 	time.Sleep(ttl + 500*time.Millisecond) // the trailing path's copy comes after its key's ttl
 	publishMeter(t, b)
 	waitUntil(t, "feed b's copy is decided", func() bool { return feedOf(t, listen, "b").Deliveries == 1 })

@@ -126,6 +126,16 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, build Build)
 	if err != nil {
 		return err
 	}
+	if fs, ok := consumer.(*feedsSource); ok {
+		if err := fs.recall(ctx, a.Store, a.Engine.Member()); err != nil {
+			if stoppedStarting(ctx, err) {
+				log.Info("stopped while starting, before consuming anything")
+				return nil
+			}
+			log.Warn("feeds: cannot read which feed delivered the messages applied last: a twin of one of them applied again, its key gone, is not counted",
+				"err", err)
+		}
+	}
 	if w, ok := consumer.(interface{ Warning() string }); ok { // a feed down while another carries on
 		storeStatus = withWarning(storeStatus, w.Warning)
 	}
