@@ -269,8 +269,13 @@ func (l *Leaving) Context(ctx context.Context) (consumeCtx context.Context, stop
 }
 
 // leave asks the store, unsubscribes and waits for the session's quiet.
+// A consumer whose filters are all Unshared holds none of the group's
+// share: it has nothing to leave.
 func (l *Leaving) leave(ctx context.Context) {
 	if l.Group == "" || l.Ask == nil {
+		return
+	}
+	if len(l.Filters) > 0 && !slices.ContainsFunc(l.Filters, func(f Filter) bool { return !f.Unshared }) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
