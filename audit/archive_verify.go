@@ -129,8 +129,8 @@ func checkLevel(dir, member string) error {
 			return fmt.Errorf("%w: %s holds the chains of a shared store's members (%s), not the chain of a single-owner store",
 				ErrArchiveLevel, dir, e.Name())
 		case member != "" && ok && suffix == manifestSuffix:
-			return fmt.Errorf("%w: %s holds segments itself (%s), where a shared store's archive holds a directory member-<id> per member: give the directory that holds %s",
-				ErrArchiveLevel, dir, e.Name(), filepath.Base(ChainDir(dir, member)))
+			return fmt.Errorf("%w: %s holds segments itself (%s), where a shared store's archive holds a directory member-<id> per member: give the directory that holds those (audit.archive), not one of them",
+				ErrArchiveLevel, dir, e.Name())
 		}
 	}
 	return nil
