@@ -108,7 +108,7 @@ func TestARemovedSinkHoldsRetentionBackUntilAnOperatorForgetsIt(t *testing.T) {
 	mustSay(t, errs, "audit retention: 100 records archived") // held at gone's cursor, 100
 	mustSay(t, errs, "sink=gone")
 	mustSay(t, errs, "audit sink gone has yet to deliver 90 records beyond audit.retention.max_records (10), from its cursor at 100")
-	if _, errs, code := cli(t, "", "audit", "forget-sink", "jsonl", "--reason", "x", "-c", after); code == 0 || !strings.Contains(errs, `audit.sinks names "jsonl"`) {
+	if _, errs, code := cli(t, "", "audit", "forget-sink", "jsonl", "--reason", "x", "-c", after); code != 1 || !strings.Contains(errs, `audit.sinks names "jsonl"`) || strings.Contains(errs, "usage:") {
 		t.Fatalf("forget-sink of a configured sink: exit %d\n%s", code, errs)
 	}
 	out := mustRun(t, "", "audit", "forget-sink", "gone", "--reason", "the collector is decommissioned", "--operator", "alice", "-c", after)

@@ -28,7 +28,8 @@ func (t *Tool) ForgetSink(ctx context.Context, sink, reason, operator string) er
 	case reason == "":
 		return fmt.Errorf("%w: forget-sink needs --reason TEXT", ErrUsage)
 	case slices.ContainsFunc(t.Config.Audit.Sinks, func(s config.SinkConfig) bool { return s.Name == sink }):
-		return fmt.Errorf("%w: audit.sinks names %q: remove it from the configuration of every member first", ErrUsage, sink)
+		// The command line is right; the configuration still streams to it.
+		return fmt.Errorf("audit forget-sink: audit.sinks names %q: remove it from the configuration of every member first", sink)
 	}
 	if err := checkReason(reason); err != nil {
 		return err
