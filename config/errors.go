@@ -18,6 +18,12 @@ type ValidationError struct {
 	File string
 	// Problems are ordered by line, problems without a line first.
 	Problems []Problem
+	// Partial is the configuration as decoded, with defaults set, when
+	// the file was YAML that could be decoded whole: what checks of the
+	// machine (files, environment) may still be run on, to list their
+	// problems with these. Nil otherwise. It is not a valid
+	// configuration: nothing may run on it.
+	Partial *Config
 }
 
 // Problem is one thing wrong with a configuration.

@@ -83,10 +83,14 @@ func parse(data []byte, name string, getenv func(string) (string, bool), run boo
 		c.checkRun(ps)
 	}
 	ps.dropAfter(decoded)
+	c.origin = ps.origin
 	if err := ps.err(name); err != nil {
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			ve.Partial = c
+		}
 		return nil, err
 	}
-	c.origin = ps.origin
 	return c, nil
 }
 

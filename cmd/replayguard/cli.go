@@ -194,11 +194,38 @@ func (e *env) loadConfig(path string) error {
 	case forRun: // what run needs is listed with the file's problems, with their lines
 		e.cfgSrc = path
 		e.cfg, err = config.LoadRun(path)
+		if verb == "lint" {
+			withLocalProblems(err)
+		}
 	default:
 		e.cfgSrc = path
 		e.cfg, err = config.Load(path)
 	}
 	return err
+}
+
+// withLocalProblems adds to err, a configuration's problems, those of
+// the machine lint checks (files, environment variables, the store's
+// directory) on what the file set, so that lint lists every problem at
+// once: each on a line no problem of the file names. What lint checks
+// against the servers waits until the file has none: the addresses it
+// would reach may be the wrong ones.
+func withLocalProblems(err error) {
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) || ve.Partial == nil {
+		return
+	}
+	lines := map[int]bool{}
+	for _, p := range ve.Problems {
+		lines[p.Line] = true
+	}
+	for _, p := range app.CheckLocal(ve.Partial) {
+		if p.Line > 0 && lines[p.Line] || slices.Contains(ve.Problems, p) {
+			continue
+		}
+		ve.Problems = append(ve.Problems, p)
+	}
+	slices.SortStableFunc(ve.Problems, func(a, b config.Problem) int { return a.Line - b.Line })
 }
 
 func (e *env) flagBool(name string) bool {

@@ -346,3 +346,37 @@ mqtt: {brokers: [tcp://127.0.0.1:1883], client_id: rg-lint-1}
 		}
 	}
 }
+
+// lint lists the problems of the machine (an environment variable not
+// set, a file that cannot be read) with those of the file, at once: they
+// came only once the file's were fixed, one round more for each.
+func TestLintListsTheMachinesProblemsWithTheFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replayguard.yaml")
+	cfg := `routes:
+  - {name: meters, topic: plant/+/energy, source: ["topic[1]"], id: msgId}
+mqtt:
+  feeds:
+    - {name: a, brokers: [tcp://127.0.0.1:1], client_id: a, password_env: RG_LINT_PW, password_file: /etc/hostname}
+    - {name: b, brokers: [tcp://127.0.0.1:2], client_id: b, password_env: RG_LINT_UNSET}
+    - {name: c, brokers: [tcp://127.0.0.1:3], client_id: c, tls: {ca_file: /nonexistent/ca.pem}}
+window: {ttl: 0s}
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := cli(t, "", "lint", "-c", path)
+	want := []string{
+		":5: mqtt.feeds[0]: password_env and password_file are both set: keep one",
+		":6: mqtt.feeds[1] (b).password_env: environment variable RG_LINT_UNSET is not set",
+		":7: mqtt.feeds[2] (c).tls: tls.ca_file: open /nonexistent/ca.pem",
+		":8: window.ttl: ttl is 0",
+	}
+	for _, w := range want {
+		if !strings.Contains(errs, w) {
+			t.Errorf("lint does not list %q", w)
+		}
+	}
+	if code != 1 || strings.Count(errs, ":5: ") != 1 {
+		t.Fatalf("exit %d, want 1 with one problem a line:\n%s", code, errs)
+	}
+}
