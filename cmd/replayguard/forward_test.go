@@ -201,6 +201,7 @@ func TestRunStopsAcknowledgingWhileTheOutboxIsFullAndResumes(t *testing.T) {
 	// Full counts the batch decided and not yet committed: once it has
 	// committed, the outbox itself holds the bound.
 	time.Sleep(500 * time.Millisecond) // whatever the consumer still did
+
 	var fs web.ForwardStatus // what the dashboard's outbox panel shows
 	if code, body := get(t, "http://"+listen+"/api/v1/forward"); code != http.StatusOK || json.Unmarshal([]byte(body), &fs) != nil ||
 		!fs.Forwarding || !fs.Full || fs.FullSince.IsZero() || fs.MaxEntries != maxEntries || fs.Depth < maxEntries ||
