@@ -43,7 +43,7 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 			return e.record(m, dec, now, ref, by)
 		}
 	}
-	dec := e.decide(d, now, ref != 0, m.keyApplied, m.recovery)
+	dec := e.decide(d, now, ref != 0, m.keyApplied || m.logged != nil, m.recovery)
 	if dec.Outcome.Held() && ref == 0 { // a delivery, or one decided again from the journal
 		if id, ok := e.heldAgain(m, &dec); ok {
 			dup := heldDuplicate(dec, id)
@@ -79,6 +79,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		switch {
 		case dec.Outcome == Duplicate && m.keyApplied: // held as a conflict
 			dec.Reason += ": its key was applied with other content before it was held"
+		case dec.Outcome == Duplicate && m.logged != nil:
+			dec.Reason += fmt.Sprintf(": the audit log records its key applied with the same content at %s, "+
+				"after which the key left the key window", loggedAt(m.logged))
 		case dec.Outcome == Duplicate:
 			dec.Reason += ": its key was applied meanwhile"
 		case dec.Outcome.Held() && why != "": // its sql effect was refused again: held anew
@@ -360,6 +363,10 @@ func (e *Engine) appendAudit(r *AuditRecord) {
 // Release returns ErrStillMalformed. operator names who released it; the
 // audit record carries it (empty: nobody named).
 func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decision, error) {
+	logged, err := e.loggedApplied(ctx, id) // a read of the log, while the consumer goes on
+	if err != nil {
+		return Decision{}, err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	q, done, err := e.held(ctx, id)
@@ -371,6 +378,9 @@ func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decis
 		keyApplied: q.Outcome == Conflict.String()}
 	if m.prepared, m.prepErr = e.decodeFresh(&m); m.prepErr != nil { // decideOne reuses it
 		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, m.prepErr)
+	}
+	if d := m.prepared; logged != nil && d.key == logged.Key && d.digest == logged.Digest {
+		m.logged = logged
 	}
 	var dec Decision
 	release := func(now time.Time) {

@@ -80,6 +80,10 @@ type Message struct {
 	// keyApplied: an operator releases a conflict, whose key was applied
 	// with other content before it was held.
 	keyApplied bool
+	// logged: an operator releases a message whose key the audit log
+	// records applied with the same content (its key had left the key
+	// window): the record that applied it.
+	logged *AuditRecord
 	// committed is the decision an earlier attempt of this batch committed
 	// when the batch was split and its other part failed (a shared store:
 	// see sharedWindows.decideBatch); passed again, it is not decided again.
