@@ -82,6 +82,8 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 		case dec.Outcome == Duplicate && m.logged != nil:
 			dec.Reason += fmt.Sprintf(": the audit log records its key applied with the same content at %s, "+
 				"after which the key left the key window", loggedAt(m.logged))
+		case dec.Outcome == Duplicate && why == reasonSeqSeen: // placed where the window saw a message whose key is gone
+			dec.Reason += ": its window saw it, and its key has left the key window"
 		case dec.Outcome == Duplicate:
 			dec.Reason += ": its key was applied meanwhile"
 		case dec.Outcome.Held() && why != "": // its sql effect was refused again: held anew

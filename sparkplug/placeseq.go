@@ -152,10 +152,11 @@ func (sp *spMessage) untakenBelow(d *engine.Delivery, p *engine.Placement, w *en
 	return 0, false
 }
 
-// releaseLow is the lowest placement of w's session that its window
-// tells about: seen, or a gap in it.
+// releaseLow is the lowest placement of w's session that its window can
+// still tell about (seen, or a gap): above sequence_span below its highest
+// and above its Floor, at or above its First.
 func releaseLow(p *engine.Placement, w *engine.EpochWindow) int64 {
-	return max(0, w.High-int64(p.SequenceSpan()), w.First)
+	return max(0, w.High-int64(p.SequenceSpan())+1, w.Floor+1, w.First)
 }
 
 // releasedBehind places a message an operator released, sent before the
@@ -163,40 +164,46 @@ func releaseLow(p *engine.Placement, w *engine.EpochWindow) int64 {
 // to its seq holds (appliedAt found none): its seq tells its place only
 // up to a ring, and its timestamp only that it lies behind the highest.
 // A placement whose key the key window holds, with other content, is
-// another message's: the message was sent a ring or more before it (an
-// NDATA held before its birth and released once the edge had sent more
-// than a ring since). So its place is the nearest placement, from below
-// down, that no other message took; the window decides it there (seen:
-// a duplicate, that very message whose key is gone; else applied late).
-// Placed in a gap, it is held instead when a placement below it that the
-// window saw has lost its key: that may be this very message, applied
-// there (by another member, or from another copy), and applied again in
-// the gap it would be applied twice. Held too when every placement the
-// window tells about is another message's.
+// another message's, and so is the highest (stamped after it): the
+// message was sent a ring or more before it (an NDATA held before its
+// birth and released once the edge has sent more than a ring since). Its
+// place is one of the others, from below down within the window: when the
+// window saw all of them (their keys gone), it is that very message
+// again, decided a duplicate at the nearest; when it saw none, it is
+// applied late at the nearest. When it saw some and not others, which one
+// is its own cannot be told: it may have been applied at one the window
+// saw (by another member, or from another copy), or never, its place a
+// gap: it is held again, never applied twice nor lost. Held too when
+// every placement the window tells about is another message's.
 func (sp *spMessage) releasedBehind(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, below int64) (int64, string) {
 	taken := func(c int64) bool {
-		return p.HoldsKey(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c))
+		return c == w.High || p.HoldsKey(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c))
 	}
-	at := int64(-1)
-	for c := below; c >= releaseLow(p, w); c -= 256 {
+	low := releaseLow(p, w)
+	seen, gap := int64(-1), int64(-1) // the nearest free placement the window saw, and the nearest it did not
+	for c := below; c >= low; c -= 256 {
 		switch {
 		case taken(c):
-		case at < 0:
-			if seenIn(w, c) {
-				return c, ""
-			}
-			at = c
 		case seenIn(w, c):
-			return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), its nearest placement "+
-				"no other message took is %d, a gap, yet %d below it was seen and its key has left the key window: "+
-				"that may be this very message, applied there", sp.seqRaw, w.High, w.High%256, at, c)
+			if seen < 0 {
+				seen = c
+			}
+		case gap < 0:
+			gap = c
 		}
 	}
-	if at < 0 {
-		return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), each of its placements "+
-			"from %d down to %d holds another message", sp.seqRaw, w.High, w.High%256, below, below-(below-releaseLow(p, w))/256*256)
+	switch {
+	case seen >= 0 && gap >= 0:
+		return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), it may be the message "+
+			"applied at %d, whose key has left the key window, or one never received, at %d: which cannot be told",
+			sp.seqRaw, w.High, w.High%256, seen, gap)
+	case seen >= 0:
+		return seen, ""
+	case gap >= 0:
+		return gap, ""
 	}
-	return at, ""
+	return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), each of its placements "+
+		"from %d down to %d holds another message", sp.seqRaw, w.High, w.High%256, below, below-(below-low)/256*256)
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,

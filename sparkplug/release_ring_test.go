@@ -86,7 +86,7 @@ func TestDataHeldBeforeItsBirthIsNotAppliedAgainInAGapARingAbove(t *testing.T) {
 		t.Fatalf("held %v: want the copy held before the birth", ids)
 	}
 	r, err := h.e.Release(t.Context(), ids[0], "op")
-	if err != nil || r.Outcome != engine.Quarantined || !strings.Contains(r.Reason, "may be this very message") {
+	if err != nil || r.Outcome != engine.Quarantined || !strings.Contains(r.Reason, "which cannot be told") {
 		t.Fatalf("released: %s (%s) at seq %d, %v; want held again", r.Outcome, r.Reason, r.Sequence, err)
 	}
 	if got := h.field("meter/m1", "pulses"); got != "299" {
@@ -98,5 +98,75 @@ func TestDataHeldBeforeItsBirthIsNotAppliedAgainInAGapARingAbove(t *testing.T) {
 	}
 	if got := h.field("meter/m1", "pulses"); got != "300" {
 		t.Fatalf("pulses %s, want 300: one a message", got)
+	}
+}
+
+// TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell covers the
+// placements a release walks past or stops at:
+//   - the lowest the window tells about is above sequence_span below the
+//     highest: one at the span's edge, which the window would apply
+//     whether it saw it or not, is never taken for a seen one (the copy
+//     of seq 1 was applied twice there); with the placements above it
+//     another message's, the copy is held again;
+//   - the highest is another message's, stamped after the released one:
+//     with its key gone, the released copy was decided its duplicate and
+//     lost;
+//   - keys aged out between rings leave a seen placement above a gap:
+//     which is its own cannot be told, and it is held again (it was
+//     decided a duplicate at the seen one and lost).
+func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		span, keys int
+		last       int // the edge's data applied after the birth: seq 2 … last, and seq 1 too when applied
+		applied    bool
+		other      int // readings of another edge after it, which push its keys out of the key window
+		want       engine.Outcome
+		seq        int64 // where the release is decided, when not held
+		pulses     string
+	}{
+		{"at the span's edge", 512, 300, 513, true, 0, engine.Quarantined, -1, "513"},
+		{"behind the highest alone", 0, 8, 257, false, 20, engine.AppliedLate, 1, "257"},
+		{"a seen placement above a gap", 0, 100, 600, false, 0, engine.Quarantined, -1, "599"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := memory.New()
+			h := newHarnessWith(t, store, func(o *engine.Options) {
+				o.MaxEntries = tc.keys
+				if tc.span > 0 {
+					o.SequenceSpan = tc.span
+				}
+			})
+			c := newClock()
+			edge := sparkplug.NewEdge("plant", "m1", 0)
+			birth := edge.Birth(c.next(), meterMetrics)
+			sent := make([]sparkplug.Message, tc.last+1)
+			for s := 1; s <= tc.last; s++ {
+				sent[s] = edge.Data(c.next(), pulse())
+			}
+			h.expect(engine.Quarantined, sent[1])
+			h.expect(engine.Applied, birth)
+			from := 2
+			if tc.applied {
+				from = 1
+			}
+			h.expect(engine.Applied, sent[from:]...)
+			other := sparkplug.NewEdge("plant", "m2", 0)
+			h.expect(engine.Applied, other.Birth(c.next(), meterMetrics))
+			for range tc.other {
+				h.expect(engine.Applied, other.Data(c.next(), pulse()))
+			}
+			ids := heldIDs(t, store)
+			if len(ids) != 1 {
+				t.Fatalf("held %v: want the copy held before the birth", ids)
+			}
+			r, err := h.e.Release(t.Context(), ids[0], "op")
+			if err != nil || r.Outcome != tc.want || r.Outcome != engine.Quarantined && r.Sequence != tc.seq {
+				t.Fatalf("released: %s (%s) at seq %d, %v; want %s at seq %d", r.Outcome, r.Reason, r.Sequence, err, tc.want, tc.seq)
+			}
+			if got := h.field("meter/m1", "pulses"); got != tc.pulses {
+				t.Fatalf("pulses %s, want %s", got, tc.pulses)
+			}
+		})
 	}
 }
