@@ -111,13 +111,19 @@ func withSourceStatus(status func() web.StoreStatus, src source) func() web.Stor
 	}
 }
 
+// brokerConnected is a feed's consumer that tells its broker connection
+// apart from its readiness; every feed's consumer is one.
+type brokerConnected interface{ Connected() bool }
+
+var _ brokerConnected = (*mqttSource)(nil)
+
 // Status reports each feed for the API and the dashboard.
 func (s *feedsSource) Status() []web.FeedStatus {
 	out := make([]web.FeedStatus, len(s.feeds))
 	for i, f := range s.feeds {
 		deliveries, first, dups := f.proc.Counts()
 		connected := f.src.Ready()
-		if c, ok := f.src.(interface{ Connected() bool }); ok {
+		if c, ok := f.src.(brokerConnected); ok {
 			// Its broker connection, as replayguard_feed_connected: a
 			// store that refuses commits holds every feed back, and is
 			// no broker's fault.

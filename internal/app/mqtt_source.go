@@ -87,6 +87,10 @@ func (s *mqttSource) connected() bool {
 	return s.v5.Connected()
 }
 
+// Connected reports whether the source holds a connection to a broker,
+// whatever its commits: what a feed's status shows.
+func (s *mqttSource) Connected() bool { return s.cur.Load() != nil && s.connected() }
+
 // brokers lists the source's broker URLs, their passwords redacted.
 func (s *mqttSource) brokers() string {
 	out := make([]string, len(s.cfg.Brokers))
