@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,10 +78,12 @@ func New(cfg Config, p Processor) (*Consumer, error) {
 	c.prep, _ = p.(preparer)
 	c.hold = consume.Hold{Why: cfg.Hold, Log: cfg.Logger}
 	c.share = &consume.Leaving{Group: cfg.ShareGroup, Ask: cfg.LeaveShare, Timeout: cfg.ShutdownTimeout, Log: cfg.Logger, Filters: cfg.Filters,
-		Unsubscribe: c.unsubscribeShared, Join: cfg.JoinShare, Quit: cfg.QuitShare}
+		Unsubscribe: c.unsubscribeShared}
 	if cfg.Adopt {
 		c.share.Adopting(cfg.Adopted)
 		c.adopt.Fatal, c.adopt.Err = c.fatal, ErrAdoption
+	} else if slices.ContainsFunc(cfg.Filters, func(f Filter) bool { return !f.Unshared }) {
+		c.share.Join, c.share.Quit = cfg.JoinShare, cfg.QuitShare // the group's subscriptions are among those subscribed
 	}
 	for _, b := range cfg.Brokers {
 		u, _ := parseBroker(b) // checked by Validate
