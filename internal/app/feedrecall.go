@@ -11,7 +11,8 @@ import (
 var errRecalled = errors.New("recalled")
 
 // recall tells the twin timing which feed delivered each of the messages
-// the last recentArrivals audit records of this process's log applied (on
+// the last recentArrivals audit records of this process's log applied
+// (fewer messages than that: duplicates and held ones take records too; on
 // a shared store, the member's chain): after a restart, a twin that comes
 // on the other path and is applied again, its key gone from the key
 // window, is counted, timed and logged as one, as it was before the
@@ -63,7 +64,9 @@ func (s *feedsSource) recall(ctx context.Context, st engine.Store, member string
 		if f == nil || r.Key.IsZero() || !o.Effective() {
 			return nil
 		}
-		if _, known := s.one.firsts.at[r.Key]; !known { // a twin applied again keeps its first copy's arrival
+		// As the live timing does: a twin applied again keeps its first
+		// copy's arrival; the same feed's applying again renews it.
+		if first, known := s.one.firsts.at[r.Key]; !known || first.feed == f {
 			s.one.firsts.add(r.Key, arrival{feed: f, at: r.Time})
 		}
 		return nil
