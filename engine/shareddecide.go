@@ -58,8 +58,9 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 	// held row.
 	r.SkipHeld = round < skipRounds && e.unread == nil && len(msgs) > 1 && msgs[0].recovery == 0
 	var first, later []int // with rows held: the deliveries decided now, and after
+	var at time.Time       // when they were decided: the parts after are decided no earlier
 	err := w.updateWith(ctx, r, func(rows *Rows) {
-		at := notBefore(e.opts.Now(), now)
+		at = notBefore(e.opts.Now(), now)
 		first, later = splitHeld(msgs, rows.Held)
 		if later == nil {
 			e.pending.expect(len(msgs))
@@ -114,7 +115,7 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 		next = skipRounds
 	}
 	rest := pick(msgs, later)
-	decided, err := w.decideParts(ctx, rest, notBefore(e.opts.Now(), now), next)
+	decided, err := w.decideParts(ctx, rest, notBefore(e.opts.Now(), at), next)
 	for j, i := range later { // what a later part committed stays marked
 		msgs[i] = rest[j]
 	}
