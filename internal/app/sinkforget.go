@@ -29,7 +29,7 @@ func (t *Tool) ForgetSink(ctx context.Context, sink, reason, operator string) er
 		return fmt.Errorf("%w: forget-sink needs --reason TEXT", ErrUsage)
 	case slices.ContainsFunc(t.Config.Audit.Sinks, func(s config.SinkConfig) bool { return s.Name == sink }):
 		// The command line is right; the configuration still streams to it.
-		return fmt.Errorf("audit forget-sink: audit.sinks names %q: remove it from the configuration of every member first", sink)
+		return fmt.Errorf("audit.sinks names %q: remove it from the configuration of every member first", sink)
 	}
 	if err := checkReason(reason); err != nil {
 		return err
