@@ -85,8 +85,10 @@ func parse(data []byte, name string, getenv func(string) (string, bool), run boo
 	ps.dropAfter(decoded)
 	c.origin = ps.origin
 	if err := ps.err(name); err != nil {
+		// Only when every value was decoded: one that was not is left
+		// empty, which checks of the machine would report again.
 		var ve *ValidationError
-		if errors.As(err, &ve) {
+		if errors.As(err, &ve) && decoded == 0 {
 			ve.Partial = c
 		}
 		return nil, err
