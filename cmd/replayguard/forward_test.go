@@ -200,14 +200,19 @@ func TestRunStopsAcknowledgingWhileTheOutboxIsFullAndResumes(t *testing.T) {
 	})
 	// Full counts the batch decided and not yet committed: once it has
 	// committed, the outbox itself holds the bound.
-	time.Sleep(500 * time.Millisecond) // whatever the consumer still did
-
 	var fs web.ForwardStatus // what the dashboard's outbox panel shows
-	if code, body := get(t, "http://"+listen+"/api/v1/forward"); code != http.StatusOK || json.Unmarshal([]byte(body), &fs) != nil ||
-		!fs.Forwarding || !fs.Full || fs.FullSince.IsZero() || fs.MaxEntries != maxEntries || fs.Depth < maxEntries ||
+	var code int
+	var body string
+	waitUntil(t, "the batch decided at the bound is committed", func() bool {
+		code, body = get(t, "http://"+listen+"/api/v1/forward")
+		fs = web.ForwardStatus{}
+		return code == http.StatusOK && json.Unmarshal([]byte(body), &fs) == nil && fs.Depth >= maxEntries
+	})
+	if !fs.Forwarding || !fs.Full || fs.FullSince.IsZero() || fs.MaxEntries != maxEntries ||
 		len(fs.Outputs) != 1 || fs.Outputs[0].Output != "webhook" || !fs.Outputs[0].Failing || fs.Outputs[0].LastError == "" {
 		t.Fatalf("/api/v1/forward while full: %d %s", code, body)
 	}
+	time.Sleep(500 * time.Millisecond) // whatever the consumer still did
 	decided, acked := metricSum(t, listen, "replayguard_decisions_total"), metricSum(t, listen, "replayguard_acked_total")
 	if decided < maxEntries || decided > maxEntries+batch || acked > decided || metricSum(t, listen, "replayguard_outbox_entries") < maxEntries {
 		t.Fatalf("while full: %v decided, %v acknowledged, outbox %v; want between %d and %d", decided, acked,
