@@ -18,14 +18,18 @@ type gatedCommits struct {
 	fail    atomic.Bool
 	gate    chan struct{}
 	entered chan struct{}
-	looked  chan struct{}
-	once    [2]sync.Once
+	// looked is closed at a release's read of its entry under the
+	// engine's lock: the second, after the one that reads the audit log
+	// for an earlier application before it takes the lock.
+	looked chan struct{}
+	reads  atomic.Int32
+	once   sync.Once
 }
 
 func (s *gatedCommits) Commit(ctx context.Context, b *engine.Batch) error {
 	if s.gate != nil {
 		if s.entered != nil {
-			s.once[0].Do(func() { close(s.entered) })
+			s.once.Do(func() { close(s.entered) })
 		}
 		<-s.gate
 	}
@@ -36,8 +40,8 @@ func (s *gatedCommits) Commit(ctx context.Context, b *engine.Batch) error {
 }
 
 func (s *gatedCommits) Quarantined(ctx context.Context, id uint64) (engine.QuarantineEntry, error) {
-	if s.looked != nil {
-		s.once[1].Do(func() { close(s.looked) })
+	if s.looked != nil && s.reads.Add(1) == 2 {
+		close(s.looked)
 	}
 	return s.Store.Quarantined(ctx, id)
 }
