@@ -63,7 +63,7 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 			return ""
 		}
 	}
-	if p.Released() && !p.Recovered() && older && below >= releaseLow(p, w) {
+	if p.Released() && !p.Recovered() && older && below >= max(0, w.First) {
 		// An operator judged it genuine, sent before the highest by its
 		// timestamp: its place is the nearest behind the highest that
 		// no other message took.
@@ -192,6 +192,9 @@ func (sp *spMessage) releasedBehind(d *engine.Delivery, p *engine.Placement, w *
 			gap = c
 		}
 	}
+	if seen < 0 && gap < 0 {
+		return sp.releasedBelowWindow(d, p, w, below, low)
+	}
 	switch {
 	case seen >= 0 && gap >= 0:
 		return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), it may be the message "+
@@ -202,8 +205,46 @@ func (sp *spMessage) releasedBehind(d *engine.Delivery, p *engine.Placement, w *
 	case gap >= 0:
 		return gap, ""
 	}
+	return gap, ""
+}
+
+// belowWindowRings bounds how many placements below its window a release
+// is looked for at.
+const belowWindowRings = 64
+
+// releasedBelowWindow places a released message none of whose placements
+// within its session's window is free (low is the window's lowest): it
+// was sent before them, below the window, where the window tells nothing.
+// At the nearest placement there whose key the key window does not hold
+// with other content, a key held with its own content makes it that
+// message again (a duplicate); a key not held tells nothing either (it
+// may have been applied there, and its key left the key window since):
+// it is held again, never applied twice nor decided a duplicate and
+// lost. Every placement is looked up before one is chosen: on a shared
+// store each one read once, in one read of the rows.
+func (sp *spMessage) releasedBelowWindow(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, below, low int64) (int64, string) {
+	first := below - ((below-low)/256+1)*256 // the nearest below the window
+	if below < low {
+		first = below
+	}
+	at, own := int64(-1), false
+	for c, n := first, 0; c >= max(0, w.First) && n < belowWindowRings; c, n = c-256, n+1 {
+		key := engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c)
+		mine, held := p.Holds(key, sp.digest), p.HoldsKey(key)
+		if at < 0 && (mine || !held) {
+			at, own = c, mine
+		}
+	}
+	switch {
+	case own:
+		return at, ""
+	case at >= 0:
+		return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), below its window "+
+			"(sequence_span %d), at %d, where neither the window nor the key window tells whether it was applied",
+			sp.seqRaw, w.High, w.High%256, p.SequenceSpan(), at)
+	}
 	return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), each of its placements "+
-		"from %d down to %d holds another message", sp.seqRaw, w.High, w.High%256, below, below-(below-low)/256*256)
+		"from %d down holds another message", sp.seqRaw, w.High, w.High%256, below)
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,

@@ -113,7 +113,12 @@ func TestDataHeldBeforeItsBirthIsNotAppliedAgainInAGapARingAbove(t *testing.T) {
 //     lost;
 //   - keys aged out between rings leave a seen placement above a gap:
 //     which is its own cannot be told, and it is held again (it was
-//     decided a duplicate at the seen one and lost).
+//     decided a duplicate at the seen one and lost);
+//   - below the window (sequence_span 64), a placement whose key the key
+//     window holds with the released content is that message again, a
+//     duplicate (it was applied twice at a placement the window had
+//     passed); one whose key is not held tells nothing, and it is held
+//     again (it was decided a duplicate at a gap's placement and lost).
 func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -121,18 +126,23 @@ func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
 		last       int // the edge's data applied after the birth: seq 2 … last, and seq 1 too when applied
 		applied    bool
 		other      int // readings of another edge after it, which push its keys out of the key window
+		skip       int // a seq of the edge never received; 0: none
 		want       engine.Outcome
 		seq        int64 // where the release is decided, when not held
 		pulses     string
 	}{
-		{"at the span's edge", 512, 300, 513, true, 0, engine.Quarantined, -1, "513"},
-		{"behind the highest alone", 0, 8, 257, false, 20, engine.AppliedLate, 1, "257"},
-		{"a seen placement above a gap", 0, 100, 600, false, 0, engine.Quarantined, -1, "599"},
+		{"at the span's edge", 512, 300, 513, true, 0, 0, engine.Quarantined, -1, "513"},
+		{"behind the highest alone", 0, 8, 257, false, 20, 0, engine.AppliedLate, 1, "257"},
+		{"a seen placement above a gap", 0, 100, 600, false, 0, 0, engine.Quarantined, -1, "599"},
+		{"below the window, applied there with its key held", 64, 0, 400, true, 0, 0, engine.Duplicate, 1, "400"},
+		{"below the window, a gap above its own place", 64, 0, 5000, false, 0, 4865, engine.Quarantined, -1, "4998"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := memory.New()
 			h := newHarnessWith(t, store, func(o *engine.Options) {
-				o.MaxEntries = tc.keys
+				if tc.keys > 0 {
+					o.MaxEntries = tc.keys
+				}
 				if tc.span > 0 {
 					o.SequenceSpan = tc.span
 				}
@@ -150,7 +160,11 @@ func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
 			if tc.applied {
 				from = 1
 			}
-			h.expect(engine.Applied, sent[from:]...)
+			for s := from; s <= tc.last; s++ {
+				if s != tc.skip {
+					h.expect(engine.Applied, sent[s])
+				}
+			}
 			other := sparkplug.NewEdge("plant", "m2", 0)
 			h.expect(engine.Applied, other.Birth(c.next(), meterMetrics))
 			for range tc.other {
