@@ -52,6 +52,17 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 			return ""
 		}
 	}
+	if p.Released() && !p.Recovered() && older && below >= max(0, w.First) {
+		// An operator judged it genuine, sent before the highest by its
+		// timestamp: its place is one behind the highest that no other
+		// message took, if the windows can tell which.
+		c, why := sp.releasedBehind(d, p, w, below)
+		if why != "" {
+			return why
+		}
+		sp.seq = c
+		return ""
+	}
 	if older && (!ok || s > h) {
 		// Behind the highest by its timestamp, more than half the ring:
 		// when one placement congruent to its seq is left in the window
@@ -62,17 +73,6 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 			sp.seq = below
 			return ""
 		}
-	}
-	if p.Released() && !p.Recovered() && older && below >= max(0, w.First) {
-		// An operator judged it genuine, sent before the highest by its
-		// timestamp: its place is the nearest behind the highest that
-		// no other message took.
-		c, why := sp.releasedBehind(d, p, w, below)
-		if why != "" {
-			return why
-		}
-		sp.seq = c
-		return ""
 	}
 	if p.Released() && (!ok || s > h && older) {
 		// An operator judged it genuine: its timestamp says on which side
@@ -153,37 +153,65 @@ func (sp *spMessage) untakenBelow(d *engine.Delivery, p *engine.Placement, w *en
 }
 
 // releaseLow is the lowest placement of w's session that its window can
-// still tell about (seen, or a gap): above sequence_span below its highest
-// and above its Floor, at or above its First.
+// still tell about (seen, or a gap): within the window's own span (its
+// bitmap's, which a changed sequence_span does not widen) below its
+// highest, above its Floor, at or above its First.
 func releaseLow(p *engine.Placement, w *engine.EpochWindow) int64 {
-	return max(0, w.High-int64(p.SequenceSpan())+1, w.Floor+1, w.First)
+	span := int64(p.SequenceSpan())
+	if n := 64 * int64(len(w.Bitmap)); n > 0 {
+		span = n
+	}
+	return max(0, w.High-span+1, w.Floor+1, w.First)
 }
 
+// belowWindowRings bounds how many placements below its window a release
+// is looked for at.
+const belowWindowRings = 64
+
 // releasedBehind places a message an operator released, sent before the
-// session's highest by its timestamp, whose content no placement congruent
-// to its seq holds (appliedAt found none): its seq tells its place only
-// up to a ring, and its timestamp only that it lies behind the highest.
-// A placement whose key the key window holds, with other content, is
-// another message's, and so is the highest (stamped after it): the
-// message was sent a ring or more before it (an NDATA held before its
-// birth and released once the edge has sent more than a ring since). Its
-// place is one of the others, from below down within the window: when the
-// window saw all of them (their keys gone), it is that very message
-// again, decided a duplicate at the nearest; when it saw none, it is
-// applied late at the nearest. When it saw some and not others, which one
-// is its own cannot be told: it may have been applied at one the window
-// saw (by another member, or from another copy), or never, its place a
-// gap: it is held again, never applied twice nor lost. Held too when
-// every placement the window tells about is another message's.
+// session's highest by its timestamp: its seq tells its place only up to
+// a ring, and its timestamp only that it lies behind the highest. It
+// looks at every placement congruent to its seq from the nearest behind
+// the highest down to the session's first (up to belowWindowRings below
+// the window), each looked up before one is chosen (on a shared store,
+// each key read once, in one read of the rows):
+//   - one whose key the key window holds with its content is that very
+//     message: a duplicate there;
+//   - one whose key it holds with other content is another message's, and
+//     so is the highest (stamped after it): not its place;
+//
+// Its place is one of the others. When the window saw all of them (their
+// keys gone), it is that very message again, decided a duplicate at the
+// nearest; when it saw none, it is applied late at the nearest. When it
+// saw some and not others, or one lies below the window, which tells
+// nothing of it, whether it was applied cannot be told: it is held again,
+// never applied twice nor decided a duplicate and lost. Held too when
+// every placement is another message's.
 func (sp *spMessage) releasedBehind(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, below int64) (int64, string) {
-	taken := func(c int64) bool {
-		return c == w.High || p.HoldsKey(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c))
-	}
-	low := releaseLow(p, w)
-	seen, gap := int64(-1), int64(-1) // the nearest free placement the window saw, and the nearest it did not
-	for c := below; c >= low; c -= 256 {
+	low, bottom := releaseLow(p, w), max(0, w.First)
+	own, seen, gap, unknown := int64(-1), int64(-1), int64(-1), int64(-1)
+	rings := 0
+	for c := below; c >= bottom; c -= 256 {
+		if c < low {
+			if rings++; rings > belowWindowRings {
+				if unknown < 0 {
+					unknown = c // not looked at: nothing tells of it
+				}
+				break
+			}
+		}
+		key := engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c)
+		mine, held := p.Holds(key, sp.digest), p.HoldsKey(key)
 		switch {
-		case taken(c):
+		case mine:
+			if own < 0 {
+				own = c
+			}
+		case held || c == w.High: // another message's
+		case c < low:
+			if unknown < 0 {
+				unknown = c
+			}
 		case seenIn(w, c):
 			if seen < 0 {
 				seen = c
@@ -192,59 +220,25 @@ func (sp *spMessage) releasedBehind(d *engine.Delivery, p *engine.Placement, w *
 			gap = c
 		}
 	}
-	if seen < 0 && gap < 0 {
-		return sp.releasedBelowWindow(d, p, w, below, low)
+	why := func(format string, args ...any) string {
+		return fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), ", sp.seqRaw, w.High, w.High%256) +
+			fmt.Sprintf(format, args...)
 	}
 	switch {
+	case own >= 0:
+		return own, ""
+	case unknown >= 0:
+		return 0, why("it may lie below the window (sequence_span), at %d, where neither the window nor the key window "+
+			"tells whether it was applied", unknown)
 	case seen >= 0 && gap >= 0:
-		return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), it may be the message "+
-			"applied at %d, whose key has left the key window, or one never received, at %d: which cannot be told",
-			sp.seqRaw, w.High, w.High%256, seen, gap)
+		return 0, why("it may be the message applied at %d, whose key has left the key window, or one never received, at %d: "+
+			"which cannot be told", seen, gap)
 	case seen >= 0:
 		return seen, ""
 	case gap >= 0:
 		return gap, ""
 	}
-	return gap, ""
-}
-
-// belowWindowRings bounds how many placements below its window a release
-// is looked for at.
-const belowWindowRings = 64
-
-// releasedBelowWindow places a released message none of whose placements
-// within its session's window is free (low is the window's lowest): it
-// was sent before them, below the window, where the window tells nothing.
-// At the nearest placement there whose key the key window does not hold
-// with other content, a key held with its own content makes it that
-// message again (a duplicate); a key not held tells nothing either (it
-// may have been applied there, and its key left the key window since):
-// it is held again, never applied twice nor decided a duplicate and
-// lost. Every placement is looked up before one is chosen: on a shared
-// store each one read once, in one read of the rows.
-func (sp *spMessage) releasedBelowWindow(d *engine.Delivery, p *engine.Placement, w *engine.EpochWindow, below, low int64) (int64, string) {
-	first := below - ((below-low)/256+1)*256 // the nearest below the window
-	if below < low {
-		first = below
-	}
-	at, own := int64(-1), false
-	for c, n := first, 0; c >= max(0, w.First) && n < belowWindowRings; c, n = c-256, n+1 {
-		key := engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, c)
-		mine, held := p.Holds(key, sp.digest), p.HoldsKey(key)
-		if at < 0 && (mine || !held) {
-			at, own = c, mine
-		}
-	}
-	switch {
-	case own:
-		return at, ""
-	case at >= 0:
-		return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), below its window "+
-			"(sequence_span %d), at %d, where neither the window nor the key window tells whether it was applied",
-			sp.seqRaw, w.High, w.High%256, p.SequenceSpan(), at)
-	}
-	return 0, fmt.Sprintf("seq %d cannot be placed: sent before the session's highest, %d (seq %d), each of its placements "+
-		"from %d down holds another message", sp.seqRaw, w.High, w.High%256, below)
+	return 0, why("each of its placements from %d down holds another message", below)
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,

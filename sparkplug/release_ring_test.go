@@ -1,6 +1,7 @@
 package sparkplug_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,26 +117,35 @@ func TestDataHeldBeforeItsBirthIsNotAppliedAgainInAGapARingAbove(t *testing.T) {
 //     decided a duplicate at the seen one and lost);
 //   - below the window (sequence_span 64), a placement whose key the key
 //     window holds with the released content is that message again, a
-//     duplicate (it was applied twice at a placement the window had
-//     passed); one whose key is not held tells nothing, and it is held
-//     again (it was decided a duplicate at a gap's placement and lost).
+//     duplicate, whatever lies above it (it was applied twice at a
+//     placement the window had passed); one whose key is not held tells
+//     nothing, and it is held again (it was decided a duplicate at a gap's
+//     placement and lost);
+//   - a placement below the window that nothing tells of leaves it open
+//     even when every one in the window was seen (it was decided a
+//     duplicate, its own place never applied: lost) or none was (applied
+//     in a gap, its own place applied before: twice).
 func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		span, keys int
 		last       int // the edge's data applied after the birth: seq 2 … last, and seq 1 too when applied
 		applied    bool
-		other      int // readings of another edge after it, which push its keys out of the key window
-		skip       int // a seq of the edge never received; 0: none
+		other      int   // readings of another edge after it, which push its keys out of the key window
+		skip       []int // seqs of the edge never received
 		want       engine.Outcome
 		seq        int64 // where the release is decided, when not held
 		pulses     string
 	}{
-		{"at the span's edge", 512, 300, 513, true, 0, 0, engine.Quarantined, -1, "513"},
-		{"behind the highest alone", 0, 8, 257, false, 20, 0, engine.AppliedLate, 1, "257"},
-		{"a seen placement above a gap", 0, 100, 600, false, 0, 0, engine.Quarantined, -1, "599"},
-		{"below the window, applied there with its key held", 64, 0, 400, true, 0, 0, engine.Duplicate, 1, "400"},
-		{"below the window, a gap above its own place", 64, 0, 5000, false, 0, 4865, engine.Quarantined, -1, "4998"},
+		{"at the span's edge", 512, 300, 513, true, 0, nil, engine.Quarantined, -1, "513"},
+		{"behind the highest alone", 0, 8, 257, false, 20, nil, engine.AppliedLate, 1, "257"},
+		{"a seen placement above a gap", 0, 100, 600, false, 0, nil, engine.Quarantined, -1, "599"},
+		{"below the window, applied there with its key held", 64, 0, 400, true, 0, nil, engine.Duplicate, 1, "400"},
+		{"below the window, a gap above its own place", 64, 0, 5000, false, 0, []int{4865}, engine.Quarantined, -1, "4998"},
+		{"below the window, its content below a gap", 64, 0, 400, true, 0, []int{257}, engine.Duplicate, 1, "399"},
+		{"every placement in the window seen, its own below it", 512, 8, 600, false, 0, nil, engine.Quarantined, -1, "599"},
+		{"every placement in the default window seen, its own below it", 0, 8, 4200, false, 0, nil, engine.Quarantined, -1, "4199"},
+		{"every placement in the window a gap, applied below it", 512, 8, 600, true, 0, []int{257, 513}, engine.Quarantined, -1, "598"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := memory.New()
@@ -161,7 +171,7 @@ func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
 				from = 1
 			}
 			for s := from; s <= tc.last; s++ {
-				if s != tc.skip {
+				if !slices.Contains(tc.skip, s) {
 					h.expect(engine.Applied, sent[s])
 				}
 			}
@@ -182,5 +192,43 @@ func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
 				t.Fatalf("pulses %s, want %s", got, tc.pulses)
 			}
 		})
+	}
+}
+
+// TestAReleaseAfterTheSpanWasRaisedIsPlacedWithinTheWindowsOwnSpan: the
+// edge's window holds a bitmap of the span it was opened with (256); run
+// again with sequence_span 512, it still tells only of that span. A
+// placement below it, seen and its key gone, is not taken for one the
+// window saw: the window would apply the release there, its rule waived,
+// a copy of seq 1 applied a second time.
+func TestAReleaseAfterTheSpanWasRaisedIsPlacedWithinTheWindowsOwnSpan(t *testing.T) {
+	store := memory.New()
+	h := newHarnessWith(t, store, func(o *engine.Options) { o.SequenceSpan = 256; o.MaxEntries = 100 })
+	c := newClock()
+	edge := sparkplug.NewEdge("plant", "m1", 0)
+	birth := edge.Birth(c.next(), meterMetrics)
+	sent := make([]sparkplug.Message, 301)
+	for s := 1; s <= 300; s++ {
+		sent[s] = edge.Data(c.next(), pulse())
+	}
+	h.expect(engine.Quarantined, sent[1])
+	h.expect(engine.Applied, birth)
+	for s := 1; s <= 300; s++ {
+		if s != 290 { // a gap: the window keeps its bitmap
+			h.expect(engine.Applied, sent[s])
+		}
+	}
+	h.e.Close()
+	wider := newHarnessWith(t, store, func(o *engine.Options) { o.SequenceSpan = 512; o.MaxEntries = 100 })
+	ids := heldIDs(t, store)
+	if len(ids) != 1 {
+		t.Fatalf("held %v", ids)
+	}
+	r, err := wider.e.Release(t.Context(), ids[0], "op")
+	if err != nil || r.Outcome.Effective() {
+		t.Fatalf("released: %s (%s) at seq %d, %v; a copy of seq 1 applied a second time", r.Outcome, r.Reason, r.Sequence, err)
+	}
+	if got := wider.field("meter/m1", "pulses"); got != "299" {
+		t.Fatalf("pulses %s, want 299", got)
 	}
 }
