@@ -23,6 +23,24 @@ func heldIDs(t *testing.T, store engine.Store) []uint64 {
 	return ids
 }
 
+// heldBeforeItsBirth has edge m1 send its NBIRTH and n NDATA after it,
+// sent[s] the one at seq s; the first arrives before the birth and is
+// held, then the birth is applied. It returns the clock they were stamped
+// by, for what is sent after them.
+func heldBeforeItsBirth(h *harness, n int) (*clock, []sparkplug.Message) {
+	h.t.Helper()
+	c := newClock()
+	edge := sparkplug.NewEdge("plant", "m1", 0)
+	birth := edge.Birth(c.next(), meterMetrics)
+	sent := make([]sparkplug.Message, n+1)
+	for s := 1; s <= n; s++ {
+		sent[s] = edge.Data(c.next(), pulse())
+	}
+	h.expect(engine.Quarantined, sent[1])
+	h.expect(engine.Applied, birth)
+	return c, sent
+}
+
 // TestDataHeldBeforeItsBirthAndReleasedARingLaterIsAppliedInItsOwnPlace:
 // an edge's first NDATA (seq 1) arrives before its NBIRTH and is held;
 // the edge then sends 299 more. Released, its nearest placement behind
@@ -33,15 +51,7 @@ func heldIDs(t *testing.T, store engine.Store) []uint64 {
 func TestDataHeldBeforeItsBirthAndReleasedARingLaterIsAppliedInItsOwnPlace(t *testing.T) {
 	store := memory.New()
 	h := newHarnessWith(t, store, nil)
-	c := newClock()
-	edge := sparkplug.NewEdge("plant", "m1", 0)
-	birth := edge.Birth(c.next(), meterMetrics)
-	sent := make([]sparkplug.Message, 301) // sent[s]: the NDATA at seq s, 1 … 300
-	for s := 1; s <= 300; s++ {
-		sent[s] = edge.Data(c.next(), pulse())
-	}
-	h.expect(engine.Quarantined, sent[1])
-	h.expect(engine.Applied, birth)
+	_, sent := heldBeforeItsBirth(h, 300)
 	h.expect(engine.Applied, sent[2:]...)
 	ids := heldIDs(t, store)
 	if len(ids) != 1 {
@@ -68,15 +78,7 @@ func TestDataHeldBeforeItsBirthAndReleasedARingLaterIsAppliedInItsOwnPlace(t *te
 func TestDataHeldBeforeItsBirthIsNotAppliedAgainInAGapARingAbove(t *testing.T) {
 	store := memory.New()
 	h := newHarnessWith(t, store, func(o *engine.Options) { o.MaxEntries = 8 })
-	c := newClock()
-	edge := sparkplug.NewEdge("plant", "m1", 0)
-	birth := edge.Birth(c.next(), meterMetrics)
-	sent := make([]sparkplug.Message, 301)
-	for s := 1; s <= 300; s++ {
-		sent[s] = edge.Data(c.next(), pulse())
-	}
-	h.expect(engine.Quarantined, sent[1])
-	h.expect(engine.Applied, birth)
+	_, sent := heldBeforeItsBirth(h, 300)
 	for s := 1; s <= 300; s++ {
 		if s != 257 {
 			h.expect(engine.Applied, sent[s])
@@ -157,15 +159,7 @@ func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
 					o.SequenceSpan = tc.span
 				}
 			})
-			c := newClock()
-			edge := sparkplug.NewEdge("plant", "m1", 0)
-			birth := edge.Birth(c.next(), meterMetrics)
-			sent := make([]sparkplug.Message, tc.last+1)
-			for s := 1; s <= tc.last; s++ {
-				sent[s] = edge.Data(c.next(), pulse())
-			}
-			h.expect(engine.Quarantined, sent[1])
-			h.expect(engine.Applied, birth)
+			c, sent := heldBeforeItsBirth(h, tc.last)
 			from := 2
 			if tc.applied {
 				from = 1
@@ -204,15 +198,7 @@ func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
 func TestAReleaseAfterTheSpanWasRaisedIsPlacedWithinTheWindowsOwnSpan(t *testing.T) {
 	store := memory.New()
 	h := newHarnessWith(t, store, func(o *engine.Options) { o.SequenceSpan = 256; o.MaxEntries = 100 })
-	c := newClock()
-	edge := sparkplug.NewEdge("plant", "m1", 0)
-	birth := edge.Birth(c.next(), meterMetrics)
-	sent := make([]sparkplug.Message, 301)
-	for s := 1; s <= 300; s++ {
-		sent[s] = edge.Data(c.next(), pulse())
-	}
-	h.expect(engine.Quarantined, sent[1])
-	h.expect(engine.Applied, birth)
+	_, sent := heldBeforeItsBirth(h, 300)
 	for s := 1; s <= 300; s++ {
 		if s != 290 { // a gap: the window keeps its bitmap
 			h.expect(engine.Applied, sent[s])
