@@ -194,6 +194,10 @@ func (w *EpochWindow) span(configured int) int {
 	return configured
 }
 
+// Span is the span the window is checked at: its bitmap's, or configured
+// (window.sequence_span) for a run, which holds none.
+func (w *EpochWindow) Span(configured int) int { return w.span(configured) }
+
 // A current window without a bitmap is a run: inside the window, above
 // Floor, it has seen every sequence from First to High and none below
 // First. A source that sends in order keeps its window so, in a few

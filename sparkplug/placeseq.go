@@ -157,11 +157,7 @@ func (sp *spMessage) untakenBelow(d *engine.Delivery, p *engine.Placement, w *en
 // bitmap's, which a changed sequence_span does not widen) below its
 // highest, above its Floor, at or above its First.
 func releaseLow(p *engine.Placement, w *engine.EpochWindow) int64 {
-	span := int64(p.SequenceSpan())
-	if n := 64 * int64(len(w.Bitmap)); n > 0 {
-		span = n
-	}
-	return max(0, w.High-span+1, w.Floor+1, w.First)
+	return max(0, w.High-int64(w.Span(p.SequenceSpan()))+1, w.Floor+1, w.First)
 }
 
 // belowWindowRings bounds how many placements below its window a release
