@@ -40,10 +40,17 @@ const (
 	feedRetryMax = time.Minute
 )
 
+// feedConsumer is a feed's consumer: a source that tells its broker
+// connection apart from its readiness, for the feed's status.
+type feedConsumer interface {
+	source
+	Connected() bool
+}
+
 // feedSource is one path: its consumer, its name and what it delivered.
 type feedSource struct {
 	name   string
-	src    source
+	src    feedConsumer
 	proc   *FeedProcessor
 	failed atomic.Pointer[error] // why its consumer stopped early; nil while it runs, or is run again
 	// ad adopts the sessions on this path of the share group's gone

@@ -277,6 +277,8 @@ func (f *fakeSource) Run(ctx context.Context) error {
 
 func (f *fakeSource) Ready() bool { return f.ready.Load() }
 
+func (f *fakeSource) Connected() bool { return f.ready.Load() }
+
 func (f *fakeSource) NotReady() string {
 	if f.Ready() {
 		return ""

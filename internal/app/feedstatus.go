@@ -111,25 +111,15 @@ func withSourceStatus(status func() web.StoreStatus, src source) func() web.Stor
 	}
 }
 
-// brokerConnected is a feed's consumer that tells its broker connection
-// apart from its readiness; every feed's consumer is one.
-type brokerConnected interface{ Connected() bool }
-
-var _ brokerConnected = (*mqttSource)(nil)
-
 // Status reports each feed for the API and the dashboard.
 func (s *feedsSource) Status() []web.FeedStatus {
 	out := make([]web.FeedStatus, len(s.feeds))
 	for i, f := range s.feeds {
 		deliveries, first, dups := f.proc.Counts()
-		connected := f.src.Ready()
-		if c, ok := f.src.(brokerConnected); ok {
-			// Its broker connection, as replayguard_feed_connected: a
-			// store that refuses commits holds every feed back, and is
-			// no broker's fault.
-			connected = c.Connected()
-		}
-		out[i] = web.FeedStatus{Name: f.name, Connected: connected, Deliveries: deliveries, First: first, Duplicates: dups,
+		// Its broker connection, as replayguard_feed_connected, not its
+		// readiness: a store that refuses commits holds every feed back,
+		// and is no broker's fault.
+		out[i] = web.FeedStatus{Name: f.name, Connected: f.src.Connected(), Deliveries: deliveries, First: first, Duplicates: dups,
 			AppliedAgain: f.proc.AppliedAgain(), BehindSeconds: f.proc.Behind().Seconds()}
 	}
 	return out
