@@ -75,15 +75,26 @@ func sqlConn(t testing.TB, url string) *pgx.Conn {
 	return c
 }
 
-// PublishRefused publishes one message that violates the user's
-// constraint; the broker must acknowledge it.
-func (s *sqlRun) PublishRefused(t testing.TB) {
+// PublishRefusedAmong publishes one message that violates the user's
+// constraint between the first messages of meters, half of them before it
+// and half after, through meters' publisher; the broker must acknowledge
+// each.
+func (s *sqlRun) PublishRefusedAmong(t testing.TB, pub *testbroker.Publisher, meters []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	lone := func(meters []string) {
+		for _, m := range meters {
+			if pub.Publish(ctx, m, 1) != 1 {
+				t.Fatalf("the broker did not acknowledge meter %s's message", m)
+			}
+		}
+	}
+	lone(meters[:len(meters)/2])
 	if s.pub.Publish(ctx, refusedMeter, 1) != 1 {
 		t.Fatal("the broker did not acknowledge the message that violates the user's constraint")
 	}
+	lone(meters[len(meters)/2:])
 }
 
 // check checks the user's tables and the refused message against the
@@ -92,8 +103,8 @@ func (s *sqlRun) PublishRefused(t testing.TB) {
 // message was quarantined naming SQLSTATE 23505, under one entry for each
 // decision that held it, holding its raw bytes, and delivered again it
 // is a duplicate of such an entry (a second entry would be one more
-// release that could apply it); and it was held in a batch with applied
-// messages, which committed.
+// release that could apply it); and it was held in a transaction with
+// applied messages, which committed.
 func (s *sqlRun) check(t testing.TB, r *result, quarantine []engine.QuarantineEntry) {
 	t.Helper()
 	applied := map[string]string{} // route/source#seq → key
@@ -148,7 +159,10 @@ func (s *sqlRun) check(t testing.TB, r *result, quarantine []engine.QuarantineEn
 		if rec.Outcome != engine.Quarantined.String() || !strings.HasPrefix(rec.Reason, refusedReason) {
 			t.Errorf("the message violating the user's constraint: %s %q (member %s, position %d)", rec.Outcome, rec.Reason, rec.Member, rec.Position)
 		}
-		// Its batch: the member's records decided at the same instant.
+		// Its transaction: the member's records decided at the same
+		// instant. Each part of a batch, and each try of it, is timed
+		// when its rows are read: a part that commits after another is
+		// timed after it.
 		for _, o := range r.Records {
 			if o.Member == rec.Member && o.Time.Equal(rec.Time) && (o.Outcome == engine.Applied.String() || o.Outcome == engine.AppliedLate.String()) {
 				inBatch++
@@ -159,9 +173,9 @@ func (s *sqlRun) check(t testing.TB, r *result, quarantine []engine.QuarantineEn
 		t.Errorf("%d quarantine entries of the message violating the user's constraint, %d decisions that held it", len(held), quarantined)
 	}
 	if inBatch == 0 {
-		t.Error("the message violating the user's constraint was alone in its batch: the rest of a batch committing was not exercised")
+		t.Error("the message violating the user's constraint was alone in its transaction: the rest of a batch committing was not exercised")
 	}
-	t.Logf("the message violating the user's constraint: held %d times (%s…), beside %d messages applied in the same batches; delivered again %d times, a duplicate of its entry",
+	t.Logf("the message violating the user's constraint: held %d times (%s…), beside %d messages applied in the same transactions; delivered again %d times, a duplicate of its entry",
 		quarantined, refusedReason, inBatch, again)
 }
 
