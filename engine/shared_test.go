@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/replayguard/replayguard/audit"
 	"github.com/replayguard/replayguard/engine"
@@ -124,6 +126,9 @@ type holding struct {
 	holds  []engine.HeldRows // the rows held at each Update asked with SkipHeld, in turn
 	skips  []bool            // Reads.SkipHeld of each Update
 	failAt int               // the Update (counted from 1) that fails, writing nothing; 0: none
+	// meanwhile runs before each Update that finds rows held: the
+	// members holding them decide and commit.
+	meanwhile func()
 }
 
 func (h *holding) Capabilities() engine.Capabilities {
@@ -142,6 +147,9 @@ func (h *holding) Update(ctx context.Context, r *engine.Reads, decide func(*engi
 	}
 	hold := h.holds[0]
 	h.holds = h.holds[1:]
+	if h.meanwhile != nil {
+		h.meanwhile()
+	}
 	return h.sharedBackend.Update(ctx, r, func(rows *engine.Rows) (*engine.Batch, error) {
 		rows.Sources = slices.DeleteFunc(rows.Sources, func(s engine.SourceState) bool { return slices.Contains(hold.Sources, s.ID()) })
 		rows.Entities = slices.DeleteFunc(rows.Entities, func(e engine.EntityState) bool { return slices.Contains(hold.Entities, e.Name) })
@@ -363,5 +371,65 @@ type recordCounts map[string]int
 func (c recordCounts) Committed(records []engine.AuditRecord, _ []engine.EntityState) {
 	for _, r := range records {
 		c[r.Outcome]++
+	}
+}
+
+// A part of a batch that waited for a row another member held is decided
+// after that member's commit, and its record is timed so: a group's audit
+// log merged by time then shows each entity's changes in the order they
+// were made (explain --at, lineages), never a later value before an
+// earlier one. It was timed when its batch began, before the other
+// member's commit.
+func TestAPartThatWaitedForAnotherMembersRowIsTimedAfterItsCommit(t *testing.T) {
+	ctx := context.Background()
+	var tick atomic.Int64
+	clock := func() time.Time { return time.Unix(1_900_000_000, tick.Add(int64(time.Millisecond))) }
+	g := memory.NewGroup(0, 0)
+	open := func(st engine.Store) *engine.Engine {
+		e, err := engine.New(ctx, st, engine.Options{Routes: []engine.Route{incidentRoute}, Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	m2, err := g.Open("m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := open(m2)
+	m1, err := g.Open("m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &holding{sharedBackend: m1, holds: []engine.HeldRows{{Entities: []string{"incident/7"}}}, meanwhile: func() {
+		if _, err := e2.Process(ctx, []engine.Message{unitUpdate("e9", 1, "7", 1)}); err != nil {
+			t.Error(err)
+		}
+	}}
+	e1 := open(st)
+	if _, err := e1.Process(ctx, []engine.Message{unitUpdate("e1", 1, "7", 1), unitUpdate("e2", 1, "8", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	type change struct {
+		at    time.Time
+		after string
+	}
+	var changes []change
+	for _, member := range []string{"m1", "m2"} {
+		if err := m1.ScanChain(ctx, member, 1, func(r engine.AuditRecord) error {
+			for _, c := range r.Effects {
+				if c.Entity == "incident/7" {
+					changes = append(changes, change{r.Time, string(c.After)})
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.SortStableFunc(changes, func(a, b change) int { return a.at.Compare(b.at) })
+	if len(changes) != 2 || changes[0].after != "1" || changes[1].after != "2" {
+		t.Fatalf("incident/7's changes by time: %+v, want 1 then 2", changes)
 	}
 }

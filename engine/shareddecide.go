@@ -38,8 +38,12 @@ func (w *sharedWindows) decideBatch(ctx context.Context, msgs []Message) ([]Deci
 	return out, err
 }
 
-// decideParts decides and commits msgs as part round of a batch decided at
-// now. While rounds are left, it leaves out the rows another member holds
+// decideParts decides and commits msgs as part round of a batch read at
+// now. Its decisions are timed when the rows are read (each try): a part
+// that waited for rows another member held, or a try after another
+// member's commit changed them, is decided after that commit, and its
+// records say so, as a group's audit log merged by time must. While
+// rounds are left, it leaves out the rows another member holds
 // and decides what touches them in the next part, which skips held rows
 // again if this part decided something: by then the member that held them
 // has mostly committed, and the rows are free without a wait. A part that
@@ -54,18 +58,20 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 	// held row.
 	r.SkipHeld = round < skipRounds && e.unread == nil && len(msgs) > 1 && msgs[0].recovery == 0
 	var first, later []int // with rows held: the deliveries decided now, and after
+	var at time.Time       // when they were decided: the parts after are decided no earlier
 	err := w.updateWith(ctx, r, func(rows *Rows) {
+		at = notBefore(e.opts.Now(), now)
 		first, later = splitHeld(msgs, rows.Held)
 		if later == nil {
 			e.pending.expect(len(msgs))
 			for i := range msgs {
-				out[i] = e.decideOne(&msgs[i], now, 0, "")
+				out[i] = e.decideOne(&msgs[i], at, 0, "")
 			}
 			return
 		}
 		e.pending.expect(len(first))
 		for _, i := range first {
-			out[i] = e.decideOne(&msgs[i], now, 0, "")
+			out[i] = e.decideOne(&msgs[i], at, 0, "")
 		}
 	}, func() ([]Message, []Decision) {
 		if later == nil {
@@ -109,7 +115,7 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 		next = skipRounds
 	}
 	rest := pick(msgs, later)
-	decided, err := w.decideParts(ctx, rest, now, next)
+	decided, err := w.decideParts(ctx, rest, notBefore(e.opts.Now(), at), next)
 	for j, i := range later { // what a later part committed stays marked
 		msgs[i] = rest[j]
 	}
@@ -123,6 +129,14 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 		out[i] = decided[j]
 	}
 	return out, nil
+}
+
+// notBefore is t, or floor when t is before it (a clock stepped back).
+func notBefore(t, floor time.Time) time.Time {
+	if t.Before(floor) {
+		return floor
+	}
+	return t
 }
 
 // decideHalves decides msgs, which the store's server could not lock at
