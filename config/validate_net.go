@@ -149,14 +149,20 @@ func (m MQTTConfig) sharedBrokerWarnings(warn func(path, msg string)) {
 	}
 }
 
-// brokerAddr is a broker URL's host and port, the host in lower case: the
-// broker it names, whatever the scheme or spelling.
+// brokerAddr is a broker URL's host and port, the host in lower case and
+// this machine's loopback one name (localhost, 127.0.0.1 and ::1 reach one
+// listener bound to every address): the broker it names, whatever the
+// scheme or spelling. Other names are not resolved: lint reads no DNS.
 func brokerAddr(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" {
 		return s
 	}
-	return net.JoinHostPort(strings.ToLower(u.Hostname()), u.Port())
+	host := strings.ToLower(u.Hostname())
+	if ip := net.ParseIP(host); host == "localhost" || ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback) {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, u.Port())
 }
 
 func checkBroker(ps *problems, f field, s string) {
