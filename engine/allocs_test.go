@@ -67,7 +67,7 @@ func TestPlacingADeliveryOfAKindAllocatesNothing(t *testing.T) {
 	d.placer = nopPlacer{}
 	now := time.Unix(1700000000, 0)
 	if n := testing.AllocsPerRun(100, func() {
-		if _, stop := e.place(d, m.Topic, now, false, false); stop {
+		if _, stop := e.place(d, &m, now, false, false); stop {
 			t.Fatal("a placement that holds nothing stopped the decision")
 		}
 		e.placed(d, m.Topic, now)

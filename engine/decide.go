@@ -36,11 +36,17 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 	if d.placer != nil {
 		// A delivery first applied, decided again from the journal, was
 		// acknowledged as genuine: its kind places it as a release.
-		if dec, stop := e.place(d, m.Topic, now, ref != 0 || m.recovery == recoveredApplied, m.recovery == recoveredApplied); stop {
+		if dec, stop := e.place(d, m, now, ref != 0 || m.recovery == recoveredApplied, m.recovery == recoveredApplied); stop {
 			if dec.Outcome.Held() {
 				e.heldPlaced(d, m.Topic, now)
 			}
 			return e.record(m, dec, now, ref, by)
+		}
+		for i := range m.loggedKind { // placed where the log records it applied: that very message
+			if l := &m.loggedKind[i]; l.Key == d.key && l.Digest == d.digest {
+				m.logged = &AuditRecord{Position: l.Position, Member: l.Member, Key: l.Key, Digest: l.Digest}
+				break
+			}
 		}
 	}
 	dec := e.decide(d, now, ref != 0, m.keyApplied || m.logged != nil, m.recovery)
@@ -98,10 +104,10 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 
 // place has d's kind place it against its source's committed state; stop
 // says it could not be (held, or malformed), with the decision to record.
-func (e *Engine) place(d *Delivery, topic string, now time.Time, released, recovered bool) (dec Decision, stop bool) {
+func (e *Engine) place(d *Delivery, m *Message, now time.Time, released, recovered bool) (dec Decision, stop bool) {
 	d.seq, d.epoch, d.epochNum, d.epochInt, d.older, d.seen = -1, "", true, 0, false, false
-	p := d.placement(e, topic, now)
-	p.released, p.recovered = released, recovered
+	p := d.placement(e, m.Topic, now)
+	p.released, p.recovered, p.logged = released, recovered, m.loggedKind
 	hold, err := d.placer.Place(d, p)
 	switch {
 	case err != nil:
@@ -365,7 +371,7 @@ func (e *Engine) appendAudit(r *AuditRecord) {
 // Release returns ErrStillMalformed. operator names who released it; the
 // audit record carries it (empty: nobody named).
 func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decision, error) {
-	logged, err := e.loggedApplied(ctx, id) // a read of the log, while the consumer goes on
+	logged, loggedKind, err := e.loggedApplied(ctx, id) // a read of the log, while the consumer goes on
 	if err != nil {
 		return Decision{}, err
 	}
@@ -377,7 +383,7 @@ func (e *Engine) Release(ctx context.Context, id uint64, operator string) (Decis
 	}
 	defer done()
 	m := Message{Topic: q.Topic, Payload: q.Payload, Dup: q.Dup, Broker: q.Broker, Feed: q.Feed,
-		keyApplied: q.Outcome == Conflict.String()}
+		keyApplied: q.Outcome == Conflict.String(), loggedKind: loggedKind}
 	if m.prepared, m.prepErr = e.decodeFresh(&m); m.prepErr != nil { // decideOne reuses it
 		return Decision{}, fmt.Errorf("%w: #%d: %v", ErrStillMalformed, id, m.prepErr)
 	}

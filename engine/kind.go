@@ -80,6 +80,29 @@ type HeldPlacer interface {
 	Held(d *Delivery, p *Placement) bool
 }
 
+// LoggedPlacer is a Placer whose released messages the audit log may
+// prove applied once their keys have left the key window and their window
+// no longer tells (a Sparkplug message, whose key follows from where it is
+// placed): Engine.Release reads the log the store keeps for the effective
+// records of the delivery's route and source at a sequence MayBeLogged
+// accepts, and Placement.Logged hands them to Place. A Place that finds
+// the delivery's own among them places it there, and the engine decides it
+// a duplicate the log proves.
+type LoggedPlacer interface {
+	Placer
+	MayBeLogged(seq int64) bool
+}
+
+// LoggedApplication is an effective audit record a released delivery may
+// be the message of (LoggedPlacer).
+type LoggedApplication struct {
+	Epoch       string
+	Sequence    int64
+	Key, Digest Hash
+	Position    uint64
+	Member      string // the chain that holds it, on a shared store
+}
+
 // RouteName is the name of the delivery's route.
 func (d *Delivery) RouteName() string { return d.route.Name }
 
@@ -288,6 +311,7 @@ type Placement struct {
 	looked    bool
 	released  bool
 	recovered bool
+	logged    []LoggedApplication
 }
 
 // Released reports whether an operator releases the delivery from
@@ -297,6 +321,10 @@ type Placement struct {
 // would be held as ambiguous, the operator (or the first decision) having
 // judged it genuine; the window rules decide it then.
 func (p *Placement) Released() bool { return p.released }
+
+// Logged is what the audit log records applied that a released delivery
+// of a LoggedPlacer's may be (see LoggedPlacer); nil for any other.
+func (p *Placement) Logged() []LoggedApplication { return p.logged }
 
 // Recovered reports whether the delivery is one this member applied
 // before its shared store lost the commit, decided again from its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // errLogFound ends a scan of the log at the record looked for.
@@ -15,36 +16,60 @@ var errLogFound = errors.New("found")
 // had left the key window, that was applied before (a copy a trailing
 // path delivered, a replay). Released, it is that message again: a
 // duplicate the log proves, never applied twice. Nil when the entry holds
-// no key of its own (a conflict, whose release is always a duplicate; a
-// message held before its kind could place it), or the log the store
-// keeps holds none (records moved to the archive are not read). It reads
-// the whole log, without the engine's lock.
-func (e *Engine) loggedApplied(ctx context.Context, id uint64) (*AuditRecord, error) {
+// no key of its own (a conflict, whose release is always a duplicate), or
+// the log the store keeps holds none (records moved to the archive are not
+// read). A message whose kind places it at decide time (its key follows
+// from its place) has no key yet: for a LoggedPlacer's, it returns instead
+// the records of its route and source the kind may find it among, up to
+// maxLoggedKind. It reads the whole log, without the engine's lock.
+func (e *Engine) loggedApplied(ctx context.Context, id uint64) (*AuditRecord, []LoggedApplication, error) {
 	q, err := e.store.Quarantined(ctx, id)
-	if err != nil || q.Key == "" || q.Outcome == Conflict.String() {
-		return nil, nil // the release reports what the store says of the entry
+	if err != nil || q.Outcome == Conflict.String() {
+		return nil, nil, nil // the release reports what the store says of the entry
 	}
 	m := Message{Topic: q.Topic, Payload: q.Payload}
 	d, err := e.decodeFresh(&m)
-	if err != nil || d.placer != nil || d.key.IsZero() {
-		return nil, nil
+	if err != nil {
+		return nil, nil, nil
 	}
+	var look func(r AuditRecord) error
 	var found *AuditRecord
-	look := func(r AuditRecord) error {
-		if r.Key != d.key || r.Digest != d.digest {
+	var kind []LoggedApplication
+	switch lp, ok := d.placer.(LoggedPlacer); {
+	case d.placer == nil && q.Key != "" && !d.key.IsZero():
+		look = func(r AuditRecord) error {
+			if r.Key != d.key || r.Digest != d.digest {
+				return nil
+			}
+			if o, _ := ParseOutcome(r.Outcome); !o.Effective() {
+				return nil
+			}
+			found = &r
+			return errLogFound
+		}
+	case ok:
+		look = func(r AuditRecord) error {
+			if r.Sequence == nil || r.Key.IsZero() || r.Route != d.route.Name || !slices.Equal(r.Source, d.source) || !lp.MayBeLogged(*r.Sequence) {
+				return nil
+			}
+			if o, _ := ParseOutcome(r.Outcome); !o.Effective() {
+				return nil
+			}
+			kind = append(kind, LoggedApplication{Epoch: r.Epoch, Sequence: *r.Sequence, Key: r.Key, Digest: r.Digest,
+				Position: r.Position, Member: r.Member})
+			if len(kind) == maxLoggedKind {
+				return errLogFound
+			}
 			return nil
 		}
-		if o, _ := ParseOutcome(r.Outcome); !o.Effective() {
-			return nil
-		}
-		found = &r
-		return errLogFound
+	default:
+		return nil, nil, nil
 	}
 	scan := func(fn func(AuditRecord) error) error { return e.store.ScanAudit(ctx, 1, fn) }
 	if cs := e.caps.Chains; cs != nil {
 		chains, err := cs.Chains(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("read the audit log for an earlier application of #%d: %w", id, err)
+			return nil, nil, fmt.Errorf("read the audit log for an earlier application of #%d: %w", id, err)
 		}
 		scan = func(fn func(AuditRecord) error) error {
 			for _, c := range chains {
@@ -56,10 +81,16 @@ func (e *Engine) loggedApplied(ctx context.Context, id uint64) (*AuditRecord, er
 		}
 	}
 	if err := scan(look); err != nil && !errors.Is(err, errLogFound) {
-		return nil, fmt.Errorf("read the audit log for an earlier application of #%d: %w", id, err)
+		return nil, nil, fmt.Errorf("read the audit log for an earlier application of #%d: %w", id, err)
 	}
-	return found, nil
+	return found, kind, nil
 }
+
+// maxLoggedKind bounds the records loggedApplied keeps for a kind to look
+// among (a Sparkplug edge's at one seq: one in 256 of its records). The
+// first ones kept, a release whose own record lies after them is decided
+// as the windows tell, held again where they cannot.
+const maxLoggedKind = 1 << 16
 
 // loggedAt names where the log holds r: its position, and its member's
 // chain on a shared store.

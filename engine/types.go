@@ -84,6 +84,10 @@ type Message struct {
 	// records applied with the same content (its key had left the key
 	// window): the record that applied it.
 	logged *AuditRecord
+	// loggedKind: an operator releases a message of a LoggedPlacer's, and
+	// these are the records of the log that may have applied it; the one
+	// its kind places it at becomes logged.
+	loggedKind []LoggedApplication
 	// committed is the decision an earlier attempt of this batch committed
 	// when the batch was split and its other part failed (a shared store:
 	// see sharedWindows.decideBatch); passed again, it is not decided again.

@@ -145,6 +145,7 @@ type spMessage struct {
 	ended               bool         // a new NBIRTH whose session's NDEATH was applied before it
 	death               engine.Hash  // an ended new NBIRTH: that NDEATH's digest, when known
 	past                bool         // an NDEATH that is not its unwrapped session's (released, it changes no state)
+	logged              bool         // released, placed where the audit log records its content applied (loggedAt)
 	seqRaw              int64
 	bad                 error       // a birth whose payload was refused: its malformed reason
 	highs               []epochHigh // a new NBIRTH: each window's highest sequence before it

@@ -18,6 +18,7 @@ func (sp *spMessage) Place(d *engine.Delivery, p *engine.Placement) (hold string
 		return "", sp.bad
 	}
 	sp.birth, sp.newBirth, sp.rebirth, sp.bdSeq, sp.at, sp.ended, sp.death, sp.past = -1, false, 0, 0, 0, false, engine.Hash{}, false
+	sp.logged = false
 	sp.seq, sp.epoch, sp.epochInt = -1, "", 0
 	src := p.Window()
 	var st *engine.SparkplugState

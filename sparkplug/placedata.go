@@ -38,7 +38,7 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 		// person.
 		if why == "" {
 			sp.digest = sp.contentDigest()
-			if why := sp.placeSeq(d, p, src); why == "" && p.Holds(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, sp.seq), sp.digest) {
+			if why := sp.placeSeq(d, p, src); why == "" && (sp.logged || p.Holds(engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, sp.seq), sp.digest)) {
 				return ""
 			}
 		}
@@ -50,8 +50,8 @@ func (sp *spMessage) placeData(d *engine.Delivery, p *engine.Placement, src *eng
 		return why
 	}
 	sp.digest = sp.contentDigest()
-	if why := sp.placeSeq(d, p, src); why != "" {
-		return why
+	if why := sp.placeSeq(d, p, src); why != "" || sp.logged {
+		return why // placed by the log: that very message, read as it was applied
 	}
 	if sp.p.Timestamp <= birth.Before && !p.Released() && !seenIn(src.Kept(sp.epoch), sp.seq) {
 		// Not found in the birth before (placedBefore), yet it may have

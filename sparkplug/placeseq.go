@@ -23,6 +23,10 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	}
 	b := &src.Sparkplug.Births[sp.birth]
 	sp.epoch, sp.epochInt = epochOf(b.BdSeq, b.Rebirth)
+	if c, ok := sp.loggedAt(d, p); ok {
+		sp.seq, sp.logged = c, true
+		return ""
+	}
 	w := src.Kept(sp.epoch)
 	if w == nil {
 		return fmt.Sprintf("%s: the window of session %s is no longer kept", engine.ReasonOldEpoch, sp.epoch)
@@ -235,6 +239,28 @@ func (sp *spMessage) releasedBehind(d *engine.Delivery, p *engine.Placement, w *
 		return gap, ""
 	}
 	return 0, why("each of its placements from %d down holds another message", below)
+}
+
+// MayBeLogged reports whether an audit record at sequence seq may be the
+// released message's own (engine.LoggedPlacer): a message placed in a
+// sequence window, at a placement congruent to its seq.
+func (sp *spMessage) MayBeLogged(seq int64) bool {
+	return sp.typ != spNBirth && sp.typ != spNDeath && seq >= 0 && seq%256 == sp.seqRaw
+}
+
+// loggedAt looks, for a released message, for the placement where the
+// audit log records its content applied in its session (Placement.Logged):
+// there it is that very message, whatever its windows still tell (its key
+// gone from the key window, the placement below its window or the window
+// no longer kept), and the engine decides it a duplicate the log proves.
+func (sp *spMessage) loggedAt(d *engine.Delivery, p *engine.Placement) (int64, bool) {
+	for _, l := range p.Logged() {
+		if l.Epoch == sp.epoch && l.Digest == sp.digest && l.Sequence%256 == sp.seqRaw &&
+			l.Key == engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, l.Sequence) {
+			return l.Sequence, true
+		}
+	}
+	return 0, false
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,

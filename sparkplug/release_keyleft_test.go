@@ -1,6 +1,8 @@
 package sparkplug_test
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -18,11 +20,36 @@ import (
 // birth), is released once the highest is 470: its nearest placement is
 // 456, which the window saw and whose key is gone: it may be this very
 // message, applied once, or seq 200 a ring lower, never received. Which
-// cannot be told: it is held again, never applied a second time at 200
-// nor decided a duplicate and lost, and the edge's pulses stay one a
-// message.
+// the windows cannot tell: with the record that applied 456 moved to the
+// archive, it is held again, never applied a second time at 200 nor
+// decided a duplicate and lost. While the log the store keeps holds that
+// record (a group's store too), the log proves it that very message: a
+// duplicate at 456. The edge's pulses stay one a message.
 func TestAReleasedCopyOfDataWhoseKeyLeftTheKeyWindowIsHeldAgain(t *testing.T) {
-	store := memory.New()
+	member := func(t *testing.T) engine.Store {
+		m, err := memory.NewGroup(0, 8).Open("m1") // the group's key window holds 8 keys, as MaxEntries here
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name     string
+		store    func(*testing.T) engine.Store
+		archived bool
+	}{
+		{"log archived", func(*testing.T) engine.Store { return archivedLog{memory.New()} }, true},
+		{"log kept", func(*testing.T) engine.Store { return memory.New() }, false},
+		{"log kept by a group's store", member, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { releaseCopyWhoseKeyLeft(t, tc.store(t), tc.archived) })
+	}
+}
+
+// releaseCopyWhoseKeyLeft is TestAReleasedCopyOfDataWhoseKeyLeftTheKeyWindowIsHeldAgain
+// on store, whose log still holds the record that applied seq 456 (the
+// release is a duplicate the log proves, at 456), or not (archived).
+func releaseCopyWhoseKeyLeft(t *testing.T, store engine.Store, archived bool) {
 	h := newHarnessWith(t, store, func(o *engine.Options) { o.MaxEntries = 8 })
 	c := newClock()
 	edge := sparkplug.NewEdge("plant", "m1", 0)
@@ -40,8 +67,11 @@ func TestAReleasedCopyOfDataWhoseKeyLeftTheKeyWindowIsHeldAgain(t *testing.T) {
 	if !strings.Contains(d[0].Reason, "it waits for the NBIRTH of its birth") {
 		t.Fatalf("seq 456 (raw 200) with the highest at 210: reason %q", d[0].Reason)
 	}
+	var appliedAt uint64 // the audit position that applied seq 456
 	for s := 211; s <= 470; s++ {
-		h.expect(engine.Applied, sent[s])
+		if d := h.expect(engine.Applied, sent[s]); s == 456 {
+			appliedAt = d[0].Position
+		}
 	}
 	if got := h.field("meter/m1", "pulses"); got != "469" {
 		t.Fatalf("pulses %s, want 469", got)
@@ -57,8 +87,12 @@ func TestAReleasedCopyOfDataWhoseKeyLeftTheKeyWindowIsHeldAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Outcome != engine.Quarantined || !strings.Contains(r.Reason, "which cannot be told") {
+	switch {
+	case archived && (r.Outcome != engine.Quarantined || !strings.Contains(r.Reason, "which cannot be told")):
 		t.Fatalf("released: %s (%s) at seq %d, want held again", r.Outcome, r.Reason, r.Sequence)
+	case !archived && (r.Outcome != engine.Duplicate || r.Sequence != 456 ||
+		!regexp.MustCompile(fmt.Sprintf(`the audit log records its key applied with the same content at audit position %d(,| of member m1,)`, appliedAt)).MatchString(r.Reason)):
+		t.Fatalf("released: %s (%s) at seq %d, want a duplicate at 456 naming audit position %d", r.Outcome, r.Reason, r.Sequence, appliedAt)
 	}
 	if got := h.field("meter/m1", "pulses"); got != "469" {
 		t.Fatalf("pulses %s after the release, want 469", got)

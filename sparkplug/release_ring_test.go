@@ -1,6 +1,8 @@
 package sparkplug_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,16 @@ import (
 	"github.com/replayguard/replayguard/sparkplug"
 	"github.com/replayguard/replayguard/store/memory"
 )
+
+// archivedLog is a store whose log holds none of the records a released
+// message may have been applied by, as once retention has moved them to
+// the archive (a release reads the log the store keeps, never the
+// archive): the windows alone decide a release on it.
+type archivedLog struct{ *memory.Store }
+
+func (archivedLog) ScanAudit(context.Context, uint64, func(engine.AuditRecord) error) error {
+	return nil
+}
 
 // heldIDs returns the ids of the quarantine's open entries.
 func heldIDs(t *testing.T, store engine.Store) []uint64 {
@@ -74,9 +86,11 @@ func TestDataHeldBeforeItsBirthAndReleasedARingLaterIsAppliedInItsOwnPlace(t *te
 // received. The nearest placement behind the highest is that gap, yet 1
 // below it was seen and may be this very message: the release holds it
 // again, rather than apply it twice and fill 257's gap with it. The real
-// seq 257 is then applied in its place.
+// seq 257 is then applied in its place. (The store's log no longer holds
+// the record that applied seq 1, archived: it would prove the release a
+// duplicate at 1.)
 func TestDataHeldBeforeItsBirthIsNotAppliedAgainInAGapARingAbove(t *testing.T) {
-	store := memory.New()
+	store := archivedLog{memory.New()}
 	h := newHarnessWith(t, store, func(o *engine.Options) { o.MaxEntries = 8 })
 	_, sent := heldBeforeItsBirth(h, 300)
 	for s := 1; s <= 300; s++ {
@@ -105,7 +119,9 @@ func TestDataHeldBeforeItsBirthIsNotAppliedAgainInAGapARingAbove(t *testing.T) {
 }
 
 // TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell covers the
-// placements a release walks past or stops at:
+// placements a release walks past or stops at, on a store whose log no
+// longer holds the record that applied seq 1 (archived); while it does,
+// a release of seq 1's copy is a duplicate the log proves, at 1:
 //   - the lowest the window tells about is above sequence_span below the
 //     highest: one at the span's edge, which the window would apply
 //     whether it saw it or not, is never taken for a seen one (the copy
@@ -149,43 +165,54 @@ func TestAReleasedMessageIsPlacedOnlyWhereTheWindowCanTell(t *testing.T) {
 		{"every placement in the default window seen, its own below it", 0, 8, 4200, false, 0, nil, engine.Quarantined, -1, "4199"},
 		{"every placement in the window a gap, applied below it", 512, 8, 600, true, 0, []int{257, 513}, engine.Quarantined, -1, "598"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			store := memory.New()
-			h := newHarnessWith(t, store, func(o *engine.Options) {
-				if tc.keys > 0 {
-					o.MaxEntries = tc.keys
+		// With its log, a store proves a copy of seq 1 applied
+		// there: a duplicate at 1. Without (archived), the windows
+		// tell what they can.
+		for _, archived := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/log archived %v", tc.name, archived), func(t *testing.T) {
+				var store engine.Store = memory.New()
+				want, seq := tc.want, tc.seq
+				if archived {
+					store = archivedLog{memory.New()}
+				} else if tc.applied {
+					want, seq = engine.Duplicate, 1
 				}
-				if tc.span > 0 {
-					o.SequenceSpan = tc.span
+				h := newHarnessWith(t, store, func(o *engine.Options) {
+					if tc.keys > 0 {
+						o.MaxEntries = tc.keys
+					}
+					if tc.span > 0 {
+						o.SequenceSpan = tc.span
+					}
+				})
+				c, sent := heldBeforeItsBirth(h, tc.last)
+				from := 2
+				if tc.applied {
+					from = 1
+				}
+				for s := from; s <= tc.last; s++ {
+					if !slices.Contains(tc.skip, s) {
+						h.expect(engine.Applied, sent[s])
+					}
+				}
+				other := sparkplug.NewEdge("plant", "m2", 0)
+				h.expect(engine.Applied, other.Birth(c.next(), meterMetrics))
+				for range tc.other {
+					h.expect(engine.Applied, other.Data(c.next(), pulse()))
+				}
+				ids := heldIDs(t, store)
+				if len(ids) != 1 {
+					t.Fatalf("held %v: want the copy held before the birth", ids)
+				}
+				r, err := h.e.Release(t.Context(), ids[0], "op")
+				if err != nil || r.Outcome != want || r.Outcome != engine.Quarantined && r.Sequence != seq {
+					t.Fatalf("released: %s (%s) at seq %d, %v; want %s at seq %d", r.Outcome, r.Reason, r.Sequence, err, want, seq)
+				}
+				if got := h.field("meter/m1", "pulses"); got != tc.pulses {
+					t.Fatalf("pulses %s, want %s", got, tc.pulses)
 				}
 			})
-			c, sent := heldBeforeItsBirth(h, tc.last)
-			from := 2
-			if tc.applied {
-				from = 1
-			}
-			for s := from; s <= tc.last; s++ {
-				if !slices.Contains(tc.skip, s) {
-					h.expect(engine.Applied, sent[s])
-				}
-			}
-			other := sparkplug.NewEdge("plant", "m2", 0)
-			h.expect(engine.Applied, other.Birth(c.next(), meterMetrics))
-			for range tc.other {
-				h.expect(engine.Applied, other.Data(c.next(), pulse()))
-			}
-			ids := heldIDs(t, store)
-			if len(ids) != 1 {
-				t.Fatalf("held %v: want the copy held before the birth", ids)
-			}
-			r, err := h.e.Release(t.Context(), ids[0], "op")
-			if err != nil || r.Outcome != tc.want || r.Outcome != engine.Quarantined && r.Sequence != tc.seq {
-				t.Fatalf("released: %s (%s) at seq %d, %v; want %s at seq %d", r.Outcome, r.Reason, r.Sequence, err, tc.want, tc.seq)
-			}
-			if got := h.field("meter/m1", "pulses"); got != tc.pulses {
-				t.Fatalf("pulses %s, want %s", got, tc.pulses)
-			}
-		})
+		}
 	}
 }
 
