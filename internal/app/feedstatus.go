@@ -115,12 +115,18 @@ func withSourceStatus(status func() web.StoreStatus, src source) func() web.Stor
 func (s *feedsSource) Status() []web.FeedStatus {
 	out := make([]web.FeedStatus, len(s.feeds))
 	for i, f := range s.feeds {
-		deliveries, first, dups := f.proc.Counts()
 		// Its broker connection, as replayguard_feed_connected, not its
 		// readiness: a store that refuses commits holds every feed back,
 		// and is no broker's fault.
-		out[i] = web.FeedStatus{Name: f.name, Connected: f.src.Connected(), Deliveries: deliveries, First: first, Duplicates: dups,
-			AppliedAgain: f.proc.AppliedAgain(), BehindSeconds: f.proc.Behind().Seconds()}
+		out[i] = f.proc.Status(f.src.Connected())
 	}
 	return out
+}
+
+// Status is the feed's state for the API and the dashboard, its broker
+// connection up or not.
+func (f *FeedProcessor) Status(connected bool) web.FeedStatus {
+	deliveries, first, dups := f.Counts()
+	return web.FeedStatus{Name: f.name, Connected: connected, Deliveries: deliveries, First: first, Duplicates: dups,
+		AppliedAgain: f.AppliedAgain(), BehindSeconds: f.Behind().Seconds()}
 }

@@ -115,17 +115,22 @@ func (d *daemon) newServer(build Build, hub *web.Hub, storeStatus func() web.Sto
 		StoreReadTimeout: a.Config.Store.ReadTimeout.Std(), Logger: d.log},
 		web.Deps{Engine: a.Engine, Audit: a.Store, Quarantine: a.Store, Gatherer: d.reg, Ready: d.ready, Hub: hub, Store: storeStatus,
 			Outbox: a.Engine, Forward: a.ForwardStatus(), Loss: a.lossReviewer(), Feeds: d.feedStatus(),
-			Explain: func(ctx context.Context, q web.ExplainQuery) (any, error) {
-				ls, err := StoreLineages(ctx, a.Store, a.Config.Audit.Archive,
-					report.LineageOptions{Entities: []string{q.Entity}, Field: q.Field, At: q.At})
-				if err != nil {
-					return nil, err
-				}
-				if len(ls[0].Changes) == 0 { // the same words as `replayguard explain`
-					return nil, fmt.Errorf("%w: %v", web.ErrNoLineage, explainNone(ls[0]))
-				}
-				return ls[0], nil
-			}}), nil
+			Explain: a.Explain}), nil
+}
+
+// Explain answers /api/v1/explain/{entity} (web.Deps.Explain): the
+// entity's lineage from the audit log the store keeps and the archive,
+// in the same words as `replayguard explain` when it has none.
+func (a *App) Explain(ctx context.Context, q web.ExplainQuery) (any, error) {
+	ls, err := StoreLineages(ctx, a.Store, a.Config.Audit.Archive,
+		report.LineageOptions{Entities: []string{q.Entity}, Field: q.Field, At: q.At})
+	if err != nil {
+		return nil, err
+	}
+	if len(ls[0].Changes) == 0 {
+		return nil, fmt.Errorf("%w: %v", web.ErrNoLineage, explainNone(ls[0]))
+	}
+	return ls[0], nil
 }
 
 // serve runs the consumer until ctx is done or it returns, with the

@@ -284,7 +284,7 @@ func (d *demo) serveDashboard() error {
 	g := d.guard
 	srv := web.New(web.Config{Listen: ln.Addr().String(), Version: d.opts.Version, Logger: d.log},
 		web.Deps{Engine: g.eng, Audit: g.store, Quarantine: g.store, Gatherer: g.reg, Ready: g.ready, Hub: g.hub, Store: g.storeStatus,
-			Outbox: g.eng, Forward: g.app.ForwardStatus()})
+			Outbox: g.eng, Forward: g.app.ForwardStatus(), Feeds: g.feedStatus(), Explain: g.app.Explain})
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stopWeb, d.webDone = cancel, make(chan error, 1)
 	go func() { d.webDone <- srv.Serve(ctx, ln) }()

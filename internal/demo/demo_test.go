@@ -59,7 +59,8 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 	opts.Report = filepath.Join(t.TempDir(), "after-action.html")
 	ctx, endHold := context.WithCancel(ctx)
 	var served map[string]map[string]any
-	var metrics string
+	var metrics, explained string
+	var ready served503
 	go func() {
 		defer endHold() // an interrupt during the hold ends the demo normally
 		select {
@@ -69,6 +70,8 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 		}
 		served = fetchState(t, out.String())
 		metrics = fetchMetrics(t, out.String())
+		explained = fetchDashboard(t, out.String(), "api/v1/explain/incident/7")
+		ready = fetchReadyz(t, out.String())
 	}()
 	start := time.Now()
 	res, err := run(ctx, out, opts)
@@ -119,6 +122,19 @@ func TestTheStandbyReplaysAndOnlyTheNaivePictureIsWrong(t *testing.T) {
 
 	if got := served["incident/7"]["casualties"]; got != 3.0 {
 		t.Errorf("the dashboard's API served incident/7 casualties %v during the hold, want 3", got)
+	}
+	// The lineage the dashboard opens on a click, as `run` serves it.
+	var lineage struct {
+		Entity  string                     `json:"entity"`
+		State   map[string]json.RawMessage `json:"state"`
+		Changes []json.RawMessage          `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(explained), &lineage); err != nil || lineage.Entity != "incident/7" ||
+		len(lineage.Changes) == 0 || string(lineage.State["casualties"]) != "3" {
+		t.Errorf("the dashboard's /api/v1/explain/incident/7 during the hold: %v: %.500s", err, explained)
+	}
+	if ready.status != http.StatusServiceUnavailable || !strings.Contains(ready.body, "the demo's stories are over") {
+		t.Errorf("/readyz during the hold: %d %s, want 503 saying the stories are over", ready.status, ready.body)
 	}
 
 	text := out.String()
@@ -295,6 +311,31 @@ func fetchDashboard(t *testing.T, output, path string) string {
 		t.Errorf("dashboard: GET /%s: %s, %v", path, resp.Status, err)
 	}
 	return string(b)
+}
+
+// served503 is what an endpoint answered, whatever its status.
+type served503 struct {
+	status int
+	body   string
+}
+
+// fetchReadyz reads /readyz from the dashboard the output names.
+func fetchReadyz(t *testing.T, output string) served503 {
+	u := dashboardURL(t, output)
+	if u == "" {
+		return served503{}
+	}
+	resp, err := http.Get(u + "readyz")
+	if err != nil {
+		t.Errorf("dashboard: %v", err)
+		return served503{}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Errorf("dashboard: GET /readyz: %v", err)
+	}
+	return served503{resp.StatusCode, string(b)}
 }
 
 // fetchState reads /api/v1/state from the dashboard the output names.

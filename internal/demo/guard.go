@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,8 +46,9 @@ type guard struct {
 	metrics  *metrics.Metrics
 	tally    *tally
 
-	cancel context.CancelFunc
-	done   chan error
+	cancel  context.CancelFunc
+	done    chan error
+	running atomic.Bool // the consumer runs: between start and stop
 
 	stopForward context.CancelFunc
 	forwardDone chan struct{}
@@ -148,7 +151,7 @@ func (g *guard) openFeeds(cfg guardConfig, m *metrics.Metrics) error {
 	}
 	procs := app.FeedProcessors(g.eng, names, m.FeedBehind, nil) // as run passes each feed's batches
 	for i, f := range g.cfg.MQTT.Feeds {
-		gf := &guardFeed{name: f.Name, clientID: f.ClientID}
+		gf := &guardFeed{name: f.Name, clientID: f.ClientID, proc: procs[i]}
 		mc := consumerConfig(g.cfg, cfg)
 		mc.Brokers, mc.ClientID = f.Brokers, f.ClientID
 		mc.Logger = cfg.log.With("feed", f.Name)
@@ -213,14 +216,36 @@ func (g *guard) forwarded() uint64 {
 	return n
 }
 
-// storeStatus tells /readyz what the drainer says: a full outbox, a
-// failing output.
+// storeStatus tells /readyz why replayguard is not ready, as `run` does:
+// its consumer stopped (the stories over, the dashboard held), no broker
+// path connected, a full outbox; and what to warn of: a feed down while
+// the other path consumes, a failing output.
 func (g *guard) storeStatus() web.StoreStatus {
-	if g.app.Forward == nil {
-		return web.StoreStatus{}
+	var st web.StoreStatus
+	if g.app.Forward != nil {
+		fs := g.app.Forward.Status()
+		st = web.StoreStatus{Error: fs.Blocked(), Warning: fs.Warning()}
 	}
-	st := g.app.Forward.Status()
-	return web.StoreStatus{Error: st.Blocked(), Warning: st.Warning()}
+	switch {
+	case st.Error != "":
+	case !g.running.Load():
+		st.Error = "replayguard's consumer is stopped: the demo's stories are over (its dashboard stays up while it holds)"
+	default:
+		st.Error = g.consumer.NotReady()
+	}
+	if g.feeds != nil && g.running.Load() {
+		st.Warning = strings.Join(slices.DeleteFunc([]string{g.feeds.warning(), st.Warning}, func(s string) bool { return s == "" }), "; ")
+	}
+	return st
+}
+
+// feedStatus reports the paths of mqtt.feeds for /api/v1/feeds, or nil on
+// one path.
+func (g *guard) feedStatus() func() []web.FeedStatus {
+	if g.feeds == nil {
+		return nil
+	}
+	return g.feeds.status
 }
 
 // ready is the consumer's readiness, and an outbox with room.
@@ -232,6 +257,7 @@ func (g *guard) ready() bool {
 func (g *guard) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel, g.done = cancel, make(chan error, 1)
+	g.running.Store(true)
 	go func() { g.done <- g.consumer.Run(ctx) }()
 }
 
@@ -241,6 +267,7 @@ func (g *guard) start() {
 func (g *guard) stop() error {
 	var err error
 	if g.cancel != nil {
+		g.running.Store(false)
 		g.cancel()
 		err = <-g.done
 		g.cancel = nil

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/replayguard/replayguard/internal/app"
 	"github.com/replayguard/replayguard/source"
 	"github.com/replayguard/replayguard/source/mqtt"
+	"github.com/replayguard/replayguard/web"
 )
 
 // runner is what replayguard consumes with in the demo: source/mqtt's
@@ -20,6 +23,8 @@ type runner interface {
 	// Ready reports whether replayguard is connected and committing; safe
 	// from any goroutine.
 	Ready() bool
+	// NotReady says why Ready is false; "" when it is true.
+	NotReady() string
 }
 
 // guardFeed is one path of replayguard's mqtt.feeds: its own consumer and
@@ -29,6 +34,7 @@ type guardFeed struct {
 	name     string
 	clientID string // its session's
 	consumer *mqtt.Consumer
+	proc     *app.FeedProcessor     // what names the feed on its deliveries, and counts them
 	broker   atomic.Pointer[string] // nil while down
 }
 
@@ -81,6 +87,42 @@ func (fs feeds) Ready() bool {
 		}
 	}
 	return false
+}
+
+// NotReady says why no feed is ready; "" when one is.
+func (fs feeds) NotReady() string {
+	if fs.Ready() {
+		return ""
+	}
+	why := make([]string, len(fs))
+	for i, f := range fs {
+		why[i] = "feed " + f.name + ": " + f.consumer.NotReady()
+	}
+	return "no feed takes deliveries: " + strings.Join(why, "; ")
+}
+
+// warning names the feeds not ready while another is: replayguard goes
+// on, on the other path. "" when every feed is ready, or none is.
+func (fs feeds) warning() string {
+	var down []string
+	for _, f := range fs {
+		if !f.consumer.Ready() {
+			down = append(down, f.name)
+		}
+	}
+	if len(down) == 0 || len(down) == len(fs) {
+		return ""
+	}
+	return fmt.Sprintf("feed %s is not connected: consuming from the other path", strings.Join(down, ", "))
+}
+
+// status reports each feed for the API and the dashboard, as `run` does.
+func (fs feeds) status() []web.FeedStatus {
+	out := make([]web.FeedStatus, len(fs))
+	for i, f := range fs {
+		out[i] = f.proc.Status(f.consumer.Connected())
+	}
+	return out
 }
 
 // named returns the feed called name, or nil.

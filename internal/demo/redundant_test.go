@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strconv"
 	"testing"
@@ -22,7 +23,7 @@ func TestRedundantPathsKeepReplayguardExactAndCurrentWhenPathADies(t *testing.T)
 	opts := fastOptions(t)
 	opts.Story, opts.Hold = StoryRedundant, 5*time.Second
 	ctx, endHold := context.WithCancel(ctx)
-	var audit string
+	var audit, served string
 	go func() {
 		defer endHold()
 		select {
@@ -31,6 +32,7 @@ func TestRedundantPathsKeepReplayguardExactAndCurrentWhenPathADies(t *testing.T)
 			return
 		}
 		audit = fetchAudit(t, out.String())
+		served = fetchDashboard(t, out.String(), "api/v1/feeds")
 	}()
 	res, err := run(ctx, out, opts)
 	t.Logf("its output:\n%s", out.String())
@@ -65,6 +67,22 @@ func TestRedundantPathsKeepReplayguardExactAndCurrentWhenPathADies(t *testing.T)
 	}
 	if res.freshWithin <= 0 || res.freshWithin > stepTimeout {
 		t.Errorf("the reports published while a was down were applied within %v of their publication", res.freshWithin)
+	}
+	// What the dashboard's feed badges show: each path, counted as the
+	// audit records count it.
+	var feeds struct {
+		Feeds []struct {
+			Name                          string
+			Deliveries, First, Duplicates int
+		}
+	}
+	if err := json.Unmarshal([]byte(served), &feeds); err != nil || len(feeds.Feeds) != 2 {
+		t.Errorf("the dashboard's /api/v1/feeds during the hold: %v: %s", err, served)
+	}
+	for _, f := range feeds.Feeds {
+		if got := (feedCount{deliveries: f.Deliveries, first: f.First, duplicate: f.Duplicates}); got != wantFeeds[f.Name] {
+			t.Errorf("the dashboard's /api/v1/feeds: feed %s %+v, want %+v", f.Name, got, wantFeeds[f.Name])
+		}
 	}
 	for _, feed := range []string{feedA, feedB} {
 		if !regexp.MustCompile(`"feed":\s*"` + feed + `"`).MatchString(audit) {
