@@ -592,3 +592,26 @@ func (e *Engine) commitStarted() func() {
 // Stats returns the current window sizes. On a shared store, whose windows
 // the engine does not hold, only Position is set: this member's.
 func (e *Engine) Stats() Stats { return e.win.stats() }
+
+// HoldsDecisions reports whether the store holds a decision: this
+// engine's, or on a shared store any member's chain's (a member that has
+// decided nothing yet joins a group that has).
+func (e *Engine) HoldsDecisions(ctx context.Context) (bool, error) {
+	if e.Stats().Position > 0 {
+		return true, nil
+	}
+	cs := e.caps.Chains
+	if cs == nil {
+		return false, nil
+	}
+	chains, err := cs.Chains(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range chains {
+		if c.Head.Position > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,7 +93,12 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 			c.log.Warn("jetstream: the consumer's max_deliver was set on the server: past it the server gives up on a message, never decided, with no audit record; replayguard sets it back to unlimited",
 				"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "max_deliver", n, "when", "bind")
 		}
-	} else if c.dec != nil && c.dec.Stats().Position > 0 {
+		if err := c.sharedFilter(prev.CachedInfo().Config, st.CachedInfo().Config.Subjects); err != nil {
+			return nil, nil, err
+		}
+	} else if held, err := c.holdsDecisions(ctx); err != nil {
+		return nil, nil, err
+	} else if held {
 		return nil, nil, c.missing(stood, known)
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, cc)
@@ -175,7 +181,7 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 // its sequences start over), else at the sequence after the last one
 // decided, for the operator to find.
 func (c *Consumer) missing(stood engine.StreamMark, known bool) error {
-	refused := fmt.Sprintf("durable consumer %q is missing on stream %q, and the store already holds this member's decisions (it was deleted, or the stream created again, or jetstream.consumer renamed): "+
+	refused := fmt.Sprintf("durable consumer %q is missing on stream %q, and the store already holds decisions (this member's, or on a group's store another member's: it was deleted, or the stream created again, or jetstream.consumer renamed): "+
 		"a new one would deliver the stream from its first message, where messages whose keys have left the window (window.ttl) apply again. ", c.cfg.Consumer, c.cfg.Stream)
 	add := fmt.Sprintf("nats consumer add %s %s --pull --ack explicit", c.cfg.Stream, c.cfg.Consumer)
 	switch {
@@ -190,6 +196,59 @@ func (c *Consumer) missing(stood engine.StreamMark, known bool) error {
 			"what comes again is found duplicate), or --deliver all to take the whole stream again", add)
 	}
 	return fmt.Errorf("%w: %s", ErrStream, refused)
+}
+
+// holdsDecisions reports whether the store holds decisions: this
+// member's, or on a group's store any member's.
+func (c *Consumer) holdsDecisions(ctx context.Context) (bool, error) {
+	switch d := c.dec.(type) {
+	case nil:
+		return false, nil
+	case groupDecider:
+		held, err := d.HoldsDecisions(ctx)
+		if err != nil {
+			return false, fmt.Errorf("read whether the store holds decisions: %w", err)
+		}
+		return held, nil
+	}
+	return c.dec.Stats().Position > 0, nil
+}
+
+// sharedFilter refuses, on a group's store, to bind a durable consumer
+// the members share when this member's jetstream.subjects would change its
+// filter: the server delivers every member what the filter takes, so one
+// member's narrower subjects would leave the others' messages to no
+// member, with no sign anywhere, and a wider one would flip the filter
+// back and forth with each member's bind. A consumer's other settings
+// (ack_wait, max_ack_pending) are the group's too: a change is logged, as
+// it applies to every member.
+func (c *Consumer) sharedFilter(was jetstream.ConsumerConfig, streamSubjects []string) error {
+	if c.cfg.Alone {
+		return nil
+	}
+	have := filterSubjects(was.FilterSubject, was.FilterSubjects, streamSubjects)
+	want := filterSubjects("", c.cfg.Subjects, streamSubjects)
+	if !sameSubjects(have, want) {
+		return fmt.Errorf("%w: consumer %q on stream %q, which the group's members share, is filtered to %s, and this member's jetstream.subjects take %s: "+
+			"every member must take the same subjects (a member's filter is every member's: the messages it leaves out would go to no member). "+
+			"To change them, stop every member, change the consumer's filter on the server (nats consumer edit), then start them with the new jetstream.subjects",
+			ErrStream, c.cfg.Consumer, c.cfg.Stream, strings.Join(have, ", "), strings.Join(want, ", "))
+	}
+	if was.AckWait != c.cfg.AckWait || was.MaxAckPending != c.cfg.MaxAckPending {
+		c.log.Warn("jetstream: this member's ack_wait or max_ack_pending differs from the consumer the group's members share, and changes it for every member: give every member the same",
+			"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "ack_wait_was", was.AckWait, "ack_wait", c.cfg.AckWait,
+			"max_ack_pending_was", was.MaxAckPending, "max_ack_pending", c.cfg.MaxAckPending)
+	}
+	return nil
+}
+
+// sameSubjects reports whether a and b hold the same subject filters,
+// whatever their order.
+func sameSubjects(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // consumerConfig is the durable consumer: explicit acks, every message of

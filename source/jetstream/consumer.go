@@ -31,6 +31,12 @@ type preparer = consume.Preparer
 // does (engine.Engine.Stats): whether it has decided anything yet.
 type decider interface{ Stats() engine.Stats }
 
+// groupDecider is a decider that tells whether its store holds decisions
+// of any member of its group (engine.Engine.HoldsDecisions).
+type groupDecider interface {
+	HoldsDecisions(ctx context.Context) (bool, error)
+}
+
 // apiTimeout bounds one JetStream API request (stream info, consumer
 // create) while binding.
 const apiTimeout = 10 * time.Second

@@ -60,7 +60,8 @@ func TestWideningTheSubjectsPastMessagesTheDurableSkippedIsRefused(t *testing.T)
 
 // Widening the subjects is no loss when the stream holds no message of the
 // added ones up to the consumer's position: the durable is bound, and the
-// messages that follow are taken.
+// messages that follow are taken. (A store of its own: a group's members
+// share the durable's filter, and one whose subjects differ is refused.)
 func TestWideningTheSubjectsPastNoSkippedMessageBindsTheDurable(t *testing.T) {
 	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
 	n.CreateStream(testStream, "plant.>")
@@ -68,7 +69,9 @@ func TestWideningTheSubjectsPastNoSkippedMessageBindsTheDurable(t *testing.T) {
 	consumeFiltered(t, n, "plant.*.water")
 
 	e, _ := meters(t)
-	r := start(t, testConfig(t, n.URL()), e)
+	cfg := testConfig(t, n.URL())
+	cfg.Alone = true // the memory store's
+	r := start(t, cfg, e)
 	publishAll(t, n, readings(4, "m1"))
 	waitFor(t, "the readings published after the widening applied", 10*time.Second, func() bool { return kwh(e, "m1") == "4" })
 	if err := r.stop(); err != nil {

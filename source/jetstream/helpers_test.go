@@ -49,13 +49,16 @@ func testLogger(t testing.TB) *slog.Logger { return consumetest.Logger(t, slog.L
 
 // meters is the engine of the tests: plant/<meter>/energy readings,
 // sequenced per meter, summed into meter/<meter>.
+// metersRoute sums each meter's sequenced readings into meter/<meter>.
+var metersRoute = engine.Route{
+	Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, Sequence: "seq",
+	Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}},
+}
+
 func meters(t testing.TB) (*engine.Engine, *memory.Store) {
 	t.Helper()
 	st := memory.New()
-	e, err := engine.New(context.Background(), st, engine.Options{Routes: []engine.Route{{
-		Name: "meters", Topic: "plant/+/energy", Source: []string{"topic[1]"}, Sequence: "seq",
-		Effects: []engine.EffectSpec{{Entity: "meter/{topic[1]}", Add: map[string]string{"kwh": "kwh"}}},
-	}}})
+	e, err := engine.New(context.Background(), st, engine.Options{Routes: []engine.Route{metersRoute}})
 	if err != nil {
 		t.Fatal(err)
 	}
