@@ -42,6 +42,9 @@ func (e *Engine) decideOne(m *Message, now time.Time, ref uint64, by string) Dec
 			}
 			return e.record(m, dec, now, ref, by)
 		}
+		if m.loggedKind != nil {
+			m.logged = nil // of an earlier try, placed elsewhere
+		}
 		for i := range m.loggedKind { // placed where the log records it applied: that very message
 			if l := &m.loggedKind[i]; l.Key == d.key && l.Digest == d.digest {
 				m.logged = &AuditRecord{Position: l.Position, Member: l.Member, Key: l.Key, Digest: l.Digest}

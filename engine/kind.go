@@ -90,6 +90,12 @@ type HeldPlacer interface {
 // a duplicate the log proves.
 type LoggedPlacer interface {
 	Placer
+	// Loggable reports whether the log may prove the delivery applied
+	// at all (a Sparkplug NBIRTH or NDEATH it never does): false spares
+	// the read.
+	Loggable() bool
+	// MayBeLogged reports whether an effective record at sequence seq
+	// may be the delivery's own.
 	MayBeLogged(seq int64) bool
 }
 

@@ -20,8 +20,8 @@ var errLogFound = errors.New("found")
 // the log the store keeps holds none (records moved to the archive are not
 // read). A message whose kind places it at decide time (its key follows
 // from its place) has no key yet: for a LoggedPlacer's, it returns instead
-// the records of its route and source the kind may find it among, up to
-// maxLoggedKind. It reads the whole log, without the engine's lock.
+// the records of its route and source the kind may find it among, the
+// last maxLoggedKind. It reads the whole log, without the engine's lock.
 func (e *Engine) loggedApplied(ctx context.Context, id uint64) (*AuditRecord, []LoggedApplication, error) {
 	q, err := e.store.Quarantined(ctx, id)
 	if err != nil || q.Outcome == Conflict.String() {
@@ -41,25 +41,28 @@ func (e *Engine) loggedApplied(ctx context.Context, id uint64) (*AuditRecord, []
 			if r.Key != d.key || r.Digest != d.digest {
 				return nil
 			}
-			if o, _ := ParseOutcome(r.Outcome); !o.Effective() {
+			if o, ok := ParseOutcome(r.Outcome); !ok || !o.Effective() {
 				return nil
 			}
 			found = &r
 			return errLogFound
 		}
-	case ok:
+	case ok && lp.Loggable():
+		next := 0 // where the next is kept once maxLoggedKind are: over the oldest
 		look = func(r AuditRecord) error {
 			if r.Sequence == nil || r.Key.IsZero() || r.Route != d.route.Name || !slices.Equal(r.Source, d.source) || !lp.MayBeLogged(*r.Sequence) {
 				return nil
 			}
-			if o, _ := ParseOutcome(r.Outcome); !o.Effective() {
+			if o, ok := ParseOutcome(r.Outcome); !ok || !o.Effective() {
 				return nil
 			}
-			kind = append(kind, LoggedApplication{Epoch: r.Epoch, Sequence: *r.Sequence, Key: r.Key, Digest: r.Digest,
-				Position: r.Position, Member: r.Member})
-			if len(kind) == maxLoggedKind {
-				return errLogFound
+			l := LoggedApplication{Epoch: r.Epoch, Sequence: *r.Sequence, Key: r.Key, Digest: r.Digest, Position: r.Position, Member: r.Member}
+			if len(kind) < maxLoggedKind {
+				kind = append(kind, l)
+				return nil
 			}
+			kind[next] = l
+			next = (next + 1) % maxLoggedKind
 			return nil
 		}
 	default:
@@ -88,8 +91,9 @@ func (e *Engine) loggedApplied(ctx context.Context, id uint64) (*AuditRecord, []
 
 // maxLoggedKind bounds the records loggedApplied keeps for a kind to look
 // among (a Sparkplug edge's at one seq: one in 256 of its records). The
-// first ones kept, a release whose own record lies after them is decided
-// as the windows tell, held again where they cannot.
+// last ones read are kept (of a group's chains, each read in turn: the
+// last chains' last); a release whose own record lies before them is
+// decided as the windows tell, held again where they cannot.
 const maxLoggedKind = 1 << 16
 
 // loggedAt names where the log holds r: its position, and its member's

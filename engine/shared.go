@@ -20,6 +20,9 @@ type sharedWindows struct {
 	store   SharedStore
 	scan    RowScanner // nil: the rows are read by Load
 	journal Journal    // nil: none
+	// decidedAt is when the last part of a batch was decided (decideParts):
+	// a part after it is decided no earlier.
+	decidedAt time.Time
 	// redeciding is the Head of the lost batch a recovery decides again
 	// (JournalEntry.Redecides).
 	redeciding AuditHead

@@ -61,6 +61,7 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 	var at time.Time       // when they were decided: the parts after are decided no earlier
 	err := w.updateWith(ctx, r, func(rows *Rows) {
 		at = notBefore(e.opts.Now(), now)
+		w.decidedAt = at
 		first, later = splitHeld(msgs, rows.Held)
 		if later == nil {
 			e.pending.expect(len(msgs))
@@ -131,8 +132,11 @@ func (w *sharedWindows) decideParts(ctx context.Context, msgs []Message, now tim
 	return out, nil
 }
 
-// notBefore is t, or floor when t is before it (a clock stepped back).
+// notBefore is t, or floor when t is before it (a clock stepped back),
+// compared by their wall clocks, which the records hold: times read from
+// time.Now carry a monotonic reading too, and Before would compare those.
 func notBefore(t, floor time.Time) time.Time {
+	t, floor = t.Round(0), floor.Round(0)
 	if t.Before(floor) {
 		return floor
 	}
@@ -164,7 +168,7 @@ func (w *sharedWindows) decideHalves(ctx context.Context, msgs []Message, now ti
 	for i := range first {
 		w.markCommitted(&msgs[i], &first[i])
 	}
-	second, err := w.decideParts(ctx, msgs[half:], now, round)
+	second, err := w.decideParts(ctx, msgs[half:], notBefore(w.e.opts.Now(), w.decidedAt), round)
 	if err != nil {
 		return nil, err
 	}

@@ -23,8 +23,8 @@ func (sp *spMessage) placeSeq(d *engine.Delivery, p *engine.Placement, src *engi
 	}
 	b := &src.Sparkplug.Births[sp.birth]
 	sp.epoch, sp.epochInt = epochOf(b.BdSeq, b.Rebirth)
-	if c, ok := sp.loggedAt(d, p); ok {
-		sp.seq, sp.logged = c, true
+	if sp.loggedAt(d, p) {
+		sp.logged = true
 		return ""
 	}
 	w := src.Kept(sp.epoch)
@@ -241,26 +241,34 @@ func (sp *spMessage) releasedBehind(d *engine.Delivery, p *engine.Placement, w *
 	return 0, why("each of its placements from %d down holds another message", below)
 }
 
+// Loggable reports whether the audit log may prove the released message
+// applied (engine.LoggedPlacer): a message placed in a sequence window,
+// not an NBIRTH nor an NDEATH.
+func (sp *spMessage) Loggable() bool { return sp.typ != spNBirth && sp.typ != spNDeath }
+
 // MayBeLogged reports whether an audit record at sequence seq may be the
-// released message's own (engine.LoggedPlacer): a message placed in a
-// sequence window, at a placement congruent to its seq.
-func (sp *spMessage) MayBeLogged(seq int64) bool {
-	return sp.typ != spNBirth && sp.typ != spNDeath && seq >= 0 && seq%256 == sp.seqRaw
-}
+// released message's own (engine.LoggedPlacer): at a placement congruent
+// to its seq.
+func (sp *spMessage) MayBeLogged(seq int64) bool { return seq >= 0 && seq%256 == sp.seqRaw }
 
 // loggedAt looks, for a released message, for the placement where the
-// audit log records its content applied in its session (Placement.Logged):
-// there it is that very message, whatever its windows still tell (its key
-// gone from the key window, the placement below its window or the window
-// no longer kept), and the engine decides it a duplicate the log proves.
-func (sp *spMessage) loggedAt(d *engine.Delivery, p *engine.Placement) (int64, bool) {
+// audit log records its content applied (Placement.Logged): in any epoch
+// of its edge (data decided before its NBIRTH is applied in the birth
+// before), at a placement congruent to its seq. Its content holds its
+// timestamp and seq: there it is that very message, whatever its windows
+// still tell (its key gone from the key window, the placement below its
+// window, the window no longer kept, another epoch than the one it is
+// taken for now), and the engine decides it a duplicate the log proves.
+// It sets the epoch and sequence it found.
+func (sp *spMessage) loggedAt(d *engine.Delivery, p *engine.Placement) bool {
 	for _, l := range p.Logged() {
-		if l.Epoch == sp.epoch && l.Digest == sp.digest && l.Sequence%256 == sp.seqRaw &&
-			l.Key == engine.SequencedKey(d.RouteName(), d.Source(), "n"+sp.epoch, l.Sequence) {
-			return l.Sequence, true
+		if l.Digest == sp.digest && l.Sequence%256 == sp.seqRaw &&
+			l.Key == engine.SequencedKey(d.RouteName(), d.Source(), "n"+l.Epoch, l.Sequence) {
+			sp.epoch, sp.seq = l.Epoch, l.Sequence
+			return true
 		}
 	}
-	return 0, false
+	return false
 }
 
 // appliedAt looks for a placement at or below h, congruent to the seq,

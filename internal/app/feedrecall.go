@@ -59,9 +59,9 @@ func (s *feedsSource) recall(ctx context.Context, st engine.Store, member string
 		if r.Position > head {
 			return errRecalled
 		}
-		o, _ := engine.ParseOutcome(r.Outcome)
+		o, ok := engine.ParseOutcome(r.Outcome) // not an operator's outbox action: a decision
 		f := byName[r.Feed]
-		if f == nil || r.Key.IsZero() || !o.Effective() {
+		if f == nil || r.Key.IsZero() || !ok || !o.Effective() {
 			return nil
 		}
 		// As the live timing does: a twin applied again keeps its first
