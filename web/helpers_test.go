@@ -74,6 +74,7 @@ type fixture struct {
 	metrics *metrics.Metrics
 	reg     *prometheus.Registry
 	ready   atomic.Bool
+	status  atomic.Pointer[StoreStatus] // what /readyz says besides Ready; nil: nothing
 	srv     *Server
 	http    *httptest.Server
 	seq     map[string]int64
@@ -121,7 +122,12 @@ func startFixture(t *testing.T, cfg Config, fo *forward.Options, opts ...func(*e
 	}
 	t.Cleanup(func() { f.eng.Close() })
 	deps := Deps{Engine: f.eng, Audit: f.store, Quarantine: f.store, Gatherer: f.reg,
-		Ready: f.ready.Load, Hub: f.hub, Outbox: f.eng}
+		Ready: f.ready.Load, Hub: f.hub, Outbox: f.eng, Store: func() StoreStatus {
+			if st := f.status.Load(); st != nil {
+				return *st
+			}
+			return StoreStatus{}
+		}}
 	if f.drainer != nil {
 		f.runDrainer()
 		deps.Forward = forwardStatus(f.drainer)

@@ -403,10 +403,45 @@ function flush() {
   if (b.forward) onForwardRecord();
 }
 
+// The badge tells the event stream's state and, while the stream is up,
+// the consumer's readiness (/readyz): a broker or a store down stops the
+// decisions while the stream stays open, and the badge says so, and why.
+let streamUp = false, streamText = "connecting…";
+let readiness = { ready: true };
 function setLive(up, text) {
-  const l = $("live");
-  l.className = "live " + (up ? "up" : "down");
+  streamUp = up;
+  streamText = text;
+  renderLive();
+}
+
+function renderLive() {
+  const l = $("live"), why = $("ready-why");
+  const warning = readiness.warning || "";
+  let text = streamText, cls = streamUp ? "up" : "down", said = "";
+  if (streamUp && !readiness.ready) {
+    text = "LIVE · NOT READY";
+    cls = "notready";
+    said = (readiness.error || "not ready").replace(/^not ready: /, "");
+  }
+  if (warning) said = said ? said + "; " + warning : warning;
+  l.className = "live " + cls;
   l.textContent = text;
+  why.className = "ready-why" + (cls === "notready" ? " down" : "");
+  why.textContent = said;
+  why.hidden = !streamUp || said === "";
+}
+
+// loadReady reads /readyz; a server that cannot be reached is the
+// stream's to tell.
+async function loadReady() {
+  try {
+    const res = await fetch("/readyz", { headers: headers(), cache: "no-store" });
+    const body = await res.json();
+    readiness = { ready: res.ok && body.ready === true, error: body.error || "", warning: body.warning || "" };
+  } catch (e) {
+    readiness = { ready: true };
+  }
+  renderLive();
 }
 
 // stream reads the event stream with fetch, so that a token can be sent.
@@ -581,6 +616,8 @@ document.addEventListener("DOMContentLoaded", () => {
   startFeeds();
   tick();
   setInterval(tick, 1000);
+  loadReady();
+  setInterval(loadReady, 2000);
   setInterval(() => soon("stats", loadStats, 0), 30000);
   stream();
 });

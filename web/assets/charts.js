@@ -199,7 +199,7 @@ function drawSourceMap(list) {
   const rows = Math.ceil(list.length / cols);
   const h = Math.max(rows * pitch - 3, 0);
   const svg = svgEl("svg", { width: W, height: h, viewBox: `0 0 ${W} ${h}`, role: "img",
-    "aria-label": list.length + " sources" });
+    "aria-label": list.length + (list.length === 1 ? " source" : " sources") });
   list.forEach((s, i) => {
     const gaps = gapsOf(s);
     const r = svgEl("rect", { x: (i % cols) * pitch, y: Math.floor(i / cols) * pitch, width: cell, height: cell, rx: 2,
@@ -249,7 +249,7 @@ function drawSources(list, total, missing) {
   const part = total > list.length; // the sources shown are the gappy ones first: all of them unless every one shown is
   const gappyText = gappy ? gappy.toLocaleString() + (part && gappy === list.length ? "+" : "") + " with open gaps" : "no open gap";
   $("source-summary").textContent = total
-    ? "· " + total.toLocaleString() + " sources" + (part ? " (" + list.length.toLocaleString() + " shown)" : "") + " · " + gappyText
+    ? "· " + total.toLocaleString() + (total === 1 ? " source" : " sources") + (part ? " (" + list.length.toLocaleString() + " shown)" : "") + " · " + gappyText
     : "";
   $("c-gaps").textContent = missing.toLocaleString();
   $("c-gaps").parentElement.classList.toggle("alert", missing > 0);
