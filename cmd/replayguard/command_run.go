@@ -44,8 +44,12 @@ func cmdDemo(e *env) error {
 	if e.flagString("log-level") == "info" { // the story narrates; component logs only on errors by default
 		log = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	return demo.Run(e.ctx, e.stdout, demo.Options{Story: story, Listen: e.flagString("listen"), Hold: hold, Pace: pace,
+	err := demo.Run(e.ctx, e.stdout, demo.Options{Story: story, Listen: e.flagString("listen"), Hold: hold, Pace: pace,
 		Report: e.flagString("report"), Version: version, Logger: log})
+	if errors.Is(err, demo.ErrOptions) { // a flag's value: a command-line mistake
+		return fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), demo.ErrOptions.Error()+": "))
+	}
+	return err
 }
 
 // storyList names the demo's stories as a sentence does: "a, b and c".

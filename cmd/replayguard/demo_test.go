@@ -29,3 +29,21 @@ func TestDemoRefusesAnUnknownStory(t *testing.T) {
 		t.Errorf("demo --story nope printed %q: it must refuse before the story starts", out)
 	}
 }
+
+// A flag's value the demo cannot take is a command-line mistake, said once
+// and plainly: exit status 2, the flag named, before the story starts.
+func TestDemoRefusesABadFlagValueAsAUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pace", "-1s"}, "replayguard demo: usage: --pace -1s is negative"},
+		{[]string{"--hold", "-5m"}, "replayguard demo: usage: --hold -5m0s is negative"},
+		{[]string{"--listen", "0.0.0.0:9794"}, `replayguard demo: usage: --listen "0.0.0.0:9794": the demo serves loopback only`},
+	} {
+		out, errs, code := cli(t, "", append([]string{"demo"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errs, tc.want) || out != "" {
+			t.Errorf("demo %q: exit %d, stderr %q, stdout %q; want exit %d saying %q", tc.args, code, errs, out, exitUsage, tc.want)
+		}
+	}
+}

@@ -47,17 +47,44 @@ func (d *demo) sayLineage(ctx context.Context) {
 		return
 	}
 	d.out.plain("\n  Why replayguard's %s is right: its lineage from the audit log (replayguard explain %s)\n", d.story.lineage, d.story.lineage)
+	l, all := ls[0], len(ls[0].Changes)
+	shown := replayedChanges(l.Changes)
+	if all > lineageShown {
+		l.Changes = shown
+	}
 	var b strings.Builder
-	if err := app.WriteLineage(&b, ls[0]); err != nil {
+	if err := app.WriteLineage(&b, l); err != nil {
 		return
 	}
-	for line := range strings.Lines(b.String()) {
+	text := b.String()
+	if all > lineageShown { // the header counts every change; the rest are explain's
+		_, rest, _ := strings.Cut(text, "\n")
+		text = fmt.Sprintf("%s: %d changes, %d replays suppressed; shown: the %d the replays came for, and the last\n", l.Entity, all, l.Suppressed, len(shown)-1) + rest
+	}
+	for line := range strings.Lines(text) {
 		if line = strings.TrimSuffix(line, "\n"); line == "" {
 			d.out.plain("")
 		} else {
 			d.out.plain("    %s", line)
 		}
 	}
+}
+
+// lineageShown is how many changes of a lineage the demo prints: past it,
+// those the replays came for and the last (a meter's lineage holds a change
+// for each reading).
+const lineageShown = 12
+
+// replayedChanges returns the changes that replays or held copies came
+// for, at most lineageShown-1 of them, and the last change.
+func replayedChanges(cs []aar.Change) []aar.Change {
+	var out []aar.Change
+	for _, c := range cs[:len(cs)-1] {
+		if (len(c.Suppressed) > 0 || len(c.Held) > 0) && len(out) < lineageShown-1 {
+			out = append(out, c)
+		}
+	}
+	return append(out, cs[len(cs)-1])
 }
 
 func (d *demo) renderReport(ctx context.Context, path string) error {

@@ -83,15 +83,18 @@ func (o *Options) setDefaults() error {
 	if !slices.Contains(Stories, o.Story) {
 		return fmt.Errorf("%w: story %q: the stories are %s", ErrOptions, o.Story, storyNames())
 	}
-	if o.Pace < 0 || o.Hold < 0 {
-		return fmt.Errorf("%w: negative pace or hold", ErrOptions)
+	switch {
+	case o.Pace < 0:
+		return fmt.Errorf("%w: --pace %v is negative", ErrOptions, o.Pace)
+	case o.Hold < 0:
+		return fmt.Errorf("%w: --hold %v is negative", ErrOptions, o.Hold)
 	}
 	host, _, err := net.SplitHostPort(o.Listen)
 	if err != nil {
-		return fmt.Errorf("%w: listen %q: %v", ErrOptions, o.Listen, err)
+		return fmt.Errorf("%w: --listen %q: %v", ErrOptions, o.Listen, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("%w: listen %q: the demo serves loopback only", ErrOptions, o.Listen)
+		return fmt.Errorf("%w: --listen %q: the demo serves loopback only", ErrOptions, o.Listen)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,10 +66,17 @@ func TestThePlantStandbyReplaysSessionSevenAndOnlyTheNaiveBillIsWrong(t *testing
 		regexp.MustCompile(`sources:\s+plant/meter-3 online, bdSeq 9; epoch 9 high 3; kept: session 8 high 270, session 7 high 4\n`),
 		regexp.MustCompile(`Audit chain intact: ` + strconv.Itoa(int(res.audited)) + ` records`),
 		regexp.MustCompile(`replayguard's is exact\.`),
+		// The meter's lineage: a change a reading, of which the terminal
+		// shows those the replays came for, and the last.
+		regexp.MustCompile(`meter/meter-3: ` + strconv.Itoa(res.applied) + ` changes, ` + strconv.Itoa(len(s.held)) +
+			` replays suppressed; shown: the ` + strconv.Itoa(len(s.held)) + ` the replays came for, and the last\n`),
 	} {
 		if !want.MatchString(out.String()) {
 			t.Errorf("output lacks %v", want)
 		}
+	}
+	if shown := strings.Count(out.String(), "  applied\n"); shown != len(s.held)+1 {
+		t.Errorf("the lineage shows %d changes, want the %d the replays came for and the last", shown, len(s.held))
 	}
 }
 
