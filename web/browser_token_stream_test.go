@@ -25,6 +25,12 @@ func TestATokenEnteredWhileTheDashboardCannotReadOpensOneStream(t *testing.T) {
 
 	b := openBrowser(t, chrome, f.http.URL)
 	b.waitFor("the stream refused", `document.getElementById('live').textContent.includes('token needed')`)
+	if err := chromedp.Do(b.ctx, chromedp.SendKeys(chromedp.CSS(`#token`), "wr0ng\t")); err != nil {
+		t.Fatal(err)
+	}
+	// A wrong token is told as refused, not as one still to enter.
+	b.waitFor("the token refused", `document.getElementById('live').textContent.includes('the token entered is refused')`)
+	b.eval(`(() => { document.getElementById('token').value = ""; return ""; })()`)
 	if err := chromedp.Do(b.ctx, chromedp.SendKeys(chromedp.CSS(`#token`), "v13wer\t")); err != nil {
 		t.Fatal(err)
 	}

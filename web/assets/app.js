@@ -426,6 +426,7 @@ function renderLive() {
   if (warning) said = said ? said + "; " + warning : warning;
   l.className = "live " + cls;
   l.textContent = text;
+  document.body.classList.toggle("stale", !streamUp); // the counts shown are the last read, not live
   why.className = "ready-why" + (cls === "notready" ? " down" : "");
   why.textContent = said;
   why.hidden = !streamUp || said === "";
@@ -455,7 +456,10 @@ async function stream() {
   streamAbort = abort;
   try {
     const res = await fetch("/api/v1/events", { headers: headers(), signal: abort.signal, cache: "no-store" });
-    if (!res.ok) throw new Error(res.status === 401 ? "token needed to read" : "HTTP " + res.status);
+    if (!res.ok) {
+      throw new Error(res.status !== 401 ? "HTTP " + res.status
+        : token() ? "the token entered is refused (missing or wrong)" : "token needed to read: enter it beside");
+    }
     setLive(true, "LIVE");
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
