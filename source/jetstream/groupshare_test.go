@@ -28,6 +28,20 @@ func groupMeters(t testing.TB, g *memory.Group, member string) *engine.Engine {
 	return e
 }
 
+// refusedAtBind waits for r's Run to end refused (ErrStream) saying want;
+// it fails saying that r bound what instead.
+func refusedAtBind(t *testing.T, r *running, want, what string) {
+	t.Helper()
+	select {
+	case <-r.run.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the member bound %s", what)
+	}
+	if err := r.run.Err(); !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Run = %v, want it refused saying %q", err, want)
+	}
+}
+
 // A member that has decided nothing yet, joining a group whose store holds
 // another member's decisions, finds the durable consumer they shared
 // missing: it is refused, as the member that decided them is. A durable it
@@ -46,15 +60,8 @@ func TestANewMemberIsRefusedADurableMissingOnceItsGroupDecided(t *testing.T) {
 	}
 	n.DeleteConsumer(testStream, testConsumer)
 
-	b := start(t, cfg, groupMeters(t, g, "b"))
-	select {
-	case <-b.run.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("member b bound a durable it created: the stream is delivered again from its first message")
-	}
-	if err := b.run.Err(); !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), "another member's") {
-		t.Fatalf("member b's Run = %v, want it refused: the group's store holds another member's decisions", err)
-	}
+	refusedAtBind(t, start(t, cfg, groupMeters(t, g, "b")), "another member's",
+		"a durable it created: the stream delivered again from its first message")
 	if _, err := n.ConsumerInfo(testStream, testConsumer); err == nil {
 		t.Error("member b created the durable consumer")
 	}
@@ -75,15 +82,8 @@ func TestAMemberWhoseSubjectsDifferFromItsGroupsIsRefused(t *testing.T) {
 
 	narrow := cfg
 	narrow.Subjects = []string{"plant.m1.energy"}
-	b := start(t, narrow, groupMeters(t, g, "b"))
-	select {
-	case <-b.run.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("member b bound the shared durable with its own narrower subjects")
-	}
-	if err := b.run.Err(); !errors.Is(err, jetstream.ErrStream) || !strings.Contains(err.Error(), "every member must take the same subjects") {
-		t.Fatalf("member b's Run = %v, want it refused: its subjects differ from the shared durable's", err)
-	}
+	refusedAtBind(t, start(t, narrow, groupMeters(t, g, "b")), "every member must take the same subjects",
+		"the shared durable, with its own narrower subjects")
 	info, err := n.ConsumerInfo(testStream, testConsumer)
 	if err != nil {
 		t.Fatal(err)
