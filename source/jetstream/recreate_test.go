@@ -4,6 +4,7 @@ import (
 	"errors"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,29 @@ func TestADurableMadeToStartAtASequenceAndDeletedIsResumedFromItsStart(t *testin
 	}
 	if from, _ := strconv.ParseUint(m[1], 10, 64); from != 6 {
 		t.Errorf("resume from stream sequence %d, want 6, where the consumer was made to start: %v", from, err)
+	}
+}
+
+// A consumer deleted while Run consumes ends it saying where to create it
+// again: after the ack floor, which Run reads every second between its
+// checks (a minute apart by default). Read only at the bind, it named the
+// stream's first message, before every message decided since: created so,
+// the consumer delivered them again, and an id route's whose keys had
+// left the window applied again.
+func TestAConsumerDeletedWhileRunConsumesNamesTheFloorOfItsAcks(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	e, _ := meters(t)
+	cfg := testConfig(t, n.URL()) // StreamCheck a minute: the checks read nothing meanwhile
+	r := start(t, cfg, e)
+	publishAll(t, n, readings(10, "m1"))
+	allAcked(t, n, 10*time.Second)
+	waitFor(t, "the ack floor read", 10*time.Second, func() bool { return r.AckFloor() == 10 })
+
+	n.DeleteConsumer(testStream, testConsumer)
+	<-r.run.Done()
+	err := r.run.Err()
+	if !errors.Is(err, jetstream.ErrConsumerDeleted) || !strings.Contains(err.Error(), "--deliver 11") {
+		t.Fatalf("Run = %v, want it to say to create the consumer from stream sequence 11, after the 10 acknowledged", err)
 	}
 }

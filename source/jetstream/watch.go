@@ -31,13 +31,35 @@ func (c *Consumer) watch(ctx context.Context, nc *nats.Conn, cons jetstream.Cons
 	}
 	t := time.NewTicker(c.cfg.StreamCheck)
 	defer t.Stop()
+	floor := time.NewTicker(floorRead)
+	defer floor.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-floor.C:
+			c.readFloor(ctx, cons)
+			continue
 		case <-t.C:
 		}
 		subjects = c.check(ctx, js, cons, subjects)
+	}
+}
+
+// floorRead is how often watch reads the consumer's ack floor between
+// checks: where a consumer deleted meanwhile is to be created again to
+// resume (deleted) lags the acknowledgements by no more, and what it
+// delivers again is found duplicate while its keys are in the window.
+const floorRead = time.Second
+
+// readFloor reads the consumer's ack floor (noteFloor); a server that
+// does not answer, or a consumer gone, is left to the checks and the
+// pulls to tell.
+func (c *Consumer) readFloor(ctx context.Context, cons jetstream.Consumer) {
+	ctx, cancel := context.WithTimeout(ctx, floorRead)
+	defer cancel()
+	if info, err := cons.Info(ctx); err == nil {
+		c.noteFloor(info)
 	}
 }
 
