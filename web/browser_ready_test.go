@@ -62,3 +62,31 @@ func TestANarrowWindowScrollsToEveryPanel(t *testing.T) {
 	t.Fatalf("the quarantine's discard button never came into view by the wheel: at %s, the page scrolled to %s",
 		b.eval(`String(document.querySelector('.held-msg button.discard').getBoundingClientRect().top)`), b.eval(`String(scrollY)`))
 }
+
+// Between the narrow layout and a wide screen nothing runs off the right
+// edge, where the page does not scroll: the header wraps, with a long
+// reason not ready beside the badge, and the panels' columns shrink to the
+// window. At 901 to about 1,260 pixels the header and the panels ran
+// past it, the token field and the last tile out of reach.
+func TestEveryWidthFitsTheWindow(t *testing.T) {
+	chrome := findChromium(t)
+	f := newFixture(t, Config{Version: "widths-test"})
+	f.hold()
+	f.status.Store(&StoreStatus{Error: "the last commit failed: postgres store: failed to connect to `user=replayguard database=ops`: 127.0.0.1:5432 (127.0.0.1): dial error: dial tcp 127.0.0.1:5432: connect: connection refused"})
+	f.ready.Store(false)
+	b := openBrowser(t, chrome, f.http.URL)
+	for _, width := range []int64{901, 1000, 1100, 1200, 1280} {
+		if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(width, 800)); err != nil {
+			t.Fatal(err)
+		}
+		b.waitFor("the reason not ready", `document.getElementById('live').textContent === 'LIVE · NOT READY' && document.querySelector('.held-msg') !== null`)
+		fits := `(() => { const w = innerWidth, right = (q) => document.querySelector(q).getBoundingClientRect().right;
+			return document.documentElement.scrollWidth <= w && right('#token') <= w && right('.tile.gaps') <= w && right('#quarantine-panel') <= w; })()`
+		if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](fits, chromedp.WithPollingTimeout(2*time.Second))); err != nil {
+			b.shot(t.Name() + "-failure.png")
+			t.Errorf("at %d pixels wide: the page is %s wide, the token field ends at %s, the quarantine at %s", width,
+				b.eval(`String(document.documentElement.scrollWidth)`), b.eval(`String(document.getElementById('token').getBoundingClientRect().right)`),
+				b.eval(`String(document.getElementById('quarantine-panel').getBoundingClientRect().right)`))
+		}
+	}
+}
