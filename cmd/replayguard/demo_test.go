@@ -40,6 +40,7 @@ func TestDemoRefusesABadFlagValueAsAUsageError(t *testing.T) {
 		{[]string{"--pace", "-1s"}, "replayguard demo: usage: --pace -1s is negative"},
 		{[]string{"--hold", "-5m"}, "replayguard demo: usage: --hold -5m0s is negative"},
 		{[]string{"--listen", "0.0.0.0:9794"}, `replayguard demo: usage: --listen "0.0.0.0:9794": the demo serves loopback only`},
+		{[]string{"--listen", "127.0.0.1:99999"}, `replayguard demo: usage: --listen "127.0.0.1:99999": port "99999" is not from 0 to 65535`},
 	} {
 		out, errs, code := cli(t, "", append([]string{"demo"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errs, tc.want) || out != "" {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -89,9 +90,12 @@ func (o *Options) setDefaults() error {
 	case o.Hold < 0:
 		return fmt.Errorf("%w: --hold %v is negative", ErrOptions, o.Hold)
 	}
-	host, _, err := net.SplitHostPort(o.Listen)
+	host, port, err := net.SplitHostPort(o.Listen)
 	if err != nil {
 		return fmt.Errorf("%w: --listen %q: %v", ErrOptions, o.Listen, err)
+	}
+	if n, err := strconv.Atoi(port); port != "" && (err != nil || n < 0 || n > 65535) {
+		return fmt.Errorf("%w: --listen %q: port %q is not from 0 to 65535", ErrOptions, o.Listen, port)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("%w: --listen %q: the demo serves loopback only", ErrOptions, o.Listen)
