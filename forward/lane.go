@@ -91,6 +91,10 @@ func (d *Drainer) runLane(ctx context.Context, l *lane) {
 	defer l.mark.stop()
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
+		select {
+		case <-l.skip: // asked before this attempt, whose read of the outbox sees that hold
+		default:
+		}
 		err := d.catchUp(ctx, l)
 		if ctx.Err() != nil {
 			return
