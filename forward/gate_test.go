@@ -71,8 +71,8 @@ func TestAFullOutboxHoldsBatchesBackUntilTheDownstreamTakesEntries(t *testing.T)
 		t.Fatal("the batch was not admitted once the webhook was back")
 	}
 	waitFor(t, "the outbox is empty", func() bool { n, _ := r.store.OutboxDepth(ctx, ""); return n == 0 })
-	if st := r.d.Status(); st.Full || st.Blocked() != "" {
-		t.Fatalf("status after the drain: %+v", st)
+	if st := r.d.Status(); st.Full || st.Blocked() != "" || !st.FullSince.IsZero() {
+		t.Fatalf("status after the drain: %+v (full since a time once it has room: it was full)", st)
 	}
 	// A caller giving up leaves the batch undecided.
 	up.Store(false)

@@ -56,6 +56,9 @@ func (d *Drainer) Status() Status {
 	if since := d.atBound(); !st.Full && !since.IsZero() {
 		st.Full, st.FullSince = true, since // the next batch will wait, though none waits yet
 	}
+	if !st.Full {
+		st.FullSince = time.Time{} // when it was full last: not now
+	}
 	for _, l := range d.snapshotLanes() {
 		l.mu.Lock()
 		// An output nothing names is shown once it has entries to answer
