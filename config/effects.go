@@ -61,6 +61,8 @@ func (fw Forward) check(ps *problems, f field, r Route) {
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			ps.add(f.dot("webhook"), "webhook %q is not an http:// or https:// URL with a host", shownURL(fw.Webhook))
+		case strings.ContainsAny(fw.Webhook, " \t\r\n"):
+			ps.add(f.dot("webhook"), "webhook %q holds white space: write a space in a URL as %%20", shownURL(fw.Webhook))
 		case u.Port() != "" && !validPort(u.Port(), 1):
 			ps.add(f.dot("webhook"), "webhook %q: port %q is not from 1 to 65535", shownURL(fw.Webhook), u.Port())
 		case strings.ContainsAny(fw.Webhook, "{}"):

@@ -69,6 +69,8 @@ func TestForwardEffectRules(t *testing.T) {
 			[]string{r + `.topic: template "clean/#" holds a wildcard or an unbalanced '}'`}},
 		{"a webhook without a scheme", meters + effects("forward: {webhook: \"billing.example/readings\"}"),
 			[]string{r + `.webhook: webhook "billing.example/readings" is not an http:// or https:// URL with a host`}},
+		{"a webhook with a space", meters + effects("forward: {webhook: \"https://billing.example/meter readings\"}"),
+			[]string{r + `.webhook: webhook "https://billing.example/meter readings" holds white space: write a space in a URL as %20`}},
 		{"a webhook whose port is out of range", meters + effects("forward: {webhook: \"https://billing.example:0/readings\"}"),
 			[]string{r + `.webhook: webhook "https://billing.example:0/readings": port "0" is not from 1 to 65535`}},
 		{"a webhook with a placeholder", meters + effects("forward: {webhook: \"https://billing.example/readings/{topic[1]}\"}"),

@@ -297,6 +297,12 @@ func (c *Config) checkGivenZeros(ps *problems, given map[string]bool) {
 		// what a list written empty asks for
 		ps.add(field{"mqtt.brokers", "mqtt.brokers"}, "brokers is empty: list at least one, like [tcp://127.0.0.1:1883], or remove it to use that default")
 	}
+	if given["outputs.mqtt.brokers"] && c.Outputs.MQTT != nil && len(c.Outputs.MQTT.Brokers) == 0 {
+		// not taken for absent either: the consumer's brokers, which the
+		// output uses without brokers of its own, are not what an empty
+		// list asks for
+		ps.add(field{"outputs.mqtt.brokers", "outputs.mqtt.brokers"}, "brokers is empty: list at least one, like [tcp://cop:1883], or remove it to publish on the consumer's brokers")
+	}
 	if given["audit.retention"] && !c.Audit.Retention.Enabled() && !given["audit.retention.max_age"] && !given["audit.retention.max_records"] &&
 		!given["audit.retention.interval"] {
 		ps.add(field{"audit.retention", "audit.retention"},

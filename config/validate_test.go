@@ -321,6 +321,8 @@ func TestComponentRules(t *testing.T) {
 			[]string{"mqtt.receive_maximum: receive_maximum 100 is below batch_size 500: the broker stops sending before a batch can fill"}},
 		{"an empty broker list is refused, not taken for the default", "mqtt: {brokers: []}",
 			[]string{"mqtt.brokers: brokers is empty: list at least one, like [tcp://127.0.0.1:1883], or remove it to use that default"}},
+		{"an empty output broker list is refused, not taken for the consumer's", "outputs: {mqtt: {brokers: []}}",
+			[]string{"outputs.mqtt.brokers: brokers is empty: list at least one, like [tcp://cop:1883], or remove it to publish on the consumer's brokers"}},
 		{"a negative batch size is refused", "mqtt: {batch_size: -5}",
 			[]string{"mqtt.batch_size: batch_size must be at least 1, got -5"}},
 		{"a cert without a key is refused", "mqtt: {tls: {cert_file: c}}",
