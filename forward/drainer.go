@@ -144,7 +144,6 @@ type Drainer struct {
 	heldSince []heldRef            // entries the lanes or operators held since the last watchHeld
 	holding   map[heldRef]struct{} // entries a lane is holding now (hold)
 	heldSeen  map[heldRef]struct{} // the held entries at the last watchHeld; Run's
-	heldRead  bool                 // a watchHeld has read them: those held at the start are no news
 }
 
 // New returns a drainer over opts.Store. It reads nothing until Run.

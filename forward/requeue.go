@@ -157,10 +157,6 @@ func (d *Drainer) watchHeld(ctx context.Context) {
 	for m := range gone {
 		d.rewind(m)
 	}
-	if !d.heldRead { // held before the start: nothing an operator just did
-		d.heldRead = true
-		return
-	}
 	for m := range added {
 		d.skipBackoff(m)
 	}

@@ -90,3 +90,21 @@ func TestEveryWidthFitsTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// In a window 400 pixels wide the badge's longest words, a stream refused
+// for its token, wrap within the window: on one line they made the page
+// wider than it, where nothing scrolls sideways.
+func TestANarrowWindowFitsTheDisconnectedBadge(t *testing.T) {
+	chrome := findChromium(t)
+	f := newFixture(t, Config{Version: "narrow-down"})
+	b := openBrowser(t, chrome, f.http.URL)
+	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(400, 800)); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the stream", `document.querySelector('#live.up') !== null`)
+	b.eval(`setLive(false, "disconnected — the token entered is refused (missing or wrong)"), ""`)
+	if got := b.eval(`String(document.documentElement.scrollWidth <= innerWidth)`); got != "true" {
+		t.Errorf("the page is %s pixels wide in a window of 400, the badge %s", b.eval(`String(document.documentElement.scrollWidth)`),
+			b.eval(`String(document.getElementById('live').getBoundingClientRect().width)`))
+	}
+}

@@ -93,12 +93,17 @@ func (c *Consumer) bindOnce(ctx context.Context, js jetstream.JetStream) (jetstr
 			c.log.Warn("jetstream: the consumer's max_deliver was set on the server: past it the server gives up on a message, never decided, with no audit record; replayguard sets it back to unlimited",
 				"stream", c.cfg.Stream, "consumer", c.cfg.Consumer, "max_deliver", n, "when", "bind")
 		}
-		if err := c.sharedFilter(prev.CachedInfo().Config, st.CachedInfo().Config.Subjects); err != nil {
+		if err := c.sharedFilter(prev.CachedInfo().Config); err != nil {
 			return nil, nil, err
 		}
 	} else if held, err := c.holdsDecisions(ctx); err != nil {
 		return nil, nil, err
 	} else if held {
+		// Another member may have created it meanwhile, and decided: the
+		// group starting at once. Bound again, it is found.
+		if _, err := st.Consumer(ctx, c.cfg.Consumer); err == nil {
+			return nil, nil, fmt.Errorf("durable consumer %q on stream %q was created by another member while this one bound: binding again", c.cfg.Consumer, c.cfg.Stream)
+		}
 		return nil, nil, c.missing(stood, known)
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, cc)
@@ -222,14 +227,23 @@ func (c *Consumer) holdsDecisions(ctx context.Context) (bool, error) {
 // back and forth with each member's bind. A consumer's other settings
 // (ack_wait, max_ack_pending) are the group's too: a change is logged, as
 // it applies to every member.
-func (c *Consumer) sharedFilter(was jetstream.ConsumerConfig, streamSubjects []string) error {
+func (c *Consumer) sharedFilter(was jetstream.ConsumerConfig) error {
 	if c.cfg.Alone {
 		return nil
 	}
-	have := filterSubjects(was.FilterSubject, was.FilterSubjects, streamSubjects)
-	want := filterSubjects("", c.cfg.Subjects, streamSubjects)
+	// As written, not as the stream's subjects now make them: a durable
+	// without a filter takes the subjects the stream gains, one filtered
+	// to the stream's subjects of today does not.
+	have := filterSubjects(was.FilterSubject, was.FilterSubjects, nil)
+	want := filterSubjects("", c.cfg.Subjects, nil)
 	if !sameSubjects(have, want) {
-		return fmt.Errorf("%w: consumer %q on stream %q, which the group's members share, is filtered to %s, and this member's jetstream.subjects take %s: "+
+		if have == nil {
+			have = []string{"every subject of the stream (no filter)"}
+		}
+		if want == nil {
+			want = []string{"every subject of the stream (no filter)"}
+		}
+		return fmt.Errorf("%w: consumer %q on stream %q, which the group's members share, takes %s, and this member's jetstream.subjects take %s: "+
 			"every member must take the same subjects (a member's filter is every member's: the messages it leaves out would go to no member). "+
 			"To change them, stop every member, change the consumer's filter on the server (nats consumer edit), then start them with the new jetstream.subjects",
 			ErrStream, c.cfg.Consumer, c.cfg.Stream, strings.Join(have, ", "), strings.Join(want, ", "))

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/replayguard/replayguard/engine"
 	"github.com/replayguard/replayguard/internal/testbroker"
 	"github.com/replayguard/replayguard/source/jetstream"
@@ -94,6 +96,79 @@ func TestAMemberWhoseSubjectsDifferFromItsGroupsIsRefused(t *testing.T) {
 	publishAll(t, n, readings(2, "m1", "m2"))
 	allAcked(t, n, 10*time.Second)
 	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A member given the stream's subjects of today as its jetstream.subjects
+// takes other subjects than one given none: the durable without a filter
+// takes the subjects the stream gains, one filtered to today's does not.
+// It is refused, and the group's durable keeps no filter. It passed, and
+// set the durable's filter: a subject the stream gained later reached no
+// member.
+func TestAMemberListingTheStreamsSubjectsIsRefusedBesideOneTakingEvery(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	g := memory.NewGroup(0, 0)
+	cfg, _ := routedConfig(t, n.URL())
+	a := start(t, cfg, groupMeters(t, g, "a"))
+	waitFor(t, "member a bound", 10*time.Second, a.Ready)
+	listed := cfg
+	listed.Subjects = []string{"plant.>"}
+	refusedAtBind(t, start(t, listed, groupMeters(t, g, "b")), "every member must take the same subjects",
+		"the shared durable, filtered to the stream's subjects of today")
+	info, err := n.ConsumerInfo(testStream, testConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.FilterSubject != "" || len(info.Config.FilterSubjects) != 0 {
+		t.Errorf("the group's durable is filtered to %q %q, want no filter", info.Config.FilterSubject, info.Config.FilterSubjects)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// racingMember is a member's engine whose group, between the member's
+// look for the durable (missing) and its read of the group's store, has
+// another member create the durable and commit a batch: the group
+// starting at once.
+type racingMember struct {
+	*engine.Engine
+	n     *testbroker.NATS
+	other *engine.Engine
+}
+
+func (r *racingMember) HoldsDecisions(ctx context.Context) (bool, error) {
+	nc, js := r.n.JetStream()
+	defer nc.Close()
+	if _, err := js.CreateOrUpdateConsumer(ctx, testStream, natsjs.ConsumerConfig{Durable: testConsumer, AckPolicy: natsjs.AckExplicitPolicy, MaxDeliver: -1}); err != nil {
+		return false, err
+	}
+	if _, err := r.other.Process(ctx, []engine.Message{{Topic: "plant/m1/energy", Payload: []byte(`{"seq":1,"kwh":"1"}`)}}); err != nil {
+		return false, err
+	}
+	return r.Engine.HoldsDecisions(ctx)
+}
+
+// A member that finds the durable missing while another member of a group
+// starting at once creates it and decides binds it: the durable exists.
+// It was refused, told the durable was missing.
+func TestAMemberStartingAsAnotherCreatesTheDurableBindsIt(t *testing.T) {
+	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+	n.CreateStream(testStream, "plant.>")
+	g := memory.NewGroup(0, 0)
+	cfg, _ := routedConfig(t, n.URL())
+	b := start(t, cfg, &racingMember{Engine: groupMeters(t, g, "b"), n: n, other: groupMeters(t, g, "a")})
+	waitFor(t, "member b bound", 10*time.Second, func() bool {
+		select {
+		case <-b.run.Done():
+			t.Fatalf("member b was refused though the durable exists: %v", b.run.Err())
+		default:
+		}
+		return b.Ready()
+	})
+	if err := b.stop(); err != nil {
 		t.Fatal(err)
 	}
 }

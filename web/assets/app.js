@@ -434,13 +434,18 @@ function renderLive() {
 
 // loadReady reads /readyz; a server that cannot be reached is the
 // stream's to tell.
+let readyAsked = false; // one read at a time: a slow server's answers never come out of order
 async function loadReady() {
+  if (readyAsked) return;
+  readyAsked = true;
   try {
     const res = await fetch("/readyz", { headers: headers(), cache: "no-store" });
     const body = await res.json();
     readiness = { ready: res.ok && body.ready === true, error: body.error || "", warning: body.warning || "" };
   } catch (e) {
     readiness = { ready: true };
+  } finally {
+    readyAsked = false;
   }
   renderLive();
 }
@@ -458,7 +463,7 @@ async function stream() {
     const res = await fetch("/api/v1/events", { headers: headers(), signal: abort.signal, cache: "no-store" });
     if (!res.ok) {
       throw new Error(res.status !== 401 ? "HTTP " + res.status
-        : token() ? "the token entered is refused (missing or wrong)" : "token needed to read: enter it beside");
+        : token() ? "the token entered is refused (missing or wrong)" : "token needed to read: enter it in the Token field");
     }
     setLive(true, "LIVE");
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
