@@ -59,7 +59,11 @@ func (d *demo) sayLineage(ctx context.Context) {
 	text := b.String()
 	if all > lineageShown { // the header counts every change; the rest are explain's
 		_, rest, _ := strings.Cut(text, "\n")
-		text = fmt.Sprintf("%s: %d changes, %d replays suppressed; shown: the %d the replays came for, and the last\n", l.Entity, all, l.Suppressed, len(shown)-1) + rest
+		replays := "replays"
+		if l.Suppressed == 1 {
+			replays = "replay"
+		}
+		text = fmt.Sprintf("%s: %d changes, %d %s suppressed; shown: the %d the replays came for, and the last\n", l.Entity, all, l.Suppressed, replays, len(shown)-1) + rest
 	}
 	for line := range strings.Lines(text) {
 		if line = strings.TrimSuffix(line, "\n"); line == "" {
