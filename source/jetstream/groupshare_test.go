@@ -73,59 +73,43 @@ func TestANewMemberIsRefusedADurableMissingOnceItsGroupDecided(t *testing.T) {
 // every member's: a member whose jetstream.subjects differ is refused at
 // its bind, and the durable keeps its filter. Set to the member's, it
 // would leave the messages of the subjects it takes out to no member,
-// with no sign.
+// with no sign. So is a member given the stream's subjects of today
+// beside one given none: the durable without a filter takes the subjects
+// the stream gains, one filtered to today's does not (it passed, and a
+// subject the stream gained later reached no member).
 func TestAMemberWhoseSubjectsDifferFromItsGroupsIsRefused(t *testing.T) {
-	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
-	n.CreateStream(testStream, "plant.>")
-	g := memory.NewGroup(0, 0)
-	cfg, _ := routedConfig(t, n.URL())
-	a := start(t, cfg, groupMeters(t, g, "a"))
-	waitFor(t, "member a bound", 10*time.Second, a.Ready)
+	for _, tc := range []struct {
+		name     string
+		subjects []string
+	}{
+		{"narrower", []string{"plant.m1.energy"}},
+		{"the stream's subjects of today, beside none", []string{"plant.>"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := testbroker.StartNATS(t, testbroker.NATSOptions{})
+			n.CreateStream(testStream, "plant.>")
+			g := memory.NewGroup(0, 0)
+			cfg, _ := routedConfig(t, n.URL())
+			a := start(t, cfg, groupMeters(t, g, "a"))
+			waitFor(t, "member a bound", 10*time.Second, a.Ready)
 
-	narrow := cfg
-	narrow.Subjects = []string{"plant.m1.energy"}
-	refusedAtBind(t, start(t, narrow, groupMeters(t, g, "b")), "every member must take the same subjects",
-		"the shared durable, with its own narrower subjects")
-	info, err := n.ConsumerInfo(testStream, testConsumer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Config.FilterSubject != "" || len(info.Config.FilterSubjects) != 0 {
-		t.Errorf("the shared durable is filtered to %q %q now, want no filter: the group's", info.Config.FilterSubject, info.Config.FilterSubjects)
-	}
-	publishAll(t, n, readings(2, "m1", "m2"))
-	allAcked(t, n, 10*time.Second)
-	if err := a.stop(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A member given the stream's subjects of today as its jetstream.subjects
-// takes other subjects than one given none: the durable without a filter
-// takes the subjects the stream gains, one filtered to today's does not.
-// It is refused, and the group's durable keeps no filter. It passed, and
-// set the durable's filter: a subject the stream gained later reached no
-// member.
-func TestAMemberListingTheStreamsSubjectsIsRefusedBesideOneTakingEvery(t *testing.T) {
-	n := testbroker.StartNATS(t, testbroker.NATSOptions{})
-	n.CreateStream(testStream, "plant.>")
-	g := memory.NewGroup(0, 0)
-	cfg, _ := routedConfig(t, n.URL())
-	a := start(t, cfg, groupMeters(t, g, "a"))
-	waitFor(t, "member a bound", 10*time.Second, a.Ready)
-	listed := cfg
-	listed.Subjects = []string{"plant.>"}
-	refusedAtBind(t, start(t, listed, groupMeters(t, g, "b")), "every member must take the same subjects",
-		"the shared durable, filtered to the stream's subjects of today")
-	info, err := n.ConsumerInfo(testStream, testConsumer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Config.FilterSubject != "" || len(info.Config.FilterSubjects) != 0 {
-		t.Errorf("the group's durable is filtered to %q %q, want no filter", info.Config.FilterSubject, info.Config.FilterSubjects)
-	}
-	if err := a.stop(); err != nil {
-		t.Fatal(err)
+			other := cfg
+			other.Subjects = tc.subjects
+			refusedAtBind(t, start(t, other, groupMeters(t, g, "b")), "every member must take the same subjects",
+				"the shared durable, with subjects of its own")
+			info, err := n.ConsumerInfo(testStream, testConsumer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Config.FilterSubject != "" || len(info.Config.FilterSubjects) != 0 {
+				t.Errorf("the shared durable is filtered to %q %q now, want no filter: the group's", info.Config.FilterSubject, info.Config.FilterSubjects)
+			}
+			publishAll(t, n, readings(2, "m1", "m2"))
+			allAcked(t, n, 10*time.Second)
+			if err := a.stop(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
